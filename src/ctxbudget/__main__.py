@@ -1,0 +1,5 @@
+"""``python -m ctxbudget``."""
+
+from .cli import main
+
+main()

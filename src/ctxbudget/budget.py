@@ -1,0 +1,110 @@
+"""Budget policy for fitting: the four component percentages and their allocation.
+
+Percentages are clamped to 0..100 (NaN and junk become 0, with a warning); a sum above 100 is
+scaled back proportionally; a sum below 90 is honoured with a warning. Allocation hands each
+component ``floor(pool * pct / 100)``, then gives whatever a component leaves unused to the
+components that still need more, in proportion to their percentages, deterministically.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ConfigError
+from .formats.base import COMPONENTS, Component
+
+__all__ = ["DEFAULT_PERCENTAGES", "BudgetSplit", "allocate", "parse_budget_spec"]
+
+DEFAULT_PERCENTAGES: dict[Component, float] = {"system": 10.0, "query": 15.0, "documents": 50.0, "history": 25.0}
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetSplit:
+    """Normalized percentages per component, and the warnings normalizing produced."""
+
+    percentages: Mapping[Component, float]
+    warnings: tuple[str, ...] = ()
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any] | None) -> BudgetSplit:
+        """Normalize user percentages (missing components take their defaults)."""
+        raw = dict(raw or {})
+        unknown = sorted(set(raw) - set(COMPONENTS))
+        if unknown:
+            raise ConfigError(f"unknown budget component(s) {', '.join(unknown)}; use {', '.join(COMPONENTS)}")
+        warnings: list[str] = []
+        pcts: dict[Component, float] = {}
+        for name in COMPONENTS:
+            pcts[name] = _clamp(name, raw.get(name, DEFAULT_PERCENTAGES[name]), warnings)
+        total = sum(pcts.values())
+        if total > 100:
+            pcts = {k: v * 100.0 / total for k, v in pcts.items()}
+            warnings.append(f"budget percentages sum to {total:g}%; scaled back proportionally to 100%")
+        elif total < 90:
+            warnings.append(f"budget percentages sum to {total:g}% (< 90%): part of the window is left unused")
+        for name in COMPONENTS:
+            if pcts[name] == 0:
+                warnings.append(
+                    f"{name} budget is 0%: when the request is over budget, every {name} item is removed"
+                )
+        return cls(percentages=pcts, warnings=tuple(warnings))
+
+
+def _clamp(name: str, value: Any, warnings: list[str]) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        warnings.append(f"{name} budget {value!r} is not a number; using 0%")
+        return 0.0
+    if math.isnan(number):
+        warnings.append(f"{name} budget is NaN; using 0%")
+        return 0.0
+    if number < 0 or number > 100:
+        clamped = min(100.0, max(0.0, number))
+        warnings.append(f"{name} budget {number:g}% is outside 0..100; clamped to {clamped:g}%")
+        return clamped
+    return number
+
+
+def parse_budget_spec(spec: str) -> dict[str, str]:
+    """``"system=10,query=15"`` -> ``{"system": "10", "query": "15"}`` (values normalized later)."""
+    out: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        name, sep, value = part.partition("=")
+        if not sep:
+            raise ConfigError(f"budget entry {part!r} is not NAME=PERCENT (e.g. documents=50)")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _proportional(amount: int, weights: Mapping[Component, float]) -> dict[Component, int]:
+    total = sum(weights.values())
+    if amount <= 0 or total <= 0:
+        return dict.fromkeys(weights, 0)
+    shares = {k: math.floor(amount * w / total) for k, w in weights.items()}
+    left = amount - sum(shares.values())
+    for k in sorted(weights, key=lambda k: (-weights[k], COMPONENTS.index(k))):
+        if left <= 0:
+            break
+        shares[k] += 1
+        left -= 1
+    return shares
+
+
+def allocate(pool: int, split: BudgetSplit, needs: Mapping[Component, int]) -> dict[Component, int]:
+    """Token budget per component: percentages first, then unused budget to those still short."""
+    pcts = split.percentages
+    budgets: dict[Component, int] = {c: math.floor(max(0, pool) * pcts[c] / 100.0) for c in COMPONENTS}
+    for _ in range(len(COMPONENTS)):
+        surplus = sum(max(0, budgets[c] - needs.get(c, 0)) for c in COMPONENTS)
+        short = {c: pcts[c] for c in COMPONENTS if pcts[c] > 0 and needs.get(c, 0) > budgets[c]}
+        if surplus <= 0 or not short:
+            break
+        for c in COMPONENTS:
+            budgets[c] = min(budgets[c], needs.get(c, 0))
+        for c, extra in _proportional(surplus, short).items():
+            budgets[c] += extra
+    return budgets

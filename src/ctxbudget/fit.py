@@ -1,0 +1,316 @@
+"""Fitting one request into a model's window: measure, allocate, trim, verify. Pure: no I/O.
+
+What is measured is what will be sent: the whole rendered request, including parts that are
+counted but never trimmed. A request that fits passes through unchanged. Otherwise the four
+components get budgets from their percentages (unused budget flows to those still short), each
+is trimmed by its strategy, and the result is verified with one exact count of what will be
+sent; if boundary effects push it over, the pool shrinks by the excess and the plan is redone.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .budget import BudgetSplit, allocate
+from .catalog.catalog import Catalog, bundled_catalog
+from .catalog.values import WindowResolution
+from .errors import BudgetExceeded, ConfigError
+from .formats import detect_format, get_format
+from .formats.base import COMPONENTS, PLACEHOLDER_TEMPLATE, Component, Decision, Item, ItemKey, Plan, RequestFormat
+from .measure import Measurement, measure
+from .report import FitReport, ItemReport
+from .tokens.counter import TokenCounter
+from .tokens.registry import get_encoding
+from .trim.documents import OutputOrder, ScoreOrder, select_documents
+from .trim.history import select_history
+from .trim.shares import proportional_shares
+from .trim.text import truncate_text
+
+__all__ = ["FitResult", "count", "fit"]
+
+OnOverflow = Literal["error", "empty"]
+MAX_VERIFY_ROUNDS = 4
+DEFAULT_RESERVE_OUTPUT_TOKENS = 4096
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """The fitted request (same format as given) and the report of every decision."""
+
+    request: dict[str, Any]
+    report: FitReport
+
+
+@dataclass
+class _Context:
+    fmt: RequestFormat
+    counter: TokenCounter
+    items: tuple[Item, ...]
+    measured: Measurement
+    split: BudgetSplit
+    score_order: ScoreOrder
+    document_order: OutputOrder
+    warnings: list[str] = field(default_factory=list)
+
+    def cost(self, item: Item) -> int:
+        return self.measured.by_owner.get(item.key, 0)
+
+    def framing(self, item: Item) -> int:
+        span = self.measured.spans.get(item.key)
+        return self.cost(item) - (span.tokens if span else 0)
+
+    def of(self, component: Component) -> list[Item]:
+        return [i for i in self.items if i.component == component]
+
+
+def _counter_for(catalog: Catalog, model: str) -> TokenCounter:
+    spec = catalog.tokenizer_for(model)
+    return TokenCounter(get_encoding(spec.encoding), spec.exact, spec.safety_factor)
+
+
+def _reserve(resolution: WindowResolution, reserve_output_tokens: int | None) -> int:
+    if reserve_output_tokens is not None:
+        if reserve_output_tokens < 0:
+            raise ConfigError(f"reserve_output_tokens must be >= 0, got {reserve_output_tokens}")
+        return reserve_output_tokens
+    cap = resolution.spec.max_output_tokens if resolution.spec else DEFAULT_RESERVE_OUTPUT_TOKENS
+    return min(DEFAULT_RESERVE_OUTPUT_TOKENS, cap)
+
+
+def _truncate(ctx: _Context, item: Item, budget: int) -> tuple[str, int]:
+    span = ctx.measured.spans.get(item.key)
+    if span is None:
+        return item.text, 0
+    return truncate_text(item.text, span, budget - ctx.framing(item))
+
+
+def _shared_texts(ctx: _Context, component: Component, budget: int, droppable: bool) -> dict[ItemKey, Decision]:
+    items = ctx.of(component)
+    shares = proportional_shares(budget, [ctx.cost(i) for i in items])
+    decisions: dict[ItemKey, Decision] = {}
+    for item, share in zip(items, shares, strict=True):
+        if share >= ctx.cost(item):
+            decisions[item.key] = Decision("kept", f"fits its {component} share")
+            continue
+        text, _ = _truncate(ctx, item, share)
+        if not text and droppable:
+            decisions[item.key] = Decision("dropped", f"no room in the {component} share ({share} tokens)")
+        else:
+            decisions[item.key] = Decision("truncated", f"cut to its {component} share of {share} tokens", text)
+    return decisions
+
+
+def _placeholder_cost(ctx: _Context, history: list[Item]) -> int:
+    text = PLACEHOLDER_TEMPLATE.format(omitted=len(history))
+    return ctx.counter.raw(text) + max((ctx.framing(m) for m in history), default=0)
+
+
+def _plan(ctx: _Context, budgets: Mapping[Component, int]) -> Plan:
+    decisions: dict[ItemKey, Decision] = {}
+    zero = {c for c in COMPONENTS if ctx.split.percentages[c] == 0}
+    for component, droppable in (("system", True), ("query", False)):
+        decisions |= _shared_texts(ctx, component, 0 if component in zero else budgets[component], droppable)
+    docs = ctx.of("documents")
+    query = " ".join(i.text for i in ctx.of("query"))
+    selection = select_documents(
+        docs,
+        {d.index: ctx.cost(d) for d in docs},
+        0 if "documents" in zero else budgets["documents"],
+        query=query,
+        score_order=ctx.score_order,
+        output_order=ctx.document_order,
+    )
+    decisions |= {("documents", i): d for i, d in selection.decisions.items()}
+    history = ctx.of("history")
+    if not history:
+        return Plan(decisions, selection.order)
+    if "history" in zero:
+        decisions |= {m.key: Decision("dropped", "history budget is 0%") for m in history}
+        return Plan(decisions, selection.order)
+    chosen = select_history(
+        history,
+        {m.index: ctx.cost(m) for m in history},
+        budgets["history"],
+        placeholder_cost=_placeholder_cost(ctx, history),
+        truncate_last=lambda m, b: _truncate(ctx, m, b),
+    )
+    decisions |= {("history", i): d for i, d in chosen.decisions.items()}
+    return Plan(decisions, selection.order, chosen.placeholder_after, chosen.omitted)
+
+
+def _empty_plan(ctx: _Context) -> Plan:
+    decisions: dict[ItemKey, Decision] = {}
+    for item in ctx.items:
+        if item.component == "query":
+            decisions[item.key] = Decision("truncated", "on_overflow=empty: emptied", "")
+        else:
+            decisions[item.key] = Decision("dropped", "on_overflow=empty: emptied")
+    return Plan(decisions, ())
+
+
+def _item_reports(ctx: _Context, plan: Plan) -> tuple[ItemReport, ...]:
+    reports = []
+    for item in ctx.items:
+        decision = plan.decisions.get(item.key) or Decision("kept", "fits")
+        before = ctx.cost(item)
+        after = before if decision.action == "kept" else 0
+        if decision.action == "truncated" and decision.text is not None:
+            span = ctx.measured.spans.get(item.key)
+            content = span.prefix_tokens(len(decision.text.encode("utf-8"))) if span else 0
+            after = ctx.framing(item) + content
+        reports.append(
+            ItemReport(
+                component=item.component,
+                index=item.index,
+                path=item.path,
+                action=decision.action,
+                tokens_before=ctx.counter.scale(before),
+                tokens_after=ctx.counter.scale(after),
+                reason=decision.reason,
+            )
+        )
+    return tuple(reports)
+
+
+def _fixed_or_fail(ctx: _Context, available_raw: int, available: int, on_overflow: OnOverflow) -> int:
+    fixed = ctx.measured.fixed_parts()
+    fixed_raw = sum(fixed.values())
+    if fixed_raw <= available_raw:
+        return fixed_raw
+    if on_overflow == "error":
+        raise BudgetExceeded(
+            available_tokens=available,
+            required_tokens=ctx.counter.scale(fixed_raw),
+            parts={k: ctx.counter.scale(v) for k, v in fixed.items()},
+        )
+    ctx.warnings.append(
+        f"the parts that cannot be trimmed need {ctx.counter.scale(fixed_raw):,} tokens, more than the "
+        f"{available:,} available: all four components were emptied (on_overflow=empty) and the request still does not fit"
+    )
+    return fixed_raw
+
+
+def _trim(
+    ctx: _Context, request: Mapping[str, Any], available_raw: int, pool: int, on_empty: bool
+) -> tuple[dict[str, Any], Plan, dict[Component, int], int]:
+    needs = {c: sum(ctx.cost(i) for i in ctx.of(c)) for c in COMPONENTS}
+    budgets: dict[Component, int] = dict.fromkeys(COMPONENTS, 0)
+    for _ in range(MAX_VERIFY_ROUNDS):
+        budgets = allocate(pool, ctx.split, needs)
+        plan = _empty_plan(ctx) if on_empty else _plan(ctx, budgets)
+        out = ctx.fmt.apply(request, ctx.items, plan)
+        after = measure(ctx.fmt.render(out), ctx.counter.encoding).total
+        if after <= available_raw or on_empty:
+            return out, plan, budgets, after
+        pool -= after - available_raw
+    raise BudgetExceeded(
+        available_tokens=ctx.counter.scale(available_raw),
+        required_tokens=ctx.counter.scale(after),
+        parts=ctx.measured.fixed_parts(),
+    )
+
+
+def fit(
+    request: Mapping[str, Any],
+    *,
+    model: str,
+    max_context_tokens: int = 0,
+    reserve_output_tokens: int | None = None,
+    budget: Mapping[str, Any] | None = None,
+    format: str | None = None,
+    on_overflow: OnOverflow = "error",
+    score_order: ScoreOrder = "desc",
+    document_order: OutputOrder = "ranked",
+    catalog: Catalog | None = None,
+) -> FitResult:
+    """Fit ``request`` into ``model``'s window; returns the fitted request and the report.
+
+    Raises :class:`BudgetExceeded` when the parts that cannot be trimmed alone exceed the
+    window (unless ``on_overflow="empty"``), :class:`InvalidRequestError` for a malformed body
+    and :class:`ConfigError` for bad options. The input is never mutated.
+    """
+    if on_overflow not in ("error", "empty"):
+        raise ConfigError(f"on_overflow must be 'error' or 'empty', got {on_overflow!r}")
+    catalog = catalog or bundled_catalog()
+    resolution = catalog.resolve_window(model, max_context_tokens)
+    reserve = _reserve(resolution, reserve_output_tokens)
+    available = resolution.context_window - reserve
+    if available <= 0:
+        raise ConfigError(
+            f"reserve_output_tokens ({reserve:,}) leaves nothing of the {resolution.context_window:,}-token window"
+        )
+    fmt = get_format(format) if format else detect_format(request)
+    counter = _counter_for(catalog, model)
+    items = fmt.parse(request)
+    measured = measure(fmt.render(request), counter.encoding)
+    split = BudgetSplit.from_mapping(budget)
+    ctx = _Context(fmt, counter, items, measured, split, score_order, document_order)
+    if resolution.warning:
+        ctx.warnings.append(resolution.warning)
+    available_raw = counter.unscale(available)
+    if measured.total <= available_raw:
+        out: dict[str, Any] = copy.deepcopy(dict(request))
+        return FitResult(out, _report(ctx, model, resolution, reserve, available, Plan({}), {}, measured.total, True))
+    ctx.warnings.extend(split.warnings)
+    fixed_raw = _fixed_or_fail(ctx, available_raw, available, on_overflow)
+    out, plan, budgets, after = _trim(ctx, request, available_raw, available_raw - fixed_raw, fixed_raw > available_raw)
+    return FitResult(out, _report(ctx, model, resolution, reserve, available, plan, budgets, after, False))
+
+
+def _report(
+    ctx: _Context,
+    model: str,
+    resolution: WindowResolution,
+    reserve: int,
+    available: int,
+    plan: Plan,
+    budgets: Mapping[Component, int],
+    after_raw: int,
+    passed_through: bool,
+) -> FitReport:
+    counter = ctx.counter
+    items = _item_reports(ctx, plan)
+    before = counter.scale(ctx.measured.total)
+    after = counter.scale(after_raw)
+    fixed = ctx.measured.fixed_parts()
+    return FitReport(
+        model=model,
+        format=ctx.fmt.name,
+        encoding=counter.encoding_name,
+        exact=counter.exact,
+        safety_factor=counter.safety_factor,
+        context_window=resolution.context_window,
+        window_rule=resolution.rule,
+        reserve_output_tokens=reserve,
+        available_tokens=available,
+        overhead_tokens=counter.scale(sum(fixed.values())),
+        overhead_parts={k: counter.scale(v) for k, v in sorted(fixed.items())},
+        budgets={c: counter.scale(budgets[c]) for c in budgets},
+        tokens_before=before,
+        tokens_after=after,
+        tokens_saved=before - after,
+        passed_through=passed_through,
+        components_truncated=tuple(c for c in COMPONENTS if any(i.component == c and i.action != "kept" for i in items)),
+        warnings=tuple(dict.fromkeys(ctx.warnings)),
+        items=items,
+    )
+
+
+def count(request: Mapping[str, Any], *, model: str, format: str | None = None, catalog: Catalog | None = None) -> dict[str, Any]:
+    """Tokens of the rendered request: ``{"tokens", "exact", "encoding", "model", "safety_factor"}``."""
+    catalog = catalog or bundled_catalog()
+    fmt = get_format(format) if format else detect_format(request)
+    counter = _counter_for(catalog, model)
+    fmt.parse(request)
+    total = measure(fmt.render(request), counter.encoding).total
+    return {
+        "tokens": counter.scale(total),
+        "exact": counter.exact,
+        "encoding": counter.encoding_name,
+        "safety_factor": counter.safety_factor,
+        "model": model,
+        "format": fmt.name,
+    }

@@ -1,0 +1,219 @@
+"""Anthropic Messages bodies. No public tokenizer exists for Claude 3+, so counts are estimates.
+
+The estimate tokenizes each text the provider will read (system text, message text, tool_use
+names and inputs as JSON, tool_result content, tool definitions as JSON) with the proxy
+encoding, adds 3 tokens of framing per message, and the caller applies the model family's
+safety factor. Every field the library does not trim (``cache_control`` included) passes
+through untouched: only the ``text`` of a trimmed block (or a string content) is replaced.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from .base import Item, Owner, Plan, Rendering, Segment
+from .chat import apply_history, items_from_messages, split_messages
+from .wire import validate_body
+
+__all__ = ["AnthropicFormat"]
+
+TOKENS_PER_MESSAGE = 3
+IMAGE_ESTIMATE = 1600  # Anthropic: about (width * height) / 750 tokens; ~1.2 megapixels
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _Block(_Open):
+    type: str
+
+
+class _Message(_Open):
+    role: Literal["user", "assistant"]
+    content: str | list[_Block]
+
+
+class _Body(_Open):
+    system: str | list[_Block] | None = None
+    messages: list[_Message]
+    tools: list[dict[str, Any]] | None = None
+
+
+def _text_blocks(content: Any) -> list[int]:
+    if not isinstance(content, list):
+        return []
+    return [i for i, b in enumerate(content) if isinstance(b, dict) and b.get("type") == "text"]
+
+
+def block_text(content: Any) -> str:
+    """The trimmable text: a string content, or the last text block's text."""
+    if isinstance(content, str):
+        return content
+    blocks = _text_blocks(content)
+    return str(content[blocks[-1]].get("text", "")) if blocks else ""
+
+
+def _replace(message: Mapping[str, Any], text: str) -> dict[str, Any]:
+    out = copy.deepcopy(dict(message))
+    if isinstance(out.get("content"), str):
+        out["content"] = text
+    elif blocks := _text_blocks(out.get("content")):
+        out["content"][blocks[-1]]["text"] = text
+    return out
+
+
+def _has_tool_result(message: Mapping[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+
+
+def _tool_groups(messages: list[Mapping[str, Any]]) -> list[int]:
+    groups = list(range(len(messages)))
+    owner_of_use: dict[str, int] = {}
+    for i, message in enumerate(messages):
+        content = message.get("content")
+        for block in content if isinstance(content, list) else []:
+            if block.get("type") == "tool_use":
+                owner_of_use[str(block.get("id"))] = i
+            elif block.get("type") == "tool_result" and str(block.get("tool_use_id")) in owner_of_use:
+                groups[i] = groups[owner_of_use[str(block.get("tool_use_id"))]]
+    return groups
+
+
+def _block_chunks(block: Mapping[str, Any], owner: Owner, is_content: bool) -> tuple[list[tuple[Segment, ...]], int]:
+    kind = block.get("type")
+    if kind == "text":
+        return [(Segment(str(block.get("text", "")), owner, content=is_content),)], 0
+    if kind == "tool_use":
+        payload = json.dumps(block.get("input", {}), ensure_ascii=False, separators=(",", ":"))
+        return [(Segment(str(block.get("name", "")), owner),), (Segment(payload, owner),)], 0
+    if kind == "tool_result":
+        inner = block.get("content", "")
+        if isinstance(inner, str):
+            return [(Segment(inner, owner),)], 0
+        chunks: list[tuple[Segment, ...]] = []
+        constant = 0
+        for sub in inner if isinstance(inner, list) else []:
+            sub_chunks, sub_constant = _block_chunks(sub, owner, False)
+            chunks += sub_chunks
+            constant += sub_constant
+        return chunks, constant
+    if kind == "image":
+        return [], IMAGE_ESTIMATE
+    other = json.dumps({k: v for k, v in block.items() if k != "cache_control"}, ensure_ascii=False)
+    return [(Segment(other, owner),)], 0
+
+
+def _content_chunks(content: Any, owner: Owner) -> tuple[list[tuple[Segment, ...]], int]:
+    if isinstance(content, str):
+        return [(Segment(content, owner, content=True),)], 0
+    texts = _text_blocks(content)
+    chunks: list[tuple[Segment, ...]] = []
+    constant = 0
+    for i, block in enumerate(content):
+        block_chunks, block_constant = _block_chunks(block, owner, bool(texts) and i == texts[-1])
+        chunks += block_chunks
+        constant += block_constant
+    return chunks, constant
+
+
+class AnthropicFormat:
+    """Messages API: ``{"model", "system", "messages": [...], "tools": [...]}``."""
+
+    name = "anthropic"
+
+    def detect(self, request: Mapping[str, Any]) -> bool:
+        """A ``messages`` body with a top-level ``system``, content blocks of Anthropic types, or a Claude model."""
+        if not isinstance(request.get("messages"), list):
+            return False
+        if "system" in request or str(request.get("model", "")).startswith("claude"):
+            return True
+        for message in request["messages"]:
+            content = message.get("content") if isinstance(message, dict) else None
+            for block in content if isinstance(content, list) else []:
+                if isinstance(block, dict) and block.get("type") in ("tool_use", "tool_result", "document"):
+                    return True
+        return False
+
+    def _messages(self, request: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[tuple[Any, int, int]], list[int]]:
+        validate_body(_Body, request)
+        messages = [dict(m) for m in request["messages"]]
+        groups = _tool_groups(messages)
+        layout = split_messages(
+            messages,
+            is_system=lambda m: False,
+            is_query=lambda m: m.get("role") == "user" and not _has_tool_result(m),
+            text_of=lambda m: block_text(m.get("content")),
+            groups=groups,
+        )
+        return messages, layout, groups
+
+    def parse(self, request: Mapping[str, Any]) -> tuple[Item, ...]:
+        """Items: the system prompt (string or each text block), history, the final user turn."""
+        messages, layout, groups = self._messages(request)
+        system = request.get("system")
+        items: list[Item] = []
+        if isinstance(system, str) and system:
+            items.append(Item(component="system", index=0, path="$.system", text=system))
+        elif isinstance(system, list):
+            items += [
+                Item(component="system", index=n, path=f"$.system[{i}]", text=str(system[i].get("text", "")))
+                for n, i in enumerate(_text_blocks(system))
+            ]
+        return (*items, *items_from_messages(messages, layout, lambda m: block_text(m.get("content")), groups))
+
+    def render(self, request: Mapping[str, Any]) -> Rendering:
+        """Texts the provider reads, one chunk each, with per-message framing."""
+        messages, layout, _ = self._messages(request)
+        chunks: list[tuple[Segment, ...]] = []
+        constants: list[tuple[Owner, int]] = [("framing", TOKENS_PER_MESSAGE)]
+        system = request.get("system")
+        if isinstance(system, str) and system:
+            chunks.append((Segment(system, ("system", 0), content=True),))
+        elif isinstance(system, list):
+            texts = _text_blocks(system)
+            for i, block in enumerate(system):
+                owner: Owner = ("system", texts.index(i)) if i in texts else "system blocks"
+                block_chunks, constant = _block_chunks(block, owner, i in texts)
+                chunks += block_chunks
+                constants.append((owner, constant))
+        for component, index, position in layout:
+            message_chunks, constant = _content_chunks(messages[position]["content"], (component, index))
+            chunks += message_chunks
+            constants.append(((component, index), constant + TOKENS_PER_MESSAGE))
+        if request.get("tools"):
+            tools = json.dumps(request["tools"], ensure_ascii=False, separators=(",", ":"))
+            chunks.append((Segment(tools, "tools"),))
+        return Rendering(chunks=tuple(chunks), constants=tuple(constants))
+
+    def apply(self, request: Mapping[str, Any], items: tuple[Item, ...], plan: Plan) -> dict[str, Any]:
+        """New body: truncated system text, trimmed messages; all else untouched."""
+        messages, layout, _ = self._messages(request)
+        out = dict(request)
+        system = request.get("system")
+        if isinstance(system, str) and ("system", 0) in plan.decisions:
+            out["system"] = plan.text_of(next(i for i in items if i.key == ("system", 0))) if plan.kept(("system", 0)) else ""
+        elif isinstance(system, list):
+            out["system"] = self._system_blocks(system, items, plan)
+        out["messages"] = apply_history(messages, layout, items, plan, _replace)
+        return out
+
+    @staticmethod
+    def _system_blocks(system: list[dict[str, Any]], items: tuple[Item, ...], plan: Plan) -> list[dict[str, Any]]:
+        texts = _text_blocks(system)
+        out: list[dict[str, Any]] = []
+        for i, block in enumerate(system):
+            if i not in texts:
+                out.append(copy.deepcopy(block))
+                continue
+            key = ("system", texts.index(i))
+            if plan.kept(key):
+                item = next(it for it in items if it.key == key)
+                out.append({**copy.deepcopy(block), "text": plan.text_of(item)})
+        return out

@@ -1,0 +1,121 @@
+"""The shape every request format is reduced to, so one fitter serves them all.
+
+A format parses its body into :class:`Item` values (the four budgeted components), renders a
+body into a :class:`Rendering` (the exact text the provider will tokenize, split into segments
+that each belong to an item or to a named fixed part), and rebuilds a body from a :class:`Plan`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+__all__ = [
+    "COMPONENTS",
+    "PLACEHOLDER_TEMPLATE",
+    "Component",
+    "Decision",
+    "Item",
+    "ItemKey",
+    "Plan",
+    "RequestFormat",
+    "Rendering",
+    "Segment",
+]
+
+Component = Literal["system", "query", "documents", "history"]
+COMPONENTS: tuple[Component, ...] = ("system", "query", "documents", "history")
+ItemKey = tuple[Component, int]
+Owner = ItemKey | str
+PLACEHOLDER_TEMPLATE = "[Earlier conversation summarized: {omitted} messages omitted]"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Item:
+    """One budgeted unit: the system prompt, a query entry, a document or a history message."""
+
+    component: Component
+    index: int
+    path: str
+    text: str
+    role: str = ""
+    score: float | None = None
+    group: int = -1
+
+    @property
+    def key(self) -> ItemKey:
+        """(component, index): how plans and renderings refer to the item."""
+        return (self.component, self.index)
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A piece of rendered text; ``content`` marks the item's trimmable text itself."""
+
+    text: str
+    owner: Owner
+    content: bool = False
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """What the provider tokenizes: chunks encoded independently, plus fixed framing tokens."""
+
+    chunks: tuple[tuple[Segment, ...], ...]
+    constants: tuple[tuple[Owner, int], ...] = ()
+
+
+Action = Literal["kept", "truncated", "dropped", "summarized"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What happens to one item; ``text`` is the new text when truncated."""
+
+    action: Action
+    reason: str
+    text: str | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Decisions for every item, the output order of kept documents, and the history placeholder."""
+
+    decisions: Mapping[ItemKey, Decision]
+    document_order: tuple[int, ...] = ()
+    placeholder_after: int | None = None
+    placeholder_omitted: int = 0
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def kept(self, key: ItemKey) -> bool:
+        """Whether the item survives (kept or truncated)."""
+        decision = self.decisions.get(key)
+        return decision is None or decision.action in ("kept", "truncated")
+
+    def text_of(self, item: Item) -> str:
+        """The item's text after the plan."""
+        decision = self.decisions.get(item.key)
+        return decision.text if decision is not None and decision.text is not None else item.text
+
+
+class RequestFormat(Protocol):
+    """A request shape at the boundary: detect, parse, render, rebuild."""
+
+    name: str
+
+    def detect(self, request: Mapping[str, Any]) -> bool:
+        """Whether ``request`` looks like this format."""
+        ...
+
+    def parse(self, request: Mapping[str, Any]) -> tuple[Item, ...]:
+        """Validate ``request`` and list its budgeted items; raises InvalidRequestError."""
+        ...
+
+    def render(self, request: Mapping[str, Any]) -> Rendering:
+        """The exact text the provider will tokenize, owned segment by segment."""
+        ...
+
+    def apply(self, request: Mapping[str, Any], items: tuple[Item, ...], plan: Plan) -> dict[str, Any]:
+        """A new request with the plan applied; the input is not mutated; unknown fields stay."""
+        ...

@@ -1,0 +1,192 @@
+"""OpenAI Chat Completions bodies, counted as OpenAI bills them.
+
+Per OpenAI's published recipe (the cookbook's ``num_tokens_from_messages``): each message costs
+3 tokens of framing plus its role and content, a ``name`` costs its tokens plus 1, and every
+reply is primed with 3 tokens. Tool definitions follow the cookbook's function-counting recipe.
+Tool calls in assistant messages are counted as their function name and argument text, and
+image parts at the low-detail rate (85 tokens): OpenAI publishes no exact rule for those.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from .base import Item, Owner, Plan, Rendering, Segment
+from .chat import apply_history, items_from_messages, split_messages
+from .wire import validate_body
+
+__all__ = ["OpenAIFormat"]
+
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+REPLY_PRIMING = 3
+IMAGE_LOW_DETAIL = 85
+# Cookbook function-definition recipe constants (o200k models; cl100k models use 10 for FUNC_INIT).
+FUNC_INIT, PROP_INIT, PROP_KEY, ENUM_INIT, ENUM_ITEM, FUNC_END = 7, 3, 3, -3, 3, 12
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _Function(_Open):
+    name: str
+    arguments: str = ""
+
+
+class _ToolCall(_Open):
+    function: _Function
+
+
+class _Message(_Open):
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[dict[str, Any]] | None = None
+    name: str | None = None
+    tool_calls: list[_ToolCall] | None = None
+    tool_call_id: str | None = None
+
+
+class _Body(_Open):
+    messages: list[_Message]
+    tools: list[dict[str, Any]] | None = None
+
+
+def _text_parts(content: Any) -> list[int]:
+    if not isinstance(content, list):
+        return []
+    return [i for i, part in enumerate(content) if isinstance(part, dict) and part.get("type") == "text"]
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """The trimmable text of a message: its string content, or its last text part."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    parts = _text_parts(content)
+    return str(content[parts[-1]].get("text", "")) if parts else ""
+
+
+def replace_message_text(message: Mapping[str, Any], text: str) -> dict[str, Any]:
+    """A copy of ``message`` whose trimmable text is ``text``."""
+    out = copy.deepcopy(dict(message))
+    if isinstance(out.get("content"), str):
+        out["content"] = text
+    elif parts := _text_parts(out.get("content")):
+        out["content"][parts[-1]]["text"] = text
+    return out
+
+
+def _tool_groups(messages: list[Mapping[str, Any]]) -> list[int]:
+    groups = list(range(len(messages)))
+    owner_of_call: dict[str, int] = {}
+    for i, message in enumerate(messages):
+        for call in message.get("tool_calls") or []:
+            owner_of_call[str(call.get("id"))] = i
+        if message.get("role") == "tool" and str(message.get("tool_call_id")) in owner_of_call:
+            groups[i] = groups[owner_of_call[str(message.get("tool_call_id"))]]
+    return groups
+
+
+def _is_system(message: Mapping[str, Any]) -> bool:
+    return message.get("role") in ("system", "developer")
+
+
+def _is_query(message: Mapping[str, Any]) -> bool:
+    return message.get("role") == "user"
+
+
+def _message_chunks(message: Mapping[str, Any], owner: Owner) -> tuple[list[tuple[Segment, ...]], int]:
+    chunks: list[tuple[Segment, ...]] = [(Segment(str(message["role"]), owner),)]
+    constant = TOKENS_PER_MESSAGE
+    content = message.get("content")
+    if isinstance(content, str):
+        chunks.append((Segment(content, owner, content=True),))
+    elif isinstance(content, list):
+        texts = _text_parts(content)
+        for i, part in enumerate(content):
+            if i in texts:
+                chunks.append((Segment(str(part.get("text", "")), owner, content=(i == texts[-1])),))
+            else:
+                constant += IMAGE_LOW_DETAIL
+    if message.get("name"):
+        chunks.append((Segment(str(message["name"]), owner),))
+        constant += TOKENS_PER_NAME
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        chunks.append((Segment(str(function.get("name", "")), owner),))
+        chunks.append((Segment(str(function.get("arguments", "")), owner),))
+    return chunks, constant
+
+
+def _tool_chunks(tools: list[dict[str, Any]]) -> tuple[list[tuple[Segment, ...]], int]:
+    chunks: list[tuple[Segment, ...]] = []
+    constant = 0
+    for tool in tools:
+        function = tool.get("function") or {}
+        constant += FUNC_INIT
+        description = str(function.get("description", "")).removesuffix(".")
+        chunks.append((Segment(f"{function.get('name', '')}:{description}", "tools"),))
+        properties = (function.get("parameters") or {}).get("properties") or {}
+        if properties:
+            constant += PROP_INIT
+        for key, spec in properties.items():
+            constant += PROP_KEY
+            for value in spec.get("enum", []) if isinstance(spec, dict) else []:
+                constant += ENUM_ITEM
+                chunks.append((Segment(str(value), "tools"),))
+            if isinstance(spec, dict) and "enum" in spec:
+                constant += ENUM_INIT
+            kind = spec.get("type", "") if isinstance(spec, dict) else ""
+            desc = str(spec.get("description", "")).removesuffix(".") if isinstance(spec, dict) else ""
+            chunks.append((Segment(f"{key}:{kind}:{desc}", "tools"),))
+    if tools:
+        constant += FUNC_END
+    return chunks, constant
+
+
+class OpenAIFormat:
+    """Chat Completions: ``{"model", "messages": [...], "tools": [...]}``."""
+
+    name = "openai"
+
+    def detect(self, request: Mapping[str, Any]) -> bool:
+        """A ``messages`` body."""
+        return isinstance(request.get("messages"), list)
+
+    def _layout(self, request: Mapping[str, Any]) -> tuple[list[Any], list[tuple[Any, int, int]], list[int]]:
+        body = validate_body(_Body, request)
+        messages = [m.model_dump(exclude_unset=True) for m in body.messages]
+        groups = _tool_groups(messages)
+        layout = split_messages(messages, is_system=_is_system, is_query=_is_query, text_of=message_text, groups=groups)
+        return messages, layout, groups
+
+    def parse(self, request: Mapping[str, Any]) -> tuple[Item, ...]:
+        """Items: leading system/developer messages, history, the final user message."""
+        messages, layout, groups = self._layout(request)
+        return items_from_messages(messages, layout, message_text, groups)
+
+    def render(self, request: Mapping[str, Any]) -> Rendering:
+        """Each message's role and content are tokenized separately, as the API does."""
+        messages, layout, _ = self._layout(request)
+        chunks: list[tuple[Segment, ...]] = []
+        constants: list[tuple[Owner, int]] = [("framing", REPLY_PRIMING)]
+        for component, index, position in layout:
+            message_chunks, constant = _message_chunks(messages[position], (component, index))
+            chunks += message_chunks
+            constants.append(((component, index), constant))
+        tool_chunks, tool_constant = _tool_chunks(list(request.get("tools") or []))
+        chunks += tool_chunks
+        if tool_constant:
+            constants.append(("tools", tool_constant))
+        return Rendering(chunks=tuple(chunks), constants=tuple(constants))
+
+    def apply(self, request: Mapping[str, Any], items: tuple[Item, ...], plan: Plan) -> dict[str, Any]:
+        """New body with trimmed messages; every other field passes through untouched."""
+        _, layout, _ = self._layout(request)
+        out = dict(request)
+        out["messages"] = apply_history(request["messages"], layout, items, plan, replace_message_text)
+        return out

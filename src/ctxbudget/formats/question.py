@@ -1,0 +1,220 @@
+"""The seed's Question shape and its prompt rendering, reproduced exactly.
+
+Rendering (CRLF = ``\\r\\n``): parts joined by CRLF, in this order, empty sections omitted:
+the role followed by CRLF (so a blank line); ``### System Instructions:`` (the JSON-format
+instruction first when ``expectJson``); ``### Examples:``; ``### Conversation History:``
+(``    role: content``); ``### Context:``; ``### Documents:`` (``    Document i) Content: ...``);
+``### Ultimate Goal:``; ``### Current Task:``; and a final empty part, so the text ends with CRLF.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from .base import PLACEHOLDER_TEMPLATE, Item, Owner, Plan, Rendering, Segment
+from .wire import validate_body
+
+__all__ = ["QuestionFormat"]
+
+CRLF = "\r\n"
+JSON_INSTRUCTION = (
+    "- Respond **only** with a fenced, valid JSON structure.\r\n"
+    "- Properly escape all quotes within content strings.\r\n"
+    "- No additional text, comments, or explanations.\r\n"
+    "- Ensure your answer is strictly valid JSON format.\r\n"
+    "- Double check the JSON response to ensure it is valid.\r\n"
+    "- Enclose the json with ```json and ``` tags."
+)
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _QuestionText(_Open):
+    text: str
+
+
+class _Document(_Open):
+    page_content: str
+    score: float | None = None
+
+
+class _History(_Open):
+    role: str
+    content: str
+
+
+class _Instruction(_Open):
+    subtitle: str
+    instructions: str
+
+
+class _Example(_Open):
+    given: str
+    result: str
+
+
+class _Question(_Open):
+    role: str = ""
+    questions: list[_QuestionText] = []
+    documents: list[_Document] = []
+    history: list[_History] = []
+    instructions: list[_Instruction] = []
+    examples: list[_Example] = []
+    context: list[str] = []
+    goals: list[str] = []
+    expectJson: bool = False  # noqa: N815 - the seed's field name
+
+
+def _section(header: str, body: list[list[Segment]], label: Owner) -> list[Segment]:
+    """Header line, body lines, a blank line; joined by CRLF (CRLF owned by the line before)."""
+    segments = [Segment(header, label)]
+    for line in body:
+        segments.append(Segment(CRLF, line[0].owner if line else label))
+        segments.extend(line)
+    segments.append(Segment(CRLF, label))
+    return segments
+
+
+def _instruction_lines(q: _Question) -> list[list[Segment]]:
+    entries = [("JSON Response Format", JSON_INSTRUCTION)] if q.expectJson else []
+    entries += [(i.subtitle, i.instructions) for i in q.instructions]
+    lines: list[list[Segment]] = []
+    for n, (subtitle, text) in enumerate(entries, 1):
+        lines.append([Segment(f"    {n}) **{subtitle.strip()}**:", "instructions")])
+        lines += [[Segment(f"        {ln.strip()}", "instructions")] for ln in text.splitlines() if ln.strip()]
+        lines.append([])
+    return lines
+
+
+def _example_lines(q: _Question) -> list[list[Segment]]:
+    begin, end = ("```json" + CRLF, CRLF + "```") if q.expectJson else ("", "")
+    lines: list[list[Segment]] = []
+    for n, ex in enumerate(q.examples, 1):
+        lines.append([Segment(f"    Example {n}", "examples")])
+        lines.append([Segment(f"        **Given**: {ex.given.strip()}", "examples")])
+        lines.append([Segment(f"        **Expected output**: {begin}{ex.result.strip()}{end}", "examples")])
+    return lines
+
+
+def _owned_line(prefix: str, text: str, owner: Owner) -> list[Segment]:
+    return [Segment(prefix, owner), Segment(text, owner, content=True)]
+
+
+def _render_parts(q: _Question) -> list[list[Segment]]:
+    parts: list[list[Segment]] = []
+    if q.role:
+        parts.append([Segment(q.role, ("system", 0), content=True), Segment(CRLF, ("system", 0))])
+    if instructions := _instruction_lines(q):
+        # Each instruction already ends with its blank line, so the section adds none of its own.
+        parts.append(_section("### System Instructions:", instructions, "instructions")[:-1])
+    if q.examples:
+        parts.append(_section("### Examples:", _example_lines(q), "examples"))
+    if q.history:
+        lines = [_owned_line(f"    {h.role}: ", h.content, ("history", i)) for i, h in enumerate(q.history)]
+        parts.append(_section("### Conversation History:", lines, "markup"))
+    if q.context:
+        lines = []
+        for n, ctx in enumerate(q.context, 1):
+            lines += [[Segment(f"    {n}) {ctx.strip()}", "context")], []]
+        parts.append(_section("### Context:", lines, "context"))
+    if q.documents:
+        lines = [
+            _owned_line(f"    Document {n}) Content: ", d.page_content.strip(), ("documents", n - 1))
+            for n, d in enumerate(q.documents, 1)
+        ]
+        parts.append(_section("### Documents:", lines, "markup"))
+    if q.goals:
+        lines = [[Segment(f"    {n}) {g.strip()}", "goals")] for n, g in enumerate(q.goals, 1)]
+        parts.append(_section("### Ultimate Goal:", lines, "goals"))
+    if q.questions:
+        lines = [_owned_line("    ", t.text, ("query", i)) for i, t in enumerate(q.questions)]
+        parts.append(_section("### Current Task:", lines, "markup"))
+    parts.append([])
+    return parts
+
+
+def render_text(request: Mapping[str, Any]) -> str:
+    """The seed engine's prompt text for a Question body."""
+    return "".join(s.text for chunk in QuestionFormat().render(request).chunks for s in chunk)
+
+
+class QuestionFormat:
+    """``{"role", "questions", "documents", "history", "instructions", ...}`` -> one prompt text."""
+
+    name = "question"
+
+    def detect(self, request: Mapping[str, Any]) -> bool:
+        """A body with ``questions`` or ``documents`` and no chat ``messages``."""
+        return "messages" not in request and any(k in request for k in ("questions", "documents", "role"))
+
+    def parse(self, request: Mapping[str, Any]) -> tuple[Item, ...]:
+        """Items: the role, each question text, each document, each history message."""
+        q = validate_body(_Question, request)
+        items: list[Item] = []
+        if q.role:
+            items.append(Item(component="system", index=0, path="$.role", text=q.role))
+        items += [
+            Item(component="query", index=i, path=f"$.questions[{i}].text", text=t.text)
+            for i, t in enumerate(q.questions)
+        ]
+        items += [
+            Item(
+                component="documents",
+                index=i,
+                path=f"$.documents[{i}]",
+                text=d.page_content.strip(),
+                score=d.score,
+            )
+            for i, d in enumerate(q.documents)
+        ]
+        items += [
+            Item(component="history", index=i, path=f"$.history[{i}]", text=h.content, role=h.role)
+            for i, h in enumerate(q.history)
+        ]
+        return tuple(items)
+
+    def render(self, request: Mapping[str, Any]) -> Rendering:
+        """One chunk: the whole prompt text is tokenized as one string."""
+        q = validate_body(_Question, request)
+        segments: list[Segment] = []
+        for n, part in enumerate(_render_parts(q)):
+            if n:
+                segments.append(Segment(CRLF, "markup"))
+            segments.extend(part)
+        return Rendering(chunks=(tuple(segments),))
+
+    def apply(self, request: Mapping[str, Any], items: tuple[Item, ...], plan: Plan) -> dict[str, Any]:
+        """New body: truncated role/questions, selected documents, trimmed history."""
+        out = dict(request)
+        by_key = {item.key: item for item in items}
+        if ("system", 0) in by_key:
+            out["role"] = plan.text_of(by_key[("system", 0)]) if plan.kept(("system", 0)) else ""
+        if "questions" in request:
+            out["questions"] = [
+                {**entry, "text": plan.text_of(by_key[("query", i)])} for i, entry in enumerate(request["questions"])
+            ]
+        if "documents" in request:
+            out["documents"] = [copy.deepcopy(request["documents"][i]) for i in plan.document_order]
+        if "history" in request:
+            out["history"] = self._history(request["history"], by_key, plan)
+        return out
+
+    @staticmethod
+    def _history(history: list[dict[str, Any]], by_key: dict[Any, Item], plan: Plan) -> list[dict[str, Any]]:
+        kept: list[dict[str, Any]] = []
+        placeholder = {"role": "user", "content": PLACEHOLDER_TEMPLATE.format(omitted=plan.placeholder_omitted)}
+        if plan.placeholder_after == -1:
+            kept.append(placeholder)
+        for i, message in enumerate(history):
+            key = ("history", i)
+            if plan.kept(key):
+                kept.append({**message, "content": plan.text_of(by_key[key])})
+            if plan.placeholder_after == i:
+                kept.append(placeholder)
+        return kept

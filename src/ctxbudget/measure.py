@@ -1,0 +1,47 @@
+"""Measuring a rendering: one encode per chunk gives the total, each owner's share, and spans."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from .formats.base import ItemKey, Owner, Rendering
+from .tokens.counter import analyze
+from .tokens.encoding import Encoding
+from .trim.text import TextSpan
+
+__all__ = ["Measurement", "measure"]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Raw tokens in total and per owner (an item key or a fixed part's name)."""
+
+    total: int
+    by_owner: dict[Owner, int]
+    spans: dict[ItemKey, TextSpan]
+
+    def fixed_parts(self) -> dict[str, int]:
+        """Tokens of the parts that are counted but never trimmed."""
+        return {o: n for o, n in self.by_owner.items() if isinstance(o, str) and n}
+
+
+def measure(rendering: Rendering, encoding: Encoding) -> Measurement:
+    """Encode each chunk once (content-cached) and attribute every token to the segment it starts in."""
+    by_owner: defaultdict[Owner, int] = defaultdict(int)
+    spans: dict[ItemKey, TextSpan] = {}
+    for chunk in rendering.chunks:
+        text = "".join(segment.text for segment in chunk)
+        if not text:
+            continue
+        analysis = analyze(encoding, text)
+        position = 0
+        for segment in chunk:
+            size = len(analysis.data) if len(chunk) == 1 else len(segment.text.encode("utf-8"))
+            by_owner[segment.owner] += analysis.tokens_between(position, position + size)
+            if segment.content and not isinstance(segment.owner, str):
+                spans[segment.owner] = TextSpan(analysis, position, position + size)
+            position += size
+    for owner, tokens in rendering.constants:
+        by_owner[owner] += tokens
+    return Measurement(sum(by_owner.values()), dict(by_owner), spans)

@@ -1,0 +1,57 @@
+"""The decision report of a fit: values, and their JSON-ready rendering."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["FitReport", "ItemReport"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ItemReport:
+    """What happened to one item and why."""
+
+    component: str
+    index: int
+    path: str
+    action: str
+    tokens_before: int
+    tokens_after: int
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitReport:
+    """Every decision of one fit; ``exact`` is False whenever counts are estimates."""
+
+    model: str
+    format: str
+    encoding: str
+    exact: bool
+    safety_factor: float
+    context_window: int
+    window_rule: str
+    reserve_output_tokens: int
+    available_tokens: int
+    overhead_tokens: int
+    overhead_parts: Mapping[str, int]
+    budgets: Mapping[str, int]
+    tokens_before: int
+    tokens_after: int
+    tokens_saved: int
+    passed_through: bool
+    components_truncated: tuple[str, ...]
+    warnings: tuple[str, ...]
+    items: tuple[ItemReport, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict with snake_case keys (lists, not tuples)."""
+        out = asdict(self)
+        out["components_truncated"] = list(self.components_truncated)
+        out["warnings"] = list(self.warnings)
+        out["items"] = [asdict(i) for i in self.items]
+        out["budgets"] = dict(self.budgets)
+        out["overhead_parts"] = dict(self.overhead_parts)
+        return out

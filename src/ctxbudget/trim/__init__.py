@@ -1,0 +1,1 @@
+"""Trimming strategies, one module each: sentences, text, shares, documents, history."""

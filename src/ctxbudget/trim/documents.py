@@ -1,0 +1,68 @@
+"""Choosing documents under a budget: rank, deduplicate, take greedily, skip what does not fit."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from ..formats.base import Decision, Item
+from .bm25 import bm25_scores
+
+__all__ = ["DocumentSelection", "rank_documents", "select_documents"]
+
+ScoreOrder = Literal["desc", "asc"]
+OutputOrder = Literal["ranked", "original"]
+
+
+@dataclass(frozen=True)
+class DocumentSelection:
+    """Decisions per document index and the output order of the kept ones."""
+
+    decisions: Mapping[int, Decision]
+    order: tuple[int, ...]
+    ranking: str
+
+
+def rank_documents(docs: list[Item], query: str, score_order: ScoreOrder) -> tuple[list[Item], str]:
+    """Documents best first: by ``score`` (unscored last), or by BM25 against the query."""
+    if any(d.score is not None for d in docs):
+        sign = -1.0 if score_order == "desc" else 1.0
+        ranked = sorted(docs, key=lambda d: (d.score is None, sign * (d.score or 0.0), d.index))
+        return ranked, f"score ({score_order})"
+    scores = bm25_scores(query, [d.text for d in docs])
+    ranked = sorted(docs, key=lambda d: (-scores[docs.index(d)], d.index))
+    return ranked, "bm25 against the query"
+
+
+def select_documents(
+    docs: list[Item],
+    costs: Mapping[int, int],
+    budget: int,
+    *,
+    query: str,
+    score_order: ScoreOrder = "desc",
+    output_order: OutputOrder = "ranked",
+) -> DocumentSelection:
+    """Greedy selection in rank order; a document that does not fit is skipped, not a stop."""
+    ranked, ranking = rank_documents(docs, query, score_order)
+    decisions: dict[int, Decision] = {}
+    seen: set[str] = set()
+    kept: list[Item] = []
+    remaining = budget
+    for position, doc in enumerate(ranked, 1):
+        cost = costs[doc.index]
+        if doc.text in seen:
+            decisions[doc.index] = Decision("dropped", "duplicate of a document already kept")
+        elif cost <= remaining:
+            decisions[doc.index] = Decision("kept", f"rank {position} by {ranking}; fits")
+            kept.append(doc)
+            seen.add(doc.text)
+            remaining -= cost
+        else:
+            decisions[doc.index] = Decision(
+                "dropped", f"rank {position} by {ranking}; needs {cost} tokens, {remaining} left of {budget}"
+            )
+    if output_order == "original":
+        kept.sort(key=lambda d: d.index)
+    return DocumentSelection(decisions, tuple(d.index for d in kept), ranking)

@@ -1,0 +1,66 @@
+"""Sentence boundaries for legal and business prose, by an abbreviation-aware regex.
+
+Measured on this machine kind (../shared/notes/dependencies.md): an abbreviation-aware regex
+split held-out legal cases better than pysbd (11/14), blingfire (12/14) and syntok (9/14), and
+ran about 140x faster than pysbd on 400 KB (pysbd is also superlinear), so we keep our own.
+
+A sentence ends after ``.``, ``!`` or ``?`` (and closing quotes or brackets) followed by
+whitespace, unless the word before the period is a known abbreviation ("Mr.", "No. 12",
+"Fed. R. Civ. P."), an initial ("J."), a dotted abbreviation ("U.S.C."), or the next word
+starts in lower case. A newline ends a sentence, and so do the CJK marks ``。！？``.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["sentence_ends"]
+
+ABBREVIATIONS = frozenset(
+    """
+    mr mrs ms dr prof sr jr st mt messrs hon rev gen col capt lt sgt
+    inc ltd co corp llc llp plc bros assn dept govt univ
+    no nos vol vols ch chap sec secs art arts para paras pt pts cl sch app apps fig figs ex exs exh
+    v vs etc al approx cf esp viz ibid id op cit seq
+    fed civ crim evid proc stat supp cir ct cal rptr bankr dist jud admin reg regs
+    jan feb mar apr jun jul aug sep sept oct nov dec
+    am pm est
+    """.split()
+)
+
+_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s)|[。！？]+[」』”’)]*|\n")
+_LAST_WORD = re.compile(r"(\S+)$")
+_DOTTED = re.compile(r"(?:[a-z]\.)+[a-z]?")
+
+
+def _is_abbreviation(text: str, dot: int) -> bool:
+    word_match = _LAST_WORD.search(text, 0, dot)
+    if word_match is None:
+        return False
+    word = word_match.group(1).lstrip("([\"'“‘").lower()
+    if not word:
+        return False
+    return word in ABBREVIATIONS or (len(word) == 1 and word.isalpha()) or bool(_DOTTED.fullmatch(word))
+
+
+def _continues_lowercase(text: str, end: int) -> bool:
+    rest = text[end : end + 8].lstrip()
+    return bool(rest) and rest[0].islower()
+
+
+def sentence_ends(text: str) -> list[int]:
+    """Character offsets where sentences end (exclusive; trailing whitespace not included)."""
+    ends: list[int] = []
+    for match in _END.finditer(text):
+        token = match.group()
+        if token == "\n":
+            end = match.start()
+        else:
+            end = match.end()
+            if token[0] == "." and token.rstrip("\"'”’)]") == "." and _is_abbreviation(text, match.start()):
+                continue
+            if token[0] in ".!?" and _continues_lowercase(text, end):
+                continue
+        if end > 0 and (not ends or end > ends[-1]) and text[:end].strip():
+            ends.append(end)
+    return ends

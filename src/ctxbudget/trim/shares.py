@@ -1,0 +1,24 @@
+"""Splitting one budget across several entries in proportion to their size."""
+
+from __future__ import annotations
+
+__all__ = ["proportional_shares"]
+
+
+def proportional_shares(budget: int, sizes: list[int]) -> list[int]:
+    """Each entry's share: its size if all fit, else floor shares with the remainder handed out
+    one token each to the largest entries first (ties: earlier first)."""
+    total = sum(sizes)
+    if total <= budget:
+        return list(sizes)
+    if budget <= 0 or total <= 0:
+        return [0] * len(sizes)
+    shares = [budget * size // total for size in sizes]
+    left = budget - sum(shares)
+    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        if left <= 0:
+            break
+        if shares[i] < sizes[i]:
+            shares[i] += 1
+            left -= 1
+    return shares

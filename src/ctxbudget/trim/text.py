@@ -1,0 +1,74 @@
+"""Truncating one text to a token budget, using the counts of a single encode.
+
+Candidates are sentence ends; the cost of each prefix is read from the analysis of the text as
+it is rendered (no new tokenization). When even the first sentence is over budget, the cut
+falls on a token boundary, never inside a character, and moves back to a word boundary when
+one is near.
+"""
+
+from __future__ import annotations
+
+from ..tokens.counter import ChunkAnalysis
+from .sentences import sentence_ends
+
+__all__ = ["TextSpan", "truncate_text"]
+
+# A word boundary is preferred if it keeps at least this share of the token-level cut.
+WORD_BOUNDARY_KEEP = 0.7
+
+
+class TextSpan:
+    """Where an item's text sits in an encoded chunk: the analysis and its byte range."""
+
+    __slots__ = ("analysis", "byte_end", "byte_start")
+
+    def __init__(self, analysis: ChunkAnalysis, byte_start: int, byte_end: int) -> None:
+        self.analysis = analysis
+        self.byte_start = byte_start
+        self.byte_end = byte_end
+
+    @property
+    def tokens(self) -> int:
+        """Tokens that start inside the span."""
+        return self.analysis.tokens_between(self.byte_start, self.byte_end)
+
+    def prefix_tokens(self, prefix_bytes: int) -> int:
+        """Tokens of the first ``prefix_bytes`` bytes of the span."""
+        return self.analysis.tokens_between(self.byte_start, self.byte_start + prefix_bytes)
+
+
+def _best_sentence_cut(text: str, span: TextSpan, budget: int) -> int:
+    best = 0
+    byte_pos = 0
+    char_pos = 0
+    for end in sentence_ends(text):
+        byte_pos += len(text[char_pos:end].encode("utf-8"))
+        char_pos = end
+        if span.prefix_tokens(byte_pos) > budget:
+            break
+        best = end
+    return best
+
+
+def _token_cut(text: str, span: TextSpan, budget: int) -> int:
+    cut_byte = span.analysis.cut_after_tokens(span.byte_start, budget) - span.byte_start
+    cut_byte = max(0, min(cut_byte, span.byte_end - span.byte_start))
+    chars = len(span.analysis.data[span.byte_start : span.byte_start + cut_byte].decode("utf-8", "ignore"))
+    space = max(text.rfind(" ", 0, chars), text.rfind("\n", 0, chars))
+    if space > 0 and space >= WORD_BOUNDARY_KEEP * chars:
+        return space
+    return chars
+
+
+def truncate_text(text: str, span: TextSpan, budget: int) -> tuple[str, int]:
+    """The longest prefix of ``text`` within ``budget`` tokens, and its token count.
+
+    Ends on a sentence boundary when one fits; otherwise a token-level cut.
+    """
+    if budget <= 0 or not text:
+        return "", 0
+    if span.tokens <= budget:
+        return text, span.tokens
+    cut = _best_sentence_cut(text, span, budget) or _token_cut(text, span, budget)
+    kept = text[:cut].rstrip()
+    return kept, span.prefix_tokens(len(kept.encode("utf-8")))
