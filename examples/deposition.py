@@ -51,11 +51,16 @@ RULES = [
 
 
 def playbook(rng: random.Random) -> str:
-    lines = ["You are LegalReview Assistant v2.1, reviewing deposition transcripts for a commercial dispute.", ""]
+    lines = [
+        "You are LegalReview Assistant v2.1, reviewing deposition transcripts for a commercial dispute.",
+        "",
+    ]
     for clause in range(1, 41):
         lines.append(f"Clause {clause}. Standard definition and review rule.")
         for _ in range(12):
-            lines.append(rng.choice(RULES) + f" This applies to clause {clause} and to every related exhibit.")
+            lines.append(
+                rng.choice(RULES) + f" This applies to clause {clause} and to every related exhibit."
+            )
         lines.append("")
     return "\n".join(lines)
 
@@ -67,7 +72,12 @@ def transcript_pages(rng: random.Random, pages: int) -> list[str]:
         lines = [f"DEPOSITION OF {witness.upper()} -- PAGE {page}"]
         for line in range(1, 26, 2):
             topic, _ = rng.choice(TOPICS)
-            fields = {"topic": topic, "day": rng.randint(2, 28), "ex": rng.randint(1, 40), "page": rng.randint(1, 9)}
+            fields = {
+                "topic": topic,
+                "day": rng.randint(2, 28),
+                "ex": rng.randint(1, 40),
+                "page": rng.randint(1, 9),
+            }
             lines.append(f"{page}:{line:02d} Q. " + rng.choice(QUESTIONS).format(**fields))
             lines.append(f"{page}:{line + 1:02d} A. " + rng.choice(ANSWERS).format(**fields))
         out.append("\n".join(lines))
@@ -78,30 +88,44 @@ def build() -> dict[str, object]:
     rng = random.Random(20261129)
     pages = transcript_pages(rng, 128)
     documents = [
-        {"page_content": text, "score": round(0.95 - 0.0015 * i - rng.random() * 0.01, 4),
-         "metadata": {"source": "deposition", "page": i + 1}}
+        {
+            "page_content": text,
+            "score": round(0.95 - 0.0015 * i - rng.random() * 0.01, 4),
+            "metadata": {"source": "deposition", "page": i + 1},
+        }
         for i, text in enumerate(pages)
     ]
     for n, (topic, tag) in enumerate(TOPICS):
-        memo = " ".join(f"Memo {n + 1}: the record on {topic} shows a disputed timeline ({tag})." for _ in range(40))
-        documents.append({"page_content": memo, "score": 0.91 - n * 0.01, "metadata": {"source": "memo", "tag": tag}})
+        memo = " ".join(
+            f"Memo {n + 1}: the record on {topic} shows a disputed timeline ({tag})." for _ in range(40)
+        )
+        documents.append(
+            {"page_content": memo, "score": 0.91 - n * 0.01, "metadata": {"source": "memo", "tag": tag}}
+        )
     history = []
     for turn in range(1, 13):
         topic, tag = TOPICS[turn % len(TOPICS)]
         history.append({"role": "user", "content": f"Turn {turn}: what does the record say about {topic}?"})
-        history.append({
-            "role": "assistant",
-            "content": " ".join(
-                f"On {topic}, the witness testified at {rng.randint(1, 300)}:{rng.randint(1, 25):02d} that "
-                f"Exhibit EX-{rng.randint(1, 40):02d} was received. Status: CONFIRMED ({tag})."
-                for _ in range(12)
-            ),
-        })
+        history.append(
+            {
+                "role": "assistant",
+                "content": " ".join(
+                    f"On {topic}, the witness testified at {rng.randint(1, 300)}:{rng.randint(1, 25):02d} that "
+                    f"Exhibit EX-{rng.randint(1, 40):02d} was received. Status: CONFIRMED ({tag})."
+                    for _ in range(12)
+                ),
+            }
+        )
     return {
         "role": playbook(rng),
-        "questions": [{"text": "Which testimony supports the claim that written notice of the warranty defect "
-                               "was given before the claim was filed? Cite page:line and exhibits.",
-                       "embedding_model": "text-embedding-3-small", "embedding": []}],
+        "questions": [
+            {
+                "text": "Which testimony supports the claim that written notice of the warranty defect "
+                "was given before the claim was filed? Cite page:line and exhibits.",
+                "embedding_model": "text-embedding-3-small",
+                "embedding": [],
+            }
+        ],
         "documents": documents,
         "history": history,
         "instructions": [{"subtitle": "Citations", "instructions": "Cite page:line and exhibit numbers."}],

@@ -8,11 +8,31 @@ from ctxbudget import ConfigError, load_catalog
 from ctxbudget.catalog.catalog import bundled_catalog, parse_catalog
 
 REQUIRED = [
-    "gpt-5", "gpt-5-mini", "gpt-5-nano", "gpt-5.4", "gpt-4.1", "gpt-4o", "gpt-4o-mini", "gpt-4", "o3",
-    "o4-mini", "claude-opus-4-6", "claude-sonnet-4-6", "claude-sonnet-4-5", "claude-haiku-4-5",
-    "gemini-3.1-pro-preview", "models/gemini-3.1-pro-preview", "gemini-2.5-pro", "gemini-2.5-flash",
-    "codestral-latest", "mistral-medium-2505", "claude-sonnet", "claude-opus", "claude-haiku",
-    "gemini-pro", "gemini-flash",
+    "gpt-5",
+    "gpt-5-mini",
+    "gpt-5-nano",
+    "gpt-5.4",
+    "gpt-4.1",
+    "gpt-4o",
+    "gpt-4o-mini",
+    "gpt-4",
+    "o3",
+    "o4-mini",
+    "claude-opus-4-6",
+    "claude-sonnet-4-6",
+    "claude-sonnet-4-5",
+    "claude-haiku-4-5",
+    "gemini-3.1-pro-preview",
+    "models/gemini-3.1-pro-preview",
+    "gemini-2.5-pro",
+    "gemini-2.5-flash",
+    "codestral-latest",
+    "mistral-medium-2505",
+    "claude-sonnet",
+    "claude-opus",
+    "claude-haiku",
+    "gemini-pro",
+    "gemini-flash",
 ]
 
 
@@ -74,7 +94,9 @@ def test_user_catalog_adds_and_overrides(tmp_path: Path) -> None:
 
 def test_invalid_catalog_names_the_field(tmp_path: Path) -> None:
     path = tmp_path / "bad.toml"
-    path.write_text("schema_version = 1\n" + _entry("x", 100).replace("context_window = 100", "context_window = -5"))
+    path.write_text(
+        "schema_version = 1\n" + _entry("x", 100).replace("context_window = 100", "context_window = -5")
+    )
     with pytest.raises(ConfigError, match=r"bad.toml: \$\.models\.0\.context_window"):
         load_catalog([path])
 

@@ -8,8 +8,11 @@ from click.testing import CliRunner
 import ctxbudget
 from ctxbudget.cli import main
 
-REQUEST = {"role": "Be precise. " * 300, "questions": [{"text": "What happened?"}],
-           "documents": [{"page_content": "Doc text. " * 50, "score": 0.5}]}
+REQUEST = {
+    "role": "Be precise. " * 300,
+    "questions": [{"text": "What happened?"}],
+    "documents": [{"page_content": "Doc text. " * 50, "score": 0.5}],
+}
 
 
 def _write(tmp_path: Path, body: object) -> str:
@@ -19,8 +22,20 @@ def _write(tmp_path: Path, body: object) -> str:
 
 
 def test_fit_json_prints_request_and_report(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["fit", _write(tmp_path, REQUEST), "--model", "gpt-4o",
-                                       "--max-context-tokens", "500", "--reserve-output-tokens", "0", "--json"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "fit",
+            _write(tmp_path, REQUEST),
+            "--model",
+            "gpt-4o",
+            "--max-context-tokens",
+            "500",
+            "--reserve-output-tokens",
+            "0",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)
     assert set(payload) == {"request", "report"}
@@ -28,9 +43,22 @@ def test_fit_json_prints_request_and_report(tmp_path: Path) -> None:
 
 
 def test_fit_reads_stdin_and_prints_a_table() -> None:
-    result = CliRunner().invoke(main, ["fit", "-", "--model", "gpt-4o", "--max-context-tokens", "500",
-                                       "--reserve-output-tokens", "100", "--budget", "system=20,query=20,documents=40,history=20"],
-                                input=json.dumps(REQUEST))
+    result = CliRunner().invoke(
+        main,
+        [
+            "fit",
+            "-",
+            "--model",
+            "gpt-4o",
+            "--max-context-tokens",
+            "500",
+            "--reserve-output-tokens",
+            "100",
+            "--budget",
+            "system=20,query=20,documents=40,history=20",
+        ],
+        input=json.dumps(REQUEST),
+    )
     assert result.exit_code == 0, result.output
     assert "documents" in result.output and "trimmed" in result.output
 
@@ -51,15 +79,28 @@ def test_bad_json_exits_2_with_location(tmp_path: Path) -> None:
 
 
 def test_wrong_field_exits_2_naming_the_path(tmp_path: Path) -> None:
-    result = CliRunner().invoke(main, ["count", _write(tmp_path, {"questions": [{"text": 3}]}), "--model", "gpt-4o"])
+    result = CliRunner().invoke(
+        main, ["count", _write(tmp_path, {"questions": [{"text": 3}]}), "--model", "gpt-4o"]
+    )
     assert result.exit_code == 2
     assert "$.questions[0].text" in result.output
 
 
 def test_cannot_fit_exits_3(tmp_path: Path) -> None:
     body = {"questions": [{"text": "q"}], "goals": ["goal " * 400]}
-    result = CliRunner().invoke(main, ["fit", _write(tmp_path, body), "--model", "gpt-4o",
-                                       "--max-context-tokens", "100", "--reserve-output-tokens", "0"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "fit",
+            _write(tmp_path, body),
+            "--model",
+            "gpt-4o",
+            "--max-context-tokens",
+            "100",
+            "--reserve-output-tokens",
+            "0",
+        ],
+    )
     assert result.exit_code == 3
     assert "goals" in result.output
 
@@ -73,9 +114,11 @@ def test_models_json_lists_the_catalog() -> None:
 
 def test_catalog_env_var(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
-    path.write_text('schema_version = 1\n[[models]]\nid = "house"\nprovider = "me"\ncontext_window = 900\n'
-                    'max_output_tokens = 100\ntokenizer = { encoding = "o200k_base", exact = true }\n'
-                    'prices = { input = 1, output = 1, cache_write_5m = 1, cache_write_1h = 1, cache_read = 1 }\n'
-                    'cache = { mode = "none", min_cacheable_tokens = 0, max_breakpoints = 0 }\n')
+    path.write_text(
+        'schema_version = 1\n[[models]]\nid = "house"\nprovider = "me"\ncontext_window = 900\n'
+        'max_output_tokens = 100\ntokenizer = { encoding = "o200k_base", exact = true }\n'
+        "prices = { input = 1, output = 1, cache_write_5m = 1, cache_write_1h = 1, cache_read = 1 }\n"
+        'cache = { mode = "none", min_cacheable_tokens = 0, max_breakpoints = 0 }\n'
+    )
     result = CliRunner().invoke(main, ["models", "--json"], env={"CTXBUDGET_CATALOG": str(path)})
     assert "house" in {m["id"] for m in json.loads(result.output)["models"]}

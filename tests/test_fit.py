@@ -19,8 +19,11 @@ def _fits(result_request: dict, window: int, reserve: int, fmt: str | None = Non
 
 
 def test_a_request_that_fits_passes_through_byte_identical() -> None:
-    body = question(role="Be brief.", questions=[{"text": "Hi?", "embedding": [1.0]}],
-                    documents=[{"page_content": "b", "score": 0.1}, {"page_content": "a", "score": 0.9}])
+    body = question(
+        role="Be brief.",
+        questions=[{"text": "Hi?", "embedding": [1.0]}],
+        documents=[{"page_content": "b", "score": 0.1}, {"page_content": "a", "score": 0.9}],
+    )
     result = fit(body, model=MODEL)
     assert json.dumps(result.request) == json.dumps(body)
     assert result.report.passed_through is True
@@ -32,15 +35,30 @@ def test_fitted_request_is_within_the_window_and_report_is_complete() -> None:
         role=SENT * 200,
         questions=[{"text": "What happened to the shipment?"}],
         documents=[{"page_content": SENT * (10 + i), "score": i / 10} for i in range(10)],
-        history=[{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}. " + SENT * 5}
-                 for i in range(20)],
+        history=[
+            {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}. " + SENT * 5}
+            for i in range(20)
+        ],
     )
     result = fit(body, model=MODEL, max_context_tokens=3000, reserve_output_tokens=500)
     assert _fits(result.request, 3000, 500)
     report = result.report.to_dict()
-    for key in ["model", "encoding", "exact", "context_window", "reserve_output_tokens", "overhead_tokens", "budgets",
-                "tokens_before", "tokens_after", "tokens_saved", "passed_through", "components_truncated",
-                "warnings", "items"]:
+    for key in [
+        "model",
+        "encoding",
+        "exact",
+        "context_window",
+        "reserve_output_tokens",
+        "overhead_tokens",
+        "budgets",
+        "tokens_before",
+        "tokens_after",
+        "tokens_saved",
+        "passed_through",
+        "components_truncated",
+        "warnings",
+        "items",
+    ]:
         assert key in report
     assert report["tokens_after"] == count(result.request, model=MODEL)["tokens"]
     assert {i["action"] for i in report["items"]} <= {"kept", "truncated", "dropped", "summarized"}
@@ -57,38 +75,63 @@ def test_documents_ranked_by_score_greedy_skipping_and_deduplicated() -> None:
         {"page_content": "unscored"},
     ]
     body = question(questions=[{"text": "q"}], documents=docs, history=[])
-    result = fit(body, model=MODEL, max_context_tokens=300, reserve_output_tokens=0,
-                 budget={"system": 0, "query": 10, "documents": 90, "history": 0})
+    result = fit(
+        body,
+        model=MODEL,
+        max_context_tokens=300,
+        reserve_output_tokens=0,
+        budget={"system": 0, "query": 10, "documents": 90, "history": 0},
+    )
     ids = [d.get("metadata", {}).get("id") for d in result.request["documents"]]
     assert ids == [3, 1, None]  # big skipped (does not fit), duplicate dropped, unscored last
-    reasons = {i["index"]: i["reason"] for i in result.report.to_dict()["items"] if i["component"] == "documents"}
+    reasons = {
+        i["index"]: i["reason"] for i in result.report.to_dict()["items"] if i["component"] == "documents"
+    }
     assert "duplicate" in reasons[3]
-    asc = fit(body, model=MODEL, max_context_tokens=300, reserve_output_tokens=0, score_order="asc",
-              budget={"system": 0, "query": 10, "documents": 90, "history": 0})
-    assert [d.get("metadata", {}).get("id") for d in asc.request["documents"]][0] == 1
-    original = fit(body, model=MODEL, max_context_tokens=300, reserve_output_tokens=0, document_order="original",
-                   budget={"system": 0, "query": 10, "documents": 90, "history": 0})
+    asc = fit(
+        body,
+        model=MODEL,
+        max_context_tokens=300,
+        reserve_output_tokens=0,
+        score_order="asc",
+        budget={"system": 0, "query": 10, "documents": 90, "history": 0},
+    )
+    assert next(d.get("metadata", {}).get("id") for d in asc.request["documents"]) == 1
+    original = fit(
+        body,
+        model=MODEL,
+        max_context_tokens=300,
+        reserve_output_tokens=0,
+        document_order="original",
+        budget={"system": 0, "query": 10, "documents": 90, "history": 0},
+    )
     assert [d.get("metadata", {}).get("id") for d in original.request["documents"]] == [1, 3, None]
 
 
 def test_bm25_ranks_unscored_documents_against_the_query() -> None:
     filler = [{"page_content": f"Unrelated note {i} about catering and parking. " * 20} for i in range(6)]
     target = {"page_content": "The warranty notice letter was sent on March 3 by certified mail."}
-    body = question(questions=[{"text": "When was the warranty notice letter sent?"}], documents=[*filler, target])
+    body = question(
+        questions=[{"text": "When was the warranty notice letter sent?"}], documents=[*filler, target]
+    )
     result = fit(body, model=MODEL, max_context_tokens=400, reserve_output_tokens=0)
     assert result.request["documents"][0] == target
 
 
 def test_history_keeps_first_and_latest_with_placeholder() -> None:
-    history = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}: " + SENT * 8}
-               for i in range(30)]
+    history = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}: " + SENT * 8}
+        for i in range(30)
+    ]
     body = question(questions=[{"text": "next?"}], history=history)
     result = fit(body, model=MODEL, max_context_tokens=1500, reserve_output_tokens=0)
     out = result.request["history"]
     assert out[0] == history[0]
     assert out[-1] == history[-1]
     placeholder = out[1]["content"]
-    assert placeholder.startswith("[Earlier conversation summarized: ") and placeholder.endswith("messages omitted]")
+    assert placeholder.startswith("[Earlier conversation summarized: ") and placeholder.endswith(
+        "messages omitted]"
+    )
     omitted = int(placeholder.split(": ")[1].split()[0])
     assert omitted == len(history) - (len(out) - 1)
 
@@ -106,9 +149,19 @@ def test_openai_tool_call_is_never_separated_from_its_result() -> None:
     messages = [{"role": "system", "content": "sys"}]
     for i in range(12):
         messages.append({"role": "user", "content": f"question {i} " + SENT * 6})
-        messages.append({"role": "assistant", "content": None,
-                         "tool_calls": [{"id": f"c{i}", "type": "function",
-                                         "function": {"name": "lookup", "arguments": json.dumps({"q": i})}}]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"c{i}",
+                        "type": "function",
+                        "function": {"name": "lookup", "arguments": json.dumps({"q": i})},
+                    }
+                ],
+            }
+        )
         messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": "result " + SENT * 6})
         messages.append({"role": "assistant", "content": "answer " + SENT * 3})
     messages.append({"role": "user", "content": "final question"})
@@ -129,10 +182,19 @@ def test_anthropic_blocks_and_cache_control_pass_through() -> None:
         "system": [{"type": "text", "text": SENT * 100, "cache_control": {"type": "ephemeral"}}],
         "messages": [
             {"role": "user", "content": [{"type": "text", "text": "old " + SENT * 50}]},
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {"a": 1}}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "r " + SENT * 50}]},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {"a": 1}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "r " + SENT * 50}],
+            },
             {"role": "assistant", "content": "ok"},
-            {"role": "user", "content": [{"type": "text", "text": "now?", "cache_control": {"type": "ephemeral"}}]},
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "now?", "cache_control": {"type": "ephemeral"}}],
+            },
         ],
         "metadata": {"user_id": "u"},
     }
@@ -142,19 +204,36 @@ def test_anthropic_blocks_and_cache_control_pass_through() -> None:
     assert out["system"][0]["cache_control"] == {"type": "ephemeral"}
     assert out["messages"][-1] == body["messages"][-1]
     assert out["metadata"] == body["metadata"]
-    uses = {b["id"] for m in out["messages"] if isinstance(m["content"], list) for b in m["content"]
-            if b.get("type") == "tool_use"}
-    results = {b["tool_use_id"] for m in out["messages"] if isinstance(m["content"], list) for b in m["content"]
-               if b.get("type") == "tool_result"}
+    uses = {
+        b["id"]
+        for m in out["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_use"
+    }
+    results = {
+        b["tool_use_id"]
+        for m in out["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    }
     assert uses == results
 
 
 def test_queries_share_their_budget_and_keep_embedding_fields() -> None:
-    questions = [{"text": SENT * 40, "embedding_model": "m", "embedding": [0.5]},
-                 {"text": SENT * 10, "embedding_model": "m", "embedding": [0.25]}]
+    questions = [
+        {"text": SENT * 40, "embedding_model": "m", "embedding": [0.5]},
+        {"text": SENT * 10, "embedding_model": "m", "embedding": [0.25]},
+    ]
     body = question(questions=questions)
-    result = fit(body, model=MODEL, max_context_tokens=200, reserve_output_tokens=0,
-                 budget={"system": 0, "query": 100, "documents": 0, "history": 0})
+    result = fit(
+        body,
+        model=MODEL,
+        max_context_tokens=200,
+        reserve_output_tokens=0,
+        budget={"system": 0, "query": 100, "documents": 0, "history": 0},
+    )
     out = result.request["questions"]
     assert [q["embedding"] for q in out] == [[0.5], [0.25]]
     assert len(out[0]["text"]) > len(out[1]["text"]) > 0
@@ -171,8 +250,13 @@ def test_cannot_fit_fails_closed_naming_the_parts() -> None:
 
 def test_budget_percentages_are_clamped_and_warned() -> None:
     body = question(role=SENT * 100, questions=[{"text": "q"}])
-    result = fit(body, model=MODEL, max_context_tokens=300, reserve_output_tokens=0,
-                 budget={"system": "junk", "query": float("nan"), "documents": 250, "history": -5})
+    result = fit(
+        body,
+        model=MODEL,
+        max_context_tokens=300,
+        reserve_output_tokens=0,
+        budget={"system": "junk", "query": float("nan"), "documents": 250, "history": -5},
+    )
     warnings = " ".join(result.report.warnings)
     assert "not a number" in warnings and "NaN" in warnings and "clamped" in warnings
 
@@ -185,9 +269,12 @@ def test_unused_budget_is_redistributed() -> None:
 
 
 def test_input_is_never_mutated() -> None:
-    body = question(role=SENT * 100, questions=[{"text": "q", "embedding": [1.0]}],
-                    documents=[{"page_content": SENT * 20, "score": 0.5, "metadata": {"k": [1]}}],
-                    history=[{"role": "user", "content": SENT * 20}] * 3)
+    body = question(
+        role=SENT * 100,
+        questions=[{"text": "q", "embedding": [1.0]}],
+        documents=[{"page_content": SENT * 20, "score": 0.5, "metadata": {"k": [1]}}],
+        history=[{"role": "user", "content": SENT * 20}] * 3,
+    )
     snapshot = copy.deepcopy(body)
     fit(body, model=MODEL, max_context_tokens=500, reserve_output_tokens=0)
     assert body == snapshot
@@ -221,15 +308,23 @@ def test_sentence_boundaries(text: str, expected: list[str]) -> None:
 
 def test_system_prompt_truncates_on_a_sentence_boundary() -> None:
     role = "".join(f"Rule {i}: Mr. Hale cites Fed. R. Civ. P. {i}. " for i in range(200))
-    result = fit(question(role=role, questions=[{"text": "q"}]), model=MODEL, max_context_tokens=400,
-                 reserve_output_tokens=0)
+    result = fit(
+        question(role=role, questions=[{"text": "q"}]),
+        model=MODEL,
+        max_context_tokens=400,
+        reserve_output_tokens=0,
+    )
     kept = result.request["role"]
     assert role.startswith(kept) and kept.endswith(".") and kept.split()[-1][:-1].isdigit()
 
 
 def test_token_level_cut_never_splits_a_character() -> None:
     role = "日本語の長い文" * 400  # one sentence, no boundary
-    result = fit(question(role=role, questions=[{"text": "q"}]), model=MODEL, max_context_tokens=300,
-                 reserve_output_tokens=0)
+    result = fit(
+        question(role=role, questions=[{"text": "q"}]),
+        model=MODEL,
+        max_context_tokens=300,
+        reserve_output_tokens=0,
+    )
     kept = result.request["role"]
     assert kept and role.startswith(kept) and "\ufffd" not in kept

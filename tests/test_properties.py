@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 from ctxbudget import count, fit
 
 MODEL = "gpt-4o"
-words = st.sampled_from(["Mr.", "witness", "said", "No.", "12", "U.S.C.", "日本", "🙂", "<|endoftext|>", "the", "."])
+words = st.sampled_from(
+    ["Mr.", "witness", "said", "No.", "12", "U.S.C.", "日本", "🙂", "<|endoftext|>", "the", "."]
+)
 texts = st.lists(words, min_size=0, max_size=60).map(" ".join)
 sentences = st.lists(texts, min_size=1, max_size=6).map(lambda s: ". ".join(s))
 
@@ -23,7 +25,10 @@ def question_requests(draw: Any) -> dict[str, Any]:
         "role": draw(sentences),
         "questions": [{"text": draw(sentences), "embedding": [0.1]} for _ in range(draw(st.integers(1, 2)))],
         "documents": [
-            {"page_content": draw(sentences), **({"score": draw(st.floats(0, 1))} if draw(st.booleans()) else {})}
+            {
+                "page_content": draw(sentences),
+                **({"score": draw(st.floats(0, 1))} if draw(st.booleans()) else {}),
+            }
             for _ in range(draw(st.integers(0, 6)))
         ],
         "history": [
@@ -39,8 +44,15 @@ def chat_requests(draw: Any) -> dict[str, Any]:
     for i in range(draw(st.integers(0, 5))):
         messages.append({"role": "user", "content": draw(sentences)})
         if draw(st.booleans()):
-            messages.append({"role": "assistant", "content": None, "tool_calls": [
-                {"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}]})
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                    ],
+                }
+            )
             messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": draw(sentences)})
         messages.append({"role": "assistant", "content": draw(sentences)})
     messages.append({"role": "user", "content": draw(sentences)})

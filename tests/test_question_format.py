@@ -23,8 +23,24 @@ def test_rendering_matches_the_seed_engine_by_hand() -> None:
     expected = CRLF.join(
         [
             "You are a paralegal." + CRLF,
-            CRLF.join(["### System Instructions:", "    1) **Cite**:", "        Use page:line.", "        Be brief.", ""]),
-            CRLF.join(["### Examples:", "    Example 1", "        **Given**: Q", "        **Expected output**: A", ""]),
+            CRLF.join(
+                [
+                    "### System Instructions:",
+                    "    1) **Cite**:",
+                    "        Use page:line.",
+                    "        Be brief.",
+                    "",
+                ]
+            ),
+            CRLF.join(
+                [
+                    "### Examples:",
+                    "    Example 1",
+                    "        **Given**: Q",
+                    "        **Expected output**: A",
+                    "",
+                ]
+            ),
             CRLF.join(["### Conversation History:", "    user: hi", ""]),
             CRLF.join(["### Context:", "    1) ctx one", "", ""]),
             CRLF.join(["### Documents:", "    Document 1) Content: Letter of March 3.", ""]),

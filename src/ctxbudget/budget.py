@@ -18,7 +18,12 @@ from .formats.base import COMPONENTS, Component
 
 __all__ = ["DEFAULT_PERCENTAGES", "BudgetSplit", "allocate", "parse_budget_spec"]
 
-DEFAULT_PERCENTAGES: dict[Component, float] = {"system": 10.0, "query": 15.0, "documents": 50.0, "history": 25.0}
+DEFAULT_PERCENTAGES: dict[Component, float] = {
+    "system": 10.0,
+    "query": 15.0,
+    "documents": 50.0,
+    "history": 25.0,
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,7 +39,9 @@ class BudgetSplit:
         raw = dict(raw or {})
         unknown = sorted(set(raw) - set(COMPONENTS))
         if unknown:
-            raise ConfigError(f"unknown budget component(s) {', '.join(unknown)}; use {', '.join(COMPONENTS)}")
+            raise ConfigError(
+                f"unknown budget component(s) {', '.join(unknown)}; use {', '.join(COMPONENTS)}"
+            )
         warnings: list[str] = []
         pcts: dict[Component, float] = {}
         for name in COMPONENTS:
@@ -44,7 +51,9 @@ class BudgetSplit:
             pcts = {k: v * 100.0 / total for k, v in pcts.items()}
             warnings.append(f"budget percentages sum to {total:g}%; scaled back proportionally to 100%")
         elif total < 90:
-            warnings.append(f"budget percentages sum to {total:g}% (< 90%): part of the window is left unused")
+            warnings.append(
+                f"budget percentages sum to {total:g}% (< 90%): part of the window is left unused"
+            )
         for name in COMPONENTS:
             if pcts[name] == 0:
                 warnings.append(

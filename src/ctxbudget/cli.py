@@ -57,12 +57,24 @@ def _run(action: Callable[[], None]) -> None:
 
 def _common(func: F) -> F:
     options = [
-        click.option("--catalog", "catalogs", multiple=True, envvar="CTXBUDGET_CATALOG", metavar="FILE",
-                     help="Extra catalog TOML adding or overriding models (repeatable; env CTXBUDGET_CATALOG)."),
-        click.option("--format", "format_", type=click.Choice(["question", "openai", "anthropic"]),
-                     help="Request format (detected when omitted)."),
+        click.option(
+            "--catalog",
+            "catalogs",
+            multiple=True,
+            envvar="CTXBUDGET_CATALOG",
+            metavar="FILE",
+            help="Extra catalog TOML adding or overriding models (repeatable; env CTXBUDGET_CATALOG).",
+        ),
+        click.option(
+            "--format",
+            "format_",
+            type=click.Choice(["question", "openai", "anthropic"]),
+            help="Request format (detected when omitted).",
+        ),
         click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table."),
-        click.option("--model", required=True, help="Model id, e.g. gpt-5, claude-sonnet-4-5, openai/gpt-4o."),
+        click.option(
+            "--model", required=True, help="Model id, e.g. gpt-5, claude-sonnet-4-5, openai/gpt-4o."
+        ),
         click.argument("source", default="-", metavar="[FILE|-]"),
     ]
     for option in options:
@@ -78,18 +90,47 @@ def main() -> None:
 
 @main.command("fit")
 @_common
-@click.option("--max-context-tokens", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Explicit window in tokens (0: resolve from the catalog).")
-@click.option("--reserve-output-tokens", type=click.IntRange(min=0), default=None,
-              help="Tokens held back for the reply [default: min(4096, model max output)].")
-@click.option("--budget", "budget_spec", default="", metavar="SPEC",
-              help="Percentages, e.g. system=10,query=15,documents=50,history=25.")
-@click.option("--on-overflow", type=click.Choice(["error", "empty"]), default="error", show_default=True,
-              help="When untrimmable parts alone exceed the window: fail (exit 3) or empty all components.")
-@click.option("--score-order", type=click.Choice(["desc", "asc"]), default="desc", show_default=True,
-              help="Document scores: desc for similarities, asc for distances.")
-@click.option("--document-order", type=click.Choice(["ranked", "original"]), default="ranked", show_default=True,
-              help="Order of kept documents in the output.")
+@click.option(
+    "--max-context-tokens",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Explicit window in tokens (0: resolve from the catalog).",
+)
+@click.option(
+    "--reserve-output-tokens",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Tokens held back for the reply [default: min(4096, model max output)].",
+)
+@click.option(
+    "--budget",
+    "budget_spec",
+    default="",
+    metavar="SPEC",
+    help="Percentages, e.g. system=10,query=15,documents=50,history=25.",
+)
+@click.option(
+    "--on-overflow",
+    type=click.Choice(["error", "empty"]),
+    default="error",
+    show_default=True,
+    help="When untrimmable parts alone exceed the window: fail (exit 3) or empty all components.",
+)
+@click.option(
+    "--score-order",
+    type=click.Choice(["desc", "asc"]),
+    default="desc",
+    show_default=True,
+    help="Document scores: desc for similarities, asc for distances.",
+)
+@click.option(
+    "--document-order",
+    type=click.Choice(["ranked", "original"]),
+    default="ranked",
+    show_default=True,
+    help="Order of kept documents in the output.",
+)
 def fit_command(
     source: str,
     model: str,
@@ -120,7 +161,9 @@ def fit_command(
             catalog=_catalog(catalogs),
         )
         if as_json:
-            click.echo(json.dumps({"request": result.request, "report": result.report.to_dict()}, ensure_ascii=False))
+            click.echo(
+                json.dumps({"request": result.request, "report": result.report.to_dict()}, ensure_ascii=False)
+            )
         else:
             _print_report(result.report)
 
@@ -129,7 +172,9 @@ def fit_command(
 
 @main.command("count")
 @_common
-def count_command(source: str, model: str, as_json: bool, format_: str | None, catalogs: tuple[str, ...]) -> None:
+def count_command(
+    source: str, model: str, as_json: bool, format_: str | None, catalogs: tuple[str, ...]
+) -> None:
     """Print the token count of the rendered request (exact, or a labelled estimate)."""
     request = _read_json(source)
 
@@ -146,8 +191,14 @@ def count_command(source: str, model: str, as_json: bool, format_: str | None, c
 
 @main.command("models")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@click.option("--catalog", "catalogs", multiple=True, envvar="CTXBUDGET_CATALOG", metavar="FILE",
-              help="Extra catalog TOML (repeatable; env CTXBUDGET_CATALOG).")
+@click.option(
+    "--catalog",
+    "catalogs",
+    multiple=True,
+    envvar="CTXBUDGET_CATALOG",
+    metavar="FILE",
+    help="Extra catalog TOML (repeatable; env CTXBUDGET_CATALOG).",
+)
 def models_command(as_json: bool, catalogs: tuple[str, ...]) -> None:
     """List the model catalog: windows, output caps, tokenizers, prices, cache rules."""
 
@@ -160,9 +211,16 @@ def models_command(as_json: bool, catalogs: tuple[str, ...]) -> None:
         table = Table("model", "provider", "window", "max out", "tokenizer", "in $/M", "out $/M", "cache")
         for m in catalog.models:
             tok = m.tokenizer.encoding + ("" if m.tokenizer.exact else f" ~x{m.tokenizer.safety_factor:g}")
-            table.add_row(m.id, m.provider, f"{m.context_window:,}", f"{m.max_output_tokens:,}", tok,
-                          f"{m.prices.input:g}", f"{m.prices.output:g}",
-                          f"{m.cache.mode} >={m.cache.min_cacheable_tokens}")
+            table.add_row(
+                m.id,
+                m.provider,
+                f"{m.context_window:,}",
+                f"{m.max_output_tokens:,}",
+                tok,
+                f"{m.prices.input:g}",
+                f"{m.prices.output:g}",
+                f"{m.cache.mode} >={m.cache.min_cacheable_tokens}",
+            )
         Console().print(table)
         for alias, target in sorted(catalog.aliases.items()):
             click.echo(f"alias {alias} -> {target}")

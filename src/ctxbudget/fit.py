@@ -19,7 +19,16 @@ from .catalog.catalog import Catalog, bundled_catalog
 from .catalog.values import WindowResolution
 from .errors import BudgetExceeded, ConfigError
 from .formats import detect_format, get_format
-from .formats.base import COMPONENTS, PLACEHOLDER_TEMPLATE, Component, Decision, Item, ItemKey, Plan, RequestFormat
+from .formats.base import (
+    COMPONENTS,
+    PLACEHOLDER_TEMPLATE,
+    Component,
+    Decision,
+    Item,
+    ItemKey,
+    Plan,
+    RequestFormat,
+)
 from .measure import Measurement, measure
 from .report import FitReport, ItemReport
 from .tokens.counter import TokenCounter
@@ -87,7 +96,9 @@ def _truncate(ctx: _Context, item: Item, budget: int) -> tuple[str, int]:
     return truncate_text(item.text, span, budget - ctx.framing(item))
 
 
-def _shared_texts(ctx: _Context, component: Component, budget: int, droppable: bool) -> dict[ItemKey, Decision]:
+def _shared_texts(
+    ctx: _Context, component: Component, budget: int, droppable: bool
+) -> dict[ItemKey, Decision]:
     items = ctx.of(component)
     shares = proportional_shares(budget, [ctx.cost(i) for i in items])
     decisions: dict[ItemKey, Decision] = {}
@@ -99,7 +110,9 @@ def _shared_texts(ctx: _Context, component: Component, budget: int, droppable: b
         if not text and droppable:
             decisions[item.key] = Decision("dropped", f"no room in the {component} share ({share} tokens)")
         else:
-            decisions[item.key] = Decision("truncated", f"cut to its {component} share of {share} tokens", text)
+            decisions[item.key] = Decision(
+                "truncated", f"cut to its {component} share of {share} tokens", text
+            )
     return decisions
 
 
@@ -111,7 +124,8 @@ def _placeholder_cost(ctx: _Context, history: list[Item]) -> int:
 def _plan(ctx: _Context, budgets: Mapping[Component, int]) -> Plan:
     decisions: dict[ItemKey, Decision] = {}
     zero = {c for c in COMPONENTS if ctx.split.percentages[c] == 0}
-    for component, droppable in (("system", True), ("query", False)):
+    shared: tuple[tuple[Component, bool], ...] = (("system", True), ("query", False))
+    for component, droppable in shared:
         decisions |= _shared_texts(ctx, component, 0 if component in zero else budgets[component], droppable)
     docs = ctx.of("documents")
     query = " ".join(i.text for i in ctx.of("query"))
@@ -253,10 +267,14 @@ def fit(
     available_raw = counter.unscale(available)
     if measured.total <= available_raw:
         out: dict[str, Any] = copy.deepcopy(dict(request))
-        return FitResult(out, _report(ctx, model, resolution, reserve, available, Plan({}), {}, measured.total, True))
+        return FitResult(
+            out, _report(ctx, model, resolution, reserve, available, Plan({}), {}, measured.total, True)
+        )
     ctx.warnings.extend(split.warnings)
     fixed_raw = _fixed_or_fail(ctx, available_raw, available, on_overflow)
-    out, plan, budgets, after = _trim(ctx, request, available_raw, available_raw - fixed_raw, fixed_raw > available_raw)
+    out, plan, budgets, after = _trim(
+        ctx, request, available_raw, available_raw - fixed_raw, fixed_raw > available_raw
+    )
     return FitResult(out, _report(ctx, model, resolution, reserve, available, plan, budgets, after, False))
 
 
@@ -293,13 +311,17 @@ def _report(
         tokens_after=after,
         tokens_saved=before - after,
         passed_through=passed_through,
-        components_truncated=tuple(c for c in COMPONENTS if any(i.component == c and i.action != "kept" for i in items)),
+        components_truncated=tuple(
+            c for c in COMPONENTS if any(i.component == c and i.action != "kept" for i in items)
+        ),
         warnings=tuple(dict.fromkeys(ctx.warnings)),
         items=items,
     )
 
 
-def count(request: Mapping[str, Any], *, model: str, format: str | None = None, catalog: Catalog | None = None) -> dict[str, Any]:
+def count(
+    request: Mapping[str, Any], *, model: str, format: str | None = None, catalog: Catalog | None = None
+) -> dict[str, Any]:
     """Tokens of the rendered request: ``{"tokens", "exact", "encoding", "model", "safety_factor"}``."""
     catalog = catalog or bundled_catalog()
     fmt = get_format(format) if format else detect_format(request)

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from ..errors import ConfigError
 from ..tokens.registry import bare_model_id, encoding_name_for_model
 from .schema import CatalogFile, ModelEntry, TokenizerEntry
-from .values import CacheRules, Family, ModelSpec, Prices, TokenizerSpec, WindowResolution
+from .values import CacheRules, Family, ModelSpec, Prices, TokenizerSpec, WindowResolution, WindowRule
 
 __all__ = ["Catalog", "load_catalog"]
 
@@ -72,7 +72,7 @@ class Catalog:
             return scoped[0]
         return None
 
-    def _lookup(self, model_id: str) -> tuple[ModelSpec, str] | None:
+    def _lookup(self, model_id: str) -> tuple[ModelSpec, WindowRule] | None:
         exact = self._entries(model_id)
         if exact:
             return self._smallest(exact), "exact"
@@ -119,7 +119,7 @@ class Catalog:
         if found is not None:
             return WindowResolution(
                 model_id=model_id, context_window=found[0].context_window, rule=found[1], spec=found[0]
-            )  # type: ignore[arg-type]
+            )
         floor = self.floor_window()
         warning = (
             f"unknown model {model_id!r}: budgeting against the smallest chat window in the catalog "
@@ -180,7 +180,10 @@ def parse_catalog(text: str, source: str) -> Catalog:
     return Catalog(
         models=tuple(_model(m) for m in parsed.models),
         aliases={a.alias: a.target for a in parsed.aliases},
-        families=tuple(Family(prefix=f.prefix, tokenizer=_tokenizer(f.tokenizer), source=f.source) for f in parsed.families),
+        families=tuple(
+            Family(prefix=f.prefix, tokenizer=_tokenizer(f.tokenizer), source=f.source)
+            for f in parsed.families
+        ),
         default_tokenizer=default,
     )
 

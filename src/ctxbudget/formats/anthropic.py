@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from .base import Item, Owner, Plan, Rendering, Segment
+from .base import Item, ItemKey, Owner, Plan, Rendering, Segment
 from .chat import apply_history, items_from_messages, split_messages
 from .wire import validate_body
 
@@ -70,10 +70,12 @@ def _replace(message: Mapping[str, Any], text: str) -> dict[str, Any]:
 
 def _has_tool_result(message: Mapping[str, Any]) -> bool:
     content = message.get("content")
-    return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+    )
 
 
-def _tool_groups(messages: list[Mapping[str, Any]]) -> list[int]:
+def _tool_groups(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     groups = list(range(len(messages)))
     owner_of_use: dict[str, int] = {}
     for i, message in enumerate(messages):
@@ -86,7 +88,9 @@ def _tool_groups(messages: list[Mapping[str, Any]]) -> list[int]:
     return groups
 
 
-def _block_chunks(block: Mapping[str, Any], owner: Owner, is_content: bool) -> tuple[list[tuple[Segment, ...]], int]:
+def _block_chunks(
+    block: Mapping[str, Any], owner: Owner, is_content: bool
+) -> tuple[list[tuple[Segment, ...]], int]:
     kind = block.get("type")
     if kind == "text":
         return [(Segment(str(block.get("text", "")), owner, content=is_content),)], 0
@@ -141,7 +145,9 @@ class AnthropicFormat:
                     return True
         return False
 
-    def _messages(self, request: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[tuple[Any, int, int]], list[int]]:
+    def _messages(
+        self, request: Mapping[str, Any]
+    ) -> tuple[list[dict[str, Any]], list[tuple[Any, int, int]], list[int]]:
         validate_body(_Body, request)
         messages = [dict(m) for m in request["messages"]]
         groups = _tool_groups(messages)
@@ -166,7 +172,10 @@ class AnthropicFormat:
                 Item(component="system", index=n, path=f"$.system[{i}]", text=str(system[i].get("text", "")))
                 for n, i in enumerate(_text_blocks(system))
             ]
-        return (*items, *items_from_messages(messages, layout, lambda m: block_text(m.get("content")), groups))
+        return (
+            *items,
+            *items_from_messages(messages, layout, lambda m: block_text(m.get("content")), groups),
+        )
 
     def render(self, request: Mapping[str, Any]) -> Rendering:
         """Texts the provider reads, one chunk each, with per-message framing."""
@@ -198,21 +207,27 @@ class AnthropicFormat:
         out = dict(request)
         system = request.get("system")
         if isinstance(system, str) and ("system", 0) in plan.decisions:
-            out["system"] = plan.text_of(next(i for i in items if i.key == ("system", 0))) if plan.kept(("system", 0)) else ""
+            out["system"] = (
+                plan.text_of(next(i for i in items if i.key == ("system", 0)))
+                if plan.kept(("system", 0))
+                else ""
+            )
         elif isinstance(system, list):
             out["system"] = self._system_blocks(system, items, plan)
         out["messages"] = apply_history(messages, layout, items, plan, _replace)
         return out
 
     @staticmethod
-    def _system_blocks(system: list[dict[str, Any]], items: tuple[Item, ...], plan: Plan) -> list[dict[str, Any]]:
+    def _system_blocks(
+        system: list[dict[str, Any]], items: tuple[Item, ...], plan: Plan
+    ) -> list[dict[str, Any]]:
         texts = _text_blocks(system)
         out: list[dict[str, Any]] = []
         for i, block in enumerate(system):
             if i not in texts:
                 out.append(copy.deepcopy(block))
                 continue
-            key = ("system", texts.index(i))
+            key: ItemKey = ("system", texts.index(i))
             if plan.kept(key):
                 item = next(it for it in items if it.key == key)
                 out.append({**copy.deepcopy(block), "text": plan.text_of(item)})

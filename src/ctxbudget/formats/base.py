@@ -19,8 +19,8 @@ __all__ = [
     "Item",
     "ItemKey",
     "Plan",
-    "RequestFormat",
     "Rendering",
+    "RequestFormat",
     "Segment",
 ]
 

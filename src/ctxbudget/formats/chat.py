@@ -67,7 +67,10 @@ def apply_history(
 ) -> list[dict[str, Any]]:
     """The message list after the plan: kept or truncated messages and the history placeholder."""
     by_key = {item.key: item for item in items}
-    placeholder = {"role": placeholder_role, "content": PLACEHOLDER_TEMPLATE.format(omitted=plan.placeholder_omitted)}
+    placeholder = {
+        "role": placeholder_role,
+        "content": PLACEHOLDER_TEMPLATE.format(omitted=plan.placeholder_omitted),
+    }
     out: list[dict[str, Any]] = []
     for component, index, position in layout:
         key = (component, index)
@@ -77,7 +80,9 @@ def apply_history(
             item = by_key[key]
             new_text = plan.text_of(item)
             message = messages[position]
-            out.append(replace_text(message, new_text) if new_text != item.text else copy.deepcopy(dict(message)))
+            out.append(
+                replace_text(message, new_text) if new_text != item.text else copy.deepcopy(dict(message))
+            )
         if component == "history" and plan.placeholder_after == index:
             out.append(dict(placeholder))
     return out

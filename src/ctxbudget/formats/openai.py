@@ -10,7 +10,7 @@ image parts at the low-detail rate (85 tokens): OpenAI publishes no exact rule f
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -67,7 +67,7 @@ def message_text(message: Mapping[str, Any]) -> str:
     if isinstance(content, str):
         return content
     parts = _text_parts(content)
-    return str(content[parts[-1]].get("text", "")) if parts else ""
+    return str(content[parts[-1]].get("text", "")) if parts and isinstance(content, list) else ""
 
 
 def replace_message_text(message: Mapping[str, Any], text: str) -> dict[str, Any]:
@@ -80,7 +80,7 @@ def replace_message_text(message: Mapping[str, Any], text: str) -> dict[str, Any
     return out
 
 
-def _tool_groups(messages: list[Mapping[str, Any]]) -> list[int]:
+def _tool_groups(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     groups = list(range(len(messages)))
     owner_of_call: dict[str, int] = {}
     for i, message in enumerate(messages):
@@ -161,7 +161,9 @@ class OpenAIFormat:
         body = validate_body(_Body, request)
         messages = [m.model_dump(exclude_unset=True) for m in body.messages]
         groups = _tool_groups(messages)
-        layout = split_messages(messages, is_system=_is_system, is_query=_is_query, text_of=message_text, groups=groups)
+        layout = split_messages(
+            messages, is_system=_is_system, is_query=_is_query, text_of=message_text, groups=groups
+        )
         return messages, layout, groups
 
     def parse(self, request: Mapping[str, Any]) -> tuple[Item, ...]:

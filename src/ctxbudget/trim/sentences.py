@@ -13,28 +13,121 @@ starts in lower case. A newline ends a sentence, and so do the CJK marks ``。�
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
-__all__ = ["sentence_ends"]
+__all__ = ["iter_sentence_ends", "sentence_ends"]
 
 ABBREVIATIONS = frozenset(
-    """
-    mr mrs ms dr prof sr jr st mt messrs hon rev gen col capt lt sgt
-    inc ltd co corp llc llp plc bros assn dept govt univ
-    no nos vol vols ch chap sec secs art arts para paras pt pts cl sch app apps fig figs ex exs exh
-    v vs etc al approx cf esp viz ibid id op cit seq
-    fed civ crim evid proc stat supp cir ct cal rptr bankr dist jud admin reg regs
-    jan feb mar apr jun jul aug sep sept oct nov dec
-    am pm est
-    """.split()
+    [
+        "mr",
+        "mrs",
+        "ms",
+        "dr",
+        "prof",
+        "sr",
+        "jr",
+        "st",
+        "mt",
+        "messrs",
+        "hon",
+        "rev",
+        "gen",
+        "col",
+        "capt",
+        "lt",
+        "sgt",
+        "inc",
+        "ltd",
+        "co",
+        "corp",
+        "llc",
+        "llp",
+        "plc",
+        "bros",
+        "assn",
+        "dept",
+        "govt",
+        "univ",
+        "no",
+        "nos",
+        "vol",
+        "vols",
+        "ch",
+        "chap",
+        "sec",
+        "secs",
+        "art",
+        "arts",
+        "para",
+        "paras",
+        "pt",
+        "pts",
+        "cl",
+        "sch",
+        "app",
+        "apps",
+        "fig",
+        "figs",
+        "ex",
+        "exs",
+        "exh",
+        "v",
+        "vs",
+        "etc",
+        "al",
+        "approx",
+        "cf",
+        "esp",
+        "viz",
+        "ibid",
+        "id",
+        "op",
+        "cit",
+        "seq",
+        "fed",
+        "civ",
+        "crim",
+        "evid",
+        "proc",
+        "stat",
+        "supp",
+        "cir",
+        "ct",
+        "cal",
+        "rptr",
+        "bankr",
+        "dist",
+        "jud",
+        "admin",
+        "reg",
+        "regs",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+        "am",
+        "pm",
+        "est",
+    ]
 )
 
+MAX_WORD = 40
 _END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s)|[。！？]+[」』”’)]*|\n")
 _LAST_WORD = re.compile(r"(\S+)$")
 _DOTTED = re.compile(r"(?:[a-z]\.)+[a-z]?")
 
 
 def _is_abbreviation(text: str, dot: int) -> bool:
-    word_match = _LAST_WORD.search(text, 0, dot)
+    # Look only at a short window before the dot: searching from 0 would make splitting quadratic.
+    word_match = _LAST_WORD.search(text, max(0, dot - MAX_WORD), dot)
     if word_match is None:
         return False
     word = word_match.group(1).lstrip("([\"'“‘").lower()
@@ -50,7 +143,13 @@ def _continues_lowercase(text: str, end: int) -> bool:
 
 def sentence_ends(text: str) -> list[int]:
     """Character offsets where sentences end (exclusive; trailing whitespace not included)."""
-    ends: list[int] = []
+    return list(iter_sentence_ends(text))
+
+
+def iter_sentence_ends(text: str) -> Iterator[int]:
+    """Sentence ends in order, lazily, so a caller that stops early pays only for what it read."""
+    first_visible = len(text) - len(text.lstrip())
+    last = 0
     for match in _END.finditer(text):
         token = match.group()
         if token == "\n":
@@ -61,6 +160,6 @@ def sentence_ends(text: str) -> list[int]:
                 continue
             if token[0] in ".!?" and _continues_lowercase(text, end):
                 continue
-        if end > 0 and (not ends or end > ends[-1]) and text[:end].strip():
-            ends.append(end)
-    return ends
+        if end > first_visible and end > last:
+            last = end
+            yield end

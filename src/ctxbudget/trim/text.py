@@ -9,7 +9,7 @@ one is near.
 from __future__ import annotations
 
 from ..tokens.counter import ChunkAnalysis
-from .sentences import sentence_ends
+from .sentences import iter_sentence_ends
 
 __all__ = ["TextSpan", "truncate_text"]
 
@@ -41,7 +41,7 @@ def _best_sentence_cut(text: str, span: TextSpan, budget: int) -> int:
     best = 0
     byte_pos = 0
     char_pos = 0
-    for end in sentence_ends(text):
+    for end in iter_sentence_ends(text):
         byte_pos += len(text[char_pos:end].encode("utf-8"))
         char_pos = end
         if span.prefix_tokens(byte_pos) > budget:

@@ -1,0 +1,137 @@
+"""Fit benchmarks, each printed as a ratio to a floor measured in the same run.
+
+Floor: one tiktoken encode of the example's full rendered text (every token must be seen once).
+Timed: a cold fit of the example (count cache cleared), a warm fit of the same request, a fit of
+a 2,000-message chat history, 200 small RAG requests, and LangChain's ``trim_messages`` on the
+same history at the same budget (bench-only dependency).
+
+    python bench/bench_fit.py build/example.json
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ctxbudget import fit, get_encoding, render_question
+from ctxbudget.tokens import clear_count_cache
+
+MODEL = "gpt-5"
+WINDOW = 32_000
+REPEATS = 7
+
+
+def median_seconds(action: Callable[[], Any], *, before: Callable[[], None] | None = None) -> float:
+    samples = []
+    for _ in range(REPEATS):
+        if before:
+            before()
+        start = time.perf_counter()
+        action()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def chat_history(n: int) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a careful assistant."}]
+    for i in range(n):
+        role = "user" if i % 2 == 0 else "assistant"
+        messages.append(
+            {
+                "role": role,
+                "content": f"Message {i}: the deposition of witness {i % 7} covered "
+                f"exhibit EX-{i % 40:02d} and the notice letter dated March {i % 28 + 1}.",
+            }
+        )
+    messages.append({"role": "user", "content": "What was the latest exhibit discussed?"})
+    return {"model": MODEL, "messages": messages}
+
+
+def rag_requests(n: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "questions": [{"text": f"Question {i}: when was notice of defect {i} given?"}],
+            "documents": [
+                {"page_content": f"Retrieved passage {j} for request {i}. " * 30, "score": 0.9 - j / 100}
+                for j in range(10)
+            ],
+        }
+        for i in range(n)
+    ]
+
+
+def langchain_trim(body: dict[str, Any], budget: int) -> Callable[[], Any] | None:
+    try:
+        from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, trim_messages
+    except ImportError:
+        return None
+    kinds = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
+    messages = [kinds[m["role"]](content=m["content"]) for m in body["messages"]]
+    encoding = get_encoding("o200k_base")
+
+    def counter(msgs: list[Any]) -> int:
+        return sum(3 + len(encoding.encode(str(m.content))) for m in msgs) + 3
+
+    return lambda: trim_messages(
+        messages,
+        max_tokens=budget,
+        token_counter=counter,
+        strategy="last",
+        include_system=True,
+        start_on="human",
+    )
+
+
+def main() -> None:
+    example = json.load(open(sys.argv[1] if len(sys.argv) > 1 else "build/example.json", encoding="utf-8"))
+    encoding = get_encoding("o200k_base")
+    text = render_question(example)
+    tk = encoding.tiktoken  # type: ignore[attr-defined]
+    floor = median_seconds(lambda: tk.encode_ordinary(text))
+    tokens = len(tk.encode_ordinary(text))
+
+    def fit_example() -> Any:
+        return fit(example, model=MODEL, max_context_tokens=WINDOW)
+
+    cold = median_seconds(fit_example, before=clear_count_cache)
+    fit_example()
+    warm = median_seconds(fit_example)
+    history = chat_history(2000)
+    history_budget = 8_000
+    hist = median_seconds(
+        lambda: fit(history, model=MODEL, max_context_tokens=history_budget, reserve_output_tokens=0),
+        before=clear_count_cache,
+    )
+    rags = rag_requests(200)
+    rag = median_seconds(
+        lambda: [fit(r, model=MODEL, max_context_tokens=2_000, reserve_output_tokens=0) for r in rags],
+        before=clear_count_cache,
+    )
+    rows = [
+        ("floor: one tiktoken encode of the example", floor, f"{tokens:,} tokens"),
+        ("cold fit of the example (target <= 1.3x)", cold, ""),
+        ("warm fit of the example (target <= 0.05x)", warm, ""),
+        ("2,000-message history fit (cold)", hist, f"budget {history_budget:,}"),
+        ("200 RAG request fits (cold)", rag, "10 docs each"),
+    ]
+    lc = langchain_trim(history, history_budget)
+    if lc is not None:
+        rows.append(
+            ("LangChain trim_messages, same history/budget", median_seconds(lc), "bench-only dependency")
+        )
+    else:
+        rows.append(
+            ("LangChain trim_messages", float("nan"), "langchain-core not installed: pip install '.[bench]'")
+        )
+    print(f"{'benchmark':48} {'median ms':>10} {'x floor':>8}  note")
+    for name, seconds, note in rows:
+        print(f"{name:48} {seconds * 1000:10.2f} {seconds / floor:8.3f}  {note}")
+    print(f"ctxbudget history fit vs LangChain trim_messages: {hist / rows[-1][1]:.2f}x" if lc else "")
+
+
+if __name__ == "__main__":
+    main()
