@@ -15,6 +15,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ctxbudget import fit, get_encoding, render_question
@@ -87,7 +88,8 @@ def langchain_trim(body: dict[str, Any], budget: int) -> Callable[[], Any] | Non
 
 
 def main() -> None:
-    example = json.load(open(sys.argv[1] if len(sys.argv) > 1 else "build/example.json", encoding="utf-8"))
+    path = Path(sys.argv[1] if len(sys.argv) > 1 else "build/example.json")
+    example = json.loads(path.read_text("utf-8"))
     encoding = get_encoding("o200k_base")
     text = render_question(example)
     tk = encoding.tiktoken  # type: ignore[attr-defined]
