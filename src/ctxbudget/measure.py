@@ -35,13 +35,20 @@ def measure(rendering: Rendering, encoding: Encoding) -> Measurement:
         if not text:
             continue
         analysis = analyze(encoding, text)
+        if len(chunk) == 1:
+            by_owner[chunk[0].owner] += analysis.tokens
+            if chunk[0].content and not isinstance(chunk[0].owner, str):
+                spans[chunk[0].owner] = TextSpan(analysis, 0, len(analysis.data))
+            continue
         position = 0
+        before = 0  # tokens starting before ``position``; each boundary is looked up once
         for segment in chunk:
-            size = len(analysis.data) if len(chunk) == 1 else len(segment.text.encode("utf-8"))
-            by_owner[segment.owner] += analysis.tokens_between(position, position + size)
+            end = position + len(segment.text.encode("utf-8"))
+            upto = analysis.tokens_starting_before(end)
+            by_owner[segment.owner] += upto - before
             if segment.content and not isinstance(segment.owner, str):
-                spans[segment.owner] = TextSpan(analysis, position, position + size)
-            position += size
+                spans[segment.owner] = TextSpan(analysis, position, end)
+            position, before = end, upto
     for owner, tokens in rendering.constants:
         by_owner[owner] += tokens
     return Measurement(sum(by_owner.values()), dict(by_owner), spans)

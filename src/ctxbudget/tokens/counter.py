@@ -11,41 +11,88 @@ import math
 import threading
 from bisect import bisect_left
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from operator import itemgetter
 
 from .encoding import Encoding
 
 __all__ = ["ChunkAnalysis", "TokenCounter", "analyze", "clear_count_cache"]
 
 
-@dataclass(frozen=True, slots=True)
-class ChunkAnalysis:
-    """One text encoded once: its UTF-8 bytes and the byte offset where each token ends."""
+BLOCK = 64
 
-    data: bytes
-    byte_ends: list[int]
+
+class ChunkAnalysis:
+    """One text encoded once: its UTF-8 bytes, its tokens, and (lazily) where each token ends.
+
+    Token end offsets are kept as per-block running sums (64 tokens a block) over the tokens'
+    byte lengths: building them costs a C-level gather and one ``sum`` per block, instead of a
+    Python-level running sum per token, and a lookup scans at most one block.
+    """
+
+    __slots__ = ("_block_ends", "_blocks", "_lengths", "_table", "data", "token_ids")
+
+    def __init__(self, data: bytes, token_ids: list[int], table: Sequence[int]) -> None:
+        self.data = data
+        self.token_ids = token_ids
+        self._table = table
+        self._lengths: tuple[int, ...] | None = None
+        self._block_ends: list[int] = []
+        self._blocks: dict[int, list[int]] = {}
 
     @property
     def tokens(self) -> int:
         """Number of tokens of the whole text."""
-        return len(self.byte_ends)
+        return len(self.token_ids)
+
+    def _offsets(self) -> tuple[int, ...]:
+        if self._lengths is None:
+            ids = self.token_ids
+            lengths = itemgetter(*ids)(self._table) if len(ids) > 1 else tuple(self._table[i] for i in ids)
+            self._lengths = lengths
+            self._block_ends = list(accumulate(sum(lengths[i : i + BLOCK]) for i in range(0, len(lengths), BLOCK)))
+        return self._lengths
+
+    def _block(self, block: int) -> list[int]:
+        """Absolute byte ends of the tokens of one block (built on first use, then kept)."""
+        found = self._blocks.get(block)
+        if found is None:
+            lengths = self._offsets()
+            base = self._block_ends[block - 1] if block else 0
+            found = list(accumulate(lengths[block * BLOCK : (block + 1) * BLOCK], initial=base))[1:]
+            self._blocks[block] = found
+        return found
+
+    def _byte_end(self, k: int) -> int:
+        self._offsets()
+        return self._block(k // BLOCK)[k % BLOCK]
+
+    def _ending_before(self, byte_offset: int) -> int:
+        self._offsets()
+        block = bisect_left(self._block_ends, byte_offset)
+        if block >= len(self._block_ends):
+            return len(self.token_ids)
+        return block * BLOCK + bisect_left(self._block(block), byte_offset)
 
     def tokens_starting_before(self, byte_offset: int) -> int:
         """How many tokens start before ``byte_offset`` (a token belongs where it starts)."""
-        if byte_offset <= 0 or not self.byte_ends:
+        if byte_offset <= 0 or not self.token_ids:
             return 0
-        return 1 + min(bisect_left(self.byte_ends, byte_offset), len(self.byte_ends) - 1)
+        return 1 + min(self._ending_before(byte_offset), len(self.token_ids) - 1)
 
     def tokens_between(self, start: int, end: int) -> int:
         """Tokens that start in the byte range ``[start, end)``."""
+        if start <= 0 and end >= len(self.data):
+            return self.tokens
         return self.tokens_starting_before(end) - self.tokens_starting_before(start)
 
     def cut_after_tokens(self, start: int, count: int) -> int:
         """Byte offset just after the ``count``-th token starting at or after ``start``."""
         first = self.tokens_starting_before(start)
-        last = min(first + count, len(self.byte_ends))
-        return start if last <= first else self.byte_ends[last - 1]
+        last = min(first + count, len(self.token_ids))
+        return start if last <= first else self._byte_end(last - 1)
 
 
 class _AnalysisCache:
@@ -94,9 +141,7 @@ def analyze(encoding: Encoding, text: str) -> ChunkAnalysis:
     found = _CACHE.get(key)
     if found is not None:
         return found
-    lengths = encoding.byte_lengths()
-    byte_ends = list(accumulate(map(lengths.__getitem__, encoding.encode(text))))
-    result = ChunkAnalysis(text.encode("utf-8"), byte_ends)
+    result = ChunkAnalysis(text.encode("utf-8"), encoding.encode(text), encoding.byte_lengths())
     _CACHE.put(key, result)
     return result
 

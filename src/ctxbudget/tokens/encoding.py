@@ -2,10 +2,40 @@
 
 from __future__ import annotations
 
+import re
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Encoding", "TiktokenEncoding"]
+__all__ = ["Encoding", "TiktokenEncoding", "split_point"]
+
+PARALLEL_MIN_CHARS = 200_000
+# In o200k_base and cl100k_base no pre-token contains a newline followed by a character that is
+# neither whitespace nor "/": every alternative of both split patterns either excludes newlines,
+# is whitespace only, or ends with a run of newlines (and, in o200k, "/"). BPE merges never cross
+# pre-tokens, so such a position is a token boundary and the halves can be encoded apart.
+_HARD_BOUNDARY = re.compile(r"\n(?=[^\s/])")
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ctxbudget-encode")
+        return _POOL
+
+
+def split_point(text: str) -> int | None:
+    """An offset near the middle of ``text`` just after a newline that starts a hard boundary."""
+    middle = len(text) // 2
+    match = _HARD_BOUNDARY.search(text, middle)
+    if match is None:
+        return None
+    cut = match.start() + 1
+    return cut if cut < len(text) else None
 
 
 @runtime_checkable
@@ -52,9 +82,17 @@ class TiktokenEncoding:
         return self._encoding
 
     def encode(self, text: str) -> list[int]:
-        """Encode with ``encode_ordinary``: special-token text is counted, never raised on."""
-        tokens: list[int] = self._encoding.encode_ordinary(text)
-        return tokens
+        """Encode with ``encode_ordinary``: special-token text is counted, never raised on.
+
+        A long text is cut at a hard boundary (see :func:`split_point`) and its two halves are
+        encoded on two threads (tiktoken releases the GIL); the result is identical.
+        """
+        cut = split_point(text) if len(text) >= PARALLEL_MIN_CHARS else None
+        if cut is None:
+            tokens: list[int] = self._encoding.encode_ordinary(text)
+            return tokens
+        head, tail = _pool().map(self._encoding.encode_ordinary, (text[:cut], text[cut:]))
+        return [*head, *tail]
 
     def token_byte_length(self, token: int) -> int:
         """Byte length of ``token`` from the vocabulary table."""
