@@ -76,7 +76,9 @@ def test_bundled_encodings_equal_stock_tiktoken(stock_tiktoken: dict[str, Any], 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(texts_with_lines, texts_with_lines)
-def test_split_at_a_hard_boundary_gives_the_joint_tokens(stock_tiktoken: dict[str, Any], head: str, tail: str) -> None:
+def test_split_at_a_hard_boundary_gives_the_joint_tokens(
+    stock_tiktoken: dict[str, Any], head: str, tail: str
+) -> None:
     text = head + "\n" + tail
     cut = split_point(text)
     if cut is None:
@@ -88,7 +90,7 @@ def test_split_at_a_hard_boundary_gives_the_joint_tokens(stock_tiktoken: dict[st
 
 def test_long_texts_encode_in_parallel_identically(stock_tiktoken: dict[str, Any]) -> None:
     text = "".join(f"Line {i}: the witness said {i * 7} things.\n/path {i}\n" for i in range(12_000))
-    assert len(text) > 200_000
+    assert len(text) > 50_000
     assert split_point(text) is not None
     for name, reference in stock_tiktoken.items():
         assert get_encoding(name).encode(text) == reference.encode_ordinary(text)

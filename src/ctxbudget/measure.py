@@ -10,7 +10,7 @@ from .tokens.counter import analyze
 from .tokens.encoding import Encoding
 from .trim.text import TextSpan
 
-__all__ = ["Measurement", "measure"]
+__all__ = ["Measurement", "measure", "measure_total"]
 
 
 @dataclass(frozen=True)
@@ -52,3 +52,11 @@ def measure(rendering: Rendering, encoding: Encoding) -> Measurement:
     for owner, tokens in rendering.constants:
         by_owner[owner] += tokens
     return Measurement(sum(by_owner.values()), dict(by_owner), spans)
+
+
+def measure_total(rendering: Rendering, encoding: Encoding) -> int:
+    """Just the total: one (content-cached) encode per chunk, no attribution to owners."""
+    chunks = ("".join(segment.text for segment in chunk) for chunk in rendering.chunks)
+    return sum(analyze(encoding, text).tokens for text in chunks if text) + sum(
+        n for _, n in rendering.constants
+    )

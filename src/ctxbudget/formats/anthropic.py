@@ -177,6 +177,10 @@ class AnthropicFormat:
             *items_from_messages(messages, layout, lambda m: block_text(m.get("content")), groups),
         )
 
+    def parse_and_render(self, request: Mapping[str, Any]) -> tuple[tuple[Item, ...], Rendering]:
+        """:meth:`parse` then :meth:`render`."""
+        return self.parse(request), self.render(request)
+
     def render(self, request: Mapping[str, Any]) -> Rendering:
         """Texts the provider reads, one chunk each, with per-message framing."""
         messages, layout, _ = self._messages(request)

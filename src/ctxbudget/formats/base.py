@@ -116,6 +116,10 @@ class RequestFormat(Protocol):
         """The exact text the provider will tokenize, owned segment by segment."""
         ...
 
+    def parse_and_render(self, request: Mapping[str, Any]) -> tuple[tuple[Item, ...], Rendering]:
+        """Both at once (a format may validate only once)."""
+        ...
+
     def apply(self, request: Mapping[str, Any], items: tuple[Item, ...], plan: Plan) -> dict[str, Any]:
         """A new request with the plan applied; the input is not mutated; unknown fields stay."""
         ...

@@ -171,6 +171,10 @@ class OpenAIFormat:
         messages, layout, groups = self._layout(request)
         return items_from_messages(messages, layout, message_text, groups)
 
+    def parse_and_render(self, request: Mapping[str, Any]) -> tuple[tuple[Item, ...], Rendering]:
+        """:meth:`parse` then :meth:`render`."""
+        return self.parse(request), self.render(request)
+
     def render(self, request: Mapping[str, Any]) -> Rendering:
         """Each message's role and content are tokenized separately, as the API does."""
         messages, layout, _ = self._layout(request)

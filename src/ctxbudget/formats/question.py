@@ -157,7 +157,15 @@ class QuestionFormat:
 
     def parse(self, request: Mapping[str, Any]) -> tuple[Item, ...]:
         """Items: the role, each question text, each document, each history message."""
+        return self._items(validate_body(_Question, request))
+
+    def parse_and_render(self, request: Mapping[str, Any]) -> tuple[tuple[Item, ...], Rendering]:
+        """:meth:`parse` and :meth:`render` with one validation."""
         q = validate_body(_Question, request)
+        return self._items(q), self._rendering(q)
+
+    @staticmethod
+    def _items(q: _Question) -> tuple[Item, ...]:
         items: list[Item] = []
         if q.role:
             items.append(Item(component="system", index=0, path="$.role", text=q.role))
@@ -183,7 +191,10 @@ class QuestionFormat:
 
     def render(self, request: Mapping[str, Any]) -> Rendering:
         """One chunk: the whole prompt text is tokenized as one string."""
-        q = validate_body(_Question, request)
+        return self._rendering(validate_body(_Question, request))
+
+    @staticmethod
+    def _rendering(q: _Question) -> Rendering:
         segments: list[Segment] = []
         for n, part in enumerate(_render_parts(q)):
             if n:

@@ -52,7 +52,9 @@ class ChunkAnalysis:
             ids = self.token_ids
             lengths = itemgetter(*ids)(self._table) if len(ids) > 1 else tuple(self._table[i] for i in ids)
             self._lengths = lengths
-            self._block_ends = list(accumulate(sum(lengths[i : i + BLOCK]) for i in range(0, len(lengths), BLOCK)))
+            self._block_ends = list(
+                accumulate(sum(lengths[i : i + BLOCK]) for i in range(0, len(lengths), BLOCK))
+            )
         return self._lengths
 
     def _block(self, block: int) -> list[int]:

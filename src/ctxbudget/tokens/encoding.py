@@ -10,7 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 
 __all__ = ["Encoding", "TiktokenEncoding", "split_point"]
 
-PARALLEL_MIN_CHARS = 200_000
+PARALLEL_MIN_CHARS = 50_000
 # In o200k_base and cl100k_base no pre-token contains a newline followed by a character that is
 # neither whitespace nor "/": every alternative of both split patterns either excludes newlines,
 # is whitespace only, or ends with a run of newlines (and, in o200k, "/"). BPE merges never cross
@@ -92,7 +92,9 @@ class TiktokenEncoding:
             tokens: list[int] = self._encoding.encode_ordinary(text)
             return tokens
         head, tail = _pool().map(self._encoding.encode_ordinary, (text[:cut], text[cut:]))
-        return [*head, *tail]
+        head.extend(tail)
+        result: list[int] = head
+        return result
 
     def token_byte_length(self, token: int) -> int:
         """Byte length of ``token`` from the vocabulary table."""

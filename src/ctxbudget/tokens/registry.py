@@ -20,11 +20,18 @@ __all__ = [
     "get_encoding",
     "list_encodings",
     "register_encoding",
+    "registry_version",
 ]
 
 _FACTORIES: dict[str, Callable[[], Encoding]] = {}
 _LOADED: dict[str, Encoding] = {}
 _LOCK = threading.Lock()
+_VERSION = [0]
+
+
+def registry_version() -> int:
+    """Bumped whenever an encoding is (re)registered, so caches of results can tell."""
+    return _VERSION[0]
 
 
 def register_encoding(name: str, factory: Callable[[], Encoding]) -> None:
@@ -32,6 +39,7 @@ def register_encoding(name: str, factory: Callable[[], Encoding]) -> None:
     with _LOCK:
         _FACTORIES[name] = factory
         _LOADED.pop(name, None)
+        _VERSION[0] += 1
 
 
 def list_encodings() -> list[str]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-__all__ = ["iter_sentence_ends", "sentence_ends"]
+__all__ = ["iter_sentence_ends", "last_sentence_end", "sentence_ends"]
 
 ABBREVIATIONS = frozenset(
     [
@@ -146,11 +146,13 @@ def sentence_ends(text: str) -> list[int]:
     return list(iter_sentence_ends(text))
 
 
-def iter_sentence_ends(text: str) -> Iterator[int]:
-    """Sentence ends in order, lazily, so a caller that stops early pays only for what it read."""
+def iter_sentence_ends(text: str, start: int = 0, stop: int | None = None) -> Iterator[int]:
+    """Sentence ends in ``(start, stop]``, in order, lazily."""
+    stop = len(text) if stop is None else stop
     first_visible = len(text) - len(text.lstrip())
-    last = 0
-    for match in _END.finditer(text):
+    last = start
+    # Look a little past ``stop`` so the whitespace lookahead sees what follows.
+    for match in _END.finditer(text, start, min(len(text), stop + 1)):
         token = match.group()
         if token == "\n":
             end = match.start()
@@ -160,6 +162,22 @@ def iter_sentence_ends(text: str) -> Iterator[int]:
                 continue
             if token[0] in ".!?" and _continues_lowercase(text, end):
                 continue
+        if end > stop:
+            return
         if end > first_visible and end > last:
             last = end
             yield end
+
+
+def last_sentence_end(text: str, limit: int) -> int:
+    """The last sentence end at or before ``limit`` (0 if none), scanning back from ``limit``
+    in growing windows so the cost follows the distance to it, not the length of the text."""
+    window = 2048
+    while True:
+        start = max(0, limit - window)
+        found = 0
+        for found in iter_sentence_ends(text, start, limit):  # noqa: B007 - the last one is wanted
+            pass
+        if found or start == 0:
+            return found
+        window *= 4

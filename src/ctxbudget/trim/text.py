@@ -9,7 +9,7 @@ one is near.
 from __future__ import annotations
 
 from ..tokens.counter import ChunkAnalysis
-from .sentences import iter_sentence_ends
+from .sentences import last_sentence_end
 
 __all__ = ["TextSpan", "truncate_text"]
 
@@ -37,23 +37,23 @@ class TextSpan:
         return self.analysis.tokens_between(self.byte_start, self.byte_start + prefix_bytes)
 
 
+def _chars_within(span: TextSpan, budget: int) -> int:
+    """How many characters of the text the first ``budget`` tokens cover."""
+    cut_byte = span.analysis.cut_after_tokens(span.byte_start, budget) - span.byte_start
+    cut_byte = max(0, min(cut_byte, span.byte_end - span.byte_start))
+    return len(span.analysis.data[span.byte_start : span.byte_start + cut_byte].decode("utf-8", "ignore"))
+
+
 def _best_sentence_cut(text: str, span: TextSpan, budget: int) -> int:
-    best = 0
-    byte_pos = 0
-    char_pos = 0
-    for end in iter_sentence_ends(text):
-        byte_pos += len(text[char_pos:end].encode("utf-8"))
-        char_pos = end
-        if span.prefix_tokens(byte_pos) > budget:
-            break
-        best = end
-    return best
+    """The last sentence end within the first ``budget`` tokens (found by scanning back)."""
+    end = last_sentence_end(text, _chars_within(span, budget))
+    while end and span.prefix_tokens(len(text[:end].encode("utf-8"))) > budget:
+        end = last_sentence_end(text, end - 1)
+    return end
 
 
 def _token_cut(text: str, span: TextSpan, budget: int) -> int:
-    cut_byte = span.analysis.cut_after_tokens(span.byte_start, budget) - span.byte_start
-    cut_byte = max(0, min(cut_byte, span.byte_end - span.byte_start))
-    chars = len(span.analysis.data[span.byte_start : span.byte_start + cut_byte].decode("utf-8", "ignore"))
+    chars = _chars_within(span, budget)
     space = max(text.rfind(" ", 0, chars), text.rfind("\n", 0, chars))
     if space > 0 and space >= WORD_BOUNDARY_KEEP * chars:
         return space
