@@ -18,7 +18,7 @@ build/example.json: $(STAMP) examples/deposition.py
 	$(BIN)/python examples/deposition.py > build/example.json
 
 demo: build/example.json
-	$(BIN)/ctxbudget fit build/example.json --model claude-sonnet-4-5 --max-context-tokens 32000
+	$(BIN)/ctxbudget fit build/example.json --model gpt-5 --max-context-tokens 32000
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check src tests bench examples scripts

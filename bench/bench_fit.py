@@ -18,8 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ctxbudget import fit, get_encoding, render_question
-from ctxbudget import clear_caches
+from ctxbudget import clear_caches, fit, get_encoding, render_question
 
 MODEL = "gpt-5"
 WINDOW = 32_000

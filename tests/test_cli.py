@@ -122,3 +122,25 @@ def test_catalog_env_var(tmp_path: Path) -> None:
     )
     result = CliRunner().invoke(main, ["models", "--json"], env={"CTXBUDGET_CATALOG": str(path)})
     assert "house" in {m["id"] for m in json.loads(result.output)["models"]}
+
+
+def test_python_dash_m_runs_the_cli(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ctxbudget",
+            "count",
+            _write(tmp_path, REQUEST),
+            "--model",
+            "gpt-4o",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(done.stdout)["exact"] is True

@@ -328,3 +328,37 @@ def test_token_level_cut_never_splits_a_character() -> None:
     )
     kept = result.request["role"]
     assert kept and role.startswith(kept) and "\ufffd" not in kept
+
+
+COOKBOOK_MESSAGES = [
+    {
+        "role": "system",
+        "content": "You are a helpful, pattern-following assistant that translates corporate jargon into plain English.",
+    },
+    {"role": "system", "name": "example_user", "content": "New synergies will help drive top-line growth."},
+    {
+        "role": "system",
+        "name": "example_assistant",
+        "content": "Things working well together will increase revenue.",
+    },
+    {
+        "role": "system",
+        "name": "example_user",
+        "content": "Let's circle back when we have more bandwidth to touch base on opportunities for increased leverage.",
+    },
+    {
+        "role": "system",
+        "name": "example_assistant",
+        "content": "Let's talk later when we're less busy about how to do better.",
+    },
+    {
+        "role": "user",
+        "content": "This late pivot means we don't have time to boil the ocean for the client deliverable.",
+    },
+]
+
+
+@pytest.mark.parametrize(("model", "published"), [("gpt-4", 129), ("gpt-3.5-turbo", 129), ("gpt-4o", 124)])
+def test_openai_counts_match_the_published_recipe(model: str, published: int) -> None:
+    # OpenAI's cookbook ("How to count tokens with tiktoken") reports these API prompt_tokens.
+    assert count({"messages": COOKBOOK_MESSAGES}, model=model)["tokens"] == published

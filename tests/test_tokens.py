@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from ctxbudget import UnknownEncodingError, count, get_encoding
 from ctxbudget.tokens import encoding_name_for_model
 from ctxbudget.tokens.bundled import _read_vocabulary
-from ctxbudget.tokens.encoding import split_point
 from ctxbudget.tokens.counter import TokenCounter
+from ctxbudget.tokens.encoding import split_point
 
 SAMPLES = [
     "",

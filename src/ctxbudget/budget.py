@@ -104,16 +104,26 @@ def _proportional(amount: int, weights: Mapping[Component, float]) -> dict[Compo
 
 
 def allocate(pool: int, split: BudgetSplit, needs: Mapping[Component, int]) -> dict[Component, int]:
-    """Token budget per component: percentages first, then unused budget to those still short."""
+    """Token budget per component: percentages first, then unused budget to those still short.
+
+    The honoured pool is ``pool * sum(percentages) / 100`` (a sum below 100 leaves the rest
+    unused, as asked). Rounding remainders and whatever a component does not need go to the
+    components that need more and have a percentage above 0, in proportion to it, capped at
+    their need; repeated until nothing is left to give or nobody is short.
+    """
     pcts = split.percentages
-    budgets: dict[Component, int] = {c: math.floor(max(0, pool) * pcts[c] / 100.0) for c in COMPONENTS}
-    for _ in range(len(COMPONENTS)):
-        surplus = sum(max(0, budgets[c] - needs.get(c, 0)) for c in COMPONENTS)
-        short = {c: pcts[c] for c in COMPONENTS if pcts[c] > 0 and needs.get(c, 0) > budgets[c]}
-        if surplus <= 0 or not short:
-            break
+    pool = max(0, pool)
+    budgets: dict[Component, int] = {c: math.floor(pool * pcts[c] / 100.0) for c in COMPONENTS}
+    spare = math.floor(pool * sum(pcts.values()) / 100.0 + 1e-9) - sum(budgets.values())
+    for _ in range(len(COMPONENTS) + 1):
         for c in COMPONENTS:
-            budgets[c] = min(budgets[c], needs.get(c, 0))
-        for c, extra in _proportional(surplus, short).items():
+            excess = max(0, budgets[c] - needs.get(c, 0))
+            budgets[c] -= excess
+            spare += excess
+        short = {c: pcts[c] for c in COMPONENTS if pcts[c] > 0 and needs.get(c, 0) > budgets[c]}
+        if spare <= 0 or not short:
+            break
+        for c, extra in _proportional(spare, short).items():
             budgets[c] += extra
+        spare = 0
     return budgets

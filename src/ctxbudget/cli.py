@@ -239,14 +239,14 @@ def _model_row(m: Any) -> dict[str, Any]:
 def _print_report(report: FitReport) -> None:
     console = Console()
     label = "exact" if report.exact else f"ESTIMATE x{report.safety_factor:g}"
-    console.print(
-        f"[bold]{report.model}[/] ({report.encoding}, {label}) window {report.context_window:,} "
-        f"({report.window_rule}), reserve {report.reserve_output_tokens:,}, available {report.available_tokens:,}"
+    click.echo(
+        f"{report.model} ({report.encoding}, {label}): window {report.context_window:,} ({report.window_rule}), "
+        f"reserve {report.reserve_output_tokens:,}, available {report.available_tokens:,}"
     )
     status = "passed through unchanged" if report.passed_through else "trimmed"
-    console.print(
+    click.echo(
         f"tokens {report.tokens_before:,} -> {report.tokens_after:,} (saved {report.tokens_saved:,}); {status}; "
-        f"overhead {report.overhead_tokens:,}"
+        f"untrimmable overhead {report.overhead_tokens:,}"
     )
     table = Table("component", "budget", "before", "after", "kept", "truncated", "dropped", "summarized")
     for component in ("system", "query", "documents", "history"):

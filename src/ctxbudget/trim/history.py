@@ -43,6 +43,10 @@ def select_history(
     truncate_last: Callable[[Item, int], tuple[str, int]],
 ) -> HistorySelection:
     """Fit the history in ``budget`` tokens; ``truncate_last`` shortens the latest message."""
+    if sum(costs[m.index] for m in messages) <= budget:
+        return HistorySelection(
+            {m.index: Decision("kept", "whole history fits") for m in messages}, None, 0, budget
+        )
     units = _units(messages)
     unit_cost = [sum(costs[m.index] for m in unit) for unit in units]
     decisions: dict[int, Decision] = {}

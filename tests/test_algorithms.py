@@ -1,0 +1,75 @@
+"""Pure trimming and allocation algorithms, on hand-made costs (no tokenizer involved)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ctxbudget.budget import BudgetSplit, allocate
+from ctxbudget.formats.base import Item
+from ctxbudget.trim.history import select_history
+from ctxbudget.trim.shares import proportional_shares
+
+
+def _messages(n: int, groups: dict[int, int] | None = None) -> list[Item]:
+    groups = groups or {}
+    return [
+        Item(component="history", index=i, path=f"h{i}", text=f"m{i}", group=groups.get(i, i))
+        for i in range(n)
+    ]
+
+
+def _no_truncation(item: Item, budget: int) -> tuple[str, int]:
+    raise AssertionError("nothing should be truncated here")
+
+
+def test_history_that_fits_its_budget_exactly_is_kept_whole() -> None:
+    messages = _messages(6)
+    chosen = select_history(
+        messages, dict.fromkeys(range(6), 10), 60, placeholder_cost=5, truncate_last=_no_truncation
+    )
+    assert {d.action for d in chosen.decisions.values()} == {"kept"}
+    assert chosen.placeholder_after is None
+
+
+def test_history_keeps_first_and_recent_and_counts_the_omitted() -> None:
+    messages = _messages(10)
+    chosen = select_history(
+        messages, dict.fromkeys(range(10), 10), 45, placeholder_cost=5, truncate_last=_no_truncation
+    )
+    kept = [i for i, d in sorted(chosen.decisions.items()) if d.action == "kept"]
+    assert kept == [0, 7, 8, 9]
+    assert chosen.omitted == 6 and chosen.placeholder_after == 0
+    assert chosen.tokens <= 45
+
+
+def test_a_tool_group_is_kept_or_dropped_whole() -> None:
+    messages = _messages(6, groups={2: 1, 3: 1})  # 1,2,3 are a tool call and its results
+    chosen = select_history(
+        messages, dict.fromkeys(range(6), 10), 35, placeholder_cost=0, truncate_last=_no_truncation
+    )
+    actions = {i: d.action for i, d in chosen.decisions.items()}
+    assert len({actions[1], actions[2], actions[3]}) == 1
+
+
+@given(st.integers(0, 10_000), st.lists(st.integers(0, 5_000), max_size=8))
+def test_shares_never_exceed_the_budget_or_an_entry(budget: int, sizes: list[int]) -> None:
+    shares = proportional_shares(budget, sizes)
+    assert sum(shares) <= max(budget, 0) or sum(sizes) <= budget
+    assert all(0 <= s <= size for s, size in zip(shares, sizes, strict=True))
+    if sum(sizes) > budget > 0:
+        assert sum(shares) == budget
+
+
+@given(
+    st.integers(0, 100_000),
+    st.dictionaries(st.sampled_from(["system", "query", "documents", "history"]), st.integers(0, 60_000)),
+)
+def test_allocation_stays_within_the_pool_and_gives_unused_budget_away(
+    pool: int, needs: dict[str, int]
+) -> None:
+    split = BudgetSplit.from_mapping(None)
+    budgets = allocate(pool, split, needs)  # type: ignore[arg-type]
+    assert sum(budgets.values()) <= pool
+    if sum(needs.values()) <= pool:
+        assert all(budgets[c] >= needs.get(c, 0) for c in budgets)
