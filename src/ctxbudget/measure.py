@@ -31,7 +31,7 @@ def measure(rendering: Rendering, encoding: Encoding) -> Measurement:
     by_owner: defaultdict[Owner, int] = defaultdict(int)
     spans: dict[ItemKey, TextSpan] = {}
     for chunk in rendering.chunks:
-        text = "".join(segment.text for segment in chunk)
+        text = chunk[0].text if len(chunk) == 1 else "".join(segment.text for segment in chunk)
         if not text:
             continue
         analysis = analyze(encoding, text)
@@ -56,7 +56,7 @@ def measure(rendering: Rendering, encoding: Encoding) -> Measurement:
 
 def measure_total(rendering: Rendering, encoding: Encoding) -> int:
     """Just the total: one (content-cached) encode per chunk, no attribution to owners."""
-    chunks = ("".join(segment.text for segment in chunk) for chunk in rendering.chunks)
+    chunks = (c[0].text if len(c) == 1 else "".join(s.text for s in c) for c in rendering.chunks)
     return sum(analyze(encoding, text).tokens for text in chunks if text) + sum(
         n for _, n in rendering.constants
     )

@@ -146,17 +146,16 @@ class AnthropicFormat:
         return False
 
     def _messages(
-        self, request: Mapping[str, Any]
+        self, request: Mapping[str, Any], *, validate: bool = True
     ) -> tuple[list[dict[str, Any]], list[tuple[Any, int, int]], list[int]]:
-        validate_body(_Body, request)
-        messages = [dict(m) for m in request["messages"]]
+        if validate:
+            validate_body(_Body, request)
+        messages = list(request["messages"])
         groups = _tool_groups(messages)
         layout = split_messages(
             messages,
             is_system=lambda m: False,
             is_query=lambda m: m.get("role") == "user" and not _has_tool_result(m),
-            text_of=lambda m: block_text(m.get("content")),
-            groups=groups,
         )
         return messages, layout, groups
 
@@ -179,7 +178,7 @@ class AnthropicFormat:
 
     def parse_and_render(self, request: Mapping[str, Any]) -> tuple[tuple[Item, ...], Rendering]:
         """:meth:`parse` then :meth:`render`."""
-        return self.parse(request), self.render(request)
+        return self.parse(request), self.render(request)  # bodies are small next to their text
 
     def render(self, request: Mapping[str, Any]) -> Rendering:
         """Texts the provider reads, one chunk each, with per-message framing."""
@@ -207,7 +206,7 @@ class AnthropicFormat:
 
     def apply(self, request: Mapping[str, Any], items: tuple[Item, ...], plan: Plan) -> dict[str, Any]:
         """New body: truncated system text, trimmed messages; all else untouched."""
-        messages, layout, _ = self._messages(request)
+        messages, layout, _ = self._messages(request, validate=False)
         out = dict(request)
         system = request.get("system")
         if isinstance(system, str) and ("system", 0) in plan.decisions:

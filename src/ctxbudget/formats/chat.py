@@ -21,8 +21,6 @@ def split_messages(
     *,
     is_system: Callable[[Mapping[str, Any]], bool],
     is_query: Callable[[Mapping[str, Any]], bool],
-    text_of: Callable[[Mapping[str, Any]], str],
-    groups: Sequence[int],
 ) -> list[tuple[Component, int, int]]:
     """(component, index within component, message index) for every message."""
     n_system = 0

@@ -157,14 +157,14 @@ class OpenAIFormat:
         """A ``messages`` body."""
         return isinstance(request.get("messages"), list)
 
-    def _layout(self, request: Mapping[str, Any]) -> tuple[list[Any], list[tuple[Any, int, int]], list[int]]:
-        body = validate_body(_Body, request)
-        messages = [m.model_dump(exclude_unset=True) for m in body.messages]
+    def _layout(
+        self, request: Mapping[str, Any], *, validate: bool = True
+    ) -> tuple[list[Any], list[tuple[Any, int, int]], list[int]]:
+        if validate:
+            validate_body(_Body, request)  # for its errors; the raw messages are used as given
+        messages = list(request["messages"])
         groups = _tool_groups(messages)
-        layout = split_messages(
-            messages, is_system=_is_system, is_query=_is_query, text_of=message_text, groups=groups
-        )
-        return messages, layout, groups
+        return messages, split_messages(messages, is_system=_is_system, is_query=_is_query), groups
 
     def parse(self, request: Mapping[str, Any]) -> tuple[Item, ...]:
         """Items: leading system/developer messages, history, the final user message."""
@@ -172,12 +172,21 @@ class OpenAIFormat:
         return items_from_messages(messages, layout, message_text, groups)
 
     def parse_and_render(self, request: Mapping[str, Any]) -> tuple[tuple[Item, ...], Rendering]:
-        """:meth:`parse` then :meth:`render`."""
-        return self.parse(request), self.render(request)
+        """:meth:`parse` and :meth:`render` with one validation."""
+        messages, layout, groups = self._layout(request)
+        return items_from_messages(messages, layout, message_text, groups), self._render(
+            request, messages, layout
+        )
 
     def render(self, request: Mapping[str, Any]) -> Rendering:
         """Each message's role and content are tokenized separately, as the API does."""
         messages, layout, _ = self._layout(request)
+        return self._render(request, messages, layout)
+
+    @staticmethod
+    def _render(
+        request: Mapping[str, Any], messages: list[Any], layout: list[tuple[Any, int, int]]
+    ) -> Rendering:
         chunks: list[tuple[Segment, ...]] = []
         constants: list[tuple[Owner, int]] = [("framing", REPLY_PRIMING)]
         for component, index, position in layout:
@@ -192,7 +201,7 @@ class OpenAIFormat:
 
     def apply(self, request: Mapping[str, Any], items: tuple[Item, ...], plan: Plan) -> dict[str, Any]:
         """New body with trimmed messages; every other field passes through untouched."""
-        _, layout, _ = self._layout(request)
+        _, layout, _ = self._layout(request, validate=False)
         out = dict(request)
         out["messages"] = apply_history(request["messages"], layout, items, plan, replace_message_text)
         return out
