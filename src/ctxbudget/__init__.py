@@ -10,7 +10,7 @@ from .errors import (
     InvalidRequestError,
     UnknownEncodingError,
 )
-from .fit import FitResult, clear_caches, count, fit
+from .fitting import FitResult, clear_caches, count, fit
 from .formats.question import render_text as render_question
 from .report import FitReport, ItemReport
 from .tokens import Encoding, TokenCounter, get_encoding, list_encodings, register_encoding

@@ -18,7 +18,7 @@ from rich.table import Table
 from .budget import parse_budget_spec
 from .catalog.catalog import Catalog, load_catalog
 from .errors import BudgetExceeded, CtxBudgetError
-from .fit import count, fit
+from .fitting import count, fit
 from .report import FitReport
 
 EXIT_USAGE = 2
