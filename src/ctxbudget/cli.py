@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .budget import parse_budget_spec
-from .catalog.catalog import Catalog, load_catalog
+from .catalog.catalog import load_catalog
 from .errors import BudgetExceeded, CtxBudgetError
 from .fitting import count, fit
 from .report import FitReport
@@ -42,10 +42,6 @@ def _read_json(source: str) -> Any:
         _fail(f"{source}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", EXIT_USAGE)
 
 
-def _catalog(paths: tuple[str, ...]) -> Catalog:
-    return load_catalog(paths)
-
-
 def _run(action: Callable[[], None]) -> None:
     try:
         action()
@@ -55,23 +51,27 @@ def _run(action: Callable[[], None]) -> None:
         _fail(str(exc), EXIT_USAGE)
 
 
+CATALOG_OPTION = click.option(
+    "--catalog",
+    "catalogs",
+    multiple=True,
+    envvar="CTXBUDGET_CATALOG",
+    metavar="FILE",
+    help="Extra catalog TOML adding or overriding models (repeatable; env CTXBUDGET_CATALOG).",
+)
+JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+
+
 def _common(func: F) -> F:
     options = [
-        click.option(
-            "--catalog",
-            "catalogs",
-            multiple=True,
-            envvar="CTXBUDGET_CATALOG",
-            metavar="FILE",
-            help="Extra catalog TOML adding or overriding models (repeatable; env CTXBUDGET_CATALOG).",
-        ),
+        CATALOG_OPTION,
         click.option(
             "--format",
             "format_",
             type=click.Choice(["question", "openai", "anthropic"]),
             help="Request format (detected when omitted).",
         ),
-        click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table."),
+        JSON_OPTION,
         click.option(
             "--model", required=True, help="Model id, e.g. gpt-5, claude-sonnet-4-5, openai/gpt-4o."
         ),
@@ -158,7 +158,7 @@ def fit_command(
             on_overflow=on_overflow,  # type: ignore[arg-type]
             score_order=score_order,  # type: ignore[arg-type]
             document_order=document_order,  # type: ignore[arg-type]
-            catalog=_catalog(catalogs),
+            catalog=load_catalog(catalogs),
         )
         if as_json:
             click.echo(
@@ -179,7 +179,7 @@ def count_command(
     request = _read_json(source)
 
     def action() -> None:
-        result = count(request, model=model, format=format_, catalog=_catalog(catalogs))
+        result = count(request, model=model, format=format_, catalog=load_catalog(catalogs))
         if as_json:
             click.echo(json.dumps(result))
         else:
@@ -190,20 +190,13 @@ def count_command(
 
 
 @main.command("models")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-@click.option(
-    "--catalog",
-    "catalogs",
-    multiple=True,
-    envvar="CTXBUDGET_CATALOG",
-    metavar="FILE",
-    help="Extra catalog TOML (repeatable; env CTXBUDGET_CATALOG).",
-)
+@JSON_OPTION
+@CATALOG_OPTION
 def models_command(as_json: bool, catalogs: tuple[str, ...]) -> None:
     """List the model catalog: windows, output caps, tokenizers, prices, cache rules."""
 
     def action() -> None:
-        catalog = _catalog(catalogs)
+        catalog = load_catalog(catalogs)
         if as_json:
             rows = [_model_row(m) for m in catalog.models]
             click.echo(json.dumps({"models": rows, "aliases": dict(catalog.aliases)}, indent=2))

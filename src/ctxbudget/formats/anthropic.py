@@ -17,7 +17,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from .base import Item, ItemKey, Owner, Plan, Rendering, Segment
-from .chat import apply_history, items_from_messages, split_messages
+from .chat import (
+    apply_history,
+    content_text,
+    items_from_messages,
+    split_messages,
+    text_part_indexes,
+    with_content_text,
+)
 from .wire import validate_body
 
 __all__ = ["AnthropicFormat"]
@@ -43,29 +50,6 @@ class _Body(_Open):
     system: str | list[_Block] | None = None
     messages: list[_Message]
     tools: list[dict[str, Any]] | None = None
-
-
-def _text_blocks(content: Any) -> list[int]:
-    if not isinstance(content, list):
-        return []
-    return [i for i, b in enumerate(content) if isinstance(b, dict) and b.get("type") == "text"]
-
-
-def block_text(content: Any) -> str:
-    """The trimmable text: a string content, or the last text block's text."""
-    if isinstance(content, str):
-        return content
-    blocks = _text_blocks(content)
-    return str(content[blocks[-1]].get("text", "")) if blocks else ""
-
-
-def _replace(message: Mapping[str, Any], text: str) -> dict[str, Any]:
-    out = copy.deepcopy(dict(message))
-    if isinstance(out.get("content"), str):
-        out["content"] = text
-    elif blocks := _text_blocks(out.get("content")):
-        out["content"][blocks[-1]]["text"] = text
-    return out
 
 
 def _has_tool_result(message: Mapping[str, Any]) -> bool:
@@ -117,7 +101,7 @@ def _block_chunks(
 def _content_chunks(content: Any, owner: Owner) -> tuple[list[tuple[Segment, ...]], int]:
     if isinstance(content, str):
         return [(Segment(content, owner, content=True),)], 0
-    texts = _text_blocks(content)
+    texts = text_part_indexes(content)
     chunks: list[tuple[Segment, ...]] = []
     constant = 0
     for i, block in enumerate(content):
@@ -169,11 +153,11 @@ class AnthropicFormat:
         elif isinstance(system, list):
             items += [
                 Item(component="system", index=n, path=f"$.system[{i}]", text=str(system[i].get("text", "")))
-                for n, i in enumerate(_text_blocks(system))
+                for n, i in enumerate(text_part_indexes(system))
             ]
         return (
             *items,
-            *items_from_messages(messages, layout, lambda m: block_text(m.get("content")), groups),
+            *items_from_messages(messages, layout, lambda m: content_text(m.get("content")), groups),
         )
 
     def parse_and_render(self, request: Mapping[str, Any]) -> tuple[tuple[Item, ...], Rendering]:
@@ -189,7 +173,7 @@ class AnthropicFormat:
         if isinstance(system, str) and system:
             chunks.append((Segment(system, ("system", 0), content=True),))
         elif isinstance(system, list):
-            texts = _text_blocks(system)
+            texts = text_part_indexes(system)
             for i, block in enumerate(system):
                 owner: Owner = ("system", texts.index(i)) if i in texts else "system blocks"
                 block_chunks, constant = _block_chunks(block, owner, i in texts)
@@ -217,14 +201,14 @@ class AnthropicFormat:
             )
         elif isinstance(system, list):
             out["system"] = self._system_blocks(system, items, plan)
-        out["messages"] = apply_history(messages, layout, items, plan, _replace)
+        out["messages"] = apply_history(messages, layout, items, plan, with_content_text)
         return out
 
     @staticmethod
     def _system_blocks(
         system: list[dict[str, Any]], items: tuple[Item, ...], plan: Plan
     ) -> list[dict[str, Any]]:
-        texts = _text_blocks(system)
+        texts = text_part_indexes(system)
         out: list[dict[str, Any]] = []
         for i, block in enumerate(system):
             if i not in texts:

@@ -13,7 +13,39 @@ from typing import Any
 
 from .base import PLACEHOLDER_TEMPLATE, Component, Item, Plan
 
-__all__ = ["apply_history", "split_messages"]
+__all__ = [
+    "apply_history",
+    "content_text",
+    "items_from_messages",
+    "split_messages",
+    "text_part_indexes",
+    "with_content_text",
+]
+
+
+def text_part_indexes(content: Any) -> list[int]:
+    """Positions of the ``{"type": "text"}`` parts (OpenAI) or blocks (Anthropic) of a content list."""
+    if not isinstance(content, list):
+        return []
+    return [i for i, part in enumerate(content) if isinstance(part, dict) and part.get("type") == "text"]
+
+
+def content_text(content: Any) -> str:
+    """The trimmable text of a content: the string itself, or the last text part's text."""
+    if isinstance(content, str):
+        return content
+    parts = text_part_indexes(content)
+    return str(content[parts[-1]].get("text", "")) if parts else ""
+
+
+def with_content_text(message: Mapping[str, Any], text: str) -> dict[str, Any]:
+    """A deep copy of ``message`` whose trimmable text is ``text`` (every other field kept)."""
+    out = copy.deepcopy(dict(message))
+    if isinstance(out.get("content"), str):
+        out["content"] = text
+    elif parts := text_part_indexes(out.get("content")):
+        out["content"][parts[-1]]["text"] = text
+    return out
 
 
 def split_messages(

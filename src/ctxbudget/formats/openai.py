@@ -9,14 +9,20 @@ image parts at the low-detail rate (85 tokens): OpenAI publishes no exact rule f
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from .base import Item, Owner, Plan, Rendering, Segment
-from .chat import apply_history, items_from_messages, split_messages
+from .chat import (
+    apply_history,
+    content_text,
+    items_from_messages,
+    split_messages,
+    text_part_indexes,
+    with_content_text,
+)
 from .wire import validate_body
 
 __all__ = ["OpenAIFormat"]
@@ -55,29 +61,9 @@ class _Body(_Open):
     tools: list[dict[str, Any]] | None = None
 
 
-def _text_parts(content: Any) -> list[int]:
-    if not isinstance(content, list):
-        return []
-    return [i for i, part in enumerate(content) if isinstance(part, dict) and part.get("type") == "text"]
-
-
 def message_text(message: Mapping[str, Any]) -> str:
     """The trimmable text of a message: its string content, or its last text part."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    parts = _text_parts(content)
-    return str(content[parts[-1]].get("text", "")) if parts and isinstance(content, list) else ""
-
-
-def replace_message_text(message: Mapping[str, Any], text: str) -> dict[str, Any]:
-    """A copy of ``message`` whose trimmable text is ``text``."""
-    out = copy.deepcopy(dict(message))
-    if isinstance(out.get("content"), str):
-        out["content"] = text
-    elif parts := _text_parts(out.get("content")):
-        out["content"][parts[-1]]["text"] = text
-    return out
+    return content_text(message.get("content"))
 
 
 def _tool_groups(messages: Sequence[Mapping[str, Any]]) -> list[int]:
@@ -106,7 +92,7 @@ def _message_chunks(message: Mapping[str, Any], owner: Owner) -> tuple[list[tupl
     if isinstance(content, str):
         chunks.append((Segment(content, owner, content=True),))
     elif isinstance(content, list):
-        texts = _text_parts(content)
+        texts = text_part_indexes(content)
         for i, part in enumerate(content):
             if i in texts:
                 chunks.append((Segment(str(part.get("text", "")), owner, content=(i == texts[-1])),))
@@ -203,5 +189,5 @@ class OpenAIFormat:
         """New body with trimmed messages; every other field passes through untouched."""
         _, layout, _ = self._layout(request, validate=False)
         out = dict(request)
-        out["messages"] = apply_history(request["messages"], layout, items, plan, replace_message_text)
+        out["messages"] = apply_history(request["messages"], layout, items, plan, with_content_text)
         return out
