@@ -6,7 +6,11 @@
     ├── ConfigError                misuse: bad options, policy or catalog file
     │   └── UnknownEncodingError   an encoding name nothing registered
     ├── InvalidRequestError        misuse: the request body is malformed (carries a JSON path)
-    └── BudgetExceeded             outcome: what must be sent cannot fit the window
+    │   └── VolatileValueError     a timestamp, date, id or UUID inside a pinned tier
+    ├── BudgetExceeded             outcome: what must be sent cannot fit the window or a tier
+    ├── CostCeilingExceeded        outcome: the turn's estimated cost is above the ceiling
+    ├── PrefixChanged              outcome: a cached prefix differs from the previous turn's
+    └── InvariantViolation         outcome: a rendered request broke an invariant (never sent)
 
 Misuse errors say what was wrong and where; outcome errors carry the numbers. Exit codes and
 HTTP statuses are chosen only at the edges (CLI, gateway), never here. Third-party exceptions
@@ -20,9 +24,13 @@ from collections.abc import Mapping
 __all__ = [
     "BudgetExceeded",
     "ConfigError",
+    "CostCeilingExceeded",
     "CtxBudgetError",
     "InvalidRequestError",
+    "InvariantViolation",
+    "PrefixChanged",
     "UnknownEncodingError",
+    "VolatileValueError",
 ]
 
 
@@ -69,3 +77,49 @@ class BudgetExceeded(CtxBudgetError):
             f"but only {available_tokens:,} are available ({listing}); shorten them upstream, "
             "raise --max-context-tokens, lower --reserve-output-tokens, or pass --on-overflow empty"
         )
+
+
+class VolatileValueError(InvalidRequestError):
+    """A volatile value (timestamp, date, request/session id, UUID) in a pinned tier.
+
+    It would change the cached prefix every turn; ``span`` is its character range in the item.
+    """
+
+    def __init__(self, *, item_id: str, kind: str, value: str, span: tuple[int, int], path: str) -> None:
+        self.item_id = item_id
+        self.kind = kind
+        self.value = value
+        self.span = span
+        super().__init__(
+            f"pinned item {item_id!r} contains a volatile {kind} {value!r} at characters {span[0]}-{span[1]}: "
+            "it would change the cached prefix every turn; move it to an uncached tier or the question",
+            path,
+        )
+
+
+class CostCeilingExceeded(CtxBudgetError):
+    """The estimated cost of the turn is above the ceiling (nothing is sent)."""
+
+    def __init__(self, *, estimate_usd: float, ceiling_usd: float, detail: str = "") -> None:
+        self.estimate_usd = estimate_usd
+        self.ceiling_usd = ceiling_usd
+        super().__init__(
+            f"estimated cost ${estimate_usd:.4f} is above the ceiling ${ceiling_usd:.4f} per turn"
+            + (f" ({detail})" if detail else "")
+        )
+
+
+class PrefixChanged(CtxBudgetError):
+    """A cached prefix differs from the previous turn's; ``offset`` is the first differing byte."""
+
+    def __init__(self, *, breakpoint: int, offset: int, before: str, after: str) -> None:
+        self.breakpoint = breakpoint
+        self.offset = offset
+        super().__init__(
+            f"cached prefix {breakpoint} differs from the previous turn's at byte {offset}: "
+            f"{before!r} became {after!r}"
+        )
+
+
+class InvariantViolation(CtxBudgetError):
+    """An assembled request broke an invariant; it is never returned for sending."""

@@ -1,0 +1,445 @@
+"""Tiered assembly: items + policy -> the request to send and a report of every decision. Pure.
+
+Layout follows priority: pinned prefix, protected evidence, compacted background (system blocks,
+one per tier), rolling history, then the current question and tool returns (messages). Each tier
+stays within its ceiling; the rendered request stays within the envelope after the output
+reserve (the rolling window gives way first, then the compact tier; tiers that may not shrink
+fail closed). Breakpoints are planned at the ends of cached tiers, the next call's cache reads and
+writes predicted from the previous turn's prefix hashes, the turn priced, and the invariants
+checked on the rendered body before it is returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .cache import Block, Breakpoint, CachePrediction, plan_breakpoints, predict_cache, prefix_hashes
+from .catalog.catalog import Catalog, bundled_catalog
+from .catalog.values import ModelSpec
+from .cost import TurnCost, price_turn
+from .errors import BudgetExceeded, ConfigError, CostCeilingExceeded, InvariantViolation, VolatileValueError
+from .formats import FORMATS
+from .formats.context import ContextItem, ContextRequest, parse_context_request
+from .formats.tiered import OutputFormat, block_texts, render_blocks
+from .measure import measure_total
+from .policy import Policy
+from .tiers import TierSelection, render_item, select_tier
+from .tokens.counter import TokenCounter
+from .tokens.registry import get_encoding
+from .volatile import find_volatile
+
+__all__ = ["AssemblyResult", "assemble"]
+
+MAX_ROUNDS = 12
+
+
+@dataclass(frozen=True)
+class AssemblyResult:
+    """The body to send (a dict, or a string for ``text``) and the JSON-ready report."""
+
+    request: dict[str, Any] | str
+    report: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Setup:
+    policy: Policy
+    spec: ModelSpec
+    counter: TokenCounter
+    request: ContextRequest
+    fmt: OutputFormat
+    model: str
+    query: str
+    prompt_cache_key: str | None
+
+
+@dataclass(frozen=True)
+class _Draft:
+    selections: tuple[TierSelection, ...]
+    blocks: tuple[Block, ...]
+    body: dict[str, Any] | str
+    total_raw: int
+    block_raw: tuple[int, ...]
+
+
+def _check_pinned(request: ContextRequest, policy: Policy) -> None:
+    for tier in policy.tiers:
+        if tier.eviction != "never":
+            continue
+        for item in request.in_tier(tier):
+            found = find_volatile(item.text)
+            if found:
+                raise VolatileValueError(
+                    item_id=item.id,
+                    kind=found.kind,
+                    value=found.value,
+                    span=(found.start, found.end),
+                    path=f"{item.path}.text",
+                )
+
+
+def _blocks(selections: Sequence[TierSelection], current: Sequence[ContextItem]) -> tuple[Block, ...]:
+    blocks: list[Block] = []
+    for sel in selections:
+        if not sel.texts:
+            continue
+        tier = sel.tier
+        if tier.eviction == "rolling":
+            blocks += [
+                Block(
+                    region="message",
+                    role=i.role,
+                    text=text,
+                    tier=tier.name,
+                    cached=tier.cached,
+                    ttl=tier.cache_ttl,
+                )
+                for i, text in sel.texts
+            ]
+        else:
+            text = "\n\n".join(render_item(i, t) for i, t in sel.texts)
+            blocks.append(
+                Block(
+                    region="system",
+                    role="system",
+                    text=text,
+                    tier=tier.name,
+                    cached=tier.cached,
+                    ttl=tier.cache_ttl,
+                )
+            )
+    blocks += [
+        Block(region="message", role=i.role, text=i.text, tier="current", cached=False) for i in current
+    ]
+    return tuple(blocks)
+
+
+def _render(setup: _Setup, blocks: Sequence[Block], points: Sequence[Breakpoint]) -> dict[str, Any] | str:
+    return render_blocks(
+        blocks,
+        points,
+        setup.fmt,
+        model=setup.model,
+        max_tokens=setup.policy.max_output_tokens,
+        prompt_cache_key=setup.prompt_cache_key,
+    )
+
+
+def _measure(setup: _Setup, body: dict[str, Any] | str) -> int:
+    encoding = setup.counter.encoding
+    if isinstance(body, str):
+        return setup.counter.raw(body)
+    return measure_total(FORMATS[setup.fmt].render(body), encoding)
+
+
+def _draft(setup: _Setup, targets: Mapping[int, int]) -> _Draft:
+    selections = tuple(
+        select_tier(t, setup.request, setup.counter, targets, setup.query) for t in setup.policy.tiers
+    )
+    for sel in selections:
+        used = sum(setup.counter.raw(render_item(i, t)) for i, t in sel.texts)
+        if sel.tier.eviction in ("never", "protected") and used > targets[sel.tier.index]:
+            sel.tier.check_fits(setup.counter.scale(used))
+    blocks = _blocks(selections, setup.request.current)
+    body = _render(setup, blocks, ())
+    return _Draft(
+        selections, blocks, body, _measure(setup, body), tuple(setup.counter.raw(b.text) for b in blocks)
+    )
+
+
+def _tier_excess(setup: _Setup, draft: _Draft, targets: dict[int, int]) -> bool:
+    """Lower the target of a tier over its ceiling; True if something changed."""
+    for sel, tier in zip(draft.selections, setup.policy.tiers, strict=True):
+        used = sum(setup.counter.raw(b.text) for b in draft.blocks if b.tier == tier.name)
+        if used > targets[tier.index] and tier.eviction in ("compact", "rolling") and targets[tier.index] > 0:
+            targets[tier.index] = max(0, targets[tier.index] - (used - targets[tier.index]) - 1)
+            return True
+        del sel
+    return False
+
+
+def _shrink(setup: _Setup, draft: _Draft, targets: dict[int, int], limit: int) -> None:
+    excess = draft.total_raw - limit
+    for eviction in ("rolling", "compact"):
+        for tier in setup.policy.tiers:
+            if tier.eviction == eviction and targets[tier.index] > 0:
+                targets[tier.index] = max(0, targets[tier.index] - excess - 1)
+                return
+    fixed = {
+        f"tier {t.index} {t.name} ({t.eviction})": setup.counter.scale(
+            sum(setup.counter.raw(b.text) for b in draft.blocks if b.tier == t.name)
+        )
+        for t in setup.policy.tiers
+    }
+    fixed["current turn"] = setup.counter.scale(sum(setup.counter.raw(i.text) for i in setup.request.current))
+    raise BudgetExceeded(
+        available_tokens=setup.policy.prompt_tokens,
+        required_tokens=setup.counter.scale(draft.total_raw),
+        parts={k: v for k, v in fixed.items() if v},
+    )
+
+
+def _fit_envelope(setup: _Setup, targets: dict[int, int]) -> _Draft:
+    limit = setup.counter.unscale(setup.policy.prompt_tokens)
+    for _ in range(MAX_ROUNDS):
+        draft = _draft(setup, targets)
+        if _tier_excess(setup, draft, targets):
+            continue
+        if draft.total_raw <= limit:
+            return draft
+        _shrink(setup, draft, targets, limit)
+    raise BudgetExceeded(
+        available_tokens=setup.policy.prompt_tokens,
+        required_tokens=setup.counter.scale(draft.total_raw),
+        parts={"assembly did not converge": setup.counter.scale(draft.total_raw)},
+    )
+
+
+def _prefix_raw(draft: _Draft) -> list[int]:
+    running, out = 0, []
+    for tokens in draft.block_raw:
+        running += tokens
+        out.append(running)
+    return out
+
+
+@dataclass(frozen=True)
+class _Priced:
+    draft: _Draft
+    breakpoints: tuple[Breakpoint, ...]
+    prediction: CachePrediction
+    cost: TurnCost
+    body: dict[str, Any] | str
+    warnings: tuple[str, ...]
+
+
+def _price(setup: _Setup, draft: _Draft, previous_hashes: frozenset[str], output_tokens: int) -> _Priced:
+    scale = setup.counter.scale
+    hashes = prefix_hashes(setup.model, draft.blocks)
+    prefix = [scale(n) for n in _prefix_raw(draft)]
+    points, warnings = plan_breakpoints(draft.blocks, prefix, hashes, setup.spec.cache)
+    body = _render(setup, draft.blocks, points)
+    total = scale(_measure(setup, body))
+    prediction = predict_cache(points, total, previous_hashes, setup.spec.cache.mode)
+    cost = price_turn(
+        setup.spec.prices,
+        uncached_tokens=prediction.uncached_tokens,
+        write_5m_tokens=prediction.write_5m_tokens,
+        write_1h_tokens=prediction.write_1h_tokens,
+        read_tokens=prediction.read_tokens,
+        output_tokens=output_tokens,
+    )
+    return _Priced(draft, tuple(points), prediction, cost, body, tuple(warnings))
+
+
+def _within_ceiling(
+    setup: _Setup,
+    targets: dict[int, int],
+    previous_hashes: frozenset[str],
+    output_tokens: int,
+    ceiling: float | None,
+) -> tuple[_Priced, list[str]]:
+    degraded: list[str] = []
+    while True:
+        priced = _price(setup, _fit_envelope(setup, targets), previous_hashes, output_tokens)
+        if ceiling is None or priced.cost.total_usd <= ceiling:
+            return priced, degraded
+        compact = [t for t in setup.policy.tiers if t.eviction == "compact" and targets[t.index] > 0]
+        if "compact" not in setup.policy.degrade or not compact:
+            raise CostCeilingExceeded(
+                estimate_usd=priced.cost.total_usd,
+                ceiling_usd=ceiling,
+                detail=f"{priced.prediction.uncached_tokens:,} uncached, {priced.prediction.write_tokens:,} written, "
+                f"{priced.prediction.read_tokens:,} read, {output_tokens:,} output tokens expected",
+            )
+        tier = compact[0]
+        targets[tier.index] //= 2
+        degraded.append(
+            f"cost ${priced.cost.total_usd:.4f} over ${ceiling:.4f}: compacted {tier.name} to {targets[tier.index]} tokens"
+        )
+
+
+def _check_evidence(priced: _Priced) -> None:
+    rendered = block_texts(priced.body)
+    for sel in priced.draft.selections:
+        if sel.tier.eviction != "protected":
+            continue
+        for item, text in sel.texts:
+            if not any(text in r for r in rendered):
+                raise InvariantViolation(
+                    f"INV-CTX-03: protected item {item.id!r} is not verbatim in the rendered request"
+                )
+
+
+def _first_difference(a: str, b: str) -> int:
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return len(a[:i].encode("utf-8"))
+    return len(min(a, b, key=len).encode("utf-8"))
+
+
+def _pinned_check(priced: _Priced, previous: Mapping[str, Any] | None) -> tuple[str, str]:
+    pinned = "".join(b.text for b in priced.draft.blocks if b.tier in _never_names(priced))
+    digest = prefix_hashes(
+        "", [Block(region="system", role="system", text=pinned, tier="pinned", cached=True)]
+    )[0]
+    if not previous:
+        return digest, "no previous turn to compare"
+    before = previous.get("pinned_prefix_sha256")
+    if before == digest:
+        return digest, "pinned prefix byte-identical to the previous turn"
+    old = str(previous.get("pinned_prefix_text", ""))
+    return digest, f"pinned prefix differs from the previous turn at byte {_first_difference(old, pinned)}"
+
+
+def _never_names(priced: _Priced) -> set[str]:
+    return {sel.tier.name for sel in priced.draft.selections if sel.tier.eviction == "never"}
+
+
+def _report(
+    setup: _Setup,
+    priced: _Priced,
+    degraded: list[str],
+    previous: Mapping[str, Any] | None,
+    output_tokens: int,
+    ceiling: float | None,
+) -> dict[str, Any]:
+    scale = setup.counter.scale
+    draft = priced.draft
+    pinned_sha, pinned_status = _pinned_check(priced, previous)
+    total = scale(_measure(setup, priced.body))
+    tiers = []
+    for sel in draft.selections:
+        used = sum(n for b, n in zip(draft.blocks, draft.block_raw, strict=True) if b.tier == sel.tier.name)
+        tiers.append(
+            {
+                "index": sel.tier.index,
+                "name": sel.tier.name,
+                "eviction": sel.tier.eviction,
+                "ceiling_tokens": sel.tier.ceiling_tokens,
+                "tokens": scale(used),
+                "cached": sel.tier.cached,
+                "items": [
+                    {
+                        "id": d.id,
+                        "action": d.action,
+                        "tokens_before": scale(d.tokens_before),
+                        "tokens_after": scale(d.tokens_after),
+                        "reason": d.reason,
+                    }
+                    for d in sel.decisions
+                ],
+            }
+        )
+    prediction = priced.prediction
+    return {
+        "model": setup.model,
+        "policy": setup.policy.name,
+        "format": setup.fmt,
+        "encoding": setup.counter.encoding_name,
+        "exact": setup.counter.exact,
+        "safety_factor": setup.counter.safety_factor,
+        "envelope_tokens": setup.policy.envelope_tokens,
+        "reserve_output_tokens": setup.policy.reserve_output_tokens,
+        "prompt_limit_tokens": setup.policy.prompt_tokens,
+        "tokens": total,
+        "tiers": tiers,
+        "current_turn_tokens": scale(
+            sum(n for b, n in zip(draft.blocks, draft.block_raw, strict=True) if b.tier == "current")
+        ),
+        "breakpoints": [
+            {
+                "block": p.block,
+                "tier": p.tier,
+                "ttl": p.ttl,
+                "prefix_tokens": p.prefix_tokens,
+                "prefix_sha256": p.prefix_sha256,
+                "explicit": p.explicit,
+                "status": status,
+            }
+            for p, status in zip(priced.breakpoints, prediction.statuses, strict=True)
+        ],
+        "cache": {
+            "write_tokens": prediction.write_tokens,
+            "write_5m_tokens": prediction.write_5m_tokens,
+            "write_1h_tokens": prediction.write_1h_tokens,
+            "read_tokens": prediction.read_tokens,
+            "uncached_tokens": prediction.uncached_tokens,
+        },
+        "expected_output_tokens": output_tokens,
+        "cost_usd": round(priced.cost.total_usd, 6),
+        "cost": priced.cost.to_dict(),
+        "cost_ceiling_usd": ceiling,
+        "invariants": {
+            "INV-CTX-01": f"no volatile values in pinned tiers; {pinned_status}",
+            "INV-CTX-02": f"{total:,} <= {setup.policy.prompt_tokens:,} tokens",
+            "INV-CTX-03": "every protected item is verbatim in the rendered request",
+        },
+        "pinned_prefix_sha256": pinned_sha,
+        "pinned_prefix_text": "".join(b.text for b in draft.blocks if b.tier in _never_names(priced)),
+        "degraded": degraded,
+        "warnings": list(priced.warnings),
+    }
+
+
+def _setup(
+    request: Mapping[str, Any],
+    policy: Policy,
+    model: str,
+    fmt: OutputFormat,
+    catalog: Catalog,
+    input_format: str | None,
+    prompt_cache_key: str | None,
+) -> _Setup:
+    if fmt not in ("anthropic", "openai", "text"):
+        raise ConfigError(f"output format must be anthropic, openai or text, got {fmt!r}")
+    spec = catalog.find_model(model)
+    if spec is None:
+        raise ConfigError(
+            f"model {model!r} is not in the catalog, so the turn cannot be priced; add it with --catalog"
+        )
+    tokenizer = catalog.tokenizer_for(model)
+    counter = TokenCounter(get_encoding(tokenizer.encoding), tokenizer.exact, tokenizer.safety_factor)
+    parsed = parse_context_request(request, policy, input_format)
+    _check_pinned(parsed, policy)
+    query = " ".join([i.text for i in parsed.current] + [t for i in parsed.items for t in i.tags])
+    return _Setup(policy, spec, counter, parsed, fmt, model, query, prompt_cache_key)
+
+
+def assemble(
+    request: Mapping[str, Any],
+    *,
+    policy: Policy,
+    model: str,
+    format: OutputFormat = "anthropic",
+    previous: Mapping[str, Any] | None = None,
+    cost_ceiling_usd: float | None = None,
+    expected_output_tokens: int | None = None,
+    prompt_cache_key: str | None = None,
+    input_format: str | None = None,
+    catalog: Catalog | None = None,
+) -> AssemblyResult:
+    """Assemble a tiered request under ``policy`` for ``model``, rendered in ``format``.
+
+    ``previous`` is the previous turn's report (or ``{"report": ...}``): its prefix hashes
+    predict cache reads. Raises :class:`VolatileValueError` (bad input), :class:`BudgetExceeded`
+    (cannot fit, naming the tier), :class:`CostCeilingExceeded`, :class:`InvariantViolation`.
+    """
+    setup = _setup(
+        request, policy, model, format, catalog or bundled_catalog(), input_format, prompt_cache_key
+    )
+    previous_report = previous.get("report", previous) if previous else None
+    previous_hashes = frozenset(b["prefix_sha256"] for b in (previous_report or {}).get("breakpoints", []))
+    output_tokens = (
+        policy.expected_output_tokens if expected_output_tokens is None else expected_output_tokens
+    )
+    ceiling = policy.cost_ceiling_usd if cost_ceiling_usd is None else cost_ceiling_usd
+    targets = {t.index: setup.counter.unscale(t.ceiling_tokens) for t in policy.tiers}
+    priced, degraded = _within_ceiling(setup, targets, previous_hashes, output_tokens, ceiling)
+    _check_evidence(priced)
+    report = _report(setup, priced, degraded, previous_report, output_tokens, ceiling)
+    if report["tokens"] > policy.prompt_tokens:
+        raise InvariantViolation(f"INV-CTX-02: {report['tokens']:,} tokens exceed {policy.prompt_tokens:,}")
+    return AssemblyResult(priced.body, report)

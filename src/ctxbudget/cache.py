@@ -1,0 +1,157 @@
+"""Prompt-cache planning: prefix hashes, breakpoint placement, and what the next call will cost.
+
+Anthropic caches explicitly: at most ``max_breakpoints`` ``cache_control`` marks, each caching the
+whole prefix up to it, and only when that prefix reaches the model's minimum cacheable length (below
+it the provider caches nothing and says nothing). A lookup walks back at most 20 content blocks
+from a breakpoint, so consecutive breakpoints stay within 20 blocks; 1-hour entries must come
+before 5-minute ones. OpenAI and Gemini cache automatically once the prompt reaches their
+minimum, in 128-token steps (OpenAI); the planner then puts the stable content first and reports
+the implicit boundary at its end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from .catalog.values import CacheRules
+
+__all__ = ["Block", "Breakpoint", "CachePrediction", "plan_breakpoints", "predict_cache", "prefix_hashes"]
+
+LOOKBACK_BLOCKS = 20
+AUTOMATIC_STEP = 128
+TTL = Literal["5m", "1h"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Block:
+    """One content block of an assembled request, in order."""
+
+    region: Literal["system", "message"]
+    role: str
+    text: str
+    tier: str
+    cached: bool
+    ttl: TTL = "5m"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Breakpoint:
+    """A cache boundary after ``block``: the prefix's tokens and its hash."""
+
+    block: int
+    tier: str
+    ttl: TTL
+    prefix_tokens: int
+    prefix_sha256: str
+    explicit: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class CachePrediction:
+    """Tokens the call will read from cache, write to it (by TTL), and send uncached."""
+
+    read_tokens: int
+    write_5m_tokens: int
+    write_1h_tokens: int
+    uncached_tokens: int
+    statuses: tuple[str, ...]
+
+    @property
+    def write_tokens(self) -> int:
+        """All tokens written to the cache."""
+        return self.write_5m_tokens + self.write_1h_tokens
+
+
+def prefix_hashes(model: str, blocks: Sequence[Block]) -> list[str]:
+    """sha256 of everything up to and including each block (model, roles and text, in order)."""
+    digest = hashlib.sha256(json.dumps({"model": model}, sort_keys=True).encode("utf-8"))
+    out = []
+    for block in blocks:
+        digest.update(json.dumps([block.region, block.role, block.text], ensure_ascii=False).encode("utf-8"))
+        out.append(digest.copy().hexdigest())
+    return out
+
+
+def _region_ends(blocks: Sequence[Block]) -> list[int]:
+    """Last block of each cached tier (the stable regions), in order."""
+    ends = []
+    for i, block in enumerate(blocks):
+        last_of_tier = i + 1 == len(blocks) or blocks[i + 1].tier != block.tier
+        if block.cached and last_of_tier:
+            ends.append(i)
+    return ends
+
+
+def plan_breakpoints(
+    blocks: Sequence[Block], prefix_tokens: Sequence[int], hashes: Sequence[str], rules: CacheRules
+) -> tuple[list[Breakpoint], list[str]]:
+    """Breakpoints at the ends of stable regions that the provider will cache, and warnings."""
+    warnings: list[str] = []
+    ends = [i for i in _region_ends(blocks) if prefix_tokens[i] >= rules.min_cacheable_tokens]
+    skipped = [blocks[i].tier for i in _region_ends(blocks) if i not in ends]
+    if skipped and rules.mode != "none":
+        warnings.append(
+            f"no cache breakpoint after {', '.join(skipped)}: the prefix there is below the model's "
+            f"minimum cacheable length of {rules.min_cacheable_tokens:,} tokens, so the provider would cache nothing"
+        )
+    if rules.mode == "none" or not ends:
+        return [], warnings
+    if rules.mode == "automatic":
+        ends = ends[-1:]
+    elif len(ends) > rules.max_breakpoints:
+        # Keep the last (it covers the most) and the earliest (the longest-lived) first.
+        ends = sorted(set(ends[: rules.max_breakpoints - 1] + ends[-1:]))
+    previous = -1
+    for i in ends:
+        if rules.mode == "explicit" and i - previous > LOOKBACK_BLOCKS:
+            warnings.append(
+                f"breakpoint after block {i} is {i - previous} blocks past the previous one (> 20)"
+            )
+        previous = i
+    points = [
+        Breakpoint(
+            block=i,
+            tier=blocks[i].tier,
+            ttl=blocks[i].ttl,
+            prefix_tokens=prefix_tokens[i],
+            prefix_sha256=hashes[i],
+            explicit=rules.mode == "explicit",
+        )
+        for i in ends
+    ]
+    return points, warnings
+
+
+def predict_cache(
+    breakpoints: Sequence[Breakpoint], total_tokens: int, previous_hashes: frozenset[str], mode: str
+) -> CachePrediction:
+    """Reads up to the furthest breakpoint whose prefix the previous turn cached; writes the rest
+    up to the last breakpoint (at that span's TTL); everything after it is uncached."""
+    read = 0
+    for point in breakpoints:
+        if point.prefix_sha256 in previous_hashes:
+            read = point.prefix_tokens
+    if mode == "automatic" and read:
+        read = read // AUTOMATIC_STEP * AUTOMATIC_STEP
+    writes = {"5m": 0, "1h": 0}
+    statuses = []
+    covered = read
+    for point in breakpoints:
+        if point.prefix_tokens <= read:
+            statuses.append("read")
+            continue
+        writes[point.ttl] += point.prefix_tokens - covered
+        covered = point.prefix_tokens
+        statuses.append("write")
+    last = breakpoints[-1].prefix_tokens if breakpoints else 0
+    return CachePrediction(
+        read_tokens=read,
+        write_5m_tokens=writes["5m"],
+        write_1h_tokens=writes["1h"],
+        uncached_tokens=total_tokens - max(last, read),
+        statuses=tuple(statuses),
+    )

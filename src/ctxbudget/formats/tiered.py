@@ -1,0 +1,115 @@
+"""Rendering assembled blocks to an Anthropic Messages body, an OpenAI Chat body, or plain text.
+
+Stable content comes first: system blocks hold the cached tiers in policy order; messages hold
+the rolling history and, last, the current turn. Anthropic breakpoints become ``cache_control``
+marks on their blocks (``"ttl": "1h"`` for one-hour entries).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from ..cache import Block, Breakpoint
+
+__all__ = ["OutputFormat", "block_texts", "render_blocks"]
+
+OutputFormat = Literal["anthropic", "openai", "text"]
+CONTINUATION = "[The conversation so far continues below.]"
+
+
+def _cache_control(point: Breakpoint) -> dict[str, str]:
+    return {"type": "ephemeral", "ttl": "1h"} if point.ttl == "1h" else {"type": "ephemeral"}
+
+
+def _messages(blocks: Sequence[Block], marks: dict[int, Breakpoint], parts: bool) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for i, block in enumerate(blocks):
+        if block.region != "message":
+            continue
+        part: dict[str, Any] = {"type": "text", "text": block.text}
+        if i in marks:
+            part["cache_control"] = _cache_control(marks[i])
+        if messages and messages[-1]["role"] == block.role:
+            messages[-1]["content"].append(part)
+        else:
+            messages.append({"role": block.role, "content": [part]})
+    if messages and messages[0]["role"] != "user":
+        messages.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUATION}]})
+    if not parts:
+        for message in messages:
+            message["content"] = "\n\n".join(p["text"] for p in message["content"])
+    return messages
+
+
+def _anthropic(
+    blocks: Sequence[Block], marks: dict[int, Breakpoint], model: str, max_tokens: int
+) -> dict[str, Any]:
+    system = []
+    for i, block in enumerate(blocks):
+        if block.region == "system":
+            entry: dict[str, Any] = {"type": "text", "text": block.text}
+            if i in marks:
+                entry["cache_control"] = _cache_control(marks[i])
+            system.append(entry)
+    return {
+        "model": model,
+        "max_tokens": max_tokens,
+        "system": system,
+        "messages": _messages(blocks, marks, True),
+    }
+
+
+def _openai(
+    blocks: Sequence[Block], model: str, max_tokens: int, prompt_cache_key: str | None
+) -> dict[str, Any]:
+    system = [{"type": "text", "text": b.text} for b in blocks if b.region == "system"]
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    body: dict[str, Any] = {
+        "model": model,
+        "max_completion_tokens": max_tokens,
+        "messages": messages + _messages(blocks, {}, False),
+    }
+    if prompt_cache_key:
+        body["prompt_cache_key"] = prompt_cache_key
+    return body
+
+
+def _text(blocks: Sequence[Block]) -> str:
+    parts = []
+    for block in blocks:
+        header = f"[{block.tier}]" if block.region == "system" else f"[{block.role}]"
+        parts.append(f"{header}\n{block.text}")
+    return "\n\n".join(parts) + "\n"
+
+
+def render_blocks(
+    blocks: Sequence[Block],
+    breakpoints: Sequence[Breakpoint],
+    fmt: OutputFormat,
+    *,
+    model: str,
+    max_tokens: int,
+    prompt_cache_key: str | None = None,
+) -> dict[str, Any] | str:
+    """The body to send in ``fmt`` (a dict for the APIs, a string for ``text``)."""
+    marks = {p.block: p for p in breakpoints if p.explicit}
+    if fmt == "anthropic":
+        return _anthropic(blocks, marks, model, max_tokens)
+    if fmt == "openai":
+        return _openai(blocks, model, max_tokens, prompt_cache_key)
+    return _text(blocks)
+
+
+def block_texts(body: dict[str, Any] | str) -> list[str]:
+    """Every text the provider will read in a rendered body (for the verbatim check)."""
+    if isinstance(body, str):
+        return [body]
+    texts = [b["text"] for b in body.get("system", []) if isinstance(b, dict)]
+    for message in body.get("messages", []):
+        content = message["content"]
+        if isinstance(content, str):
+            texts.append(content)
+        else:
+            texts += [p.get("text", "") for p in content if isinstance(p, dict)]
+    return texts

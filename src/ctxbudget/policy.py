@@ -1,0 +1,169 @@
+"""Assembly policies: tiers in priority order, the envelope, the output reserve, the cost ceiling.
+
+A policy is a frozen value. Files (TOML) are validated at the boundary with pydantic and errors
+name the file and the field. Bundled policies live in ``ctxbudget/policies/*.toml`` and are
+listed by :func:`list_policies`.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import BudgetExceeded, ConfigError
+
+__all__ = ["Policy", "Tier", "get_policy", "list_policies", "load_policy", "parse_policy"]
+
+Eviction = Literal["never", "protected", "compact", "rolling"]
+CacheTTL = Literal["5m", "1h"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tier:
+    """One priority tier: a hard token ceiling and how its items may leave."""
+
+    index: int
+    name: str
+    ceiling_tokens: int
+    eviction: Eviction
+    cached: bool
+    cache_ttl: CacheTTL = "5m"
+
+    def check_fits(self, tokens: int) -> None:
+        """Raise :class:`BudgetExceeded` naming this tier when ``tokens`` exceed its ceiling."""
+        if tokens > self.ceiling_tokens:
+            raise BudgetExceeded(
+                available_tokens=self.ceiling_tokens,
+                required_tokens=tokens,
+                parts={f"tier {self.index} {self.name} ({self.eviction})": tokens},
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Policy:
+    """Tiers in priority order plus the envelope, output reserve and cost ceiling."""
+
+    name: str
+    description: str
+    tiers: tuple[Tier, ...]
+    envelope_tokens: int
+    reserve_output_tokens: int
+    expected_output_tokens: int
+    cost_ceiling_usd: float | None
+    max_output_tokens: int = 4096
+    degrade: tuple[Literal["compact"], ...] = ()
+
+    @property
+    def prompt_tokens(self) -> int:
+        """What the rendered prompt may use: the envelope after the output reserve."""
+        return self.envelope_tokens - self.reserve_output_tokens
+
+    def get_tier(self, ref: str | int) -> Tier:
+        """A tier by name or index; the error lists the tiers."""
+        for tier in self.tiers:
+            if ref == tier.name or ref == tier.index or (isinstance(ref, str) and ref == str(tier.index)):
+                return tier
+        names = ", ".join(f"{t.index}={t.name}" for t in self.tiers)
+        raise ConfigError(f"policy {self.name!r} has no tier {ref!r}; its tiers are {names}")
+
+
+class _TierFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1)
+    ceiling_tokens: int = Field(ge=0)
+    eviction: Eviction
+    cached: bool = False
+    cache_ttl: CacheTTL = "5m"
+
+
+class _PolicyFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1)
+    description: str = ""
+    envelope_tokens: int = Field(gt=0)
+    reserve_output_tokens: int = Field(default=0, ge=0)
+    expected_output_tokens: int = Field(default=1000, ge=0)
+    cost_ceiling_usd: float | None = Field(default=None, gt=0)
+    max_output_tokens: int = Field(default=4096, gt=0)
+    degrade: list[Literal["compact"]] = []
+    tiers: list[_TierFile] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> _PolicyFile:
+        names = [t.name for t in self.tiers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"tier names must be unique, got {names}")
+        if self.reserve_output_tokens >= self.envelope_tokens:
+            raise ValueError("reserve_output_tokens must be smaller than envelope_tokens")
+        cached = [t.cached for t in self.tiers]
+        if cached != sorted(cached, reverse=True):
+            raise ValueError("cached tiers must come before uncached ones: the cached prefix is contiguous")
+        ttls = [t.cache_ttl for t in self.tiers if t.cached]
+        if ttls != sorted(ttls, key=lambda ttl: ttl != "1h"):
+            raise ValueError("1h-cached tiers must come before 5m-cached ones (provider rule)")
+        return self
+
+
+def parse_policy(text: str, source: str) -> Policy:
+    """Validate policy TOML ``text``; errors name ``source`` and the field path."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+    try:
+        parsed = _PolicyFile.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
+        raise ConfigError(f"{source}: {where}: {first['msg']}") from exc
+    return Policy(
+        name=parsed.name,
+        description=parsed.description,
+        tiers=tuple(
+            Tier(
+                index=i,
+                name=t.name,
+                ceiling_tokens=t.ceiling_tokens,
+                eviction=t.eviction,
+                cached=t.cached,
+                cache_ttl=t.cache_ttl,
+            )
+            for i, t in enumerate(parsed.tiers)
+        ),
+        envelope_tokens=parsed.envelope_tokens,
+        reserve_output_tokens=parsed.reserve_output_tokens,
+        expected_output_tokens=parsed.expected_output_tokens,
+        cost_ceiling_usd=parsed.cost_ceiling_usd,
+        max_output_tokens=parsed.max_output_tokens,
+        degrade=tuple(parsed.degrade),
+    )
+
+
+def list_policies() -> list[str]:
+    """Names of the bundled policies."""
+    folder = importlib.resources.files("ctxbudget.policies")
+    return sorted(p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def get_policy(name: str) -> Policy:
+    """A bundled policy by name; the error lists the bundled ones."""
+    if name not in list_policies():
+        raise ConfigError(f"unknown policy {name!r}; bundled: {', '.join(list_policies())} (or pass a file)")
+    text = (importlib.resources.files("ctxbudget.policies") / f"{name}.toml").read_text("utf-8")
+    return parse_policy(text, f"bundled policy {name}")
+
+
+def load_policy(ref: str) -> Policy:
+    """A bundled policy name, or the path of a policy TOML file."""
+    path = Path(ref)
+    if ref.endswith(".toml") or path.exists():
+        try:
+            return parse_policy(path.read_text("utf-8"), ref)
+        except OSError as exc:
+            raise ConfigError(f"cannot read policy file {ref!r}: {exc.strerror}") from exc
+    return get_policy(ref)

@@ -1,0 +1,178 @@
+"""Per-tier selection under the policy's rules, in raw encoding tokens.
+
+- ``never``: everything stays, byte for byte; over its ceiling is a hard failure.
+- ``protected``: verbatim; an item leaves only when a newer item ``supersedes`` it or the request
+  confirms its eviction (``confirm_evict``); otherwise over the ceiling fails closed.
+- ``compact``: over its target, reduced by deterministic extractive compaction.
+- ``rolling``: the most recent items that fit (a tool call stays with the result after it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from .errors import BudgetExceeded
+from .formats.context import ContextItem, ContextRequest
+from .policy import Tier
+from .tokens.counter import TokenCounter
+from .trim.extract import extract_sentences
+
+__all__ = ["ItemDecision", "TierSelection", "render_item", "select_tier"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ItemDecision:
+    """What happened to one item, its raw tokens before and after, and why."""
+
+    id: str
+    action: str
+    tokens_before: int
+    tokens_after: int
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class TierSelection:
+    """The texts a tier contributes (in order) and a decision per item."""
+
+    tier: Tier
+    texts: tuple[tuple[ContextItem, str], ...]
+    decisions: tuple[ItemDecision, ...]
+
+
+def render_item(item: ContextItem, text: str) -> str:
+    """How an item reads in the prompt: evidence carries its id and citation around verbatim text."""
+    if item.kind == "evidence":
+        citation = f' citation="{item.citation}"' if item.citation else ""
+        return f'<evidence id="{item.id}"{citation}>\n{text}\n</evidence>'
+    return text
+
+
+def _kept(item: ContextItem, tokens: int, reason: str) -> ItemDecision:
+    return ItemDecision(id=item.id, action="kept", tokens_before=tokens, tokens_after=tokens, reason=reason)
+
+
+def _gone(item: ContextItem, tokens: int, action: str, reason: str) -> ItemDecision:
+    return ItemDecision(id=item.id, action=action, tokens_before=tokens, tokens_after=0, reason=reason)
+
+
+def _never(tier: Tier, items: list[ContextItem], cost: Callable[[str], int], limit: int) -> TierSelection:
+    total = sum(cost(i.text) for i in items)
+    if total > limit:
+        raise BudgetExceeded(
+            available_tokens=limit,
+            required_tokens=total,
+            parts={f"tier {tier.index} {tier.name} (never evicted)": total},
+        )
+    return TierSelection(
+        tier=tier,
+        texts=tuple((i, i.text) for i in items),
+        decisions=tuple(_kept(i, cost(i.text), "pinned") for i in items),
+    )
+
+
+def _protected(
+    tier: Tier, items: list[ContextItem], cost: Callable[[str], int], limit: int, confirmed: frozenset[str]
+) -> TierSelection:
+    superseded = {i.supersedes: i.id for i in items if i.supersedes}
+    decisions = [
+        _gone(i, cost(i.text), "superseded", f"superseded by {superseded[i.id]}")
+        for i in items
+        if i.id in superseded
+    ]
+    kept = [i for i in items if i.id not in superseded]
+    for item in list(kept):
+        if sum(cost(render_item(i, i.text)) for i in kept) <= limit:
+            break
+        if item.id in confirmed:
+            kept.remove(item)
+            decisions.append(_gone(item, cost(item.text), "dropped", "eviction confirmed by the request"))
+    total = sum(cost(render_item(i, i.text)) for i in kept)
+    if total > limit:
+        raise BudgetExceeded(
+            available_tokens=limit,
+            required_tokens=total,
+            parts={f"tier {tier.index} {tier.name} (protected: give `supersedes` or `confirm_evict`)": total},
+        )
+    decisions += [_kept(i, cost(i.text), "protected, verbatim") for i in kept]
+    return TierSelection(tier=tier, texts=tuple((i, i.text) for i in kept), decisions=tuple(decisions))
+
+
+def _compact(
+    tier: Tier, items: list[ContextItem], counter: TokenCounter, target: int, query: str
+) -> TierSelection:
+    costs = {i.id: counter.raw(i.text) for i in items}
+    if sum(costs.values()) + 2 * len(items) <= target:
+        return TierSelection(
+            tier=tier,
+            texts=tuple((i, i.text) for i in items),
+            decisions=tuple(_kept(i, costs[i.id], "within the tier's ceiling") for i in items),
+        )
+    extract = extract_sentences([i.text for i in items], max(0, target - 2 * len(items)), query, counter)
+    texts: list[tuple[ContextItem, str]] = []
+    decisions = []
+    for item, text in zip(items, extract.texts, strict=True):
+        if text:
+            texts.append((item, text))
+            decisions.append(
+                ItemDecision(
+                    id=item.id,
+                    action="compacted",
+                    tokens_before=costs[item.id],
+                    tokens_after=counter.raw(text),
+                    reason=f"extractive: kept {text.count(chr(10)) + 1} verbatim sentence(s) ranked by BM25 against the question and tags",
+                )
+            )
+        else:
+            decisions.append(
+                _gone(item, costs[item.id], "dropped", "no sentence ranked high enough for the tier's budget")
+            )
+    return TierSelection(tier=tier, texts=tuple(texts), decisions=tuple(decisions))
+
+
+def _units(items: list[ContextItem]) -> list[list[ContextItem]]:
+    units: list[list[ContextItem]] = []
+    for item in items:
+        if units and item.kind == "tool_result" and units[-1][-1].kind == "tool_call":
+            units[-1].append(item)
+        else:
+            units.append([item])
+    return units
+
+
+def _rolling(tier: Tier, items: list[ContextItem], cost: Callable[[str], int], target: int) -> TierSelection:
+    keep: list[list[ContextItem]] = []
+    used = 0
+    units = _units(items)
+    for unit in reversed(units):
+        unit_cost = sum(cost(i.text) + 4 for i in unit)
+        if used + unit_cost > target:
+            break
+        keep.insert(0, unit)
+        used += unit_cost
+    kept_ids = {i.id for unit in keep for i in unit}
+    decisions = [
+        _kept(i, cost(i.text), "recent; fits the rolling window")
+        if i.id in kept_ids
+        else _gone(i, cost(i.text), "rolled_off", "older than the rolling window")
+        for i in items
+    ]
+    return TierSelection(
+        tier=tier, texts=tuple((i, i.text) for i in items if i.id in kept_ids), decisions=tuple(decisions)
+    )
+
+
+def select_tier(
+    tier: Tier, request: ContextRequest, counter: TokenCounter, targets: Mapping[int, int], query: str
+) -> TierSelection:
+    """Apply ``tier``'s eviction rule to its items within ``targets[tier.index]`` raw tokens."""
+    items = request.in_tier(tier)
+    limit = targets[tier.index]
+    if tier.eviction == "never":
+        return _never(tier, items, counter.raw, limit)
+    if tier.eviction == "protected":
+        return _protected(tier, items, counter.raw, limit, request.confirm_evict)
+    if tier.eviction == "compact":
+        return _compact(tier, items, counter, limit, query)
+    return _rolling(tier, items, counter.raw, limit)

@@ -1,0 +1,72 @@
+"""Deterministic extractive compaction: keep the sentences that matter most, verbatim, in order.
+
+Sentences are scored by BM25 against the query and the issue tags (ties: earlier first); the
+best are taken greedily while they fit the budget (a sentence that does not fit is skipped), and
+the kept ones are returned in their original order, each an exact slice of its source. No model
+call, no paraphrase. Sentence costs come from one encode of each source text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..tokens.counter import TokenCounter, analyze
+from .bm25 import bm25_scores
+from .sentences import iter_sentence_ends
+
+__all__ = ["Extract", "extract_sentences"]
+
+
+@dataclass(frozen=True)
+class Extract:
+    """Kept sentences per source (original order), and the raw tokens they cost."""
+
+    texts: tuple[str, ...]
+    tokens: int
+    sentences_kept: int
+    sentences_total: int
+
+
+def _sentences(text: str) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for end in iter_sentence_ends(text):
+        piece = text[start:end]
+        lead = len(piece) - len(piece.lstrip())
+        if piece.strip():
+            spans.append((start + lead, end))
+        start = end
+    if text[start:].strip():
+        lead = len(text[start:]) - len(text[start:].lstrip())
+        spans.append((start + lead, len(text.rstrip())))
+    return spans
+
+
+def extract_sentences(texts: list[str], budget: int, query: str, counter: TokenCounter) -> Extract:
+    """The best sentences of ``texts`` within ``budget`` raw tokens."""
+    candidates: list[tuple[int, int, int, int]] = []  # (source, start, end, tokens)
+    for source, text in enumerate(texts):
+        if not text:
+            continue
+        analysis = analyze(counter.encoding, text)
+        ascii_only = text.isascii()
+        char, byte = 0, 0  # walk forward so byte offsets cost one pass over the text
+        for start, end in _sentences(text):
+            byte += start - char if ascii_only else len(text[char:start].encode("utf-8"))
+            size = end - start if ascii_only else len(text[start:end].encode("utf-8"))
+            candidates.append((source, start, end, analysis.tokens_between(byte, byte + size)))
+            char, byte = end, byte + size
+    scores = bm25_scores(query, [texts[s][a:b] for s, a, b, _ in candidates])
+    order = sorted(range(len(candidates)), key=lambda i: (-scores[i], i))
+    chosen: set[int] = set()
+    used = 0
+    for i in order:
+        cost = candidates[i][3] + 1  # +1: the line break that joins kept sentences
+        if used + cost <= budget:
+            chosen.add(i)
+            used += cost
+    kept: list[list[str]] = [[] for _ in texts]
+    for i in sorted(chosen):
+        source, start, end, _ = candidates[i]
+        kept[source].append(texts[source][start:end])
+    return Extract(tuple("\n".join(k) for k in kept), used, len(chosen), len(candidates))
