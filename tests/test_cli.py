@@ -144,3 +144,56 @@ def test_python_dash_m_runs_the_cli(tmp_path: Path) -> None:
         check=True,
     )
     assert json.loads(done.stdout)["exact"] is True
+
+
+def _context(tmp_path: Path, pinned: str = "Rules: cite page:line.") -> str:
+    body = {
+        "items": [
+            {"id": "pin", "tier": "pinned", "kind": "playbook", "text": pinned},
+            {"id": "q", "kind": "question", "text": "When was notice given?"},
+        ]
+    }
+    return _write(tmp_path, body)
+
+
+def test_assemble_json_and_exit_codes(tmp_path: Path) -> None:
+    runner = CliRunner()
+    ok = runner.invoke(main, ["assemble", _context(tmp_path), "--model", "claude-sonnet-4-5", "--json"])
+    assert ok.exit_code == 0, ok.output
+    report = json.loads(ok.output)["report"]
+    assert {"tiers", "breakpoints", "cache", "cost_usd", "invariants"} <= set(report)
+    volatile = runner.invoke(
+        main, ["assemble", _context(tmp_path, "Built 2026-11-29T10:00:00Z"), "--model", "gpt-4o"]
+    )
+    assert volatile.exit_code == 2 and "timestamp" in volatile.output
+    big = runner.invoke(main, ["assemble", _context(tmp_path, "Rule. " * 20000), "--model", "gpt-4o"])
+    assert big.exit_code == 3 and "pinned" in big.output
+    costly = runner.invoke(
+        main, ["assemble", _context(tmp_path), "--model", "gpt-4", "--cost-ceiling", "0.0001"]
+    )
+    assert costly.exit_code == 4 and "ceiling" in costly.output
+
+
+def test_verify_prefix(tmp_path: Path) -> None:
+    runner = CliRunner()
+    a = tmp_path / "a.json"
+    b = tmp_path / "b.json"
+    a.write_text(
+        json.dumps(
+            {"system": [{"type": "text", "text": "same rules", "cache_control": {"type": "ephemeral"}}]}
+        )
+    )
+    b.write_text(a.read_text())
+    assert runner.invoke(main, ["verify-prefix", str(a), str(b)]).exit_code == 0
+    b.write_text(
+        json.dumps(
+            {"system": [{"type": "text", "text": "same rulez", "cache_control": {"type": "ephemeral"}}]}
+        )
+    )
+    differs = runner.invoke(main, ["verify-prefix", str(a), str(b)])
+    assert differs.exit_code == 1 and "byte 9" in differs.output
+
+
+def test_policies_lists_legal_review() -> None:
+    result = CliRunner().invoke(main, ["policies", "--json"])
+    assert json.loads(result.output)[0]["name"] == "legal-review"

@@ -1,0 +1,331 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxbudget import BudgetExceeded, ConfigError, CostCeilingExceeded, InvalidRequestError
+from ctxbudget.assemble import assemble
+from ctxbudget.errors import VolatileValueError
+from ctxbudget.policy import get_policy, list_policies, parse_policy
+from ctxbudget.prefix import compare_prefixes
+
+GOLDEN = Path(__file__).parent / "golden"
+SMALL = """
+name = "small"
+envelope_tokens = 700
+reserve_output_tokens = 50
+expected_output_tokens = 100
+cost_ceiling_usd = 1.0
+degrade = ["compact"]
+[[tiers]]
+name = "pinned"
+ceiling_tokens = 200
+eviction = "never"
+cached = true
+cache_ttl = "1h"
+[[tiers]]
+name = "critical"
+ceiling_tokens = 150
+eviction = "protected"
+cached = true
+[[tiers]]
+name = "contextual"
+ceiling_tokens = 120
+eviction = "compact"
+cached = true
+[[tiers]]
+name = "volatile"
+ceiling_tokens = 100
+eviction = "rolling"
+"""
+POLICY = parse_policy(SMALL, "test")
+SENTENCE = "The shipment of lot {n} arrived late and the buyer complained in writing. "
+
+
+def request(**overrides: Any) -> dict[str, Any]:
+    items: list[dict[str, Any]] = [
+        {"id": "rules", "tier": "pinned", "kind": "playbook", "text": "Cite page:line such as 47:12. " * 8},
+        {
+            "id": "EV-1",
+            "tier": "critical",
+            "kind": "evidence",
+            "text": "Q. Did you send notice?\nA. Yes, on the 3rd.",
+            "citation": "12:4-12:5",
+            "tags": ["Notice"],
+        },
+        {
+            "id": "bg",
+            "tier": "contextual",
+            "kind": "document",
+            "text": "".join(SENTENCE.format(n=n) for n in range(40))
+            + "Warranty notice was mailed by certified letter.",
+        },
+        {
+            "id": "h1",
+            "tier": "volatile",
+            "kind": "history",
+            "role": "user",
+            "text": "What about the warranty?",
+        },
+        {
+            "id": "h2",
+            "tier": "volatile",
+            "kind": "history",
+            "role": "assistant",
+            "text": "The warranty runs 12 months.",
+        },
+        {"id": "q", "kind": "question", "text": "When was warranty notice mailed?"},
+    ]
+    body: dict[str, Any] = {"items": items}
+    body.update(overrides)
+    return body
+
+
+def run(body: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+    kwargs.setdefault("policy", POLICY)
+    kwargs.setdefault("model", "gpt-4o")
+    return assemble(body or request(), **kwargs)
+
+
+def test_bundled_legal_review_policy_reproduces_the_seed() -> None:
+    assert "legal-review" in list_policies()
+    policy = get_policy("legal-review")
+    assert [(t.name, t.ceiling_tokens, t.eviction) for t in policy.tiers] == [
+        ("pinned", 15000, "never"),
+        ("critical", 10000, "protected"),
+        ("contextual", 4000, "compact"),
+        ("volatile", 3000, "rolling"),
+    ]
+    assert policy.envelope_tokens == 32000 and policy.cost_ceiling_usd == 0.45
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (('eviction = "never"', 'eviction = "sometimes"'), r"\$\.tiers\[0\]\.eviction"),
+        (('name = "critical"', 'name = "pinned"'), "unique"),
+        (('cache_ttl = "1h"', 'cache_ttl = "5m"\n'), None),
+    ],
+)
+def test_policy_files_are_validated(edit: tuple[str, str], message: str | None) -> None:
+    text = SMALL.replace(*edit)
+    if message is None:
+        parse_policy(text, "ok.toml")
+        return
+    with pytest.raises(ConfigError, match=message):
+        parse_policy(text, "bad.toml")
+
+
+def test_five_minute_tier_before_a_one_hour_tier_is_refused() -> None:
+    text = SMALL.replace('cache_ttl = "1h"', 'cache_ttl = "5m"').replace(
+        'name = "critical"\nceiling_tokens = 150\neviction = "protected"\ncached = true',
+        'name = "critical"\nceiling_tokens = 150\neviction = "protected"\ncached = true\ncache_ttl = "1h"',
+    )
+    with pytest.raises(ConfigError, match="1h"):
+        parse_policy(text, "bad.toml")
+
+
+def test_layout_follows_priority_and_tiers_stay_within_ceilings() -> None:
+    result = run()
+    body, report = result.request, result.report
+    assert [b["text"][:10] for b in body["system"]][0].startswith("Cite page")
+    assert body["system"][1]["text"].startswith('<evidence id="EV-1" citation="12:4-12:5">')
+    assert body["messages"][-1]["content"][-1]["text"] == "When was warranty notice mailed?"
+    for tier in report["tiers"]:
+        assert tier["tokens"] <= tier["ceiling_tokens"]
+    assert report["tokens"] <= POLICY.prompt_tokens
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("Generated at 2026-11-29T10:15:00Z for you.", "timestamp"),
+        ("Today is 2026-11-29.", "date"),
+        ("Today is November 29, 2026.", "date"),
+        ("request_id: abc123 follows", "request or session id"),
+        ("trace 123e4567-e89b-12d3-a456-426614174000 here", "UUID"),
+        ("Logged at 10:15:02 sharp", "time"),
+    ],
+)
+def test_volatile_values_in_a_pinned_tier_are_refused_with_their_span(text: str, kind: str) -> None:
+    body = request()
+    body["items"][0]["text"] = "Stable rules. " + text
+    with pytest.raises(VolatileValueError) as info:
+        run(body)
+    assert info.value.kind == kind
+    start, end = info.value.span
+    assert ("Stable rules. " + text)[start:end] == info.value.value
+    assert info.value.path == "$.items[0].text"
+
+
+def test_page_line_citations_are_not_volatile_and_volatile_text_is_fine_elsewhere() -> None:
+    body = request()
+    body["items"][3]["text"] = "Session id: 42 at 2026-11-29T10:15:00Z"
+    run(body)
+
+
+def test_protected_items_leave_only_when_superseded_or_confirmed() -> None:
+    body = request()
+    big = "Q. Describe the defect.\nA. " + "The press failed repeatedly. " * 30
+    body["items"].insert(
+        2, {"id": "EV-2", "tier": "critical", "kind": "evidence", "text": big, "citation": "20:1"}
+    )
+    with pytest.raises(BudgetExceeded, match="critical"):
+        run(body)
+    body["confirm_evict"] = ["EV-2"]
+    report = run(body).report
+    actions = {i["id"]: i["action"] for t in report["tiers"] for i in t["items"]}
+    assert actions["EV-2"] == "dropped" and actions["EV-1"] == "kept"
+    body = request()
+    body["items"].insert(
+        2,
+        {
+            "id": "EV-1b",
+            "tier": "critical",
+            "kind": "evidence",
+            "text": "A. Corrected: on the 4th.",
+            "supersedes": "EV-1",
+        },
+    )
+    result = run(body)
+    actions = {i["id"]: i["action"] for t in result.report["tiers"] for i in t["items"]}
+    assert actions["EV-1"] == "superseded"
+    assert "on the 3rd" not in json.dumps(result.request)
+
+
+def test_compaction_keeps_verbatim_sentences_relevant_to_the_question() -> None:
+    result = run()
+    background = result.request["system"][2]["text"]
+    source = request()["items"][2]["text"]
+    assert "Warranty notice was mailed by certified letter." in background
+    for line in background.split("\n"):
+        assert line in source
+    assert next(t for t in result.report["tiers"] if t["name"] == "contextual")["tokens"] <= 120
+
+
+def test_rolling_window_drops_the_oldest_and_keeps_tool_pairs() -> None:
+    body = request()
+    history = [
+        {
+            "id": f"old{n}",
+            "tier": "volatile",
+            "kind": "history",
+            "role": "user",
+            "text": "Earlier question. " * 8,
+        }
+        for n in range(4)
+    ]
+    history += [
+        {"id": "call", "tier": "volatile", "kind": "tool_call", "text": "lookup(EX-04)"},
+        {"id": "result", "tier": "volatile", "kind": "tool_result", "text": "EX-04: certified mail receipt"},
+    ]
+    body["items"][3:5] = history
+    actions = {i["id"]: i["action"] for t in run(body).report["tiers"] for i in t["items"]}
+    assert actions["old0"] == "rolled_off"
+    assert actions["call"] == actions["result"] == "kept"
+
+
+def test_fail_closed_when_tiers_that_may_not_shrink_exceed_the_envelope() -> None:
+    body = request()
+    body["items"][-1]["text"] = "Please answer. " * 200
+    with pytest.raises(BudgetExceeded) as info:
+        run(body)
+    assert "current turn" in info.value.parts
+
+
+def _cacheable() -> dict[str, Any]:
+    body = request()
+    body["items"][0]["text"] = "".join(f"Rule {n}: cite page:line and exhibit numbers. " for n in range(300))
+    return body
+
+
+def test_breakpoints_and_cache_prediction_across_turns() -> None:
+    first = run(_cacheable(), model="claude-sonnet-4-5", policy=get_policy("legal-review"))
+    report = first.report
+    assert 1 <= len(report["breakpoints"]) <= 4
+    assert report["breakpoints"][0]["ttl"] == "1h"
+    assert first.request["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert report["cache"]["read_tokens"] == 0
+    second = run(_cacheable(), model="claude-sonnet-4-5", policy=get_policy("legal-review"), previous=report)
+    assert second.report["cache"]["write_tokens"] == 0
+    assert second.report["cache"]["read_tokens"] == report["cache"]["write_tokens"]
+    assert second.report["cost_usd"] < report["cost_usd"]
+
+
+def test_no_breakpoint_below_the_minimum_cacheable_length() -> None:
+    report = run(model="claude-haiku-4-5", policy=get_policy("legal-review")).report
+    assert report["breakpoints"] == []  # the whole prompt is far below Haiku 4.5's 4,096-token minimum
+    assert any("minimum cacheable" in w for w in report["warnings"])
+
+
+def test_cost_is_priced_from_the_catalog() -> None:
+    result = run(model="claude-sonnet-4-5", policy=get_policy("legal-review"), expected_output_tokens=1000)
+    cache, cost = result.report["cache"], result.report["cost"]
+    expected = (
+        cache["uncached_tokens"] * 3
+        + cache["write_5m_tokens"] * 3.75
+        + cache["write_1h_tokens"] * 6
+        + cache["read_tokens"] * 0.3
+        + 1000 * 15
+    ) / 1e6
+    assert cost["total_usd"] == pytest.approx(expected, abs=1e-6)
+
+
+def test_cost_ceiling_refuses_or_degrades() -> None:
+    with pytest.raises(CostCeilingExceeded, match="ceiling"):
+        run(model="gpt-4", cost_ceiling_usd=0.001, expected_output_tokens=100)
+    full = run(model="gpt-4o", expected_output_tokens=100).report["cost_usd"]
+    ceiling = full - 30 * 2.5e-6  # 30 input tokens below the undegraded estimate
+    cheap = run(model="gpt-4o", cost_ceiling_usd=ceiling, expected_output_tokens=100)
+    assert cheap.report["degraded"] and cheap.report["cost_usd"] <= ceiling
+
+
+def test_pinned_prefix_is_byte_identical_across_turns_of_a_session() -> None:
+    first = run()
+    body = request()
+    body["items"][-1]["text"] = "A different question this turn?"
+    body["items"][3]["text"] = "A different earlier message."
+    second = run(body, previous=first.report)
+    assert "byte-identical" in second.report["invariants"]["INV-CTX-01"]
+    compare_prefixes(first.request, second.request)
+
+
+def test_a_changed_pinned_prefix_is_reported_with_its_offset() -> None:
+    first = run()
+    body = request()
+    body["items"][0]["text"] = body["items"][0]["text"].replace("Cite", "Quote", 1)
+    second = run(body, previous=first.report)
+    assert "differs from the previous turn at byte 0" in second.report["invariants"]["INV-CTX-01"]
+
+
+def test_other_formats_map_onto_tiers() -> None:
+    body = {
+        "role": "Be exact.",
+        "documents": [{"page_content": SENTENCE.format(n=1) * 3}],
+        "history": [{"role": "user", "content": "hi"}],
+        "questions": [{"text": "When?"}],
+    }
+    report = run(body).report
+    assert [t["name"] for t in report["tiers"] if t["tokens"]] == ["pinned", "contextual", "volatile"]
+
+
+def test_items_without_a_tier_must_be_the_current_turn() -> None:
+    body = request()
+    del body["items"][2]["tier"]
+    with pytest.raises(InvalidRequestError, match="needs a tier"):
+        run(body)
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai", "text"])
+def test_golden_rendered_bodies(fmt: str) -> None:
+    result = run(format=fmt, prompt_cache_key="matter-42" if fmt == "openai" else None)
+    rendered = (
+        result.request
+        if isinstance(result.request, str)
+        else json.dumps(result.request, indent=1, ensure_ascii=False)
+    )
+    golden = GOLDEN / f"assembled_{fmt}.{'txt' if fmt == 'text' else 'json'}"
+    assert rendered == golden.read_text("utf-8")
