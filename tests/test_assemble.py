@@ -131,7 +131,7 @@ def test_five_minute_tier_before_a_one_hour_tier_is_refused() -> None:
 def test_layout_follows_priority_and_tiers_stay_within_ceilings() -> None:
     result = run()
     body, report = result.request, result.report
-    assert [b["text"][:10] for b in body["system"]][0].startswith("Cite page")
+    assert body["system"][0]["text"].startswith("Cite page")
     assert body["system"][1]["text"].startswith('<evidence id="EV-1" citation="12:4-12:5">')
     assert body["messages"][-1]["content"][-1]["text"] == "When was warranty notice mailed?"
     for tier in report["tiers"]:
