@@ -17,8 +17,9 @@ build/example.json: $(STAMP) examples/deposition.py
 	mkdir -p build
 	$(BIN)/python examples/deposition.py > build/example.json
 
-demo: build/example.json
+demo: build/example.json build/legal_context.json
 	$(BIN)/ctxbudget fit build/example.json --model gpt-5 --max-context-tokens 32000
+	$(BIN)/ctxbudget assemble build/legal_context.json --policy legal-review --model claude-sonnet-4-5 > build/legal_body.json
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check src tests bench examples scripts
@@ -28,9 +29,14 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest
 
-bench: build/example.json
+build/legal_context.json: $(STAMP) examples/legal_context.py examples/deposition.py
+	mkdir -p build
+	$(BIN)/python examples/legal_context.py > build/legal_context.json
+
+bench: build/example.json build/legal_context.json
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python bench/bench_fit.py build/example.json
+	$(BIN)/python bench/bench_assemble.py build/legal_context.json
 
 catalog: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,catalog]'

@@ -35,6 +35,7 @@ from .report import FitReport, ItemReport
 from .tokens.counter import TokenCounter, clear_count_cache
 from .tokens.registry import get_encoding, registry_version
 from .trim.documents import OutputOrder, ScoreOrder, select_documents
+from .trim.extract import clear_sentence_cache
 from .trim.history import select_history
 from .trim.shares import proportional_shares
 from .trim.text import truncate_text
@@ -235,6 +236,7 @@ def clear_caches(*, counts: bool = True, fits: bool = True) -> None:
     """Forget cached token counts and/or remembered fits (benchmarks use it to time cold fits)."""
     if counts:
         clear_count_cache()
+        clear_sentence_cache()
     if fits:
         _MEMO.clear()
 

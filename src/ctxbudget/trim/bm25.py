@@ -28,8 +28,9 @@ def bm25_scores(query: str, passages: list[str]) -> list[float]:
     query_terms = set(terms(query))
     if not passages or not query_terms:
         return [0.0] * len(passages)
-    counts = [Counter(t for t in terms(p) if t in query_terms) for p in passages]
-    lengths = [len(terms(p)) for p in passages]
+    passage_terms = [terms(p) for p in passages]
+    counts = [Counter(t for t in words if t in query_terms) for words in passage_terms]
+    lengths = [len(words) for words in passage_terms]
     average = sum(lengths) / len(lengths) or 1.0
     n = len(passages)
     idf = {}

@@ -9,12 +9,13 @@ call, no paraphrase. Sentence costs come from one encode of each source text.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..tokens.counter import TokenCounter, analyze
 from .bm25 import bm25_scores
 from .sentences import iter_sentence_ends
 
-__all__ = ["Extract", "extract_sentences"]
+__all__ = ["Extract", "clear_sentence_cache", "extract_sentences"]
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,9 @@ class Extract:
     sentences_total: int
 
 
-def _sentences(text: str) -> list[tuple[int, int]]:
+@lru_cache(maxsize=4096)
+def _sentences(text: str) -> tuple[tuple[int, int], ...]:
+    """Trimmed sentence spans of ``text`` (content-cached: a transcript is split once per process)."""
     spans: list[tuple[int, int]] = []
     start = 0
     for end in iter_sentence_ends(text):
@@ -39,7 +42,7 @@ def _sentences(text: str) -> list[tuple[int, int]]:
     if text[start:].strip():
         lead = len(text[start:]) - len(text[start:].lstrip())
         spans.append((start + lead, len(text.rstrip())))
-    return spans
+    return tuple(spans)
 
 
 def extract_sentences(texts: list[str], budget: int, query: str, counter: TokenCounter) -> Extract:
@@ -70,3 +73,8 @@ def extract_sentences(texts: list[str], budget: int, query: str, counter: TokenC
         source, start, end, _ = candidates[i]
         kept[source].append(texts[source][start:end])
     return Extract(tuple("\n".join(k) for k in kept), used, len(chosen), len(candidates))
+
+
+def clear_sentence_cache() -> None:
+    """Forget cached sentence splits (benchmarks time cold runs)."""
+    _sentences.cache_clear()

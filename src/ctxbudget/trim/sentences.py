@@ -121,16 +121,14 @@ ABBREVIATIONS = frozenset(
 
 MAX_WORD = 40
 _END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s)|[。！？]+[」』”’)]*|\n")
-_LAST_WORD = re.compile(r"(\S+)$")
 _DOTTED = re.compile(r"(?:[a-z]\.)+[a-z]?")
 
 
 def _is_abbreviation(text: str, dot: int) -> bool:
-    # Look only at a short window before the dot: searching from 0 would make splitting quadratic.
-    word_match = _LAST_WORD.search(text, max(0, dot - MAX_WORD), dot)
-    if word_match is None:
-        return False
-    word = word_match.group(1).lstrip("([\"'“‘").lower()
+    # Only a short window before the dot is read, so splitting stays linear in the text.
+    lo = max(0, dot - MAX_WORD)
+    start = max(text.rfind(" ", lo, dot), text.rfind("\n", lo, dot), text.rfind("\t", lo, dot)) + 1
+    word = text[max(start, lo) : dot].lstrip("([\"'“‘").lower()
     if not word:
         return False
     return word in ABBREVIATIONS or (len(word) == 1 and word.isalpha()) or bool(_DOTTED.fullmatch(word))
