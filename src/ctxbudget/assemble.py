@@ -358,8 +358,12 @@ def _report(
                 "prefix_sha256": p.prefix_sha256,
                 "explicit": p.explicit,
                 "status": status,
+                "read_tokens": span[0],
+                "write_tokens": span[1],
             }
-            for p, status in zip(priced.breakpoints, prediction.statuses, strict=True)
+            for p, status, span in zip(
+                priced.breakpoints, prediction.statuses, prediction.per_breakpoint, strict=True
+            )
         ],
         "cache": {
             "write_tokens": prediction.write_tokens,

@@ -59,6 +59,7 @@ class CachePrediction:
     write_1h_tokens: int
     uncached_tokens: int
     statuses: tuple[str, ...]
+    per_breakpoint: tuple[tuple[int, int], ...] = ()  # (read, written) tokens of each span
 
     @property
     def write_tokens(self) -> int:
@@ -138,15 +139,20 @@ def predict_cache(
     if mode == "automatic" and read:
         read = read // AUTOMATIC_STEP * AUTOMATIC_STEP
     writes = {"5m": 0, "1h": 0}
-    statuses = []
-    covered = read
+    statuses: list[str] = []
+    spans: list[tuple[int, int]] = []
+    covered, start = read, 0
     for point in breakpoints:
+        span_read = max(0, min(point.prefix_tokens, read) - start)
         if point.prefix_tokens <= read:
             statuses.append("read")
-            continue
-        writes[point.ttl] += point.prefix_tokens - covered
-        covered = point.prefix_tokens
-        statuses.append("write")
+            spans.append((span_read, 0))
+        else:
+            writes[point.ttl] += point.prefix_tokens - covered
+            spans.append((span_read, point.prefix_tokens - covered))
+            covered = point.prefix_tokens
+            statuses.append("write")
+        start = point.prefix_tokens
     last = breakpoints[-1].prefix_tokens if breakpoints else 0
     return CachePrediction(
         read_tokens=read,
@@ -154,4 +160,5 @@ def predict_cache(
         write_1h_tokens=writes["1h"],
         uncached_tokens=total_tokens - max(last, read),
         statuses=tuple(statuses),
+        per_breakpoint=tuple(spans),
     )

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+from ctxbudget.cache import Block, Breakpoint, plan_breakpoints, predict_cache, prefix_hashes
+from ctxbudget.catalog.values import CacheRules
+
+EXPLICIT = CacheRules(mode="explicit", min_cacheable_tokens=1024, max_breakpoints=4)
+
+
+def _blocks(n: int) -> list[Block]:
+    return [
+        Block(
+            region="system",
+            role="system",
+            text=f"tier {i}",
+            tier=f"t{i}",
+            cached=True,
+            ttl="1h" if i == 0 else "5m",
+        )
+        for i in range(n)
+    ]
+
+
+def test_breakpoints_skip_short_prefixes_and_respect_the_maximum() -> None:
+    blocks = _blocks(6)
+    prefix = [500, 1500, 2000, 2500, 3000, 3500]
+    points, warnings = plan_breakpoints(blocks, prefix, prefix_hashes("m", blocks), EXPLICIT)
+    assert [p.block for p in points] == [1, 2, 3, 5]
+    assert all(p.prefix_tokens >= 1024 for p in points)
+    assert any("t0" in w for w in warnings)
+
+
+def test_automatic_caching_has_one_implicit_boundary() -> None:
+    blocks = _blocks(3)
+    rules = CacheRules(mode="automatic", min_cacheable_tokens=1024, max_breakpoints=0)
+    points, _ = plan_breakpoints(blocks, [800, 1200, 1600], prefix_hashes("m", blocks), rules)
+    assert [(p.block, p.explicit) for p in points] == [(2, False)]
+
+
+def _point(block: int, tokens: int, sha: str, ttl: str = "5m") -> Breakpoint:
+    return Breakpoint(
+        block=block, tier=f"t{block}", ttl=ttl, prefix_tokens=tokens, prefix_sha256=sha, explicit=True
+    )  # type: ignore[arg-type]
+
+
+def test_prediction_reads_the_longest_cached_prefix_and_writes_the_rest() -> None:
+    points = [_point(0, 2000, "a", "1h"), _point(1, 3000, "b"), _point(2, 5000, "c")]
+    cold = predict_cache(points, 6000, frozenset(), "explicit")
+    assert (cold.read_tokens, cold.write_1h_tokens, cold.write_5m_tokens, cold.uncached_tokens) == (
+        0,
+        2000,
+        3000,
+        1000,
+    )
+    warm = predict_cache(points, 6000, frozenset({"a", "b"}), "explicit")
+    assert (warm.read_tokens, warm.write_tokens, warm.uncached_tokens) == (3000, 2000, 1000)
+    assert warm.statuses == ("read", "read", "write")
+    assert warm.per_breakpoint == ((2000, 0), (1000, 0), (0, 2000))
+
+
+def test_prefix_hashes_change_from_the_first_changed_block_on() -> None:
+    a = _blocks(3)
+    b = [*a[:1], Block(region="system", role="system", text="changed", tier="t1", cached=True), a[2]]
+    ha, hb = prefix_hashes("m", a), prefix_hashes("m", b)
+    assert ha[0] == hb[0] and ha[1] != hb[1] and ha[2] != hb[2]
