@@ -329,3 +329,19 @@ def test_golden_rendered_bodies(fmt: str) -> None:
     )
     golden = GOLDEN / f"assembled_{fmt}.{'txt' if fmt == 'text' else 'json'}"
     assert rendered == golden.read_text("utf-8")
+
+
+def test_yaml_policy_files_are_accepted(tmp_path: Path) -> None:
+    from ctxbudget.policy import load_policy
+
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "name: y\nenvelope_tokens: 900\ntiers:\n"
+        "  - {name: pinned, ceiling_tokens: 300, eviction: never, cached: true}\n"
+        "  - {name: chat, ceiling_tokens: 300, eviction: rolling}\n"
+    )
+    policy = load_policy(str(path))
+    assert [t.name for t in policy.tiers] == ["pinned", "chat"]
+    path.write_text("name: y\nenvelope_tokens: -1\ntiers: []\n")
+    with pytest.raises(ConfigError, match=r"p.yaml: \$\.envelope_tokens"):
+        load_policy(str(path))

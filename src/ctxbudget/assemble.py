@@ -19,7 +19,14 @@ from .cache import Block, Breakpoint, CachePrediction, plan_breakpoints, predict
 from .catalog.catalog import Catalog, bundled_catalog
 from .catalog.values import ModelSpec
 from .cost import TurnCost, price_turn
-from .errors import BudgetExceeded, ConfigError, CostCeilingExceeded, InvariantViolation, VolatileValueError
+from .errors import (
+    TIER_HINT,
+    BudgetExceeded,
+    ConfigError,
+    CostCeilingExceeded,
+    InvariantViolation,
+    VolatileValueError,
+)
 from .formats import FORMATS
 from .formats.context import ContextItem, ContextRequest, parse_context_request
 from .formats.tiered import OutputFormat, block_texts, render_blocks
@@ -178,6 +185,7 @@ def _shrink(setup: _Setup, draft: _Draft, targets: dict[int, int], limit: int) -
         available_tokens=setup.policy.prompt_tokens,
         required_tokens=setup.counter.scale(draft.total_raw),
         parts={k: v for k, v in fixed.items() if v},
+        hint=TIER_HINT,
     )
 
 
@@ -194,6 +202,7 @@ def _fit_envelope(setup: _Setup, targets: dict[int, int]) -> _Draft:
         available_tokens=setup.policy.prompt_tokens,
         required_tokens=setup.counter.scale(draft.total_raw),
         parts={"assembly did not converge": setup.counter.scale(draft.total_raw)},
+        hint=TIER_HINT,
     )
 
 

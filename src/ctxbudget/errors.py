@@ -67,15 +67,21 @@ class BudgetExceeded(CtxBudgetError):
     shorten upstream.
     """
 
-    def __init__(self, *, available_tokens: int, required_tokens: int, parts: Mapping[str, int]) -> None:
+    FIT_HINT = (
+        "shorten them upstream, raise --max-context-tokens, lower --reserve-output-tokens, "
+        "or pass --on-overflow empty"
+    )
+
+    def __init__(
+        self, *, available_tokens: int, required_tokens: int, parts: Mapping[str, int], hint: str = FIT_HINT
+    ) -> None:
         self.available_tokens = available_tokens
         self.required_tokens = required_tokens
         self.parts = dict(parts)
         listing = ", ".join(f"{name} {tokens:,}" for name, tokens in sorted(self.parts.items()))
         super().__init__(
             f"cannot fit: the parts that cannot be trimmed need {required_tokens:,} tokens "
-            f"but only {available_tokens:,} are available ({listing}); shorten them upstream, "
-            "raise --max-context-tokens, lower --reserve-output-tokens, or pass --on-overflow empty"
+            f"but only {available_tokens:,} are available ({listing}); {hint}"
         )
 
 
@@ -95,6 +101,12 @@ class VolatileValueError(InvalidRequestError):
             "it would change the cached prefix every turn; move it to an uncached tier or the question",
             path,
         )
+
+
+TIER_HINT = (
+    "shorten the pinned or protected items or the question, let protected items go with `supersedes` "
+    "or `confirm_evict`, or raise the policy's ceilings or envelope"
+)
 
 
 class CostCeilingExceeded(CtxBudgetError):

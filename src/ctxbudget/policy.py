@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .errors import BudgetExceeded, ConfigError
+from .errors import TIER_HINT, BudgetExceeded, ConfigError
 
 __all__ = ["Policy", "Tier", "get_policy", "list_policies", "load_policy", "parse_policy"]
 
@@ -41,6 +42,7 @@ class Tier:
                 available_tokens=self.ceiling_tokens,
                 required_tokens=tokens,
                 parts={f"tier {self.index} {self.name} ({self.eviction})": tokens},
+                hint=TIER_HINT,
             )
 
 
@@ -109,12 +111,22 @@ class _PolicyFile(BaseModel):
         return self
 
 
-def parse_policy(text: str, source: str) -> Policy:
-    """Validate policy TOML ``text``; errors name ``source`` and the field path."""
+def _load_text(text: str, source: str) -> object:
+    if source.endswith((".yaml", ".yml")):
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{source}: not valid YAML: {exc}") from exc
     try:
-        raw = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+
+
+def parse_policy(text: str, source: str) -> Policy:
+    """Validate policy ``text`` (YAML when ``source`` ends in .yaml/.yml, else TOML); errors name
+    ``source`` and the field path."""
+    raw = _load_text(text, source)
     try:
         parsed = _PolicyFile.model_validate(raw)
     except ValidationError as exc:
@@ -159,9 +171,9 @@ def get_policy(name: str) -> Policy:
 
 
 def load_policy(ref: str) -> Policy:
-    """A bundled policy name, or the path of a policy TOML file."""
+    """A bundled policy name, or the path of a policy file (TOML, or YAML by extension)."""
     path = Path(ref)
-    if ref.endswith(".toml") or path.exists():
+    if ref.endswith((".toml", ".yaml", ".yml")) or path.exists():
         try:
             return parse_policy(path.read_text("utf-8"), ref)
         except OSError as exc:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from .errors import BudgetExceeded
+from .errors import TIER_HINT, BudgetExceeded
 from .formats.context import ContextItem, ContextRequest
 from .policy import Tier
 from .tokens.counter import TokenCounter
@@ -64,6 +64,7 @@ def _never(tier: Tier, items: list[ContextItem], cost: Callable[[str], int], lim
             available_tokens=limit,
             required_tokens=total,
             parts={f"tier {tier.index} {tier.name} (never evicted)": total},
+            hint=TIER_HINT,
         )
     return TierSelection(
         tier=tier,
@@ -94,6 +95,7 @@ def _protected(
             available_tokens=limit,
             required_tokens=total,
             parts={f"tier {tier.index} {tier.name} (protected: give `supersedes` or `confirm_evict`)": total},
+            hint=TIER_HINT,
         )
     decisions += [_kept(i, cost(i.text), "protected, verbatim") for i in kept]
     return TierSelection(tier=tier, texts=tuple((i, i.text) for i in kept), decisions=tuple(decisions))
