@@ -196,6 +196,15 @@ def test_protected_items_leave_only_when_superseded_or_confirmed() -> None:
     assert "on the 3rd" not in json.dumps(result.request)
 
 
+def test_only_a_newer_item_may_supersede() -> None:
+    body = request()
+    body["items"].insert(
+        1, {"id": "EV-0", "tier": "critical", "kind": "evidence", "text": "A. Earlier.", "supersedes": "EV-1"}
+    )
+    with pytest.raises(InvalidRequestError, match="only a newer item"):
+        run(body)
+
+
 def test_compaction_keeps_verbatim_sentences_relevant_to_the_question() -> None:
     result = run()
     background = result.request["system"][2]["text"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from .errors import TIER_HINT, BudgetExceeded
+from .errors import TIER_HINT, BudgetExceeded, InvalidRequestError
 from .formats.context import ContextItem, ContextRequest
 from .policy import Tier
 from .tokens.counter import TokenCounter
@@ -76,6 +76,13 @@ def _never(tier: Tier, items: list[ContextItem], cost: Callable[[str], int], lim
 def _protected(
     tier: Tier, items: list[ContextItem], cost: Callable[[str], int], limit: int, confirmed: frozenset[str]
 ) -> TierSelection:
+    position = {i.id: i.position for i in items}
+    for item in items:
+        if item.supersedes and position.get(item.supersedes, -1) > item.position:
+            raise InvalidRequestError(
+                f"{item.id!r} supersedes {item.supersedes!r}, which comes after it: only a newer item may supersede",
+                f"{item.path}.supersedes",
+            )
     superseded = {i.supersedes: i.id for i in items if i.supersedes}
     decisions = [
         _gone(i, cost(i.text), "superseded", f"superseded by {superseded[i.id]}")
