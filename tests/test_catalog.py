@@ -97,7 +97,7 @@ def test_invalid_catalog_names_the_field(tmp_path: Path) -> None:
     path.write_text(
         "schema_version = 1\n" + _entry("x", 100).replace("context_window = 100", "context_window = -5")
     )
-    with pytest.raises(ConfigError, match=r"bad.toml: \$\.models\.0\.context_window"):
+    with pytest.raises(ConfigError, match=r"bad.toml: \$\.models\[0\]\.context_window"):
         load_catalog([path])
 
 

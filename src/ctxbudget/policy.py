@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import TIER_HINT, BudgetExceeded, ConfigError
+from .validation import first_error
 
 __all__ = ["Policy", "Tier", "get_policy", "list_policies", "load_policy", "parse_policy"]
 
@@ -130,9 +131,8 @@ def parse_policy(text: str, source: str) -> Policy:
     try:
         parsed = _PolicyFile.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
-        raise ConfigError(f"{source}: {where}: {first['msg']}") from exc
+        path, message, _ = first_error(exc)
+        raise ConfigError(f"{source}: {path}: {message}") from exc
     return Policy(
         name=parsed.name,
         description=parsed.description,

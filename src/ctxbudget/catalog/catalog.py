@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from ..errors import ConfigError
 from ..tokens.registry import bare_model_id, encoding_name_for_model
+from ..validation import first_error
 from .schema import CatalogFile, ModelEntry, TokenizerEntry
 from .values import CacheRules, Family, ModelSpec, Prices, TokenizerSpec, WindowResolution, WindowRule
 
@@ -160,12 +161,6 @@ class Catalog:
         )
 
 
-def _format_validation(error: ValidationError, source: str) -> str:
-    first = error.errors()[0]
-    where = "$." + ".".join(str(p) for p in first["loc"])
-    return f"{source}: {where}: {first['msg']}"
-
-
 def parse_catalog(text: str, source: str) -> Catalog:
     """Parse and validate catalog TOML ``text``; errors name ``source`` and the field path."""
     try:
@@ -175,7 +170,8 @@ def parse_catalog(text: str, source: str) -> Catalog:
     try:
         parsed = CatalogFile.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_format_validation(exc, source)) from exc
+        path, message, _ = first_error(exc)
+        raise ConfigError(f"{source}: {path}: {message}") from exc
     default = _tokenizer(parsed.default_tokenizer) if parsed.default_tokenizer else _FALLBACK_TOKENIZER
     return Catalog(
         models=tuple(_model(m) for m in parsed.models),

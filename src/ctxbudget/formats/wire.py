@@ -8,18 +8,11 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from ..errors import InvalidRequestError
+from ..validation import first_error, json_path
 
 __all__ = ["json_path", "validate_body"]
 
 M = TypeVar("M", bound=BaseModel)
-
-
-def json_path(location: tuple[int | str, ...]) -> str:
-    """``("documents", 3, "page_content")`` -> ``$.documents[3].page_content``."""
-    path = "$"
-    for part in location:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return path
 
 
 def validate_body(model: type[M], request: Mapping[str, Any]) -> M:
@@ -27,9 +20,8 @@ def validate_body(model: type[M], request: Mapping[str, Any]) -> M:
     try:
         return model.model_validate(request)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        location = tuple(p for p in first["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        shown = repr(first.get("input"))
+        path, message, value = first_error(exc)
+        shown = repr(value)
         if len(shown) > 60:
             shown = shown[:57] + "..."
-        raise InvalidRequestError(f"{first['msg']} (got {shown})", json_path(location)) from exc
+        raise InvalidRequestError(f"{message} (got {shown})", path) from exc
