@@ -11,7 +11,7 @@ import math
 import re
 from collections import Counter
 
-__all__ = ["bm25_scores", "terms"]
+__all__ = ["bm25_from_profile", "bm25_scores", "term_profile", "terms"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 K1 = 1.5
@@ -23,16 +23,19 @@ def terms(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
-def bm25_scores(query: str, passages: list[str]) -> list[float]:
-    """BM25 score of each passage against ``query`` (0 for passages sharing no term)."""
-    query_terms = set(terms(query))
-    if not passages or not query_terms:
-        return [0.0] * len(passages)
+def term_profile(passages: list[str]) -> tuple[list[Counter[str]], list[int]]:
+    """Term frequencies and lengths of each passage (what scoring needs, reusable across queries)."""
     passage_terms = [terms(p) for p in passages]
-    counts = [Counter(t for t in words if t in query_terms) for words in passage_terms]
-    lengths = [len(words) for words in passage_terms]
+    return [Counter(words) for words in passage_terms], [len(words) for words in passage_terms]
+
+
+def bm25_from_profile(query: str, counts: list[Counter[str]], lengths: list[int]) -> list[float]:
+    """BM25 scores from a precomputed :func:`term_profile`."""
+    query_terms = set(terms(query))
+    if not counts or not query_terms:
+        return [0.0] * len(counts)
     average = sum(lengths) / len(lengths) or 1.0
-    n = len(passages)
+    n = len(counts)
     idf = {}
     for term in query_terms:
         df = sum(1 for c in counts if term in c)
@@ -40,5 +43,10 @@ def bm25_scores(query: str, passages: list[str]) -> list[float]:
     scores = []
     for c, length in zip(counts, lengths, strict=True):
         norm = K1 * (1 - B + B * length / average)
-        scores.append(sum(idf[t] * f * (K1 + 1) / (f + norm) for t, f in c.items()))
+        scores.append(sum(idf[t] * c[t] * (K1 + 1) / (c[t] + norm) for t in query_terms if t in c))
     return scores
+
+
+def bm25_scores(query: str, passages: list[str]) -> list[float]:
+    """BM25 score of each passage against ``query`` (0 for passages sharing no term)."""
+    return bm25_from_profile(query, *term_profile(passages))

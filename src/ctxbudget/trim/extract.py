@@ -8,11 +8,13 @@ call, no paraphrase. Sentence costs come from one encode of each source text.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
 from ..tokens.counter import TokenCounter, analyze
-from .bm25 import bm25_scores
+from ..tokens.registry import get_encoding
+from .bm25 import bm25_from_profile, term_profile
 from .sentences import iter_sentence_ends
 
 __all__ = ["Extract", "clear_sentence_cache", "extract_sentences"]
@@ -45,21 +47,43 @@ def _sentences(text: str) -> tuple[tuple[int, int], ...]:
     return tuple(spans)
 
 
+@dataclass(frozen=True)
+class _Profile:
+    """Everything extraction needs from one source text, independent of the query."""
+
+    spans: tuple[tuple[int, int], ...]
+    costs: tuple[int, ...]
+    counts: list[Counter[str]]
+    lengths: list[int]
+
+
+@lru_cache(maxsize=1024)
+def _profile(encoding_name: str, text: str) -> _Profile:
+    """Sentence spans, their token costs (from one encode of the text) and term counts; cached by
+    content, so a transcript is profiled once per process."""
+    analysis = analyze(get_encoding(encoding_name), text)
+    spans = _sentences(text)
+    ascii_only = text.isascii()
+    costs: list[int] = []
+    char, byte = 0, 0  # walk forward so byte offsets cost one pass over the text
+    for start, end in spans:
+        byte += start - char if ascii_only else len(text[char:start].encode("utf-8"))
+        size = end - start if ascii_only else len(text[start:end].encode("utf-8"))
+        costs.append(analysis.tokens_between(byte, byte + size))
+        char, byte = end, byte + size
+    counts, lengths = term_profile([text[a:b] for a, b in spans])
+    return _Profile(spans, tuple(costs), counts, lengths)
+
+
 def extract_sentences(texts: list[str], budget: int, query: str, counter: TokenCounter) -> Extract:
     """The best sentences of ``texts`` within ``budget`` raw tokens."""
-    candidates: list[tuple[int, int, int, int]] = []  # (source, start, end, tokens)
-    for source, text in enumerate(texts):
-        if not text:
-            continue
-        analysis = analyze(counter.encoding, text)
-        ascii_only = text.isascii()
-        char, byte = 0, 0  # walk forward so byte offsets cost one pass over the text
-        for start, end in _sentences(text):
-            byte += start - char if ascii_only else len(text[char:start].encode("utf-8"))
-            size = end - start if ascii_only else len(text[start:end].encode("utf-8"))
-            candidates.append((source, start, end, analysis.tokens_between(byte, byte + size)))
-            char, byte = end, byte + size
-    scores = bm25_scores(query, [texts[s][a:b] for s, a, b, _ in candidates])
+    profiles = [_profile(counter.encoding_name, t) if t else _Profile((), (), [], []) for t in texts]
+    candidates = [
+        (s, a, b, cost) for s, p in enumerate(profiles) for (a, b), cost in zip(p.spans, p.costs, strict=True)
+    ]
+    counts = [c for p in profiles for c in p.counts]
+    lengths = [n for p in profiles for n in p.lengths]
+    scores = bm25_from_profile(query, counts, lengths)
     order = sorted(range(len(candidates)), key=lambda i: (-scores[i], i))
     chosen: set[int] = set()
     used = 0
@@ -76,5 +100,6 @@ def extract_sentences(texts: list[str], budget: int, query: str, counter: TokenC
 
 
 def clear_sentence_cache() -> None:
-    """Forget cached sentence splits (benchmarks time cold runs)."""
+    """Forget cached sentence splits and profiles (benchmarks time cold runs)."""
     _sentences.cache_clear()
+    _profile.cache_clear()
