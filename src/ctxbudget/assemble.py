@@ -59,6 +59,7 @@ class _Setup:
     fmt: OutputFormat
     model: str
     query: str
+    tags_query: str
     prompt_cache_key: str | None
 
 
@@ -88,39 +89,45 @@ def _check_pinned(request: ContextRequest, policy: Policy) -> None:
 
 
 def _blocks(selections: Sequence[TierSelection], current: Sequence[ContextItem]) -> tuple[Block, ...]:
-    blocks: list[Block] = []
+    system: list[Block] = []
+    ledger: list[Block] = []
+    messages: list[Block] = []
     for sel in selections:
-        if not sel.texts:
-            continue
         tier = sel.tier
-        if tier.eviction == "rolling":
-            blocks += [
-                Block(
-                    region="message",
-                    role=i.role,
-                    text=text,
-                    tier=tier.name,
-                    cached=tier.cached,
-                    ttl=tier.cache_ttl,
+        if tier.eviction != "rolling":
+            if sel.texts:
+                text = "\n\n".join(render_item(i, t) for i, t in sel.texts)
+                system.append(
+                    Block(
+                        region="system",
+                        role="system",
+                        text=text,
+                        tier=tier.name,
+                        cached=tier.cached,
+                        ttl=tier.cache_ttl,
+                    )
                 )
-                for i, text in sel.texts
-            ]
-        else:
-            text = "\n\n".join(render_item(i, t) for i, t in sel.texts)
-            blocks.append(
-                Block(
-                    region="system",
-                    role="system",
-                    text=text,
-                    tier=tier.name,
-                    cached=tier.cached,
-                    ttl=tier.cache_ttl,
+            continue
+        for item, text in sel.texts:
+            if item.kind == "ledger":
+                # Append-only and right after the stable prefix, cached: compacting adds bytes after
+                # the cached ones instead of rewriting them.
+                ledger.append(Block(region="system", role="system", text=text, tier=tier.name, cached=True))
+            else:
+                messages.append(
+                    Block(
+                        region="message",
+                        role=item.role,
+                        text=text,
+                        tier=tier.name,
+                        cached=tier.cached,
+                        ttl=tier.cache_ttl,
+                    )
                 )
-            )
-    blocks += [
+    messages += [
         Block(region="message", role=i.role, text=i.text, tier="current", cached=False) for i in current
     ]
-    return tuple(blocks)
+    return (*system, *ledger, *messages)
 
 
 def _render(setup: _Setup, blocks: Sequence[Block], points: Sequence[Breakpoint]) -> dict[str, Any] | str:
@@ -143,7 +150,8 @@ def _measure(setup: _Setup, body: dict[str, Any] | str) -> int:
 
 def _draft(setup: _Setup, targets: Mapping[int, int]) -> _Draft:
     selections = tuple(
-        select_tier(t, setup.request, setup.counter, targets, setup.query) for t in setup.policy.tiers
+        select_tier(t, setup.request, setup.counter, targets, setup.query, setup.tags_query)
+        for t in setup.policy.tiers
     )
     for sel in selections:
         used = sum(setup.counter.raw(render_item(i, t)) for i, t in sel.texts)
@@ -417,8 +425,9 @@ def _setup(
     counter = TokenCounter(get_encoding(tokenizer.encoding), tokenizer.exact, tokenizer.safety_factor)
     parsed = parse_context_request(request, policy, input_format)
     _check_pinned(parsed, policy)
-    query = " ".join([i.text for i in parsed.current] + [t for i in parsed.items for t in i.tags])
-    return _Setup(policy, spec, counter, parsed, fmt, model, query, prompt_cache_key)
+    tags = " ".join(dict.fromkeys(t for i in parsed.items for t in i.tags))
+    query = " ".join([i.text for i in parsed.current] + [tags])
+    return _Setup(policy, spec, counter, parsed, fmt, model, query, tags, prompt_cache_key)
 
 
 def assemble(

@@ -81,7 +81,8 @@ def _region_ends(blocks: Sequence[Block]) -> list[int]:
     """Last block of each cached tier (the stable regions), in order."""
     ends = []
     for i, block in enumerate(blocks):
-        last_of_tier = i + 1 == len(blocks) or blocks[i + 1].tier != block.tier
+        following = blocks[i + 1] if i + 1 < len(blocks) else None
+        last_of_tier = following is None or (following.tier, following.cached) != (block.tier, block.cached)
         if block.cached and last_of_tier:
             ends.append(i)
     return ends

@@ -35,6 +35,9 @@ class Tier:
     eviction: Eviction
     cached: bool
     cache_ttl: CacheTTL = "5m"
+    # What compaction ranks against: the current question and the tags (changes every turn), or
+    # the tags alone (stable across turns, so the compacted block stays in the cache).
+    compact_query: Literal["question", "tags"] = "question"
 
     def check_fits(self, tokens: int) -> None:
         """Raise :class:`BudgetExceeded` naming this tier when ``tokens`` exceed its ceiling."""
@@ -82,6 +85,7 @@ class _TierFile(BaseModel):
     eviction: Eviction
     cached: bool = False
     cache_ttl: CacheTTL = "5m"
+    compact_query: Literal["question", "tags"] = "question"
 
 
 class _PolicyFile(BaseModel):
@@ -144,6 +148,7 @@ def parse_policy(text: str, source: str) -> Policy:
                 eviction=t.eviction,
                 cached=t.cached,
                 cache_ttl=t.cache_ttl,
+                compact_query=t.compact_query,
             )
             for i, t in enumerate(parsed.tiers)
         ),

@@ -151,14 +151,17 @@ def _units(items: list[ContextItem]) -> list[list[ContextItem]]:
 
 
 def _rolling(tier: Tier, items: list[ContextItem], cost: Callable[[str], int], target: int) -> TierSelection:
-    keep: list[list[ContextItem]] = []
-    used = 0
+    """The ledger (if any) always stays; then the most recent raw turns that fit."""
+    ledger = [i for i in items if i.kind == "ledger"]
+    items = [i for i in items if i.kind != "ledger"]
+    keep: list[list[ContextItem]] = [ledger] if ledger else []
+    used = sum(cost(i.text) for i in ledger)
     units = _units(items)
     for unit in reversed(units):
         unit_cost = sum(cost(i.text) + 4 for i in unit)
         if used + unit_cost > target:
             break
-        keep.insert(0, unit)
+        keep.insert(1 if ledger else 0, unit)
         used += unit_cost
     kept_ids = {i.id for unit in keep for i in unit}
     decisions = [
@@ -173,7 +176,12 @@ def _rolling(tier: Tier, items: list[ContextItem], cost: Callable[[str], int], t
 
 
 def select_tier(
-    tier: Tier, request: ContextRequest, counter: TokenCounter, targets: Mapping[int, int], query: str
+    tier: Tier,
+    request: ContextRequest,
+    counter: TokenCounter,
+    targets: Mapping[int, int],
+    query: str,
+    tags_query: str = "",
 ) -> TierSelection:
     """Apply ``tier``'s eviction rule to its items within ``targets[tier.index]`` raw tokens."""
     items = request.in_tier(tier)
@@ -183,5 +191,5 @@ def select_tier(
     if tier.eviction == "protected":
         return _protected(tier, items, counter.raw, limit, request.confirm_evict)
     if tier.eviction == "compact":
-        return _compact(tier, items, counter, limit, query)
+        return _compact(tier, items, counter, limit, tags_query if tier.compact_query == "tags" else query)
     return _rolling(tier, items, counter.raw, limit)
