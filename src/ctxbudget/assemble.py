@@ -239,7 +239,7 @@ def _price(setup: _Setup, draft: _Draft, previous_hashes: frozenset[str], output
     points, warnings = plan_breakpoints(draft.blocks, prefix, hashes, setup.spec.cache)
     body = _render(setup, draft.blocks, points)
     total = scale(_measure(setup, body))
-    prediction = predict_cache(points, total, previous_hashes, setup.spec.cache.mode)
+    prediction = predict_cache(points, total, previous_hashes, setup.spec.cache.mode, hashes, prefix)
     cost = price_turn(
         setup.spec.prices,
         uncached_tokens=prediction.uncached_tokens,

@@ -128,15 +128,38 @@ def plan_breakpoints(
     return points, warnings
 
 
-def predict_cache(
-    breakpoints: Sequence[Breakpoint], total_tokens: int, previous_hashes: frozenset[str], mode: str
-) -> CachePrediction:
-    """Reads up to the furthest breakpoint whose prefix the previous turn cached; writes the rest
-    up to the last breakpoint (at that span's TTL); everything after it is uncached."""
+def _read_tokens(
+    breakpoints: Sequence[Breakpoint],
+    previous_hashes: frozenset[str],
+    block_hashes: Sequence[str] | None,
+    block_tokens: Sequence[int] | None,
+) -> int:
+    """The longest prefix the provider finds cached: from each breakpoint it looks back up to 20
+    blocks for a prefix the previous turn cached (with no block data: the breakpoints only)."""
     read = 0
     for point in breakpoints:
-        if point.prefix_sha256 in previous_hashes:
-            read = point.prefix_tokens
+        if block_hashes is None or block_tokens is None:
+            if point.prefix_sha256 in previous_hashes:
+                read = max(read, point.prefix_tokens)
+            continue
+        for j in range(point.block, max(-1, point.block - LOOKBACK_BLOCKS - 1), -1):
+            if block_hashes[j] in previous_hashes:
+                read = max(read, block_tokens[j])
+                break
+    return read
+
+
+def predict_cache(
+    breakpoints: Sequence[Breakpoint],
+    total_tokens: int,
+    previous_hashes: frozenset[str],
+    mode: str,
+    block_hashes: Sequence[str] | None = None,
+    block_tokens: Sequence[int] | None = None,
+) -> CachePrediction:
+    """Reads the longest previously cached prefix; writes the rest up to the last breakpoint (at
+    each span's TTL); everything after it is sent uncached."""
+    read = _read_tokens(breakpoints, previous_hashes, block_hashes, block_tokens)
     if mode == "automatic" and read:
         read = read // AUTOMATIC_STEP * AUTOMATIC_STEP
     writes = {"5m": 0, "1h": 0}

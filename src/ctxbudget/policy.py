@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from .errors import TIER_HINT, BudgetExceeded, ConfigError
 from .validation import first_error
 
-__all__ = ["Policy", "Tier", "get_policy", "list_policies", "load_policy", "parse_policy"]
+__all__ = ["CompactionRules", "Policy", "Tier", "get_policy", "list_policies", "load_policy", "parse_policy"]
 
 Eviction = Literal["never", "protected", "compact", "rolling"]
 CacheTTL = Literal["5m", "1h"]
@@ -51,6 +51,15 @@ class Tier:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CompactionRules:
+    """When sessions compact old turns into the ledger, and how far (hysteresis)."""
+
+    history_trigger_tokens: int = 8000
+    low_water_ratio: float = 0.5
+    keep_recent_turns: int = 2
+
+
+@dataclass(frozen=True, kw_only=True)
 class Policy:
     """Tiers in priority order plus the envelope, output reserve and cost ceiling."""
 
@@ -63,6 +72,7 @@ class Policy:
     cost_ceiling_usd: float | None
     max_output_tokens: int = 4096
     degrade: tuple[Literal["compact"], ...] = ()
+    compaction: CompactionRules = CompactionRules()
 
     @property
     def prompt_tokens(self) -> int:
@@ -88,6 +98,13 @@ class _TierFile(BaseModel):
     compact_query: Literal["question", "tags"] = "question"
 
 
+class _CompactionFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    history_trigger_tokens: int = Field(default=8000, gt=0)
+    low_water_ratio: float = Field(default=0.5, gt=0, lt=1)
+    keep_recent_turns: int = Field(default=2, ge=0)
+
+
 class _PolicyFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1)
@@ -98,6 +115,7 @@ class _PolicyFile(BaseModel):
     cost_ceiling_usd: float | None = Field(default=None, gt=0)
     max_output_tokens: int = Field(default=4096, gt=0)
     degrade: list[Literal["compact"]] = []
+    compaction: _CompactionFile = _CompactionFile()
     tiers: list[_TierFile] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -158,6 +176,7 @@ def parse_policy(text: str, source: str) -> Policy:
         cost_ceiling_usd=parsed.cost_ceiling_usd,
         max_output_tokens=parsed.max_output_tokens,
         degrade=tuple(parsed.degrade),
+        compaction=CompactionRules(**parsed.compaction.model_dump()),
     )
 
 

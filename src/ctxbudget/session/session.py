@@ -1,0 +1,242 @@
+"""Sessions: turns that remember, compacted into the ledger by rule, assembled turn after turn.
+
+Each turn starts from the session's stable base items (playbook, evidence, background), adds the
+ledger of compacted turns and the raw recent turns, then the current question and tool results,
+and is assembled under the session's policy. Compaction triggers when raw history passes the
+policy's trigger (or no longer fits the rolling tier); it then compacts completed turns older
+than the newest ``keep_recent_turns`` down to the low-water mark, several at once, so the ledger
+(and the cached prefix before it) changes in steps rather than every turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..assemble import AssemblyResult, assemble
+from ..catalog.catalog import Catalog, bundled_catalog
+from ..errors import ConfigError
+from ..policy import Policy, load_policy
+from ..tokens.counter import TokenCounter
+from ..tokens.registry import get_encoding
+from .ledger import LedgerRules, reduce_turn, render_ledger
+from .store import SessionMeta, SessionStore
+from .turns import ToolCall, ToolResult, Turn
+
+__all__ = ["Compaction", "PreparedTurn", "Session"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Compaction:
+    """One compaction step: which turns, and their tokens before and after."""
+
+    turns: tuple[int, ...]
+    tokens_before: int
+    tokens_after: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, with the reduction ratio."""
+        cut = 1 - self.tokens_after / self.tokens_before if self.tokens_before else 0.0
+        return {
+            "turns": list(self.turns),
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "reduction": round(cut, 4),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreparedTurn:
+    """A turn assembled and ready to send, with the ledger entries it will add when recorded."""
+
+    index: int
+    question: str
+    tool_calls: tuple[ToolCall, ...]
+    tool_results: tuple[ToolResult, ...]
+    tags: tuple[str, ...]
+    assembly: AssemblyResult
+    new_entries: tuple[dict[str, Any], ...] = ()
+    compaction: Compaction | None = None
+    request: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Session:
+    """A named, stored conversation under a policy."""
+
+    def __init__(
+        self,
+        store: SessionStore,
+        name: str,
+        *,
+        catalog: Catalog | None = None,
+        rules: LedgerRules | None = None,
+    ) -> None:
+        self.store = store
+        self.meta = store.meta(name)
+        self.policy: Policy = load_policy(self.meta.policy)
+        self.catalog = catalog or bundled_catalog()
+        self.rules = rules or LedgerRules()
+        tokenizer = self.catalog.tokenizer_for(self.meta.model)
+        self.counter = TokenCounter(
+            get_encoding(tokenizer.encoding), tokenizer.exact, tokenizer.safety_factor
+        )
+        self._turns = store.turns(name)
+        self._ledger = store.ledger(name)
+        self._previous: Mapping[str, Any] | None = self._turns[-1].report if self._turns else None
+
+    @classmethod
+    def create(
+        cls,
+        store: SessionStore,
+        name: str,
+        *,
+        policy: str,
+        model: str,
+        base: Mapping[str, Any],
+        catalog: Catalog | None = None,
+    ) -> Session:
+        """Create and open a session whose turns start from ``base`` (a ``{"items": [...]}`` body)."""
+        load_policy(policy)
+        store.create(SessionMeta(name=name, policy=policy, model=model, base=dict(base)))
+        return cls(store, name, catalog=catalog)
+
+    @property
+    def turns(self) -> list[Turn]:
+        """Turns recorded so far."""
+        return list(self._turns)
+
+    @property
+    def ledger(self) -> list[dict[str, Any]]:
+        """Ledger entries so far (append-only)."""
+        return list(self._ledger)
+
+    def _rolling_tier(self) -> str:
+        for tier in self.policy.tiers:
+            if tier.eviction == "rolling":
+                return tier.name
+        raise ConfigError(f"policy {self.policy.name!r} has no rolling tier for the session's history")
+
+    def _raw_tokens(self, turn: Turn) -> int:
+        return self.counter.scale(sum(self.counter.raw(text) + 4 for _, text in turn.raw_texts()))
+
+    def _compact(self) -> tuple[list[dict[str, Any]], Compaction | None]:
+        rules = self.policy.compaction
+        compacted = {e["turn"] for e in self._ledger}
+        raw = [t for t in self._turns if t.index not in compacted]
+        rolling = next(t for t in self.policy.tiers if t.eviction == "rolling")
+        trigger = min(rules.history_trigger_tokens, rolling.ceiling_tokens)
+        sizes = {t.index: self._raw_tokens(t) for t in raw}
+        if sum(sizes.values()) <= trigger:
+            return [], None
+        low_water = int(trigger * rules.low_water_ratio)
+        eligible = raw[: max(0, len(raw) - rules.keep_recent_turns)]
+        chosen: list[Turn] = []
+        remaining = sum(sizes.values())
+        for turn in eligible:
+            if remaining <= low_water or not turn.complete:
+                break
+            chosen.append(turn)
+            remaining -= sizes[turn.index]
+        entries = [reduce_turn(t, self.rules) for t in chosen]
+        if not entries:
+            return [], None
+        after = self.counter.count(render_ledger(entries))
+        step = Compaction(
+            turns=tuple(t.index for t in chosen),
+            tokens_before=sum(sizes[t.index] for t in chosen),
+            tokens_after=after,
+        )
+        return entries, step
+
+    def _request(
+        self,
+        entries: Sequence[dict[str, Any]],
+        question: str,
+        calls: Sequence[ToolCall],
+        results: Sequence[ToolResult],
+    ) -> dict[str, Any]:
+        tier = self._rolling_tier()
+        items = [dict(i) for i in self.meta.base.get("items", [])]
+        if entries:
+            items.append({"id": "ledger", "tier": tier, "kind": "ledger", "text": render_ledger(entries)})
+        compacted = {e["turn"] for e in entries}
+        for turn in self._turns:
+            if turn.index in compacted:
+                continue
+            for n, (role, text) in enumerate(turn.raw_texts()):
+                items.append(
+                    {
+                        "id": f"turn-{turn.index}-{n}",
+                        "tier": tier,
+                        "kind": "history",
+                        "role": role,
+                        "text": text,
+                    }
+                )
+        items.append({"id": "question", "kind": "question", "text": question})
+        items += [
+            {"id": f"call-{n}", "kind": "tool_call", "text": f"[tool call {c.name}] {c.arguments}"}
+            for n, c in enumerate(calls)
+        ]
+        items += [
+            {"id": f"result-{n}", "kind": "tool_result", "text": f"[tool result {r.name}] {r.content}"}
+            for n, r in enumerate(results)
+        ]
+        return {"items": items}
+
+    def prepare(
+        self,
+        question: str,
+        *,
+        tool_calls: Sequence[ToolCall] = (),
+        tool_results: Sequence[ToolResult] = (),
+        tags: Sequence[str] = (),
+        format: str = "anthropic",
+        expected_output_tokens: int | None = None,
+    ) -> PreparedTurn:
+        """Compact if due, then assemble the next turn (nothing is stored until :meth:`record`)."""
+        new_entries, step = self._compact()
+        entries = self._ledger + new_entries
+        request = self._request(entries, question, tool_calls, tool_results)
+        result = assemble(
+            request,
+            policy=self.policy,
+            model=self.meta.model,
+            format=format,  # type: ignore[arg-type]
+            previous=self._previous,
+            expected_output_tokens=expected_output_tokens,
+            catalog=self.catalog,
+        )
+        return PreparedTurn(
+            index=len(self._turns) + 1,
+            question=question,
+            tool_calls=tuple(tool_calls),
+            tool_results=tuple(tool_results),
+            tags=tuple(tags),
+            assembly=result,
+            new_entries=tuple(new_entries),
+            compaction=step,
+            request=request,
+        )
+
+    def record(self, prepared: PreparedTurn, answer: str, usage: Mapping[str, Any] | None = None) -> Turn:
+        """Store the turn (with its report and usage) and the ledger entries it added, atomically."""
+        report = dict(prepared.assembly.report)
+        if prepared.compaction:
+            report["compaction"] = prepared.compaction.to_dict()
+        turn = Turn(
+            index=prepared.index,
+            question=prepared.question,
+            answer=answer,
+            tool_calls=prepared.tool_calls,
+            tool_results=prepared.tool_results,
+            tags=prepared.tags,
+            report=report,
+            usage=dict(usage or {}),
+        )
+        self.store.append_turn(self.meta.name, turn, list(prepared.new_entries))
+        self._turns.append(turn)
+        self._ledger += list(prepared.new_entries)
+        self._previous = report
+        return turn
