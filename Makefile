@@ -13,7 +13,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-build/example.json: $(STAMP) examples/deposition.py
+build/example.json: $(STAMP) examples/deposition.py src/ctxbudget/simulation/deposition.py
 	mkdir -p build
 	$(BIN)/python examples/deposition.py > build/example.json
 
@@ -29,7 +29,7 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest
 
-build/legal_context.json: $(STAMP) examples/legal_context.py examples/deposition.py
+build/legal_context.json: $(STAMP) examples/legal_context.py src/ctxbudget/simulation/deposition.py
 	mkdir -p build
 	$(BIN)/python examples/legal_context.py > build/legal_context.json
 

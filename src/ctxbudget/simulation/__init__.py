@@ -1,0 +1,1 @@
+"""The 10-turn deposition review simulation and its generated scenario."""
