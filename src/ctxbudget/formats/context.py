@@ -26,7 +26,15 @@ from .wire import validate_body
 __all__ = ["ContextItem", "ContextRequest", "parse_context_request"]
 
 Kind = Literal[
-    "playbook", "instruction", "evidence", "document", "history", "tool_call", "tool_result", "question"
+    "playbook",
+    "instruction",
+    "evidence",
+    "document",
+    "history",
+    "ledger",
+    "tool_call",
+    "tool_result",
+    "question",
 ]
 CURRENT_KINDS = ("question", "tool_call", "tool_result")
 
@@ -148,9 +156,14 @@ def _tier_of(item: _Item, policy: Policy, n: int) -> Tier | None:
             )
         return None
     try:
-        return policy.get_tier(item.tier)
+        tier = policy.get_tier(item.tier)
     except Exception as exc:
         raise InvalidRequestError(str(exc), f"$.items[{n}].tier") from exc
+    if item.kind == "ledger" and tier.eviction != "rolling":
+        raise InvalidRequestError(
+            f"a ledger item belongs to a rolling tier, not {tier.name!r}", f"$.items[{n}].tier"
+        )
+    return tier
 
 
 def _check_order(items: list[ContextItem]) -> None:
