@@ -8,6 +8,7 @@ exhibits ``EX-01``..``EX-40`` and issue tags.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 WITNESSES = ["Dana Whitfield", "Marcus Ortega", "Priya Raman", "Leo Brandt"]
 TOPICS = [
@@ -80,7 +81,7 @@ def transcript_pages(rng: random.Random, pages: int) -> list[str]:
     return out
 
 
-def build_fit_example() -> dict[str, object]:
+def build_fit_example() -> dict[str, Any]:
     """The ~114,000-token ``question`` request that ``make demo`` fits into 32,000 tokens."""
     rng = random.Random(20261129)
     pages = transcript_pages(rng, 128)
@@ -131,9 +132,9 @@ def build_fit_example() -> dict[str, object]:
     }
 
 
-def evidence(pages: list[str]) -> list[dict[str, object]]:
+def evidence(pages: list[str]) -> list[dict[str, Any]]:
     """Key testimony passages (six Q/A lines each) as protected evidence with page:line citations."""
-    items = []
+    items: list[dict[str, Any]] = []
     for n, page_number in enumerate(range(5, 105, 10)):
         lines = pages[page_number - 1].split("\n")[1:7]
         first, last = lines[0].split(" ", 1)[0], lines[-1].split(" ", 1)[0]
@@ -150,7 +151,7 @@ def evidence(pages: list[str]) -> list[dict[str, object]]:
     return items
 
 
-def build_legal_context() -> dict[str, object]:
+def build_legal_context() -> dict[str, Any]:
     """The tiered request of the legal review agent (``legal-review``): ~14,600 estimated pinned
     tokens, 10 protected testimony passages, ~95,000 estimated tokens of transcript background,
     a short conversation and the current question."""
@@ -158,7 +159,7 @@ def build_legal_context() -> dict[str, object]:
     book = playbook(rng)
     book = "\n".join(book.split("\n")[: len(book.split("\n")) * 7 // 10])
     pages = transcript_pages(rng, 105)
-    items: list[dict[str, object]] = [{"id": "playbook", "tier": "pinned", "kind": "playbook", "text": book}]
+    items: list[dict[str, Any]] = [{"id": "playbook", "tier": "pinned", "kind": "playbook", "text": book}]
     items += evidence(pages)
     items += [
         {

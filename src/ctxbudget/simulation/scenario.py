@@ -132,7 +132,7 @@ def bundled_scenario() -> Scenario:
     """The bundled deposition review: a 15,000-token playbook, ~95,000 tokens of transcript with
     protected testimony, and 10 scripted turns with tool calls and results (claude estimates)."""
     base = build_legal_context()
-    items = [i for i in base["items"] if i.get("kind") not in ("history", "question")]  # type: ignore[union-attr]
+    items = [i for i in base["items"] if i.get("kind") not in ("history", "question")]
     rng = random.Random(42)
     pages = transcript_pages(random.Random(20261129), 105)
     turns = []

@@ -1,0 +1,60 @@
+"""Writing a simulation's outputs: turns.json, summary.json and chart.png."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from .runner import SimulationResult
+
+__all__ = ["write_chart", "write_outputs"]
+
+
+def write_outputs(result: SimulationResult, folder: str | Path) -> list[Path]:
+    """Write ``turns.json``, ``summary.json`` (with the strategy comparison) and ``chart.png``."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    turns = out / "turns.json"
+    summary = out / "summary.json"
+    turns.write_text(json.dumps(result.turns, indent=1) + "\n", "utf-8")
+    summary.write_text(
+        json.dumps({**result.summary, "strategies": result.strategies}, indent=1) + "\n", "utf-8"
+    )
+    chart = write_chart(result.turns, out / "chart.png")
+    return [turns, summary, chart]
+
+
+def write_chart(turns: list[dict[str, Any]], path: Path) -> Path:
+    """Tokens by tier per turn (stacked bars) and cost per turn (line, right axis)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ConfigError("chart.png needs matplotlib: pip install 'ctxbudget[chart]'") from exc
+    names = [*turns[0]["tiers"], "current turn"] if turns else []
+    x = [t["turn"] for t in turns]
+    figure, left = plt.subplots(figsize=(9, 4.5), dpi=100)
+    bottom = [0] * len(turns)
+    for name in names:
+        values = [
+            t["tiers"].get(name, t["current_turn_tokens"] if name == "current turn" else 0) for t in turns
+        ]
+        left.bar(x, values, bottom=bottom, label=name)
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    left.set_xlabel("turn")
+    left.set_ylabel("input tokens")
+    left.set_xticks(x)
+    right = left.twinx()
+    right.plot(x, [t["cost_usd"] for t in turns], color="black", marker="o", label="cost (USD)")
+    right.set_ylabel("cost per turn (USD)")
+    left.legend(loc="upper center", bbox_to_anchor=(0.45, -0.13), ncol=len(names), fontsize=8)
+    right.legend(loc="upper right", fontsize=8)
+    left.set_title("Tokens by tier and cost per turn")
+    figure.tight_layout()
+    figure.savefig(path, metadata={"Software": None})
+    plt.close(figure)
+    return path
