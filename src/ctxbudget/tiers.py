@@ -57,13 +57,14 @@ def _gone(item: ContextItem, tokens: int, action: str, reason: str) -> ItemDecis
     return ItemDecision(id=item.id, action=action, tokens_before=tokens, tokens_after=0, reason=reason)
 
 
-def _never(tier: Tier, items: list[ContextItem], cost: Callable[[str], int], limit: int) -> TierSelection:
+def _never(tier: Tier, items: list[ContextItem], counter: TokenCounter, limit: int) -> TierSelection:
+    cost = counter.raw
     total = sum(cost(i.text) for i in items)
     if total > limit:
         raise BudgetExceeded(
-            available_tokens=limit,
-            required_tokens=total,
-            parts={f"tier {tier.index} {tier.name} (never evicted)": total},
+            available_tokens=counter.scale(limit),
+            required_tokens=counter.scale(total),
+            parts={f"tier {tier.index} {tier.name} (never evicted)": counter.scale(total)},
             hint=TIER_HINT,
         )
     return TierSelection(
@@ -74,8 +75,9 @@ def _never(tier: Tier, items: list[ContextItem], cost: Callable[[str], int], lim
 
 
 def _protected(
-    tier: Tier, items: list[ContextItem], cost: Callable[[str], int], limit: int, confirmed: frozenset[str]
+    tier: Tier, items: list[ContextItem], counter: TokenCounter, limit: int, confirmed: frozenset[str]
 ) -> TierSelection:
+    cost = counter.raw
     position = {i.id: i.position for i in items}
     for item in items:
         if item.supersedes and position.get(item.supersedes, -1) > item.position:
@@ -99,9 +101,13 @@ def _protected(
     total = sum(cost(render_item(i, i.text)) for i in kept)
     if total > limit:
         raise BudgetExceeded(
-            available_tokens=limit,
-            required_tokens=total,
-            parts={f"tier {tier.index} {tier.name} (protected: give `supersedes` or `confirm_evict`)": total},
+            available_tokens=counter.scale(limit),
+            required_tokens=counter.scale(total),
+            parts={
+                f"tier {tier.index} {tier.name} (protected: give `supersedes` or `confirm_evict`)": counter.scale(
+                    total
+                )
+            },
             hint=TIER_HINT,
         )
     decisions += [_kept(i, cost(i.text), "protected, verbatim") for i in kept]
@@ -187,9 +193,9 @@ def select_tier(
     items = request.in_tier(tier)
     limit = targets[tier.index]
     if tier.eviction == "never":
-        return _never(tier, items, counter.raw, limit)
+        return _never(tier, items, counter, limit)
     if tier.eviction == "protected":
-        return _protected(tier, items, counter.raw, limit, request.confirm_evict)
+        return _protected(tier, items, counter, limit, request.confirm_evict)
     if tier.eviction == "compact":
         return _compact(tier, items, counter, limit, tags_query if tier.compact_query == "tags" else query)
     return _rolling(tier, items, counter.raw, limit)

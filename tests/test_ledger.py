@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ctxbudget import InvalidRequestError
+from ctxbudget.session import (
+    LEDGER_SCHEMA,
+    LedgerRules,
+    ToolResult,
+    Turn,
+    reduce_turn,
+    render_ledger,
+    validate_entry,
+)
+
+ANSWER = (
+    "Sure, happy to help. The witness discussed the press at 47:12-48:3 and 52:4. "
+    "Exhibits EX-12 and EX-04 were shown. Therefore the record shows notice was given on March 3. "
+    "Status: CONFIRMED. Let me know if you need anything else."
+)
+
+
+@pytest.mark.parametrize(
+    ("turn", "expected"),
+    [
+        (
+            Turn(
+                index=2,
+                question="Notice?",
+                answer=ANSWER,
+                tags=("BreachOfWarranty",),
+                tool_results=(
+                    ToolResult(name="search", content='{"status": "found", "matches": ["12:01 Q. EX-07"]}'),
+                ),
+            ),
+            {
+                "turn": 2,
+                "issue": "BreachOfWarranty",
+                "cited_exhibits": ["EX-04", "EX-07", "EX-12"],
+                "citations": ["47:12-48:3", "52:4", "12:01"],
+                "status": "CONFIRMED",
+                "tools": [{"name": "search", "status": "FOUND"}],
+                "conclusions": [
+                    "Therefore the record shows notice was given on March 3.",
+                    "Status: CONFIRMED.",
+                ],
+            },
+        ),
+        (
+            Turn(
+                index=3,
+                question="q",
+                answer="No idea yet.",
+                tool_results=(ToolResult(name="lookup", content="result text, status: PENDING review"),),
+            ),
+            {
+                "turn": 3,
+                "issue": None,
+                "cited_exhibits": [],
+                "citations": [],
+                "status": "PENDING",
+                "tools": [{"name": "lookup", "status": "PENDING"}],
+                "conclusions": [],
+            },
+        ),
+        (
+            Turn(
+                index=4,
+                question="q",
+                answer="ok",
+                tool_results=(ToolResult(name="t", content="x", status="denied"),),
+            ),
+            {"status": "DENIED", "tools": [{"name": "t", "status": "DENIED"}]},
+        ),
+    ],
+)
+def test_reducer_extracts_by_rule(turn: Turn, expected: dict[str, object]) -> None:
+    entry = reduce_turn(turn)
+    for key, value in expected.items():
+        assert entry[key] == value, key
+
+
+def test_conclusions_are_verbatim_sentences_and_filler_is_pruned() -> None:
+    entry = reduce_turn(Turn(index=1, question="q", answer=ANSWER))
+    for sentence in entry["conclusions"]:
+        assert sentence in ANSWER
+    assert not any("happy to help" in s or "Let me know" in s for s in entry["conclusions"])
+
+
+def test_patterns_are_configurable() -> None:
+    rules = LedgerRules(exhibit_pattern=r"\bPX\d+\b")
+    entry = reduce_turn(Turn(index=1, question="See PX7 and EX-1", answer=""), rules)
+    assert entry["cited_exhibits"] == ["PX7"]
+
+
+def test_entries_validate_against_the_schema() -> None:
+    assert LEDGER_SCHEMA["title"] == "LedgerEntry"
+    assert set(LEDGER_SCHEMA["required"]) >= {"turn", "cited_exhibits", "status", "conclusions"}
+    with pytest.raises(InvalidRequestError, match="cited_exhibits"):
+        validate_entry(
+            {
+                "turn": 1,
+                "issue": None,
+                "issues": [],
+                "cited_exhibits": "EX-1",
+                "citations": [],
+                "status": None,
+                "tools": [],
+                "conclusions": [],
+            }
+        )
+
+
+def test_reducer_is_deterministic_and_the_rendering_append_only() -> None:
+    turns = [Turn(index=i, question=f"q{i}", answer=ANSWER) for i in range(1, 4)]
+    first = [reduce_turn(t) for t in turns]
+    assert first == [reduce_turn(t) for t in turns]
+    assert json.dumps(first) == json.dumps([reduce_turn(t) for t in turns])
+    assert render_ledger(first).startswith(render_ledger(first[:2]))

@@ -1,0 +1,229 @@
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from ctxbudget import count
+from ctxbudget.cli import main
+from ctxbudget.session import Session, SQLiteStore, ToolResult
+from ctxbudget.simulation.report import write_outputs
+from ctxbudget.simulation.runner import run_simulation
+from ctxbudget.simulation.scenario import parse_scenario
+
+POLICY = """
+name = "mini"
+envelope_tokens = 6000
+expected_output_tokens = 200
+cost_ceiling_usd = 0.45
+[compaction]
+history_trigger_tokens = 900
+low_water_ratio = 0.4
+keep_recent_turns = 2
+[[tiers]]
+name = "pinned"
+ceiling_tokens = 2500
+eviction = "never"
+cached = true
+cache_ttl = "1h"
+[[tiers]]
+name = "critical"
+ceiling_tokens = 600
+eviction = "protected"
+cached = true
+[[tiers]]
+name = "contextual"
+ceiling_tokens = 500
+eviction = "compact"
+cached = true
+compact_query = "tags"
+[[tiers]]
+name = "volatile"
+ceiling_tokens = 1200
+eviction = "rolling"
+cached = true
+"""
+EVIDENCE = [
+    "12:01 Q. Did you send notice?\n12:02 A. Yes, by certified mail on March 3.",
+    "40:10 A. The press failed twice.",
+]
+
+
+def _base() -> dict[str, Any]:
+    items: list[dict[str, Any]] = [
+        {
+            "id": "playbook",
+            "tier": "pinned",
+            "kind": "playbook",
+            "text": "".join(f"Rule {n}: cite page:line and exhibits. " for n in range(150)),
+        },
+    ]
+    items += [
+        {"id": f"EV-{n}", "tier": "critical", "kind": "evidence", "text": t, "tags": ["Notice"]}
+        for n, t in enumerate(EVIDENCE)
+    ]
+    items += [
+        {
+            "id": f"page-{n}",
+            "tier": "contextual",
+            "kind": "document",
+            "text": " ".join(
+                f"{n}:{line:02d} The witness discussed notice and delivery of lot {line}."
+                for line in range(1, 25)
+            ),
+        }
+        for n in range(6)
+    ]
+    return {"items": items}
+
+
+def _scenario(policy_path: str, turns: int = 7) -> dict[str, Any]:
+    return {
+        "name": "mini",
+        "policy": policy_path,
+        "model": "claude-sonnet-4-5",
+        "base": _base(),
+        "turns": [
+            {
+                "question": f"Question {n}: what about notice?",
+                "tags": ["Notice"],
+                "tool_calls": [{"name": "search", "arguments": '{"q": "notice"}'}],
+                "tool_results": [
+                    {
+                        "name": "search",
+                        "content": json.dumps(
+                            {
+                                "status": "CONFIRMED",
+                                "matches": [
+                                    f"{n}:0{k} A. Notice went out with EX-0{k}. " * 6 for k in range(1, 4)
+                                ],
+                            }
+                        ),
+                    }
+                ],
+            }
+            for n in range(1, turns + 1)
+        ],
+    }
+
+
+def _policy(tmp_path: Path) -> str:
+    path = tmp_path / "mini.toml"
+    path.write_text(POLICY)
+    return str(path)
+
+
+def test_short_simulation_keeps_its_invariants(tmp_path: Path) -> None:
+    scenario = parse_scenario(_scenario(_policy(tmp_path)))
+    result = run_simulation(scenario, store_path=str(tmp_path / "sim.db"))
+    rows = result.turns
+    assert all(r["input_tokens"] <= 6000 for r in rows)
+    assert all(r["evidence_verbatim_ratio"] == 1.0 for r in rows)
+    assert rows[0]["cache_read_tokens"] == 0
+    assert all(r["cache_read_tokens"] > 0 for r in rows[1:])
+    assert result.summary["cache_hit_ratio"] > 0.5
+    compactions = [r["turn"] for r in rows if r["compaction"]]
+    assert compactions and len(compactions) < len(rows) - 2  # in steps, not every turn
+    store = SQLiteStore(tmp_path / "sim.db")
+    ledger = store.ledger("mini")
+    assert [e["turn"] for e in ledger] == sorted(e["turn"] for e in ledger)
+    written = write_outputs(result, tmp_path / "out")
+    assert [p.name for p in written] == ["turns.json", "summary.json", "chart.png"]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    for key in [
+        "cache_hit_ratio",
+        "mean_cost_usd",
+        "max_cost_usd",
+        "p95_assembly_ms",
+        "evidence_verbatim_ratio",
+        "max_input_tokens",
+    ]:
+        assert key in summary
+    assert (tmp_path / "out" / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compaction_appends_to_the_ledger_and_keeps_the_prefix_before_it(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    session = Session.create(store, "s", policy=_policy(tmp_path), model="claude-sonnet-4-5", base=_base())
+    snapshots: list[list[dict[str, Any]]] = []
+    bodies = []
+    for n in range(1, 8):
+        result = ToolResult(name="search", content=f"EX-0{n % 9} notice at 1{n}:02. " * 40)
+        prepared = session.prepare(f"What about notice {n}?", tool_results=[result], tags=["Notice"])
+        bodies.append(prepared.assembly.request)
+        assert count(prepared.assembly.request, model="claude-sonnet-4-5")["tokens"] <= 6000
+        session.record(prepared, f"Therefore notice {n} is shown by EX-0{n % 9}. Status: CONFIRMED.")
+        snapshots.append(session.ledger)
+    for earlier, later in itertools.pairwise(snapshots):
+        assert later[: len(earlier)] == earlier  # append-only
+    assert snapshots[-1], "compaction happened"
+    stable = [b["system"][:3] for b in bodies]
+    assert all(s == stable[0] for s in stable)  # pinned, evidence, background: byte-identical every turn
+    reopened = Session(SQLiteStore(tmp_path / "s.db"), "s")
+    assert [t.index for t in reopened.turns] == list(range(1, 8)) and reopened.ledger == snapshots[-1]
+
+
+def test_cli_simulate_with_a_scenario_file(tmp_path: Path) -> None:
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(_scenario(_policy(tmp_path), turns=3)))
+    result = CliRunner().invoke(main, ["simulate", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    assert len(payload["turns"]) == 3 and {s["strategy"] for s in payload["strategies"]} >= {
+        "ctxbudget policy"
+    }
+
+
+def test_cli_session_commands(tmp_path: Path) -> None:
+    runner = CliRunner()
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(_base()))
+    store = str(tmp_path / "cli.db")
+    policy = _policy(tmp_path)
+    assert (
+        runner.invoke(
+            main,
+            [
+                "session",
+                "new",
+                "c",
+                "--base",
+                str(base),
+                "--model",
+                "gpt-4o",
+                "--policy",
+                policy,
+                "--store",
+                store,
+            ],
+        ).exit_code
+        == 0
+    )
+    added = runner.invoke(
+        main,
+        [
+            "session",
+            "add",
+            "c",
+            "--question",
+            "Notice?",
+            "--answer",
+            "Status: CONFIRMED.",
+            "--tool-result",
+            "search=EX-04 at 12:01",
+            "--store",
+            store,
+            "--json",
+        ],
+    )
+    assert added.exit_code == 0, added.output
+    assert json.loads(added.output)["report"]["tokens"] > 0
+    assert runner.invoke(main, ["session", "list", "--store", store]).output.strip() == "c"
+    exported = json.loads(runner.invoke(main, ["session", "export", "c", "--store", store]).output)
+    assert exported["turns"][0]["question"] == "Notice?"
+    assert "turn 1" in runner.invoke(main, ["session", "show", "c", "--store", store]).output
+    missing = runner.invoke(main, ["session", "show", "nope", "--store", store])
+    assert missing.exit_code == 2 and "sessions: c" in missing.output
