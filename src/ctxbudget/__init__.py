@@ -20,6 +20,7 @@ from .formats.question import render_text as render_question
 from .policy import Policy, Tier, get_policy, list_policies, load_policy
 from .prefix import compare_prefixes
 from .report import FitReport, ItemReport
+from .session import Session, SQLiteStore
 from .tokens import Encoding, TokenCounter, get_encoding, list_encodings, register_encoding
 
 __version__ = "0.1.0"
@@ -43,6 +44,8 @@ __all__ = [
     "Policy",
     "PrefixChanged",
     "Prices",
+    "SQLiteStore",
+    "Session",
     "Tier",
     "TokenCounter",
     "TokenizerSpec",

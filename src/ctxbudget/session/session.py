@@ -16,7 +16,7 @@ from typing import Any
 
 from ..assemble import AssemblyResult, assemble
 from ..catalog.catalog import Catalog, bundled_catalog
-from ..errors import ConfigError
+from ..errors import BudgetExceeded, ConfigError
 from ..policy import Policy, load_policy
 from ..tokens.counter import TokenCounter
 from ..tokens.registry import get_encoding
@@ -120,16 +120,18 @@ class Session:
     def _raw_tokens(self, turn: Turn) -> int:
         return self.counter.scale(sum(self.counter.raw(text) + 4 for _, text in turn.raw_texts()))
 
-    def _compact(self) -> tuple[list[dict[str, Any]], Compaction | None]:
+    def _compact(self, *, forced: bool = False) -> tuple[list[dict[str, Any]], Compaction | None]:
+        """Compaction when raw history passes the trigger (or ``forced``: the request was over the
+        envelope): completed turns older than the newest ``keep_recent_turns``, down to the low water."""
         rules = self.policy.compaction
         compacted = {e["turn"] for e in self._ledger}
         raw = [t for t in self._turns if t.index not in compacted]
         rolling = next(t for t in self.policy.tiers if t.eviction == "rolling")
         trigger = min(rules.history_trigger_tokens, rolling.ceiling_tokens)
         sizes = {t.index: self._raw_tokens(t) for t in raw}
-        if sum(sizes.values()) <= trigger:
+        if sum(sizes.values()) <= trigger and not forced:
             return [], None
-        low_water = int(trigger * rules.low_water_ratio)
+        low_water = 0 if forced else int(trigger * rules.low_water_ratio)
         eligible = raw[: max(0, len(raw) - rules.keep_recent_turns)]
         chosen: list[Turn] = []
         remaining = sum(sizes.values())
@@ -195,19 +197,31 @@ class Session:
         format: str = "anthropic",
         expected_output_tokens: int | None = None,
     ) -> PreparedTurn:
-        """Compact if due, then assemble the next turn (nothing is stored until :meth:`record`)."""
-        new_entries, step = self._compact()
-        entries = self._ledger + new_entries
-        request = self._request(entries, question, tool_calls, tool_results)
-        result = assemble(
-            request,
-            policy=self.policy,
-            model=self.meta.model,
-            format=format,  # type: ignore[arg-type]
-            previous=self._previous,
-            expected_output_tokens=expected_output_tokens,
-            catalog=self.catalog,
-        )
+        """Compact if due, then assemble the next turn (nothing is stored until :meth:`record`).
+
+        If the assembled request would be over the envelope, compaction runs (as far as it can)
+        and the turn is assembled once more before the error is let through."""
+
+        def attempt(
+            forced: bool,
+        ) -> tuple[list[dict[str, Any]], Compaction | None, dict[str, Any], AssemblyResult]:
+            new_entries, step = self._compact(forced=forced)
+            request = self._request(self._ledger + new_entries, question, tool_calls, tool_results)
+            result = assemble(
+                request,
+                policy=self.policy,
+                model=self.meta.model,
+                format=format,  # type: ignore[arg-type]
+                previous=self._previous,
+                expected_output_tokens=expected_output_tokens,
+                catalog=self.catalog,
+            )
+            return new_entries, step, request, result
+
+        try:
+            new_entries, step, request, result = attempt(False)
+        except BudgetExceeded:
+            new_entries, step, request, result = attempt(True)
         return PreparedTurn(
             index=len(self._turns) + 1,
             question=question,
@@ -224,7 +238,13 @@ class Session:
         """Store the turn (with its report and usage) and the ledger entries it added, atomically."""
         report = dict(prepared.assembly.report)
         if prepared.compaction:
-            report["compaction"] = prepared.compaction.to_dict()
+            cache = report["cache"]
+            report["compaction"] = {
+                **prepared.compaction.to_dict(),
+                # The ledger sits after the stable prefix: that prefix is still read from cache;
+                # the ledger and what follows it are written once, then read on later turns.
+                "cache_effect": {"read_tokens": cache["read_tokens"], "write_tokens": cache["write_tokens"]},
+            }
         turn = Turn(
             index=prepared.index,
             question=prepared.question,

@@ -58,7 +58,7 @@ def _turn_row(
         or report["cost_usd"] <= report["cost_ceiling_usd"],
         "assembly_ms": round(latency_ms, 2),
         "evidence_verbatim_ratio": verbatim,
-        "compaction": compaction.to_dict() if compaction else None,
+        "compaction": compaction,
     }
 
 
@@ -142,7 +142,7 @@ def run_simulation(
             scripted.question, scripted.tags, scripted.tool_results, evidence
         )
         report = prepared.assembly.report
-        session.record(
+        turn = session.record(
             prepared,
             answer,
             usage={
@@ -153,7 +153,7 @@ def run_simulation(
                 "output_tokens": output_tokens,
             },
         )
-        rows.append(_turn_row(n, report, latency, verbatim, prepared.compaction))
+        rows.append(_turn_row(n, report, latency, verbatim, turn.report.get("compaction")))
         context = [i["text"] for i in prepared.request["items"]]
         compared.append(
             (*_baselines(session, context, output_tokens), _naive_keeps(session, context, evidence))

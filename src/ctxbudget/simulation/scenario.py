@@ -110,10 +110,11 @@ QUESTIONS = [
 
 def _tool_results(rng: random.Random, pages: list[str], topic: str) -> tuple[ToolResult, ...]:
     hits = []
-    for page in rng.sample(range(len(pages)), 4):
+    for page in rng.sample(range(len(pages)), 8):
         lines = pages[page].split("\n")[1:]
-        hits += [line for line in lines if topic.split()[-1] in line][:3] or lines[:2]
-    search = json.dumps({"status": "CONFIRMED", "matches": hits[:8]}, ensure_ascii=False)
+        hits += [line for line in lines if topic.split()[-1] in line][:4] or lines[:3]
+    # A realistic search log: every hit with its full line, as an agent's tool returns it.
+    search = json.dumps({"status": "CONFIRMED", "query": topic, "matches": hits[:24]}, ensure_ascii=False)
     exhibit = rng.randint(1, 40)
     record = json.dumps(
         {
