@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "ctxbudget"
-OUTER = ("session", "simulation", "cli")
+OUTER = ("session", "simulation", "cli", "gateway")
 
 
 def _imports(path: Path) -> set[str]:

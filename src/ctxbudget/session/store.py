@@ -52,6 +52,10 @@ class SessionStore(Protocol):
         """Store a turn and the ledger entries it adds, atomically."""
         ...
 
+    def count_turns(self, name: str) -> int:
+        """How many turns a session has."""
+        ...
+
     def turns(self, name: str) -> list[Turn]:
         """A session's turns in order."""
         ...
@@ -191,6 +195,10 @@ class SQLiteStore:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+
+    def count_turns(self, name: str) -> int:
+        """How many turns a session has."""
+        return int(self._db.execute("SELECT COUNT(*) FROM turns WHERE session = ?", (name,)).fetchone()[0])
 
     def turns(self, name: str) -> list[Turn]:
         """A session's turns in order."""

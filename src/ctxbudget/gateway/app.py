@@ -1,0 +1,273 @@
+"""The gateway's state and logic: fitting, pricing, forwarding and recording (handlers in routes.py).
+
+Every request is fitted into its model's window (with the client's ``max_tokens`` held back for
+the reply), an Anthropic system prompt long enough to cache gets a breakpoint when the client set
+none, the turn is priced and refused above the ceiling before anything is sent, and the request is
+forwarded to the configured upstream (never one named by the request) with the client's own
+headers. Answers stream through as they arrive. Each completed turn is stored with its report and
+the provider's usage, normalized; estimate factors are calibrated from that usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import hashlib
+import itertools
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+
+from ..catalog.catalog import Catalog, load_catalog
+from ..catalog.values import ModelSpec, TokenizerSpec
+from ..cost import price_turn
+from ..errors import BudgetExceeded, ConfigError, CtxBudgetError
+from ..fitting import fit
+from ..session.store import SessionMeta, SQLiteStore
+from ..session.turns import Turn
+from .config import GatewayConfig
+from .metrics import Metrics
+from .providers import Provider
+from .usage import Calibration, Usage, normalize_usage
+
+__all__ = ["Gateway", "Prepared", "Refusal"]
+
+logger = logging.getLogger(__name__)
+SESSION_HEADER = "x-ctxbudget-session"
+DROPPED_HEADERS = {
+    "host",
+    "content-length",
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "accept-encoding",
+    SESSION_HEADER,
+}
+PASSED_BACK_HEADERS = ("content-type", "request-id", "x-request-id", "anthropic-ratelimit-requests-remaining")
+
+
+class Refusal(Exception):
+    """A request answered by the gateway itself, in the provider's error shape."""
+
+    def __init__(self, status: int, message: str, code: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A fitted request ready to forward, with what is needed to record it afterwards."""
+
+    body: dict[str, Any]
+    model: str
+    session: str
+    question: str
+    report: dict[str, Any]
+    estimate_usd: float
+    proxy_tokens: int
+    spec: ModelSpec | None
+
+
+def _last_user_text(body: Mapping[str, Any]) -> str:
+    for message in reversed(body.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            return " ".join(str(p.get("text", "")) for p in content or [] if isinstance(p, dict))
+    return ""
+
+
+def _session_id(request: Request, provider: Provider, body: Mapping[str, Any]) -> str:
+    given = request.headers.get(SESSION_HEADER)
+    if given:
+        return given[:200]
+    messages = body.get("messages") or []
+    first_user = next((m for m in messages if isinstance(m, dict) and m.get("role") == "user"), {})
+    stable = json.dumps(
+        [provider.name, body.get("model"), body.get("system"), first_user], sort_keys=True, default=str
+    )
+    return "auto-" + hashlib.sha256(stable.encode("utf-8")).hexdigest()[:16]
+
+
+def _has_cache_control(body: Mapping[str, Any]) -> bool:
+    return "cache_control" in json.dumps(body)
+
+
+def _with_system_breakpoint(body: dict[str, Any], tokens: int, spec: ModelSpec | None) -> dict[str, Any]:
+    """Mark the end of a cacheable system prompt when the client marked nothing itself."""
+    system = body.get("system")
+    if spec is None or spec.cache.mode != "explicit" or not system or _has_cache_control(body):
+        return body
+    if tokens < spec.cache.min_cacheable_tokens:
+        return body
+    blocks: list[dict[str, Any]] = (
+        [{"type": "text", "text": system}] if isinstance(system, str) else [dict(b) for b in system]
+    )
+    blocks[-1] = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
+    return {**body, "system": blocks}
+
+
+class Gateway:
+    """State shared by the handlers: catalog, store, calibration, metrics, the upstream client."""
+
+    def __init__(self, config: GatewayConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.config = config
+        self.catalog = load_catalog(config.catalog_paths)
+        self.store = SQLiteStore(config.store_path)
+        self.calibration = Calibration()
+        self.metrics = Metrics()
+        timeout = httpx.Timeout(config.timeout_seconds, connect=min(10.0, config.timeout_seconds))
+        self.client = httpx.AsyncClient(timeout=timeout, transport=transport)
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._ids = itertools.count(1)
+
+    def upstream(self, provider: Provider) -> str:
+        base = self.config.anthropic_upstream if provider.name == "anthropic" else self.config.openai_upstream
+        return base.rstrip("/") + provider.path
+
+    # ---- preparing -------------------------------------------------------------------------
+    def _catalog_for(self, model: str) -> tuple[Catalog, ModelSpec | None, float]:
+        spec = self.catalog.find_model(model)
+        tokenizer = self.catalog.tokenizer_for(model)
+        if tokenizer.exact:
+            return self.catalog, spec, 1.0
+        factor = self.calibration.factor(model, tokenizer.safety_factor)
+        calibrated = TokenizerSpec(encoding=tokenizer.encoding, exact=False, safety_factor=factor)
+        base = spec or ModelSpec(
+            id=model,
+            provider="unknown",
+            kind="chat",
+            context_window=self.catalog.resolve_window(model).context_window,
+            max_output_tokens=4096,
+            tokenizer=calibrated,
+            prices=self.catalog.models[0].prices,
+            cache=self.catalog.models[0].cache,
+        )
+        override = Catalog(models=(dataclasses.replace(base, id=model, tokenizer=calibrated),))
+        return self.catalog.merged(override), spec, tokenizer.safety_factor
+
+    def prepare(self, provider: Provider, body: dict[str, Any], session: str) -> Prepared:
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            raise Refusal(400, "`model` is required", "invalid_request")
+        catalog, spec, base_factor = self._catalog_for(model)
+        reserve = body.get("max_tokens") or body.get("max_completion_tokens")
+        try:
+            result = fit(
+                body,
+                model=model,
+                format=provider.name,
+                catalog=catalog,
+                reserve_output_tokens=int(reserve) if isinstance(reserve, int) else None,
+            )
+        except BudgetExceeded as exc:
+            self.metrics.decisions.labels("refused").inc()
+            raise Refusal(400, f"ctxbudget: {exc}", "context_too_large") from exc
+        except CtxBudgetError as exc:
+            raise Refusal(400, f"ctxbudget: {exc}", "invalid_request") from exc
+        report = result.report.to_dict()
+        self.metrics.decisions.labels("passed_through" if result.report.passed_through else "trimmed").inc()
+        system_tokens = sum(i["tokens_after"] for i in report["items"] if i["component"] == "system")
+        out = (
+            _with_system_breakpoint(result.request, system_tokens, spec)
+            if provider.name == "anthropic"
+            else result.request
+        )
+        estimate = self._estimate(
+            spec, report["tokens_after"], int(reserve) if isinstance(reserve, int) else 0
+        )
+        ceiling = self.config.cost_ceiling_usd
+        if ceiling is not None and estimate > ceiling:
+            self.metrics.decisions.labels("refused").inc()
+            raise Refusal(
+                400,
+                f"ctxbudget: estimated cost ${estimate:.4f} is above the ceiling ${ceiling:.4f} per "
+                "request; nothing was sent",
+                "cost_ceiling_exceeded",
+            )
+        proxy = round(report["tokens_after"] / (report["safety_factor"] or 1.0)) if not report["exact"] else 0
+        del base_factor
+        return Prepared(out, model, session, _last_user_text(body), report, estimate, proxy, spec)
+
+    @staticmethod
+    def _estimate(spec: ModelSpec | None, input_tokens: int, output_tokens: int) -> float:
+        if spec is None:
+            return 0.0
+        return price_turn(
+            spec.prices,
+            uncached_tokens=input_tokens,
+            write_5m_tokens=0,
+            write_1h_tokens=0,
+            read_tokens=0,
+            output_tokens=output_tokens,
+        ).total_usd
+
+    # ---- recording -------------------------------------------------------------------------
+    def _actual_cost(self, spec: ModelSpec | None, usage: Usage) -> float:
+        if spec is None:
+            return 0.0
+        return price_turn(
+            spec.prices,
+            uncached_tokens=usage.uncached_tokens,
+            write_5m_tokens=usage.cache_write_tokens,
+            write_1h_tokens=0,
+            read_tokens=usage.cache_read_tokens,
+            output_tokens=usage.output_tokens,
+        ).total_usd
+
+    def _store_turn(self, prepared: Prepared, answer: str, usage: Usage | None) -> None:
+        if prepared.session not in self.store.names():
+            # A concurrent request of the same session may have created it first.
+            with contextlib.suppress(ConfigError):
+                self.store.create(
+                    SessionMeta(name=prepared.session, policy="gateway", model=prepared.model, base={})
+                )
+        index = self.store.count_turns(prepared.session) + 1
+        usage_record = {
+            "estimated": {
+                "input_tokens": prepared.report["tokens_after"],
+                "cost_usd": prepared.estimate_usd,
+                "exact": prepared.report["exact"],
+            }
+        }
+        if usage:
+            usage_record["actual"] = {
+                **usage.to_dict(),
+                "cost_usd": round(self._actual_cost(prepared.spec, usage), 6),
+            }
+        turn = Turn(
+            index=index, question=prepared.question, answer=answer, report=prepared.report, usage=usage_record
+        )
+        self.store.append_turn(prepared.session, turn, [])
+
+    async def record(
+        self, provider: Provider, prepared: Prepared, answer: str, raw_usage: Mapping[str, Any] | None
+    ) -> None:
+        usage = normalize_usage(provider.name, raw_usage)
+        model = prepared.model
+        self.metrics.cost_estimated.labels(model).inc(prepared.estimate_usd)
+        if usage:
+            self.metrics.tokens_in.labels(model).inc(usage.input_tokens)
+            self.metrics.tokens_out.labels(model).inc(usage.output_tokens)
+            self.metrics.cache_read.labels(model).inc(usage.cache_read_tokens)
+            self.metrics.cache_write.labels(model).inc(usage.cache_write_tokens)
+            self.metrics.cost_actual.labels(model).inc(self._actual_cost(prepared.spec, usage))
+            if not prepared.report["exact"]:
+                default = self.catalog.tokenizer_for(model).safety_factor
+                factor = self.calibration.observe(model, prepared.proxy_tokens, usage.input_tokens, default)
+                self.metrics.safety_factor.labels(model).set(factor)
+        lock = self._locks.setdefault(prepared.session, asyncio.Lock())
+        async with lock:
+            await run_in_threadpool(self._store_turn, prepared, answer, usage)

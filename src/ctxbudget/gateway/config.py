@@ -1,0 +1,22 @@
+"""Gateway configuration, resolved once at the edge (explicit option > environment > default)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["GatewayConfig"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GatewayConfig:
+    """Where to listen, where to forward (fixed: never taken from a request), and the limits."""
+
+    host: str = "127.0.0.1"
+    port: int = 8787
+    anthropic_upstream: str = "https://api.anthropic.com"
+    openai_upstream: str = "https://api.openai.com"
+    store_path: str = "sessions.db"
+    cost_ceiling_usd: float | None = None
+    max_body_bytes: int = 8 * 1024 * 1024
+    timeout_seconds: float = 600.0
+    catalog_paths: tuple[str, ...] = ()
