@@ -1,0 +1,233 @@
+"""A local fake of the Anthropic and OpenAI APIs for the gateway tests (loopback only).
+
+It answers both APIs, streaming and not, and accounts for prompt caching by prefix hashes: the
+prefix up to the last ``cache_control`` mark (Anthropic) or the system message (OpenAI, when long
+enough) is read from its "cache" when it saw the same prefix before, else written. Tokens are
+counted as characters / 4. Models named ``fault-500``, ``fault-timeout`` and ``fault-disconnect``
+inject faults.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+
+def tokens(value: Any) -> int:
+    return max(1, len(json.dumps(value, ensure_ascii=False)) // 4)
+
+
+class FakeUpstream:
+    def __init__(self) -> None:
+        self.cached: set[str] = set()
+        self.received: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.app = Starlette(
+            routes=[
+                Route("/v1/messages", self.messages, methods=["POST"]),
+                Route("/v1/chat/completions", self.chat, methods=["POST"]),
+            ]
+        )
+
+    def _cache(self, prefix: Any, minimum: int) -> tuple[int, int]:
+        size = tokens(prefix)
+        if prefix is None or size < minimum:
+            return 0, 0
+        key = hashlib.sha256(json.dumps(prefix, sort_keys=True).encode()).hexdigest()
+        if key in self.cached:
+            return size, 0
+        self.cached.add(key)
+        return 0, size
+
+    @staticmethod
+    def _anthropic_prefix(body: dict[str, Any]) -> Any:
+        system = body.get("system")
+        if isinstance(system, list):
+            marks = [i for i, b in enumerate(system) if "cache_control" in b]
+            if marks:
+                return [{k: v for k, v in b.items() if k != "cache_control"} for b in system[: marks[-1] + 1]]
+        return None
+
+    async def _fault(self, model: str) -> Response | None:
+        if model == "fault-500":
+            return JSONResponse({"error": "boom"}, status_code=500)
+        if model == "fault-timeout":
+            await asyncio.sleep(3)
+        return None
+
+    async def messages(self, request: Request) -> Response:
+        body = await request.json()
+        self.received.append(body)
+        self.headers.append(dict(request.headers))
+        fault = await self._fault(body.get("model", ""))
+        if fault:
+            return fault
+        read, write = self._cache(self._anthropic_prefix(body), 50)
+        usage = {
+            "input_tokens": tokens(body) - read - write,
+            "cache_read_input_tokens": read,
+            "cache_creation_input_tokens": write,
+            "output_tokens": 7,
+        }
+        last = body["messages"][-1]["content"]
+        text = "echo: " + (last if isinstance(last, str) else last[-1].get("text", ""))[:40]
+        if not body.get("stream"):
+            return JSONResponse(
+                {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body["model"],
+                    "content": [{"type": "text", "text": text}],
+                    "stop_reason": "end_turn",
+                    "stop_sequence": None,
+                    "usage": usage,
+                }
+            )
+        return StreamingResponse(self._anthropic_events(body, text, usage), media_type="text/event-stream")
+
+    async def _anthropic_events(
+        self, body: dict[str, Any], text: str, usage: dict[str, int]
+    ) -> AsyncIterator[bytes]:
+        def event(kind: str, data: dict[str, Any]) -> bytes:
+            return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
+
+        start_usage = {**usage, "output_tokens": 1}
+        yield event(
+            "message_start",
+            {
+                "message": {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [],
+                    "model": body["model"],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": start_usage,
+                }
+            },
+        )
+        yield event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
+        for n, piece in enumerate([text[:10], text[10:]]):
+            if body["model"] == "fault-disconnect" and n == 1:
+                raise RuntimeError("connection dropped on purpose")
+            yield event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": piece}})
+            await asyncio.sleep(0.01)
+        yield event("content_block_stop", {"index": 0})
+        yield event(
+            "message_delta",
+            {
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": usage["output_tokens"]},
+            },
+        )
+        yield event("message_stop", {})
+
+    async def chat(self, request: Request) -> Response:
+        body = await request.json()
+        self.received.append(body)
+        self.headers.append(dict(request.headers))
+        fault = await self._fault(body.get("model", ""))
+        if fault:
+            return fault
+        messages = body["messages"]
+        system = messages[0] if messages and messages[0]["role"] in ("system", "developer") else None
+        read, _ = self._cache(system, 256)
+        usage = {
+            "prompt_tokens": tokens(messages),
+            "completion_tokens": 5,
+            "total_tokens": tokens(messages) + 5,
+            "prompt_tokens_details": {"cached_tokens": read},
+        }
+        text = "echo: " + str(messages[-1].get("content"))[:40]
+        if not body.get("stream"):
+            return JSONResponse(
+                {
+                    "id": "chatcmpl-1",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": usage,
+                }
+            )
+        return StreamingResponse(self._openai_chunks(body, text, usage), media_type="text/event-stream")
+
+    async def _openai_chunks(
+        self, body: dict[str, Any], text: str, usage: dict[str, Any]
+    ) -> AsyncIterator[bytes]:
+        def chunk(
+            delta: dict[str, Any], finish: str | None = None, extra: dict[str, Any] | None = None
+        ) -> bytes:
+            data = {
+                "id": "chatcmpl-1",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": body["model"],
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+                if delta is not None
+                else [],
+            }
+            return f"data: {json.dumps({**data, **(extra or {})})}\n\n".encode()
+
+        yield chunk({"role": "assistant", "content": ""})
+        for n, piece in enumerate([text[:10], text[10:]]):
+            if body["model"] == "fault-disconnect" and n == 1:
+                raise RuntimeError("connection dropped on purpose")
+            yield chunk({"content": piece})
+            await asyncio.sleep(0.01)
+        yield chunk({}, "stop")
+        if (body.get("stream_options") or {}).get("include_usage"):
+            yield f"data: {json.dumps({'id': 'chatcmpl-1', 'object': 'chat.completion.chunk', 'created': 0, 'model': body['model'], 'choices': [], 'usage': usage})}\n\n".encode()
+        yield b"data: [DONE]\n\n"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Served:
+    """An ASGI app served by uvicorn on a loopback port, in a background thread."""
+
+    def __init__(self, app: Any) -> None:
+        self.port = free_port()
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> Served:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)

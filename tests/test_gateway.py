@@ -1,0 +1,212 @@
+"""The gateway between the official SDKs and a local fake upstream (real HTTP on loopback)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from ctxbudget.gateway import GatewayConfig, create_app
+from ctxbudget.session import SQLiteStore
+
+from .fake_upstream import FakeUpstream, Served
+
+SYSTEM = "You are a careful legal assistant. " * 200
+
+
+@pytest.fixture()
+def stack(tmp_path: Path) -> Iterator[tuple[FakeUpstream, str, Path]]:
+    fake = FakeUpstream()
+    with Served(fake.app) as upstream:
+        store = tmp_path / "gw.db"
+        config = GatewayConfig(
+            anthropic_upstream=upstream.url,
+            openai_upstream=upstream.url,
+            store_path=str(store),
+            timeout_seconds=1.0,
+        )
+        with Served(create_app(config)) as gateway:
+            yield fake, gateway.url, store
+
+
+def _anthropic(url: str, **headers: str) -> anthropic.Anthropic:
+    return anthropic.Anthropic(
+        base_url=url, api_key="sk-ant-test-key", max_retries=0, default_headers=headers
+    )
+
+
+def _openai(url: str, **headers: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=url + "/v1", api_key="sk-test-key", max_retries=0, default_headers=headers)
+
+
+def test_anthropic_sdk_non_streaming_multi_turn_session(stack: tuple[FakeUpstream, str, Path]) -> None:
+    fake, url, store = stack
+    client = _anthropic(url, **{"X-Ctxbudget-Session": "case-1"})
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "When was notice given?"}]
+    first = client.messages.create(
+        model="claude-sonnet-4-6", max_tokens=300, system=SYSTEM, messages=messages
+    )
+    assert first.content[0].text.startswith("echo: When was notice")
+    assert (
+        first.usage.cache_creation_input_tokens > 0
+    )  # the gateway planned a breakpoint on the long system prompt
+    messages += [
+        {"role": "assistant", "content": first.content[0].text},
+        {"role": "user", "content": "And EX-04?"},
+    ]
+    second = client.messages.create(
+        model="claude-sonnet-4-6", max_tokens=300, system=SYSTEM, messages=messages
+    )
+    assert second.usage.cache_read_input_tokens > 0
+    assert any("sk-ant-test-key" in value for value in fake.headers[0].values())  # the client's key, as sent
+    assert "anthropic-version" in fake.headers[0]
+    assert "x-ctxbudget-session" not in fake.headers[0]
+    turns = SQLiteStore(store).turns("case-1")
+    assert [t.index for t in turns] == [1, 2]
+    assert turns[1].usage["actual"]["cache_read_tokens"] == second.usage.cache_read_input_tokens
+    assert turns[1].usage["estimated"]["exact"] is False
+
+
+def test_client_cache_control_survives_the_trip(stack: tuple[FakeUpstream, str, Path]) -> None:
+    fake, url, _ = stack
+    system = [{"type": "text", "text": "short rules", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
+    _anthropic(url).messages.create(
+        model="claude-sonnet-4-6",
+        max_tokens=50,
+        system=system,  # type: ignore[arg-type]
+        messages=[
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}],
+            }
+        ],
+    )
+    sent = fake.received[-1]
+    assert sent["system"] == system
+    assert sent["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+
+
+def test_anthropic_sdk_streaming(stack: tuple[FakeUpstream, str, Path]) -> None:
+    _, url, store = stack
+    with _anthropic(url, **{"X-Ctxbudget-Session": "s"}).messages.stream(
+        model="claude-sonnet-4-6", max_tokens=100, messages=[{"role": "user", "content": "Stream please"}]
+    ) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text == "echo: Stream please"
+    assert final.usage.output_tokens == 7
+    assert SQLiteStore(store).turns("s")[0].answer == "echo: Stream please"
+
+
+def test_openai_sdk_non_streaming_and_streaming(stack: tuple[FakeUpstream, str, Path]) -> None:
+    fake, url, store = stack
+    client = _openai(url, **{"X-Ctxbudget-Session": "oa"})
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Hello there"}]
+    reply = client.chat.completions.create(model="gpt-4o", messages=messages)  # type: ignore[arg-type]
+    assert reply.choices[0].message.content == "echo: Hello there"
+    again = client.chat.completions.create(model="gpt-4o", messages=messages)  # type: ignore[arg-type]
+    assert again.usage is not None and again.usage.prompt_tokens_details.cached_tokens > 0  # type: ignore[union-attr]
+    chunks = client.chat.completions.create(
+        model="gpt-4o",
+        messages=messages,
+        stream=True,  # type: ignore[arg-type]
+        stream_options={"include_usage": True},
+    )
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == "echo: Hello there"
+    assert fake.headers[0]["authorization"] == "Bearer sk-test-key"
+    usage = SQLiteStore(store).turns("oa")[1].usage["actual"]
+    assert usage["cache_read_tokens"] > 0 and usage["input_tokens"] >= usage["cache_read_tokens"]
+
+
+def test_count_tokens_is_answered_locally(stack: tuple[FakeUpstream, str, Path]) -> None:
+    fake, url, _ = stack
+    result = _anthropic(url).messages.count_tokens(
+        model="claude-sonnet-4-6", messages=[{"role": "user", "content": "count me"}]
+    )
+    assert result.input_tokens > 0
+    raw = httpx.post(
+        url + "/v1/messages/count_tokens",
+        json={"model": "claude-sonnet-4-6", "messages": [{"role": "user", "content": "x"}]},
+    ).json()
+    assert raw["exact"] is False and raw["safety_factor"] > 1
+    assert fake.received == []
+
+
+def test_cost_ceiling_refuses_before_sending(tmp_path: Path) -> None:
+    fake = FakeUpstream()
+    with Served(fake.app) as upstream:
+        config = GatewayConfig(
+            anthropic_upstream=upstream.url,
+            openai_upstream=upstream.url,
+            store_path=str(tmp_path / "c.db"),
+            cost_ceiling_usd=0.001,
+        )
+        with Served(create_app(config)) as gateway:
+            with pytest.raises(anthropic.BadRequestError) as info:
+                _anthropic(gateway.url).messages.create(
+                    model="claude-sonnet-4-6",
+                    max_tokens=4000,
+                    messages=[{"role": "user", "content": "expensive"}],
+                )
+            assert "ceiling" in str(info.value) and "$0.0010" in str(info.value)
+            with pytest.raises(openai.BadRequestError, match="ceiling"):
+                _openai(gateway.url).chat.completions.create(
+                    model="gpt-4", max_tokens=4000, messages=[{"role": "user", "content": "x"}]
+                )
+    assert fake.received == []
+
+
+def test_upstream_faults_reach_the_client_in_the_provider_shape(
+    stack: tuple[FakeUpstream, str, Path],
+) -> None:
+    _, url, store = stack
+    client = _anthropic(url, **{"X-Ctxbudget-Session": "faults"})
+    with pytest.raises(anthropic.APIStatusError) as server_error:
+        client.messages.create(model="fault-500", max_tokens=10, messages=[{"role": "user", "content": "x"}])
+    assert server_error.value.status_code == 502 and "500" in str(server_error.value)
+    with pytest.raises(anthropic.APIStatusError) as timeout:
+        client.messages.create(
+            model="fault-timeout", max_tokens=10, messages=[{"role": "user", "content": "x"}]
+        )
+    assert timeout.value.status_code == 504
+    with pytest.raises(anthropic.APIError, match="dropped"), client.messages.stream(
+        model="fault-disconnect", max_tokens=10, messages=[{"role": "user", "content": "x"}]
+    ) as stream:
+        "".join(stream.text_stream)
+    with pytest.raises(openai.APIError):
+        for _ in _openai(url).chat.completions.create(
+            model="fault-disconnect", stream=True, messages=[{"role": "user", "content": "x"}]
+        ):
+            pass
+    assert "faults" not in SQLiteStore(store).names()  # nothing half-recorded
+
+
+def test_body_limit_health_and_metrics(tmp_path: Path) -> None:
+    fake = FakeUpstream()
+    with Served(fake.app) as upstream:
+        config = GatewayConfig(
+            anthropic_upstream=upstream.url,
+            openai_upstream=upstream.url,
+            store_path=str(tmp_path / "m.db"),
+            max_body_bytes=2000,
+        )
+        with Served(create_app(config)) as gateway:
+            big = {"model": "gpt-4o", "messages": [{"role": "user", "content": "x" * 5000}]}
+            too_big = httpx.post(gateway.url + "/v1/chat/completions", json=big)
+            assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "request_too_large"
+            assert httpx.get(gateway.url + "/healthz").json() == {"status": "ok"}
+            httpx.post(
+                gateway.url + "/v1/chat/completions",
+                json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
+            )
+            metrics = httpx.get(gateway.url + "/metrics").text
+    assert 'ctxbudget_requests_total{outcome="request_too_large",route="/v1/chat/completions"} 1.0' in metrics
+    assert "ctxbudget_input_tokens_total" in metrics and "ctxbudget_fit_decisions_total" in metrics
+    assert json.loads(json.dumps(fake.received))[-1]["messages"][0]["content"] == "hi"
