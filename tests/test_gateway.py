@@ -176,9 +176,12 @@ def test_upstream_faults_reach_the_client_in_the_provider_shape(
             model="fault-timeout", max_tokens=10, messages=[{"role": "user", "content": "x"}]
         )
     assert timeout.value.status_code == 504
-    with pytest.raises(anthropic.APIError, match="dropped"), client.messages.stream(
-        model="fault-disconnect", max_tokens=10, messages=[{"role": "user", "content": "x"}]
-    ) as stream:
+    with (
+        pytest.raises(anthropic.APIError, match="dropped"),
+        client.messages.stream(
+            model="fault-disconnect", max_tokens=10, messages=[{"role": "user", "content": "x"}]
+        ) as stream,
+    ):
         "".join(stream.text_stream)
     with pytest.raises(openai.APIError):
         for _ in _openai(url).chat.completions.create(
