@@ -37,6 +37,7 @@ bench: build/example.json build/legal_context.json
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python bench/bench_fit.py build/example.json
 	$(BIN)/python bench/bench_assemble.py build/legal_context.json
+	$(BIN)/python bench/bench_gateway.py
 
 catalog: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,catalog]'

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 __all__ = ["FitReport", "ItemReport"]
@@ -48,10 +48,12 @@ class FitReport:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict with snake_case keys (lists, not tuples)."""
-        out = asdict(self)
+        # Built field by field: dataclasses.asdict deep-copies every value and was most of the
+        # cost of a small fit.
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["components_truncated"] = list(self.components_truncated)
         out["warnings"] = list(self.warnings)
-        out["items"] = [asdict(i) for i in self.items]
+        out["items"] = [{f.name: getattr(i, f.name) for f in fields(i)} for i in self.items]
         out["budgets"] = dict(self.budgets)
         out["overhead_parts"] = dict(self.overhead_parts)
         return out
