@@ -213,3 +213,70 @@ def test_body_limit_health_and_metrics(tmp_path: Path) -> None:
     assert 'ctxbudget_requests_total{outcome="request_too_large",route="/v1/chat/completions"} 1.0' in metrics
     assert "ctxbudget_input_tokens_total" in metrics and "ctxbudget_fit_decisions_total" in metrics
     assert json.loads(json.dumps(fake.received))[-1]["messages"][0]["content"] == "hi"
+
+
+def test_with_a_tiered_policy_requests_are_assembled(tmp_path: Path) -> None:
+    fake = FakeUpstream()
+    with Served(fake.app) as upstream:
+        config = GatewayConfig(
+            anthropic_upstream=upstream.url,
+            openai_upstream=upstream.url,
+            store_path=str(tmp_path / "p.db"),
+            policy="legal-review",
+        )
+        with Served(create_app(config)) as gateway:
+            client = _anthropic(gateway.url, **{"X-Ctxbudget-Session": "tiered"})
+            reply = client.messages.create(
+                model="claude-sonnet-4-6",
+                max_tokens=200,
+                system=SYSTEM,
+                metadata={"user_id": "u-1"},
+                messages=[{"role": "user", "content": "Was notice given?"}],
+            )
+            assert reply.content[0].text == "echo: Was notice given?"
+            with pytest.raises(anthropic.BadRequestError, match="volatile"):
+                client.messages.create(
+                    model="claude-sonnet-4-6",
+                    max_tokens=200,
+                    system=SYSTEM + " Today is 2026-11-30.",
+                    messages=[{"role": "user", "content": "x"}],
+                )
+    sent = fake.received[0]
+    assert sent["metadata"] == {"user_id": "u-1"}  # fields the assembly does not own pass through
+    assert sent["system"][0]["cache_control"] == {
+        "type": "ephemeral",
+        "ttl": "1h",
+    }  # the pinned tier, cached 1 h
+    assert len(fake.received) == 1  # the refused request never reached the upstream
+
+
+def test_usage_is_normalized_and_calibration_rises_fast_and_falls_on_evidence() -> None:
+    from ctxbudget.gateway.usage import Calibration, normalize_usage
+
+    anthropic_usage = normalize_usage(
+        "anthropic",
+        {
+            "input_tokens": 10,
+            "cache_read_input_tokens": 100,
+            "cache_creation_input_tokens": 5,
+            "output_tokens": 3,
+        },
+    )
+    openai_usage = normalize_usage(
+        "openai",
+        {"prompt_tokens": 115, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 100}},
+    )
+    assert anthropic_usage is not None and openai_usage is not None
+    assert (anthropic_usage.input_tokens, anthropic_usage.uncached_tokens) == (115, 10)
+    assert (openai_usage.input_tokens, openai_usage.cache_read_tokens, openai_usage.uncached_tokens) == (
+        115,
+        100,
+        15,
+    )
+    calibration = Calibration(window=3)
+    assert calibration.observe("m", 100, 140, default=1.3) == 1.4  # rises at once
+    assert calibration.observe("m", 100, 110, default=1.3) == 1.4
+    assert calibration.observe("m", 100, 112, default=1.3) == 1.4  # the window still holds 1.4
+    assert (
+        calibration.observe("m", 100, 115, default=1.3) == 1.15
+    )  # three below it: falls to the highest seen

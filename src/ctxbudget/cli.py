@@ -821,6 +821,7 @@ def serve_command(
             max_body_bytes=max_body_bytes,
             timeout_seconds=timeout_seconds,
             catalog_paths=catalogs,
+            policy=policy_ref,
         )
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         click.echo(

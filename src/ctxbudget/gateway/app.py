@@ -25,11 +25,13 @@ import httpx
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
+from ..assemble import assemble
 from ..catalog.catalog import Catalog, load_catalog
 from ..catalog.values import ModelSpec, TokenizerSpec
 from ..cost import price_turn
-from ..errors import BudgetExceeded, ConfigError, CtxBudgetError
+from ..errors import BudgetExceeded, ConfigError, CostCeilingExceeded, CtxBudgetError
 from ..fitting import fit
+from ..policy import load_policy
 from ..session.store import SessionMeta, SQLiteStore
 from ..session.turns import Turn
 from .config import GatewayConfig
@@ -131,6 +133,8 @@ class Gateway:
         timeout = httpx.Timeout(config.timeout_seconds, connect=min(10.0, config.timeout_seconds))
         self.client = httpx.AsyncClient(timeout=timeout, transport=transport)
         self._locks: dict[str, asyncio.Lock] = {}
+        self.policy = load_policy(config.policy) if config.policy else None
+        self._previous: dict[str, Mapping[str, Any]] = {}
         self._ids = itertools.count(1)
 
     def upstream(self, provider: Provider) -> str:
@@ -158,10 +162,49 @@ class Gateway:
         override = Catalog(models=(dataclasses.replace(base, id=model, tokenizer=calibrated),))
         return self.catalog.merged(override), spec, tokenizer.safety_factor
 
+    def _assemble(self, provider: Provider, body: dict[str, Any], session: str, model: str) -> Prepared:
+        """Map the chat body onto the policy's tiers, assemble, and keep every other field."""
+        assert self.policy is not None
+        catalog, spec, _ = self._catalog_for(model)
+        try:
+            result = assemble(
+                body,
+                policy=self.policy,
+                model=model,
+                format=provider.name,
+                input_format=provider.name,
+                previous=self._previous.get(session),
+                catalog=catalog,
+                cost_ceiling_usd=self.config.cost_ceiling_usd,
+            )
+        except CostCeilingExceeded as exc:
+            self.metrics.decisions.labels("refused").inc()
+            raise Refusal(400, f"ctxbudget: {exc}; nothing was sent", "cost_ceiling_exceeded") from exc
+        except BudgetExceeded as exc:
+            self.metrics.decisions.labels("refused").inc()
+            raise Refusal(400, f"ctxbudget: {exc}", "context_too_large") from exc
+        except CtxBudgetError as exc:
+            raise Refusal(400, f"ctxbudget: {exc}", "invalid_request") from exc
+        assembled = result.request
+        assert isinstance(assembled, dict)
+        keys = ("system", "messages") if provider.name == "anthropic" else ("messages",)
+        out = {**body, **{k: assembled[k] for k in keys if k in assembled}}
+        report = {
+            **result.report,
+            "tokens_after": result.report["tokens"],
+            "tokens_before": result.report["tokens"],
+        }
+        self._previous[session] = result.report
+        self.metrics.decisions.labels("assembled").inc()
+        proxy = round(report["tokens"] / (report["safety_factor"] or 1.0)) if not report["exact"] else 0
+        return Prepared(out, model, session, _last_user_text(body), report, report["cost_usd"], proxy, spec)
+
     def prepare(self, provider: Provider, body: dict[str, Any], session: str) -> Prepared:
         model = body.get("model")
         if not isinstance(model, str) or not model:
             raise Refusal(400, "`model` is required", "invalid_request")
+        if self.policy is not None:
+            return self._assemble(provider, body, session, model)
         catalog, spec, base_factor = self._catalog_for(model)
         reserve = body.get("max_tokens") or body.get("max_completion_tokens")
         try:

@@ -20,3 +20,5 @@ class GatewayConfig:
     max_body_bytes: int = 8 * 1024 * 1024
     timeout_seconds: float = 600.0
     catalog_paths: tuple[str, ...] = ()
+    # With a tiered policy, chat bodies are mapped onto its tiers and assembled instead of fitted.
+    policy: str | None = None
