@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench catalog clean
+.PHONY: demo test lint bench bench-retention catalog clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -38,6 +38,9 @@ bench: build/example.json build/legal_context.json
 	$(BIN)/python bench/bench_fit.py build/example.json
 	$(BIN)/python bench/bench_assemble.py build/legal_context.json
 	$(BIN)/python bench/bench_gateway.py
+
+bench-retention: $(STAMP)
+	$(BIN)/python bench/bench_retention.py
 
 catalog: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,catalog]'

@@ -134,6 +134,11 @@ def main() -> None:
     help="Document scores: desc for similarities, asc for distances.",
 )
 @click.option(
+    "--split-documents",
+    is_flag=True,
+    help="Split an over-long document into passages and keep the ones that match the query.",
+)
+@click.option(
     "--document-order",
     type=click.Choice(["ranked", "original"]),
     default="ranked",
@@ -152,6 +157,7 @@ def fit_command(
     on_overflow: str,
     score_order: str,
     document_order: str,
+    split_documents: bool,
 ) -> None:
     """Fit a request (JSON file or stdin) into the model's window and print the result."""
     request = _read_json(source)
@@ -167,6 +173,7 @@ def fit_command(
             on_overflow=on_overflow,  # type: ignore[arg-type]
             score_order=score_order,  # type: ignore[arg-type]
             document_order=document_order,  # type: ignore[arg-type]
+            split_documents=split_documents,
             catalog=load_catalog(catalogs),
         )
         if as_json:

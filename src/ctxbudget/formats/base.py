@@ -87,6 +87,8 @@ class Plan:
     placeholder_after: int | None = None
     placeholder_omitted: int = 0
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # Documents split into passages: index -> verbatim regions (start, end, citation) of its text.
+    document_slices: Mapping[int, tuple[tuple[int, int, str], ...]] = field(default_factory=dict)
 
     def kept(self, key: ItemKey) -> bool:
         """Whether the item survives (kept or truncated)."""

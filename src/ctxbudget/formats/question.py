@@ -146,6 +146,27 @@ def render_text(request: Mapping[str, Any]) -> str:
     return "".join(s.text for chunk in QuestionFormat().render(request).chunks for s in chunk)
 
 
+def _documents_out(document: Mapping[str, Any], index: int, plan: Plan) -> list[dict[str, Any]]:
+    """The document itself, or its selected passages: verbatim slices with offsets and citation."""
+    regions = plan.document_slices.get(index)
+    if regions is None:
+        return [copy.deepcopy(dict(document))]
+    text = str(document["page_content"])
+    lead = len(text) - len(text.lstrip())
+    out = []
+    for start, end, citation in regions:
+        entry = copy.deepcopy(dict(document))
+        entry["page_content"] = text[lead + start : lead + end]
+        entry["metadata"] = {
+            **(document.get("metadata") or {}),
+            "offsets": [lead + start, lead + end],
+            "citation": citation,
+            "passage_of": index,
+        }
+        out.append(entry)
+    return out
+
+
 class QuestionFormat:
     """``{"role", "questions", "documents", "history", "instructions", ...}`` -> one prompt text."""
 
@@ -214,7 +235,9 @@ class QuestionFormat:
                 for i, entry in enumerate(request["questions"])
             ]
         if "documents" in request:
-            out["documents"] = [copy.deepcopy(request["documents"][i]) for i in plan.document_order]
+            out["documents"] = [
+                d for i in plan.document_order for d in _documents_out(request["documents"][i], i, plan)
+            ]
         if "history" in request:
             out["history"] = self._history(request["history"], by_key, plan)
         return out

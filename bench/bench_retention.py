@@ -1,0 +1,99 @@
+"""Evidence retention on real question-answering data (make bench-retention).
+
+For each probe of ../shared/data/retention: a `question` request with the probe's question and its
+document, fitted with split_documents at 4k, 8k and 16k tokens (gpt-4o, exact counts, no reply
+reserve). A probe is retained when every gold span is still verbatim in the rendered prompt.
+Head-only and tail-only truncation of the same document to the same budget are measured in the same
+run. Skips with a message when the data folder is absent.
+
+    python bench/bench_retention.py [--limit N] [--data DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from ctxbudget import fit, get_encoding, render_question
+
+BUDGETS = (4000, 8000, 16000)
+MODEL = "gpt-4o"
+
+
+def load(folder: Path) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    docs = {}
+    with (folder / "docs.jsonl").open(encoding="utf-8") as handle:
+        for line in handle:
+            doc = json.loads(line)
+            docs[doc["doc_id"]] = doc["text"]
+    with (folder / "probes.jsonl").open(encoding="utf-8") as handle:
+        probes = [json.loads(line) for line in handle]
+    return docs, probes
+
+
+def overhead(question: str) -> int:
+    """Tokens of the prompt around the document (markup, question)."""
+    enc = get_encoding("o200k_base")
+    empty = render_question({"questions": [{"text": question}], "documents": [{"page_content": "x"}]})
+    return len(enc.encode(empty))
+
+
+def head_tail(text: str, budget: int) -> tuple[str, str]:
+    enc = get_encoding("o200k_base").tiktoken  # type: ignore[attr-defined]
+    tokens = enc.encode_ordinary(text)
+    return enc.decode(tokens[:budget]), enc.decode(tokens[-budget:] if budget else [])
+
+
+def retained(spans: list[list[int]], text: str, output: str) -> bool:
+    return all(text[a:b] in output for a, b in spans)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "retention"))
+    parser.add_argument("--limit", type=int, default=0, help="probes per dataset (0: all)")
+    args = parser.parse_args()
+    folder = Path(args.data)
+    if not (folder / "probes.jsonl").exists():
+        print(f"skipped: no retention data at {folder} (it is not part of the repository)")
+        return
+    docs, probes = load(folder)
+    counts: dict[tuple[str, int, str], int] = defaultdict(int)
+    totals: dict[str, int] = defaultdict(int)
+    seconds: dict[str, float] = defaultdict(float)
+    per_dataset: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for probe in probes:
+        per_dataset[probe["dataset"]].append(probe)
+    for dataset, items in sorted(per_dataset.items()):
+        chosen = items[: args.limit] if args.limit else items
+        for n, probe in enumerate(chosen, 1):
+            text = docs[probe["doc_id"]]
+            totals[dataset] += 1
+            request = {"questions": [{"text": probe["question"]}], "documents": [{"page_content": text}]}
+            around = overhead(probe["question"])
+            for budget in BUDGETS:
+                started = time.perf_counter()
+                result = fit(request, model=MODEL, max_context_tokens=budget, reserve_output_tokens=0,
+                             split_documents=True)
+                seconds[dataset] += time.perf_counter() - started
+                counts[(dataset, budget, "ctxbudget")] += retained(probe["spans"], text, render_question(result.request))
+                head, tail = head_tail(text, max(0, budget - around))
+                counts[(dataset, budget, "head")] += retained(probe["spans"], text, head)
+                counts[(dataset, budget, "tail")] += retained(probe["spans"], text, tail)
+            if n % 100 == 0:
+                print(f"  {dataset}: {n}/{len(chosen)} probes", file=sys.stderr)
+    print(f"{'dataset':14} {'budget':>7} {'ctxbudget':>10} {'head-only':>10} {'tail-only':>10} {'probes':>7}")
+    for dataset in sorted(totals):
+        for budget in BUDGETS:
+            row = [counts[(dataset, budget, k)] / totals[dataset] for k in ("ctxbudget", "head", "tail")]
+            print(f"{dataset:14} {budget:>7,} {row[0]:>10.1%} {row[1]:>10.1%} {row[2]:>10.1%} {totals[dataset]:>7}")
+        print(f"{dataset:14} fit time per document and budget: {seconds[dataset] / (3 * totals[dataset]) * 1000:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,226 @@
+"""Query-aware passage selection from one long text, with exact offsets and citations.
+
+Splitting keeps exact character offsets into the original: a transcript splits by speaker turn
+(``Name: ...``) or Q/A line, a numbered record by its ``page:line`` lines, a contract by paragraph
+or clause; units are grouped into passages of at most ``max_tokens`` (a unit over the cap is cut at
+sentence ends). Each passage carries a citation (a ``page:line`` range when the text is numbered,
+else its character range). Scoring is BM25 against the query and the issue tags, plus small
+configurable bonuses (neighbour continuity, protected tags). Selection takes the best passages
+first under a token budget, grows contiguous regions through cheap gaps, and returns verbatim
+slices in document order, adjacent passages merged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .bm25 import bm25_scores, terms
+from .sentences import iter_sentence_ends
+
+__all__ = ["Passage", "PassageWeights", "Region", "select_regions", "split_passages"]
+
+_SPEAKER = re.compile(r"^[^\s:][^\n:]{0,40}:\s", re.MULTILINE)
+_PAGE_LINE = re.compile(r"^(\d{1,4}:\d{1,3})\s", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A slice ``text[start:end]`` of the original, with its citation."""
+
+    start: int
+    end: int
+    citation: str
+
+
+@dataclass(frozen=True)
+class Region:
+    """Consecutive selected passages merged: one verbatim slice and its citation."""
+
+    start: int
+    end: int
+    citation: str
+    passages: tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PassageWeights:
+    """Scoring bonuses (all configurable; BM25 stays the base score)."""
+
+    neighbour: float = 0.3
+    protected_tag: float = 1.0
+    # Largest window as a share of the budget: several windows cover evidence in several places.
+    window_share: float = 1.0
+
+
+def _units(text: str) -> list[tuple[int, int]]:
+    """Lines for transcripts and numbered records; paragraphs otherwise (exact offsets, newline kept)."""
+    lines = text.splitlines(keepends=True)
+    line_like = len(_SPEAKER.findall(text)) + len(_PAGE_LINE.findall(text)) > len(lines) * 0.3
+    units: list[tuple[int, int]] = []
+    position = 0
+    if line_like:
+        for line in lines:
+            units.append((position, position + len(line)))
+            position += len(line)
+        return units
+    for paragraph in re.split(r"(\n\s*\n)", text):
+        if units and not paragraph.strip():
+            units[-1] = (units[-1][0], units[-1][1] + len(paragraph))
+        elif paragraph:
+            units.append((position, position + len(paragraph)))
+        position += len(paragraph)
+    return units
+
+
+def _cut(text: str, start: int, end: int, max_chars: int) -> list[tuple[int, int]]:
+    """A unit over the cap, cut at sentence ends (or hard at the cap)."""
+    pieces: list[tuple[int, int]] = []
+    begin = start
+    for stop in (*(start + e for e in iter_sentence_ends(text[start:end])), end):
+        if stop - begin >= max_chars or stop == end:
+            pieces.append((begin, stop))
+            begin = stop
+    if begin < end:
+        pieces.append((begin, end))
+    out: list[tuple[int, int]] = []
+    for a, b in pieces:
+        out += (
+            [(x, min(b, x + max_chars)) for x in range(a, b, max_chars)]
+            if b - a > 2 * max_chars
+            else [(a, b)]
+        )
+    return [(a, b) for a, b in out if b > a]
+
+
+def _citation(text: str, start: int, end: int) -> str:
+    marks = _PAGE_LINE.findall(text[start:end])
+    if marks:
+        return marks[0] if len(marks) == 1 else f"{marks[0]}-{marks[-1]}"
+    return f"chars {start}-{end}"
+
+
+def split_passages(text: str, count: Callable[[int, int], int], max_tokens: int = 256) -> list[Passage]:
+    """Passages of ``text`` of at most about ``max_tokens`` (``count(start, end)`` gives tokens)."""
+    max_chars = max(200, max_tokens * 4)
+    units: list[tuple[int, int]] = []
+    for start, end in _units(text):
+        units += _cut(text, start, end, max_chars) if end - start > max_chars else [(start, end)]
+    passages: list[Passage] = []
+    begin = units[0][0] if units else 0
+    for n, (_, end) in enumerate(units):
+        last = n + 1 == len(units)
+        if last or count(begin, units[n + 1][1]) > max_tokens:
+            passages.append(Passage(begin, end, _citation(text, begin, end)))
+            begin = end
+    return passages
+
+
+# Function words and the words questions are framed with: they say nothing about where the answer is.
+QUERY_STOPWORDS = frozenset(
+    """a an the and or but of to in on at for with by from as is are was were be been being it its this that
+    these those there their they them we our you your he she his her i me my do does did done what which who whom
+    whose when where why how about into over under than then so if not no any all some more most other such can
+    could would should will shall may might must also very just only own same too s t summarize summarise summary
+    discuss discussed discussion describe explain said say says tell talk talked think thought opinion mention
+    mentioned give list briefly overall whole""".split()
+)
+
+
+def content_query(query: str) -> str:
+    """The query without function words and question framing (the query itself if nothing is left)."""
+    kept = [t for t in terms(query) if t not in QUERY_STOPWORDS]
+    return " ".join(kept) if kept else query
+
+
+def _scores(
+    text: str, passages: Sequence[Passage], query: str, protected_tags: Sequence[str], weights: PassageWeights
+) -> list[float]:
+    base = bm25_scores(content_query(query), [text[p.start : p.end] for p in passages])
+    top = max(base, default=0.0) or 1.0
+    scores = [s / top for s in base]
+    smoothed = []
+    for i, score in enumerate(scores):
+        neighbours = [scores[j] for j in (i - 1, i + 1) if 0 <= j < len(scores)]
+        smoothed.append(
+            score + weights.neighbour * (sum(neighbours) / len(neighbours) if neighbours else 0.0)
+        )
+    for i, passage in enumerate(passages):
+        if any(tag.lower() in text[passage.start : passage.end].lower() for tag in protected_tags):
+            smoothed[i] += weights.protected_tag
+    return smoothed
+
+
+def _best_window(
+    scores: Sequence[float], costs: Sequence[int], cap: int, taken: set[int]
+) -> tuple[int, int] | None:
+    """The contiguous run of untaken passages with the highest score mass whose cost fits ``cap``
+    (two pointers over positive costs; ties: the earlier run)."""
+    best: tuple[float, int, int] | None = None
+    left, mass, cost = 0, 0.0, 0
+    for right in range(len(costs)):
+        if right in taken:
+            left, mass, cost = right + 1, 0.0, 0
+            continue
+        mass += scores[right]
+        cost += costs[right]
+        while cost > cap and left <= right:
+            mass -= scores[left]
+            cost -= costs[left]
+            left += 1
+        if left <= right and (best is None or mass > best[0] + 1e-12):
+            best = (mass, left, right)
+    return (best[1], best[2]) if best else None
+
+
+def select_regions(
+    text: str,
+    passages: Sequence[Passage],
+    costs: Sequence[int],
+    budget: int,
+    *,
+    query: str,
+    protected_tags: Sequence[str] = (),
+    weights: PassageWeights | None = None,
+    region_cost: int = 0,
+) -> list[Region]:
+    """Verbatim regions within ``budget`` tokens (``region_cost`` per region for its framing).
+
+    Evidence is usually a contiguous stretch of discussion, and a quote survives only if all of it
+    is kept, so selection takes whole windows: the contiguous run of passages with the most
+    relevance (BM25 against the query and tags, with the bonuses) that fits the budget left, then
+    the best run in what remains, and so on; regions come back in document order.
+    """
+    weights = weights or PassageWeights()
+    scores = [
+        s + 1e-6 for s in _scores(text, passages, query, protected_tags, weights)
+    ]  # ties favour coverage
+    taken: set[int] = set()
+    runs: list[tuple[int, int]] = []
+    remaining = budget
+    while remaining - region_cost > 0:
+        cap = max(int(budget * weights.window_share), 1) if runs or weights.window_share < 1 else remaining
+        window = _best_window(scores, costs, min(cap, remaining) - region_cost, taken)
+        if window is None:
+            break
+        first, last = window
+        runs.append(window)
+        taken.update(range(first, last + 1))
+        remaining -= region_cost + sum(costs[first : last + 1])
+    runs.sort()
+    merged: list[list[int]] = []
+    for first, last in runs:
+        if merged and merged[-1][1] == first - 1:
+            merged[-1][1] = last
+        else:
+            merged.append([first, last])
+    return [
+        Region(
+            passages[a].start,
+            passages[b].end,
+            _citation(text, passages[a].start, passages[b].end),
+            tuple(range(a, b + 1)),
+        )
+        for a, b in merged
+    ]
