@@ -119,12 +119,7 @@ def split_passages(text: str, count: Callable[[int, int], int], max_tokens: int 
 
 # Function words and the words questions are framed with: they say nothing about where the answer is.
 QUERY_STOPWORDS = frozenset(
-    """a an the and or but of to in on at for with by from as is are was were be been being it its this that
-    these those there their they them we our you your he she his her i me my do does did done what which who whom
-    whose when where why how about into over under than then so if not no any all some more most other such can
-    could would should will shall may might must also very just only own same too s t summarize summarise summary
-    discuss discussed discussion describe explain said say says tell talk talked think thought opinion mention
-    mentioned give list briefly overall whole""".split()
+    ["a", "an", "the", "and", "or", "but", "of", "to", "in", "on", "at", "for", "with", "by", "from", "as", "is", "are", "was", "were", "be", "been", "being", "it", "its", "this", "that", "these", "those", "there", "their", "they", "them", "we", "our", "you", "your", "he", "she", "his", "her", "i", "me", "my", "do", "does", "did", "done", "what", "which", "who", "whom", "whose", "when", "where", "why", "how", "about", "into", "over", "under", "than", "then", "so", "if", "not", "no", "any", "all", "some", "more", "most", "other", "such", "can", "could", "would", "should", "will", "shall", "may", "might", "must", "also", "very", "just", "only", "own", "same", "too", "s", "t", "summarize", "summarise", "summary", "discuss", "discussed", "discussion", "describe", "explain", "said", "say", "says", "tell", "talk", "talked", "think", "thought", "opinion", "mention", "mentioned", "give", "list", "briefly", "overall", "whole"]
 )
 
 

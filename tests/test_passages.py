@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import itertools
+
+from ctxbudget import fit, render_question
+from ctxbudget.trim.passages import content_query, select_regions, split_passages
+
+TRANSCRIPT = "".join(
+    f"Speaker {'AB'[n % 2]}: turn {n} about {'the budget and costs' if 40 <= n < 48 else 'weather and lunch'} "
+    f"with some filler words to make it longer.\n"
+    for n in range(120)
+)
+NUMBERED = "".join(f"{p}:{line:02d} Q. Question {p}-{line}?\n" for p in range(1, 6) for line in range(1, 26))
+CONTRACT = "\n\n".join(
+    f"{n}. Clause {n}. The receiving party shall keep the information confidential." for n in range(1, 30)
+)
+
+
+def _count(text: str):  # a fake tokenizer for algorithm tests: four characters a token
+    return lambda a, b: max(1, (b - a) // 4)
+
+
+def test_passages_cover_the_text_exactly_and_respect_the_cap() -> None:
+    for text in (TRANSCRIPT, NUMBERED, CONTRACT):
+        passages = split_passages(text, _count(text), max_tokens=64)
+        assert passages[0].start == 0 and passages[-1].end == len(text)
+        assert all(a.end == b.start for a, b in itertools.pairwise(passages))
+        assert all((p.end - p.start) // 4 <= 64 + 40 for p in passages)
+
+
+def test_citations_are_page_line_ranges_when_numbered() -> None:
+    passages = split_passages(NUMBERED, _count(NUMBERED), max_tokens=64)
+    assert passages[0].citation.startswith("1:01-")
+    assert split_passages(CONTRACT, _count(CONTRACT))[0].citation.startswith("chars 0-")
+
+
+def test_selection_keeps_the_relevant_stretch_verbatim_in_order() -> None:
+    passages = split_passages(TRANSCRIPT, _count(TRANSCRIPT), max_tokens=40)
+    costs = [max(1, (p.end - p.start) // 4) for p in passages]
+    regions = select_regions(
+        TRANSCRIPT, passages, costs, 200, query="What was said about the budget and costs?"
+    )
+    kept = "".join(TRANSCRIPT[r.start : r.end] for r in regions)
+    assert all(f"turn {n} about the budget" in kept for n in range(40, 48))
+    assert [r.start for r in regions] == sorted(r.start for r in regions)
+    assert sum(costs[i] for r in regions for i in r.passages) <= 200
+
+
+def test_question_framing_words_do_not_steer_the_search() -> None:
+    assert content_query("Summarize the discussion about the XML format") == "xml format"
+    assert content_query("What did they say?") == "What did they say?"
+
+
+def test_fit_splits_an_over_long_document_into_cited_verbatim_passages() -> None:
+    request = {
+        "questions": [{"text": "What about the budget and costs?"}],
+        "documents": [{"page_content": TRANSCRIPT, "metadata": {"source": "meeting"}}],
+    }
+    result = fit(
+        request, model="gpt-4o", max_context_tokens=600, reserve_output_tokens=0, split_documents=True
+    )
+    docs = result.request["documents"]
+    assert docs and all(d["metadata"]["source"] == "meeting" for d in docs)
+    for doc in docs:
+        a, b = doc["metadata"]["offsets"]
+        assert TRANSCRIPT[a:b] == doc["page_content"]
+        assert doc["metadata"]["citation"]
+    assert "turn 44 about the budget and costs" in render_question(result.request)
+    without = fit(request, model="gpt-4o", max_context_tokens=600, reserve_output_tokens=0)
+    assert without.request["documents"] == []  # the seed's behaviour: an over-long document is dropped whole
