@@ -14,8 +14,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from .base import Item, ItemKey, Owner, Plan, Rendering, Segment
 from .chat import (
     apply_history,
@@ -25,7 +23,7 @@ from .chat import (
     text_part_indexes,
     with_content_text,
 )
-from .wire import validate_body
+from .wire import OpenModel, validate_body
 
 __all__ = ["AnthropicFormat"]
 
@@ -33,20 +31,16 @@ TOKENS_PER_MESSAGE = 3
 IMAGE_ESTIMATE = 1600  # Anthropic: about (width * height) / 750 tokens; ~1.2 megapixels
 
 
-class _Open(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class _Block(_Open):
+class _Block(OpenModel):
     type: str
 
 
-class _Message(_Open):
+class _Message(OpenModel):
     role: Literal["user", "assistant"]
     content: str | list[_Block]
 
 
-class _Body(_Open):
+class _Body(OpenModel):
     system: str | list[_Block] | None = None
     messages: list[_Message]
     tools: list[dict[str, Any]] | None = None

@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from .base import Item, Owner, Plan, Rendering, Segment
 from .chat import (
     apply_history,
@@ -23,7 +21,7 @@ from .chat import (
     text_part_indexes,
     with_content_text,
 )
-from .wire import validate_body
+from .wire import OpenModel, validate_body
 
 __all__ = ["OpenAIFormat"]
 
@@ -35,20 +33,16 @@ IMAGE_LOW_DETAIL = 85
 FUNC_INIT, PROP_INIT, PROP_KEY, ENUM_INIT, ENUM_ITEM, FUNC_END = 7, 3, 3, -3, 3, 12
 
 
-class _Open(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class _Function(_Open):
+class _Function(OpenModel):
     name: str
     arguments: str = ""
 
 
-class _ToolCall(_Open):
+class _ToolCall(OpenModel):
     function: _Function
 
 
-class _Message(_Open):
+class _Message(OpenModel):
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[dict[str, Any]] | None = None
     name: str | None = None
@@ -56,7 +50,7 @@ class _Message(_Open):
     tool_call_id: str | None = None
 
 
-class _Body(_Open):
+class _Body(OpenModel):
     messages: list[_Message]
     tools: list[dict[str, Any]] | None = None
 

@@ -13,10 +13,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from .base import PLACEHOLDER_TEMPLATE, Item, ItemKey, Owner, Plan, Rendering, Segment
-from .wire import validate_body
+from .wire import OpenModel, validate_body
 
 __all__ = ["QuestionFormat"]
 
@@ -31,35 +29,31 @@ JSON_INSTRUCTION = (
 )
 
 
-class _Open(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class _QuestionText(_Open):
+class _QuestionText(OpenModel):
     text: str
 
 
-class _Document(_Open):
+class _Document(OpenModel):
     page_content: str
     score: float | None = None
 
 
-class _History(_Open):
+class _History(OpenModel):
     role: str
     content: str
 
 
-class _Instruction(_Open):
+class _Instruction(OpenModel):
     subtitle: str
     instructions: str
 
 
-class _Example(_Open):
+class _Example(OpenModel):
     given: str
     result: str
 
 
-class _Question(_Open):
+class _Question(OpenModel):
     role: str = ""
     questions: list[_QuestionText] = []
     documents: list[_Document] = []

@@ -5,14 +5,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import InvalidRequestError
 from ..validation import first_error, json_path
 
-__all__ = ["json_path", "validate_body"]
+__all__ = ["OpenModel", "json_path", "validate_body"]
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class OpenModel(BaseModel):
+    """A request shape that validates what it names and keeps every field it does not."""
+
+    model_config = ConfigDict(extra="allow")
 
 
 def validate_body(model: type[M], request: Mapping[str, Any]) -> M:
