@@ -153,10 +153,6 @@ def _draft(setup: _Setup, targets: Mapping[int, int]) -> _Draft:
         select_tier(t, setup.request, setup.counter, targets, setup.query, setup.tags_query)
         for t in setup.policy.tiers
     )
-    for sel in selections:
-        used = sum(setup.counter.raw(render_item(i, t)) for i, t in sel.texts)
-        if sel.tier.eviction in ("never", "protected") and used > targets[sel.tier.index]:
-            sel.tier.check_fits(setup.counter.scale(used))
     blocks = _blocks(selections, setup.request.current)
     body = _render(setup, blocks, ())
     return _Draft(
@@ -165,13 +161,23 @@ def _draft(setup: _Setup, targets: Mapping[int, int]) -> _Draft:
 
 
 def _tier_excess(setup: _Setup, draft: _Draft, targets: dict[int, int]) -> bool:
-    """Lower the target of a tier over its ceiling; True if something changed."""
-    for sel, tier in zip(draft.selections, setup.policy.tiers, strict=True):
-        used = sum(setup.counter.raw(b.text) for b in draft.blocks if b.tier == tier.name)
-        if used > targets[tier.index] and tier.eviction in ("compact", "rolling") and targets[tier.index] > 0:
+    """Lower the target of a shrinkable tier whose rendered block is over it (True if one was);
+    a tier that may not shrink and is over its ceiling once rendered fails closed."""
+    for tier in setup.policy.tiers:
+        used = sum(n for b, n in zip(draft.blocks, draft.block_raw, strict=True) if b.tier == tier.name)
+        if used <= targets[tier.index]:
+            continue
+        if tier.eviction in ("never", "protected"):
+            scale = setup.counter.scale
+            raise BudgetExceeded(
+                available_tokens=tier.ceiling_tokens,
+                required_tokens=scale(used),
+                parts={f"tier {tier.index} {tier.name} ({tier.eviction}), as rendered": scale(used)},
+                hint=TIER_HINT,
+            )
+        if targets[tier.index] > 0:
             targets[tier.index] = max(0, targets[tier.index] - (used - targets[tier.index]) - 1)
             return True
-        del sel
     return False
 
 

@@ -16,7 +16,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .errors import TIER_HINT, BudgetExceeded, ConfigError
+from .errors import ConfigError
 from .validation import first_error
 
 __all__ = ["CompactionRules", "Policy", "Tier", "get_policy", "list_policies", "load_policy", "parse_policy"]
@@ -38,16 +38,6 @@ class Tier:
     # What compaction ranks against: the current question and the tags (changes every turn), or
     # the tags alone (stable across turns, so the compacted block stays in the cache).
     compact_query: Literal["question", "tags"] = "question"
-
-    def check_fits(self, tokens: int) -> None:
-        """Raise :class:`BudgetExceeded` naming this tier when ``tokens`` exceed its ceiling."""
-        if tokens > self.ceiling_tokens:
-            raise BudgetExceeded(
-                available_tokens=self.ceiling_tokens,
-                required_tokens=tokens,
-                parts={f"tier {self.index} {self.name} ({self.eviction})": tokens},
-                hint=TIER_HINT,
-            )
 
 
 @dataclass(frozen=True, kw_only=True)

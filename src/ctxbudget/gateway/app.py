@@ -137,16 +137,21 @@ class Gateway:
         self._previous: dict[str, Mapping[str, Any]] = {}
         self._ids = itertools.count(1)
 
+    def next_request_id(self) -> int:
+        """A number for the log line of each request."""
+        return next(self._ids)
+
     def upstream(self, provider: Provider) -> str:
         base = self.config.anthropic_upstream if provider.name == "anthropic" else self.config.openai_upstream
         return base.rstrip("/") + provider.path
 
     # ---- preparing -------------------------------------------------------------------------
-    def _catalog_for(self, model: str) -> tuple[Catalog, ModelSpec | None, float]:
+    def catalog_for(self, model: str) -> tuple[Catalog, ModelSpec | None]:
+        """The catalog with ``model``'s estimate factor replaced by the calibrated one, and its entry."""
         spec = self.catalog.find_model(model)
         tokenizer = self.catalog.tokenizer_for(model)
         if tokenizer.exact:
-            return self.catalog, spec, 1.0
+            return self.catalog, spec
         factor = self.calibration.factor(model, tokenizer.safety_factor)
         calibrated = TokenizerSpec(encoding=tokenizer.encoding, exact=False, safety_factor=factor)
         base = spec or ModelSpec(
@@ -160,12 +165,12 @@ class Gateway:
             cache=self.catalog.models[0].cache,
         )
         override = Catalog(models=(dataclasses.replace(base, id=model, tokenizer=calibrated),))
-        return self.catalog.merged(override), spec, tokenizer.safety_factor
+        return self.catalog.merged(override), spec
 
     def _assemble(self, provider: Provider, body: dict[str, Any], session: str, model: str) -> Prepared:
         """Map the chat body onto the policy's tiers, assemble, and keep every other field."""
         assert self.policy is not None
-        catalog, spec, _ = self._catalog_for(model)
+        catalog, spec = self.catalog_for(model)
         try:
             result = assemble(
                 body,
@@ -205,7 +210,7 @@ class Gateway:
             raise Refusal(400, "`model` is required", "invalid_request")
         if self.policy is not None:
             return self._assemble(provider, body, session, model)
-        catalog, spec, base_factor = self._catalog_for(model)
+        catalog, spec = self.catalog_for(model)
         reserve = body.get("max_tokens") or body.get("max_completion_tokens")
         try:
             result = fit(
@@ -241,7 +246,6 @@ class Gateway:
                 "cost_ceiling_exceeded",
             )
         proxy = round(report["tokens_after"] / (report["safety_factor"] or 1.0)) if not report["exact"] else 0
-        del base_factor
         return Prepared(out, model, session, _last_user_text(body), report, estimate, proxy, spec)
 
     @staticmethod

@@ -155,7 +155,7 @@ def _relay(
 def _proxy(provider: Provider) -> Any:
     async def handler(request: Request) -> Response:
         gateway: Gateway = request.app.state.gateway
-        rid, started, prepared, size = next(gateway._ids), time.perf_counter(), None, 0
+        rid, started, prepared, size = gateway.next_request_id(), time.perf_counter(), None, 0
         try:
             body = await _read_json(request, gateway)
             size = len(json.dumps(body))
@@ -184,7 +184,7 @@ async def _count_tokens(request: Request) -> Response:
     try:
         body = await _read_json(request, gateway)
         model = str(body.get("model", ""))
-        catalog = gateway._catalog_for(model)[0]
+        catalog = gateway.catalog_for(model)[0]
         result = await run_in_threadpool(count, body, model=model, format="anthropic", catalog=catalog)
     except Refusal as refusal:
         return _error(ANTHROPIC, refusal.status, str(refusal), refusal.code)
