@@ -42,8 +42,9 @@ def measure(rendering: Rendering, encoding: Encoding) -> Measurement:
             continue
         position = 0
         before = 0  # tokens starting before ``position``; each boundary is looked up once
+        ascii_only = len(analysis.data) == len(text)  # then characters are bytes
         for segment in chunk:
-            end = position + len(segment.text.encode("utf-8"))
+            end = position + (len(segment.text) if ascii_only else len(segment.text.encode("utf-8")))
             upto = analysis.tokens_starting_before(end)
             by_owner[segment.owner] += upto - before
             if segment.content and not isinstance(segment.owner, str):

@@ -18,6 +18,8 @@ __all__ = ["FitMemo", "freeze"]
 
 def freeze(value: Any) -> Hashable:
     """A hashable, order-preserving image of a JSON-like value (dict order is kept: it is output)."""
+    if type(value) is str:  # the bulk of any request: kept as is (a str never equals a tagged tuple)
+        return value
     if isinstance(value, dict):
         return ("{", tuple((k, freeze(v)) for k, v in value.items()))
     if isinstance(value, list | tuple):
