@@ -125,7 +125,7 @@ class FakeUpstream:
             if body["model"] == "fault-disconnect" and n == 1:
                 raise RuntimeError("connection dropped on purpose")
             yield event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": piece}})
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.5 if body["model"] == "slow-stream" else 0.01)
         yield event("content_block_stop", {"index": 0})
         yield event(
             "message_delta",

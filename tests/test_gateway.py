@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -280,3 +281,22 @@ def test_usage_is_normalized_and_calibration_rises_fast_and_falls_on_evidence() 
     assert (
         calibration.observe("m", 100, 115, default=1.3) == 1.15
     )  # three below it: falls to the highest seen
+
+
+def test_streams_are_relayed_as_they_arrive(stack: tuple[FakeUpstream, str, Path]) -> None:
+    _, url, _ = stack
+    body = {
+        "model": "slow-stream",
+        "max_tokens": 20,
+        "stream": True,
+        "messages": [{"role": "user", "content": "slow"}],
+    }
+    arrivals: list[tuple[float, bytes]] = []
+    started = time.monotonic()
+    with httpx.stream("POST", url + "/v1/messages", json=body, timeout=10) as response:
+        for chunk in response.iter_raw():
+            arrivals.append((time.monotonic() - started, chunk))
+    first_delta = next(t for t, c in arrivals if b"content_block_delta" in c)
+    assert (
+        arrivals[-1][0] - first_delta >= 0.8
+    )  # the first text came out while the upstream was still writing

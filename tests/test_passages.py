@@ -68,3 +68,33 @@ def test_fit_splits_an_over_long_document_into_cited_verbatim_passages() -> None
     assert "turn 44 about the budget and costs" in render_question(result.request)
     without = fit(request, model="gpt-4o", max_context_tokens=600, reserve_output_tokens=0)
     assert without.request["documents"] == []  # the seed's behaviour: an over-long document is dropped whole
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+lines = st.lists(
+    st.sampled_from(
+        ["Speaker A: budget talk.", "B: lunch.", "12:01 Q. What?", "", "Plain paragraph text here."]
+    )
+    | st.text(max_size=60),
+    max_size=60,
+).map("\n".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(lines, st.integers(8, 200), st.integers(0, 400))
+def test_passages_and_regions_invariants(text: str, cap: int, budget: int) -> None:
+    passages = split_passages(text, _count(text), max_tokens=cap)
+    if text:
+        assert passages[0].start == 0 and passages[-1].end == len(text)
+    assert all(a.end == b.start for a, b in itertools.pairwise(passages))
+    costs = [max(1, (p.end - p.start) // 4) for p in passages]
+    regions = select_regions(text, passages, costs, budget, query="budget talk", region_cost=3)
+    assert sum(costs[i] for r in regions for i in r.passages) + 3 * len(regions) <= budget
+    assert all(a.end <= b.start for a, b in itertools.pairwise(regions))
+    for region in regions:
+        assert (
+            region.start == passages[region.passages[0]].start
+            and region.end == passages[region.passages[-1]].end
+        )
