@@ -354,3 +354,19 @@ def test_yaml_policy_files_are_accepted(tmp_path: Path) -> None:
     path.write_text("name: y\nenvelope_tokens: -1\ntiers: []\n")
     with pytest.raises(ConfigError, match=r"p.yaml: \$\.envelope_tokens"):
         load_policy(str(path))
+
+
+def test_the_compact_tier_can_keep_passage_windows() -> None:
+    policy = parse_policy(
+        SMALL.replace('eviction = "compact"', 'eviction = "compact"\ncompact_method = "passages"'), "p"
+    )
+    body = request()
+    body["items"][2]["text"] = "".join(f"Speaker A: lot {n} arrived late.\n" for n in range(60)) + (
+        "Speaker B: the warranty notice was mailed by certified letter.\nSpeaker A: noted.\n"
+    )
+    result = run(body, policy=policy)
+    background = result.request["system"][2]["text"]
+    assert "Speaker B: the warranty notice was mailed by certified letter." in background
+    assert background in body["items"][2]["text"]  # one verbatim window
+    tier = next(t for t in result.report["tiers"] if t["name"] == "contextual")
+    assert tier["tokens"] <= tier["ceiling_tokens"]

@@ -38,6 +38,8 @@ class Tier:
     # What compaction ranks against: the current question and the tags (changes every turn), or
     # the tags alone (stable across turns, so the compacted block stays in the cache).
     compact_query: Literal["question", "tags"] = "question"
+    # How the compact tier reduces: verbatim sentences, or verbatim passage windows (trim/passages).
+    compact_method: Literal["sentences", "passages"] = "sentences"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,6 +88,7 @@ class _TierFile(BaseModel):
     cached: bool = False
     cache_ttl: CacheTTL = "5m"
     compact_query: Literal["question", "tags"] = "question"
+    compact_method: Literal["sentences", "passages"] = "sentences"
 
 
 class _CompactionFile(BaseModel):
@@ -157,6 +160,7 @@ def parse_policy(text: str, source: str) -> Policy:
                 cached=t.cached,
                 cache_ttl=t.cache_ttl,
                 compact_query=t.compact_query,
+                compact_method=t.compact_method,
             )
             for i, t in enumerate(parsed.tiers)
         ),

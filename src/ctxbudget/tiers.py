@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from .errors import TIER_HINT, BudgetExceeded, InvalidRequestError
 from .formats.context import ContextItem, ContextRequest
 from .policy import Tier
-from .tokens.counter import TokenCounter
+from .tokens.counter import TokenCounter, analyze
 from .trim.extract import extract_sentences
+from .trim.passages import select_regions, split_passages
 
 __all__ = ["ItemDecision", "TierSelection", "render_item", "select_tier"]
 
@@ -124,6 +125,8 @@ def _compact(
             texts=tuple((i, i.text) for i in items),
             decisions=tuple(_kept(i, costs[i.id], "within the tier's ceiling") for i in items),
         )
+    if tier.compact_method == "passages":
+        return _compact_passages(tier, items, counter, target, query, costs)
     extract = extract_sentences([i.text for i in items], max(0, target - 2 * len(items)), query, counter)
     texts: list[tuple[ContextItem, str]] = []
     decisions = []
@@ -144,6 +147,51 @@ def _compact(
                 _gone(item, costs[item.id], "dropped", "no sentence ranked high enough for the tier's budget")
             )
     return TierSelection(tier=tier, texts=tuple(texts), decisions=tuple(decisions))
+
+
+def _compact_passages(
+    tier: Tier,
+    items: list[ContextItem],
+    counter: TokenCounter,
+    target: int,
+    query: str,
+    costs: dict[str, int],
+) -> TierSelection:
+    """Verbatim passage windows over the tier's items, best relevance first, in document order."""
+    joined = "\n\n".join(i.text for i in items)
+    analysis = analyze(counter.encoding, joined)
+    ascii_only = joined.isascii()
+
+    def count(start: int, end: int) -> int:
+        if ascii_only:
+            return analysis.tokens_between(start, end)
+        return analysis.tokens_between(len(joined[:start].encode("utf-8")), len(joined[:end].encode("utf-8")))
+
+    passages = split_passages(joined, count)
+    regions = select_regions(
+        joined, passages, [count(p.start, p.end) for p in passages], target, query=query, region_cost=2
+    )
+    text = "\n\n".join(joined[r.start : r.end] for r in regions)
+    bounds, position = [], 0
+    for item in items:
+        bounds.append((position, position + len(item.text)))
+        position += len(item.text) + 2
+    decisions = []
+    for item, (a, b) in zip(items, bounds, strict=True):
+        kept = sum(max(0, min(b, r.end) - max(a, r.start)) for r in regions)
+        if kept:
+            decisions.append(
+                ItemDecision(
+                    id=item.id,
+                    action="compacted",
+                    tokens_before=costs[item.id],
+                    tokens_after=round(costs[item.id] * kept / max(1, b - a)),
+                    reason="passages: kept verbatim window(s) ranked by BM25",
+                )
+            )
+        else:
+            decisions.append(_gone(item, costs[item.id], "dropped", "outside the selected passage windows"))
+    return TierSelection(tier=tier, texts=((items[0], text),) if text else (), decisions=tuple(decisions))
 
 
 def _units(items: list[ContextItem]) -> list[list[ContextItem]]:
