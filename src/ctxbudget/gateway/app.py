@@ -275,13 +275,13 @@ class Gateway:
         ).total_usd
 
     def _store_turn(self, prepared: Prepared, answer: str, usage: Usage | None) -> None:
-        if prepared.session not in self.store.names():
-            # A concurrent request of the same session may have created it first.
+        index = self.store.count_turns(prepared.session) + 1
+        if index == 1:
+            # The first turn creates the session (a concurrent request may have created it already).
             with contextlib.suppress(ConfigError):
                 self.store.create(
                     SessionMeta(name=prepared.session, policy="gateway", model=prepared.model, base={})
                 )
-        index = self.store.count_turns(prepared.session) + 1
         usage_record = {
             "estimated": {
                 "input_tokens": prepared.report["tokens_after"],

@@ -129,7 +129,8 @@ class _AnalysisCache:
             self._held = 0
 
 
-_CACHE = _AnalysisCache(max_tokens=8_000_000)
+# About 40 bytes a cached token (ids, lengths, text): 2M tokens is ~80 MB at most.
+_CACHE = _AnalysisCache(max_tokens=2_000_000)
 
 
 def clear_count_cache() -> None:
