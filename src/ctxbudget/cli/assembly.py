@@ -1,0 +1,227 @@
+"""Tiered assembly commands: policies, assemble, verify-prefix."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ..assemble import assemble
+from ..catalog.catalog import load_catalog
+from ..policy import list_policies, load_policy
+from ..prefix import compare_prefixes
+from .base import (
+    CATALOG_OPTION,
+    EXIT_DIFFERS,
+    JSON_OPTION,
+    _read_json,
+    _run,
+    main,
+)
+
+
+@main.command("policies")
+@JSON_OPTION
+def policies_command(as_json: bool) -> None:
+    """List the bundled assembly policies and their tiers."""
+
+    def action() -> None:
+        rows: list[dict[str, Any]] = []
+        for name in list_policies():
+            policy = load_policy(name)
+            tiers = [
+                {
+                    "index": t.index,
+                    "name": t.name,
+                    "ceiling_tokens": t.ceiling_tokens,
+                    "eviction": t.eviction,
+                    "cached": t.cached,
+                    "cache_ttl": t.cache_ttl,
+                }
+                for t in policy.tiers
+            ]
+            rows.append(
+                {
+                    "name": policy.name,
+                    "description": policy.description,
+                    "envelope_tokens": policy.envelope_tokens,
+                    "reserve_output_tokens": policy.reserve_output_tokens,
+                    "cost_ceiling_usd": policy.cost_ceiling_usd,
+                    "tiers": tiers,
+                }
+            )
+        if as_json:
+            click.echo(json.dumps(rows, indent=2))
+            return
+        for row in rows:
+            click.echo(f"{row['name']}: {row['description']}")
+            for t in row["tiers"]:
+                cached = f"cached {t['cache_ttl']}" if t["cached"] else "not cached"
+                click.echo(
+                    f"  tier {t['index']} {t['name']:<12} {t['ceiling_tokens']:>7,} tokens  {t['eviction']:<9} {cached}"
+                )
+
+    _run(action)
+
+
+@main.command("assemble")
+@CATALOG_OPTION
+@JSON_OPTION
+@click.option("--model", required=True, help="Model id (must be in the catalog: the turn is priced).")
+@click.option(
+    "--policy",
+    "policy_ref",
+    default="legal-review",
+    show_default=True,
+    metavar="NAME|FILE",
+    help="A bundled policy name or a policy TOML file.",
+)
+@click.option(
+    "--format",
+    "format_",
+    type=click.Choice(["anthropic", "openai", "text"]),
+    default="anthropic",
+    show_default=True,
+    help="Body to render.",
+)
+@click.option(
+    "--input-format",
+    type=click.Choice(["context", "question", "openai", "anthropic"]),
+    help="Request format (detected when omitted).",
+)
+@click.option(
+    "--previous",
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="PREV.json",
+    help="The previous turn's `assemble --json` output: predicts cache reads.",
+)
+@click.option(
+    "--cost-ceiling",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="USD",
+    help="Per-turn ceiling [default: the policy's].",
+)
+@click.option(
+    "--expected-output-tokens",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Output tokens to price [default: the policy's].",
+)
+@click.option("--prompt-cache-key", metavar="KEY", help="OpenAI prompt_cache_key to set.")
+@click.argument("source", default="-", metavar="[FILE|-]")
+def assemble_command(
+    source: str,
+    model: str,
+    policy_ref: str,
+    format_: str,
+    input_format: str | None,
+    previous: str | None,
+    cost_ceiling: float | None,
+    expected_output_tokens: int | None,
+    prompt_cache_key: str | None,
+    catalogs: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Assemble a tiered request: the body to send on stdout, the report (tiers, breakpoints,
+    predicted cache reads and writes, cost, invariants) on stderr, or both as JSON with --json.
+
+    Exit codes: 2 bad input (a volatile value in a pinned tier is bad input), 3 cannot fit,
+    4 over the cost ceiling."""
+    request = _read_json(source)
+    prior = _read_json(previous) if previous else None
+
+    def action() -> None:
+        result = assemble(
+            request,
+            policy=load_policy(policy_ref),
+            model=model,
+            format=format_,  # type: ignore[arg-type]
+            previous=prior,
+            cost_ceiling_usd=cost_ceiling,
+            expected_output_tokens=expected_output_tokens,
+            prompt_cache_key=prompt_cache_key,
+            input_format=input_format,
+            catalog=load_catalog(catalogs),
+        )
+        if as_json:
+            click.echo(json.dumps({"request": result.request, "report": result.report}, ensure_ascii=False))
+            return
+        body = (
+            result.request
+            if isinstance(result.request, str)
+            else json.dumps(result.request, ensure_ascii=False)
+        )
+        click.echo(body)
+        print_assembly(result.report)
+
+    _run(action)
+
+
+def print_assembly(report: dict[str, Any]) -> None:
+    out = Console(stderr=True)
+    label = "exact" if report["exact"] else f"ESTIMATE x{report['safety_factor']:g}"
+    out.print(
+        f"{report['model']} ({label}) policy {report['policy']}: {report['tokens']:,} of "
+        f"{report['prompt_limit_tokens']:,} tokens"
+    )
+    table = Table("tier", "eviction", "ceiling", "tokens", "items kept", "changed")
+    for t in report["tiers"]:
+        kept = sum(1 for i in t["items"] if i["action"] in ("kept", "compacted"))
+        changed = sum(1 for i in t["items"] if i["action"] != "kept")
+        table.add_row(
+            f"{t['index']} {t['name']}",
+            t["eviction"],
+            f"{t['ceiling_tokens']:,}",
+            f"{t['tokens']:,}",
+            str(kept),
+            str(changed),
+        )
+    out.print(table)
+    for b in report["breakpoints"]:
+        out.print(
+            f"breakpoint after block {b['block']} ({b['tier']}, {b['ttl']}): {b['prefix_tokens']:,} tokens, {b['status']}"
+        )
+    cache = report["cache"]
+    out.print(
+        f"cache: read {cache['read_tokens']:,}, write {cache['write_tokens']:,}, uncached {cache['uncached_tokens']:,}; "
+        f"cost ${report['cost_usd']:.4f}"
+        + (f" (ceiling ${report['cost_ceiling_usd']:.2f})" if report["cost_ceiling_usd"] else "")
+    )
+    for name, status in report["invariants"].items():
+        out.print(f"{name}: {status}")
+    for line in report["degraded"] + report["warnings"]:
+        out.print(f"[yellow]note:[/] {line}")
+
+
+@main.command("verify-prefix")
+@JSON_OPTION
+@click.argument("first", type=click.Path(exists=True, dir_okay=False), metavar="A.json")
+@click.argument("second", type=click.Path(exists=True, dir_okay=False), metavar="B.json")
+def verify_prefix_command(first: str, second: str, as_json: bool) -> None:
+    """Check that two requests (bodies or `assemble --json` outputs) share a byte-identical cached
+    prefix. Exit 0 when identical, 1 with the first differing byte when not."""
+    a, b = _read_json(first), _read_json(second)
+
+    def action() -> None:
+        result = compare_prefixes(a, b, strict=not as_json)
+        if as_json:
+            click.echo(
+                json.dumps(
+                    {
+                        "identical": result.offset is None,
+                        "offset": result.offset,
+                        "bytes": [result.bytes_a, result.bytes_b],
+                        "sha256": [result.sha256_a, result.sha256_b],
+                    }
+                )
+            )
+            if result.offset is not None:
+                sys.exit(EXIT_DIFFERS)
+        else:
+            click.echo(f"cached prefixes identical: {result.bytes_a:,} bytes, sha256 {result.sha256_a}")
+
+    _run(action)

@@ -1,0 +1,100 @@
+"""Shared pieces of the ``ctxbudget`` command: the group, exit codes, input reading, options.
+
+Exit codes: 0 ok; 1 prefixes differ or an invariant broke; 2 bad input or usage (one line: what
+and where); 3 cannot fit; 4 over the cost ceiling. Configuration: an explicit option >
+environment (``CTXBUDGET_*``) > default.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from ..errors import BudgetExceeded, CostCeilingExceeded, CtxBudgetError, InvariantViolation, PrefixChanged
+
+EXIT_DIFFERS = 1
+EXIT_USAGE = 2
+EXIT_CANNOT_FIT = 3
+EXIT_COST = 4
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"ctxbudget: {message}", err=True)
+    sys.exit(code)
+
+
+def _read_json(source: str) -> Any:
+    try:
+        text = sys.stdin.read() if source == "-" else open(source, encoding="utf-8").read()  # noqa: SIM115
+    except OSError as exc:
+        _fail(f"cannot read {source}: {exc.strerror}", EXIT_USAGE)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        _fail(f"{source}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", EXIT_USAGE)
+
+
+def _run(action: Callable[[], None]) -> None:
+    try:
+        action()
+    except BudgetExceeded as exc:
+        _fail(str(exc), EXIT_CANNOT_FIT)
+    except CostCeilingExceeded as exc:
+        _fail(str(exc), EXIT_COST)
+    except (PrefixChanged, InvariantViolation) as exc:
+        _fail(str(exc), EXIT_DIFFERS)
+    except CtxBudgetError as exc:
+        _fail(str(exc), EXIT_USAGE)
+
+
+CATALOG_OPTION = click.option(
+    "--catalog",
+    "catalogs",
+    multiple=True,
+    envvar="CTXBUDGET_CATALOG",
+    metavar="FILE",
+    help="Extra catalog TOML adding or overriding models (repeatable; env CTXBUDGET_CATALOG).",
+)
+JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+
+
+def _common(func: F) -> F:
+    options = [
+        CATALOG_OPTION,
+        click.option(
+            "--format",
+            "format_",
+            type=click.Choice(["question", "openai", "anthropic"]),
+            help="Request format (detected when omitted).",
+        ),
+        JSON_OPTION,
+        click.option(
+            "--model", required=True, help="Model id, e.g. gpt-5, claude-sonnet-4-5, openai/gpt-4o."
+        ),
+        click.argument("source", default="-", metavar="[FILE|-]"),
+    ]
+    for option in options:
+        func = option(func)
+    return func
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="ctxbudget")
+def main() -> None:
+    """Fit LLM requests into a token budget, exactly and deterministically, offline."""
+
+
+STORE_OPTION = click.option(
+    "--store",
+    "store_path",
+    default="sessions.db",
+    show_default=True,
+    envvar="CTXBUDGET_STORE",
+    metavar="FILE",
+    help="SQLite session store (env CTXBUDGET_STORE).",
+)

@@ -1,0 +1,109 @@
+"""The gateway command: serve."""
+
+from __future__ import annotations
+
+import click
+
+from ..policy import load_policy
+from .base import (
+    CATALOG_OPTION,
+    EXIT_USAGE,
+    STORE_OPTION,
+    _fail,
+    _run,
+    main,
+)
+
+
+@main.command("serve")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Interface to bind (loopback by default)."
+)
+@click.option("--port", default=8787, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--policy",
+    "policy_ref",
+    default=None,
+    metavar="NAME|FILE",
+    help="Take the per-request cost ceiling from this policy.",
+)
+@click.option(
+    "--cost-ceiling",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="USD",
+    help="Refuse requests estimated above this cost (overrides --policy's).",
+)
+@STORE_OPTION
+@click.option(
+    "--anthropic-upstream",
+    default="https://api.anthropic.com",
+    show_default=True,
+    envvar="CTXBUDGET_ANTHROPIC_UPSTREAM",
+    metavar="URL",
+    help="Where /v1/messages is forwarded (fixed; never taken from a request).",
+)
+@click.option(
+    "--openai-upstream",
+    default="https://api.openai.com",
+    show_default=True,
+    envvar="CTXBUDGET_OPENAI_UPSTREAM",
+    metavar="URL",
+    help="Where /v1/chat/completions is forwarded.",
+)
+@click.option("--max-body-bytes", default=8 * 1024 * 1024, show_default=True, type=click.IntRange(min=1024))
+@click.option(
+    "--timeout",
+    "timeout_seconds",
+    default=600.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="Upstream timeout in seconds.",
+)
+@CATALOG_OPTION
+def serve_command(
+    host: str,
+    port: int,
+    policy_ref: str | None,
+    cost_ceiling: float | None,
+    store_path: str,
+    anthropic_upstream: str,
+    openai_upstream: str,
+    max_body_bytes: int,
+    timeout_seconds: float,
+    catalogs: tuple[str, ...],
+) -> None:
+    """Serve the Anthropic- and OpenAI-compatible gateway: point an SDK's base URL at it."""
+    import logging
+
+    try:
+        import uvicorn
+
+        from ..gateway import GatewayConfig, create_app
+    except ImportError:
+        _fail("the gateway needs its extra: pip install 'ctxbudget[gateway]'", EXIT_USAGE)
+
+    def action() -> None:
+        ceiling = (
+            cost_ceiling
+            if cost_ceiling is not None
+            else (load_policy(policy_ref).cost_ceiling_usd if policy_ref else None)
+        )
+        config = GatewayConfig(
+            host=host,
+            port=port,
+            anthropic_upstream=anthropic_upstream,
+            openai_upstream=openai_upstream,
+            store_path=store_path,
+            cost_ceiling_usd=ceiling,
+            max_body_bytes=max_body_bytes,
+            timeout_seconds=timeout_seconds,
+            catalog_paths=catalogs,
+            policy=policy_ref,
+        )
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        click.echo(
+            f"ctxbudget gateway on http://{host}:{port} -> anthropic {anthropic_upstream}, openai {openai_upstream}"
+        )
+        uvicorn.run(create_app(config), host=host, port=port, log_level="warning")
+
+    _run(action)

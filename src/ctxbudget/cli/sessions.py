@@ -1,0 +1,275 @@
+"""Session and simulation commands: session new/add/show/list/export, simulate."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from .assembly import print_assembly
+from .base import (
+    JSON_OPTION,
+    STORE_OPTION,
+    _read_json,
+    _run,
+    main,
+)
+
+
+@main.command("simulate")
+@click.argument(
+    "scenario", required=False, type=click.Path(exists=True, dir_okay=False), metavar="[SCENARIO]"
+)
+@click.option(
+    "--model", default=None, help="Model id [default: the scenario's, claude-sonnet-4-5 for the bundled one]."
+)
+@click.option(
+    "--policy", "policy_ref", default=None, metavar="NAME|FILE", help="Policy [default: the scenario's]."
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Write DIR/turns.json, DIR/summary.json and DIR/chart.png.",
+)
+@click.option(
+    "--store",
+    "store_path",
+    default=":memory:",
+    show_default=True,
+    metavar="FILE",
+    help="SQLite file for the simulated session.",
+)
+@JSON_OPTION
+def simulate_command(
+    scenario: str | None,
+    model: str | None,
+    policy_ref: str | None,
+    out_dir: str | None,
+    store_path: str,
+    as_json: bool,
+) -> None:
+    """Replay a scenario (default: the bundled 10-turn deposition review) through sessions and
+    assembly; print per-turn tokens, cache, cost and latency, the summary, and the comparison with
+    raw injection and naive truncation."""
+    from ..simulation.report import write_outputs
+    from ..simulation.runner import run_simulation
+    from ..simulation.scenario import bundled_scenario, parse_scenario
+
+    def action() -> None:
+        plan = parse_scenario(_read_json(scenario)) if scenario else bundled_scenario()
+        result = run_simulation(plan, model=model, policy=policy_ref, store_path=store_path)
+        written = write_outputs(result, out_dir) if out_dir else []
+        if as_json:
+            payload = {"turns": result.turns, "summary": result.summary, "strategies": result.strategies}
+            click.echo(json.dumps(payload))
+            return
+        _print_simulation(result)
+        for path in written:
+            click.echo(f"wrote {path}")
+
+    _run(action)
+
+
+def _print_simulation(result: Any) -> None:
+    console = Console(width=150)
+    table = Table(
+        "turn",
+        "input",
+        "pinned",
+        "critical",
+        "contextual",
+        "volatile",
+        "cache read",
+        "written",
+        "uncached",
+        "cost $",
+        "ceiling",
+        "ms",
+    )
+    for t in result.turns:
+        tiers = list(t["tiers"].values()) + [0] * 4
+        table.add_row(
+            str(t["turn"]),
+            f"{t['input_tokens']:,}",
+            *(f"{v:,}" for v in tiers[:4]),
+            f"{t['cache_read_tokens']:,}",
+            f"{t['cache_write_tokens']:,}",
+            f"{t['uncached_tokens']:,}",
+            f"{t['cost_usd']:.4f}",
+            "ok" if t["within_ceiling"] else "OVER",
+            f"{t['assembly_ms']:.0f}",
+        )
+    console.print(table)
+    s = result.summary
+    console.print(
+        f"turns 2..{s['turns']}: {s['cache_hit_ratio']:.1%} of input tokens read from cache; cost mean ${s['mean_cost_usd']:.4f}, "
+        f"max ${s['max_cost_usd']:.4f}, {s['turns_over_ceiling']} over the ceiling; p95 assembly {s['p95_assembly_ms']:.0f} ms; "
+        f"evidence verbatim {s['evidence_verbatim_ratio']:.0%}; max input {s['max_input_tokens']:,} tokens"
+    )
+    for c in s["compactions"]:
+        console.print(
+            f"compaction of turns {c['turns']}: {c['tokens_before']:,} -> {c['tokens_after']:,} tokens ({c['reduction']:.0%} cut)"
+        )
+    compare = Table("strategy", "mean input", "mean $/turn", "max $/turn", "evidence kept", "cache")
+    for row in result.strategies:
+        compare.add_row(
+            row["strategy"],
+            f"{row['mean_input_tokens']:,}",
+            f"{row['mean_cost_usd']:.4f}",
+            f"{row['max_cost_usd']:.4f}",
+            f"{row['evidence_kept']:.0%}",
+            row["cache"],
+        )
+    console.print(compare)
+
+
+@main.group("session")
+def session_group() -> None:
+    """Work with stored sessions: new, add, show, list, export."""
+
+
+@session_group.command("new")
+@click.argument("name")
+@click.option(
+    "--base",
+    "base_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    metavar="FILE",
+    help='The stable items every turn starts from ({"items": [...]}, e.g. playbook and evidence).',
+)
+@click.option("--policy", "policy_ref", default="legal-review", show_default=True, metavar="NAME|FILE")
+@click.option("--model", required=True, help="Model id (in the catalog).")
+@STORE_OPTION
+def session_new(name: str, base_file: str, policy_ref: str, model: str, store_path: str) -> None:
+    """Create a session."""
+    from ..session import Session, SQLiteStore
+
+    base = _read_json(base_file)
+
+    def action() -> None:
+        Session.create(SQLiteStore(store_path), name, policy=policy_ref, model=model, base=base)
+        click.echo(f"created session {name!r} in {store_path}")
+
+    _run(action)
+
+
+@session_group.command("add")
+@click.argument("name")
+@click.option("--question", required=True, help="The user's question for this turn.")
+@click.option("--answer", default="", help="The model's answer, when known (recorded with the turn).")
+@click.option(
+    "--tool-result", "tool_results", multiple=True, metavar="NAME=CONTENT", help="A tool result (repeatable)."
+)
+@click.option("--tag", "tags", multiple=True, help="An issue tag for this turn (repeatable).")
+@click.option(
+    "--format",
+    "format_",
+    type=click.Choice(["anthropic", "openai", "text"]),
+    default="anthropic",
+    show_default=True,
+)
+@STORE_OPTION
+@JSON_OPTION
+def session_add(
+    name: str,
+    question: str,
+    answer: str,
+    tool_results: tuple[str, ...],
+    tags: tuple[str, ...],
+    format_: str,
+    store_path: str,
+    as_json: bool,
+) -> None:
+    """Assemble the next turn of a session, print it, and record the turn (compacting when due)."""
+    from ..session import Session, SQLiteStore, ToolResult
+
+    def action() -> None:
+        results = []
+        for spec in tool_results:
+            tool, sep, content = spec.partition("=")
+            if not sep:
+                raise click.BadParameter(f"{spec!r} is not NAME=CONTENT", param_hint="--tool-result")
+            results.append(ToolResult(name=tool, content=content))
+        session = Session(SQLiteStore(store_path), name)
+        prepared = session.prepare(question, tool_results=results, tags=tags, format=format_)
+        turn = session.record(prepared, answer)
+        if as_json:
+            click.echo(
+                json.dumps({"request": prepared.assembly.request, "report": turn.report}, ensure_ascii=False)
+            )
+        else:
+            body = prepared.assembly.request
+            click.echo(body if isinstance(body, str) else json.dumps(body, ensure_ascii=False))
+            print_assembly(dict(turn.report))
+
+    _run(action)
+
+
+@session_group.command("list")
+@STORE_OPTION
+def session_list(store_path: str) -> None:
+    """List the sessions in the store."""
+    from ..session import SQLiteStore
+
+    def action() -> None:
+        for name in SQLiteStore(store_path).names():
+            click.echo(name)
+
+    _run(action)
+
+
+@session_group.command("show")
+@click.argument("name")
+@STORE_OPTION
+def session_show(name: str, store_path: str) -> None:
+    """Show a session's turns (tokens, cache, cost) and its ledger."""
+    from ..session import SQLiteStore
+
+    def action() -> None:
+        store = SQLiteStore(store_path)
+        meta = store.meta(name)
+        click.echo(f"session {name}: policy {meta.policy}, model {meta.model}")
+        for turn in store.turns(name):
+            report = turn.report
+            cache = report.get("cache", {})
+            click.echo(
+                f"turn {turn.index}: {report.get('tokens', 0):,} tokens, read {cache.get('read_tokens', 0):,}, "
+                f"written {cache.get('write_tokens', 0):,}, ${report.get('cost_usd', 0):.4f} - {turn.question[:60]}"
+            )
+        for entry in store.ledger(name):
+            click.echo("ledger " + json.dumps(entry, ensure_ascii=False))
+
+    _run(action)
+
+
+@session_group.command("export")
+@click.argument("name")
+@STORE_OPTION
+def session_export(name: str, store_path: str) -> None:
+    """Print a session as JSON: metadata, turns (with reports and usage) and ledger."""
+    from ..session import SQLiteStore
+
+    def action() -> None:
+        store = SQLiteStore(store_path)
+        meta = store.meta(name)
+        click.echo(
+            json.dumps(
+                {
+                    "name": name,
+                    "policy": meta.policy,
+                    "model": meta.model,
+                    "base": meta.base,
+                    "turns": [t.to_dict() for t in store.turns(name)],
+                    "ledger": store.ledger(name),
+                },
+                ensure_ascii=False,
+            )
+        )
+
+    _run(action)
