@@ -98,3 +98,20 @@ def test_passages_and_regions_invariants(text: str, cap: int, budget: int) -> No
             region.start == passages[region.passages[0]].start
             and region.end == passages[region.passages[-1]].end
         )
+
+
+def test_several_over_long_documents_are_split_in_one_fit() -> None:
+    other = TRANSCRIPT.replace("budget and costs", "hiring and salaries")
+    request = {
+        "questions": [{"text": "What about the budget and costs, and hiring and salaries?"}],
+        "documents": [{"page_content": TRANSCRIPT}, {"page_content": other}],
+    }
+    result = fit(
+        request, model="gpt-4o", max_context_tokens=1400, reserve_output_tokens=0, split_documents=True
+    )
+    sources = {d["metadata"]["passage_of"] for d in result.request["documents"]}
+    assert sources == {0, 1}
+    rendered = render_question(result.request)
+    assert (
+        "turn 44 about the budget and costs" in rendered and "turn 44 about the hiring and salaries" in rendered
+    )

@@ -10,7 +10,7 @@ sent; if boundary effects push it over, the pool shrinks by the excess and the p
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -37,9 +37,9 @@ from .tokens.registry import get_encoding, registry_version
 from .trim.documents import OutputOrder, ScoreOrder, select_documents
 from .trim.extract import clear_sentence_cache
 from .trim.history import select_history
-from .trim.passages import select_regions, split_passages
 from .trim.shares import proportional_shares
-from .trim.text import TextSpan, truncate_text
+from .trim.split import split_documents
+from .trim.text import truncate_text
 
 __all__ = ["FitResult", "clear_caches", "count", "fit"]
 
@@ -146,7 +146,14 @@ def _plan(ctx: _Context, budgets: Mapping[Component, int]) -> Plan:
     slices: dict[int, tuple[tuple[int, int, str], ...]] = {}
     if ctx.split_documents and "documents" not in zero:
         left = budgets["documents"] - sum(ctx.cost(d) for d in docs if d.index in selection.order)
-        slices, split_decisions = split_dropped(ctx, [d for d in docs if d.index not in order], left, query)
+        slices, split_decisions = split_documents(
+            [d for d in docs if d.index not in order],
+            left,
+            query,
+            cost=ctx.cost,
+            framing=ctx.framing,
+            span_of=ctx.measured.spans.get,
+        )
         decisions |= split_decisions
         order = order + tuple(slices)
     history = ctx.of("history")
@@ -164,58 +171,6 @@ def _plan(ctx: _Context, budgets: Mapping[Component, int]) -> Plan:
     )
     decisions |= {("history", i): d for i, d in chosen.decisions.items()}
     return Plan(decisions, order, chosen.placeholder_after, chosen.omitted, document_slices=slices)
-
-
-MIN_PASSAGE_BUDGET = 32
-
-
-def _char_counter(text: str, span: TextSpan) -> Callable[[int, int], int]:
-    """Tokens of ``text[a:b]`` read from the encode of the whole rendered prompt (no new encode)."""
-    ascii_only = text.isascii()
-    memo = [0, 0]  # last (char, byte): calls mostly move forward
-
-    def byte_of(char: int) -> int:
-        if ascii_only:
-            return char
-        base_char, base_byte = memo if char >= memo[0] else (0, 0)
-        byte = base_byte + len(text[base_char:char].encode("utf-8"))
-        memo[0], memo[1] = char, byte
-        return byte
-
-    def count(start: int, end: int) -> int:
-        a = byte_of(start)
-        return span.analysis.tokens_between(span.byte_start + a, span.byte_start + byte_of(end))
-
-    return count
-
-
-def split_dropped(
-    ctx: _Context, dropped: list[Item], budget: int, query: str
-) -> tuple[dict[int, tuple[tuple[int, int, str], ...]], dict[ItemKey, Decision]]:
-    """Over-long documents that did not fit whole: their best passages, verbatim, in the budget left."""
-    slices: dict[int, tuple[tuple[int, int, str], ...]] = {}
-    decisions: dict[ItemKey, Decision] = {}
-    for doc in sorted(dropped, key=lambda d: -ctx.cost(d)):
-        span = ctx.measured.spans.get(doc.key)
-        if span is None or budget < MIN_PASSAGE_BUDGET or ctx.cost(doc) <= budget:
-            continue
-        count = _char_counter(doc.text, span)
-        passages = split_passages(doc.text, count)
-        costs = [count(p.start, p.end) for p in passages]
-        regions = select_regions(
-            doc.text, passages, costs, budget, query=query, region_cost=ctx.framing(doc) + 2
-        )
-        if not regions:
-            continue
-        slices[doc.index] = tuple((r.start, r.end, r.citation) for r in regions)
-        budget -= sum(costs[i] for r in regions for i in r.passages) + len(regions) * (ctx.framing(doc) + 2)
-        cited = ", ".join(r.citation for r in regions[:4]) + (" ..." if len(regions) > 4 else "")
-        decisions[doc.key] = Decision(
-            "truncated",
-            f"split into {len(passages)} passages; kept {len(regions)} verbatim region(s) ranked by "
-            f"BM25 against the query: {cited}",
-        )
-    return slices, decisions
 
 
 def _empty_plan(ctx: _Context) -> Plan:
