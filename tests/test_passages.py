@@ -113,5 +113,6 @@ def test_several_over_long_documents_are_split_in_one_fit() -> None:
     assert sources == {0, 1}
     rendered = render_question(result.request)
     assert (
-        "turn 44 about the budget and costs" in rendered and "turn 44 about the hiring and salaries" in rendered
+        "turn 44 about the budget and costs" in rendered
+        and "turn 44 about the hiring and salaries" in rendered
     )
