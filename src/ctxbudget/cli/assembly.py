@@ -15,11 +15,13 @@ from ..catalog.catalog import load_catalog
 from ..policy import list_policies, load_policy
 from ..prefix import compare_prefixes
 from .base import (
+    BODY_FORMAT_OPTION,
     CATALOG_OPTION,
     EXIT_DIFFERS,
     JSON_OPTION,
     _read_json,
     _run,
+    echo_body,
     main,
 )
 
@@ -80,14 +82,7 @@ def policies_command(as_json: bool) -> None:
     metavar="NAME|FILE",
     help="A bundled policy name or a policy TOML file.",
 )
-@click.option(
-    "--format",
-    "format_",
-    type=click.Choice(["anthropic", "openai", "text"]),
-    default="anthropic",
-    show_default=True,
-    help="Body to render.",
-)
+@BODY_FORMAT_OPTION
 @click.option(
     "--input-format",
     type=click.Choice(["context", "question", "openai", "anthropic"]),
@@ -150,12 +145,7 @@ def assemble_command(
         if as_json:
             click.echo(json.dumps({"request": result.request, "report": result.report}, ensure_ascii=False))
             return
-        body = (
-            result.request
-            if isinstance(result.request, str)
-            else json.dumps(result.request, ensure_ascii=False)
-        )
-        click.echo(body)
+        echo_body(result.request)
         print_assembly(result.report)
 
     _run(action)

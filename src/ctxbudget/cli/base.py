@@ -98,3 +98,17 @@ STORE_OPTION = click.option(
     metavar="FILE",
     help="SQLite session store (env CTXBUDGET_STORE).",
 )
+
+BODY_FORMAT_OPTION = click.option(
+    "--format",
+    "format_",
+    type=click.Choice(["anthropic", "openai", "text"]),
+    default="anthropic",
+    show_default=True,
+    help="Body to render.",
+)
+
+
+def echo_body(body: Any) -> None:
+    """Print a rendered body: plain text as it is, a provider body as JSON."""
+    click.echo(body if isinstance(body, str) else json.dumps(body, ensure_ascii=False))

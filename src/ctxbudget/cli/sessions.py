@@ -11,10 +11,12 @@ from rich.table import Table
 
 from .assembly import print_assembly
 from .base import (
+    BODY_FORMAT_OPTION,
     JSON_OPTION,
     STORE_OPTION,
     _read_json,
     _run,
+    echo_body,
     main,
 )
 
@@ -167,13 +169,7 @@ def session_new(name: str, base_file: str, policy_ref: str, model: str, store_pa
     "--tool-result", "tool_results", multiple=True, metavar="NAME=CONTENT", help="A tool result (repeatable)."
 )
 @click.option("--tag", "tags", multiple=True, help="An issue tag for this turn (repeatable).")
-@click.option(
-    "--format",
-    "format_",
-    type=click.Choice(["anthropic", "openai", "text"]),
-    default="anthropic",
-    show_default=True,
-)
+@BODY_FORMAT_OPTION
 @STORE_OPTION
 @JSON_OPTION
 def session_add(
@@ -204,8 +200,7 @@ def session_add(
                 json.dumps({"request": prepared.assembly.request, "report": turn.report}, ensure_ascii=False)
             )
         else:
-            body = prepared.assembly.request
-            click.echo(body if isinstance(body, str) else json.dumps(body, ensure_ascii=False))
+            echo_body(prepared.assembly.request)
             print_assembly(dict(turn.report))
 
     _run(action)
