@@ -236,6 +236,7 @@ class _Priced:
     cost: TurnCost
     body: dict[str, Any] | str
     warnings: tuple[str, ...]
+    total_tokens: int
 
 
 def _price(setup: _Setup, draft: _Draft, previous_hashes: frozenset[str], output_tokens: int) -> _Priced:
@@ -254,7 +255,7 @@ def _price(setup: _Setup, draft: _Draft, previous_hashes: frozenset[str], output
         read_tokens=prediction.read_tokens,
         output_tokens=output_tokens,
     )
-    return _Priced(draft, tuple(points), prediction, cost, body, tuple(warnings))
+    return _Priced(draft, tuple(points), prediction, cost, body, tuple(warnings), total)
 
 
 def _within_ceiling(
@@ -332,7 +333,7 @@ def _report(
     scale = setup.counter.scale
     draft = priced.draft
     pinned_sha, pinned_status = _pinned_check(priced, previous)
-    total = scale(_measure(setup, priced.body))
+    total = priced.total_tokens
     tiers = []
     for sel in draft.selections:
         used = sum(n for b, n in zip(draft.blocks, draft.block_raw, strict=True) if b.tier == sel.tier.name)
