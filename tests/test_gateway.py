@@ -300,3 +300,12 @@ def test_streams_are_relayed_as_they_arrive(stack: tuple[FakeUpstream, str, Path
     assert (
         arrivals[-1][0] - first_delta >= 0.8
     )  # the first text came out while the upstream was still writing
+
+
+def test_text_that_mentions_cache_control_does_not_stop_the_planned_breakpoint() -> None:
+    from ctxbudget.gateway.app import _has_cache_control
+
+    assert _has_cache_control(
+        {"system": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}]}
+    )
+    assert not _has_cache_control({"messages": [{"role": "user", "content": "what is cache_control?"}]})

@@ -103,8 +103,13 @@ def _session_id(request: Request, provider: Provider, body: Mapping[str, Any]) -
     return "auto-" + hashlib.sha256(stable.encode("utf-8")).hexdigest()[:16]
 
 
-def _has_cache_control(body: Mapping[str, Any]) -> bool:
-    return "cache_control" in json.dumps(body)
+def _has_cache_control(value: Any) -> bool:
+    """Whether the client marked any cache breakpoint (a ``cache_control`` key, not text mentioning one)."""
+    if isinstance(value, Mapping):
+        return "cache_control" in value or any(_has_cache_control(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_cache_control(v) for v in value)
+    return False
 
 
 def _with_system_breakpoint(body: dict[str, Any], tokens: int, spec: ModelSpec | None) -> dict[str, Any]:
