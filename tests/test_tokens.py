@@ -13,11 +13,17 @@ import tiktoken
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxbudget import UnknownEncodingError, count, get_encoding
+from ctxbudget import ConfigError, UnknownEncodingError, count, get_encoding
 from ctxbudget.tokens import encoding_name_for_model
 from ctxbudget.tokens.bundled import _read_vocabulary
 from ctxbudget.tokens.counter import TokenCounter
-from ctxbudget.tokens.encoding import split_point
+from ctxbudget.tokens.encoding import (
+    _HARD_BOUNDARY,
+    TiktokenEncoding,
+    first_boundary,
+    last_boundary,
+    split_point,
+)
 
 SAMPLES = [
     "",
@@ -86,6 +92,84 @@ def test_split_at_a_hard_boundary_gives_the_joint_tokens(
     for reference in stock_tiktoken.values():
         joint = reference.encode_ordinary(text)
         assert reference.encode_ordinary(text[:cut]) + reference.encode_ordinary(text[cut:]) == joint
+
+
+# Pieces chosen to stress both split patterns around spaces: contractions, marks, letter cases,
+# digits, punctuation with trailing newlines and "/", exotic whitespace, CJK.
+tricky_pieces = st.sampled_from(
+    [
+        " ",
+        "  ",
+        "\t",
+        "\n",
+        "\r\n",
+        "/",
+        "'s",
+        "'S",
+        "'ll",
+        "x",
+        "Word",
+        "ÉCOLE",
+        "naïve",
+        "e\u0301",
+        "\u0301",
+        "123",
+        "4567",
+        "日本",
+        "。",
+        ".",
+        ",!",
+        "--",
+        "$",
+        " \n",
+        "\u00a0",
+        "\u3000",
+        "\u2028",
+        "\x1c",
+        "ǅ",
+        "ʰ",
+        "🙂",
+    ]
+)
+tricky_texts = st.lists(tricky_pieces | st.text(max_size=4), max_size=50).map("".join)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tricky_texts | texts_with_lines)
+def test_every_hard_boundary_is_a_token_boundary(stock_tiktoken: dict[str, Any], text: str) -> None:
+    cuts = [m.start() for m in _HARD_BOUNDARY.finditer(text) if 0 < m.start() < len(text)]
+    for reference in stock_tiktoken.values():
+        joint = reference.encode_ordinary(text)
+        for cut in cuts:
+            assert reference.encode_ordinary(text[:cut]) + reference.encode_ordinary(text[cut:]) == joint
+
+
+@given(tricky_texts)
+def test_first_and_last_boundary_find_the_extreme_hard_boundaries(text: str) -> None:
+    cuts = [m.start() for m in _HARD_BOUNDARY.finditer(text) if 0 < m.start() < len(text)]
+    spaces = [c for c in cuts if text[c] == " "]
+    assert first_boundary(text) == (cuts[0] if cuts else None)
+    assert last_boundary(text) == (spaces[-1] if spaces else None)
+
+
+def test_token_lengths_are_the_byte_lengths_of_the_tokens(stock_tiktoken: dict[str, Any]) -> None:
+    text = "".join(f"Q. Did you see exhibit {i}?\n  A. Yes, déjà vu 日本.\n" for i in range(3_000))
+    assert len(text) > 50_000
+    for name, reference in stock_tiktoken.items():
+        lengths = get_encoding(name).token_lengths(text)
+        assert list(lengths) == [
+            len(t) for t in reference.decode_tokens_bytes(reference.encode_ordinary(text))
+        ]
+
+
+def test_encodings_without_a_proof_are_never_split(stock_tiktoken: dict[str, Any]) -> None:
+    reference = stock_tiktoken["cl100k_base"]
+    table = [len(reference.decode_single_token_bytes(i)) for i in range(reference.n_vocab - 300)]
+    plugin = TiktokenEncoding(reference, table)
+    assert not plugin.proven_boundaries
+    assert plugin._halves("word " * 20_000) is None
+    with pytest.raises(ConfigError, match="256-byte token"):
+        TiktokenEncoding(reference, [*table, 256])
 
 
 def test_long_texts_encode_in_parallel_identically(stock_tiktoken: dict[str, Any]) -> None:

@@ -234,7 +234,7 @@ def _trim(
         budgets = allocate(pool, ctx.split, needs)
         plan = _empty_plan(ctx) if on_empty else _plan(ctx, budgets)
         out = ctx.fmt.apply(request, ctx.items, plan)
-        after = measure_total(ctx.fmt.render(out), ctx.counter.encoding)
+        after = measure_total(ctx.fmt.render(out), ctx.counter.encoding, ctx.measured.sources)
         if after <= available_raw or on_empty:
             return out, plan, budgets, after
         pool -= after - available_raw

@@ -1,16 +1,32 @@
-"""Measuring a rendering: one encode per chunk gives the total, each owner's share, and spans."""
+"""Measuring a rendering: one encode per chunk gives the total, each owner's share, and spans.
+
+The exact count of a fitted request (:func:`measure_total` with ``sources``) reuses what the
+measurement of the original already knows: a long segment whose text was measured before is cut
+at its first and last hard boundary (positions where the encoding always ends a token, see
+``tokens.encoding``), its middle is counted from the original's token offsets, and only the
+short glue between such middles is encoded. The count is identical to encoding the whole text
+(property-tested against tiktoken); on the 114k-token example it takes the verification from
+about 0.2x to about 0.05x of one encode (``make bench``).
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import accumulate
 
-from .formats.base import ItemKey, Owner, Rendering
-from .tokens.counter import analyze
-from .tokens.encoding import Encoding
+from .formats.base import ItemKey, Owner, Rendering, Segment
+from .tokens.counter import ChunkAnalysis, analyze, cached_analysis
+from .tokens.encoding import Encoding, first_boundary, last_boundary
 from .trim.text import TextSpan
 
-__all__ = ["Measurement", "measure", "measure_total"]
+__all__ = ["Measurement", "Sources", "measure", "measure_total"]
+
+# Segments shorter than this are encoded with their neighbours rather than looked up.
+MIN_REUSE_CHARS = 256
+
+# A measured segment's text -> the analysis it lies in and its byte range there.
+Sources = dict[str, tuple[ChunkAnalysis, int, int]]
 
 
 @dataclass(frozen=True)
@@ -20,6 +36,7 @@ class Measurement:
     total: int
     by_owner: dict[Owner, int]
     spans: dict[ItemKey, TextSpan]
+    sources: Sources = field(default_factory=dict)
 
     def fixed_parts(self) -> dict[str, int]:
         """Tokens of the parts that are counted but never trimmed."""
@@ -30,6 +47,7 @@ def measure(rendering: Rendering, encoding: Encoding) -> Measurement:
     """Encode each chunk once (content-cached) and attribute every token to the segment it starts in."""
     by_owner: defaultdict[Owner, int] = defaultdict(int)
     spans: dict[ItemKey, TextSpan] = {}
+    sources: Sources = {}
     for chunk in rendering.chunks:
         text = chunk[0].text if len(chunk) == 1 else "".join(segment.text for segment in chunk)
         if not text:
@@ -39,25 +57,69 @@ def measure(rendering: Rendering, encoding: Encoding) -> Measurement:
             by_owner[chunk[0].owner] += analysis.tokens
             if chunk[0].content and not isinstance(chunk[0].owner, str):
                 spans[chunk[0].owner] = TextSpan(analysis, 0, len(analysis.data))
+            if len(text) >= MIN_REUSE_CHARS:
+                sources[text] = (analysis, 0, len(analysis.data))
             continue
-        position = 0
-        before = 0  # tokens starting before ``position``; each boundary is looked up once
         ascii_only = len(analysis.data) == len(text)  # then characters are bytes
-        for segment in chunk:
-            end = position + (len(segment.text) if ascii_only else len(segment.text.encode("utf-8")))
-            upto = analysis.tokens_starting_before(end)
+        sizes = (len(s.text) if ascii_only else len(s.text.encode("utf-8")) for s in chunk)
+        ends = list(accumulate(sizes))
+        before, position = 0, 0  # tokens starting before ``position``
+        for segment, end, upto in zip(chunk, ends, analysis.tokens_starting_before_each(ends), strict=True):
             by_owner[segment.owner] += upto - before
             if segment.content and not isinstance(segment.owner, str):
                 spans[segment.owner] = TextSpan(analysis, position, end)
+            if len(segment.text) >= MIN_REUSE_CHARS:
+                sources[segment.text] = (analysis, position, end)
             position, before = end, upto
     for owner, tokens in rendering.constants:
         by_owner[owner] += tokens
-    return Measurement(sum(by_owner.values()), dict(by_owner), spans)
+    return Measurement(sum(by_owner.values()), dict(by_owner), spans, sources)
 
 
-def measure_total(rendering: Rendering, encoding: Encoding) -> int:
-    """Just the total: one (content-cached) encode per chunk, no attribution to owners."""
-    chunks = (c[0].text if len(c) == 1 else "".join(s.text for s in c) for c in rendering.chunks)
-    return sum(analyze(encoding, text).tokens for text in chunks if text) + sum(
-        n for _, n in rendering.constants
-    )
+def measure_total(rendering: Rendering, encoding: Encoding, sources: Sources | None = None) -> int:
+    """Just the total: one (content-cached) encode per chunk, no attribution to owners.
+
+    With ``sources`` (from :func:`measure` of the request this one was cut from) and an encoding
+    with proven hard boundaries, long segments measured before are spliced in, not re-encoded.
+    """
+    total = sum(n for _, n in rendering.constants)
+    splice = bool(sources) and encoding.proven_boundaries
+    for chunk in rendering.chunks:
+        text = chunk[0].text if len(chunk) == 1 else "".join(s.text for s in chunk)
+        if not text:
+            continue
+        known = cached_analysis(encoding, text) if splice else None
+        if known is not None:
+            total += known.tokens
+        elif splice and sources is not None:
+            total += _spliced_tokens(chunk, encoding, sources)
+        else:
+            total += analyze(encoding, text).tokens
+    return total
+
+
+def _spliced_tokens(chunk: tuple[Segment, ...], encoding: Encoding, sources: Sources) -> int:
+    """Exact tokens of one chunk: known middles of measured segments plus the encoded glue."""
+    total = 0
+    glue: list[str] = []
+    for segment in chunk:
+        text = segment.text
+        found = sources.get(text) if len(text) >= MIN_REUSE_CHARS else None
+        first = first_boundary(text) if found else None
+        last = last_boundary(text) if first is not None else None
+        if found is None or first is None or last is None or last <= first:
+            glue.append(text)
+            continue
+        analysis, start, end = found
+        glue.append(text[:first])
+        total += _glue_tokens(encoding, glue)
+        middle_start = start + len(text[:first].encode("utf-8"))
+        middle_end = end - len(text[last:].encode("utf-8"))
+        total += analysis.tokens_between(middle_start, middle_end)
+        glue = [text[last:]]
+    return total + _glue_tokens(encoding, glue)
+
+
+def _glue_tokens(encoding: Encoding, glue: list[str]) -> int:
+    text = "".join(glue)
+    return len(encoding.encode(text)) if text else 0

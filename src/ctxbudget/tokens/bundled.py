@@ -96,4 +96,4 @@ def load_bundled_encoding(name: str) -> TiktokenEncoding:
     byte_lengths = [0] * (max(ranks.values()) + 1)
     for token, rank in ranks.items():
         byte_lengths[rank] = len(token)
-    return TiktokenEncoding(encoding, byte_lengths)
+    return TiktokenEncoding(encoding, byte_lengths, proven_boundaries=True)

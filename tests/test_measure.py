@@ -1,0 +1,99 @@
+"""Measuring renderings: batch offset lookups and the spliced exact count of a cut-down request."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxbudget import fit, get_encoding, render_question
+from ctxbudget.formats.base import Rendering, Segment
+from ctxbudget.measure import MIN_REUSE_CHARS, measure, measure_total
+from ctxbudget.memo import freeze, thaw
+from ctxbudget.tokens.counter import analyze
+
+words = st.sampled_from(
+    [
+        "the",
+        "witness",
+        "said",
+        "No.",
+        "12",
+        "U.S.C.",
+        "日本",
+        "🙂",
+        " ",
+        "\n",
+        "\r\n",
+        "  A.",
+        "Q.",
+        "'s",
+        "/",
+    ]
+)
+phrases = st.lists(words, max_size=120).map(" ".join)
+long_texts = st.lists(words, min_size=80, max_size=200).map(" ".join)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(long_texts | phrases, min_size=1, max_size=6), st.data())
+def test_spliced_count_equals_a_full_encode(sources: list[str], data: Any) -> None:
+    encoding = get_encoding("o200k_base")
+    original = Rendering(
+        chunks=(tuple(Segment(t, ("documents", i), content=True) for i, t in enumerate(sources)),)
+    )
+    measured = measure(original, encoding)
+    # A cut-down request: some source segments (reordered, repeated) with new glue between them.
+    picks = data.draw(st.lists(st.sampled_from(sources) | phrases, max_size=8))
+    segments = tuple(Segment(t, "markup") for t in picks)
+    text = "".join(picks)
+    spliced = measure_total(
+        Rendering(chunks=(segments,), constants=(("framing", 3),)), encoding, measured.sources
+    )
+    assert spliced == len(encoding.tiktoken.encode_ordinary(text)) + 3
+    assert any(len(t) >= MIN_REUSE_CHARS for t in sources) == bool(measured.sources)
+
+
+@settings(max_examples=80, deadline=None)
+@given(phrases, st.lists(st.integers(-5, 3_000), max_size=40))
+def test_batch_lookup_matches_one_by_one(text: str, offsets: list[int]) -> None:
+    analysis = analyze(get_encoding("cl100k_base"), text * 3)
+    offsets = sorted(offsets)
+    assert analysis.tokens_starting_before_each(offsets) == [
+        analysis.tokens_starting_before(o) for o in offsets
+    ]
+
+
+def test_fitted_report_counts_what_is_sent() -> None:
+    docs = [
+        {
+            "page_content": f"Exhibit {i}: " + "the witness said that the notice was sent. " * (30 + i),
+            "score": i / 10,
+        }
+        for i in range(8)
+    ]
+    body = {
+        "role": "You review depositions.",
+        "questions": [{"text": "When was notice sent?"}],
+        "documents": docs,
+    }
+    result = fit(body, model="gpt-4o", max_context_tokens=2_000, reserve_output_tokens=0)
+    sent = render_question(result.request)
+    assert result.report.tokens_after == len(get_encoding("o200k_base").tiktoken.encode_ordinary(sent))
+    assert result.report.tokens_after <= 2_000
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(json_values)
+def test_thaw_rebuilds_what_was_frozen(value: Any) -> None:
+    again = thaw(freeze(value))
+    assert json.dumps(again, sort_keys=False) == json.dumps(value, sort_keys=False)
+    assert freeze(again) == freeze(value) or "NaN" in json.dumps(value)
