@@ -21,7 +21,8 @@ from ctxbudget.tokens.encoding import (
     _HARD_BOUNDARY,
     TiktokenEncoding,
     first_boundary,
-    last_boundary,
+    first_space_boundary,
+    last_space_boundary,
     split_point,
 )
 
@@ -149,7 +150,8 @@ def test_first_and_last_boundary_find_the_extreme_hard_boundaries(text: str) -> 
     cuts = [m.start() for m in _HARD_BOUNDARY.finditer(text) if 0 < m.start() < len(text)]
     spaces = [c for c in cuts if text[c] == " "]
     assert first_boundary(text) == (cuts[0] if cuts else None)
-    assert last_boundary(text) == (spaces[-1] if spaces else None)
+    assert first_space_boundary(text) == (spaces[0] if spaces else None)
+    assert last_space_boundary(text) == (spaces[-1] if spaces else None)
 
 
 def test_token_lengths_are_the_byte_lengths_of_the_tokens(stock_tiktoken: dict[str, Any]) -> None:

@@ -17,7 +17,7 @@ from itertools import accumulate
 
 from .formats.base import ItemKey, Owner, Rendering, Segment
 from .tokens.counter import ChunkAnalysis, analyze, cached_analysis
-from .tokens.encoding import Encoding, first_boundary, last_boundary
+from .tokens.encoding import Encoding, first_space_boundary, last_space_boundary
 from .trim.text import TextSpan
 
 __all__ = ["Measurement", "Sources", "measure", "measure_total"]
@@ -99,27 +99,26 @@ def measure_total(rendering: Rendering, encoding: Encoding, sources: Sources | N
 
 
 def _spliced_tokens(chunk: tuple[Segment, ...], encoding: Encoding, sources: Sources) -> int:
-    """Exact tokens of one chunk: known middles of measured segments plus the encoded glue."""
+    """Exact tokens of one chunk: known middles of measured segments plus the encoded glue.
+
+    All glue is encoded in one call: each piece after a middle starts with a space and each
+    piece before one ends with a non-space, so every join is itself a hard boundary.
+    """
     total = 0
     glue: list[str] = []
     for segment in chunk:
         text = segment.text
         found = sources.get(text) if len(text) >= MIN_REUSE_CHARS else None
-        first = first_boundary(text) if found else None
-        last = last_boundary(text) if first is not None else None
+        first = first_space_boundary(text) if found else None
+        last = last_space_boundary(text) if first is not None else None
         if found is None or first is None or last is None or last <= first:
             glue.append(text)
             continue
         analysis, start, end = found
         glue.append(text[:first])
-        total += _glue_tokens(encoding, glue)
+        glue.append(text[last:])
         middle_start = start + len(text[:first].encode("utf-8"))
         middle_end = end - len(text[last:].encode("utf-8"))
         total += analysis.tokens_between(middle_start, middle_end)
-        glue = [text[last:]]
-    return total + _glue_tokens(encoding, glue)
-
-
-def _glue_tokens(encoding: Encoding, glue: list[str]) -> int:
-    text = "".join(glue)
-    return len(encoding.encode(text)) if text else 0
+    joined = "".join(glue)
+    return total + (len(encoding.encode(joined)) if joined else 0)

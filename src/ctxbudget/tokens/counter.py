@@ -83,11 +83,11 @@ class ChunkAnalysis:
         """:meth:`tokens_starting_before` for many ascending offsets in one pass.
 
         Measuring a rendering looks up every segment boundary once; doing it here with local
-        names and one short running sum per offset (no block cache) halves its cost.
+        names halves its cost.
         """
         if not self.lengths:
             return [0] * len(byte_offsets)
-        ends, lengths, last = self._ends(), self.lengths, len(self.lengths) - 1
+        ends, last = self._ends(), len(self.lengths) - 1
         counts = []
         for offset in byte_offsets:
             if offset <= 0:
@@ -97,10 +97,7 @@ class ChunkAnalysis:
             if block >= len(ends):
                 counts.append(last + 1)
                 continue
-            first = block * BLOCK
-            within = accumulate(lengths[first : first + BLOCK], initial=ends[block - 1] if block else 0)
-            ending_before = first + bisect_left(list(within), offset) - 1
-            counts.append(1 + min(ending_before, last))
+            counts.append(1 + min(block * BLOCK + bisect_left(self._block(block), offset), last))
         return counts
 
     def tokens_between(self, start: int, end: int) -> int:

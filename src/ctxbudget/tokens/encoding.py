@@ -11,7 +11,14 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..errors import ConfigError
 
-__all__ = ["Encoding", "TiktokenEncoding", "first_boundary", "last_boundary", "split_point"]
+__all__ = [
+    "Encoding",
+    "TiktokenEncoding",
+    "first_boundary",
+    "first_space_boundary",
+    "last_space_boundary",
+    "split_point",
+]
 
 PARALLEL_MIN_CHARS = 50_000
 # Token lengths are stored one byte a token (see ``counter.ChunkAnalysis``); the longest token
@@ -32,6 +39,7 @@ MAX_TOKEN_BYTES = 255
 # Text cut at a hard boundary encodes to the same tokens as the two pieces encoded apart. The
 # proof covers only these two patterns: other encodings report ``proven_boundaries = False``.
 _HARD_BOUNDARY = re.compile(r"(?<=\n)(?=[^\s/])|(?<=\S)(?= )")
+_SPACE_BOUNDARY = re.compile(r"(?<=\S) ")
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
@@ -57,8 +65,14 @@ def first_boundary(text: str, start: int = 1) -> int | None:
     return match.start()
 
 
-def last_boundary(text: str) -> int | None:
-    """The last hard boundary strictly inside ``text`` (a space after a non-space, scanning back)."""
+def first_space_boundary(text: str) -> int | None:
+    """The first space that follows a non-space in ``text`` (a hard boundary), if any."""
+    match = _SPACE_BOUNDARY.search(text)
+    return None if match is None else match.start()
+
+
+def last_space_boundary(text: str) -> int | None:
+    """The last space that follows a non-space in ``text`` (a hard boundary), if any."""
     position = text.rfind(" ")
     while position > 0:
         if not text[position - 1].isspace():
