@@ -97,3 +97,32 @@ def test_thaw_rebuilds_what_was_frozen(value: Any) -> None:
     again = thaw(freeze(value))
     assert json.dumps(again, sort_keys=False) == json.dumps(value, sort_keys=False)
     assert freeze(again) == freeze(value) or "NaN" in json.dumps(value)
+
+
+class CharEncoding:
+    """A fake plug-in encoding: one token per character, no proven boundaries."""
+
+    name = "chars"
+    proven_boundaries = False
+
+    def encode(self, text: str) -> list[int]:
+        return [ord(c) for c in text]
+
+    def token_lengths(self, text: str) -> bytes:
+        return bytes(len(c.encode("utf-8")) for c in text)
+
+
+def test_a_plugin_encoding_is_measured_by_its_own_tokens() -> None:
+    from ctxbudget import Encoding
+
+    encoding = CharEncoding()
+    assert isinstance(encoding, Encoding)
+    texts = ["déjà vu " * 40, "日本語 " * 70, "plain words " * 30]
+    rendering = Rendering(
+        chunks=(tuple(Segment(t, ("documents", i), content=True) for i, t in enumerate(texts)),)
+    )
+    measured = measure(rendering, encoding)
+    assert measured.by_owner == {("documents", i): len(t) for i, t in enumerate(texts)}
+    assert measured.spans[("documents", 1)].tokens == len(texts[1])
+    reordered = Rendering(chunks=((Segment(texts[2], "markup"), Segment(texts[0], "markup")),))
+    assert measure_total(reordered, encoding, measured.sources) == len(texts[2]) + len(texts[0])
