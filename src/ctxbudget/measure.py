@@ -6,7 +6,7 @@ at its first and last hard boundary (positions where the encoding always ends a 
 ``tokens.encoding``), its middle is counted from the original's token offsets, and only the
 short glue between such middles is encoded. The count is identical to encoding the whole text
 (property-tested against tiktoken); on the 114k-token example it takes the verification from
-about 0.2x to about 0.05x of one encode (``make bench``).
+about 0.22x to about 0.07x of one encode (docs/benchmarks.md).
 """
 
 from __future__ import annotations
