@@ -3,7 +3,13 @@ from __future__ import annotations
 import itertools
 
 from ctxbudget import fit, render_question
-from ctxbudget.trim.passages import content_query, select_regions, split_passages
+from ctxbudget.trim.passages import (
+    PassageWeights,
+    _best_window,
+    content_query,
+    select_regions,
+    split_passages,
+)
 
 TRANSCRIPT = "".join(
     f"Speaker {'AB'[n % 2]}: turn {n} about {'the budget and costs' if 40 <= n < 48 else 'weather and lunch'} "
@@ -116,3 +122,38 @@ def test_several_over_long_documents_are_split_in_one_fit() -> None:
         "turn 44 about the budget and costs" in rendered
         and "turn 44 about the hiring and salaries" in rendered
     )
+
+
+def test_edge_weighting_keeps_the_best_passage_off_the_window_edge() -> None:
+    scores = [0.3, 0.3, 0.3, 0.3, 1.0, 0.1, 0.1, 0.1, 0.0, 0.0]
+    costs = [1] * len(scores)
+    plain = _best_window(scores, costs, 5, set(), PassageWeights(edge_weight=1.0))
+    weighted = _best_window(scores, costs, 5, set(), PassageWeights())
+    assert plain == (0, 4)  # the most mass, with the best passage at the very end
+    assert weighted == (1, 5)  # the best passage has context after it too
+
+
+@given(
+    st.lists(st.tuples(st.floats(0, 5), st.integers(1, 9)), min_size=1, max_size=25),
+    st.integers(1, 40),
+    st.sets(st.integers(0, 24), max_size=6),
+)
+def test_plain_window_is_the_heaviest_run_that_fits(
+    pairs: list[tuple[float, int]], cap: int, taken: set[int]
+) -> None:
+    scores, costs = [p[0] for p in pairs], [p[1] for p in pairs]
+    found = _best_window(scores, costs, cap, taken, PassageWeights(edge_weight=1.0))
+    runs = [
+        (a, b)
+        for a in range(len(costs))
+        for b in range(a, len(costs))
+        if sum(costs[a : b + 1]) <= cap and not taken & set(range(a, b + 1))
+    ]
+    if not runs:
+        assert found is None
+        return
+    assert found in runs
+    best = max(sum(scores[a : b + 1]) for a, b in runs)
+    assert sum(scores[found[0] : found[1] + 1]) >= best - 1e-9
+    weighted = _best_window(scores, costs, cap, taken, PassageWeights())
+    assert weighted in runs
