@@ -126,3 +126,17 @@ def test_a_plugin_encoding_is_measured_by_its_own_tokens() -> None:
     assert measured.spans[("documents", 1)].tokens == len(texts[1])
     reordered = Rendering(chunks=((Segment(texts[2], "markup"), Segment(texts[0], "markup")),))
     assert measure_total(reordered, encoding, measured.sources) == len(texts[2]) + len(texts[0])
+
+
+@given(st.lists(st.integers(1, 255), max_size=400), st.data())
+def test_offsets_match_a_running_sum_of_token_lengths(lengths: list[int], data: Any) -> None:
+    from itertools import accumulate
+
+    from ctxbudget.tokens.counter import ChunkAnalysis
+
+    analysis = ChunkAnalysis(b"x" * sum(lengths), bytes(lengths))
+    starts = [0, *accumulate(lengths)][:-1]
+    offsets = sorted(data.draw(st.lists(st.integers(-3, sum(lengths) + 3), max_size=30)))
+    expected = [sum(1 for s in starts if s < o) for o in offsets]
+    assert [analysis.tokens_starting_before(o) for o in offsets] == expected
+    assert analysis.tokens_starting_before_each(offsets) == expected

@@ -13,13 +13,14 @@ from bisect import bisect_left
 from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import accumulate
+from zlib import adler32
 
 from .encoding import Encoding
 
 __all__ = ["ChunkAnalysis", "TokenCounter", "analyze", "cached_analysis", "clear_count_cache"]
 
 
-BLOCK = 64
+BLOCK = 64  # tokens a block; at most 255 bytes a token keeps a block's byte sum below 65,521
 
 
 class ChunkAnalysis:
@@ -50,7 +51,14 @@ class ChunkAnalysis:
         ends = self._block_ends
         if ends is None:
             lengths = self.lengths
-            ends = list(accumulate(sum(lengths[i : i + BLOCK]) for i in range(0, len(lengths), BLOCK)))
+            # A block's byte sum is the low half of its Adler-32 minus 1: that half is 1 + the byte
+            # sum mod 65,521, and 64 bytes of at most 255 sum to at most 16,320. zlib does in C what
+            # ``sum`` does a byte at a time (0.83 ms against 1.78 ms for 114,050 tokens).
+            ends = list(
+                accumulate(
+                    (adler32(lengths[i : i + BLOCK]) & 0xFFFF) - 1 for i in range(0, len(lengths), BLOCK)
+                )
+            )
             self._block_ends = ends
         return ends
 
