@@ -5,9 +5,10 @@ Splitting keeps exact character offsets into the original: a transcript splits b
 or clause; units are grouped into passages of at most ``max_tokens`` (a unit over the cap is cut at
 sentence ends). Each passage carries a citation (a ``page:line`` range when the text is numbered,
 else its character range). Scoring is BM25 against the query and the issue tags, plus small
-configurable bonuses (neighbour continuity, protected tags). Selection takes the best passages
-first under a token budget, grows contiguous regions through cheap gaps, and returns verbatim
-slices in document order, adjacent passages merged.
+configurable bonuses (neighbour continuity, protected tags). Selection takes whole windows of
+passages, best relevance first (passages near a window's edges weigh less, so evidence sits
+inside with context on both sides), and returns verbatim slices in document order, adjacent
+passages merged.
 """
 
 from __future__ import annotations
@@ -325,8 +326,9 @@ def select_regions(
 
     Evidence is usually a contiguous stretch of discussion, and a quote survives only if all of it
     is kept, so selection takes whole windows: the contiguous run of passages with the most
-    relevance (BM25 against the query and tags, with the bonuses) that fits the budget left, then
-    the best run in what remains, and so on; regions come back in document order.
+    relevance (BM25 against the query and tags, with the bonuses; edge-weighted, see
+    :func:`_best_window`) that fits the budget left, then the best run in what remains, and so on;
+    regions come back in document order.
     """
     weights = weights or PassageWeights()
     scores = [
