@@ -127,10 +127,17 @@ def test_several_over_long_documents_are_split_in_one_fit() -> None:
 def test_edge_weighting_keeps_the_best_passage_off_the_window_edge() -> None:
     scores = [0.3, 0.3, 0.3, 0.3, 1.0, 0.1, 0.1, 0.1, 0.0, 0.0]
     costs = [1] * len(scores)
-    plain = _best_window(scores, costs, 5, set(), PassageWeights(edge_weight=1.0))
-    weighted = _best_window(scores, costs, 5, set(), PassageWeights())
+    plain = _best_window(scores, costs, 5, set(), PassageWeights(edge_weight=1.0, cut_penalty=0.0))
+    weighted = _best_window(scores, costs, 5, set(), PassageWeights(cut_penalty=0.0))
     assert plain == (0, 4)  # the most mass, with the best passage at the very end
     assert weighted == (1, 5)  # the best passage has context after it too
+
+
+def test_a_window_prefers_evidence_it_can_hold_whole_to_cutting_a_longer_stretch() -> None:
+    scores = [0.5, 0.5, 0.5, 0.5, 0.5, 0.0, 0.45, 0.45, 0.45, 0.0]
+    costs = [1] * len(scores)
+    assert _best_window(scores, costs, 3, set(), PassageWeights(cut_penalty=0.0)) == (0, 2)
+    assert _best_window(scores, costs, 3, set(), PassageWeights()) == (6, 8)
 
 
 @given(
@@ -142,7 +149,7 @@ def test_plain_window_is_the_heaviest_run_that_fits(
     pairs: list[tuple[float, int]], cap: int, taken: set[int]
 ) -> None:
     scores, costs = [p[0] for p in pairs], [p[1] for p in pairs]
-    found = _best_window(scores, costs, cap, taken, PassageWeights(edge_weight=1.0))
+    found = _best_window(scores, costs, cap, taken, PassageWeights(edge_weight=1.0, cut_penalty=0.0))
     runs = [
         (a, b)
         for a in range(len(costs))
