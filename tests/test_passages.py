@@ -164,3 +164,12 @@ def test_plain_window_is_the_heaviest_run_that_fits(
     assert sum(scores[found[0] : found[1] + 1]) >= best - 1e-9
     weighted = _best_window(scores, costs, cap, taken, PassageWeights())
     assert weighted in runs
+
+
+def test_a_query_that_matches_nothing_keeps_the_head() -> None:
+    passages = split_passages(TRANSCRIPT, _count(TRANSCRIPT), max_tokens=40)
+    costs = [_count(TRANSCRIPT)(p.start, p.end) for p in passages]
+    regions = select_regions(TRANSCRIPT, passages, costs, 200, query="zebra quantum", region_cost=3)
+    assert len(regions) == 1
+    assert regions[0].start == 0
+    assert sum(costs[i] for i in regions[0].passages) <= 197 < sum(costs[: len(regions[0].passages) + 1])

@@ -272,6 +272,16 @@ def _scores(
     return smoothed
 
 
+def _head(costs: Sequence[int], cap: int) -> list[tuple[int, int]]:
+    """The leading passages that fit ``cap``: with no relevance signal, keep the document's start
+    (what head truncation keeps, whole passages only)."""
+    used, last = 0, -1
+    while last + 1 < len(costs) and used + costs[last + 1] <= cap:
+        last += 1
+        used += costs[last]
+    return [(0, last)] if last >= 0 else []
+
+
 def _best_window(
     scores: Sequence[float], costs: Sequence[int], cap: int, taken: set[int], weights: PassageWeights
 ) -> tuple[int, int] | None:
@@ -339,9 +349,10 @@ def select_regions(
     regions come back in document order.
     """
     weights = weights or PassageWeights()
-    scores = [
-        s + 1e-6 for s in _scores(text, passages, query, protected_tags, weights)
-    ]  # ties favour coverage
+    relevance = _scores(text, passages, query, protected_tags, weights)
+    if not any(s > 0 for s in relevance):
+        return _regions(text, passages, _head(costs, budget - region_cost))
+    scores = [s + 1e-6 for s in relevance]  # ties favour coverage
     taken: set[int] = set()
     runs: list[tuple[int, int]] = []
     remaining = budget
@@ -354,9 +365,13 @@ def select_regions(
         runs.append(window)
         taken.update(range(first, last + 1))
         remaining -= region_cost + sum(costs[first : last + 1])
-    runs.sort()
+    return _regions(text, passages, runs)
+
+
+def _regions(text: str, passages: Sequence[Passage], runs: list[tuple[int, int]]) -> list[Region]:
+    """Runs of passages in document order, adjacent runs merged, as verbatim regions."""
     merged: list[list[int]] = []
-    for first, last in runs:
+    for first, last in sorted(runs):
         if merged and merged[-1][1] == first - 1:
             merged[-1][1] = last
         else:
