@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -140,3 +141,36 @@ def test_offsets_match_a_running_sum_of_token_lengths(lengths: list[int], data: 
     expected = [sum(1 for s in starts if s < o) for o in offsets]
     assert [analysis.tokens_starting_before(o) for o in offsets] == expected
     assert analysis.tokens_starting_before_each(offsets) == expected
+
+
+def test_a_registered_plugin_encoding_counts_a_fit_end_to_end(tmp_path: Any) -> None:
+    from ctxbudget import ConfigError, load_catalog, register_encoding
+
+    register_encoding("chars-misnamed", CharEncoding)
+    with pytest.raises(ConfigError, match="calls itself 'chars'"):
+        get_encoding("chars-misnamed")
+    register_encoding("chars", CharEncoding)
+    path = tmp_path / "mine.toml"
+    path.write_text(
+        """schema_version = 1
+[[models]]
+id = "char-llm"
+provider = "self-hosted"
+context_window = 600
+max_output_tokens = 100
+tokenizer = { encoding = "chars", exact = true }
+prices = { input = 0, output = 0, cache_write_5m = 0, cache_write_1h = 0, cache_read = 0 }
+cache = { mode = "none", min_cacheable_tokens = 0, max_breakpoints = 0 }
+""",
+        "utf-8",
+    )
+    body = {
+        "questions": [{"text": "When was the notice sent?"}],
+        "documents": [
+            {"page_content": f"Exhibit {i}: the notice was sent on day {i}. " * 6} for i in range(6)
+        ],
+    }
+    result = fit(body, model="char-llm", catalog=load_catalog([path]), reserve_output_tokens=0)
+    assert result.report.encoding == "chars"
+    assert result.report.tokens_after == len(render_question(result.request)) <= 600
+    assert result.report.tokens_before == len(render_question(body))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from ..errors import UnknownEncodingError
+from ..errors import ConfigError, UnknownEncodingError
 from .bundled import load_bundled_encoding
 from .encoding import Encoding
 
@@ -57,7 +57,12 @@ def get_encoding(name: str) -> Encoding:
             factory = _FACTORIES.get(name)
             if factory is None:
                 raise UnknownEncodingError(name, sorted(_FACTORIES))
-            _LOADED[name] = factory()
+            built = factory()
+            if built.name != name:  # counts are cached by the encoding's own name
+                raise ConfigError(
+                    f"encoding registered as {name!r} calls itself {built.name!r}; the names must match"
+                )
+            _LOADED[name] = built
         return _LOADED[name]
 
 
