@@ -15,7 +15,9 @@ import json
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -23,6 +25,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from ctxbudget.gateway import GatewayConfig, create_app
 
 
 def tokens(value: Any) -> int:
@@ -67,11 +71,15 @@ class FakeUpstream:
             await asyncio.sleep(3)
         return None
 
-    async def messages(self, request: Request) -> Response:
+    async def _receive(self, request: Request) -> tuple[dict[str, Any], Response | None]:
+        """Record the request; the body and the injected fault for its model, if any."""
         body = await request.json()
         self.received.append(body)
         self.headers.append(dict(request.headers))
-        fault = await self._fault(body.get("model", ""))
+        return body, await self._fault(body.get("model", ""))
+
+    async def messages(self, request: Request) -> Response:
+        body, fault = await self._receive(request)
         if fault:
             return fault
         read, write = self._cache(self._anthropic_prefix(body), 50)
@@ -137,10 +145,7 @@ class FakeUpstream:
         yield event("message_stop", {})
 
     async def chat(self, request: Request) -> Response:
-        body = await request.json()
-        self.received.append(body)
-        self.headers.append(dict(request.headers))
-        fault = await self._fault(body.get("model", ""))
+        body, fault = await self._receive(request)
         if fault:
             return fault
         messages = body["messages"]
@@ -231,3 +236,15 @@ class Served:
     def __exit__(self, *_: object) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+
+
+@contextmanager
+def gateway_over_fake(store: Path, **options: Any) -> Iterator[tuple[FakeUpstream, str]]:
+    """A fake upstream and a gateway in front of it, both on loopback: (the fake, the gateway's URL)."""
+    fake = FakeUpstream()
+    with Served(fake.app) as upstream:
+        config = GatewayConfig(
+            anthropic_upstream=upstream.url, openai_upstream=upstream.url, store_path=str(store), **options
+        )
+        with Served(create_app(config)) as gateway:
+            yield fake, gateway.url

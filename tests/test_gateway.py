@@ -13,27 +13,18 @@ import httpx
 import openai
 import pytest
 
-from ctxbudget.gateway import GatewayConfig, create_app
 from ctxbudget.session import SQLiteStore
 
-from .fake_upstream import FakeUpstream, Served
+from .fake_upstream import FakeUpstream, gateway_over_fake
 
 SYSTEM = "You are a careful legal assistant. " * 200
 
 
 @pytest.fixture()
 def stack(tmp_path: Path) -> Iterator[tuple[FakeUpstream, str, Path]]:
-    fake = FakeUpstream()
-    with Served(fake.app) as upstream:
-        store = tmp_path / "gw.db"
-        config = GatewayConfig(
-            anthropic_upstream=upstream.url,
-            openai_upstream=upstream.url,
-            store_path=str(store),
-            timeout_seconds=1.0,
-        )
-        with Served(create_app(config)) as gateway:
-            yield fake, gateway.url, store
+    store = tmp_path / "gw.db"
+    with gateway_over_fake(store, timeout_seconds=1.0) as (fake, url):
+        yield fake, url, store
 
 
 def _anthropic(url: str, **headers: str) -> anthropic.Anthropic:
@@ -141,26 +132,18 @@ def test_count_tokens_is_answered_locally(stack: tuple[FakeUpstream, str, Path])
 
 
 def test_cost_ceiling_refuses_before_sending(tmp_path: Path) -> None:
-    fake = FakeUpstream()
-    with Served(fake.app) as upstream:
-        config = GatewayConfig(
-            anthropic_upstream=upstream.url,
-            openai_upstream=upstream.url,
-            store_path=str(tmp_path / "c.db"),
-            cost_ceiling_usd=0.001,
-        )
-        with Served(create_app(config)) as gateway:
-            with pytest.raises(anthropic.BadRequestError) as info:
-                _anthropic(gateway.url).messages.create(
-                    model="claude-sonnet-4-6",
-                    max_tokens=4000,
-                    messages=[{"role": "user", "content": "expensive"}],
-                )
-            assert "ceiling" in str(info.value) and "$0.0010" in str(info.value)
-            with pytest.raises(openai.BadRequestError, match="ceiling"):
-                _openai(gateway.url).chat.completions.create(
-                    model="gpt-4", max_tokens=4000, messages=[{"role": "user", "content": "x"}]
-                )
+    with gateway_over_fake(tmp_path / "c.db", cost_ceiling_usd=0.001) as (fake, url):
+        with pytest.raises(anthropic.BadRequestError) as info:
+            _anthropic(url).messages.create(
+                model="claude-sonnet-4-6",
+                max_tokens=4000,
+                messages=[{"role": "user", "content": "expensive"}],
+            )
+        assert "ceiling" in str(info.value) and "$0.0010" in str(info.value)
+        with pytest.raises(openai.BadRequestError, match="ceiling"):
+            _openai(url).chat.completions.create(
+                model="gpt-4", max_tokens=4000, messages=[{"role": "user", "content": "x"}]
+            )
     assert fake.received == []
 
 
@@ -193,55 +176,39 @@ def test_upstream_faults_reach_the_client_in_the_provider_shape(
 
 
 def test_body_limit_health_and_metrics(tmp_path: Path) -> None:
-    fake = FakeUpstream()
-    with Served(fake.app) as upstream:
-        config = GatewayConfig(
-            anthropic_upstream=upstream.url,
-            openai_upstream=upstream.url,
-            store_path=str(tmp_path / "m.db"),
-            max_body_bytes=2000,
+    with gateway_over_fake(tmp_path / "m.db", max_body_bytes=2000) as (fake, url):
+        big = {"model": "gpt-4o", "messages": [{"role": "user", "content": "x" * 5000}]}
+        too_big = httpx.post(url + "/v1/chat/completions", json=big)
+        assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "request_too_large"
+        assert httpx.get(url + "/healthz").json() == {"status": "ok"}
+        httpx.post(
+            url + "/v1/chat/completions",
+            json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
         )
-        with Served(create_app(config)) as gateway:
-            big = {"model": "gpt-4o", "messages": [{"role": "user", "content": "x" * 5000}]}
-            too_big = httpx.post(gateway.url + "/v1/chat/completions", json=big)
-            assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "request_too_large"
-            assert httpx.get(gateway.url + "/healthz").json() == {"status": "ok"}
-            httpx.post(
-                gateway.url + "/v1/chat/completions",
-                json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
-            )
-            metrics = httpx.get(gateway.url + "/metrics").text
+        metrics = httpx.get(url + "/metrics").text
     assert 'ctxbudget_requests_total{outcome="request_too_large",route="/v1/chat/completions"} 1.0' in metrics
     assert "ctxbudget_input_tokens_total" in metrics and "ctxbudget_fit_decisions_total" in metrics
     assert json.loads(json.dumps(fake.received))[-1]["messages"][0]["content"] == "hi"
 
 
 def test_with_a_tiered_policy_requests_are_assembled(tmp_path: Path) -> None:
-    fake = FakeUpstream()
-    with Served(fake.app) as upstream:
-        config = GatewayConfig(
-            anthropic_upstream=upstream.url,
-            openai_upstream=upstream.url,
-            store_path=str(tmp_path / "p.db"),
-            policy="legal-review",
+    with gateway_over_fake(tmp_path / "p.db", policy="legal-review") as (fake, url):
+        client = _anthropic(url, **{"X-Ctxbudget-Session": "tiered"})
+        reply = client.messages.create(
+            model="claude-sonnet-4-6",
+            max_tokens=200,
+            system=SYSTEM,
+            metadata={"user_id": "u-1"},
+            messages=[{"role": "user", "content": "Was notice given?"}],
         )
-        with Served(create_app(config)) as gateway:
-            client = _anthropic(gateway.url, **{"X-Ctxbudget-Session": "tiered"})
-            reply = client.messages.create(
+        assert reply.content[0].text == "echo: Was notice given?"
+        with pytest.raises(anthropic.BadRequestError, match="volatile"):
+            client.messages.create(
                 model="claude-sonnet-4-6",
                 max_tokens=200,
-                system=SYSTEM,
-                metadata={"user_id": "u-1"},
-                messages=[{"role": "user", "content": "Was notice given?"}],
+                system=SYSTEM + " Today is 2026-11-30.",
+                messages=[{"role": "user", "content": "x"}],
             )
-            assert reply.content[0].text == "echo: Was notice given?"
-            with pytest.raises(anthropic.BadRequestError, match="volatile"):
-                client.messages.create(
-                    model="claude-sonnet-4-6",
-                    max_tokens=200,
-                    system=SYSTEM + " Today is 2026-11-30.",
-                    messages=[{"role": "user", "content": "x"}],
-                )
     sent = fake.received[0]
     assert sent["metadata"] == {"user_id": "u-1"}  # fields the assembly does not own pass through
     assert sent["system"][0]["cache_control"] == {

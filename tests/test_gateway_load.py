@@ -8,10 +8,9 @@ from pathlib import Path
 
 import httpx
 
-from ctxbudget.gateway import GatewayConfig, create_app
 from ctxbudget.session import SQLiteStore
 
-from .fake_upstream import FakeUpstream, Served
+from .fake_upstream import gateway_over_fake
 
 SESSIONS = 50
 TURNS = 6
@@ -35,25 +34,20 @@ async def _session(client: httpx.AsyncClient, url: str, n: int) -> list[bool]:
 
 
 def test_fifty_concurrent_sessions_lose_nothing(tmp_path: Path) -> None:
-    fake = FakeUpstream()
-    with Served(fake.app) as upstream:
-        store = tmp_path / "load.db"
-        config = GatewayConfig(
-            anthropic_upstream=upstream.url, openai_upstream=upstream.url, store_path=str(store)
-        )
-        with Served(create_app(config)) as gateway:
+    store = tmp_path / "load.db"
+    with gateway_over_fake(store) as (_, url):
 
-            async def run() -> list[list[bool]]:
-                limits = httpx.Limits(max_connections=SESSIONS)
-                async with httpx.AsyncClient(timeout=30, limits=limits) as client:
-                    return await asyncio.wait_for(
-                        asyncio.gather(*(_session(client, gateway.url, n) for n in range(SESSIONS))),
-                        timeout=120,
-                    )
+        async def run() -> list[list[bool]]:
+            limits = httpx.Limits(max_connections=SESSIONS)
+            async with httpx.AsyncClient(timeout=30, limits=limits) as client:
+                return await asyncio.wait_for(
+                    asyncio.gather(*(_session(client, url, n) for n in range(SESSIONS))),
+                    timeout=120,
+                )
 
-            started = time.monotonic()
-            results = asyncio.run(run())
-            assert time.monotonic() - started < 120
+        started = time.monotonic()
+        results = asyncio.run(run())
+        assert time.monotonic() - started < 120
     assert all(all(r) for r in results)
     reopened = SQLiteStore(store)
     assert len([n for n in reopened.names() if n.startswith("load-")]) == SESSIONS
