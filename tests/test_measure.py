@@ -13,7 +13,6 @@ from ctxbudget import fit, get_encoding, render_question
 from ctxbudget.formats.base import Rendering, Segment
 from ctxbudget.measure import MIN_REUSE_CHARS, measure, measure_total
 from ctxbudget.memo import freeze, thaw
-from ctxbudget.tokens.counter import analyze
 
 words = st.sampled_from(
     [
@@ -55,16 +54,6 @@ def test_spliced_count_equals_a_full_encode(sources: list[str], data: Any) -> No
     )
     assert spliced == len(encoding.tiktoken.encode_ordinary(text)) + 3
     assert any(len(t) >= MIN_REUSE_CHARS for t in sources) == bool(measured.sources)
-
-
-@settings(max_examples=80, deadline=None)
-@given(phrases, st.lists(st.integers(-5, 3_000), max_size=40))
-def test_batch_lookup_matches_one_by_one(text: str, offsets: list[int]) -> None:
-    analysis = analyze(get_encoding("cl100k_base"), text * 3)
-    offsets = sorted(offsets)
-    assert analysis.tokens_starting_before_each(offsets) == [
-        analysis.tokens_starting_before(o) for o in offsets
-    ]
 
 
 def test_fitted_report_counts_what_is_sent() -> None:
@@ -140,7 +129,6 @@ def test_offsets_match_a_running_sum_of_token_lengths(lengths: list[int], data: 
     offsets = sorted(data.draw(st.lists(st.integers(-3, sum(lengths) + 3), max_size=30)))
     expected = [sum(1 for s in starts if s < o) for o in offsets]
     assert [analysis.tokens_starting_before(o) for o in offsets] == expected
-    assert analysis.tokens_starting_before_each(offsets) == expected
 
 
 def test_a_registered_plugin_encoding_counts_a_fit_end_to_end(tmp_path: Any) -> None:

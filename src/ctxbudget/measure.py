@@ -64,7 +64,8 @@ def measure(rendering: Rendering, encoding: Encoding) -> Measurement:
         sizes = (len(s.text) if ascii_only else len(s.text.encode("utf-8")) for s in chunk)
         ends = list(accumulate(sizes))
         before, position = 0, 0  # tokens starting before ``position``
-        for segment, end, upto in zip(chunk, ends, analysis.tokens_starting_before_each(ends), strict=True):
+        for segment, end in zip(chunk, ends, strict=True):
+            upto = analysis.tokens_starting_before(end)
             by_owner[segment.owner] += upto - before
             if segment.content and not isinstance(segment.owner, str):
                 spans[segment.owner] = TextSpan(analysis, position, end)

@@ -87,27 +87,6 @@ class ChunkAnalysis:
             return 0
         return 1 + min(self._ending_before(byte_offset), len(self.lengths) - 1)
 
-    def tokens_starting_before_each(self, byte_offsets: list[int]) -> list[int]:
-        """:meth:`tokens_starting_before` for many ascending offsets in one pass.
-
-        Measuring a rendering looks up every segment boundary once, in order: one call per
-        rendering instead of one per boundary.
-        """
-        if not self.lengths:
-            return [0] * len(byte_offsets)
-        ends, last = self._ends(), len(self.lengths) - 1
-        counts = []
-        for offset in byte_offsets:
-            if offset <= 0:
-                counts.append(0)
-                continue
-            block = bisect_left(ends, offset)
-            if block >= len(ends):
-                counts.append(last + 1)
-                continue
-            counts.append(1 + min(block * BLOCK + bisect_left(self._block(block), offset), last))
-        return counts
-
     def tokens_between(self, start: int, end: int) -> int:
         """Tokens that start in the byte range ``[start, end)``."""
         if start <= 0 and end >= len(self.data):
