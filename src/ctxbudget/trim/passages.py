@@ -272,13 +272,20 @@ def _scores(
     return smoothed
 
 
+def _run_from(left: int, costs: Sequence[int], cap: int, taken: set[int]) -> tuple[int, int]:
+    """The last passage and the cost of the longest run of untaken passages from ``left`` within
+    ``cap`` (last is ``left - 1`` when not even the first fits)."""
+    last, cost = left - 1, 0
+    while last + 1 < len(costs) and last + 1 not in taken and cost + costs[last + 1] <= cap:
+        last += 1
+        cost += costs[last]
+    return last, cost
+
+
 def _head(costs: Sequence[int], cap: int) -> list[tuple[int, int]]:
     """The leading passages that fit ``cap``: with no relevance signal, keep the document's start
     (what head truncation keeps, whole passages only)."""
-    used, last = 0, -1
-    while last + 1 < len(costs) and used + costs[last + 1] <= cap:
-        last += 1
-        used += costs[last]
+    last, _ = _run_from(0, costs, cap, set())
     return [(0, last)] if last >= 0 else []
 
 
@@ -300,10 +307,7 @@ def _best_window(
     for left in range(len(costs)):
         if left in taken:
             continue
-        last, cost = left - 1, 0
-        while last + 1 < len(costs) and last + 1 not in taken and cost + costs[last + 1] <= cap:
-            last += 1
-            cost += costs[last]
+        last, cost = _run_from(left, costs, cap, taken)
         if last < left:
             continue
         mass = _edge_weighted_mass(scores[left : last + 1], costs[left : last + 1], cost, weights)
