@@ -11,12 +11,12 @@ Warm: the same request again with counts cached. Also a second turn with ``--pre
 from __future__ import annotations
 
 import json
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from bench_fit import median_seconds  # the same timing loop (bench/ is on sys.path when run)
 
 from ctxbudget import assemble, clear_caches, get_encoding, get_policy
 
@@ -24,14 +24,7 @@ REPEATS = 9
 
 
 def median_ms(action: Callable[[], Any], before: Callable[[], Any] | None = None) -> float:
-    samples = []
-    for _ in range(REPEATS):
-        if before:
-            before()
-        start = time.perf_counter()
-        action()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1000
+    return median_seconds(action, before=before, repeats=REPEATS) * 1000
 
 
 def main() -> None:

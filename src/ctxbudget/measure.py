@@ -43,13 +43,17 @@ class Measurement:
         return {o: n for o, n in self.by_owner.items() if isinstance(o, str) and n}
 
 
+def _chunk_text(chunk: tuple[Segment, ...]) -> str:
+    return chunk[0].text if len(chunk) == 1 else "".join(segment.text for segment in chunk)
+
+
 def measure(rendering: Rendering, encoding: Encoding) -> Measurement:
     """Encode each chunk once (content-cached) and attribute every token to the segment it starts in."""
     by_owner: defaultdict[Owner, int] = defaultdict(int)
     spans: dict[ItemKey, TextSpan] = {}
     sources: Sources = {}
     for chunk in rendering.chunks:
-        text = chunk[0].text if len(chunk) == 1 else "".join(segment.text for segment in chunk)
+        text = _chunk_text(chunk)
         if not text:
             continue
         analysis = analyze(encoding, text)
@@ -86,7 +90,7 @@ def measure_total(rendering: Rendering, encoding: Encoding, sources: Sources | N
     total = sum(n for _, n in rendering.constants)
     splice = bool(sources) and encoding.proven_boundaries
     for chunk in rendering.chunks:
-        text = chunk[0].text if len(chunk) == 1 else "".join(s.text for s in chunk)
+        text = _chunk_text(chunk)
         if not text:
             continue
         known = cached_analysis(encoding, text) if splice else None
