@@ -173,3 +173,26 @@ def test_a_query_that_matches_nothing_keeps_the_head() -> None:
     assert len(regions) == 1
     assert regions[0].start == 0
     assert sum(costs[i] for i in regions[0].passages) <= 197 < sum(costs[: len(regions[0].passages) + 1])
+
+
+def test_one_strong_match_outweighs_many_passing_mentions() -> None:
+    def line(n: int) -> str:
+        if n == 70:
+            return f"Speaker A: turn {n}: the quarterly revenue forecast was cut, the forecast is lower.\n"
+        if 10 <= n < 30:
+            return f"Speaker B: turn {n}: revenue came up again in passing, then lunch plans.\n"
+        return f"Speaker C: turn {n}: weather and lunch and some filler words here.\n"
+
+    text = "".join(line(n) for n in range(100))
+    passages = split_passages(text, _count(text), max_tokens=40)
+    costs = [_count(text)(p.start, p.end) for p in passages]
+
+    def kept(weights: PassageWeights) -> str:
+        regions = select_regions(
+            text, passages, costs, 300, query="What was the quarterly revenue forecast?", weights=weights
+        )
+        return "".join(text[r.start : r.end] for r in regions)
+
+    assert "turn 70:" in kept(PassageWeights())
+    plain = kept(PassageWeights(sharpness=1.0))  # summed as is, twenty passing mentions win
+    assert "turn 70:" not in plain and "turn 20: revenue" in plain

@@ -60,6 +60,9 @@ class PassageWeights:
     # A window loses this share of the score of each untaken passage just outside it: windows end
     # where relevance does, not in the middle of a relevant stretch.
     cut_penalty: float = 0.5
+    # Relevance is raised to this power before a window sums it, so one strong match outweighs
+    # many passages that share a common query word (1.0: plain sums).
+    sharpness: float = 2.0
 
 
 def _units(text: str) -> list[tuple[int, int]]:
@@ -357,7 +360,7 @@ def select_regions(
     relevance = _scores(text, passages, query, protected_tags, weights)
     if not any(s > 0 for s in relevance):
         return _regions(text, passages, _head(costs, budget - region_cost))
-    scores = [s + 1e-6 for s in relevance]  # ties favour coverage
+    scores = [s**weights.sharpness + 1e-6 for s in relevance]  # ties favour coverage
     taken: set[int] = set()
     runs: list[tuple[int, int]] = []
     remaining = budget
