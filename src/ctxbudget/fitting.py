@@ -37,6 +37,7 @@ from .tokens.registry import get_encoding, registry_version
 from .trim.documents import OutputOrder, ScoreOrder, select_documents
 from .trim.extract import clear_sentence_cache
 from .trim.history import select_history
+from .trim.passages import PassageScorer
 from .trim.shares import proportional_shares
 from .trim.split import split_documents
 from .trim.text import truncate_text
@@ -66,6 +67,7 @@ class _Context:
     score_order: ScoreOrder
     document_order: OutputOrder
     split_documents: bool = False
+    passage_scorer: PassageScorer | None = None
     warnings: list[str] = field(default_factory=list)
 
     def cost(self, item: Item) -> int:
@@ -153,6 +155,7 @@ def _plan(ctx: _Context, budgets: Mapping[Component, int]) -> Plan:
             cost=ctx.cost,
             framing=ctx.framing,
             span_of=ctx.measured.spans.get,
+            scorer=ctx.passage_scorer,
         )
         decisions |= split_decisions
         order = order + tuple(slices)
@@ -269,6 +272,7 @@ def fit(
     score_order: ScoreOrder = "desc",
     document_order: OutputOrder = "ranked",
     split_documents: bool = False,
+    passage_scorer: PassageScorer | None = None,
     catalog: Catalog | None = None,
 ) -> FitResult:
     """Fit ``request`` into ``model``'s window; returns the fitted request and the report.
@@ -276,9 +280,15 @@ def fit(
     Raises :class:`BudgetExceeded` when the parts that cannot be trimmed alone exceed the
     window (unless ``on_overflow="empty"``), :class:`InvalidRequestError` for a malformed body
     and :class:`ConfigError` for bad options. The input is never mutated.
+
+    With ``split_documents``, a ``passage_scorer`` (:class:`ctxbudget.trim.passages.PassageScorer`,
+    such as :class:`ctxbudget.semantic.EmbeddingScorer`) adds semantic similarity to BM25 when
+    passages are chosen.
     """
     if on_overflow not in ("error", "empty"):
         raise ConfigError(f"on_overflow must be 'error' or 'empty', got {on_overflow!r}")
+    if passage_scorer is not None and not split_documents:
+        raise ConfigError("passage_scorer is used only when split_documents=True; set both or neither")
     catalog = catalog or bundled_catalog()
     options = (model, max_context_tokens, reserve_output_tokens, freeze(dict(budget or {})), format)
     key = (
@@ -288,6 +298,7 @@ def fit(
         score_order,
         document_order,
         split_documents,
+        passage_scorer,
         id(catalog),
         registry_version(),
     )
@@ -305,6 +316,7 @@ def fit(
         score_order,
         document_order,
         split_documents,
+        passage_scorer,
         catalog,
     )
     _MEMO.put(key, result.request, result.report)
@@ -322,6 +334,7 @@ def _fit(
     score_order: ScoreOrder,
     document_order: OutputOrder,
     split_documents: bool,
+    passage_scorer: PassageScorer | None,
     catalog: Catalog,
 ) -> FitResult:
     resolution = catalog.resolve_window(model, max_context_tokens)
@@ -336,7 +349,9 @@ def _fit(
     items, rendering = fmt.parse_and_render(request)
     measured = measure(rendering, counter.encoding)
     split = BudgetSplit.from_mapping(budget)
-    ctx = _Context(fmt, counter, items, measured, split, score_order, document_order, split_documents)
+    ctx = _Context(
+        fmt, counter, items, measured, split, score_order, document_order, split_documents, passage_scorer
+    )
     if resolution.warning:
         ctx.warnings.append(resolution.warning)
     available_raw = counter.unscale(available)

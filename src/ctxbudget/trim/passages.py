@@ -13,14 +13,18 @@ passages merged.
 
 from __future__ import annotations
 
+import math
 import re
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
+from ..errors import ConfigError
 from .bm25 import bm25_scores, terms
 from .sentences import iter_sentence_ends
 
-__all__ = ["Passage", "PassageWeights", "Region", "select_regions", "split_passages"]
+__all__ = ["Passage", "PassageScorer", "PassageWeights", "Region", "select_regions", "split_passages"]
 
 _SPEAKER = re.compile(r"^[^\s:][^\n:]{0,40}:\s", re.MULTILINE)
 _PAGE_LINE = re.compile(r"^(\d{1,4}:\d{1,3})\s", re.MULTILINE)
@@ -63,6 +67,16 @@ class PassageWeights:
     # Relevance is raised to this power before a window sums it, so one strong match outweighs
     # many passages that share a common query word (1.0: plain sums).
     sharpness: float = 2.0
+    # Weight of a semantic scorer's similarity beside BM25 (both scaled to 0..1 first).
+    semantic: float = 1.0
+
+
+class PassageScorer(Protocol):
+    """An optional semantic scorer: how close each passage is to the query, on any scale (higher
+    is closer; cosine similarity of embeddings, say). It is added to BM25, which stays the base.
+    ``ctxbudget.semantic`` ships one built on a small embedding model installed as an extra."""
+
+    def __call__(self, query: str, passages: Sequence[str]) -> Sequence[float]: ...
 
 
 def _units(text: str) -> list[tuple[int, int]]:
@@ -258,21 +272,56 @@ def content_query(query: str) -> str:
 
 
 def _scores(
-    text: str, passages: Sequence[Passage], query: str, protected_tags: Sequence[str], weights: PassageWeights
+    text: str,
+    passages: Sequence[Passage],
+    query: str,
+    protected_tags: Sequence[str],
+    weights: PassageWeights,
+    scorer: PassageScorer | None = None,
 ) -> list[float]:
-    base = bm25_scores(content_query(query), [text[p.start : p.end] for p in passages])
-    top = max(base, default=0.0) or 1.0
-    scores = [s / top for s in base]
+    texts = [text[p.start : p.end] for p in passages]
+    scores = _to_unit(bm25_scores(content_query(query), texts))
+    if scorer is not None:
+        closeness = _above_median(_checked(scorer(query, texts), len(texts)))
+        scores = _to_unit([s + weights.semantic * c for s, c in zip(scores, closeness, strict=True)])
     smoothed = []
     for i, score in enumerate(scores):
         neighbours = [scores[j] for j in (i - 1, i + 1) if 0 <= j < len(scores)]
         smoothed.append(
             score + weights.neighbour * (sum(neighbours) / len(neighbours) if neighbours else 0.0)
         )
-    for i, passage in enumerate(passages):
-        if any(tag.lower() in text[passage.start : passage.end].lower() for tag in protected_tags):
+    for i, piece in enumerate(texts):
+        if any(tag.lower() in piece.lower() for tag in protected_tags):
             smoothed[i] += weights.protected_tag
     return smoothed
+
+
+def _to_unit(scores: Sequence[float]) -> list[float]:
+    """Scores divided by the best one (all 0 stay 0)."""
+    top = max(scores, default=0.0) or 1.0
+    return [s / top for s in scores]
+
+
+def _above_median(values: Sequence[float]) -> list[float]:
+    """How far each value stands above the document's median, 1 for the closest passage.
+
+    Embedding similarities of unrelated passages are far from 0 (all-MiniLM-L6-v2 gives most
+    passages of a meeting 0.1-0.3 against any question about it): only what stands out counts.
+    """
+    if not values:
+        return []
+    middle, top = statistics.median(values), max(values)
+    span = top - middle
+    return [max(0.0, (v - middle) / span) if span > 0 else 0.0 for v in values]
+
+
+def _checked(values: Sequence[float], expected: int) -> list[float]:
+    out = [float(v) for v in values]
+    if len(out) != expected:
+        raise ConfigError(f"the passage scorer returned {len(out)} scores for {expected} passages")
+    if not all(math.isfinite(v) for v in out):
+        raise ConfigError("the passage scorer returned a score that is not a finite number")
+    return out
 
 
 def _run_from(left: int, costs: Sequence[int], cap: int, taken: set[int]) -> tuple[int, int]:
@@ -347,17 +396,18 @@ def select_regions(
     protected_tags: Sequence[str] = (),
     weights: PassageWeights | None = None,
     region_cost: int = 0,
+    scorer: PassageScorer | None = None,
 ) -> list[Region]:
     """Verbatim regions within ``budget`` tokens (``region_cost`` per region for its framing).
 
     Evidence is usually a contiguous stretch of discussion, and a quote survives only if all of it
     is kept, so selection takes whole windows: the contiguous run of passages with the most
-    relevance (BM25 against the query and tags, with the bonuses; edge-weighted, see
-    :func:`_best_window`) that fits the budget left, then the best run in what remains, and so on;
+    relevance (BM25 against the query and tags, plus ``scorer``'s similarity when one is given,
+    with the bonuses; edge-weighted, see :func:`_best_window`) that fits the budget left, then the best run in what remains, and so on;
     regions come back in document order.
     """
     weights = weights or PassageWeights()
-    relevance = _scores(text, passages, query, protected_tags, weights)
+    relevance = _scores(text, passages, query, protected_tags, weights, scorer)
     if not any(s > 0 for s in relevance):
         return _regions(text, passages, _head(costs, budget - region_cost))
     scores = [s**weights.sharpness + 1e-6 for s in relevance]  # ties favour coverage

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from ..formats.base import Decision, Item, ItemKey
 from .bm25 import bm25_scores
-from .passages import select_regions, split_passages
+from .passages import PassageScorer, select_regions, split_passages
 from .text import TextSpan
 
 __all__ = ["split_documents"]
@@ -46,6 +46,7 @@ def split_documents(
     cost: Callable[[Item], int],
     framing: Callable[[Item], int],
     span_of: Callable[[ItemKey], TextSpan | None],
+    scorer: PassageScorer | None = None,
 ) -> tuple[dict[int, tuple[tuple[int, int, str], ...]], dict[ItemKey, Decision]]:
     """Over-long documents that did not fit whole: their best passages, verbatim, in the budget left.
 
@@ -69,7 +70,9 @@ def split_documents(
         count = _char_counter(doc.text, span)
         passages = split_passages(doc.text, count)
         costs = [count(p.start, p.end) for p in passages]
-        regions = select_regions(doc.text, passages, costs, share, query=query, region_cost=framing(doc) + 2)
+        regions = select_regions(
+            doc.text, passages, costs, share, query=query, region_cost=framing(doc) + 2, scorer=scorer
+        )
         used = sum(costs[i] for r in regions for i in r.passages) + len(regions) * (framing(doc) + 2)
         carry = share - used
         if not regions:
@@ -79,6 +82,6 @@ def split_documents(
         decisions[doc.key] = Decision(
             "truncated",
             f"split into {len(passages)} passages; kept {len(regions)} verbatim region(s) ranked by "
-            f"BM25 against the query: {cited}",
+            f"{'BM25 and semantic similarity' if scorer else 'BM25'} against the query: {cited}",
         )
     return slices, decisions

