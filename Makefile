@@ -39,8 +39,9 @@ bench: build/example.json build/legal_context.json
 	$(BIN)/python bench/bench_assemble.py build/legal_context.json
 	$(BIN)/python bench/bench_gateway.py
 
+# make bench-retention RETENTION_ARGS=--semantic adds the semantic scorer's column (needs its extra).
 bench-retention: $(STAMP)
-	$(BIN)/python bench/bench_retention.py
+	$(BIN)/python bench/bench_retention.py $(RETENTION_ARGS)
 
 catalog: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,catalog]'

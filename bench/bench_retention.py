@@ -6,7 +6,11 @@ reserve). A probe is retained when every gold span is still verbatim in the rend
 Head-only and tail-only truncation of the same document to the same budget are measured in the same
 run. Skips with a message when the data folder is absent.
 
-    python bench/bench_retention.py [--limit N] [--data DIR]
+    python bench/bench_retention.py [--limit N] [--data DIR] [--semantic]
+
+--semantic adds a column for the optional semantic scorer (ctxbudget.semantic, the 'semantic'
+extra), measured in the same run; passage embeddings are remembered across a document's probes
+and budgets, so its time per fit is the amortised cost.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ctxbudget import fit, get_encoding, render_question
+from ctxbudget import ConfigError, fit, get_encoding, render_question
+from ctxbudget.trim.passages import PassageScorer
 
 BUDGETS = (4000, 8000, 16000)
 MODEL = "gpt-4o"
@@ -61,15 +66,19 @@ def main() -> None:
         "--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "retention")
     )
     parser.add_argument("--limit", type=int, default=0, help="probes per dataset (0: all)")
+    parser.add_argument("--semantic", action="store_true", help="also measure the semantic scorer")
     args = parser.parse_args()
     folder = Path(args.data)
     if not (folder / "probes.jsonl").exists():
         print(f"skipped: no retention data at {folder} (it is not part of the repository)")
         return
     docs, probes = load(folder)
+    scorers: dict[str, PassageScorer | None] = {"ctxbudget": None}
+    if args.semantic:
+        scorers["semantic"] = semantic_scorer()
     counts: dict[tuple[str, int, str], int] = defaultdict(int)
     totals: dict[str, int] = defaultdict(int)
-    seconds: dict[str, float] = defaultdict(float)
+    seconds: dict[tuple[str, str], float] = defaultdict(float)
     floor: dict[str, float] = defaultdict(float)
     tk = get_encoding("o200k_base").tiktoken  # type: ignore[attr-defined]
     per_dataset: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -86,35 +95,62 @@ def main() -> None:
             tk.encode_ordinary(text)
             floor[dataset] += 3 * (time.perf_counter() - started)  # one tokenization pass, per budget
             for budget in BUDGETS:
-                started = time.perf_counter()
-                result = fit(
-                    request,
-                    model=MODEL,
-                    max_context_tokens=budget,
-                    reserve_output_tokens=0,
-                    split_documents=True,
-                )
-                seconds[dataset] += time.perf_counter() - started
-                counts[(dataset, budget, "ctxbudget")] += retained(
-                    probe["spans"], text, render_question(result.request)
-                )
+                for column, scorer in scorers.items():
+                    if column != "ctxbudget" and scorer is None:
+                        continue
+                    started = time.perf_counter()
+                    result = fit(
+                        request,
+                        model=MODEL,
+                        max_context_tokens=budget,
+                        reserve_output_tokens=0,
+                        split_documents=True,
+                        passage_scorer=scorer,
+                    )
+                    seconds[(dataset, column)] += time.perf_counter() - started
+                    counts[(dataset, budget, column)] += retained(
+                        probe["spans"], text, render_question(result.request)
+                    )
                 head, tail = head_tail(text, max(0, budget - around))
                 counts[(dataset, budget, "head")] += retained(probe["spans"], text, head)
                 counts[(dataset, budget, "tail")] += retained(probe["spans"], text, tail)
             if n % 100 == 0:
                 print(f"  {dataset}: {n}/{len(chosen)} probes", file=sys.stderr)
-    print(f"{'dataset':14} {'budget':>7} {'ctxbudget':>10} {'head-only':>10} {'tail-only':>10} {'probes':>7}")
+    columns = [c for c, scorer in scorers.items() if c == "ctxbudget" or scorer is not None]
+    names = {"ctxbudget": "ctxbudget", "semantic": "+semantic", "head": "head-only", "tail": "tail-only"}
+    print(
+        f"{'dataset':14} {'budget':>7} "
+        + " ".join(f"{names[c]:>10}" for c in [*columns, "head", "tail"])
+        + "  probes"
+    )
     for dataset in sorted(totals):
         for budget in BUDGETS:
-            row = [counts[(dataset, budget, k)] / totals[dataset] for k in ("ctxbudget", "head", "tail")]
+            row = [counts[(dataset, budget, k)] / totals[dataset] for k in [*columns, "head", "tail"]]
             print(
-                f"{dataset:14} {budget:>7,} {row[0]:>10.1%} {row[1]:>10.1%} {row[2]:>10.1%} {totals[dataset]:>7}"
+                f"{dataset:14} {budget:>7,} "
+                + " ".join(f"{r:>10.1%}" for r in row)
+                + f" {totals[dataset]:>7}"
             )
-        per_fit = seconds[dataset] / (3 * totals[dataset]) * 1000
-        print(
-            f"{dataset:14} fit time per document and budget: {per_fit:.1f} ms = "
-            f"{seconds[dataset] / floor[dataset]:.1f}x one tokenization pass of the document"
-        )
+        for column in columns:
+            spent = seconds[(dataset, column)]
+            print(
+                f"{dataset:14} {names[column]} fit time per document and budget: "
+                f"{spent / (3 * totals[dataset]) * 1000:.1f} ms = "
+                f"{spent / floor[dataset]:.1f}x one tokenization pass of the document"
+            )
+
+
+def semantic_scorer() -> PassageScorer | None:
+    """The shipped semantic scorer, or None (with a message) when its extra is not installed."""
+    from ctxbudget.semantic import EmbeddingScorer
+
+    scorer = EmbeddingScorer()
+    try:
+        scorer("probe", ["probe"])
+    except ConfigError as exc:
+        print(f"semantic column skipped: {exc}")
+        return None
+    return scorer
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The core never imports the shell (session, simulation) or the edges (cli)."""
+"""The core never imports the shell (session, simulation, semantic) or the edges (cli, gateway)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "ctxbudget"
-OUTER = ("session", "simulation", "cli", "gateway")
+OUTER = ("session", "simulation", "semantic", "cli", "gateway")
 
 
 def _imports(path: Path) -> set[str]:

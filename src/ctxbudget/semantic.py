@@ -49,8 +49,9 @@ class EmbeddingScorer:
 
     Loaded from local files only, on first use. Passage embeddings are remembered by text (up to
     ``cache_size`` passages), so a document asked several questions, or fitted at several budgets,
-    is embedded once. Similarities are rounded to 1e-4, so float noise between thread counts does
-    not move a window.
+    is embedded once. Similarities are rounded to 1e-4, so that float noise (thread counts, how
+    passages were batched) almost never reaches the selection; same inputs in the same process give
+    the same output.
     """
 
     def __init__(
