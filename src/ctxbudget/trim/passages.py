@@ -65,7 +65,8 @@ class PassageWeights:
     # where relevance does, not in the middle of a relevant stretch.
     cut_penalty: float = 0.5
     # Relevance is raised to this power before a window sums it, so one strong match outweighs
-    # many passages that share a common query word (1.0: plain sums).
+    # many passages that share a common query word (1.0: plain sums). QMSum, all 1,576 probes at
+    # 4k/8k/16k: 66.5/86.0/97.9% plain, 68.5/86.5/98.2% squared (docs/retention.md).
     sharpness: float = 2.0
     # Weight of a semantic scorer's similarity beside BM25 (both scaled to 0..1 first).
     semantic: float = 1.0
