@@ -144,13 +144,11 @@ def semantic_scorer() -> PassageScorer | None:
     """The shipped semantic scorer, or None (with a message) when its extra is not installed."""
     from ctxbudget.semantic import EmbeddingScorer
 
-    scorer = EmbeddingScorer()
     try:
-        scorer("probe", ["probe"])
+        return EmbeddingScorer().load()
     except ConfigError as exc:
         print(f"semantic column skipped: {exc}")
         return None
-    return scorer
 
 
 if __name__ == "__main__":

@@ -72,6 +72,10 @@ def test_fit_splits_an_over_long_document_into_cited_verbatim_passages() -> None
         assert TRANSCRIPT[a:b] == doc["page_content"]
         assert doc["metadata"]["citation"]
     assert "turn 44 about the budget and costs" in render_question(result.request)
+    report = result.report
+    (item,) = [i for i in report.items if i.component == "documents"]
+    sent = sum(len(d["page_content"]) for d in docs) // 4  # about four characters a token here
+    assert item.action == "truncated" and sent // 2 < item.tokens_after <= report.tokens_after
     without = fit(request, model="gpt-4o", max_context_tokens=600, reserve_output_tokens=0)
     assert without.request["documents"] == []  # the seed's behaviour: an over-long document is dropped whole
 

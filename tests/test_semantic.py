@@ -4,11 +4,15 @@ extra is installed."""
 from __future__ import annotations
 
 import importlib.util
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from ctxbudget import ConfigError, fit, render_question
+from ctxbudget.cli import main
 from ctxbudget.trim.passages import select_regions, split_passages
 
 
@@ -101,7 +105,9 @@ def test_the_shipped_scorer_names_the_extra_when_it_is_missing() -> None:
     from ctxbudget.semantic import EmbeddingScorer
 
     with pytest.raises(ConfigError, match=r"pip install 'ctxbudget\[semantic\]'"):
-        EmbeddingScorer()("question", ["passage"])
+        EmbeddingScorer().load()
+    with pytest.raises(ConfigError, match=r"pip install 'ctxbudget\[semantic\]'"):
+        EmbeddingScorer()("question", ["passage"])  # or on first use
 
 
 @pytest.mark.skipif(not _EXTRA, reason="the semantic extra is not installed")
@@ -113,3 +119,28 @@ def test_the_shipped_scorer_ranks_a_paraphrase_above_an_unrelated_passage() -> N
     scores = scorer("What was decided about the budget?", passages)
     assert scores[0] > scores[1]
     assert scorer("What was decided about the budget?", passages) == scores  # same bytes again
+
+
+def test_the_cli_asks_for_split_documents_with_semantic(tmp_path: Path) -> None:
+    path = tmp_path / "req.json"
+    path.write_text(json.dumps(_request()))
+    result = CliRunner().invoke(main, ["fit", str(path), "--model", "gpt-4o", "--semantic"])
+    assert result.exit_code == 2 and "--semantic scores passages: it needs --split-documents" in result.output
+
+
+@pytest.mark.skipif(bool(_EXTRA), reason="the semantic extra is installed")
+def test_the_cli_names_the_extra_when_it_is_missing(tmp_path: Path) -> None:
+    path = tmp_path / "req.json"
+    path.write_text(json.dumps(_request()))
+    args = [
+        "fit",
+        str(path),
+        "--model",
+        "gpt-4o",
+        "--max-context-tokens",
+        "600",
+        "--split-documents",
+        "--semantic",
+    ]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and "pip install 'ctxbudget[semantic]'" in result.output

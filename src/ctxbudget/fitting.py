@@ -192,7 +192,9 @@ def _item_reports(ctx: _Context, plan: Plan) -> tuple[ItemReport, ...]:
         decision = plan.decisions.get(item.key) or Decision("kept", "fits")
         before = ctx.cost(item)
         after = before if decision.action == "kept" else 0
-        if decision.action == "truncated" and decision.text is not None:
+        if decision.tokens is not None:
+            after = decision.tokens
+        elif decision.action == "truncated" and decision.text is not None:
             span = ctx.measured.spans.get(item.key)
             content = span.prefix_tokens(len(decision.text.encode("utf-8"))) if span else 0
             after = ctx.framing(item) + content

@@ -63,10 +63,15 @@ class EmbeddingScorer:
         self._model: Any = None
         self._vectors: OrderedDict[str, Any] = OrderedDict()
 
-    def _embed(self, texts: Sequence[str]) -> Any:
+    def load(self) -> EmbeddingScorer:
+        """Load the model now (it loads on first use otherwise); :class:`ConfigError` when the
+        extra or the model directory is missing."""
         if self._model is None:
             self._model = _load(self._model_dir or _bundled_model_dir())
-        return self._model.encode(
+        return self
+
+    def _embed(self, texts: Sequence[str]) -> Any:
+        return self.load()._model.encode(
             list(texts), batch_size=self._batch_size, normalize_embeddings=True, show_progress_bar=False
         )
 

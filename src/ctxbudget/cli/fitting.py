@@ -93,6 +93,8 @@ def fit_command(
     semantic: bool,
 ) -> None:
     """Fit a request (JSON file or stdin) into the model's window and print the result."""
+    if semantic and not split_documents:
+        raise click.UsageError("--semantic scores passages: it needs --split-documents")
     request = _read_json(source)
 
     def action() -> None:
@@ -100,7 +102,7 @@ def fit_command(
         if semantic:
             from ..semantic import EmbeddingScorer  # the extra is imported only when asked for
 
-            scorer = EmbeddingScorer()
+            scorer = EmbeddingScorer().load()
         result = fit(
             request,
             model=model,

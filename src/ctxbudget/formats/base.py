@@ -71,11 +71,14 @@ Action = Literal["kept", "truncated", "dropped", "summarized"]
 
 @dataclass(frozen=True)
 class Decision:
-    """What happens to one item; ``text`` is the new text when truncated."""
+    """What happens to one item; ``text`` is the new text when truncated; ``tokens`` what the
+    item still costs when the decision knows it better than ``text`` can say (a document split
+    into passages: the passages and their framing, as its budget charged them)."""
 
     action: Action
     reason: str
     text: str | None = None
+    tokens: int | None = None
 
 
 @dataclass(frozen=True)

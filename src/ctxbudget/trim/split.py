@@ -83,5 +83,6 @@ def split_documents(
             "truncated",
             f"split into {len(passages)} passages; kept {len(regions)} verbatim region(s) ranked by "
             f"{'BM25 and semantic similarity' if scorer else 'BM25'} against the query: {cited}",
+            tokens=used,
         )
     return slices, decisions
