@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -367,6 +368,29 @@ def test_the_compact_tier_can_keep_passage_windows() -> None:
     result = run(body, policy=policy)
     background = result.request["system"][2]["text"]
     assert "Speaker B: the warranty notice was mailed by certified letter." in background
-    assert background in body["items"][2]["text"]  # one verbatim window
+    assert all(window in body["items"][2]["text"] for window in background.split("\n\n"))  # verbatim
     tier = next(t for t in result.report["tiers"] if t["name"] == "contextual")
     assert tier["tokens"] <= tier["ceiling_tokens"]
+
+
+def test_a_passage_scorer_reaches_the_compact_tier() -> None:
+    policy = parse_policy(
+        SMALL.replace('eviction = "compact"', 'eviction = "compact"\ncompact_method = "passages"'), "p"
+    )
+    body = request()
+    body["items"][2]["text"] = (
+        "".join(f"Speaker A: lot {n} arrived late.\n" for n in range(40))
+        + "Speaker B: the guarantee letter was posted by registered mail on the ninth.\n"
+        + "".join(f"Speaker A: lot {n} arrived late.\n" for n in range(40, 80))
+        + "Speaker C: the warranty binder is on the shelf.\n"
+    )
+
+    def synonyms(query: str, passages: Sequence[str]) -> list[float]:
+        return [float(sum(w in p for w in ("guarantee", "posted", "registered"))) for p in passages]
+
+    kept = "guarantee letter was posted"
+    plain = run(body, policy=policy).request["system"][2]["text"]
+    scored = run(body, policy=policy, passage_scorer=synonyms)
+    assert kept not in plain and kept in scored.request["system"][2]["text"]
+    tier = next(t for t in scored.report["tiers"] if t["name"] == "contextual")
+    assert "semantic similarity" in tier["items"][0]["reason"]

@@ -7,6 +7,7 @@ from ctxbudget.trim.passages import (
     PassageWeights,
     _best_window,
     content_query,
+    passage_tokens,
     select_regions,
     split_passages,
 )
@@ -200,3 +201,16 @@ def test_one_strong_match_outweighs_many_passing_mentions() -> None:
     assert "turn 70:" in kept(PassageWeights())
     plain = kept(PassageWeights(sharpness=1.0))  # summed as is, twenty passing mentions win
     assert "turn 70:" not in plain and "turn 20: revenue" in plain
+
+
+def test_a_small_budget_still_gets_passages_it_can_hold() -> None:
+    request = {
+        "questions": [{"text": "What about the budget and costs?"}],
+        "documents": [{"page_content": TRANSCRIPT}],
+    }
+    result = fit(
+        request, model="gpt-4o", max_context_tokens=160, reserve_output_tokens=0, split_documents=True
+    )
+    kept = "".join(d["page_content"] for d in result.request["documents"])
+    assert "about the budget and costs with" in kept and result.report.tokens_after <= 160
+    assert passage_tokens(8000) == 256 and passage_tokens(400) == 100 and passage_tokens(40) == 32

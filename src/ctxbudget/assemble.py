@@ -35,6 +35,7 @@ from .policy import Policy
 from .tiers import TierSelection, render_item, select_tier
 from .tokens.counter import TokenCounter
 from .tokens.registry import get_encoding
+from .trim.passages import PassageScorer
 from .volatile import find_volatile
 
 __all__ = ["AssemblyResult", "assemble"]
@@ -61,6 +62,7 @@ class _Setup:
     query: str
     tags_query: str
     prompt_cache_key: str | None
+    passage_scorer: PassageScorer | None = None
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,9 @@ def _measure(setup: _Setup, body: dict[str, Any] | str) -> int:
 
 def _draft(setup: _Setup, targets: Mapping[int, int]) -> _Draft:
     selections = tuple(
-        select_tier(t, setup.request, setup.counter, targets, setup.query, setup.tags_query)
+        select_tier(
+            t, setup.request, setup.counter, targets, setup.query, setup.tags_query, setup.passage_scorer
+        )
         for t in setup.policy.tiers
     )
     blocks = _blocks(selections, setup.request.current)
@@ -420,6 +424,7 @@ def _setup(
     catalog: Catalog,
     input_format: str | None,
     prompt_cache_key: str | None,
+    passage_scorer: PassageScorer | None,
 ) -> _Setup:
     if fmt not in ("anthropic", "openai", "text"):
         raise ConfigError(f"output format must be anthropic, openai or text, got {fmt!r}")
@@ -434,7 +439,7 @@ def _setup(
     _check_pinned(parsed, policy)
     tags = " ".join(dict.fromkeys(t for i in parsed.items for t in i.tags))
     query = " ".join([i.text for i in parsed.current] + [tags])
-    return _Setup(policy, spec, counter, parsed, fmt, model, query, tags, prompt_cache_key)
+    return _Setup(policy, spec, counter, parsed, fmt, model, query, tags, prompt_cache_key, passage_scorer)
 
 
 def assemble(
@@ -449,15 +454,25 @@ def assemble(
     prompt_cache_key: str | None = None,
     input_format: str | None = None,
     catalog: Catalog | None = None,
+    passage_scorer: PassageScorer | None = None,
 ) -> AssemblyResult:
     """Assemble a tiered request under ``policy`` for ``model``, rendered in ``format``.
 
     ``previous`` is the previous turn's report (or ``{"report": ...}``): its prefix hashes
     predict cache reads. Raises :class:`VolatileValueError` (bad input), :class:`BudgetExceeded`
     (cannot fit, naming the tier), :class:`CostCeilingExceeded`, :class:`InvariantViolation`.
+    ``passage_scorer`` adds semantic similarity to BM25 in compact tiers with
+    ``compact_method = "passages"`` (docs/retention.md).
     """
     setup = _setup(
-        request, policy, model, format, catalog or bundled_catalog(), input_format, prompt_cache_key
+        request,
+        policy,
+        model,
+        format,
+        catalog or bundled_catalog(),
+        input_format,
+        prompt_cache_key,
+        passage_scorer,
     )
     previous_report = previous.get("report", previous) if previous else None
     previous_hashes = frozenset(b["prefix_sha256"] for b in (previous_report or {}).get("breakpoints", []))

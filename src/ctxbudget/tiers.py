@@ -17,7 +17,7 @@ from .formats.context import ContextItem, ContextRequest
 from .policy import Tier
 from .tokens.counter import TokenCounter, analyze
 from .trim.extract import extract_sentences
-from .trim.passages import select_regions, split_passages
+from .trim.passages import PassageScorer, passage_tokens, select_regions, split_passages
 
 __all__ = ["ItemDecision", "TierSelection", "render_item", "select_tier"]
 
@@ -116,7 +116,12 @@ def _protected(
 
 
 def _compact(
-    tier: Tier, items: list[ContextItem], counter: TokenCounter, target: int, query: str
+    tier: Tier,
+    items: list[ContextItem],
+    counter: TokenCounter,
+    target: int,
+    query: str,
+    scorer: PassageScorer | None,
 ) -> TierSelection:
     costs = {i.id: counter.raw(i.text) for i in items}
     if sum(costs.values()) + 2 * len(items) <= target:
@@ -126,7 +131,7 @@ def _compact(
             decisions=tuple(_kept(i, costs[i.id], "within the tier's ceiling") for i in items),
         )
     if tier.compact_method == "passages":
-        return _compact_passages(tier, items, counter, target, query, costs)
+        return _compact_passages(tier, items, counter, target, query, costs, scorer)
     extract = extract_sentences([i.text for i in items], max(0, target - 2 * len(items)), query, counter)
     texts: list[tuple[ContextItem, str]] = []
     decisions = []
@@ -156,6 +161,7 @@ def _compact_passages(
     target: int,
     query: str,
     costs: dict[str, int],
+    scorer: PassageScorer | None = None,
 ) -> TierSelection:
     """Verbatim passage windows over the tier's items, best relevance first, in document order."""
     joined = "\n\n".join(i.text for i in items)
@@ -167,9 +173,15 @@ def _compact_passages(
             return analysis.tokens_between(start, end)
         return analysis.tokens_between(len(joined[:start].encode("utf-8")), len(joined[:end].encode("utf-8")))
 
-    passages = split_passages(joined, count)
+    passages = split_passages(joined, count, passage_tokens(target))
     regions = select_regions(
-        joined, passages, [count(p.start, p.end) for p in passages], target, query=query, region_cost=2
+        joined,
+        passages,
+        [count(p.start, p.end) for p in passages],
+        target,
+        query=query,
+        region_cost=2,
+        scorer=scorer,
     )
     text = "\n\n".join(joined[r.start : r.end] for r in regions)
     bounds, position = [], 0
@@ -186,7 +198,8 @@ def _compact_passages(
                     action="compacted",
                     tokens_before=costs[item.id],
                     tokens_after=round(costs[item.id] * kept / max(1, b - a)),
-                    reason="passages: kept verbatim window(s) ranked by BM25",
+                    reason="passages: kept verbatim window(s) ranked by "
+                    + ("BM25 and semantic similarity" if scorer else "BM25"),
                 )
             )
         else:
@@ -236,6 +249,7 @@ def select_tier(
     targets: Mapping[int, int],
     query: str,
     tags_query: str = "",
+    scorer: PassageScorer | None = None,
 ) -> TierSelection:
     """Apply ``tier``'s eviction rule to its items within ``targets[tier.index]`` raw tokens."""
     items = request.in_tier(tier)
@@ -245,5 +259,6 @@ def select_tier(
     if tier.eviction == "protected":
         return _protected(tier, items, counter, limit, request.confirm_evict)
     if tier.eviction == "compact":
-        return _compact(tier, items, counter, limit, tags_query if tier.compact_query == "tags" else query)
+        query_for = tags_query if tier.compact_query == "tags" else query
+        return _compact(tier, items, counter, limit, query_for, scorer)
     return _rolling(tier, items, counter.raw, limit)

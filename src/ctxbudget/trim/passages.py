@@ -24,7 +24,15 @@ from ..errors import ConfigError
 from .bm25 import bm25_scores, terms
 from .sentences import iter_sentence_ends
 
-__all__ = ["Passage", "PassageScorer", "PassageWeights", "Region", "select_regions", "split_passages"]
+__all__ = [
+    "Passage",
+    "PassageScorer",
+    "PassageWeights",
+    "Region",
+    "passage_tokens",
+    "select_regions",
+    "split_passages",
+]
 
 _SPEAKER = re.compile(r"^[^\s:][^\n:]{0,40}:\s", re.MULTILINE)
 _PAGE_LINE = re.compile(r"^(\d{1,4}:\d{1,3})\s", re.MULTILINE)
@@ -127,7 +135,18 @@ def _citation(text: str, start: int, end: int) -> str:
     return f"chars {start}-{end}"
 
 
-def split_passages(text: str, count: Callable[[int, int], int], max_tokens: int = 256) -> list[Passage]:
+PASSAGE_TOKENS = 256
+
+
+def passage_tokens(budget: int) -> int:
+    """The passage size for a budget: 256 tokens, smaller when the budget is under four passages,
+    so that a small budget still has windows it can hold (never under 32 tokens)."""
+    return max(32, min(PASSAGE_TOKENS, budget // 4))
+
+
+def split_passages(
+    text: str, count: Callable[[int, int], int], max_tokens: int = PASSAGE_TOKENS
+) -> list[Passage]:
     """Passages of ``text`` of at most about ``max_tokens`` (``count(start, end)`` gives tokens)."""
     max_chars = max(200, max_tokens * 4)
     units: list[tuple[int, int]] = []

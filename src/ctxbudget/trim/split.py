@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from ..formats.base import Decision, Item, ItemKey
 from .bm25 import bm25_scores
-from .passages import PassageScorer, select_regions, split_passages
+from .passages import PassageScorer, passage_tokens, select_regions, split_passages
 from .text import TextSpan
 
 __all__ = ["split_documents"]
@@ -68,7 +68,7 @@ def split_documents(
             carry = share
             continue
         count = _char_counter(doc.text, span)
-        passages = split_passages(doc.text, count)
+        passages = split_passages(doc.text, count, passage_tokens(share))
         costs = [count(p.start, p.end) for p in passages]
         regions = select_regions(
             doc.text, passages, costs, share, query=query, region_cost=framing(doc) + 2, scorer=scorer
