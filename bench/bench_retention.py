@@ -74,8 +74,8 @@ def main() -> None:
         return
     docs, probes = load(folder)
     scorers: dict[str, PassageScorer | None] = {"ctxbudget": None}
-    if args.semantic:
-        scorers["semantic"] = semantic_scorer()
+    if args.semantic and (scorer := semantic_scorer()) is not None:
+        scorers["semantic"] = scorer
     counts: dict[tuple[str, int, str], int] = defaultdict(int)
     totals: dict[str, int] = defaultdict(int)
     seconds: dict[tuple[str, str], float] = defaultdict(float)
@@ -96,8 +96,6 @@ def main() -> None:
             floor[dataset] += 3 * (time.perf_counter() - started)  # one tokenization pass, per budget
             for budget in BUDGETS:
                 for column, scorer in scorers.items():
-                    if column != "ctxbudget" and scorer is None:
-                        continue
                     started = time.perf_counter()
                     result = fit(
                         request,
@@ -116,7 +114,7 @@ def main() -> None:
                 counts[(dataset, budget, "tail")] += retained(probe["spans"], text, tail)
             if n % 100 == 0:
                 print(f"  {dataset}: {n}/{len(chosen)} probes", file=sys.stderr)
-    columns = [c for c, scorer in scorers.items() if c == "ctxbudget" or scorer is not None]
+    columns = list(scorers)
     names = {"ctxbudget": "ctxbudget", "semantic": "+semantic", "head": "head-only", "tail": "tail-only"}
     print(
         f"{'dataset':14} {'budget':>7} "

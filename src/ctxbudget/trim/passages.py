@@ -5,7 +5,8 @@ Splitting keeps exact character offsets into the original: a transcript splits b
 or clause; units are grouped into passages of at most ``max_tokens`` (a unit over the cap is cut at
 sentence ends). Each passage carries a citation (a ``page:line`` range when the text is numbered,
 else its character range). Scoring is BM25 against the query and the issue tags, plus small
-configurable bonuses (neighbour continuity, protected tags). Selection takes whole windows of
+configurable bonuses (neighbour continuity, protected tags) and, when one is given, a semantic
+scorer's similarity (:class:`PassageScorer`). Selection takes whole windows of
 passages, best relevance first (passages near a window's edges weigh less, so evidence sits
 inside with context on both sides), and returns verbatim slices in document order, adjacent
 passages merged.
