@@ -7,6 +7,7 @@ import importlib.util
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -144,3 +145,26 @@ def test_the_cli_names_the_extra_when_it_is_missing(tmp_path: Path) -> None:
     ]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2 and "pip install 'ctxbudget[semantic]'" in result.output
+
+
+class UnhashableScorer(SynonymScorer):
+    def __eq__(self, other: object) -> bool:  # defining equality makes instances unhashable
+        return isinstance(other, UnhashableScorer) and other.words == self.words
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def test_each_fit_asks_its_own_scorer_even_an_unhashable_one() -> None:
+    options: dict[str, Any] = {
+        "model": "gpt-4o",
+        "max_context_tokens": 600,
+        "reserve_output_tokens": 0,
+        "split_documents": True,
+    }
+    first = SynonymScorer({"money", "spending", "funds"})
+    second = UnhashableScorer({"money", "spending", "funds"})
+    assert (
+        fit(_request(), passage_scorer=first, **options).request
+        == fit(_request(), passage_scorer=second, **options).request
+    )
+    assert (first.calls, second.calls) == (1, 1)

@@ -300,11 +300,12 @@ def fit(
         score_order,
         document_order,
         split_documents,
-        passage_scorer,
         id(catalog),
         registry_version(),
     )
-    remembered = _MEMO.get(key)
+    # A scorer is the caller's object (it may be unhashable, and its answers are its own): fits that
+    # use one are not remembered; the scorer can remember its embeddings itself.
+    remembered = _MEMO.get(key) if passage_scorer is None else None
     if remembered is not None:
         return FitResult(*remembered)
     result = _fit(
@@ -321,7 +322,8 @@ def fit(
         passage_scorer,
         catalog,
     )
-    _MEMO.put(key, result.request, result.report)
+    if passage_scorer is None:
+        _MEMO.put(key, result.request, result.report)
     return result
 
 
