@@ -120,10 +120,10 @@ def _spliced_tokens(chunk: tuple[Segment, ...], encoding: Encoding, sources: Sou
             glue.append(text)
             continue
         analysis, start, end = found
-        glue.append(text[:first])
-        glue.append(text[last:])
-        middle_start = start + len(text[:first].encode("utf-8"))
-        middle_end = end - len(text[last:].encode("utf-8"))
+        head, tail = text[:first], text[last:]
+        glue += (head, tail)
+        middle_start = start + len(head.encode("utf-8"))
+        middle_end = end - len(tail.encode("utf-8"))
         total += analysis.tokens_between(middle_start, middle_end)
     joined = "".join(glue)
     return total + (len(encoding.encode(joined)) if joined else 0)

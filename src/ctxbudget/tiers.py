@@ -17,7 +17,8 @@ from .formats.context import ContextItem, ContextRequest
 from .policy import Tier
 from .tokens.counter import TokenCounter, analyze
 from .trim.extract import extract_sentences
-from .trim.passages import PassageScorer, passage_tokens, select_regions, split_passages
+from .trim.passages import PassageScorer, passage_tokens, ranking, select_regions, split_passages
+from .trim.text import TextSpan
 
 __all__ = ["ItemDecision", "TierSelection", "render_item", "select_tier"]
 
@@ -166,13 +167,7 @@ def _compact_passages(
     """Verbatim passage windows over the tier's items, best relevance first, in document order."""
     joined = "\n\n".join(i.text for i in items)
     analysis = analyze(counter.encoding, joined)
-    ascii_only = joined.isascii()
-
-    def count(start: int, end: int) -> int:
-        if ascii_only:
-            return analysis.tokens_between(start, end)
-        return analysis.tokens_between(len(joined[:start].encode("utf-8")), len(joined[:end].encode("utf-8")))
-
+    count = TextSpan(analysis, 0, len(analysis.data)).char_counter(joined)
     passages = split_passages(joined, count, passage_tokens(target))
     regions = select_regions(
         joined,
@@ -198,8 +193,7 @@ def _compact_passages(
                     action="compacted",
                     tokens_before=costs[item.id],
                     tokens_after=round(costs[item.id] * kept / max(1, b - a)),
-                    reason="passages: kept verbatim window(s) ranked by "
-                    + ("BM25 and semantic similarity" if scorer else "BM25"),
+                    reason=f"passages: kept verbatim window(s) ranked by {ranking(scorer)}",
                 )
             )
         else:

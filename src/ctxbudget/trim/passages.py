@@ -31,6 +31,7 @@ __all__ = [
     "PassageWeights",
     "Region",
     "passage_tokens",
+    "ranking",
     "select_regions",
     "split_passages",
 ]
@@ -87,6 +88,11 @@ class PassageScorer(Protocol):
     ``ctxbudget.semantic`` ships one built on a small embedding model installed as an extra."""
 
     def __call__(self, query: str, passages: Sequence[str]) -> Sequence[float]: ...
+
+
+def ranking(scorer: PassageScorer | None) -> str:
+    """What passages are ranked by, for the reasons a report gives."""
+    return "BM25 and semantic similarity" if scorer is not None else "BM25"
 
 
 def _units(text: str) -> list[tuple[int, int]]:
@@ -424,8 +430,8 @@ def select_regions(
     Evidence is usually a contiguous stretch of discussion, and a quote survives only if all of it
     is kept, so selection takes whole windows: the contiguous run of passages with the most
     relevance (BM25 against the query and tags, plus ``scorer``'s similarity when one is given,
-    with the bonuses; edge-weighted, see :func:`_best_window`) that fits the budget left, then the best run in what remains, and so on;
-    regions come back in document order.
+    with the bonuses; edge-weighted, see :func:`_best_window`) that fits the budget left, then
+    the best run in what remains, and so on; regions come back in document order.
     """
     weights = weights or PassageWeights()
     relevance = _scores(text, passages, query, protected_tags, weights, scorer)

@@ -10,32 +10,12 @@ from collections.abc import Callable
 
 from ..formats.base import Decision, Item, ItemKey
 from .bm25 import bm25_scores
-from .passages import PassageScorer, passage_tokens, select_regions, split_passages
+from .passages import PassageScorer, passage_tokens, ranking, select_regions, split_passages
 from .text import TextSpan
 
 __all__ = ["split_documents"]
 
 MIN_PASSAGE_BUDGET = 32
-
-
-def _char_counter(text: str, span: TextSpan) -> Callable[[int, int], int]:
-    """Tokens of ``text[a:b]`` read from the encode of the whole rendered prompt (no new encode)."""
-    ascii_only = text.isascii()
-    memo = [0, 0]  # last (char, byte): calls mostly move forward
-
-    def byte_of(char: int) -> int:
-        if ascii_only:
-            return char
-        base_char, base_byte = memo if char >= memo[0] else (0, 0)
-        byte = base_byte + len(text[base_char:char].encode("utf-8"))
-        memo[0], memo[1] = char, byte
-        return byte
-
-    def count(start: int, end: int) -> int:
-        a = byte_of(start)
-        return span.analysis.tokens_between(span.byte_start + a, span.byte_start + byte_of(end))
-
-    return count
 
 
 def split_documents(
@@ -67,7 +47,7 @@ def split_documents(
         if span is None or share < MIN_PASSAGE_BUDGET:
             carry = share
             continue
-        count = _char_counter(doc.text, span)
+        count = span.char_counter(doc.text)
         passages = split_passages(doc.text, count, passage_tokens(share))
         costs = [count(p.start, p.end) for p in passages]
         regions = select_regions(
@@ -82,7 +62,7 @@ def split_documents(
         decisions[doc.key] = Decision(
             "truncated",
             f"split into {len(passages)} passages; kept {len(regions)} verbatim region(s) ranked by "
-            f"{'BM25 and semantic similarity' if scorer else 'BM25'} against the query: {cited}",
+            f"{ranking(scorer)} against the query: {cited}",
             tokens=used,
         )
     return slices, decisions

@@ -8,6 +8,8 @@ one is near.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..tokens.counter import ChunkAnalysis
 from .sentences import last_sentence_end
 
@@ -35,6 +37,27 @@ class TextSpan:
     def prefix_tokens(self, prefix_bytes: int) -> int:
         """Tokens of the first ``prefix_bytes`` bytes of the span."""
         return self.analysis.tokens_between(self.byte_start, self.byte_start + prefix_bytes)
+
+    def char_counter(self, text: str) -> Callable[[int, int], int]:
+        """``count(a, b)``: tokens of ``text[a:b]``, ``text`` being the span's text, read from the
+        encode it lies in (no new encode). Character offsets become byte offsets incrementally,
+        since callers mostly move forward."""
+        ascii_only = text.isascii()
+        memo = [0, 0]  # last (char, byte)
+
+        def byte_of(char: int) -> int:
+            if ascii_only:
+                return char
+            base_char, base_byte = memo if char >= memo[0] else (0, 0)
+            byte = base_byte + len(text[base_char:char].encode("utf-8"))
+            memo[0], memo[1] = char, byte
+            return byte
+
+        def count(start: int, end: int) -> int:
+            a = byte_of(start)
+            return self.analysis.tokens_between(self.byte_start + a, self.byte_start + byte_of(end))
+
+        return count
 
 
 def _chars_within(span: TextSpan, budget: int) -> int:
