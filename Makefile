@@ -39,7 +39,8 @@ bench: build/example.json build/legal_context.json
 	$(BIN)/python bench/bench_assemble.py build/legal_context.json
 	$(BIN)/python bench/bench_gateway.py
 
-# make bench-retention RETENTION_ARGS=--semantic adds the semantic scorer's column (needs its extra).
+# make bench-retention RETENTION_ARGS=--semantic adds the semantic scorer's column (needs its extra);
+# --gold adds a scorer that knows the gold passages (how much of the loss is ranking).
 bench-retention: $(STAMP)
 	$(BIN)/python bench/bench_retention.py $(RETENTION_ARGS)
 

@@ -6,11 +6,15 @@ reserve). A probe is retained when every gold span is still verbatim in the rend
 Head-only and tail-only truncation of the same document to the same budget are measured in the same
 run. Skips with a message when the data folder is absent.
 
-    python bench/bench_retention.py [--limit N] [--data DIR] [--semantic]
+    python bench/bench_retention.py [--limit N] [--data DIR] [--semantic] [--gold]
 
 --semantic adds a column for the optional semantic scorer (ctxbudget.semantic, the 'semantic'
 extra), measured in the same run; passage embeddings are remembered across a document's probes
 and budgets, so its time per fit is the amortised cost.
+
+--gold adds a diagnostic column: the same fit with a passage scorer that knows the answer (1 for
+passages that overlap a gold span, 0 elsewhere, added to BM25 as any scorer is). It shows how much
+of what is lost is ranking rather than selection: what a perfect semantic scorer would keep.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import json
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +72,9 @@ def main() -> None:
     )
     parser.add_argument("--limit", type=int, default=0, help="probes per dataset (0: all)")
     parser.add_argument("--semantic", action="store_true", help="also measure the semantic scorer")
+    parser.add_argument(
+        "--gold", action="store_true", help="also measure a scorer that knows the gold passages"
+    )
     args = parser.parse_args()
     folder = Path(args.data)
     if not (folder / "probes.jsonl").exists():
@@ -94,8 +102,9 @@ def main() -> None:
             started = time.perf_counter()
             tk.encode_ordinary(text)
             floor[dataset] += 3 * (time.perf_counter() - started)  # one tokenization pass, per budget
+            gold = {"gold": GoldScorer(text, probe["spans"])} if args.gold else {}
             for budget in BUDGETS:
-                for column, scorer in scorers.items():
+                for column, scorer in {**scorers, **gold}.items():
                     started = time.perf_counter()
                     result = fit(
                         request,
@@ -114,8 +123,14 @@ def main() -> None:
                 counts[(dataset, budget, "tail")] += retained(probe["spans"], text, tail)
             if n % 100 == 0:
                 print(f"  {dataset}: {n}/{len(chosen)} probes", file=sys.stderr)
-    columns = list(scorers)
-    names = {"ctxbudget": "ctxbudget", "semantic": "+semantic", "head": "head-only", "tail": "tail-only"}
+    columns = [*scorers, *(["gold"] if args.gold else [])]
+    names = {
+        "ctxbudget": "ctxbudget",
+        "semantic": "+semantic",
+        "gold": "+gold",
+        "head": "head-only",
+        "tail": "tail-only",
+    }
     print(
         f"{'dataset':14} {'budget':>7} "
         + " ".join(f"{names[c]:>10}" for c in [*columns, "head", "tail"])
@@ -129,13 +144,31 @@ def main() -> None:
                 + " ".join(f"{r:>10.1%}" for r in row)
                 + f" {totals[dataset]:>7}"
             )
-        for column in columns:
+        for column in scorers:
             spent = seconds[(dataset, column)]
             print(
                 f"{dataset:14} {names[column]} fit time per document and budget: "
                 f"{spent / (3 * totals[dataset]) * 1000:.1f} ms = "
                 f"{spent / floor[dataset]:.1f}x one tokenization pass of the document"
             )
+
+
+class GoldScorer:
+    """A passage scorer that knows the answer: 1.0 for a passage overlapping a gold span, else 0.0.
+
+    Passages are verbatim slices in document order, so each is found after the one before it.
+    """
+
+    def __init__(self, text: str, spans: list[list[int]]) -> None:
+        self.text, self.spans = text, spans
+
+    def __call__(self, query: str, passages: Sequence[str]) -> list[float]:
+        scores, position = [], 0
+        for passage in passages:
+            start = self.text.index(passage, position)
+            end = position = start + len(passage)
+            scores.append(1.0 if any(a < end and start < b for a, b in self.spans) else 0.0)
+        return scores
 
 
 def semantic_scorer() -> PassageScorer | None:
