@@ -6,6 +6,7 @@ from ctxbudget import fit, render_question
 from ctxbudget.trim.passages import (
     PassageWeights,
     _best_window,
+    asks_for_summary,
     content_query,
     passage_tokens,
     select_regions,
@@ -198,9 +199,47 @@ def test_one_strong_match_outweighs_many_passing_mentions() -> None:
         )
         return "".join(text[r.start : r.end] for r in regions)
 
-    assert "turn 70:" in kept(PassageWeights())
-    plain = kept(PassageWeights(sharpness=1.0))  # summed as is, twenty passing mentions win
+    assert "turn 70:" in kept(PassageWeights(hedge_shares=()))
+    plain = kept(PassageWeights(sharpness=1.0, hedge_shares=()))  # summed as is, mentions win
     assert "turn 70:" not in plain and "turn 20: revenue" in plain
+
+
+def _two_exchanges(n: int) -> str:
+    """A meeting where the pricing question comes up in two short exchanges far apart, between
+    stretches that mention pricing in passing."""
+    if n in (20, 21, 80, 81):
+        return (
+            f"Speaker A: turn {n}: the unit price of the remote is set at twelve euros, unit price agreed.\n"
+        )
+    if 30 <= n < 60:
+        return f"Speaker B: turn {n}: price came up in passing before the lunch break, and the colours.\n"
+    return f"Speaker C: turn {n}: weather and lunch and some filler words here.\n"
+
+
+def test_a_specific_question_keeps_evidence_in_two_places_when_one_window_cannot() -> None:
+    text = "".join(_two_exchanges(n) for n in range(100))
+    passages = split_passages(text, _count(text), max_tokens=40)
+    costs = [_count(text)(p.start, p.end) for p in passages]
+
+    def kept(query: str, weights: PassageWeights) -> str:
+        regions = select_regions(text, passages, costs, 500, query=query, weights=weights)
+        assert sum(costs[i] for r in regions for i in r.passages) <= 500
+        return "".join(text[r.start : r.end] for r in regions)
+
+    question = "What unit price was agreed for the remote?"
+    assert sum(costs) > 1000  # no single window of the budget reaches both exchanges
+    hedged = kept(question, PassageWeights())
+    assert "turn 20:" in hedged and "turn 80:" in hedged
+    single = kept(question, PassageWeights(hedge_shares=()))
+    assert ("turn 20:" in single) != ("turn 80:" in single)
+    summary = kept("Summarize the discussion of the unit price of the remote.", PassageWeights())
+    assert ("turn 20:" in summary) != ("turn 80:" in summary)
+
+
+def test_summary_questions_are_recognised() -> None:
+    assert asks_for_summary("Summarize the discussion about the budget")
+    assert asks_for_summary("Give an overview of the pricing talk")
+    assert not asks_for_summary("What did the professor say about the budget?")
 
 
 def test_a_small_budget_still_gets_passages_it_can_hold() -> None:
