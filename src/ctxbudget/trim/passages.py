@@ -459,6 +459,8 @@ def select_regions(
     strong = [i for i, r in enumerate(relevance) if r >= weights.strong * top]
     best, kept = runs, _held(strong, runs)
     for share in weights.hedge_shares:
+        if len(kept) == len(strong):  # nothing left to gain
+            break
         hedged = _windows(scores, costs, budget, region_cost, weights, share)
         if (held := _held(strong, hedged)) > kept:  # a strict superset: every one kept, and more
             best, kept = hedged, held
