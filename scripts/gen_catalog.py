@@ -1,26 +1,48 @@
-"""Regenerate src/ctxbudget/catalog/models.toml (dev time only; run with `make catalog`).
+"""Regenerate src/ctxbudget/catalog/models.json (dev time only; run with `make catalog`).
 
-Windows and prices come from genai-prices (installed from the registry as the `catalog` extra);
-output caps, cache rules, tokenizers, aliases and the values where we deliberately differ come
-from scripts/catalog_facts.toml. Each model records where each value came from. The runtime
-never imports genai-prices.
+Sources, in the order they win:
+1. scripts/catalog_facts.toml: curated values where we deliberately differ, models that no source
+   carries, aliases, scopes, tokenizer families and cache rules;
+2. genai-prices (installed as the `catalog` extra): every model with a context window, its prices
+   (base tier, the price in force on the generation date) and its match rules;
+3. litellm's model data file, read from the litellm wheel as data (the package is never
+   imported): input caps below the window, output caps, minimum cacheable lengths, model kinds
+   and deprecation dates. `make catalog` downloads the pinned wheel with pip.
+
+Each model records the source of each value. The runtime never imports genai-prices or litellm.
 """
 
 from __future__ import annotations
 
+import argparse
+import datetime
 import importlib.metadata
+import json
+import re
 import sys
 import tomllib
+import zipfile
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import tomli_w
 from genai_prices import data_snapshot
+
+from ctxbudget.tokens.registry import encoding_name_for_model
 
 ROOT = Path(__file__).resolve().parent.parent
 FACTS = ROOT / "scripts" / "catalog_facts.toml"
-OUT = ROOT / "src" / "ctxbudget" / "catalog" / "models.toml"
+OUT = ROOT / "src" / "ctxbudget" / "catalog" / "models.json"
+LITELLM_DATA = "litellm/model_prices_and_context_window_backup.json"
+
+# Kinds we budget; anything else (speech, transcription, image or video generation, rerank) is left out.
+_NOT_CHAT = re.compile(
+    r"(^|[-_./:])(tts|transcribe|whisper|dall-e|gpt-image|imagen|image-generation|rerank|moderation"
+    r"|sonic|veo|sora|lyria|audio-preview|realtime|live|native-audio|speech|aura|canvas|reel)([-_./:@]|$)",
+    re.IGNORECASE,
+)
+_EMBEDDING = re.compile(r"embed", re.IGNORECASE)
+_LITELLM_CHAT = {"chat", "responses", "completion", None}
 
 
 def _number(value: Any) -> float | None:
@@ -33,110 +55,269 @@ def _number(value: Any) -> float | None:
     return float(base) if base is not None else None
 
 
-def _current_price(model: Any) -> Any:
+def _price_in_force(model: Any, today: datetime.date) -> Any:
     prices = model.prices
-    if isinstance(prices, list):
-        return prices[-1].prices
-    return prices
+    if not isinstance(prices, list):
+        return prices
+    current = None
+    for conditional in prices:
+        start = getattr(conditional.constraint, "start_date", None)
+        if conditional.constraint is None or (start is not None and start <= today):
+            current = conditional.prices
+    return current
 
 
-def _genai_model(snapshot: Any, provider: str, model_id: str) -> Any | None:
-    for p in snapshot.providers:
-        if p.id == provider:
-            for m in p.models:
-                if m.id == model_id:
-                    return m
-    return None
-
-
-def _prices(facts: dict[str, Any], genai: Any | None, genai_label: str) -> tuple[dict[str, float], str]:
-    if "prices" in facts:
-        given = facts["prices"]
-        inp, out = float(given["input"]), float(given["output"])
-        return {
-            "input": inp,
-            "output": out,
-            "cache_write_5m": inp,
-            "cache_write_1h": inp,
-            "cache_read": inp,
-        }, facts["prices_source"]
-    if genai is None:
-        sys.exit(f"no prices for {facts}: add them to catalog_facts.toml")
-    price = _current_price(genai)
-    inp = _number(price.input_mtok) or 0.0
-    out = _number(price.output_mtok) or 0.0
-    read = _number(price.cache_read_mtok)
+def _prices(model: Any, today: datetime.date, automatic_cache: bool) -> dict[str, float | None] | None:
+    price = _price_in_force(model, today)
+    if price is None:
+        return None
+    inp, out = _number(price.input_mtok), _number(price.output_mtok)
+    if inp is None or out is None:
+        return None
     write5 = _number(price.cache_write_mtok)
     write1h = _number(getattr(price, "cache_write_1h_mtok", None))
+    if write5 is None and automatic_cache:
+        write5 = inp  # automatic caching has no write premium (OpenAI, Gemini implicit, DeepSeek)
     return {
         "input": inp,
         "output": out,
-        # No write premium where the provider lists none (OpenAI, Gemini implicit caching).
-        "cache_write_5m": write5 if write5 is not None else inp,
-        "cache_write_1h": write1h if write1h is not None else (write5 if write5 is not None else inp),
-        "cache_read": read if read is not None else inp,
-    }, f"{genai_label} (base tier)"
+        "cache_write_5m": write5,
+        "cache_write_1h": write1h,
+        "cache_read": _number(price.cache_read_mtok),
+    }
+
+
+def _clause(clause: Any) -> dict[str, Any]:
+    """A genai-prices match clause as plain data (evaluated by ctxbudget.catalog.matching)."""
+    for key in ("equals", "starts_with", "ends_with", "contains", "regex"):
+        if hasattr(clause, key):
+            return {key: getattr(clause, key)}
+    if hasattr(clause, "or_"):
+        return {"or": [_clause(c) for c in clause.or_]}
+    if hasattr(clause, "and_"):
+        return {"and": [_clause(c) for c in clause.and_]}
+    sys.exit(f"unknown genai-prices clause {clause!r}")
+
+
+def _equals(clause: dict[str, Any]) -> list[str]:
+    if "equals" in clause:
+        return [clause["equals"]]
+    if "or" in clause:
+        return [v for c in clause["or"] for v in _equals(c)]
+    return []
+
+
+def _without_equals(clause: dict[str, Any]) -> dict[str, Any] | None:
+    """The clause with its plain `equals` branches taken out (they become aliases)."""
+    if "equals" in clause:
+        return None
+    if "or" in clause:
+        rest = [c for c in (_without_equals(c) for c in clause["or"]) if c is not None]
+        return None if not rest else rest[0] if len(rest) == 1 else {"or": rest}
+    return clause
+
+
+def _litellm_index(wheel: Path) -> dict[str, dict[str, Any]]:
+    with zipfile.ZipFile(wheel) as archive:
+        raw = json.loads(archive.read(LITELLM_DATA))
+    return {k.lower(): v for k, v in raw.items() if isinstance(v, dict)}
+
+
+def _litellm_entry(
+    litellm: dict[str, dict[str, Any]], provider: str, model: Any, facts: dict[str, Any]
+) -> dict[str, Any] | None:
+    """litellm's entry for the model: under its id, else under the literal ids of its match rule."""
+    scopes = facts["litellm_scopes"].get(provider, [])
+    names = [model.id, *(_equals(_clause(model.match)) if model.match is not None else [])]
+    for name in names:
+        for key in [f"{s}/{name}" for s in scopes] + [name]:
+            found = litellm.get(key.lower())
+            if found is not None:
+                return found
+    return None
+
+
+def _kind(model_id: str, lite: dict[str, Any] | None) -> str | None:
+    mode = lite.get("mode") if lite else None
+    if _EMBEDDING.search(model_id) or mode == "embedding":
+        return "embedding"
+    if _NOT_CHAT.search(model_id) or mode not in _LITELLM_CHAT:
+        return None
+    return "chat"
+
+
+def _tokenizer(model_id: str, facts: dict[str, Any]) -> tuple[str, str]:
+    """A named tokenizer from the facts and its source: OpenAI's own mapping, else a family estimate."""
+    bare = re.sub(r"^(?:[\w-]+/)+|^(?:[a-z-]+\.)?openai\.", "", model_id.lower())
+    encoding = encoding_name_for_model(bare)
+    if encoding is not None:
+        return encoding.split("_")[0] + "_exact", "tiktoken_mapping"
+    for family in facts["families"]:
+        if family["prefix"] in bare:
+            return family["tokenizer"], "estimate"
+    return "default_estimate", "estimate"
+
+
+def _cache(model_id: str, prices: dict[str, Any] | None, lite: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
+    minimum = lite.get("prompt_cache_min_tokens") if lite else None
+    if "claude" in model_id.lower():
+        explicit_min = int(minimum) if minimum else 1024
+        source = "litellm" if minimum else "anthropic_caching (default minimum)"
+        return {"mode": "explicit", "min_cacheable_tokens": explicit_min, "max_breakpoints": 4}, source
+    if prices is not None and prices.get("cache_read") is not None:
+        source = "litellm" if minimum else "automatic_caching (default minimum)"
+        return {
+            "mode": "automatic",
+            "min_cacheable_tokens": int(minimum) if minimum else 1024,
+            "max_breakpoints": 0,
+        }, source
+    return {"mode": "none", "min_cacheable_tokens": 0, "max_breakpoints": 0}, "no_cache_price"
 
 
 def build_model(
-    model_id: str, facts: dict[str, Any], shared: dict[str, Any], genai: Any, label: str
-) -> dict[str, Any]:
-    sources = shared["sources"]
-    found = _genai_model(genai, facts["provider"], model_id)
-    window = facts.get("context_window") or (found.context_window if found else None)
-    if not window:
-        sys.exit(f"{model_id}: no context window in genai-prices; add one to catalog_facts.toml")
-    window_source = facts.get("context_window_source", label)
-    prices, prices_source = _prices(facts, found, label)
-    cache = dict(shared["caches"][facts["cache"]])
-    cache_source = cache.pop("source")
-    tokenizer = shared["tokenizers"][facts["tokenizer"]]
-
-    def resolve(text: str) -> str:
-        key = text.split(" ", 1)[0].split(":", 1)[0]
-        return text.replace(key, sources[key], 1) if key in sources else text
-
-    return {
-        "id": model_id,
-        "provider": facts["provider"],
-        "kind": "chat",
-        "context_window": int(window),
-        "max_output_tokens": int(facts["max_output_tokens"]),
+    provider: str,
+    model: Any,
+    facts: dict[str, Any],
+    litellm: dict[str, dict[str, Any]],
+    today: datetime.date,
+    curated_window: int | None = None,
+) -> dict[str, Any] | None:
+    """One catalog entry from genai-prices + litellm, or None when it is not a model we budget."""
+    lite = _litellm_entry(litellm, provider, model, facts)
+    kind = _kind(model.id, lite)
+    lite_window = lite.get("max_input_tokens") if lite else None
+    window = curated_window or model.context_window or lite_window
+    if kind is None or not isinstance(window, int) or window <= 0:
+        return None
+    window_source = "genai-prices" if model.context_window else "litellm (max_input_tokens; genai-prices has none)"
+    cache_read_published = _number(getattr(_price_in_force(model, today), "cache_read_mtok", None))
+    prices = _prices(model, today, automatic_cache="claude" not in model.id and cache_read_published is not None)
+    cache, cache_source = _cache(model.id, prices, lite)
+    tokenizer, tokenizer_source = _tokenizer(model.id, facts)
+    max_input = lite.get("max_input_tokens") if lite else None
+    max_output = lite.get("max_output_tokens") if lite else None
+    clause = _clause(model.match) if model.match is not None else None
+    entry: dict[str, Any] = {
+        "id": model.id,
+        "provider": provider,
+        "kind": kind,
+        "context_window": window,
+        "max_input_tokens": int(max_input) if isinstance(max_input, int) and 0 < max_input < window else None,
+        "max_output_tokens": int(max_output) if isinstance(max_output, int) and max_output > 0 else None,
         "tokenizer": tokenizer,
         "prices": prices,
         "cache": cache,
+        "aliases": sorted({a for a in (_equals(clause) if clause else []) if a != model.id}),
+        "match": _without_equals(clause) if clause else None,
+        "deprecated": (lite or {}).get("deprecation_date") or ("deprecated" if model.deprecated else None),
         "sources": {
-            "context_window": resolve(window_source),
-            "max_output_tokens": resolve(
-                facts.get("max_output_tokens_source", f"{facts['provider']}_models")
-            ),
-            "prices": resolve(prices_source),
-            "cache": resolve(cache_source),
-            "tokenizer": resolve("estimate") if not tokenizer["exact"] else "tiktoken encoding, exact",
+            "context_window": window_source,
+            "max_input_tokens": "litellm" if entry_cap(max_input, window) else None,
+            "max_output_tokens": "litellm" if isinstance(max_output, int) else None,
+            "prices": "genai-prices" if prices else None,
+            "cache": cache_source,
+            "tokenizer": tokenizer_source,
+            "match": "genai-prices" if clause else None,
         },
     }
+    if max_output is not None and entry["max_output_tokens"] and entry["max_output_tokens"] > window:
+        entry["max_output_tokens"] = window
+    entry["sources"] = {k: v for k, v in entry["sources"].items() if v is not None}
+    return {k: v for k, v in entry.items() if v not in (None, [])}
+
+
+def entry_cap(max_input: Any, window: int) -> bool:
+    """Whether litellm's input limit is a real cap below the window (else it is the window itself)."""
+    return isinstance(max_input, int) and 0 < max_input < window
+
+
+def apply_facts(entry: dict[str, Any] | None, facts: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """Curated values win; a curated model no source carries is built from them alone."""
+    out = dict(entry or {"id": given["id"], "kind": "chat", "aliases": []})
+    sources = dict(out.get("sources", {}))
+    out["provider"] = given["provider"]
+    for key in ("context_window", "max_input_tokens", "max_output_tokens", "deprecated"):
+        if key in given:
+            out[key] = given[key]
+            sources[key] = given.get(f"{key}_source", "curated")
+    if "tokenizer" in given:
+        out["tokenizer"] = given["tokenizer"]
+        sources["tokenizer"] = "estimate" if "estimate" in given["tokenizer"] else "tiktoken_mapping"
+    if "cache" in given:
+        rules = dict(facts["caches"][given["cache"]])
+        sources["cache"] = rules.pop("source")
+        out["cache"] = rules
+    if "prices" in given:
+        out["prices"] = dict(given["prices"])
+        sources["prices"] = given["prices_source"]
+    for key in ("context_window", "provider", "tokenizer", "prices", "cache"):
+        if key not in out:
+            sys.exit(f"{given['id']}: no {key} from any source; add it to catalog_facts.toml")
+    out["sources"] = sources
+    return out
+
+
+def build(litellm_wheel: Path) -> dict[str, Any]:
+    """The whole catalog document."""
+    facts = tomllib.loads(FACTS.read_text("utf-8"))
+    snapshot = data_snapshot.get_snapshot()
+    litellm = _litellm_index(litellm_wheel)
+    today = datetime.date.today()
+    order = {p: i for i, p in enumerate(facts["provider_order"])}
+    providers = sorted(snapshot.providers, key=lambda p: (order.get(p.id, len(order)), p.id))
+    curated = {(m["provider"], m["id"]): m for m in facts["models"]}
+    models: list[dict[str, Any]] = []
+    for provider in providers:
+        for model in provider.models:
+            given = curated.pop((provider.id, model.id), None)
+            window = given.get("context_window") if given else None
+            entry = build_model(provider.id, model, facts, litellm, today, window)
+            if given is not None:
+                entry = apply_facts(entry, facts, given)
+            if entry is not None:
+                models.append(entry)
+    models.extend(apply_facts(None, facts, given) for given in curated.values())
+    genai_version = importlib.metadata.version("genai-prices")
+    sources = {
+        "genai-prices": f"genai-prices {genai_version} data snapshot (github.com/pydantic/genai-prices); "
+        f"prices: base tier, in force on {today.isoformat()}",
+        "litellm": f"litellm {facts['litellm_version']} model_prices_and_context_window.json, read as data",
+        "tiktoken_mapping": "OpenAI's model-to-encoding mapping (tiktoken), exact",
+        **facts["sources"],
+    }
+    return {
+        "schema_version": 1,
+        "generated_from": f"genai-prices {genai_version} + litellm {facts['litellm_version']} data "
+        "+ scripts/catalog_facts.toml",
+        "sources": sources,
+        "tokenizers": facts["tokenizers"],
+        "default_tokenizer": "default_estimate",
+        "families": facts["families"],
+        "scopes": facts["scopes"],
+        # genai-prices' rules for which provider an unscoped id belongs to (claude -> anthropic).
+        "providers": [
+            {"id": p.id, "model_match": _clause(p.model_match)} for p in providers if p.model_match is not None
+        ],
+        "aliases": facts["aliases"],
+        "models": models,
+    }
+
+
+def dump(document: dict[str, Any]) -> str:
+    """JSON with one model per line, so a review diff shows one line per changed model."""
+    head = {k: v for k, v in document.items() if k != "models"}
+    text = json.dumps(head, indent=1, ensure_ascii=False)[:-2]
+    lines = [json.dumps(m, ensure_ascii=False, separators=(",", ":")) for m in document["models"]]
+    return text + ',\n "models": [\n' + ",\n".join(lines) + "\n ]\n}\n"
 
 
 def main() -> None:
-    shared = tomllib.loads(FACTS.read_text("utf-8"))
-    snapshot = data_snapshot.get_snapshot()
-    label = f"genai-prices {importlib.metadata.version('genai-prices')}"
-    models = [build_model(mid, f, shared, snapshot, label) for mid, f in shared["models"].items()]
-    document = {
-        "schema_version": 1,
-        "generated_from": f"{label} + scripts/catalog_facts.toml",
-        "default_tokenizer": shared["default_tokenizer"],
-        "families": [
-            {**f, "source": shared["sources"].get(f["source"], f["source"])} for f in shared["families"]
-        ],
-        "aliases": shared["aliases"],
-        "models": models,
-    }
-    header = (
-        "# Generated by scripts/gen_catalog.py (make catalog). Edit scripts/catalog_facts.toml instead.\n"
-    )
-    OUT.write_text(header + tomli_w.dumps(document), "utf-8")
-    print(f"wrote {len(models)} models to {OUT.relative_to(ROOT)}")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("litellm_wheel", type=Path, help="the pinned litellm wheel (downloaded by make catalog)")
+    args = parser.parse_args()
+    document = build(args.litellm_wheel)
+    OUT.write_text(dump(document), "utf-8")
+    print(f"wrote {len(document['models'])} models to {OUT.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

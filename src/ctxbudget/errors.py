@@ -4,11 +4,13 @@
 
     CtxBudgetError                 base of everything ctxbudget raises
     ├── ConfigError                misuse: bad options, policy or catalog file
-    │   └── UnknownEncodingError   an encoding name nothing registered
+    │   ├── UnknownEncodingError   an encoding name nothing registered
+    │   └── UnknownModelError      a model id the catalog cannot resolve
     ├── InvalidRequestError        misuse: the request body is malformed (carries a JSON path)
     │   └── VolatileValueError     a timestamp, date, id or UUID inside a pinned tier
     ├── BudgetExceeded             outcome: what must be sent cannot fit the window or a tier
     ├── CostCeilingExceeded        outcome: the turn's estimated cost is above the ceiling
+    │   └── PriceUnknown           outcome: a ceiling is set but the model has no known price
     ├── PrefixChanged              outcome: a cached prefix differs from the previous turn's
     └── InvariantViolation         outcome: a rendered request broke an invariant (never sent)
 
@@ -29,7 +31,9 @@ __all__ = [
     "InvalidRequestError",
     "InvariantViolation",
     "PrefixChanged",
+    "PriceUnknown",
     "UnknownEncodingError",
+    "UnknownModelError",
     "VolatileValueError",
 ]
 
@@ -49,6 +53,19 @@ class UnknownEncodingError(ConfigError):
         self.name = name
         self.known = known
         super().__init__(f"unknown encoding {name!r}; registered encodings: {', '.join(known)}")
+
+
+class UnknownModelError(ConfigError):
+    """A model id that no catalog rule resolves; ``closest`` lists the ids that look like it."""
+
+    def __init__(self, model_id: str, closest: list[str]) -> None:
+        self.model_id = model_id
+        self.closest = closest
+        near = f" (closest: {', '.join(closest)})" if closest else ""
+        super().__init__(
+            f"unknown model {model_id!r}{near}; give its window (--max-context-tokens, "
+            "max_context_tokens=) or add it in a user catalog (--catalog FILE, CTXBUDGET_CATALOG)"
+        )
 
 
 class InvalidRequestError(CtxBudgetError):
@@ -113,11 +130,25 @@ class CostCeilingExceeded(CtxBudgetError):
     """The estimated cost of the turn is above the ceiling (nothing is sent)."""
 
     def __init__(self, *, estimate_usd: float, ceiling_usd: float, detail: str = "") -> None:
-        self.estimate_usd = estimate_usd
+        self.estimate_usd: float | None = estimate_usd
         self.ceiling_usd = ceiling_usd
         super().__init__(
             f"estimated cost ${estimate_usd:.4f} is above the ceiling ${ceiling_usd:.4f} per turn"
             + (f" ({detail})" if detail else "")
+        )
+
+
+class PriceUnknown(CostCeilingExceeded):
+    """A cost ceiling is set but the model has no known price, so the turn cannot be checked."""
+
+    def __init__(self, *, model_id: str, ceiling_usd: float) -> None:
+        self.model_id = model_id
+        self.estimate_usd = None
+        self.ceiling_usd = ceiling_usd
+        CtxBudgetError.__init__(
+            self,
+            f"the price of {model_id!r} is unknown, so the ${ceiling_usd:.4f} cost ceiling cannot be "
+            "checked; nothing was sent (add prices for the model in a user catalog, or drop the ceiling)",
         )
 
 

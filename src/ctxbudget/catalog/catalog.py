@@ -1,198 +1,326 @@
-"""The model catalog: loading (bundled file, user overrides) and resolution rules.
+"""The model catalog: loading (the bundled file, user overrides) and the window rules over it.
 
-Window resolution, in order: an explicit ``max_context_tokens`` > 0; the exact id; a scoped
-id's bare name (``openai/gpt-5`` -> ``gpt-5``), or for a bare id the scoped entries that carry
-it when they all agree (an unscoped entry always wins); an alias; else the conservative floor,
-the smallest chat-model window in the catalog, with one warning per unknown id. Where one id
-appears more than once with different windows, the smaller window is used.
+Window resolution, in order: an explicit ``max_context_tokens`` > 0; then the id by the rules of
+:mod:`ctxbudget.catalog.resolve` (exact, alias, scoped, snapshot, match rule, family). An id that
+resolves to nothing is an :class:`~ctxbudget.errors.UnknownModelError` naming the closest ids,
+unless the caller asks for the seed node's floor (``unknown_model="floor"``: 8,191 tokens, with a
+warning). A provider's input cap below the window (``max_input_tokens``) travels with the window.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib.resources
+import json
 import logging
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import ValidationError
+from ..errors import ConfigError, UnknownModelError
+from .matching import compile_clause
+from .resolve import Found, Index, find
+from .values import CacheRules, Family, ModelSpec, Prices, TokenizerSpec, WindowResolution
 
-from ..errors import ConfigError
-from ..tokens.registry import bare_model_id, encoding_name_for_model
-from ..validation import first_error
-from .schema import CatalogFile, ModelEntry, TokenizerEntry
-from .values import CacheRules, Family, ModelSpec, Prices, TokenizerSpec, WindowResolution, WindowRule
-
-__all__ = ["Catalog", "load_catalog"]
+__all__ = ["FLOOR_WINDOW_TOKENS", "Catalog", "UnknownModel", "bundled_catalog", "load_catalog"]
 
 logger = logging.getLogger(__name__)
 
+UnknownModel = Literal["error", "floor"]
+# The seed node's budget for a model it does not know (context-optimizer-node.md).
+FLOOR_WINDOW_TOKENS = 8191
 _FALLBACK_TOKENIZER = TokenizerSpec(encoding="o200k_base", exact=False, safety_factor=1.3)
+_NO_CACHE = CacheRules(mode="none", min_cacheable_tokens=0, max_breakpoints=0)
 _WARNED_UNKNOWN: set[str] = set()
 
 
-def _tokenizer(entry: TokenizerEntry) -> TokenizerSpec:
-    factor = 1.0 if entry.exact else entry.safety_factor
-    return TokenizerSpec(encoding=entry.encoding, exact=entry.exact, safety_factor=factor)
-
-
-def _model(entry: ModelEntry) -> ModelSpec:
-    return ModelSpec(
-        id=entry.id,
-        provider=entry.provider,
-        kind=entry.kind,
-        context_window=entry.context_window,
-        max_output_tokens=entry.max_output_tokens,
-        tokenizer=_tokenizer(entry.tokenizer),
-        prices=Prices(**entry.prices.model_dump()),
-        cache=CacheRules(**entry.cache.model_dump()),
-        sources=dict(entry.sources),
-    )
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Catalog:
-    """Models, aliases and tokenizer families, with the resolution rules over them."""
+    """Models, aliases, scopes and tokenizer families, with the resolution rules over them.
+
+    ``models`` are in priority order: where several providers list one id, the first wins unless
+    the client names a scope. ``aliases`` maps an alias to ``(target id, provider or None)``.
+    """
 
     models: tuple[ModelSpec, ...]
-    aliases: Mapping[str, str] = field(default_factory=dict)
+    aliases: Mapping[str, tuple[tuple[str, str | None], ...]] = field(default_factory=dict)
     families: tuple[Family, ...] = ()
+    scopes: Mapping[str, str] = field(default_factory=dict)
+    matches: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+    owners: tuple[tuple[str, Mapping[str, Any]], ...] = ()
     default_tokenizer: TokenizerSpec = _FALLBACK_TOKENIZER
+    _found: dict[str, Found | None] = field(default_factory=dict, repr=False, compare=False)
 
-    def _entries(self, model_id: str) -> list[ModelSpec]:
-        return [m for m in self.models if m.id == model_id]
+    @cached_property
+    def _index(self) -> Index:
+        by_id: dict[str, list[ModelSpec]] = {}
+        for spec in self.models:
+            by_id.setdefault(spec.id.lower(), []).append(spec)
+        return Index(
+            by_id=by_id,
+            aliases={k.lower(): v for k, v in self.aliases.items()},
+            matchers=self._matchers,
+            scopes={k.lower(): v for k, v in self.scopes.items()},
+            owner=self._owner,
+        )
 
-    @staticmethod
-    def _smallest(entries: list[ModelSpec]) -> ModelSpec:
-        return min(entries, key=lambda m: m.context_window)
-
-    def _scoped_agreeing(self, bare: str) -> ModelSpec | None:
-        scoped = [m for m in self.models if "/" in m.id and bare_model_id(m.id) == bare]
-        if scoped and len({m.context_window for m in scoped}) == 1:
-            return scoped[0]
+    def _owner(self, name: str) -> str | None:
+        for provider, predicate in self._owner_rules:
+            if predicate(name):
+                return provider
         return None
 
-    def _lookup(self, model_id: str) -> tuple[ModelSpec, WindowRule] | None:
-        exact = self._entries(model_id)
-        if exact:
-            return self._smallest(exact), "exact"
-        bare = bare_model_id(model_id)
-        if bare != model_id and self._entries(bare):
-            return self._smallest(self._entries(bare)), "scoped"
-        agreeing = self._scoped_agreeing(bare)
-        if agreeing is not None:
-            return agreeing, "scoped"
-        for name in (model_id, bare):
-            target = self.aliases.get(name)
-            if target is not None and self._entries(target):
-                return self._smallest(self._entries(target)), "alias"
-        return None
+    @cached_property
+    def _owner_rules(self) -> Sequence[tuple[str, Callable[[str], bool]]]:
+        return [(p, compile_clause(c, f"providers.{p}.model_match")) for p, c in self.owners]
+
+    def _matchers(self) -> Sequence[tuple[ModelSpec, Callable[[str], bool]]]:
+        return self._compiled
+
+    @cached_property
+    def _compiled(self) -> Sequence[tuple[ModelSpec, Callable[[str], bool]]]:
+        by_key = {(m.provider, m.id): m for m in reversed(self.models)}
+        return [
+            (by_key[key], compile_clause(clause, f"{key[0]}/{key[1]}.match"))
+            for key, clause in self.matches.items()
+            if key in by_key
+        ]
+
+    def _lookup(self, model_id: str) -> Found | None:
+        key = model_id.strip().lower()
+        if key not in self._found:
+            self._found[key] = find(self._index, key)
+        return self._found[key]
 
     def find_model(self, model_id: str) -> ModelSpec | None:
-        """The entry ``model_id`` resolves to (exact, scoped, alias), or None."""
-        found = self._lookup(model_id.strip())
-        return found[0] if found else None
+        """The entry ``model_id`` resolves to, or None."""
+        found = self._lookup(model_id)
+        return found.spec if found else None
 
     def get_model(self, model_id: str) -> ModelSpec:
-        """Like :meth:`find_model`, but raises :class:`ConfigError` naming known ids."""
+        """Like :meth:`find_model`, but raises :class:`UnknownModelError` naming the closest ids."""
         spec = self.find_model(model_id)
         if spec is None:
-            known = ", ".join(sorted({m.id for m in self.models} | set(self.aliases)))
-            raise ConfigError(f"unknown model {model_id!r}; the catalog knows: {known}")
+            raise UnknownModelError(model_id, self.closest(model_id))
         return spec
 
-    def floor_window(self) -> int:
-        """The smallest chat-model window in the catalog: the budget for unknown ids."""
-        chats = [m.context_window for m in self.models if m.kind == "chat"]
-        if not chats:
-            raise ConfigError("the catalog has no chat models, so unknown ids have no floor window")
-        return min(chats)
+    def closest(self, model_id: str, n: int = 3) -> list[str]:
+        """The catalog ids and aliases that look most like ``model_id``."""
+        names = sorted({m.id for m in self.models} | set(self.aliases))
+        return difflib.get_close_matches(model_id.strip(), names, n=n, cutoff=0.6)
 
-    def resolve_window(self, model_id: str, max_context_tokens: int = 0) -> WindowResolution:
-        """Choose the context window for ``model_id`` by the documented rules."""
-        found = self._lookup(model_id.strip())
-        spec = found[0] if found else None
+    def resolve_window(
+        self, model_id: str, max_context_tokens: int = 0, *, unknown_model: UnknownModel = "error"
+    ) -> WindowResolution:
+        """Choose the window (and input cap) for ``model_id`` by the documented rules."""
+        found = self._lookup(model_id)
+        spec = found.spec if found else None
+        cap = spec.max_input_tokens if spec else None
         if max_context_tokens > 0:
+            path = ("explicit", *(found.path if found else ()))
             return WindowResolution(
-                model_id=model_id, context_window=max_context_tokens, rule="explicit", spec=spec
+                model_id=model_id,
+                context_window=max_context_tokens,
+                rule="explicit",
+                spec=spec,
+                max_input_tokens=cap,
+                path=path,
             )
         if found is not None:
             return WindowResolution(
-                model_id=model_id, context_window=found[0].context_window, rule=found[1], spec=found[0]
+                model_id=model_id,
+                context_window=found.spec.context_window,
+                rule=found.rule,
+                spec=found.spec,
+                max_input_tokens=cap,
+                path=found.path,
+                warning=_family_warning(model_id, found),
             )
-        floor = self.floor_window()
-        warning = (
-            f"unknown model {model_id!r}: budgeting against the smallest chat window in the catalog "
-            f"({floor:,} tokens); set --max-context-tokens or add the model with --catalog"
-        )
-        if model_id not in _WARNED_UNKNOWN:
-            _WARNED_UNKNOWN.add(model_id)
-            logger.warning(warning)
-        return WindowResolution(
-            model_id=model_id, context_window=floor, rule="floor", spec=None, warning=warning
-        )
+        if unknown_model != "floor":
+            raise UnknownModelError(model_id, self.closest(model_id))
+        return _floor(model_id)
 
     def tokenizer_for(self, model_id: str) -> TokenizerSpec:
-        """The catalog's tokenizer for the id, else OpenAI's mapping, else a family estimate."""
+        """The entry's tokenizer, else a family estimate by the id's name, else the default."""
         spec = self.find_model(model_id)
         if spec is not None:
             return spec.tokenizer
-        openai_encoding = encoding_name_for_model(model_id)
-        if openai_encoding is not None:
-            return TokenizerSpec(encoding=openai_encoding, exact=True)
-        bare = bare_model_id(model_id.strip()).lower()
-        for family in sorted(self.families, key=lambda f: -len(f.prefix)):
-            if bare.startswith(family.prefix):
-                return family.tokenizer
-        return self.default_tokenizer
+        return _family_tokenizer(self.families, model_id.strip().lower()) or self.default_tokenizer
 
     def merged(self, override: Catalog) -> Catalog:
-        """This catalog with ``override``'s models, aliases and families replacing same-named ones."""
+        """This catalog with ``override``'s entries first; an override id replaces every same id."""
         replaced = {m.id for m in override.models}
-        families = {f.prefix: f for f in (*self.families, *override.families)}
+        families = {f.prefix: f for f in (*override.families, *self.families)}
         return Catalog(
-            models=tuple(m for m in self.models if m.id not in replaced) + override.models,
+            models=override.models + tuple(m for m in self.models if m.id not in replaced),
             aliases={**self.aliases, **override.aliases},
             families=tuple(families.values()),
+            scopes={**self.scopes, **override.scopes},
+            matches={
+                **override.matches,
+                **{k: v for k, v in self.matches.items() if k[1] not in replaced},
+            },
+            owners=override.owners + self.owners,
             default_tokenizer=override.default_tokenizer
             if override.default_tokenizer is not _FALLBACK_TOKENIZER
             else self.default_tokenizer,
         )
 
 
-def parse_catalog(text: str, source: str) -> Catalog:
-    """Parse and validate catalog TOML ``text``; errors name ``source`` and the field path."""
+def _family_warning(model_id: str, found: Found) -> str | None:
+    if found.rule != "family":
+        return None
+    return (
+        f"model {model_id!r} is not in the catalog; budgeting it as {found.spec.id!r}, the longest "
+        "catalog id it starts with (its window and prices); add it with --catalog if that is wrong"
+    )
+
+
+def _floor(model_id: str) -> WindowResolution:
+    warning = (
+        f"unknown model {model_id!r}: budgeting against the {FLOOR_WINDOW_TOKENS:,}-token floor "
+        "(unknown_model='floor'); set --max-context-tokens or add the model with --catalog"
+    )
+    if model_id not in _WARNED_UNKNOWN:
+        _WARNED_UNKNOWN.add(model_id)
+        logger.warning(warning)
+    return WindowResolution(
+        model_id=model_id,
+        context_window=FLOOR_WINDOW_TOKENS,
+        rule="floor",
+        spec=None,
+        path=("floor",),
+        warning=warning,
+    )
+
+
+def _family_tokenizer(families: Iterable[Family], name: str) -> TokenizerSpec | None:
+    for family in families:
+        if family.prefix.lower() in name:
+            return family.tokenizer
+    return None
+
+
+# ---- building a catalog from its file ----------------------------------------------------------
+class _Builder:
+    """Turns a catalog document (already validated, or trusted) into a :class:`Catalog`."""
+
+    def __init__(self, raw: Mapping[str, Any], source: str) -> None:
+        self.raw = raw
+        self.source = source
+        self.tokenizers = {k: _tokenizer_value(v) for k, v in (raw.get("tokenizers") or {}).items()}
+        self.families = tuple(
+            Family(prefix=f["prefix"], tokenizer=self.tokenizer(f["tokenizer"], "families"))
+            for f in raw.get("families") or []
+        )
+        default = raw.get("default_tokenizer")
+        self.default = self.tokenizer(default, "default_tokenizer") if default else _FALLBACK_TOKENIZER
+
+    def tokenizer(self, given: str | Mapping[str, Any], where: str) -> TokenizerSpec:
+        if not isinstance(given, str):
+            return _tokenizer_value(given)
+        if given not in self.tokenizers:
+            known = ", ".join(sorted(self.tokenizers)) or "none"
+            raise ConfigError(f"{self.source}: {where}: unknown tokenizer {given!r}; the file defines: {known}")
+        return self.tokenizers[given]
+
+    def model(self, entry: Mapping[str, Any], position: int) -> ModelSpec:
+        given = entry.get("tokenizer")
+        name = str(entry["id"]).lower()
+        tokenizer = (
+            self.tokenizer(given, f"$.models[{position}].tokenizer")
+            if given is not None
+            else _family_tokenizer(self.families, name) or self.default
+        )
+        prices = entry.get("prices")
+        cache = entry.get("cache")
+        return ModelSpec(
+            id=entry["id"],
+            provider=entry["provider"],
+            kind=entry.get("kind", "chat"),
+            context_window=int(entry["context_window"]),
+            max_input_tokens=entry.get("max_input_tokens"),
+            max_output_tokens=entry.get("max_output_tokens"),
+            tokenizer=tokenizer,
+            prices=Prices(**prices) if prices else None,
+            cache=CacheRules(**cache) if cache else _NO_CACHE,
+            deprecated=entry.get("deprecated"),
+            sources=dict(entry.get("sources") or {}),
+        )
+
+    def build(self) -> Catalog:
+        entries = list(self.raw.get("models") or [])
+        models = tuple(self.model(e, i) for i, e in enumerate(entries))
+        aliases: dict[str, list[tuple[str, str | None]]] = {}
+        for entry in entries:
+            for alias in entry.get("aliases") or ():
+                aliases.setdefault(alias, []).append((entry["id"], entry["provider"]))
+        for given in self.raw.get("aliases") or []:
+            aliases[given["alias"]] = [(given["target"], None)]
+        return Catalog(
+            models=models,
+            aliases={k: tuple(v) for k, v in aliases.items()},
+            families=self.families,
+            scopes=dict(self.raw.get("scopes") or {}),
+            matches={(e["provider"], e["id"]): e["match"] for e in entries if e.get("match")},
+            owners=tuple((p["id"], p["model_match"]) for p in self.raw.get("providers") or []),
+            default_tokenizer=self.default,
+        )
+
+
+def _tokenizer_value(given: Mapping[str, Any]) -> TokenizerSpec:
+    exact = bool(given["exact"])
+    factor = 1.0 if exact else float(given.get("safety_factor", 1.0))
+    return TokenizerSpec(encoding=given["encoding"], exact=exact, safety_factor=factor)
+
+
+def _decode(text: str, source: str) -> Any:
+    if source.endswith(".json"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{source}: not valid JSON: {exc}") from exc
     try:
-        raw = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+
+
+def parse_catalog(text: str, source: str) -> Catalog:
+    """Parse and validate a user catalog (TOML, or JSON by a ``.json`` name); errors name
+    ``source`` and the field path."""
+    from pydantic import ValidationError
+
+    from ..validation import first_error
+    from .schema import CatalogFile
+
+    raw = _decode(text, source)
     try:
-        parsed = CatalogFile.model_validate(raw)
+        CatalogFile.model_validate(raw)
     except ValidationError as exc:
         path, message, _ = first_error(exc)
         raise ConfigError(f"{source}: {path}: {message}") from exc
-    default = _tokenizer(parsed.default_tokenizer) if parsed.default_tokenizer else _FALLBACK_TOKENIZER
-    return Catalog(
-        models=tuple(_model(m) for m in parsed.models),
-        aliases={a.alias: a.target for a in parsed.aliases},
-        families=tuple(
-            Family(prefix=f.prefix, tokenizer=_tokenizer(f.tokenizer), source=f.source)
-            for f in parsed.families
-        ),
-        default_tokenizer=default,
-    )
+    catalog = _Builder(raw, source).build()
+    _ = catalog._compiled, catalog._owner_rules  # a broken rule fails at load, not at a request
+    return catalog
 
 
 _BUNDLED: Catalog | None = None
 
 
+def bundled_text() -> str:
+    """The bundled catalog file's text (``models.json``, generated by ``make catalog``)."""
+    return (importlib.resources.files("ctxbudget.catalog") / "models.json").read_text("utf-8")
+
+
 def bundled_catalog() -> Catalog:
-    """The catalog shipped with ctxbudget (loaded once)."""
+    """The catalog shipped with ctxbudget, loaded once (validated by the test suite, not here)."""
     global _BUNDLED
     if _BUNDLED is None:
-        text = (importlib.resources.files("ctxbudget.catalog") / "models.toml").read_text("utf-8")
-        _BUNDLED = parse_catalog(text, "bundled catalog models.toml")
+        _BUNDLED = _Builder(json.loads(bundled_text()), "bundled catalog models.json").build()
     return _BUNDLED
 
 
@@ -204,5 +332,9 @@ def load_catalog(paths: Iterable[str | Path] = ()) -> Catalog:
             text = Path(path).read_text("utf-8")
         except OSError as exc:
             raise ConfigError(f"cannot read catalog file {str(path)!r}: {exc.strerror}") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"catalog file {str(path)!r} is not UTF-8 text (byte {exc.start}: {exc.reason})"
+            ) from exc
         catalog = catalog.merged(parse_catalog(text, str(path)))
     return catalog

@@ -1,8 +1,12 @@
-"""The catalog file's wire shape (pydantic, strict): validated once at load, then turned into values."""
+"""The catalog file's wire shape (pydantic, strict).
+
+User catalogs (TOML or JSON) are validated against it when loaded; the bundled file is validated
+against it by the test suite and at generation, so start-up does not pay for it.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -18,13 +22,13 @@ class TokenizerEntry(_Strict):
 
 
 class PricesEntry(_Strict):
-    """USD per million tokens."""
+    """USD per million tokens; a cache price left out (or null) is not published."""
 
     input: float = Field(ge=0)
     output: float = Field(ge=0)
-    cache_write_5m: float = Field(ge=0)
-    cache_write_1h: float = Field(ge=0)
-    cache_read: float = Field(ge=0)
+    cache_write_5m: float | None = Field(default=None, ge=0)
+    cache_write_1h: float | None = Field(default=None, ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
 
 
 class CacheEntry(_Strict):
@@ -33,15 +37,23 @@ class CacheEntry(_Strict):
     max_breakpoints: int = Field(ge=0)
 
 
+_NO_CACHE = CacheEntry(mode="none", min_cacheable_tokens=0, max_breakpoints=0)
+
+
 class ModelEntry(_Strict):
     id: str = Field(min_length=1)
     provider: str = Field(min_length=1)
     kind: Literal["chat", "embedding", "vision"] = "chat"
     context_window: int = Field(gt=0)
-    max_output_tokens: int = Field(gt=0)
-    tokenizer: TokenizerEntry
-    prices: PricesEntry
-    cache: CacheEntry
+    max_input_tokens: int | None = Field(default=None, gt=0)
+    max_output_tokens: int | None = Field(default=None, gt=0)
+    # A name from the file's `tokenizers` table, or the tokenizer itself.
+    tokenizer: str | TokenizerEntry | None = None
+    prices: PricesEntry | None = None
+    cache: CacheEntry = _NO_CACHE
+    aliases: list[str] = Field(default_factory=list)
+    match: dict[str, Any] | None = None
+    deprecated: str | None = None
     sources: dict[str, str] = Field(default_factory=dict)
 
 
@@ -51,17 +63,28 @@ class AliasEntry(_Strict):
 
 
 class FamilyEntry(_Strict):
-    """Tokenizer estimate for ids that start with ``prefix`` and have no entry of their own."""
+    """Tokenizer estimate for ids that contain ``prefix`` and have no entry of their own."""
 
     prefix: str = Field(min_length=1)
-    tokenizer: TokenizerEntry
+    tokenizer: str | TokenizerEntry
     source: str = ""
+
+
+class ProviderEntry(_Strict):
+    """Which unscoped ids belong to a provider (its entries and rules are then tried first)."""
+
+    id: str = Field(min_length=1)
+    model_match: dict[str, Any]
 
 
 class CatalogFile(_Strict):
     schema_version: Literal[1]
     generated_from: str = ""
-    default_tokenizer: TokenizerEntry | None = None
+    sources: dict[str, str] = Field(default_factory=dict)
+    tokenizers: dict[str, TokenizerEntry] = Field(default_factory=dict)
+    default_tokenizer: str | TokenizerEntry | None = None
     families: list[FamilyEntry] = Field(default_factory=list)
+    scopes: dict[str, str] = Field(default_factory=dict)
+    providers: list[ProviderEntry] = Field(default_factory=list)
     aliases: list[AliasEntry] = Field(default_factory=list)
     models: list[ModelEntry] = Field(default_factory=list)

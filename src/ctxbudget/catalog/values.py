@@ -6,7 +6,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["CacheRules", "Family", "ModelSpec", "Prices", "TokenizerSpec", "WindowResolution"]
+__all__ = [
+    "CacheRules",
+    "Family",
+    "ModelSpec",
+    "Prices",
+    "ResolutionRule",
+    "TokenizerSpec",
+    "WindowResolution",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -20,13 +28,13 @@ class TokenizerSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class Prices:
-    """Prices in USD per million tokens."""
+    """Prices in USD per million tokens; a cache price is None where the provider publishes none."""
 
     input: float
     output: float
-    cache_write_5m: float
-    cache_write_1h: float
-    cache_read: float
+    cache_write_5m: float | None = None
+    cache_write_1h: float | None = None
+    cache_read: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,37 +48,71 @@ class CacheRules:
 
 @dataclass(frozen=True, kw_only=True)
 class ModelSpec:
-    """One catalog entry; ``sources`` says where each value came from."""
+    """One catalog entry; ``sources`` says where each value came from.
+
+    ``max_input_tokens`` is set where the provider accepts fewer input tokens than the window
+    (gpt-5: a 400,000-token window, at most 272,000 in). ``prices`` is None where no price is
+    published; ``max_output_tokens`` is None where no output cap is.
+    """
 
     id: str
     provider: str
     kind: Literal["chat", "embedding", "vision"]
     context_window: int
-    max_output_tokens: int
+    max_output_tokens: int | None
     tokenizer: TokenizerSpec
-    prices: Prices
+    prices: Prices | None
     cache: CacheRules
+    max_input_tokens: int | None = None
+    deprecated: str | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def input_limit(self) -> int:
+        """The most input tokens the provider accepts: the window, or the input cap below it."""
+        if self.max_input_tokens is None:
+            return self.context_window
+        return min(self.context_window, self.max_input_tokens)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Family:
-    """Tokenizer estimate for every id starting with ``prefix``."""
+    """Tokenizer estimate for every id containing ``prefix`` that has no entry of its own."""
 
     prefix: str
     tokenizer: TokenizerSpec
     source: str = ""
 
 
-WindowRule = Literal["explicit", "exact", "scoped", "alias", "floor"]
+ResolutionRule = Literal["explicit", "exact", "alias", "scoped", "snapshot", "match", "family", "floor"]
+WindowRule = ResolutionRule
 
 
 @dataclass(frozen=True, kw_only=True)
 class WindowResolution:
-    """The context window chosen for a model id, the rule that chose it, and any warning."""
+    """The window chosen for a model id, the rule that chose it, the path taken, and any warning.
+
+    ``max_input_tokens`` is the provider's input cap when it is below the window, else None.
+    ``path`` lists each step from the id as sent to the catalog entry (``scoped bedrock/ -> aws``,
+    ``snapshot -20250929``, ``exact claude-sonnet-4-5``).
+    """
 
     model_id: str
     context_window: int
-    rule: WindowRule
+    rule: ResolutionRule
     spec: ModelSpec | None
+    max_input_tokens: int | None = None
+    path: tuple[str, ...] = ()
     warning: str | None = None
+
+    @property
+    def catalog_id(self) -> str | None:
+        """The catalog id the resolution landed on (None for the floor or an unknown id)."""
+        return self.spec.id if self.spec else None
+
+    @property
+    def input_limit(self) -> int:
+        """The most input tokens to send: the window, or the input cap when it is smaller."""
+        if self.max_input_tokens is None:
+            return self.context_window
+        return min(self.context_window, self.max_input_tokens)

@@ -1,0 +1,50 @@
+"""Match rules as data: a clause tree (``equals``, ``starts_with``, ``ends_with``, ``contains``,
+``regex``, ``or``, ``and``) compiled once into a predicate over a lower-cased model id.
+
+The bundled rules come from genai-prices' data; a user catalog may give its own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..errors import ConfigError
+
+__all__ = ["Predicate", "compile_clause"]
+
+Predicate = Callable[[str], bool]
+
+_LEAVES: dict[str, Callable[[str], Predicate]] = {
+    "equals": lambda v: lambda s: s == v,
+    "starts_with": lambda v: lambda s: s.startswith(v),
+    "ends_with": lambda v: lambda s: s.endswith(v),
+    "contains": lambda v: lambda s: v in s,
+}
+
+
+def _regex(pattern: str, where: str) -> Predicate:
+    try:
+        compiled = re.compile(pattern, re.IGNORECASE)
+    except re.error as exc:
+        raise ConfigError(f"{where}: match regex {pattern!r} does not compile: {exc}") from exc
+    return lambda s: compiled.search(s) is not None
+
+
+def compile_clause(clause: Mapping[str, Any], where: str = "match") -> Predicate:
+    """One predicate for ``clause``; ``where`` names it in errors."""
+    if len(clause) != 1:
+        raise ConfigError(f"{where}: a match clause has exactly one key, got {sorted(clause)}")
+    ((key, value),) = clause.items()
+    if key in _LEAVES and isinstance(value, str):
+        return _LEAVES[key](value.lower())
+    if key == "regex" and isinstance(value, str):
+        return _regex(value, where)
+    if key in ("or", "and") and isinstance(value, list):
+        parts = [compile_clause(c, f"{where}.{key}[{i}]") for i, c in enumerate(value)]
+        combine = any if key == "or" else all
+        return lambda s: combine(p(s) for p in parts)
+    raise ConfigError(
+        f"{where}: unknown match clause {key!r}; use equals, starts_with, ends_with, contains, regex, or, and"
+    )

@@ -1,0 +1,227 @@
+"""Resolving a model id as clients send it to one catalog entry, in a documented order.
+
+1. exact id (case-insensitive); where several providers list it, the first in the catalog's
+   provider order (first-party before resellers), unless a scope names the provider;
+2. alias (the catalog's own, and the literal ids in genai-prices' match rules, such as
+   ``gpt-4o-2024-08-06`` for ``gpt-4o``);
+3. provider-scoped: ``openai/``, ``anthropic/``, ``bedrock/``, ``vertex_ai/``, ``azure/``,
+   ``openrouter/`` and the other scopes in the catalog, and Bedrock's own ids
+   (``us.anthropic.claude-sonnet-4-5-20250929-v1:0``); the named provider's ids, aliases and
+   match rules come first, then the rest of the id is resolved by these same rules. An unscoped
+   id belongs to the provider whose provider rule it matches (``claude-*`` -> anthropic,
+   ``gpt-*`` -> openai, ``gemini-*`` -> google): that provider's ids, aliases and match rules;
+4. dated or versioned snapshot: ``-YYYYMMDD``, ``-YYYY-MM-DD``, ``@20250929`` (Vertex),
+   ``-latest``, ``-v1:0`` / ``:0`` (Bedrock), ``-0613`` / ``-001`` / ``-09-2025`` are taken off;
+5. genai-prices' match rules (``starts_with``, ``contains``, ``regex``), in provider order;
+6. family: the longest catalog id that starts the id at a separator (``gpt-4o-mini-foo`` ->
+   ``gpt-4o-mini``), with a warning.
+Each step is recorded, so a report can name the rule and the path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from .values import ModelSpec, ResolutionRule
+
+__all__ = ["Found", "Index", "find"]
+
+# How far a rule strays from the id as sent; a path is labelled by its farthest step.
+_SEVERITY: dict[ResolutionRule, int] = {
+    "exact": 0,
+    "alias": 1,
+    "scoped": 2,
+    "snapshot": 3,
+    "match": 4,
+    "family": 5,
+}
+_SNAPSHOTS = tuple(
+    re.compile(p)
+    for p in (
+        r"@[^@/]+$",
+        r"-\d{4}-\d{2}-\d{2}$",
+        r"-\d{8}$",
+        r"-latest$",
+        r"-v\d+(?::\d+)?$",
+        r":\d+$",
+        r"-\d{2}-\d{4}$",
+        r"-\d{3,4}$",
+    )
+)
+_BEDROCK = re.compile(
+    r"^(?:(?:us|eu|apac|ap|jp|au|ca|us-gov|global|regional)\.)?"
+    r"(?:anthropic|amazon|meta|mistral|cohere|ai21|deepseek|openai|qwen|google|nvidia|writer|moonshotai"
+    r"|zai|minimax|twelvelabs)\.(?P<rest>[^/]+)$"
+)
+_SEPARATORS = re.compile(r"[-._:@]")
+_MAX_DEPTH = 8
+
+
+@dataclass(frozen=True)
+class Index:
+    """What the rules look things up in (built once per catalog, lower-cased keys)."""
+
+    by_id: Mapping[str, Sequence[ModelSpec]]
+    aliases: Mapping[str, Sequence[tuple[str, str | None]]]  # alias -> (target id, provider or None)
+    matchers: Callable[[], Sequence[tuple[ModelSpec, Callable[[str], bool]]]]
+    scopes: Mapping[str, str]
+    owner: Callable[[str], str | None]  # the provider an unscoped id belongs to, by provider rules
+
+
+@dataclass(frozen=True)
+class Found:
+    """The entry an id resolved to, the headline rule and every step of the path."""
+
+    spec: ModelSpec
+    rule: ResolutionRule
+    path: tuple[str, ...]
+
+
+def _pick(entries: Sequence[ModelSpec], provider: str | None) -> ModelSpec | None:
+    if not entries:
+        return None
+    if provider is not None:
+        for entry in entries:
+            if entry.provider == provider:
+                return entry
+    return entries[0]
+
+
+def _step(rule: ResolutionRule, detail: str, spec: ModelSpec) -> Found:
+    return Found(spec, rule, (f"{rule} {detail}",))
+
+
+def _then(rule: ResolutionRule, detail: str, inner: Found) -> Found:
+    headline = rule if _SEVERITY[rule] > _SEVERITY[inner.rule] else inner.rule
+    return Found(inner.spec, headline, (f"{rule} {detail}", *inner.path))
+
+
+def _exact(index: Index, name: str, provider: str | None, strict: bool = False) -> Found | None:
+    entries = index.by_id.get(name, ())
+    if strict:
+        entries = [e for e in entries if e.provider == provider]
+    spec = _pick(entries, provider)
+    return _step("exact", spec.id, spec) if spec else None
+
+
+def _alias(index: Index, name: str, provider: str | None, strict: bool = False) -> Found | None:
+    targets = [t for t in index.aliases.get(name, ()) if not strict or t[1] == provider]
+    ordered = sorted(targets, key=lambda t: t[1] != provider) if provider else targets
+    for target, owner in ordered:
+        spec = _pick(index.by_id.get(target.lower(), ()), owner or provider)
+        if spec is not None:
+            return _step("alias", f"{name} -> {spec.id}", spec)
+    return None
+
+
+def _match(index: Index, name: str, provider: str | None, strict: bool = False) -> Found | None:
+    matchers = index.matchers()
+    if provider is not None:
+        own = [(s, p) for s, p in matchers if s.provider == provider]
+        matchers = own if strict else [*own, *matchers]
+    for spec, predicate in matchers:
+        if predicate(name):
+            return _step("match", f"rule of {spec.provider}/{spec.id}", spec)
+    return None
+
+
+def _in_provider(index: Index, name: str, provider: str) -> Found | None:
+    for rule in (_exact, _alias, _match):
+        found = rule(index, name, provider, True)
+        if found is not None:
+            return found
+    return None
+
+
+def _scope(index: Index, name: str) -> tuple[str | None, str, str] | None:
+    """(provider, rest of the id, label) for a scoped id, else None."""
+    head, slash, rest = name.partition("/")
+    if slash and rest:
+        provider = index.scopes.get(head)
+        return provider, rest, f"{head}/ -> {provider}" if provider else f"{head}/ (unknown scope)"
+    bedrock = _BEDROCK.match(name)
+    if bedrock and "aws" in index.scopes.values():
+        return "aws", bedrock["rest"], "bedrock id -> aws"
+    return None
+
+
+def _scoped(index: Index, name: str, depth: int) -> Found | None:
+    scope = _scope(index, name)
+    if scope is None:
+        owner = index.owner(name)
+        found = _in_provider(index, name, owner) if owner else None
+        return _then("scoped", f"-> {owner} (its provider rule)", found) if found else None
+    provider, rest, label = scope
+    if provider is not None:
+        for candidate in (name, rest):
+            found = _in_provider(index, candidate, provider)
+            if found is not None:
+                return _then("scoped", label, found)
+    inner = _find(index, rest, provider, depth + 1)
+    return _then("scoped", label, inner) if inner else None
+
+
+def _snapshot(index: Index, name: str, provider: str | None, depth: int) -> Found | None:
+    for pattern in _SNAPSHOTS:
+        suffix = pattern.search(name)
+        if suffix is None or suffix.start() == 0:
+            continue
+        inner = _find(index, name[: suffix.start()], provider, depth + 1)
+        if inner is not None:
+            return _then("snapshot", suffix.group(0), inner)
+    return None
+
+
+def _family(index: Index, name: str, provider: str | None) -> Found | None:
+    cuts = [m.start() for m in _SEPARATORS.finditer(name)]
+    for cut in reversed(cuts):
+        spec = _pick(index.by_id.get(name[:cut], ()), provider)
+        if spec is not None:
+            return _step("family", f"{name} starts with {spec.id}", spec)
+    return None
+
+
+def _find(index: Index, name: str, provider: str | None, depth: int) -> Found | None:
+    if depth > _MAX_DEPTH or not name:
+        return None
+    found = _exact(index, name, provider) or _alias(index, name, provider)
+    if found is None:
+        found = _scoped(index, name, depth) or _snapshot(index, name, provider, depth)
+    if found is None and depth == 0:
+        found = _match(index, name, provider) or _family(index, name, provider)
+    return found
+
+
+def find(index: Index, model_id: str) -> Found | None:
+    """The entry ``model_id`` resolves to by the rules above, or None."""
+    name = model_id.strip().lower()
+    found = _find(index, name, None, 0)
+    if found is not None:
+        return found
+    # Match rules and family prefixes also apply to the id with its scope and snapshot taken off.
+    scope = _scope(index, name)
+    provider, rest = (scope[0], scope[1]) if scope else (None, name)
+    for candidate in dict.fromkeys((rest, *_stripped(rest))):
+        found = _match(index, candidate, provider) or _family(index, candidate, provider)
+        if found is not None:
+            return _then("scoped", scope[2], found) if scope else found
+    return None
+
+
+def _stripped(name: str) -> list[str]:
+    """``name`` with each snapshot suffix taken off, repeatedly (longest first)."""
+    out: list[str] = []
+    current = name
+    changed = True
+    while changed:
+        changed = False
+        for pattern in _SNAPSHOTS:
+            suffix = pattern.search(current)
+            if suffix is not None and suffix.start() > 0:
+                current = current[: suffix.start()]
+                out.append(current)
+                changed = True
+                break
+    return out
