@@ -158,7 +158,9 @@ def _tokenizer(model_id: str, facts: dict[str, Any]) -> tuple[str, str]:
     return "default_estimate", "estimate"
 
 
-def _cache(model_id: str, prices: dict[str, Any] | None, lite: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
+def _cache(
+    model_id: str, prices: dict[str, Any] | None, lite: dict[str, Any] | None
+) -> tuple[dict[str, Any], str]:
     minimum = lite.get("prompt_cache_min_tokens") if lite else None
     if "claude" in model_id.lower():
         explicit_min = int(minimum) if minimum else 1024
@@ -189,9 +191,13 @@ def build_model(
     window = curated_window or model.context_window or lite_window
     if kind is None or not isinstance(window, int) or window <= 0:
         return None
-    window_source = "genai-prices" if model.context_window else "litellm (max_input_tokens; genai-prices has none)"
+    window_source = (
+        "genai-prices" if model.context_window else "litellm (max_input_tokens; genai-prices has none)"
+    )
     cache_read_published = _number(getattr(_price_in_force(model, today), "cache_read_mtok", None))
-    prices = _prices(model, today, automatic_cache="claude" not in model.id and cache_read_published is not None)
+    prices = _prices(
+        model, today, automatic_cache="claude" not in model.id and cache_read_published is not None
+    )
     cache, cache_source = _cache(model.id, prices, lite)
     tokenizer, tokenizer_source = _tokenizer(model.id, facts)
     max_input = lite.get("max_input_tokens") if lite else None
@@ -257,6 +263,24 @@ def apply_facts(entry: dict[str, Any] | None, facts: dict[str, Any], given: dict
     return out
 
 
+def _inherit_input_caps(models: list[dict[str, Any]], facts: dict[str, Any]) -> None:
+    """A reseller's entry for a first-party model (OpenRouter's `openai/gpt-5`, Azure's `gpt-5`)
+    takes the first party's input cap when it lists the same window and no cap of its own: the
+    cap belongs to the model, whoever serves it."""
+    first_party = {"openai", "anthropic", "google", "mistral", "deepseek", "x-ai", "cohere"}
+    own = {m["id"].lower(): m for m in models if m["provider"] in first_party}
+    for entry in models:
+        if entry["provider"] in first_party or "max_input_tokens" in entry:
+            continue
+        bare = re.sub(r"^(?:[\w-]+/)+|^(?:[a-z-]+\.)?[a-z]+\.", "", entry["id"].lower())
+        origin = own.get(bare)
+        if origin and origin.get("max_input_tokens") and origin["context_window"] == entry["context_window"]:
+            entry["max_input_tokens"] = origin["max_input_tokens"]
+            entry["sources"]["max_input_tokens"] = (
+                f"curated: inherited from {origin['provider']}/{origin['id']}"
+            )
+
+
 def build(litellm_wheel: Path) -> dict[str, Any]:
     """The whole catalog document."""
     facts = tomllib.loads(FACTS.read_text("utf-8"))
@@ -277,6 +301,11 @@ def build(litellm_wheel: Path) -> dict[str, Any]:
             if entry is not None:
                 models.append(entry)
     models.extend(apply_facts(None, facts, given) for given in curated.values())
+    _inherit_input_caps(models, facts)
+    ids = {m["id"].lower() for m in models}
+    for alias in facts["aliases"]:
+        if alias["alias"].lower() in ids:
+            sys.exit(f"alias {alias['alias']!r} is also a model id (the exact id would win): drop it")
     genai_version = importlib.metadata.version("genai-prices")
     sources = {
         "genai-prices": f"genai-prices {genai_version} data snapshot (github.com/pydantic/genai-prices); "
@@ -296,7 +325,9 @@ def build(litellm_wheel: Path) -> dict[str, Any]:
         "scopes": facts["scopes"],
         # genai-prices' rules for which provider an unscoped id belongs to (claude -> anthropic).
         "providers": [
-            {"id": p.id, "model_match": _clause(p.model_match)} for p in providers if p.model_match is not None
+            {"id": p.id, "model_match": _clause(p.model_match)}
+            for p in providers
+            if p.model_match is not None
         ],
         "aliases": facts["aliases"],
         "models": models,
@@ -313,7 +344,9 @@ def dump(document: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("litellm_wheel", type=Path, help="the pinned litellm wheel (downloaded by make catalog)")
+    parser.add_argument(
+        "litellm_wheel", type=Path, help="the pinned litellm wheel (downloaded by make catalog)"
+    )
     args = parser.parse_args()
     document = build(args.litellm_wheel)
     OUT.write_text(dump(document), "utf-8")

@@ -238,10 +238,14 @@ class Served:
         self.thread.join(timeout=10)
 
 
+FAKE_MODELS = Path(__file__).with_name("fake_models.toml")
+
+
 @contextmanager
 def gateway_over_fake(store: Path, **options: Any) -> Iterator[tuple[FakeUpstream, str]]:
     """A fake upstream and a gateway in front of it, both on loopback: (the fake, the gateway's URL)."""
     fake = FakeUpstream()
+    options.setdefault("catalog_paths", (str(FAKE_MODELS),))
     with Served(fake.app) as upstream:
         config = GatewayConfig(
             anthropic_upstream=upstream.url, openai_upstream=upstream.url, store_path=str(store), **options

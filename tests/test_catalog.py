@@ -1,62 +1,201 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from ctxbudget import ConfigError, load_catalog
-from ctxbudget.catalog.catalog import bundled_catalog, parse_catalog
+from ctxbudget.catalog.catalog import FLOOR_WINDOW_TOKENS, bundled_catalog, bundled_text, parse_catalog
+from ctxbudget.catalog.schema import CatalogFile
+from ctxbudget.errors import UnknownModelError
 
-REQUIRED = [
-    "gpt-5",
-    "gpt-5-mini",
-    "gpt-5-nano",
-    "gpt-5.4",
-    "gpt-4.1",
-    "gpt-4o",
-    "gpt-4o-mini",
-    "gpt-4",
-    "o3",
-    "o4-mini",
-    "claude-opus-4-6",
-    "claude-sonnet-4-6",
-    "claude-sonnet-4-5",
-    "claude-haiku-4-5",
-    "gemini-3.1-pro-preview",
-    "models/gemini-3.1-pro-preview",
-    "gemini-2.5-pro",
-    "gemini-2.5-flash",
-    "codestral-latest",
-    "mistral-medium-2505",
-    "claude-sonnet",
-    "claude-opus",
-    "claude-haiku",
-    "gemini-pro",
-    "gemini-flash",
+# Ids as clients send them -> (catalog id, provider, window, input cap). Windows and caps as the
+# providers' model pages publish them (Anthropic models overview, OpenAI model pages, Google's
+# Gemini models page, AWS Bedrock model ids, Vertex AI model versions), read 2026-11.
+REAL_IDS: list[tuple[str, str, str, int, int | None]] = [
+    # Anthropic: bare, dated, -latest, aliases, Vertex @ dates, the LiteLLM-style scope
+    ("claude-sonnet-4-5", "claude-sonnet-4-5", "anthropic", 200_000, None),
+    ("claude-sonnet-4-5-20250929", "claude-sonnet-4-5", "anthropic", 200_000, None),
+    ("claude-opus-4-1-20250805", "claude-opus-4-1", "anthropic", 200_000, None),
+    ("claude-haiku-4-5-20251001", "claude-haiku-4-5", "anthropic", 200_000, None),
+    ("claude-3-5-sonnet-20241022", "claude-3-5-sonnet-20241022", "anthropic", 200_000, None),
+    ("claude-3-7-sonnet-latest", "claude-3-7-sonnet-latest", "anthropic", 200_000, None),
+    ("claude-3-7-sonnet-20250219", "claude-3-7-sonnet-latest", "anthropic", 200_000, None),
+    ("claude-3-opus-20240229", "claude-3-opus-latest", "anthropic", 200_000, None),
+    ("claude-3-5-haiku-20241022", "claude-3-5-haiku-latest", "anthropic", 200_000, None),
+    ("claude-sonnet-4-5@20250929", "claude-sonnet-4-5", "anthropic", 200_000, None),
+    ("anthropic/claude-sonnet-4-5", "claude-sonnet-4-5", "anthropic", 200_000, None),
+    ("anthropic/claude-opus-4-1-20250805", "claude-opus-4-1", "anthropic", 200_000, None),
+    ("claude-sonnet", "claude-sonnet-4-6", "anthropic", 200_000, None),
+    ("CLAUDE-SONNET-4-5", "claude-sonnet-4-5", "anthropic", 200_000, None),
+    # Vertex AI
+    ("vertex_ai/claude-sonnet-4-5@20250929", "claude-sonnet-4-5", "google", 200_000, None),
+    ("vertex_ai/gemini-2.5-pro", "gemini-2.5-pro", "google", 1_048_576, None),
+    # AWS Bedrock: vendor ids, region prefixes, the bedrock/ scope
+    (
+        "anthropic.claude-sonnet-4-5-20250929-v1:0",
+        "regional.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        "aws",
+        200_000,
+        None,
+    ),
+    (
+        "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        "regional.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        "aws",
+        200_000,
+        None,
+    ),
+    (
+        "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        "global.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        "aws",
+        200_000,
+        None,
+    ),
+    (
+        "bedrock/us.anthropic.claude-3-5-sonnet-20241022-v2:0",
+        "regional.anthropic.claude-3-5-sonnet-20241022-v2:0",
+        "aws",
+        200_000,
+        None,
+    ),
+    ("meta.llama3-1-70b-instruct-v1:0", "meta.llama3-1-70b-instruct-v1:0", "aws", 128_000, None),
+    # OpenAI: bare, dated, scoped, Azure, case
+    ("gpt-5", "gpt-5", "openai", 400_000, 272_000),
+    ("gpt-5-2025-08-07", "gpt-5", "openai", 400_000, 272_000),
+    ("gpt-5-mini-2025-08-07", "gpt-5-mini", "openai", 400_000, 272_000),
+    ("openai/gpt-5", "openai/gpt-5", "openrouter", 400_000, 272_000),  # OpenRouter's id, OpenAI's cap
+    ("gpt-4o", "gpt-4o", "openai", 128_000, None),
+    ("gpt-4o-2024-08-06", "gpt-4o", "openai", 128_000, None),
+    ("gpt-4o-2024-05-13", "gpt-4o-2024-05-13", "openai", 128_000, None),
+    ("gpt-4o-mini-2024-07-18", "gpt-4o-mini", "openai", 128_000, None),
+    ("azure/gpt-4o", "gpt-4o", "openai", 128_000, None),
+    ("GPT-4o", "gpt-4o", "openai", 128_000, None),
+    ("gpt-4.1", "gpt-4.1", "openai", 1_047_576, None),
+    ("gpt-4.1-mini", "gpt-4.1-mini", "openai", 1_047_576, None),
+    ("gpt-4", "gpt-4", "openai", 8_192, None),
+    ("gpt-4-0613", "gpt-4", "openai", 8_192, None),
+    ("gpt-4-turbo-2024-04-09", "gpt-4-turbo", "openai", 128_000, None),
+    ("gpt-3.5-turbo", "gpt-3.5-turbo", "openai", 16_385, None),
+    ("o1-2024-12-17", "o1", "openai", 200_000, None),
+    ("o3-mini-2025-01-31", "o3-mini", "openai", 200_000, None),
+    ("o4-mini-2025-04-16", "o4-mini", "openai", 200_000, None),
+    # Google
+    ("gemini-2.5-flash", "gemini-2.5-flash", "google", 1_048_576, None),
+    ("gemini/gemini-2.5-flash", "gemini-2.5-flash", "google", 1_048_576, None),
+    ("models/gemini-2.5-pro", "gemini-2.5-pro", "google", 1_048_576, None),
+    ("gemini-2.0-flash-001", "gemini-2.0-flash", "google", 1_048_576, None),
+    # xAI, Mistral, Cohere, DeepSeek
+    ("grok-3-latest", "grok-3", "x-ai", 131_072, None),
+    ("xai/grok-3", "grok-3", "x-ai", 131_072, None),
+    ("mistral-medium-2505", "mistral-medium-2505", "mistral", 128_000, None),
+    ("command-r-plus", "command-r-plus", "cohere", 128_000, None),
+    ("command-r-plus-04-2024", "command-r-plus", "cohere", 128_000, None),
+    ("deepseek/deepseek-reasoner", "deepseek-reasoner", "deepseek", 64_000, None),
+    # OpenRouter: its own ids, with or without its scope
+    ("openrouter/openai/gpt-4o", "openai/gpt-4o", "openrouter", 128_000, None),
+    ("openai/gpt-4o-mini", "openai/gpt-4o-mini", "openrouter", 128_000, None),
+    ("anthropic/claude-haiku-4-5-20251001", "claude-haiku-4-5", "anthropic", 200_000, None),
 ]
 
 
-@pytest.mark.parametrize("model", REQUIRED)
-def test_catalog_covers_required_models_with_sources(model: str) -> None:
-    spec = bundled_catalog().get_model(model)
-    assert spec.context_window > 0 and spec.max_output_tokens > 0
-    assert {"context_window", "prices", "cache", "tokenizer"} <= set(spec.sources)
+@pytest.mark.parametrize(("sent", "catalog_id", "provider", "window", "cap"), REAL_IDS)
+def test_real_ids_resolve(sent: str, catalog_id: str, provider: str, window: int, cap: int | None) -> None:
+    resolution = bundled_catalog().resolve_window(sent)
+    assert resolution.spec is not None
+    assert (resolution.catalog_id, resolution.spec.provider) == (catalog_id, provider)
+    assert (resolution.context_window, resolution.max_input_tokens) == (window, cap)
+    assert resolution.path and resolution.warning is None
 
 
-def test_resolution_order() -> None:
+def test_the_table_is_large_and_varied() -> None:
+    assert len(REAL_IDS) >= 40
+    rules = {bundled_catalog().resolve_window(sent).rule for sent, *_ in REAL_IDS}
+    assert {"exact", "alias", "scoped", "snapshot", "match"} <= rules
+
+
+def test_the_path_names_each_step() -> None:
+    resolution = bundled_catalog().resolve_window("bedrock/us.anthropic.claude-3-5-sonnet-20241022-v2:0")
+    assert resolution.rule == "match"
+    assert resolution.path[0] == "scoped bedrock/ -> aws"
+    dated = bundled_catalog().resolve_window("cohere/command-r-plus-04-2024")
+    assert dated.path == ("scoped cohere/ -> cohere", "snapshot -04-2024", "exact command-r-plus")
+    assert dated.rule == "snapshot"
+
+
+def test_a_scope_chooses_the_provider_entry() -> None:
     catalog = bundled_catalog()
-    assert catalog.resolve_window("gpt-4o", 5000).rule == "explicit"
-    assert catalog.resolve_window("gpt-4o").rule == "exact"
-    scoped = catalog.resolve_window("openai/gpt-5")
-    assert (scoped.rule, scoped.context_window) == ("scoped", catalog.get_model("gpt-5").context_window)
-    assert catalog.resolve_window("claude-sonnet").rule == "alias"
-    floor = catalog.resolve_window("no-such-model-xyz")
-    assert floor.rule == "floor"
-    assert floor.context_window == min(m.context_window for m in catalog.models if m.kind == "chat")
+    assert catalog.resolve_window("claude-sonnet-4-5").spec.provider == "anthropic"  # type: ignore[union-attr]
+    assert catalog.resolve_window("vertex_ai/claude-sonnet-4-5").spec.provider == "google"  # type: ignore[union-attr]
+
+
+def test_unknown_id_is_an_error_naming_the_closest_ids_and_the_ways_out() -> None:
+    with pytest.raises(UnknownModelError) as caught:
+        bundled_catalog().resolve_window("gtp-4o")
+    assert "gpt-4o" in caught.value.closest
+    message = str(caught.value)
+    assert "'gtp-4o'" in message and "--max-context-tokens" in message and "--catalog" in message
+    assert isinstance(caught.value, ConfigError)
+
+
+def test_floor_on_request() -> None:
+    floor = bundled_catalog().resolve_window("no-such-model-xyz", unknown_model="floor")
+    assert (floor.rule, floor.context_window, floor.spec) == ("floor", FLOOR_WINDOW_TOKENS, None)
     assert floor.warning is not None and "no-such-model-xyz" in floor.warning
 
 
-def _entry(model_id: str, window: int) -> str:
+def test_explicit_window_wins_and_keeps_the_input_cap() -> None:
+    catalog = bundled_catalog()
+    explicit = catalog.resolve_window("gpt-5", 390_000)
+    assert (explicit.rule, explicit.context_window, explicit.input_limit) == ("explicit", 390_000, 272_000)
+    unknown = catalog.resolve_window("house-llm", 32_000)
+    assert (unknown.rule, unknown.context_window, unknown.spec) == ("explicit", 32_000, None)
+
+
+def test_family_rule_lands_on_the_longest_catalog_id_with_a_warning() -> None:
+    resolution = bundled_catalog().resolve_window("gpt-4o-mini-some-future-variant")
+    assert resolution.rule in ("family", "match")
+    assert resolution.catalog_id is not None and resolution.catalog_id.startswith("gpt-4o-mini")
+
+
+def test_bundled_catalog_validates_and_every_value_has_a_source() -> None:
+    raw = json.loads(bundled_text())
+    CatalogFile.model_validate(raw)
+    known = set(raw["sources"])
+    providers = {m["provider"] for m in raw["models"]}
+    assert len(raw["models"]) > 1000
+    assert {
+        "openai",
+        "anthropic",
+        "google",
+        "mistral",
+        "deepseek",
+        "x-ai",
+        "cohere",
+        "aws",
+        "azure",
+    } <= providers
+    for model in raw["models"]:
+        assert {"context_window", "tokenizer", "cache"} <= set(model["sources"]), model["id"]
+        for field, source in model["sources"].items():
+            assert source.split(" ", 1)[0].split(":", 1)[0] in known, (model["id"], field, source)
+        if "prices" in model:
+            assert "prices" in model["sources"], model["id"]
+
+
+def test_claude_3_5_sonnet_is_priced_and_marked_retired() -> None:
+    spec = bundled_catalog().get_model("claude-3-5-sonnet-20241022")
+    assert spec.prices is not None
+    assert (spec.prices.input, spec.prices.output, spec.prices.cache_read) == (3.0, 15.0, 0.3)
+    assert spec.deprecated == "2025-10-22"
+
+
+def _entry(model_id: str, window: int, prices: bool = True) -> str:
+    priced = (
+        "prices = { input = 1, output = 2, cache_write_5m = 1.25, cache_write_1h = 2, cache_read = 0.1 }\n"
+    )
     return f"""
 [[models]]
 id = "{model_id}"
@@ -64,23 +203,8 @@ provider = "test"
 context_window = {window}
 max_output_tokens = 1000
 tokenizer = {{ encoding = "o200k_base", exact = false, safety_factor = 1.2 }}
-prices = {{ input = 1, output = 2, cache_write_5m = 1.25, cache_write_1h = 2, cache_read = 0.1 }}
-cache = {{ mode = "none", min_cacheable_tokens = 0, max_breakpoints = 0 }}
+{priced if prices else ""}cache = {{ mode = "none", min_cacheable_tokens = 0, max_breakpoints = 0 }}
 """
-
-
-def test_scoped_entries_resolve_a_bare_name_only_when_they_agree() -> None:
-    agree = parse_catalog("schema_version = 1\n" + _entry("a/m1", 5000) + _entry("b/m1", 5000), "t")
-    assert agree.resolve_window("m1").context_window == 5000
-    disagree = parse_catalog("schema_version = 1\n" + _entry("a/m2", 5000) + _entry("b/m2", 9000), "t")
-    assert disagree.resolve_window("m2").rule == "floor"
-    unscoped_wins = parse_catalog("schema_version = 1\n" + _entry("a/m3", 5000) + _entry("m3", 7000), "t")
-    assert unscoped_wins.resolve_window("m3").context_window == 7000
-
-
-def test_conflicting_windows_for_one_id_resolve_to_the_smaller() -> None:
-    catalog = parse_catalog("schema_version = 1\n" + _entry("dup", 9000) + _entry("dup", 4000), "t")
-    assert catalog.resolve_window("dup").context_window == 4000
 
 
 def test_user_catalog_adds_and_overrides(tmp_path: Path) -> None:
@@ -88,8 +212,18 @@ def test_user_catalog_adds_and_overrides(tmp_path: Path) -> None:
     path.write_text("schema_version = 1\n" + _entry("gpt-4o", 1234) + _entry("house-model", 4321))
     catalog = load_catalog([path])
     assert catalog.resolve_window("gpt-4o").context_window == 1234
+    assert catalog.resolve_window("gpt-4o-2024-08-06").context_window == 1234  # the alias follows
     assert catalog.resolve_window("house-model").context_window == 4321
     assert catalog.tokenizer_for("house-model").safety_factor == 1.2
+
+
+def test_user_catalog_may_be_json_with_match_rules(tmp_path: Path) -> None:
+    path = tmp_path / "mine.json"
+    entry = {"id": "house", "provider": "me", "context_window": 5000, "match": {"starts_with": "house-"}}
+    path.write_text(json.dumps({"schema_version": 1, "models": [entry]}))
+    catalog = load_catalog([path])
+    assert catalog.resolve_window("house-v2").catalog_id == "house"
+    assert catalog.get_model("house").prices is None
 
 
 def test_invalid_catalog_names_the_field(tmp_path: Path) -> None:
@@ -101,10 +235,39 @@ def test_invalid_catalog_names_the_field(tmp_path: Path) -> None:
         load_catalog([path])
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\xff\xfe\x00", "not UTF-8"),
+        (
+            b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5, '
+            b'"match": {"regex": "("}}]}',
+            "does not compile",
+        ),
+        (
+            b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5, '
+            b'"tokenizer": "nope"}]}',
+            "unknown tokenizer 'nope'",
+        ),
+    ],
+)
+def test_broken_user_catalogs_are_config_errors(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match=message):
+        load_catalog([path])
+
+
 def test_tokenizers_are_honest() -> None:
     catalog = bundled_catalog()
     assert catalog.tokenizer_for("gpt-5").exact is True
+    assert catalog.tokenizer_for("azure/gpt-4o").exact is True
     claude = catalog.tokenizer_for("claude-sonnet-4-5")
     assert claude.exact is False and claude.safety_factor > 1
-    assert catalog.tokenizer_for("anthropic/claude-3-7-sonnet").exact is False
+    assert catalog.tokenizer_for("anthropic.claude-sonnet-4-5-20250929-v1:0").exact is False
     assert catalog.tokenizer_for("unknown-vendor-llm").exact is False
+
+
+def test_resolution_is_cheap_after_the_first() -> None:
+    catalog = parse_catalog("schema_version = 1\n" + _entry("m", 100, prices=False), "t")
+    assert catalog.find_model("m-20250101") is catalog.find_model("m-20250101")

@@ -169,7 +169,7 @@ def test_assemble_json_and_exit_codes(tmp_path: Path) -> None:
     big = runner.invoke(main, ["assemble", _context(tmp_path, "Rule. " * 20000), "--model", "gpt-4o"])
     assert big.exit_code == 3 and "pinned" in big.output
     costly = runner.invoke(
-        main, ["assemble", _context(tmp_path), "--model", "gpt-4", "--cost-ceiling", "0.0001"]
+        main, ["assemble", _context(tmp_path), "--model", "gpt-4o", "--cost-ceiling", "0.0001"]
     )
     assert costly.exit_code == 4 and "ceiling" in costly.output
 

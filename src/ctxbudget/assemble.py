@@ -18,13 +18,14 @@ from typing import Any
 from .cache import Block, Breakpoint, CachePrediction, plan_breakpoints, predict_cache, prefix_hashes
 from .catalog.catalog import Catalog, bundled_catalog
 from .catalog.values import ModelSpec
-from .cost import TurnCost, price_turn
+from .cost import TurnCost, price_turn, price_unknown_note
 from .errors import (
     TIER_HINT,
     BudgetExceeded,
     ConfigError,
     CostCeilingExceeded,
     InvariantViolation,
+    PriceUnknown,
     VolatileValueError,
 )
 from .formats import FORMATS
@@ -237,7 +238,7 @@ class _Priced:
     draft: _Draft
     breakpoints: tuple[Breakpoint, ...]
     prediction: CachePrediction
-    cost: TurnCost
+    cost: TurnCost | None  # None where the model has no published price
     body: dict[str, Any] | str
     warnings: tuple[str, ...]
     total_tokens: int
@@ -251,13 +252,17 @@ def _price(setup: _Setup, draft: _Draft, previous_hashes: frozenset[str], output
     body = _render(setup, draft.blocks, points)
     total = scale(_measure(setup, body))
     prediction = predict_cache(points, total, previous_hashes, setup.spec.cache.mode, hashes, prefix)
-    cost = price_turn(
-        setup.spec.prices,
-        uncached_tokens=prediction.uncached_tokens,
-        write_5m_tokens=prediction.write_5m_tokens,
-        write_1h_tokens=prediction.write_1h_tokens,
-        read_tokens=prediction.read_tokens,
-        output_tokens=output_tokens,
+    cost = (
+        price_turn(
+            setup.spec.prices,
+            uncached_tokens=prediction.uncached_tokens,
+            write_5m_tokens=prediction.write_5m_tokens,
+            write_1h_tokens=prediction.write_1h_tokens,
+            read_tokens=prediction.read_tokens,
+            output_tokens=output_tokens,
+        )
+        if setup.spec.prices is not None
+        else None
     )
     return _Priced(draft, tuple(points), prediction, cost, body, tuple(warnings), total)
 
@@ -272,7 +277,11 @@ def _within_ceiling(
     degraded: list[str] = []
     while True:
         priced = _price(setup, _fit_envelope(setup, targets), previous_hashes, output_tokens)
-        if ceiling is None or priced.cost.total_usd <= ceiling:
+        if ceiling is None:
+            return priced, degraded
+        if priced.cost is None:
+            raise PriceUnknown(model_id=setup.model, ceiling_usd=ceiling)
+        if priced.cost.total_usd <= ceiling:
             return priced, degraded
         compact = [t for t in setup.policy.tiers if t.eviction == "compact" and targets[t.index] > 0]
         if "compact" not in setup.policy.degrade or not compact:
@@ -401,8 +410,9 @@ def _report(
             "uncached_tokens": prediction.uncached_tokens,
         },
         "expected_output_tokens": output_tokens,
-        "cost_usd": round(priced.cost.total_usd, 6),
-        "cost": priced.cost.to_dict(),
+        "cost_usd": round(priced.cost.total_usd, 6) if priced.cost else None,
+        "cost": priced.cost.to_dict() if priced.cost else None,
+        "cost_note": None if priced.cost else price_unknown_note(setup.spec.id),
         "cost_ceiling_usd": ceiling,
         "invariants": {
             "INV-CTX-01": f"no volatile values in pinned tiers; {pinned_status}",
@@ -414,6 +424,25 @@ def _report(
         "degraded": degraded,
         "warnings": list(priced.warnings),
     }
+
+
+def _check_envelope(policy: Policy, spec: ModelSpec, model: str) -> None:
+    """Fail closed when the policy's envelope cannot fit the model (window, or input cap)."""
+    hint = "choose a model with a larger window, or lower the policy's envelope_tokens"
+    if policy.envelope_tokens > spec.context_window:
+        raise BudgetExceeded(
+            available_tokens=spec.context_window,
+            required_tokens=policy.envelope_tokens,
+            parts={f"policy {policy.name!r} envelope": policy.envelope_tokens},
+            hint=f"{model!r} ({spec.id}) has a {spec.context_window:,}-token window; {hint}",
+        )
+    if policy.prompt_tokens > spec.input_limit:
+        raise BudgetExceeded(
+            available_tokens=spec.input_limit,
+            required_tokens=policy.prompt_tokens,
+            parts={f"policy {policy.name!r} prompt (envelope less output reserve)": policy.prompt_tokens},
+            hint=f"{model!r} ({spec.id}) accepts at most {spec.input_limit:,} input tokens; {hint}",
+        )
 
 
 def _setup(
@@ -428,11 +457,8 @@ def _setup(
 ) -> _Setup:
     if fmt not in ("anthropic", "openai", "text"):
         raise ConfigError(f"output format must be anthropic, openai or text, got {fmt!r}")
-    spec = catalog.find_model(model)
-    if spec is None:
-        raise ConfigError(
-            f"model {model!r} is not in the catalog, so the turn cannot be priced; add it with --catalog"
-        )
+    spec = catalog.get_model(model)
+    _check_envelope(policy, spec, model)
     tokenizer = catalog.tokenizer_for(model)
     counter = TokenCounter(get_encoding(tokenizer.encoding), tokenizer.exact, tokenizer.safety_factor)
     parsed = parse_context_request(request, policy, input_format)

@@ -1,4 +1,10 @@
-"""Pricing one turn from catalog prices: cache writes (5 min, 1 h), cache reads, uncached input, output."""
+"""Pricing one turn from catalog prices: cache writes (5 min, 1 h), cache reads, uncached input, output.
+
+Where a provider publishes no cache price, the turn is priced without a discount or a premium we
+cannot source: an unpublished cache read costs the input price, an unpublished 5-minute write the
+input price, and an unpublished 1-hour write the 5-minute one. A model with no prices at all has
+no cost: callers report ``cost_usd: null`` and refuse a turn that a ceiling must check.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ from dataclasses import dataclass
 
 from .catalog.values import Prices
 
-__all__ = ["TurnCost", "price_turn"]
+__all__ = ["TurnCost", "price_turn", "price_unknown_note"]
 
 PER_TOKEN = 1e-6  # catalog prices are USD per million tokens
 
@@ -55,10 +61,18 @@ def price_turn(
     output_tokens: int,
 ) -> TurnCost:
     """The cost of a turn with these token counts at ``prices``."""
+    write_5m = prices.input if prices.cache_write_5m is None else prices.cache_write_5m
+    write_1h = write_5m if prices.cache_write_1h is None else prices.cache_write_1h
+    read = prices.input if prices.cache_read is None else prices.cache_read
     return TurnCost(
         uncached_input_usd=uncached_tokens * prices.input * PER_TOKEN,
-        cache_write_5m_usd=write_5m_tokens * prices.cache_write_5m * PER_TOKEN,
-        cache_write_1h_usd=write_1h_tokens * prices.cache_write_1h * PER_TOKEN,
-        cache_read_usd=read_tokens * prices.cache_read * PER_TOKEN,
+        cache_write_5m_usd=write_5m_tokens * write_5m * PER_TOKEN,
+        cache_write_1h_usd=write_1h_tokens * write_1h * PER_TOKEN,
+        cache_read_usd=read_tokens * read * PER_TOKEN,
         output_usd=output_tokens * prices.output * PER_TOKEN,
     )
+
+
+def price_unknown_note(model_id: str) -> str:
+    """Why a turn has no cost figure."""
+    return f"no published price for {model_id!r} in the catalog: cost_usd is null"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .budget import BudgetSplit, allocate
-from .catalog.catalog import Catalog, bundled_catalog
+from .catalog.catalog import Catalog, UnknownModel, bundled_catalog
 from .catalog.values import WindowResolution
 from .errors import BudgetExceeded, ConfigError
 from .formats import detect_format, get_format
@@ -91,8 +91,20 @@ def _reserve(resolution: WindowResolution, reserve_output_tokens: int | None) ->
         if reserve_output_tokens < 0:
             raise ConfigError(f"reserve_output_tokens must be >= 0, got {reserve_output_tokens}")
         return reserve_output_tokens
-    cap = resolution.spec.max_output_tokens if resolution.spec else DEFAULT_RESERVE_OUTPUT_TOKENS
-    return min(DEFAULT_RESERVE_OUTPUT_TOKENS, cap)
+    cap = resolution.spec.max_output_tokens if resolution.spec else None
+    return min(DEFAULT_RESERVE_OUTPUT_TOKENS, cap or DEFAULT_RESERVE_OUTPUT_TOKENS)
+
+
+def _available(resolution: WindowResolution, reserve: int) -> int:
+    """Input tokens that may be sent: the window less the reply, and never above an input cap."""
+    available = resolution.context_window - reserve
+    if available <= 0:
+        raise ConfigError(
+            f"reserve_output_tokens ({reserve:,}) leaves nothing of the {resolution.context_window:,}-token window"
+        )
+    if resolution.max_input_tokens is not None:
+        available = min(available, resolution.max_input_tokens)
+    return available
 
 
 def _truncate(ctx: _Context, item: Item, budget: int) -> tuple[str, int]:
@@ -276,8 +288,13 @@ def fit(
     split_documents: bool = False,
     passage_scorer: PassageScorer | None = None,
     catalog: Catalog | None = None,
+    unknown_model: UnknownModel = "error",
 ) -> FitResult:
     """Fit ``request`` into ``model``'s window; returns the fitted request and the report.
+
+    The window (and any input cap below it) comes from ``max_context_tokens`` or the catalog; an
+    id the catalog cannot resolve raises :class:`UnknownModelError` unless
+    ``unknown_model="floor"``, which budgets against the seed node's 8,191 tokens with a warning.
 
     Raises :class:`BudgetExceeded` when the parts that cannot be trimmed alone exceed the
     window (unless ``on_overflow="empty"``), :class:`InvalidRequestError` for a malformed body
@@ -292,6 +309,7 @@ def fit(
     if passage_scorer is not None and not split_documents:
         raise ConfigError("passage_scorer is used only when split_documents=True; set both or neither")
     catalog = catalog or bundled_catalog()
+    resolution = catalog.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
     options = (model, max_context_tokens, reserve_output_tokens, freeze(dict(budget or {})), format)
     key = (
         freeze(dict(request)),
@@ -300,6 +318,7 @@ def fit(
         score_order,
         document_order,
         split_documents,
+        unknown_model,
         id(catalog),
         registry_version(),
     )
@@ -311,7 +330,7 @@ def fit(
     result = _fit(
         request,
         model,
-        max_context_tokens,
+        resolution,
         reserve_output_tokens,
         budget,
         format,
@@ -330,7 +349,7 @@ def fit(
 def _fit(
     request: Mapping[str, Any],
     model: str,
-    max_context_tokens: int,
+    resolution: WindowResolution,
     reserve_output_tokens: int | None,
     budget: Mapping[str, Any] | None,
     format: str | None,
@@ -341,13 +360,8 @@ def _fit(
     passage_scorer: PassageScorer | None,
     catalog: Catalog,
 ) -> FitResult:
-    resolution = catalog.resolve_window(model, max_context_tokens)
     reserve = _reserve(resolution, reserve_output_tokens)
-    available = resolution.context_window - reserve
-    if available <= 0:
-        raise ConfigError(
-            f"reserve_output_tokens ({reserve:,}) leaves nothing of the {resolution.context_window:,}-token window"
-        )
+    available = _available(resolution, reserve)
     fmt = get_format(format) if format else detect_format(request)
     counter = _counter_for(catalog, model)
     items, rendering = fmt.parse_and_render(request)
@@ -396,6 +410,9 @@ def _report(
         safety_factor=counter.safety_factor,
         context_window=resolution.context_window,
         window_rule=resolution.rule,
+        catalog_id=resolution.catalog_id,
+        resolution=resolution.path,
+        max_input_tokens=resolution.max_input_tokens,
         reserve_output_tokens=reserve,
         available_tokens=available,
         overhead_tokens=counter.scale(sum(fixed.values())),
@@ -414,10 +431,22 @@ def _report(
 
 
 def count(
-    request: Mapping[str, Any], *, model: str, format: str | None = None, catalog: Catalog | None = None
+    request: Mapping[str, Any],
+    *,
+    model: str,
+    format: str | None = None,
+    catalog: Catalog | None = None,
+    unknown_model: UnknownModel = "error",
 ) -> dict[str, Any]:
-    """Tokens of the rendered request: ``{"tokens", "exact", "encoding", "model", "safety_factor"}``."""
+    """Tokens of the rendered request: ``{"tokens", "exact", "encoding", "model", "safety_factor",
+    "format", "catalog_id", "window_rule", "context_window", "max_input_tokens", "fits"}``.
+
+    ``fits`` says whether the tokens are within the model's input limit (the window, or the input
+    cap below it; the output reserve is not counted here). An id the catalog cannot resolve raises
+    :class:`UnknownModelError` unless ``unknown_model="floor"``.
+    """
     catalog = catalog or bundled_catalog()
+    resolution = catalog.resolve_window(model, unknown_model=unknown_model)
     fmt = get_format(format) if format else detect_format(request)
     counter = _counter_for(catalog, model)
     _, rendering = fmt.parse_and_render(request)
@@ -429,4 +458,9 @@ def count(
         "safety_factor": counter.safety_factor,
         "model": model,
         "format": fmt.name,
+        "catalog_id": resolution.catalog_id,
+        "window_rule": resolution.rule,
+        "context_window": resolution.context_window,
+        "max_input_tokens": resolution.max_input_tokens,
+        "fits": counter.scale(total) <= resolution.input_limit,
     }

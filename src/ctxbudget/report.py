@@ -33,6 +33,9 @@ class FitReport:
     safety_factor: float
     context_window: int
     window_rule: str
+    catalog_id: str | None
+    resolution: tuple[str, ...]
+    max_input_tokens: int | None
     reserve_output_tokens: int
     available_tokens: int
     overhead_tokens: int
@@ -53,6 +56,7 @@ class FitReport:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["components_truncated"] = list(self.components_truncated)
         out["warnings"] = list(self.warnings)
+        out["resolution"] = list(self.resolution)
         out["items"] = [{f.name: getattr(i, f.name) for f in fields(i)} for i in self.items]
         out["budgets"] = dict(self.budgets)
         out["overhead_parts"] = dict(self.overhead_parts)

@@ -224,7 +224,9 @@ class _Builder:
             return _tokenizer_value(given)
         if given not in self.tokenizers:
             known = ", ".join(sorted(self.tokenizers)) or "none"
-            raise ConfigError(f"{self.source}: {where}: unknown tokenizer {given!r}; the file defines: {known}")
+            raise ConfigError(
+                f"{self.source}: {where}: unknown tokenizer {given!r}; the file defines: {known}"
+            )
         return self.tokenizers[given]
 
     def model(self, entry: Mapping[str, Any], position: int) -> ModelSpec:

@@ -58,7 +58,17 @@ CATALOG_OPTION = click.option(
     multiple=True,
     envvar="CTXBUDGET_CATALOG",
     metavar="FILE",
-    help="Extra catalog TOML adding or overriding models (repeatable; env CTXBUDGET_CATALOG).",
+    help="Extra catalog file (TOML, or JSON by its .json name) adding or overriding models "
+    "(repeatable; env CTXBUDGET_CATALOG).",
+)
+UNKNOWN_MODEL_OPTION = click.option(
+    "--unknown-model",
+    type=click.Choice(["error", "floor"]),
+    default="error",
+    show_default=True,
+    envvar="CTXBUDGET_UNKNOWN_MODEL",
+    help="A model id the catalog cannot resolve: fail (exit 2), or budget it at 8,191 tokens "
+    "with a warning, as the seed node does (env CTXBUDGET_UNKNOWN_MODEL).",
 )
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 
@@ -66,6 +76,7 @@ JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print JSON i
 def _common(func: F) -> F:
     options = [
         CATALOG_OPTION,
+        UNKNOWN_MODEL_OPTION,
         click.option(
             "--format",
             "format_",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from typing import Any
 
@@ -10,7 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ..budget import parse_budget_spec
-from ..catalog.catalog import load_catalog
+from ..catalog.catalog import Catalog, load_catalog
+from ..catalog.values import ModelSpec
 from ..fitting import count, fit
 from ..report import FitReport
 from .base import (
@@ -82,6 +84,7 @@ def fit_command(
     model: str,
     as_json: bool,
     format_: str | None,
+    unknown_model: str,
     catalogs: tuple[str, ...],
     max_context_tokens: int,
     reserve_output_tokens: int | None,
@@ -116,6 +119,7 @@ def fit_command(
             split_documents=split_documents,
             passage_scorer=scorer,
             catalog=load_catalog(catalogs),
+            unknown_model=unknown_model,  # type: ignore[arg-type]
         )
         if as_json:
             click.echo(
@@ -130,13 +134,24 @@ def fit_command(
 @main.command("count")
 @_common
 def count_command(
-    source: str, model: str, as_json: bool, format_: str | None, catalogs: tuple[str, ...]
+    source: str,
+    model: str,
+    as_json: bool,
+    format_: str | None,
+    unknown_model: str,
+    catalogs: tuple[str, ...],
 ) -> None:
     """Print the token count of the rendered request (exact, or a labelled estimate)."""
     request = _read_json(source)
 
     def action() -> None:
-        result = count(request, model=model, format=format_, catalog=load_catalog(catalogs))
+        result = count(
+            request,
+            model=model,
+            format=format_,
+            catalog=load_catalog(catalogs),
+            unknown_model=unknown_model,  # type: ignore[arg-type]
+        )
         if as_json:
             click.echo(json.dumps(result))
         else:
@@ -149,36 +164,90 @@ def count_command(
 @main.command("models")
 @JSON_OPTION
 @CATALOG_OPTION
-def models_command(as_json: bool, catalogs: tuple[str, ...]) -> None:
-    """List the model catalog: windows, output caps, tokenizers, prices, cache rules."""
+@click.argument("words", nargs=-1, metavar="[PATTERN | resolve ID]")
+def models_command(as_json: bool, catalogs: tuple[str, ...], words: tuple[str, ...]) -> None:
+    """List the model catalog (ids containing PATTERN, or matching it as a glob), or show how an
+    id resolves: `ctxbudget models resolve claude-sonnet-4-5@20250929`."""
 
     def action() -> None:
         catalog = load_catalog(catalogs)
-        if as_json:
-            rows = [_model_row(m) for m in catalog.models]
-            click.echo(json.dumps({"models": rows, "aliases": dict(catalog.aliases)}, indent=2))
+        if words[:1] == ("resolve",):
+            if len(words) != 2:
+                raise click.UsageError("usage: ctxbudget models resolve ID")
+            _print_resolution(catalog, words[1], as_json)
             return
-        table = Table("model", "provider", "window", "max out", "tokenizer", "in $/M", "out $/M", "cache")
-        for m in catalog.models:
-            tok = m.tokenizer.encoding + ("" if m.tokenizer.exact else f" ~x{m.tokenizer.safety_factor:g}")
-            table.add_row(
-                m.id,
-                m.provider,
-                f"{m.context_window:,}",
-                f"{m.max_output_tokens:,}",
-                tok,
-                f"{m.prices.input:g}",
-                f"{m.prices.output:g}",
-                f"{m.cache.mode} >={m.cache.min_cacheable_tokens}",
-            )
-        Console().print(table)
-        for alias, target in sorted(catalog.aliases.items()):
-            click.echo(f"alias {alias} -> {target}")
+        if len(words) > 1:
+            raise click.UsageError("give at most one PATTERN (or: models resolve ID)")
+        models = [m for m in catalog.models if not words or _matches(m.id, words[0])]
+        if as_json:
+            aliases = {k: v[0][0] for k, v in sorted(catalog.aliases.items()) if v}
+            click.echo(json.dumps({"models": [_model_row(m) for m in models], "aliases": aliases}, indent=2))
+            return
+        for line in model_lines(models):
+            click.echo(line)
 
     _run(action)
 
 
-def _model_row(m: Any) -> dict[str, Any]:
+def _matches(model_id: str, pattern: str) -> bool:
+    if any(c in pattern for c in "*?["):
+        return fnmatch.fnmatchcase(model_id.lower(), pattern.lower())
+    return pattern.lower() in model_id.lower()
+
+
+def _usd(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def model_lines(models: list[ModelSpec]) -> list[str]:
+    """Aligned plain-text rows, never cut: ids are shown whole however wide they are."""
+    header = ("model", "provider", "window", "max in", "max out", "tokenizer", "in $/M", "out $/M", "cache")
+    rows = [header]
+    for m in models:
+        tok = m.tokenizer.encoding + ("" if m.tokenizer.exact else f" ~x{m.tokenizer.safety_factor:g}")
+        rows.append(
+            (
+                m.id,
+                m.provider,
+                f"{m.context_window:,}",
+                f"{m.max_input_tokens:,}" if m.max_input_tokens else "-",
+                f"{m.max_output_tokens:,}" if m.max_output_tokens else "-",
+                tok,
+                _usd(m.prices.input if m.prices else None),
+                _usd(m.prices.output if m.prices else None),
+                f"{m.cache.mode} >={m.cache.min_cacheable_tokens}" if m.cache.mode != "none" else "none",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def _print_resolution(catalog: Catalog, model_id: str, as_json: bool) -> None:
+    resolution = catalog.resolve_window(model_id)
+    spec = resolution.spec
+    assert spec is not None  # an unresolved id raised UnknownModelError above
+    if as_json:
+        out = {
+            "model": model_id,
+            "catalog_id": spec.id,
+            "provider": spec.provider,
+            "rule": resolution.rule,
+            "path": list(resolution.path),
+            "warning": resolution.warning,
+            "entry": _model_row(spec),
+        }
+        click.echo(json.dumps(out, indent=2))
+        return
+    click.echo(f"{model_id} -> {spec.provider}/{spec.id} (rule: {resolution.rule})")
+    for step in resolution.path:
+        click.echo(f"  {step}")
+    for line in model_lines([spec]):
+        click.echo(line)
+    if resolution.warning:
+        click.echo(f"warning: {resolution.warning}", err=True)
+
+
+def _model_row(m: ModelSpec) -> dict[str, Any]:
     from dataclasses import asdict
 
     row = asdict(m)

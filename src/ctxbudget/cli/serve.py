@@ -9,6 +9,7 @@ from .base import (
     CATALOG_OPTION,
     EXIT_USAGE,
     STORE_OPTION,
+    UNKNOWN_MODEL_OPTION,
     _fail,
     _run,
     main,
@@ -60,6 +61,7 @@ from .base import (
     help="Upstream timeout in seconds.",
 )
 @CATALOG_OPTION
+@UNKNOWN_MODEL_OPTION
 def serve_command(
     host: str,
     port: int,
@@ -71,6 +73,7 @@ def serve_command(
     max_body_bytes: int,
     timeout_seconds: float,
     catalogs: tuple[str, ...],
+    unknown_model: str,
 ) -> None:
     """Serve the Anthropic- and OpenAI-compatible gateway: point an SDK's base URL at it."""
     import logging
@@ -98,6 +101,7 @@ def serve_command(
             max_body_bytes=max_body_bytes,
             timeout_seconds=timeout_seconds,
             catalog_paths=catalogs,
+            unknown_model=unknown_model,  # type: ignore[arg-type]
             policy=policy_ref,
         )
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")

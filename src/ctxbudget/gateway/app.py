@@ -29,7 +29,14 @@ from ..assemble import assemble
 from ..catalog.catalog import Catalog, load_catalog
 from ..catalog.values import ModelSpec, TokenizerSpec
 from ..cost import price_turn
-from ..errors import BudgetExceeded, ConfigError, CostCeilingExceeded, CtxBudgetError
+from ..errors import (
+    BudgetExceeded,
+    ConfigError,
+    CostCeilingExceeded,
+    CtxBudgetError,
+    PriceUnknown,
+    UnknownModelError,
+)
 from ..fitting import fit
 from ..policy import load_policy
 from ..session.store import SessionMeta, SQLiteStore
@@ -76,7 +83,7 @@ class Prepared:
     session: str
     question: str
     report: dict[str, Any]
-    estimate_usd: float
+    estimate_usd: float | None
     proxy_tokens: int
     spec: ModelSpec | None
 
@@ -126,6 +133,10 @@ def _with_system_breakpoint(body: dict[str, Any], tokens: int, spec: ModelSpec |
     return {**body, "system": blocks}
 
 
+def _rounded(usd: float | None) -> float | None:
+    return None if usd is None else round(usd, 6)
+
+
 class Gateway:
     """State shared by the handlers: catalog, store, calibration, metrics, the upstream client."""
 
@@ -152,24 +163,21 @@ class Gateway:
 
     # ---- preparing -------------------------------------------------------------------------
     def catalog_for(self, model: str) -> tuple[Catalog, ModelSpec | None]:
-        """The catalog with ``model``'s estimate factor replaced by the calibrated one, and its entry."""
+        """The catalog with ``model``'s estimate factor replaced by the calibrated one, and its entry.
+
+        An id the catalog cannot resolve is refused (400, ``unknown_model``) unless the gateway
+        runs with ``unknown_model="floor"``.
+        """
         spec = self.catalog.find_model(model)
+        if spec is None and self.config.unknown_model != "floor":
+            error = UnknownModelError(model, self.catalog.closest(model))
+            raise Refusal(400, f"ctxbudget: {error}", "unknown_model") from error
         tokenizer = self.catalog.tokenizer_for(model)
-        if tokenizer.exact:
+        if tokenizer.exact or spec is None:
             return self.catalog, spec
         factor = self.calibration.factor(model, tokenizer.safety_factor)
         calibrated = TokenizerSpec(encoding=tokenizer.encoding, exact=False, safety_factor=factor)
-        base = spec or ModelSpec(
-            id=model,
-            provider="unknown",
-            kind="chat",
-            context_window=self.catalog.resolve_window(model).context_window,
-            max_output_tokens=4096,
-            tokenizer=calibrated,
-            prices=self.catalog.models[0].prices,
-            cache=self.catalog.models[0].cache,
-        )
-        override = Catalog(models=(dataclasses.replace(base, id=model, tokenizer=calibrated),))
+        override = Catalog(models=(dataclasses.replace(spec, id=model, tokenizer=calibrated),))
         return self.catalog.merged(override), spec
 
     def _assemble(self, provider: Provider, body: dict[str, Any], session: str, model: str) -> Prepared:
@@ -224,6 +232,7 @@ class Gateway:
                 format=provider.name,
                 catalog=catalog,
                 reserve_output_tokens=int(reserve) if isinstance(reserve, int) else None,
+                unknown_model=self.config.unknown_model,
             )
         except BudgetExceeded as exc:
             self.metrics.decisions.labels("refused").inc()
@@ -242,7 +251,12 @@ class Gateway:
             spec, report["tokens_after"], int(reserve) if isinstance(reserve, int) else 0
         )
         ceiling = self.config.cost_ceiling_usd
-        if ceiling is not None and estimate > ceiling:
+        if ceiling is not None and estimate is None:
+            self.metrics.decisions.labels("refused").inc()
+            raise Refusal(
+                400, f"ctxbudget: {PriceUnknown(model_id=model, ceiling_usd=ceiling)}", "price_unknown"
+            )
+        if ceiling is not None and estimate is not None and estimate > ceiling:
             self.metrics.decisions.labels("refused").inc()
             raise Refusal(
                 400,
@@ -254,9 +268,9 @@ class Gateway:
         return Prepared(out, model, session, _last_user_text(body), report, estimate, proxy, spec)
 
     @staticmethod
-    def _estimate(spec: ModelSpec | None, input_tokens: int, output_tokens: int) -> float:
-        if spec is None:
-            return 0.0
+    def _estimate(spec: ModelSpec | None, input_tokens: int, output_tokens: int) -> float | None:
+        if spec is None or spec.prices is None:
+            return None
         return price_turn(
             spec.prices,
             uncached_tokens=input_tokens,
@@ -267,9 +281,9 @@ class Gateway:
         ).total_usd
 
     # ---- recording -------------------------------------------------------------------------
-    def _actual_cost(self, spec: ModelSpec | None, usage: Usage) -> float:
-        if spec is None:
-            return 0.0
+    def _actual_cost(self, spec: ModelSpec | None, usage: Usage) -> float | None:
+        if spec is None or spec.prices is None:
+            return None
         return price_turn(
             spec.prices,
             uncached_tokens=usage.uncached_tokens,
@@ -297,7 +311,7 @@ class Gateway:
         if usage:
             usage_record["actual"] = {
                 **usage.to_dict(),
-                "cost_usd": round(self._actual_cost(prepared.spec, usage), 6),
+                "cost_usd": _rounded(self._actual_cost(prepared.spec, usage)),
             }
         turn = Turn(
             index=index, question=prepared.question, answer=answer, report=prepared.report, usage=usage_record
@@ -309,13 +323,16 @@ class Gateway:
     ) -> None:
         usage = normalize_usage(provider.name, raw_usage)
         model = prepared.model
-        self.metrics.cost_estimated.labels(model).inc(prepared.estimate_usd)
+        if prepared.estimate_usd is not None:
+            self.metrics.cost_estimated.labels(model).inc(prepared.estimate_usd)
         if usage:
             self.metrics.tokens_in.labels(model).inc(usage.input_tokens)
             self.metrics.tokens_out.labels(model).inc(usage.output_tokens)
             self.metrics.cache_read.labels(model).inc(usage.cache_read_tokens)
             self.metrics.cache_write.labels(model).inc(usage.cache_write_tokens)
-            self.metrics.cost_actual.labels(model).inc(self._actual_cost(prepared.spec, usage))
+            actual = self._actual_cost(prepared.spec, usage)
+            if actual is not None:
+                self.metrics.cost_actual.labels(model).inc(actual)
             if not prepared.report["exact"]:
                 default = self.catalog.tokenizer_for(model).safety_factor
                 factor = self.calibration.observe(model, prepared.proxy_tokens, usage.input_tokens, default)

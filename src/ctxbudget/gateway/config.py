@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 __all__ = ["GatewayConfig"]
 
@@ -20,5 +21,7 @@ class GatewayConfig:
     max_body_bytes: int = 8 * 1024 * 1024
     timeout_seconds: float = 600.0
     catalog_paths: tuple[str, ...] = ()
+    # "error": an id the catalog cannot resolve is answered 400; "floor": budgeted at 8,191 tokens.
+    unknown_model: Literal["error", "floor"] = "error"
     # With a tiered policy, chat bodies are mapped onto its tiers and assembled instead of fitted.
     policy: str | None = None

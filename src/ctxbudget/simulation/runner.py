@@ -16,6 +16,7 @@ from typing import Any
 
 from ..catalog.catalog import Catalog, bundled_catalog
 from ..cost import price_turn
+from ..errors import ConfigError
 from ..formats.tiered import block_texts
 from ..policy import load_policy
 from ..session.session import Session
@@ -70,6 +71,11 @@ def _baselines(
     raw_tokens = counter.scale(sum(counter.raw(t) for t in scenario_texts))
     naive_tokens = min(raw_tokens, NAIVE_TRUNCATION_TOKENS)
     prices = session.catalog.get_model(session.meta.model).prices
+    if prices is None:
+        raise ConfigError(
+            f"the simulation compares costs, but {session.meta.model!r} has no price in the catalog; "
+            "choose a priced model or add its prices with --catalog"
+        )
 
     def cost(tokens: int) -> float:
         return price_turn(
