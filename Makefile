@@ -38,15 +38,20 @@ bench: build/example.json build/legal_context.json
 	$(BIN)/python bench/bench_fit.py build/example.json
 	$(BIN)/python bench/bench_assemble.py build/legal_context.json
 	$(BIN)/python bench/bench_gateway.py
+	$(BIN)/python bench/bench_catalog.py build/example.json
 
 # make bench-retention RETENTION_ARGS=--semantic adds the semantic scorer's column (needs its extra);
 # --gold adds a scorer that knows the gold passages (how much of the loss is ranking).
 bench-retention: $(STAMP)
 	$(BIN)/python bench/bench_retention.py $(RETENTION_ARGS)
 
+# litellm's wheel is read as data (its model file), never installed or imported.
+LITELLM_VERSION := 1.110.2
 catalog: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,catalog]'
-	$(BIN)/python scripts/gen_catalog.py
+	mkdir -p build/litellm
+	$(BIN)/python -m pip download -q --no-deps --only-binary=:all: -d build/litellm 'litellm==$(LITELLM_VERSION)'
+	$(BIN)/python scripts/gen_catalog.py build/litellm/litellm-$(LITELLM_VERSION)-*.whl
 
 clean:
 	rm -rf $(VENV) build .mypy_cache .pytest_cache .ruff_cache
