@@ -350,7 +350,9 @@ def main() -> None:
     args = parser.parse_args()
     facts_version = tomllib.loads(FACTS.read_text("utf-8"))["litellm_version"]
     if f"litellm-{facts_version}-" not in args.litellm_wheel.name:
-        sys.exit(f"{args.litellm_wheel.name} is not litellm {facts_version} (catalog_facts.toml's litellm_version)")
+        sys.exit(
+            f"{args.litellm_wheel.name} is not litellm {facts_version} (catalog_facts.toml's litellm_version)"
+        )
     document = build(args.litellm_wheel)
     OUT.write_text(dump(document), "utf-8")
     print(f"wrote {len(document['models'])} models to {OUT.relative_to(ROOT)}")

@@ -81,7 +81,9 @@ def test_assemble_fails_closed_when_the_envelope_cannot_fit_the_model() -> None:
 
 def _unpriced_catalog(tmp_path: Path) -> Path:
     path = tmp_path / "unpriced.toml"
-    path.write_text('schema_version = 1\n[[models]]\nid = "house-llm"\nprovider = "me"\ncontext_window = 64000\n')
+    path.write_text(
+        'schema_version = 1\n[[models]]\nid = "house-llm"\nprovider = "me"\ncontext_window = 64000\n'
+    )
     return path
 
 
