@@ -271,3 +271,21 @@ def test_tokenizers_are_honest() -> None:
 def test_resolution_is_cheap_after_the_first() -> None:
     catalog = parse_catalog("schema_version = 1\n" + _entry("m", 100, prices=False), "t")
     assert catalog.find_model("m-20250101") is catalog.find_model("m-20250101")
+
+
+def test_a_calibrated_catalog_changes_only_that_ids_tokenizer() -> None:
+    from ctxbudget.catalog.values import TokenizerSpec
+
+    base = bundled_catalog()
+    base.resolve_window("claude-sonnet-4-5-20250929")
+    calibrated = TokenizerSpec(encoding="o200k_base", exact=False, safety_factor=1.7)
+    derived = base.with_tokenizer("claude-sonnet-4-5-20250929", calibrated)
+    assert derived.tokenizer_for("claude-sonnet-4-5-20250929") == calibrated
+    assert (
+        derived.resolve_window("claude-sonnet-4-5-20250929").path
+        == base.resolve_window("claude-sonnet-4-5-20250929").path
+    )
+    assert derived.tokenizer_for("claude-sonnet-4-5") == base.tokenizer_for("claude-sonnet-4-5")
+    assert base.tokenizer_for("claude-sonnet-4-5-20250929").safety_factor == 1.3
+    with pytest.raises(UnknownModelError):
+        base.with_tokenizer("gtp-4o", calibrated)

@@ -11,10 +11,12 @@ import anthropic
 import openai
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from ctxbudget import fit, load_catalog
+from ctxbudget import clear_caches, fit, load_catalog
 from ctxbudget.assemble import assemble
-from ctxbudget.catalog.catalog import FLOOR_WINDOW_TOKENS
+from ctxbudget.catalog.catalog import FLOOR_WINDOW_TOKENS, parse_catalog
 from ctxbudget.cli import main
 from ctxbudget.errors import BudgetExceeded, PriceUnknown, UnknownModelError
 from ctxbudget.fitting import count
@@ -163,3 +165,25 @@ def test_gateway_answers_unknown_models_and_unknown_prices_in_the_provider_shape
             model="gtp-4o", messages=[{"role": "user", "content": "hi"}]
         )
         assert reply.choices[0].message.content
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from([(5_000, 1.1), (9_000, 1.1), (5_000, 1.6), (12_000, 1.3)]), min_size=2, max_size=8
+    )
+)
+def test_memoised_fits_follow_the_catalog_content(choices: list[tuple[int, float]]) -> None:
+    """Catalogs built and freed in turn (ids may be reused) never get each other's memoised fit."""
+    body = _chat(30)
+    for window, factor in choices:
+        entry = f'[[models]]\nid = "m"\nprovider = "p"\ncontext_window = {window}\nmax_output_tokens = 500\n'
+        entry += f'tokenizer = {{ encoding = "o200k_base", exact = false, safety_factor = {factor} }}\n'
+        catalog = parse_catalog("schema_version = 1\n" + entry, "t")
+        memoised = fit(body, model="m", catalog=catalog)  # may come from the memo
+        assert (memoised.report.context_window, memoised.report.safety_factor) == (window, factor)
+        del catalog
+    clear_caches()
+    fresh = fit(body, model="m", catalog=parse_catalog("schema_version = 1\n" + entry, "t"))
+    assert memoised.request == fresh.request
+    assert memoised.report.to_dict() == fresh.report.to_dict()

@@ -10,7 +10,7 @@ sent; if boundary effects push it over, the pool shrinks by the excess and the p
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -318,8 +318,7 @@ def fit(
         score_order,
         document_order,
         split_documents,
-        unknown_model,
-        id(catalog),
+        _catalog_key(catalog, model, resolution),
         registry_version(),
     )
     # A scorer is the caller's object (it may be unhashable, and its answers are its own): fits that
@@ -344,6 +343,20 @@ def fit(
     if passage_scorer is None:
         _MEMO.put(key, result.request, result.report)
     return result
+
+
+def _catalog_key(catalog: Catalog, model: str, resolution: WindowResolution) -> Hashable:
+    """Everything a fit takes from the catalog, by content: the resolution and the tokenizer."""
+    spec = resolution.spec
+    return (
+        resolution.context_window,
+        resolution.max_input_tokens,
+        resolution.rule,
+        resolution.path,
+        resolution.warning,
+        spec.max_output_tokens if spec else None,
+        catalog.tokenizer_for(model),
+    )
 
 
 def _fit(

@@ -9,6 +9,7 @@ warning). A provider's input cap below the window (``max_input_tokens``) travels
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib.resources
 import json
@@ -149,6 +150,24 @@ class Catalog:
         if spec is not None:
             return spec.tokenizer
         return _family_tokenizer(self.families, model_id.strip().lower()) or self.default_tokenizer
+
+    def with_tokenizer(self, model_id: str, tokenizer: TokenizerSpec) -> Catalog:
+        """This catalog, but ``model_id`` counts with ``tokenizer`` (a calibrated estimate).
+
+        Cheap: the models, indexes and compiled rules are shared, so a gateway can make one per
+        request. ``model_id`` must resolve.
+        """
+        found = self._lookup(model_id)
+        if found is None:
+            raise UnknownModelError(model_id, self.closest(model_id))
+        spec = dataclasses.replace(found.spec, tokenizer=tokenizer)
+        derived = dataclasses.replace(
+            self, _found={model_id.strip().lower(): Found(spec, found.rule, found.path)}
+        )
+        for name in ("_index", "_compiled", "_owner_rules"):
+            if name in self.__dict__:
+                derived.__dict__[name] = self.__dict__[name]
+        return derived
 
     def merged(self, override: Catalog) -> Catalog:
         """This catalog with ``override``'s entries first; an override id replaces every same id."""

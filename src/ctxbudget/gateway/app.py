@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import hashlib
 import itertools
 import json
@@ -177,8 +176,7 @@ class Gateway:
             return self.catalog, spec
         factor = self.calibration.factor(model, tokenizer.safety_factor)
         calibrated = TokenizerSpec(encoding=tokenizer.encoding, exact=False, safety_factor=factor)
-        override = Catalog(models=(dataclasses.replace(spec, id=model, tokenizer=calibrated),))
-        return self.catalog.merged(override), spec
+        return self.catalog.with_tokenizer(model, calibrated), spec
 
     def _assemble(self, provider: Provider, body: dict[str, Any], session: str, model: str) -> Prepared:
         """Map the chat body onto the policy's tiers, assemble, and keep every other field."""

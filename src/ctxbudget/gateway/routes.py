@@ -185,7 +185,14 @@ async def _count_tokens(request: Request) -> Response:
         body = await _read_json(request, gateway)
         model = str(body.get("model", ""))
         catalog = gateway.catalog_for(model)[0]
-        result = await run_in_threadpool(count, body, model=model, format="anthropic", catalog=catalog)
+        result = await run_in_threadpool(
+            count,
+            body,
+            model=model,
+            format="anthropic",
+            catalog=catalog,
+            unknown_model=gateway.config.unknown_model,
+        )
     except Refusal as refusal:
         return _error(ANTHROPIC, refusal.status, str(refusal), refusal.code)
     except CtxBudgetError as exc:
