@@ -263,6 +263,58 @@ def apply_facts(entry: dict[str, Any] | None, facts: dict[str, Any], given: dict
     return out
 
 
+def _split_aliases(
+    models: list[dict[str, Any]], litellm: dict[str, dict[str, Any]], facts: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """An alias that litellm lists with a smaller window than its group's (gpt-5-chat-latest:
+    128,000 under gpt-5's 400,000) becomes an entry of its own with that window: a snapshot or
+    variant grouped for its price may not share the newest model's window."""
+    out: list[dict[str, Any]] = []
+    for entry in models:
+        out.append(entry)
+        scopes = facts["litellm_scopes"].get(entry["provider"], [])
+        kept = []
+        for alias in entry.get("aliases", []):
+            lite = next(
+                (litellm[k] for k in [*(f"{s}/{alias}" for s in scopes), alias] if k in litellm), None
+            )
+            window = lite.get("max_input_tokens") if lite else None
+            limit = entry.get("max_input_tokens") or entry["context_window"]
+            if not isinstance(window, int) or not 0 < window < limit:
+                kept.append(alias)
+                continue
+            variant = {k: v for k, v in entry.items() if k not in ("aliases", "match", "max_input_tokens")}
+            variant.update(id=alias, context_window=window)
+            output = lite.get("max_output_tokens") if lite else None
+            if isinstance(output, int) and 0 < output <= window:
+                variant["max_output_tokens"] = output
+            sources = {k: v for k, v in entry["sources"].items() if k not in ("match", "max_input_tokens")}
+            variant["sources"] = sources | {
+                "context_window": f"litellm (max_input_tokens of {alias}; genai-prices groups it with {entry['id']})",
+                "max_output_tokens": "litellm",
+            }
+            out.append(variant)
+        if kept:
+            entry["aliases"] = kept
+        else:
+            entry.pop("aliases", None)
+    return out
+
+
+def _apply_input_cap_rules(models: list[dict[str, Any]], facts: dict[str, Any]) -> None:
+    """Provider rules for input caps, such as OpenAI's GPT-5 family: input = window - max output."""
+    for rule in facts.get("input_cap_rules", []):
+        for entry in models:
+            bare = re.sub(r"^(?:[\w-]+/)+|^(?:[a-z-]+\.)?openai\.", "", entry["id"].lower())
+            if not bare.startswith(rule["prefix"]) or entry["context_window"] != rule["context_window"]:
+                continue
+            if "max_input_tokens" in entry:
+                continue
+            output = entry.get("max_output_tokens") or rule["default_max_output_tokens"]
+            entry["max_input_tokens"] = entry["context_window"] - output
+            entry["sources"]["max_input_tokens"] = rule["source"]
+
+
 def _inherit_input_caps(models: list[dict[str, Any]], facts: dict[str, Any]) -> None:
     """A reseller's entry for a first-party model (OpenRouter's `openai/gpt-5`, Azure's `gpt-5`)
     takes the first party's input cap when it lists the same window and no cap of its own: the
@@ -301,6 +353,8 @@ def build(litellm_wheel: Path) -> dict[str, Any]:
             if entry is not None:
                 models.append(entry)
     models.extend(apply_facts(None, facts, given) for given in curated.values())
+    models = _split_aliases(models, litellm, facts)
+    _apply_input_cap_rules(models, facts)
     _inherit_input_caps(models, facts)
     ids = {m["id"].lower() for m in models}
     for alias in facts["aliases"]:

@@ -29,6 +29,7 @@ REAL_IDS: list[tuple[str, str, str, int, int | None]] = [
     ("anthropic/claude-opus-4-1-20250805", "claude-opus-4-1", "anthropic", 200_000, None),
     ("claude-sonnet", "claude-sonnet-4-6", "anthropic", 200_000, None),
     ("CLAUDE-SONNET-4-5", "claude-sonnet-4-5", "anthropic", 200_000, None),
+    ("claude-3-5-sonnet-latest", "claude-3-5-sonnet", "anthropic", 200_000, None),
     # Vertex AI
     ("vertex_ai/claude-sonnet-4-5@20250929", "claude-sonnet-4-5", "google", 200_000, None),
     ("vertex_ai/gemini-2.5-pro", "gemini-2.5-pro", "google", 1_048_576, None),
@@ -66,7 +67,9 @@ REAL_IDS: list[tuple[str, str, str, int, int | None]] = [
     ("gpt-5", "gpt-5", "openai", 400_000, 272_000),
     ("gpt-5-2025-08-07", "gpt-5", "openai", 400_000, 272_000),
     ("gpt-5-mini-2025-08-07", "gpt-5-mini", "openai", 400_000, 272_000),
-    ("openai/gpt-5", "openai/gpt-5", "openrouter", 400_000, 272_000),  # OpenRouter's id, OpenAI's cap
+    ("openai/gpt-5", "gpt-5", "openai", 400_000, 272_000),
+    ("gpt-5-chat-latest", "gpt-5-chat-latest", "openai", 128_000, None),
+    ("gpt-5-pro", "gpt-5-pro", "openai", 400_000, 128_000),
     ("gpt-4o", "gpt-4o", "openai", 128_000, None),
     ("gpt-4o-2024-08-06", "gpt-4o", "openai", 128_000, None),
     ("gpt-4o-2024-05-13", "gpt-4o-2024-05-13", "openai", 128_000, None),
@@ -96,7 +99,12 @@ REAL_IDS: list[tuple[str, str, str, int, int | None]] = [
     ("deepseek/deepseek-reasoner", "deepseek-reasoner", "deepseek", 64_000, None),
     # OpenRouter: its own ids, with or without its scope
     ("openrouter/openai/gpt-4o", "openai/gpt-4o", "openrouter", 128_000, None),
-    ("openai/gpt-4o-mini", "openai/gpt-4o-mini", "openrouter", 128_000, None),
+    ("openai/gpt-4o-mini", "gpt-4o-mini", "openai", 128_000, None),
+    ("deepseek/deepseek-chat", "deepseek-chat", "deepseek", 64_000, None),
+    ("anthropic/claude-sonnet-4.5", "claude-sonnet-4-5", "anthropic", 200_000, None),
+    ("claude-haiku-4.5", "claude-haiku-4-5", "anthropic", 200_000, None),
+    ("o3-2025-04-16", "o3", "openai", 200_000, None),
+    ("mistral-large-2407", "mistral-large-2407", "mistral", 128_000, None),
     ("anthropic/claude-haiku-4-5-20251001", "claude-haiku-4-5", "anthropic", 200_000, None),
 ]
 
@@ -155,9 +163,46 @@ def test_explicit_window_wins_and_keeps_the_input_cap() -> None:
 
 
 def test_family_rule_lands_on_the_longest_catalog_id_with_a_warning() -> None:
-    resolution = bundled_catalog().resolve_window("gpt-4o-mini-some-future-variant")
-    assert resolution.rule in ("family", "match")
-    assert resolution.catalog_id is not None and resolution.catalog_id.startswith("gpt-4o-mini")
+    resolution = bundled_catalog().resolve_window("llama-3.3-70b-versatile")
+    assert (resolution.rule, resolution.catalog_id) == ("family", "llama-3.3-70b")
+    assert resolution.warning is not None and "llama-3.3-70b" in resolution.warning
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        "gpt-4.5-preview",
+        "gpt-5.7",
+        "gpt-4o-transcribe",
+        "gpt-4o-mini-tts",
+        "/gpt-4o",
+        "azure//gpt-4o",
+        "gpt-4o@@",
+    ],
+)
+def test_family_never_crosses_a_version_or_a_kind(sent: str) -> None:
+    with pytest.raises(UnknownModelError):
+        bundled_catalog().resolve_window(sent)
+
+
+@pytest.mark.parametrize(
+    "sent", ["x-" * 50_000, "gpt-4o\nanything", "gpt 4o", "", "   ", "claude-" + "3-" * 400]
+)
+def test_ids_no_client_sends_are_unknown_at_once(sent: str) -> None:
+    with pytest.raises(UnknownModelError):
+        bundled_catalog().resolve_window(sent)
+
+
+@pytest.mark.parametrize("bad", [None, 123, 1.5, True, b"gpt-4o", ["gpt-4o"]])
+def test_a_model_id_that_is_not_a_string_is_a_config_error(bad: object) -> None:
+    with pytest.raises(ConfigError, match="a model id is a string"):
+        bundled_catalog().resolve_window(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "8000", None, True, float("inf")])
+def test_a_bad_explicit_window_is_a_config_error(bad: object) -> None:
+    with pytest.raises(ConfigError, match="max_context_tokens"):
+        bundled_catalog().resolve_window("gpt-4o", bad)  # type: ignore[arg-type]
 
 
 def test_bundled_catalog_validates_and_every_value_has_a_source() -> None:
@@ -213,6 +258,9 @@ def test_user_catalog_adds_and_overrides(tmp_path: Path) -> None:
     catalog = load_catalog([path])
     assert catalog.resolve_window("gpt-4o").context_window == 1234
     assert catalog.resolve_window("gpt-4o-2024-08-06").context_window == 1234  # the alias follows
+    upper = tmp_path / "upper.toml"
+    upper.write_text("schema_version = 1\n" + _entry("GPT-4O", 2345))
+    assert load_catalog(upper).resolve_window("gpt-4o-2024-08-06").context_window == 2345
     assert catalog.resolve_window("house-model").context_window == 4321
     assert catalog.tokenizer_for("house-model").safety_factor == 1.2
 
@@ -252,6 +300,7 @@ def test_invalid_catalog_names_the_field(tmp_path: Path) -> None:
     ],
 )
 def test_broken_user_catalogs_are_config_errors(tmp_path: Path, content: bytes, message: str) -> None:
+    """Each names the file; rule errors also the JSON path."""
     path = tmp_path / "bad.json"
     path.write_bytes(content)
     with pytest.raises(ConfigError, match=message):
@@ -289,3 +338,24 @@ def test_a_calibrated_catalog_changes_only_that_ids_tokenizer() -> None:
     assert base.tokenizer_for("claude-sonnet-4-5-20250929").safety_factor == 1.3
     with pytest.raises(UnknownModelError):
         base.with_tokenizer("gtp-4o", calibrated)
+
+
+def test_the_docs_give_the_catalog_size_by_provider() -> None:
+    """docs/catalog.md's table is checked against the data, so a regeneration cannot leave it stale."""
+    import collections
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "catalog.md").read_text("utf-8")
+    counts = collections.Counter(m.provider for m in bundled_catalog().models)
+    assert f"{len(bundled_catalog().models):,} models" in text
+    table = text.split("| provider | models |", 1)[1].split("\n\n", 1)[0]
+    shown: dict[str, int] = {}
+    rest: tuple[int, int] | None = None
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        for name, number in ((cells[0], cells[1]), (cells[3], cells[4])):
+            if " more " in name:
+                rest = (int(name.split()[0]), int(number))
+            elif name:
+                shown[name.split(" (")[0]] = int(number)
+    assert {k: counts[k] for k in shown} == shown
+    assert rest == (len(counts) - len(shown), sum(v for k, v in counts.items() if k not in shown))

@@ -64,7 +64,8 @@ class UnknownModelError(ConfigError):
         near = f" (closest: {', '.join(closest)})" if closest else ""
         super().__init__(
             f"unknown model {model_id!r}{near}; give its window (--max-context-tokens, "
-            "max_context_tokens=) or add it in a user catalog (--catalog FILE, CTXBUDGET_CATALOG)"
+            "max_context_tokens=), add it in a user catalog (--catalog FILE, CTXBUDGET_CATALOG), "
+            "or budget it at the 8,191-token floor (--unknown-model floor)"
         )
 
 
@@ -148,7 +149,8 @@ class PriceUnknown(CostCeilingExceeded):
         CtxBudgetError.__init__(
             self,
             f"the price of {model_id!r} is unknown, so the ${ceiling_usd:.4f} cost ceiling cannot be "
-            "checked; nothing was sent (add prices for the model in a user catalog, or drop the ceiling)",
+            "checked; nothing was sent (add the model's prices in a user catalog, or use no ceiling: "
+            "a policy without cost_ceiling_usd and no --cost-ceiling)",
         )
 
 

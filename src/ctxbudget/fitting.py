@@ -308,7 +308,7 @@ def fit(
         raise ConfigError(f"on_overflow must be 'error' or 'empty', got {on_overflow!r}")
     if passage_scorer is not None and not split_documents:
         raise ConfigError("passage_scorer is used only when split_documents=True; set both or neither")
-    catalog = catalog or bundled_catalog()
+    catalog = _catalog(catalog)
     resolution = catalog.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
     options = (model, max_context_tokens, reserve_output_tokens, freeze(dict(budget or {})), format)
     key = (
@@ -343,6 +343,16 @@ def fit(
     if passage_scorer is None:
         _MEMO.put(key, result.request, result.report)
     return result
+
+
+def _catalog(given: object) -> Catalog:
+    if given is None:
+        return bundled_catalog()
+    if not isinstance(given, Catalog):
+        raise ConfigError(
+            f"catalog must be a Catalog (ctxbudget.load_catalog(paths)), got {type(given).__name__}"
+        )
+    return given
 
 
 def _catalog_key(catalog: Catalog, model: str, resolution: WindowResolution) -> Hashable:
@@ -450,6 +460,7 @@ def count(
     format: str | None = None,
     catalog: Catalog | None = None,
     unknown_model: UnknownModel = "error",
+    max_context_tokens: int = 0,
 ) -> dict[str, Any]:
     """Tokens of the rendered request: ``{"tokens", "exact", "encoding", "model", "safety_factor",
     "format", "catalog_id", "window_rule", "context_window", "max_input_tokens", "fits"}``.
@@ -458,8 +469,8 @@ def count(
     cap below it; the output reserve is not counted here). An id the catalog cannot resolve raises
     :class:`UnknownModelError` unless ``unknown_model="floor"``.
     """
-    catalog = catalog or bundled_catalog()
-    resolution = catalog.resolve_window(model, unknown_model=unknown_model)
+    catalog = _catalog(catalog)
+    resolution = catalog.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
     fmt = get_format(format) if format else detect_format(request)
     counter = _counter_for(catalog, model)
     _, rendering = fmt.parse_and_render(request)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import ConfigError, UnknownModelError
+from ..tokens.registry import list_encodings
 from .matching import compile_clause
 from .resolve import Found, Index, find
 from .values import CacheRules, Family, ModelSpec, Prices, TokenizerSpec, WindowResolution
@@ -91,8 +92,10 @@ class Catalog:
         ]
 
     def _lookup(self, model_id: str) -> Found | None:
-        key = model_id.strip().lower()
+        key = _model_key(model_id)
         if key not in self._found:
+            if len(self._found) >= _MAX_REMEMBERED:  # ids are client input: bound what is kept
+                self._found.clear()
             self._found[key] = find(self._index, key)
         return self._found[key]
 
@@ -111,12 +114,13 @@ class Catalog:
     def closest(self, model_id: str, n: int = 3) -> list[str]:
         """The catalog ids and aliases that look most like ``model_id``."""
         names = sorted({m.id for m in self.models} | set(self.aliases))
-        return difflib.get_close_matches(model_id.strip(), names, n=n, cutoff=0.6)
+        return difflib.get_close_matches(_model_key(model_id)[:64], names, n=n, cutoff=0.6)
 
     def resolve_window(
         self, model_id: str, max_context_tokens: int = 0, *, unknown_model: UnknownModel = "error"
     ) -> WindowResolution:
         """Choose the window (and input cap) for ``model_id`` by the documented rules."""
+        _check_window_options(max_context_tokens, unknown_model)
         found = self._lookup(model_id)
         spec = found.spec if found else None
         cap = spec.max_input_tokens if spec else None
@@ -149,7 +153,7 @@ class Catalog:
         spec = self.find_model(model_id)
         if spec is not None:
             return spec.tokenizer
-        return _family_tokenizer(self.families, model_id.strip().lower()) or self.default_tokenizer
+        return _family_tokenizer(self.families, _model_key(model_id)) or self.default_tokenizer
 
     def with_tokenizer(self, model_id: str, tokenizer: TokenizerSpec) -> Catalog:
         """This catalog, but ``model_id`` counts with ``tokenizer`` (a calibrated estimate).
@@ -171,22 +175,44 @@ class Catalog:
 
     def merged(self, override: Catalog) -> Catalog:
         """This catalog with ``override``'s entries first; an override id replaces every same id."""
-        replaced = {m.id for m in override.models}
+        replaced = {m.id.lower() for m in override.models}
         families = {f.prefix: f for f in (*override.families, *self.families)}
         return Catalog(
-            models=override.models + tuple(m for m in self.models if m.id not in replaced),
+            models=override.models + tuple(m for m in self.models if m.id.lower() not in replaced),
             aliases={**self.aliases, **override.aliases},
             families=tuple(families.values()),
             scopes={**self.scopes, **override.scopes},
             matches={
                 **override.matches,
-                **{k: v for k, v in self.matches.items() if k[1] not in replaced},
+                **{k: v for k, v in self.matches.items() if k[1].lower() not in replaced},
             },
             owners=override.owners + self.owners,
             default_tokenizer=override.default_tokenizer
             if override.default_tokenizer is not _FALLBACK_TOKENIZER
             else self.default_tokenizer,
         )
+
+
+_MAX_REMEMBERED = 4096
+
+
+def _model_key(model_id: object) -> str:
+    if not isinstance(model_id, str):
+        raise ConfigError(f"a model id is a string, got {type(model_id).__name__} {model_id!r:.60}")
+    return model_id.strip().lower()
+
+
+def _check_window_options(max_context_tokens: object, unknown_model: object) -> None:
+    if (
+        isinstance(max_context_tokens, bool)
+        or not isinstance(max_context_tokens, int)
+        or max_context_tokens < 0
+    ):
+        raise ConfigError(
+            f"max_context_tokens must be a whole number of tokens >= 0 (0: from the catalog), got {max_context_tokens!r}"
+        )
+    if unknown_model not in ("error", "floor"):
+        raise ConfigError(f"unknown_model must be 'error' or 'floor', got {unknown_model!r}")
 
 
 def _family_warning(model_id: str, found: Found) -> str | None:
@@ -324,9 +350,49 @@ def parse_catalog(text: str, source: str) -> Catalog:
     except ValidationError as exc:
         path, message, _ = first_error(exc)
         raise ConfigError(f"{source}: {path}: {message}") from exc
+    _check_rules(raw, source)
     catalog = _Builder(raw, source).build()
-    _ = catalog._compiled, catalog._owner_rules  # a broken rule fails at load, not at a request
+    _check_encodings(catalog, source)
     return catalog
+
+
+def _check_rules(raw: Mapping[str, Any], source: str) -> None:
+    """Every match rule compiles; errors name the file and the JSON path."""
+    for i, entry in enumerate(raw.get("models") or []):
+        if entry.get("match") is not None:
+            compile_clause(entry["match"], f"{source}: $.models[{i}].match")
+    for i, entry in enumerate(raw.get("providers") or []):
+        compile_clause(entry["model_match"], f"{source}: $.providers[{i}].model_match")
+
+
+def _check_encodings(catalog: Catalog, source: str) -> None:
+    known = list_encodings()
+    named = [(f"$.models[{i}] {m.id!r}", m.tokenizer.encoding) for i, m in enumerate(catalog.models)]
+    named += [(f"family {f.prefix!r}", f.tokenizer.encoding) for f in catalog.families]
+    named.append(("default_tokenizer", catalog.default_tokenizer.encoding))
+    for where, encoding in named:
+        if encoding not in known:
+            raise ConfigError(
+                f"{source}: {where}: unknown encoding {encoding!r}; registered encodings: {', '.join(known)}"
+            )
+
+
+def _check_merge(merged: Catalog, override: Catalog, source: str) -> None:
+    """What only the merged catalog can tell: aliases that point nowhere or hide behind an id,
+    scopes that name no provider."""
+    ids = {m.id.lower() for m in merged.models}
+    for alias, targets in override.aliases.items():
+        if alias.lower() in ids:
+            raise ConfigError(
+                f"{source}: alias {alias!r} is also a model id, and the exact id always wins; rename the alias"
+            )
+        for target, _ in targets:
+            if target.lower() not in ids:
+                raise ConfigError(f"{source}: alias {alias!r} points to {target!r}, which no catalog lists")
+    providers = {m.provider for m in merged.models}
+    for scope, provider in override.scopes.items():
+        if provider not in providers:
+            raise ConfigError(f"{source}: scope {scope!r} names provider {provider!r}, which has no models")
 
 
 _BUNDLED: Catalog | None = None
@@ -346,16 +412,25 @@ def bundled_catalog() -> Catalog:
 
 
 def load_catalog(paths: Iterable[str | Path] = ()) -> Catalog:
-    """The bundled catalog with each user catalog file in ``paths`` applied on top, in order."""
+    """The bundled catalog with each user catalog file in ``paths`` applied on top, in order
+    (one path may be given alone)."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
     catalog = bundled_catalog()
     for path in paths:
+        if not isinstance(path, (str, Path)):
+            raise ConfigError(f"a catalog path is a string or a Path, got {type(path).__name__}")
         try:
             text = Path(path).read_text("utf-8")
-        except OSError as exc:
-            raise ConfigError(f"cannot read catalog file {str(path)!r}: {exc.strerror}") from exc
         except UnicodeDecodeError as exc:
             raise ConfigError(
                 f"catalog file {str(path)!r} is not UTF-8 text (byte {exc.start}: {exc.reason})"
             ) from exc
-        catalog = catalog.merged(parse_catalog(text, str(path)))
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise ConfigError(f"cannot read catalog file {str(path)!r}: {reason}") from exc
+        override = parse_catalog(text, str(path))
+        merged = catalog.merged(override)
+        _check_merge(merged, override, str(path))
+        catalog = merged
     return catalog

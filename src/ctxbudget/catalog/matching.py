@@ -34,9 +34,11 @@ def _regex(pattern: str, where: str) -> Predicate:
 
 def compile_clause(clause: Mapping[str, Any], where: str = "match") -> Predicate:
     """One predicate for ``clause``; ``where`` names it in errors."""
-    if len(clause) != 1:
+    if not isinstance(clause, Mapping) or len(clause) != 1:
         raise ConfigError(f"{where}: a match clause has exactly one key, got {sorted(clause)}")
     ((key, value),) = clause.items()
+    if key in (*_LEAVES, "regex") and isinstance(value, str) and not value:
+        raise ConfigError(f"{where}: {key} is empty, which would match every model id")
     if key in _LEAVES and isinstance(value, str):
         return _LEAVES[key](value.lower())
     if key == "regex" and isinstance(value, str):
@@ -45,6 +47,10 @@ def compile_clause(clause: Mapping[str, Any], where: str = "match") -> Predicate
         parts = [compile_clause(c, f"{where}.{key}[{i}]") for i, c in enumerate(value)]
         combine = any if key == "or" else all
         return lambda s: combine(p(s) for p in parts)
+    if key in ("or", "and"):
+        raise ConfigError(f"{where}: {key!r} takes a list of clauses, got {type(value).__name__}")
+    if key in (*_LEAVES, "regex"):
+        raise ConfigError(f"{where}: {key!r} takes a string, got {type(value).__name__}")
     raise ConfigError(
         f"{where}: unknown match clause {key!r}; use equals, starts_with, ends_with, contains, regex, or, and"
     )

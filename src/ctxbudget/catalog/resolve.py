@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from .values import ModelSpec, ResolutionRule
 
-__all__ = ["Found", "Index", "find"]
+__all__ = ["MAX_ID_CHARS", "Found", "Index", "find"]
 
 # How far a rule strays from the id as sent; a path is labelled by its farthest step.
 _SEVERITY: dict[ResolutionRule, int] = {
@@ -55,8 +55,12 @@ _BEDROCK = re.compile(
     r"(?:anthropic|amazon|meta|mistral|cohere|ai21|deepseek|openai|qwen|google|nvidia|writer|moonshotai"
     r"|zai|minimax|twelvelabs)\.(?P<rest>[^/]+)$"
 )
-_SEPARATORS = re.compile(r"[-._:@]")
+_OTHER_KINDS = re.compile(
+    r"(^|-)(tts|transcribe|realtime|audio|image|embed\w*|moderation|whisper|speech|search)(-|$)"
+)
+_UNPRINTABLE = re.compile(r"[\s\x00-\x1f\x7f]")
 _MAX_DEPTH = 8
+MAX_ID_CHARS = 256
 
 
 @dataclass(frozen=True)
@@ -127,18 +131,23 @@ def _match(index: Index, name: str, provider: str | None, strict: bool = False) 
     return None
 
 
-def _in_provider(index: Index, name: str, provider: str) -> Found | None:
-    for rule in (_exact, _alias, _match):
-        found = rule(index, name, provider, True)
-        if found is not None:
-            return found
-    return None
+def _own(index: Index, name: str, provider: str) -> Found | None:
+    """The provider's own reading of ``name``: its ids, its aliases, the same after taking a
+    snapshot suffix off, then its match rules."""
+    found = _exact(index, name, provider, True) or _alias(index, name, provider, True)
+    if found is not None:
+        return found
+    for stripped, suffix in _strip_steps(name):
+        inner = _exact(index, stripped, provider, True) or _alias(index, stripped, provider, True)
+        if inner is not None:
+            return _then("snapshot", suffix, inner)
+    return _match(index, name, provider, True)
 
 
 def _scope(index: Index, name: str) -> tuple[str | None, str, str] | None:
     """(provider, rest of the id, label) for a scoped id, else None."""
     head, slash, rest = name.partition("/")
-    if slash and rest:
+    if slash and head and rest:
         provider = index.scopes.get(head)
         return provider, rest, f"{head}/ -> {provider}" if provider else f"{head}/ (unknown scope)"
     bedrock = _BEDROCK.match(name)
@@ -147,20 +156,31 @@ def _scope(index: Index, name: str) -> tuple[str | None, str, str] | None:
     return None
 
 
-def _scoped(index: Index, name: str, depth: int) -> Found | None:
+def _prefer(own: Found | None, direct: Found | None) -> Found | None:
+    """A scoped id that is also another provider's own id (OpenRouter lists ``deepseek/deepseek-chat``):
+    the reading with the smaller input limit, so neither provider's limit is exceeded; the
+    named provider's on a tie."""
+    if own is None or direct is None or direct.spec.provider == own.spec.provider:
+        return own or direct
+    return direct if direct.spec.input_limit < own.spec.input_limit else own
+
+
+def _scoped(index: Index, name: str, direct: Found | None, depth: int) -> Found | None:
     scope = _scope(index, name)
     if scope is None:
-        owner = index.owner(name)
-        found = _in_provider(index, name, owner) if owner else None
-        return _then("scoped", f"-> {owner} (its provider rule)", found) if found else None
+        return None
     provider, rest, label = scope
-    if provider is not None:
-        for candidate in (name, rest):
-            found = _in_provider(index, candidate, provider)
-            if found is not None:
-                return _then("scoped", label, found)
-    inner = _find(index, rest, provider, depth + 1)
-    return _then("scoped", label, inner) if inner else None
+    own = (_own(index, name, provider) or _own(index, rest, provider)) if provider else None
+    if own is None and (provider is not None or direct is None):
+        own = _find(index, rest, provider, depth + 1)
+    return _prefer(_then("scoped", label, own) if own else None, direct)
+
+
+def _owned(index: Index, name: str) -> Found | None:
+    """An unscoped id read by the provider its name belongs to (``claude-*`` -> anthropic)."""
+    owner = index.owner(name)
+    own = _own(index, name, owner) if owner else None
+    return _then("scoped", f"-> {owner} (its provider rule)", own) if own else None
 
 
 def _snapshot(index: Index, name: str, provider: str | None, depth: int) -> Found | None:
@@ -175,8 +195,12 @@ def _snapshot(index: Index, name: str, provider: str | None, depth: int) -> Foun
 
 
 def _family(index: Index, name: str, provider: str | None) -> Found | None:
-    cuts = [m.start() for m in _SEPARATORS.finditer(name)]
-    for cut in reversed(cuts):
+    """The longest catalog id that starts ``name`` before a ``-`` and a word (not a version
+    number, not a different kind of model such as ``-tts`` or ``-transcribe``)."""
+    for cut in reversed([m.start() for m in re.finditer("-", name)]):
+        suffix = name[cut + 1 :]
+        if not suffix or suffix[0].isdigit() or _OTHER_KINDS.search(suffix):
+            continue
         spec = _pick(index.by_id.get(name[:cut], ()), provider)
         if spec is not None:
             return _step("family", f"{name} starts with {spec.id}", spec)
@@ -186,42 +210,49 @@ def _family(index: Index, name: str, provider: str | None) -> Found | None:
 def _find(index: Index, name: str, provider: str | None, depth: int) -> Found | None:
     if depth > _MAX_DEPTH or not name:
         return None
-    found = _exact(index, name, provider) or _alias(index, name, provider)
+    direct = _exact(index, name, provider) or _alias(index, name, provider)
+    if _scope(index, name) is not None:
+        found = _scoped(index, name, direct, depth)
+    else:
+        owned = _owned(index, name) if provider is None else None
+        found = direct if owned is None or (direct and owned.spec is direct.spec) else owned
     if found is None:
-        found = _scoped(index, name, depth) or _snapshot(index, name, provider, depth)
+        found = _snapshot(index, name, provider, depth)
     if found is None and depth == 0:
         found = _match(index, name, provider) or _family(index, name, provider)
     return found
 
 
 def find(index: Index, model_id: str) -> Found | None:
-    """The entry ``model_id`` resolves to by the rules above, or None."""
+    """The entry ``model_id`` resolves to by the rules above, or None (also for an id that no
+    client sends: longer than 256 characters, or with spaces or control characters in it)."""
     name = model_id.strip().lower()
+    if len(name) > MAX_ID_CHARS or _UNPRINTABLE.search(name):
+        return None
     found = _find(index, name, None, 0)
     if found is not None:
         return found
     # Match rules and family prefixes also apply to the id with its scope and snapshot taken off.
     scope = _scope(index, name)
     provider, rest = (scope[0], scope[1]) if scope else (None, name)
-    for candidate in dict.fromkeys((rest, *_stripped(rest))):
+    for candidate in dict.fromkeys((rest, *(s for s, _ in _strip_steps(rest)))):
         found = _match(index, candidate, provider) or _family(index, candidate, provider)
         if found is not None:
             return _then("scoped", scope[2], found) if scope else found
     return None
 
 
-def _stripped(name: str) -> list[str]:
-    """``name`` with each snapshot suffix taken off, repeatedly (longest first)."""
-    out: list[str] = []
+def _strip_steps(name: str) -> list[tuple[str, str]]:
+    """``name`` with snapshot suffixes taken off one after another: (what is left, what was taken)."""
+    out: list[tuple[str, str]] = []
     current = name
-    changed = True
-    while changed:
-        changed = False
+    while True:
         for pattern in _SNAPSHOTS:
             suffix = pattern.search(current)
             if suffix is not None and suffix.start() > 0:
                 current = current[: suffix.start()]
-                out.append(current)
-                changed = True
+                taken = name[len(current) :]
+                out.append((current, taken))
                 break
-    return out
+        else:
+            return out

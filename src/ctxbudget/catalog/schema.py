@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 
 class _Strict(BaseModel):
@@ -33,8 +33,8 @@ class PricesEntry(_Strict):
 
 class CacheEntry(_Strict):
     mode: Literal["explicit", "automatic", "none"]
-    min_cacheable_tokens: int = Field(ge=0)
-    max_breakpoints: int = Field(ge=0)
+    min_cacheable_tokens: StrictInt = Field(ge=0)
+    max_breakpoints: StrictInt = Field(ge=0)
 
 
 _NO_CACHE = CacheEntry(mode="none", min_cacheable_tokens=0, max_breakpoints=0)
@@ -44,9 +44,9 @@ class ModelEntry(_Strict):
     id: str = Field(min_length=1)
     provider: str = Field(min_length=1)
     kind: Literal["chat", "embedding", "vision"] = "chat"
-    context_window: int = Field(gt=0)
-    max_input_tokens: int | None = Field(default=None, gt=0)
-    max_output_tokens: int | None = Field(default=None, gt=0)
+    context_window: StrictInt = Field(gt=0)
+    max_input_tokens: StrictInt | None = Field(default=None, gt=0)
+    max_output_tokens: StrictInt | None = Field(default=None, gt=0)
     # A name from the file's `tokenizers` table, or the tokenizer itself.
     tokenizer: str | TokenizerEntry | None = None
     prices: PricesEntry | None = None
@@ -55,6 +55,15 @@ class ModelEntry(_Strict):
     match: dict[str, Any] | None = None
     deprecated: str | None = None
     sources: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _input_cap_below_window(self) -> ModelEntry:
+        if self.max_input_tokens is not None and self.max_input_tokens > self.context_window:
+            raise ValueError(
+                f"max_input_tokens ({self.max_input_tokens}) is above context_window ({self.context_window}); "
+                "give it only where the provider caps input below the window"
+            )
+        return self
 
 
 class AliasEntry(_Strict):

@@ -133,6 +133,13 @@ def fit_command(
 
 @main.command("count")
 @_common
+@click.option(
+    "--max-context-tokens",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Explicit window in tokens for `fits` (0: resolve from the catalog).",
+)
 def count_command(
     source: str,
     model: str,
@@ -140,6 +147,7 @@ def count_command(
     format_: str | None,
     unknown_model: str,
     catalogs: tuple[str, ...],
+    max_context_tokens: int,
 ) -> None:
     """Print the token count of the rendered request (exact, or a labelled estimate)."""
     request = _read_json(source)
@@ -151,6 +159,7 @@ def count_command(
             format=format_,
             catalog=load_catalog(catalogs),
             unknown_model=unknown_model,  # type: ignore[arg-type]
+            max_context_tokens=max_context_tokens,
         )
         if as_json:
             click.echo(json.dumps(result))
@@ -180,7 +189,11 @@ def models_command(as_json: bool, catalogs: tuple[str, ...], words: tuple[str, .
             raise click.UsageError("give at most one PATTERN (or: models resolve ID)")
         models = [m for m in catalog.models if not words or _matches(m.id, words[0])]
         if as_json:
-            aliases = {k: v[0][0] for k, v in sorted(catalog.aliases.items()) if v}
+            aliases = {
+                k: v[0][0]
+                for k, v in sorted(catalog.aliases.items())
+                if v and (not words or _matches(k, words[0]) or _matches(v[0][0], words[0]))
+            }
             click.echo(json.dumps({"models": [_model_row(m) for m in models], "aliases": aliases}, indent=2))
             return
         for line in model_lines(models):
