@@ -87,6 +87,20 @@ def _prices(model: Any, today: datetime.date, automatic_cache: bool) -> dict[str
     }
 
 
+def _fill_cache_prices(prices: dict[str, float | None], model_id: str, facts: dict[str, Any]) -> bool:
+    """Cache prices a provider sets as multiples of the input price (Anthropic: 1.25x for a
+    5-minute write, 2x for a 1-hour write, 0.1x for a read), where the source left them out."""
+    filled = False
+    for rule in facts.get("cache_price_rules", []):
+        if rule["contains"] not in model_id.lower():
+            continue
+        for key in ("cache_write_5m", "cache_write_1h", "cache_read"):
+            if prices.get(key) is None and prices["input"] is not None:
+                prices[key] = round(float(prices["input"]) * rule[key], 6)
+                filled = True
+    return filled
+
+
 def _clause(clause: Any) -> dict[str, Any]:
     """A genai-prices match clause as plain data (evaluated by ctxbudget.catalog.matching)."""
     for key in ("equals", "starts_with", "ends_with", "contains", "regex"):
@@ -198,6 +212,9 @@ def build_model(
     prices = _prices(
         model, today, automatic_cache="claude" not in model.id and cache_read_published is not None
     )
+    prices_source = "genai-prices"
+    if prices is not None and _fill_cache_prices(prices, model.id, facts):
+        prices_source = "genai-prices + cache_price_rules"
     cache, cache_source = _cache(model.id, prices, lite)
     tokenizer, tokenizer_source = _tokenizer(model.id, facts)
     max_input = lite.get("max_input_tokens") if lite else None
@@ -220,7 +237,7 @@ def build_model(
             "context_window": window_source,
             "max_input_tokens": "litellm" if entry_cap(max_input, window) else None,
             "max_output_tokens": "litellm" if isinstance(max_output, int) else None,
-            "prices": "genai-prices" if prices else None,
+            "prices": prices_source if prices else None,
             "cache": cache_source,
             "tokenizer": tokenizer_source,
             "match": "genai-prices" if clause else None,

@@ -59,7 +59,7 @@ CATALOG_OPTION = click.option(
     envvar="CTXBUDGET_CATALOG",
     metavar="FILE",
     help="Extra catalog file (TOML, or JSON by its .json name) adding or overriding models "
-    "(repeatable; env CTXBUDGET_CATALOG).",
+    "(repeatable; env CTXBUDGET_CATALOG, several paths separated by spaces).",
 )
 UNKNOWN_MODEL_OPTION = click.option(
     "--unknown-model",

@@ -170,7 +170,7 @@ def count_command(
     _run(action)
 
 
-@main.command("models")
+@main.command("models", context_settings={"ignore_unknown_options": True})
 @JSON_OPTION
 @CATALOG_OPTION
 @click.argument("words", nargs=-1, metavar="[PATTERN | resolve ID]")
