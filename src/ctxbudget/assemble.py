@@ -428,21 +428,29 @@ def _report(
 
 def _check_envelope(policy: Policy, spec: ModelSpec, model: str) -> None:
     """Fail closed when the policy's envelope cannot fit the model (window, or input cap)."""
-    hint = "choose a model with a larger window, or lower the policy's envelope_tokens"
-    if policy.envelope_tokens > spec.context_window:
-        raise BudgetExceeded(
-            available_tokens=spec.context_window,
-            required_tokens=policy.envelope_tokens,
-            parts={f"policy {policy.name!r} envelope": policy.envelope_tokens},
-            hint=f"{model!r} ({spec.id}) has a {spec.context_window:,}-token window; {hint}",
-        )
-    if policy.prompt_tokens > spec.input_limit:
-        raise BudgetExceeded(
-            available_tokens=spec.input_limit,
-            required_tokens=policy.prompt_tokens,
-            parts={f"policy {policy.name!r} prompt (envelope less output reserve)": policy.prompt_tokens},
-            hint=f"{model!r} ({spec.id}) accepts at most {spec.input_limit:,} input tokens; {hint}",
-        )
+    checks = (
+        (
+            spec.context_window,
+            policy.envelope_tokens,
+            "envelope",
+            f"has a {spec.context_window:,}-token window",
+        ),
+        (
+            spec.input_limit,
+            policy.prompt_tokens,
+            "prompt (envelope less output reserve)",
+            f"accepts at most {spec.input_limit:,} input tokens",
+        ),
+    )
+    for limit, required, part, fact in checks:
+        if required > limit:
+            raise BudgetExceeded(
+                available_tokens=limit,
+                required_tokens=required,
+                parts={f"policy {policy.name!r} {part}": required},
+                hint=f"{model!r} ({spec.id}) {fact}; choose a model with a larger window, "
+                "or lower the policy's envelope_tokens",
+            )
 
 
 def _setup(
