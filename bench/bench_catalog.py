@@ -1,8 +1,8 @@
 """Start-up cost of the catalog, each figure in fresh processes, as a ratio to one cold fit.
 
 Per fresh process (median of RUNS): the time to import ctxbudget, the time to load the bundled
-catalog and resolve a first id (a dated Anthropic id that needs the provider's match rules),
-the time to resolve a Bedrock id after that, and the cold fit of the example into 32,000
+catalog and resolve a first id (a dated Anthropic id),
+the time to resolve a Bedrock id after that (the first to need match rules, which compile then), and the cold fit of the example into 32,000
 tokens in the same process, which is the work the start-up is compared with.
 
     python bench/bench_catalog.py build/example.json
@@ -51,8 +51,8 @@ def main() -> None:
     )
     rows = (
         ("import ctxbudget", "import"),
-        ("load the catalog + first resolution (match rule)", "catalog"),
-        ("a second resolution (Bedrock id)", "next"),
+        ("load the catalog + first resolution (a dated id)", "catalog"),
+        ("a second resolution (Bedrock id: compiles match rules)", "next"),
     )
     for label, key in rows:
         print(f"  {label:<52} {median[key] * 1e3:8.1f} ms  {median[key] / fit:6.2f}x one fit")
