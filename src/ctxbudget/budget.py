@@ -32,10 +32,13 @@ class BudgetSplit:
 
     percentages: Mapping[Component, float]
     warnings: tuple[str, ...] = ()
+    # Chat system and developer prompts are kept whole unless the caller budgets ``system``.
+    protect_system: bool = False
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any] | None) -> BudgetSplit:
-        """Normalize user percentages (missing components take their defaults)."""
+    def from_mapping(cls, raw: Mapping[str, Any] | None, *, protect_system: bool = False) -> BudgetSplit:
+        """Normalize user percentages (missing components take their defaults). With
+        ``protect_system``, the system component is kept whole unless ``raw`` budgets it."""
         raw = dict(raw or {})
         unknown = sorted(set(raw) - set(COMPONENTS))
         if unknown:
@@ -59,7 +62,9 @@ class BudgetSplit:
                 warnings.append(
                     f"{name} budget is 0%: when the request is over budget, every {name} item is removed"
                 )
-        return cls(percentages=pcts, warnings=tuple(warnings))
+        return cls(
+            percentages=pcts, warnings=tuple(warnings), protect_system=protect_system and "system" not in raw
+        )
 
 
 def _clamp(name: str, value: Any, warnings: list[str]) -> float:
@@ -78,14 +83,27 @@ def _clamp(name: str, value: Any, warnings: list[str]) -> float:
     return number
 
 
-def parse_budget_spec(spec: str) -> dict[str, str]:
-    """``"system=10,query=15"`` -> ``{"system": "10", "query": "15"}`` (values normalized later)."""
-    out: dict[str, str] = {}
+def parse_budget_spec(spec: str) -> dict[str, float]:
+    """``"system=10,query=15"`` -> ``{"system": 10.0, "query": 15.0}``; a malformed entry (not
+    NAME=PERCENT, an unknown name, a value that is not a number from 0 to 100) is a ConfigError."""
+    out: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in spec.split(","))):
-        name, sep, value = part.partition("=")
+        name, sep, value = (x.strip() for x in part.partition("="))
         if not sep:
             raise ConfigError(f"budget entry {part!r} is not NAME=PERCENT (e.g. documents=50)")
-        out[name.strip()] = value.strip()
+        if name not in COMPONENTS:
+            raise ConfigError(
+                f"budget entry {part!r}: unknown component {name!r}; use {', '.join(COMPONENTS)}"
+            )
+        try:
+            number = float(value)
+        except ValueError:
+            raise ConfigError(
+                f"budget entry {part!r}: {value!r} is not a number (a percent, 0 to 100)"
+            ) from None
+        if not 0 <= number <= 100:  # also refuses NaN
+            raise ConfigError(f"budget entry {part!r}: {value} is not a percent from 0 to 100")
+        out[name] = number
     return out
 
 

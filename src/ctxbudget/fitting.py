@@ -17,7 +17,7 @@ from typing import Any, Literal
 from .budget import BudgetSplit, allocate
 from .catalog.catalog import Catalog, UnknownModel, bundled_catalog
 from .catalog.values import WindowResolution
-from .errors import BudgetExceeded, ConfigError
+from .errors import BudgetExceeded, ConfigError, InvalidRequestError
 from .formats import detect_format, get_format
 from .formats.base import (
     COMPONENTS,
@@ -77,6 +77,18 @@ class _Context:
         span = self.measured.spans.get(item.key)
         return self.cost(item) - (span.tokens if span else 0)
 
+    def protected(self, item: Item) -> bool:
+        """System prompts are kept whole unless the caller budgets ``system``."""
+        return item.component == "system" and self.split.protect_system
+
+    def untrimmable(self) -> dict[str, int]:
+        """Raw tokens that no trimming can remove, by part: framing, tools, protected prompts."""
+        parts = dict(self.measured.fixed_parts())
+        for item in self.items:
+            if self.protected(item) and self.cost(item):
+                parts[f"{item.component} {item.path}"] = self.cost(item)
+        return parts
+
     def of(self, component: Component) -> list[Item]:
         return [i for i in self.items if i.component == component]
 
@@ -84,6 +96,22 @@ class _Context:
 def _counter_for(catalog: Catalog, model: str) -> TokenCounter:
     spec = catalog.tokenizer_for(model)
     return TokenCounter(get_encoding(spec.encoding), spec.exact, spec.safety_factor)
+
+
+_BODY_OUTPUT_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+
+def _body_reserve(request: Mapping[str, Any]) -> int | None:
+    """The reply size the body asks for (Anthropic ``max_tokens``, OpenAI ``max_completion_tokens``
+    or ``max_tokens``, Responses ``max_output_tokens``): the default output reserve."""
+    for name in _BODY_OUTPUT_FIELDS:
+        value = request.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidRequestError(f"must be a whole number of tokens >= 0, got {value!r}", f"$.{name}")
+        return value
+    return None
 
 
 def _reserve(resolution: WindowResolution, reserve_output_tokens: int | None) -> int:
@@ -144,6 +172,12 @@ def _plan(ctx: _Context, budgets: Mapping[Component, int]) -> Plan:
     zero = {c for c in COMPONENTS if ctx.split.percentages[c] == 0}
     shared: tuple[tuple[Component, bool], ...] = (("system", True), ("query", False))
     for component, droppable in shared:
+        if component == "system" and ctx.split.protect_system:
+            decisions |= {
+                i.key: Decision("kept", "system prompts are protected (budget system=N to trim them)")
+                for i in ctx.of("system")
+            }
+            continue
         decisions |= _shared_texts(ctx, component, 0 if component in zero else budgets[component], droppable)
     docs = ctx.of("documents")
     query = " ".join(i.text for i in ctx.of("query"))
@@ -225,7 +259,7 @@ def _item_reports(ctx: _Context, plan: Plan) -> tuple[ItemReport, ...]:
 
 
 def _fixed_or_fail(ctx: _Context, available_raw: int, available: int, on_overflow: OnOverflow) -> int:
-    fixed = ctx.measured.fixed_parts()
+    fixed = ctx.untrimmable()
     fixed_raw = sum(fixed.values())
     if fixed_raw <= available_raw:
         return fixed_raw
@@ -245,7 +279,7 @@ def _fixed_or_fail(ctx: _Context, available_raw: int, available: int, on_overflo
 def _trim(
     ctx: _Context, request: Mapping[str, Any], available_raw: int, pool: int, on_empty: bool
 ) -> tuple[dict[str, Any], Plan, dict[Component, int], int]:
-    needs = {c: sum(ctx.cost(i) for i in ctx.of(c)) for c in COMPONENTS}
+    needs = {c: sum(ctx.cost(i) for i in ctx.of(c) if not ctx.protected(i)) for c in COMPONENTS}
     budgets: dict[Component, int] = dict.fromkeys(COMPONENTS, 0)
     for _ in range(MAX_VERIFY_ROUNDS):
         budgets = allocate(pool, ctx.split, needs)
@@ -292,6 +326,8 @@ def fit(
 ) -> FitResult:
     """Fit ``request`` into ``model``'s window; returns the fitted request and the report.
 
+    The output reserve is ``reserve_output_tokens``, else the body's own ``max_tokens`` /
+    ``max_completion_tokens`` / ``max_output_tokens``, else min(4,096, the model's output cap).
     The window (and any input cap below it) comes from ``max_context_tokens`` or the catalog; an
     id the catalog cannot resolve raises :class:`UnknownModelError` unless
     ``unknown_model="floor"``, which budgets against the seed node's 8,191 tokens with a warning.
@@ -308,8 +344,11 @@ def fit(
         raise ConfigError(f"on_overflow must be 'error' or 'empty', got {on_overflow!r}")
     if passage_scorer is not None and not split_documents:
         raise ConfigError("passage_scorer is used only when split_documents=True; set both or neither")
+    _check_request(request)
     catalog = _catalog(catalog)
     resolution = catalog.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
+    if reserve_output_tokens is None:
+        reserve_output_tokens = _body_reserve(request)
     options = (model, max_context_tokens, reserve_output_tokens, freeze(dict(budget or {})), format)
     key = (
         freeze(dict(request)),
@@ -343,6 +382,11 @@ def fit(
     if passage_scorer is None:
         _MEMO.put(key, result.request, result.report)
     return result
+
+
+def _check_request(request: object) -> None:
+    if not isinstance(request, Mapping):
+        raise InvalidRequestError(f"the request body must be a JSON object, got {type(request).__name__}")
 
 
 def _catalog(given: object) -> Catalog:
@@ -389,7 +433,9 @@ def _fit(
     counter = _counter_for(catalog, model)
     items, rendering = fmt.parse_and_render(request)
     measured = measure(rendering, counter.encoding)
-    split = BudgetSplit.from_mapping(budget)
+    # As chat users expect (LangChain's include_system), a chat body's system and developer
+    # messages are not trimmed unless budgeted; the seed's question format budgets its role.
+    split = BudgetSplit.from_mapping(budget, protect_system=fmt.name != "question")
     ctx = _Context(
         fmt, counter, items, measured, split, score_order, document_order, split_documents, passage_scorer
     )
@@ -469,6 +515,7 @@ def count(
     cap below it; the output reserve is not counted here). An id the catalog cannot resolve raises
     :class:`UnknownModelError` unless ``unknown_model="floor"``.
     """
+    _check_request(request)
     catalog = _catalog(catalog)
     resolution = catalog.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
     fmt = get_format(format) if format else detect_format(request)

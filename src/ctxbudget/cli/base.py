@@ -39,6 +39,23 @@ def _read_json(source: str) -> Any:
         _fail(f"{source}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", EXIT_USAGE)
 
 
+def model_of(model: str | None, request: Any) -> str:
+    """The model to budget for: ``--model``, else the body's ``model`` (exit 2 when neither)."""
+    if model:
+        return model
+    given = request.get("model") if isinstance(request, dict) else None
+    if isinstance(given, str) and given.strip():
+        return given
+    _fail('no model: pass --model, or give the body a "model" field', EXIT_USAGE)
+    raise AssertionError("unreachable")
+
+
+def echo_warnings(warnings: Any) -> None:
+    """Warnings go to stderr in every output mode (they also stay in the report)."""
+    for warning in warnings:
+        click.echo(f"ctxbudget: warning: {warning}", err=True)
+
+
 def _run(action: Callable[[], None]) -> None:
     try:
         action()
@@ -85,7 +102,9 @@ def _common(func: F) -> F:
         ),
         JSON_OPTION,
         click.option(
-            "--model", required=True, help="Model id, e.g. gpt-5, claude-sonnet-4-5, openai/gpt-4o."
+            "--model",
+            default=None,
+            help="Model id, e.g. gpt-5, claude-sonnet-4-5, openai/gpt-4o [default: the body's `model`].",
         ),
         click.argument("source", default="-", metavar="[FILE|-]"),
     ]

@@ -21,7 +21,9 @@ from .base import (
     _common,
     _read_json,
     _run,
+    echo_warnings,
     main,
+    model_of,
 )
 
 
@@ -73,6 +75,12 @@ from .base import (
     "(needs the extra: pip install 'ctxbudget[semantic]').",
 )
 @click.option(
+    "--body",
+    "body_only",
+    is_flag=True,
+    help="Print only the fitted request, ready to send (the report's warnings still go to stderr).",
+)
+@click.option(
     "--document-order",
     type=click.Choice(["ranked", "original"]),
     default="ranked",
@@ -81,7 +89,7 @@ from .base import (
 )
 def fit_command(
     source: str,
-    model: str,
+    model: str | None,
     as_json: bool,
     format_: str | None,
     unknown_model: str,
@@ -94,11 +102,17 @@ def fit_command(
     document_order: str,
     split_documents: bool,
     semantic: bool,
+    body_only: bool,
 ) -> None:
     """Fit a request (JSON file or stdin) into the model's window and print the result."""
     if semantic and not split_documents:
         raise click.UsageError("--semantic scores passages: it needs --split-documents")
+    if body_only and as_json:
+        raise click.UsageError(
+            "--body prints the request alone; --json prints request and report: choose one"
+        )
     request = _read_json(source)
+    model = model_of(model, request)
 
     def action() -> None:
         scorer = None
@@ -121,10 +135,12 @@ def fit_command(
             catalog=load_catalog(catalogs),
             unknown_model=unknown_model,  # type: ignore[arg-type]
         )
-        if as_json:
-            click.echo(
-                json.dumps({"request": result.request, "report": result.report.to_dict()}, ensure_ascii=False)
-            )
+        echo_warnings(result.report.warnings)
+        if body_only:
+            click.echo(json.dumps(result.request, ensure_ascii=False, allow_nan=False))
+        elif as_json:
+            payload = {"request": result.request, "report": result.report.to_dict()}
+            click.echo(json.dumps(payload, ensure_ascii=False, allow_nan=False))
         else:
             _print_report(result.report)
 
@@ -142,7 +158,7 @@ def fit_command(
 )
 def count_command(
     source: str,
-    model: str,
+    model: str | None,
     as_json: bool,
     format_: str | None,
     unknown_model: str,
@@ -151,6 +167,7 @@ def count_command(
 ) -> None:
     """Print the token count of the rendered request (exact, or a labelled estimate)."""
     request = _read_json(source)
+    model = model_of(model, request)
 
     def action() -> None:
         result = count(
@@ -294,5 +311,3 @@ def _print_report(report: FitReport) -> None:
             *(str(actions.count(a)) for a in ("kept", "truncated", "dropped", "summarized")),
         )
     console.print(table)
-    for warning in report.warnings:
-        console.print(f"[yellow]warning:[/] {warning}")
