@@ -75,7 +75,7 @@ class InvalidRequestError(CtxBudgetError):
     def __init__(self, message: str, path: str = "$") -> None:
         self.path = path
         self.reason = message
-        super().__init__(f"{path}: {message}")
+        super().__init__(f"{path}: {message}" if path else message)
 
 
 class BudgetExceeded(CtxBudgetError):

@@ -29,6 +29,7 @@ from .formats.base import (
     Plan,
     RequestFormat,
 )
+from .formats.jsonvalue import check_json_value
 from .measure import Measurement, measure, measure_total
 from .memo import FitMemo, freeze
 from .report import FitReport, ItemReport
@@ -387,6 +388,7 @@ def fit(
 def _check_request(request: object) -> None:
     if not isinstance(request, Mapping):
         raise InvalidRequestError(f"the request body must be a JSON object, got {type(request).__name__}")
+    check_json_value(dict(request))
 
 
 def _catalog(given: object) -> Catalog:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pydantic import ValidationError
 
 __all__ = ["first_error", "json_path"]
@@ -15,9 +17,15 @@ def json_path(location: tuple[int | str, ...]) -> str:
     return path
 
 
+# Steps pydantic adds to a location that are not in the JSON: union branches (``str``,
+# ``list[_Block]``, a model's class name) and validator functions.
+_NOT_IN_JSON = re.compile(r"^(str|int|float|bool|none|(list|dict|tuple)\[.*\]|_\w+|function-.*)$")
+
+
 def first_error(error: ValidationError) -> tuple[str, str, object]:
-    """The first error's JSON path, message and offending input (pydantic's internal
-    ``function-...`` steps are left out of the path)."""
-    first = error.errors()[0]
-    location = tuple(p for p in first["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-    return json_path(location), str(first["msg"]), first.get("input")
+    """The most specific error's JSON path, message and offending input: where a union failed
+    every branch, the branch that got deepest into the value says best what is wrong."""
+    errors = error.errors()
+    deepest = max(errors, key=lambda e: len(e["loc"]))
+    location = tuple(p for p in deepest["loc"] if not (isinstance(p, str) and _NOT_IN_JSON.match(p)))
+    return json_path(location), str(deepest["msg"]), deepest.get("input")

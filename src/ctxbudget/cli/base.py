@@ -10,11 +10,20 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from ..errors import BudgetExceeded, CostCeilingExceeded, CtxBudgetError, InvariantViolation, PrefixChanged
+from ..errors import (
+    BudgetExceeded,
+    CostCeilingExceeded,
+    CtxBudgetError,
+    InvalidRequestError,
+    InvariantViolation,
+    PrefixChanged,
+)
+from ..formats.jsonvalue import decode_json
 
 EXIT_DIFFERS = 1
 EXIT_USAGE = 2
@@ -29,14 +38,15 @@ def _fail(message: str, code: int) -> None:
 
 
 def _read_json(source: str) -> Any:
+    """The JSON value in a file or stdin (``-``); exit 2 with one line naming what and where."""
     try:
-        text = sys.stdin.read() if source == "-" else open(source, encoding="utf-8").read()  # noqa: SIM115
+        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
     except OSError as exc:
-        _fail(f"cannot read {source}: {exc.strerror}", EXIT_USAGE)
+        _fail(f"cannot read {source}: {exc.strerror or exc}", EXIT_USAGE)
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        _fail(f"{source}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", EXIT_USAGE)
+        return decode_json(data, source)
+    except InvalidRequestError as exc:
+        _fail(str(exc), EXIT_USAGE)
 
 
 def model_of(model: str | None, request: Any) -> str:

@@ -33,6 +33,9 @@ IMAGE_ESTIMATE = 1600  # Anthropic: about (width * height) / 750 tokens; ~1.2 me
 
 class _Block(OpenModel):
     type: str
+    text: str | None = None
+    # A tool_result's content: a string, or blocks (text, image, ...).
+    content: str | list[_Block] | None = None
 
 
 class _Message(OpenModel):

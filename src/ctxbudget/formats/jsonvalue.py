@@ -1,0 +1,89 @@
+"""JSON values as the boundary accepts them: strict decoding and one walk over what was decoded.
+
+Every body, from a file, stdin, the gateway or a library caller, is checked once, iteratively
+(no recursion, so no depth crashes): nesting at most ``MAX_DEPTH`` levels, no NaN or infinite
+number (the output would not be strict JSON), no string with a lone surrogate (it cannot be
+encoded as UTF-8, so it can be neither counted nor sent), object keys that are strings. Errors are
+:class:`InvalidRequestError` with the JSON path of the offending value.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from ..errors import InvalidRequestError
+
+__all__ = ["MAX_DEPTH", "check_json_value", "decode_json"]
+
+MAX_DEPTH = 100
+
+
+def _child_path(path: str, key: object) -> str:
+    return f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}"
+
+
+def _check_scalar(value: object, path: str) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidRequestError(f"{value!r} is not a JSON number (NaN and Infinity are refused)", path)
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidRequestError(
+                f"a string with a lone surrogate at character {exc.start} cannot be encoded as UTF-8", path
+            ) from None
+    elif not (value is None or isinstance(value, (bool, int, float))):
+        raise InvalidRequestError(f"{type(value).__name__} is not a JSON value", path)
+
+
+def check_json_value(value: Any, root: str = "$") -> None:
+    """Raise :class:`InvalidRequestError` unless ``value`` is a JSON value the boundary accepts."""
+    stack: list[tuple[Any, str, int]] = [(value, root, 0)]
+    while stack:
+        current, path, depth = stack.pop()
+        if isinstance(current, dict):
+            children = list(current.items())
+            for key, _ in children:
+                if not isinstance(key, str):
+                    raise InvalidRequestError(f"object keys are strings, got {type(key).__name__}", path)
+                _check_scalar(key, path)
+        elif isinstance(current, (list, tuple)):
+            children = list(enumerate(current))
+        else:
+            _check_scalar(current, path)
+            continue
+        if depth >= MAX_DEPTH and children:
+            shown = path if len(path) <= 60 else path[:60] + "..."
+            raise InvalidRequestError(f"nested deeper than {MAX_DEPTH} levels", shown)
+        stack.extend((child, _child_path(path, key), depth + 1) for key, child in children)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number (NaN and Infinity are refused)")
+
+
+def decode_json(data: bytes, source: str) -> Any:
+    """Decode UTF-8 JSON bytes strictly; errors say where (byte offset, line and column)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidRequestError(
+            f"{source}: not UTF-8 text at byte {exc.start} ({exc.reason})", ""
+        ) from None
+    text = text.removeprefix("\ufeff")
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise InvalidRequestError(
+            f"{source}: not valid JSON at line {exc.lineno} column {exc.colno} (byte {exc.pos}): {exc.msg}",
+            "",
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        reason = str(exc) if isinstance(exc, ValueError) else f"nested deeper than {MAX_DEPTH} levels"
+        if "integer string conversion" in reason:
+            reason = "a number with more than 4,300 digits"
+        raise InvalidRequestError(f"{source}: {reason}", "") from None
+    check_json_value(value)
+    return value
