@@ -24,6 +24,7 @@ from .errors import (
     BudgetExceeded,
     ConfigError,
     CostCeilingExceeded,
+    InvalidRequestError,
     InvariantViolation,
     PriceUnknown,
     VolatileValueError,
@@ -508,7 +509,11 @@ def assemble(
         prompt_cache_key,
         passage_scorer,
     )
+    if previous is not None and not isinstance(previous, Mapping):
+        raise InvalidRequestError("previous must be the previous turn's report (a JSON object)", "")
     previous_report = previous.get("report", previous) if previous else None
+    if previous_report is not None and not isinstance(previous_report, Mapping):
+        raise InvalidRequestError("is not a report object", "$.report")
     previous_hashes = frozenset(b["prefix_sha256"] for b in (previous_report or {}).get("breakpoints", []))
     output_tokens = (
         policy.expected_output_tokens if expected_output_tokens is None else expected_output_tokens

@@ -123,7 +123,25 @@ def _common(func: F) -> F:
     return func
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class OneLineGroup(click.Group):
+    """A command group whose usage errors are one line on stderr (exit 2), like every other error."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            return super().main(*args, **kwargs)
+        except click.exceptions.UsageError as exc:
+            where = f" ({exc.ctx.command_path} --help)" if exc.ctx is not None else ""
+            _fail(f"{exc.format_message()}{where}", EXIT_USAGE)
+        except click.exceptions.Abort:
+            _fail("aborted", EXIT_DIFFERS)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        except click.exceptions.ClickException as exc:
+            _fail(exc.format_message(), EXIT_USAGE)
+
+
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="ctxbudget")
 def main() -> None:
     """Fit LLM requests into a token budget, exactly and deterministically, offline."""

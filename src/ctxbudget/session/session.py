@@ -16,7 +16,7 @@ from typing import Any
 
 from ..assemble import AssemblyResult, assemble
 from ..catalog.catalog import Catalog, bundled_catalog
-from ..errors import BudgetExceeded, ConfigError
+from ..errors import BudgetExceeded, ConfigError, InvalidRequestError
 from ..policy import Policy, load_policy
 from ..tokens.counter import TokenCounter
 from ..tokens.registry import get_encoding
@@ -97,6 +97,8 @@ class Session:
         catalog: Catalog | None = None,
     ) -> Session:
         """Create and open a session whose turns start from ``base`` (a ``{"items": [...]}`` body)."""
+        if not isinstance(base, Mapping) or not isinstance(base.get("items", []), list):
+            raise InvalidRequestError('the base must be a JSON object like {"items": [...]}')
         load_policy(policy)
         store.create(SessionMeta(name=name, policy=policy, model=model, base=dict(base)))
         return cls(store, name, catalog=catalog)

@@ -1,0 +1,187 @@
+"""No input ends in a traceback: generated bad inputs through the CLI and the library.
+
+The CLI must answer each with exit 2 and one line on stderr; the library must raise only
+ctxbudget errors. Inputs are generated deterministically (a seeded generator plus hypothesis).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxbudget import CtxBudgetError, count, fit
+from ctxbudget.cli import main
+
+VALID: list[dict[str, Any]] = [
+    {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Look it up."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "result " * 50},
+        ],
+    },
+    {
+        "model": "claude-sonnet-4-5",
+        "system": [{"type": "text", "text": "Be brief."}],
+        "messages": [
+            {"role": "user", "content": "Look it up."},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x " * 40}]},
+        ],
+    },
+    {"questions": [{"text": "When?"}], "documents": [{"page_content": "On March 3.", "score": 0.5}]},
+]
+ODD_VALUES: list[Any] = [None, True, -1, 0, 1.5, 10**30, "", "x", [], {}, [1, "a"], {"a": None}, ["x"]]
+
+
+def _paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [path]
+    if isinstance(value, dict):
+        for key, child in value.items():
+            out += _paths(child, (*path, key))
+    elif isinstance(value, list):
+        for i, child in enumerate(value):
+            out += _paths(child, (*path, i))
+    return out
+
+
+def _replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    out = copy.deepcopy(value)
+    target = out
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = new
+    return out
+
+
+def _mutations(seed: int, n: int) -> list[Any]:
+    """Valid bodies with one value replaced by an odd one, anywhere."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        body = rng.choice(VALID)
+        path = rng.choice(_paths(body))
+        out.append(_replaced(body, path, rng.choice(ODD_VALUES)))
+    return out
+
+
+BAD_BYTES: list[bytes] = [
+    b"",
+    b"{",
+    b"[1,2]",
+    b'"str"',
+    b"42",
+    b"null",
+    b"\xff\xfe{\x00}\x00",
+    "{}".encode("utf-16"),
+    bytes(range(256)),
+    b'{"messages": [{"role": "user", "content": "\\ud800"}]}',
+    b'{"messages": [{"role": "user", "content": "x"}], "t": NaN}',
+    b'{"messages": [{"role": "user", "content": "x"}], "t": -Infinity}',
+    b'{"x": ' + b"9" * 5000 + b"}",
+    b"[" * 500 + b"]" * 500,
+    b'{"messages": ' + b"[" * 300 + b"]" * 300 + b"}",
+    b'{"messages": "hi"}',
+    b'{"messages": [{"role": "robot", "content": "x"}]}',
+    b'{"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": [{"type": "tool_result", '
+    b'"tool_use_id": "a", "content": ["x"]}]}]}',
+    b'{"questions": "x", "documents": []}',
+    b'{"max_tokens": -3, "messages": [{"role": "user", "content": "x"}]}',
+]
+
+
+def _cli_inputs() -> list[bytes]:
+    mutated = [json.dumps(m).encode() for m in _mutations(1, 400)]
+    return BAD_BYTES + mutated
+
+
+@pytest.mark.parametrize("command", ["fit", "count"])
+def test_the_cli_never_shows_a_traceback(tmp_path: Path, command: str) -> None:
+    runner = CliRunner()
+    path = tmp_path / "body.json"
+    failures: list[str] = []
+    exits: dict[int, int] = {}
+    for data in _cli_inputs():
+        path.write_bytes(data)
+        result = runner.invoke(main, [command, str(path), "--model", "gpt-4o", "--max-context-tokens", "600"])
+        exits[result.exit_code] = exits.get(result.exit_code, 0) + 1
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            failures.append(f"{data[:80]!r}: {type(result.exception).__name__}: {result.exception}")
+        elif result.exit_code not in (0, 2, 3):
+            failures.append(f"{data[:80]!r}: exit {result.exit_code}: {result.output[:200]}")
+        elif result.exit_code != 0 and (result.stderr.count("\n") != 1 or result.stdout):
+            failures.append(f"{data[:80]!r}: not one line on stderr: {result.output[:300]!r}")
+    assert not failures, "\n".join(failures[:10])
+    assert exits.get(2, 0) >= len(BAD_BYTES)  # every hand-written bad input, at least, is refused
+
+
+def test_hand_written_bad_inputs_are_exit_2(tmp_path: Path) -> None:
+    path = tmp_path / "body.json"
+    for data in BAD_BYTES:
+        path.write_bytes(data)
+        result = CliRunner().invoke(main, ["fit", str(path), "--model", "gpt-4o"])
+        assert result.exit_code == 2, (data[:60], result.output)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["fit", "--bogus"],
+        ["nosuch"],
+        ["fit", "-", "--format", "xml"],
+        ["fit", "-", "--max-context-tokens", "-4"],
+        ["models", "resolve"],
+        ["assemble", "-", "--model", "gpt-4o", "--previous", "{list}"],
+    ],
+)
+def test_usage_errors_are_one_line(args: list[str], tmp_path: Path) -> None:
+    if "{list}" in args:
+        listed = tmp_path / "list.json"
+        listed.write_text("[1, 2]")
+        args = [str(listed) if a == "{list}" else a for a in args]
+    result = CliRunner().invoke(main, args, input="{}")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("ctxbudget: ")
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(range(len(VALID))), st.data())
+def test_the_library_raises_only_its_own_errors(which: int, data: st.DataObject) -> None:
+    body = VALID[which]
+    path = data.draw(st.sampled_from(_paths(body)))
+    mutated = _replaced(body, path, data.draw(json_values))
+    model = "claude-sonnet-4-5" if which == 1 else "gpt-4o"
+    for call in (
+        lambda: fit(mutated, model=model, max_context_tokens=400, reserve_output_tokens=0),
+        lambda: count(mutated, model=model),
+    ):
+        with contextlib.suppress(CtxBudgetError):
+            call()
