@@ -110,3 +110,55 @@ def test_warnings_go_to_stderr_and_body_prints_only_the_request(tmp_path: Path) 
     assert count(sent, model="gpt-4o")["tokens"] <= 4000
     both = CliRunner().invoke(main, [*args, "--body", "--json"])
     assert both.exit_code == 2
+
+
+def _tool_loop(first_result: str, second_result: str) -> dict[str, Any]:
+    call = {"id": "c1", "type": "function", "function": {"name": "search", "arguments": '{"q": "notice"}'}}
+    call2 = {"id": "c2", "type": "function", "function": {"name": "fetch", "arguments": '{"id": 7}'}}
+    return {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "system", "content": "You are careful."},
+            {"role": "user", "content": "When was notice given? Look it up."},
+            {"role": "assistant", "content": None, "tool_calls": [call, call2]},
+            {"role": "tool", "tool_call_id": "c1", "content": first_result},
+            {"role": "tool", "tool_call_id": "c2", "content": second_result},
+        ],
+    }
+
+
+def test_a_large_tool_group_is_cut_inside_whichever_result_is_large() -> None:
+    big = "The record shows many things. " * 4000  # about 28k tokens
+    for body in (_tool_loop(big, "short"), _tool_loop("short", big)):
+        result = fit(body, model="gpt-4o", max_context_tokens=12_000, reserve_output_tokens=0)
+        sent = result.request["messages"]
+        assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "tool"]
+        assert "short" in {m["content"] for m in sent if m["role"] == "tool"}
+        assert sent[1]["content"] == "When was notice given? Look it up."  # the query, whole
+        assert count(result.request, model="gpt-4o")["tokens"] <= 12_000
+
+
+def test_a_request_ending_in_tool_results_keeps_its_question() -> None:
+    history = [
+        {"role": "user" if n % 2 == 0 else "assistant", "content": f"old turn {n}: {WORDS}"}
+        for n in range(40)
+    ]
+    body = _tool_loop("result one " * 50, "result two " * 50)
+    body["messages"] = body["messages"][:1] + history + body["messages"][1:]
+    result = fit(body, model="gpt-4o", max_context_tokens=8000, reserve_output_tokens=0)
+    sent = result.request["messages"]
+    assert {"role": "user", "content": "When was notice given? Look it up."} in sent
+    assert sent[-2:] == body["messages"][-2:]  # the newest tool group, whole
+    assert any("Earlier conversation summarized" in str(m.get("content")) for m in sent)
+    query = [i for i in result.report.items if i.component == "query"]
+    assert query and query[0].path == "$.messages[41]" and query[0].action == "kept"
+
+
+def test_cannot_fit_lists_the_parts_that_need_the_tokens_with_their_paths() -> None:
+    body = _tool_loop("x", "y")
+    body["messages"][2]["tool_calls"][0]["function"]["arguments"] = json.dumps({"q": WORDS * 5})
+    with pytest.raises(BudgetExceeded) as caught:
+        fit(body, model="gpt-4o", max_context_tokens=1000, reserve_output_tokens=0)
+    parts = caught.value.parts
+    assert parts["history $.messages[2] (not text)"] > 1000
+    assert sum(parts.values()) == caught.value.required_tokens

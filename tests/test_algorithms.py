@@ -26,7 +26,7 @@ def _no_truncation(item: Item, budget: int) -> tuple[str, int]:
 def test_history_that_fits_its_budget_exactly_is_kept_whole() -> None:
     messages = _messages(6)
     chosen = select_history(
-        messages, dict.fromkeys(range(6), 10), 60, placeholder_cost=5, truncate_last=_no_truncation
+        messages, dict.fromkeys(range(6), 10), 60, placeholder_cost=5, shrink=_no_truncation
     )
     assert {d.action for d in chosen.decisions.values()} == {"kept"}
     assert chosen.placeholder_after is None
@@ -35,7 +35,7 @@ def test_history_that_fits_its_budget_exactly_is_kept_whole() -> None:
 def test_history_keeps_first_and_recent_and_counts_the_omitted() -> None:
     messages = _messages(10)
     chosen = select_history(
-        messages, dict.fromkeys(range(10), 10), 45, placeholder_cost=5, truncate_last=_no_truncation
+        messages, dict.fromkeys(range(10), 10), 45, placeholder_cost=5, shrink=_no_truncation
     )
     kept = [i for i, d in sorted(chosen.decisions.items()) if d.action == "kept"]
     assert kept == [0, 7, 8, 9]
@@ -46,7 +46,7 @@ def test_history_keeps_first_and_recent_and_counts_the_omitted() -> None:
 def test_a_tool_group_is_kept_or_dropped_whole() -> None:
     messages = _messages(6, groups={2: 1, 3: 1})  # 1,2,3 are a tool call and its results
     chosen = select_history(
-        messages, dict.fromkeys(range(6), 10), 35, placeholder_cost=0, truncate_last=_no_truncation
+        messages, dict.fromkeys(range(6), 10), 35, placeholder_cost=0, shrink=_no_truncation
     )
     actions = {i: d.action for i, d in chosen.decisions.items()}
     assert len({actions[1], actions[2], actions[3]}) == 1

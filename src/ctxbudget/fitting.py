@@ -37,7 +37,7 @@ from .tokens.counter import TokenCounter, clear_count_cache
 from .tokens.registry import get_encoding, registry_version
 from .trim.documents import OutputOrder, ScoreOrder, select_documents
 from .trim.extract import clear_sentence_cache
-from .trim.history import select_history
+from .trim.history import select_history, units_of
 from .trim.passages import PassageScorer
 from .trim.shares import proportional_shares
 from .trim.split import split_documents
@@ -82,12 +82,22 @@ class _Context:
         """System prompts are kept whole unless the caller budgets ``system``."""
         return item.component == "system" and self.split.protect_system
 
+    def always_kept(self) -> list[Item]:
+        """Items that are never dropped: the query and the newest history unit (a message, or a
+        tool call with its results)."""
+        history = self.of("history")
+        return self.of("query") + (units_of(history)[-1] if history else [])
+
     def untrimmable(self) -> dict[str, int]:
-        """Raw tokens that no trimming can remove, by part: framing, tools, protected prompts."""
+        """Raw tokens that no trimming can remove, by part: framing, tools, protected prompts,
+        and what is not text in the items that are always kept (roles, tool calls, images)."""
         parts = dict(self.measured.fixed_parts())
         for item in self.items:
             if self.protected(item) and self.cost(item):
                 parts[f"{item.component} {item.path}"] = self.cost(item)
+        for item in self.always_kept():
+            if self.framing(item):
+                parts[f"{item.component} {item.path} (not text)"] = self.framing(item)
         return parts
 
     def of(self, component: Component) -> list[Item]:
@@ -141,6 +151,12 @@ def _truncate(ctx: _Context, item: Item, budget: int) -> tuple[str, int]:
     if span is None:
         return item.text, 0
     return truncate_text(item.text, span, budget - ctx.framing(item))
+
+
+def _shrink(ctx: _Context, item: Item, budget: int) -> tuple[str, int]:
+    """The item's text cut so the whole item costs at most ``budget``, and its cost after."""
+    text, content_tokens = _truncate(ctx, item, budget)
+    return text, ctx.framing(item) + content_tokens
 
 
 def _shared_texts(
@@ -217,7 +233,7 @@ def _plan(ctx: _Context, budgets: Mapping[Component, int]) -> Plan:
         {m.index: ctx.cost(m) for m in history},
         budgets["history"],
         placeholder_cost=_placeholder_cost(ctx, history),
-        truncate_last=lambda m, b: _truncate(ctx, m, b),
+        shrink=lambda m, b: _shrink(ctx, m, b),
     )
     decisions |= {("history", i): d for i, d in chosen.decisions.items()}
     return Plan(decisions, order, chosen.placeholder_after, chosen.omitted, document_slices=slices)
@@ -282,8 +298,11 @@ def _trim(
 ) -> tuple[dict[str, Any], Plan, dict[Component, int], int]:
     needs = {c: sum(ctx.cost(i) for i in ctx.of(c) if not ctx.protected(i)) for c in COMPONENTS}
     budgets: dict[Component, int] = dict.fromkeys(COMPONENTS, 0)
+    kept_framing = {c: sum(ctx.framing(i) for i in ctx.always_kept() if i.component == c) for c in COMPONENTS}
+    needs = {c: needs[c] - kept_framing[c] for c in COMPONENTS}
     for _ in range(MAX_VERIFY_ROUNDS):
         budgets = allocate(pool, ctx.split, needs)
+        budgets = {c: budgets[c] + kept_framing[c] for c in COMPONENTS}
         plan = _empty_plan(ctx) if on_empty else _plan(ctx, budgets)
         out = ctx.fmt.apply(request, ctx.items, plan)
         after = measure_total(ctx.fmt.render(out), ctx.counter.encoding, ctx.measured.sources)

@@ -16,10 +16,12 @@ from typing import Any, Literal
 
 from .base import Item, ItemKey, Owner, Plan, Rendering, Segment
 from .chat import (
+    Location,
     apply_history,
     content_text,
     items_from_messages,
     split_messages,
+    text_location,
     text_part_indexes,
     with_content_text,
 )
@@ -70,22 +72,24 @@ def _tool_groups(messages: Sequence[Mapping[str, Any]]) -> list[int]:
 
 
 def _block_chunks(
-    block: Mapping[str, Any], owner: Owner, is_content: bool
+    block: Mapping[str, Any], owner: Owner, content_at: Location | None
 ) -> tuple[list[tuple[Segment, ...]], int]:
+    """The block's texts; ``content_at`` (relative to the block) marks the item's trimmable text."""
     kind = block.get("type")
     if kind == "text":
-        return [(Segment(str(block.get("text", "")), owner, content=is_content),)], 0
+        return [(Segment(str(block.get("text", "")), owner, content=content_at == ("text",)),)], 0
     if kind == "tool_use":
         payload = json.dumps(block.get("input", {}), ensure_ascii=False, separators=(",", ":"))
         return [(Segment(str(block.get("name", "")), owner),), (Segment(payload, owner),)], 0
     if kind == "tool_result":
         inner = block.get("content", "")
         if isinstance(inner, str):
-            return [(Segment(inner, owner),)], 0
+            return [(Segment(inner, owner, content=content_at == ("content",)),)], 0
         chunks: list[tuple[Segment, ...]] = []
         constant = 0
-        for sub in inner if isinstance(inner, list) else []:
-            sub_chunks, sub_constant = _block_chunks(sub, owner, False)
+        for j, sub in enumerate(inner if isinstance(inner, list) else []):
+            at = content_at[2:] if content_at and content_at[:2] == ("content", j) else None
+            sub_chunks, sub_constant = _block_chunks(sub, owner, at)
             chunks += sub_chunks
             constant += sub_constant
         return chunks, constant
@@ -98,11 +102,12 @@ def _block_chunks(
 def _content_chunks(content: Any, owner: Owner) -> tuple[list[tuple[Segment, ...]], int]:
     if isinstance(content, str):
         return [(Segment(content, owner, content=True),)], 0
-    texts = text_part_indexes(content)
+    location = text_location(content)
     chunks: list[tuple[Segment, ...]] = []
     constant = 0
     for i, block in enumerate(content):
-        block_chunks, block_constant = _block_chunks(block, owner, bool(texts) and i == texts[-1])
+        at = location[1:] if location and location[0] == i else None
+        block_chunks, block_constant = _block_chunks(block, owner, at)
         chunks += block_chunks
         constant += block_constant
     return chunks, constant
@@ -173,7 +178,7 @@ class AnthropicFormat:
             texts = text_part_indexes(system)
             for i, block in enumerate(system):
                 owner: Owner = ("system", texts.index(i)) if i in texts else "system blocks"
-                block_chunks, constant = _block_chunks(block, owner, i in texts)
+                block_chunks, constant = _block_chunks(block, owner, ("text",) if i in texts else None)
                 chunks += block_chunks
                 constants.append((owner, constant))
         for component, index, position in layout:

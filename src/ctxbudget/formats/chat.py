@@ -1,23 +1,25 @@
 """What the OpenAI and Anthropic chat formats share: splitting messages into the four components.
 
-Leading system messages are the system prompt; the final user message (unless it only carries
-tool results) is the query; everything between is history. A tool call and its results form one
-group, so trimming keeps or drops them together.
+Leading system messages are the system prompt; the latest user turn (a user message that does
+not only carry tool results) is the query, wherever it stands; every other message is history.
+A tool call and its results form one group, so trimming keeps or drops them together.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .base import PLACEHOLDER_TEMPLATE, Component, Item, Plan
 
 __all__ = [
+    "Location",
     "apply_history",
     "content_text",
     "items_from_messages",
     "split_messages",
+    "text_location",
     "text_part_indexes",
     "with_content_text",
 ]
@@ -30,21 +32,60 @@ def text_part_indexes(content: Any) -> list[int]:
     return [i for i, part in enumerate(content) if isinstance(part, dict) and part.get("type") == "text"]
 
 
-def content_text(content: Any) -> str:
-    """The trimmable text of a content: the string itself, or the last text part's text."""
+Location = tuple[str | int, ...]
+
+
+def _texts(content: Any) -> Iterator[tuple[Location, str]]:
+    """Every text a content carries, with where it sits: the string itself, text parts or
+    blocks, and the text of Anthropic ``tool_result`` blocks (a string, or text sub-blocks)."""
     if isinstance(content, str):
-        return content
-    parts = text_part_indexes(content)
-    return str(content[parts[-1]].get("text", "")) if parts else ""
+        yield (), content
+        return
+    for i, part in enumerate(content if isinstance(content, list) else []):
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "text" and isinstance(part.get("text"), str):
+            yield (i, "text"), part["text"]
+        elif part.get("type") == "tool_result":
+            inner = part.get("content")
+            if isinstance(inner, str):
+                yield (i, "content"), inner
+            for j, sub in enumerate(inner if isinstance(inner, list) else []):
+                if isinstance(sub, dict) and sub.get("type") == "text" and isinstance(sub.get("text"), str):
+                    yield (i, "content", j, "text"), sub["text"]
+
+
+def text_location(content: Any) -> Location | None:
+    """Where a content's trimmable text is: its longest text (the last of equals), or None."""
+    best: tuple[Location, str] | None = None
+    for location, text in _texts(content):
+        if best is None or len(text) >= len(best[1]):
+            best = (location, text)
+    return best[0] if best else None
+
+
+def content_text(content: Any) -> str:
+    """The trimmable text of a content (see :func:`text_location`), or ``""``."""
+    location = text_location(content)
+    if location is None:
+        return ""
+    value = content
+    for step in location:
+        value = value[step]
+    return str(value)
 
 
 def with_content_text(message: Mapping[str, Any], text: str) -> dict[str, Any]:
     """A deep copy of ``message`` whose trimmable text is ``text`` (every other field kept)."""
     out = copy.deepcopy(dict(message))
-    if isinstance(out.get("content"), str):
+    location = text_location(out.get("content"))
+    if location == ():
         out["content"] = text
-    elif parts := text_part_indexes(out.get("content")):
-        out["content"][parts[-1]]["text"] = text
+    elif location is not None:
+        target = out["content"]
+        for step in location[:-1]:
+            target = target[step]
+        target[location[-1]] = text
     return out
 
 
@@ -54,16 +95,23 @@ def split_messages(
     is_system: Callable[[Mapping[str, Any]], bool],
     is_query: Callable[[Mapping[str, Any]], bool],
 ) -> list[tuple[Component, int, int]]:
-    """(component, index within component, message index) for every message."""
+    """(component, index within component, message index) for every message, in message order.
+
+    Leading system messages are the system prompt; the query is the latest user turn wherever it
+    stands (an agent loop ends in tool calls and results after it); the rest is history.
+    """
     n_system = 0
     while n_system < len(messages) and is_system(messages[n_system]):
         n_system += 1
-    has_query = len(messages) > n_system and is_query(messages[-1])
+    query = next((i for i in range(len(messages) - 1, n_system - 1, -1) if is_query(messages[i])), None)
     out: list[tuple[Component, int, int]] = [("system", i, i) for i in range(n_system)]
-    end = len(messages) - 1 if has_query else len(messages)
-    out += [("history", i - n_system, i) for i in range(n_system, end)]
-    if has_query:
-        out.append(("query", 0, len(messages) - 1))
+    history = 0
+    for position in range(n_system, len(messages)):
+        if position == query:
+            out.append(("query", 0, position))
+        else:
+            out.append(("history", history, position))
+            history += 1
     return out
 
 

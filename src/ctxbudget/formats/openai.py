@@ -18,6 +18,7 @@ from .chat import (
     content_text,
     items_from_messages,
     split_messages,
+    text_location,
     text_part_indexes,
     with_content_text,
 )
@@ -87,9 +88,10 @@ def _message_chunks(message: Mapping[str, Any], owner: Owner) -> tuple[list[tupl
         chunks.append((Segment(content, owner, content=True),))
     elif isinstance(content, list):
         texts = text_part_indexes(content)
+        location = text_location(content)
         for i, part in enumerate(content):
             if i in texts:
-                chunks.append((Segment(str(part.get("text", "")), owner, content=(i == texts[-1])),))
+                chunks.append((Segment(str(part.get("text", "")), owner, content=(location == (i, "text"))),))
             else:
                 constant += IMAGE_LOW_DETAIL
     if message.get("name"):

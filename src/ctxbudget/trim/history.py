@@ -1,7 +1,8 @@
 """History trimming: keep the first message and the most recent ones, summarize the middle.
 
-Better than the seed: the latest message is always kept (truncated if it must be), and a tool
-call is never separated from its results (they form one unit, kept or dropped together).
+Better than the seed: the newest message or tool-call group is always kept (its messages cut,
+largest first, if they must be), and a tool call is never separated from its results (they form
+one unit, kept or dropped together).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 
 from ..formats.base import Decision, Item
 
-__all__ = ["HistorySelection", "select_history"]
+__all__ = ["HistorySelection", "select_history", "units_of"]
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,8 @@ class HistorySelection:
     tokens: int
 
 
-def _units(messages: list[Item]) -> list[list[Item]]:
+def units_of(messages: list[Item]) -> list[list[Item]]:
+    """Messages grouped into units: a tool call with its results is one unit, any other message one."""
     units: list[list[Item]] = []
     for message in messages:
         if units and units[-1][-1].group == message.group and message.group >= 0:
@@ -34,32 +36,47 @@ def _units(messages: list[Item]) -> list[list[Item]]:
     return units
 
 
+def _shrink_unit(
+    unit: list[Item], costs: Mapping[int, int], budget: int, shrink: Callable[[Item, int], tuple[str, int]]
+) -> tuple[dict[int, Decision], int]:
+    """Cut the newest unit's messages, largest first, until the unit fits ``budget``: in a tool
+    group any result (or call text) may be the one that is too long. Returns decisions and cost."""
+    total = sum(costs[m.index] for m in unit)
+    decisions: dict[int, Decision] = {}
+    for message in sorted(unit, key=lambda m: (-costs[m.index], -m.index)):
+        if total <= budget:
+            break
+        text, cost = shrink(message, max(0, costs[message.index] - (total - budget)))
+        reason = "newest message is always kept; cut to fit"
+        if len(unit) > 1:
+            reason = "in the newest tool-call group, kept whole as a unit; cut (largest first) to fit"
+        decisions[message.index] = Decision("truncated", reason, text)
+        total += cost - costs[message.index]
+    return decisions, total
+
+
 def select_history(
     messages: list[Item],
     costs: Mapping[int, int],
     budget: int,
     *,
     placeholder_cost: int,
-    truncate_last: Callable[[Item, int], tuple[str, int]],
+    shrink: Callable[[Item, int], tuple[str, int]],
 ) -> HistorySelection:
-    """Fit the history in ``budget`` tokens; ``truncate_last`` shortens the latest message."""
+    """Fit the history in ``budget`` tokens. ``shrink(message, tokens)`` cuts a message's text so
+    that the whole message costs at most ``tokens`` and returns (text, cost after)."""
     if sum(costs[m.index] for m in messages) <= budget:
         return HistorySelection(
             {m.index: Decision("kept", "whole history fits") for m in messages}, None, 0, budget
         )
-    units = _units(messages)
+    units = units_of(messages)
     unit_cost = [sum(costs[m.index] for m in unit) for unit in units]
     decisions: dict[int, Decision] = {}
-    last = units[-1]
     remaining = budget - unit_cost[-1]
     if remaining < 0:
-        latest = last[-1]
-        others = unit_cost[-1] - costs[latest.index]
-        text, tokens = truncate_last(latest, max(0, budget - others))
-        decisions[latest.index] = Decision(
-            "truncated", "latest message is always kept; truncated to fit", text
-        )
-        remaining = budget - others - tokens
+        cut, cost = _shrink_unit(units[-1], costs, budget, shrink)
+        decisions |= cut
+        remaining = budget - cost
     keep_units = {len(units) - 1}
     middle = list(range(1, len(units) - 1))
     if len(units) > 1 and unit_cost[0] + placeholder_cost <= remaining:
