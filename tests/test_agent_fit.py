@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -162,3 +163,59 @@ def test_cannot_fit_lists_the_parts_that_need_the_tokens_with_their_paths() -> N
     parts = caught.value.parts
     assert parts["history $.messages[2] (not text)"] > 1000
     assert sum(parts.values()) == caught.value.required_tokens
+
+
+def test_earlier_thinking_is_not_counted_and_the_current_loop_keeps_its_own() -> None:
+    thinking = {"type": "thinking", "thinking": WORDS, "signature": "sig=="}
+    earlier = {"role": "assistant", "content": [thinking, {"type": "text", "text": "Earlier answer."}]}
+    loop = [
+        {
+            "role": "assistant",
+            "content": [thinking, {"type": "tool_use", "id": "t1", "name": "f", "input": {}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "found"}]},
+    ]
+    body = {
+        "model": "claude-sonnet-4-5",
+        "messages": [
+            {"role": "user", "content": "Hi"},
+            earlier,
+            {"role": "user", "content": "Look it up."},
+            *loop,
+        ],
+    }
+    plain = {
+        **body,
+        "messages": [
+            body["messages"][0],
+            {**earlier, "content": earlier["content"][1:]},
+            *body["messages"][2:],
+        ],
+    }
+    assert (
+        count(body, model="claude-sonnet-4-5")["tokens"] == count(plain, model="claude-sonnet-4-5")["tokens"]
+    )
+    without_loop_thinking = {
+        **body,
+        "messages": [*body["messages"][:3], {**loop[0], "content": loop[0]["content"][1:]}, loop[1]],
+    }
+    assert (
+        count(body, model="claude-sonnet-4-5")["tokens"]
+        > count(without_loop_thinking, model="claude-sonnet-4-5")["tokens"]
+    )
+
+
+def test_an_anthropic_cut_never_starts_with_an_assistant_message() -> None:
+    messages: list[dict[str, Any]] = []
+    for n in range(12):
+        messages.append({"role": "user", "content": f"question {n}: {WORDS}"})
+        messages.append({"role": "assistant", "content": f"answer {n}: {WORDS}"})
+    messages.append({"role": "user", "content": "Look it up."})
+    body = {"model": "claude-sonnet-4-5", "messages": messages}
+    for window in (1500, 3000, 6000):
+        sent = fit(
+            body, model="claude-sonnet-4-5", max_context_tokens=window, reserve_output_tokens=0
+        ).request
+        roles = [m["role"] for m in sent["messages"]]
+        assert roles[0] == "user" and all(a != b for a, b in itertools.pairwise(roles))
+        assert sent["messages"][-1]["content"] == "Look it up."

@@ -3,6 +3,7 @@ that end in tool results, questions in the middle), checked by independent count
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from hypothesis import given, settings
@@ -81,3 +82,97 @@ def test_agent_fits(body: dict[str, Any], window: int) -> None:
     assert [m for m in sent if m["role"] == "system"] == [
         m for m in body["messages"] if m["role"] == "system"
     ]
+
+
+# ---- Anthropic: the Messages API's rules, checked on every output -------------------------------
+def check_anthropic_rules(body: dict[str, Any]) -> None:
+    """Starts with a user message; roles alternate; every tool_use is answered by a tool_result in
+    the next message and every tool_result answers the tool_use just before it."""
+    messages = body["messages"]
+    assert messages and messages[0]["role"] == "user", "must start with a user message"
+    for before, after in itertools.pairwise(messages):
+        assert before["role"] != after["role"], "roles must alternate"
+    for i, message in enumerate(messages):
+        blocks = message["content"] if isinstance(message["content"], list) else []
+        uses = {b["id"] for b in blocks if b.get("type") == "tool_use"}
+        if uses:
+            following = messages[i + 1]["content"] if i + 1 < len(messages) else []
+            answered = {
+                b["tool_use_id"] for b in following if isinstance(b, dict) and b.get("type") == "tool_result"
+            }
+            assert uses <= answered or i == len(messages) - 1, "tool_use without its tool_result"
+        results = {b["tool_use_id"] for b in blocks if b.get("type") == "tool_result"}
+        if results:
+            previous = messages[i - 1]["content"] if i else []
+            asked = {b["id"] for b in previous if isinstance(b, dict) and b.get("type") == "tool_use"}
+            assert results <= asked, "tool_result without its tool_use just before"
+            kinds = [b.get("type") for b in blocks]
+            assert kinds[: len(results)] == ["tool_result"] * len(results), "tool results come first"
+
+
+def _thinking(n: int) -> dict[str, Any]:
+    return {"type": "thinking", "thinking": f"step {n}: " + WORD * 80, "signature": f"sig-{n}-" + "A" * 40}
+
+
+@st.composite
+def anthropic_requests(draw: st.DrawFn) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = []
+    n = 0
+
+    def tool_round(thinking: bool) -> None:
+        nonlocal n
+        n += 1
+        content: list[dict[str, Any]] = [_thinking(n)] if thinking else []
+        content.append({"type": "tool_use", "id": f"t{n}", "name": "lookup", "input": {"q": n}})
+        messages.append({"role": "assistant", "content": content})
+        result = WORD * draw(st.integers(0, 1200))
+        messages.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{n}", "content": result}]}
+        )
+
+    thinking = draw(st.booleans())
+    for _ in range(draw(st.integers(0, 5))):
+        messages.append({"role": "user", "content": WORD * draw(st.integers(1, 200))})
+        for _ in range(draw(st.integers(0, 2))):
+            tool_round(thinking)
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [
+                    *([_thinking(0)] if thinking else []),
+                    {"type": "text", "text": WORD * draw(st.integers(1, 200))},
+                ],
+            }
+        )
+    messages.append({"role": "user", "content": "QUESTION " + WORD * draw(st.integers(0, 50))})
+    for _ in range(draw(st.integers(0, 4))):
+        tool_round(thinking)
+    return {"model": "claude-sonnet-4-5", "system": "Be careful. " * 20, "messages": messages}
+
+
+@settings(max_examples=120, deadline=None)
+@given(anthropic_requests(), st.integers(2_000, 40_000))
+def test_anthropic_agent_fits_keep_the_api_rules(body: dict[str, Any], window: int) -> None:
+    try:
+        result = fit(body, model="claude-sonnet-4-5", max_context_tokens=window, reserve_output_tokens=0)
+    except BudgetExceeded:
+        return
+    sent = result.request
+    check_anthropic_rules(sent)
+    assert count(sent, model="claude-sonnet-4-5")["tokens"] <= window
+    question = max(
+        i
+        for i, m in enumerate(body["messages"])
+        if isinstance(m["content"], str) and m["content"].startswith("QUESTION")
+    )
+    loop = body["messages"][question + 1 :]
+    thinking_now = [b for m in loop for b in m["content"] if b.get("type") == "thinking"]
+    thinking_sent = [
+        b
+        for m in sent["messages"]
+        for b in m["content"]
+        if isinstance(m["content"], list) and b.get("type") == "thinking"
+    ]
+    assert all(b in thinking_sent for b in thinking_now), (
+        "the current loop's thinking blocks go back unchanged"
+    )

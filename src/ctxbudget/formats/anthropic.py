@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from .base import Item, ItemKey, Owner, Plan, Rendering, Segment
+from .base import PLACEHOLDER_TEMPLATE, Item, ItemKey, Owner, Plan, Rendering, Segment
 from .chat import (
     Location,
     apply_history,
@@ -99,18 +99,55 @@ def _block_chunks(
     return [(Segment(other, owner),)], 0
 
 
-def _content_chunks(content: Any, owner: Owner) -> tuple[list[tuple[Segment, ...]], int]:
+_THINKING = ("thinking", "redacted_thinking")
+
+
+def _content_chunks(
+    content: Any, owner: Owner, earlier_turn: bool = False
+) -> tuple[list[tuple[Segment, ...]], int]:
+    """A message's texts; in an earlier turn (before the latest user turn) thinking blocks are
+    not counted: the API strips them and they do not count toward the window."""
     if isinstance(content, str):
         return [(Segment(content, owner, content=True),)], 0
     location = text_location(content)
     chunks: list[tuple[Segment, ...]] = []
     constant = 0
     for i, block in enumerate(content):
+        if earlier_turn and isinstance(block, dict) and block.get("type") in _THINKING:
+            continue
         at = location[1:] if location and location[0] == i else None
         block_chunks, block_constant = _block_chunks(block, owner, at)
         chunks += block_chunks
         constant += block_constant
     return chunks, constant
+
+
+def _query_position(layout: Sequence[tuple[Any, int, int]]) -> int | None:
+    return next((position for component, _, position in layout if component == "query"), None)
+
+
+def _blocks(content: Any) -> list[Any]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+
+
+def alternate(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages as the Messages API requires them after a cut: the first is a user message, and
+    roles alternate. Two user messages in a row are merged (tool results first, as the API wants
+    them); two assistant messages in a row get a user message between them; a leading assistant
+    message gets a user message before it."""
+    gap = {"role": "user", "content": PLACEHOLDER_TEMPLATE.format(omitted="some")}
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.get("role")
+        if (not out and role == "assistant") or (out and out[-1].get("role") == role == "assistant"):
+            out.append(dict(gap))
+        elif out and out[-1].get("role") == role == "user":
+            merged = _blocks(out[-1].get("content")) + _blocks(message.get("content"))
+            results = [b for b in merged if isinstance(b, dict) and b.get("type") == "tool_result"]
+            out[-1] = {**out[-1], "content": results + [b for b in merged if b not in results]}
+            continue
+        out.append(message)
+    return out
 
 
 class AnthropicFormat:
@@ -143,6 +180,11 @@ class AnthropicFormat:
             is_system=lambda m: False,
             is_query=lambda m: m.get("role") == "user" and not _has_tool_result(m),
         )
+        query = _query_position(layout)
+        if query is not None and query + 1 < len(messages):
+            # The current tool loop (everything after the latest user turn) is one unit: its
+            # thinking blocks must go back unchanged, with the tool calls they led to.
+            groups[query + 1 :] = [groups[query + 1]] * (len(messages) - query - 1)
         return messages, layout, groups
 
     def parse(self, request: Mapping[str, Any]) -> tuple[Item, ...]:
@@ -181,8 +223,12 @@ class AnthropicFormat:
                 block_chunks, constant = _block_chunks(block, owner, ("text",) if i in texts else None)
                 chunks += block_chunks
                 constants.append((owner, constant))
+        query = _query_position(layout)
         for component, index, position in layout:
-            message_chunks, constant = _content_chunks(messages[position]["content"], (component, index))
+            earlier = query is not None and position < query
+            message_chunks, constant = _content_chunks(
+                messages[position]["content"], (component, index), earlier
+            )
             chunks += message_chunks
             constants.append(((component, index), constant + TOKENS_PER_MESSAGE))
         if request.get("tools"):
@@ -203,7 +249,7 @@ class AnthropicFormat:
             )
         elif isinstance(system, list):
             out["system"] = self._system_blocks(system, items, plan)
-        out["messages"] = apply_history(messages, layout, items, plan, with_content_text)
+        out["messages"] = alternate(apply_history(messages, layout, items, plan, with_content_text))
         return out
 
     @staticmethod
