@@ -27,6 +27,7 @@ from .formats.base import (
     Item,
     ItemKey,
     Plan,
+    Rendering,
     RequestFormat,
 )
 from .formats.jsonvalue import check_json_value
@@ -70,6 +71,7 @@ class _Context:
     split_documents: bool = False
     passage_scorer: PassageScorer | None = None
     warnings: list[str] = field(default_factory=list)
+    estimated: tuple[str, ...] = ()
 
     def cost(self, item: Item) -> int:
         return self.measured.by_owner.get(item.key, 0)
@@ -404,6 +406,15 @@ def fit(
     return result
 
 
+def estimated_parts(items: tuple[Item, ...], rendering: Rendering) -> tuple[str, ...]:
+    """The rendering's estimated parts, each named by its item's JSON path."""
+    paths = {item.key: item.path for item in items}
+    return tuple(
+        f"{paths.get(owner, owner) if isinstance(owner, tuple) else owner}: {how}"
+        for owner, how in rendering.estimated
+    )
+
+
 def _check_request(request: object) -> None:
     if not isinstance(request, Mapping):
         raise InvalidRequestError(f"the request body must be a JSON object, got {type(request).__name__}")
@@ -460,6 +471,7 @@ def _fit(
     ctx = _Context(
         fmt, counter, items, measured, split, score_order, document_order, split_documents, passage_scorer
     )
+    ctx.estimated = estimated_parts(items, rendering)
     if resolution.warning:
         ctx.warnings.append(resolution.warning)
     available_raw = counter.unscale(available)
@@ -496,7 +508,8 @@ def _report(
         model=model,
         format=ctx.fmt.name,
         encoding=counter.encoding_name,
-        exact=counter.exact,
+        exact=counter.exact and not ctx.estimated,
+        estimated_parts=ctx.estimated,
         safety_factor=counter.safety_factor,
         context_window=resolution.context_window,
         window_rule=resolution.rule,
@@ -541,11 +554,13 @@ def count(
     resolution = catalog.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
     fmt = get_format(format) if format else detect_format(request)
     counter = _counter_for(catalog, model)
-    _, rendering = fmt.parse_and_render(request)
+    items, rendering = fmt.parse_and_render(request)
     total = measure_total(rendering, counter.encoding)
+    estimated = estimated_parts(items, rendering)
     return {
         "tokens": counter.scale(total),
-        "exact": counter.exact,
+        "exact": counter.exact and not estimated,
+        "estimated_parts": list(estimated),
         "encoding": counter.encoding_name,
         "safety_factor": counter.safety_factor,
         "model": model,

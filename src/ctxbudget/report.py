@@ -24,7 +24,8 @@ class ItemReport:
 
 @dataclass(frozen=True, kw_only=True)
 class FitReport:
-    """Every decision of one fit; ``exact`` is False whenever counts are estimates."""
+    """Every decision of one fit; ``exact`` is False whenever any count is an estimate (a tokenizer
+    estimate, or an image or document counted by a stated rule: see ``estimated_parts``)."""
 
     model: str
     format: str
@@ -48,6 +49,8 @@ class FitReport:
     components_truncated: tuple[str, ...]
     warnings: tuple[str, ...]
     items: tuple[ItemReport, ...]
+    # Parts counted by a stated estimate (images, documents), each with its JSON path and rule.
+    estimated_parts: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict with snake_case keys (lists, not tuples)."""
@@ -57,6 +60,7 @@ class FitReport:
         out["components_truncated"] = list(self.components_truncated)
         out["warnings"] = list(self.warnings)
         out["resolution"] = list(self.resolution)
+        out["estimated_parts"] = list(self.estimated_parts)
         out["items"] = [{f.name: getattr(i, f.name) for f in fields(i)} for i in self.items]
         out["budgets"] = dict(self.budgets)
         out["overhead_parts"] = dict(self.overhead_parts)

@@ -25,12 +25,12 @@ from .chat import (
     text_part_indexes,
     with_content_text,
 )
+from .media import Estimate, anthropic_document_tokens, anthropic_image_tokens, image_size, inline_bytes
 from .wire import OpenModel, validate_body
 
 __all__ = ["AnthropicFormat"]
 
 TOKENS_PER_MESSAGE = 3
-IMAGE_ESTIMATE = 1600  # Anthropic: about (width * height) / 750 tokens; ~1.2 megapixels
 
 
 class _Block(OpenModel):
@@ -71,10 +71,26 @@ def _tool_groups(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     return groups
 
 
+def _media_estimate(block: Mapping[str, Any]) -> Estimate | None:
+    """Images by Anthropic's area rule; PDF documents by pages (text documents are counted as text)."""
+    source = block.get("source")
+    if block.get("type") == "image":
+        data = inline_bytes(source.get("data")) if isinstance(source, dict) else None
+        return anthropic_image_tokens(image_size(data) if data else None)
+    if block.get("type") == "document":
+        return anthropic_document_tokens(source)
+    return None
+
+
 def _block_chunks(
-    block: Mapping[str, Any], owner: Owner, content_at: Location | None
+    block: Mapping[str, Any], owner: Owner, content_at: Location | None, estimated: list[tuple[Owner, str]]
 ) -> tuple[list[tuple[Segment, ...]], int]:
-    """The block's texts; ``content_at`` (relative to the block) marks the item's trimmable text."""
+    """The block's texts; ``content_at`` (relative to the block) marks the item's trimmable text.
+    Images and PDFs add an estimate to ``estimated``."""
+    estimate = _media_estimate(block)
+    if estimate is not None:
+        estimated.append((owner, f"{block.get('type')}: {estimate.how}: {estimate.tokens:,} tokens"))
+        return [], estimate.tokens
     kind = block.get("type")
     if kind == "text":
         return [(Segment(str(block.get("text", "")), owner, content=content_at == ("text",)),)], 0
@@ -89,12 +105,18 @@ def _block_chunks(
         constant = 0
         for j, sub in enumerate(inner if isinstance(inner, list) else []):
             at = content_at[2:] if content_at and content_at[:2] == ("content", j) else None
-            sub_chunks, sub_constant = _block_chunks(sub, owner, at)
+            sub_chunks, sub_constant = _block_chunks(sub, owner, at, estimated)
             chunks += sub_chunks
             constant += sub_constant
         return chunks, constant
-    if kind == "image":
-        return [], IMAGE_ESTIMATE
+    if kind == "document" and isinstance(block.get("source"), dict):
+        source = block["source"]
+        text = (
+            source.get("data")
+            if source.get("type") == "text"
+            else json.dumps(source.get("content"), ensure_ascii=False)
+        )
+        return [(Segment(str(text), owner),)], 0
     other = json.dumps({k: v for k, v in block.items() if k != "cache_control"}, ensure_ascii=False)
     return [(Segment(other, owner),)], 0
 
@@ -103,7 +125,7 @@ _THINKING = ("thinking", "redacted_thinking")
 
 
 def _content_chunks(
-    content: Any, owner: Owner, earlier_turn: bool = False
+    content: Any, owner: Owner, estimated: list[tuple[Owner, str]], earlier_turn: bool = False
 ) -> tuple[list[tuple[Segment, ...]], int]:
     """A message's texts; in an earlier turn (before the latest user turn) thinking blocks are
     not counted: the API strips them and they do not count toward the window."""
@@ -116,7 +138,7 @@ def _content_chunks(
         if earlier_turn and isinstance(block, dict) and block.get("type") in _THINKING:
             continue
         at = location[1:] if location and location[0] == i else None
-        block_chunks, block_constant = _block_chunks(block, owner, at)
+        block_chunks, block_constant = _block_chunks(block, owner, at, estimated)
         chunks += block_chunks
         constant += block_constant
     return chunks, constant
@@ -213,6 +235,7 @@ class AnthropicFormat:
         messages, layout, _ = self._messages(request)
         chunks: list[tuple[Segment, ...]] = []
         constants: list[tuple[Owner, int]] = [("framing", TOKENS_PER_MESSAGE)]
+        estimated: list[tuple[Owner, str]] = []
         system = request.get("system")
         if isinstance(system, str) and system:
             chunks.append((Segment(system, ("system", 0), content=True),))
@@ -220,21 +243,23 @@ class AnthropicFormat:
             texts = text_part_indexes(system)
             for i, block in enumerate(system):
                 owner: Owner = ("system", texts.index(i)) if i in texts else "system blocks"
-                block_chunks, constant = _block_chunks(block, owner, ("text",) if i in texts else None)
+                block_chunks, constant = _block_chunks(
+                    block, owner, ("text",) if i in texts else None, estimated
+                )
                 chunks += block_chunks
                 constants.append((owner, constant))
         query = _query_position(layout)
         for component, index, position in layout:
             earlier = query is not None and position < query
             message_chunks, constant = _content_chunks(
-                messages[position]["content"], (component, index), earlier
+                messages[position]["content"], (component, index), estimated, earlier
             )
             chunks += message_chunks
             constants.append(((component, index), constant + TOKENS_PER_MESSAGE))
         if request.get("tools"):
             tools = json.dumps(request["tools"], ensure_ascii=False, separators=(",", ":"))
             chunks.append((Segment(tools, "tools"),))
-        return Rendering(chunks=tuple(chunks), constants=tuple(constants))
+        return Rendering(chunks=tuple(chunks), constants=tuple(constants), estimated=tuple(estimated))
 
     def apply(self, request: Mapping[str, Any], items: tuple[Item, ...], plan: Plan) -> dict[str, Any]:
         """New body: truncated system text, trimmed messages; all else untouched."""

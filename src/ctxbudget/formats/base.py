@@ -64,6 +64,8 @@ class Rendering:
 
     chunks: tuple[tuple[Segment, ...], ...]
     constants: tuple[tuple[Owner, int], ...] = ()
+    # Parts counted by an estimate rather than a tokenizer (images, documents): (owner, how).
+    estimated: tuple[tuple[Owner, str], ...] = ()
 
 
 Action = Literal["kept", "truncated", "dropped", "summarized"]

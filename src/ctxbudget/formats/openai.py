@@ -3,8 +3,9 @@
 Per OpenAI's published recipe (the cookbook's ``num_tokens_from_messages``): each message costs
 3 tokens of framing plus its role and content, a ``name`` costs its tokens plus 1, and every
 reply is primed with 3 tokens. Tool definitions follow the cookbook's function-counting recipe.
-Tool calls in assistant messages are counted as their function name and argument text, and
-image parts at the low-detail rate (85 tokens): OpenAI publishes no exact rule for those.
+Tool calls in assistant messages are counted as their function name and argument text. Image
+parts follow OpenAI's published tile rule (:mod:`ctxbudget.formats.media`) and are reported as
+estimates; other non-text parts are counted at the low-detail rate (85 tokens), also estimated.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .chat import (
     text_part_indexes,
     with_content_text,
 )
+from .media import Estimate, image_size, inline_bytes, openai_image_tokens
 from .wire import OpenModel, validate_body
 
 __all__ = ["OpenAIFormat"]
@@ -80,7 +82,18 @@ def _is_query(message: Mapping[str, Any]) -> bool:
     return message.get("role") == "user"
 
 
-def _message_chunks(message: Mapping[str, Any], owner: Owner) -> tuple[list[tuple[Segment, ...]], int]:
+def _part_estimate(part: Mapping[str, Any]) -> Estimate:
+    """A non-text content part: an image by OpenAI's tile rule, anything else at the low rate."""
+    image = part.get("image_url")
+    if part.get("type") == "image_url" and isinstance(image, dict):
+        data = inline_bytes(image.get("url"))
+        return openai_image_tokens(image.get("detail"), image_size(data) if data else None)
+    return Estimate(IMAGE_LOW_DETAIL, f"{part.get('type', 'part')!s}: counted at 85 tokens")
+
+
+def _message_chunks(
+    message: Mapping[str, Any], owner: Owner, estimated: list[tuple[Owner, str]]
+) -> tuple[list[tuple[Segment, ...]], int]:
     chunks: list[tuple[Segment, ...]] = [(Segment(str(message["role"]), owner),)]
     constant = TOKENS_PER_MESSAGE
     content = message.get("content")
@@ -93,7 +106,9 @@ def _message_chunks(message: Mapping[str, Any], owner: Owner) -> tuple[list[tupl
             if i in texts:
                 chunks.append((Segment(str(part.get("text", "")), owner, content=(location == (i, "text"))),))
             else:
-                constant += IMAGE_LOW_DETAIL
+                estimate = _part_estimate(part)
+                constant += estimate.tokens
+                estimated.append((owner, f"content[{i}]: {estimate.how}: {estimate.tokens:,} tokens"))
     if message.get("name"):
         chunks.append((Segment(str(message["name"]), owner),))
         constant += TOKENS_PER_NAME
@@ -171,15 +186,16 @@ class OpenAIFormat:
     ) -> Rendering:
         chunks: list[tuple[Segment, ...]] = []
         constants: list[tuple[Owner, int]] = [("framing", REPLY_PRIMING)]
+        estimated: list[tuple[Owner, str]] = []
         for component, index, position in layout:
-            message_chunks, constant = _message_chunks(messages[position], (component, index))
+            message_chunks, constant = _message_chunks(messages[position], (component, index), estimated)
             chunks += message_chunks
             constants.append(((component, index), constant))
         tool_chunks, tool_constant = _tool_chunks(list(request.get("tools") or []))
         chunks += tool_chunks
         if tool_constant:
             constants.append(("tools", tool_constant))
-        return Rendering(chunks=tuple(chunks), constants=tuple(constants))
+        return Rendering(chunks=tuple(chunks), constants=tuple(constants), estimated=tuple(estimated))
 
     def apply(self, request: Mapping[str, Any], items: tuple[Item, ...], plan: Plan) -> dict[str, Any]:
         """New body with trimmed messages; every other field passes through untouched."""

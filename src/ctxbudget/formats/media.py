@@ -1,0 +1,165 @@
+"""Token estimates for what is not text: images and documents, by the providers' published rules.
+
+OpenAI (vision guide, GPT-4o-class models): ``detail: low`` costs 85 tokens; ``high`` (and
+``auto``, counted as high to err high) scales the image to fit 2048x2048, then its shortest side
+to 768, and costs 85 + 170 per 512-pixel tile. Anthropic (vision docs): an image is scaled to at
+most 1568 pixels on its long edge and about 1.15 megapixels, then costs width x height / 750
+tokens. A PDF document costs text and an image per page; Anthropic quotes 1,500-3,000 tokens a
+page, so a page is estimated at 3,000. Image sizes are read from the image header when the image
+is inline (base64); an image given by URL or file id has no size here (no network), so the
+largest the rule allows is assumed. Every figure from this module is an estimate and is reported
+as one.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import re
+import struct
+from dataclasses import dataclass
+
+__all__ = [
+    "Estimate",
+    "anthropic_document_tokens",
+    "anthropic_image_tokens",
+    "image_size",
+    "inline_bytes",
+    "openai_image_tokens",
+    "pdf_pages",
+]
+
+OPENAI_LOW = 85
+OPENAI_BASE, OPENAI_TILE = 85, 170
+OPENAI_MAX_TILES = 8  # 2048 x 768 after scaling: 4 x 2 tiles
+ANTHROPIC_MAX_EDGE, ANTHROPIC_MAX_PIXELS = 1568, 1_150_000
+ANTHROPIC_MAX_IMAGE = math.ceil(ANTHROPIC_MAX_PIXELS / 750)
+PDF_PAGE_TOKENS = 3_000
+_DATA_URL = re.compile(r"^data:[\w/+.-]+;base64,", re.IGNORECASE)
+_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Tokens for one non-text part and how they were reckoned."""
+
+    tokens: int
+    how: str
+
+
+def inline_bytes(data: object) -> bytes | None:
+    """The bytes of a base64 payload or ``data:`` URL, or None (a URL, a file id, bad base64)."""
+    if not isinstance(data, str):
+        return None
+    payload = _DATA_URL.sub("", data, count=1) if data.startswith("data:") else data
+    try:
+        return base64.b64decode(payload, validate=False)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _png(data: bytes) -> tuple[int, int] | None:
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24:
+        return struct.unpack(">II", data[16:24])
+    return None
+
+
+def _gif(data: bytes) -> tuple[int, int] | None:
+    if data[:6] in (b"GIF87a", b"GIF89a") and len(data) >= 10:
+        return struct.unpack("<HH", data[6:10])
+    return None
+
+
+def _webp(data: bytes) -> tuple[int, int] | None:
+    if data[:4] != b"RIFF" or data[8:12] != b"WEBP" or len(data) < 30:
+        return None
+    kind = data[12:16]
+    if kind == b"VP8X":
+        return 1 + int.from_bytes(data[24:27], "little"), 1 + int.from_bytes(data[27:30], "little")
+    if kind == b"VP8L":
+        bits = int.from_bytes(data[21:25], "little")
+        return 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
+    if kind == b"VP8 ":
+        width, height = struct.unpack("<HH", data[26:30])
+        return width & 0x3FFF, height & 0x3FFF
+    return None
+
+
+def _jpeg(data: bytes) -> tuple[int, int] | None:
+    if data[:2] != b"\xff\xd8":
+        return None
+    i = 2
+    while i + 9 < len(data):
+        if data[i] != 0xFF:
+            i += 1
+            continue
+        marker = data[i + 1]
+        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:
+            i += 2
+            continue
+        length = struct.unpack(">H", data[i + 2 : i + 4])[0]
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            height, width = struct.unpack(">HH", data[i + 5 : i + 9])
+            return width, height
+        i += 2 + length
+    return None
+
+
+def image_size(data: bytes) -> tuple[int, int] | None:
+    """Width and height from a PNG, JPEG, GIF or WebP header, or None."""
+    for reader in (_png, _jpeg, _gif, _webp):
+        size = reader(data)
+        if size is not None and size[0] > 0 and size[1] > 0:
+            return size
+    return None
+
+
+def openai_image_tokens(detail: object, size: tuple[int, int] | None) -> Estimate:
+    """OpenAI's tile rule for GPT-4o-class models."""
+    if detail == "low":
+        return Estimate(OPENAI_LOW, "image, detail low: 85 tokens")
+    label = "high" if detail == "high" else f"{detail or 'auto'} (counted as high)"
+    if size is None:
+        tokens = OPENAI_BASE + OPENAI_TILE * OPENAI_MAX_TILES
+        return Estimate(tokens, f"image, detail {label}, size unknown: the most tiles the rule allows")
+    fit = min(1.0, 2048 / max(size))
+    shortest = min(1.0, 768 / (min(size) * fit))
+    width, height = (side * fit * shortest for side in size)
+    tiles = math.ceil(width / 512) * math.ceil(height / 512)
+    return Estimate(
+        OPENAI_BASE + OPENAI_TILE * tiles, f"image, detail {label}, {size[0]}x{size[1]}: {tiles} tiles"
+    )
+
+
+def anthropic_image_tokens(size: tuple[int, int] | None) -> Estimate:
+    """Anthropic's area rule: width x height / 750 after the provider's resizing."""
+    if size is None:
+        return Estimate(ANTHROPIC_MAX_IMAGE, "image, size unknown: the largest the rule allows")
+    width, height = size
+    scale = min(1.0, ANTHROPIC_MAX_EDGE / max(width, height))
+    scale = min(scale, math.sqrt(ANTHROPIC_MAX_PIXELS / (width * height)))
+    tokens = math.ceil(width * scale * (height * scale) / 750)
+    return Estimate(max(tokens, 1), f"image, {size[0]}x{size[1]}: width x height / 750")
+
+
+def pdf_pages(data: bytes) -> int | None:
+    """Pages of a PDF, counted from its page objects, or None when it is not a PDF."""
+    if not data.startswith(b"%PDF"):
+        return None
+    return len(_PDF_PAGE.findall(data)) or 1
+
+
+def anthropic_document_tokens(source: object) -> Estimate | None:
+    """A PDF document block's estimate; None for a text document (its text is counted instead)."""
+    if not isinstance(source, dict) or source.get("type") in ("text", "content"):
+        return None
+    data = inline_bytes(source.get("data")) if source.get("type") == "base64" else None
+    pages = pdf_pages(data) if data is not None else None
+    if pages is None:
+        return Estimate(
+            PDF_PAGE_TOKENS,
+            "document by URL or file, pages unknown: counted as one page of 3,000 tokens (send it inline "
+            "for a per-page estimate)",
+        )
+    return Estimate(pages * PDF_PAGE_TOKENS, f"PDF, {pages} page(s) at 3,000 tokens a page")

@@ -1,0 +1,126 @@
+"""Images and documents are counted by the providers' published rules and reported as estimates."""
+
+from __future__ import annotations
+
+import base64
+import struct
+import zlib
+
+import pytest
+
+from ctxbudget import count, fit
+from ctxbudget.formats.media import anthropic_image_tokens, image_size, openai_image_tokens, pdf_pages
+
+
+def _png(width: int, height: int) -> bytes:
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    chunk = b"IHDR" + ihdr
+    return b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + chunk + struct.pack(">I", zlib.crc32(chunk))
+
+
+def _jpeg(width: int, height: int) -> bytes:
+    app0 = b"\xff\xe0" + struct.pack(">H", 16) + b"JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00"
+    sof = b"\xff\xc0" + struct.pack(">HBHHB", 11, 8, height, width, 1) + b"\x01\x11\x00"
+    return b"\xff\xd8" + app0 + sof + b"\xff\xd9"
+
+
+def _gif(width: int, height: int) -> bytes:
+    return b"GIF89a" + struct.pack("<HH", width, height) + b"\x00\x00\x00"
+
+
+@pytest.mark.parametrize("make", [_png, _jpeg, _gif])
+def test_image_sizes_come_from_the_header(make: object) -> None:
+    assert image_size(make(1234, 567)) == (1234, 567)  # type: ignore[operator]
+    assert image_size(b"not an image") is None
+
+
+@pytest.mark.parametrize(
+    ("detail", "size", "tokens"),
+    [
+        ("low", (4000, 4000), 85),
+        ("high", (1024, 1024), 765),  # OpenAI's worked example: 768 x 768, 4 tiles
+        ("high", (2048, 4096), 1105),  # OpenAI's worked example: 768 x 1536, 6 tiles
+        ("auto", (300, 200), 255),  # small images are not scaled up: one tile
+        ("high", None, 85 + 170 * 8),  # size unknown: the most tiles the rule allows
+    ],
+)
+def test_openai_tile_rule(detail: str, size: tuple[int, int] | None, tokens: int) -> None:
+    assert openai_image_tokens(detail, size).tokens == tokens
+
+
+def test_anthropic_area_rule() -> None:
+    assert anthropic_image_tokens((1000, 1000)).tokens == 1334
+    assert anthropic_image_tokens((200, 200)).tokens == 54
+    large = anthropic_image_tokens((4000, 3000)).tokens  # resized to about 1.15 megapixels
+    assert 1500 <= large <= 1534
+    assert anthropic_image_tokens(None).tokens == 1534
+
+
+def _pdf(pages: int, padding: int = 0) -> bytes:
+    body = b"%PDF-1.7\n" + b"1 0 obj << /Type /Pages /Count %d >> endobj\n" % pages
+    body += b"".join(b"%d 0 obj << /Type /Page /Parent 1 0 R >> endobj\n" % (n + 2) for n in range(pages))
+    return body + b"%" + b"x" * padding + b"\n%EOF"
+
+
+def test_pdf_pages_and_document_blocks() -> None:
+    assert pdf_pages(_pdf(3)) == 3
+    assert pdf_pages(b"plain text") is None
+    pdf = base64.b64encode(_pdf(2, padding=500_000)).decode()  # a 0.5 MB PDF of two pages
+    body = {
+        "model": "claude-sonnet-4-5",
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "document",
+                        "source": {"type": "base64", "media_type": "application/pdf", "data": pdf},
+                    },
+                    {"type": "text", "text": "Summarize it."},
+                ],
+            }
+        ],
+    }
+    counted = count(body, model="claude-sonnet-4-5")
+    assert 6_000 <= counted["tokens"] <= 6_000 * 1.3 + 100  # two pages at 3,000, times the estimate factor
+    assert counted["exact"] is False
+    assert any("$.messages[0]" in p and "2 page(s)" in p for p in counted["estimated_parts"])
+
+
+def test_openai_images_make_the_totals_estimates_and_name_their_path() -> None:
+    image = "data:image/png;base64," + base64.b64encode(_png(1024, 1024)).decode()
+    body = {
+        "model": "gpt-4o",
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What is this?"},
+                    {"type": "image_url", "image_url": {"url": image, "detail": "high"}},
+                ],
+            }
+        ],
+    }
+    low = {
+        **body,
+        "messages": [
+            {
+                **body["messages"][0],
+                "content": [
+                    body["messages"][0]["content"][0],
+                    {"type": "image_url", "image_url": {"url": image, "detail": "low"}},
+                ],
+            }
+        ],
+    }
+    counted = count(body, model="gpt-4o")
+    assert counted["tokens"] - count(low, model="gpt-4o")["tokens"] == 765 - 85
+    assert counted["exact"] is False and counted["estimated_parts"] == [
+        "$.messages[0]: content[1]: image, detail high, 1024x1024: 4 tiles: 765 tokens"
+    ]
+    report = fit(body, model="gpt-4o").report
+    assert report.exact is False and report.estimated_parts
+    assert (
+        count({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}, model="gpt-4o")["exact"]
+        is True
+    )
