@@ -2,6 +2,8 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The demo needs the package alone; tests and benchmarks install the dev tools on top.
+DEMO_STAMP := $(VENV)/.installed-base
 
 .PHONY: demo test lint bench bench-retention catalog clean
 
@@ -11,9 +13,13 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
-	touch $(STAMP)
+	touch $(STAMP) $(DEMO_STAMP)
 
-build/example.json: $(STAMP) examples/deposition.py src/ctxbudget/simulation/deposition.py
+$(DEMO_STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q -e .
+	touch $(DEMO_STAMP)
+
+build/example.json: $(DEMO_STAMP) examples/deposition.py src/ctxbudget/simulation/deposition.py
 	mkdir -p build
 	$(BIN)/python examples/deposition.py > build/example.json
 
@@ -29,7 +35,7 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest
 
-build/legal_context.json: $(STAMP) examples/legal_context.py src/ctxbudget/simulation/deposition.py
+build/legal_context.json: $(DEMO_STAMP) examples/legal_context.py src/ctxbudget/simulation/deposition.py
 	mkdir -p build
 	$(BIN)/python examples/legal_context.py > build/legal_context.json
 
