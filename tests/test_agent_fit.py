@@ -219,3 +219,56 @@ def test_an_anthropic_cut_never_starts_with_an_assistant_message() -> None:
         roles = [m["role"] for m in sent["messages"]]
         assert roles[0] == "user" and all(a != b for a, b in itertools.pairwise(roles))
         assert sent["messages"][-1]["content"] == "Look it up."
+
+
+def _context_with_evidence() -> str:
+    filler = [
+        f"Paragraph {n} discusses shipping schedules, invoices and routine matters of lot {n}."
+        for n in range(120)
+    ]
+    filler[70] = "The warranty notice was mailed on March 3 by certified letter to the buyer's office."
+    return "\n\n".join(filler)
+
+
+def test_a_long_user_message_keeps_its_question_and_the_matching_passages() -> None:
+    body = {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "user", "content": _context_with_evidence() + "\n\nWhen was the warranty notice mailed?"}
+        ],
+    }
+    result = fit(body, model="gpt-4o", max_context_tokens=600, reserve_output_tokens=0)
+    sent = result.request["messages"][0]["content"]
+    assert sent.endswith("When was the warranty notice mailed?")
+    assert "mailed on March 3 by certified letter" in sent
+    assert "[…]" in sent and count(result.request, model="gpt-4o")["tokens"] <= 600
+    query = next(i for i in result.report.items if i.component == "query")
+    assert query.action == "truncated" and query.tokens_after <= 600
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+def test_a_long_tool_result_keeps_what_the_question_asks_about(fmt: str) -> None:
+    question = "When was the warranty notice mailed?"
+    if fmt == "openai":
+        body = _tool_loop(_context_with_evidence(), "short")
+        body["messages"][1]["content"] = question
+    else:
+        body = {
+            "model": "claude-sonnet-4-5",
+            "messages": [
+                {"role": "user", "content": question},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "t1", "name": "search", "input": {}}],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": "t1", "content": _context_with_evidence()}
+                    ],
+                },
+            ],
+        }
+    result = fit(body, model=body["model"], max_context_tokens=900, reserve_output_tokens=0)
+    assert "mailed on March 3 by certified letter" in json.dumps(result.request)
+    assert count(result.request, model=body["model"])["tokens"] <= 900

@@ -39,6 +39,7 @@ from .tokens.registry import get_encoding, registry_version
 from .trim.documents import OutputOrder, ScoreOrder, select_documents
 from .trim.extract import clear_sentence_cache
 from .trim.history import select_history, units_of
+from .trim.messages import cut_message, question_of
 from .trim.passages import PassageScorer
 from .trim.shares import proportional_shares
 from .trim.split import split_documents
@@ -83,6 +84,10 @@ class _Context:
     def protected(self, item: Item) -> bool:
         """System prompts are kept whole unless the caller budgets ``system``."""
         return item.component == "system" and self.split.protect_system
+
+    def question(self) -> str:
+        """What the latest user turn asks: relevance for cutting other messages."""
+        return " ".join(question_of(i.text) for i in self.of("query"))
 
     def always_kept(self) -> list[Item]:
         """Items that are never dropped: the query and the newest history unit (a message, or a
@@ -149,10 +154,24 @@ def _available(resolution: WindowResolution, reserve: int) -> int:
 
 
 def _truncate(ctx: _Context, item: Item, budget: int) -> tuple[str, int]:
+    """The item's text within ``budget`` tokens (framing included) and its text's tokens. The seed's
+    question format cuts at a sentence boundary from the head; chat messages keep their question
+    and the passages that match it (:mod:`ctxbudget.trim.messages`)."""
     span = ctx.measured.spans.get(item.key)
     if span is None:
         return item.text, 0
-    return truncate_text(item.text, span, budget - ctx.framing(item))
+    if ctx.fmt.name == "question":
+        return truncate_text(item.text, span, budget - ctx.framing(item))
+    text = cut_message(
+        item.text,
+        span,
+        budget - ctx.framing(item),
+        ctx.question(),
+        count_text=ctx.counter.raw,
+        keep_question=item.component == "query",
+        scorer=ctx.passage_scorer,
+    )
+    return text, span.tokens if text == item.text else ctx.counter.raw(text)
 
 
 def _shrink(ctx: _Context, item: Item, budget: int) -> tuple[str, int]:
@@ -261,7 +280,10 @@ def _item_reports(ctx: _Context, plan: Plan) -> tuple[ItemReport, ...]:
             after = decision.tokens
         elif decision.action == "truncated" and decision.text is not None:
             span = ctx.measured.spans.get(item.key)
-            content = span.prefix_tokens(len(decision.text.encode("utf-8"))) if span else 0
+            if ctx.fmt.name != "question":  # a cut chat message is not a prefix: count it
+                content = ctx.counter.raw(decision.text)
+            else:
+                content = span.prefix_tokens(len(decision.text.encode("utf-8"))) if span else 0
             after = ctx.framing(item) + content
         reports.append(
             ItemReport(
