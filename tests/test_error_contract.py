@@ -106,6 +106,16 @@ BAD_BYTES: list[bytes] = [
     b'"tool_use_id": "a", "content": ["x"]}]}]}',
     b'{"questions": "x", "documents": []}',
     b'{"max_tokens": -3, "messages": [{"role": "user", "content": "x"}]}',
+    b'{"messages": []}',
+    b'{"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}',
+    b'{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": "http://x"}]}]}',
+    b'{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": "x"}]}',
+    b'{"messages": [{"role": "user", "content": "x"}], "tools": [{"function": {"name": "f", '
+    b'"parameters": {"properties": {"a": {"enum": 5}}}}}]}',
+    b'{"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "x"}, {"role": "assistant", '
+    b'"content": [{"type": "thinking", "thinking": 5, "signature": null}]}]}',
+    b'{"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": [{"type": "image", '
+    b'"source": "abc"}]}]}',
 ]
 
 

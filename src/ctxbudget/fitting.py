@@ -384,8 +384,14 @@ def fit(
     such as :class:`ctxbudget.semantic.EmbeddingScorer`) adds semantic similarity to BM25 when
     passages are chosen.
     """
-    if on_overflow not in ("error", "empty"):
-        raise ConfigError(f"on_overflow must be 'error' or 'empty', got {on_overflow!r}")
+    _check_options(
+        on_overflow=on_overflow,
+        score_order=score_order,
+        document_order=document_order,
+        reserve_output_tokens=reserve_output_tokens,
+        budget=budget,
+        passage_scorer=passage_scorer,
+    )
     if passage_scorer is not None and not split_documents:
         raise ConfigError("passage_scorer is used only when split_documents=True; set both or neither")
     _check_request(request)
@@ -435,6 +441,33 @@ def estimated_parts(items: tuple[Item, ...], rendering: Rendering) -> tuple[str,
         f"{paths.get(owner, owner) if isinstance(owner, tuple) else owner}: {how}"
         for owner, how in rendering.estimated
     )
+
+
+_CHOICES = {
+    "on_overflow": ("error", "empty"),
+    "score_order": ("desc", "asc"),
+    "document_order": ("ranked", "original"),
+}
+
+
+def _check_options(**options: Any) -> None:
+    """The options' types and values, so that a bad one is a ConfigError naming it."""
+    for name, allowed in _CHOICES.items():
+        if options[name] not in allowed:
+            raise ConfigError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {options[name]!r}")
+    reserve = options["reserve_output_tokens"]
+    if reserve is not None and (isinstance(reserve, bool) or not isinstance(reserve, int)):
+        raise ConfigError(f"reserve_output_tokens must be a whole number of tokens or None, got {reserve!r}")
+    budget = options["budget"]
+    if budget is not None and (
+        not isinstance(budget, Mapping) or not all(isinstance(k, str) for k in budget)
+    ):
+        raise ConfigError(f"budget must map component names to percentages, got {budget!r:.80}")
+    scorer = options["passage_scorer"]
+    if scorer is not None and not callable(scorer):
+        raise ConfigError(
+            f"passage_scorer must be callable (query, passages) -> scores, got {type(scorer).__name__}"
+        )
 
 
 def _check_request(request: object) -> None:
@@ -572,6 +605,7 @@ def count(
     :class:`UnknownModelError` unless ``unknown_model="floor"``.
     """
     _check_request(request)
+    _body_reserve(request)  # validated here too: a bad max_tokens is a bad request
     catalog = _catalog(catalog)
     resolution = catalog.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
     fmt = get_format(format) if format else detect_format(request)

@@ -14,6 +14,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from pydantic import Field
+
 from .base import PLACEHOLDER_TEMPLATE, Item, ItemKey, Owner, Plan, Rendering, Segment
 from .chat import (
     Location,
@@ -33,11 +35,24 @@ __all__ = ["AnthropicFormat"]
 TOKENS_PER_MESSAGE = 3
 
 
+class _Source(OpenModel):
+    type: str
+    data: str | None = None
+    media_type: str | None = None
+
+
 class _Block(OpenModel):
     type: str
     text: str | None = None
     # A tool_result's content: a string, or blocks (text, image, ...).
     content: str | list[_Block] | None = None
+    input: dict[str, Any] | None = None
+    name: str | None = None
+    thinking: str | None = None
+    signature: str | None = None
+    data: str | None = None  # redacted_thinking
+    source: _Source | None = None
+    cache_control: dict[str, Any] | None = None
 
 
 class _Message(OpenModel):
@@ -47,7 +62,7 @@ class _Message(OpenModel):
 
 class _Body(OpenModel):
     system: str | list[_Block] | None = None
-    messages: list[_Message]
+    messages: list[_Message] = Field(min_length=1)
     tools: list[dict[str, Any]] | None = None
 
 
@@ -144,6 +159,16 @@ def _content_chunks(
     return chunks, constant
 
 
+def _looks_openai(messages: list[Any]) -> bool:
+    """OpenAI markers that no Messages body has (a Claude model id may be sent in OpenAI shape)."""
+    for message in messages:
+        if isinstance(message, dict) and (
+            message.get("role") in ("system", "developer", "tool", "function") or "tool_calls" in message
+        ):
+            return True
+    return False
+
+
 def _query_position(layout: Sequence[tuple[Any, int, int]]) -> int | None:
     return next((position for component, _, position in layout if component == "query"), None)
 
@@ -180,6 +205,8 @@ class AnthropicFormat:
     def detect(self, request: Mapping[str, Any]) -> bool:
         """A ``messages`` body with a top-level ``system``, content blocks of Anthropic types, or a Claude model."""
         if not isinstance(request.get("messages"), list):
+            return False
+        if _looks_openai(request["messages"]):
             return False
         if "system" in request or str(request.get("model", "")).startswith("claude"):
             return True

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from pydantic import Field
+
 from .base import Item, Owner, Plan, Rendering, Segment
 from .chat import (
     apply_history,
@@ -45,17 +47,49 @@ class _ToolCall(OpenModel):
     function: _Function
 
 
+class _ImageURL(OpenModel):
+    url: str
+    detail: str | None = None
+
+
+class _Part(OpenModel):
+    type: str
+    text: str | None = None
+    image_url: _ImageURL | None = None
+
+
 class _Message(OpenModel):
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
-    content: str | list[dict[str, Any]] | None = None
+    content: str | list[_Part] | None = None
     name: str | None = None
     tool_calls: list[_ToolCall] | None = None
     tool_call_id: str | None = None
 
 
+class _Property(OpenModel):
+    type: str | list[str] | None = None
+    description: str | None = None
+    enum: list[Any] | None = None
+
+
+class _Parameters(OpenModel):
+    properties: dict[str, _Property] | None = None
+
+
+class _FunctionDef(OpenModel):
+    name: str
+    description: str | None = None
+    parameters: _Parameters | None = None
+
+
+class _Tool(OpenModel):
+    type: str | None = None
+    function: _FunctionDef | None = None
+
+
 class _Body(OpenModel):
-    messages: list[_Message]
-    tools: list[dict[str, Any]] | None = None
+    messages: list[_Message] = Field(min_length=1)
+    tools: list[_Tool] | None = None
 
 
 def message_text(message: Mapping[str, Any]) -> str:
