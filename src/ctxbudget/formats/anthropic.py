@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .base import PLACEHOLDER_TEMPLATE, Item, ItemKey, Owner, Plan, Rendering, Segment
+from .base import GAP, PLACEHOLDER_TEMPLATE, Item, ItemKey, Owner, Plan, Rendering, Segment
 from .chat import (
     Location,
     apply_history,
@@ -159,6 +159,27 @@ def _content_chunks(
     return chunks, constant
 
 
+def _has_thinking(message: Mapping[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") in _THINKING for b in content
+    )
+
+
+def _never_empty(message: dict[str, Any]) -> dict[str, Any]:
+    """The Messages API refuses empty text: a text cut to nothing says that it was cut."""
+    content = message.get("content")
+    if content == "":
+        return {**message, "content": GAP.strip()}
+    if isinstance(content, list) and any(b.get("type") == "text" and b.get("text") == "" for b in content):
+        blocks = [
+            {**b, "text": GAP.strip()} if b.get("type") == "text" and b.get("text") == "" else b
+            for b in content
+        ]
+        return {**message, "content": blocks}
+    return message
+
+
 def _looks_openai(messages: list[Any]) -> bool:
     """OpenAI markers that no Messages body has (a Claude model id may be sent in OpenAI shape)."""
     for message in messages:
@@ -230,9 +251,9 @@ class AnthropicFormat:
             is_query=lambda m: m.get("role") == "user" and not _has_tool_result(m),
         )
         query = _query_position(layout)
-        if query is not None and query + 1 < len(messages):
-            # The current tool loop (everything after the latest user turn) is one unit: its
-            # thinking blocks must go back unchanged, with the tool calls they led to.
+        if query is not None and any(_has_thinking(m) for m in messages[query + 1 :]):
+            # A current tool loop (everything after the latest user turn) with thinking is one
+            # unit: its thinking blocks must go back unchanged, with the tool calls they led to.
             groups[query + 1 :] = [groups[query + 1]] * (len(messages) - query - 1)
         return messages, layout, groups
 
@@ -301,7 +322,8 @@ class AnthropicFormat:
             )
         elif isinstance(system, list):
             out["system"] = self._system_blocks(system, items, plan)
-        out["messages"] = alternate(apply_history(messages, layout, items, plan, with_content_text))
+        kept = apply_history(messages, layout, items, plan, with_content_text)
+        out["messages"] = alternate([_never_empty(m) for m in kept])
         return out
 
     @staticmethod

@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol
 
 __all__ = [
     "COMPONENTS",
+    "GAP",
     "PLACEHOLDER_TEMPLATE",
     "Component",
     "Decision",
@@ -29,6 +30,8 @@ COMPONENTS: tuple[Component, ...] = ("system", "query", "documents", "history")
 ItemKey = tuple[Component, int]
 Owner = ItemKey | str
 PLACEHOLDER_TEMPLATE = "[Earlier conversation summarized: {omitted} messages omitted]"
+# Where a cut left text out of a message, between the passages that were kept.
+GAP = "\n[…]\n"
 
 
 @dataclass(frozen=True, kw_only=True)

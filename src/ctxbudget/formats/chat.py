@@ -97,21 +97,20 @@ def split_messages(
 ) -> list[tuple[Component, int, int]]:
     """(component, index within component, message index) for every message, in message order.
 
-    Leading system messages are the system prompt; the query is the latest user turn wherever it
+    System messages are the system prompt, wherever they stand (a developer message in the
+    middle of a conversation is an instruction too); the query is the latest user turn wherever it
     stands (an agent loop ends in tool calls and results after it); the rest is history.
     """
-    n_system = 0
-    while n_system < len(messages) and is_system(messages[n_system]):
-        n_system += 1
-    query = next((i for i in range(len(messages) - 1, n_system - 1, -1) if is_query(messages[i])), None)
-    out: list[tuple[Component, int, int]] = [("system", i, i) for i in range(n_system)]
-    history = 0
-    for position in range(n_system, len(messages)):
+    query = next((i for i in range(len(messages) - 1, -1, -1) if is_query(messages[i])), None)
+    out: list[tuple[Component, int, int]] = []
+    counters = {"system": 0, "history": 0}
+    for position, message in enumerate(messages):
         if position == query:
             out.append(("query", 0, position))
-        else:
-            out.append(("history", history, position))
-            history += 1
+            continue
+        component: Component = "system" if is_system(message) else "history"
+        out.append((component, counters[component], position))
+        counters[component] += 1
     return out
 
 

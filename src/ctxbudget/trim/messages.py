@@ -11,12 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from ..formats.base import GAP
 from .passages import PassageScorer, passage_tokens, select_regions, split_passages
 from .text import TextSpan
 
 __all__ = ["GAP", "cut_message", "question_of", "question_start"]
 
-GAP = "\n[…]\n"
 _SENTENCE_END = re.compile(r"[.!?:]\s+")
 _MAX_QUESTION_CHARS = 2000
 
