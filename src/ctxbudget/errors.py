@@ -96,7 +96,11 @@ class BudgetExceeded(CtxBudgetError):
         self.available_tokens = available_tokens
         self.required_tokens = required_tokens
         self.parts = dict(parts)
-        listing = ", ".join(f"{name} {tokens:,}" for name, tokens in sorted(self.parts.items()))
+        ranked = sorted(self.parts.items(), key=lambda kv: (-kv[1], kv[0]))
+        listing = ", ".join(f"{name} {tokens:,}" for name, tokens in ranked[:8])
+        if len(ranked) > 8:
+            rest = ranked[8:]
+            listing += f", and {len(rest)} more parts ({sum(t for _, t in rest):,} tokens)"
         super().__init__(
             f"cannot fit: the parts that cannot be trimmed need {required_tokens:,} tokens "
             f"but only {available_tokens:,} are available ({listing}); {hint}"

@@ -39,7 +39,7 @@ from .tokens.registry import get_encoding, registry_version
 from .trim.documents import OutputOrder, ScoreOrder, select_documents
 from .trim.extract import clear_sentence_cache
 from .trim.history import select_history, units_of
-from .trim.messages import cut_message, question_of
+from .trim.messages import cut_message, question_of, question_spans
 from .trim.passages import PassageScorer
 from .trim.shares import proportional_shares
 from .trim.split import split_documents
@@ -48,7 +48,7 @@ from .trim.text import truncate_text
 __all__ = ["FitResult", "clear_caches", "count", "fit"]
 
 OnOverflow = Literal["error", "empty"]
-MAX_VERIFY_ROUNDS = 4
+MAX_VERIFY_ROUNDS = 6
 DEFAULT_RESERVE_OUTPUT_TOKENS = 4096
 
 
@@ -106,6 +106,18 @@ class _Context:
             if self.framing(item):
                 parts[f"{item.component} {item.path} (not text)"] = self.framing(item)
         return parts
+
+    def question_tokens(self, item: Item) -> int:
+        """Tokens of the question a chat query asks: kept before any other text is."""
+        span = self.measured.spans.get(item.key)
+        if item.component != "query" or self.fmt.name == "question" or span is None:
+            return 0
+        count = span.char_counter(item.text)
+        return sum(count(a, b) for a, b in question_spans(item.text))
+
+    def first_claim(self) -> int:
+        """Tokens the query's question takes from the pool before any component is budgeted."""
+        return sum(self.question_tokens(i) for i in self.of("query"))
 
     def of(self, component: Component) -> list[Item]:
         return [i for i in self.items if i.component == component]
@@ -322,21 +334,31 @@ def _trim(
 ) -> tuple[dict[str, Any], Plan, dict[Component, int], int]:
     needs = {c: sum(ctx.cost(i) for i in ctx.of(c) if not ctx.protected(i)) for c in COMPONENTS}
     budgets: dict[Component, int] = dict.fromkeys(COMPONENTS, 0)
-    kept_framing = {c: sum(ctx.framing(i) for i in ctx.always_kept() if i.component == c) for c in COMPONENTS}
+    kept = ctx.always_kept()
+    kept_framing = {c: sum(ctx.framing(i) for i in kept if i.component == c) for c in COMPONENTS}
     needs = {c: needs[c] - kept_framing[c] for c in COMPONENTS}
-    for _ in range(MAX_VERIFY_ROUNDS):
-        budgets = allocate(pool, ctx.split, needs)
-        budgets = {c: budgets[c] + kept_framing[c] for c in COMPONENTS}
+    question = ctx.first_claim()
+    needs["query"] = max(0, needs["query"] - question)
+    for round_ in range(MAX_VERIFY_ROUNDS):
+        # The question is kept whole before any other text (as far as the pool allows).
+        claim = min(question, max(0, pool))
+        budgets = allocate(pool - claim, ctx.split, needs)
+        budgets = {c: budgets[c] + kept_framing[c] + (claim if c == "query" else 0) for c in COMPONENTS}
         plan = _empty_plan(ctx) if on_empty else _plan(ctx, budgets)
         out = ctx.fmt.apply(request, ctx.items, plan)
         after = measure_total(ctx.fmt.render(out), ctx.counter.encoding, ctx.measured.sources)
         if after <= available_raw or on_empty:
             return out, plan, budgets, after
-        pool -= after - available_raw
+        # Boundary effects (a marker, a placeholder, a cut's rounding) went over: take back the
+        # excess, more each round, so the plan converges instead of failing near the line.
+        pool -= (after - available_raw) * (round_ + 1)
+    fixed = ctx.untrimmable()
+    parts = {k: ctx.counter.scale(v) for k, v in fixed.items()}
+    parts["text the plan still kept"] = max(0, ctx.counter.scale(after) - sum(parts.values()))
     raise BudgetExceeded(
         available_tokens=ctx.counter.scale(available_raw),
-        required_tokens=ctx.counter.scale(after),
-        parts=ctx.measured.fixed_parts(),
+        required_tokens=sum(parts.values()),
+        parts=parts,
     )
 
 

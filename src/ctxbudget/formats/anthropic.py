@@ -18,6 +18,7 @@ from pydantic import Field
 
 from .base import GAP, PLACEHOLDER_TEMPLATE, Item, ItemKey, Owner, Plan, Rendering, Segment
 from .chat import (
+    JOINED,
     Location,
     apply_history,
     content_text,
@@ -25,6 +26,7 @@ from .chat import (
     split_messages,
     text_location,
     text_part_indexes,
+    text_parts,
     with_content_text,
 )
 from .media import Estimate, anthropic_document_tokens, anthropic_image_tokens, image_size, inline_bytes
@@ -126,12 +128,10 @@ def _block_chunks(
         return chunks, constant
     if kind == "document" and isinstance(block.get("source"), dict):
         source = block["source"]
-        text = (
-            source.get("data")
-            if source.get("type") == "text"
-            else json.dumps(source.get("content"), ensure_ascii=False)
-        )
-        return [(Segment(str(text), owner),)], 0
+        if source.get("type") == "text":
+            at_text = content_at == ("source", "data")
+            return [(Segment(str(source.get("data", "")), owner, content=at_text),)], 0
+        return [(Segment(json.dumps(source.get("content"), ensure_ascii=False), owner),)], 0
     other = json.dumps({k: v for k, v in block.items() if k != "cache_control"}, ensure_ascii=False)
     return [(Segment(other, owner),)], 0
 
@@ -147,10 +147,16 @@ def _content_chunks(
     if isinstance(content, str):
         return [(Segment(content, owner, content=True),)], 0
     location = text_location(content)
+    joined = text_parts(content) if location == JOINED else []
     chunks: list[tuple[Segment, ...]] = []
     constant = 0
     for i, block in enumerate(content):
         if earlier_turn and isinstance(block, dict) and block.get("type") in _THINKING:
+            continue
+        if joined and i == joined[0]:
+            chunks.append((Segment(content_text(content), owner, content=True),))
+            continue
+        if i in joined:
             continue
         at = location[1:] if location and location[0] == i else None
         block_chunks, block_constant = _block_chunks(block, owner, at, estimated)

@@ -14,6 +14,7 @@ from typing import Any
 from .base import PLACEHOLDER_TEMPLATE, Component, Item, Plan
 
 __all__ = [
+    "JOINED",
     "Location",
     "apply_history",
     "content_text",
@@ -21,6 +22,7 @@ __all__ = [
     "split_messages",
     "text_location",
     "text_part_indexes",
+    "text_parts",
     "with_content_text",
 ]
 
@@ -46,6 +48,10 @@ def _texts(content: Any) -> Iterator[tuple[Location, str]]:
             continue
         if part.get("type") == "text" and isinstance(part.get("text"), str):
             yield (i, "text"), part["text"]
+        elif part.get("type") == "document" and isinstance(part.get("source"), dict):
+            source = part["source"]
+            if source.get("type") == "text" and isinstance(source.get("data"), str):
+                yield (i, "source", "data"), source["data"]
         elif part.get("type") == "tool_result":
             inner = part.get("content")
             if isinstance(inner, str):
@@ -55,13 +61,29 @@ def _texts(content: Any) -> Iterator[tuple[Location, str]]:
                     yield (i, "content", j, "text"), sub["text"]
 
 
+# A message's text parts read as one text (joined by a blank line): when cut, they become one part.
+JOINED: Location = ("*",)
+_JOIN = "\n\n"
+
+
+def text_parts(content: Any) -> list[int]:
+    """Positions of the top-level text parts that :data:`JOINED` reads as one text."""
+    return [
+        loc[0] for loc, _ in _texts(content) if len(loc) == 2 and loc[1] == "text" and isinstance(loc[0], int)
+    ]
+
+
 def text_location(content: Any) -> Location | None:
-    """Where a content's trimmable text is: its longest text (the last of equals), or None."""
-    best: tuple[Location, str] | None = None
-    for location, text in _texts(content):
-        if best is None or len(text) >= len(best[1]):
-            best = (location, text)
-    return best[0] if best else None
+    """Where a content's trimmable text is: all its text parts read as one when there are several
+    and together they are the longest text, else its longest text (the last of equals), or None."""
+    found = list(_texts(content))
+    if not found:
+        return None
+    longest = max(range(len(found)), key=lambda i: (len(found[i][1]), i))
+    parts = text_parts(content)
+    if len(parts) > 1 and sum(len(content[i]["text"]) for i in parts) >= len(found[longest][1]):
+        return JOINED
+    return found[longest][0]
 
 
 def content_text(content: Any) -> str:
@@ -69,6 +91,8 @@ def content_text(content: Any) -> str:
     location = text_location(content)
     if location is None:
         return ""
+    if location == JOINED:
+        return _JOIN.join(content[i]["text"] for i in text_parts(content))
     value = content
     for step in location:
         value = value[step]
@@ -81,6 +105,10 @@ def with_content_text(message: Mapping[str, Any], text: str) -> dict[str, Any]:
     location = text_location(out.get("content"))
     if location == ():
         out["content"] = text
+    elif location == JOINED:
+        parts = text_parts(out["content"])
+        out["content"][parts[0]]["text"] = text
+        out["content"] = [p for i, p in enumerate(out["content"]) if i not in parts[1:]]
     elif location is not None:
         target = out["content"]
         for step in location[:-1]:

@@ -17,12 +17,14 @@ from pydantic import Field
 
 from .base import Item, Owner, Plan, Rendering, Segment
 from .chat import (
+    JOINED,
     apply_history,
     content_text,
     items_from_messages,
     split_messages,
     text_location,
     text_part_indexes,
+    text_parts,
     with_content_text,
 )
 from .media import Estimate, image_size, inline_bytes, openai_image_tokens
@@ -136,8 +138,13 @@ def _message_chunks(
     elif isinstance(content, list):
         texts = text_part_indexes(content)
         location = text_location(content)
+        joined = text_parts(content) if location == JOINED else []
         for i, part in enumerate(content):
-            if i in texts:
+            if joined and i == joined[0]:
+                chunks.append((Segment(content_text(content), owner, content=True),))
+            elif i in joined:
+                continue
+            elif i in texts:
                 chunks.append((Segment(str(part.get("text", "")), owner, content=(location == (i, "text"))),))
             else:
                 estimate = _part_estimate(part)

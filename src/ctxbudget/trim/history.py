@@ -12,7 +12,10 @@ from dataclasses import dataclass
 
 from ..formats.base import Decision, Item
 
-__all__ = ["HistorySelection", "select_history", "units_of"]
+__all__ = ["MIN_CUT_TOKENS", "HistorySelection", "select_history", "units_of"]
+
+# An older message is cut into the room left only when that room holds at least this many tokens.
+MIN_CUT_TOKENS = 128
 
 
 @dataclass(frozen=True)
@@ -36,20 +39,39 @@ def units_of(messages: list[Item]) -> list[list[Item]]:
     return units
 
 
+def _level(sizes: list[int], budget: int) -> int:
+    """The largest cap ``t`` with ``sum(min(size, t)) <= budget``: cutting to it trims the
+    largest messages first, and evenly, instead of emptying the largest one."""
+    low, high = 0, max(sizes, default=0)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if sum(min(size, mid) for size in sizes) <= budget:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
 def _shrink_unit(
     unit: list[Item], costs: Mapping[int, int], budget: int, shrink: Callable[[Item, int], tuple[str, int]]
 ) -> tuple[dict[int, Decision], int]:
-    """Cut the newest unit's messages, largest first, until the unit fits ``budget``: in a tool
-    group any result (or call text) may be the one that is too long. Returns decisions and cost."""
+    """Cut the unit's messages, largest first, until the unit fits ``budget``: in a tool group any
+    result (or call text) may be the one that is too long. Messages above a common level are cut
+    to it. Returns the decisions and the unit's cost after."""
     total = sum(costs[m.index] for m in unit)
+    if total <= budget:
+        return {}, total
+    cap = _level([costs[m.index] for m in unit], budget)
     decisions: dict[int, Decision] = {}
+    reason = "newest message is always kept; cut to fit"
+    if len(unit) > 1:
+        reason = "in a tool-call group, kept whole as a unit; its largest messages cut to fit"
     for message in sorted(unit, key=lambda m: (-costs[m.index], -m.index)):
         if total <= budget:
             break
-        text, cost = shrink(message, max(0, costs[message.index] - (total - budget)))
-        reason = "newest message is always kept; cut to fit"
-        if len(unit) > 1:
-            reason = "in the newest tool-call group, kept whole as a unit; cut (largest first) to fit"
+        excess_cut = costs[message.index] - (total - budget)  # just what is still over
+        target = max(cap, excess_cut) if costs[message.index] > cap else excess_cut
+        text, cost = shrink(message, max(0, min(target, costs[message.index])))
         decisions[message.index] = Decision("truncated", reason, text)
         total += cost - costs[message.index]
     return decisions, total
@@ -87,8 +109,20 @@ def select_history(
         if unit_cost[u] <= remaining - reserve:
             keep_units.add(u)
             remaining -= unit_cost[u]
-        else:
-            break
+            continue
+        # The first unit that does not fit is cut into the room left (its passages that match
+        # the question), when that room is worth a message; older ones are summarized.
+        room = remaining - reserve
+        if room >= MIN_CUT_TOKENS:
+            cut, cost = _shrink_unit(units[u], costs, room, shrink)
+            if cost <= room:
+                decisions |= {
+                    i: Decision("truncated", "older message cut to the room left", d.text)
+                    for i, d in cut.items()
+                }
+                keep_units.add(u)
+                remaining -= cost
+        break
     omitted = sum(len(units[u]) for u in range(len(units)) if u not in keep_units)
     for u, unit in enumerate(units):
         for m in unit:
