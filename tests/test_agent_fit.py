@@ -272,3 +272,99 @@ def test_a_long_tool_result_keeps_what_the_question_asks_about(fmt: str) -> None
     result = fit(body, model=body["model"], max_context_tokens=900, reserve_output_tokens=0)
     assert "mailed on March 3 by certified letter" in json.dumps(result.request)
     assert count(result.request, model=body["model"])["tokens"] <= 900
+
+
+@pytest.mark.parametrize(
+    ("shape", "question"),
+    [
+        (
+            "{context}\n\nQuestion: When was the warranty notice mailed?\n\nAnswer concisely and cite the passage.",
+            "Question: When was the warranty notice mailed?\n\nAnswer concisely and cite the passage.",
+        ),
+        (
+            "Question: When was the warranty notice mailed?\n\nContext:\n{context}",
+            "Question: When was the warranty notice mailed?",
+        ),
+    ],
+)
+def test_common_rag_shapes_keep_their_question(shape: str, question: str) -> None:
+    body = {
+        "model": "gpt-4o",
+        "messages": [{"role": "user", "content": shape.format(context=_context_with_evidence())}],
+    }
+    sent = fit(body, model="gpt-4o", max_context_tokens=700, reserve_output_tokens=0).request["messages"][0][
+        "content"
+    ]
+    assert question in sent
+    assert "mailed on March 3 by certified letter" in sent
+
+
+def test_the_question_is_kept_before_any_history_text() -> None:
+    body = _tool_loop("Project notes and unrelated chatter. " * 300, "short")
+    body["messages"][1]["content"] = (
+        "Using the transcript the tool returned, what did the team decide about the XML format?"
+    )
+    for window in (80, 100, 120):
+        sent = fit(body, model="gpt-4o", max_context_tokens=window, reserve_output_tokens=0).request[
+            "messages"
+        ]
+        assert sent[1]["content"] == body["messages"][1]["content"], window
+
+
+def test_an_older_long_message_is_cut_into_the_room_left_not_dropped() -> None:
+    body = _tool_loop(_context_with_evidence(), "ok")
+    body["messages"][1]["content"] = "When was the warranty notice mailed?"
+    body["messages"] += [
+        {"role": "assistant", "content": "I have the record."},
+        {"role": "user", "content": "Please answer now."},
+    ]
+    result = fit(body, model="gpt-4o", max_context_tokens=2500, reserve_output_tokens=0)
+    assert "mailed on March 3 by certified letter" in json.dumps(result.request)
+    assert result.report.tokens_after > 1500  # the room is used, not left empty
+
+
+def test_several_text_parts_are_cut_as_one_text() -> None:
+    parts = [
+        {"type": "text", "text": "Here is the record."},
+        {"type": "text", "text": _context_with_evidence()},
+        {"type": "text", "text": _context_with_evidence().replace("lot", "batch")},
+        {"type": "text", "text": "When was the warranty notice mailed?"},
+    ]
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": parts}]}
+    result = fit(body, model="gpt-4o", max_context_tokens=900, reserve_output_tokens=0)
+    content = result.request["messages"][0]["content"]
+    assert len(content) == 1 and content[0]["text"].endswith("When was the warranty notice mailed?")
+    assert count(result.request, model="gpt-4o")["tokens"] <= 900
+
+
+def test_anthropic_text_documents_are_trimmable() -> None:
+    document = {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": _context_with_evidence() * 3},
+    }
+    body = {
+        "model": "claude-sonnet-4-5",
+        "messages": [
+            {
+                "role": "user",
+                "content": [document, {"type": "text", "text": "When was the warranty notice mailed?"}],
+            }
+        ],
+    }
+    result = fit(body, model="claude-sonnet-4-5", max_context_tokens=3000, reserve_output_tokens=0)
+    blocks = result.request["messages"][0]["content"]
+    assert blocks[0]["type"] == "document" and "[…]" in blocks[0]["source"]["data"]
+    assert blocks[1]["text"] == "When was the warranty notice mailed?"
+
+
+def test_a_tool_group_is_cut_to_a_common_level_not_by_emptying_the_largest() -> None:
+    body = _tool_loop("alpha beta gamma. " * 1500, "delta epsilon zeta. " * 400)
+    sent = fit(body, model="gpt-4o", max_context_tokens=2000, reserve_output_tokens=0).request["messages"]
+    sizes = [count({"model": "gpt-4o", "messages": [m]}, model="gpt-4o")["tokens"] for m in sent[3:]]
+    assert min(sizes) > 300 and abs(sizes[0] - sizes[1]) < 200
+
+
+@pytest.mark.parametrize("spec", ["system=10,system=20", "system=1_0", "system=١٠"])
+def test_budget_values_are_plain_numbers_given_once(tmp_path: Path, spec: str) -> None:
+    result = CliRunner().invoke(main, ["fit", _write(tmp_path, _chat(2)), "--budget", spec])
+    assert result.exit_code == 2, result.output

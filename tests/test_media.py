@@ -124,3 +124,23 @@ def test_openai_images_make_the_totals_estimates_and_name_their_path() -> None:
         count({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}, model="gpt-4o")["exact"]
         is True
     )
+
+
+def test_openai_file_parts_and_compressed_page_trees() -> None:
+    pdf = b"%PDF-1.7\n1 0 obj << /Type /Pages /Count 40 /Kids [2 0 R] >> endobj\n2 0 obj << /Type /ObjStm >>\n%%EOF"
+    assert pdf_pages(pdf) == 40
+    data = "data:application/pdf;base64," + base64.b64encode(pdf).decode()
+    body = {
+        "model": "gpt-4o",
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "file", "file": {"file_data": data, "filename": "a.pdf"}},
+                    {"type": "text", "text": "Summarize."},
+                ],
+            }
+        ],
+    }
+    counted = count(body, model="gpt-4o")
+    assert counted["tokens"] >= 40 * 3000 and counted["exact"] is False

@@ -9,6 +9,7 @@ components that still need more, in proportion to their percentages, determinist
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -83,6 +84,9 @@ def _clamp(name: str, value: Any, warnings: list[str]) -> float:
     return number
 
 
+_PERCENT = re.compile(r"\d+(\.\d+)?|\.\d+", re.ASCII)
+
+
 def parse_budget_spec(spec: str) -> dict[str, float]:
     """``"system=10,query=15"`` -> ``{"system": 10.0, "query": 15.0}``; a malformed entry (not
     NAME=PERCENT, an unknown name, a value that is not a number from 0 to 100) is a ConfigError."""
@@ -95,12 +99,11 @@ def parse_budget_spec(spec: str) -> dict[str, float]:
             raise ConfigError(
                 f"budget entry {part!r}: unknown component {name!r}; use {', '.join(COMPONENTS)}"
             )
-        try:
-            number = float(value)
-        except ValueError:
-            raise ConfigError(
-                f"budget entry {part!r}: {value!r} is not a number (a percent, 0 to 100)"
-            ) from None
+        if name in out:
+            raise ConfigError(f"budget entry {part!r}: {name} is given twice")
+        if not _PERCENT.fullmatch(value):
+            raise ConfigError(f"budget entry {part!r}: {value!r} is not a number (a percent, 0 to 100)")
+        number = float(value)
         if not 0 <= number <= 100:  # also refuses NaN
             raise ConfigError(f"budget entry {part!r}: {value} is not a percent from 0 to 100")
         out[name] = number

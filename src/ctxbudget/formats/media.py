@@ -28,6 +28,7 @@ __all__ = [
     "inline_bytes",
     "openai_image_tokens",
     "pdf_pages",
+    "pdf_tokens",
 ]
 
 OPENAI_LOW = 85
@@ -38,6 +39,7 @@ ANTHROPIC_MAX_IMAGE = math.ceil(ANTHROPIC_MAX_PIXELS / 750)
 PDF_PAGE_TOKENS = 3_000
 _DATA_URL = re.compile(r"^data:[\w/+.-]+;base64,", re.IGNORECASE)
 _PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
+_PDF_COUNT = re.compile(rb"/Count\s+(\d+)")
 
 
 @dataclass(frozen=True)
@@ -144,10 +146,23 @@ def anthropic_image_tokens(size: tuple[int, int] | None) -> Estimate:
 
 
 def pdf_pages(data: bytes) -> int | None:
-    """Pages of a PDF, counted from its page objects, or None when it is not a PDF."""
+    """Pages of a PDF, or None when it is not a PDF: the page objects counted, or the page tree's
+    largest ``/Count`` when that is more (page objects may sit in compressed object streams)."""
     if not data.startswith(b"%PDF"):
         return None
-    return len(_PDF_PAGE.findall(data)) or 1
+    counts = [int(n) for n in _PDF_COUNT.findall(data) if len(n) <= 6]
+    return max([len(_PDF_PAGE.findall(data)), *counts, 1])
+
+
+def pdf_tokens(data: bytes | None, where: str) -> Estimate:
+    """A PDF at 3,000 tokens a page; one page, with a note, when it cannot be read here."""
+    pages = pdf_pages(data) if data is not None else None
+    if pages is None:
+        return Estimate(
+            PDF_PAGE_TOKENS,
+            f"{where}, pages unknown: counted as one page of 3,000 tokens (send it inline for a per-page estimate)",
+        )
+    return Estimate(pages * PDF_PAGE_TOKENS, f"PDF, {pages} page(s) at 3,000 tokens a page")
 
 
 def anthropic_document_tokens(source: object) -> Estimate | None:
@@ -155,11 +170,4 @@ def anthropic_document_tokens(source: object) -> Estimate | None:
     if not isinstance(source, dict) or source.get("type") in ("text", "content"):
         return None
     data = inline_bytes(source.get("data")) if source.get("type") == "base64" else None
-    pages = pdf_pages(data) if data is not None else None
-    if pages is None:
-        return Estimate(
-            PDF_PAGE_TOKENS,
-            "document by URL or file, pages unknown: counted as one page of 3,000 tokens (send it inline "
-            "for a per-page estimate)",
-        )
-    return Estimate(pages * PDF_PAGE_TOKENS, f"PDF, {pages} page(s) at 3,000 tokens a page")
+    return pdf_tokens(data, "document by URL or file")

@@ -27,7 +27,7 @@ from .chat import (
     text_parts,
     with_content_text,
 )
-from .media import Estimate, image_size, inline_bytes, openai_image_tokens
+from .media import Estimate, image_size, inline_bytes, openai_image_tokens, pdf_tokens
 from .wire import OpenModel, validate_body
 
 __all__ = ["OpenAIFormat"]
@@ -124,6 +124,9 @@ def _part_estimate(part: Mapping[str, Any]) -> Estimate:
     if part.get("type") == "image_url" and isinstance(image, dict):
         data = inline_bytes(image.get("url"))
         return openai_image_tokens(image.get("detail"), image_size(data) if data else None)
+    file = part.get("file")
+    if part.get("type") == "file" and isinstance(file, dict):  # a PDF: its text and a page image each
+        return pdf_tokens(inline_bytes(file.get("file_data")), "file by id")
     return Estimate(IMAGE_LOW_DETAIL, f"{part.get('type', 'part')!s}: counted at 85 tokens")
 
 
