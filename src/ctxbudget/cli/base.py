@@ -97,6 +97,19 @@ UNKNOWN_MODEL_OPTION = click.option(
     help="A model id the catalog cannot resolve: fail (exit 2), or budget it at 8,191 tokens "
     "with a warning, as the seed node does (env CTXBUDGET_UNKNOWN_MODEL).",
 )
+
+
+def max_context_option(purpose: str) -> Callable[[F], F]:
+    """``--max-context-tokens``: an explicit window (0: the catalog's)."""
+    return click.option(
+        "--max-context-tokens",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default=True,
+        help=f"Explicit window in tokens{purpose} (0: resolve from the catalog).",
+    )
+
+
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 
 

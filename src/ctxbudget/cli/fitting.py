@@ -23,19 +23,14 @@ from .base import (
     _run,
     echo_warnings,
     main,
+    max_context_option,
     model_of,
 )
 
 
 @main.command("fit")
 @_common
-@click.option(
-    "--max-context-tokens",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Explicit window in tokens (0: resolve from the catalog).",
-)
+@max_context_option("")
 @click.option(
     "--reserve-output-tokens",
     type=click.IntRange(min=0),
@@ -149,13 +144,7 @@ def fit_command(
 
 @main.command("count")
 @_common
-@click.option(
-    "--max-context-tokens",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Explicit window in tokens for `fits` (0: resolve from the catalog).",
-)
+@max_context_option(" for `fits`")
 def count_command(
     source: str,
     model: str | None,
