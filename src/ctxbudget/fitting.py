@@ -419,8 +419,9 @@ def fit(
     _check_request(request)
     catalog = _catalog(catalog)
     resolution = catalog.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
+    body_reserve = _body_reserve(request)  # validated even when an explicit reserve overrides it
     if reserve_output_tokens is None:
-        reserve_output_tokens = _body_reserve(request)
+        reserve_output_tokens = body_reserve
     options = (model, max_context_tokens, reserve_output_tokens, freeze(dict(budget or {})), format)
     key = (
         freeze(dict(request)),
