@@ -28,6 +28,8 @@ def _check_scalar(value: object, path: str) -> None:
     if isinstance(value, float) and not math.isfinite(value):
         raise InvalidRequestError(f"{value!r} is not a JSON number (NaN and Infinity are refused)", path)
     if isinstance(value, str):
+        if value.isascii():  # the common case, checked at memory speed
+            return
         try:
             value.encode("utf-8")
         except UnicodeEncodeError as exc:
