@@ -368,3 +368,41 @@ def test_a_tool_group_is_cut_to_a_common_level_not_by_emptying_the_largest() -> 
 def test_budget_values_are_plain_numbers_given_once(tmp_path: Path, spec: str) -> None:
     result = CliRunner().invoke(main, ["fit", _write(tmp_path, _chat(2)), "--budget", spec])
     assert result.exit_code == 2, result.output
+
+
+def test_the_first_unit_is_cut_into_the_room_left_in_an_agent_loop() -> None:
+    first = {"id": "a", "type": "function", "function": {"name": "fetch", "arguments": "{}"}}
+    second = {"id": "b", "type": "function", "function": {"name": "check", "arguments": "{}"}}
+    body = {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "user", "content": "When was the warranty notice mailed?"},
+            {"role": "assistant", "content": None, "tool_calls": [first]},
+            {"role": "tool", "tool_call_id": "a", "content": _context_with_evidence() * 3},
+            {"role": "assistant", "content": None, "tool_calls": [second]},
+            {"role": "tool", "tool_call_id": "b", "content": "ok"},
+        ],
+    }
+    result = fit(body, model="gpt-4o", max_context_tokens=3000, reserve_output_tokens=0)
+    assert result.report.tokens_after > 2500
+    assert "mailed on March 3 by certified letter" in json.dumps(result.request)
+
+
+def test_text_parts_are_not_joined_across_an_image_and_keep_their_breakpoint() -> None:
+    image = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+    blocks = [
+        {"type": "text", "text": _context_with_evidence(), "cache_control": {"type": "ephemeral"}},
+        image,
+        {"type": "text", "text": _context_with_evidence().replace("lot", "batch")},
+        {
+            "type": "text",
+            "text": "When was the warranty notice mailed?",
+            "cache_control": {"type": "ephemeral"},
+        },
+    ]
+    body = {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": blocks}]}
+    sent = fit(body, model="claude-sonnet-4-5", max_context_tokens=5000, reserve_output_tokens=0).request
+    content = sent["messages"][0]["content"]
+    assert [b["type"] for b in content][:2] == ["text", "image"]  # the image stays where it was
+    assert sum("cache_control" in b for b in content) == 2
+    assert content[-1]["text"].endswith("When was the warranty notice mailed?")

@@ -81,7 +81,13 @@ def text_location(content: Any) -> Location | None:
         return None
     longest = max(range(len(found)), key=lambda i: (len(found[i][1]), i))
     parts = text_parts(content)
-    if len(parts) > 1 and sum(len(content[i]["text"]) for i in parts) >= len(found[longest][1]):
+    contiguous = parts == list(range(parts[0], parts[-1] + 1)) if parts else False
+    # Only a run of text parts is read as one: joining across an image would move it.
+    if (
+        len(parts) > 1
+        and contiguous
+        and sum(len(content[i]["text"]) for i in parts) >= len(found[longest][1])
+    ):
         return JOINED
     return found[longest][0]
 
@@ -108,6 +114,10 @@ def with_content_text(message: Mapping[str, Any], text: str) -> dict[str, Any]:
     elif location == JOINED:
         parts = text_parts(out["content"])
         out["content"][parts[0]]["text"] = text
+        # A cache breakpoint on the run's last part stays at the end of the run.
+        marks = [out["content"][i]["cache_control"] for i in parts if "cache_control" in out["content"][i]]
+        if marks:
+            out["content"][parts[0]]["cache_control"] = marks[-1]
         out["content"] = [p for i, p in enumerate(out["content"]) if i not in parts[1:]]
     elif location is not None:
         target = out["content"]

@@ -104,22 +104,22 @@ def select_history(
     if len(units) > 1 and unit_cost[0] + placeholder_cost <= remaining:
         keep_units.add(0)
         remaining -= unit_cost[0]
-    reserve = placeholder_cost
-    for u in reversed(middle):
+    # Newest first, then the first unit when it did not fit whole: the first that does not fit is
+    # cut into the room left (its passages that match the question), when that room is worth a
+    # message; older ones are summarized (room is held for the placeholder while any may be).
+    candidates = [*reversed(middle), *([0] if len(units) > 1 and 0 not in keep_units else [])]
+    for n, u in enumerate(candidates):
+        reserve = 0 if n == len(candidates) - 1 else placeholder_cost
         if unit_cost[u] <= remaining - reserve:
             keep_units.add(u)
             remaining -= unit_cost[u]
             continue
-        # The first unit that does not fit is cut into the room left (its passages that match
-        # the question), when that room is worth a message; older ones are summarized.
         room = remaining - reserve
         if room >= MIN_CUT_TOKENS:
             cut, cost = _shrink_unit(units[u], costs, room, shrink)
             if cost <= room:
-                decisions |= {
-                    i: Decision("truncated", "older message cut to the room left", d.text)
-                    for i, d in cut.items()
-                }
+                reason = "older message cut to the room left: its passages that match the question"
+                decisions |= {i: Decision("truncated", reason, d.text) for i, d in cut.items()}
                 keep_units.add(u)
                 remaining -= cost
         break
