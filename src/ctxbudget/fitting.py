@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 from .budget import BudgetSplit, allocate
@@ -85,8 +86,10 @@ class _Context:
         """System prompts are kept whole unless the caller budgets ``system``."""
         return item.component == "system" and self.split.protect_system
 
+    @cached_property
     def question(self) -> str:
-        """What the latest user turn asks: relevance for cutting other messages."""
+        """What the latest user turn asks: relevance for cutting other messages (found once a
+        fit, not once for every message cut)."""
         return " ".join(question_of(i.text) for i in self.of("query"))
 
     def always_kept(self) -> list[Item]:
@@ -178,7 +181,7 @@ def _truncate(ctx: _Context, item: Item, budget: int) -> tuple[str, int]:
         item.text,
         span,
         budget - ctx.framing(item),
-        ctx.question(),
+        ctx.question,
         count_text=ctx.counter.raw,
         keep_question=item.component == "query",
         scorer=ctx.passage_scorer,

@@ -64,7 +64,7 @@ class Catalog:
         return Index(
             by_id=by_id,
             aliases={k.lower(): v for k, v in self.aliases.items()},
-            matchers=self._matchers,
+            matchers=lambda: self._compiled,  # compiled at the first id that needs a match rule
             scopes={k.lower(): v for k, v in self.scopes.items()},
             owner=self._owner,
         )
@@ -78,9 +78,6 @@ class Catalog:
     @cached_property
     def _owner_rules(self) -> Sequence[tuple[str, Callable[[str], bool]]]:
         return [(p, compile_clause(c, f"providers.{p}.model_match")) for p, c in self.owners]
-
-    def _matchers(self) -> Sequence[tuple[ModelSpec, Callable[[str], bool]]]:
-        return self._compiled
 
     @cached_property
     def _compiled(self) -> Sequence[tuple[ModelSpec, Callable[[str], bool]]]:

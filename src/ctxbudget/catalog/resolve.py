@@ -165,10 +165,9 @@ def _prefer(own: Found | None, direct: Found | None) -> Found | None:
     return direct if direct.spec.input_limit < own.spec.input_limit else own
 
 
-def _scoped(index: Index, name: str, direct: Found | None, depth: int) -> Found | None:
-    scope = _scope(index, name)
-    if scope is None:
-        return None
+def _scoped(
+    index: Index, scope: tuple[str | None, str, str], name: str, direct: Found | None, depth: int
+) -> Found | None:
     provider, rest, label = scope
     own = (_own(index, name, provider) or _own(index, rest, provider)) if provider else None
     if own is None and (provider is not None or direct is None):
@@ -211,8 +210,9 @@ def _find(index: Index, name: str, provider: str | None, depth: int) -> Found | 
     if depth > _MAX_DEPTH or not name:
         return None
     direct = _exact(index, name, provider) or _alias(index, name, provider)
-    if _scope(index, name) is not None:
-        found = _scoped(index, name, direct, depth)
+    scope = _scope(index, name)
+    if scope is not None:
+        found = _scoped(index, scope, name, direct, depth)
     else:
         owned = _owned(index, name) if provider is None else None
         found = direct if owned is None or (direct and owned.spec is direct.spec) else owned

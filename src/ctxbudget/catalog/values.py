@@ -17,6 +17,11 @@ __all__ = [
 ]
 
 
+def input_limit(context_window: int, max_input_tokens: int | None) -> int:
+    """The window, or the input cap when the provider sets one below it."""
+    return context_window if max_input_tokens is None else min(context_window, max_input_tokens)
+
+
 @dataclass(frozen=True, kw_only=True)
 class TokenizerSpec:
     """Which encoding counts a model, whether that count is exact, and the estimate's factor."""
@@ -70,9 +75,7 @@ class ModelSpec:
     @property
     def input_limit(self) -> int:
         """The most input tokens the provider accepts: the window, or the input cap below it."""
-        if self.max_input_tokens is None:
-            return self.context_window
-        return min(self.context_window, self.max_input_tokens)
+        return input_limit(self.context_window, self.max_input_tokens)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,7 +88,6 @@ class Family:
 
 
 ResolutionRule = Literal["explicit", "exact", "alias", "scoped", "snapshot", "match", "family", "floor"]
-WindowRule = ResolutionRule
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,6 +115,4 @@ class WindowResolution:
     @property
     def input_limit(self) -> int:
         """The most input tokens to send: the window, or the input cap when it is smaller."""
-        if self.max_input_tokens is None:
-            return self.context_window
-        return min(self.context_window, self.max_input_tokens)
+        return input_limit(self.context_window, self.max_input_tokens)

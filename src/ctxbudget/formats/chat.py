@@ -68,9 +68,7 @@ _JOIN = "\n\n"
 
 def text_parts(content: Any) -> list[int]:
     """Positions of the top-level text parts that :data:`JOINED` reads as one text."""
-    return [
-        loc[0] for loc, _ in _texts(content) if len(loc) == 2 and loc[1] == "text" and isinstance(loc[0], int)
-    ]
+    return [i for i in text_part_indexes(content) if isinstance(content[i].get("text"), str)]
 
 
 def text_location(content: Any) -> Location | None:
