@@ -323,7 +323,7 @@ def test_an_older_long_message_is_cut_into_the_room_left_not_dropped() -> None:
     assert result.report.tokens_after > 1500  # the room is used, not left empty
 
 
-def test_several_text_parts_are_cut_as_one_text() -> None:
+def test_several_text_parts_are_read_as_one_text_and_cut_each_in_its_place() -> None:
     parts = [
         {"type": "text", "text": "Here is the record."},
         {"type": "text", "text": _context_with_evidence()},
@@ -333,7 +333,8 @@ def test_several_text_parts_are_cut_as_one_text() -> None:
     body = {"model": "gpt-4o", "messages": [{"role": "user", "content": parts}]}
     result = fit(body, model="gpt-4o", max_context_tokens=900, reserve_output_tokens=0)
     content = result.request["messages"][0]["content"]
-    assert len(content) == 1 and content[0]["text"].endswith("When was the warranty notice mailed?")
+    assert [p["text"] for p in content[::3]] == [parts[0]["text"], parts[3]["text"]]
+    assert all("[…]" in p["text"] and "mailed on March 3" in p["text"] for p in content[1:3])
     assert count(result.request, model="gpt-4o")["tokens"] <= 900
 
 
@@ -406,3 +407,34 @@ def test_text_parts_are_not_joined_across_an_image_and_keep_their_breakpoint() -
     assert [b["type"] for b in content][:2] == ["text", "image"]  # the image stays where it was
     assert sum("cache_control" in b for b in content) == 2
     assert content[-1]["text"].endswith("When was the warranty notice mailed?")
+
+
+def test_parallel_tool_results_in_one_message_are_each_cut_in_place() -> None:
+    """An Anthropic user turn answers three parallel tool calls: every tool_result's text may be
+    cut (largest first, to a common level), not only the longest, so the group fits."""
+    image = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+    filler = "Paragraph on routine shipping matters of the quarter.\n\n" * 400
+    evidence = _context_with_evidence()
+    results = [
+        {"type": "tool_result", "tool_use_id": "a", "content": filler},
+        {"type": "tool_result", "tool_use_id": "b", "content": [image, {"type": "text", "text": evidence}]},
+        {"type": "tool_result", "tool_use_id": "c", "content": [{"type": "text", "text": filler}]},
+    ]
+    uses = [{"type": "tool_use", "id": i, "name": "fetch", "input": {"n": i}} for i in "abc"]
+    body = {
+        "model": "claude-sonnet-4-5",
+        "messages": [
+            {"role": "user", "content": "When was the warranty notice mailed?"},
+            {"role": "assistant", "content": uses},
+            {"role": "user", "content": results},
+        ],
+    }
+    result = fit(body, model="claude-sonnet-4-5", max_context_tokens=4000, reserve_output_tokens=0)
+    sent = result.request["messages"]
+    assert sent[:2] == body["messages"][:2]
+    cut = sent[2]["content"]
+    assert [b["tool_use_id"] for b in cut] == ["a", "b", "c"] and cut[1]["content"][0] == image
+    texts = [cut[0]["content"], cut[1]["content"][1]["text"], cut[2]["content"][0]["text"]]
+    assert all("[…]" in t and len(t) > 500 for t in texts)  # each cut, none emptied
+    assert "mailed on March 3 by certified letter" in texts[1]
+    assert count(result.request, model="claude-sonnet-4-5")["tokens"] <= 4000

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxbudget.budget import BudgetSplit, allocate
-from ctxbudget.formats.base import Item
+from ctxbudget.formats.base import Cut, Item
 from ctxbudget.trim.history import select_history
 from ctxbudget.trim.shares import proportional_shares
 
@@ -19,8 +19,32 @@ def _messages(n: int, groups: dict[int, int] | None = None) -> list[Item]:
     ]
 
 
-def _no_truncation(item: Item, budget: int) -> tuple[str, int]:
+def _no_truncation(item: Item, budget: int) -> Cut:
     raise AssertionError("nothing should be truncated here")
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 400), st.integers(0, 2_000)), min_size=1, max_size=5),
+    st.integers(0, 6_000),
+)
+def test_a_unit_is_cut_by_its_text_never_below_what_no_cut_removes(
+    sizes: list[tuple[int, int]], budget: int
+) -> None:
+    """The newest unit (a tool group) shrinks its texts by a common level: a message whose tokens
+    are mostly fixed (thinking, tool calls) does not take the cut meant for a text."""
+    fixed = {i: f for i, (f, _) in enumerate(sizes)}
+    costs = {i: f + t for i, (f, t) in enumerate(sizes)}
+    messages = _messages(len(sizes), groups=dict.fromkeys(range(len(sizes)), 0))
+
+    def shrink(item: Item, tokens: int) -> Cut:  # a fake cut: a text of exactly what is left
+        assert tokens >= fixed[item.index], "asked to cut into what no cut removes"
+        return Cut("x", (), tokens)
+
+    chosen = select_history(messages, costs, budget, placeholder_cost=0, shrink=shrink, fixed=fixed)
+    if sum(fixed.values()) <= budget:
+        assert chosen.tokens <= budget
+        kept_text = [chosen.decisions[i].action for i in costs]
+        assert "dropped" not in kept_text and "summarized" not in kept_text
 
 
 def test_history_that_fits_its_budget_exactly_is_kept_whole() -> None:

@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxbudget import fit, get_encoding, render_question
-from ctxbudget.formats.base import Rendering, Segment
+from ctxbudget.formats.base import PIECE_SEP, Rendering, Segment
 from ctxbudget.measure import MIN_REUSE_CHARS, measure, measure_total
 from ctxbudget.memo import freeze, thaw
+from ctxbudget.trim.text import PiecesSpan
 
 words = st.sampled_from(
     [
@@ -162,3 +163,26 @@ cache = { mode = "none", min_cacheable_tokens = 0, max_breakpoints = 0 }
     assert result.report.encoding == "chars"
     assert result.report.tokens_after == len(render_question(result.request)) <= 600
     assert result.report.tokens_before == len(render_question(body))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(phrases, min_size=2, max_size=5).filter(any), st.data())
+def test_an_item_in_several_pieces_is_counted_piece_by_piece(pieces: list[str], data: Any) -> None:
+    """A message with several texts (tool results, text blocks) gets one span over its pieces:
+    read as one text joined by PIECE_SEP, each range counted from its own pieces' encodes."""
+    encoding = get_encoding("o200k_base")
+    owner = ("history", 0)
+    chunks = tuple((Segment(p, owner, content=True),) for p in pieces)
+    span = measure(Rendering(chunks=chunks), encoding).spans[owner]
+    joined = PIECE_SEP.join(pieces)
+    assert isinstance(span, PiecesSpan)
+    assert [joined[a:b] for a, b in span.bounds] == pieces
+    assert span.tokens == sum(len(encoding.encode(p)) for p in pieces)
+    count = span.char_counter(joined)
+    for (a, b), piece in zip(span.bounds, pieces, strict=True):
+        assert count(a, b) == len(encoding.encode(piece))
+    start = data.draw(st.integers(0, len(joined)))
+    end = data.draw(st.integers(start, len(joined)))
+    middle = data.draw(st.integers(start, end))
+    assert count(start, middle) + count(middle, end) <= count(start, end) + len(pieces)
+    assert count(0, len(joined)) == span.tokens

@@ -22,8 +22,10 @@ from .errors import BudgetExceeded, ConfigError, InvalidRequestError
 from .formats import detect_format, get_format
 from .formats.base import (
     COMPONENTS,
+    PIECE_SEP,
     PLACEHOLDER_TEMPLATE,
     Component,
+    Cut,
     Decision,
     Item,
     ItemKey,
@@ -44,7 +46,7 @@ from .trim.messages import cut_message, question_of, question_spans
 from .trim.passages import PassageScorer
 from .trim.shares import proportional_shares
 from .trim.split import split_documents
-from .trim.text import truncate_text
+from .trim.text import PiecesSpan, TextSpan, truncate_text
 
 __all__ = ["FitResult", "clear_caches", "count", "fit"]
 
@@ -168,16 +170,19 @@ def _available(resolution: WindowResolution, reserve: int) -> int:
     return available
 
 
-def _truncate(ctx: _Context, item: Item, budget: int) -> tuple[str, int]:
-    """The item's text within ``budget`` tokens (framing included) and its text's tokens. The seed's
-    question format cuts at a sentence boundary from the head; chat messages keep their question
-    and the passages that match it (:mod:`ctxbudget.trim.messages`)."""
+def _truncate(ctx: _Context, item: Item, budget: int) -> Cut:
+    """The item's text cut so the whole item costs at most ``budget`` (framing included). The
+    seed's question format cuts at a sentence boundary from the head; chat messages keep their
+    question and the passages that match it, each of their texts in its place
+    (:mod:`ctxbudget.trim.messages`)."""
     span = ctx.measured.spans.get(item.key)
     if span is None:
-        return item.text, 0
-    if ctx.fmt.name == "question":
-        return truncate_text(item.text, span, budget - ctx.framing(item))
-    text = cut_message(
+        return Cut(item.text, (), ctx.cost(item))
+    if isinstance(span, TextSpan) and ctx.fmt.name == "question":
+        text, tokens = truncate_text(item.text, span, budget - ctx.framing(item))
+        return Cut(text, (), ctx.framing(item) + tokens)
+    bounds = span.bounds if isinstance(span, PiecesSpan) else ()
+    pieces = cut_message(
         item.text,
         span,
         budget - ctx.framing(item),
@@ -185,14 +190,13 @@ def _truncate(ctx: _Context, item: Item, budget: int) -> tuple[str, int]:
         count_text=ctx.counter.raw,
         keep_question=item.component == "query",
         scorer=ctx.passage_scorer,
+        bounds=bounds,
     )
-    return text, span.tokens if text == item.text else ctx.counter.raw(text)
-
-
-def _shrink(ctx: _Context, item: Item, budget: int) -> tuple[str, int]:
-    """The item's text cut so the whole item costs at most ``budget``, and its cost after."""
-    text, content_tokens = _truncate(ctx, item, budget)
-    return text, ctx.framing(item) + content_tokens
+    text = PIECE_SEP.join(pieces)
+    if text == item.text:
+        return Cut(text, (), ctx.cost(item))
+    tokens = ctx.framing(item) + sum(ctx.counter.raw(p) for p in pieces)
+    return Cut(text, pieces if bounds else (), tokens)
 
 
 def _shared_texts(
@@ -205,13 +209,12 @@ def _shared_texts(
         if share >= ctx.cost(item):
             decisions[item.key] = Decision("kept", f"fits its {component} share")
             continue
-        text, _ = _truncate(ctx, item, share)
-        if not text and droppable:
+        cut = _truncate(ctx, item, share)
+        if not cut.text.strip() and droppable:
             decisions[item.key] = Decision("dropped", f"no room in the {component} share ({share} tokens)")
         else:
-            decisions[item.key] = Decision(
-                "truncated", f"cut to its {component} share of {share} tokens", text
-            )
+            reason = f"cut to its {component} share of {share} tokens"
+            decisions[item.key] = Decision("truncated", reason, cut.text, cut.tokens, cut.pieces)
     return decisions
 
 
@@ -269,7 +272,8 @@ def _plan(ctx: _Context, budgets: Mapping[Component, int]) -> Plan:
         {m.index: ctx.cost(m) for m in history},
         budgets["history"],
         placeholder_cost=_placeholder_cost(ctx, history),
-        shrink=lambda m, b: _shrink(ctx, m, b),
+        shrink=lambda m, b: _truncate(ctx, m, b),
+        fixed={m.index: ctx.framing(m) for m in history},
     )
     decisions |= {("history", i): d for i, d in chosen.decisions.items()}
     return Plan(decisions, order, chosen.placeholder_after, chosen.omitted, document_slices=slices)
@@ -295,10 +299,10 @@ def _item_reports(ctx: _Context, plan: Plan) -> tuple[ItemReport, ...]:
             after = decision.tokens
         elif decision.action == "truncated" and decision.text is not None:
             span = ctx.measured.spans.get(item.key)
-            if ctx.fmt.name != "question":  # a cut chat message is not a prefix: count it
-                content = ctx.counter.raw(decision.text)
-            else:
-                content = span.prefix_tokens(len(decision.text.encode("utf-8"))) if span else 0
+            if ctx.fmt.name == "question" and isinstance(span, TextSpan):  # a prefix: read its count
+                content = span.prefix_tokens(len(decision.text.encode("utf-8")))
+            else:  # a cut chat message is not a prefix: count it
+                content = sum(ctx.counter.raw(p) for p in decision.pieces or (decision.text,))
             after = ctx.framing(item) + content
         reports.append(
             ItemReport(

@@ -12,13 +12,14 @@ about 0.22x to about 0.07x of one encode (docs/benchmarks.md).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from .formats.base import ItemKey, Owner, Rendering, Segment
+from .formats.base import PIECE_SEP, ItemKey, Owner, Rendering, Segment
 from .tokens.counter import ChunkAnalysis, analyze, cached_analysis
 from .tokens.encoding import Encoding, first_space_boundary, last_space_boundary
-from .trim.text import TextSpan
+from .trim.text import PiecesSpan, Span, TextSpan
 
 __all__ = ["Measurement", "Sources", "measure", "measure_total"]
 
@@ -35,7 +36,7 @@ class Measurement:
 
     total: int
     by_owner: dict[Owner, int]
-    spans: dict[ItemKey, TextSpan]
+    spans: dict[ItemKey, Span]
     sources: Sources = field(default_factory=dict)
 
     def fixed_parts(self) -> dict[str, int]:
@@ -47,20 +48,38 @@ def _chunk_text(chunk: tuple[Segment, ...]) -> str:
     return chunk[0].text if len(chunk) == 1 else "".join(segment.text for segment in chunk)
 
 
-def measure(rendering: Rendering, encoding: Encoding) -> Measurement:
-    """Encode each chunk once (content-cached) and attribute every token to the segment it starts in."""
+def _spans(
+    pieces: Mapping[ItemKey, list[tuple[str, TextSpan | None]]], separator: str
+) -> dict[ItemKey, Span]:
+    """One span per item: its text's, or one over its pieces when it has several."""
+    spans: dict[ItemKey, Span] = {}
+    for key, found in pieces.items():
+        if len(found) == 1 and found[0][1] is not None:
+            spans[key] = found[0][1]
+        elif any(span is not None for _, span in found):
+            spans[key] = PiecesSpan(found, separator)
+    return spans
+
+
+def measure(rendering: Rendering, encoding: Encoding, separator: str = PIECE_SEP) -> Measurement:
+    """Encode each chunk once (content-cached) and attribute every token to the segment it starts
+    in. An item whose text is in several segments (``content``, in order) gets a span over its
+    pieces, read as one text joined by ``separator``."""
     by_owner: defaultdict[Owner, int] = defaultdict(int)
-    spans: dict[ItemKey, TextSpan] = {}
+    pieces: defaultdict[ItemKey, list[tuple[str, TextSpan | None]]] = defaultdict(list)
     sources: Sources = {}
     for chunk in rendering.chunks:
         text = _chunk_text(chunk)
         if not text:
+            for segment in chunk:
+                if segment.content and not isinstance(segment.owner, str):
+                    pieces[segment.owner].append(("", None))
             continue
         analysis = analyze(encoding, text)
         if len(chunk) == 1:
             by_owner[chunk[0].owner] += analysis.tokens
             if chunk[0].content and not isinstance(chunk[0].owner, str):
-                spans[chunk[0].owner] = TextSpan(analysis, 0, len(analysis.data))
+                pieces[chunk[0].owner].append((text, TextSpan(analysis, 0, len(analysis.data))))
             if len(text) >= MIN_REUSE_CHARS:
                 sources[text] = (analysis, 0, len(analysis.data))
             continue
@@ -72,13 +91,13 @@ def measure(rendering: Rendering, encoding: Encoding) -> Measurement:
             upto = analysis.tokens_starting_before(end)
             by_owner[segment.owner] += upto - before
             if segment.content and not isinstance(segment.owner, str):
-                spans[segment.owner] = TextSpan(analysis, position, end)
+                pieces[segment.owner].append((segment.text, TextSpan(analysis, position, end)))
             if len(segment.text) >= MIN_REUSE_CHARS:
                 sources[segment.text] = (analysis, position, end)
             position, before = end, upto
     for owner, tokens in rendering.constants:
         by_owner[owner] += tokens
-    return Measurement(sum(by_owner.values()), dict(by_owner), spans, sources)
+    return Measurement(sum(by_owner.values()), dict(by_owner), _spans(pieces, separator), sources)
 
 
 def measure_total(rendering: Rendering, encoding: Encoding, sources: Sources | None = None) -> int:

@@ -18,15 +18,11 @@ from pydantic import Field
 
 from .base import GAP, PLACEHOLDER_TEMPLATE, Item, ItemKey, Owner, Plan, Rendering, Segment
 from .chat import (
-    JOINED,
-    Location,
     apply_history,
     content_text,
     items_from_messages,
     split_messages,
-    text_location,
     text_part_indexes,
-    text_parts,
     with_content_text,
 )
 from .media import Estimate, anthropic_document_tokens, anthropic_image_tokens, image_size, inline_bytes
@@ -100,37 +96,38 @@ def _media_estimate(block: Mapping[str, Any]) -> Estimate | None:
 
 
 def _block_chunks(
-    block: Mapping[str, Any], owner: Owner, content_at: Location | None, estimated: list[tuple[Owner, str]]
+    block: Mapping[str, Any], owner: Owner, content: bool, estimated: list[tuple[Owner, str]]
 ) -> tuple[list[tuple[Segment, ...]], int]:
-    """The block's texts; ``content_at`` (relative to the block) marks the item's trimmable text.
-    Images and PDFs add an estimate to ``estimated``."""
+    """The block's texts; with ``content``, its texts (see :func:`text_locations`) are the item's
+    trimmable text. Images and PDFs add an estimate to ``estimated``."""
     estimate = _media_estimate(block)
     if estimate is not None:
         estimated.append((owner, f"{block.get('type')}: {estimate.how}: {estimate.tokens:,} tokens"))
         return [], estimate.tokens
     kind = block.get("type")
     if kind == "text":
-        return [(Segment(str(block.get("text", "")), owner, content=content_at == ("text",)),)], 0
+        text = block.get("text")
+        return [(Segment(str(text or ""), owner, content=content and isinstance(text, str)),)], 0
     if kind == "tool_use":
         payload = json.dumps(block.get("input", {}), ensure_ascii=False, separators=(",", ":"))
         return [(Segment(str(block.get("name", "")), owner),), (Segment(payload, owner),)], 0
     if kind == "tool_result":
         inner = block.get("content", "")
         if isinstance(inner, str):
-            return [(Segment(inner, owner, content=content_at == ("content",)),)], 0
+            return [(Segment(inner, owner, content=content),)], 0
         chunks: list[tuple[Segment, ...]] = []
         constant = 0
-        for j, sub in enumerate(inner if isinstance(inner, list) else []):
-            at = content_at[2:] if content_at and content_at[:2] == ("content", j) else None
-            sub_chunks, sub_constant = _block_chunks(sub, owner, at, estimated)
+        for sub in inner if isinstance(inner, list) else []:
+            text_sub = content and isinstance(sub, dict) and sub.get("type") == "text"
+            sub_chunks, sub_constant = _block_chunks(sub, owner, text_sub, estimated)
             chunks += sub_chunks
             constant += sub_constant
         return chunks, constant
     if kind == "document" and isinstance(block.get("source"), dict):
         source = block["source"]
         if source.get("type") == "text":
-            at_text = content_at == ("source", "data")
-            return [(Segment(str(source.get("data", "")), owner, content=at_text),)], 0
+            data = source.get("data")
+            return [(Segment(str(data or ""), owner, content=content and isinstance(data, str)),)], 0
         return [(Segment(json.dumps(source.get("content"), ensure_ascii=False), owner),)], 0
     other = json.dumps({k: v for k, v in block.items() if k != "cache_control"}, ensure_ascii=False)
     return [(Segment(other, owner),)], 0
@@ -142,24 +139,17 @@ _THINKING = ("thinking", "redacted_thinking")
 def _content_chunks(
     content: Any, owner: Owner, estimated: list[tuple[Owner, str]], earlier_turn: bool = False
 ) -> tuple[list[tuple[Segment, ...]], int]:
-    """A message's texts; in an earlier turn (before the latest user turn) thinking blocks are
-    not counted: the API strips them and they do not count toward the window."""
+    """A message's texts, each a piece of its trimmable text; in an earlier turn (before the
+    latest user turn) thinking blocks are not counted: the API strips them and they do not
+    count toward the window."""
     if isinstance(content, str):
         return [(Segment(content, owner, content=True),)], 0
-    location = text_location(content)
-    joined = text_parts(content) if location == JOINED else []
     chunks: list[tuple[Segment, ...]] = []
     constant = 0
-    for i, block in enumerate(content):
+    for block in content:
         if earlier_turn and isinstance(block, dict) and block.get("type") in _THINKING:
             continue
-        if joined and i == joined[0]:
-            chunks.append((Segment(content_text(content), owner, content=True),))
-            continue
-        if i in joined:
-            continue
-        at = location[1:] if location and location[0] == i else None
-        block_chunks, block_constant = _block_chunks(block, owner, at, estimated)
+        block_chunks, block_constant = _block_chunks(block, owner, True, estimated)
         chunks += block_chunks
         constant += block_constant
     return chunks, constant
@@ -297,9 +287,7 @@ class AnthropicFormat:
             texts = text_part_indexes(system)
             for i, block in enumerate(system):
                 owner: Owner = ("system", texts.index(i)) if i in texts else "system blocks"
-                block_chunks, constant = _block_chunks(
-                    block, owner, ("text",) if i in texts else None, estimated
-                )
+                block_chunks, constant = _block_chunks(block, owner, i in texts, estimated)
                 chunks += block_chunks
                 constants.append((owner, constant))
         query = _query_position(layout)

@@ -14,8 +14,10 @@ from typing import Any, Literal, Protocol
 __all__ = [
     "COMPONENTS",
     "GAP",
+    "PIECE_SEP",
     "PLACEHOLDER_TEMPLATE",
     "Component",
+    "Cut",
     "Decision",
     "Item",
     "ItemKey",
@@ -32,6 +34,9 @@ Owner = ItemKey | str
 PLACEHOLDER_TEMPLATE = "[Earlier conversation summarized: {omitted} messages omitted]"
 # Where a cut left text out of a message, between the passages that were kept.
 GAP = "\n[…]\n"
+# A message with several texts (tool results, text blocks) is read as one text, its pieces joined
+# by this; each piece is cut in its own place.
+PIECE_SEP = "\n\n"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,12 +83,24 @@ Action = Literal["kept", "truncated", "dropped", "summarized"]
 class Decision:
     """What happens to one item; ``text`` is the new text when truncated; ``tokens`` what the
     item still costs when the decision knows it better than ``text`` can say (a document split
-    into passages: the passages and their framing, as its budget charged them)."""
+    into passages: the passages and their framing, as its budget charged them); ``pieces`` the
+    new text of each of a message's texts when it has several (a tool_result per tool call)."""
 
     action: Action
     reason: str
     text: str | None = None
     tokens: int | None = None
+    pieces: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Cut:
+    """An item's text after a cut: as one text, piece by piece when it has several (else ()), and
+    what the item costs after (framing included)."""
+
+    text: str
+    pieces: tuple[str, ...]
+    tokens: int
 
 
 @dataclass(frozen=True)
@@ -107,6 +124,11 @@ class Plan:
         """The item's text after the plan."""
         decision = self.decisions.get(item.key)
         return decision.text if decision is not None and decision.text is not None else item.text
+
+    def pieces_of(self, item: Item) -> tuple[str, ...]:
+        """The new text of each of the item's pieces when a cut set them one by one, else ()."""
+        decision = self.decisions.get(item.key)
+        return decision.pieces if decision is not None else ()
 
 
 class RequestFormat(Protocol):

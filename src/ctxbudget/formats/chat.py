@@ -8,21 +8,20 @@ A tool call and its results form one group, so trimming keeps or drops them toge
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .base import PLACEHOLDER_TEMPLATE, Component, Item, Plan
+from .base import PIECE_SEP, PLACEHOLDER_TEMPLATE, Component, Item, Plan
 
 __all__ = [
-    "JOINED",
     "Location",
     "apply_history",
+    "content_pieces",
     "content_text",
     "items_from_messages",
     "split_messages",
-    "text_location",
+    "text_locations",
     "text_part_indexes",
-    "text_parts",
     "with_content_text",
 ]
 
@@ -37,91 +36,60 @@ def text_part_indexes(content: Any) -> list[int]:
 Location = tuple[str | int, ...]
 
 
-def _texts(content: Any) -> Iterator[tuple[Location, str]]:
-    """Every text a content carries, with where it sits: the string itself, text parts or
-    blocks, and the text of Anthropic ``tool_result`` blocks (a string, or text sub-blocks)."""
+def text_locations(content: Any) -> list[tuple[Location, str]]:
+    """Every text a content carries, in order, with where it sits: the string itself, text parts
+    or blocks, text ``document`` sources, and the text of Anthropic ``tool_result`` blocks (a
+    string, or text sub-blocks). Each is a piece of the message's trimmable text."""
     if isinstance(content, str):
-        yield (), content
-        return
+        return [((), content)]
+    found: list[tuple[Location, str]] = []
     for i, part in enumerate(content if isinstance(content, list) else []):
         if not isinstance(part, dict):
             continue
         if part.get("type") == "text" and isinstance(part.get("text"), str):
-            yield (i, "text"), part["text"]
+            found.append(((i, "text"), part["text"]))
         elif part.get("type") == "document" and isinstance(part.get("source"), dict):
             source = part["source"]
             if source.get("type") == "text" and isinstance(source.get("data"), str):
-                yield (i, "source", "data"), source["data"]
+                found.append(((i, "source", "data"), source["data"]))
         elif part.get("type") == "tool_result":
             inner = part.get("content")
             if isinstance(inner, str):
-                yield (i, "content"), inner
+                found.append(((i, "content"), inner))
             for j, sub in enumerate(inner if isinstance(inner, list) else []):
                 if isinstance(sub, dict) and sub.get("type") == "text" and isinstance(sub.get("text"), str):
-                    yield (i, "content", j, "text"), sub["text"]
+                    found.append(((i, "content", j, "text"), sub["text"]))
+    return found
 
 
-# A message's text parts read as one text (joined by a blank line): when cut, they become one part.
-JOINED: Location = ("*",)
-_JOIN = "\n\n"
-
-
-def text_parts(content: Any) -> list[int]:
-    """Positions of the top-level text parts that :data:`JOINED` reads as one text."""
-    return [i for i in text_part_indexes(content) if isinstance(content[i].get("text"), str)]
-
-
-def text_location(content: Any) -> Location | None:
-    """Where a content's trimmable text is: all its text parts read as one when there are several
-    and together they are the longest text, else its longest text (the last of equals), or None."""
-    found = list(_texts(content))
-    if not found:
-        return None
-    longest = max(range(len(found)), key=lambda i: (len(found[i][1]), i))
-    parts = text_parts(content)
-    contiguous = parts == list(range(parts[0], parts[-1] + 1)) if parts else False
-    # Only a run of text parts is read as one: joining across an image would move it.
-    if (
-        len(parts) > 1
-        and contiguous
-        and sum(len(content[i]["text"]) for i in parts) >= len(found[longest][1])
-    ):
-        return JOINED
-    return found[longest][0]
+def content_pieces(content: Any) -> list[str]:
+    """The texts of a content (see :func:`text_locations`), in order."""
+    return [text for _, text in text_locations(content)]
 
 
 def content_text(content: Any) -> str:
-    """The trimmable text of a content (see :func:`text_location`), or ``""``."""
-    location = text_location(content)
-    if location is None:
-        return ""
-    if location == JOINED:
-        return _JOIN.join(content[i]["text"] for i in text_parts(content))
-    value = content
-    for step in location:
-        value = value[step]
-    return str(value)
+    """The trimmable text of a content: its pieces joined by :data:`PIECE_SEP` (``""`` if none)."""
+    return PIECE_SEP.join(content_pieces(content))
 
 
-def with_content_text(message: Mapping[str, Any], text: str) -> dict[str, Any]:
-    """A deep copy of ``message`` whose trimmable text is ``text`` (every other field kept)."""
+def with_content_text(message: Mapping[str, Any], text: str, pieces: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A deep copy of ``message`` whose texts are ``pieces`` (one per location, each in its place;
+    every other field kept). Without pieces, ``text`` goes to the first location and any other
+    is emptied."""
     out = copy.deepcopy(dict(message))
-    location = text_location(out.get("content"))
-    if location == ():
-        out["content"] = text
-    elif location == JOINED:
-        parts = text_parts(out["content"])
-        out["content"][parts[0]]["text"] = text
-        # A cache breakpoint on the run's last part stays at the end of the run.
-        marks = [out["content"][i]["cache_control"] for i in parts if "cache_control" in out["content"][i]]
-        if marks:
-            out["content"][parts[0]]["cache_control"] = marks[-1]
-        out["content"] = [p for i, p in enumerate(out["content"]) if i not in parts[1:]]
-    elif location is not None:
+    locations = [location for location, _ in text_locations(out.get("content"))]
+    if not locations:
+        return out
+    if len(pieces) != len(locations):
+        pieces = (text,) + ("",) * (len(locations) - 1)
+    for location, piece in zip(locations, pieces, strict=True):
+        if location == ():
+            out["content"] = piece
+            continue
         target = out["content"]
         for step in location[:-1]:
             target = target[step]
-        target[location[-1]] = text
+        target[location[-1]] = piece
     return out
 
 
@@ -175,7 +143,7 @@ def apply_history(
     layout: list[tuple[Component, int, int]],
     items: tuple[Item, ...],
     plan: Plan,
-    replace_text: Callable[[Mapping[str, Any], str], dict[str, Any]],
+    replace_text: Callable[[Mapping[str, Any], str, tuple[str, ...]], dict[str, Any]],
     placeholder_role: str = "user",
 ) -> list[dict[str, Any]]:
     """The message list after the plan: kept or truncated messages and the history placeholder."""
@@ -193,9 +161,9 @@ def apply_history(
             item = by_key[key]
             new_text = plan.text_of(item)
             message = messages[position]
-            out.append(
-                replace_text(message, new_text) if new_text != item.text else copy.deepcopy(dict(message))
-            )
+            pieces = plan.pieces_of(item)
+            changed = new_text != item.text or pieces
+            out.append(replace_text(message, new_text, pieces) if changed else copy.deepcopy(dict(message)))
         if component == "history" and plan.placeholder_after == index:
             out.append(dict(placeholder))
     return out

@@ -17,14 +17,11 @@ from pydantic import Field
 
 from .base import Item, Owner, Plan, Rendering, Segment
 from .chat import (
-    JOINED,
     apply_history,
     content_text,
     items_from_messages,
     split_messages,
-    text_location,
     text_part_indexes,
-    text_parts,
     with_content_text,
 )
 from .media import Estimate, image_size, inline_bytes, openai_image_tokens, pdf_tokens
@@ -140,15 +137,10 @@ def _message_chunks(
         chunks.append((Segment(content, owner, content=True),))
     elif isinstance(content, list):
         texts = text_part_indexes(content)
-        location = text_location(content)
-        joined = text_parts(content) if location == JOINED else []
         for i, part in enumerate(content):
-            if joined and i == joined[0]:
-                chunks.append((Segment(content_text(content), owner, content=True),))
-            elif i in joined:
-                continue
-            elif i in texts:
-                chunks.append((Segment(str(part.get("text", "")), owner, content=(location == (i, "text"))),))
+            if i in texts:  # each text part is a piece of the message's trimmable text
+                text = part.get("text")
+                chunks.append((Segment(str(text or ""), owner, content=isinstance(text, str)),))
             else:
                 estimate = _part_estimate(part)
                 constant += estimate.tokens

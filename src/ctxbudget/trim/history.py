@@ -7,10 +7,12 @@ one unit, kept or dropped together).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..formats.base import Decision, Item
+from ..formats.base import Cut, Decision, Item
+from .shares import water_level
 
 __all__ = ["MIN_CUT_TOKENS", "HistorySelection", "select_history", "units_of"]
 
@@ -39,41 +41,35 @@ def units_of(messages: list[Item]) -> list[list[Item]]:
     return units
 
 
-def _level(sizes: list[int], budget: int) -> int:
-    """The largest cap ``t`` with ``sum(min(size, t)) <= budget``: cutting to it trims the
-    largest messages first, and evenly, instead of emptying the largest one."""
-    low, high = 0, max(sizes, default=0)
-    while low < high:
-        mid = (low + high + 1) // 2
-        if sum(min(size, mid) for size in sizes) <= budget:
-            low = mid
-        else:
-            high = mid - 1
-    return low
-
-
 def _shrink_unit(
-    unit: list[Item], costs: Mapping[int, int], budget: int, shrink: Callable[[Item, int], tuple[str, int]]
+    unit: list[Item],
+    costs: Mapping[int, int],
+    fixed: Mapping[int, int],
+    budget: int,
+    shrink: Callable[[Item, int], Cut],
 ) -> tuple[dict[int, Decision], int]:
-    """Cut the unit's messages, largest first, until the unit fits ``budget``: in a tool group any
-    result (or call text) may be the one that is too long. Messages above a common level are cut
-    to it. Returns the decisions and the unit's cost after."""
+    """Cut the unit's messages, largest text first, until the unit fits ``budget``: in a tool group
+    any result (or call text) may be the one that is too long. Texts above a common level are
+    cut to it; what no cut removes (``fixed``: roles, tool calls, thinking, images) stays.
+    Returns the decisions and the unit's cost after."""
     total = sum(costs[m.index] for m in unit)
     if total <= budget:
         return {}, total
-    cap = _level([costs[m.index] for m in unit], budget)
+    text = {m.index: max(0, costs[m.index] - fixed.get(m.index, 0)) for m in unit}
+    cap = water_level(list(text.values()), budget - (total - sum(text.values())))
     decisions: dict[int, Decision] = {}
     reason = "newest message is always kept; cut to fit"
     if len(unit) > 1:
-        reason = "in a tool-call group, kept whole as a unit; its largest messages cut to fit"
-    for message in sorted(unit, key=lambda m: (-costs[m.index], -m.index)):
-        if total <= budget:
+        reason = "in a tool-call group, kept whole as a unit; its largest texts cut to fit"
+    for message in sorted(unit, key=lambda m: (-text[m.index], -m.index)):
+        size = text[message.index]
+        if total <= budget or size == 0:
             break
-        excess_cut = costs[message.index] - (total - budget)  # just what is still over
-        target = max(cap, excess_cut) if costs[message.index] > cap else excess_cut
-        text, cost = shrink(message, max(0, min(target, costs[message.index])))
-        decisions[message.index] = Decision("truncated", reason, text)
-        total += cost - costs[message.index]
+        left = size - (total - budget)  # just what is still over
+        keep = max(cap, left) if size > cap else left
+        cut = shrink(message, costs[message.index] - size + max(0, min(keep, size)))
+        decisions[message.index] = Decision("truncated", reason, cut.text, pieces=cut.pieces)
+        total += cut.tokens - costs[message.index]
     return decisions, total
 
 
@@ -83,10 +79,13 @@ def select_history(
     budget: int,
     *,
     placeholder_cost: int,
-    shrink: Callable[[Item, int], tuple[str, int]],
+    shrink: Callable[[Item, int], Cut],
+    fixed: Mapping[int, int] | None = None,
 ) -> HistorySelection:
     """Fit the history in ``budget`` tokens. ``shrink(message, tokens)`` cuts a message's text so
-    that the whole message costs at most ``tokens`` and returns (text, cost after)."""
+    that the whole message costs at most ``tokens``; ``fixed`` is what no cut of a message removes
+    (its tokens that are not text)."""
+    fixed = fixed or {}
     if sum(costs[m.index] for m in messages) <= budget:
         return HistorySelection(
             {m.index: Decision("kept", "whole history fits") for m in messages}, None, 0, budget
@@ -96,7 +95,7 @@ def select_history(
     decisions: dict[int, Decision] = {}
     remaining = budget - unit_cost[-1]
     if remaining < 0:
-        cut, cost = _shrink_unit(units[-1], costs, budget, shrink)
+        cut, cost = _shrink_unit(units[-1], costs, fixed, budget, shrink)
         decisions |= cut
         remaining = budget - cost
     keep_units = {len(units) - 1}
@@ -116,10 +115,10 @@ def select_history(
             continue
         room = remaining - reserve
         if room >= MIN_CUT_TOKENS:
-            cut, cost = _shrink_unit(units[u], costs, room, shrink)
+            cut, cost = _shrink_unit(units[u], costs, fixed, room, shrink)
             if cost <= room:
                 reason = "older message cut to the room left: its passages that match the question"
-                decisions |= {i: Decision("truncated", reason, d.text) for i, d in cut.items()}
+                decisions |= {i: dataclasses.replace(d, reason=reason) for i, d in cut.items()}
                 keep_units.add(u)
                 remaining -= cost
         break

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ..formats.base import GAP
 from .passages import PassageScorer, passage_tokens, select_regions, split_passages
-from .text import TextSpan
+from .shares import water_level
+from .text import Span
 
 __all__ = ["GAP", "cut_message", "question_of", "question_spans"]
 
@@ -71,32 +72,39 @@ def question_of(text: str) -> str:
 
 def cut_message(
     text: str,
-    span: TextSpan,
+    span: Span,
     budget: int,
     query: str,
     *,
     count_text: Callable[[str], int],
     keep_question: bool,
     scorer: PassageScorer | None = None,
-) -> str:
+    bounds: Sequence[tuple[int, int]] = (),
+) -> tuple[str, ...]:
     """``text`` within about ``budget`` tokens: its question kept when ``keep_question``, then the
-    passages that best match ``query`` (the question itself for the message that asks it)."""
+    passages that best match ``query`` (the question itself for the message that asks it).
+
+    ``bounds`` says where each of the message's pieces (its tool results or text blocks) sits in
+    ``text`` (default: one piece, the whole text); the room is shared among them by a common
+    level (the largest cut first) and the new text of each piece is returned, in order."""
+    bounds = tuple(bounds) or ((0, len(text)),)
     if budget <= 0:
-        return ""
+        return ("",) * len(bounds)
     if span.tokens <= budget:
-        return text
+        return tuple(text[a:b] for a, b in bounds)
     count = span.char_counter(text)
     gap = count_text(GAP)
     kept = question_spans(text) if keep_question else []
     kept_tokens = sum(count(a, b) for a, b in kept)
     if keep_question and (not kept or kept_tokens > budget):
         # no question to tell apart, or the question alone is too long: keep the end, where an ask is
-        return _keep_end(text, kept[-1][0] if kept else 0, count, budget)
-    if kept:
-        query = " ".join(text[a:b] for a, b in kept) or query
-    pieces = _select(text, _between(text, kept), budget - kept_tokens, query, count, gap, scorer)
-    out = sorted([*((a, b, text[a:b]) for a, b in kept), *pieces])
-    return _joined(text, out)
+        regions = [_keep_end(text, kept[-1][0] if kept else 0, count, budget - gap)]
+    else:
+        if kept:
+            query = " ".join(text[a:b] for a, b in kept) or query
+        stretches = _within(_between(text, kept), bounds)
+        regions = sorted(kept + _select(text, stretches, budget - kept_tokens, query, count, scorer, gap))
+    return tuple(_joined(text, regions, a, b) for a, b in bounds)
 
 
 def _between(text: str, kept: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -111,49 +119,78 @@ def _between(text: str, kept: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return [(a, b) for a, b in stretches if text[a:b].strip()]
 
 
+def _within(stretches: list[tuple[int, int]], bounds: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The stretches split at the pieces' bounds (a passage never spans two pieces)."""
+    return [(max(a, lo), min(b, hi)) for a, b in stretches for lo, hi in bounds if max(a, lo) < min(b, hi)]
+
+
 def _select(
     text: str,
     stretches: list[tuple[int, int]],
     budget: int,
     query: str,
     count: Callable[[int, int], int],
-    gap: int,
     scorer: PassageScorer | None,
-) -> list[tuple[int, int, str]]:
-    """The best passages within ``budget``, as (start, end, text) in ``text``, from the longest
-    stretch outside the question (with the question at one end, the only one)."""
-    if budget <= gap or not stretches:
-        return []
-    a, b = max(stretches, key=lambda s: s[1] - s[0])
+    gap: int,
+) -> list[tuple[int, int]]:
+    """Kept regions within ``budget``: the stretches share it by a common level; those above it
+    keep their passages that best match ``query`` (a marker where text was left out)."""
+    costs = [count(a, b) for a, b in stretches]
+    level = water_level(costs, budget)
+    regions: list[tuple[int, int]] = []
+    for (a, b), cost in zip(stretches, costs, strict=True):
+        if cost <= level:
+            regions.append((a, b))
+        elif level > gap and text[a:b].strip():
+            regions += _passages_of(text, a, b, level, query, count, scorer, gap)
+    return regions
+
+
+def _passages_of(
+    text: str,
+    a: int,
+    b: int,
+    budget: int,
+    query: str,
+    count: Callable[[int, int], int],
+    scorer: PassageScorer | None,
+    gap: int,
+) -> list[tuple[int, int]]:
+    """The passages of ``text[a:b]`` that best match ``query``, within ``budget``."""
     local = split_passages(text[a:b], lambda i, j: count(a + i, a + j), passage_tokens(budget))
     passages = [dataclasses.replace(p, start=p.start + a, end=p.end + a) for p in local]
     costs = [count(p.start, p.end) for p in passages]
-    regions = select_regions(text, passages, costs, budget, query=query, region_cost=gap, scorer=scorer)
-    return [(r.start, r.end, text[r.start : r.end].strip("\n")) for r in regions]
+    chosen = select_regions(text, passages, costs, budget, query=query, region_cost=gap, scorer=scorer)
+    return [(r.start, r.end) for r in chosen]
 
 
-def _joined(text: str, pieces: list[tuple[int, int, str]]) -> str:
-    """Pieces in order, a marker wherever text between or around them was left out."""
-    out, last = "", 0
-    for start, end, piece in pieces:
+def _joined(text: str, regions: list[tuple[int, int]], lo: int, hi: int) -> str:
+    """The regions that lie in ``text[lo:hi]`` (one piece), in order, clipped to it, with a
+    marker wherever text between or around them was left out (the piece as it was if none was)."""
+    out, last, cut = "", lo, False
+    for start, end in regions:
+        start, end = max(start, lo), min(end, hi)
+        piece = text[start:end].strip("\n") if start < end else ""
+        if not piece:
+            continue
         if text[last:start].strip():
-            out = out.rstrip("\n") + (GAP if out else GAP.lstrip("\n"))
+            out, cut = out.rstrip("\n") + (GAP if out else GAP.lstrip("\n")), True
         elif out:
             out += "\n\n"
         out += piece
         last = end
-    if text[last:].strip():
-        out = out.rstrip("\n") + GAP.rstrip("\n")
-    return out
+    if text[last:hi].strip():
+        return out.rstrip("\n") + GAP.rstrip("\n") if out else GAP.strip()
+    return out if cut else text[lo:hi]
 
 
-def _keep_end(text: str, start: int, count: Callable[[int, int], int], budget: int) -> str:
+def _keep_end(text: str, start: int, count: Callable[[int, int], int], budget: int) -> tuple[int, int]:
     """The longest end of ``text[start:]`` within ``budget`` tokens (a question ends with its ask)."""
     low, high = start, len(text)
     while low < high:
         mid = (low + high) // 2
-        if count(mid, len(text)) <= budget - 1:
+        if count(mid, len(text)) <= budget:
             high = mid
         else:
             low = mid + 1
-    return "…" + text[low:] if low > 0 else text[low:]
+    return low, len(text)

@@ -1,8 +1,8 @@
-"""Splitting one budget across several entries in proportion to their size."""
+"""Splitting one budget across several entries: in proportion to their size, or to a common level."""
 
 from __future__ import annotations
 
-__all__ = ["proportional_shares"]
+__all__ = ["proportional_shares", "water_level"]
 
 
 def proportional_shares(budget: int, sizes: list[int]) -> list[int]:
@@ -22,3 +22,16 @@ def proportional_shares(budget: int, sizes: list[int]) -> list[int]:
             shares[i] += 1
             left -= 1
     return shares
+
+
+def water_level(sizes: list[int], budget: int) -> int:
+    """The largest cap ``t`` with ``sum(min(size, t)) <= budget``: cutting to it trims the
+    largest entries first, and evenly, instead of emptying the largest one."""
+    low, high = 0, max(sizes, default=0)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if sum(min(size, mid) for size in sizes) <= budget:
+            low = mid
+        else:
+            high = mid - 1
+    return low

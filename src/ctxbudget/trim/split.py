@@ -11,7 +11,7 @@ from collections.abc import Callable
 from ..formats.base import Decision, Item, ItemKey
 from .bm25 import bm25_scores
 from .passages import PassageScorer, passage_tokens, ranking, select_regions, split_passages
-from .text import TextSpan
+from .text import Span
 
 __all__ = ["split_documents"]
 
@@ -25,7 +25,7 @@ def split_documents(
     *,
     cost: Callable[[Item], int],
     framing: Callable[[Item], int],
-    span_of: Callable[[ItemKey], TextSpan | None],
+    span_of: Callable[[ItemKey], Span | None],
     scorer: PassageScorer | None = None,
 ) -> tuple[dict[int, tuple[tuple[int, int, str], ...]], dict[ItemKey, Decision]]:
     """Over-long documents that did not fit whole: their best passages, verbatim, in the budget left.

@@ -8,12 +8,12 @@ one is near.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ..tokens.counter import ChunkAnalysis
 from .sentences import last_sentence_end
 
-__all__ = ["TextSpan", "truncate_text"]
+__all__ = ["PiecesSpan", "Span", "TextSpan", "truncate_text"]
 
 # A word boundary is preferred if it keeps at least this share of the token-level cut.
 WORD_BOUNDARY_KEEP = 0.7
@@ -59,6 +59,47 @@ class TextSpan:
             return self.analysis.tokens_between(self.byte_start + a, self.byte_start + byte_of(end))
 
         return count
+
+
+class PiecesSpan:
+    """An item's text made of several pieces (a message's tool results or text blocks), each
+    encoded on its own, read as one text: the pieces joined by a separator that costs nothing.
+    Counts are exact per piece; ``bounds`` says where each piece sits in the joined text."""
+
+    __slots__ = ("bounds", "pieces")
+
+    def __init__(self, pieces: Sequence[tuple[str, TextSpan | None]], separator: str) -> None:
+        self.pieces = tuple(span for _, span in pieces)
+        bounds, start = [], 0
+        for text, _ in pieces:
+            bounds.append((start, start + len(text)))
+            start += len(text) + len(separator)
+        self.bounds = tuple(bounds)
+
+    @property
+    def tokens(self) -> int:
+        """Tokens of all the pieces."""
+        return sum(span.tokens for span in self.pieces if span is not None)
+
+    def char_counter(self, text: str) -> Callable[[int, int], int]:
+        """``count(a, b)``: tokens of the pieces' characters within ``text[a:b]``."""
+        counters = [
+            span.char_counter(text[a:b]) if span is not None else None
+            for span, (a, b) in zip(self.pieces, self.bounds, strict=True)
+        ]
+
+        def count(start: int, end: int) -> int:
+            total = 0
+            for counter, (a, b) in zip(counters, self.bounds, strict=True):
+                lo, hi = max(start, a), min(end, b)
+                if counter is not None and lo < hi:
+                    total += counter(lo - a, hi - a)
+            return total
+
+        return count
+
+
+Span = TextSpan | PiecesSpan
 
 
 def _chars_within(span: TextSpan, budget: int) -> int:
