@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from ctxbudget import BudgetExceeded, fit
 from ctxbudget.cli import main
 from ctxbudget.fitting import count
+from ctxbudget.trim.messages import question_spans
 
 WORDS = " ".join(f"w{n}" for n in range(400))
 
@@ -438,3 +439,13 @@ def test_parallel_tool_results_in_one_message_are_each_cut_in_place() -> None:
     assert all("[…]" in t and len(t) > 500 for t in texts)  # each cut, none emptied
     assert "mailed on March 3 by certified letter" in texts[1]
     assert count(result.request, model="claude-sonnet-4-5")["tokens"] <= 4000
+
+
+def test_the_question_is_not_split_at_an_abbreviation() -> None:
+    text = (
+        "filler words " * 400
+        + "The hearing was on Monday. Did Hon. Smith rule on the motion before the deadline?"
+    )
+    assert [text[a:b] for a, b in question_spans(text)] == [
+        "Did Hon. Smith rule on the motion before the deadline?"
+    ]

@@ -108,6 +108,10 @@ BAD_BYTES: list[bytes] = [
     b'{"max_tokens": -3, "messages": [{"role": "user", "content": "x"}]}',
     b'{"messages": []}',
     b'{"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}',
+    b'{"messages": [{"role": "user", "content": [{"type": "text", "text": null}]}]}',
+    b'{"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": [{"type": "text"}]}]}',
+    b'{"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": [{"type": "document", '
+    b'"source": {"type": "text", "media_type": "text/plain"}}]}]}',
     b'{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": "http://x"}]}]}',
     b'{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": "x"}]}',
     b'{"messages": [{"role": "user", "content": "x"}], "tools": [{"function": {"name": "f", '

@@ -28,4 +28,5 @@ def first_error(error: ValidationError) -> tuple[str, str, object]:
     errors = error.errors()
     deepest = max(errors, key=lambda e: len(e["loc"]))
     location = tuple(p for p in deepest["loc"] if not (isinstance(p, str) and _NOT_IN_JSON.match(p)))
-    return json_path(location), str(deepest["msg"]), deepest.get("input")
+    message = str(deepest["msg"]).removeprefix("Value error, ")  # our own validators' messages
+    return json_path(location), message, deepest.get("input")

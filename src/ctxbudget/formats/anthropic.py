@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .base import GAP, PLACEHOLDER_TEMPLATE, Item, ItemKey, Owner, Plan, Rendering, Segment
 from .chat import (
@@ -51,6 +51,19 @@ class _Block(OpenModel):
     data: str | None = None  # redacted_thinking
     source: _Source | None = None
     cache_control: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _text_has_text(self) -> _Block:
+        if self.type == "text" and self.text is None:
+            raise ValueError("a text block needs a string `text`")
+        if (
+            self.type == "document"
+            and self.source
+            and self.source.type == "text"
+            and self.source.data is None
+        ):
+            raise ValueError("a text document needs a string `source.data`")
+        return self
 
 
 class _Message(OpenModel):

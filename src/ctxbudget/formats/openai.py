@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .base import Item, Owner, Plan, Rendering, Segment
 from .chat import (
@@ -55,6 +55,12 @@ class _Part(OpenModel):
     type: str
     text: str | None = None
     image_url: _ImageURL | None = None
+
+    @model_validator(mode="after")
+    def _text_has_text(self) -> _Part:
+        if self.type == "text" and self.text is None:
+            raise ValueError("a text part needs a string `text`")
+        return self
 
 
 class _Message(OpenModel):

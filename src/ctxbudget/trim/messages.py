@@ -18,12 +18,12 @@ from collections.abc import Callable, Sequence
 
 from ..formats.base import GAP
 from .passages import PassageScorer, passage_tokens, select_regions, split_passages
+from .sentences import iter_sentence_ends
 from .shares import water_level
 from .text import Span
 
 __all__ = ["GAP", "cut_message", "question_of", "question_spans"]
 
-_SENTENCE_END = re.compile(r"[.!?:]\s+")
 _PARAGRAPH = re.compile(r"\n\s*\n")
 _ASKS = re.compile(r"\?|^\s*(question|query|q|task|ask)\s*[:.)-]", re.IGNORECASE)
 _MAX_QUESTION_CHARS = 2000
@@ -59,9 +59,14 @@ def question_spans(text: str) -> list[tuple[int, int]]:
         return [first]
     if tail:
         return [(tail[-1][0], end)]
-    starts = [m.end() for m in _SENTENCE_END.finditer(text, paragraphs[-1][0], max(0, end - 1))]
-    if starts and end - starts[-1] <= _MAX_QUESTION_CHARS:
-        return [(starts[-1], end)]
+    # the last sentence (abbreviation-aware: "Hon. Smith" is not two sentences)
+    last = 0
+    window = max(paragraphs[-1][0], end - _MAX_QUESTION_CHARS - 1)
+    for last in iter_sentence_ends(text, window, end - 1):  # noqa: B007 - the last one is wanted
+        pass
+    if last:
+        rest = text[last:end]
+        return [(last + len(rest) - len(rest.lstrip()), end)]
     return []  # no paragraph or sentence short enough to be the question
 
 
