@@ -202,6 +202,13 @@ def test_anthropic_agent_fits_keep_the_api_rules(body: dict[str, Any], window: i
         for i, m in enumerate(body["messages"])
         if isinstance(m["content"], str) and m["content"].startswith("QUESTION")
     )
+    asked = body["messages"][question]["content"]
+    assert any(
+        b.get("text", "").rstrip().endswith(asked.rstrip()[-40:])
+        for m in sent["messages"]
+        if m["role"] == "user"
+        for b in (m["content"] if isinstance(m["content"], list) else [{"text": m["content"]}])
+    ), "the question is kept"
     loop = body["messages"][question + 1 :]
     thinking_now = [b for m in loop for b in m["content"] if b.get("type") == "thinking"]
     thinking_sent = [
