@@ -3,8 +3,8 @@
 It answers both APIs, streaming and not, and accounts for prompt caching by prefix hashes: the
 prefix up to the last ``cache_control`` mark (Anthropic) or the system message (OpenAI, when long
 enough) is read from its "cache" when it saw the same prefix before, else written. Tokens are
-counted as characters / 4. Models named ``fault-500``, ``fault-timeout`` and ``fault-disconnect``
-inject faults.
+counted as characters / 4. Models named ``fault-*`` (500, plain-500, 429, 503, 529, timeout,
+disconnect, badjson, list, nan-usage) inject faults; ``poison-usage`` bills a billion input tokens.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ class FakeUpstream:
         self.cached: set[str] = set()
         self.received: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.gateway: Any = None
         self.app = Starlette(
             routes=[
                 Route("/v1/messages", self.messages, methods=["POST"]),
@@ -65,11 +66,32 @@ class FakeUpstream:
         return None
 
     async def _fault(self, model: str) -> Response | None:
-        if model == "fault-500":
-            return JSONResponse({"error": "boom"}, status_code=500)
+        limits = {"retry-after": "7", "request-id": "req_fake_1", "x-ratelimit-remaining-requests": "0"}
+        faults: dict[str, Response] = {
+            "fault-500": JSONResponse({"error": "boom"}, status_code=500),
+            "fault-plain-500": Response("Internal Server Error", status_code=500, media_type="text/plain"),
+            "fault-429": JSONResponse(
+                {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}},
+                status_code=429,
+                headers=limits,
+            ),
+            "fault-503": JSONResponse({"error": {"message": "unavailable"}}, status_code=503),
+            "fault-529": JSONResponse(
+                {"type": "error", "error": {"type": "overloaded_error", "message": "overloaded"}},
+                status_code=529,
+                headers={"x-should-retry": "true"},
+            ),
+            "fault-badjson": Response(b'{"id": "msg_1", "content": [', media_type="application/json"),
+            "fault-list": JSONResponse([1, 2, 3]),
+            "fault-nan-usage": Response(
+                b'{"id": "m", "type": "message", "role": "assistant", "content": [{"type": "text", '
+                b'"text": "fine"}], "usage": {"input_tokens": NaN, "output_tokens": "7"}}',
+                media_type="application/json",
+            ),
+        }
         if model == "fault-timeout":
             await asyncio.sleep(3)
-        return None
+        return faults.get(model)
 
     async def _receive(self, request: Request) -> tuple[dict[str, Any], Response | None]:
         """Record the request; the body and the injected fault for its model, if any."""
@@ -84,7 +106,8 @@ class FakeUpstream:
             return fault
         read, write = self._cache(self._anthropic_prefix(body), 50)
         usage = {
-            "input_tokens": tokens(body) - read - write,
+            # "poison-usage": a broken or hostile answer that bills a billion input tokens
+            "input_tokens": 10**9 if body["model"] == "poison-usage" else tokens(body) - read - write,
             "cache_read_input_tokens": read,
             "cache_creation_input_tokens": write,
             "output_tokens": 7,
@@ -250,5 +273,7 @@ def gateway_over_fake(store: Path, **options: Any) -> Iterator[tuple[FakeUpstrea
         config = GatewayConfig(
             anthropic_upstream=upstream.url, openai_upstream=upstream.url, store_path=str(store), **options
         )
-        with Served(create_app(config)) as gateway:
+        app = create_app(config)
+        fake.gateway = app.state.gateway  # for tests that look at the gateway's state
+        with Served(app) as gateway:
             yield fake, gateway.url

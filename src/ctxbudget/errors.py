@@ -101,10 +101,15 @@ class BudgetExceeded(CtxBudgetError):
         if len(ranked) > 8:
             rest = ranked[8:]
             listing += f", and {len(rest)} more parts ({sum(t for _, t in rest):,} tokens)"
-        super().__init__(
+        self.summary = (
             f"cannot fit: the parts that cannot be trimmed need {required_tokens:,} tokens "
-            f"but only {available_tokens:,} are available ({listing}); {hint}"
+            f"but only {available_tokens:,} are available ({listing})"
         )
+        super().__init__(f"{self.summary}; {hint}")
+
+    def with_hint(self, hint: str) -> str:
+        """The message with another hint (the gateway names its settings, not CLI flags)."""
+        return f"{self.summary}; {hint}"
 
 
 class VolatileValueError(InvalidRequestError):

@@ -16,6 +16,7 @@ import hashlib
 import itertools
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,14 +37,16 @@ from ..errors import (
     PriceUnknown,
     UnknownModelError,
 )
+from ..fitting import count as fit_count
 from ..fitting import fit
-from ..policy import load_policy
+from ..policy import Policy, load_policy
 from ..session.store import SessionMeta, SQLiteStore
 from ..session.turns import Turn
 from .config import GatewayConfig
 from .metrics import Metrics
 from .providers import Provider
-from .usage import Calibration, Usage, normalize_usage
+from .settings import RequestSettings
+from .usage import Calibration, Usage, covered_by_estimate, normalize_usage, tool_prompt_tokens
 
 __all__ = ["Gateway", "Prepared", "Refusal"]
 
@@ -59,9 +62,26 @@ DROPPED_HEADERS = {
     "trailer",
     "upgrade",
     "accept-encoding",
-    SESSION_HEADER,
 }
-PASSED_BACK_HEADERS = ("content-type", "request-id", "x-request-id", "anthropic-ratelimit-requests-remaining")
+# Upstream headers a client relies on (rate limits, retry advice, request ids), passed back as given.
+PASSED_BACK_HEADERS = ("content-type", "request-id", "x-request-id", "retry-after", "x-should-retry")
+PASSED_BACK_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "retry-after-")
+
+
+def passed_back(headers: Mapping[str, str]) -> dict[str, str]:
+    """The upstream headers the client gets back."""
+    return {
+        k: v
+        for k, v in headers.items()
+        if k.lower() in PASSED_BACK_HEADERS or k.lower().startswith(PASSED_BACK_PREFIXES)
+    }
+
+
+# Hints in refusals name the gateway's settings and headers, not CLI flags.
+GATEWAY_HINT = (
+    "shorten them, raise X-Ctxbudget-Max-Context-Tokens (or serve --max-context-tokens) up to the "
+    "model's window, or lower max_tokens"
+)
 
 
 class Refusal(Exception):
@@ -71,6 +91,41 @@ class Refusal(Exception):
         super().__init__(message)
         self.status = status
         self.code = code
+
+
+def _too_large(exc: BudgetExceeded, provider: str) -> Refusal:
+    """A request whose untrimmable parts exceed its budget, coded as the provider codes it."""
+    code = "context_length_exceeded" if provider == "openai" else "context_too_large"
+    return Refusal(400, f"ctxbudget: {exc.with_hint(GATEWAY_HINT)}", code)
+
+
+class _Bounded(OrderedDict[str, Any]):
+    """A dict that forgets its least recently used keys beyond ``limit``."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def touch(self, key: str, default: Any) -> Any:
+        """The value for ``key`` (``default`` stored if absent), marked as just used."""
+        if key in self:
+            self.move_to_end(key)
+            return self[key]
+        self[key] = default
+        self.trim()
+        return default
+
+    def put(self, key: str, value: Any) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        self.trim()
+
+    def trim(self) -> None:
+        for key in list(self.keys())[: max(0, len(self) - self.limit)]:
+            value = self[key]
+            if isinstance(value, asyncio.Lock) and value.locked():
+                continue  # a session in use keeps its lock
+            del self[key]
 
 
 @dataclass(frozen=True)
@@ -85,6 +140,21 @@ class Prepared:
     estimate_usd: float | None
     proxy_tokens: int
     spec: ModelSpec | None
+    calibrate: bool = True  # the billed input is what the estimate counts (see usage.covered_by_estimate)
+    overhead_tokens: int = 0  # billed on top by the provider (Anthropic's tool-use system prompt)
+
+    def headers(self) -> dict[str, str]:
+        """What the client is told about its request."""
+        report = self.report
+        out = {
+            "x-ctxbudget-session": self.session,
+            "x-ctxbudget-tokens-before": str(report["tokens_before"]),
+            "x-ctxbudget-tokens-after": str(report["tokens_after"]),
+            "x-ctxbudget-trimmed": "false" if report.get("passed_through", False) else "true",
+        }
+        if self.estimate_usd is not None:
+            out["x-ctxbudget-estimated-cost-usd"] = f"{self.estimate_usd:.6f}"
+        return out
 
 
 def _last_user_text(body: Mapping[str, Any]) -> str:
@@ -147,9 +217,11 @@ class Gateway:
         self.metrics = Metrics()
         timeout = httpx.Timeout(config.timeout_seconds, connect=min(10.0, config.timeout_seconds))
         self.client = httpx.AsyncClient(timeout=timeout, transport=transport)
-        self._locks: dict[str, asyncio.Lock] = {}
-        self.policy = load_policy(config.policy) if config.policy else None
-        self._previous: dict[str, Mapping[str, Any]] = {}
+        # Per-session state is bounded: the least recently seen sessions are forgotten.
+        self._locks = _Bounded(config.max_sessions_in_memory)
+        self._previous = _Bounded(config.max_sessions_in_memory)
+        names = {config.policy, *config.allowed_policies} - {None}
+        self.policies: dict[str, Policy] = {str(n): load_policy(str(n)) for n in sorted(names, key=str)}
         self._ids = itertools.count(1)
 
     def next_request_id(self) -> int:
@@ -157,8 +229,13 @@ class Gateway:
         return next(self._ids)
 
     def upstream(self, provider: Provider) -> str:
+        """The upstream URL: the base given with or without its ``/v1``, then the API's path."""
         base = self.config.anthropic_upstream if provider.name == "anthropic" else self.config.openai_upstream
-        return base.rstrip("/") + provider.path
+        return base.rstrip("/").removesuffix("/v1") + provider.path
+
+    def model_label(self, spec: ModelSpec | None) -> str:
+        """The metrics label of a model: its catalog id, or "other" (clients choose ids freely)."""
+        return spec.id if spec is not None else "other"
 
     # ---- preparing -------------------------------------------------------------------------
     def catalog_for(self, model: str) -> tuple[Catalog, ModelSpec | None]:
@@ -178,27 +255,30 @@ class Gateway:
         calibrated = TokenizerSpec(encoding=tokenizer.encoding, exact=False, safety_factor=factor)
         return self.catalog.with_tokenizer(model, calibrated), spec
 
-    def _assemble(self, provider: Provider, body: dict[str, Any], session: str, model: str) -> Prepared:
+    def _assemble(
+        self, provider: Provider, body: dict[str, Any], session: str, model: str, settings: RequestSettings
+    ) -> Prepared:
         """Map the chat body onto the policy's tiers, assemble, and keep every other field."""
-        assert self.policy is not None
+        assert settings.policy is not None
         catalog, spec = self.catalog_for(model)
+        before = fit_count(body, model=model, format=provider.name, catalog=catalog, unknown_model="floor")
         try:
             result = assemble(
                 body,
-                policy=self.policy,
+                policy=self.policies[settings.policy],
                 model=model,
                 format=provider.name,
                 input_format=provider.name,
                 previous=self._previous.get(session),
                 catalog=catalog,
-                cost_ceiling_usd=self.config.cost_ceiling_usd,
+                cost_ceiling_usd=settings.cost_ceiling_usd,
             )
         except CostCeilingExceeded as exc:
             self.metrics.decisions.labels("refused").inc()
             raise Refusal(400, f"ctxbudget: {exc}; nothing was sent", "cost_ceiling_exceeded") from exc
         except BudgetExceeded as exc:
             self.metrics.decisions.labels("refused").inc()
-            raise Refusal(400, f"ctxbudget: {exc}", "context_too_large") from exc
+            raise _too_large(exc, provider.name) from exc
         except CtxBudgetError as exc:
             raise Refusal(400, f"ctxbudget: {exc}", "invalid_request") from exc
         assembled = result.request
@@ -208,33 +288,49 @@ class Gateway:
         report = {
             **result.report,
             "tokens_after": result.report["tokens"],
-            "tokens_before": result.report["tokens"],
+            "tokens_before": before["tokens"],
+            "passed_through": False,
         }
-        self._previous[session] = result.report
+        self._previous.put(session, result.report)
         self.metrics.decisions.labels("assembled").inc()
         proxy = round(report["tokens"] / (report["safety_factor"] or 1.0)) if not report["exact"] else 0
-        return Prepared(out, model, session, _last_user_text(body), report, report["cost_usd"], proxy, spec)
+        return Prepared(
+            out,
+            model,
+            session,
+            _last_user_text(body),
+            report,
+            report["cost_usd"],
+            proxy,
+            spec,
+            calibrate=covered_by_estimate(body, before.get("estimated_parts")),
+            overhead_tokens=tool_prompt_tokens(model, body),
+        )
 
-    def prepare(self, provider: Provider, body: dict[str, Any], session: str) -> Prepared:
+    def prepare(
+        self, provider: Provider, body: dict[str, Any], session: str, settings: RequestSettings | None = None
+    ) -> Prepared:
+        settings = settings or RequestSettings(
+            self.config.max_context_tokens, self.config.cost_ceiling_usd, self.config.policy
+        )
         model = body.get("model")
         if not isinstance(model, str) or not model:
             raise Refusal(400, "`model` is required", "invalid_request")
-        if self.policy is not None:
-            return self._assemble(provider, body, session, model)
+        if settings.policy is not None:
+            return self._assemble(provider, body, session, model, settings)
         catalog, spec = self.catalog_for(model)
-        reserve = body.get("max_tokens") or body.get("max_completion_tokens")
         try:
             result = fit(
                 body,
                 model=model,
                 format=provider.name,
                 catalog=catalog,
-                reserve_output_tokens=int(reserve) if isinstance(reserve, int) else None,
+                max_context_tokens=self._budget(spec, settings),
                 unknown_model=self.config.unknown_model,
             )
         except BudgetExceeded as exc:
             self.metrics.decisions.labels("refused").inc()
-            raise Refusal(400, f"ctxbudget: {exc}", "context_too_large") from exc
+            raise _too_large(exc, provider.name) from exc
         except CtxBudgetError as exc:
             raise Refusal(400, f"ctxbudget: {exc}", "invalid_request") from exc
         report = result.report.to_dict()
@@ -245,25 +341,46 @@ class Gateway:
             if provider.name == "anthropic"
             else result.request
         )
-        estimate = self._estimate(
-            spec, report["tokens_after"], int(reserve) if isinstance(reserve, int) else 0
+        reserve = result.report.reserve_output_tokens
+        estimate = self._estimate(spec, report["tokens_after"], reserve)
+        self._check_ceiling(model, estimate, settings.cost_ceiling_usd)
+        proxy = round(report["tokens_after"] / (report["safety_factor"] or 1.0)) if not report["exact"] else 0
+        return Prepared(
+            out,
+            model,
+            session,
+            _last_user_text(body),
+            report,
+            estimate,
+            proxy,
+            spec,
+            calibrate=covered_by_estimate(body, report.get("estimated_parts")),
+            overhead_tokens=tool_prompt_tokens(model, body),
         )
-        ceiling = self.config.cost_ceiling_usd
-        if ceiling is not None and estimate is None:
+
+    @staticmethod
+    def _budget(spec: ModelSpec | None, settings: RequestSettings) -> int:
+        """The request's window: the client's or server's budget, never above the model's own."""
+        if not settings.max_context_tokens:
+            return 0
+        return min(settings.max_context_tokens, spec.context_window) if spec else settings.max_context_tokens
+
+    def _check_ceiling(self, model: str, estimate: float | None, ceiling: float | None) -> None:
+        if ceiling is None:
+            return
+        if estimate is None:
             self.metrics.decisions.labels("refused").inc()
             raise Refusal(
                 400, f"ctxbudget: {PriceUnknown(model_id=model, ceiling_usd=ceiling)}", "price_unknown"
             )
-        if ceiling is not None and estimate is not None and estimate > ceiling:
+        if estimate > ceiling:
             self.metrics.decisions.labels("refused").inc()
             raise Refusal(
                 400,
                 f"ctxbudget: estimated cost ${estimate:.4f} is above the ceiling ${ceiling:.4f} per "
-                "request; nothing was sent",
+                "request; nothing was sent (X-Ctxbudget-Cost-Ceiling may only lower the server's)",
                 "cost_ceiling_exceeded",
             )
-        proxy = round(report["tokens_after"] / (report["safety_factor"] or 1.0)) if not report["exact"] else 0
-        return Prepared(out, model, session, _last_user_text(body), report, estimate, proxy, spec)
 
     @staticmethod
     def _estimate(spec: ModelSpec | None, input_tokens: int, output_tokens: int) -> float | None:
@@ -316,25 +433,40 @@ class Gateway:
         )
         self.store.append_turn(prepared.session, turn, [])
 
-    async def record(
-        self, provider: Provider, prepared: Prepared, answer: str, raw_usage: Mapping[str, Any] | None
-    ) -> None:
-        usage = normalize_usage(provider.name, raw_usage)
-        model = prepared.model
+    async def record(self, provider: Provider, prepared: Prepared, answer: str, raw_usage: Any) -> None:
+        """Metrics, calibration and the stored turn for an answer the client got. Never raises: a
+        failure to record is logged and counted, the answer stands."""
+        try:
+            usage = normalize_usage(provider.name, raw_usage)
+            self._observe(prepared, usage)
+            lock = self._locks.touch(prepared.session, asyncio.Lock())
+            async with lock:
+                await run_in_threadpool(self._store_turn, prepared, answer, usage)
+        except Exception as exc:  # the answer was given: recording must not take it back
+            self.metrics.record_failures.labels(type(exc).__name__).inc()
+            logger.error(
+                "session=%s could not record the turn: %s: %s", prepared.session, type(exc).__name__, exc
+            )
+
+    def _observe(self, prepared: Prepared, usage: Usage | None) -> None:
+        model = self.model_label(prepared.spec)
         if prepared.estimate_usd is not None:
             self.metrics.cost_estimated.labels(model).inc(prepared.estimate_usd)
-        if usage:
-            self.metrics.tokens_in.labels(model).inc(usage.input_tokens)
-            self.metrics.tokens_out.labels(model).inc(usage.output_tokens)
-            self.metrics.cache_read.labels(model).inc(usage.cache_read_tokens)
-            self.metrics.cache_write.labels(model).inc(usage.cache_write_tokens)
-            actual = self._actual_cost(prepared.spec, usage)
-            if actual is not None:
-                self.metrics.cost_actual.labels(model).inc(actual)
-            if not prepared.report["exact"]:
-                default = self.catalog.tokenizer_for(model).safety_factor
-                factor = self.calibration.observe(model, prepared.proxy_tokens, usage.input_tokens, default)
-                self.metrics.safety_factor.labels(model).set(factor)
-        lock = self._locks.setdefault(prepared.session, asyncio.Lock())
-        async with lock:
-            await run_in_threadpool(self._store_turn, prepared, answer, usage)
+        if not usage:
+            return
+        self.metrics.tokens_in.labels(model).inc(usage.input_tokens)
+        self.metrics.tokens_out.labels(model).inc(usage.output_tokens)
+        self.metrics.cache_read.labels(model).inc(usage.cache_read_tokens)
+        self.metrics.cache_write.labels(model).inc(usage.cache_write_tokens)
+        actual = self._actual_cost(prepared.spec, usage)
+        if actual is not None:
+            self.metrics.cost_actual.labels(model).inc(actual)
+        if prepared.report["exact"] or not prepared.calibrate or prepared.spec is None:
+            return
+        default = self.catalog.tokenizer_for(prepared.model).safety_factor
+        billed = usage.input_tokens - prepared.overhead_tokens  # what the estimate stands for
+        ignored = self.calibration.ignored
+        factor = self.calibration.observe(prepared.model, prepared.proxy_tokens, billed, default)
+        if self.calibration.ignored > ignored:
+            self.metrics.calibration_ignored.labels(model).inc()
+        self.metrics.safety_factor.labels(model).set(factor)

@@ -25,3 +25,9 @@ class GatewayConfig:
     unknown_model: Literal["error", "floor"] = "error"
     # With a tiered policy, chat bodies are mapped onto its tiers and assembled instead of fitted.
     policy: str | None = None
+    # A token budget below the model's window for every request (0: the window).
+    max_context_tokens: int = 0
+    # Policies a client may pick per request with X-Ctxbudget-Policy.
+    allowed_policies: tuple[str, ...] = ()
+    # Sessions whose state (previous report, lock) is held in memory; the oldest are forgotten.
+    max_sessions_in_memory: int = 4096

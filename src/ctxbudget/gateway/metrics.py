@@ -38,6 +38,18 @@ class Metrics:
         self.upstream_errors = Counter(
             "ctxbudget_upstream_errors", "Upstream failures by kind", ["kind"], registry=r
         )
+        self.calibration_ignored = Counter(
+            "ctxbudget_calibration_ignored",
+            "Usage outside the calibration band (not covered by the estimate), ignored",
+            ["model"],
+            registry=r,
+        )
+        self.record_failures = Counter(
+            "ctxbudget_record_failures", "Answered turns that could not be recorded", ["error"], registry=r
+        )
+        self.internal_errors = Counter(
+            "ctxbudget_internal_errors", "Requests that failed inside the gateway", ["stage"], registry=r
+        )
         self.safety_factor = Gauge(
             "ctxbudget_safety_factor", "Calibrated estimate factor", ["model"], registry=r
         )

@@ -6,6 +6,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -15,11 +16,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..errors import CtxBudgetError
+from ..errors import CtxBudgetError, InvalidRequestError
 from ..fitting import count
-from .app import DROPPED_HEADERS, PASSED_BACK_HEADERS, Gateway, Prepared, Refusal, _session_id
+from ..formats.jsonvalue import decode_json
+from .app import DROPPED_HEADERS, Gateway, Prepared, Refusal, _session_id, passed_back
 from .config import GatewayConfig
 from .providers import ANTHROPIC, OPENAI, Provider, StreamState
+from .settings import HEADER_PREFIX, RequestSettings, SettingsError, request_settings
 
 __all__ = ["create_app"]
 
@@ -41,16 +44,21 @@ async def _read_json(request: Request, gateway: Gateway) -> dict[str, Any]:
         if len(data) > limit:
             raise Refusal(413, f"request body is over the {limit:,}-byte limit", "request_too_large")
     try:
-        body = json.loads(data)
-    except ValueError as exc:
-        raise Refusal(400, f"request body is not valid JSON: {exc}", "invalid_json") from exc
+        body = decode_json(data, "request body")
+    except InvalidRequestError as exc:
+        raise Refusal(400, str(exc), "invalid_json") from exc
     if not isinstance(body, dict):
         raise Refusal(400, "request body must be a JSON object", "invalid_request")
     return body
 
 
 def _forward_headers(request: Request) -> dict[str, str]:
-    return {k: v for k, v in request.headers.items() if k.lower() not in DROPPED_HEADERS}
+    """The client's headers, less hop-by-hop ones and ctxbudget's own (never sent upstream)."""
+    return {
+        k: v
+        for k, v in request.headers.items()
+        if k.lower() not in DROPPED_HEADERS and not k.lower().startswith(HEADER_PREFIX)
+    }
 
 
 def _error(provider: Provider, status: int, message: str, code: str) -> JSONResponse:
@@ -82,14 +90,23 @@ def _log(
 
 
 async def _upstream_failure(provider: Provider, gateway: Gateway, response: httpx.Response) -> Response:
-    body = await response.aread()
-    if response.status_code < 500:  # the provider's own 4xx answer, passed through as it is
-        return Response(
-            body, status_code=response.status_code, media_type=response.headers.get("content-type")
-        )
-    gateway.metrics.upstream_errors.labels(f"http_{response.status_code}").inc()
-    snippet = body[:200].decode("utf-8", "replace")
-    return _error(provider, 502, f"upstream answered {response.status_code}: {snippet}", "upstream_error")
+    """The upstream's error answered as it came: its status (429, 503, 529 stay what they are),
+    its rate-limit and retry headers, and its body when that is JSON (else the provider's shape)."""
+    try:
+        body = await response.aread()
+    finally:
+        await response.aclose()
+    status = response.status_code
+    if status >= 500:
+        gateway.metrics.upstream_errors.labels(f"http_{status}").inc()
+    headers = {k: v for k, v in passed_back(response.headers).items() if k.lower() != "content-type"}
+    try:
+        json.loads(body)
+    except ValueError:
+        snippet = body[:200].decode("utf-8", "replace")
+        message = f"upstream answered {status}: {snippet}"
+        return JSONResponse(provider.error_body(status, message, "upstream_error"), status, headers)
+    return Response(body, status_code=status, headers=headers, media_type="application/json")
 
 
 async def _send(
@@ -120,63 +137,117 @@ async def _complete(
         ) from exc
     finally:
         await upstream.aclose()
-    payload = json.loads(data)
-    await gateway.record(provider, prepared, provider.response_text(payload), payload.get("usage"))
-    headers = {k: v for k, v in upstream.headers.items() if k.lower() in PASSED_BACK_HEADERS}
+    try:
+        payload = json.loads(data)
+    except ValueError as exc:
+        gateway.metrics.upstream_errors.labels("invalid_json").inc()
+        raise Refusal(
+            502, f"upstream answered {upstream.status_code} with invalid JSON", "upstream_error"
+        ) from exc
+    answer = provider.response_text(payload) if isinstance(payload, dict) else ""
+    usage = payload.get("usage") if isinstance(payload, dict) else None
+    await gateway.record(provider, prepared, answer, usage)
+    headers = {**passed_back(upstream.headers), **prepared.headers()}
     return Response(data, status_code=upstream.status_code, headers=headers)
 
 
 def _relay(
-    gateway: Gateway, provider: Provider, prepared: Prepared, upstream: httpx.Response
+    gateway: Gateway, provider: Provider, prepared: Prepared, upstream: httpx.Response, usage_added: bool
 ) -> StreamingResponse:
+    """Stream the answer through as it arrives; with ``usage_added`` (the gateway asked an OpenAI
+    upstream for usage the client did not ask for), the usage-only chunk is held back."""
+
     async def events() -> AsyncIterator[bytes]:
-        state = StreamState(provider)
+        state = StreamState(provider, hold_usage=usage_added)
+        recorded = False
         try:
             async for chunk in upstream.aiter_bytes():
-                state.feed(chunk)
-                yield chunk
+                out = state.feed(chunk)
+                if state.finished and not recorded:  # recorded before the client sees the end
+                    recorded = True
+                    await gateway.record(provider, prepared, "".join(state.text), state.usage)
+                if out:
+                    yield out
         except httpx.HTTPError as exc:
             gateway.metrics.upstream_errors.labels("disconnected").inc()
             yield provider.stream_error(f"upstream dropped the stream: {type(exc).__name__}")
             return
         finally:
             await upstream.aclose()
+        tail = state.flush()
+        if state.finished and not recorded:
+            await gateway.record(provider, prepared, "".join(state.text), state.usage)
+        if tail:
+            yield tail
         if not state.finished:
             gateway.metrics.upstream_errors.labels("truncated_stream").inc()
             yield provider.stream_error("upstream closed the stream before it finished")
-            return
-        await gateway.record(provider, prepared, "".join(state.text), state.usage)
 
-    return StreamingResponse(
-        events(), status_code=200, media_type="text/event-stream", headers={"cache-control": "no-cache"}
-    )
+    headers = {"cache-control": "no-cache", **passed_back(upstream.headers), **prepared.headers()}
+    headers.pop("content-type", None)
+    return StreamingResponse(events(), status_code=200, media_type="text/event-stream", headers=headers)
+
+
+def _with_stream_usage(provider: Provider, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """An OpenAI stream asks for usage (so the turn can be recorded) when the client did not."""
+    if provider.name != "openai" or not body.get("stream"):
+        return body, False
+    options = body.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage"):
+        return body, False
+    return {**body, "stream_options": {**(options or {}), "include_usage": True}}, True
 
 
 def _proxy(provider: Provider) -> Any:
     async def handler(request: Request) -> Response:
         gateway: Gateway = request.app.state.gateway
-        rid, started, prepared, size = gateway.next_request_id(), time.perf_counter(), None, 0
+        rid, started, prepared, size, stage = gateway.next_request_id(), time.perf_counter(), None, 0, "read"
         try:
             body = await _read_json(request, gateway)
             size = len(json.dumps(body))
-            prepared = await run_in_threadpool(
-                gateway.prepare, provider, body, _session_id(request, provider, body)
+            stage = "prepare"
+            settings = _settings(gateway, request)
+            session = _session_id(request, provider, body)
+            prepared = await run_in_threadpool(gateway.prepare, provider, body, session, settings)
+            forwarded, usage_added = _with_stream_usage(provider, prepared.body)
+            stage = "send"
+            upstream = await _send(
+                gateway, provider, replace(prepared, body=forwarded), _forward_headers(request)
             )
-            upstream = await _send(gateway, provider, prepared, _forward_headers(request))
+            stage = "answer"
             if upstream.status_code >= 400:
                 response = await _upstream_failure(provider, gateway, upstream)
                 outcome = "upstream_error"
             elif body.get("stream"):
-                response, outcome = _relay(gateway, provider, prepared, upstream), "streamed"
+                response, outcome = _relay(gateway, provider, prepared, upstream, usage_added), "streamed"
             else:
                 response, outcome = await _complete(gateway, provider, prepared, upstream), "ok"
         except Refusal as refusal:
             response, outcome = _error(provider, refusal.status, str(refusal), refusal.code), refusal.code
+        except Exception as exc:  # never a bare 500: an error in the provider's shape, logged and counted
+            gateway.metrics.internal_errors.labels(stage).inc()
+            logger.exception("request=%d failed while %s", rid, stage)
+            before = stage in ("read", "prepare", "send")
+            status, code = (400, "invalid_request") if before else (502, "upstream_error")
+            message = f"ctxbudget: {type(exc).__name__} while {stage}" + (
+                "; nothing was sent" if before else ""
+            )
+            response, outcome = _error(provider, status, message, code), code
+        if prepared is not None:
+            for key, value in prepared.headers().items():
+                response.headers.setdefault(key, value)
         gateway.metrics.requests.labels(provider.path, outcome).inc()
         _log(rid, provider, prepared, size, response.status_code, outcome, started)
         return response
 
     return handler
+
+
+def _settings(gateway: Gateway, request: Request) -> RequestSettings:
+    try:
+        return request_settings(gateway.config, request.headers)
+    except SettingsError as exc:
+        raise Refusal(400, f"ctxbudget: {exc}", "invalid_request") from exc
 
 
 async def _count_tokens(request: Request) -> Response:

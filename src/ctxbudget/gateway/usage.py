@@ -7,13 +7,14 @@ Anthropic's ``input_tokens`` excludes cached tokens (``cache_creation_input_toke
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Calibration", "Usage", "normalize_usage"]
+__all__ = ["Calibration", "Usage", "covered_by_estimate", "normalize_usage", "tool_prompt_tokens"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,12 +42,18 @@ class Usage:
 
 
 def _int(value: Any) -> int:
-    return int(value) if isinstance(value, int | float) else 0
+    """A token count as billed: a whole, finite, non-negative number (anything else is 0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    if isinstance(value, float) and not math.isfinite(value):
+        return 0
+    return max(0, int(value))
 
 
-def normalize_usage(provider: str, usage: Mapping[str, Any] | None) -> Usage | None:
-    """One shape for both providers; None when the response carried no usage."""
-    if not usage:
+def normalize_usage(provider: str, usage: Any) -> Usage | None:
+    """One shape for both providers; None when the response carried no usage (or not an object).
+    A count that is not a whole non-negative number (NaN, a string, -5) is read as 0."""
+    if not usage or not isinstance(usage, Mapping):
         return None
     if provider == "anthropic":
         read = _int(usage.get("cache_read_input_tokens"))
@@ -57,7 +64,8 @@ def normalize_usage(provider: str, usage: Mapping[str, Any] | None) -> Usage | N
             cache_write_tokens=write,
             output_tokens=_int(usage.get("output_tokens")),
         )
-    details = usage.get("prompt_tokens_details") or {}
+    details = usage.get("prompt_tokens_details")
+    details = details if isinstance(details, Mapping) else {}
     return Usage(
         input_tokens=_int(usage.get("prompt_tokens")),
         cache_read_tokens=_int(details.get("cached_tokens")),
@@ -66,16 +74,57 @@ def normalize_usage(provider: str, usage: Mapping[str, Any] | None) -> Usage | N
     )
 
 
-class Calibration:
-    """Safety factors learned from observed usage, per model.
+# Anthropic bills a tool-use system prompt on top of the request whenever ``tools`` are given
+# (docs.anthropic.com, "Tool use: pricing and tokens"): (model prefix, auto/none, any/tool).
+TOOL_PROMPT_TOKENS: tuple[tuple[str, int, int], ...] = (
+    ("claude-3-opus", 530, 281),
+    ("claude-3-sonnet", 159, 235),
+    ("claude-3-haiku", 264, 340),
+    ("claude-3-5-haiku", 264, 340),
+    ("claude", 346, 313),  # Claude 3.5 Sonnet, 3.7 Sonnet and every Claude 4 model
+)
 
-    The factor rises at once when a request needed more than estimated; it falls only with
-    evidence - after ``window`` observations all below it - and then only to the highest ratio
-    observed in that window, never below what was seen.
+
+def tool_prompt_tokens(model: str, request: Mapping[str, Any]) -> int:
+    """Tokens of the tool-use system prompt the provider adds to an Anthropic request."""
+    if not request.get("tools") or not model.startswith("claude"):
+        return 0
+    choice = request.get("tool_choice")
+    forced = isinstance(choice, Mapping) and choice.get("type") in ("any", "tool")
+    for prefix, auto, forced_tokens in TOOL_PROMPT_TOKENS:
+        if model.startswith(prefix):
+            return forced_tokens if forced else auto
+    return 0
+
+
+def covered_by_estimate(request: Mapping[str, Any], estimated_parts: Any) -> bool:
+    """Whether the billed input is what the estimate counts: no part counted by a rule of thumb
+    (images, PDFs) and no server tool (web search, code execution: billed inputs of their own)."""
+    if estimated_parts:
+        return False
+    tools = request.get("tools") or []
+    return not any(
+        isinstance(t, Mapping) and t.get("type") not in (None, "custom", "function") for t in tools
+    )
+
+
+class Calibration:
+    """Safety factors learned from observed usage, per model, within bounds that one answer
+    cannot break.
+
+    A factor stays between the catalog's (``default``) and ``ceiling`` times it. An observed
+    ratio above that band is not a calibration but input the estimate does not cover (a server
+    tool, a poisoned or broken usage): it is ignored and counted. A ratio above the factor raises
+    it at most ``step`` times per observation; the factor falls after ``window`` observations all
+    below it, to the highest of them (never below ``default``), so a raised factor comes back down
+    with the requests it still lets through.
     """
 
-    def __init__(self, window: int = 20) -> None:
+    def __init__(self, window: int = 20, ceiling: float = 2.0, step: float = 1.25) -> None:
         self.window = window
+        self.ceiling = ceiling
+        self.step = step
+        self.ignored = 0
         self._ratios: dict[str, deque[float]] = {}
         self._factors: dict[str, float] = {}
         self._lock = threading.Lock()
@@ -90,13 +139,16 @@ class Calibration:
             return self.factor(model, default)
         ratio = actual_tokens / proxy_tokens
         with self._lock:
+            if ratio > default * self.ceiling:
+                self.ignored += 1
+                return self._factors.get(model, default)
             seen = self._ratios.setdefault(model, deque(maxlen=self.window))
             seen.append(ratio)
             current = self._factors.get(model, default)
             if ratio > current:
-                current = ratio
+                current = min(ratio, current * self.step)
             elif len(seen) == self.window and max(seen) < current:
-                current = max(seen)
+                current = max(max(seen), default)
             self._factors[model] = round(current, 4)
             return self._factors[model]
 

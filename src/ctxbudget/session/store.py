@@ -94,10 +94,13 @@ def _canonical(value: Any) -> str:
 class SQLiteStore:
     """A :class:`SessionStore` in one SQLite file (``":memory:"`` for a throwaway one)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, busy_timeout_seconds: float = 30.0) -> None:
         self.path = str(path)
         try:
-            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            # A writer waits up to the busy timeout for another's lock instead of failing at once.
+            self._db = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_seconds
+            )
         except sqlite3.Error as exc:
             raise ConfigError(f"cannot open session store {self.path!r}: {exc}") from exc
         self._lock = threading.Lock()

@@ -1,0 +1,71 @@
+"""Per-request budgets a client may set with headers, within what the server allows.
+
+``X-Ctxbudget-Max-Context-Tokens`` budgets the request below the model's window (never above it:
+the window is the provider's limit); ``X-Ctxbudget-Cost-Ceiling`` may only lower the server's
+ceiling; ``X-Ctxbudget-Policy`` picks one of the policies the server allows (``serve
+--allow-policy``). A malformed value is refused (400) naming the header; no such header is ever
+forwarded upstream.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .config import GatewayConfig
+
+__all__ = ["HEADER_PREFIX", "RequestSettings", "SettingsError", "request_settings"]
+
+HEADER_PREFIX = "x-ctxbudget-"
+MAX_CONTEXT_HEADER = "x-ctxbudget-max-context-tokens"
+COST_CEILING_HEADER = "x-ctxbudget-cost-ceiling"
+POLICY_HEADER = "x-ctxbudget-policy"
+
+
+class SettingsError(ValueError):
+    """A ctxbudget header the gateway cannot honour."""
+
+
+@dataclass(frozen=True)
+class RequestSettings:
+    """What one request is budgeted with: a token budget (0: the model's window), a cost ceiling
+    (None: none), and the policy to assemble with (None: fit)."""
+
+    max_context_tokens: int = 0
+    cost_ceiling_usd: float | None = None
+    policy: str | None = None
+
+
+def _tokens(value: str) -> int:
+    if not value.strip().isascii() or not value.strip().isdigit() or int(value) <= 0:
+        raise SettingsError(f"{MAX_CONTEXT_HEADER} must be a whole number of tokens > 0, got {value!r}")
+    return int(value)
+
+
+def _ceiling(value: str, server: float | None) -> float:
+    try:
+        ceiling = float(value)
+    except ValueError:
+        ceiling = math.nan
+    if not math.isfinite(ceiling) or ceiling <= 0:
+        raise SettingsError(f"{COST_CEILING_HEADER} must be a positive number of USD, got {value!r}")
+    return ceiling if server is None else min(ceiling, server)
+
+
+def request_settings(config: GatewayConfig, headers: Mapping[str, str]) -> RequestSettings:
+    """The settings for one request: the server's, narrowed by the client's headers."""
+    tokens = config.max_context_tokens or 0
+    if (given := headers.get(MAX_CONTEXT_HEADER)) is not None:
+        asked = _tokens(given)
+        tokens = min(asked, tokens) if tokens else asked
+    ceiling = config.cost_ceiling_usd
+    if (given := headers.get(COST_CEILING_HEADER)) is not None:
+        ceiling = _ceiling(given, ceiling)
+    policy = config.policy
+    if (given := headers.get(POLICY_HEADER)) is not None:
+        if given not in config.allowed_policies:
+            allowed = ", ".join(config.allowed_policies) or "none (serve --allow-policy NAME)"
+            raise SettingsError(f"{POLICY_HEADER}: policy {given!r} is not allowed here; allowed: {allowed}")
+        policy = given
+    return RequestSettings(tokens, ceiling, policy)

@@ -1,0 +1,273 @@
+"""The gateway on real traffic: budgets clients set, faults passed through, calibration that one
+answer cannot poison, bounded state (official SDKs against the local fake upstream)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from ctxbudget.gateway.usage import Calibration, normalize_usage
+from ctxbudget.session import SQLiteStore
+
+from .fake_upstream import FakeUpstream, gateway_over_fake
+
+LONG = "The lease was signed in March and the deposit was paid in April. " * 400
+
+
+@pytest.fixture()
+def stack(tmp_path: Path) -> Iterator[tuple[FakeUpstream, str, Path]]:
+    store = tmp_path / "gw.db"
+    with gateway_over_fake(store, timeout_seconds=1.0) as (fake, url):
+        yield fake, url, store
+
+
+def _anthropic(url: str, **headers: str) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=url, api_key="sk-ant-test", max_retries=0, default_headers=headers)
+
+
+def _openai(url: str, **headers: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0, default_headers=headers)
+
+
+def _ask(text: str = "When was the lease signed?") -> list[dict[str, Any]]:
+    return [{"role": "user", "content": text}]
+
+
+def test_a_client_budgets_its_request_and_is_told_what_happened(
+    stack: tuple[FakeUpstream, str, Path],
+) -> None:
+    fake, url, _ = stack
+    client = _anthropic(url, **{"X-Ctxbudget-Session": "budgeted", "X-Ctxbudget-Max-Context-Tokens": "2000"})
+    raw = client.messages.with_raw_response.create(
+        model="claude-sonnet-4-6", max_tokens=200, messages=_ask(LONG + " When was the lease signed?")
+    )
+    headers = raw.headers
+    assert headers["x-ctxbudget-trimmed"] == "true" and headers["x-ctxbudget-session"] == "budgeted"
+    assert int(headers["x-ctxbudget-tokens-before"]) > 2000 >= int(headers["x-ctxbudget-tokens-after"])
+    assert float(headers["x-ctxbudget-estimated-cost-usd"]) > 0
+    assert len(fake.received[-1]["messages"][0]["content"]) < len(LONG)
+    assert not any(k.startswith("x-ctxbudget") for k in fake.headers[-1])  # never forwarded
+    small = client.messages.with_raw_response.create(
+        model="claude-sonnet-4-6", max_tokens=20, messages=_ask()
+    )
+    assert small.headers["x-ctxbudget-trimmed"] == "false"
+
+
+@pytest.mark.parametrize(
+    ("header", "value"),
+    [
+        ("X-Ctxbudget-Max-Context-Tokens", "lots"),
+        ("X-Ctxbudget-Max-Context-Tokens", "-5"),
+        ("X-Ctxbudget-Cost-Ceiling", "nan"),
+        ("X-Ctxbudget-Cost-Ceiling", "0"),
+        ("X-Ctxbudget-Policy", "legal-review"),  # not allowed by this server
+    ],
+)
+def test_a_bad_ctxbudget_header_is_a_400_naming_it(
+    stack: tuple[FakeUpstream, str, Path], header: str, value: str
+) -> None:
+    fake, url, _ = stack
+    with pytest.raises(anthropic.BadRequestError, match=header.lower()):
+        _anthropic(url, **{header: value}).messages.create(
+            model="claude-sonnet-4-6", max_tokens=20, messages=_ask()
+        )
+    assert fake.received == []
+
+
+def test_a_client_cost_ceiling_only_lowers_the_servers(tmp_path: Path) -> None:
+    with gateway_over_fake(tmp_path / "c.db", cost_ceiling_usd=0.1) as (fake, url):
+        low = _anthropic(url, **{"X-Ctxbudget-Cost-Ceiling": "0.000001"})
+        with pytest.raises(anthropic.BadRequestError, match="ceiling"):
+            low.messages.create(model="claude-sonnet-4-6", max_tokens=20, messages=_ask())
+        high = _anthropic(url, **{"X-Ctxbudget-Cost-Ceiling": "1000"})
+        with pytest.raises(anthropic.BadRequestError, match="ceiling"):  # still the server's 0.1
+            high.messages.create(model="claude-sonnet-4-6", max_tokens=20_000, messages=_ask())
+        assert fake.received == []
+
+
+def test_the_server_budget_applies_to_every_request(tmp_path: Path) -> None:
+    with gateway_over_fake(tmp_path / "s.db", max_context_tokens=1500) as (fake, url):
+        reply = _openai(url).chat.completions.with_raw_response.create(
+            model="gpt-4o", max_tokens=100, messages=_ask(LONG + " When?")
+        )
+        assert int(reply.headers["x-ctxbudget-tokens-after"]) <= 1500
+        assert len(fake.received[-1]["messages"][0]["content"]) < len(LONG)
+
+
+def test_upstream_status_codes_and_headers_pass_through(stack: tuple[FakeUpstream, str, Path]) -> None:
+    _, url, _ = stack
+    client = _anthropic(url)
+    with pytest.raises(anthropic.RateLimitError) as limited:
+        client.messages.create(model="fault-429", max_tokens=10, messages=_ask())
+    response = limited.value.response
+    assert response.status_code == 429 and response.headers["retry-after"] == "7"
+    assert response.headers["request-id"] == "req_fake_1"
+    assert response.headers["x-ratelimit-remaining-requests"] == "0"
+    for model, status in (("fault-503", 503), ("fault-529", 529), ("fault-500", 500)):
+        with pytest.raises(anthropic.APIStatusError) as failed:
+            client.messages.create(model=model, max_tokens=10, messages=_ask())
+        assert failed.value.status_code == status, model
+    with pytest.raises(anthropic.InternalServerError) as plain:
+        client.messages.create(model="fault-plain-500", max_tokens=10, messages=_ask())
+    body = plain.value.response.json()  # not text: the provider's error shape
+    assert body["type"] == "error" and "Internal Server Error" in body["error"]["message"]
+
+
+def test_a_broken_upstream_answer_is_a_502_and_a_given_answer_always_arrives(
+    stack: tuple[FakeUpstream, str, Path],
+) -> None:
+    _, url, store = stack
+    with pytest.raises(anthropic.APIStatusError) as bad:
+        _anthropic(url).messages.create(model="fault-badjson", max_tokens=10, messages=_ask())
+    assert bad.value.status_code == 502 and bad.value.response.json()["type"] == "error"
+    listed = httpx.post(
+        url + "/v1/messages", json={"model": "fault-list", "max_tokens": 5, "messages": _ask()}
+    )
+    assert listed.status_code == 200 and listed.json() == [1, 2, 3]
+    client = _anthropic(url, **{"X-Ctxbudget-Session": "nan"})
+    answer = client.messages.create(model="fault-nan-usage", max_tokens=10, messages=_ask())
+    assert answer.content[0].text == "fine"
+    turns = SQLiteStore(store).turns("nan")
+    assert len(turns) == 1 and turns[0].usage["actual"]["input_tokens"] == 0
+
+
+def test_failures_before_sending_are_400s_in_the_provider_shape(
+    stack: tuple[FakeUpstream, str, Path],
+) -> None:
+    fake, url, _ = stack
+    cases = [
+        b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "\\ud800"}]}',
+        b'{"model": "gpt-4o", "messages": ' + b"[" * 3000 + b"]" * 3000 + b"}",
+        b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}], "t": NaN}',
+        json.dumps(
+            {
+                "model": "claude-sonnet-4-6",
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [{"type": "tool_result", "tool_use_id": "a", "content": ["x"]}],
+                    }
+                ],
+            }
+        ).encode(),
+    ]
+    for data in cases:
+        route = "/v1/messages" if b"claude" in data else "/v1/chat/completions"
+        response = httpx.post(url + route, content=data, headers={"content-type": "application/json"})
+        assert response.status_code == 400, (data[:60], response.text)
+        assert response.json()["error"]["type"] == "invalid_request_error"
+    assert fake.received == []
+    odd_key = httpx.post(
+        url + "/v1/messages",
+        json={"model": "claude-sonnet-4-6", "max_tokens": 5, "messages": _ask()},
+        headers={"x-api-key": "sk-\u00e9t\u00e9".encode()},
+    )
+    assert odd_key.status_code in (200, 400) and odd_key.json().get("type") in ("message", "error")
+
+
+def test_openai_code_for_a_request_that_cannot_fit(stack: tuple[FakeUpstream, str, Path]) -> None:
+    _, url, _ = stack
+    client = _openai(url, **{"X-Ctxbudget-Max-Context-Tokens": "300"})
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(
+            model="gpt-4o", max_tokens=10, messages=[{"role": "system", "content": LONG}, *_ask()]
+        )
+    assert refused.value.code == "context_length_exceeded"
+    # names the gateway's headers and settings, not the fit command's flags
+    assert "X-Ctxbudget-Max-Context-Tokens" in refused.value.message
+    assert (
+        "--reserve-output-tokens" not in refused.value.message
+        and "--on-overflow" not in refused.value.message
+    )
+
+
+def test_upstream_urls_work_with_or_without_v1(tmp_path: Path) -> None:
+    with gateway_over_fake(tmp_path / "v.db") as (fake, url):
+        fake.gateway.config = type(fake.gateway.config)(
+            **{
+                **fake.gateway.config.__dict__,
+                "openai_upstream": fake.gateway.config.openai_upstream + "/v1/",
+            }
+        )
+        reply = _openai(url).chat.completions.create(model="gpt-4o", max_tokens=5, messages=_ask())
+        assert reply.choices[0].message.content.startswith("echo")
+
+
+def test_openai_streams_record_usage_the_client_did_not_ask_for(
+    stack: tuple[FakeUpstream, str, Path],
+) -> None:
+    fake, url, store = stack
+    chunks = list(
+        _openai(url, **{"X-Ctxbudget-Session": "stream"}).chat.completions.create(
+            model="gpt-4o", max_tokens=5, stream=True, messages=_ask()
+        )
+    )
+    assert fake.received[-1]["stream_options"] == {"include_usage": True}
+    assert all(c.usage is None for c in chunks) and chunks[-1].choices  # no extra chunk for the client
+    assert SQLiteStore(store).turns("stream")[0].usage["actual"]["input_tokens"] > 0
+
+
+def test_one_poisoned_answer_cannot_lock_a_model_out(stack: tuple[FakeUpstream, str, Path]) -> None:
+    _, url, _ = stack
+    client = _anthropic(url)
+    client.messages.create(model="poison-usage", max_tokens=10, messages=_ask())  # bills 1e9 tokens
+    # a request of about 5,700 estimated tokens in this model's 8,000: refused or cut if poisoned
+    raw = client.messages.with_raw_response.create(
+        model="poison-usage", max_tokens=10, messages=_ask(LONG[:20_000])
+    )
+    assert raw.headers["x-ctxbudget-trimmed"] == "false"
+    metrics = httpx.get(url + "/metrics").text
+    assert 'ctxbudget_calibration_ignored_total{model="fault-500"} 2.0' in metrics  # both billed 1e9
+
+
+def test_calibration_stays_in_its_band_and_comes_back_down() -> None:
+    calibration = Calibration(window=3)
+    assert calibration.observe("m", 100, 10**9, default=1.3) == 1.3  # outside the band: ignored
+    assert calibration.ignored == 1
+    assert calibration.observe("m", 100, 200, default=1.3) == 1.625  # a bounded step up
+    for _ in range(3):
+        factor = calibration.observe("m", 100, 110, default=1.3)
+    assert factor == 1.3  # back to the catalog's, never below it
+
+
+def test_usage_that_is_not_a_count_is_read_as_zero() -> None:
+    usage = normalize_usage(
+        "anthropic", {"input_tokens": float("nan"), "output_tokens": "7", "cache_read_input_tokens": -4}
+    )
+    assert usage is not None and usage.to_dict() == dict.fromkeys(
+        ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens"), 0
+    )
+    assert normalize_usage("openai", [1, 2]) is None
+
+
+def test_metrics_and_session_state_stay_bounded(tmp_path: Path) -> None:
+    with gateway_over_fake(tmp_path / "b.db", unknown_model="floor", max_sessions_in_memory=5) as (fake, url):
+        client = _anthropic(url)
+        for n in range(12):
+            client.with_options(default_headers={"X-Ctxbudget-Session": f"s{n}"}).messages.create(
+                model=f"made-up-model-{n}", max_tokens=5, messages=_ask()
+            )
+        metrics = httpx.get(url + "/metrics").text
+        assert "made-up-model" not in metrics and 'model="other"' in metrics
+        assert len(fake.gateway._locks) <= 5
+
+
+def test_the_tool_use_system_prompt_is_not_read_as_estimate_error() -> None:
+    from ctxbudget.gateway.usage import covered_by_estimate, tool_prompt_tokens
+
+    tool = {"name": "lookup", "input_schema": {"type": "object"}}
+    body: dict[str, Any] = {"model": "claude-sonnet-4-6", "tools": [tool], "messages": _ask()}
+    assert tool_prompt_tokens("claude-sonnet-4-6", body) == 346
+    assert tool_prompt_tokens("claude-sonnet-4-6", {**body, "tool_choice": {"type": "any"}}) == 313
+    assert tool_prompt_tokens("claude-3-opus-20240229", body) == 530
+    assert tool_prompt_tokens("gpt-4o", body) == 0 and tool_prompt_tokens("claude-sonnet-4-6", _ask()[0]) == 0
+    server_tool = {"type": "web_search_20250305", "name": "web_search"}
+    assert covered_by_estimate(body, []) and not covered_by_estimate({**body, "tools": [server_tool]}, [])
+    assert not covered_by_estimate(body, ["$.messages[0].content[1]: image"])
