@@ -92,7 +92,14 @@ def _check_pinned(request: ContextRequest, policy: Policy) -> None:
                 )
 
 
-def _blocks(selections: Sequence[TierSelection], current: Sequence[ContextItem]) -> tuple[Block, ...]:
+def _source(item: ContextItem, fmt: str) -> Mapping[str, Any] | None:
+    """The provider message an item stands for, when the output is in its format."""
+    return item.source if item.source_format == fmt else None
+
+
+def _blocks(
+    selections: Sequence[TierSelection], current: Sequence[ContextItem], fmt: str
+) -> tuple[Block, ...]:
     system: list[Block] = []
     ledger: list[Block] = []
     messages: list[Block] = []
@@ -126,10 +133,14 @@ def _blocks(selections: Sequence[TierSelection], current: Sequence[ContextItem])
                         tier=tier.name,
                         cached=tier.cached,
                         ttl=tier.cache_ttl,
+                        message=_source(item, fmt) if text == item.text else None,
                     )
                 )
     messages += [
-        Block(region="message", role=i.role, text=i.text, tier="current", cached=False) for i in current
+        Block(
+            region="message", role=i.role, text=i.text, tier="current", cached=False, message=_source(i, fmt)
+        )
+        for i in current
     ]
     return (*system, *ledger, *messages)
 
@@ -159,7 +170,7 @@ def _draft(setup: _Setup, targets: Mapping[int, int]) -> _Draft:
         )
         for t in setup.policy.tiers
     )
-    blocks = _blocks(selections, setup.request.current)
+    blocks = _blocks(selections, setup.request.current, setup.fmt)
     body = _render(setup, blocks, ())
     return _Draft(
         selections, blocks, body, _measure(setup, body), tuple(setup.counter.raw(b.text) for b in blocks)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from .catalog.values import CacheRules
 
@@ -36,6 +36,8 @@ class Block:
     tier: str
     cached: bool
     ttl: TTL = "5m"
+    # A provider message sent as it was (a kept message of a chat body: tool calls, images, ...).
+    message: Mapping[str, Any] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,7 +74,10 @@ def prefix_hashes(model: str, blocks: Sequence[Block]) -> list[str]:
     digest = hashlib.sha256(json.dumps({"model": model}, sort_keys=True).encode("utf-8"))
     out = []
     for block in blocks:
-        digest.update(json.dumps([block.region, block.role, block.text], ensure_ascii=False).encode("utf-8"))
+        parts: list[Any] = [block.region, block.role, block.text]
+        if block.message is not None:
+            parts.append(block.message)
+        digest.update(json.dumps(parts, ensure_ascii=False, sort_keys=True).encode("utf-8"))
         out.append(digest.copy().hexdigest())
     return out
 

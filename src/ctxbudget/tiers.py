@@ -204,7 +204,7 @@ def _compact_passages(
 def _units(items: list[ContextItem]) -> list[list[ContextItem]]:
     units: list[list[ContextItem]] = []
     for item in items:
-        if units and item.kind == "tool_result" and units[-1][-1].kind == "tool_call":
+        if units and item.kind == "tool_result" and units[-1][0].kind == "tool_call":
             units[-1].append(item)
         else:
             units.append([item])

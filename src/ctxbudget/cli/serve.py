@@ -26,7 +26,26 @@ from .base import (
     "policy_ref",
     default=None,
     metavar="NAME|FILE",
-    help="Take the per-request cost ceiling from this policy.",
+    help="Assemble every chat request with this tiered policy instead of fitting it: the body's "
+    "system, messages and tool groups are mapped onto the policy's tiers (tool calls and results "
+    "kept whole in the rolling tier), every other field is kept, and the policy's cost ceiling "
+    "applies (docs/gateway.md).",
+)
+@click.option(
+    "--allow-policy",
+    "allowed_policies",
+    multiple=True,
+    metavar="NAME|FILE",
+    help="A policy clients may pick per request with X-Ctxbudget-Policy (repeatable).",
+)
+@click.option(
+    "--max-context-tokens",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    metavar="N",
+    help="Budget every request to N tokens (0: the model's window; never above it). Clients may "
+    "lower it per request with X-Ctxbudget-Max-Context-Tokens.",
 )
 @click.option(
     "--cost-ceiling",
@@ -74,6 +93,8 @@ def serve_command(
     timeout_seconds: float,
     catalogs: tuple[str, ...],
     unknown_model: str,
+    allowed_policies: tuple[str, ...],
+    max_context_tokens: int,
 ) -> None:
     """Serve the Anthropic- and OpenAI-compatible gateway: point an SDK's base URL at it."""
     import logging
@@ -103,6 +124,8 @@ def serve_command(
             catalog_paths=catalogs,
             unknown_model=unknown_model,  # type: ignore[arg-type]
             policy=policy_ref,
+            allowed_policies=allowed_policies,
+            max_context_tokens=max_context_tokens,
         )
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         click.echo(

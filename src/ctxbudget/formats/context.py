@@ -12,6 +12,8 @@ the first ``never`` tier, documents to the first ``compact`` tier, history to th
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -88,6 +90,9 @@ class ContextItem:
     citation: str | None = None
     supersedes: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    # The provider message an item of a chat body stands for (sent as it was when kept), and its format.
+    source: Mapping[str, Any] | None = None
+    source_format: str | None = None
 
     @property
     def path(self) -> str:
@@ -219,12 +224,68 @@ def _from_question(body: Mapping[str, Any], policy: Policy) -> list[dict[str, An
     return items
 
 
-def _from_chat(body: Mapping[str, Any], policy: Policy, fmt_name: str) -> list[dict[str, Any]]:
+def _has_tool_calls(message: Mapping[str, Any]) -> bool:
+    content = message.get("content")
+    blocks = content if isinstance(content, list) else []
+    return bool(message.get("tool_calls")) or any(
+        isinstance(b, dict) and b.get("type") == "tool_use" for b in blocks
+    )
+
+
+def _is_tool_result(message: Mapping[str, Any]) -> bool:
+    content = message.get("content")
+    blocks = content if isinstance(content, list) else []
+    return message.get("role") == "tool" or any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks
+    )
+
+
+def _chat_kind(message: Mapping[str, Any], current: bool) -> str:
+    """A message's item kind: tool calls and tool results by what they carry; in the current turn
+    an assistant message is a tool call and anything else a tool result (only those may follow
+    the question)."""
+    if _has_tool_calls(message) or (current and message.get("role") == "assistant"):
+        return "tool_call"
+    if _is_tool_result(message) or current:
+        return "tool_result"
+    return "history"
+
+
+def _chat_text(item_text: str, message: Mapping[str, Any]) -> str:
+    """What a message costs, as text: its texts, and its tool calls' names and arguments."""
+    calls = [
+        json.dumps(c.get("function") or {}, ensure_ascii=False, sort_keys=True)
+        for c in message.get("tool_calls") or []
+        if isinstance(c, dict)
+    ]
+    content = message.get("content")
+    calls += (
+        [
+            json.dumps({"name": b.get("name"), "input": b.get("input")}, ensure_ascii=False, sort_keys=True)
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "tool_use"
+        ]
+        if isinstance(content, list)
+        else []
+    )
+    return "\n".join([item_text, *calls]) if calls else item_text
+
+
+def _from_chat(
+    body: Mapping[str, Any], policy: Policy, fmt_name: str
+) -> tuple[list[dict[str, Any]], dict[str, Mapping[str, Any]]]:
+    """Items for a chat body, and the provider message behind each message item (by id): an
+    assembly into the same format sends those messages as they were (tool calls, tool results,
+    images, thinking blocks and every other field), choosing only which to keep."""
     parsed = get_format(fmt_name).parse(body)
+    messages = body.get("messages") or []
+    system: list[dict[str, Any]] = []  # instructions lead, wherever they stood
     items: list[dict[str, Any]] = []
+    sources: dict[str, Mapping[str, Any]] = {}
+    query_at = next((_position(i.path) for i in parsed if i.component == "query"), None)
     for item in parsed:
         if item.component == "system":
-            items.append(
+            system.append(
                 {
                     "id": f"system-{item.index}",
                     "tier": _first(policy, "never").name,
@@ -232,20 +293,26 @@ def _from_chat(body: Mapping[str, Any], policy: Policy, fmt_name: str) -> list[d
                     "text": item.text,
                 }
             )
-        elif item.component == "history":
-            role = "assistant" if item.role == "assistant" else "user"
-            items.append(
-                {
-                    "id": f"history-{item.index}",
-                    "tier": _first(policy, "rolling").name,
-                    "kind": "history",
-                    "role": role,
-                    "text": item.text,
-                }
-            )
-        elif item.component == "query":
-            items.append({"id": f"question-{item.index}", "kind": "question", "text": item.text})
-    return items
+            continue
+        position = _position(item.path)
+        message = messages[position]
+        current = query_at is not None and position >= query_at
+        entry: dict[str, Any] = {
+            "id": f"{item.component}-{item.index}",
+            "kind": "question" if item.component == "query" else _chat_kind(message, current),
+            "role": "assistant" if item.role == "assistant" else "user",
+            "text": _chat_text(item.text, message),
+        }
+        if not current:
+            entry["tier"] = _first(policy, "rolling").name
+        items.append(entry)
+        sources[entry["id"]] = message
+    return system + items, sources
+
+
+def _position(path: str) -> int:
+    """N of a ``$.messages[N]`` path."""
+    return int(path.removeprefix("$.messages[").removesuffix("]"))
 
 
 def parse_context_request(
@@ -259,4 +326,10 @@ def parse_context_request(
     name = format or detect_format(body).name
     if name == "question":
         return _from_items({"items": _from_question(body, policy)}, policy)
-    return _from_items({"items": _from_chat(body, policy, name)}, policy)
+    items, sources = _from_chat(body, policy, name)
+    request = _from_items({"items": items}, policy)
+    with_sources = tuple(
+        dataclasses.replace(i, source=sources[i.id], source_format=name) if i.id in sources else i
+        for i in request.items
+    )
+    return dataclasses.replace(request, items=with_sources)

@@ -7,7 +7,8 @@ marks on their blocks (``"ttl": "1h"`` for one-hour entries).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import copy
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from ..cache import Block, Breakpoint
@@ -22,23 +23,72 @@ def _cache_control(point: Breakpoint) -> dict[str, str]:
     return {"type": "ephemeral", "ttl": "1h"} if point.ttl == "1h" else {"type": "ephemeral"}
 
 
+def _without_marks(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a provider message without cache marks: breakpoints are the plan's to set."""
+    out = copy.deepcopy(dict(message))
+    content = out.get("content")
+    if isinstance(content, list):
+        out["content"] = [
+            {k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, dict) else b
+            for b in content
+        ]
+    return out
+
+
+def _blocks_of(content: Any) -> list[Any]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+
+
+def _mark(message: dict[str, Any], point: Breakpoint) -> None:
+    """A cache mark on a provider message's last block that takes one (not a thinking block)."""
+    blocks = _blocks_of(message.get("content"))
+    for block in reversed(blocks):
+        if isinstance(block, dict) and block.get("type") not in ("thinking", "redacted_thinking"):
+            block["cache_control"] = _cache_control(point)
+            message["content"] = blocks
+            return
+
+
+def _append(messages: list[dict[str, Any]], message: dict[str, Any], parts: bool) -> None:
+    """Add a message; in Anthropic bodies (``parts``) a message of the same role as the one before
+    is merged into it (roles alternate there), tool results first as the API wants them."""
+    if not (parts and messages and messages[-1]["role"] == message["role"]):
+        messages.append(message)
+        return
+    merged = _blocks_of(messages[-1]["content"]) + _blocks_of(message["content"])
+    results = [b for b in merged if isinstance(b, dict) and b.get("type") == "tool_result"]
+    messages[-1] = {**messages[-1], "content": results + [b for b in merged if b not in results]}
+
+
 def _messages(blocks: Sequence[Block], marks: dict[int, Breakpoint], parts: bool) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
+    as_given: list[bool] = []  # per message: a provider message sent as it was
     for i, block in enumerate(blocks):
         if block.region != "message":
+            continue
+        if block.message is not None:
+            message = _without_marks(block.message) if parts else copy.deepcopy(dict(block.message))
+            if i in marks and parts:
+                _mark(message, marks[i])
+            count = len(messages)
+            _append(messages, message, parts)
+            as_given[count:] = [True] * (len(messages) - count)
             continue
         part: dict[str, Any] = {"type": "text", "text": block.text}
         if i in marks:
             part["cache_control"] = _cache_control(marks[i])
-        if messages and messages[-1]["role"] == block.role:
-            messages[-1]["content"].append(part)
+        if messages and messages[-1]["role"] == block.role and (parts or not as_given[-1]):
+            messages[-1]["content"] = [*_blocks_of(messages[-1]["content"]), part]
         else:
             messages.append({"role": block.role, "content": [part]})
+            as_given.append(False)
     if messages and messages[0]["role"] != "user":
         messages.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUATION}]})
+        as_given.insert(0, False)
     if not parts:
-        for message in messages:
-            message["content"] = "\n\n".join(p["text"] for p in message["content"])
+        for message, given in zip(messages, as_given, strict=True):
+            if not given:
+                message["content"] = "\n\n".join(p["text"] for p in message["content"])
     return messages
 
 
@@ -107,9 +157,9 @@ def block_texts(body: dict[str, Any] | str) -> list[str]:
         return [body]
     texts = [b["text"] for b in body.get("system", []) if isinstance(b, dict)]
     for message in body.get("messages", []):
-        content = message["content"]
+        content = message.get("content")
         if isinstance(content, str):
             texts.append(content)
-        else:
-            texts += [p.get("text", "") for p in content if isinstance(p, dict)]
+        elif isinstance(content, list):
+            texts += [str(p.get("text", "")) for p in content if isinstance(p, dict)]
     return texts

@@ -269,7 +269,7 @@ class Gateway:
                 model=model,
                 format=provider.name,
                 input_format=provider.name,
-                previous=self._previous.get(session),
+                previous=self._previous.get(f"{settings.policy}\x00{session}"),
                 catalog=catalog,
                 cost_ceiling_usd=settings.cost_ceiling_usd,
             )
@@ -291,7 +291,7 @@ class Gateway:
             "tokens_before": before["tokens"],
             "passed_through": False,
         }
-        self._previous.put(session, result.report)
+        self._previous.put(f"{settings.policy}\x00{session}", result.report)
         self.metrics.decisions.labels("assembled").inc()
         proxy = round(report["tokens"] / (report["safety_factor"] or 1.0)) if not report["exact"] else 0
         return Prepared(
