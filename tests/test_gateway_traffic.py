@@ -271,3 +271,25 @@ def test_the_tool_use_system_prompt_is_not_read_as_estimate_error() -> None:
     server_tool = {"type": "web_search_20250305", "name": "web_search"}
     assert covered_by_estimate(body, []) and not covered_by_estimate({**body, "tools": [server_tool]}, [])
     assert not covered_by_estimate(body, ["$.messages[0].content[1]: image"])
+
+
+def test_session_commands_report_gateway_turns_with_the_providers_usage(
+    stack: tuple[FakeUpstream, str, Path],
+) -> None:
+    from click.testing import CliRunner
+
+    from ctxbudget.cli import main
+
+    _, url, store = stack
+    reply = _anthropic(url, **{"X-Ctxbudget-Session": "billed"}).messages.create(
+        model="claude-sonnet-4-6", max_tokens=20, messages=_ask()
+    )
+    billed = reply.usage.input_tokens
+    runner = CliRunner()
+    shown = runner.invoke(main, ["session", "show", "billed", "--store", str(store)]).output
+    assert f"turn 1: {billed:,} tokens" in shown and "(provider)" in shown and "$0.0000" not in shown
+    listed = runner.invoke(main, ["session", "list", "--store", str(store)]).output
+    assert f"billed\t1 turns\t{billed:,} input tokens" in listed
+    exported = json.loads(runner.invoke(main, ["session", "export", "billed", "--store", str(store)]).output)
+    figures = exported["turns"][0]["figures"]
+    assert figures["source"] == "provider" and figures["input_tokens"] == billed and figures["cost_usd"] > 0

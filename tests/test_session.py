@@ -221,7 +221,8 @@ def test_cli_session_commands(tmp_path: Path) -> None:
     )
     assert added.exit_code == 0, added.output
     assert json.loads(added.output)["report"]["tokens"] > 0
-    assert runner.invoke(main, ["session", "list", "--store", store]).output.strip() == "c"
+    listed = runner.invoke(main, ["session", "list", "--store", store]).output.strip().split("\t")
+    assert listed[:2] == ["c", "1 turns"] and listed[3].startswith("$")
     exported = json.loads(runner.invoke(main, ["session", "export", "c", "--store", store]).output)
     assert exported["turns"][0]["question"] == "Notice?"
     assert "turn 1" in runner.invoke(main, ["session", "show", "c", "--store", store]).output

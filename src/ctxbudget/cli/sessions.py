@@ -213,8 +213,12 @@ def session_list(store_path: str) -> None:
     from ..session import SQLiteStore
 
     def action() -> None:
-        for name in SQLiteStore(store_path).names():
-            click.echo(name)
+        store = SQLiteStore(store_path)
+        for name in store.names():
+            figures = [t.figures() for t in store.turns(name)]
+            costs = [f.cost_usd for f in figures if f.cost_usd is not None]
+            tokens = sum(f.input_tokens for f in figures)
+            click.echo(f"{name}\t{len(figures)} turns\t{tokens:,} input tokens\t${sum(costs):.4f}")
 
     _run(action)
 
@@ -231,11 +235,11 @@ def session_show(name: str, store_path: str) -> None:
         meta = store.meta(name)
         click.echo(f"session {name}: policy {meta.policy}, model {meta.model}")
         for turn in store.turns(name):
-            report = turn.report
-            cache = report.get("cache", {})
+            f = turn.figures()
+            cost = "price unknown" if f.cost_usd is None else f"${f.cost_usd:.4f}"
             click.echo(
-                f"turn {turn.index}: {report.get('tokens', 0):,} tokens, read {cache.get('read_tokens', 0):,}, "
-                f"written {cache.get('write_tokens', 0):,}, ${report.get('cost_usd', 0):.4f} - {turn.question[:60]}"
+                f"turn {turn.index}: {f.input_tokens:,} tokens, read {f.cache_read_tokens:,}, "
+                f"written {f.cache_write_tokens:,}, {cost} ({f.source}) - {turn.question[:60]}"
             )
         for entry in store.ledger(name):
             click.echo("ledger " + json.dumps(entry, ensure_ascii=False))
@@ -260,7 +264,7 @@ def session_export(name: str, store_path: str) -> None:
                     "policy": meta.policy,
                     "model": meta.model,
                     "base": meta.base,
-                    "turns": [t.to_dict() for t in store.turns(name)],
+                    "turns": [{**t.to_dict(), "figures": t.figures().to_dict()} for t in store.turns(name)],
                     "ledger": store.ledger(name),
                 },
                 ensure_ascii=False,

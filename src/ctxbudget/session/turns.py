@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ToolCall", "ToolResult", "Turn"]
+__all__ = ["ToolCall", "ToolResult", "Turn", "TurnFigures"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,6 +27,32 @@ class ToolResult:
 
 
 @dataclass(frozen=True, kw_only=True)
+class TurnFigures:
+    """What a turn took: input tokens, cache reads and writes, cost, and where the figures come
+    from ("provider": the usage the provider billed; "estimate": ctxbudget's own, before sending)."""
+
+    input_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cost_usd: float | None
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "input_tokens": self.input_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "cost_usd": self.cost_usd,
+            "source": self.source,
+        }
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Turn:
     """One turn: the question, tool calls and results, the answer, and what the turn cost."""
 
@@ -38,6 +64,31 @@ class Turn:
     tags: tuple[str, ...] = ()
     report: Mapping[str, Any] = field(default_factory=dict)
     usage: Mapping[str, Any] = field(default_factory=dict)
+
+    def figures(self) -> TurnFigures:
+        """The provider's billed usage when the turn has it (gateway turns), else the estimate of
+        the report (an assembly's tokens and cache prediction, or a fit's tokens after)."""
+        actual = self.usage.get("actual")
+        if isinstance(actual, Mapping):
+            return TurnFigures(
+                input_tokens=int(_number(actual.get("input_tokens")) or 0),
+                cache_read_tokens=int(_number(actual.get("cache_read_tokens")) or 0),
+                cache_write_tokens=int(_number(actual.get("cache_write_tokens")) or 0),
+                cost_usd=_number(actual.get("cost_usd")),
+                source="provider",
+            )
+        report, estimated = self.report, self.usage.get("estimated")
+        cache = report.get("cache") if isinstance(report.get("cache"), Mapping) else {}
+        cost = report.get("cost_usd")
+        if cost is None and isinstance(estimated, Mapping):
+            cost = estimated.get("cost_usd")
+        return TurnFigures(
+            input_tokens=int(_number(report.get("tokens", report.get("tokens_after"))) or 0),
+            cache_read_tokens=int(_number(cache.get("read_tokens")) or 0),
+            cache_write_tokens=int(_number(cache.get("write_tokens")) or 0),
+            cost_usd=_number(cost),
+            source="estimate",
+        )
 
     @property
     def complete(self) -> bool:
