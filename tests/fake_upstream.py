@@ -39,9 +39,12 @@ class FakeUpstream:
         self.received: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.gateway: Any = None
+        self.counted: list[dict[str, Any]] = []
+        self.count_fails = False
         self.app = Starlette(
             routes=[
                 Route("/v1/messages", self.messages, methods=["POST"]),
+                Route("/v1/messages/count_tokens", self.count_tokens, methods=["POST"]),
                 Route("/v1/chat/completions", self.chat, methods=["POST"]),
             ]
         )
@@ -99,6 +102,14 @@ class FakeUpstream:
         self.received.append(body)
         self.headers.append(dict(request.headers))
         return body, await self._fault(body.get("model", ""))
+
+    async def count_tokens(self, request: Request) -> Response:
+        """The provider's counting endpoint: the same count the fake bills (input only)."""
+        body = await request.json()
+        self.counted.append(body)
+        if self.count_fails or "max_tokens" in body:  # the real endpoint refuses max_tokens
+            return JSONResponse({"type": "error", "error": {"type": "api_error"}}, status_code=500)
+        return JSONResponse({"input_tokens": tokens(body)})
 
     async def messages(self, request: Request) -> Response:
         body, fault = await self._receive(request)

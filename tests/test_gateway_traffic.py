@@ -293,3 +293,26 @@ def test_session_commands_report_gateway_turns_with_the_providers_usage(
     exported = json.loads(runner.invoke(main, ["session", "export", "billed", "--store", str(store)]).output)
     figures = exported["turns"][0]["figures"]
     assert figures["source"] == "provider" and figures["input_tokens"] == billed and figures["cost_usd"] > 0
+
+
+def test_count_with_upstream_decides_only_what_the_estimate_cannot(tmp_path: Path) -> None:
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 10, "messages": _ask(LONG[:6_000] + " When?")}
+    with gateway_over_fake(tmp_path / "n.db", count_with_upstream=True) as (fake, url):
+        estimate = httpx.post(url + "/v1/messages/count_tokens", json=body).json()["input_tokens"]
+        exact = len(json.dumps({k: body[k] for k in ("model", "messages")})) // 4
+        proxy = estimate / 1.3
+        # a budget the request fits by the exact count but not by the estimate's margin
+        budget = (max(exact, round(proxy)) + estimate) // 2 + 10
+        assert max(exact, proxy) + 10 < budget < estimate + 10
+        client = _anthropic(url, **{"X-Ctxbudget-Max-Context-Tokens": str(budget)})
+        first = client.messages.with_raw_response.create(**body)
+        assert first.headers["x-ctxbudget-trimmed"] == "false" and len(fake.counted) == 1
+        assert fake.received[-1]["messages"] == body["messages"]  # sent whole
+        client.messages.create(**body)
+        assert len(fake.counted) == 1  # remembered by content
+        small = client.messages.with_raw_response.create(**{**body, "messages": _ask()})
+        assert small.headers["x-ctxbudget-trimmed"] == "false" and len(fake.counted) == 1  # not asked
+        fake.count_fails = True
+        other = {**body, "messages": _ask(LONG[:6_000] + " Why?")}
+        cut = client.messages.with_raw_response.create(**other)
+        assert cut.headers["x-ctxbudget-trimmed"] == "true"  # the estimate stands on failure

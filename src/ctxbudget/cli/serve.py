@@ -60,7 +60,7 @@ from .base import (
     show_default=True,
     envvar="CTXBUDGET_ANTHROPIC_UPSTREAM",
     metavar="URL",
-    help="Where /v1/messages is forwarded (fixed; never taken from a request).",
+    help="The Anthropic base URL, with or without /v1 (fixed; never taken from a request).",
 )
 @click.option(
     "--openai-upstream",
@@ -68,7 +68,7 @@ from .base import (
     show_default=True,
     envvar="CTXBUDGET_OPENAI_UPSTREAM",
     metavar="URL",
-    help="Where /v1/chat/completions is forwarded.",
+    help="The OpenAI base URL, with or without /v1 (OPENAI_BASE_URL style works).",
 )
 @click.option("--max-body-bytes", default=8 * 1024 * 1024, show_default=True, type=click.IntRange(min=1024))
 @click.option(
@@ -78,6 +78,13 @@ from .base import (
     show_default=True,
     type=click.FloatRange(min=0.1),
     help="Upstream timeout in seconds.",
+)
+@click.option(
+    "--count-with-upstream",
+    is_flag=True,
+    help="For Claude, ask the provider's count_tokens endpoint (with the client's key) when the "
+    "estimate's safety margin alone decides whether a request is cut; answers are remembered by "
+    "content and any failure falls back to the estimate.",
 )
 @CATALOG_OPTION
 @UNKNOWN_MODEL_OPTION
@@ -95,6 +102,7 @@ def serve_command(
     unknown_model: str,
     allowed_policies: tuple[str, ...],
     max_context_tokens: int,
+    count_with_upstream: bool,
 ) -> None:
     """Serve the Anthropic- and OpenAI-compatible gateway: point an SDK's base URL at it."""
     import logging
@@ -126,6 +134,7 @@ def serve_command(
             policy=policy_ref,
             allowed_policies=allowed_policies,
             max_context_tokens=max_context_tokens,
+            count_with_upstream=count_with_upstream,
         )
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         click.echo(

@@ -43,8 +43,9 @@ from ..policy import Policy, load_policy
 from ..session.store import SessionMeta, SQLiteStore
 from ..session.turns import Turn
 from .config import GatewayConfig
+from .counting import UpstreamCounter
 from .metrics import Metrics
-from .providers import Provider
+from .providers import ANTHROPIC, Provider
 from .settings import RequestSettings
 from .usage import Calibration, Usage, covered_by_estimate, normalize_usage, tool_prompt_tokens
 
@@ -223,6 +224,7 @@ class Gateway:
         names = {config.policy, *config.allowed_policies} - {None}
         self.policies: dict[str, Policy] = {str(n): load_policy(str(n)) for n in sorted(names, key=str)}
         self._ids = itertools.count(1)
+        self.counter = UpstreamCounter(self.client, self.upstream(ANTHROPIC) + "/count_tokens")
 
     def next_request_id(self) -> int:
         """A number for the log line of each request."""
@@ -238,8 +240,9 @@ class Gateway:
         return spec.id if spec is not None else "other"
 
     # ---- preparing -------------------------------------------------------------------------
-    def catalog_for(self, model: str) -> tuple[Catalog, ModelSpec | None]:
-        """The catalog with ``model``'s estimate factor replaced by the calibrated one, and its entry.
+    def catalog_for(self, model: str, factor: float | None = None) -> tuple[Catalog, ModelSpec | None]:
+        """The catalog with ``model``'s estimate factor replaced by the calibrated one (or by
+        ``factor``, from an exact count of this request), and its entry.
 
         An id the catalog cannot resolve is refused (400, ``unknown_model``) unless the gateway
         runs with ``unknown_model="floor"``.
@@ -251,7 +254,7 @@ class Gateway:
         tokenizer = self.catalog.tokenizer_for(model)
         if tokenizer.exact or spec is None:
             return self.catalog, spec
-        factor = self.calibration.factor(model, tokenizer.safety_factor)
+        factor = factor or self.calibration.factor(model, tokenizer.safety_factor)
         calibrated = TokenizerSpec(encoding=tokenizer.encoding, exact=False, safety_factor=factor)
         return self.catalog.with_tokenizer(model, calibrated), spec
 
@@ -308,8 +311,15 @@ class Gateway:
         )
 
     def prepare(
-        self, provider: Provider, body: dict[str, Any], session: str, settings: RequestSettings | None = None
+        self,
+        provider: Provider,
+        body: dict[str, Any],
+        session: str,
+        settings: RequestSettings | None = None,
+        exact_tokens: int | None = None,
     ) -> Prepared:
+        """Fit (or assemble) the body; with ``exact_tokens`` (the provider's count of it) the
+        estimate's factor for this request is the exact one."""
         settings = settings or RequestSettings(
             self.config.max_context_tokens, self.config.cost_ceiling_usd, self.config.policy
         )
@@ -318,7 +328,11 @@ class Gateway:
             raise Refusal(400, "`model` is required", "invalid_request")
         if settings.policy is not None:
             return self._assemble(provider, body, session, model, settings)
-        catalog, spec = self.catalog_for(model)
+        factor = None
+        if exact_tokens is not None:
+            counted = fit_count(body, model=model, format=provider.name, catalog=self.catalog_for(model)[0])
+            factor = exact_tokens / max(1, round(counted["tokens"] / counted["safety_factor"]))
+        catalog, spec = self.catalog_for(model, factor)
         try:
             result = fit(
                 body,
@@ -345,6 +359,7 @@ class Gateway:
         estimate = self._estimate(spec, report["tokens_after"], reserve)
         self._check_ceiling(model, estimate, settings.cost_ceiling_usd)
         proxy = round(report["tokens_after"] / (report["safety_factor"] or 1.0)) if not report["exact"] else 0
+        report["counted_by"] = "upstream" if exact_tokens is not None else "estimate"
         return Prepared(
             out,
             model,
@@ -354,9 +369,20 @@ class Gateway:
             estimate,
             proxy,
             spec,
-            calibrate=covered_by_estimate(body, report.get("estimated_parts")),
+            # an exact count is not the estimate's error: it does not calibrate
+            calibrate=covered_by_estimate(body, report.get("estimated_parts")) and exact_tokens is None,
             overhead_tokens=tool_prompt_tokens(model, body),
         )
+
+    def depends_on_estimate(self, provider: Provider, prepared: Prepared) -> bool:
+        """Whether an exact count could change the fit: a Claude estimate that was cut though
+        the request fits without the estimate's safety factor."""
+        report = prepared.report
+        if not self.config.count_with_upstream or provider.name != "anthropic" or report["exact"]:
+            return False
+        if report.get("passed_through", True) or report.get("counted_by") != "estimate":
+            return False
+        return bool(report["tokens_before"] / (report["safety_factor"] or 1.0) <= report["available_tokens"])
 
     @staticmethod
     def _budget(spec: ModelSpec | None, settings: RequestSettings) -> int:

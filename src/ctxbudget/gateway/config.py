@@ -29,5 +29,7 @@ class GatewayConfig:
     max_context_tokens: int = 0
     # Policies a client may pick per request with X-Ctxbudget-Policy.
     allowed_policies: tuple[str, ...] = ()
+    # Ask the provider's count_tokens endpoint when a fit decision depends on a Claude estimate.
+    count_with_upstream: bool = False
     # Sessions whose state (previous report, lock) is held in memory; the oldest are forgotten.
     max_sessions_in_memory: int = 4096

@@ -209,6 +209,12 @@ def _proxy(provider: Provider) -> Any:
             settings = _settings(gateway, request)
             session = _session_id(request, provider, body)
             prepared = await run_in_threadpool(gateway.prepare, provider, body, session, settings)
+            if gateway.depends_on_estimate(provider, prepared):
+                exact = await gateway.counter.count(body, _forward_headers(request))
+                if exact is not None:
+                    prepared = await run_in_threadpool(
+                        gateway.prepare, provider, body, session, settings, exact
+                    )
             forwarded, usage_added = _with_stream_usage(provider, prepared.body)
             stage = "send"
             upstream = await _send(

@@ -78,7 +78,8 @@ class Turn:
                 source="provider",
             )
         report, estimated = self.report, self.usage.get("estimated")
-        cache = report.get("cache") if isinstance(report.get("cache"), Mapping) else {}
+        found = report.get("cache")
+        cache: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
         cost = report.get("cost_usd")
         if cost is None and isinstance(estimated, Mapping):
             cost = estimated.get("cost_usd")
