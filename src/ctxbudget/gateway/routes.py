@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
@@ -230,6 +230,8 @@ def _proxy(provider: Provider) -> Any:
                 response, outcome = await _complete(gateway, provider, prepared, upstream), "ok"
         except Refusal as refusal:
             response, outcome = _error(provider, refusal.status, str(refusal), refusal.code), refusal.code
+        except ClientDisconnect:  # nobody to answer
+            response, outcome = Response(status_code=499), "client_disconnected"
         except Exception as exc:  # never a bare 500: an error in the provider's shape, logged and counted
             gateway.metrics.internal_errors.labels(stage).inc()
             logger.exception("request=%d failed while %s", rid, stage)
