@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -13,3 +14,20 @@ def test_readme_python_blocks_run() -> None:
     assert blocks
     for block in blocks:
         exec(compile(block, "README.md", "exec"), {})
+
+
+def test_gateway_doc_python_blocks_run_against_a_local_gateway(tmp_path: Path, monkeypatch: Any) -> None:
+    """docs/gateway.md's SDK snippets, run as written against a gateway over the fake upstream
+    (its address put where the docs say 127.0.0.1:8787)."""
+    from .fake_upstream import gateway_over_fake
+
+    doc = (README.parent / "docs" / "gateway.md").read_text("utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", doc, flags=re.DOTALL)
+    assert len(blocks) >= 2
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-docs")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-docs")
+    with gateway_over_fake(tmp_path / "docs.db") as (fake, url):
+        namespace: dict[str, Any] = {}
+        for block in blocks:
+            exec(compile(block.replace("http://127.0.0.1:8787", url), "docs/gateway.md", "exec"), namespace)
+        assert fake.received, "the snippets reached the upstream through the gateway"
