@@ -316,3 +316,29 @@ def test_count_with_upstream_decides_only_what_the_estimate_cannot(tmp_path: Pat
         other = {**body, "messages": _ask(LONG[:6_000] + " Why?")}
         cut = client.messages.with_raw_response.create(**other)
         assert cut.headers["x-ctxbudget-trimmed"] == "true"  # the estimate stands on failure
+
+
+@pytest.mark.parametrize("wait", [3.0, 0.2])
+def test_a_locked_store_delays_the_record_but_never_the_answer(tmp_path: Path, wait: float) -> None:
+    """Another writer holds the store's lock for a second: with a busy timeout longer than that the
+    turn is stored once it is released; with a shorter one the answer still arrives and the
+    failure to record it is counted."""
+    import sqlite3
+    import threading
+
+    store = tmp_path / "locked.db"
+    with gateway_over_fake(store, store_busy_timeout_seconds=wait) as (_, url):
+        holder = sqlite3.connect(store, isolation_level=None, check_same_thread=False)
+        holder.execute("BEGIN IMMEDIATE")
+        release = threading.Timer(1.0, lambda: holder.execute("COMMIT"))
+        release.start()
+        client = _anthropic(url, **{"X-Ctxbudget-Session": "locked"})
+        reply = client.messages.create(model="claude-sonnet-4-6", max_tokens=10, messages=_ask())
+        release.join()
+        assert reply.content[0].text.startswith("echo")
+        metrics = httpx.get(url + "/metrics").text
+    stored = SQLiteStore(store).turns("locked") if "locked" in SQLiteStore(store).names() else []
+    if wait > 1.0:
+        assert len(stored) == 1
+    else:
+        assert not stored and 'ctxbudget_record_failures_total{error="OperationalError"} 1.0' in metrics

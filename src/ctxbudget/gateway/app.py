@@ -213,7 +213,7 @@ class Gateway:
     def __init__(self, config: GatewayConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.config = config
         self.catalog = load_catalog(config.catalog_paths)
-        self.store = SQLiteStore(config.store_path)
+        self.store = SQLiteStore(config.store_path, busy_timeout_seconds=config.store_busy_timeout_seconds)
         self.calibration = Calibration()
         self.metrics = Metrics()
         timeout = httpx.Timeout(config.timeout_seconds, connect=min(10.0, config.timeout_seconds))

@@ -17,6 +17,8 @@ class GatewayConfig:
     anthropic_upstream: str = "https://api.anthropic.com"
     openai_upstream: str = "https://api.openai.com"
     store_path: str = "sessions.db"
+    # How long a turn's write waits for another writer's lock on the store.
+    store_busy_timeout_seconds: float = 30.0
     cost_ceiling_usd: float | None = None
     max_body_bytes: int = 8 * 1024 * 1024
     timeout_seconds: float = 600.0
