@@ -288,3 +288,17 @@ def gateway_over_fake(store: Path, **options: Any) -> Iterator[tuple[FakeUpstrea
         fake.gateway = app.state.gateway  # for tests that look at the gateway's state
         with Served(app) as gateway:
             yield fake, gateway.url
+
+
+def anthropic_client(url: str, key: str = "sk-ant-test-key", **headers: str) -> Any:
+    """The official Anthropic SDK pointed at a gateway (no retries: tests see every answer)."""
+    import anthropic
+
+    return anthropic.Anthropic(base_url=url, api_key=key, max_retries=0, default_headers=headers)
+
+
+def openai_client(url: str, key: str = "sk-test-key", **headers: str) -> Any:
+    """The official OpenAI SDK pointed at a gateway's /v1."""
+    import openai
+
+    return openai.OpenAI(base_url=url + "/v1", api_key=key, max_retries=0, default_headers=headers)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,26 +14,12 @@ import pytest
 
 from ctxbudget.session import SQLiteStore
 
-from .fake_upstream import FakeUpstream, gateway_over_fake
+from .fake_upstream import FakeUpstream, anthropic_client, gateway_over_fake, openai_client
 
 SYSTEM = "You are a careful legal assistant. " * 200
 
 
-@pytest.fixture()
-def stack(tmp_path: Path) -> Iterator[tuple[FakeUpstream, str, Path]]:
-    store = tmp_path / "gw.db"
-    with gateway_over_fake(store, timeout_seconds=1.0) as (fake, url):
-        yield fake, url, store
-
-
-def _anthropic(url: str, **headers: str) -> anthropic.Anthropic:
-    return anthropic.Anthropic(
-        base_url=url, api_key="sk-ant-test-key", max_retries=0, default_headers=headers
-    )
-
-
-def _openai(url: str, **headers: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=url + "/v1", api_key="sk-test-key", max_retries=0, default_headers=headers)
+_anthropic, _openai = anthropic_client, openai_client
 
 
 def test_anthropic_sdk_non_streaming_multi_turn_session(stack: tuple[FakeUpstream, str, Path]) -> None:

@@ -4,7 +4,6 @@ answer cannot poison, bounded state (official SDKs against the local fake upstre
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,24 +15,12 @@ import pytest
 from ctxbudget.gateway.usage import Calibration, normalize_usage
 from ctxbudget.session import SQLiteStore
 
-from .fake_upstream import FakeUpstream, gateway_over_fake
+from .fake_upstream import FakeUpstream, anthropic_client, gateway_over_fake, openai_client
 
 LONG = "The lease was signed in March and the deposit was paid in April. " * 400
 
 
-@pytest.fixture()
-def stack(tmp_path: Path) -> Iterator[tuple[FakeUpstream, str, Path]]:
-    store = tmp_path / "gw.db"
-    with gateway_over_fake(store, timeout_seconds=1.0) as (fake, url):
-        yield fake, url, store
-
-
-def _anthropic(url: str, **headers: str) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=url, api_key="sk-ant-test", max_retries=0, default_headers=headers)
-
-
-def _openai(url: str, **headers: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=url + "/v1", api_key="sk-test", max_retries=0, default_headers=headers)
+_anthropic, _openai = anthropic_client, openai_client
 
 
 def _ask(text: str = "When was the lease signed?") -> list[dict[str, Any]]:

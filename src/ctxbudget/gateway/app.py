@@ -203,6 +203,34 @@ def _with_system_breakpoint(body: dict[str, Any], tokens: int, spec: ModelSpec |
     return {**body, "system": blocks}
 
 
+def _prepared(
+    body: Mapping[str, Any],
+    out: dict[str, Any],
+    session: str,
+    report: dict[str, Any],
+    estimate_usd: float | None,
+    spec: ModelSpec | None,
+    *,
+    calibrate: bool,
+) -> Prepared:
+    """What is forwarded and recorded for a fitted or assembled body."""
+    exact = report["exact"]
+    proxy = 0 if exact else round(report["tokens_after"] / (report["safety_factor"] or 1.0))
+    model = str(body["model"])
+    return Prepared(
+        out,
+        model,
+        session,
+        _last_user_text(body),
+        report,
+        estimate_usd,
+        proxy,
+        spec,
+        calibrate=calibrate,
+        overhead_tokens=tool_prompt_tokens(model, body),
+    )
+
+
 def _rounded(usd: float | None) -> float | None:
     return None if usd is None else round(usd, 6)
 
@@ -264,8 +292,10 @@ class Gateway:
         """Map the chat body onto the policy's tiers, assemble, and keep every other field."""
         assert settings.policy is not None
         catalog, spec = self.catalog_for(model)
-        before = fit_count(body, model=model, format=provider.name, catalog=catalog, unknown_model="floor")
         try:
+            before = fit_count(
+                body, model=model, format=provider.name, catalog=catalog, unknown_model="floor"
+            )
             result = assemble(
                 body,
                 policy=self.policies[settings.policy],
@@ -296,19 +326,8 @@ class Gateway:
         }
         self._previous.put(f"{settings.policy}\x00{session}", result.report)
         self.metrics.decisions.labels("assembled").inc()
-        proxy = round(report["tokens"] / (report["safety_factor"] or 1.0)) if not report["exact"] else 0
-        return Prepared(
-            out,
-            model,
-            session,
-            _last_user_text(body),
-            report,
-            report["cost_usd"],
-            proxy,
-            spec,
-            calibrate=covered_by_estimate(body, before.get("estimated_parts")),
-            overhead_tokens=tool_prompt_tokens(model, body),
-        )
+        covered = covered_by_estimate(body, before.get("estimated_parts"))
+        return _prepared(body, out, session, report, report["cost_usd"], spec, calibrate=covered)
 
     def prepare(
         self,
@@ -358,21 +377,10 @@ class Gateway:
         reserve = result.report.reserve_output_tokens
         estimate = self._estimate(spec, report["tokens_after"], reserve)
         self._check_ceiling(model, estimate, settings.cost_ceiling_usd)
-        proxy = round(report["tokens_after"] / (report["safety_factor"] or 1.0)) if not report["exact"] else 0
         report["counted_by"] = "upstream" if exact_tokens is not None else "estimate"
-        return Prepared(
-            out,
-            model,
-            session,
-            _last_user_text(body),
-            report,
-            estimate,
-            proxy,
-            spec,
-            # an exact count is not the estimate's error: it does not calibrate
-            calibrate=covered_by_estimate(body, report.get("estimated_parts")) and exact_tokens is None,
-            overhead_tokens=tool_prompt_tokens(model, body),
-        )
+        # an exact count is not the estimate's error: it does not calibrate
+        covered = covered_by_estimate(body, report.get("estimated_parts")) and exact_tokens is None
+        return _prepared(body, out, session, report, estimate, spec, calibrate=covered)
 
     def depends_on_estimate(self, provider: Provider, prepared: Prepared) -> bool:
         """Whether an exact count could change the fit: a Claude estimate that was cut though
