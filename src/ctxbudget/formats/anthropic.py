@@ -22,6 +22,7 @@ from .chat import (
     content_text,
     items_from_messages,
     split_messages,
+    text_locations,
     text_part_indexes,
     with_content_text,
 )
@@ -42,27 +43,34 @@ class _Source(OpenModel):
 class _Block(OpenModel):
     type: str
     text: str | None = None
-    # A tool_result's content: a string, or blocks (text, image, ...).
-    content: str | list[_Block] | None = None
+    # A tool_result's content: a string, or blocks (text, image, ...); a server tool's result may
+    # be an error object.
+    content: str | list[_Block] | dict[str, Any] | None = None
     input: dict[str, Any] | None = None
     name: str | None = None
     thinking: str | None = None
     signature: str | None = None
     data: str | None = None  # redacted_thinking
-    source: _Source | None = None
+    # An image's or document's source; a search_result's source is its URL.
+    source: _Source | str | None = None
     cache_control: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _text_has_text(self) -> _Block:
         if self.type == "text" and self.text is None:
             raise ValueError("a text block needs a string `text`")
+        source = self.source
+        if self.type in ("image", "document") and not isinstance(source, _Source):
+            raise ValueError(f"an {self.type} block needs a `source` object")
         if (
             self.type == "document"
-            and self.source
-            and self.source.type == "text"
-            and self.source.data is None
+            and isinstance(source, _Source)
+            and source.type == "text"
+            and source.data is None
         ):
             raise ValueError("a text document needs a string `source.data`")
+        if self.type == "tool_result" and isinstance(self.content, dict):
+            raise ValueError("a tool_result's content is a string or a list of blocks")
         return self
 
 
@@ -77,23 +85,37 @@ class _Body(OpenModel):
     tools: list[dict[str, Any]] | None = None
 
 
-def _has_tool_result(message: Mapping[str, Any]) -> bool:
+def _asks(message: Mapping[str, Any]) -> bool:
+    """A user turn that says something of its own: not only tool results (a turn that returns
+    results and asks a follow-up in a text block is the user's turn too)."""
+    if message.get("role") != "user":
+        return False
     content = message.get("content")
-    return isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
-    )
+    if not isinstance(content, list):
+        return True
+    return any(not (isinstance(b, dict) and b.get("type") == "tool_result") for b in content)
 
 
 def _tool_groups(messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    """A group per message; a tool_use and its tool_result share one, and so does everything from
+    the first turn whose calls a result answers to that result (two assistant turns in a row whose
+    calls one user turn answers are one unit)."""
     groups = list(range(len(messages)))
     owner_of_use: dict[str, int] = {}
     for i, message in enumerate(messages):
         content = message.get("content")
-        for block in content if isinstance(content, list) else []:
+        blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+        owners = [
+            owner_of_use[str(b.get("tool_use_id"))]
+            for b in blocks
+            if b.get("type") == "tool_result" and str(b.get("tool_use_id")) in owner_of_use
+        ]
+        for block in blocks:
             if block.get("type") == "tool_use":
                 owner_of_use[str(block.get("id"))] = i
-            elif block.get("type") == "tool_result" and str(block.get("tool_use_id")) in owner_of_use:
-                groups[i] = groups[owner_of_use[str(block.get("tool_use_id"))]]
+        if owners:
+            first = min(owners)
+            groups[first : i + 1] = [groups[first]] * (i + 1 - first)
     return groups
 
 
@@ -125,14 +147,13 @@ def _block_chunks(
         payload = json.dumps(block.get("input", {}), ensure_ascii=False, separators=(",", ":"))
         return [(Segment(str(block.get("name", "")), owner),), (Segment(payload, owner),)], 0
     if kind == "tool_result":
-        inner = block.get("content", "")
+        inner = block.get("content")
         if isinstance(inner, str):
             return [(Segment(inner, owner, content=content),)], 0
         chunks: list[tuple[Segment, ...]] = []
         constant = 0
         for sub in inner if isinstance(inner, list) else []:
-            text_sub = content and isinstance(sub, dict) and sub.get("type") == "text"
-            sub_chunks, sub_constant = _block_chunks(sub, owner, text_sub, estimated)
+            sub_chunks, sub_constant = _block_chunks(sub, owner, content, estimated)
             chunks += sub_chunks
             constant += sub_constant
         return chunks, constant
@@ -189,14 +210,32 @@ def _never_empty(message: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
+# Content parts only Chat Completions has (an Anthropic body has image, document, tool_use, ...).
+_OPENAI_PARTS = ("image_url", "input_audio", "file", "refusal")
+_ANTHROPIC_BLOCKS = ("tool_use", "tool_result", "document", "image", "thinking", "redacted_thinking")
+
+
+def _part_types(messages: list[Any]) -> set[str]:
+    return {
+        str(part.get("type"))
+        for message in messages
+        if isinstance(message, dict) and isinstance(message.get("content"), list)
+        for part in message["content"]
+        if isinstance(part, dict)
+    }
+
+
 def _looks_openai(messages: list[Any]) -> bool:
-    """OpenAI markers that no Messages body has (a Claude model id may be sent in OpenAI shape)."""
+    """OpenAI markers that no Messages body has (a Claude model id may be sent in OpenAI shape):
+    system, developer, tool or function roles, tool calls, OpenAI-only content parts."""
     for message in messages:
         if isinstance(message, dict) and (
-            message.get("role") in ("system", "developer", "tool", "function") or "tool_calls" in message
+            message.get("role") in ("system", "developer", "tool", "function")
+            or "tool_calls" in message
+            or "function_call" in message
         ):
             return True
-    return False
+    return not _part_types(messages).isdisjoint(_OPENAI_PARTS)
 
 
 def _query_position(layout: Sequence[tuple[Any, int, int]]) -> int | None:
@@ -209,21 +248,49 @@ def _blocks(content: Any) -> list[Any]:
 
 def alternate(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Messages as the Messages API requires them after a cut: the first is a user message, and
-    roles alternate. Two user messages in a row are merged (tool results first, as the API wants
-    them); two assistant messages in a row get a user message between them; a leading assistant
-    message gets a user message before it."""
+    roles alternate. Two turns of one role in a row are merged, as the API itself would combine
+    them (tool results first in a user turn, thinking blocks first in an assistant turn); a
+    leading assistant message gets a user message before it."""
     gap = {"role": "user", "content": PLACEHOLDER_TEMPLATE.format(omitted="some")}
     out: list[dict[str, Any]] = []
     for message in messages:
         role = message.get("role")
-        if (not out and role == "assistant") or (out and out[-1].get("role") == role == "assistant"):
+        if not out and role == "assistant":
             out.append(dict(gap))
-        elif out and out[-1].get("role") == role == "user":
+        elif out and out[-1].get("role") == role:
             merged = _blocks(out[-1].get("content")) + _blocks(message.get("content"))
-            results = [b for b in merged if isinstance(b, dict) and b.get("type") == "tool_result"]
-            out[-1] = {**out[-1], "content": results + [b for b in merged if b not in results]}
+            first = ("tool_result",) if role == "user" else _THINKING
+            lead = [b for b in merged if isinstance(b, dict) and b.get("type") in first]
+            out[-1] = {**out[-1], "content": lead + [b for b in merged if b not in lead]}
             continue
         out.append(message)
+    return _paired(out)
+
+
+def _paired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A tool_result whose tool_use is not in the assistant turn just before it (that turn was cut)
+    becomes a text block with its text: the API refuses an unpaired result."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") != "user" or not isinstance(content, list):
+            out.append(message)
+            continue
+        before = _blocks(out[-1].get("content")) if out and out[-1].get("role") == "assistant" else []
+        asked = {b.get("id") for b in before if isinstance(b, dict) and b.get("type") == "tool_use"}
+        blocks = []
+        for block in content:
+            if (
+                isinstance(block, dict)
+                and block.get("type") == "tool_result"
+                and block.get("tool_use_id") not in asked
+            ):
+                text = "\n".join(t for _, t in text_locations([block]))
+                block = {"type": "text", "text": f"[result of tool call {block.get('tool_use_id')}]\n{text}"}
+            blocks.append(block)
+        results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+        blocks = results + [b for b in blocks if b not in results]  # results first, as the API wants
+        out.append({**message, "content": blocks} if blocks != content else message)
     return out
 
 
@@ -233,19 +300,16 @@ class AnthropicFormat:
     name = "anthropic"
 
     def detect(self, request: Mapping[str, Any]) -> bool:
-        """A ``messages`` body with a top-level ``system``, content blocks of Anthropic types, or a Claude model."""
+        """A ``messages`` body with no OpenAI marker and a top-level ``system``, content blocks of
+        Anthropic types, or a Claude model (also behind a host prefix: ``us.anthropic.claude-...``,
+        ``anthropic/claude-...``)."""
         if not isinstance(request.get("messages"), list):
             return False
         if _looks_openai(request["messages"]):
             return False
-        if "system" in request or str(request.get("model", "")).startswith("claude"):
+        if "system" in request or "claude" in str(request.get("model", "")).lower():
             return True
-        for message in request["messages"]:
-            content = message.get("content") if isinstance(message, dict) else None
-            for block in content if isinstance(content, list) else []:
-                if isinstance(block, dict) and block.get("type") in ("tool_use", "tool_result", "document"):
-                    return True
-        return False
+        return not _part_types(request["messages"]).isdisjoint(_ANTHROPIC_BLOCKS)
 
     def _messages(
         self, request: Mapping[str, Any], *, validate: bool = True
@@ -257,7 +321,7 @@ class AnthropicFormat:
         layout = split_messages(
             messages,
             is_system=lambda m: False,
-            is_query=lambda m: m.get("role") == "user" and not _has_tool_result(m),
+            is_query=_asks,
         )
         query = _query_position(layout)
         if query is not None and any(_has_thinking(m) for m in messages[query + 1 :]):

@@ -11,7 +11,7 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .base import PIECE_SEP, PLACEHOLDER_TEMPLATE, Component, Item, Plan
+from .base import GAP, PIECE_SEP, PLACEHOLDER_TEMPLATE, Component, Item, Plan
 
 __all__ = [
     "Location",
@@ -36,30 +36,37 @@ def text_part_indexes(content: Any) -> list[int]:
 Location = tuple[str | int, ...]
 
 
+def _block_texts(block: Any, at: Location) -> list[tuple[Location, str]]:
+    """The texts of one part or block: a text part, a text document's data, a tool result's text
+    (a string, or text and text-document sub-blocks)."""
+    if not isinstance(block, dict):
+        return []
+    kind = block.get("type")
+    if kind == "text" and isinstance(block.get("text"), str):
+        return [((*at, "text"), block["text"])]
+    if kind == "document" and isinstance(block.get("source"), dict):
+        source = block["source"]
+        if source.get("type") == "text" and isinstance(source.get("data"), str):
+            return [((*at, "source", "data"), source["data"])]
+    if kind == "tool_result":
+        inner = block.get("content")
+        if isinstance(inner, str):
+            return [((*at, "content"), inner)]
+        if isinstance(inner, list):
+            return [found for j, sub in enumerate(inner) for found in _block_texts(sub, (*at, "content", j))]
+    return []
+
+
 def text_locations(content: Any) -> list[tuple[Location, str]]:
     """Every text a content carries, in order, with where it sits: the string itself, text parts
     or blocks, text ``document`` sources, and the text of Anthropic ``tool_result`` blocks (a
-    string, or text sub-blocks). Each is a piece of the message's trimmable text."""
+    string, or text and text-document sub-blocks). Each is a piece of the message's trimmable
+    text; a format's rendering marks exactly these as the item's content."""
     if isinstance(content, str):
         return [((), content)]
-    found: list[tuple[Location, str]] = []
-    for i, part in enumerate(content if isinstance(content, list) else []):
-        if not isinstance(part, dict):
-            continue
-        if part.get("type") == "text" and isinstance(part.get("text"), str):
-            found.append(((i, "text"), part["text"]))
-        elif part.get("type") == "document" and isinstance(part.get("source"), dict):
-            source = part["source"]
-            if source.get("type") == "text" and isinstance(source.get("data"), str):
-                found.append(((i, "source", "data"), source["data"]))
-        elif part.get("type") == "tool_result":
-            inner = part.get("content")
-            if isinstance(inner, str):
-                found.append(((i, "content"), inner))
-            for j, sub in enumerate(inner if isinstance(inner, list) else []):
-                if isinstance(sub, dict) and sub.get("type") == "text" and isinstance(sub.get("text"), str):
-                    found.append(((i, "content", j, "text"), sub["text"]))
-    return found
+    if not isinstance(content, list):
+        return []
+    return [found for i, part in enumerate(content) for found in _block_texts(part, (i,))]
 
 
 def content_pieces(content: Any) -> list[str]:
@@ -82,6 +89,9 @@ def with_content_text(message: Mapping[str, Any], text: str, pieces: tuple[str, 
         return out
     if len(pieces) != len(locations):
         pieces = (text,) + ("",) * (len(locations) - 1)
+    originals = [original for _, original in text_locations(out.get("content"))]
+    # A text cut to nothing says that it was cut (the Messages API refuses empty text).
+    pieces = tuple(GAP.strip() if not p and o else p for p, o in zip(pieces, originals, strict=True))
     for location, piece in zip(locations, pieces, strict=True):
         if location == ():
             out["content"] = piece
@@ -153,8 +163,12 @@ def apply_history(
         "content": PLACEHOLDER_TEMPLATE.format(omitted=plan.placeholder_omitted),
     }
     out: list[dict[str, Any]] = []
+    asked = False  # the query is out: a placeholder after it is an assistant note, not a user turn
     for component, index, position in layout:
         key = (component, index)
+        asked = asked or component == "query"
+        if asked:
+            placeholder["role"] = "assistant"
         if component == "history" and index == 0 and plan.placeholder_after == -1:
             out.append(dict(placeholder))
         if plan.kept(key):

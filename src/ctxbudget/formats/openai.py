@@ -103,13 +103,22 @@ def message_text(message: Mapping[str, Any]) -> str:
 
 
 def _tool_groups(messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    """A group per message; a call and its results share one, and so does everything from the
+    message with the call to its result."""
     groups = list(range(len(messages)))
     owner_of_call: dict[str, int] = {}
     for i, message in enumerate(messages):
         for call in message.get("tool_calls") or []:
             owner_of_call[str(call.get("id"))] = i
-        if message.get("role") == "tool" and str(message.get("tool_call_id")) in owner_of_call:
-            groups[i] = groups[owner_of_call[str(message.get("tool_call_id"))]]
+        legacy = message.get("function_call")  # the deprecated form: answered by a "function" message
+        if isinstance(legacy, dict):
+            owner_of_call[f"function:{legacy.get('name')}"] = i
+        key = str(message.get("tool_call_id")) if message.get("role") == "tool" else None
+        if message.get("role") == "function":
+            key = f"function:{message.get('name')}"
+        if key in owner_of_call:
+            first = owner_of_call[key]
+            groups[first : i + 1] = [groups[first]] * (i + 1 - first)
     return groups
 
 
@@ -147,6 +156,8 @@ def _message_chunks(
             if i in texts:  # each text part is a piece of the message's trimmable text
                 text = part.get("text")
                 chunks.append((Segment(str(text or ""), owner, content=isinstance(text, str)),))
+            elif isinstance(part, dict) and part.get("type") == "refusal":  # read as text, not cut
+                chunks.append((Segment(str(part.get("refusal") or ""), owner),))
             else:
                 estimate = _part_estimate(part)
                 constant += estimate.tokens
@@ -154,7 +165,12 @@ def _message_chunks(
     if message.get("name"):
         chunks.append((Segment(str(message["name"]), owner),))
         constant += TOKENS_PER_NAME
-    for call in message.get("tool_calls") or []:
+    legacy = message.get("function_call")  # the deprecated single function call
+    calls = [
+        *(message.get("tool_calls") or []),
+        *([{"function": legacy}] if isinstance(legacy, dict) else []),
+    ]
+    for call in calls:
         function = call.get("function") or {}
         chunks.append((Segment(str(function.get("name", "")), owner),))
         chunks.append((Segment(str(function.get("arguments", "")), owner),))

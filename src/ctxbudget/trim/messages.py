@@ -2,9 +2,9 @@
 
 A user message that carries context and a question keeps the question whole: the question is
 the short paragraph near its end that asks (it has a ``?`` or a label such as ``Question:``) with
-whatever instructions follow it, or, when the message opens with the question (``Question: ...``
-then ``Context: ...``), its first paragraph; with no such paragraph, its last paragraph or last
-sentence. From the rest, and from any other long message (a tool result), the passages that match
+whatever instructions follow it, or, when the message asks near its start (``Question: ...``
+then ``Context: ...``, or a greeting, the question, then a pasted document), that paragraph; with
+no such paragraph, its last paragraph or last sentence. From the rest, and from any other long message (a tool result), the passages that match
 the question best are kept, verbatim, in their order, with a marker where text was left out. The
 selection is the one ``split_documents`` uses for documents
 (:func:`ctxbudget.trim.passages.select_regions`).
@@ -50,13 +50,17 @@ def question_spans(text: str) -> list[tuple[int, int]]:
     asking = [p for p in tail if _ASKS.search(text[p[0] : p[1]])]
     if asking:
         return [(asking[0][0], end)]
-    first = paragraphs[0]
-    if (
-        len(paragraphs) > 1
-        and first[1] - first[0] <= _MAX_QUESTION_CHARS
-        and _ASKS.search(text[first[0] : first[1]])
-    ):
-        return [first]
+    # Or near its start: "Question: ..." then the context, or a greeting, the question, then a
+    # pasted document ("Here is the contract: ...").
+    head = [
+        p
+        for p in paragraphs[:-1]
+        if p[0] < _MAX_QUESTION_CHARS
+        and p[1] - p[0] <= _MAX_QUESTION_CHARS
+        and _ASKS.search(text[p[0] : p[1]])
+    ]
+    if head:
+        return [head[0]]
     if tail:
         return [(tail[-1][0], end)]
     # the last sentence (abbreviation-aware: "Hon. Smith" is not two sentences)
@@ -109,7 +113,12 @@ def cut_message(
             query = " ".join(text[a:b] for a, b in kept) or query
         stretches = _within(_between(text, kept), bounds)
         regions = sorted(kept + _select(text, stretches, budget - kept_tokens, query, count, scorer, gap))
-    return tuple(_joined(text, regions, a, b) for a, b in bounds)
+    pieces = [_joined(text, regions, a, b) for a, b in bounds]
+    # A piece no longer than the marker that would stand for it stays as it was.
+    return tuple(
+        text[a:b] if piece == GAP.strip() and count(a, b) <= gap else piece
+        for piece, (a, b) in zip(pieces, bounds, strict=True)
+    )
 
 
 def _between(text: str, kept: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -171,18 +180,20 @@ def _passages_of(
 
 def _joined(text: str, regions: list[tuple[int, int]], lo: int, hi: int) -> str:
     """The regions that lie in ``text[lo:hi]`` (one piece), in order, clipped to it, with a
-    marker wherever text between or around them was left out (the piece as it was if none was)."""
+    marker wherever text between or around them was left out; regions that touch, or are apart
+    only by whitespace, are joined by the text between them, as it was (the piece as it was if
+    nothing was left out)."""
     out, last, cut = "", lo, False
-    for start, end in regions:
-        start, end = max(start, lo), min(end, hi)
-        piece = text[start:end].strip("\n") if start < end else ""
-        if not piece:
+    for start, end in sorted(regions):
+        start, end = max(start, lo, last), min(end, hi)
+        if start >= end or not text[start:end].strip():
             continue
-        if text[last:start].strip():
-            out, cut = out.rstrip("\n") + (GAP if out else GAP.lstrip("\n")), True
-        elif out:
-            out += "\n\n"
-        out += piece
+        between = text[last:start]
+        if between.strip():
+            cut = True
+            out = (out.rstrip("\n") + GAP if out else GAP.lstrip("\n")) + text[start:end].lstrip("\n")
+        else:
+            out += between + text[start:end]
         last = end
     if text[last:hi].strip():
         return out.rstrip("\n") + GAP.rstrip("\n") if out else GAP.strip()
