@@ -15,6 +15,8 @@ from ctxbudget.cli import main
 from ctxbudget.fitting import count
 from ctxbudget.trim.messages import question_spans
 
+from .test_agent_properties import check_anthropic_rules
+
 WORDS = " ".join(f"w{n}" for n in range(400))
 
 
@@ -449,3 +451,129 @@ def test_the_question_is_not_split_at_an_abbreviation() -> None:
     assert [text[a:b] for a, b in question_spans(text)] == [
         "Did Hon. Smith rule on the motion before the deadline?"
     ]
+
+
+def _claude(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"model": "claude-sonnet-4-5", "messages": messages}
+
+
+def test_a_result_without_content_leaves_the_other_results_in_place() -> None:
+    uses = [{"type": "tool_use", "id": i, "name": "t", "input": {}} for i in "abc"]
+    results = [
+        {"type": "tool_result", "tool_use_id": "a", "is_error": True},
+        {"type": "tool_result", "tool_use_id": "b", "content": "routine filler text. " * 800},
+        {"type": "tool_result", "tool_use_id": "c", "content": "Tool c says: the answer is 42."},
+    ]
+    body = _claude(
+        [
+            {"role": "user", "content": "What did tool c return?"},
+            {"role": "assistant", "content": uses},
+            {"role": "user", "content": results},
+        ]
+    )
+    sent = fit(body, model="claude-sonnet-4-5", max_context_tokens=2000, reserve_output_tokens=0).request
+    out = sent["messages"][2]["content"]
+    assert out[0] == results[0] and out[2] == results[2]
+    assert out[1]["content"].startswith("routine filler") and "[…]" in out[1]["content"]
+
+
+def test_a_user_turn_with_results_and_a_question_is_the_query() -> None:
+    body = _claude(
+        [
+            {"role": "user", "content": "Please look up the deployment notes."},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "notes", "input": {}}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "a", "content": _context_with_evidence() * 4},
+                    {"type": "text", "text": "Question: when was the warranty notice mailed?"},
+                ],
+            },
+        ]
+    )
+    result = fit(body, model="claude-sonnet-4-5", max_context_tokens=1500, reserve_output_tokens=0)
+    assert [i.component for i in result.report.items][-1] == "query"
+    last = result.request["messages"][-1]["content"]
+    assert last[1]["text"] == "Question: when was the warranty notice mailed?"
+    assert "mailed on March 3" in last[0]["content"]
+
+
+def test_a_question_between_a_greeting_and_a_pasted_document_is_kept() -> None:
+    text = "Hi, I need help with a review.\n\nWhen was the warranty notice mailed?\n\nHere it is:\n\n"
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": text + _context_with_evidence() * 3}]}
+    sent = fit(body, model="gpt-4o", max_context_tokens=800, reserve_output_tokens=0).request
+    content = sent["messages"][0]["content"]
+    assert "When was the warranty notice mailed?" in content and "mailed on March 3" in content
+
+
+def test_two_assistant_turns_answered_by_one_user_turn_stay_one_unit() -> None:
+    body = _claude(
+        [
+            {"role": "user", "content": "Run both checks. " + "context " * 400},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "t", "input": {}}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "b", "name": "t", "input": {}}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "a", "content": "a ok " * 300},
+                    {"type": "tool_result", "tool_use_id": "b", "content": "b ok " * 300},
+                ],
+            },
+            {"role": "assistant", "content": "Both done."},
+            {"role": "user", "content": "Question: what did both checks say?"},
+        ]
+    )
+    for window in (300, 600, 1000):  # each cuts something
+        result = fit(body, model="claude-sonnet-4-5", max_context_tokens=window, reserve_output_tokens=0)
+        assert not result.report.passed_through
+        sent = result.request
+        check_anthropic_rules(sent)
+        blocks = [b for m in sent["messages"] if isinstance(m["content"], list) for b in m["content"]]
+        assert all(b["text"] for b in blocks if b["type"] == "text"), "no empty text block"
+
+
+def test_format_detection_follows_the_body_not_only_the_model_id() -> None:
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/a.png", "detail": "low"}}
+    openai_shaped = {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": [image]}]}
+    assert count(openai_shaped, model="claude-sonnet-4-5")["format"] == "openai"
+    hosted = {
+        "model": "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    assert count(hosted, model="claude-sonnet-4-5")["format"] == "anthropic"
+
+
+def test_legacy_function_calls_are_counted() -> None:
+    call = {"name": "f", "arguments": json.dumps({"blob": "word " * 2000})}
+    body = {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": None, "function_call": call},
+            {"role": "function", "name": "f", "content": "ok"},
+            {"role": "user", "content": "next?"},
+        ],
+    }
+    assert count(body, model="gpt-4o")["tokens"] > 2000
+
+
+def test_the_placeholder_after_the_question_is_not_a_user_turn() -> None:
+    calls = []
+    for n in range(6):
+        call = {"id": f"c{n}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        calls += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{n}", "content": "log line. " * 300},
+        ]
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Question: what failed?"}, *calls]}
+    sent = fit(body, model="gpt-4o", max_context_tokens=2500, reserve_output_tokens=0).request["messages"]
+    users = [m for m in sent if m["role"] == "user"]
+    assert users == [body["messages"][0]]
+
+
+def test_kept_passages_that_touch_keep_the_text_between_them() -> None:
+    from ctxbudget.trim.messages import _joined
+
+    text = "alpha line\nbeta line\n\ngamma line"
+    assert _joined(text, [(0, 10), (11, 20), (22, 32)], 0, len(text)) == text
+    assert _joined(text, [(0, 10), (22, 32)], 0, len(text)) == "alpha line\n[…]\ngamma line"

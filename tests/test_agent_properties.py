@@ -112,12 +112,17 @@ def check_anthropic_rules(body: dict[str, Any]) -> None:
             assert results <= asked, "tool_result without its tool_use just before"
             kinds = [b.get("type") for b in blocks]
             assert kinds[: len(results)] == ["tool_result"] * len(results), "tool results come first"
+        for block in blocks:
+            inner = block.get("content") if block.get("type") == "tool_result" else None
+            for text_block in [block, *(inner if isinstance(inner, list) else [])]:
+                if text_block.get("type") == "text":
+                    assert text_block["text"], "the API refuses an empty text block"
 
 
 def _emptied(block: dict[str, Any]) -> dict[str, Any]:
     if block.get("type") == "text":
         return {**block, "text": ""}
-    if block.get("type") == "tool_result":
+    if block.get("type") == "tool_result" and "content" in block:
         inner = block["content"]
         return {**block, "content": "" if isinstance(inner, str) else [_emptied(b) for b in inner]}
     return block
@@ -160,7 +165,11 @@ def anthropic_requests(draw: st.DrawFn) -> dict[str, Any]:
         results = []
         for i in ids:
             text = WORD * draw(st.integers(0, 1200))
-            inner: Any = text if draw(st.booleans()) else [{"type": "text", "text": text}]
+            shape = draw(st.sampled_from(["string", "blocks", "none"]))
+            if shape == "none":  # an error result with no content at all
+                results.append({"type": "tool_result", "tool_use_id": i, "is_error": True})
+                continue
+            inner: Any = text if shape == "string" else [{"type": "text", "text": text}]
             results.append({"type": "tool_result", "tool_use_id": i, "content": inner})
         messages.append({"role": "user", "content": results})
 

@@ -25,7 +25,7 @@ from .text import Span
 __all__ = ["GAP", "cut_message", "question_of", "question_spans"]
 
 _PARAGRAPH = re.compile(r"\n\s*\n")
-_ASKS = re.compile(r"\?|^\s*(question|query|q|task|ask)\s*[:.)-]", re.IGNORECASE)
+_LABEL = re.compile(r"^\s*(question|query|q|task|ask)\s*[:.)-]", re.IGNORECASE)
 _MAX_QUESTION_CHARS = 2000
 
 
@@ -40,6 +40,15 @@ def _paragraphs(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+def _asks(text: str, strongly: bool) -> bool:
+    """Whether a paragraph asks: it contains a ``?`` or opens with a label; ``strongly``: it ends
+    with its ``?`` or opens with a label (a question, not a passage that quotes one)."""
+    if _LABEL.match(text):
+        return True
+    stripped = text.rstrip()
+    return stripped.endswith(("?", "？")) if strongly else "?" in stripped or "？" in stripped
+
+
 def question_spans(text: str) -> list[tuple[int, int]]:
     """The character ranges that hold the message's question (see the module docstring)."""
     paragraphs = _paragraphs(text)
@@ -47,20 +56,17 @@ def question_spans(text: str) -> list[tuple[int, int]]:
         return []
     end = paragraphs[-1][1]
     tail = [p for p in paragraphs if end - p[0] <= _MAX_QUESTION_CHARS]
-    asking = [p for p in tail if _ASKS.search(text[p[0] : p[1]])]
-    if asking:
-        return [(asking[0][0], end)]
-    # Or near its start: "Question: ..." then the context, or a greeting, the question, then a
+    # Near its start: "Question: ..." then the context, or a greeting, the question, then a
     # pasted document ("Here is the contract: ...").
-    head = [
-        p
-        for p in paragraphs[:-1]
-        if p[0] < _MAX_QUESTION_CHARS
-        and p[1] - p[0] <= _MAX_QUESTION_CHARS
-        and _ASKS.search(text[p[0] : p[1]])
-    ]
-    if head:
-        return [head[0]]
+    head = [p for p in paragraphs[:-1] if p[0] < _MAX_QUESTION_CHARS and p[1] - p[0] <= _MAX_QUESTION_CHARS]
+    # A paragraph that is a question beats one that merely holds a "?"; the end beats the start.
+    for strongly in (True, False):
+        asking = [p for p in tail if _asks(text[p[0] : p[1]], strongly)]
+        if asking:
+            return [(asking[0][0], end)]
+        opening = [p for p in head if _asks(text[p[0] : p[1]], strongly)]
+        if opening:
+            return [opening[0]]
     if tail:
         return [(tail[-1][0], end)]
     # the last sentence (abbreviation-aware: "Hon. Smith" is not two sentences)
