@@ -169,7 +169,8 @@ def anthropic_requests(draw: st.DrawFn) -> dict[str, Any]:
             if shape == "none":  # an error result with no content at all
                 results.append({"type": "tool_result", "tool_use_id": i, "is_error": True})
                 continue
-            inner: Any = text if shape == "string" else [{"type": "text", "text": text}]
+            # the API refuses an empty text block, so a generated one has a word at least
+            inner: Any = text if shape == "string" else [{"type": "text", "text": text or WORD}]
             results.append({"type": "tool_result", "tool_use_id": i, "content": inner})
         messages.append({"role": "user", "content": results})
 

@@ -346,15 +346,33 @@ def _trim(
     needs = {c: needs[c] - kept_framing[c] for c in COMPONENTS}
     question = ctx.first_claim()
     needs["query"] = max(0, needs["query"] - question)
-    for round_ in range(MAX_VERIFY_ROUNDS):
-        # The question is kept whole before any other text (as far as the pool allows).
-        claim = min(question, max(0, pool))
-        budgets = allocate(pool - claim, ctx.split, needs)
-        budgets = {c: budgets[c] + kept_framing[c] + (claim if c == "query" else 0) for c in COMPONENTS}
+    # The question is kept whole before any other text (as far as the pool allows); what the
+    # verification takes back comes from the rest first, and from the question only after it.
+    claim = min(question, max(0, pool))
+    pool -= claim
+
+    def attempt(rest: int, kept_claim: int) -> tuple[dict[str, Any], Plan, dict[Component, int], int]:
+        shares = allocate(max(0, rest), ctx.split, needs)
+        budgets = {c: shares[c] + kept_framing[c] + (kept_claim if c == "query" else 0) for c in COMPONENTS}
         plan = _empty_plan(ctx) if on_empty else _plan(ctx, budgets)
         out = ctx.fmt.apply(request, ctx.items, plan)
-        after = measure_total(ctx.fmt.render(out), ctx.counter.encoding, ctx.measured.sources)
+        return (
+            out,
+            plan,
+            budgets,
+            measure_total(ctx.fmt.render(out), ctx.counter.encoding, ctx.measured.sources),
+        )
+
+    for round_ in range(MAX_VERIFY_ROUNDS):
+        kept_claim = max(0, claim + min(0, pool))
+        out, plan, budgets, after = attempt(pool, kept_claim)
         if after <= available_raw or on_empty:
+            if kept_claim < claim and not on_empty:
+                # The question gave way to boundary effects that its own cut removed: with the
+                # room the plan left, try it whole again.
+                again = attempt(0, min(claim, kept_claim + available_raw - after))
+                if again[3] <= available_raw:
+                    return again
             return out, plan, budgets, after
         # Boundary effects (a marker, a placeholder, a cut's rounding) went over: take back the
         # excess, more each round, so the plan converges instead of failing near the line.

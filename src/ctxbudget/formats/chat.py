@@ -90,17 +90,44 @@ def with_content_text(message: Mapping[str, Any], text: str, pieces: tuple[str, 
     if len(pieces) != len(locations):
         pieces = (text,) + ("",) * (len(locations) - 1)
     originals = [original for _, original in text_locations(out.get("content"))]
-    # A text cut to nothing says that it was cut (the Messages API refuses empty text).
-    pieces = tuple(GAP.strip() if not p and o else p for p, o in zip(pieces, originals, strict=True))
-    for location, piece in zip(locations, pieces, strict=True):
-        if location == ():
-            out["content"] = piece
-            continue
-        target = out["content"]
-        for step in location[:-1]:
-            target = target[step]
-        target[location[-1]] = piece
+    emptied: list[Location] = []
+    for location, piece, original in zip(locations, pieces, originals, strict=True):
+        if not piece and original:
+            if _inside_result(location):
+                emptied.append(location)  # dropped below: a result needs no empty text block
+                continue
+            if location[-1:] in (("text",), ("data",)):
+                # A text block or document cut to nothing says that it was cut (the Messages API
+                # refuses empty text there); a string content (a message's, a result's) may be empty.
+                piece = GAP.strip()
+        _put(out, location, piece)
+    _drop_emptied(out, emptied)
     return out
+
+
+def _inside_result(location: Location) -> bool:
+    """A sub-block of a tool result's content list: ``(i, "content", j, ...)``."""
+    return len(location) > 3 and location[1] == "content"
+
+
+def _put(message: dict[str, Any], location: Location, piece: str) -> None:
+    if location == ():
+        message["content"] = piece
+        return
+    target = message["content"]
+    for step in location[:-1]:
+        target = target[step]
+    target[location[-1]] = piece
+
+
+def _drop_emptied(message: dict[str, Any], emptied: list[Location]) -> None:
+    """Remove the result sub-blocks whose text was cut to nothing; a result left with no block
+    gets an empty string."""
+    for i, j in sorted({(loc[0], loc[2]) for loc in emptied}, reverse=True):
+        result = message["content"][i]
+        del result["content"][j]
+        if not result["content"]:
+            result["content"] = ""
 
 
 def split_messages(

@@ -80,6 +80,12 @@ def question_spans(text: str) -> list[tuple[int, int]]:
     return []  # no paragraph or sentence short enough to be the question
 
 
+def _first_paragraph(text: str, start: int, end: int) -> tuple[int, int]:
+    """The paragraph ``text[start:end]`` opens with."""
+    gap = _PARAGRAPH.search(text, start, end)
+    return (start, gap.start()) if gap else (start, end)
+
+
 def question_of(text: str) -> str:
     """The question a message asks (its question paragraphs, joined)."""
     return " ".join(text[a:b].strip() for a, b in question_spans(text))
@@ -111,6 +117,9 @@ def cut_message(
     gap = count_text(GAP)
     kept = question_spans(text) if keep_question else []
     kept_tokens = sum(count(a, b) for a, b in kept)
+    if kept and kept_tokens > budget:  # the ask with what follows it is too long: the ask alone
+        kept = [_first_paragraph(text, *kept[0])]
+        kept_tokens = count(*kept[0])
     if keep_question and (not kept or kept_tokens > budget):
         # no question to tell apart, or the question alone is too long: keep the end, where an ask is
         regions = [_keep_end(text, kept[-1][0] if kept else 0, count, budget - gap)]
