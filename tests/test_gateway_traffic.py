@@ -329,3 +329,29 @@ def test_a_locked_store_delays_the_record_but_never_the_answer(tmp_path: Path, w
         assert len(stored) == 1
     else:
         assert not stored and 'ctxbudget_record_failures_total{error="OperationalError"} 1.0' in metrics
+
+
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n", b"\r"])
+def test_streams_are_parsed_by_the_eventsource_rules_and_passed_byte_for_byte(newline: bytes) -> None:
+    from ctxbudget.gateway.providers import OPENAI, StreamState
+
+    def event(*data: str) -> bytes:
+        return b"".join(b"data: " + d.encode() + newline for d in data) + newline
+
+    chunk = {"choices": [{"index": 0, "delta": {"content": "h\u00e9llo"}}]}
+    usage = {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2}}
+    text = json.dumps(chunk)
+    cut = text.index("[")  # between two JSON tokens, where the joining newline is whitespace
+    stream = (
+        event(text[:cut], text[cut:])  # one event, its data on two lines: joined by a newline
+        + event(json.dumps(usage))
+        + event("[DONE]")
+    )
+    for hold in (False, True):
+        state = StreamState(OPENAI, hold_usage=hold)
+        # fed a byte at a time: events, lines, CRLFs and characters split across chunks
+        sent = b"".join(state.feed(stream[i : i + 1]) for i in range(len(stream))) + state.flush()
+        assert state.finished and state.usage["prompt_tokens"] == 9
+        assert "".join(state.text) == "h\u00e9llo"
+        expected = stream if not hold else stream.replace(event(json.dumps(usage)), b"")
+        assert sent == expected

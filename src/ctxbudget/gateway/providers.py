@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import codecs
 import json
 import re
 from collections.abc import Mapping
@@ -57,65 +56,81 @@ class Provider:
             f"event: error\ndata: {body}\n\n" if self.name == "anthropic" else f"data: {body}\n\n"
         ).encode()
 
-    def response_text(self, payload: Mapping[str, Any]) -> str:
-        """The assistant text of a non-streamed response."""
+    def response_text(self, payload: Any) -> str:
+        """The assistant text of a non-streamed response ("" for a shape it does not know: the
+        answer is the client's either way, this is only what the session records)."""
+        if not isinstance(payload, Mapping):
+            return ""
         if self.name == "anthropic":
-            return "".join(b.get("text", "") for b in payload.get("content", []) if isinstance(b, dict))
-        choices = payload.get("choices") or [{}]
-        return str((choices[0].get("message") or {}).get("content") or "")
+            content = payload.get("content")
+            blocks = content if isinstance(content, list) else []
+            return "".join(str(b.get("text") or "") for b in blocks if isinstance(b, dict))
+        choices = payload.get("choices")
+        first = choices[0] if isinstance(choices, list) and choices else None
+        message = first.get("message") if isinstance(first, dict) else None
+        return str(message.get("content") or "") if isinstance(message, dict) else ""
 
 
 ANTHROPIC = Provider("anthropic", "/v1/messages")
 OPENAI = Provider("openai", "/v1/chat/completions")
 
 
-_EVENT_END = re.compile(r"\r\n\r\n|\n\n|\r\r")
+# SSE lines end with CRLF, LF or CR; an event ends at a blank line (the EventSource rules).
+_LINE_END = re.compile(rb"\r\n|\n|\r")
 
 
 @dataclass
 class StreamState:
-    """Server-sent events parsed as they pass through: the text and the usage, for the record.
+    """Server-sent events parsed as they pass through, by the EventSource rules (any line ending;
+    several ``data:`` lines of one event joined by a newline): the text and the usage, for the
+    record. Bytes go to the client as they came.
 
-    With ``hold_usage``, events go out whole and a usage-only OpenAI chunk (``choices: []`` with
-    ``usage``) is held back: the gateway asked for it, the client did not."""
+    With ``hold_usage``, events go out whole, byte for byte, and a usage-only OpenAI chunk
+    (``choices: []`` with ``usage``) is held back: the gateway asked for it, the client did not."""
 
     provider: Provider
     hold_usage: bool = False
-    buffer: str = ""
     text: list[str] = field(default_factory=list)
     usage: dict[str, Any] = field(default_factory=dict)
     finished: bool = False
-    _decoder: codecs.IncrementalDecoder = field(
-        default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace")
-    )
+    _pending: bytes = b""  # the current event's bytes so far
+    _scan: int = 0  # where in them the next line starts
+    _lines: list[bytes] = field(default_factory=list)
 
     def feed(self, chunk: bytes) -> bytes:
         """Consume raw bytes; complete events are parsed, partial ones wait for more. Returns the
         bytes to pass to the client now."""
-        self.buffer += self._decoder.decode(chunk)  # a character split across chunks waits
-        out: list[str] = []
-        while (end := _EVENT_END.search(self.buffer)) is not None:
-            event, self.buffer = self.buffer[: end.start()], self.buffer[end.end() :]
-            if self._event(event) or not self.hold_usage:
-                out.append(event + "\n\n")
-        return chunk if not self.hold_usage else "".join(out).encode("utf-8")
+        self._pending += chunk
+        out = b""
+        while (end := _LINE_END.search(self._pending, self._scan)) is not None:
+            if end.group() == b"\r" and end.end() == len(self._pending):
+                break  # a CR at the end may be the first half of a CRLF
+            line = self._pending[self._scan : end.start()]
+            self._scan = end.end()
+            if line:
+                self._lines.append(line)
+                continue
+            if self._event(self._lines) or not self.hold_usage:
+                out += self._pending[: self._scan]
+            self._pending, self._scan, self._lines = self._pending[self._scan :], 0, []
+        return out if self.hold_usage else chunk
 
     def flush(self) -> bytes:
         """What is left at the end of the stream (an event without its blank line)."""
-        rest = self.buffer + self._decoder.decode(b"", final=True)
-        self.buffer = ""
+        rest, lines = self._pending, [*self._lines, self._pending[self._scan :]]
+        self._pending, self._scan, self._lines = b"", 0, []
         if not rest.strip():
             return b""
-        keep = self._event(rest)
-        return rest.encode("utf-8") if self.hold_usage and keep else b""
+        keep = self._event([line for line in lines if line])
+        return rest if self.hold_usage and keep else b""
 
-    def _event(self, event: str) -> bool:
+    def _event(self, lines: list[bytes]) -> bool:
         """Parse one event; False when it is a usage-only chunk to hold back."""
-        keep = True
-        for line in event.splitlines():
-            if line.startswith("data:"):
-                keep = self._data(line[5:].strip()) and keep
-        return keep
+        data = [line[5:] for line in lines if line.startswith(b"data:")]
+        if not data:
+            return True
+        payload = b"\n".join(d[1:] if d.startswith(b" ") else d for d in data)
+        return self._data(payload.decode("utf-8", "replace").strip())
 
     def _data(self, data: str) -> bool:
         if data == "[DONE]":
@@ -135,22 +150,24 @@ class StreamState:
     def _anthropic(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
         if kind == "message_start":
-            usage = (event.get("message") or {}).get("usage")
-            self.usage.update(usage if isinstance(usage, dict) else {})
+            self.usage.update(_dict(_dict(event.get("message")).get("usage")))
         elif kind == "content_block_delta":
-            self.text.append(str((event.get("delta") or {}).get("text", "")))
+            self.text.append(str(_dict(event.get("delta")).get("text") or ""))
         elif kind == "message_delta":
-            usage = event.get("usage")
-            self.usage.update(usage if isinstance(usage, dict) else {})
+            self.usage.update(_dict(event.get("usage")))
         elif kind == "message_stop":
             self.finished = True
 
     def _openai(self, event: Mapping[str, Any]) -> bool:
         choices = event.get("choices")
         for choice in choices if isinstance(choices, list) else []:
-            if isinstance(choice, dict):
-                self.text.append(str((choice.get("delta") or {}).get("content") or ""))
+            self.text.append(str(_dict(_dict(choice).get("delta")).get("content") or ""))
         if isinstance(event.get("usage"), dict):
             self.usage.update(event["usage"])
             return bool(choices)  # a usage-only chunk
         return True
+
+
+def _dict(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is an object, else an empty one: a stream's events are read, never trusted."""
+    return value if isinstance(value, Mapping) else {}

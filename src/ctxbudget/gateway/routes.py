@@ -276,6 +276,12 @@ async def _count_tokens(request: Request) -> Response:
         return _error(ANTHROPIC, refusal.status, str(refusal), refusal.code)
     except CtxBudgetError as exc:
         return _error(ANTHROPIC, 400, f"ctxbudget: {exc}", "invalid_request")
+    except ClientDisconnect:
+        return Response(status_code=499)
+    except Exception as exc:  # never a bare 500
+        gateway.metrics.internal_errors.labels("count").inc()
+        logger.exception("count_tokens failed")
+        return _error(ANTHROPIC, 400, f"ctxbudget: {type(exc).__name__} while counting", "invalid_request")
     gateway.metrics.requests.labels("/v1/messages/count_tokens", "ok").inc()
     return JSONResponse(
         {
