@@ -355,3 +355,54 @@ def test_streams_are_parsed_by_the_eventsource_rules_and_passed_byte_for_byte(ne
         assert "".join(state.text) == "h\u00e9llo"
         expected = stream if not hold else stream.replace(event(json.dumps(usage)), b"")
         assert sent == expected
+
+
+def test_a_budget_header_cannot_lift_an_unknown_model_above_the_floor(tmp_path: Path) -> None:
+    with gateway_over_fake(tmp_path / "f.db", unknown_model="floor") as (_, url):
+        client = _openai(url, **{"X-Ctxbudget-Max-Context-Tokens": "1000000000"})
+        raw = client.chat.completions.with_raw_response.create(
+            model="my-local-llama", max_tokens=10, messages=_ask(LONG * 3)
+        )
+        assert int(raw.headers["x-ctxbudget-tokens-after"]) <= 8191
+
+
+def test_policy_mode_honours_the_request_budget_the_ceiling_and_the_reply_size(tmp_path: Path) -> None:
+    with gateway_over_fake(tmp_path / "p.db", allowed_policies=("legal-review",)) as (fake, url):
+        policy = {"X-Ctxbudget-Policy": "legal-review"}
+        raised = _anthropic(url, **policy, **{"X-Ctxbudget-Cost-Ceiling": "1000"})
+        with pytest.raises(anthropic.BadRequestError, match=r"ceiling \$0\.45"):  # the policy's stands
+            raised.messages.create(model="claude-opus-4-1", max_tokens=4000, messages=_ask(LONG * 3))
+        tight = _anthropic(url, **policy, **{"X-Ctxbudget-Max-Context-Tokens": "600"})
+        with pytest.raises(anthropic.BadRequestError):
+            tight.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=_ask(LONG))
+        assert fake.received == []
+        body = {"model": "claude-sonnet-4-6", "max_tokens": 50_000, "messages": _ask()}
+        httpx.post(url + "/v1/messages", json=body, headers=policy).raise_for_status()
+        assert fake.received[-1]["max_tokens"] == 4096  # capped at the policy's max_output_tokens
+
+
+def test_a_refusal_after_the_body_was_read_names_its_session_and_figures(tmp_path: Path) -> None:
+    with gateway_over_fake(tmp_path / "r.db", cost_ceiling_usd=0.000001) as (_, url):
+        client = _anthropic(url, **{"X-Ctxbudget-Session": "refused"})
+        with pytest.raises(anthropic.BadRequestError) as refused:
+            client.messages.create(model="claude-sonnet-4-6", max_tokens=10, messages=_ask())
+        headers = refused.value.response.headers
+        assert (
+            headers["x-ctxbudget-session"] == "refused"
+            and float(headers["x-ctxbudget-estimated-cost-usd"]) > 0
+        )
+
+
+def test_calibration_is_per_catalog_entry_and_one_answer_in_twenty_does_not_pin_it(
+    stack: tuple[FakeUpstream, str, Path],
+) -> None:
+    calibration = Calibration()
+    for n in range(60):
+        factor = calibration.observe("m", 100, 250 if n % 20 == 0 else 120, default=1.3)
+    assert factor == 1.3
+    _, url, _ = stack
+    client = _anthropic(url)
+    for n in range(5):
+        client.messages.create(model=f"claude-sonnet-4-6-{n}", max_tokens=5, messages=_ask())
+    gateway_state = stack[0].gateway.calibration.snapshot()
+    assert list(gateway_state) == ["claude-sonnet-4-6"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -26,7 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from ..assemble import assemble
-from ..catalog.catalog import Catalog, load_catalog
+from ..catalog.catalog import FLOOR_WINDOW_TOKENS, Catalog, load_catalog
 from ..catalog.values import ModelSpec, TokenizerSpec
 from ..cost import price_turn
 from ..errors import (
@@ -88,10 +89,13 @@ GATEWAY_HINT = (
 class Refusal(Exception):
     """A request answered by the gateway itself, in the provider's error shape."""
 
-    def __init__(self, status: int, message: str, code: str) -> None:
+    def __init__(
+        self, status: int, message: str, code: str, headers: Mapping[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
+        self.headers = dict(headers or {})  # what the client is told about its request
 
 
 def _too_large(exc: BudgetExceeded, provider: str) -> Refusal:
@@ -231,6 +235,28 @@ def _prepared(
     )
 
 
+_OUTPUT_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+
+def _asked_output(body: Mapping[str, Any]) -> int:
+    """The reply size the client asks for (0 when it does not say)."""
+    for name in _OUTPUT_FIELDS:
+        value = body.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return 0
+
+
+def _capped_output(body: dict[str, Any], policy: Policy) -> dict[str, Any]:
+    """A reply size above the policy's ``max_output_tokens`` is lowered to it: the policy prices
+    and budgets the reply."""
+    for name in _OUTPUT_FIELDS:
+        value = body.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > policy.max_output_tokens:
+            body = {**body, name: policy.max_output_tokens}
+    return body
+
+
 def _rounded(usd: float | None) -> float | None:
     return None if usd is None else round(usd, 6)
 
@@ -282,29 +308,38 @@ class Gateway:
         tokenizer = self.catalog.tokenizer_for(model)
         if tokenizer.exact or spec is None:
             return self.catalog, spec
-        factor = factor or self.calibration.factor(model, tokenizer.safety_factor)
+        factor = factor or self.calibration.factor(spec.id, tokenizer.safety_factor)
         calibrated = TokenizerSpec(encoding=tokenizer.encoding, exact=False, safety_factor=factor)
         return self.catalog.with_tokenizer(model, calibrated), spec
 
     def _assemble(
         self, provider: Provider, body: dict[str, Any], session: str, model: str, settings: RequestSettings
     ) -> Prepared:
-        """Map the chat body onto the policy's tiers, assemble, and keep every other field."""
+        """Map the chat body onto the policy's tiers, assemble, and keep every other field. The
+        request's token budget narrows the policy's envelope, a client's ceiling only lowers the
+        policy's, and the reply the client asks for is priced (at most the policy's output)."""
         assert settings.policy is not None
         catalog, spec = self.catalog_for(model)
+        policy = self.policies[settings.policy]
+        budget = self._budget(spec, settings)
+        if budget:
+            policy = dataclasses.replace(policy, envelope_tokens=min(policy.envelope_tokens, budget))
+        ceilings = [c for c in (settings.cost_ceiling_usd, policy.cost_ceiling_usd) if c is not None]
+        output = _asked_output(body)
         try:
             before = fit_count(
                 body, model=model, format=provider.name, catalog=catalog, unknown_model="floor"
             )
             result = assemble(
                 body,
-                policy=self.policies[settings.policy],
+                policy=policy,
                 model=model,
                 format=provider.name,
                 input_format=provider.name,
                 previous=self._previous.get(f"{settings.policy}\x00{session}"),
                 catalog=catalog,
-                cost_ceiling_usd=settings.cost_ceiling_usd,
+                cost_ceiling_usd=min(ceilings) if ceilings else None,
+                expected_output_tokens=min(output, policy.max_output_tokens) if output else None,
             )
         except CostCeilingExceeded as exc:
             self.metrics.decisions.labels("refused").inc()
@@ -317,7 +352,7 @@ class Gateway:
         assembled = result.request
         assert isinstance(assembled, dict)
         keys = ("system", "messages") if provider.name == "anthropic" else ("messages",)
-        out = {**body, **{k: assembled[k] for k in keys if k in assembled}}
+        out = _capped_output({**body, **{k: assembled[k] for k in keys if k in assembled}}, policy)
         report = {
             **result.report,
             "tokens_after": result.report["tokens"],
@@ -364,8 +399,9 @@ class Gateway:
         except BudgetExceeded as exc:
             self.metrics.decisions.labels("refused").inc()
             raise _too_large(exc, provider.name) from exc
-        except CtxBudgetError as exc:
-            raise Refusal(400, f"ctxbudget: {exc}", "invalid_request") from exc
+        except CtxBudgetError as exc:  # the library's option is the client's max_tokens here
+            message = str(exc).replace("reserve_output_tokens", "max_tokens")
+            raise Refusal(400, f"ctxbudget: {message}", "invalid_request") from exc
         report = result.report.to_dict()
         self.metrics.decisions.labels("passed_through" if result.report.passed_through else "trimmed").inc()
         system_tokens = sum(i["tokens_after"] for i in report["items"] if i["component"] == "system")
@@ -376,7 +412,11 @@ class Gateway:
         )
         reserve = result.report.reserve_output_tokens
         estimate = self._estimate(spec, report["tokens_after"], reserve)
-        self._check_ceiling(model, estimate, settings.cost_ceiling_usd)
+        try:
+            self._check_ceiling(model, estimate, settings.cost_ceiling_usd)
+        except Refusal as refusal:
+            refusal.headers = _prepared(body, out, session, report, estimate, spec, calibrate=False).headers()
+            raise
         report["counted_by"] = "upstream" if exact_tokens is not None else "estimate"
         # an exact count is not the estimate's error: it does not calibrate
         covered = covered_by_estimate(body, report.get("estimated_parts")) and exact_tokens is None
@@ -397,7 +437,8 @@ class Gateway:
         """The request's window: the client's or server's budget, never above the model's own."""
         if not settings.max_context_tokens:
             return 0
-        return min(settings.max_context_tokens, spec.context_window) if spec else settings.max_context_tokens
+        window = spec.context_window if spec else FLOOR_WINDOW_TOKENS  # an unknown id: the floor
+        return min(settings.max_context_tokens, window)
 
     def _check_ceiling(self, model: str, estimate: float | None, ceiling: float | None) -> None:
         if ceiling is None:
@@ -500,7 +541,7 @@ class Gateway:
         default = self.catalog.tokenizer_for(prepared.model).safety_factor
         billed = usage.input_tokens - prepared.overhead_tokens  # what the estimate stands for
         ignored = self.calibration.ignored
-        factor = self.calibration.observe(prepared.model, prepared.proxy_tokens, billed, default)
+        factor = self.calibration.observe(prepared.spec.id, prepared.proxy_tokens, billed, default)
         if self.calibration.ignored > ignored:
             self.metrics.calibration_ignored.labels(model).inc()
         self.metrics.safety_factor.labels(model).set(factor)

@@ -202,12 +202,13 @@ def _proxy(provider: Provider) -> Any:
     async def handler(request: Request) -> Response:
         gateway: Gateway = request.app.state.gateway
         rid, started, prepared, size, stage = gateway.next_request_id(), time.perf_counter(), None, 0, "read"
+        session = ""
         try:
             body = await _read_json(request, gateway)
             size = len(json.dumps(body))
             stage = "prepare"
-            settings = _settings(gateway, request)
             session = _session_id(request, provider, body)
+            settings = _settings(gateway, request)
             prepared = await run_in_threadpool(gateway.prepare, provider, body, session, settings)
             if gateway.depends_on_estimate(provider, prepared):
                 exact = await gateway.counter.count(body, _forward_headers(request))
@@ -230,6 +231,7 @@ def _proxy(provider: Provider) -> Any:
                 response, outcome = await _complete(gateway, provider, prepared, upstream), "ok"
         except Refusal as refusal:
             response, outcome = _error(provider, refusal.status, str(refusal), refusal.code), refusal.code
+            response.headers.update(refusal.headers)
         except ClientDisconnect:  # nobody to answer
             response, outcome = Response(status_code=499), "client_disconnected"
         except Exception as exc:  # never a bare 500: an error in the provider's shape, logged and counted
@@ -244,6 +246,8 @@ def _proxy(provider: Provider) -> Any:
         if prepared is not None:
             for key, value in prepared.headers().items():
                 response.headers.setdefault(key, value)
+        if session:  # once the body was read, every answer names its session
+            response.headers.setdefault("x-ctxbudget-session", session)
         gateway.metrics.requests.labels(provider.path, outcome).inc()
         _log(rid, provider, prepared, size, response.status_code, outcome, started)
         return response

@@ -109,15 +109,16 @@ def covered_by_estimate(request: Mapping[str, Any], estimated_parts: Any) -> boo
 
 
 class Calibration:
-    """Safety factors learned from observed usage, per model, within bounds that one answer
+    """Safety factors learned from observed usage, per catalog entry, within bounds that answers
     cannot break.
 
     A factor stays between the catalog's (``default``) and ``ceiling`` times it. An observed
     ratio above that band is not a calibration but input the estimate does not cover (a server
-    tool, a poisoned or broken usage): it is ignored and counted. A ratio above the factor raises
-    it at most ``step`` times per observation; the factor falls after ``window`` observations all
-    below it, to the highest of them (never below ``default``), so a raised factor comes back down
-    with the requests it still lets through.
+    tool, a poisoned or broken usage): it is ignored and counted. Otherwise the factor is the 90th
+    percentile of the last ``window`` ratios (so one answer in ten that bills more, such as a
+    request whose server-side input the estimate cannot see, does not pin it), rising at most
+    ``step`` times per answer, and never below ``default``: it comes back down with the requests
+    it still lets through.
     """
 
     def __init__(self, window: int = 20, ceiling: float = 2.0, step: float = 1.25) -> None:
@@ -129,28 +130,27 @@ class Calibration:
         self._factors: dict[str, float] = {}
         self._lock = threading.Lock()
 
-    def factor(self, model: str, default: float) -> float:
-        """The calibrated factor for ``model`` (``default`` until something was observed)."""
-        return self._factors.get(model, default)
+    def factor(self, key: str, default: float) -> float:
+        """The calibrated factor for a catalog entry (``default`` until something was observed)."""
+        return self._factors.get(key, default)
 
-    def observe(self, model: str, proxy_tokens: int, actual_tokens: int, default: float) -> float:
+    def observe(self, key: str, proxy_tokens: int, actual_tokens: int, default: float) -> float:
         """Record one request (proxy-encoding tokens vs billed tokens); returns the new factor."""
         if proxy_tokens <= 0 or actual_tokens <= 0:
-            return self.factor(model, default)
+            return self.factor(key, default)
         ratio = actual_tokens / proxy_tokens
         with self._lock:
             if ratio > default * self.ceiling:
                 self.ignored += 1
-                return self._factors.get(model, default)
-            seen = self._ratios.setdefault(model, deque(maxlen=self.window))
+                return self._factors.get(key, default)
+            seen = self._ratios.setdefault(key, deque(maxlen=self.window))
             seen.append(ratio)
-            current = self._factors.get(model, default)
-            if ratio > current:
-                current = min(ratio, current * self.step)
-            elif len(seen) == self.window and max(seen) < current:
-                current = max(max(seen), default)
-            self._factors[model] = round(current, 4)
-            return self._factors[model]
+            ordered = sorted(seen)
+            target = ordered[math.ceil(0.9 * len(ordered)) - 1]  # nearest-rank 90th percentile
+            current = self._factors.get(key, default)
+            factor = max(default, min(target, current * self.step))
+            self._factors[key] = round(factor, 4)
+            return self._factors[key]
 
     def snapshot(self) -> dict[str, float]:
         """Every calibrated factor."""
