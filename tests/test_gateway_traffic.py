@@ -228,10 +228,38 @@ def test_usage_that_is_not_a_count_is_read_as_zero() -> None:
     usage = normalize_usage(
         "anthropic", {"input_tokens": float("nan"), "output_tokens": "7", "cache_read_input_tokens": -4}
     )
-    assert usage is not None and usage.to_dict() == dict.fromkeys(
-        ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens"), 0
-    )
+    assert usage is not None and set(usage.to_dict().values()) == {0}
     assert normalize_usage("openai", [1, 2]) is None
+    # more cached than prompted: nothing uncached, never a negative cost
+    odd = normalize_usage("openai", {"prompt_tokens": 10, "prompt_tokens_details": {"cached_tokens": 50}})
+    assert odd is not None and odd.uncached_tokens == 0 and odd.cache_read_tokens == 10
+
+
+def test_one_hour_cache_writes_are_read_from_the_usage() -> None:
+    usage = normalize_usage(
+        "anthropic",
+        {
+            "input_tokens": 10,
+            "cache_creation_input_tokens": 3000,
+            "cache_creation": {"ephemeral_5m_input_tokens": 1000, "ephemeral_1h_input_tokens": 2000},
+            "output_tokens": 5,
+        },
+    )
+    assert usage is not None and (usage.cache_write_tokens, usage.cache_write_1h_tokens) == (3000, 2000)
+
+
+def test_a_null_usage_field_later_in_a_stream_keeps_the_earlier_value() -> None:
+    from ctxbudget.gateway.providers import ANTHROPIC, StreamState
+
+    state = StreamState(ANTHROPIC)
+    start = {
+        "type": "message_start",
+        "message": {"usage": {"input_tokens": 1200, "cache_read_input_tokens": 30}},
+    }
+    delta = {"type": "message_delta", "usage": {"output_tokens": 9, "input_tokens": None}}
+    for event in (start, delta, {"type": "message_stop"}):
+        state.feed(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+    assert state.usage == {"input_tokens": 1200, "cache_read_input_tokens": 30, "output_tokens": 9}
 
 
 def test_metrics_and_session_state_stay_bounded(tmp_path: Path) -> None:

@@ -477,8 +477,8 @@ class Gateway:
         return price_turn(
             spec.prices,
             uncached_tokens=usage.uncached_tokens,
-            write_5m_tokens=usage.cache_write_tokens,
-            write_1h_tokens=0,
+            write_5m_tokens=usage.cache_write_tokens - usage.cache_write_1h_tokens,
+            write_1h_tokens=usage.cache_write_1h_tokens,
             read_tokens=usage.cache_read_tokens,
             output_tokens=usage.output_tokens,
         ).total_usd
@@ -506,7 +506,8 @@ class Gateway:
         turn = Turn(
             index=index, question=prepared.question, answer=answer, report=prepared.report, usage=usage_record
         )
-        self.store.append_turn(prepared.session, turn, [])
+        # numbered by the store inside its transaction: concurrent turns of a session never collide
+        self.store.append_turn(prepared.session, turn, [], next_index=True)
 
     async def record(self, provider: Provider, prepared: Prepared, answer: str, raw_usage: Any) -> None:
         """Metrics, calibration and the stored turn for an answer the client got. Never raises: a

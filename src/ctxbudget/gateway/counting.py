@@ -14,7 +14,7 @@ import hashlib
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -37,8 +37,12 @@ class UpstreamCounter:
         self.failed = 0
         self._known: OrderedDict[str, int] = OrderedDict()
 
-    async def count(self, body: Mapping[str, Any], headers: Mapping[str, str]) -> int | None:
-        """The upstream's count of ``body``'s input, or None when it cannot be had."""
+    async def count(
+        self, body: Mapping[str, Any], headers: Sequence[tuple[str, str]], proxy_tokens: int
+    ) -> int | None:
+        """The upstream's count of ``body``'s input, or None when it cannot be had. An answer
+        far from the proxy count (below half of it, above four times it) is not a count of this
+        body: it is neither used nor remembered."""
         payload = {k: body[k] for k in COUNTED_FIELDS if k in body}
         key = hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
         if key in self._known:
@@ -46,12 +50,15 @@ class UpstreamCounter:
             return self._known[key]
         self.asked += 1
         try:
-            response = await self.client.post(self.url, json=payload, headers=dict(headers))
+            response = await self.client.post(self.url, json=payload, headers=list(headers))
             tokens = response.json().get("input_tokens") if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError, AttributeError) as exc:
             logger.warning("count_tokens upstream failed (%s); the estimate stands", type(exc).__name__)
             tokens = None
-        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens <= 0:
+        if isinstance(tokens, bool) or not isinstance(tokens, int):
+            self.failed += 1
+            return None
+        if not proxy_tokens / 2 <= tokens <= proxy_tokens * 4:
             self.failed += 1
             return None
         self._known[key] = tokens

@@ -83,9 +83,9 @@ _LINE_END = re.compile(rb"\r\n|\n|\r")
 class StreamState:
     """Server-sent events parsed as they pass through, by the EventSource rules (any line ending;
     several ``data:`` lines of one event joined by a newline): the text and the usage, for the
-    record. Bytes go to the client as they came.
+    record. Events go to the client whole, byte for byte, as soon as their blank line arrives.
 
-    With ``hold_usage``, events go out whole, byte for byte, and a usage-only OpenAI chunk
+    With ``hold_usage``, a usage-only OpenAI chunk
     (``choices: []`` with ``usage``) is held back: the gateway asked for it, the client did not."""
 
     provider: Provider
@@ -113,16 +113,19 @@ class StreamState:
             if self._event(self._lines) or not self.hold_usage:
                 out += self._pending[: self._scan]
             self._pending, self._scan, self._lines = self._pending[self._scan :], 0, []
-        return out if self.hold_usage else chunk
+        return out
 
     def flush(self) -> bytes:
-        """What is left at the end of the stream (an event without its blank line)."""
+        """What is left when the upstream closed: an event without its blank line goes out if
+        it ended the stream; a cut-off event is dropped (the client gets an error event instead of
+        half an event it cannot parse)."""
         rest, lines = self._pending, [*self._lines, self._pending[self._scan :]]
         self._pending, self._scan, self._lines = b"", 0, []
         if not rest.strip():
-            return b""
+            return rest
+        done = self.finished
         keep = self._event([line for line in lines if line])
-        return rest if self.hold_usage and keep else b""
+        return rest if self.finished and not done and keep else b""
 
     def _event(self, lines: list[bytes]) -> bool:
         """Parse one event; False when it is a usage-only chunk to hold back."""
@@ -150,11 +153,11 @@ class StreamState:
     def _anthropic(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
         if kind == "message_start":
-            self.usage.update(_dict(_dict(event.get("message")).get("usage")))
+            self._usage(_dict(_dict(event.get("message")).get("usage")))
         elif kind == "content_block_delta":
             self.text.append(str(_dict(event.get("delta")).get("text") or ""))
         elif kind == "message_delta":
-            self.usage.update(_dict(event.get("usage")))
+            self._usage(_dict(event.get("usage")))
         elif kind == "message_stop":
             self.finished = True
 
@@ -163,9 +166,13 @@ class StreamState:
         for choice in choices if isinstance(choices, list) else []:
             self.text.append(str(_dict(_dict(choice).get("delta")).get("content") or ""))
         if isinstance(event.get("usage"), dict):
-            self.usage.update(event["usage"])
+            self._usage(event["usage"])
             return bool(choices)  # a usage-only chunk
         return True
+
+    def _usage(self, usage: Mapping[str, Any]) -> None:
+        """Usage so far; a later event's null field (allowed in a message_delta) keeps the value."""
+        self.usage.update({k: v for k, v in usage.items() if v is not None})
 
 
 def _dict(value: Any) -> Mapping[str, Any]:

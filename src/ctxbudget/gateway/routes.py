@@ -52,13 +52,14 @@ async def _read_json(request: Request, gateway: Gateway) -> dict[str, Any]:
     return body
 
 
-def _forward_headers(request: Request) -> dict[str, str]:
-    """The client's headers, less hop-by-hop ones and ctxbudget's own (never sent upstream)."""
-    return {
-        k: v
+def _forward_headers(request: Request) -> list[tuple[str, str]]:
+    """The client's headers, as sent (a header given twice, such as ``anthropic-beta``, stays
+    twice), less hop-by-hop ones and ctxbudget's own (never sent upstream)."""
+    return [
+        (k, v)
         for k, v in request.headers.items()
         if k.lower() not in DROPPED_HEADERS and not k.lower().startswith(HEADER_PREFIX)
-    }
+    ]
 
 
 def _error(provider: Provider, status: int, message: str, code: str) -> JSONResponse:
@@ -110,10 +111,11 @@ async def _upstream_failure(provider: Provider, gateway: Gateway, response: http
 
 
 async def _send(
-    gateway: Gateway, provider: Provider, prepared: Prepared, headers: dict[str, str]
+    gateway: Gateway, provider: Provider, prepared: Prepared, headers: list[tuple[str, str]], query: str = ""
 ) -> httpx.Response:
+    url = gateway.upstream(provider) + (f"?{query}" if query else "")  # e.g. the SDK's ?beta=true
     request = gateway.client.build_request(
-        "POST", gateway.upstream(provider), headers=headers, content=json.dumps(prepared.body).encode("utf-8")
+        "POST", url, headers=headers, content=json.dumps(prepared.body).encode("utf-8")
     )
     try:
         return await gateway.client.send(request, stream=True)
@@ -130,10 +132,21 @@ async def _complete(
 ) -> Response:
     try:
         data = await upstream.aread()
+    except httpx.TimeoutException as exc:
+        gateway.metrics.upstream_errors.labels("timeout").inc()
+        raise Refusal(
+            504,
+            f"upstream timed out: {type(exc).__name__}",
+            "upstream_timeout",
+            passed_back(upstream.headers),
+        ) from exc
     except httpx.HTTPError as exc:
         gateway.metrics.upstream_errors.labels("disconnected").inc()
         raise Refusal(
-            502, f"upstream dropped the connection: {type(exc).__name__}", "upstream_disconnected"
+            502,
+            f"upstream dropped the connection: {type(exc).__name__}",
+            "upstream_disconnected",
+            passed_back(upstream.headers),
         ) from exc
     finally:
         await upstream.aclose()
@@ -142,7 +155,10 @@ async def _complete(
     except ValueError as exc:
         gateway.metrics.upstream_errors.labels("invalid_json").inc()
         raise Refusal(
-            502, f"upstream answered {upstream.status_code} with invalid JSON", "upstream_error"
+            502,
+            f"upstream answered {upstream.status_code} with invalid JSON",
+            "upstream_error",
+            passed_back(upstream.headers),
         ) from exc
     answer = provider.response_text(payload) if isinstance(payload, dict) else ""
     usage = payload.get("usage") if isinstance(payload, dict) else None
@@ -193,6 +209,8 @@ def _with_stream_usage(provider: Provider, body: dict[str, Any]) -> tuple[dict[s
     if provider.name != "openai" or not body.get("stream"):
         return body, False
     options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise Refusal(400, "ctxbudget: $.stream_options must be an object", "invalid_request")
     if isinstance(options, dict) and options.get("include_usage"):
         return body, False
     return {**body, "stream_options": {**(options or {}), "include_usage": True}}, True
@@ -211,7 +229,9 @@ def _proxy(provider: Provider) -> Any:
             settings = _settings(gateway, request)
             prepared = await run_in_threadpool(gateway.prepare, provider, body, session, settings)
             if gateway.depends_on_estimate(provider, prepared):
-                exact = await gateway.counter.count(body, _forward_headers(request))
+                report = prepared.report
+                proxy = round(report["tokens_before"] / (report["safety_factor"] or 1.0))
+                exact = await gateway.counter.count(body, _forward_headers(request), proxy)
                 if exact is not None:
                     prepared = await run_in_threadpool(
                         gateway.prepare, provider, body, session, settings, exact
@@ -219,7 +239,11 @@ def _proxy(provider: Provider) -> Any:
             forwarded, usage_added = _with_stream_usage(provider, prepared.body)
             stage = "send"
             upstream = await _send(
-                gateway, provider, replace(prepared, body=forwarded), _forward_headers(request)
+                gateway,
+                provider,
+                replace(prepared, body=forwarded),
+                _forward_headers(request),
+                request.url.query,
             )
             stage = "answer"
             if upstream.status_code >= 400:
@@ -306,6 +330,14 @@ async def _metrics(request: Request) -> Response:
     return PlainTextResponse(gateway.metrics.render(), media_type="text/plain; version=0.0.4")
 
 
+async def _unrouted(request: Request) -> Response:
+    """Any other path or method: an error in the shape of the API the path belongs to."""
+    provider = OPENAI if "/chat/" in request.url.path or "/responses" in request.url.path else ANTHROPIC
+    known = "POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/chat/completions"
+    message = f"ctxbudget: {request.method} {request.url.path} is not served here; the gateway serves {known}"
+    return _error(provider, 404, message, "not_found")
+
+
 def create_app(config: GatewayConfig, transport: httpx.AsyncBaseTransport | None = None) -> Starlette:
     """The gateway as an ASGI app (``transport`` lets tests route upstream calls in-process)."""
     gateway = Gateway(config, transport)
@@ -316,6 +348,7 @@ def create_app(config: GatewayConfig, transport: httpx.AsyncBaseTransport | None
             Route("/v1/chat/completions", _proxy(OPENAI), methods=["POST"]),
             Route("/healthz", _healthz, methods=["GET"]),
             Route("/metrics", _metrics, methods=["GET"]),
+            Route("/{path:path}", _unrouted, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]),
         ]
     )
     app.state.gateway = gateway

@@ -38,18 +38,19 @@ class RequestSettings:
 
 
 def _tokens(value: str) -> int:
-    if not value.strip().isascii() or not value.strip().isdigit() or int(value) <= 0:
-        raise SettingsError(f"{MAX_CONTEXT_HEADER} must be a whole number of tokens > 0, got {value!r}")
-    return int(value)
+    text = value.strip()
+    if len(text) > 12 or not text.isascii() or not text.isdigit() or int(text) <= 0:
+        raise SettingsError(f"{MAX_CONTEXT_HEADER} must be a whole number of tokens > 0, got {value[:40]!r}")
+    return int(text)
 
 
 def _ceiling(value: str, server: float | None) -> float:
     try:
-        ceiling = float(value)
+        ceiling = float(value) if len(value) <= 40 else math.nan
     except ValueError:
         ceiling = math.nan
     if not math.isfinite(ceiling) or ceiling <= 0:
-        raise SettingsError(f"{COST_CEILING_HEADER} must be a positive number of USD, got {value!r}")
+        raise SettingsError(f"{COST_CEILING_HEADER} must be a positive number of USD, got {value[:40]!r}")
     return ceiling if server is None else min(ceiling, server)
 
 
@@ -66,6 +67,8 @@ def request_settings(config: GatewayConfig, headers: Mapping[str, str]) -> Reque
     if (given := headers.get(POLICY_HEADER)) is not None:
         if given not in config.allowed_policies:
             allowed = ", ".join(config.allowed_policies) or "none (serve --allow-policy NAME)"
-            raise SettingsError(f"{POLICY_HEADER}: policy {given!r} is not allowed here; allowed: {allowed}")
+            raise SettingsError(
+                f"{POLICY_HEADER}: policy {given[:80]!r} is not allowed here; allowed: {allowed}"
+            )
         policy = given
     return RequestSettings(tokens, ceiling, policy)

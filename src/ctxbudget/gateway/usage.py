@@ -25,11 +25,12 @@ class Usage:
     cache_read_tokens: int
     cache_write_tokens: int
     output_tokens: int
+    cache_write_1h_tokens: int = 0  # of the writes, those cached for an hour (billed at 2x input)
 
     @property
     def uncached_tokens(self) -> int:
-        """Input neither read from nor written to the cache."""
-        return self.input_tokens - self.cache_read_tokens - self.cache_write_tokens
+        """Input neither read from nor written to the cache (never below 0, whatever the usage says)."""
+        return max(0, self.input_tokens - self.cache_read_tokens - self.cache_write_tokens)
 
     def to_dict(self) -> dict[str, int]:
         """JSON-ready."""
@@ -38,6 +39,7 @@ class Usage:
             "cache_read_tokens": self.cache_read_tokens,
             "cache_write_tokens": self.cache_write_tokens,
             "output_tokens": self.output_tokens,
+            "cache_write_1h_tokens": self.cache_write_1h_tokens,
         }
 
 
@@ -58,17 +60,21 @@ def normalize_usage(provider: str, usage: Any) -> Usage | None:
     if provider == "anthropic":
         read = _int(usage.get("cache_read_input_tokens"))
         write = _int(usage.get("cache_creation_input_tokens"))
+        creation = usage.get("cache_creation")
+        hour = _int(creation.get("ephemeral_1h_input_tokens")) if isinstance(creation, Mapping) else 0
         return Usage(
             input_tokens=_int(usage.get("input_tokens")) + read + write,
             cache_read_tokens=read,
             cache_write_tokens=write,
             output_tokens=_int(usage.get("output_tokens")),
+            cache_write_1h_tokens=min(hour, write),
         )
     details = usage.get("prompt_tokens_details")
     details = details if isinstance(details, Mapping) else {}
+    prompt = _int(usage.get("prompt_tokens"))
     return Usage(
-        input_tokens=_int(usage.get("prompt_tokens")),
-        cache_read_tokens=_int(details.get("cached_tokens")),
+        input_tokens=prompt,
+        cache_read_tokens=min(prompt, _int(details.get("cached_tokens"))),
         cache_write_tokens=0,
         output_tokens=_int(usage.get("completion_tokens")),
     )

@@ -8,6 +8,7 @@ replicas can implement the same :class:`SessionStore` protocol.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import sqlite3
@@ -48,8 +49,11 @@ class SessionStore(Protocol):
         """Every session name, sorted."""
         ...
 
-    def append_turn(self, name: str, turn: Turn, ledger_entries: list[dict[str, Any]]) -> None:
-        """Store a turn and the ledger entries it adds, atomically."""
+    def append_turn(
+        self, name: str, turn: Turn, ledger_entries: list[dict[str, Any]], *, next_index: bool = False
+    ) -> Turn:
+        """Store a turn and the ledger entries it adds, atomically; with ``next_index`` the turn
+        takes the session's next index (concurrent writers of one session); returns it as stored."""
         ...
 
     def count_turns(self, name: str) -> int:
@@ -172,8 +176,11 @@ class SQLiteStore:
         """Every session name, sorted."""
         return [row[0] for row in self._db.execute("SELECT name FROM sessions ORDER BY name")]
 
-    def append_turn(self, name: str, turn: Turn, ledger_entries: list[dict[str, Any]]) -> None:
-        """One transaction: the turn, its content, and the ledger entries it adds."""
+    def append_turn(
+        self, name: str, turn: Turn, ledger_entries: list[dict[str, Any]], *, next_index: bool = False
+    ) -> Turn:
+        """One transaction: the turn, its content, and the ledger entries it adds. With
+        ``next_index`` the turn is numbered inside the transaction (no other writer can take it)."""
         self.meta(name)
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
@@ -182,6 +189,8 @@ class SQLiteStore:
                     self._db.execute("SELECT COUNT(*) FROM turns WHERE session = ?", (name,)).fetchone()[0]
                     + 1
                 )
+                if next_index:
+                    turn = dataclasses.replace(turn, index=expected)
                 if turn.index != expected:
                     raise ConfigError(f"session {name!r} expects turn {expected}, got turn {turn.index}")
                 self._db.execute(
@@ -198,6 +207,7 @@ class SQLiteStore:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+        return turn
 
     def count_turns(self, name: str) -> int:
         """How many turns a session has."""
