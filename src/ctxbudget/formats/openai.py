@@ -10,6 +10,7 @@ estimates; other non-text parts are counted at the low-detail rate (85 tokens), 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -203,6 +204,27 @@ def _tool_chunks(tools: list[dict[str, Any]]) -> tuple[list[tuple[Segment, ...]]
     return chunks, constant
 
 
+def _read_fields(request: Mapping[str, Any]) -> list[tuple[Segment, ...]]:
+    """Other fields the model reads and the provider bills as input: a structured-output schema
+    and predicted output (counted as their text; never trimmed)."""
+    chunks: list[tuple[Segment, ...]] = []
+    response_format = request.get("response_format")
+    schema = response_format.get("json_schema") if isinstance(response_format, dict) else None
+    if schema is not None:
+        chunks.append(
+            (Segment(json.dumps(schema, ensure_ascii=False, separators=(",", ":")), "response_format"),)
+        )
+    prediction = request.get("prediction")
+    content = prediction.get("content") if isinstance(prediction, dict) else None
+    texts = (
+        [content]
+        if isinstance(content, str)
+        else [p.get("text") for p in content or [] if isinstance(p, dict)]
+    )
+    chunks += [(Segment(t, "prediction"),) for t in texts if isinstance(t, str) and t]
+    return chunks
+
+
 class OpenAIFormat:
     """Chat Completions: ``{"model", "messages": [...], "tools": [...]}``."""
 
@@ -249,8 +271,15 @@ class OpenAIFormat:
             message_chunks, constant = _message_chunks(messages[position], (component, index), estimated)
             chunks += message_chunks
             constants.append(((component, index), constant))
-        tool_chunks, tool_constant = _tool_chunks(list(request.get("tools") or []))
-        chunks += tool_chunks
+        tools = [t for t in request.get("tools") or [] if isinstance(t, dict)]
+        # the deprecated `functions` are definitions too, read like tools
+        tools += [
+            {"function": f}
+            for f in request.get("functions") or []
+            if isinstance(f, dict) and isinstance(f.get("parameters") or {}, dict)
+        ]
+        tool_chunks, tool_constant = _tool_chunks(tools)
+        chunks += tool_chunks + _read_fields(request)
         if tool_constant:
             constants.append(("tools", tool_constant))
         return Rendering(chunks=tuple(chunks), constants=tuple(constants), estimated=tuple(estimated))

@@ -257,6 +257,29 @@ def _capped_output(body: dict[str, Any], policy: Policy) -> dict[str, Any]:
     return body
 
 
+def _for_next_turn(report: Mapping[str, Any]) -> dict[str, Any]:
+    """What the next turn's assembly reads from this one: the breakpoints' prefix hashes and the
+    pinned prefix (not the whole report: sessions held in memory stay small)."""
+    return {
+        "breakpoints": [{"prefix_sha256": b["prefix_sha256"]} for b in report.get("breakpoints", [])],
+        "pinned_prefix_sha256": report.get("pinned_prefix_sha256"),
+        "pinned_prefix_text": report.get("pinned_prefix_text", ""),
+    }
+
+
+def _without_tool_marks(body: dict[str, Any]) -> dict[str, Any]:
+    """Tool definitions without the client's cache marks."""
+    tools = body.get("tools")
+    if not isinstance(tools, list) or not any(isinstance(t, dict) and "cache_control" in t for t in tools):
+        return body
+    return {
+        **body,
+        "tools": [
+            {k: v for k, v in t.items() if k != "cache_control"} if isinstance(t, dict) else t for t in tools
+        ],
+    }
+
+
 def _rounded(usd: float | None) -> float | None:
     return None if usd is None else round(usd, 6)
 
@@ -353,16 +376,66 @@ class Gateway:
         assert isinstance(assembled, dict)
         keys = ("system", "messages") if provider.name == "anthropic" else ("messages",)
         out = _capped_output({**body, **{k: assembled[k] for k in keys if k in assembled}}, policy)
+        out = _without_tool_marks(out)  # the plan owns the breakpoints (1h marks must come first)
         report = {
             **result.report,
             "tokens_after": result.report["tokens"],
             "tokens_before": before["tokens"],
             "passed_through": False,
         }
-        self._previous.put(f"{settings.policy}\x00{session}", result.report)
+        self._count_unassembled(provider, out, report, policy, spec, catalog, ceilings)
+        self._previous.put(f"{settings.policy}\x00{session}", _for_next_turn(result.report))
         self.metrics.decisions.labels("assembled").inc()
         covered = covered_by_estimate(body, before.get("estimated_parts"))
         return _prepared(body, out, session, report, report["cost_usd"], spec, calibrate=covered)
+
+    def _count_unassembled(
+        self,
+        provider: Provider,
+        out: dict[str, Any],
+        report: dict[str, Any],
+        policy: Policy,
+        spec: ModelSpec | None,
+        catalog: Catalog,
+        ceilings: list[float],
+    ) -> None:
+        """What the assembly does not render but the provider reads and bills (tool definitions)
+        is counted into the request and priced; past the envelope or the ceiling it is refused."""
+        model = str(out.get("model", ""))
+        sent = fit_count(out, model=model, format=provider.name, catalog=catalog, unknown_model="floor")[
+            "tokens"
+        ]
+        extra = sent - int(report["tokens"])
+        if extra <= 0:
+            return
+        report["tokens_after"] = sent
+        if spec is not None and spec.prices is not None and report.get("cost_usd") is not None:
+            added = price_turn(
+                spec.prices,
+                uncached_tokens=extra,
+                write_5m_tokens=0,
+                write_1h_tokens=0,
+                read_tokens=0,
+                output_tokens=0,
+            ).total_usd
+            report["cost_usd"] = round(report["cost_usd"] + added, 6)
+        if sent > policy.prompt_tokens:
+            self.metrics.decisions.labels("refused").inc()
+            code = "context_length_exceeded" if provider.name == "openai" else "context_too_large"
+            raise Refusal(
+                400,
+                f"ctxbudget: the assembled request with its tool definitions needs {sent:,} tokens, more than "
+                f"the {policy.prompt_tokens:,} the policy {policy.name!r} allows; shorten the tools",
+                code,
+            )
+        if ceilings and report.get("cost_usd") is not None and report["cost_usd"] > min(ceilings):
+            self.metrics.decisions.labels("refused").inc()
+            raise Refusal(
+                400,
+                f"ctxbudget: estimated cost ${report['cost_usd']:.4f} with the tool definitions is above the "
+                f"ceiling ${min(ceilings):.4f}; nothing was sent",
+                "cost_ceiling_exceeded",
+            )
 
     def prepare(
         self,
@@ -411,7 +484,9 @@ class Gateway:
             else result.request
         )
         reserve = result.report.reserve_output_tokens
-        estimate = self._estimate(spec, report["tokens_after"], reserve)
+        n = body.get("n")
+        choices = n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
+        estimate = self._estimate(spec, report["tokens_after"], reserve * choices)  # n replies, each priced
         try:
             self._check_ceiling(model, estimate, settings.cost_ceiling_usd)
         except Refusal as refusal:
