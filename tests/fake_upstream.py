@@ -40,6 +40,8 @@ class FakeUpstream:
         self.headers: list[dict[str, str]] = []
         self.gateway: Any = None
         self.counted: list[dict[str, Any]] = []
+        self.paths: list[str] = []
+        self.betas: list[list[str]] = []
         self.count_fails = False
         self.app = Starlette(
             routes=[
@@ -100,6 +102,8 @@ class FakeUpstream:
         """Record the request; the body and the injected fault for its model, if any."""
         body = await request.json()
         self.received.append(body)
+        self.paths.append(request.url.path + (f"?{request.url.query}" if request.url.query else ""))
+        self.betas.append(request.headers.getlist("anthropic-beta"))
         self.headers.append(dict(request.headers))
         return body, await self._fault(body.get("model", ""))
 

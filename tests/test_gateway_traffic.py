@@ -434,3 +434,62 @@ def test_calibration_is_per_catalog_entry_and_one_answer_in_twenty_does_not_pin_
         client.messages.create(model=f"claude-sonnet-4-6-{n}", max_tokens=5, messages=_ask())
     gateway_state = stack[0].gateway.calibration.snapshot()
     assert list(gateway_state) == ["claude-sonnet-4-6"]
+
+
+def test_unrouted_paths_answer_in_the_provider_shape(stack: tuple[FakeUpstream, str, Path]) -> None:
+    _, url, _ = stack
+    with pytest.raises(openai.NotFoundError):
+        _openai(url).models.list()
+    missing = httpx.post(url + "/v1/messages/batches", json={})
+    assert missing.status_code == 404 and missing.json()["type"] == "error"
+
+
+def test_repeated_headers_and_the_query_string_reach_the_upstream(
+    stack: tuple[FakeUpstream, str, Path],
+) -> None:
+    fake, url, _ = stack
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 5, "messages": _ask()}
+    headers = [("anthropic-beta", "a-2025"), ("anthropic-beta", "b-2025"), ("x-api-key", "k")]
+    httpx.post(url + "/v1/messages?beta=true", json=body, headers=headers).raise_for_status()
+    assert fake.betas[-1] == ["a-2025", "b-2025"]
+    assert fake.paths[-1] == "/v1/messages?beta=true"
+
+
+def test_billed_fields_outside_messages_are_counted_and_n_replies_priced(tmp_path: Path) -> None:
+    schema = {"name": "s", "schema": {"type": "object", "description": "field " * 3000}}
+    with gateway_over_fake(tmp_path / "o.db", max_context_tokens=2000, cost_ceiling_usd=0.5) as (fake, url):
+        client = _openai(url)
+        with pytest.raises(openai.BadRequestError):
+            client.chat.completions.create(
+                model="gpt-4o",
+                max_tokens=10,
+                messages=_ask(),
+                response_format={"type": "json_schema", "json_schema": schema},  # type: ignore[typeddict-item]
+            )
+        with pytest.raises(openai.BadRequestError, match="ceiling"):
+            client.chat.completions.create(model="gpt-4o", max_tokens=1500, n=128, messages=_ask())
+        assert fake.received == []
+
+
+def test_policy_mode_counts_the_tool_definitions(tmp_path: Path) -> None:
+    tools = [
+        {"name": f"t{n}", "description": "tool " * 2000, "input_schema": {"type": "object"}} for n in range(20)
+    ]
+    with gateway_over_fake(tmp_path / "t.db", policy="legal-review") as (fake, url):
+        with pytest.raises(anthropic.BadRequestError, match="tool definitions"):
+            _anthropic(url).messages.create(
+                model="claude-sonnet-4-6",
+                max_tokens=100,
+                messages=_ask(),
+                tools=tools,  # type: ignore[arg-type]
+            )
+        assert fake.received == []
+
+
+def test_a_stream_cut_mid_event_ends_in_an_error_the_sdk_raises(tmp_path: Path) -> None:
+    from ctxbudget.gateway.providers import OPENAI, StreamState
+
+    state = StreamState(OPENAI)
+    first = b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n'
+    sent = state.feed(first + b'data: {"choices": [{"index": 0, "del')
+    assert sent == first and state.flush() == b""  # the cut-off event never reaches the client
