@@ -473,7 +473,8 @@ def test_billed_fields_outside_messages_are_counted_and_n_replies_priced(tmp_pat
 
 def test_policy_mode_counts_the_tool_definitions(tmp_path: Path) -> None:
     tools = [
-        {"name": f"t{n}", "description": "tool " * 2000, "input_schema": {"type": "object"}} for n in range(20)
+        {"name": f"t{n}", "description": "tool " * 2000, "input_schema": {"type": "object"}}
+        for n in range(20)
     ]
     with gateway_over_fake(tmp_path / "t.db", policy="legal-review") as (fake, url):
         with pytest.raises(anthropic.BadRequestError, match="tool definitions"):
@@ -493,3 +494,13 @@ def test_a_stream_cut_mid_event_ends_in_an_error_the_sdk_raises(tmp_path: Path) 
     first = b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n'
     sent = state.feed(first + b'data: {"choices": [{"index": 0, "del')
     assert sent == first and state.flush() == b""  # the cut-off event never reaches the client
+
+
+def test_the_one_million_context_beta_widens_a_claude_window(stack: tuple[FakeUpstream, str, Path]) -> None:
+    _, url, _ = stack
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": _ask(LONG * 60)}  # ~290k tokens
+    plain = httpx.post(url + "/v1/messages", json=body, headers={"x-api-key": "k"})
+    assert plain.headers["x-ctxbudget-trimmed"] == "true"
+    beta = {"x-api-key": "k", "anthropic-beta": "context-1m-2025-08-07"}
+    wide = httpx.post(url + "/v1/messages", json=body, headers=beta)
+    assert wide.headers["x-ctxbudget-trimmed"] == "false"

@@ -79,6 +79,8 @@ def passed_back(headers: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+# Anthropic's 1M-token context beta (the provider decides which models take it).
+LONG_CONTEXT_TOKENS = 1_000_000
 # Hints in refusals name the gateway's settings and headers, not CLI flags.
 GATEWAY_HINT = (
     "shorten them, raise X-Ctxbudget-Max-Context-Tokens (or serve --max-context-tokens) up to the "
@@ -509,11 +511,13 @@ class Gateway:
 
     @staticmethod
     def _budget(spec: ModelSpec | None, settings: RequestSettings) -> int:
-        """The request's window: the client's or server's budget, never above the model's own."""
-        if not settings.max_context_tokens:
-            return 0
+        """The request's window: the client's or server's budget, never above the model's own
+        (a Claude model's is 1M tokens when the client turned on the 1M-context beta)."""
         window = spec.context_window if spec else FLOOR_WINDOW_TOKENS  # an unknown id: the floor
-        return min(settings.max_context_tokens, window)
+        if settings.long_context and spec is not None and "claude" in spec.id:
+            window = max(window, LONG_CONTEXT_TOKENS)
+            return min(settings.max_context_tokens or window, window)
+        return min(settings.max_context_tokens, window) if settings.max_context_tokens else 0
 
     def _check_ceiling(self, model: str, estimate: float | None, ceiling: float | None) -> None:
         if ceiling is None:

@@ -35,6 +35,8 @@ class RequestSettings:
     max_context_tokens: int = 0
     cost_ceiling_usd: float | None = None
     policy: str | None = None
+    # The client turned on Anthropic's 1M-token context beta (``anthropic-beta: context-1m-...``).
+    long_context: bool = False
 
 
 def _tokens(value: str) -> int:
@@ -71,4 +73,10 @@ def request_settings(config: GatewayConfig, headers: Mapping[str, str]) -> Reque
                 f"{POLICY_HEADER}: policy {given[:80]!r} is not allowed here; allowed: {allowed}"
             )
         policy = given
-    return RequestSettings(tokens, ceiling, policy)
+    betas = (
+        headers.getlist("anthropic-beta")
+        if hasattr(headers, "getlist")
+        else [headers.get("anthropic-beta", "")]
+    )
+    long_context = any("context-1m" in str(b) for b in betas)
+    return RequestSettings(tokens, ceiling, policy, long_context)
