@@ -127,39 +127,34 @@ async def _send(
         raise Refusal(502, f"upstream unreachable: {type(exc).__name__}", "upstream_unreachable") from exc
 
 
+def _upstream_fault(
+    gateway: Gateway, upstream: httpx.Response, status: int, kind: str, message: str, code: str
+) -> Refusal:
+    """An upstream fault after it answered: counted, and told with the upstream's own headers."""
+    gateway.metrics.upstream_errors.labels(kind).inc()
+    return Refusal(status, message, code, passed_back(upstream.headers))
+
+
 async def _complete(
     gateway: Gateway, provider: Provider, prepared: Prepared, upstream: httpx.Response
 ) -> Response:
     try:
         data = await upstream.aread()
     except httpx.TimeoutException as exc:
-        gateway.metrics.upstream_errors.labels("timeout").inc()
-        raise Refusal(
-            504,
-            f"upstream timed out: {type(exc).__name__}",
-            "upstream_timeout",
-            passed_back(upstream.headers),
-        ) from exc
+        message = f"upstream timed out: {type(exc).__name__}"
+        raise _upstream_fault(gateway, upstream, 504, "timeout", message, "upstream_timeout") from exc
     except httpx.HTTPError as exc:
-        gateway.metrics.upstream_errors.labels("disconnected").inc()
-        raise Refusal(
-            502,
-            f"upstream dropped the connection: {type(exc).__name__}",
-            "upstream_disconnected",
-            passed_back(upstream.headers),
+        message = f"upstream dropped the connection: {type(exc).__name__}"
+        raise _upstream_fault(
+            gateway, upstream, 502, "disconnected", message, "upstream_disconnected"
         ) from exc
     finally:
         await upstream.aclose()
     try:
         payload = json.loads(data)
     except ValueError as exc:
-        gateway.metrics.upstream_errors.labels("invalid_json").inc()
-        raise Refusal(
-            502,
-            f"upstream answered {upstream.status_code} with invalid JSON",
-            "upstream_error",
-            passed_back(upstream.headers),
-        ) from exc
+        message = f"upstream answered {upstream.status_code} with invalid JSON"
+        raise _upstream_fault(gateway, upstream, 502, "invalid_json", message, "upstream_error") from exc
     answer = provider.response_text(payload) if isinstance(payload, dict) else ""
     usage = payload.get("usage") if isinstance(payload, dict) else None
     await gateway.record(provider, prepared, answer, usage)
