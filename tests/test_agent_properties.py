@@ -4,6 +4,7 @@ that end in tool results, questions in the middle), checked by independent count
 from __future__ import annotations
 
 import itertools
+import os
 from typing import Any
 
 from hypothesis import given, settings
@@ -12,6 +13,8 @@ from hypothesis import strategies as st
 from ctxbudget import BudgetExceeded, count, fit
 
 WORD = "lorem ipsum dolor sit amet "
+# The suite runs 120 examples of each; a fuzz run sets more: CTXBUDGET_FUZZ_EXAMPLES=1000.
+EXAMPLES = int(os.environ.get("CTXBUDGET_FUZZ_EXAMPLES", "120"))
 
 
 def _group(draw: st.DrawFn, tag: str) -> list[dict[str, Any]]:
@@ -66,7 +69,7 @@ def _groups_whole(messages: list[dict[str, Any]]) -> bool:
     return called == answered
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(agent_requests(), st.integers(500, 50_000))
 def test_agent_fits(body: dict[str, Any], window: int) -> None:
     floor = count(_minimal(body), model="gpt-4o")["tokens"]
@@ -194,7 +197,7 @@ def anthropic_requests(draw: st.DrawFn) -> dict[str, Any]:
     return {"model": "claude-sonnet-4-5", "system": "Be careful. " * 20, "messages": messages}
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(anthropic_requests(), st.integers(2_000, 40_000))
 def test_anthropic_agent_fits_keep_the_api_rules(body: dict[str, Any], window: int) -> None:
     floor, pieces = _anthropic_floor(body)
