@@ -128,12 +128,8 @@ def cut_message(
             query = " ".join(text[a:b] for a, b in kept) or query
         stretches = _within(_between(text, kept), bounds)
         regions = sorted(kept + _select(text, stretches, budget - kept_tokens, query, count, scorer, gap))
-    pieces = [_joined(text, regions, a, b) for a, b in bounds]
-    # A piece no longer than the marker that would stand for it stays as it was.
-    return tuple(
-        text[a:b] if piece == GAP.strip() and count(a, b) <= gap else piece
-        for piece, (a, b) in zip(pieces, bounds, strict=True)
-    )
+    # A piece with nothing kept is "" (it costs nothing; the format says where a marker must stand).
+    return tuple(_joined(text, regions, a, b) for a, b in bounds)
 
 
 def _between(text: str, kept: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -211,7 +207,7 @@ def _joined(text: str, regions: list[tuple[int, int]], lo: int, hi: int) -> str:
             out += between + text[start:end]
         last = end
     if text[last:hi].strip():
-        return out.rstrip("\n") + GAP.rstrip("\n") if out else GAP.strip()
+        return out.rstrip("\n") + GAP.rstrip("\n") if out else ""
     return out if cut else text[lo:hi]
 
 
