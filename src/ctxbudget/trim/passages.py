@@ -135,12 +135,24 @@ def _cut(text: str, start: int, end: int, max_chars: int) -> list[tuple[int, int
         pieces.append((begin, end))
     out: list[tuple[int, int]] = []
     for a, b in pieces:
-        out += (
-            [(x, min(b, x + max_chars)) for x in range(a, b, max_chars)]
-            if b - a > 2 * max_chars
-            else [(a, b)]
-        )
+        out += _hard_cut(text, a, b, max_chars) if b - a > 2 * max_chars else [(a, b)]
     return [(a, b) for a, b in out if b > a]
+
+
+def _hard_cut(text: str, start: int, end: int, max_chars: int) -> list[tuple[int, int]]:
+    """A stretch with no sentence end cut into pieces of at most ``max_chars``, each ending after
+    a space in its last fifth when there is one (a kept passage then starts at a word)."""
+    pieces: list[tuple[int, int]] = []
+    begin = start
+    while end - begin > max_chars:
+        stop = begin + max_chars
+        space = max(
+            text.rfind(" ", stop - max_chars // 5, stop), text.rfind("\n", stop - max_chars // 5, stop)
+        )
+        cut = space + 1 if space > begin else stop
+        pieces.append((begin, cut))
+        begin = cut
+    return [*pieces, (begin, end)]
 
 
 def _citation(text: str, start: int, end: int) -> str:
