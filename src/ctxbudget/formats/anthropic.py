@@ -29,7 +29,14 @@ from .chat import (
 from .media import Estimate, anthropic_document_tokens, anthropic_image_tokens, image_size, inline_bytes
 from .wire import OpenModel, validate_body
 
-__all__ = ["AnthropicFormat"]
+__all__ = [
+    "THINKING",
+    "AnthropicFormat",
+    "alternate",
+    "content_blocks",
+    "merged_turns",
+    "without_cache_marks",
+]
 
 TOKENS_PER_MESSAGE = 3
 
@@ -167,7 +174,7 @@ def _block_chunks(
     return [(Segment(other, owner),)], 0
 
 
-_THINKING = ("thinking", "redacted_thinking")
+THINKING = ("thinking", "redacted_thinking")
 
 
 def _content_chunks(
@@ -181,7 +188,7 @@ def _content_chunks(
     chunks: list[tuple[Segment, ...]] = []
     constant = 0
     for block in content:
-        if earlier_turn and isinstance(block, dict) and block.get("type") in _THINKING:
+        if earlier_turn and isinstance(block, dict) and block.get("type") in THINKING:
             continue
         block_chunks, block_constant = _block_chunks(block, owner, True, estimated)
         chunks += block_chunks
@@ -192,7 +199,7 @@ def _content_chunks(
 def _has_thinking(message: Mapping[str, Any]) -> bool:
     content = message.get("content")
     return isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") in _THINKING for b in content
+        isinstance(b, dict) and b.get("type") in THINKING for b in content
     )
 
 
@@ -242,15 +249,36 @@ def _query_position(layout: Sequence[tuple[Any, int, int]]) -> int | None:
     return next((position for component, _, position in layout if component == "query"), None)
 
 
-def _blocks(content: Any) -> list[Any]:
+def content_blocks(content: Any) -> list[Any]:
+    """A message's content as a list of blocks (a string is one text block)."""
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+
+
+def without_cache_marks(blocks: list[Any]) -> list[Any]:
+    """The blocks (content blocks, tool definitions) without their ``cache_control`` marks."""
+    return [
+        {k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, dict) else b for b in blocks
+    ]
+
+
+def _lead_first(blocks: list[Any], kinds: tuple[str, ...]) -> list[Any]:
+    """``blocks`` with those of ``kinds`` moved to the front, each group in its order."""
+    lead = [b for b in blocks if isinstance(b, dict) and b.get("type") in kinds]
+    return lead + [b for b in blocks if b not in lead]
+
+
+def merged_turns(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:
+    """Two turns of one role as one, as the API combines them: tool results first in a user
+    turn, thinking blocks first in an assistant turn."""
+    kinds = ("tool_result",) if first.get("role") == "user" else THINKING
+    blocks = content_blocks(first.get("content")) + content_blocks(second.get("content"))
+    return {**first, "content": _lead_first(blocks, kinds)}
 
 
 def alternate(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Messages as the Messages API requires them after a cut: the first is a user message, and
-    roles alternate. Two turns of one role in a row are merged, as the API itself would combine
-    them (tool results first in a user turn, thinking blocks first in an assistant turn); a
-    leading assistant message gets a user message before it."""
+    roles alternate. Two turns of one role in a row are merged (:func:`merged_turns`); a leading
+    assistant message gets a user message before it."""
     gap = {"role": "user", "content": PLACEHOLDER_TEMPLATE.format(omitted="some")}
     out: list[dict[str, Any]] = []
     for message in messages:
@@ -258,10 +286,7 @@ def alternate(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not out and role == "assistant":
             out.append(dict(gap))
         elif out and out[-1].get("role") == role:
-            merged = _blocks(out[-1].get("content")) + _blocks(message.get("content"))
-            first = ("tool_result",) if role == "user" else _THINKING
-            lead = [b for b in merged if isinstance(b, dict) and b.get("type") in first]
-            out[-1] = {**out[-1], "content": lead + [b for b in merged if b not in lead]}
+            out[-1] = merged_turns(out[-1], message)
             continue
         out.append(message)
     return _paired(out)
@@ -276,7 +301,7 @@ def _paired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if message.get("role") != "user" or not isinstance(content, list):
             out.append(message)
             continue
-        before = _blocks(out[-1].get("content")) if out and out[-1].get("role") == "assistant" else []
+        before = content_blocks(out[-1].get("content")) if out and out[-1].get("role") == "assistant" else []
         asked = {b.get("id") for b in before if isinstance(b, dict) and b.get("type") == "tool_use"}
         blocks = []
         for block in content:
@@ -288,8 +313,7 @@ def _paired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 text = "\n".join(t for _, t in text_locations([block]))
                 block = {"type": "text", "text": f"[result of tool call {block.get('tool_use_id')}]\n{text}"}
             blocks.append(block)
-        results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
-        blocks = results + [b for b in blocks if b not in results]  # results first, as the API wants
+        blocks = _lead_first(blocks, ("tool_result",))  # results first, as the API wants them
         out.append({**message, "content": blocks} if blocks != content else message)
     return out
 

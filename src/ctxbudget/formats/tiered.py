@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from ..cache import Block, Breakpoint
+from .anthropic import THINKING, content_blocks, merged_turns, without_cache_marks
 
 __all__ = ["OutputFormat", "block_texts", "render_blocks"]
 
@@ -28,22 +29,15 @@ def _without_marks(message: Mapping[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(dict(message))
     content = out.get("content")
     if isinstance(content, list):
-        out["content"] = [
-            {k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, dict) else b
-            for b in content
-        ]
+        out["content"] = without_cache_marks(content)
     return out
-
-
-def _blocks_of(content: Any) -> list[Any]:
-    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
 
 
 def _mark(message: dict[str, Any], point: Breakpoint) -> None:
     """A cache mark on a provider message's last block that takes one (not a thinking block)."""
-    blocks = _blocks_of(message.get("content"))
+    blocks = content_blocks(message.get("content"))
     for block in reversed(blocks):
-        if isinstance(block, dict) and block.get("type") not in ("thinking", "redacted_thinking"):
+        if isinstance(block, dict) and block.get("type") not in THINKING:
             block["cache_control"] = _cache_control(point)
             message["content"] = blocks
             return
@@ -51,13 +45,11 @@ def _mark(message: dict[str, Any], point: Breakpoint) -> None:
 
 def _append(messages: list[dict[str, Any]], message: dict[str, Any], parts: bool) -> None:
     """Add a message; in Anthropic bodies (``parts``) a message of the same role as the one before
-    is merged into it (roles alternate there), tool results first as the API wants them."""
-    if not (parts and messages and messages[-1]["role"] == message["role"]):
+    is merged into it, as the API combines them (:func:`merged_turns`)."""
+    if parts and messages and messages[-1]["role"] == message["role"]:
+        messages[-1] = merged_turns(messages[-1], message)
+    else:
         messages.append(message)
-        return
-    merged = _blocks_of(messages[-1]["content"]) + _blocks_of(message["content"])
-    results = [b for b in merged if isinstance(b, dict) and b.get("type") == "tool_result"]
-    messages[-1] = {**messages[-1], "content": results + [b for b in merged if b not in results]}
 
 
 def _messages(blocks: Sequence[Block], marks: dict[int, Breakpoint], parts: bool) -> list[dict[str, Any]]:
@@ -78,7 +70,7 @@ def _messages(blocks: Sequence[Block], marks: dict[int, Breakpoint], parts: bool
         if i in marks:
             part["cache_control"] = _cache_control(marks[i])
         if messages and messages[-1]["role"] == block.role and (parts or not as_given[-1]):
-            messages[-1]["content"] = [*_blocks_of(messages[-1]["content"]), part]
+            messages[-1]["content"] = [*content_blocks(messages[-1]["content"]), part]
         else:
             messages.append({"role": block.role, "content": [part]})
             as_given.append(False)

@@ -40,6 +40,7 @@ from ..errors import (
 )
 from ..fitting import count as fit_count
 from ..fitting import fit
+from ..formats.anthropic import without_cache_marks
 from ..policy import Policy, load_policy
 from ..session.store import SessionMeta, SQLiteStore
 from ..session.turns import Turn
@@ -274,12 +275,7 @@ def _without_tool_marks(body: dict[str, Any]) -> dict[str, Any]:
     tools = body.get("tools")
     if not isinstance(tools, list) or not any(isinstance(t, dict) and "cache_control" in t for t in tools):
         return body
-    return {
-        **body,
-        "tools": [
-            {k: v for k, v in t.items() if k != "cache_control"} if isinstance(t, dict) else t for t in tools
-        ],
-    }
+    return {**body, "tools": without_cache_marks(tools)}
 
 
 def _rounded(usd: float | None) -> float | None:
