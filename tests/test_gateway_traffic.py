@@ -263,15 +263,20 @@ def test_a_null_usage_field_later_in_a_stream_keeps_the_earlier_value() -> None:
 
 
 def test_metrics_and_session_state_stay_bounded(tmp_path: Path) -> None:
-    with gateway_over_fake(tmp_path / "b.db", unknown_model="floor", max_sessions_in_memory=5) as (fake, url):
+    options = {"unknown_model": "floor", "max_sessions_in_memory": 5, "allowed_policies": ("legal-review",)}
+    with gateway_over_fake(tmp_path / "b.db", **options) as (fake, url):
         client = _anthropic(url)
         for n in range(12):
             client.with_options(default_headers={"X-Ctxbudget-Session": f"s{n}"}).messages.create(
                 model=f"made-up-model-{n}", max_tokens=5, messages=_ask()
             )
+            policy = {"X-Ctxbudget-Session": f"p{n}", "X-Ctxbudget-Policy": "legal-review"}
+            client.with_options(default_headers=policy).messages.create(
+                model="claude-sonnet-4-6", max_tokens=5, messages=_ask()
+            )
         metrics = httpx.get(url + "/metrics").text
         assert "made-up-model" not in metrics and 'model="other"' in metrics
-        assert len(fake.gateway._locks) <= 5
+        assert len(fake.gateway._previous) == 5  # the policy sessions' previous turns, bounded
 
 
 def test_the_tool_use_system_prompt_is_not_read_as_estimate_error() -> None:

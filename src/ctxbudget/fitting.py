@@ -48,7 +48,7 @@ from .trim.shares import proportional_shares
 from .trim.split import split_documents
 from .trim.text import PiecesSpan, TextSpan, truncate_text
 
-__all__ = ["FitResult", "clear_caches", "count", "fit"]
+__all__ = ["BODY_OUTPUT_FIELDS", "FitResult", "clear_caches", "count", "fit"]
 
 OnOverflow = Literal["error", "empty"]
 MAX_VERIFY_ROUNDS = 6
@@ -133,13 +133,13 @@ def _counter_for(catalog: Catalog, model: str) -> TokenCounter:
     return TokenCounter(get_encoding(spec.encoding), spec.exact, spec.safety_factor)
 
 
-_BODY_OUTPUT_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+BODY_OUTPUT_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 
 
 def _body_reserve(request: Mapping[str, Any]) -> int | None:
     """The reply size the body asks for (Anthropic ``max_tokens``, OpenAI ``max_completion_tokens``
     or ``max_tokens``, Responses ``max_output_tokens``): the default output reserve."""
-    for name in _BODY_OUTPUT_FIELDS:
+    for name in BODY_OUTPUT_FIELDS:
         value = request.get(name)
         if value is None:
             continue

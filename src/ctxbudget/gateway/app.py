@@ -10,7 +10,6 @@ the provider's usage, normalized; estimate factors are calibrated from that usag
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import hashlib
@@ -38,8 +37,8 @@ from ..errors import (
     PriceUnknown,
     UnknownModelError,
 )
+from ..fitting import BODY_OUTPUT_FIELDS, fit
 from ..fitting import count as fit_count
-from ..fitting import fit
 from ..formats.anthropic import without_cache_marks
 from ..policy import Policy, load_policy
 from ..session.store import SessionMeta, SQLiteStore
@@ -101,39 +100,28 @@ class Refusal(Exception):
         self.headers = dict(headers or {})  # what the client is told about its request
 
 
+def _too_large_code(provider: str) -> str:
+    """The error code of a request too large for its window, as the provider codes it."""
+    return "context_length_exceeded" if provider == "openai" else "context_too_large"
+
+
 def _too_large(exc: BudgetExceeded, provider: str) -> Refusal:
-    """A request whose untrimmable parts exceed its budget, coded as the provider codes it."""
-    code = "context_length_exceeded" if provider == "openai" else "context_too_large"
-    return Refusal(400, f"ctxbudget: {exc.with_hint(GATEWAY_HINT)}", code)
+    """A request whose untrimmable parts exceed its budget."""
+    return Refusal(400, f"ctxbudget: {exc.with_hint(GATEWAY_HINT)}", _too_large_code(provider))
 
 
 class _Bounded(OrderedDict[str, Any]):
-    """A dict that forgets its least recently used keys beyond ``limit``."""
+    """A dict that forgets its least recently stored keys beyond ``limit``."""
 
     def __init__(self, limit: int) -> None:
         super().__init__()
         self.limit = limit
 
-    def touch(self, key: str, default: Any) -> Any:
-        """The value for ``key`` (``default`` stored if absent), marked as just used."""
-        if key in self:
-            self.move_to_end(key)
-            return self[key]
-        self[key] = default
-        self.trim()
-        return default
-
     def put(self, key: str, value: Any) -> None:
         self[key] = value
         self.move_to_end(key)
-        self.trim()
-
-    def trim(self) -> None:
-        for key in list(self.keys())[: max(0, len(self) - self.limit)]:
-            value = self[key]
-            if isinstance(value, asyncio.Lock) and value.locked():
-                continue  # a session in use keeps its lock
-            del self[key]
+        while len(self) > self.limit:
+            self.popitem(last=False)
 
 
 @dataclass(frozen=True)
@@ -150,6 +138,12 @@ class Prepared:
     spec: ModelSpec | None
     calibrate: bool = True  # the billed input is what the estimate counts (see usage.covered_by_estimate)
     overhead_tokens: int = 0  # billed on top by the provider (Anthropic's tool-use system prompt)
+
+    @property
+    def proxy_before(self) -> int:
+        """The request as sent by the client, in proxy-encoding tokens (the estimate without its
+        safety factor)."""
+        return round(float(self.report["tokens_before"]) / (self.report["safety_factor"] or 1.0))
 
     def headers(self) -> dict[str, str]:
         """What the client is told about its request."""
@@ -238,12 +232,9 @@ def _prepared(
     )
 
 
-_OUTPUT_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
-
-
 def _asked_output(body: Mapping[str, Any]) -> int:
     """The reply size the client asks for (0 when it does not say)."""
-    for name in _OUTPUT_FIELDS:
+    for name in BODY_OUTPUT_FIELDS:
         value = body.get(name)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
@@ -253,7 +244,7 @@ def _asked_output(body: Mapping[str, Any]) -> int:
 def _capped_output(body: dict[str, Any], policy: Policy) -> dict[str, Any]:
     """A reply size above the policy's ``max_output_tokens`` is lowered to it: the policy prices
     and budgets the reply."""
-    for name in _OUTPUT_FIELDS:
+    for name in BODY_OUTPUT_FIELDS:
         value = body.get(name)
         if isinstance(value, int) and not isinstance(value, bool) and value > policy.max_output_tokens:
             body = {**body, name: policy.max_output_tokens}
@@ -293,8 +284,7 @@ class Gateway:
         self.metrics = Metrics()
         timeout = httpx.Timeout(config.timeout_seconds, connect=min(10.0, config.timeout_seconds))
         self.client = httpx.AsyncClient(timeout=timeout, transport=transport)
-        # Per-session state is bounded: the least recently seen sessions are forgotten.
-        self._locks = _Bounded(config.max_sessions_in_memory)
+        # Per-session state (policy mode's previous turn) is bounded: the oldest sessions are forgotten.
         self._previous = _Bounded(config.max_sessions_in_memory)
         names = {config.policy, *config.allowed_policies} - {None}
         self.policies: dict[str, Policy] = {str(n): load_policy(str(n)) for n in sorted(names, key=str)}
@@ -407,24 +397,16 @@ class Gateway:
         if extra <= 0:
             return
         report["tokens_after"] = sent
-        if spec is not None and spec.prices is not None and report.get("cost_usd") is not None:
-            added = price_turn(
-                spec.prices,
-                uncached_tokens=extra,
-                write_5m_tokens=0,
-                write_1h_tokens=0,
-                read_tokens=0,
-                output_tokens=0,
-            ).total_usd
+        added = self._estimate(spec, extra, 0)
+        if added is not None and report.get("cost_usd") is not None:
             report["cost_usd"] = round(report["cost_usd"] + added, 6)
         if sent > policy.prompt_tokens:
             self.metrics.decisions.labels("refused").inc()
-            code = "context_length_exceeded" if provider.name == "openai" else "context_too_large"
             raise Refusal(
                 400,
                 f"ctxbudget: the assembled request with its tool definitions needs {sent:,} tokens, more than "
                 f"the {policy.prompt_tokens:,} the policy {policy.name!r} allows; shorten the tools",
-                code,
+                _too_large_code(provider.name),
             )
         if ceilings and report.get("cost_usd") is not None and report["cost_usd"] > min(ceilings):
             self.metrics.decisions.labels("refused").inc()
@@ -441,10 +423,10 @@ class Gateway:
         body: dict[str, Any],
         session: str,
         settings: RequestSettings | None = None,
-        exact_tokens: int | None = None,
+        exact_factor: float | None = None,
     ) -> Prepared:
-        """Fit (or assemble) the body; with ``exact_tokens`` (the provider's count of it) the
-        estimate's factor for this request is the exact one."""
+        """Fit (or assemble) the body; with ``exact_factor`` (the provider's count of it over its
+        proxy count) the estimate for this request is the exact one."""
         settings = settings or RequestSettings(
             self.config.max_context_tokens, self.config.cost_ceiling_usd, self.config.policy
         )
@@ -453,11 +435,7 @@ class Gateway:
             raise Refusal(400, "`model` is required", "invalid_request")
         if settings.policy is not None:
             return self._assemble(provider, body, session, model, settings)
-        factor = None
-        if exact_tokens is not None:
-            counted = fit_count(body, model=model, format=provider.name, catalog=self.catalog_for(model)[0])
-            factor = exact_tokens / max(1, round(counted["tokens"] / counted["safety_factor"]))
-        catalog, spec = self.catalog_for(model, factor)
+        catalog, spec = self.catalog_for(model, exact_factor)
         try:
             result = fit(
                 body,
@@ -490,9 +468,9 @@ class Gateway:
         except Refusal as refusal:
             refusal.headers = _prepared(body, out, session, report, estimate, spec, calibrate=False).headers()
             raise
-        report["counted_by"] = "upstream" if exact_tokens is not None else "estimate"
+        report["counted_by"] = "upstream" if exact_factor is not None else "estimate"
         # an exact count is not the estimate's error: it does not calibrate
-        covered = covered_by_estimate(body, report.get("estimated_parts")) and exact_tokens is None
+        covered = covered_by_estimate(body, report.get("estimated_parts")) and exact_factor is None
         return _prepared(body, out, session, report, estimate, spec, calibrate=covered)
 
     def depends_on_estimate(self, provider: Provider, prepared: Prepared) -> bool:
@@ -503,7 +481,7 @@ class Gateway:
             return False
         if report.get("passed_through", True) or report.get("counted_by") != "estimate":
             return False
-        return bool(report["tokens_before"] / (report["safety_factor"] or 1.0) <= report["available_tokens"])
+        return prepared.proxy_before <= int(report["available_tokens"])
 
     @staticmethod
     def _budget(spec: ModelSpec | None, settings: RequestSettings) -> int:
@@ -590,9 +568,7 @@ class Gateway:
         try:
             usage = normalize_usage(provider.name, raw_usage)
             self._observe(prepared, usage)
-            lock = self._locks.touch(prepared.session, asyncio.Lock())
-            async with lock:
-                await run_in_threadpool(self._store_turn, prepared, answer, usage)
+            await run_in_threadpool(self._store_turn, prepared, answer, usage)
         except Exception as exc:  # the answer was given: recording must not take it back
             self.metrics.record_failures.labels(type(exc).__name__).inc()
             logger.error(

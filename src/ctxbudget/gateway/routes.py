@@ -224,12 +224,12 @@ def _proxy(provider: Provider) -> Any:
             settings = _settings(gateway, request)
             prepared = await run_in_threadpool(gateway.prepare, provider, body, session, settings)
             if gateway.depends_on_estimate(provider, prepared):
-                report = prepared.report
-                proxy = round(report["tokens_before"] / (report["safety_factor"] or 1.0))
+                proxy = prepared.proxy_before
                 exact = await gateway.counter.count(body, _forward_headers(request), proxy)
                 if exact is not None:
+                    factor = exact / max(1, proxy)
                     prepared = await run_in_threadpool(
-                        gateway.prepare, provider, body, session, settings, exact
+                        gateway.prepare, provider, body, session, settings, factor
                     )
             forwarded, usage_added = _with_stream_usage(provider, prepared.body)
             stage = "send"
