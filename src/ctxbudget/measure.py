@@ -49,7 +49,7 @@ def _chunk_text(chunk: tuple[Segment, ...]) -> str:
 
 
 def _spans(
-    pieces: Mapping[ItemKey, list[tuple[str, TextSpan | None]]], separator: str
+    pieces: Mapping[ItemKey, list[tuple[str, TextSpan | None]]],
 ) -> dict[ItemKey, Span]:
     """One span per item: its text's, or one over its pieces when it has several."""
     spans: dict[ItemKey, Span] = {}
@@ -57,14 +57,14 @@ def _spans(
         if len(found) == 1 and found[0][1] is not None:
             spans[key] = found[0][1]
         elif any(span is not None for _, span in found):
-            spans[key] = PiecesSpan(found, separator)
+            spans[key] = PiecesSpan(found, PIECE_SEP)
     return spans
 
 
-def measure(rendering: Rendering, encoding: Encoding, separator: str = PIECE_SEP) -> Measurement:
+def measure(rendering: Rendering, encoding: Encoding) -> Measurement:
     """Encode each chunk once (content-cached) and attribute every token to the segment it starts
     in. An item whose text is in several segments (``content``, in order) gets a span over its
-    pieces, read as one text joined by ``separator``."""
+    pieces, read as one text joined by :data:`PIECE_SEP` (as the formats join them)."""
     by_owner: defaultdict[Owner, int] = defaultdict(int)
     pieces: defaultdict[ItemKey, list[tuple[str, TextSpan | None]]] = defaultdict(list)
     sources: Sources = {}
@@ -97,7 +97,7 @@ def measure(rendering: Rendering, encoding: Encoding, separator: str = PIECE_SEP
             position, before = end, upto
     for owner, tokens in rendering.constants:
         by_owner[owner] += tokens
-    return Measurement(sum(by_owner.values()), dict(by_owner), _spans(pieces, separator), sources)
+    return Measurement(sum(by_owner.values()), dict(by_owner), _spans(pieces), sources)
 
 
 def measure_total(rendering: Rendering, encoding: Encoding, sources: Sources | None = None) -> int:
