@@ -9,7 +9,7 @@ import pytest
 
 from ctxbudget import BudgetExceeded, ConfigError, CostCeilingExceeded, InvalidRequestError
 from ctxbudget.assemble import assemble
-from ctxbudget.errors import VolatileValueError
+from ctxbudget.errors import PinnedPrefixChanged, VolatileValueError
 from ctxbudget.policy import get_policy, list_policies, parse_policy
 from ctxbudget.prefix import compare_prefixes
 
@@ -188,6 +188,7 @@ def test_protected_items_leave_only_when_superseded_or_confirmed() -> None:
             "tier": "critical",
             "kind": "evidence",
             "text": "A. Corrected: on the 4th.",
+            "citation": "12:3",
             "supersedes": "EV-1",
         },
     )
@@ -243,7 +244,7 @@ def test_fail_closed_when_tiers_that_may_not_shrink_exceed_the_envelope() -> Non
     body["items"][-1]["text"] = "Please answer. " * 200
     with pytest.raises(BudgetExceeded) as info:
         run(body)
-    assert "current turn" in info.value.parts
+    assert "current turn (Block 4)" in info.value.parts
 
 
 def _cacheable() -> dict[str, Any]:
@@ -303,12 +304,27 @@ def test_pinned_prefix_is_byte_identical_across_turns_of_a_session() -> None:
     compare_prefixes(first.request, second.request)
 
 
-def test_a_changed_pinned_prefix_is_reported_with_its_offset() -> None:
+def test_a_changed_pinned_prefix_fails_closed_unless_allowed() -> None:
     first = run()
     body = request()
     body["items"][0]["text"] = body["items"][0]["text"].replace("Cite", "Quote", 1)
-    second = run(body, previous=first.report)
-    assert "differs from the previous turn at byte 0" in second.report["invariants"]["INV-CTX-01"]
+    with pytest.raises(PinnedPrefixChanged, match="byte 0, line 1") as info:
+        run(body, previous=first.report)
+    assert info.value.offset == 0 and info.value.after.startswith("Quote")
+    second = run(body, previous=first.report, allow_prefix_change=True)
+    assert "changed from the previous turn at byte 0 (allowed)" in second.report["invariants"]["INV-CTX-01"]
+    assert "byte-identical" in run(previous=first.report).report["invariants"]["INV-CTX-01"]
+
+
+def test_a_changed_prefix_names_the_value_that_changed() -> None:
+    body = request()
+    text = body["items"][0]["text"]
+    body["items"][0]["text"] = "Build 4411 of the playbook.\n" + text
+    first = run(body)
+    body["items"][0]["text"] = "Build 4412 of the playbook.\n" + text
+    with pytest.raises(PinnedPrefixChanged, match="'4412'") as info:
+        run(body, previous=first.report)
+    assert info.value.line == 1 and info.value.volatile == ("value", "4412")
 
 
 def test_other_formats_map_onto_tiers() -> None:

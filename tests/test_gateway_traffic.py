@@ -404,7 +404,9 @@ def test_policy_mode_honours_the_request_budget_the_ceiling_and_the_reply_size(t
         policy = {"X-Ctxbudget-Policy": "legal-review"}
         raised = _anthropic(url, **policy, **{"X-Ctxbudget-Cost-Ceiling": "1000"})
         with pytest.raises(anthropic.BadRequestError, match=r"ceiling \$0\.45"):  # the policy's stands
-            raised.messages.create(model="claude-opus-4-1", max_tokens=4000, messages=_ask(LONG * 3))
+            # ~14k pinned tokens written for an hour at Opus prices, plus the expected reply
+            system = LONG * 2
+            raised.messages.create(model="claude-opus-4-1", max_tokens=4000, system=system, messages=_ask())
         tight = _anthropic(url, **policy, **{"X-Ctxbudget-Max-Context-Tokens": "600"})
         with pytest.raises(anthropic.BadRequestError):
             tight.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=_ask(LONG))

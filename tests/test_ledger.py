@@ -39,13 +39,12 @@ ANSWER = (
                 "turn": 2,
                 "issue": "BreachOfWarranty",
                 "cited_exhibits": ["EX-04", "EX-07", "EX-12"],
-                "citations": ["47:12-48:3", "52:4", "12:01"],
+                # the answer's citations; the tool log's line numbers are pruned with it
+                "citations": ["47:12-48:3", "52:4"],
                 "status": "CONFIRMED",
-                "tools": [{"name": "search", "status": "FOUND"}],
-                "conclusions": [
-                    "Therefore the record shows notice was given on March 3.",
-                    "Status: CONFIRMED.",
-                ],
+                "tools": ["search FOUND"],
+                # a bare status line is the status field, not a conclusion
+                "conclusions": ["Therefore the record shows notice was given on March 3."],
             },
         ),
         (
@@ -61,7 +60,7 @@ ANSWER = (
                 "cited_exhibits": [],
                 "citations": [],
                 "status": "PENDING",
-                "tools": [{"name": "lookup", "status": "PENDING"}],
+                "tools": ["lookup PENDING"],
                 "conclusions": [],
             },
         ),
@@ -72,7 +71,7 @@ ANSWER = (
                 answer="ok",
                 tool_results=(ToolResult(name="t", content="x", status="denied"),),
             ),
-            {"status": "DENIED", "tools": [{"name": "t", "status": "DENIED"}]},
+            {"status": "DENIED", "tools": ["t DENIED"]},
         ),
     ],
 )

@@ -19,6 +19,7 @@ from .cache import Block, Breakpoint, CachePrediction, plan_breakpoints, predict
 from .catalog.catalog import Catalog, bundled_catalog
 from .catalog.values import ModelSpec
 from .cost import TurnCost, price_turn, price_unknown_note
+from .current_turn import bound_current
 from .errors import (
     TIER_HINT,
     BudgetExceeded,
@@ -26,6 +27,7 @@ from .errors import (
     CostCeilingExceeded,
     InvalidRequestError,
     InvariantViolation,
+    PinnedPrefixChanged,
     PriceUnknown,
     VolatileValueError,
 )
@@ -34,7 +36,7 @@ from .formats.context import ContextItem, ContextRequest, parse_context_request
 from .formats.tiered import OutputFormat, block_texts, render_blocks
 from .measure import measure_total
 from .policy import Policy
-from .tiers import TierSelection, render_item, select_tier
+from .tiers import ItemDecision, TierSelection, render_item, select_ledger, select_tier
 from .tokens.counter import TokenCounter
 from .tokens.registry import get_encoding
 from .trim.passages import PassageScorer
@@ -43,6 +45,8 @@ from .volatile import find_volatile
 __all__ = ["AssemblyResult", "assemble"]
 
 MAX_ROUNDS = 12
+LEDGER = "ledger"
+CURRENT = "current"
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,11 @@ class _Setup:
     query: str
     tags_query: str
     prompt_cache_key: str | None
+    ledger: tuple[ContextItem, ...]
+    current: tuple[ContextItem, ...]
+    current_decisions: tuple[ItemDecision, ...]
     passage_scorer: PassageScorer | None = None
+    allow_prefix_change: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,7 +89,7 @@ def _check_pinned(request: ContextRequest, policy: Policy) -> None:
         if tier.eviction != "never":
             continue
         for item in request.in_tier(tier):
-            found = find_volatile(item.text)
+            found = find_volatile(item.text, policy.volatile)
             if found:
                 raise VolatileValueError(
                     item_id=item.id,
@@ -98,10 +106,18 @@ def _source(item: ContextItem, fmt: str) -> Mapping[str, Any] | None:
 
 
 def _blocks(
-    selections: Sequence[TierSelection], current: Sequence[ContextItem], fmt: str
+    selections: Sequence[TierSelection],
+    ledger_items: Sequence[ContextItem],
+    current: Sequence[ContextItem],
+    fmt: str,
 ) -> tuple[Block, ...]:
+    """Blocks 1-2 and the compacted background (a system block per cached tier), Block 3 (the
+    ledger: append-only, cached, after the stable tiers so compacting only adds bytes after them),
+    then the recent turns and Block 4 (the current turn) as messages."""
     system: list[Block] = []
-    ledger: list[Block] = []
+    ledger = [
+        Block(region="system", role="system", text=i.text, tier=LEDGER, cached=True) for i in ledger_items
+    ]
     messages: list[Block] = []
     for sel in selections:
         tier = sel.tier
@@ -120,26 +136,19 @@ def _blocks(
                 )
             continue
         for item, text in sel.texts:
-            if item.kind == "ledger":
-                # Append-only and right after the stable prefix, cached: compacting adds bytes after
-                # the cached ones instead of rewriting them.
-                ledger.append(Block(region="system", role="system", text=text, tier=tier.name, cached=True))
-            else:
-                messages.append(
-                    Block(
-                        region="message",
-                        role=item.role,
-                        text=text,
-                        tier=tier.name,
-                        cached=tier.cached,
-                        ttl=tier.cache_ttl,
-                        message=_source(item, fmt) if text == item.text else None,
-                    )
+            messages.append(
+                Block(
+                    region="message",
+                    role=item.role,
+                    text=text,
+                    tier=tier.name,
+                    cached=tier.cached,
+                    ttl=tier.cache_ttl,
+                    message=_source(item, fmt) if text == item.text else None,
                 )
+            )
     messages += [
-        Block(
-            region="message", role=i.role, text=i.text, tier="current", cached=False, message=_source(i, fmt)
-        )
+        Block(region="message", role=i.role, text=i.text, tier=CURRENT, cached=False, message=_source(i, fmt))
         for i in current
     ]
     return (*system, *ledger, *messages)
@@ -170,7 +179,7 @@ def _draft(setup: _Setup, targets: Mapping[int, int]) -> _Draft:
         )
         for t in setup.policy.tiers
     )
-    blocks = _blocks(selections, setup.request.current, setup.fmt)
+    blocks = _blocks(selections, setup.ledger, setup.current, setup.fmt)
     body = _render(setup, blocks, ())
     return _Draft(
         selections, blocks, body, _measure(setup, body), tuple(setup.counter.raw(b.text) for b in blocks)
@@ -205,13 +214,14 @@ def _shrink(setup: _Setup, draft: _Draft, targets: dict[int, int], limit: int) -
             if tier.eviction == eviction and targets[tier.index] > 0:
                 targets[tier.index] = max(0, targets[tier.index] - excess - 1)
                 return
+    labels = {t.name: f"tier {t.index} {t.name} ({t.eviction})" for t in setup.policy.tiers}
+    labels |= {LEDGER: "ledger (Block 3)", CURRENT: "current turn (Block 4)"}
     fixed = {
-        f"tier {t.index} {t.name} ({t.eviction})": setup.counter.scale(
-            sum(setup.counter.raw(b.text) for b in draft.blocks if b.tier == t.name)
+        label: setup.counter.scale(
+            sum(n for b, n in zip(draft.blocks, draft.block_raw, strict=True) if b.tier == name)
         )
-        for t in setup.policy.tiers
+        for name, label in labels.items()
     }
-    fixed["current turn"] = setup.counter.scale(sum(setup.counter.raw(i.text) for i in setup.request.current))
     raise BudgetExceeded(
         available_tokens=setup.policy.prompt_tokens,
         required_tokens=setup.counter.scale(draft.total_raw),
@@ -323,28 +333,106 @@ def _check_evidence(priced: _Priced) -> None:
 
 
 def _first_difference(a: str, b: str) -> int:
+    """The first differing character of ``a`` and ``b`` (the shorter one's length if none)."""
     for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
-            return len(a[:i].encode("utf-8"))
-    return len(min(a, b, key=len).encode("utf-8"))
+            return i
+    return min(len(a), len(b))
 
 
-def _pinned_check(priced: _Priced, previous: Mapping[str, Any] | None) -> tuple[str, str]:
+def _prefix_changed(setup: _Setup, old: str, new: str) -> PinnedPrefixChanged:
+    """INV-CTX-01's error: the first differing byte and line, and the likely volatile value."""
+    at = _first_difference(old, new)
+    line = new[:at].count("\n") + 1
+    before = old.split("\n")[line - 1] if line <= old.count("\n") + 1 else ""
+    after = new.split("\n")[line - 1]
+    changed = _changed_value(before, after)
+    found = find_volatile(changed, setup.policy.volatile) if changed else None
+    return PinnedPrefixChanged(
+        offset=len(new[:at].encode("utf-8")),
+        line=line,
+        before=before[:160],
+        after=after[:160],
+        volatile=(found.kind if found else "value", changed) if changed else None,
+    )
+
+
+def _changed_value(before: str, after: str) -> str:
+    """The words of ``after`` that differ from ``before`` (common head and tail removed, widened
+    to whole words): what most likely changes from turn to turn."""
+    head = _first_difference(before, after)
+    tail = 0
+    while tail < min(len(before), len(after)) - head and before[-1 - tail] == after[-1 - tail]:
+        tail += 1
+    start, end = head, len(after) - tail
+    while start > 0 and not after[start - 1].isspace():
+        start -= 1
+    while end < len(after) and not after[end].isspace():
+        end += 1
+    return after[start:end].strip()[:80]
+
+
+def _pinned_check(setup: _Setup, priced: _Priced, previous: Mapping[str, Any] | None) -> tuple[str, str]:
+    """The pinned prefix's hash and INV-CTX-01's status; a change from the previous turn fails
+    closed unless the caller allows it (a new playbook version)."""
     pinned = "".join(b.text for b in priced.draft.blocks if b.tier in _never_names(priced))
     digest = prefix_hashes(
         "", [Block(region="system", role="system", text=pinned, tier="pinned", cached=True)]
     )[0]
-    if not previous:
+    if not previous or "pinned_prefix_sha256" not in previous:
         return digest, "no previous turn to compare"
-    before = previous.get("pinned_prefix_sha256")
-    if before == digest:
+    if previous.get("pinned_prefix_sha256") == digest:
         return digest, "pinned prefix byte-identical to the previous turn"
-    old = str(previous.get("pinned_prefix_text", ""))
-    return digest, f"pinned prefix differs from the previous turn at byte {_first_difference(old, pinned)}"
+    error = _prefix_changed(setup, str(previous.get("pinned_prefix_text", "")), pinned)
+    if not setup.allow_prefix_change:
+        raise error
+    return digest, f"pinned prefix changed from the previous turn at byte {error.offset} (allowed)"
 
 
 def _never_names(priced: _Priced) -> set[str]:
     return {sel.tier.name for sel in priced.draft.selections if sel.tier.eviction == "never"}
+
+
+def _block_tokens(setup: _Setup, draft: _Draft, tier: str) -> int:
+    return setup.counter.scale(
+        sum(n for b, n in zip(draft.blocks, draft.block_raw, strict=True) if b.tier == tier)
+    )
+
+
+def _decision_dict(setup: _Setup, d: ItemDecision) -> dict[str, Any]:
+    scale = setup.counter.scale
+    return {
+        "id": d.id,
+        "action": d.action,
+        "tokens_before": scale(d.tokens_before),
+        "tokens_after": scale(d.tokens_after),
+        "reason": d.reason,
+    }
+
+
+def _ledger_decisions(setup: _Setup) -> tuple[ItemDecision, ...]:
+    raw = setup.counter.raw
+    return tuple(
+        ItemDecision(
+            id=i.id,
+            action="kept",
+            tokens_before=raw(i.text),
+            tokens_after=raw(i.text),
+            reason="ledger (Block 3): whole, after the cached tiers",
+        )
+        for i in setup.ledger
+    )
+
+
+def _section(
+    setup: _Setup, draft: _Draft, tier: str, ceiling: int | None, decisions: Sequence[ItemDecision]
+) -> dict[str, Any]:
+    """Block 3 or Block 4 in the report: its tokens as rendered, its ceiling, its items."""
+    return {
+        "tokens": _block_tokens(setup, draft, tier),
+        "ceiling_tokens": ceiling,
+        "items": [_decision_dict(setup, d) for d in decisions],
+    }
 
 
 def _report(
@@ -357,7 +445,7 @@ def _report(
 ) -> dict[str, Any]:
     scale = setup.counter.scale
     draft = priced.draft
-    pinned_sha, pinned_status = _pinned_check(priced, previous)
+    pinned_sha, pinned_status = _pinned_check(setup, priced, previous)
     total = priced.total_tokens
     tiers = []
     for sel in draft.selections:
@@ -370,16 +458,7 @@ def _report(
                 "ceiling_tokens": sel.tier.ceiling_tokens,
                 "tokens": scale(used),
                 "cached": sel.tier.cached,
-                "items": [
-                    {
-                        "id": d.id,
-                        "action": d.action,
-                        "tokens_before": scale(d.tokens_before),
-                        "tokens_after": scale(d.tokens_after),
-                        "reason": d.reason,
-                    }
-                    for d in sel.decisions
-                ],
+                "items": [_decision_dict(setup, d) for d in sel.decisions],
             }
         )
     prediction = priced.prediction
@@ -395,9 +474,13 @@ def _report(
         "prompt_limit_tokens": setup.policy.prompt_tokens,
         "tokens": total,
         "tiers": tiers,
-        "current_turn_tokens": scale(
-            sum(n for b, n in zip(draft.blocks, draft.block_raw, strict=True) if b.tier == "current")
+        "ledger": _section(
+            setup, draft, LEDGER, setup.policy.ledger_ceiling_tokens, _ledger_decisions(setup)
         ),
+        "current_turn": _section(
+            setup, draft, CURRENT, setup.policy.current_turn_ceiling_tokens, setup.current_decisions
+        ),
+        "current_turn_tokens": _block_tokens(setup, draft, CURRENT),
         "breakpoints": [
             {
                 "block": p.block,
@@ -438,6 +521,20 @@ def _report(
     }
 
 
+TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
+
+
+def _live_hashes(previous: Mapping[str, Any] | None, idle_seconds: float | None) -> frozenset[str]:
+    """The previous turn's cached prefixes still alive after ``idle_seconds`` (None: all): an
+    entry lives its TTL from its last use, and the previous turn used every one of its breakpoints."""
+    points = (previous or {}).get("breakpoints", [])
+    return frozenset(
+        b["prefix_sha256"]
+        for b in points
+        if idle_seconds is None or idle_seconds <= TTL_SECONDS.get(str(b.get("ttl", "5m")), 300.0)
+    )
+
+
 def _check_envelope(policy: Policy, spec: ModelSpec, model: str) -> None:
     """Fail closed when the policy's envelope cannot fit the model (window, or input cap)."""
     checks = (
@@ -474,6 +571,7 @@ def _setup(
     input_format: str | None,
     prompt_cache_key: str | None,
     passage_scorer: PassageScorer | None,
+    allow_prefix_change: bool,
 ) -> _Setup:
     if fmt not in ("anthropic", "openai", "text"):
         raise ConfigError(f"output format must be anthropic, openai or text, got {fmt!r}")
@@ -485,7 +583,24 @@ def _setup(
     _check_pinned(parsed, policy)
     tags = " ".join(dict.fromkeys(t for i in parsed.items for t in i.tags))
     query = " ".join([i.text for i in parsed.current] + [tags])
-    return _Setup(policy, spec, counter, parsed, fmt, model, query, tags, prompt_cache_key, passage_scorer)
+    asked = " ".join(i.text for i in parsed.current if i.kind == "question") or query
+    current, decisions = bound_current(parsed.current, counter, policy.current_turn_ceiling_tokens, asked)
+    return _Setup(
+        policy=policy,
+        spec=spec,
+        counter=counter,
+        request=parsed,
+        fmt=fmt,
+        model=model,
+        query=query,
+        tags_query=tags,
+        prompt_cache_key=prompt_cache_key,
+        ledger=select_ledger(parsed, counter, policy.ledger_ceiling_tokens),
+        current=current,
+        current_decisions=decisions,
+        passage_scorer=passage_scorer,
+        allow_prefix_change=allow_prefix_change,
+    )
 
 
 def assemble(
@@ -501,12 +616,17 @@ def assemble(
     input_format: str | None = None,
     catalog: Catalog | None = None,
     passage_scorer: PassageScorer | None = None,
+    allow_prefix_change: bool = False,
+    idle_seconds: float | None = None,
 ) -> AssemblyResult:
     """Assemble a tiered request under ``policy`` for ``model``, rendered in ``format``.
 
     ``previous`` is the previous turn's report (or ``{"report": ...}``): its prefix hashes
     predict cache reads. Raises :class:`VolatileValueError` (bad input), :class:`BudgetExceeded`
     (cannot fit, naming the tier), :class:`CostCeilingExceeded`, :class:`InvariantViolation`.
+    ``allow_prefix_change`` lets the pinned prefix differ from ``previous``'s (a new playbook
+    version; else :class:`PinnedPrefixChanged`); ``idle_seconds`` since the previous turn lets its
+    cache entries expire (5 minutes or 1 hour from their last use) in the prediction.
     ``passage_scorer`` adds semantic similarity to BM25 in compact tiers with
     ``compact_method = "passages"`` (docs/retention.md).
     """
@@ -519,13 +639,14 @@ def assemble(
         input_format,
         prompt_cache_key,
         passage_scorer,
+        allow_prefix_change,
     )
     if previous is not None and not isinstance(previous, Mapping):
         raise InvalidRequestError("previous must be the previous turn's report (a JSON object)", "")
     previous_report = previous.get("report", previous) if previous else None
     if previous_report is not None and not isinstance(previous_report, Mapping):
         raise InvalidRequestError("is not a report object", "$.report")
-    previous_hashes = frozenset(b["prefix_sha256"] for b in (previous_report or {}).get("breakpoints", []))
+    previous_hashes = _live_hashes(previous_report, idle_seconds)
     output_tokens = (
         policy.expected_output_tokens if expected_output_tokens is None else expected_output_tokens
     )

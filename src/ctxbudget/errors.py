@@ -30,8 +30,10 @@ __all__ = [
     "CtxBudgetError",
     "InvalidRequestError",
     "InvariantViolation",
+    "PinnedPrefixChanged",
     "PrefixChanged",
     "PriceUnknown",
+    "SupersedeUnverified",
     "UnknownEncodingError",
     "UnknownModelError",
     "VolatileValueError",
@@ -130,6 +132,10 @@ class VolatileValueError(InvalidRequestError):
         )
 
 
+class SupersedeUnverified(InvalidRequestError):
+    """An item supersedes protected evidence without a verified quote (nothing is evicted)."""
+
+
 TIER_HINT = (
     "shorten the pinned or protected items or the question, let protected items go with `supersedes` "
     "or `confirm_evict`, or raise the policy's ceilings or envelope"
@@ -172,6 +178,32 @@ class PrefixChanged(CtxBudgetError):
         super().__init__(
             f"cached prefix {breakpoint} differs from the previous turn's at byte {offset}: "
             f"{before!r} became {after!r}"
+        )
+
+
+class PinnedPrefixChanged(CtxBudgetError):
+    """INV-CTX-01: the pinned prefix differs from the previous turn's (nothing is sent).
+
+    ``line`` is the first differing line (1-based) and ``volatile`` the value that changed on it
+    (its kind, "value" when the detector does not recognise it, and its text)."""
+
+    def __init__(
+        self, *, offset: int, line: int, before: str, after: str, volatile: tuple[str, str] | None
+    ) -> None:
+        self.offset = offset
+        self.line = line
+        self.before = before
+        self.after = after
+        self.volatile = volatile
+        likely = (
+            f"; the likely cause is the changing {volatile[0]} {volatile[1]!r}: move it out of the pinned tier"
+            if volatile
+            else ""
+        )
+        super().__init__(
+            f"INV-CTX-01: the pinned prefix differs from the previous turn's at byte {offset}, line {line}: "
+            f"{before!r} became {after!r}{likely}. The cached prefix must stay byte-identical across turns; "
+            "for a new playbook version, allow the change (--allow-prefix-change)"
         )
 
 

@@ -8,6 +8,7 @@ listed by :func:`list_policies`.
 from __future__ import annotations
 
 import importlib.resources
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from .errors import ConfigError
 from .validation import first_error
 
-__all__ = ["CompactionRules", "Policy", "Tier", "get_policy", "list_policies", "load_policy", "parse_policy"]
+__all__ = [
+    "CompactionRules",
+    "Policy",
+    "Tier",
+    "VolatileRules",
+    "get_policy",
+    "list_policies",
+    "load_policy",
+    "parse_policy",
+]
 
 Eviction = Literal["never", "protected", "compact", "rolling"]
 CacheTTL = Literal["5m", "1h"]
@@ -52,6 +62,14 @@ class CompactionRules:
 
 
 @dataclass(frozen=True, kw_only=True)
+class VolatileRules:
+    """Extra volatile-value patterns (kind, regex) and allow-listed regexes for the pinned tiers."""
+
+    patterns: tuple[tuple[str, str], ...] = ()
+    allow: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
 class Policy:
     """Tiers in priority order plus the envelope, output reserve and cost ceiling."""
 
@@ -65,6 +83,11 @@ class Policy:
     max_output_tokens: int = 4096
     degrade: tuple[Literal["compact"], ...] = ()
     compaction: CompactionRules = CompactionRules()
+    # Block 3: the compacted ledger, rendered after the cached tiers (None: bounded by the envelope).
+    ledger_ceiling_tokens: int | None = None
+    # Block 4: the current turn (question, tool calls and results); tool results are cut to fit.
+    current_turn_ceiling_tokens: int | None = None
+    volatile: VolatileRules = VolatileRules()
 
     @property
     def prompt_tokens(self) -> int:
@@ -98,6 +121,36 @@ class _CompactionFile(BaseModel):
     keep_recent_turns: int = Field(default=2, ge=0)
 
 
+class _PatternFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: str = Field(min_length=1)
+    regex: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _compiles(self) -> _PatternFile:
+        _compiled(self.regex)
+        return self
+
+
+class _VolatileFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    patterns: list[_PatternFile] = []
+    allow: list[str] = []
+
+    @model_validator(mode="after")
+    def _compiles(self) -> _VolatileFile:
+        for regex in self.allow:
+            _compiled(regex)
+        return self
+
+
+def _compiled(regex: str) -> None:
+    try:
+        re.compile(regex)
+    except re.error as exc:
+        raise ValueError(f"not a valid regular expression {regex!r}: {exc}") from exc
+
+
 class _PolicyFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1)
@@ -109,6 +162,9 @@ class _PolicyFile(BaseModel):
     max_output_tokens: int = Field(default=4096, gt=0)
     degrade: list[Literal["compact"]] = []
     compaction: _CompactionFile = _CompactionFile()
+    ledger_ceiling_tokens: int | None = Field(default=None, gt=0)
+    current_turn_ceiling_tokens: int | None = Field(default=None, gt=0)
+    volatile: _VolatileFile = _VolatileFile()
     tiers: list[_TierFile] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -171,6 +227,12 @@ def parse_policy(text: str, source: str) -> Policy:
         max_output_tokens=parsed.max_output_tokens,
         degrade=tuple(parsed.degrade),
         compaction=CompactionRules(**parsed.compaction.model_dump()),
+        ledger_ceiling_tokens=parsed.ledger_ceiling_tokens,
+        current_turn_ceiling_tokens=parsed.current_turn_ceiling_tokens,
+        volatile=VolatileRules(
+            patterns=tuple((p.kind, p.regex) for p in parsed.volatile.patterns),
+            allow=tuple(parsed.volatile.allow),
+        ),
     )
 
 

@@ -1,10 +1,13 @@
 """Per-tier selection under the policy's rules, in raw encoding tokens.
 
 - ``never``: everything stays, byte for byte; over its ceiling is a hard failure.
-- ``protected``: verbatim; an item leaves only when a newer item ``supersedes`` it or the request
-  confirms its eviction (``confirm_evict``); otherwise over the ceiling fails closed.
+- ``protected``: verbatim; an item leaves only when a newer item ``supersedes`` it (a cited quote,
+  verified against the transcript when the request holds it) or the request confirms its
+  eviction (``confirm_evict``); otherwise over the ceiling fails closed. With the request's
+  ``issue_tags``, tagged items whose tags are not among them are not selected.
 - ``compact``: over its target, reduced by deterministic extractive compaction.
-- ``rolling``: the most recent items that fit (a tool call stays with the result after it).
+- ``rolling``: the most recent items that fit (a group, such as a turn, leaves whole; a tool call
+  stays with the result after it). The ledger is not a rolling item: it is Block 3.
 """
 
 from __future__ import annotations
@@ -12,15 +15,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from .errors import TIER_HINT, BudgetExceeded, InvalidRequestError
+from .errors import TIER_HINT, BudgetExceeded, InvalidRequestError, SupersedeUnverified
 from .formats.context import ContextItem, ContextRequest
 from .policy import Tier
+from .quotes import cited_lines, numbered, parse_citation, quote_verified
 from .tokens.counter import TokenCounter, analyze
 from .trim.extract import extract_sentences
 from .trim.passages import PassageScorer, passage_tokens, ranking, select_regions, split_passages
 from .trim.text import TextSpan
 
-__all__ = ["ItemDecision", "TierSelection", "render_item", "select_tier"]
+__all__ = ["ItemDecision", "TierSelection", "render_item", "select_ledger", "select_tier"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,24 +80,69 @@ def _never(tier: Tier, items: list[ContextItem], counter: TokenCounter, limit: i
     )
 
 
+def _check_supersede(item: ContextItem, tier: Tier, sources: list[str]) -> None:
+    """A superseding item must be protected evidence with a citation; where the cited transcript
+    is in the request, the cited lines must hold its text verbatim. Otherwise fail closed."""
+    where = f"{item.path}.supersedes"
+    if item.kind != "evidence" or not item.citation:
+        raise SupersedeUnverified(
+            f"{item.id!r} supersedes {item.supersedes!r} but is not protected evidence with a citation "
+            f"(kind {item.kind!r}, citation {item.citation!r}): a protected quote is replaced only by a cited one",
+            where,
+        )
+    cited = parse_citation(item.citation)
+    if cited is None or not numbered(sources):
+        return  # no page:line citation, or no transcript given to check it against
+    text = cited_lines(sources, cited)
+    if text is None or not quote_verified(item.text, text):
+        found = "are not in the transcript given" if text is None else "do not hold its text verbatim"
+        raise SupersedeUnverified(
+            f"{item.id!r} supersedes {item.supersedes!r} in tier {tier.name!r}, but the lines it cites "
+            f"({item.citation}) {found}: the superseding quote is not verified, so nothing is evicted",
+            where,
+        )
+
+
+def _not_selected(items: list[ContextItem], tags: frozenset[str] | None) -> set[str]:
+    """Ids of tagged items with no tag among the case's issue tags (untagged items always stay)."""
+    if tags is None:
+        return set()
+    return {i.id for i in items if i.tags and not tags.intersection(i.tags)}
+
+
 def _protected(
-    tier: Tier, items: list[ContextItem], counter: TokenCounter, limit: int, confirmed: frozenset[str]
+    tier: Tier, items: list[ContextItem], counter: TokenCounter, limit: int, request: ContextRequest
 ) -> TierSelection:
     cost = counter.raw
     position = {i.id: i.position for i in items}
+    sources = [i.text for i in request.items if i.kind == "document"]
     for item in items:
         if item.supersedes and position.get(item.supersedes, -1) > item.position:
             raise InvalidRequestError(
                 f"{item.id!r} supersedes {item.supersedes!r}, which comes after it: only a newer item may supersede",
                 f"{item.path}.supersedes",
             )
+        if item.supersedes and item.supersedes in position:
+            _check_supersede(item, tier, sources)
     superseded = {i.supersedes: i.id for i in items if i.supersedes}
     decisions = [
-        _gone(i, cost(i.text), "superseded", f"superseded by {superseded[i.id]}")
+        _gone(i, cost(i.text), "superseded", f"superseded by {superseded[i.id]} (quote verified)")
         for i in items
         if i.id in superseded
     ]
-    kept = [i for i in items if i.id not in superseded]
+    unselected = _not_selected(items, request.issue_tags)
+    decisions += [
+        _gone(
+            i,
+            cost(i.text),
+            "not_selected",
+            f"tags {', '.join(i.tags)} are not among the issue tags {', '.join(sorted(request.issue_tags or ()))}",
+        )
+        for i in items
+        if i.id in unselected and i.id not in superseded
+    ]
+    kept = [i for i in items if i.id not in superseded and i.id not in unselected]
+    confirmed = request.confirm_evict
     for item in list(kept):
         if sum(cost(render_item(i, i.text)) for i in kept) <= limit:
             break
@@ -112,7 +161,8 @@ def _protected(
             },
             hint=TIER_HINT,
         )
-    decisions += [_kept(i, cost(i.text), "protected, verbatim") for i in kept]
+    reason = "protected, verbatim" + (", tags match the issue tags" if request.issue_tags is not None else "")
+    decisions += [_kept(i, cost(i.text), reason if i.tags else "protected, verbatim") for i in kept]
     return TierSelection(tier=tier, texts=tuple((i, i.text) for i in kept), decisions=tuple(decisions))
 
 
@@ -202,9 +252,11 @@ def _compact_passages(
 
 
 def _units(items: list[ContextItem]) -> list[list[ContextItem]]:
+    """What leaves together: a group's items (a turn), else a tool call with the results after it."""
     units: list[list[ContextItem]] = []
     for item in items:
-        if units and item.kind == "tool_result" and units[-1][0].kind == "tool_call":
+        same_group = units and item.group is not None and units[-1][-1].group == item.group
+        if same_group or (units and item.kind == "tool_result" and units[-1][0].kind == "tool_call"):
             units[-1].append(item)
         else:
             units.append([item])
@@ -212,17 +264,15 @@ def _units(items: list[ContextItem]) -> list[list[ContextItem]]:
 
 
 def _rolling(tier: Tier, items: list[ContextItem], cost: Callable[[str], int], target: int) -> TierSelection:
-    """The ledger (if any) always stays; then the most recent raw turns that fit."""
-    ledger = [i for i in items if i.kind == "ledger"]
+    """The most recent raw turns that fit (the ledger is Block 3, selected by :func:`select_ledger`)."""
     items = [i for i in items if i.kind != "ledger"]
-    keep: list[list[ContextItem]] = [ledger] if ledger else []
-    used = sum(cost(i.text) for i in ledger)
-    units = _units(items)
-    for unit in reversed(units):
+    keep: list[list[ContextItem]] = []
+    used = 0
+    for unit in reversed(_units(items)):
         unit_cost = sum(cost(i.text) + 4 for i in unit)
         if used + unit_cost > target:
             break
-        keep.insert(1 if ledger else 0, unit)
+        keep.insert(0, unit)
         used += unit_cost
     kept_ids = {i.id for unit in keep for i in unit}
     decisions = [
@@ -234,6 +284,26 @@ def _rolling(tier: Tier, items: list[ContextItem], cost: Callable[[str], int], t
     return TierSelection(
         tier=tier, texts=tuple((i, i.text) for i in items if i.id in kept_ids), decisions=tuple(decisions)
     )
+
+
+def select_ledger(
+    request: ContextRequest, counter: TokenCounter, ceiling: int | None
+) -> tuple[ContextItem, ...]:
+    """The ledger items (Block 3), whole: never cut here (a session folds its ledger under the
+    ceiling); over ``ceiling`` (scaled tokens) fails closed."""
+    ledger = tuple(i for i in request.items if i.kind == "ledger")
+    if ceiling is None:
+        return ledger
+    total = counter.scale(sum(counter.raw(i.text) for i in ledger))
+    if total > ceiling:
+        raise BudgetExceeded(
+            available_tokens=ceiling,
+            required_tokens=total,
+            parts={"ledger (Block 3)": total},
+            hint="the ledger is never cut: a session folds its oldest entries per issue to stay under "
+            "the policy's ledger_ceiling_tokens; shorten the ledger item or raise that ceiling",
+        )
+    return ledger
 
 
 def select_tier(
@@ -251,7 +321,7 @@ def select_tier(
     if tier.eviction == "never":
         return _never(tier, items, counter, limit)
     if tier.eviction == "protected":
-        return _protected(tier, items, counter, limit, request.confirm_evict)
+        return _protected(tier, items, counter, limit, request)
     if tier.eviction == "compact":
         query_for = tags_query if tier.compact_query == "tags" else query
         return _compact(tier, items, counter, limit, query_for, scorer)

@@ -1,29 +1,69 @@
-"""Values that change from request to request and so must never sit in a cached prefix."""
+"""Values that change from request to request and so must never sit in a cached prefix.
+
+Recognised: timestamps (ISO 8601, compact ``20260916103211``, HTTP/RFC 2822 and ``Tue Sep 16
+2026 10:32`` forms), dates (ISO, US ``09/16/2026``, European ``16.09.2026``, month names either
+way round, weekday forms), clock times, Unix timestamps, UUIDs, long hex nonces, request, trace
+and session ids, and case and docket numbers. A policy adds its own patterns and an allow-list
+(``[volatile]`` in the policy file); a match inside an allowed span is not reported.
+
+Clock times and ``page:line`` citations share a shape (``10:32``, ``47:12``). A bare ``H:MM`` is
+a time when its hour is at most 23 and its minutes are over 28 (a transcript page has 25 lines,
+28 in some formats), or when a time word (``a.m.``, ``UTC``, ``o'clock``, ``at``, ``time``)
+stands next to it; it is never a time inside a citation range (``47:12-48:3``) or after
+``page``, ``p.``, ``Tr.`` or ``Dep.``.
+"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-__all__ = ["VolatileMatch", "find_volatile"]
+from .policy import VolatileRules
 
-_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.?"
+__all__ = ["PATTERNS", "VolatileMatch", "find_volatile"]
+
+_MONTH = r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?"
+_DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*\.?,?"
+_YEAR = r"(?:19|20)\d{2}"
+_CLOCK = r"(?:[01]?\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:\.\d+)?)?"
+_NOT_CITED = r"(?<![\d:.\-–])(?<!page )(?<!p\. )(?<!Tr\. )(?<!Dep\. )"
+_TIME_WORD = r"\s?(?:[AaPp]\.?[Mm]\b\.?|UTC\b|GMT\b|o'clock\b|hrs\b|h\b)"
+
 # Order matters: the more specific kind is reported when several match at one place.
 PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "timestamp",
-        re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"),
+        re.compile(rf"\b{_YEAR}-\d{{2}}-\d{{2}}[T ]{_CLOCK}(?:Z|[+-]\d{{2}}:?\d{{2}})?"),
     ),
+    ("timestamp", re.compile(rf"\b{_YEAR}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])T?[0-2]\d[0-5]\d[0-5]\d\b")),
+    ("timestamp", re.compile(rf"\b(?:{_DAY}\s+)?{_MONTH}\s+\d{{1,2}},?\s+{_YEAR}\s+{_CLOCK}\b")),
+    ("timestamp", re.compile(rf"\b{_DAY}\s+\d{{1,2}}\s+{_MONTH}\s+{_YEAR}\s+{_CLOCK}\b")),
     ("UUID", re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")),
     (
         "request or session id",
-        re.compile(r"(?i)\b(?:request|req|session|sess|trace|run|correlation)[ _-]?id\s*[:=#]\s*\S+"),
+        re.compile(
+            r"(?i)\b(?:x-)?(?:request|req|session|sess|trace|span|run|correlation|conversation|message|msg)"
+            r"[ _-]?id\b\s*[:=#]?\s*[\w.-]*\d[\w.-]*"
+        ),
     ),
-    ("date", re.compile(r"\b\d{4}-\d{2}-\d{2}\b")),
-    ("date", re.compile(r"\b\d{1,2}/\d{1,2}/\d{2,4}\b")),
-    ("date", re.compile(rf"\b{_MONTH} \d{{1,2}}, \d{{4}}\b")),
-    ("time", re.compile(r"\b\d{1,2}:\d{2}:\d{2}\b")),
-    ("time", re.compile(r"\b\d{1,2}:\d{2}\s?(?:[AaPp]\.?[Mm]\.?|UTC|GMT)(?![A-Za-z])")),
+    (
+        "case or docket number",
+        re.compile(
+            r"(?i)\b(?:case|docket|matter|claim|file)\s*(?:id|no\.?|number|#)\s*[:#]?\s*[A-Z0-9][\w.:/-]*\d[\w.:/-]*"
+        ),
+    ),
+    ("case or docket number", re.compile(r"\b\d{1,2}:\d{2}-[a-z]{2}-\d{3,6}\b")),
+    ("case or docket number", re.compile(r"\b(?:CV|CR|MC|BK|AP)-?\d{2,4}-\d{3,6}\b")),
+    ("hex nonce", re.compile(r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{16,}\b")),
+    ("date", re.compile(rf"\b{_YEAR}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])\b")),
+    ("date", re.compile(r"\b(?:0?[1-9]|1[0-2])/(?:0?[1-9]|[12]\d|3[01])/(?:\d{4}|\d{2})\b")),
+    ("date", re.compile(r"\b(?:0?[1-9]|[12]\d|3[01])[./](?:0?[1-9]|1[0-2])[./](?:19|20)\d{2}\b")),
+    ("date", re.compile(rf"\b(?:{_DAY}\s+)?{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+{_YEAR}\b")),
+    ("date", re.compile(rf"\b(?:{_DAY}\s+)?\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b")),
+    ("time", re.compile(rf"{_NOT_CITED}\b{_CLOCK}{_TIME_WORD}")),
+    ("time", re.compile(rf"(?i)\b(?:at|time|@|as of|updated|generated)\s+{_CLOCK}(?![\d\-–:])")),
+    ("time", re.compile(r"\b(?:[01]?\d|2[0-3]):[0-5]\d:[0-5]\d\b")),
+    ("time", re.compile(rf"{_NOT_CITED}\b(?:[01]?\d|2[0-3]):(?:29|[3-5]\d)\b(?![\-–:]?\d)")),
     ("unix timestamp", re.compile(r"\b1[5-9]\d{8}(?:\d{3})?\b")),
 )
 
@@ -38,11 +78,21 @@ class VolatileMatch:
     end: int
 
 
-def find_volatile(text: str) -> VolatileMatch | None:
-    """The earliest volatile value in ``text`` (page:line citations such as 47:12 are not times)."""
+def _allowed(text: str, allow: tuple[str, ...]) -> list[tuple[int, int]]:
+    return [m.span() for regex in allow for m in re.finditer(regex, text)]
+
+
+def find_volatile(text: str, rules: VolatileRules | None = None) -> VolatileMatch | None:
+    """The earliest volatile value in ``text`` outside the policy's allowed spans."""
+    rules = rules or VolatileRules()
+    patterns = [*PATTERNS, *((kind, re.compile(regex)) for kind, regex in rules.patterns)]
+    allowed = _allowed(text, rules.allow)
     found: VolatileMatch | None = None
-    for kind, pattern in PATTERNS:
-        match = pattern.search(text)
-        if match and (found is None or match.start() < found.start):
-            found = VolatileMatch(kind, match.group(), match.start(), match.end())
+    for kind, pattern in patterns:
+        for match in pattern.finditer(text):
+            if any(a <= match.start() and match.end() <= b for a, b in allowed):
+                continue
+            if found is None or match.start() < found.start:
+                found = VolatileMatch(kind, match.group().strip(), match.start(), match.end())
+            break
     return found

@@ -15,6 +15,7 @@ from ..catalog.catalog import load_catalog
 from ..policy import list_policies, load_policy
 from ..prefix import compare_prefixes
 from .base import (
+    ALLOW_PREFIX_CHANGE_OPTION,
     BODY_FORMAT_OPTION,
     CATALOG_OPTION,
     EXIT_DIFFERS,
@@ -107,6 +108,7 @@ def policies_command(as_json: bool) -> None:
     help="Output tokens to price [default: the policy's].",
 )
 @click.option("--prompt-cache-key", metavar="KEY", help="OpenAI prompt_cache_key to set.")
+@ALLOW_PREFIX_CHANGE_OPTION
 @click.argument("source", default="-", metavar="[FILE|-]")
 def assemble_command(
     source: str,
@@ -118,14 +120,16 @@ def assemble_command(
     cost_ceiling: float | None,
     expected_output_tokens: int | None,
     prompt_cache_key: str | None,
+    allow_prefix_change: bool,
     catalogs: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Assemble a tiered request: the body to send on stdout, the report (tiers, breakpoints,
     predicted cache reads and writes, cost, invariants) on stderr, or both as JSON with --json.
 
-    Exit codes: 2 bad input (a volatile value in a pinned tier is bad input), 3 cannot fit,
-    4 over the cost ceiling."""
+    Exit codes: 2 bad input (a volatile value in a pinned tier is bad input), 3 cannot fit (a
+    tier, the ledger or the current turn over its ceiling), 4 over the cost ceiling, 5 the pinned
+    prefix differs from --previous's (INV-CTX-01; --allow-prefix-change for a new playbook)."""
     request = _read_json(source)
     prior = _read_json(previous) if previous else None
 
@@ -140,6 +144,7 @@ def assemble_command(
             expected_output_tokens=expected_output_tokens,
             prompt_cache_key=prompt_cache_key,
             input_format=input_format,
+            allow_prefix_change=allow_prefix_change,
             catalog=load_catalog(catalogs),
         )
         if as_json:

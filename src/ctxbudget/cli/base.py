@@ -21,6 +21,7 @@ from ..errors import (
     CtxBudgetError,
     InvalidRequestError,
     InvariantViolation,
+    PinnedPrefixChanged,
     PrefixChanged,
 )
 from ..formats.jsonvalue import decode_json
@@ -29,6 +30,7 @@ EXIT_DIFFERS = 1
 EXIT_USAGE = 2
 EXIT_CANNOT_FIT = 3
 EXIT_COST = 4
+EXIT_PREFIX_CHANGED = 5
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -73,12 +75,20 @@ def _run(action: Callable[[], None]) -> None:
         _fail(str(exc), EXIT_CANNOT_FIT)
     except CostCeilingExceeded as exc:
         _fail(str(exc), EXIT_COST)
+    except PinnedPrefixChanged as exc:
+        _fail(str(exc), EXIT_PREFIX_CHANGED)
     except (PrefixChanged, InvariantViolation) as exc:
         _fail(str(exc), EXIT_DIFFERS)
     except CtxBudgetError as exc:
         _fail(str(exc), EXIT_USAGE)
 
 
+ALLOW_PREFIX_CHANGE_OPTION = click.option(
+    "--allow-prefix-change",
+    is_flag=True,
+    help="Let the pinned prefix differ from the previous turn's (a new playbook version); without "
+    "it a change fails closed with exit 5 (INV-CTX-01).",
+)
 CATALOG_OPTION = click.option(
     "--catalog",
     "catalogs",

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from .assembly import print_assembly
 from .base import (
+    ALLOW_PREFIX_CHANGE_OPTION,
     BODY_FORMAT_OPTION,
     JSON_OPTION,
     STORE_OPTION,
@@ -169,6 +170,7 @@ def session_new(name: str, base_file: str, policy_ref: str, model: str, store_pa
     "--tool-result", "tool_results", multiple=True, metavar="NAME=CONTENT", help="A tool result (repeatable)."
 )
 @click.option("--tag", "tags", multiple=True, help="An issue tag for this turn (repeatable).")
+@ALLOW_PREFIX_CHANGE_OPTION
 @BODY_FORMAT_OPTION
 @STORE_OPTION
 @JSON_OPTION
@@ -181,6 +183,7 @@ def session_add(
     format_: str,
     store_path: str,
     as_json: bool,
+    allow_prefix_change: bool,
 ) -> None:
     """Assemble the next turn of a session, print it, and record the turn (compacting when due)."""
     from ..session import Session, SQLiteStore, ToolResult
@@ -193,7 +196,13 @@ def session_add(
                 raise click.BadParameter(f"{spec!r} is not NAME=CONTENT", param_hint="--tool-result")
             results.append(ToolResult(name=tool, content=content))
         session = Session(SQLiteStore(store_path), name)
-        prepared = session.prepare(question, tool_results=results, tags=tags, format=format_)
+        prepared = session.prepare(
+            question,
+            tool_results=results,
+            tags=tags,
+            format=format_,
+            allow_prefix_change=allow_prefix_change,
+        )
         turn = session.record(prepared, answer)
         if as_json:
             click.echo(

@@ -2,8 +2,10 @@
 
 Each item has an ``id``, a ``tier`` (a tier name of the policy or its index; omitted for the
 current turn), a ``kind``, ``text`` or text ``content`` blocks, and optionally ``role``, ``score``,
-``tags``, ``citation``, ``supersedes`` and ``metadata``. Items without a tier are the current turn
-(the question and the latest tool calls and results) and come last.
+``tags``, ``citation``, ``supersedes``, ``group`` and ``metadata``. Items without a tier are the
+current turn (the question and the latest tool calls and results) and come last. The request may
+carry ``confirm_evict`` (protected ids the user lets go) and ``issue_tags`` (the case's issues:
+protected items with tags are selected by them).
 
 The question, openai and anthropic formats map onto tiers by a default: the system prompt goes to
 the first ``never`` tier, documents to the first ``compact`` tier, history to the first
@@ -59,6 +61,7 @@ class _Item(BaseModel):
     tags: list[str] = []
     citation: str | None = None
     supersedes: str | None = None
+    group: str | None = None
     metadata: dict[str, Any] = {}
 
     @model_validator(mode="after")
@@ -72,6 +75,7 @@ class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
     items: list[_Item]
     confirm_evict: list[str] = []
+    issue_tags: list[str] | None = None
     session: str | None = None
 
 
@@ -89,6 +93,8 @@ class ContextItem:
     tags: tuple[str, ...] = ()
     citation: str | None = None
     supersedes: str | None = None
+    # Items of one group (a conversation's turn) leave the rolling tier together.
+    group: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
     # The provider message an item of a chat body stands for (sent as it was when kept), and its format.
     source: Mapping[str, Any] | None = None
@@ -102,10 +108,12 @@ class ContextItem:
 
 @dataclass(frozen=True)
 class ContextRequest:
-    """Items in request order, plus explicit confirmations to evict protected items."""
+    """Items in request order, explicit confirmations to evict protected items, and the case's
+    issue tags (protected items with tags are selected by them; None: all are)."""
 
     items: tuple[ContextItem, ...]
     confirm_evict: frozenset[str] = frozenset()
+    issue_tags: frozenset[str] | None = None
 
     def in_tier(self, tier: Tier) -> list[ContextItem]:
         """Items of ``tier`` in request order."""
@@ -145,11 +153,13 @@ def _from_items(body: Mapping[str, Any], policy: Policy) -> ContextRequest:
                 tags=tuple(item.tags),
                 citation=item.citation,
                 supersedes=item.supersedes,
+                group=item.group,
                 metadata=item.metadata,
             )
         )
     _check_order(items)
-    return ContextRequest(tuple(items), frozenset(parsed.confirm_evict))
+    tags = None if parsed.issue_tags is None else frozenset(parsed.issue_tags)
+    return ContextRequest(tuple(items), frozenset(parsed.confirm_evict), tags)
 
 
 def _tier_of(item: _Item, policy: Policy, n: int) -> Tier | None:

@@ -34,6 +34,7 @@ from ..errors import (
     ConfigError,
     CostCeilingExceeded,
     CtxBudgetError,
+    PinnedPrefixChanged,
     PriceUnknown,
     UnknownModelError,
 )
@@ -351,7 +352,15 @@ class Gateway:
                 catalog=catalog,
                 cost_ceiling_usd=min(ceilings) if ceilings else None,
                 expected_output_tokens=min(output, policy.max_output_tokens) if output else None,
+                allow_prefix_change=settings.allow_prefix_change,
             )
+        except PinnedPrefixChanged as exc:
+            self.metrics.decisions.labels("refused").inc()
+            raise Refusal(
+                409,
+                f"ctxbudget: {exc} (header X-Ctxbudget-Allow-Prefix-Change: true); nothing was sent",
+                "prefix_changed",
+            ) from exc
         except CostCeilingExceeded as exc:
             self.metrics.decisions.labels("refused").inc()
             raise Refusal(400, f"ctxbudget: {exc}; nothing was sent", "cost_ceiling_exceeded") from exc

@@ -3,8 +3,9 @@
 ``X-Ctxbudget-Max-Context-Tokens`` budgets the request below the model's window (never above it:
 the window is the provider's limit); ``X-Ctxbudget-Cost-Ceiling`` may only lower the server's
 ceiling; ``X-Ctxbudget-Policy`` picks one of the policies the server allows (``serve
---allow-policy``). A malformed value is refused (400) naming the header; no such header is ever
-forwarded upstream.
+--allow-policy``); ``X-Ctxbudget-Allow-Prefix-Change: true`` lets a policy-mode session's pinned
+prefix differ from its previous turn's (a new playbook; otherwise 409, INV-CTX-01). A malformed
+value is refused (400) naming the header; no such header is ever forwarded upstream.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ HEADER_PREFIX = "x-ctxbudget-"
 MAX_CONTEXT_HEADER = "x-ctxbudget-max-context-tokens"
 COST_CEILING_HEADER = "x-ctxbudget-cost-ceiling"
 POLICY_HEADER = "x-ctxbudget-policy"
+ALLOW_PREFIX_CHANGE_HEADER = "x-ctxbudget-allow-prefix-change"
 
 
 class SettingsError(ValueError):
@@ -37,6 +39,8 @@ class RequestSettings:
     policy: str | None = None
     # The client turned on Anthropic's 1M-token context beta (``anthropic-beta: context-1m-...``).
     long_context: bool = False
+    # Policy mode: the pinned prefix may differ from the session's previous turn (a new playbook).
+    allow_prefix_change: bool = False
 
 
 def _tokens(value: str) -> int:
@@ -79,4 +83,17 @@ def request_settings(config: GatewayConfig, headers: Mapping[str, str]) -> Reque
         else [headers.get("anthropic-beta", "")]
     )
     long_context = any("context-1m" in str(b) for b in betas)
-    return RequestSettings(tokens, ceiling, policy, long_context)
+    return RequestSettings(
+        tokens, ceiling, policy, long_context, _flag(headers.get(ALLOW_PREFIX_CHANGE_HEADER))
+    )
+
+
+def _flag(value: str | None) -> bool:
+    if value is None:
+        return False
+    text = value.strip().lower()
+    if text in ("1", "true", "yes"):
+        return True
+    if text in ("0", "false", "no"):
+        return False
+    raise SettingsError(f"{ALLOW_PREFIX_CHANGE_HEADER} must be true or false, got {value[:40]!r}")

@@ -2,33 +2,47 @@
 
 Each completed turn reduces to one entry such as::
 
-    {"turn": 2, "issue": "BreachOfWarranty", "issues": ["BreachOfWarranty"],
-     "cited_exhibits": ["EX-04", "EX-12"], "citations": ["47:12-48:3"], "status": "CONFIRMED",
-     "tools": [{"name": "search_transcript", "status": "CONFIRMED"}],
+    {"turn": 2, "issue": "BreachOfWarranty", "cited_exhibits": ["EX-04", "EX-12"],
+     "citations": ["47:12-48:3"], "status": "CONFIRMED", "tools": ["search_transcript CONFIRMED"],
      "conclusions": ["The record shows written notice on March 3 (EX-04)."]}
 
-Exhibit ids and ``page:line`` citations are found by configurable patterns; tool statuses come
-from the tool results; issue tags from the turn; conclusions are sentences of the answer kept
-verbatim by rule (a conclusion marker), never paraphrased. Raw tool logs and conversational
-filler are pruned. Entries validate against :data:`LEDGER_SCHEMA`.
+Exhibit ids (from the question, the answer and the tool results) and ``page:line`` citations (the
+ones the answer makes) are found by configurable patterns; tool statuses come from the tool
+results; issue tags from the turn (``issues`` lists them when there are several); conclusions
+are sentences of the answer kept verbatim by rule (a conclusion marker, not filler addressed to
+the user, not a bare status line), never paraphrased. Raw tool logs, their line numbers and
+conversational filler are pruned. Entries validate against :data:`LEDGER_SCHEMA`.
+
+When the rendered ledger would pass its ceiling, :func:`fold_ledger` folds the oldest entries
+into one entry per issue (turn range, exhibits united, the last status and conclusion), in
+steps down to a low-water mark, so its bytes change rarely.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import InvalidRequestError
+from ..errors import BudgetExceeded, InvalidRequestError
 from ..trim.sentences import iter_sentence_ends
 from ..validation import first_error
 from .turns import Turn
 
-__all__ = ["LEDGER_SCHEMA", "LedgerRules", "reduce_turn", "render_ledger", "validate_entry"]
+__all__ = [
+    "LEDGER_SCHEMA",
+    "LedgerRules",
+    "fold_entries",
+    "fold_ledger",
+    "reduce_turn",
+    "render_entries",
+    "render_ledger",
+    "validate_entry",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,12 +63,29 @@ class LedgerRules:
         "finding",
     )
     max_conclusions: int = 3
+    # Conversational filler: a sentence holding one of these is not a conclusion.
+    filler: tuple[str, ...] = (
+        "here is",
+        "here's",
+        "let me know",
+        "happy to",
+        "would you like",
+        "i can ",
+        "i'll ",
+        "feel free",
+        "hope this",
+    )
 
 
-class _Tool(BaseModel):
+class FoldedEntry(BaseModel):
+    """Several turns of one issue, folded: the turn range, exhibits, last status and conclusion."""
+
     model_config = ConfigDict(extra="forbid")
-    name: str
+    turns: list[int] = Field(min_length=2, max_length=2)
+    issue: str | None
+    cited_exhibits: list[str]
     status: str | None
+    conclusions: list[str]
 
 
 class LedgerEntry(BaseModel):
@@ -63,11 +94,13 @@ class LedgerEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
     turn: int = Field(ge=1)
     issue: str | None
-    issues: list[str]
+    # Every issue tag of the turn, when it has more than one (else ``issue`` says it all).
+    issues: list[str] | None = None
     cited_exhibits: list[str]
     citations: list[str]
     status: str | None
-    tools: list[_Tool]
+    # "name STATUS" per tool result (the name alone when the tool reported no status).
+    tools: list[str]
     conclusions: list[str]
 
 
@@ -96,13 +129,25 @@ def _tool_status(result_content: str, given: str | None, rules: LedgerRules) -> 
     return match.group(1).upper() if match else None
 
 
+def _is_conclusion(sentence: str, rules: LedgerRules) -> bool:
+    """A sentence with a conclusion marker that is neither filler addressed to the user nor only
+    a status line (the status has its own field)."""
+    lowered = sentence.lower()
+    if not any(marker in lowered for marker in rules.conclusion_markers):
+        return False
+    if any(lowered.startswith(opener) or opener in lowered for opener in rules.filler):
+        return False
+    status = re.search(rules.status_pattern, sentence)
+    return not (status and len(sentence) - len(status.group(0)) < 8)
+
+
 def _conclusions(answer: str, rules: LedgerRules) -> list[str]:
     out: list[str] = []
     start = 0
     for end in [*iter_sentence_ends(answer), len(answer)]:
         sentence = answer[start:end].strip()
         start = end
-        if sentence and any(marker in sentence.lower() for marker in rules.conclusion_markers):
+        if sentence and _is_conclusion(sentence, rules):
             out.append(sentence)
     return _unique(out)[: rules.max_conclusions]
 
@@ -113,19 +158,17 @@ def reduce_turn(turn: Turn, rules: LedgerRules = LedgerRules()) -> dict[str, Any
     exhibits = sorted(
         _unique(m for t in texts for m in re.findall(rules.exhibit_pattern, t)), key=_exhibit_key
     )
-    citations = _unique(
-        m
-        for t in (turn.answer, *(r.content for r in turn.tool_results))
-        for m in re.findall(rules.citation_pattern, t)
-    )
-    tools = [{"name": r.name, "status": _tool_status(r.content, r.status, rules)} for r in turn.tool_results]
-    statuses = [t["status"] for t in tools if t["status"]]
+    # What the answer cites; the raw tool logs' line numbers are pruned with the logs.
+    citations = _unique(re.findall(rules.citation_pattern, turn.answer))
+    statuses_of = [_tool_status(r.content, r.status, rules) for r in turn.tool_results]
+    tools = [f"{r.name} {st}" if st else r.name for r, st in zip(turn.tool_results, statuses_of, strict=True)]
+    statuses = [st for st in statuses_of if st]
     answer_status = re.search(rules.status_pattern, turn.answer)
     status = answer_status.group(1).upper() if answer_status else (statuses[-1] if statuses else None)
     entry = {
         "turn": turn.index,
         "issue": turn.tags[0] if turn.tags else None,
-        "issues": list(turn.tags),
+        "issues": list(turn.tags) if len(turn.tags) > 1 else None,
         "cited_exhibits": exhibits,
         "citations": citations,
         "status": status,
@@ -138,15 +181,93 @@ def reduce_turn(turn: Turn, rules: LedgerRules = LedgerRules()) -> dict[str, Any
 def validate_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
     """Validate one entry against the schema; the error names the field."""
     try:
-        return LedgerEntry.model_validate(entry).model_dump()
+        checked = LedgerEntry.model_validate(entry).model_dump()
+        if checked["issues"] is None:
+            del checked["issues"]
+        return checked
     except ValidationError as exc:
         path, message, _ = first_error(exc)
         raise InvalidRequestError(f"ledger entry: {message}", path) from exc
 
 
-def render_ledger(entries: Iterable[Mapping[str, Any]]) -> str:
-    """The ledger as the model reads it: one compact JSON object per line, oldest first.
+LEDGER_HEADER = "Session state ledger (one JSON object per compacted turn, or per issue for folded turns):"
 
-    Appending an entry only adds a line, so the bytes before it never change."""
-    lines = [json.dumps(dict(e), ensure_ascii=False, separators=(",", ":"), sort_keys=False) for e in entries]
-    return "Session state ledger (one JSON object per compacted turn):\n" + "\n".join(lines)
+
+def render_entries(entries: Iterable[Mapping[str, Any]]) -> str:
+    """Entries as lines of compact JSON, oldest first."""
+    return "\n".join(
+        json.dumps(dict(e), ensure_ascii=False, separators=(",", ":"), sort_keys=False) for e in entries
+    )
+
+
+def render_ledger(entries: Iterable[Mapping[str, Any]]) -> str:
+    """The ledger as the model reads it: a header, then one compact JSON object per line, oldest
+    first. Appending an entry only adds a line, so the bytes before it never change."""
+    return LEDGER_HEADER + "\n" + render_entries(entries)
+
+
+def _first_turn(entry: Mapping[str, Any]) -> int:
+    return int(entry["turns"][0] if "turns" in entry else entry["turn"])
+
+
+def _last_turn(entry: Mapping[str, Any]) -> int:
+    return int(entry["turns"][-1] if "turns" in entry else entry["turn"])
+
+
+def fold_entries(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per issue (in order of first appearance): the turn range, the exhibits united,
+    the last status and the last conclusion of that issue."""
+    groups: dict[str | None, list[Mapping[str, Any]]] = {}
+    for entry in entries:
+        groups.setdefault(entry.get("issue"), []).append(entry)
+    folded = []
+    for issue, group in groups.items():
+        exhibits = sorted(_unique(x for e in group for x in e.get("cited_exhibits", [])), key=_exhibit_key)
+        statuses = [e["status"] for e in group if e.get("status")]
+        conclusions = [c for e in group for c in e.get("conclusions", [])]
+        folded.append(
+            FoldedEntry(
+                turns=[_first_turn(group[0]), _last_turn(group[-1])],
+                issue=issue,
+                cited_exhibits=exhibits,
+                status=statuses[-1] if statuses else None,
+                conclusions=conclusions[-1:],
+            ).model_dump()
+        )
+    return folded
+
+
+def fold_ledger(
+    entries: Sequence[Mapping[str, Any]],
+    ceiling: int | None,
+    count: Callable[[str], int],
+    low_water: float = 0.6,
+) -> list[dict[str, Any]]:
+    """The entries as rendered under ``ceiling`` tokens (None: all, as they are).
+
+    Replayed entry by entry, so the result depends on the entries alone: when adding one takes
+    the ledger over the ceiling, the oldest unfolded entries fold (:func:`fold_entries`) until it
+    is at most ``low_water`` of the ceiling, then it grows again by appending. Raises
+    :class:`BudgetExceeded` when even everything folded is over the ceiling."""
+    if ceiling is None:
+        return [dict(e) for e in entries]
+
+    def shown(folded: int, upto: int) -> list[dict[str, Any]]:
+        return fold_entries(entries[:folded]) + [dict(e) for e in entries[folded:upto]]
+
+    folded = 0
+    for upto in range(1, len(entries) + 1):
+        if count(render_ledger(shown(folded, upto))) <= ceiling:
+            continue
+        while folded < upto and count(render_ledger(shown(folded, upto))) > ceiling * low_water:
+            folded += 1
+    result = shown(folded, len(entries))
+    tokens = count(render_ledger(result))
+    if tokens > ceiling:
+        raise BudgetExceeded(
+            available_tokens=ceiling,
+            required_tokens=tokens,
+            parts={"ledger (Block 3), every entry folded per issue": tokens},
+            hint="raise the policy's ledger_ceiling_tokens, or start a new session",
+        )
+    return result

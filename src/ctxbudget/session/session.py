@@ -20,7 +20,7 @@ from ..errors import BudgetExceeded, ConfigError, InvalidRequestError
 from ..policy import Policy, load_policy
 from ..tokens.counter import TokenCounter
 from ..tokens.registry import get_encoding
-from .ledger import LedgerRules, reduce_turn, render_ledger
+from .ledger import LedgerRules, fold_ledger, reduce_turn, render_entries, render_ledger
 from .store import SessionMeta, SessionStore
 from .turns import ToolCall, ToolResult, Turn
 
@@ -59,6 +59,16 @@ class PreparedTurn:
     new_entries: tuple[dict[str, Any], ...] = ()
     compaction: Compaction | None = None
     request: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _rolled_off_turns(report: Mapping[str, Any]) -> list[int]:
+    """Indexes of the raw turns (``turn-N-k`` items) the rolling window let go of."""
+    return [
+        int(item["id"].split("-")[1])
+        for tier in report.get("tiers", [])
+        for item in tier.get("items", [])
+        if item.get("action") == "rolled_off" and str(item.get("id", "")).startswith("turn-")
+    ]
 
 
 class Session:
@@ -122,19 +132,26 @@ class Session:
     def _raw_tokens(self, turn: Turn) -> int:
         return self.counter.scale(sum(self.counter.raw(text) + 4 for _, text in turn.raw_texts()))
 
-    def _compact(self, *, forced: bool = False) -> tuple[list[dict[str, Any]], Compaction | None]:
+    def _compact(
+        self, *, forced: bool = False, through: int | None = None
+    ) -> tuple[list[dict[str, Any]], Compaction | None]:
         """Compaction when raw history passes the trigger (or ``forced``: the request was over the
-        envelope): completed turns older than the newest ``keep_recent_turns``, down to the low water."""
+        envelope): completed turns older than the newest ``keep_recent_turns``, down to the low
+        water. ``through``: every completed turn up to that index too (the rolling window could
+        not hold them whole, and a turn is never left neither raw nor in the ledger)."""
         rules = self.policy.compaction
         compacted = {e["turn"] for e in self._ledger}
         raw = [t for t in self._turns if t.index not in compacted]
         rolling = next(t for t in self.policy.tiers if t.eviction == "rolling")
         trigger = min(rules.history_trigger_tokens, rolling.ceiling_tokens)
         sizes = {t.index: self._raw_tokens(t) for t in raw}
-        if sum(sizes.values()) <= trigger and not forced:
+        if sum(sizes.values()) <= trigger and not forced and through is None:
             return [], None
         low_water = 0 if forced else int(trigger * rules.low_water_ratio)
         eligible = raw[: max(0, len(raw) - rules.keep_recent_turns)]
+        if through is not None:
+            eligible = [t for t in raw if t.index <= through or t in eligible]
+            low_water = min(low_water, sum(sizes[t.index] for t in raw if t.index > through))
         chosen: list[Turn] = []
         remaining = sum(sizes.values())
         for turn in eligible:
@@ -145,7 +162,7 @@ class Session:
         entries = [reduce_turn(t, self.rules) for t in chosen]
         if not entries:
             return [], None
-        after = self.counter.count(render_ledger(entries))
+        after = self.counter.count(render_entries(entries))
         step = Compaction(
             turns=tuple(t.index for t in chosen),
             tokens_before=sum(sizes[t.index] for t in chosen),
@@ -163,7 +180,8 @@ class Session:
         tier = self._rolling_tier()
         items = [dict(i) for i in self.meta.base.get("items", [])]
         if entries:
-            items.append({"id": "ledger", "tier": tier, "kind": "ledger", "text": render_ledger(entries)})
+            shown = fold_ledger(entries, self.policy.ledger_ceiling_tokens, self.counter.count)
+            items.append({"id": "ledger", "tier": tier, "kind": "ledger", "text": render_ledger(shown)})
         compacted = {e["turn"] for e in entries}
         for turn in self._turns:
             if turn.index in compacted:
@@ -176,6 +194,7 @@ class Session:
                         "kind": "history",
                         "role": role,
                         "text": text,
+                        "group": f"turn-{turn.index}",
                     }
                 )
         items.append({"id": "question", "kind": "question", "text": question})
@@ -187,7 +206,10 @@ class Session:
             {"id": f"result-{n}", "kind": "tool_result", "text": f"[tool result {r.name}] {r.content}"}
             for n, r in enumerate(results)
         ]
-        return {"items": items}
+        request: dict[str, Any] = {"items": items}
+        if isinstance(self.meta.base.get("issue_tags"), list):
+            request["issue_tags"] = list(self.meta.base["issue_tags"])
+        return request
 
     def prepare(
         self,
@@ -198,16 +220,23 @@ class Session:
         tags: Sequence[str] = (),
         format: str = "anthropic",
         expected_output_tokens: int | None = None,
+        allow_prefix_change: bool = False,
+        idle_seconds: float | None = None,
     ) -> PreparedTurn:
         """Compact if due, then assemble the next turn (nothing is stored until :meth:`record`).
 
         If the assembled request would be over the envelope, compaction runs (as far as it can)
-        and the turn is assembled once more before the error is let through."""
+        and the turn is assembled once more before the error is let through; if the rolling
+        window could not hold a raw turn whole, that turn (and those before it) is compacted and
+        the turn assembled once more, so every past turn is either raw and whole or in the ledger.
+        A pinned prefix that differs from the previous turn's fails closed
+        (:class:`PinnedPrefixChanged`) unless ``allow_prefix_change``; ``idle_seconds`` since the
+        previous turn lets the prediction expire its cache entries."""
 
         def attempt(
-            forced: bool,
+            forced: bool, through: int | None = None
         ) -> tuple[list[dict[str, Any]], Compaction | None, dict[str, Any], AssemblyResult]:
-            new_entries, step = self._compact(forced=forced)
+            new_entries, step = self._compact(forced=forced, through=through)
             request = self._request(self._ledger + new_entries, question, tool_calls, tool_results)
             result = assemble(
                 request,
@@ -217,6 +246,8 @@ class Session:
                 previous=self._previous,
                 expected_output_tokens=expected_output_tokens,
                 catalog=self.catalog,
+                allow_prefix_change=allow_prefix_change,
+                idle_seconds=idle_seconds,
             )
             return new_entries, step, request, result
 
@@ -224,6 +255,9 @@ class Session:
             new_entries, step, request, result = attempt(False)
         except BudgetExceeded:
             new_entries, step, request, result = attempt(True)
+        rolled = _rolled_off_turns(result.report)
+        if rolled:
+            new_entries, step, request, result = attempt(False, through=max(rolled))
         return PreparedTurn(
             index=len(self._turns) + 1,
             question=question,

@@ -1,0 +1,73 @@
+"""Checking a quote against its source: ``page:line`` citations resolved in a numbered transcript.
+
+A transcript numbers its lines ``47:12 Q. ...`` (page 47, line 12). A citation ``47:12-48:3`` (or
+``47:12``, or ``47:12-20`` within one page) names the lines from 47:12 to 48:3; a quote is
+verified when, with whitespace runs made single and (on both sides) the line labels removed, it
+stands inside those lines. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = ["CitedLines", "cited_lines", "numbered", "parse_citation", "quote_verified"]
+
+_CITATION = re.compile(r"^\s*(\d{1,5}):(\d{1,3})(?:\s*[-–]\s*(?:(\d{1,5}):)?(\d{1,3}))?\s*$")
+_LABEL = re.compile(r"(?m)^\s*(\d{1,5}):(\d{1,3})\s")
+_LABELS_ANYWHERE = re.compile(r"(?:(?<=\s)|^)\d{1,5}:\d{1,3}\s")
+
+
+@dataclass(frozen=True)
+class CitedLines:
+    """A citation's range: from (page, line) to (page, line), inclusive."""
+
+    first: tuple[int, int]
+    last: tuple[int, int]
+
+
+def parse_citation(citation: str) -> CitedLines | None:
+    """The range a ``page:line`` citation names, or None when it is not one."""
+    match = _CITATION.match(citation)
+    if not match:
+        return None
+    page, line, end_page, end_line = match.groups()
+    first = (int(page), int(line))
+    last = (int(end_page or page), int(end_line)) if end_line else first
+    return CitedLines(first, last) if last >= first else None
+
+
+def cited_lines(sources: Iterable[str], cited: CitedLines) -> str | None:
+    """The text of the cited lines in the first source that numbers them (None: no source does)."""
+    for text in sources:
+        if not _LABEL.search(text):
+            continue
+        lines = text.split("\n")
+        held = []
+        for line in lines:
+            label = _LABEL.match(line)
+            if label and cited.first <= (int(label.group(1)), int(label.group(2))) <= cited.last:
+                held.append(line)
+        if held:
+            return "\n".join(held)
+    return None
+
+
+def _plain(text: str, labels: bool) -> str:
+    text = _LABELS_ANYWHERE.sub(" ", text) if not labels else text
+    return " ".join(text.split())
+
+
+def quote_verified(quote: str, cited_text: str) -> bool:
+    """Whether ``quote`` stands verbatim (whitespace aside, labels aside) in ``cited_text``."""
+    if not quote.strip():
+        return False
+    return _plain(quote, True) in _plain(cited_text, True) or _plain(quote, False) in _plain(
+        cited_text, False
+    )
+
+
+def numbered(sources: Iterable[str]) -> bool:
+    """Whether any source numbers its lines ``page:line`` (a transcript is given)."""
+    return any(_LABEL.search(text) for text in sources)

@@ -1,0 +1,123 @@
+"""INV-CTX-01's volatile detector: written forms of dates, times, ids; no false alarms on legal text."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxbudget.policy import VolatileRules, get_policy
+from ctxbudget.simulation.deposition import build_legal_context
+from ctxbudget.volatile import find_volatile
+
+VOLATILE = [
+    "Generated 2026-09-16T10:32:11Z for this request.",
+    "as of 2026-09-16 10:32",
+    "Today is 2026-09-16.",
+    "Date: 09/16/2026",
+    "Date: 9/16/26",
+    "Datum: 16.09.2026",
+    "le 16/09/2026",
+    "16 September 2026",
+    "September 16, 2026",
+    "Sept. 16, 2026",
+    "Sep 16 2026",
+    "Tue Sep 16 2026",
+    "Tuesday, September 16, 2026",
+    "Tue, 16 Sep 2026 10:32:11 GMT",
+    "the 16th of September 2026",
+    "It is 10:32 now.",
+    "Meeting at 9:05 today",
+    "10:32 a.m.",
+    "3:15 PM",
+    "14:05 UTC",
+    "10:32:11",
+    "23:59",
+    "Case ID: CV-2026-0412",
+    "Docket No. 1:24-cv-01234",
+    "case number 2026-CV-0412",
+    "Matter #A-2291",
+    "CV-2026-0412",
+    "1:24-cv-01234",
+    "snapshot 20260916103211",
+    "20260916T103211",
+    "nonce 9f86d081884c7d659a2feaa0c55ad015",
+    "etag a3f5c9e2b7d14f6088aa",
+    "X-Request-ID abc123",
+    "request_id=req_8f2k1",
+    "trace-id: 4bf92f3577b34da6",
+    "session id: s-20931",
+    "Correlation-ID 77ab-991",
+    "uuid 123e4567-e89b-12d3-a456-426614174000",
+    "unix 1758018731",
+    "ts=1758018731000",
+    "msg_id: m_9912",
+]
+
+LEGITIMATE = [
+    "Cite testimony as page:line, for example 47:12-48:3.",
+    "See 47:12.",
+    "at 12:05-12:20 the witness said",
+    "Tr. 10:32",
+    "page 10:32",
+    "Dep. 23:45",
+    "See 5:01-5:06 and 95:13.",
+    "Exhibit EX-04 and EX-12",
+    "Under Fed. R. Civ. P. 32(a), a deposition may be used",
+    "Fed. R. Evid. 801(d)(2)",
+    "U.C.C. 2-316",
+    "Sec. 7.2 of the agreement",
+    "28 U.S.C. § 1332",
+    "42 U.S.C. 1983",
+    "Rule 12(b)(6)",
+    "Clause 40. Standard definition and review rule.",
+    "Cal. Civ. Code § 1542",
+    "within 30 days",
+    "Exhibit 12-A",
+    "Bates ACME-000123",
+    "ISO 9001",
+    "version 2.1",
+    "LegalReview Assistant v2.1",
+    "lot 44",
+    "the March 2021 delivery schedule",
+    "the change order signed in June",
+    "section 2-207",
+    "17 C.F.R. § 240.10b-5",
+    "paragraph 3.1.4",
+    "45 days after delivery",
+    "Model K press",
+    "line 3",
+    "Article 9",
+    "$1,250,000.00",
+    "10:1 ratio",
+    "Form 10-K",
+    "1:1 mapping",
+    "Matthew 5:9",
+    "the 2019 agreement",
+    "EX-40",
+    "Restatement (Second) of Contracts § 90",
+    "Q. and A. lines",
+    "objection to form",
+    "SHA-256",
+]
+
+
+@pytest.mark.parametrize("text", VOLATILE)
+def test_volatile_values_are_found(text: str) -> None:
+    assert find_volatile(text) is not None, text
+
+
+@pytest.mark.parametrize("text", LEGITIMATE)
+def test_legal_text_is_not_volatile(text: str) -> None:
+    assert find_volatile(text) is None, (text, find_volatile(text))
+
+
+def test_the_bundled_playbook_has_no_false_positive() -> None:
+    pinned = [i["text"] for i in build_legal_context()["items"] if i.get("tier") == "pinned"]
+    assert pinned and all(find_volatile(text) is None for text in pinned)
+
+
+def test_policy_patterns_and_allow_list() -> None:
+    rules = VolatileRules(patterns=(("ticket", r"\bTKT-\d+\b"),), allow=(r"Effective 2026-01-01",))
+    assert find_volatile("see TKT-991", rules) is not None
+    assert find_volatile("Effective 2026-01-01 the rule applies.", rules) is None
+    assert find_volatile("Effective 2026-01-01 and updated 2026-09-16", rules) is not None
+    assert get_policy("legal-review").volatile == VolatileRules()
