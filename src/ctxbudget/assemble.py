@@ -369,7 +369,7 @@ def _changed_value(before: str, after: str) -> str:
         start -= 1
     while end < len(after) and not after[end].isspace():
         end += 1
-    return after[start:end].strip()[:80]
+    return after[start:end].strip().strip(",.;:!?()[]{}\"'")[:80]
 
 
 def _pinned_check(setup: _Setup, priced: _Priced, previous: Mapping[str, Any] | None) -> tuple[str, str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..catalog.catalog import Catalog, bundled_catalog
@@ -31,11 +31,12 @@ NAIVE_TRUNCATION_TOKENS = 16_000
 
 @dataclass(frozen=True)
 class SimulationResult:
-    """One object per turn, the summary, and the strategy comparison."""
+    """One object per turn, the summary, the strategy comparison, and each turn's request body."""
 
     turns: list[dict[str, Any]]
     summary: dict[str, Any]
     strategies: list[dict[str, Any]]
+    requests: list[dict[str, Any] | str] = field(default_factory=list)
 
 
 def _evidence(scenario: Scenario) -> list[str]:
@@ -132,6 +133,7 @@ def run_simulation(
     evidence = _evidence(scenario)
     output_tokens = load_policy(session.meta.policy).expected_output_tokens
     rows: list[dict[str, Any]] = []
+    bodies: list[dict[str, Any] | str] = []
     compared: list[tuple[float, float, int, int, float]] = []
     for n, scripted in enumerate(scenario.turns, 1):
         started = clock()
@@ -142,6 +144,7 @@ def run_simulation(
             tags=scripted.tags,
         )
         latency = (clock() - started) * 1000
+        bodies.append(prepared.assembly.request)
         rendered = "\n".join(block_texts(prepared.assembly.request))
         verbatim = sum(1 for e in evidence if e in rendered) / len(evidence) if evidence else 1.0
         answer = scripted.answer or stand_in_answer(
@@ -165,7 +168,7 @@ def run_simulation(
             (*_baselines(session, context, output_tokens), _naive_keeps(session, context, evidence))
         )
     store.close()
-    return SimulationResult(rows, _summary(rows), _strategies(rows, compared, evidence))
+    return SimulationResult(rows, _summary(rows), _strategies(rows, compared, evidence), bodies)
 
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,0 +1,306 @@
+"""The legal spec end to end: Block 3 (the ledger) sent and bounded, Block 4 bounded, INV-CTX-01
+fail-closed, verified supersede, issue-tag selection, cache expiry, and the reducer's cut."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxbudget import BudgetExceeded
+from ctxbudget.assemble import assemble
+from ctxbudget.cli import main
+from ctxbudget.errors import SupersedeUnverified
+from ctxbudget.formats.tiered import block_texts
+from ctxbudget.policy import get_policy
+from ctxbudget.session import SQLiteStore
+from ctxbudget.session.ledger import fold_ledger, render_ledger
+from ctxbudget.simulation.deposition import build_legal_context
+from ctxbudget.simulation.runner import SimulationResult, run_simulation
+from ctxbudget.simulation.scenario import bundled_scenario
+from ctxbudget.trim.sentences import iter_sentence_ends
+
+from .fake_upstream import gateway_over_fake
+
+POLICY = get_policy("legal-review")
+MODEL = "claude-sonnet-4-5"
+
+
+@pytest.fixture(scope="module")
+def played(tmp_path_factory: pytest.TempPathFactory) -> tuple[SimulationResult, list[Any]]:
+    store = tmp_path_factory.mktemp("legal") / "sim.db"
+    result = run_simulation(bundled_scenario(), store_path=str(store))
+    return result, SQLiteStore(str(store)).turns("deposition-review")
+
+
+def _sent(body: dict[str, Any] | str) -> str:
+    return "\n".join(block_texts(body))
+
+
+def test_from_the_first_compaction_every_body_holds_the_ledger_and_the_two_recent_turns_whole(
+    played: tuple[SimulationResult, list[Any]],
+) -> None:
+    result, turns = played
+    first = next(n for n, row in enumerate(result.turns, 1) if row["compaction"])
+    assert first < len(turns)
+    for n in range(first, len(turns) + 1):
+        body = result.requests[n - 1]
+        sent = _sent(body)
+        system = [b["text"] for b in body["system"]] if isinstance(body, dict) else []
+        ledger = [t for t in system if t.startswith("Session state ledger")]
+        assert len(ledger) == 1, n  # Block 3, once, after the cached tiers
+        assert system.index(ledger[0]) == len(system) - 1
+        assert '"cited_exhibits"' in ledger[0]
+        for recent in turns[max(0, n - 3) : n - 1]:
+            for _, text in recent.raw_texts():
+                assert text in sent, (n, recent.index)
+        report = turns[n - 1].report
+        assert report["ledger"]["tokens"] > 0 and report["ledger"]["tokens"] <= 5000
+
+
+def _conclusion_sentences(answer: str) -> list[str]:
+    out, start = [], 0
+    for end in [*iter_sentence_ends(answer), len(answer)]:
+        sentence = answer[start:end].strip()
+        start = end
+        if sentence.lower().startswith(("therefore", "thus", "in conclusion")):
+            out.append(sentence)
+    return out
+
+
+def test_the_reducer_cuts_85_percent_and_keeps_every_finding(
+    played: tuple[SimulationResult, list[Any]],
+) -> None:
+    result, turns = played
+    steps = [row["compaction"] for row in result.turns if row["compaction"]]
+    assert steps and all(step["reduction"] >= 0.85 for step in steps)
+    compacted = {t for step in steps for t in step["turns"]}
+    ledger_text = next(
+        b["text"] for b in result.requests[-1]["system"] if b["text"].startswith("Session state ledger")
+    )
+    entries = {json.loads(line)["turn"]: line for line in ledger_text.split("\n")[1:]}
+    for turn in (t for t in turns if t.index in compacted):
+        line = entries[turn.index]
+        texts = [turn.question, turn.answer, *(r.content for r in turn.tool_results)]
+        for exhibit in {x for t in texts for x in re.findall(r"EX-\d+", t)}:
+            assert f'"{exhibit}"' in line, (turn.index, exhibit)
+        for tag in turn.tags:
+            assert f'"{tag}"' in line
+        for tool in turn.tool_results:
+            status = json.loads(tool.content)["status"]
+            assert f"{tool.name} {status}" in line
+        for sentence in _conclusion_sentences(turn.answer):
+            assert json.dumps(sentence, ensure_ascii=False) in line
+
+
+def _entry(n: int, issue: str, exhibits: list[str]) -> dict[str, Any]:
+    return {
+        "turn": n,
+        "issue": issue,
+        "cited_exhibits": exhibits,
+        "citations": [f"{n}:01"],
+        "status": "CONFIRMED" if n % 3 else "DISPUTED",
+        "tools": ["search CONFIRMED"],
+        "conclusions": [f"Therefore issue {issue} stands on turn {n}."],
+    }
+
+
+def _fake_count(text: str) -> int:
+    """A fake tokenizer for the fold's algorithm: one token per 4 characters."""
+    return (len(text) + 3) // 4
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["Notice", "Warranty", "Delivery", "Inspection"]), st.integers(1, 60)),
+        min_size=1,
+        max_size=60,
+    ),
+    st.integers(300, 2000),
+)
+def test_the_ledger_folds_under_its_ceiling_in_steps_and_loses_no_exhibit(
+    shape: list[tuple[str, int]], ceiling: int
+) -> None:
+    entries = [_entry(n, issue, [f"EX-{x:02d}"]) for n, (issue, x) in enumerate(shape, 1)]
+    try:
+        shown = fold_ledger(entries, ceiling, _fake_count)
+    except BudgetExceeded:
+        return
+    text = render_ledger(shown)
+    assert _fake_count(text) <= ceiling
+    assert shown == fold_ledger(entries, ceiling, _fake_count)  # a function of the entries alone
+    for entry in entries:
+        assert f'"{entry["cited_exhibits"][0]}"' in text
+    # appending changes the bytes before the new entry only at a fold step
+    changes = 0
+    before = render_ledger(fold_ledger(entries[:1], ceiling, _fake_count))
+    for n in range(2, len(entries) + 1):
+        after = render_ledger(fold_ledger(entries[:n], ceiling, _fake_count))
+        changes += not after.startswith(before)
+        before = after
+    folds = sum(1 for e in shown if "turns" in e)
+    assert changes <= max(1, len(entries) // 3)
+    assert folds or changes == 0
+
+
+def _request(extra: list[dict[str, Any]] | None = None, question: str | None = None) -> dict[str, Any]:
+    body = build_legal_context()
+    items = [i for i in body["items"] if i.get("kind") != "question"]
+    items += extra or []
+    items.append(
+        {"id": "question", "kind": "question", "text": question or "When was notice given? Cite page:line."}
+    )
+    return {"items": items}
+
+
+def test_block_4_cuts_tool_returns_with_the_question_in_mind_and_never_the_question() -> None:
+    lines = [
+        f"{p}:{n:02d} A. The shipment of lot {p * 100 + n} was routine."
+        for p in range(1, 80)
+        for n in range(1, 26)
+    ]
+    lines[1200] = "48:01 A. Written notice of the warranty defect went out by certified mail on March 3."
+    result_item = {"id": "result-0", "kind": "tool_result", "text": "\n".join(lines)}
+    result = assemble(
+        _request([result_item], "When was written notice of the warranty defect given?"),
+        policy=POLICY,
+        model=MODEL,
+    )
+    block4 = result.report["current_turn"]
+    assert block4["ceiling_tokens"] == 2000 and block4["tokens"] <= 2000
+    item = next(i for i in block4["items"] if i["id"] == "result-0")
+    assert item["action"] == "compacted" and item["tokens_before"] > 12_000
+    sent = _sent(result.request)
+    assert "48:01 A. Written notice of the warranty defect went out by certified mail on March 3." in sent
+    assert "When was written notice of the warranty defect given?" in sent
+    with pytest.raises(BudgetExceeded, match="the question") as info:
+        assemble(_request(question="Why? " * 1500), policy=POLICY, model=MODEL)
+    assert any("question (never cut)" in part for part in info.value.parts)
+
+
+def test_the_cli_exits_3_naming_the_question(tmp_path: Path) -> None:
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(_request(question="Why? " * 1500)))
+    run = CliRunner().invoke(main, ["assemble", "--model", MODEL, str(path)])
+    assert run.exit_code == 3 and "question (never cut)" in run.output
+
+
+def test_a_ledger_over_its_ceiling_fails_closed() -> None:
+    ledger = {"id": "ledger", "tier": "volatile", "kind": "ledger", "text": "x " * 12_000}
+    with pytest.raises(BudgetExceeded, match=r"ledger \(Block 3\)"):
+        assemble(_request([ledger]), policy=POLICY, model=MODEL)
+
+
+def _superseding(**fields: Any) -> dict[str, Any]:
+    item = {"id": "EV-01b", "tier": "critical", "kind": "evidence", "supersedes": "EV-01"}
+    item.update(fields)
+    return item
+
+
+def _insert_after_evidence(item: dict[str, Any]) -> dict[str, Any]:
+    body = _request()
+    at = max(n for n, i in enumerate(body["items"]) if i.get("tier") == "critical") + 1
+    body["items"].insert(at, item)
+    return body
+
+
+def test_supersede_needs_a_cited_quote_verified_against_the_transcript() -> None:
+    pages = {i["id"]: i["text"] for i in build_legal_context()["items"] if i["id"].startswith("page-")}
+    line_a, line_b = pages["page-9"].split("\n")[3:5]
+    quote = f"{line_a}\n{line_b}"
+    cite = f"{line_a.split(' ')[0]}-{line_b.split(' ')[0]}"
+    ok = assemble(_insert_after_evidence(_superseding(text=quote, citation=cite)), policy=POLICY, model=MODEL)
+    actions = {i["id"]: i for t in ok.report["tiers"] for i in t["items"]}
+    assert actions["EV-01"]["action"] == "superseded" and "verified" in actions["EV-01"]["reason"]
+    with pytest.raises(SupersedeUnverified, match="do not hold its text verbatim"):
+        assemble(
+            _insert_after_evidence(_superseding(text="A. I never received any notice.", citation=cite)),
+            policy=POLICY,
+            model=MODEL,
+        )
+    with pytest.raises(SupersedeUnverified, match="not in the transcript"):
+        assemble(
+            _insert_after_evidence(_superseding(text=quote, citation="999:01-999:02")),
+            policy=POLICY,
+            model=MODEL,
+        )
+    with pytest.raises(SupersedeUnverified, match="not protected evidence with a citation"):
+        assemble(_insert_after_evidence(_superseding(text=quote)), policy=POLICY, model=MODEL)
+
+
+def test_issue_tags_select_tier_1_and_the_report_says_why() -> None:
+    body = _request()
+    body["issue_tags"] = ["Notice"]
+    report = assemble(body, policy=POLICY, model=MODEL).report
+    critical = next(t for t in report["tiers"] if t["name"] == "critical")
+    tags = {i["id"]: i["tags"] for i in build_legal_context()["items"] if i.get("tier") == "critical"}
+    for item in critical["items"]:
+        selected = "Notice" in tags[item["id"]]
+        assert (item["action"] == "kept") == selected, item
+        if not selected:
+            assert item["action"] == "not_selected" and "issue tags Notice" in item["reason"]
+
+
+def test_idle_periods_expire_the_predicted_cache_by_ttl() -> None:
+    first = assemble(_request(), policy=POLICY, model=MODEL).report
+    reads = {
+        idle: assemble(_request(), policy=POLICY, model=MODEL, previous=first, idle_seconds=idle).report[
+            "cache"
+        ]
+        for idle in (60, 20 * 60, 90 * 60)
+    }
+    pinned = next(b["prefix_tokens"] for b in first["breakpoints"] if b["ttl"] == "1h")
+    assert reads[60]["read_tokens"] > pinned  # everything cached is read
+    assert reads[20 * 60]["read_tokens"] == pinned  # the 5-minute entries expired, the hour's lives
+    assert reads[90 * 60]["read_tokens"] == 0
+
+
+def test_the_cli_refuses_a_changed_pinned_prefix_with_exit_5(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps(_request()))
+    changed = _request()
+    changed["items"][0]["text"] = changed["items"][0]["text"].replace("v2.1", "v2.2", 1)
+    second.write_text(json.dumps(changed))
+    prev = tmp_path / "prev.json"
+    prev.write_text(CliRunner().invoke(main, ["assemble", "--model", MODEL, "--json", str(first)]).output)
+    refused = CliRunner().invoke(main, ["assemble", "--model", MODEL, "--previous", str(prev), str(second)])
+    assert refused.exit_code == 5 and "INV-CTX-01" in refused.output and "'v2.2'" in refused.output
+    allowed = CliRunner().invoke(
+        main,
+        [
+            "assemble",
+            "--model",
+            MODEL,
+            "--previous",
+            str(prev),
+            "--allow-prefix-change",
+            "--json",
+            str(second),
+        ],
+    )
+    assert allowed.exit_code == 0, allowed.output
+
+
+def test_policy_mode_refuses_a_changed_pinned_prefix_with_409_unless_allowed(tmp_path: Path) -> None:
+    headers = {"X-Ctxbudget-Policy": "legal-review", "X-Ctxbudget-Session": "case-7"}
+    ask = [{"role": "user", "content": "When was notice given?"}]
+    with gateway_over_fake(tmp_path / "g.db", allowed_policies=("legal-review",)) as (fake, url):
+
+        def send(system: str, **extra: str) -> httpx.Response:
+            body = {"model": "claude-sonnet-4-6", "max_tokens": 50, "system": system, "messages": ask}
+            return httpx.post(url + "/v1/messages", json=body, headers={**headers, **extra})
+
+        assert send("Playbook v1. Cite page:line.").status_code == 200
+        refused = send("Playbook v2. Cite page:line.")
+        assert refused.status_code == 409 and "INV-CTX-01" in refused.json()["error"]["message"]
+        assert len(fake.received) == 1  # nothing was sent
+        allowed = send("Playbook v2. Cite page:line.", **{"X-Ctxbudget-Allow-Prefix-Change": "true"})
+        assert allowed.status_code == 200 and len(fake.received) == 2
