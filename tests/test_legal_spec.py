@@ -40,6 +40,13 @@ def played(tmp_path_factory: pytest.TempPathFactory) -> tuple[SimulationResult, 
     return result, SQLiteStore(str(store)).turns("deposition-review")
 
 
+def _ledger_text(body: dict[str, Any]) -> str:
+    """The ledger's blocks (from its header to the end of the system blocks), joined by lines."""
+    texts = [b["text"] for b in body["system"]]
+    start = next(n for n, t in enumerate(texts) if t.startswith("Session state ledger"))
+    return "\n".join(texts[start:])
+
+
 def _sent(body: dict[str, Any] | str) -> str:
     return "\n".join(block_texts(body))
 
@@ -53,11 +60,9 @@ def test_from_the_first_compaction_every_body_holds_the_ledger_and_the_two_recen
     for n in range(first, len(turns) + 1):
         body = result.requests[n - 1]
         sent = _sent(body)
-        system = [b["text"] for b in body["system"]] if isinstance(body, dict) else []
-        ledger = [t for t in system if t.startswith("Session state ledger")]
-        assert len(ledger) == 1, n  # Block 3, once, after the cached tiers
-        assert system.index(ledger[0]) == len(system) - 1
-        assert '"cited_exhibits"' in ledger[0]
+        assert isinstance(body, dict)
+        ledger = _ledger_text(body)  # Block 3: the last system blocks, after the cached tiers
+        assert '"cited_exhibits"' in ledger and ledger.count("Session state ledger") == 1
         for recent in turns[max(0, n - 3) : n - 1]:
             for _, text in recent.raw_texts():
                 assert text in sent, (n, recent.index)
@@ -82,9 +87,7 @@ def test_the_reducer_cuts_85_percent_and_keeps_every_finding(
     steps = [row["compaction"] for row in result.turns if row["compaction"]]
     assert steps and all(step["reduction"] >= 0.85 for step in steps)
     compacted = {t for step in steps for t in step["turns"]}
-    ledger_text = next(
-        b["text"] for b in result.requests[-1]["system"] if b["text"].startswith("Session state ledger")
-    )
+    ledger_text = _ledger_text(result.requests[-1])
     entries = {json.loads(line)["turn"]: line for line in ledger_text.split("\n")[1:]}
     for turn in (t for t in turns if t.index in compacted):
         line = entries[turn.index]
@@ -304,3 +307,31 @@ def test_policy_mode_refuses_a_changed_pinned_prefix_with_409_unless_allowed(tmp
         assert len(fake.received) == 1  # nothing was sent
         allowed = send("Playbook v2. Cite page:line.", **{"X-Ctxbudget-Allow-Prefix-Change": "true"})
         assert allowed.status_code == 200 and len(fake.received) == 2
+
+
+def test_the_simulation_is_billed_through_the_gateway_and_idle_gaps_expire_the_cache(
+    played: tuple[SimulationResult, list[Any]],
+) -> None:
+    result, turns = played
+    rows = result.turns
+    assert all(r["billed"] for r in rows)
+    pinned = rows[0]["tiers"]["pinned"]
+    assert rows[5]["idle_seconds"] == 1200 and rows[8]["idle_seconds"] == 5400
+    # after 20 minutes only the playbook's 1-hour entry is read; after 90 minutes nothing is
+    assert abs(rows[5]["billed"]["cache_read_tokens"] - pinned) <= 0.01 * pinned
+    assert rows[8]["billed"]["cache_read_tokens"] == 0
+    for row in rows:  # the prediction knows the gaps too: billed and predicted agree within 1%
+        predicted, billed = row["cache_read_tokens"], row["billed"]["cache_read_tokens"]
+        assert abs(predicted - billed) <= 0.01 * max(1, billed)
+    # a turn that appends to the ledger still reads the ledger of the turn before from the cache
+    grown = [
+        n for n in range(1, len(rows)) if 0 < rows[n - 1]["tiers"]["ledger"] < rows[n]["tiers"]["ledger"]
+    ]
+    fresh = [n for n in grown if rows[n]["idle_seconds"] < 300]
+    assert fresh and all(
+        rows[n]["billed"]["cache_read_tokens"] > rows[0]["billed"]["cache_write_tokens"] for n in fresh
+    )
+    summary = result.summary["billed"]
+    assert summary["p95_end_to_end_ms"] > 0 and summary["latency_target_ms"] == 4500
+    assert 0 < summary["cache_hit_ratio"] < 1 and summary["max_cost_usd"] <= 0.45
+    assert turns[0].figures().source == "provider"

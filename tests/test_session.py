@@ -131,7 +131,12 @@ def test_short_simulation_keeps_its_invariants(tmp_path: Path) -> None:
     ledger = store.ledger("mini")
     assert [e["turn"] for e in ledger] == sorted(e["turn"] for e in ledger)
     written = write_outputs(result, tmp_path / "out")
-    assert [p.name for p in written] == ["turns.json", "summary.json", "chart.png"]
+    names = [p.name for p in written]
+    assert names == ["turns.json", "summary.json", "chart.png"] + [
+        f"turn-{n:02d}.json" for n in range(1, len(rows) + 1)
+    ]
+    sent = json.loads((tmp_path / "out" / "requests" / "turn-03.json").read_text())
+    assert sent == result.requests[2] and sent["system"][0]["cache_control"]
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     for key in [
         "cache_hit_ratio",
@@ -160,7 +165,7 @@ def test_compaction_appends_to_the_ledger_and_keeps_the_prefix_before_it(tmp_pat
     for earlier, later in itertools.pairwise(snapshots):
         assert later[: len(earlier)] == earlier  # append-only
     assert snapshots[-1], "compaction happened"
-    stable = [b["system"][:3] for b in bodies]
+    stable = [[block["text"] for block in b["system"][:3]] for b in bodies]
     assert all(s == stable[0] for s in stable)  # pinned, evidence, background: byte-identical every turn
     reopened = Session(SQLiteStore(tmp_path / "s.db"), "s")
     assert [t.index for t in reopened.turns] == list(range(1, 8)) and reopened.ledger == snapshots[-1]

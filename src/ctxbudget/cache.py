@@ -110,8 +110,10 @@ def plan_breakpoints(
     if rules.mode == "automatic":
         ends = ends[-1:]
     elif len(ends) > rules.max_breakpoints:
-        # Keep the last (it covers the most) and the earliest (the longest-lived) first.
-        ends = sorted(set(ends[: rules.max_breakpoints - 1] + ends[-1:]))
+        # Keep the earliest (the longest-lived, often the 1-hour one) and the latest ones: later
+        # content changes more often (an appended ledger, the conversation), so a breakpoint there
+        # lets the next turn read up to it; an earlier stable region is covered by a later mark.
+        ends = ends[:1] + ends[-(rules.max_breakpoints - 1) :]
     previous = -1
     for i in ends:
         if rules.mode == "explicit" and i - previous > LOOKBACK_BLOCKS:

@@ -37,7 +37,7 @@ from .base import (
     "out_dir",
     type=click.Path(file_okay=False),
     metavar="DIR",
-    help="Write DIR/turns.json, DIR/summary.json and DIR/chart.png.",
+    help="Write DIR/turns.json, DIR/summary.json, DIR/chart.png and DIR/requests/turn-NN.json.",
 )
 @click.option(
     "--store",
@@ -56,9 +56,10 @@ def simulate_command(
     store_path: str,
     as_json: bool,
 ) -> None:
-    """Replay a scenario (default: the bundled 10-turn deposition review) through sessions and
-    assembly; print per-turn tokens, cache, cost and latency, the summary, and the comparison with
-    raw injection and naive truncation."""
+    """Replay a scenario (default: the bundled 10-turn deposition review, with idle gaps) through
+    sessions, assembly and the gateway to a fake upstream that bills like Anthropic; print per-turn
+    tokens, predicted and billed cache and cost, modelled latency, the summary, and the comparison
+    with raw injection and naive truncation."""
     from ..simulation.report import write_outputs
     from ..simulation.runner import run_simulation
     from ..simulation.scenario import bundled_scenario, parse_scenario
@@ -79,41 +80,54 @@ def simulate_command(
 
 
 def _print_simulation(result: Any) -> None:
-    console = Console(width=150)
+    console = Console(width=160)
     table = Table(
         "turn",
+        "idle s",
         "input",
         "pinned",
         "critical",
         "contextual",
+        "ledger",
         "volatile",
-        "cache read",
-        "written",
-        "uncached",
-        "cost $",
-        "ceiling",
-        "ms",
+        "read pred/billed",
+        "written pred/billed",
+        "cost $ pred/billed",
+        "e2e ms",
     )
     for t in result.turns:
-        tiers = list(t["tiers"].values()) + [0] * 4
+        tiers = t["tiers"]
+        billed = t["billed"] or {}
         table.add_row(
             str(t["turn"]),
+            f"{t['idle_seconds']:.0f}",
             f"{t['input_tokens']:,}",
-            *(f"{v:,}" for v in tiers[:4]),
-            f"{t['cache_read_tokens']:,}",
-            f"{t['cache_write_tokens']:,}",
-            f"{t['uncached_tokens']:,}",
-            f"{t['cost_usd']:.4f}",
-            "ok" if t["within_ceiling"] else "OVER",
-            f"{t['assembly_ms']:.0f}",
+            *(
+                f"{tiers.get(name, 0):,}"
+                for name in ("pinned", "critical", "contextual", "ledger", "volatile")
+            ),
+            f"{t['cache_read_tokens']:,} / {billed.get('cache_read_tokens', 0):,}",
+            f"{t['cache_write_tokens']:,} / {billed.get('cache_write_tokens', 0):,}",
+            f"{t['cost_usd']:.4f} / {billed.get('cost_usd') or 0:.4f}",
+            f"{billed.get('end_to_end_ms', 0):,.0f}",
         )
     console.print(table)
     s = result.summary
     console.print(
-        f"turns 2..{s['turns']}: {s['cache_hit_ratio']:.1%} of input tokens read from cache; cost mean ${s['mean_cost_usd']:.4f}, "
-        f"max ${s['max_cost_usd']:.4f}, {s['turns_over_ceiling']} over the ceiling; p95 assembly {s['p95_assembly_ms']:.0f} ms; "
-        f"evidence verbatim {s['evidence_verbatim_ratio']:.0%}; max input {s['max_input_tokens']:,} tokens"
+        f"predicted: turns 2..{s['turns']} read {s['cache_hit_ratio']:.1%} of input from cache; cost mean "
+        f"${s['mean_cost_usd']:.4f}, max ${s['max_cost_usd']:.4f}, {s['turns_over_ceiling']} over the ceiling; "
+        f"p95 assembly {s['p95_assembly_ms']:.0f} ms; evidence verbatim {s['evidence_verbatim_ratio']:.0%}; "
+        f"max input {s['max_input_tokens']:,} tokens"
     )
+    if s["billed"]:
+        b = s["billed"]
+        verdict = "within" if b["latency_within_target"] else "OVER"
+        console.print(
+            f"billed (fake Anthropic upstream through the gateway): turns 2..{s['turns']} read "
+            f"{b['cache_hit_ratio']:.1%} from cache; cost mean ${b['mean_cost_usd']:.4f}, max ${b['max_cost_usd']:.4f}; "
+            f"p95 end-to-end {b['p95_end_to_end_ms']:,.0f} ms ({verdict} the {b['latency_target_ms']:,.0f} ms target, "
+            "modelled latency: docs/sessions.md)"
+        )
     for c in s["compactions"]:
         console.print(
             f"compaction of turns {c['turns']}: {c['tokens_before']:,} -> {c['tokens_after']:,} tokens ({c['reduction']:.0%} cut)"

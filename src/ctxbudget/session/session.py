@@ -61,6 +61,20 @@ class PreparedTurn:
     request: Mapping[str, Any] = field(default_factory=dict)
 
 
+def _ledger_items(shown: Sequence[Mapping[str, Any]], tier: str) -> list[dict[str, Any]]:
+    """The ledger as items: the header with the folded entries, then one item per compacted turn.
+    Each becomes its own block, so a turn that appends entries leaves the earlier blocks (and the
+    prefix hash at their end) as they were: the next call reads them from the cache."""
+    folded = [e for e in shown if "turns" in e]
+    raw = [e for e in shown if "turns" not in e]
+    items = [{"id": "ledger", "tier": tier, "kind": "ledger", "text": render_ledger(folded).rstrip("\n")}]
+    items += [
+        {"id": f"ledger-turn-{e['turn']}", "tier": tier, "kind": "ledger", "text": render_entries([e])}
+        for e in raw
+    ]
+    return items
+
+
 def _rolled_off_turns(report: Mapping[str, Any]) -> list[int]:
     """Indexes of the raw turns (``turn-N-k`` items) the rolling window let go of."""
     return [
@@ -181,7 +195,7 @@ class Session:
         items = [dict(i) for i in self.meta.base.get("items", [])]
         if entries:
             shown = fold_ledger(entries, self.policy.ledger_ceiling_tokens, self.counter.count)
-            items.append({"id": "ledger", "tier": tier, "kind": "ledger", "text": render_ledger(shown)})
+            items += _ledger_items(shown, tier)
         compacted = {e["turn"] for e in entries}
         for turn in self._turns:
             if turn.index in compacted:

@@ -1,4 +1,4 @@
-"""Writing a simulation's outputs: turns.json, summary.json and chart.png."""
+"""Writing a simulation's outputs: turns.json, summary.json, chart.png and requests/turn-NN.json."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ __all__ = ["write_chart", "write_outputs"]
 
 
 def write_outputs(result: SimulationResult, folder: str | Path) -> list[Path]:
-    """Write ``turns.json``, ``summary.json`` (with the strategy comparison) and ``chart.png``."""
+    """Write ``turns.json``, ``summary.json`` (with the strategy comparison), ``chart.png`` and
+    each turn's request body as sent (``requests/turn-NN.json``)."""
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     turns = out / "turns.json"
@@ -23,7 +24,14 @@ def write_outputs(result: SimulationResult, folder: str | Path) -> list[Path]:
         json.dumps({**result.summary, "strategies": result.strategies}, indent=1) + "\n", "utf-8"
     )
     chart = write_chart(result.turns, out / "chart.png")
-    return [turns, summary, chart]
+    requests = out / "requests"
+    requests.mkdir(exist_ok=True)
+    bodies = []
+    for n, body in enumerate(result.requests, 1):
+        path = requests / f"turn-{n:02d}.json"
+        path.write_text(json.dumps(body, indent=1, ensure_ascii=False) + "\n", "utf-8")
+        bodies.append(path)
+    return [turns, summary, chart, *bodies]
 
 
 def write_chart(turns: list[dict[str, Any]], path: Path) -> Path:

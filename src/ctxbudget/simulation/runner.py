@@ -1,32 +1,45 @@
-"""Play a scenario through sessions and assembly, turn by turn, and measure it.
+"""Play a scenario through sessions, assembly and the gateway, turn by turn, and measure it.
 
 Per turn: tokens per tier, predicted cache writes, reads and uncached input, cost, ceiling status,
-assembly latency, evidence kept verbatim, compaction. The same turns are also priced for two
+assembly latency, evidence kept verbatim, compaction; and, sent through the real gateway to a fake
+upstream that bills and times like Anthropic (:mod:`.billing`) on a virtual clock with the
+scenario's idle gaps, the billed cache reads and writes, the billed cost and the modelled
+end-to-end latency. The same turns are also priced for two
 baselines with the catalog's real prices: raw full injection (everything, every turn, no cache)
 and naive truncation of the same context to its first 16,000 tokens (no cache).
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from ..catalog.catalog import Catalog, bundled_catalog
+import httpx
+
+from ..catalog.catalog import Catalog, load_catalog
 from ..cost import price_turn
 from ..errors import ConfigError
 from ..formats.tiered import block_texts
+from ..gateway.app import Gateway
+from ..gateway.config import GatewayConfig
+from ..gateway.routes import create_app
 from ..policy import load_policy
 from ..session.session import Session
 from ..session.store import SQLiteStore
+from .billing import BillingUpstream, LatencyModel
 from .scenario import Scenario
 from .standin import stand_in_answer
 
 __all__ = ["SimulationResult", "run_simulation"]
 
 NAIVE_TRUNCATION_TOKENS = 16_000
+LATENCY_TARGET_MS = 4500.0  # the spec's p95 end-to-end target
 
 
 @dataclass(frozen=True)
@@ -43,6 +56,17 @@ def _evidence(scenario: Scenario) -> list[str]:
     return [i["text"] for i in scenario.base.get("items", []) if i.get("kind") == "evidence"]
 
 
+def _blocks_of(report: dict[str, Any]) -> dict[str, int]:
+    """Tokens per tier in body order: the ledger (Block 3) stands before the rolling tier."""
+    out: dict[str, int] = {}
+    for tier in report["tiers"]:
+        if tier["eviction"] == "rolling":
+            out["ledger"] = report["ledger"]["tokens"]
+        out[tier["name"]] = tier["tokens"]
+    out.setdefault("ledger", report["ledger"]["tokens"])
+    return out
+
+
 def _turn_row(
     n: int, report: dict[str, Any], latency_ms: float, verbatim: float, compaction: Any
 ) -> dict[str, Any]:
@@ -50,7 +74,7 @@ def _turn_row(
     return {
         "turn": n,
         "input_tokens": report["tokens"],
-        "tiers": {t["name"]: t["tokens"] for t in report["tiers"]},
+        "tiers": _blocks_of(report),
         "current_turn_tokens": report["current_turn_tokens"],
         "cache_write_tokens": cache["write_tokens"],
         "cache_read_tokens": cache["read_tokens"],
@@ -110,6 +134,65 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)] if ordered else 0.0
 
 
+@dataclass
+class _Wire:
+    """The gateway in front of the billing upstream, in process: an ASGI client, the fake."""
+
+    client: httpx.AsyncClient
+    upstream: BillingUpstream
+    gateway: Gateway
+
+    async def send(self, body: dict[str, Any], session: str) -> dict[str, Any]:
+        response = await self.client.post("/v1/messages", json=body, headers={"X-Ctxbudget-Session": session})
+        if response.status_code != 200:
+            raise ConfigError(f"the gateway answered {response.status_code}: {response.text[:300]}")
+        usage: dict[str, Any] = response.json()["usage"]
+        return usage
+
+
+def _wire(folder: str, catalog_paths: tuple[str, ...], session: Session, latency: LatencyModel) -> _Wire:
+    spec = session.catalog.get_model(session.meta.model)
+    upstream = BillingUpstream(counter=session.counter, rules=spec.cache, latency=latency)
+    config = GatewayConfig(
+        store_path=str(Path(folder) / "gateway.db"),
+        anthropic_upstream="http://billing-upstream.invalid",
+        catalog_paths=catalog_paths,
+    )
+    app = create_app(config, httpx.MockTransport(upstream.handle))
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gateway.local")
+    return _Wire(client, upstream, app.state.gateway)
+
+
+def _billed_cost(session: Session, usage: Mapping[str, Any]) -> dict[str, Any]:
+    prices = session.catalog.get_model(session.meta.model).prices
+    creation = usage.get("cache_creation") or {}
+    hour = int(creation.get("ephemeral_1h_input_tokens", 0))
+    write = int(usage.get("cache_creation_input_tokens", 0))
+    read = int(usage.get("cache_read_input_tokens", 0))
+    uncached = int(usage.get("input_tokens", 0))
+    cost = (
+        price_turn(
+            prices,
+            uncached_tokens=uncached,
+            write_5m_tokens=write - hour,
+            write_1h_tokens=hour,
+            read_tokens=read,
+            output_tokens=int(usage.get("output_tokens", 0)),
+        ).total_usd
+        if prices
+        else None
+    )
+    return {
+        "input_tokens": uncached + write + read,
+        "cache_read_tokens": read,
+        "cache_write_tokens": write,
+        "cache_write_1h_tokens": hour,
+        "uncached_tokens": uncached,
+        "output_tokens": int(usage.get("output_tokens", 0)),
+        "cost_usd": round(cost, 6) if cost is not None else None,
+    }
+
+
 def run_simulation(
     scenario: Scenario,
     *,
@@ -117,10 +200,14 @@ def run_simulation(
     policy: str | None = None,
     store_path: str = ":memory:",
     catalog: Catalog | None = None,
+    catalog_paths: tuple[str, ...] = (),
     clock: Callable[[], float] = time.perf_counter,
+    latency: LatencyModel | None = None,
 ) -> SimulationResult:
-    """Play every turn of ``scenario``; returns per-turn rows, the summary and the comparison."""
-    catalog = catalog or bundled_catalog()
+    """Play every turn of ``scenario``: assembled by a session, sent through the gateway to a fake
+    upstream that bills and times like Anthropic (models that cache with explicit breakpoints;
+    others are predicted only). Returns per-turn rows, the summary, the comparison and the bodies."""
+    catalog = catalog or load_catalog(catalog_paths)
     store = SQLiteStore(store_path)
     session = Session.create(
         store,
@@ -130,45 +217,107 @@ def run_simulation(
         base=scenario.base,
         catalog=catalog,
     )
+    billed = session.catalog.get_model(session.meta.model).cache.mode == "explicit"
+    with tempfile.TemporaryDirectory(prefix="ctxbudget-sim-") as folder:
+        wire = _wire(folder, catalog_paths, session, latency or LatencyModel()) if billed else None
+        try:
+            result = asyncio.run(_play(scenario, session, wire, clock))
+        finally:
+            store.close()
+            if wire:
+                wire.gateway.store.close()
+    return result
+
+
+async def _play(
+    scenario: Scenario, session: Session, wire: _Wire | None, clock: Callable[[], float]
+) -> SimulationResult:
     evidence = _evidence(scenario)
     output_tokens = load_policy(session.meta.policy).expected_output_tokens
     rows: list[dict[str, Any]] = []
     bodies: list[dict[str, Any] | str] = []
     compared: list[tuple[float, float, int, int, float]] = []
+    since_last_use: float | None = None
     for n, scripted in enumerate(scenario.turns, 1):
+        if n > 1:
+            since_last_use = (since_last_use or 0.0) + scripted.idle_seconds
+        if wire:
+            wire.upstream.now += scripted.idle_seconds
         started = clock()
         prepared = session.prepare(
             scripted.question,
             tool_calls=scripted.tool_calls,
             tool_results=scripted.tool_results,
             tags=scripted.tags,
+            idle_seconds=since_last_use,
         )
         latency = (clock() - started) * 1000
-        bodies.append(prepared.assembly.request)
-        rendered = "\n".join(block_texts(prepared.assembly.request))
+        body = prepared.assembly.request
+        bodies.append(body)
+        rendered = "\n".join(block_texts(body))
         verbatim = sum(1 for e in evidence if e in rendered) / len(evidence) if evidence else 1.0
         answer = scripted.answer or stand_in_answer(
             scripted.question, scripted.tags, scripted.tool_results, evidence
         )
         report = prepared.assembly.report
-        turn = session.record(
-            prepared,
-            answer,
-            usage={
-                "estimated": True,
-                "input_tokens": report["tokens"],
-                "cache_read_tokens": report["cache"]["read_tokens"],
-                "cache_write_tokens": report["cache"]["write_tokens"],
-                "output_tokens": output_tokens,
-            },
-        )
-        rows.append(_turn_row(n, report, latency, verbatim, turn.report.get("compaction")))
+        usage: dict[str, Any] = {
+            "estimated": True,
+            "input_tokens": report["tokens"],
+            "cache_read_tokens": report["cache"]["read_tokens"],
+            "cache_write_tokens": report["cache"]["write_tokens"],
+            "output_tokens": output_tokens,
+        }
+        billing: dict[str, Any] | None = None
+        if wire and isinstance(body, dict):
+            wire.upstream.answer = answer
+            hop = clock()
+            raw = await wire.send(body, scenario.name)
+            local_ms = latency + (clock() - hop) * 1000
+            bill = wire.upstream.bills[-1]
+            billing = {
+                **_billed_cost(session, raw),
+                "first_token_ms": round(bill.first_token_ms, 1),
+                "end_to_end_ms": round(local_ms + bill.total_ms, 1),
+            }
+            usage["actual"] = {
+                k: billing[k] for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens", "cost_usd")
+            }
+            wire.upstream.now += bill.total_ms / 1000
+            since_last_use = bill.total_ms / 1000
+        turn = session.record(prepared, answer, usage=usage)
+        row = _turn_row(n, report, latency, verbatim, turn.report.get("compaction"))
+        rows.append({**row, "idle_seconds": scripted.idle_seconds if n > 1 else 0.0, "billed": billing})
         context = [i["text"] for i in prepared.request["items"]]
         compared.append(
             (*_baselines(session, context, output_tokens), _naive_keeps(session, context, evidence))
         )
-    store.close()
+    if wire:
+        await wire.client.aclose()
+        await wire.gateway.client.aclose()
     return SimulationResult(rows, _summary(rows), _strategies(rows, compared, evidence), bodies)
+
+
+def _billed_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Billed cache share (turns 2 on), billed cost, and modelled end-to-end latency against the
+    spec's p95 target."""
+    bills = [r["billed"] for r in rows if r["billed"]]
+    if not bills:
+        return {"billed": None}
+    later = bills[1:]
+    total = sum(b["input_tokens"] for b in later)
+    costs = [b["cost_usd"] for b in bills if b["cost_usd"] is not None]
+    p95 = _percentile([b["end_to_end_ms"] for b in bills], 0.95)
+    return {
+        "billed": {
+            "cache_hit_ratio": round(sum(b["cache_read_tokens"] for b in later) / total, 4) if total else 0.0,
+            "mean_cost_usd": round(sum(costs) / len(costs), 6) if costs else None,
+            "max_cost_usd": max(costs, default=None),
+            "p95_first_token_ms": _percentile([b["first_token_ms"] for b in bills], 0.95),
+            "p95_end_to_end_ms": p95,
+            "latency_target_ms": LATENCY_TARGET_MS,
+            "latency_within_target": p95 <= LATENCY_TARGET_MS,
+        }
+    }
 
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -176,7 +325,10 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     read = sum(r["cache_read_tokens"] for r in later)
     total = sum(r["input_tokens"] for r in later)
     costs = [r["cost_usd"] for r in rows]
+    cuts = [r["compaction"]["reduction"] for r in rows if r["compaction"]]
     return {
+        **_billed_summary(rows),
+        "ledger_cut": round(sum(cuts) / len(cuts), 4) if cuts else None,
         "turns": len(rows),
         "cache_hit_ratio": round(read / total, 4) if total else 0.0,
         "mean_cost_usd": round(sum(costs) / len(costs), 6) if costs else 0.0,

@@ -2,8 +2,8 @@
 
 A scenario is ``{"name", "policy", "model", "base": {"items": [...]}, "turns": [...]}``; each turn
 has a ``question``, ``tags``, ``tool_calls`` and ``tool_results`` (each with ``name`` and
-``arguments`` / ``content``), and optionally the ``answer``; turns without one are answered by
-the deterministic stand-in model.
+``arguments`` / ``content``), and optionally the ``answer`` (turns without one are answered by
+the deterministic stand-in model) and ``idle_seconds``, the time the user is away before it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..formats.wire import validate_body
 from ..session.turns import ToolCall, ToolResult
@@ -32,6 +32,8 @@ class ScriptedTurn:
     tool_calls: tuple[ToolCall, ...]
     tool_results: tuple[ToolResult, ...]
     answer: str | None = None
+    # Seconds the user is away before this turn (after the previous answer): the cache may expire.
+    idle_seconds: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +67,7 @@ class _Turn(BaseModel):
     tool_calls: list[_Call] = []
     tool_results: list[_Result] = []
     answer: str | None = None
+    idle_seconds: float = Field(default=0.0, ge=0)
 
 
 class _Scenario(BaseModel):
@@ -93,6 +96,7 @@ def parse_scenario(body: Mapping[str, Any]) -> Scenario:
                     ToolResult(name=r.name, content=r.content, status=r.status) for r in t.tool_results
                 ),
                 answer=t.answer,
+                idle_seconds=t.idle_seconds,
             )
             for t in parsed.turns
         ),
@@ -129,9 +133,17 @@ def _tool_results(rng: random.Random, pages: list[str], topic: str) -> tuple[Too
     )
 
 
+# Seconds away before each turn of the bundled scenario: a reviewer reads each answer for 45 s,
+# steps away for 20 minutes before turn 6 (the 5-minute entries expire, the playbook's hour does
+# not) and for 90 minutes before turn 9 (everything expires).
+BUNDLED_IDLE_SECONDS = {6: 20 * 60.0, 9: 90 * 60.0}
+THINK_SECONDS = 45.0
+
+
 def bundled_scenario() -> Scenario:
     """The bundled deposition review: a 15,000-token playbook, ~95,000 tokens of transcript with
-    protected testimony, and 10 scripted turns with tool calls and results (claude estimates)."""
+    protected testimony, and 10 scripted turns with tool calls and results (claude estimates),
+    with idle gaps before turns 6 and 9."""
     base = build_legal_context()
     items = [i for i in base["items"] if i.get("kind") not in ("history", "question")]
     rng = random.Random(42)
@@ -150,6 +162,7 @@ def bundled_scenario() -> Scenario:
                 tags=(tag,),
                 tool_calls=calls,
                 tool_results=_tool_results(rng, pages, topic),
+                idle_seconds=0.0 if n == 0 else BUNDLED_IDLE_SECONDS.get(n + 1, THINK_SECONDS),
             )
         )
     return Scenario(
