@@ -10,6 +10,7 @@ than the newest ``keep_recent_turns`` down to the low-water mark, several at onc
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +62,9 @@ class PreparedTurn:
     request: Mapping[str, Any] = field(default_factory=dict)
 
 
+_TURN_ITEM = re.compile(r"^turn-(\d+)-\d+$")  # the id of a raw turn's message (see _request)
+
+
 def _ledger_items(shown: Sequence[Mapping[str, Any]], tier: str) -> list[dict[str, Any]]:
     """The ledger as items: the header with the folded entries, then one item per compacted turn.
     Each becomes its own block, so a turn that appends entries leaves the earlier blocks (and the
@@ -77,12 +81,13 @@ def _ledger_items(shown: Sequence[Mapping[str, Any]], tier: str) -> list[dict[st
 
 def _rolled_off_turns(report: Mapping[str, Any]) -> list[int]:
     """Indexes of the raw turns (``turn-N-k`` items) the rolling window let go of."""
-    return [
-        int(item["id"].split("-")[1])
+    found = (
+        _TURN_ITEM.match(str(item.get("id", "")))
         for tier in report.get("tiers", [])
         for item in tier.get("items", [])
-        if item.get("action") == "rolled_off" and str(item.get("id", "")).startswith("turn-")
-    ]
+        if item.get("action") == "rolled_off"
+    )
+    return [int(match.group(1)) for match in found if match]
 
 
 class Session:
