@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxbudget import BudgetExceeded
+from ctxbudget import BudgetExceeded, InvalidRequestError
 from ctxbudget.assemble import assemble
 from ctxbudget.cli import main
 from ctxbudget.errors import SupersedeUnverified
@@ -232,6 +232,12 @@ def test_supersede_needs_a_cited_quote_verified_against_the_transcript() -> None
     with pytest.raises(SupersedeUnverified, match="not in the transcript"):
         assemble(
             _insert_after_evidence(_superseding(text=quote, citation="999:01-999:02")),
+            policy=POLICY,
+            model=MODEL,
+        )
+    with pytest.raises(InvalidRequestError, match="'EV-77', which is not an item of tier 'critical'"):
+        assemble(
+            _insert_after_evidence(_superseding(text=quote, citation=cite, supersedes="EV-77")),
             policy=POLICY,
             model=MODEL,
         )

@@ -80,9 +80,10 @@ def _never(tier: Tier, items: list[ContextItem], counter: TokenCounter, limit: i
     )
 
 
-def _check_supersede(item: ContextItem, tier: Tier, sources: list[str]) -> None:
+def _check_supersede(item: ContextItem, tier: Tier, sources: list[str]) -> str:
     """A superseding item must be protected evidence with a citation; where the cited transcript
-    is in the request, the cited lines must hold its text verbatim. Otherwise fail closed."""
+    is in the request, the cited lines must hold its text verbatim. Otherwise fail closed. Returns
+    how the quote was checked (for the report)."""
     where = f"{item.path}.supersedes"
     if item.kind != "evidence" or not item.citation:
         raise SupersedeUnverified(
@@ -92,7 +93,7 @@ def _check_supersede(item: ContextItem, tier: Tier, sources: list[str]) -> None:
         )
     cited = parse_citation(item.citation)
     if cited is None or not numbered(sources):
-        return  # no page:line citation, or no transcript given to check it against
+        return f"cited {item.citation}; no numbered transcript in the request to check it against"
     text = cited_lines(sources, cited)
     if text is None or not quote_verified(item.text, text):
         found = "are not in the transcript given" if text is None else "do not hold its text verbatim"
@@ -101,6 +102,7 @@ def _check_supersede(item: ContextItem, tier: Tier, sources: list[str]) -> None:
             f"({item.citation}) {found}: the superseding quote is not verified, so nothing is evicted",
             where,
         )
+    return f"quote verified at {item.citation}"
 
 
 def _not_selected(items: list[ContextItem], tags: frozenset[str] | None) -> set[str]:
@@ -122,11 +124,15 @@ def _protected(
                 f"{item.id!r} supersedes {item.supersedes!r}, which comes after it: only a newer item may supersede",
                 f"{item.path}.supersedes",
             )
-        if item.supersedes and item.supersedes in position:
-            _check_supersede(item, tier, sources)
-    superseded = {i.supersedes: i.id for i in items if i.supersedes}
+        if item.supersedes and item.supersedes not in position:
+            raise InvalidRequestError(
+                f"{item.id!r} supersedes {item.supersedes!r}, which is not an item of tier {tier.name!r}",
+                f"{item.path}.supersedes",
+            )
+    checks = {i.supersedes: (i.id, _check_supersede(i, tier, sources)) for i in items if i.supersedes}
+    superseded = {old: new for old, (new, _) in checks.items()}
     decisions = [
-        _gone(i, cost(i.text), "superseded", f"superseded by {superseded[i.id]} (quote verified)")
+        _gone(i, cost(i.text), "superseded", f"superseded by {checks[i.id][0]} ({checks[i.id][1]})")
         for i in items
         if i.id in superseded
     ]
