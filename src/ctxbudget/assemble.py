@@ -15,7 +15,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .cache import Block, Breakpoint, CachePrediction, plan_breakpoints, predict_cache, prefix_hashes
+from .cache import (
+    TTL_SECONDS,
+    Block,
+    Breakpoint,
+    CachePrediction,
+    plan_breakpoints,
+    predict_cache,
+    prefix_hashes,
+)
 from .catalog.catalog import Catalog, bundled_catalog
 from .catalog.values import ModelSpec
 from .cost import TurnCost, price_turn, price_unknown_note
@@ -519,9 +527,6 @@ def _report(
         "degraded": degraded,
         "warnings": list(priced.warnings),
     }
-
-
-TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 
 
 def _live_hashes(previous: Mapping[str, Any] | None, idle_seconds: float | None) -> frozenset[str]:

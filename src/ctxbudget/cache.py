@@ -19,11 +19,21 @@ from typing import Any, Literal
 
 from .catalog.values import CacheRules
 
-__all__ = ["Block", "Breakpoint", "CachePrediction", "plan_breakpoints", "predict_cache", "prefix_hashes"]
+__all__ = [
+    "TTL_SECONDS",
+    "Block",
+    "Breakpoint",
+    "CachePrediction",
+    "plan_breakpoints",
+    "predict_cache",
+    "prefix_hashes",
+]
 
 LOOKBACK_BLOCKS = 20
 AUTOMATIC_STEP = 128
 TTL = Literal["5m", "1h"]
+# How long an entry lives after its last use (Anthropic: 5 minutes, or 1 hour at the higher write price).
+TTL_SECONDS: dict[str, float] = {"5m": 300.0, "1h": 3600.0}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -30,13 +30,11 @@ from typing import Any
 
 import httpx
 
-from ..cache import LOOKBACK_BLOCKS
+from ..cache import LOOKBACK_BLOCKS, TTL_SECONDS
 from ..catalog.values import CacheRules
 from ..tokens.counter import TokenCounter
 
 __all__ = ["Bill", "BillingUpstream", "LatencyModel"]
-
-TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 
 
 @dataclass(frozen=True, kw_only=True)
