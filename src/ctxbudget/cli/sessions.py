@@ -79,6 +79,12 @@ def simulate_command(
     _run(action)
 
 
+def _pair(predicted: str, billed: dict[str, Any] | None, key: str, form: str) -> str:
+    """``predicted / billed`` ("-" where the turn was not billed)."""
+    value = billed.get(key) if billed else None
+    return f"{predicted} / {'-' if value is None else format(value, form)}"
+
+
 def _print_simulation(result: Any) -> None:
     console = Console(width=160)
     table = Table(
@@ -97,7 +103,7 @@ def _print_simulation(result: Any) -> None:
     )
     for t in result.turns:
         tiers = t["tiers"]
-        billed = t["billed"] or {}
+        billed = t["billed"]
         table.add_row(
             str(t["turn"]),
             f"{t['idle_seconds']:.0f}",
@@ -106,10 +112,10 @@ def _print_simulation(result: Any) -> None:
                 f"{tiers.get(name, 0):,}"
                 for name in ("pinned", "critical", "contextual", "ledger", "volatile")
             ),
-            f"{t['cache_read_tokens']:,} / {billed.get('cache_read_tokens', 0):,}",
-            f"{t['cache_write_tokens']:,} / {billed.get('cache_write_tokens', 0):,}",
-            f"{t['cost_usd']:.4f} / {billed.get('cost_usd') or 0:.4f}",
-            f"{billed.get('end_to_end_ms', 0):,.0f}",
+            _pair(f"{t['cache_read_tokens']:,}", billed, "cache_read_tokens", ","),
+            _pair(f"{t['cache_write_tokens']:,}", billed, "cache_write_tokens", ","),
+            _pair(f"{t['cost_usd']:.4f}", billed, "cost_usd", ".4f"),
+            f"{billed['end_to_end_ms']:,.0f}" if billed else "-",
         )
     console.print(table)
     s = result.summary
@@ -119,7 +125,11 @@ def _print_simulation(result: Any) -> None:
         f"p95 assembly {s['p95_assembly_ms']:.0f} ms; evidence verbatim {s['evidence_verbatim_ratio']:.0%}; "
         f"max input {s['max_input_tokens']:,} tokens"
     )
-    if s["billed"]:
+    if not s["billed"]:
+        console.print(
+            "billed: not simulated (the billing upstream models explicit-breakpoint caching, Anthropic's)"
+        )
+    else:
         b = s["billed"]
         verdict = "within" if b["latency_within_target"] else "OVER"
         console.print(

@@ -237,10 +237,12 @@ async def _play(
     rows: list[dict[str, Any]] = []
     bodies: list[dict[str, Any] | str] = []
     compared: list[tuple[float, float, int, int, float]] = []
+    # Seconds from the previous call's use of the cache to this call: its reply time, then the gap.
     since_last_use: float | None = None
+    reply_seconds = 0.0
     for n, scripted in enumerate(scenario.turns, 1):
         if n > 1:
-            since_last_use = (since_last_use or 0.0) + scripted.idle_seconds
+            since_last_use = reply_seconds + scripted.idle_seconds
         if wire:
             wire.upstream.now += scripted.idle_seconds
         started = clock()
@@ -283,7 +285,7 @@ async def _play(
                 k: billing[k] for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens", "cost_usd")
             }
             wire.upstream.now += bill.total_ms / 1000
-            since_last_use = bill.total_ms / 1000
+            reply_seconds = bill.total_ms / 1000
         turn = session.record(prepared, answer, usage=usage)
         row = _turn_row(n, report, latency, verbatim, turn.report.get("compaction"))
         rows.append({**row, "idle_seconds": scripted.idle_seconds if n > 1 else 0.0, "billed": billing})
