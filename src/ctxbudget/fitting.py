@@ -47,6 +47,7 @@ from .trim.passages import PassageScorer
 from .trim.shares import proportional_shares
 from .trim.split import split_documents
 from .trim.text import PiecesSpan, TextSpan, truncate_text
+from .volatile import find_volatile
 
 __all__ = ["BODY_OUTPUT_FIELDS", "FitResult", "clear_caches", "count", "fit"]
 
@@ -395,6 +396,7 @@ def clear_caches(*, counts: bool = True, fits: bool = True) -> None:
     if counts:
         clear_count_cache()
         clear_sentence_cache()
+        find_volatile.cache_clear()
     if fits:
         _MEMO.clear()
 
