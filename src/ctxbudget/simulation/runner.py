@@ -142,12 +142,31 @@ class _Wire:
     upstream: BillingUpstream
     gateway: Gateway
 
-    async def send(self, body: dict[str, Any], session: str) -> dict[str, Any]:
-        response = await self.client.post("/v1/messages", json=body, headers={"X-Ctxbudget-Session": session})
+    async def bill(
+        self,
+        body: dict[str, Any],
+        name: str,
+        answer: str,
+        session: Session,
+        assembly_ms: float,
+        clock: Callable[[], float],
+    ) -> dict[str, Any]:
+        """Send one turn through the gateway; what it was billed, and how long it took end to end
+        (the measured assembly and gateway time plus the modelled upstream time)."""
+        self.upstream.answer = answer
+        hop = clock()
+        response = await self.client.post("/v1/messages", json=body, headers={"X-Ctxbudget-Session": name})
         if response.status_code != 200:
             raise ConfigError(f"the gateway answered {response.status_code}: {response.text[:300]}")
-        usage: dict[str, Any] = response.json()["usage"]
-        return usage
+        local_ms = assembly_ms + (clock() - hop) * 1000
+        bill = self.upstream.bills[-1]
+        self.upstream.now += bill.total_ms / 1000  # the clock moves on by the reply's time
+        return {
+            **_billed_cost(session, response.json()["usage"]),
+            "first_token_ms": round(bill.first_token_ms, 1),
+            "end_to_end_ms": round(local_ms + bill.total_ms, 1),
+            "reply_seconds": bill.total_ms / 1000,
+        }
 
 
 def _wire(folder: str, catalog_paths: tuple[str, ...], session: Session, latency: LatencyModel) -> _Wire:
@@ -271,21 +290,11 @@ async def _play(
         }
         billing: dict[str, Any] | None = None
         if wire and isinstance(body, dict):
-            wire.upstream.answer = answer
-            hop = clock()
-            raw = await wire.send(body, scenario.name)
-            local_ms = latency + (clock() - hop) * 1000
-            bill = wire.upstream.bills[-1]
-            billing = {
-                **_billed_cost(session, raw),
-                "first_token_ms": round(bill.first_token_ms, 1),
-                "end_to_end_ms": round(local_ms + bill.total_ms, 1),
-            }
+            billing = await wire.bill(body, scenario.name, answer, session, latency, clock)
             usage["actual"] = {
                 k: billing[k] for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens", "cost_usd")
             }
-            wire.upstream.now += bill.total_ms / 1000
-            reply_seconds = bill.total_ms / 1000
+            reply_seconds = billing["reply_seconds"]
         turn = session.record(prepared, answer, usage=usage)
         row = _turn_row(n, report, latency, verbatim, turn.report.get("compaction"))
         rows.append({**row, "idle_seconds": scripted.idle_seconds if n > 1 else 0.0, "billed": billing})
