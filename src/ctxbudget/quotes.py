@@ -1,9 +1,10 @@
 """Checking a quote against its source: ``page:line`` citations resolved in a numbered transcript.
 
-A transcript numbers its lines ``47:12 Q. ...`` (page 47, line 12). A citation ``47:12-48:3`` (or
-``47:12``, or ``47:12-20`` within one page) names the lines from 47:12 to 48:3; a quote is
-verified when, with whitespace runs made single and (on both sides) the line labels removed, it
-stands inside those lines. Pure.
+A transcript numbers its lines ``47:12 Q. ...`` (page 47, line 12). A citation holding one range
+``47:12-48:3`` (or ``47:12``, or ``47:12-20`` within one page; ``Tr. 47:12`` and ``Dep. at 47:12``
+too) names the lines from 47:12 to 48:3; a reversed range names none. A quote is verified when,
+with whitespace runs made single and (on both sides) the line labels removed, it stands inside
+those lines at word boundaries. Pure.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 
 __all__ = ["CitedLines", "cited_lines", "numbered", "parse_citation", "quote_verified"]
 
-_CITATION = re.compile(r"^\s*(\d{1,5}):(\d{1,3})(?:\s*[-–]\s*(?:(\d{1,5}):)?(\d{1,3}))?\s*$")
+# A page:line range anywhere in the citation ("47:12-48:3", "Tr. 47:12", "Smith Dep. at 47:12-20").
+_CITATION = re.compile(r"(?<![\d:])(\d{1,5}):(\d{1,3})(?:\s*[-–]\s*(?:(\d{1,5}):)?(\d{1,3}))?(?![\d:])")
 _LABEL = re.compile(r"(?m)^\s*(\d{1,5}):(\d{1,3})\s")
 _LABELS_ANYWHERE = re.compile(r"(?:(?<=\s)|^)\d{1,5}:\d{1,3}\s")
 
@@ -29,9 +31,10 @@ class CitedLines:
 
 def parse_citation(citation: str) -> CitedLines | None:
     """The range a ``page:line`` citation names, or None when it is not one."""
-    match = _CITATION.match(citation)
-    if not match:
-        return None
+    if len(_CITATION.findall(citation)) != 1:
+        return None  # none, or several ranges: not one range to check
+    match = _CITATION.search(citation)
+    assert match is not None
     page, line, end_page, end_line = match.groups()
     first = (int(page), int(line))
     last = (int(end_page or page), int(end_line)) if end_line else first
@@ -59,13 +62,25 @@ def _plain(text: str, labels: bool) -> str:
     return " ".join(text.split())
 
 
+def _stands_in(quote: str, text: str) -> bool:
+    """``quote`` inside ``text`` at word boundaries (not "within 3" inside "within 30 days")."""
+    start = text.find(quote)
+    while start >= 0:
+        end = start + len(quote)
+        before = text[start - 1] if start else " "
+        after = text[end] if end < len(text) else " "
+        if not (before.isalnum() and quote[0].isalnum()) and not (after.isalnum() and quote[-1].isalnum()):
+            return True
+        start = text.find(quote, start + 1)
+    return False
+
+
 def quote_verified(quote: str, cited_text: str) -> bool:
-    """Whether ``quote`` stands verbatim (whitespace aside, labels aside) in ``cited_text``."""
+    """Whether ``quote`` stands verbatim (whitespace aside, labels aside, whole words) in
+    ``cited_text``."""
     if not quote.strip():
         return False
-    return _plain(quote, True) in _plain(cited_text, True) or _plain(quote, False) in _plain(
-        cited_text, False
-    )
+    return any(_stands_in(_plain(quote, labels), _plain(cited_text, labels)) for labels in (True, False))
 
 
 def numbered(sources: Iterable[str]) -> bool:

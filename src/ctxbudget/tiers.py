@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -48,10 +49,11 @@ class TierSelection:
 
 
 def render_item(item: ContextItem, text: str) -> str:
-    """How an item reads in the prompt: evidence carries its id and citation around verbatim text."""
+    """How an item reads in the prompt: evidence carries its id and citation around verbatim text
+    (the attributes escaped, so an id or citation cannot add markup; the text stays verbatim)."""
     if item.kind == "evidence":
-        citation = f' citation="{item.citation}"' if item.citation else ""
-        return f'<evidence id="{item.id}"{citation}>\n{text}\n</evidence>'
+        citation = f' citation="{html.escape(item.citation)}"' if item.citation else ""
+        return f'<evidence id="{html.escape(item.id)}"{citation}>\n{text}\n</evidence>'
     return text
 
 
@@ -91,9 +93,15 @@ def _check_supersede(item: ContextItem, tier: Tier, sources: list[str]) -> str:
             f"(kind {item.kind!r}, citation {item.citation!r}): a protected quote is replaced only by a cited one",
             where,
         )
-    cited = parse_citation(item.citation)
-    if cited is None or not numbered(sources):
+    if not numbered(sources):
         return f"cited {item.citation}; no numbered transcript in the request to check it against"
+    cited = parse_citation(item.citation)
+    if cited is None:
+        raise SupersedeUnverified(
+            f"{item.id!r} supersedes {item.supersedes!r}, but its citation {item.citation!r} is not one "
+            "page:line range (such as 47:12-48:3) to check against the transcript given, so nothing is evicted",
+            where,
+        )
     text = cited_lines(sources, cited)
     if text is None or not quote_verified(item.text, text):
         found = "are not in the transcript given" if text is None else "do not hold its text verbatim"
@@ -106,10 +114,21 @@ def _check_supersede(item: ContextItem, tier: Tier, sources: list[str]) -> str:
 
 
 def _not_selected(items: list[ContextItem], tags: frozenset[str] | None) -> set[str]:
-    """Ids of tagged items with no tag among the case's issue tags (untagged items always stay)."""
+    """Ids of tagged items with no tag among the case's issue tags (case aside; untagged items
+    always stay). An item that supersedes a selected one takes its place, selected too."""
     if tags is None:
         return set()
-    return {i.id for i in items if i.tags and not tags.intersection(i.tags)}
+    wanted = {t.casefold() for t in tags}
+    out = {i.id for i in items if i.tags and not wanted.intersection(t.casefold() for t in i.tags)}
+    replaced = {i.id: i.supersedes for i in items if i.supersedes}
+    changed = True
+    while changed:  # along supersede chains: the newest quote of a selected one is selected
+        changed = False
+        for new, old in replaced.items():
+            if new in out and old not in out:
+                out.discard(new)
+                changed = True
+    return out
 
 
 def _protected(
@@ -124,6 +143,8 @@ def _protected(
                 f"{item.id!r} supersedes {item.supersedes!r}, which comes after it: only a newer item may supersede",
                 f"{item.path}.supersedes",
             )
+        if item.supersedes == item.id:
+            raise InvalidRequestError(f"{item.id!r} supersedes itself", f"{item.path}.supersedes")
         if item.supersedes and item.supersedes not in position:
             raise InvalidRequestError(
                 f"{item.id!r} supersedes {item.supersedes!r}, which is not an item of tier {tier.name!r}",
