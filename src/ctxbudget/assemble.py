@@ -588,8 +588,7 @@ def _setup(
     _check_pinned(parsed, policy)
     tags = " ".join(dict.fromkeys(t for i in parsed.items for t in i.tags))
     query = " ".join([i.text for i in parsed.current] + [tags])
-    asked = " ".join(i.text for i in parsed.current if i.kind == "question") or query
-    current, decisions = bound_current(parsed.current, counter, policy.current_turn_ceiling_tokens, asked)
+    current, decisions = bound_current(parsed.current, counter, policy.current_turn_ceiling_tokens, query)
     return _Setup(
         policy=policy,
         spec=spec,

@@ -1,11 +1,13 @@
 """Block 4: the current turn (the question, tool calls and tool results) within its ceiling. Pure.
 
 The question and the tool calls are never cut: if they alone exceed the ceiling, the turn fails
-closed naming them. Tool results share the rest by a common level (the largest is cut first) and
-each keeps the passages that best match the question, verbatim, in order, with a marker where
-text was left out (:func:`ctxbudget.trim.messages.cut_message`), so ``page:line`` labels and ids
-stay with the lines they number. A result sent as a provider message keeps its structure (tool
-ids, blocks); only its texts change.
+closed naming them. The question is what the user typed (a string, the message's own text
+blocks); tool results or documents sent in the same message may be cut like a tool result. Tool results share
+the rest by a common level (the largest is cut first) and each keeps the passages that best match
+the question, verbatim, in order, with a marker where text was left out
+(:func:`ctxbudget.trim.messages.cut_message`), so ``page:line`` labels and ids stay with the lines
+they number. A message sent as a provider message keeps its structure (tool ids, blocks); only its
+texts change.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 
 from .errors import BudgetExceeded
 from .formats.base import PIECE_SEP
-from .formats.chat import content_pieces, with_content_text
+from .formats.chat import Location, text_locations, with_content_text
 from .formats.context import ContextItem
 from .tiers import ItemDecision
 from .tokens.counter import TokenCounter, analyze
@@ -32,14 +34,6 @@ CURRENT_HINT = (
 _ROUNDS = 6
 
 
-def _pieces(item: ContextItem) -> tuple[str, ...]:
-    """The texts of the provider message behind ``item`` when they make its text, else ()."""
-    if item.source is None:
-        return ()
-    pieces = tuple(content_pieces(item.source.get("content")))
-    return pieces if PIECE_SEP.join(pieces) == item.text else ()
-
-
 def _bounds(pieces: Sequence[str]) -> tuple[tuple[int, int], ...]:
     out, start = [], 0
     for piece in pieces:
@@ -48,74 +42,123 @@ def _bounds(pieces: Sequence[str]) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
-def _cut(item: ContextItem, budget: int, query: str, counter: TokenCounter) -> ContextItem:
-    """``item`` cut to at most ``budget`` raw tokens (verified; the budget tightens until it holds)."""
-    pieces = _pieces(item)
-    span = TextSpan(analyze(counter.encoding, item.text), 0, len(item.text.encode("utf-8")))
-    target = budget
+def _typed(location: Location) -> bool:
+    """A piece the user typed: a string content or a message's own text block (not a tool
+    result's text, not a document's data)."""
+    return location == () or (len(location) == 2 and location[1] == "text")
+
+
+def _split(item: ContextItem) -> tuple[tuple[str, ...], tuple[bool, ...]]:
+    """The item's pieces and, per piece, whether it may be cut: a tool result's pieces all may;
+    of a question, what the user typed may not (tool results or documents sent with it may)."""
+    located = text_locations(item.source.get("content")) if item.source is not None else []
+    pieces = tuple(text for _, text in located)
+    if not pieces or PIECE_SEP.join(pieces) != item.text:
+        return (item.text,), (item.kind == "tool_result",)
+    if item.kind != "question":
+        return pieces, (True,) * len(pieces)
+    return pieces, tuple(not _typed(location) for location, _ in located)
+
+
+def _fixed_tokens(item: ContextItem, counter: TokenCounter) -> int:
+    """Tokens of the item that are never cut (tool calls whole; the question's typed text)."""
+    if item.kind == "tool_call":
+        return counter.raw(item.text)
+    pieces, cuttable = _split(item)
+    return sum(counter.raw(p) for p, c in zip(pieces, cuttable, strict=True) if not c)
+
+
+def _cut_pieces(movable: list[str], room: int, query: str, counter: TokenCounter) -> tuple[str, ...]:
+    """``movable`` cut to at most ``room`` raw tokens together (verified; the target tightens
+    until it holds)."""
+    text = PIECE_SEP.join(movable)
+    span = TextSpan(analyze(counter.encoding, text), 0, len(text.encode("utf-8")))
+    target = room
     for _ in range(_ROUNDS):
         kept = cut_message(
-            item.text,
-            span,
-            target,
-            query,
-            count_text=counter.raw,
-            keep_question=False,
-            bounds=_bounds(pieces),
+            text, span, target, query, count_text=counter.raw, keep_question=False, bounds=_bounds(movable)
         )
-        text = PIECE_SEP.join(kept)
-        if counter.raw(text) <= budget:
-            break
-        target -= max(1, counter.raw(text) - budget)
-    else:
-        text, kept = "", ("",) * max(1, len(pieces))
-    source = with_content_text(item.source, text, kept if pieces else ()) if item.source else None
+        over = counter.raw(PIECE_SEP.join(kept)) - room
+        if over <= 0:
+            return kept
+        target -= max(1, over)
+    return ("",) * len(movable)
+
+
+def _cut(item: ContextItem, budget: int, query: str, counter: TokenCounter) -> ContextItem:
+    """``item`` within ``budget`` raw tokens: its cuttable pieces cut, the others as they are; a
+    provider message keeps its structure."""
+    pieces, cuttable = _split(item)
+    fixed = sum(counter.raw(p) for p, c in zip(pieces, cuttable, strict=True) if not c)
+    movable = [p for p, c in zip(pieces, cuttable, strict=True) if c]
+    kept = iter(_cut_pieces(movable, budget - fixed, query, counter))
+    new = tuple(next(kept) if c else p for p, c in zip(pieces, cuttable, strict=True))
+    text = PIECE_SEP.join(new)
+    source = with_content_text(item.source, text, new) if item.source is not None else None
     return dataclasses.replace(item, text=text, source=source)
+
+
+def _asked(items: Sequence[ContextItem]) -> str:
+    """What the user typed in the question items (what tool results are matched against)."""
+    typed = []
+    for item in items:
+        if item.kind == "question":
+            pieces, cuttable = _split(item)
+            typed += [p for p, c in zip(pieces, cuttable, strict=True) if not c]
+    return " ".join(typed)
 
 
 def bound_current(
     items: Sequence[ContextItem], counter: TokenCounter, ceiling: int | None, query: str
 ) -> tuple[tuple[ContextItem, ...], tuple[ItemDecision, ...]]:
-    """The current turn within ``ceiling`` scaled tokens (None: as given), and a decision per item."""
+    """The current turn within ``ceiling`` scaled tokens (None: as given), and a decision per item;
+    cut text is chosen by the user's question (``query`` when the turn has none)."""
     cost = counter.raw
     sizes = {i.id: cost(i.text) for i in items}
     if ceiling is None or sum(sizes.values()) <= counter.unscale(ceiling):
         return tuple(items), tuple(_decision(i, sizes[i.id], sizes[i.id], "current turn") for i in items)
     limit = counter.unscale(ceiling)
-    fixed = [i for i in items if i.kind != "tool_result"]
-    fixed_cost = sum(sizes[i.id] for i in fixed)
-    if fixed_cost > limit:
-        parts: dict[str, int] = {}
-        for item in fixed:
-            label = "the question (never cut)" if item.kind == "question" else "tool calls (never cut)"
-            parts[label] = parts.get(label, 0) + counter.scale(sizes[item.id])
-        raise BudgetExceeded(
-            available_tokens=ceiling,
-            required_tokens=counter.scale(fixed_cost),
-            parts={f"current turn (Block 4): {k}": v for k, v in parts.items()},
-            hint=CURRENT_HINT,
-        )
-    results = [i for i in items if i.kind == "tool_result"]
-    level = water_level([sizes[i.id] for i in results], limit - fixed_cost)
+    fixed = {i.id: _fixed_tokens(i, counter) for i in items if i.kind in ("tool_call", "question")}
+    if sum(fixed.values()) > limit:
+        _fail(items, fixed, counter, ceiling)
+    query = _asked(items) or query
+    cuttable = [i for i in items if i.kind != "tool_call"]
+    level = water_level([sizes[i.id] - fixed.get(i.id, 0) for i in cuttable], limit - sum(fixed.values()))
     out, decisions = [], []
     for item in items:
-        size = sizes[item.id]
-        if item.kind != "tool_result" or size <= level:
+        size, floor = sizes[item.id], fixed.get(item.id, 0)
+        if item.kind == "tool_call" or size - floor <= level:
             out.append(item)
             decisions.append(_decision(item, size, size, "current turn"))
             continue
-        cut = _cut(item, level, query, counter)
+        cut = _cut(item, floor + level, query, counter)
         out.append(cut)
+        what = (
+            "what came with the question (its text kept whole)" if item.kind == "question" else "tool result"
+        )
         decisions.append(
             _decision(
                 item,
                 size,
                 cost(cut.text),
-                "tool result over the current turn's ceiling: kept the passages that best match "
-                "the question, verbatim",
+                f"{what} over the current turn's ceiling: kept the passages that best match the question, verbatim",
             )
         )
     return tuple(out), tuple(decisions)
+
+
+def _fail(items: Sequence[ContextItem], fixed: dict[str, int], counter: TokenCounter, ceiling: int) -> None:
+    parts: dict[str, int] = {}
+    for item in items:
+        if item.id in fixed:
+            label = "the question (never cut)" if item.kind == "question" else "tool calls (never cut)"
+            parts[label] = parts.get(label, 0) + counter.scale(fixed[item.id])
+    raise BudgetExceeded(
+        available_tokens=ceiling,
+        required_tokens=counter.scale(sum(fixed.values())),
+        parts={f"current turn (Block 4): {k}": v for k, v in parts.items()},
+        hint=CURRENT_HINT,
+    )
 
 
 def _decision(item: ContextItem, before: int, after: int, reason: str) -> ItemDecision:
