@@ -20,8 +20,8 @@ from ctxbudget.cli import main
 from ctxbudget.errors import SupersedeUnverified
 from ctxbudget.formats.tiered import block_texts
 from ctxbudget.policy import get_policy
-from ctxbudget.session import SQLiteStore
-from ctxbudget.session.ledger import fold_ledger, render_ledger
+from ctxbudget.session import Session, SQLiteStore, ToolResult, Turn
+from ctxbudget.session.ledger import fold_ledger, reduce_turn, render_ledger
 from ctxbudget.simulation.deposition import build_legal_context
 from ctxbudget.simulation.runner import SimulationResult, run_simulation
 from ctxbudget.simulation.scenario import bundled_scenario
@@ -418,3 +418,43 @@ def test_tool_results_sent_with_the_question_are_cut_not_the_question() -> None:
     assert len(result_block["content"]) < len(log) // 5
     assert any(b.get("text") == "When was written notice of the warranty defect given?" for b in last)
     assert result.report["current_turn"]["tokens"] <= 2000
+
+
+def test_the_reducer_reads_statuses_in_capitals_only_and_bounds_an_entry() -> None:
+    prose = Turn(
+        index=1, question="q", answer="Therefore the delivery status was disputed. The status quo ante holds."
+    )
+    assert reduce_turn(prose)["status"] is None
+    assert reduce_turn(Turn(index=2, question="q", answer="Status: DISPUTED."))["status"] == "DISPUTED"
+    cites = " ".join(f"EX-{n} at {n}:01" for n in range(1, 1500))
+    entry = reduce_turn(Turn(index=3, question="q", answer=f"Therefore {cites}."))
+    assert len(entry["cited_exhibits"]) == 40 and entry["more_exhibits"] == 1459
+    assert len(entry["citations"]) == 16 and len(entry["conclusions"][0]) <= 402
+    assert _fake_count(render_ledger([entry])) < 1000
+
+
+def test_a_turn_recorded_without_an_answer_is_compacted_not_lost(tmp_path: Path) -> None:
+    store = SQLiteStore(str(tmp_path / "s.db"))
+    base = {
+        "items": [i for i in build_legal_context()["items"] if i.get("kind") not in ("history", "question")]
+    }
+    session = Session.create(store, "m", policy="legal-review", model=MODEL, base=base)
+    big = ToolResult(name="search", content="Notice was discussed at length. " * 900)
+    session.record(session.prepare("Q1: was notice given?", tool_results=[big], tags=["Notice"]), "")
+    prepared = session.prepare("Q2: and the delivery?")
+    session.record(prepared, "Therefore late (EX-06). Status: CONFIRMED.")
+    third = session.prepare("Q3: anything else?")
+    sent = _sent(third.assembly.request)
+    ledger_turns = {e["turn"] for e in session.ledger} | {e["turn"] for e in third.new_entries}
+    for turn in session.turns:
+        whole = all(text in sent for _, text in turn.raw_texts())
+        assert whole or turn.index in ledger_turns, turn.index
+
+
+def test_bad_inputs_fail_with_their_cause(tmp_path: Path) -> None:
+    scenario = tmp_path / "empty.json"
+    scenario.write_text(json.dumps({"name": "x", "base": {"items": []}, "turns": []}))
+    run = CliRunner().invoke(main, ["simulate", str(scenario)])
+    assert run.exit_code == 2 and "turns" in run.output
+    with pytest.raises(InvalidRequestError, match="not the report of an assembly"):
+        assemble(_request(), policy=POLICY, model=MODEL, previous=_request())

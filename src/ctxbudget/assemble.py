@@ -650,6 +650,12 @@ def assemble(
     previous_report = previous.get("report", previous) if previous else None
     if previous_report is not None and not isinstance(previous_report, Mapping):
         raise InvalidRequestError("is not a report object", "$.report")
+    if previous_report is not None and not {"breakpoints", "pinned_prefix_sha256"} & set(previous_report):
+        raise InvalidRequestError(
+            "previous is not the report of an assembly (it has neither breakpoints nor "
+            "pinned_prefix_sha256): pass the previous turn's `assemble --json` output",
+            "$",
+        )
     previous_hashes = _live_hashes(previous_report, idle_seconds)
     output_tokens = (
         policy.expected_output_tokens if expected_output_tokens is None else expected_output_tokens

@@ -51,7 +51,8 @@ class LedgerRules:
 
     exhibit_pattern: str = r"\bEX-\d+\b"
     citation_pattern: str = r"\b\d{1,4}:\d{1,2}(?:-\d{1,4}(?::\d{1,2})?)?\b"
-    status_pattern: str = r"(?i)\bstatus\b\W{0,3}\s*([A-Z][A-Z_]{2,})"
+    # "Status: CONFIRMED", "status - DENIED": the word in any case, the value in capitals.
+    status_pattern: str = r"(?i:\bstatus\b)\W{0,3}\s*([A-Z][A-Z_]{2,})\b"
     conclusion_markers: tuple[str, ...] = (
         "conclusion",
         "therefore",
@@ -63,6 +64,12 @@ class LedgerRules:
         "finding",
     )
     max_conclusions: int = 3
+    # One turn's entry stays bounded whatever the turn: at most this many exhibits (the rest are
+    # counted in ``more_exhibits``), citations, and characters per conclusion.
+    max_exhibits: int = 40
+    max_citations: int = 16
+    max_conclusion_chars: int = 400
+    max_tools: int = 20
     # Conversational filler: a sentence holding one of these is not a conclusion.
     filler: tuple[str, ...] = (
         "here is",
@@ -84,6 +91,7 @@ class FoldedEntry(BaseModel):
     turns: list[int] = Field(min_length=2, max_length=2)
     issue: str | None
     cited_exhibits: list[str]
+    more_exhibits: int | None = None
     status: str | None
     conclusions: list[str]
 
@@ -97,6 +105,8 @@ class LedgerEntry(BaseModel):
     # Every issue tag of the turn, when it has more than one (else ``issue`` says it all).
     issues: list[str] | None = None
     cited_exhibits: list[str]
+    # Exhibits beyond ``LedgerRules.max_exhibits`` (counted, not listed).
+    more_exhibits: int | None = Field(default=None, ge=1)
     citations: list[str]
     status: str | None
     # "name STATUS" per tool result (the name alone when the tool reported no status).
@@ -105,6 +115,7 @@ class LedgerEntry(BaseModel):
 
 
 LEDGER_SCHEMA: dict[str, Any] = LedgerEntry.model_json_schema()
+_OPTIONAL = ("issues", "more_exhibits")
 
 
 def _unique(values: Iterable[str]) -> list[str]:
@@ -169,22 +180,29 @@ def reduce_turn(turn: Turn, rules: LedgerRules = LedgerRules()) -> dict[str, Any
         "turn": turn.index,
         "issue": turn.tags[0] if turn.tags else None,
         "issues": list(turn.tags) if len(turn.tags) > 1 else None,
-        "cited_exhibits": exhibits,
-        "citations": citations,
+        "cited_exhibits": exhibits[: rules.max_exhibits],
+        "more_exhibits": max(0, len(exhibits) - rules.max_exhibits) or None,
+        "citations": citations[: rules.max_citations],
         "status": status,
-        "tools": tools,
-        "conclusions": _conclusions(turn.answer, rules),
+        "tools": tools[: rules.max_tools],
+        "conclusions": [_capped(c, rules.max_conclusion_chars) for c in _conclusions(turn.answer, rules)],
     }
     return validate_entry(entry)
+
+
+def _capped(text: str, limit: int) -> str:
+    """``text``, or its first ``limit`` characters (to a word) and an ellipsis."""
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit)
+    return text[: cut if cut > limit // 2 else limit].rstrip() + " …"
 
 
 def validate_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
     """Validate one entry against the schema; the error names the field."""
     try:
         checked = LedgerEntry.model_validate(entry).model_dump()
-        if checked["issues"] is None:
-            del checked["issues"]
-        return checked
+        return {k: v for k, v in checked.items() if v is not None or k not in _OPTIONAL}
     except ValidationError as exc:
         path, message, _ = first_error(exc)
         raise InvalidRequestError(f"ledger entry: {message}", path) from exc
@@ -214,6 +232,9 @@ def _last_turn(entry: Mapping[str, Any]) -> int:
     return int(entry["turns"][-1] if "turns" in entry else entry["turn"])
 
 
+MAX_FOLDED_EXHIBITS = 60
+
+
 def fold_entries(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One entry per issue (in order of first appearance): the turn range, the exhibits united,
     the last status and the last conclusion of that issue."""
@@ -223,18 +244,22 @@ def fold_entries(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     folded = []
     for issue, group in groups.items():
         exhibits = sorted(_unique(x for e in group for x in e.get("cited_exhibits", [])), key=_exhibit_key)
+        more = sum(int(e.get("more_exhibits") or 0) for e in group) + max(
+            0, len(exhibits) - MAX_FOLDED_EXHIBITS
+        )
         statuses = [e["status"] for e in group if e.get("status")]
         conclusions = [c for e in group for c in e.get("conclusions", [])]
         folded.append(
             FoldedEntry(
                 turns=[_first_turn(group[0]), _last_turn(group[-1])],
                 issue=issue,
-                cited_exhibits=exhibits,
+                cited_exhibits=exhibits[:MAX_FOLDED_EXHIBITS],
+                more_exhibits=more or None,
                 status=statuses[-1] if statuses else None,
                 conclusions=conclusions[-1:],
             ).model_dump()
         )
-    return folded
+    return [{k: v for k, v in e.items() if v is not None or k not in _OPTIONAL} for e in folded]
 
 
 def fold_ledger(

@@ -3,7 +3,7 @@
 Each turn starts from the session's stable base items (playbook, evidence, background), adds the
 ledger of compacted turns and the raw recent turns, then the current question and tool results,
 and is assembled under the session's policy. Compaction triggers when raw history passes the
-policy's trigger (or no longer fits the rolling tier); it then compacts completed turns older
+policy's trigger (or no longer fits the rolling tier); it then compacts recorded turns older
 than the newest ``keep_recent_turns`` down to the low-water mark, several at once, so the ledger
 (and the cached prefix before it) changes in steps rather than every turn.
 """
@@ -155,8 +155,8 @@ class Session:
         self, *, forced: bool = False, through: int | None = None
     ) -> tuple[list[dict[str, Any]], Compaction | None]:
         """Compaction when raw history passes the trigger (or ``forced``: the request was over the
-        envelope): completed turns older than the newest ``keep_recent_turns``, down to the low
-        water. ``through``: every completed turn up to that index too (the rolling window could
+        envelope): recorded turns (with or without an answer) older than the newest
+        ``keep_recent_turns``, down to the low water. ``through``: every turn up to that index too (the rolling window could
         not hold them whole, and a turn is never left neither raw nor in the ledger)."""
         rules = self.policy.compaction
         compacted = {e["turn"] for e in self._ledger}
@@ -174,7 +174,7 @@ class Session:
         chosen: list[Turn] = []
         remaining = sum(sizes.values())
         for turn in eligible:
-            if remaining <= low_water or not turn.complete:
+            if remaining <= low_water:
                 break
             chosen.append(turn)
             remaining -= sizes[turn.index]

@@ -76,7 +76,7 @@ class _Scenario(BaseModel):
     policy: str = "legal-review"
     model: str = "claude-sonnet-4-5"
     base: dict[str, Any]
-    turns: list[_Turn]
+    turns: list[_Turn] = Field(min_length=1)
 
 
 def parse_scenario(body: Mapping[str, Any]) -> Scenario:
