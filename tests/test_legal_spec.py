@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from ctxbudget import BudgetExceeded, InvalidRequestError
 from ctxbudget.assemble import assemble
 from ctxbudget.cli import main
-from ctxbudget.errors import SupersedeUnverified
+from ctxbudget.errors import PinnedPrefixChanged, SupersedeUnverified
 from ctxbudget.formats.tiered import block_texts
 from ctxbudget.policy import get_policy
 from ctxbudget.session import Session, SQLiteStore, ToolResult, Turn
@@ -458,3 +458,27 @@ def test_bad_inputs_fail_with_their_cause(tmp_path: Path) -> None:
     assert run.exit_code == 2 and "turns" in run.output
     with pytest.raises(InvalidRequestError, match="not the report of an assembly"):
         assemble(_request(), policy=POLICY, model=MODEL, previous=_request())
+
+
+@pytest.mark.parametrize(
+    ("change", "kind"),
+    [
+        (lambda t: t + "\nClause 41. A new rule.", "appended text"),
+        (lambda t: t.replace("\n", "\r\n", 3), "whitespace (line endings or spaces)"),
+        (lambda t: t.replace("v2.1", "v2.2", 1), "value"),
+    ],
+)
+def test_a_changed_prefix_says_what_kind_of_change_it_was(change: Any, kind: str) -> None:
+    first = assemble(_request(), policy=POLICY, model=MODEL)
+    body = _request()
+    body["items"][0]["text"] = change(body["items"][0]["text"])
+    with pytest.raises(PinnedPrefixChanged) as info:
+        assemble(body, policy=POLICY, model=MODEL, previous=first.report)
+    assert info.value.volatile is not None and info.value.volatile[0] == kind
+
+
+def test_a_tier_must_be_a_name_or_an_index_not_a_boolean() -> None:
+    body = _request()
+    body["items"][1]["tier"] = True
+    with pytest.raises(InvalidRequestError, match=r"items\[1\]\.tier"):
+        assemble(body, policy=POLICY, model=MODEL)

@@ -50,6 +50,16 @@ VOLATILE = [
     "unix 1758018731",
     "ts=1758018731000",
     "msg_id: m_9912",
+    "this 16th day of September, 2026",
+    "16-09-2026",
+    "09-16-2026",
+    "2026/09/16",
+    "16/9/26",
+    "2026年9月16日",
+    "Civil Action No. 24-cv-1234",
+    "Docket 24-1234",
+    "No. 24-cv-01234-ABC",
+    "Tuesday, September 16",
 ]
 
 LEGITIMATE = [
@@ -97,6 +107,16 @@ LEGITIMATE = [
     "Q. and A. lines",
     "objection to form",
     "SHA-256",
+    "Tr. at 9:14",
+    "Smith Dep. at 12:15",
+    "id. at 12:15",
+    "the case no 30(b)(6) designee",
+    "File No. 333-12345",
+    "Bates DEF 1600000123",
+    "Section 10.09.2020",
+    "scale 1:50",
+    "Rule 26(a)(1)",
+    "§ 2-207",
 ]
 
 
@@ -121,3 +141,6 @@ def test_policy_patterns_and_allow_list() -> None:
     assert find_volatile("Effective 2026-01-01 the rule applies.", rules) is None
     assert find_volatile("Effective 2026-01-01 and updated 2026-09-16", rules) is not None
     assert get_policy("legal-review").volatile == VolatileRules()
+    times = VolatileRules(allow=(r"9:00 a\.m\.",))  # a match overlapping an allowed span is allowed
+    assert find_volatile("Hearings begin at 9:00 a.m. sharp.", times) is None
+    assert find_volatile("Hearings begin at 9:00 a.m., updated 10:45 p.m.", times) is not None

@@ -354,15 +354,29 @@ def _prefix_changed(setup: _Setup, old: str, new: str) -> PinnedPrefixChanged:
     line = new[:at].count("\n") + 1
     before = old.split("\n")[line - 1] if line <= old.count("\n") + 1 else ""
     after = new.split("\n")[line - 1]
-    changed = _changed_value(before, after)
-    found = find_volatile(changed, setup.policy.volatile) if changed else None
     return PinnedPrefixChanged(
         offset=len(new[:at].encode("utf-8")),
         line=line,
         before=before[:160],
         after=after[:160],
-        volatile=(found.kind if found else "value", changed) if changed else None,
+        volatile=_what_changed(setup, old, new, before, after),
     )
+
+
+def _what_changed(setup: _Setup, old: str, new: str, before: str, after: str) -> tuple[str, str] | None:
+    """The kind and text of the change: text appended or removed at the end, whitespace only (line
+    endings, trailing spaces), or the changed value on the line (its volatile kind if known)."""
+    if new.startswith(old):
+        return ("appended text", new[len(old) :].strip()[:80])
+    if old.startswith(new):
+        return ("removed text", old[len(new) :].strip()[:80])
+    if "".join(old.split()) == "".join(new.split()):
+        return ("whitespace (line endings or spaces)", repr(after[_first_difference(before, after) :][:20]))
+    changed = _changed_value(before, after)
+    if not changed:
+        return None
+    found = find_volatile(changed, setup.policy.volatile)
+    return (found.kind if found else "value", changed)
 
 
 def _changed_value(before: str, after: str) -> str:

@@ -4,13 +4,17 @@ Recognised: timestamps (ISO 8601, compact ``20260916103211``, HTTP/RFC 2822 and 
 2026 10:32`` forms), dates (ISO, US ``09/16/2026``, European ``16.09.2026``, month names either
 way round, weekday forms), clock times, Unix timestamps, UUIDs, long hex nonces, request, trace
 and session ids, and case and docket numbers. A policy adds its own patterns and an allow-list
-(``[volatile]`` in the policy file); a match inside an allowed span is not reported.
+(``[volatile]`` in the policy file: regular expressions); a match that overlaps an allowed span is
+not reported.
 
 Clock times and ``page:line`` citations share a shape (``10:32``, ``47:12``). A bare ``H:MM`` is
 a time when its hour is at most 23 and its minutes are over 28 (a transcript page has 25 lines,
 28 in some formats), or when a time word (``a.m.``, ``UTC``, ``o'clock``, ``at``, ``time``)
 stands next to it; it is never a time inside a citation range (``47:12-48:3``) or after
-``page``, ``p.``, ``Tr.`` or ``Dep.``.
+``page``, ``p.``, ``Tr.``, ``Dep.`` or ``id. at`` (``Smith Dep. at 12:15``), nor a ratio
+(``scale 1:50``). Dotted dates after ``Section`` or ``§`` are section numbers, ten digits after
+capital letters (``DEF 1600000123``) a Bates number, and a case number needs a separator or four
+digits (``case no. 30(b)(6)`` is a rule).
 """
 
 from __future__ import annotations
@@ -29,6 +33,10 @@ _YEAR = r"(?:19|20)\d{2}"
 _CLOCK = r"(?:[01]?\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:\.\d+)?)?"
 _NOT_CITED = r"(?<![\d:.\-–])(?<!page )(?<!p\. )(?<!Tr\. )(?<!Dep\. )"
 _TIME_WORD = r"\s?(?:[AaPp]\.?[Mm]\b\.?|UTC\b|GMT\b|o'clock\b|hrs\b|h\b)"
+
+_CITED_AT = r"(?<!Tr\. )(?<!Dep\. )(?<!Depo\. )(?<!id\. )(?<!Id\. )(?<!Tr )(?<!Dep )"
+_CASE_NUMBER = r"(?:[A-Z0-9]+(?:[-:/.][A-Z0-9]+)+|\d{4,})"
+_NOT_SECTION = r"(?<!Section )(?<!section )(?<!Sec\. )(?<!§ )(?<!§)"
 
 # Order matters: the more specific kind is reported when several match at one place.
 PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -49,23 +57,35 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (
         "case or docket number",
-        re.compile(
-            r"(?i)\b(?:case|docket|matter|claim|file)\s*(?:id|no\.?|number|#)\s*[:#]?\s*[A-Z0-9][\w.:/-]*\d[\w.:/-]*"
-        ),
+        re.compile(rf"(?i)\b(?:case|docket|matter|claim)\s*(?:id|no\.?|number|#)\s*[:#]?\s*{_CASE_NUMBER}"),
     ),
-    ("case or docket number", re.compile(r"\b\d{1,2}:\d{2}-[a-z]{2}-\d{3,6}\b")),
+    ("case or docket number", re.compile(rf"(?i)\b(?:civil action|docket)\s+(?:no\.?\s*)?{_CASE_NUMBER}")),
+    ("case or docket number", re.compile(r"(?i)\b(?:\d{1,2}:)?\d{2}-(?:cv|cr|mc|bk|ap|md|civ)-\d{3,6}\b")),
     ("case or docket number", re.compile(r"\b(?:CV|CR|MC|BK|AP)-?\d{2,4}-\d{3,6}\b")),
     ("hex nonce", re.compile(r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{16,}\b")),
-    ("date", re.compile(rf"\b{_YEAR}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])\b")),
-    ("date", re.compile(r"\b(?:0?[1-9]|1[0-2])/(?:0?[1-9]|[12]\d|3[01])/(?:\d{4}|\d{2})\b")),
-    ("date", re.compile(r"\b(?:0?[1-9]|[12]\d|3[01])[./](?:0?[1-9]|1[0-2])[./](?:19|20)\d{2}\b")),
+    ("date", re.compile(rf"\b{_YEAR}[-/](?:0?[1-9]|1[0-2])[-/](?:0?[1-9]|[12]\d|3[01])\b")),
+    ("date", re.compile(rf"\b{_YEAR}年\d{{1,2}}月\d{{1,2}}日")),
+    ("date", re.compile(r"\b(?:0?[1-9]|[12]\d|3[01])/(?:0?[1-9]|[12]\d|3[01])/(?:\d{4}|\d{2})\b")),
+    (
+        "date",
+        re.compile(rf"{_NOT_SECTION}\b(?:0?[1-9]|[12]\d|3[01])[.-](?:0?[1-9]|[12]\d|3[01])[.-]{_YEAR}\b"),
+    ),
     ("date", re.compile(rf"\b(?:{_DAY}\s+)?{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+{_YEAR}\b")),
-    ("date", re.compile(rf"\b(?:{_DAY}\s+)?\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b")),
+    (
+        "date",
+        re.compile(
+            rf"\b(?:{_DAY}\s+)?\d{{1,2}}(?:st|nd|rd|th)?\s+(?:day\s+)?(?:of\s+)?{_MONTH},?\s+{_YEAR}\b"
+        ),
+    ),
+    ("date", re.compile(rf"\b{_DAY}\s+{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?\b")),
     ("time", re.compile(rf"{_NOT_CITED}\b{_CLOCK}{_TIME_WORD}")),
-    ("time", re.compile(rf"(?i)\b(?:at|time|@|as of|updated|generated)\s+{_CLOCK}(?![\d\-–:])")),
+    ("time", re.compile(rf"(?i){_CITED_AT}\b(?:at|time|@|as of|updated|generated)\s+{_CLOCK}(?![\d\-–:])")),
     ("time", re.compile(r"\b(?:[01]?\d|2[0-3]):[0-5]\d:[0-5]\d\b")),
-    ("time", re.compile(rf"{_NOT_CITED}\b(?:[01]?\d|2[0-3]):(?:29|[3-5]\d)\b(?![\-–:]?\d)")),
-    ("unix timestamp", re.compile(r"\b1[5-9]\d{8}(?:\d{3})?\b")),
+    (
+        "time",
+        re.compile(rf"{_NOT_CITED}(?<!scale )(?<!ratio )\b(?:[01]?\d|2[0-3]):(?:29|[3-5]\d)\b(?![\-–:]?\d)"),
+    ),
+    ("unix timestamp", re.compile(r"(?<![A-Z] )(?<![A-Z]-)(?<![A-Z]_)\b1[5-9]\d{8}(?:\d{3})?\b")),
 )
 
 
@@ -84,8 +104,9 @@ def _allowed(text: str, allow: tuple[str, ...]) -> list[tuple[int, int]]:
 
 
 def _first(pattern: re.Pattern[str], text: str, allowed: list[tuple[int, int]]) -> re.Match[str] | None:
+    """The first match that does not overlap an allowed span."""
     for match in pattern.finditer(text):
-        if not any(a <= match.start() and match.end() <= b for a, b in allowed):
+        if not any(match.start() < b and a < match.end() for a, b in allowed):
             return match
     return None
 

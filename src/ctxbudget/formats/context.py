@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
 
 from ..errors import InvalidRequestError
 from ..policy import Policy, Tier
@@ -52,7 +52,7 @@ class _TextBlock(BaseModel):
 class _Item(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str = Field(min_length=1)
-    tier: str | int | None = None
+    tier: StrictStr | StrictInt | None = None
     kind: Kind
     text: str | None = None
     content: list[_TextBlock] | None = None

@@ -259,6 +259,10 @@ async def _play(
     # Seconds from the previous call's use of the cache to this call: its reply time, then the gap.
     since_last_use: float | None = None
     reply_seconds = 0.0
+    # Bodies in the provider's own format (an OpenAI model gets Chat Completions bodies).
+    body_format = (
+        "openai" if session.catalog.get_model(session.meta.model).provider == "openai" else "anthropic"
+    )
     for n, scripted in enumerate(scenario.turns, 1):
         if n > 1:
             since_last_use = reply_seconds + scripted.idle_seconds
@@ -270,6 +274,7 @@ async def _play(
             tool_calls=scripted.tool_calls,
             tool_results=scripted.tool_results,
             tags=scripted.tags,
+            format=body_format,
             idle_seconds=since_last_use,
         )
         latency = (clock() - started) * 1000
