@@ -3,8 +3,10 @@ fail-closed, verified supersede, issue-tag selection, cache expiry, and the redu
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -482,3 +484,43 @@ def test_a_tier_must_be_a_name_or_an_index_not_a_boolean() -> None:
     body["items"][1]["tier"] = True
     with pytest.raises(InvalidRequestError, match=r"items\[1\]\.tier"):
         assemble(body, policy=POLICY, model=MODEL)
+
+
+def _png(width: int, height: int) -> str:
+    header = b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + struct.pack(">II", width, height)
+    return base64.b64encode(header + b"\x08\x02\x00\x00\x00" + b"\x00" * 4).decode()
+
+
+def test_images_in_the_current_turn_count_against_block_4() -> None:
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": _png(800, 600)}}
+    log = "\n".join(f"1:{n:02d} A. Routine line {n}." for n in range(1, 26)) * 20
+    body = {
+        "model": MODEL,
+        "max_tokens": 100,
+        "system": "Review the record.",
+        "messages": [
+            {"role": "user", "content": "Look at the exhibits."},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "fetch", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "content": [image, {"type": "text", "text": log}],
+                    },
+                    {"type": "text", "text": "What do the exhibits show?"},
+                ],
+            },
+        ],
+    }
+    report = assemble(body, policy=POLICY, model=MODEL, input_format="anthropic").report
+    block4 = report["current_turn"]
+    assert block4["tokens"] <= 2000 and block4["tokens"] > report["current_turn_tokens"]  # the image counts
+    body["messages"][-1]["content"][0]["content"] = [image] * 20 + [{"type": "text", "text": log}]
+    with pytest.raises(BudgetExceeded, match="images and other media") as info:
+        assemble(body, policy=POLICY, model=MODEL, input_format="anthropic")
+    assert abs(sum(info.value.parts.values()) - info.value.required_tokens) <= len(info.value.parts)

@@ -449,9 +449,12 @@ def _ledger_decisions(setup: _Setup) -> tuple[ItemDecision, ...]:
 def _section(
     setup: _Setup, draft: _Draft, tier: str, ceiling: int | None, decisions: Sequence[ItemDecision]
 ) -> dict[str, Any]:
-    """Block 3 or Block 4 in the report: its tokens as rendered, its ceiling, its items."""
+    """Block 3 or Block 4 in the report: its tokens as rendered (with the current turn's images and
+    other media, which its items' figures include), its ceiling, its items."""
+    text = sum(n for b, n in zip(draft.blocks, draft.block_raw, strict=True) if b.tier == tier)
+    media = sum(d.tokens_after for d in decisions) - text if tier == CURRENT else 0
     return {
-        "tokens": _block_tokens(setup, draft, tier),
+        "tokens": setup.counter.scale(text + max(0, media)),
         "ceiling_tokens": ceiling,
         "items": [_decision_dict(setup, d) for d in decisions],
     }

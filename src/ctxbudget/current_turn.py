@@ -13,12 +13,15 @@ texts change.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .errors import BudgetExceeded
+from .formats import FORMATS
 from .formats.base import PIECE_SEP
 from .formats.chat import Location, text_locations, with_content_text
 from .formats.context import ContextItem
+from .measure import measure_total
 from .tiers import ItemDecision
 from .tokens.counter import TokenCounter, analyze
 from .trim.messages import cut_message
@@ -108,30 +111,62 @@ def _asked(items: Sequence[ContextItem]) -> str:
     return " ".join(typed)
 
 
+_MEDIA = ("image", "image_url", "input_audio", "file", "document")
+
+
+def _has_media(value: Any) -> bool:
+    """Whether a content holds an image, audio, a file or a non-text document (at any depth)."""
+    if isinstance(value, list):
+        return any(_has_media(v) for v in value)
+    if not isinstance(value, Mapping):
+        return False
+    source = value.get("source")
+    text_document = (
+        value.get("type") == "document" and isinstance(source, Mapping) and source.get("type") == "text"
+    )
+    return (value.get("type") in _MEDIA and not text_document) or _has_media(value.get("content"))
+
+
+def _media_tokens(item: ContextItem, counter: TokenCounter) -> int:
+    """Tokens of what a message carries besides text (images, PDFs, audio), as its format counts
+    them: never cut here, so they count against the block as they are."""
+    if item.source is None or item.source_format not in FORMATS or not _has_media(item.source.get("content")):
+        return 0
+    render = FORMATS[item.source_format].render
+
+    def total(message: Mapping[str, Any]) -> int:
+        return measure_total(render({"model": "m", "max_tokens": 1, "messages": [message]}), counter.encoding)
+
+    emptied = with_content_text(item.source, "", ("",) * len(text_locations(item.source.get("content"))))
+    return max(0, total(emptied) - total({"role": item.source.get("role", "user"), "content": ""}))
+
+
 def bound_current(
     items: Sequence[ContextItem], counter: TokenCounter, ceiling: int | None, query: str
 ) -> tuple[tuple[ContextItem, ...], tuple[ItemDecision, ...]]:
-    """The current turn within ``ceiling`` scaled tokens (None: as given), and a decision per item;
-    cut text is chosen by the user's question (``query`` when the turn has none)."""
+    """The current turn within ``ceiling`` scaled tokens (None: as given), and a decision per item
+    (its tokens include its images and other media); cut text is chosen by the user's question
+    (``query`` when the turn has none)."""
     cost = counter.raw
-    sizes = {i.id: cost(i.text) for i in items}
+    media = {i.id: _media_tokens(i, counter) for i in items}
+    sizes = {i.id: cost(i.text) + media[i.id] for i in items}
     if ceiling is None or sum(sizes.values()) <= counter.unscale(ceiling):
         return tuple(items), tuple(_decision(i, sizes[i.id], sizes[i.id], "current turn") for i in items)
     limit = counter.unscale(ceiling)
-    fixed = {i.id: _fixed_tokens(i, counter) for i in items if i.kind in ("tool_call", "question")}
+    fixed = {i.id: media[i.id] + (_fixed_tokens(i, counter) if i.kind != "tool_result" else 0) for i in items}
     if sum(fixed.values()) > limit:
-        _fail(items, fixed, counter, ceiling)
+        _fail(items, fixed, media, counter, ceiling)
     query = _asked(items) or query
     cuttable = [i for i in items if i.kind != "tool_call"]
-    level = water_level([sizes[i.id] - fixed.get(i.id, 0) for i in cuttable], limit - sum(fixed.values()))
+    level = water_level([sizes[i.id] - fixed[i.id] for i in cuttable], limit - sum(fixed.values()))
     out, decisions = [], []
     for item in items:
-        size, floor = sizes[item.id], fixed.get(item.id, 0)
+        size, floor = sizes[item.id], fixed[item.id]
         if item.kind == "tool_call" or size - floor <= level:
             out.append(item)
             decisions.append(_decision(item, size, size, "current turn"))
             continue
-        cut = _cut(item, floor + level, query, counter)
+        cut = _cut(item, floor - media[item.id] + level, query, counter)
         out.append(cut)
         what = (
             "what came with the question (its text kept whole)" if item.kind == "question" else "tool result"
@@ -140,23 +175,34 @@ def bound_current(
             _decision(
                 item,
                 size,
-                cost(cut.text),
+                cost(cut.text) + media[item.id],
                 f"{what} over the current turn's ceiling: kept the passages that best match the question, verbatim",
             )
         )
     return tuple(out), tuple(decisions)
 
 
-def _fail(items: Sequence[ContextItem], fixed: dict[str, int], counter: TokenCounter, ceiling: int) -> None:
+def _fail(
+    items: Sequence[ContextItem],
+    fixed: dict[str, int],
+    media: dict[str, int],
+    counter: TokenCounter,
+    ceiling: int,
+) -> None:
     parts: dict[str, int] = {}
     for item in items:
-        if item.id in fixed:
+        if media[item.id]:
+            parts["images and other media (never cut)"] = (
+                parts.get("images and other media (never cut)", 0) + media[item.id]
+            )
+        text = fixed[item.id] - media[item.id]
+        if text:
             label = "the question (never cut)" if item.kind == "question" else "tool calls (never cut)"
-            parts[label] = parts.get(label, 0) + counter.scale(fixed[item.id])
+            parts[label] = parts.get(label, 0) + text
     raise BudgetExceeded(
         available_tokens=ceiling,
         required_tokens=counter.scale(sum(fixed.values())),
-        parts={f"current turn (Block 4): {k}": v for k, v in parts.items()},
+        parts={f"current turn (Block 4): {k}": counter.scale(v) for k, v in parts.items()},
         hint=CURRENT_HINT,
     )
 
