@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from ctxbudget import BudgetExceeded, InvalidRequestError
 from ctxbudget.assemble import assemble
 from ctxbudget.cli import main
-from ctxbudget.errors import PinnedPrefixChanged, SupersedeUnverified
+from ctxbudget.errors import PinnedPrefixChanged, SupersedeUnverified, UnknownModelError
 from ctxbudget.formats.tiered import block_texts
 from ctxbudget.policy import get_policy
 from ctxbudget.session import Session, SQLiteStore, ToolResult, Turn
@@ -524,3 +524,18 @@ def test_images_in_the_current_turn_count_against_block_4() -> None:
     with pytest.raises(BudgetExceeded, match="images and other media") as info:
         assemble(body, policy=POLICY, model=MODEL, input_format="anthropic")
     assert abs(sum(info.value.parts.values()) - info.value.required_tokens) <= len(info.value.parts)
+
+
+def test_a_session_checks_its_model_and_keeps_its_policy_file_wherever_it_is_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SQLiteStore(str(tmp_path / "s.db"))
+    with pytest.raises(UnknownModelError):
+        Session.create(store, "x", policy="legal-review", model="no-such-model-9", base={"items": []})
+    (tmp_path / "p.toml").write_text(
+        (Path(__file__).parents[1] / "src/ctxbudget/policies/legal-review.toml").read_text()
+    )
+    monkeypatch.chdir(tmp_path)
+    Session.create(store, "y", policy="p.toml", model=MODEL, base={"items": []})
+    monkeypatch.chdir(Path(__file__).parent)
+    assert Session(store, "y").policy.name == "legal-review"

@@ -13,12 +13,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..assemble import AssemblyResult, assemble
 from ..catalog.catalog import Catalog, bundled_catalog
 from ..errors import BudgetExceeded, ConfigError, InvalidRequestError
-from ..policy import Policy, load_policy
+from ..policy import Policy, list_policies, load_policy
 from ..tokens.counter import TokenCounter
 from ..tokens.registry import get_encoding
 from .ledger import LedgerRules, fold_ledger, reduce_turn, render_entries, render_ledger
@@ -125,10 +126,15 @@ class Session:
         base: Mapping[str, Any],
         catalog: Catalog | None = None,
     ) -> Session:
-        """Create and open a session whose turns start from ``base`` (a ``{"items": [...]}`` body)."""
+        """Create and open a session whose turns start from ``base`` (a ``{"items": [...]}`` body).
+        The model must be in the catalog; a policy file is stored by its absolute path, so the
+        session opens from any directory."""
         if not isinstance(base, Mapping) or not isinstance(base.get("items", []), list):
             raise InvalidRequestError('the base must be a JSON object like {"items": [...]}')
         load_policy(policy)
+        (catalog or bundled_catalog()).get_model(model)
+        if policy not in list_policies() and Path(policy).exists():
+            policy = str(Path(policy).resolve())
         store.create(SessionMeta(name=name, policy=policy, model=model, base=dict(base)))
         return cls(store, name, catalog=catalog)
 
