@@ -4,6 +4,7 @@ fail-closed, verified supersede, issue-tag selection, cache expiry, and the redu
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import re
 import struct
@@ -23,7 +24,7 @@ from ctxbudget.errors import PinnedPrefixChanged, SupersedeUnverified, UnknownMo
 from ctxbudget.formats.tiered import block_texts
 from ctxbudget.policy import get_policy
 from ctxbudget.session import Session, SQLiteStore, ToolResult, Turn
-from ctxbudget.session.ledger import fold_ledger, reduce_turn, render_ledger
+from ctxbudget.session.ledger import fold_ledger, ledger_blocks, reduce_turn, render_ledger
 from ctxbudget.simulation.deposition import build_legal_context
 from ctxbudget.simulation.runner import SimulationResult, run_simulation
 from ctxbudget.simulation.scenario import bundled_scenario
@@ -122,6 +123,10 @@ def _fake_count(text: str) -> int:
     return (len(text) + 3) // 4
 
 
+def _measure(blocks: list[str]) -> int:
+    return sum(_fake_count(b) for b in blocks)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
@@ -136,24 +141,30 @@ def test_the_ledger_folds_under_its_ceiling_in_steps_and_loses_no_exhibit(
 ) -> None:
     entries = [_entry(n, issue, [f"EX-{x:02d}"]) for n, (issue, x) in enumerate(shape, 1)]
     try:
-        shown = fold_ledger(entries, ceiling, _fake_count)
+        shown = fold_ledger(entries, ceiling, _measure)
     except BudgetExceeded:
         return
-    text = render_ledger(shown)
-    assert _fake_count(text) <= ceiling
-    assert shown == fold_ledger(entries, ceiling, _fake_count)  # a function of the entries alone
+    blocks = ledger_blocks(shown)
+    assert _measure(blocks) <= ceiling  # measured block by block, as the assembly counts it
+    assert shown == fold_ledger(entries, ceiling, _measure)  # a function of the entries alone
     for entry in entries:
-        assert f'"{entry["cited_exhibits"][0]}"' in text
-    # appending changes the bytes before the new entry only at a fold step
+        assert f'"{entry["cited_exhibits"][0]}"' in "\n".join(blocks)
+    # appending leaves the blocks before the new entry as they were, except at a fold step
     changes = 0
-    before = render_ledger(fold_ledger(entries[:1], ceiling, _fake_count))
+    before = ledger_blocks(fold_ledger(entries[:1], ceiling, _measure))
     for n in range(2, len(entries) + 1):
-        after = render_ledger(fold_ledger(entries[:n], ceiling, _fake_count))
-        changes += not after.startswith(before)
+        after = ledger_blocks(fold_ledger(entries[:n], ceiling, _measure))
+        changes += after[: len(before)] != before
         before = after
     folds = sum(1 for e in shown if "turns" in e)
     assert changes <= max(1, len(entries) // 3)
     assert folds or changes == 0
+
+
+def test_the_ledger_renders_the_same_bytes_whatever_the_key_order() -> None:
+    entry = _entry(3, "Notice", ["EX-01"])
+    shuffled = dict(sorted(entry.items()))  # as a store gives it back
+    assert ledger_blocks([entry]) == ledger_blocks([shuffled])
 
 
 def _request(extra: list[dict[str, Any]] | None = None, question: str | None = None) -> dict[str, Any]:
@@ -539,3 +550,34 @@ def test_a_session_checks_its_model_and_keeps_its_policy_file_wherever_it_is_ope
     Session.create(store, "y", policy="p.toml", model=MODEL, base={"items": []})
     monkeypatch.chdir(Path(__file__).parent)
     assert Session(store, "y").policy.name == "legal-review"
+
+
+def test_a_long_session_reopened_every_turn_keeps_its_ledger_under_the_ceiling_and_in_the_cache(
+    tmp_path: Path,
+) -> None:
+    store_path = str(tmp_path / "long.db")
+    playbook = "".join(f"Rule {n}: cite testimony as page:line and exhibits by number. " for n in range(700))
+    base = {"items": [{"id": "playbook", "tier": "pinned", "kind": "playbook", "text": playbook}]}
+    Session.create(SQLiteStore(store_path), "long", policy="legal-review", model=MODEL, base=base)
+    tags = ["Notice", "Warranty", "Delivery", "Inspection", "ChangeOrder", "Maintenance"]
+    reads = []
+    for n in range(1, 61):
+        session = Session(SQLiteStore(store_path), "long")  # as `session add` does, every turn
+        tag = tags[n % len(tags)]
+        result = ToolResult(
+            name="search",
+            content=json.dumps(
+                {"status": "FOUND", "matches": [f"{n}:0{k} A. EX-{n % 40:02d} noted." for k in range(1, 9)]}
+            ),
+        )
+        prepared = session.prepare(f"Turn {n}: what about {tag}?", tool_results=[result], tags=[tag])
+        report = prepared.assembly.report
+        assert report["ledger"]["tokens"] <= 5000
+        reads.append((report["cache"]["read_tokens"], bool(prepared.compaction)))
+        answer = (
+            f"Therefore {tag} is supported by EX-{n % 40:02d} at {n}:02-{n}:05. " * 3 + "Status: CONFIRMED."
+        )
+        session.record(prepared, answer)
+    # a turn that did not compact reads at least what the turn before it read
+    steady = [b for (a, _), (b, compacted) in itertools.pairwise(reads) if not compacted and b < a]
+    assert len(steady) <= len(reads) // 10

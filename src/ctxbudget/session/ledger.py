@@ -38,6 +38,7 @@ __all__ = [
     "LedgerRules",
     "fold_entries",
     "fold_ledger",
+    "ledger_blocks",
     "reduce_turn",
     "render_entries",
     "render_ledger",
@@ -211,17 +212,43 @@ def validate_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
 LEDGER_HEADER = "Session state ledger (one JSON object per compacted turn, or per issue for folded turns):"
 
 
+# The order of an entry's keys as rendered, whatever order a store gives them back in: the same
+# entries always give the same bytes (a reopened session reads its ledger from the cache).
+KEY_ORDER = (
+    "turn",
+    "turns",
+    "issue",
+    "issues",
+    "cited_exhibits",
+    "more_exhibits",
+    "citations",
+    "status",
+    "tools",
+    "conclusions",
+)
+
+
+def _ordered(entry: Mapping[str, Any]) -> dict[str, Any]:
+    known = {k: entry[k] for k in KEY_ORDER if k in entry}
+    return known | {k: entry[k] for k in sorted(entry) if k not in known}
+
+
 def render_entries(entries: Iterable[Mapping[str, Any]]) -> str:
-    """Entries as lines of compact JSON, oldest first."""
-    return "\n".join(
-        json.dumps(dict(e), ensure_ascii=False, separators=(",", ":"), sort_keys=False) for e in entries
-    )
+    """Entries as lines of compact JSON, oldest first, keys in :data:`KEY_ORDER`."""
+    return "\n".join(json.dumps(_ordered(e), ensure_ascii=False, separators=(",", ":")) for e in entries)
 
 
 def render_ledger(entries: Iterable[Mapping[str, Any]]) -> str:
     """The ledger as the model reads it: a header, then one compact JSON object per line, oldest
     first. Appending an entry only adds a line, so the bytes before it never change."""
     return LEDGER_HEADER + "\n" + render_entries(entries)
+
+
+def ledger_blocks(shown: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The ledger as the blocks it is sent in: the header with the folded entries, then one block
+    per compacted turn (appending entries leaves the earlier blocks, and their cache, as they were)."""
+    folded = [e for e in shown if "turns" in e]
+    return [render_ledger(folded).rstrip("\n")] + [render_entries([e]) for e in shown if "turns" not in e]
 
 
 def _first_turn(entry: Mapping[str, Any]) -> int:
@@ -265,10 +292,11 @@ def fold_entries(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def fold_ledger(
     entries: Sequence[Mapping[str, Any]],
     ceiling: int | None,
-    count: Callable[[str], int],
+    measure: Callable[[list[str]], int],
     low_water: float = 0.6,
 ) -> list[dict[str, Any]]:
-    """The entries as rendered under ``ceiling`` tokens (None: all, as they are).
+    """The entries as rendered under ``ceiling`` tokens (None: all, as they are); ``measure``
+    gives the tokens of the ledger's blocks (:func:`ledger_blocks`) as the assembly counts them.
 
     Replayed entry by entry, so the result depends on the entries alone: when adding one takes
     the ledger over the ceiling, the oldest unfolded entries fold (:func:`fold_entries`) until it
@@ -282,12 +310,12 @@ def fold_ledger(
 
     folded = 0
     for upto in range(1, len(entries) + 1):
-        if count(render_ledger(shown(folded, upto))) <= ceiling:
+        if measure(ledger_blocks(shown(folded, upto))) <= ceiling:
             continue
-        while folded < upto and count(render_ledger(shown(folded, upto))) > ceiling * low_water:
+        while folded < upto and measure(ledger_blocks(shown(folded, upto))) > ceiling * low_water:
             folded += 1
     result = shown(folded, len(entries))
-    tokens = count(render_ledger(result))
+    tokens = measure(ledger_blocks(result))
     if tokens > ceiling:
         raise BudgetExceeded(
             available_tokens=ceiling,

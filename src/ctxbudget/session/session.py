@@ -22,7 +22,7 @@ from ..errors import BudgetExceeded, ConfigError, InvalidRequestError
 from ..policy import Policy, list_policies, load_policy
 from ..tokens.counter import TokenCounter
 from ..tokens.registry import get_encoding
-from .ledger import LedgerRules, fold_ledger, reduce_turn, render_entries, render_ledger
+from .ledger import LedgerRules, fold_ledger, ledger_blocks, reduce_turn, render_entries
 from .store import SessionMeta, SessionStore
 from .turns import ToolCall, ToolResult, Turn
 
@@ -67,15 +67,15 @@ _TURN_ITEM = re.compile(r"^turn-(\d+)-\d+$")  # the id of a raw turn's message (
 
 
 def _ledger_items(shown: Sequence[Mapping[str, Any]], tier: str) -> list[dict[str, Any]]:
-    """The ledger as items: the header with the folded entries, then one item per compacted turn.
-    Each becomes its own block, so a turn that appends entries leaves the earlier blocks (and the
-    prefix hash at their end) as they were: the next call reads them from the cache."""
-    folded = [e for e in shown if "turns" in e]
-    raw = [e for e in shown if "turns" not in e]
-    items = [{"id": "ledger", "tier": tier, "kind": "ledger", "text": render_ledger(folded).rstrip("\n")}]
+    """The ledger as items, one per block (:func:`ledger_blocks`): the header with the folded
+    entries, then one per compacted turn; each becomes its own block, so a turn that appends
+    entries leaves the earlier blocks (and the prefix hash at their end) as they were."""
+    blocks = ledger_blocks(shown)
+    turns = [e["turn"] for e in shown if "turns" not in e]
+    items = [{"id": "ledger", "tier": tier, "kind": "ledger", "text": blocks[0]}]
     items += [
-        {"id": f"ledger-turn-{e['turn']}", "tier": tier, "kind": "ledger", "text": render_entries([e])}
-        for e in raw
+        {"id": f"ledger-turn-{n}", "tier": tier, "kind": "ledger", "text": text}
+        for n, text in zip(turns, blocks[1:], strict=True)
     ]
     return items
 
@@ -154,6 +154,10 @@ class Session:
                 return tier.name
         raise ConfigError(f"policy {self.policy.name!r} has no rolling tier for the session's history")
 
+    def _measure_blocks(self, texts: list[str]) -> int:
+        """Tokens of several blocks as the assembly counts a tier: raw counts summed, then scaled."""
+        return self.counter.scale(sum(self.counter.raw(t) for t in texts))
+
     def _raw_tokens(self, turn: Turn) -> int:
         return self.counter.scale(sum(self.counter.raw(text) + 4 for _, text in turn.raw_texts()))
 
@@ -205,7 +209,7 @@ class Session:
         tier = self._rolling_tier()
         items = [dict(i) for i in self.meta.base.get("items", [])]
         if entries:
-            shown = fold_ledger(entries, self.policy.ledger_ceiling_tokens, self.counter.count)
+            shown = fold_ledger(entries, self.policy.ledger_ceiling_tokens, self._measure_blocks)
             items += _ledger_items(shown, tier)
         compacted = {e["turn"] for e in entries}
         for turn in self._turns:
