@@ -581,3 +581,25 @@ def test_a_long_session_reopened_every_turn_keeps_its_ledger_under_the_ceiling_a
     # a turn that did not compact reads at least what the turn before it read
     steady = [b for (a, _), (b, compacted) in itertools.pairwise(reads) if not compacted and b < a]
     assert len(steady) <= len(reads) // 10
+
+
+def test_a_citation_that_names_a_witness_is_checked_in_that_witness_transcript() -> None:
+    smith = "DEPOSITION OF ANNA SMITH\n47:12 A. I mailed the notice on March 3.\n47:13 A. By certified mail."
+    jones = "DEPOSITION OF BEN JONES\n47:12 A. I never saw any notice.\n47:13 A. Nobody told me."
+    body = _request()
+    body["items"] = [i for i in body["items"] if not i["id"].startswith("page-")]
+    at = max(n for n, i in enumerate(body["items"]) if i.get("tier") == "critical") + 1
+    body["items"][at:at] = [
+        {"id": "smith", "tier": "contextual", "kind": "document", "text": smith},
+        {"id": "jones", "tier": "contextual", "kind": "document", "text": jones},
+    ]
+
+    def supersede(text: str, citation: str) -> Any:
+        trial = json.loads(json.dumps(body))
+        trial["items"].insert(at, _superseding(text=text, citation=citation))
+        return assemble(trial, policy=POLICY, model=MODEL)
+
+    assert supersede("47:13 A. Nobody told me.", "Jones Dep. at 47:13")
+    with pytest.raises(SupersedeUnverified):
+        supersede("47:12 A. I mailed the notice on March 3.", "Jones Dep. at 47:12")  # Smith's words
+    assert supersede("47:12 A. I mailed the notice on March 3.", "Smith Dep. at 47:12")

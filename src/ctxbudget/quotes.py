@@ -4,16 +4,17 @@ A transcript numbers its lines ``47:12 Q. ...`` (page 47, line 12). A citation h
 ``47:12-48:3`` (or ``47:12``, or ``47:12-20`` within one page; ``Tr. 47:12`` and ``Dep. at 47:12``
 too) names the lines from 47:12 to 48:3; a reversed range names none. A quote is verified when,
 with whitespace runs made single and (on both sides) the line labels removed, it stands inside
-those lines at word boundaries. Pure.
+those lines at word boundaries, in a transcript the citation names (``Jones Dep. at 47:12``: one
+that mentions Jones) if any does. Pure.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["CitedLines", "cited_lines", "numbered", "parse_citation", "quote_verified"]
+__all__ = ["CitedLines", "cited_lines", "numbered", "parse_citation", "quote_verified", "sources_named"]
 
 # A page:line range anywhere in the citation ("47:12-48:3", "Tr. 47:12", "Smith Dep. at 47:12-20").
 _CITATION = re.compile(r"(?<![\d:])(\d{1,5}):(\d{1,3})(?:\s*[-–]\s*(?:(\d{1,5}):)?(\d{1,3}))?(?![\d:])")
@@ -41,20 +42,35 @@ def parse_citation(citation: str) -> CitedLines | None:
     return CitedLines(first, last) if last >= first else None
 
 
-def cited_lines(sources: Iterable[str], cited: CitedLines) -> str | None:
-    """The text of the cited lines in the first source that numbers them (None: no source does)."""
+def cited_lines(sources: Iterable[str], cited: CitedLines) -> list[str]:
+    """The text of the cited lines in each source that numbers them (none: no source does)."""
+    found = []
     for text in sources:
         if not _LABEL.search(text):
             continue
-        lines = text.split("\n")
-        held = []
-        for line in lines:
-            label = _LABEL.match(line)
-            if label and cited.first <= (int(label.group(1)), int(label.group(2))) <= cited.last:
-                held.append(line)
+        held = [
+            line
+            for line in text.split("\n")
+            if (label := _LABEL.match(line))
+            and cited.first <= (int(label.group(1)), int(label.group(2))) <= cited.last
+        ]
         if held:
-            return "\n".join(held)
-    return None
+            found.append("\n".join(held))
+    return found
+
+
+_WITNESS = re.compile(r"\b([A-Z][A-Za-z'’-]+)\s+(?:Dep|Depo|Tr)\b\.?")
+
+
+def sources_named(citation: str, sources: Sequence[str]) -> list[str]:
+    """The sources a citation names: ``Jones Dep. at 47:12`` names the transcripts that mention
+    Jones (all of them when none does, or when the citation names no witness)."""
+    witness = _WITNESS.search(citation)
+    if not witness:
+        return list(sources)
+    name = witness.group(1).casefold()
+    named = [text for text in sources if name in text.casefold()]
+    return named or list(sources)
 
 
 def _plain(text: str, labels: bool) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from .errors import TIER_HINT, BudgetExceeded, InvalidRequestError, SupersedeUnverified
 from .formats.context import ContextItem, ContextRequest
 from .policy import Tier
-from .quotes import cited_lines, numbered, parse_citation, quote_verified
+from .quotes import cited_lines, numbered, parse_citation, quote_verified, sources_named
 from .tokens.counter import TokenCounter, analyze
 from .trim.extract import extract_sentences
 from .trim.passages import PassageScorer, passage_tokens, ranking, select_regions, split_passages
@@ -102,9 +102,9 @@ def _check_supersede(item: ContextItem, tier: Tier, sources: list[str]) -> str:
             "page:line range (such as 47:12-48:3) to check against the transcript given, so nothing is evicted",
             where,
         )
-    text = cited_lines(sources, cited)
-    if text is None or not quote_verified(item.text, text):
-        found = "are not in the transcript given" if text is None else "do not hold its text verbatim"
+    texts = cited_lines(sources_named(item.citation, sources), cited)
+    if not any(quote_verified(item.text, text) for text in texts):
+        found = "do not hold its text verbatim" if texts else "are not in the transcript given"
         raise SupersedeUnverified(
             f"{item.id!r} supersedes {item.supersedes!r} in tier {tier.name!r}, but the lines it cites "
             f"({item.citation}) {found}: the superseding quote is not verified, so nothing is evicted",
