@@ -326,6 +326,32 @@ def test_policy_mode_refuses_a_changed_pinned_prefix_with_409_unless_allowed(tmp
         assert len(fake.received) == 1  # nothing was sent
         allowed = send("Playbook v2. Cite page:line.", **{"X-Ctxbudget-Allow-Prefix-Change": "true"})
         assert allowed.status_code == 200 and len(fake.received) == 2
+    # a restarted gateway reads the session's last turn from the store: the invariant still holds
+    with gateway_over_fake(tmp_path / "g.db", allowed_policies=("legal-review",)) as (fake, url):
+        assert send("Playbook v3. Cite page:line.").status_code == 409
+        assert send("Playbook v2. Cite page:line.").status_code == 200
+
+
+def test_a_turn_the_upstream_failed_is_not_the_next_turns_baseline(tmp_path: Path) -> None:
+    headers = {"X-Ctxbudget-Policy": "legal-review", "X-Ctxbudget-Session": "case-8"}
+    ask = [{"role": "user", "content": "When was notice given?"}]
+    catalog = tmp_path / "priced.toml"  # the failing model, priced and large enough for the policy
+    catalog.write_text(
+        'schema_version = 1\n[[models]]\nid = "fault-503"\nprovider = "anthropic"\n'
+        "context_window = 200000\nprices = {input = 3.0, output = 15.0}\n"
+    )
+    with gateway_over_fake(
+        tmp_path / "f.db", allowed_policies=("legal-review",), catalog_paths=(str(catalog),)
+    ) as (_, url):
+
+        def send(system: str, model: str = "claude-sonnet-4-6", **extra: str) -> httpx.Response:
+            body = {"model": model, "max_tokens": 50, "system": system, "messages": ask}
+            return httpx.post(url + "/v1/messages", json=body, headers={**headers, **extra})
+
+        assert send("Playbook A.").status_code == 200
+        failed = send("Playbook B.", "fault-503", **{"X-Ctxbudget-Allow-Prefix-Change": "true"})
+        assert failed.status_code == 503
+        assert send("Playbook A.").status_code == 200  # A is still the last answered turn
 
 
 def test_the_simulation_is_billed_through_the_gateway_and_idle_gaps_expire_the_cache(

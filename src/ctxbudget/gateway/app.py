@@ -139,6 +139,8 @@ class Prepared:
     spec: ModelSpec | None
     calibrate: bool = True  # the billed input is what the estimate counts (see usage.covered_by_estimate)
     overhead_tokens: int = 0  # billed on top by the provider (Anthropic's tool-use system prompt)
+    # Policy mode: what the session's next turn is compared with, kept once this turn is answered.
+    next_turn: tuple[str, dict[str, Any]] | None = None
 
     @property
     def proxy_before(self) -> int:
@@ -348,7 +350,7 @@ class Gateway:
                 model=model,
                 format=provider.name,
                 input_format=provider.name,
-                previous=self._previous.get(f"{settings.policy}\x00{session}"),
+                previous=self._previous_turn(settings.policy, session),
                 catalog=catalog,
                 cost_ceiling_usd=min(ceilings) if ceilings else None,
                 expected_output_tokens=min(output, policy.max_output_tokens) if output else None,
@@ -381,10 +383,25 @@ class Gateway:
             "passed_through": False,
         }
         self._count_unassembled(provider, out, report, policy, spec, catalog, ceilings)
-        self._previous.put(f"{settings.policy}\x00{session}", _for_next_turn(result.report))
         self.metrics.decisions.labels("assembled").inc()
         covered = covered_by_estimate(body, before.get("estimated_parts"))
-        return _prepared(body, out, session, report, report["cost_usd"], spec, calibrate=covered)
+        prepared = _prepared(body, out, session, report, report["cost_usd"], spec, calibrate=covered)
+        next_turn = (f"{settings.policy}\x00{session}", _for_next_turn(result.report))
+        return dataclasses.replace(prepared, next_turn=next_turn)
+
+    def _previous_turn(self, policy: str, session: str) -> Mapping[str, Any] | None:
+        """The session's previous answered turn under ``policy``: from memory, else from the store
+        (after a restart, or once the session has left the bounded memory)."""
+        key = f"{policy}\x00{session}"
+        found = self._previous.get(key)
+        if found is not None:
+            return found  # type: ignore[no-any-return]
+        last = self.store.last_turn(session)
+        if last is None or last.report.get("policy") != policy or "pinned_prefix_sha256" not in last.report:
+            return None
+        state = _for_next_turn(last.report)
+        self._previous.put(key, state)
+        return state
 
     def _count_unassembled(
         self,
@@ -574,6 +591,8 @@ class Gateway:
     async def record(self, provider: Provider, prepared: Prepared, answer: str, raw_usage: Any) -> None:
         """Metrics, calibration and the stored turn for an answer the client got. Never raises: a
         failure to record is logged and counted, the answer stands."""
+        if prepared.next_turn is not None:  # only an answered turn is the next one's baseline
+            self._previous.put(*prepared.next_turn)
         try:
             usage = normalize_usage(provider.name, raw_usage)
             self._observe(prepared, usage)

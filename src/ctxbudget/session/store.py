@@ -64,6 +64,10 @@ class SessionStore(Protocol):
         """A session's turns in order."""
         ...
 
+    def last_turn(self, name: str) -> Turn | None:
+        """A session's latest turn (None: no turn, or no such session)."""
+        ...
+
     def ledger(self, name: str) -> list[dict[str, Any]]:
         """A session's ledger entries in order."""
         ...
@@ -217,6 +221,13 @@ class SQLiteStore:
         """A session's turns in order."""
         rows = self._db.execute("SELECT turn_sha256 FROM turns WHERE session = ? ORDER BY idx", (name,))
         return [Turn.from_dict(self._get(row[0])) for row in rows.fetchall()]
+
+    def last_turn(self, name: str) -> Turn | None:
+        """A session's latest turn (None: no turn, or no such session)."""
+        row = self._db.execute(
+            "SELECT turn_sha256 FROM turns WHERE session = ? ORDER BY idx DESC LIMIT 1", (name,)
+        ).fetchone()
+        return Turn.from_dict(self._get(row[0])) if row else None
 
     def ledger(self, name: str) -> list[dict[str, Any]]:
         """A session's ledger entries in order."""
