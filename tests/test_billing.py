@@ -95,3 +95,11 @@ def test_it_answers_the_messages_api_with_usage() -> None:
     }
     assert response.json()["content"][0]["text"] == upstream.answer
     assert client.post("/v1/other", content=json.dumps({})).status_code == 404
+
+
+def test_the_reply_is_billed_up_to_max_tokens() -> None:
+    upstream = _upstream()
+    upstream.answer = "word " * 500
+    body = _body()
+    body["max_tokens"] = 50
+    assert upstream.bill(body).output_tokens == 50

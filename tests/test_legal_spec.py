@@ -629,3 +629,15 @@ def test_a_citation_that_names_a_witness_is_checked_in_that_witness_transcript()
     with pytest.raises(SupersedeUnverified):
         supersede("47:12 A. I mailed the notice on March 3.", "Jones Dep. at 47:12")  # Smith's words
     assert supersede("47:12 A. I mailed the notice on March 3.", "Smith Dep. at 47:12")
+
+
+def test_empty_items_make_no_empty_blocks() -> None:
+    body = {
+        "items": [
+            {"id": "p", "tier": "pinned", "kind": "playbook", "text": ""},
+            {"id": "l", "tier": "volatile", "kind": "ledger", "text": "  "},
+            {"id": "q", "kind": "question", "text": "When?"},
+        ]
+    }
+    request = assemble(body, policy=POLICY, model=MODEL).request
+    assert "system" not in request and request["messages"][0]["content"][0]["text"] == "When?"

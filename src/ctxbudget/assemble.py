@@ -124,14 +124,16 @@ def _blocks(
     then the recent turns and Block 4 (the current turn) as messages."""
     system: list[Block] = []
     ledger = [
-        Block(region="system", role="system", text=i.text, tier=LEDGER, cached=True) for i in ledger_items
+        Block(region="system", role="system", text=i.text, tier=LEDGER, cached=True)
+        for i in ledger_items
+        if i.text.strip()
     ]
     messages: list[Block] = []
     for sel in selections:
         tier = sel.tier
         if tier.eviction != "rolling":
-            if sel.texts:
-                text = "\n\n".join(render_item(i, t) for i, t in sel.texts)
+            text = "\n\n".join(render_item(i, t) for i, t in sel.texts if t.strip())
+            if text:  # no empty system block (the Messages API refuses one)
                 system.append(
                     Block(
                         region="system",

@@ -94,12 +94,10 @@ def _anthropic(
             if i in marks:
                 entry["cache_control"] = _cache_control(marks[i])
             system.append(entry)
-    return {
-        "model": model,
-        "max_tokens": max_tokens,
-        "system": system,
-        "messages": _messages(blocks, marks, True),
-    }
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
+    if system:  # no system prompt at all rather than an empty one
+        body["system"] = system
+    return {**body, "messages": _messages(blocks, marks, True)}
 
 
 def _openai(

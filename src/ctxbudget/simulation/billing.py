@@ -161,7 +161,11 @@ class BillingUpstream:
             covered = tokens[mark]
             self._cache[hashes[mark]] = (self.now + TTL_SECONDS[ttl], ttl)
         uncached = total - covered
+        cap = body.get("max_tokens")
         output = self.counter.count(self.answer)
+        output = (
+            min(output, cap) if isinstance(cap, int) and cap > 0 else output
+        )  # the reply stops at the cap
         processed = uncached + writes["5m"] + writes["1h"]
         bill = Bill(
             input_tokens=uncached,
