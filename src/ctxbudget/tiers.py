@@ -131,61 +131,79 @@ def _not_selected(items: list[ContextItem], tags: frozenset[str] | None) -> set[
     return out
 
 
+def _check_order(items: list[ContextItem], tier: Tier) -> None:
+    """Each ``supersedes`` names an older item of the same tier, not itself."""
+    position = {i.id: i.position for i in items}
+    for item in items:
+        where = f"{item.path}.supersedes"
+        if not item.supersedes:
+            continue
+        if item.supersedes == item.id:
+            raise InvalidRequestError(f"{item.id!r} supersedes itself", where)
+        if item.supersedes not in position:
+            raise InvalidRequestError(
+                f"{item.id!r} supersedes {item.supersedes!r}, which is not an item of tier {tier.name!r}",
+                where,
+            )
+        if position[item.supersedes] > item.position:
+            raise InvalidRequestError(
+                f"{item.id!r} supersedes {item.supersedes!r}, which comes after it: only a newer item may supersede",
+                where,
+            )
+
+
+def _superseded(
+    tier: Tier, items: list[ContextItem], request: ContextRequest, cost: Callable[[str], int]
+) -> tuple[set[str], list[ItemDecision]]:
+    """The items replaced by a verified newer quote, and their decisions."""
+    _check_order(items, tier)
+    sources = [i.text for i in request.items if i.kind == "document"]
+    checks = {i.supersedes: (i.id, _check_supersede(i, tier, sources)) for i in items if i.supersedes}
+    decisions = [
+        _gone(i, cost(i.text), "superseded", f"superseded by {checks[i.id][0]} ({checks[i.id][1]})")
+        for i in items
+        if i.id in checks
+    ]
+    return set(checks), decisions
+
+
+def _unselected(
+    items: list[ContextItem], request: ContextRequest, gone: set[str], cost: Callable[[str], int]
+) -> tuple[set[str], list[ItemDecision]]:
+    """The items the case's issue tags leave out, and their decisions."""
+    unselected = _not_selected(items, request.issue_tags) - gone
+    wanted = ", ".join(sorted(request.issue_tags or ()))
+    decisions = [
+        _gone(
+            i, cost(i.text), "not_selected", f"tags {', '.join(i.tags)} are not among the issue tags {wanted}"
+        )
+        for i in items
+        if i.id in unselected
+    ]
+    return unselected, decisions
+
+
 def _protected(
     tier: Tier, items: list[ContextItem], counter: TokenCounter, limit: int, request: ContextRequest
 ) -> TierSelection:
     cost = counter.raw
-    position = {i.id: i.position for i in items}
-    sources = [i.text for i in request.items if i.kind == "document"]
-    for item in items:
-        if item.supersedes and position.get(item.supersedes, -1) > item.position:
-            raise InvalidRequestError(
-                f"{item.id!r} supersedes {item.supersedes!r}, which comes after it: only a newer item may supersede",
-                f"{item.path}.supersedes",
-            )
-        if item.supersedes == item.id:
-            raise InvalidRequestError(f"{item.id!r} supersedes itself", f"{item.path}.supersedes")
-        if item.supersedes and item.supersedes not in position:
-            raise InvalidRequestError(
-                f"{item.id!r} supersedes {item.supersedes!r}, which is not an item of tier {tier.name!r}",
-                f"{item.path}.supersedes",
-            )
-    checks = {i.supersedes: (i.id, _check_supersede(i, tier, sources)) for i in items if i.supersedes}
-    superseded = {old: new for old, (new, _) in checks.items()}
-    decisions = [
-        _gone(i, cost(i.text), "superseded", f"superseded by {checks[i.id][0]} ({checks[i.id][1]})")
-        for i in items
-        if i.id in superseded
-    ]
-    unselected = _not_selected(items, request.issue_tags)
-    decisions += [
-        _gone(
-            i,
-            cost(i.text),
-            "not_selected",
-            f"tags {', '.join(i.tags)} are not among the issue tags {', '.join(sorted(request.issue_tags or ()))}",
-        )
-        for i in items
-        if i.id in unselected and i.id not in superseded
-    ]
+    superseded, decisions = _superseded(tier, items, request, cost)
+    unselected, left_out = _unselected(items, request, superseded, cost)
+    decisions += left_out
     kept = [i for i in items if i.id not in superseded and i.id not in unselected]
-    confirmed = request.confirm_evict
     for item in list(kept):
         if sum(cost(render_item(i, i.text)) for i in kept) <= limit:
             break
-        if item.id in confirmed:
+        if item.id in request.confirm_evict:
             kept.remove(item)
             decisions.append(_gone(item, cost(item.text), "dropped", "eviction confirmed by the request"))
     total = sum(cost(render_item(i, i.text)) for i in kept)
     if total > limit:
+        label = f"tier {tier.index} {tier.name} (protected: give `supersedes` or `confirm_evict`)"
         raise BudgetExceeded(
             available_tokens=counter.scale(limit),
             required_tokens=counter.scale(total),
-            parts={
-                f"tier {tier.index} {tier.name} (protected: give `supersedes` or `confirm_evict`)": counter.scale(
-                    total
-                )
-            },
+            parts={label: counter.scale(total)},
             hint=TIER_HINT,
         )
     reason = "protected, verbatim" + (", tags match the issue tags" if request.issue_tags is not None else "")
