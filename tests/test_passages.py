@@ -5,13 +5,13 @@ import itertools
 from ctxbudget import fit, render_question
 from ctxbudget.trim.passages import (
     PassageWeights,
-    _best_window,
     asks_for_summary,
     content_query,
     passage_tokens,
     select_regions,
     split_passages,
 )
+from ctxbudget.trim.passages._windows import _best_window
 
 TRANSCRIPT = "".join(
     f"Speaker {'AB'[n % 2]}: turn {n} about {'the budget and costs' if 40 <= n < 48 else 'weather and lunch'} "

@@ -1,0 +1,143 @@
+"""What a question asks about: its content words, and whether it asks for a summary."""
+
+from __future__ import annotations
+
+from ..bm25 import terms
+
+__all__ = ["QUERY_STOPWORDS", "asks_for_summary", "content_query"]
+
+# Function words and the words questions are framed with: they say nothing about where the answer is.
+QUERY_STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "for",
+        "with",
+        "by",
+        "from",
+        "as",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "there",
+        "their",
+        "they",
+        "them",
+        "we",
+        "our",
+        "you",
+        "your",
+        "he",
+        "she",
+        "his",
+        "her",
+        "i",
+        "me",
+        "my",
+        "do",
+        "does",
+        "did",
+        "done",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "why",
+        "how",
+        "about",
+        "into",
+        "over",
+        "under",
+        "than",
+        "then",
+        "so",
+        "if",
+        "not",
+        "no",
+        "any",
+        "all",
+        "some",
+        "more",
+        "most",
+        "other",
+        "such",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "also",
+        "very",
+        "just",
+        "only",
+        "own",
+        "same",
+        "too",
+        "s",
+        "t",
+        "summarize",
+        "summarise",
+        "summary",
+        "discuss",
+        "discussed",
+        "discussion",
+        "describe",
+        "explain",
+        "said",
+        "say",
+        "says",
+        "tell",
+        "talk",
+        "talked",
+        "think",
+        "thought",
+        "opinion",
+        "mention",
+        "mentioned",
+        "give",
+        "list",
+        "briefly",
+        "overall",
+        "whole",
+    ]
+)
+
+
+def content_query(query: str) -> str:
+    """The query without function words and question framing (the query itself if nothing is left)."""
+    kept = [t for t in terms(query) if t not in QUERY_STOPWORDS]
+    return " ".join(kept) if kept else query
+
+
+_SUMMARY_WORDS = frozenset(["summarize", "summarise", "summary", "summaries", "overview", "recap"])
+
+
+def asks_for_summary(query: str) -> bool:
+    """Whether the question asks for a summary or an overview (its evidence is a whole discussion)."""
+    return not _SUMMARY_WORDS.isdisjoint(terms(query))

@@ -1,0 +1,112 @@
+"""Scoring passages: BM25 against the question's content words and the issue tags, plus small
+configurable bonuses (neighbour continuity, protected tags) and, when one is given, a semantic
+scorer's similarity (:class:`PassageScorer`)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from ...errors import ConfigError
+from ..bm25 import bm25_scores
+from ._query import content_query
+from ._split import Passage
+
+__all__ = ["PassageScorer", "PassageWeights", "passage_scores", "ranking"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PassageWeights:
+    """Scoring bonuses (all configurable; BM25 stays the base score)."""
+
+    neighbour: float = 0.3
+    protected_tag: float = 1.0
+    # Largest window as a share of the budget: several windows cover evidence in several places.
+    window_share: float = 1.0
+    # A window's passages near its edges count ``edge_weight`` (1.0: plain score mass), rising
+    # to full weight over the outer ``edge_margin`` share of the window on each side.
+    edge_weight: float = 0.5
+    edge_margin: float = 0.25
+    # A window loses this share of the score of each untaken passage just outside it: windows end
+    # where relevance does, not in the middle of a relevant stretch.
+    cut_penalty: float = 0.5
+    # Relevance is raised to this power before a window sums it, so one strong match outweighs
+    # many passages that share a common query word (1.0: plain sums; measured in docs/retention.md).
+    sharpness: float = 2.0
+    # Weight of a semantic scorer's similarity beside BM25 (both scaled to 0..1 first).
+    semantic: float = 1.0
+    # Hedging, for questions that do not ask for a summary: the selection is also made with a first
+    # window of each of these shares of the budget (the rest going to the next best windows), and
+    # it is taken when it keeps every strong passage (relevance at least ``strong`` of the best)
+    # that the single window keeps, and more. () turns hedging off (measured in docs/retention.md).
+    hedge_shares: tuple[float, ...] = (0.7, 0.5)
+    strong: float = 0.7
+
+
+class PassageScorer(Protocol):
+    """An optional semantic scorer: how close each passage is to the query, on any scale (higher
+    is closer; cosine similarity of embeddings, say). It is added to BM25, which stays the base.
+    ``ctxbudget.semantic`` ships one built on a small embedding model installed as an extra."""
+
+    def __call__(self, query: str, passages: Sequence[str]) -> Sequence[float]: ...
+
+
+def ranking(scorer: PassageScorer | None) -> str:
+    """What passages are ranked by, for the reasons a report gives."""
+    return "BM25 and semantic similarity" if scorer is not None else "BM25"
+
+
+def passage_scores(
+    text: str,
+    passages: Sequence[Passage],
+    query: str,
+    protected_tags: Sequence[str],
+    weights: PassageWeights,
+    scorer: PassageScorer | None = None,
+) -> list[float]:
+    texts = [text[p.start : p.end] for p in passages]
+    scores = _to_unit(bm25_scores(content_query(query), texts))
+    if scorer is not None:
+        closeness = _above_median(_checked(scorer(query, texts), len(texts)))
+        scores = _to_unit([s + weights.semantic * c for s, c in zip(scores, closeness, strict=True)])
+    smoothed = []
+    for i, score in enumerate(scores):
+        neighbours = [scores[j] for j in (i - 1, i + 1) if 0 <= j < len(scores)]
+        smoothed.append(
+            score + weights.neighbour * (sum(neighbours) / len(neighbours) if neighbours else 0.0)
+        )
+    for i, piece in enumerate(texts):
+        if any(tag.lower() in piece.lower() for tag in protected_tags):
+            smoothed[i] += weights.protected_tag
+    return smoothed
+
+
+def _to_unit(scores: Sequence[float]) -> list[float]:
+    """Scores divided by the best one (all 0 stay 0)."""
+    top = max(scores, default=0.0) or 1.0
+    return [s / top for s in scores]
+
+
+def _above_median(values: Sequence[float]) -> list[float]:
+    """How far each value stands above the document's median, 1 for the closest passage.
+
+    Embedding similarities of unrelated passages are far from 0 (all-MiniLM-L6-v2 gives most
+    passages of a meeting 0.1-0.3 against any question about it): only what stands out counts.
+    """
+    if not values:
+        return []
+    middle, top = statistics.median(values), max(values)
+    span = top - middle
+    return [max(0.0, (v - middle) / span) if span > 0 else 0.0 for v in values]
+
+
+def _checked(values: Sequence[float], expected: int) -> list[float]:
+    out = [float(v) for v in values]
+    if len(out) != expected:
+        raise ConfigError(f"the passage scorer returned {len(out)} scores for {expected} passages")
+    if not all(math.isfinite(v) for v in out):
+        raise ConfigError("the passage scorer returned a score that is not a finite number")
+    return out

@@ -1,0 +1,116 @@
+"""Splitting one long text into passages with exact offsets and citations.
+
+A transcript splits by speaker turn (``Name: ...``) or Q/A line, a numbered record by its
+``page:line`` lines, a contract by paragraph or clause; units are grouped into passages of at most
+``max_tokens`` (a unit over the cap is cut at sentence ends, or after a space). Each passage
+carries a citation: a ``page:line`` range when the text is numbered, else its character range.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..sentences import iter_sentence_ends
+
+__all__ = ["PASSAGE_TOKENS", "Passage", "citation_of", "passage_tokens", "split_passages"]
+
+_SPEAKER = re.compile(r"^[^\s:][^\n:]{0,40}:\s", re.MULTILINE)
+_PAGE_LINE = re.compile(r"^(\d{1,4}:\d{1,3})\s", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A slice ``text[start:end]`` of the original, with its citation."""
+
+    start: int
+    end: int
+    citation: str
+
+
+def _units(text: str) -> list[tuple[int, int]]:
+    """Lines for transcripts and numbered records; paragraphs otherwise (exact offsets, newline kept)."""
+    lines = text.splitlines(keepends=True)
+    line_like = len(_SPEAKER.findall(text)) + len(_PAGE_LINE.findall(text)) > len(lines) * 0.3
+    units: list[tuple[int, int]] = []
+    position = 0
+    if line_like:
+        for line in lines:
+            units.append((position, position + len(line)))
+            position += len(line)
+        return units
+    for paragraph in re.split(r"(\n\s*\n)", text):
+        if units and not paragraph.strip():
+            units[-1] = (units[-1][0], units[-1][1] + len(paragraph))
+        elif paragraph:
+            units.append((position, position + len(paragraph)))
+        position += len(paragraph)
+    return units
+
+
+def _cut(text: str, start: int, end: int, max_chars: int) -> list[tuple[int, int]]:
+    """A unit over the cap, cut at sentence ends (or hard at the cap)."""
+    pieces: list[tuple[int, int]] = []
+    begin = start
+    for stop in (*(start + e for e in iter_sentence_ends(text[start:end])), end):
+        if stop - begin >= max_chars or stop == end:
+            pieces.append((begin, stop))
+            begin = stop
+    if begin < end:
+        pieces.append((begin, end))
+    out: list[tuple[int, int]] = []
+    for a, b in pieces:
+        out += _hard_cut(text, a, b, max_chars) if b - a > 2 * max_chars else [(a, b)]
+    return [(a, b) for a, b in out if b > a]
+
+
+def _hard_cut(text: str, start: int, end: int, max_chars: int) -> list[tuple[int, int]]:
+    """A stretch with no sentence end cut into pieces of at most ``max_chars``, each ending after
+    a space in its last fifth when there is one (a kept passage then starts at a word)."""
+    pieces: list[tuple[int, int]] = []
+    begin = start
+    while end - begin > max_chars:
+        stop = begin + max_chars
+        space = max(
+            text.rfind(" ", stop - max_chars // 5, stop), text.rfind("\n", stop - max_chars // 5, stop)
+        )
+        cut = space + 1 if space > begin else stop
+        pieces.append((begin, cut))
+        begin = cut
+    return [*pieces, (begin, end)]
+
+
+def citation_of(text: str, start: int, end: int) -> str:
+    """A ``page:line`` range for a numbered stretch, else its character range."""
+    marks = _PAGE_LINE.findall(text[start:end])
+    if marks:
+        return marks[0] if len(marks) == 1 else f"{marks[0]}-{marks[-1]}"
+    return f"chars {start}-{end}"
+
+
+PASSAGE_TOKENS = 256
+
+
+def passage_tokens(budget: int) -> int:
+    """The passage size for a budget: 256 tokens, smaller when the budget is under four passages,
+    so that a small budget still has windows it can hold (never under 32 tokens)."""
+    return max(32, min(PASSAGE_TOKENS, budget // 4))
+
+
+def split_passages(
+    text: str, count: Callable[[int, int], int], max_tokens: int = PASSAGE_TOKENS
+) -> list[Passage]:
+    """Passages of ``text`` of at most about ``max_tokens`` (``count(start, end)`` gives tokens)."""
+    max_chars = max(200, max_tokens * 4)
+    units: list[tuple[int, int]] = []
+    for start, end in _units(text):
+        units += _cut(text, start, end, max_chars) if end - start > max_chars else [(start, end)]
+    passages: list[Passage] = []
+    begin = units[0][0] if units else 0
+    for n, (_, end) in enumerate(units):
+        last = n + 1 == len(units)
+        if last or count(begin, units[n + 1][1]) > max_tokens:
+            passages.append(Passage(begin, end, citation_of(text, begin, end)))
+            begin = end
+    return passages

@@ -1,0 +1,181 @@
+"""Selecting passages: whole windows of passages, best relevance first (passages near a window's
+edges weigh less, so evidence sits inside with context on both sides), returned as verbatim
+regions in document order, adjacent passages merged."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ._query import asks_for_summary
+from ._score import PassageScorer, PassageWeights, passage_scores
+from ._split import Passage, citation_of
+
+__all__ = ["Region", "select_regions"]
+
+
+@dataclass(frozen=True)
+class Region:
+    """Consecutive selected passages merged: one verbatim slice and its citation."""
+
+    start: int
+    end: int
+    citation: str
+    passages: tuple[int, ...]
+
+
+def _run_from(left: int, costs: Sequence[int], cap: int, taken: set[int]) -> tuple[int, int]:
+    """The last passage and the cost of the longest run of untaken passages from ``left`` within
+    ``cap`` (last is ``left - 1`` when not even the first fits)."""
+    last, cost = left - 1, 0
+    while last + 1 < len(costs) and last + 1 not in taken and cost + costs[last + 1] <= cap:
+        last += 1
+        cost += costs[last]
+    return last, cost
+
+
+def _head(costs: Sequence[int], cap: int) -> list[tuple[int, int]]:
+    """The leading passages that fit ``cap``: with no relevance signal, keep the document's start
+    (what head truncation keeps, whole passages only)."""
+    last, _ = _run_from(0, costs, cap, set())
+    return [(0, last)] if last >= 0 else []
+
+
+def _best_window(
+    scores: Sequence[float], costs: Sequence[int], cap: int, taken: set[int], weights: PassageWeights
+) -> tuple[int, int] | None:
+    """The run of untaken passages, as long as ``cap`` allows from its first passage, with the
+    most edge-weighted score mass (ties: the earlier run).
+
+    Plain score mass pushes the best passage against a window's edge whenever more relevance
+    lies on one side of it, and evidence that continues past that edge is cut. Weighting
+    passages near either edge down (``edge_weight`` at the edge, rising to 1 over the outer
+    ``edge_margin`` of the window) keeps evidence inside with context on both sides, and
+    ``cut_penalty`` of the score of each passage just outside counts against the window (the
+    measurements are in docs/retention.md).
+    """
+    best: tuple[float, int, int] | None = None
+    for left in range(len(costs)):
+        if left in taken:
+            continue
+        last, cost = _run_from(left, costs, cap, taken)
+        if last < left:
+            continue
+        mass = _edge_weighted_mass(scores[left : last + 1], costs[left : last + 1], cost, weights)
+        outside = (scores[left - 1] if left > 0 and left - 1 not in taken else 0.0) + (
+            scores[last + 1] if last + 1 < len(scores) and last + 1 not in taken else 0.0
+        )
+        mass -= weights.cut_penalty * outside
+        if best is None or mass > best[0] + 1e-12:
+            best = (mass, left, last)
+    return (best[1], best[2]) if best else None
+
+
+def _edge_weighted_mass(
+    scores: Sequence[float], costs: Sequence[int], total: int, weights: PassageWeights
+) -> float:
+    """Score mass of one window, each passage weighted by how far its middle is from an edge."""
+    mass, position = 0.0, 0
+    low, margin = weights.edge_weight, weights.edge_margin
+    for score, cost in zip(scores, costs, strict=True):
+        middle = (position + cost / 2) / (total or 1)
+        nearness = min(1.0, min(middle, 1 - middle) / margin) if margin > 0 else 1.0
+        mass += score * (low + (1 - low) * nearness)
+        position += cost
+    return mass
+
+
+def select_regions(
+    text: str,
+    passages: Sequence[Passage],
+    costs: Sequence[int],
+    budget: int,
+    *,
+    query: str,
+    protected_tags: Sequence[str] = (),
+    weights: PassageWeights | None = None,
+    region_cost: int = 0,
+    scorer: PassageScorer | None = None,
+) -> list[Region]:
+    """Verbatim regions within ``budget`` tokens (``region_cost`` per region for its framing).
+
+    Evidence is usually a contiguous stretch of discussion, and a quote survives only if all of it
+    is kept, so selection takes whole windows: the contiguous run of passages with the most
+    relevance (BM25 against the query and tags, plus ``scorer``'s similarity when one is given,
+    with the bonuses; edge-weighted, see :func:`_best_window`) that fits the budget left, then
+    the best run in what remains, and so on; regions come back in document order.
+
+    A question that asks for a summary needs the whole discussion in one piece. The evidence for
+    any other question is usually a short exchange, and when the strongest passages lie in more
+    than one place a smaller first window that leaves room for a second may keep more of them:
+    such selections (``weights.hedge_shares``) are tried too, and one is taken when it keeps every
+    strong passage the single window keeps, and more.
+    """
+    weights = weights or PassageWeights()
+    relevance = passage_scores(text, passages, query, protected_tags, weights, scorer)
+    if not any(s > 0 for s in relevance):
+        return _regions(text, passages, _head(costs, budget - region_cost))
+    scores = [s**weights.sharpness + 1e-6 for s in relevance]  # ties favour coverage
+    runs = _windows(scores, costs, budget, region_cost, weights, weights.window_share)
+    if asks_for_summary(query) or not weights.hedge_shares:
+        return _regions(text, passages, runs)
+    top = max(relevance)
+    strong = [i for i, r in enumerate(relevance) if r >= weights.strong * top]
+    best, kept = runs, _held(strong, runs)
+    for share in weights.hedge_shares:
+        if len(kept) == len(strong):  # nothing left to gain
+            break
+        hedged = _windows(scores, costs, budget, region_cost, weights, share)
+        if (held := _held(strong, hedged)) > kept:  # a strict superset: every one kept, and more
+            best, kept = hedged, held
+    return _regions(text, passages, best)
+
+
+def _windows(
+    scores: Sequence[float],
+    costs: Sequence[int],
+    budget: int,
+    region_cost: int,
+    weights: PassageWeights,
+    share: float,
+) -> list[tuple[int, int]]:
+    """Windows taken best first: the first at most ``share`` of the budget (all of what is left
+    when 1), later ones at most ``window_share`` of it, until nothing more fits."""
+    taken: set[int] = set()
+    runs: list[tuple[int, int]] = []
+    remaining = budget
+    while remaining - region_cost > 0:
+        fraction = weights.window_share if runs else share
+        cap = max(int(budget * fraction), 1) if fraction < 1 or runs else remaining
+        window = _best_window(scores, costs, min(cap, remaining) - region_cost, taken, weights)
+        if window is None:
+            break
+        first, last = window
+        runs.append(window)
+        taken.update(range(first, last + 1))
+        remaining -= region_cost + sum(costs[first : last + 1])
+    return runs
+
+
+def _held(indices: Sequence[int], runs: Sequence[tuple[int, int]]) -> frozenset[int]:
+    """Those of ``indices`` that the runs hold."""
+    return frozenset(i for i in indices if any(first <= i <= last for first, last in runs))
+
+
+def _regions(text: str, passages: Sequence[Passage], runs: list[tuple[int, int]]) -> list[Region]:
+    """Runs of passages in document order, adjacent runs merged, as verbatim regions."""
+    merged: list[list[int]] = []
+    for first, last in sorted(runs):
+        if merged and merged[-1][1] == first - 1:
+            merged[-1][1] = last
+        else:
+            merged.append([first, last])
+    return [
+        Region(
+            passages[a].start,
+            passages[b].end,
+            citation_of(text, passages[a].start, passages[b].end),
+            tuple(range(a, b + 1)),
+        )
+        for a, b in merged
+    ]
