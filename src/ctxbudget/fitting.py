@@ -35,7 +35,7 @@ from .formats.base import (
 )
 from .formats.jsonvalue import check_json_value
 from .measure import Measurement, measure, measure_total
-from .memo import FitMemo, freeze
+from .memo import FitMemo, freeze, thaw
 from .report import FitReport, ItemReport
 from .tokens.counter import TokenCounter, clear_count_cache
 from .tokens.registry import get_encoding, registry_version
@@ -401,6 +401,26 @@ def clear_caches(*, counts: bool = True, fits: bool = True) -> None:
         _MEMO.clear()
 
 
+@dataclass(frozen=True, kw_only=True)
+class FitOptions:
+    """How one fit is made: frozen and hashable, so it is part of the memo's key as it is. The
+    budget's values are kept in their frozen image (:func:`ctxbudget.memo.freeze`)."""
+
+    model: str
+    max_context_tokens: int = 0
+    reserve_output_tokens: int | None = None
+    budget: tuple[tuple[str, Hashable], ...] = ()
+    input_format: str | None = None
+    on_overflow: OnOverflow = "error"
+    score_order: ScoreOrder = "desc"
+    document_order: OutputOrder = "ranked"
+    split_documents: bool = False
+
+    def budget_mapping(self) -> dict[str, Any] | None:
+        """The budget as given (None when none was)."""
+        return {k: thaw(v) for k, v in self.budget} or None
+
+
 def fit(
     request: Mapping[str, Any],
     *,
@@ -419,19 +439,26 @@ def fit(
 ) -> FitResult:
     """Fit ``request`` into ``model``'s window; returns the fitted request and the report.
 
-    The output reserve is ``reserve_output_tokens``, else the body's own ``max_tokens`` /
-    ``max_completion_tokens`` / ``max_output_tokens``, else min(4,096, the model's output cap).
-    The window (and any input cap below it) comes from ``max_context_tokens`` or the catalog; an
-    id the catalog cannot resolve raises :class:`UnknownModelError` unless
-    ``unknown_model="floor"``, which budgets against the seed node's 8,191 tokens with a warning.
+    - ``model``: a model id the catalog resolves (dated ids and provider prefixes too).
+    - ``max_context_tokens``: a budget below the model's window (0: the window).
+    - ``reserve_output_tokens``: tokens kept for the reply; by default the body's own
+      ``max_tokens`` / ``max_completion_tokens`` / ``max_output_tokens``, else min(4,096, the
+      model's output cap).
+    - ``budget``: percentages per component (``system``, ``question``, ``documents``, ``history``).
+    - ``format``: the request's format (detected when None): ``question``, ``openai``,
+      ``anthropic``, ``gemini``, ...
+    - ``on_overflow``: ``"error"`` raises :class:`BudgetExceeded` when the parts that cannot be
+      trimmed alone exceed the window; ``"empty"`` returns what fits with a warning.
+    - ``score_order`` / ``document_order``: how documents are ranked and laid out.
+    - ``split_documents``: keep the passages of long documents that match the question;
+      ``passage_scorer`` (:class:`ctxbudget.trim.passages.PassageScorer`, such as
+      :class:`ctxbudget.semantic.EmbeddingScorer`) adds semantic similarity to BM25 there.
+    - ``catalog``: models and prices (default: the bundled catalog).
+    - ``unknown_model``: ``"error"`` raises :class:`UnknownModelError` for an id the catalog
+      cannot resolve; ``"floor"`` budgets it at the seed node's 8,191 tokens with a warning.
 
-    Raises :class:`BudgetExceeded` when the parts that cannot be trimmed alone exceed the
-    window (unless ``on_overflow="empty"``), :class:`InvalidRequestError` for a malformed body
-    and :class:`ConfigError` for bad options. The input is never mutated.
-
-    With ``split_documents``, a ``passage_scorer`` (:class:`ctxbudget.trim.passages.PassageScorer`,
-    such as :class:`ctxbudget.semantic.EmbeddingScorer`) adds semantic similarity to BM25 when
-    passages are chosen.
+    Raises :class:`InvalidRequestError` for a malformed body and :class:`ConfigError` for bad
+    options. The input is never mutated; the same request and options give the same bytes.
     """
     _check_options(
         on_overflow=on_overflow,
@@ -447,39 +474,41 @@ def fit(
     catalog = _catalog(catalog)
     resolution = catalog.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
     body_reserve = _body_reserve(request)  # validated even when an explicit reserve overrides it
-    if reserve_output_tokens is None:
-        reserve_output_tokens = body_reserve
-    options = (model, max_context_tokens, reserve_output_tokens, freeze(dict(budget or {})), format)
+    options = FitOptions(
+        model=model,
+        max_context_tokens=max_context_tokens,
+        reserve_output_tokens=body_reserve if reserve_output_tokens is None else reserve_output_tokens,
+        budget=tuple((k, freeze(v)) for k, v in (budget or {}).items()),
+        input_format=format,
+        on_overflow=on_overflow,
+        score_order=score_order,
+        document_order=document_order,
+        split_documents=split_documents,
+    )
+    return _remembered_fit(request, options, resolution, catalog, passage_scorer)
+
+
+def _remembered_fit(
+    request: Mapping[str, Any],
+    options: FitOptions,
+    resolution: WindowResolution,
+    catalog: Catalog,
+    scorer: PassageScorer | None,
+) -> FitResult:
+    """A fit, from the memo when the same request and options were fitted before (by content).
+    A scorer is the caller's object (it may be unhashable, and its answers are its own): fits that
+    use one are not remembered; the scorer can remember its embeddings itself."""
     key = (
         freeze(dict(request)),
-        *options,
-        on_overflow,
-        score_order,
-        document_order,
-        split_documents,
-        _catalog_key(catalog, model, resolution),
+        options,
+        _catalog_key(catalog, options.model, resolution),
         registry_version(),
     )
-    # A scorer is the caller's object (it may be unhashable, and its answers are its own): fits that
-    # use one are not remembered; the scorer can remember its embeddings itself.
-    remembered = _MEMO.get(key) if passage_scorer is None else None
+    remembered = _MEMO.get(key) if scorer is None else None
     if remembered is not None:
         return FitResult(*remembered)
-    result = _fit(
-        request,
-        model,
-        resolution,
-        reserve_output_tokens,
-        budget,
-        format,
-        on_overflow,
-        score_order,
-        document_order,
-        split_documents,
-        passage_scorer,
-        catalog,
-    )
-    if passage_scorer is None:
+    result = _fit(request, options, resolution, catalog, scorer)
+    if scorer is None:
         _MEMO.put(key, result.request, result.report)
     return result
 
@@ -552,29 +581,31 @@ def _catalog_key(catalog: Catalog, model: str, resolution: WindowResolution) -> 
 
 def _fit(
     request: Mapping[str, Any],
-    model: str,
+    options: FitOptions,
     resolution: WindowResolution,
-    reserve_output_tokens: int | None,
-    budget: Mapping[str, Any] | None,
-    format: str | None,
-    on_overflow: OnOverflow,
-    score_order: ScoreOrder,
-    document_order: OutputOrder,
-    split_documents: bool,
-    passage_scorer: PassageScorer | None,
     catalog: Catalog,
+    passage_scorer: PassageScorer | None,
 ) -> FitResult:
-    reserve = _reserve(resolution, reserve_output_tokens)
+    model = options.model
+    reserve = _reserve(resolution, options.reserve_output_tokens)
     available = _available(resolution, reserve)
-    fmt = get_format(format) if format else detect_format(request)
+    fmt = get_format(options.input_format) if options.input_format else detect_format(request)
     counter = _counter_for(catalog, model)
     items, rendering = fmt.parse_and_render(request)
     measured = measure(rendering, counter.encoding)
     # As chat users expect (LangChain's include_system), a chat body's system and developer
     # messages are not trimmed unless budgeted; the seed's question format budgets its role.
-    split = BudgetSplit.from_mapping(budget, protect_system=fmt.name != "question")
+    split = BudgetSplit.from_mapping(options.budget_mapping(), protect_system=fmt.name != "question")
     ctx = _Context(
-        fmt, counter, items, measured, split, score_order, document_order, split_documents, passage_scorer
+        fmt,
+        counter,
+        items,
+        measured,
+        split,
+        options.score_order,
+        options.document_order,
+        options.split_documents,
+        passage_scorer,
     )
     ctx.estimated = estimated_parts(items, rendering)
     if resolution.warning:
@@ -586,7 +617,7 @@ def _fit(
             out, _report(ctx, model, resolution, reserve, available, Plan({}), {}, measured.total, True)
         )
     ctx.warnings.extend(split.warnings)
-    fixed_raw = _fixed_or_fail(ctx, available_raw, available, on_overflow)
+    fixed_raw = _fixed_or_fail(ctx, available_raw, available, options.on_overflow)
     out, plan, budgets, after = _trim(
         ctx, request, available_raw, available_raw - fixed_raw, fixed_raw > available_raw
     )
