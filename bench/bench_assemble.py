@@ -47,7 +47,7 @@ def main() -> None:
     cold = median_ms(run, before=clear_caches)
     first = run()
     warm = median_ms(run)
-    second = median_ms(lambda: run(first.report))
+    second = median_ms(lambda: run(first.report.to_dict()))
     simulations = []
     simulation = median_ms(lambda: simulations.append(run_simulation(bundled_scenario()))) / 10
     print(f"{'benchmark':44} {'median ms':>10} {'x floor':>8}")
@@ -59,11 +59,11 @@ def main() -> None:
         ("simulation, per turn (session, gateway, billing)", simulation),
     ]:
         print(f"{name:44} {ms:10.2f} {ms / floor:8.3f}")
-    report = first.report
+    report = first.report.to_dict()
     print(
         f"assembled {report['tokens']:,} of {report['prompt_limit_tokens']:,} tokens; tiers "
         + ", ".join(f"{t['name']} {t['tokens']:,}/{t['ceiling_tokens']:,}" for t in report["tiers"])
-        + f"; first turn ${report['cost_usd']:.4f}, next turn ${run(first.report).report['cost_usd']:.4f}"
+        + f"; first turn ${report['cost_usd']:.4f}, next turn ${run(first.report.to_dict()).report.to_dict()['cost_usd']:.4f}"
     )
     summary = simulations[-1].summary
     billed = summary["billed"]

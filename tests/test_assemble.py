@@ -131,7 +131,7 @@ def test_five_minute_tier_before_a_one_hour_tier_is_refused() -> None:
 
 def test_layout_follows_priority_and_tiers_stay_within_ceilings() -> None:
     result = run()
-    body, report = result.request, result.report
+    body, report = result.request, result.report.to_dict()
     assert body["system"][0]["text"].startswith("Cite page")
     assert body["system"][1]["text"].startswith('<evidence id="EV-1" citation="12:4-12:5">')
     assert body["messages"][-1]["content"][-1]["text"] == "When was warranty notice mailed?"
@@ -177,7 +177,7 @@ def test_protected_items_leave_only_when_superseded_or_confirmed() -> None:
     with pytest.raises(BudgetExceeded, match="critical"):
         run(body)
     body["confirm_evict"] = ["EV-2"]
-    report = run(body).report
+    report = run(body).report.to_dict()
     actions = {i["id"]: i["action"] for t in report["tiers"] for i in t["items"]}
     assert actions["EV-2"] == "dropped" and actions["EV-1"] == "kept"
     body = request()
@@ -193,7 +193,7 @@ def test_protected_items_leave_only_when_superseded_or_confirmed() -> None:
         },
     )
     result = run(body)
-    actions = {i["id"]: i["action"] for t in result.report["tiers"] for i in t["items"]}
+    actions = {i["id"]: i["action"] for t in result.report.to_dict()["tiers"] for i in t["items"]}
     assert actions["EV-1"] == "superseded"
     assert "on the 3rd" not in json.dumps(result.request)
 
@@ -214,7 +214,7 @@ def test_compaction_keeps_verbatim_sentences_relevant_to_the_question() -> None:
     assert "Warranty notice was mailed by certified letter." in background
     for line in background.split("\n"):
         assert line in source
-    assert next(t for t in result.report["tiers"] if t["name"] == "contextual")["tokens"] <= 120
+    assert next(t for t in result.report.to_dict()["tiers"] if t["name"] == "contextual")["tokens"] <= 120
 
 
 def test_rolling_window_drops_the_oldest_and_keeps_tool_pairs() -> None:
@@ -234,7 +234,7 @@ def test_rolling_window_drops_the_oldest_and_keeps_tool_pairs() -> None:
         {"id": "result", "tier": "volatile", "kind": "tool_result", "text": "EX-04: certified mail receipt"},
     ]
     body["items"][3:5] = history
-    actions = {i["id"]: i["action"] for t in run(body).report["tiers"] for i in t["items"]}
+    actions = {i["id"]: i["action"] for t in run(body).report.to_dict()["tiers"] for i in t["items"]}
     assert actions["old0"] == "rolled_off"
     assert actions["call"] == actions["result"] == "kept"
 
@@ -255,26 +255,26 @@ def _cacheable() -> dict[str, Any]:
 
 def test_breakpoints_and_cache_prediction_across_turns() -> None:
     first = run(_cacheable(), model="claude-sonnet-4-5", policy=get_policy("legal-review"))
-    report = first.report
+    report = first.report.to_dict()
     assert 1 <= len(report["breakpoints"]) <= 4
     assert report["breakpoints"][0]["ttl"] == "1h"
     assert first.request["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
     assert report["cache"]["read_tokens"] == 0
     second = run(_cacheable(), model="claude-sonnet-4-5", policy=get_policy("legal-review"), previous=report)
-    assert second.report["cache"]["write_tokens"] == 0
-    assert second.report["cache"]["read_tokens"] == report["cache"]["write_tokens"]
-    assert second.report["cost_usd"] < report["cost_usd"]
+    assert second.report.to_dict()["cache"]["write_tokens"] == 0
+    assert second.report.to_dict()["cache"]["read_tokens"] == report["cache"]["write_tokens"]
+    assert second.report.to_dict()["cost_usd"] < report["cost_usd"]
 
 
 def test_no_breakpoint_below_the_minimum_cacheable_length() -> None:
-    report = run(model="claude-haiku-4-5", policy=get_policy("legal-review")).report
+    report = run(model="claude-haiku-4-5", policy=get_policy("legal-review")).report.to_dict()
     assert report["breakpoints"] == []  # the whole prompt is far below Haiku 4.5's 4,096-token minimum
     assert any("minimum cacheable" in w for w in report["warnings"])
 
 
 def test_cost_is_priced_from_the_catalog() -> None:
     result = run(model="claude-sonnet-4-5", policy=get_policy("legal-review"), expected_output_tokens=1000)
-    cache, cost = result.report["cache"], result.report["cost"]
+    cache, cost = result.report.to_dict()["cache"], result.report.to_dict()["cost"]
     expected = (
         cache["uncached_tokens"] * 3
         + cache["write_5m_tokens"] * 3.75
@@ -288,10 +288,10 @@ def test_cost_is_priced_from_the_catalog() -> None:
 def test_cost_ceiling_refuses_or_degrades() -> None:
     with pytest.raises(CostCeilingExceeded, match="ceiling"):
         run(model="gpt-4", cost_ceiling_usd=0.001, expected_output_tokens=100)
-    full = run(model="gpt-4o", expected_output_tokens=100).report["cost_usd"]
+    full = run(model="gpt-4o", expected_output_tokens=100).report.to_dict()["cost_usd"]
     ceiling = full - 30 * 2.5e-6  # 30 input tokens below the undegraded estimate
     cheap = run(model="gpt-4o", cost_ceiling_usd=ceiling, expected_output_tokens=100)
-    assert cheap.report["degraded"] and cheap.report["cost_usd"] <= ceiling
+    assert cheap.report.to_dict()["degraded"] and cheap.report.to_dict()["cost_usd"] <= ceiling
 
 
 def test_pinned_prefix_is_byte_identical_across_turns_of_a_session() -> None:
@@ -299,8 +299,8 @@ def test_pinned_prefix_is_byte_identical_across_turns_of_a_session() -> None:
     body = request()
     body["items"][-1]["text"] = "A different question this turn?"
     body["items"][3]["text"] = "A different earlier message."
-    second = run(body, previous=first.report)
-    assert "byte-identical" in second.report["invariants"]["INV-CTX-01"]
+    second = run(body, previous=first.report.to_dict())
+    assert "byte-identical" in second.report.to_dict()["invariants"]["INV-CTX-01"]
     compare_prefixes(first.request, second.request)
 
 
@@ -309,11 +309,16 @@ def test_a_changed_pinned_prefix_fails_closed_unless_allowed() -> None:
     body = request()
     body["items"][0]["text"] = body["items"][0]["text"].replace("Cite", "Quote", 1)
     with pytest.raises(PinnedPrefixChanged, match="byte 0, line 1") as info:
-        run(body, previous=first.report)
+        run(body, previous=first.report.to_dict())
     assert info.value.offset == 0 and info.value.after.startswith("Quote")
-    second = run(body, previous=first.report, allow_prefix_change=True)
-    assert "changed from the previous turn at byte 0 (allowed)" in second.report["invariants"]["INV-CTX-01"]
-    assert "byte-identical" in run(previous=first.report).report["invariants"]["INV-CTX-01"]
+    second = run(body, previous=first.report.to_dict(), allow_prefix_change=True)
+    assert (
+        "changed from the previous turn at byte 0 (allowed)"
+        in second.report.to_dict()["invariants"]["INV-CTX-01"]
+    )
+    assert (
+        "byte-identical" in run(previous=first.report.to_dict()).report.to_dict()["invariants"]["INV-CTX-01"]
+    )
 
 
 def test_a_changed_prefix_names_the_value_that_changed() -> None:
@@ -323,7 +328,7 @@ def test_a_changed_prefix_names_the_value_that_changed() -> None:
     first = run(body)
     body["items"][0]["text"] = "Build 4412 of the playbook.\n" + text
     with pytest.raises(PinnedPrefixChanged, match="'4412'") as info:
-        run(body, previous=first.report)
+        run(body, previous=first.report.to_dict())
     assert info.value.line == 1 and info.value.volatile == ("value", "4412")
 
 
@@ -334,7 +339,7 @@ def test_other_formats_map_onto_tiers() -> None:
         "history": [{"role": "user", "content": "hi"}],
         "questions": [{"text": "When?"}],
     }
-    report = run(body).report
+    report = run(body).report.to_dict()
     assert [t["name"] for t in report["tiers"] if t["tokens"]] == ["pinned", "contextual", "volatile"]
 
 
@@ -385,7 +390,7 @@ def test_the_compact_tier_can_keep_passage_windows() -> None:
     background = result.request["system"][2]["text"]
     assert "Speaker B: the warranty notice was mailed by certified letter." in background
     assert all(window in body["items"][2]["text"] for window in background.split("\n\n"))  # verbatim
-    tier = next(t for t in result.report["tiers"] if t["name"] == "contextual")
+    tier = next(t for t in result.report.to_dict()["tiers"] if t["name"] == "contextual")
     assert tier["tokens"] <= tier["ceiling_tokens"]
 
 
@@ -408,5 +413,5 @@ def test_a_passage_scorer_reaches_the_compact_tier() -> None:
     plain = run(body, policy=policy).request["system"][2]["text"]
     scored = run(body, policy=policy, passage_scorer=synonyms)
     assert kept not in plain and kept in scored.request["system"][2]["text"]
-    tier = next(t for t in scored.report["tiers"] if t["name"] == "contextual")
+    tier = next(t for t in scored.report.to_dict()["tiers"] if t["name"] == "contextual")
     assert "semantic similarity" in tier["items"][0]["reason"]

@@ -66,7 +66,7 @@ def test_envelope_evidence_and_breakpoints(case: tuple[dict[str, Any], str], mod
         result = assemble(body, policy=policy, model=model)
     except (BudgetExceeded, CostCeilingExceeded):
         return  # fail closed is allowed; silently cutting is not
-    report = result.report
+    report = result.report.to_dict()
     assert count(result.request, model=model)["tokens"] <= policy.prompt_tokens
     rendered = json.dumps(result.request, ensure_ascii=False)
     kept = {
@@ -103,5 +103,5 @@ def test_pinned_bytes_never_change_between_two_assemblies_of_a_session(
     except (BudgetExceeded, CostCeilingExceeded):
         return
     assert first.request["system"][0]["text"] == second.request["system"][0]["text"]
-    assert first.report["pinned_prefix_sha256"] == second.report["pinned_prefix_sha256"]
+    assert first.report.to_dict()["pinned_prefix_sha256"] == second.report.to_dict()["pinned_prefix_sha256"]
     compare_prefixes({"system": first.request["system"][:1]}, {"system": second.request["system"][:1]})

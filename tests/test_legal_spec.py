@@ -190,7 +190,7 @@ def test_block_4_cuts_tool_returns_with_the_question_in_mind_and_never_the_quest
         policy=POLICY,
         model=MODEL,
     )
-    block4 = result.report["current_turn"]
+    block4 = result.report.to_dict()["current_turn"]
     assert block4["ceiling_tokens"] == 2000 and block4["tokens"] <= 2000
     item = next(i for i in block4["items"] if i["id"] == "result-0")
     assert item["action"] == "compacted" and item["tokens_before"] > 12_000
@@ -234,7 +234,7 @@ def test_supersede_needs_a_cited_quote_verified_against_the_transcript() -> None
     quote = f"{line_a}\n{line_b}"
     cite = f"{line_a.split(' ')[0]}-{line_b.split(' ')[0]}"
     ok = assemble(_insert_after_evidence(_superseding(text=quote, citation=cite)), policy=POLICY, model=MODEL)
-    actions = {i["id"]: i for t in ok.report["tiers"] for i in t["items"]}
+    actions = {i["id"]: i for t in ok.report.to_dict()["tiers"] for i in t["items"]}
     assert actions["EV-01"]["action"] == "superseded" and "verified" in actions["EV-01"]["reason"]
     with pytest.raises(SupersedeUnverified, match="do not hold its text verbatim"):
         assemble(
@@ -261,7 +261,7 @@ def test_supersede_needs_a_cited_quote_verified_against_the_transcript() -> None
 def test_issue_tags_select_tier_1_and_the_report_says_why() -> None:
     body = _request()
     body["issue_tags"] = ["Notice"]
-    report = assemble(body, policy=POLICY, model=MODEL).report
+    report = assemble(body, policy=POLICY, model=MODEL).report.to_dict()
     critical = next(t for t in report["tiers"] if t["name"] == "critical")
     tags = {i["id"]: i["tags"] for i in build_legal_context()["items"] if i.get("tier") == "critical"}
     for item in critical["items"]:
@@ -272,11 +272,11 @@ def test_issue_tags_select_tier_1_and_the_report_says_why() -> None:
 
 
 def test_idle_periods_expire_the_predicted_cache_by_ttl() -> None:
-    first = assemble(_request(), policy=POLICY, model=MODEL).report
+    first = assemble(_request(), policy=POLICY, model=MODEL).report.to_dict()
     reads = {
-        idle: assemble(_request(), policy=POLICY, model=MODEL, previous=first, idle_seconds=idle).report[
-            "cache"
-        ]
+        idle: assemble(
+            _request(), policy=POLICY, model=MODEL, previous=first, idle_seconds=idle
+        ).report.to_dict()["cache"]
         for idle in (60, 20 * 60, 90 * 60)
     }
     pinned = next(b["prefix_tokens"] for b in first["breakpoints"] if b["ttl"] == "1h")
@@ -413,7 +413,7 @@ def test_a_selected_quote_superseded_by_an_untagged_one_is_replaced_not_lost() -
     body = _insert_after_evidence(_superseding(text=f"{lines[3]}\n{lines[4]}", citation=cite, tags=["Other"]))
     original = next(i for i in body["items"] if i["id"] == "EV-01")
     body["issue_tags"] = [original["tags"][0].upper()]  # tags match whatever their case
-    report = assemble(body, policy=POLICY, model=MODEL).report
+    report = assemble(body, policy=POLICY, model=MODEL).report.to_dict()
     actions = {i["id"]: i["action"] for t in report["tiers"] for i in t["items"]}
     assert actions["EV-01"] == "superseded" and actions["EV-01b"] == "kept"
 
@@ -456,7 +456,7 @@ def test_tool_results_sent_with_the_question_are_cut_not_the_question() -> None:
     assert result_block["tool_use_id"] == "tu_1" and "120:01 A. Written notice" in result_block["content"]
     assert len(result_block["content"]) < len(log) // 5
     assert any(b.get("text") == "When was written notice of the warranty defect given?" for b in last)
-    assert result.report["current_turn"]["tokens"] <= 2000
+    assert result.report.to_dict()["current_turn"]["tokens"] <= 2000
 
 
 def test_the_reducer_reads_statuses_in_capitals_only_and_bounds_an_entry() -> None:
@@ -512,7 +512,7 @@ def test_a_changed_prefix_says_what_kind_of_change_it_was(change: Any, kind: str
     body = _request()
     body["items"][0]["text"] = change(body["items"][0]["text"])
     with pytest.raises(PinnedPrefixChanged) as info:
-        assemble(body, policy=POLICY, model=MODEL, previous=first.report)
+        assemble(body, policy=POLICY, model=MODEL, previous=first.report.to_dict())
     assert info.value.volatile is not None and info.value.volatile[0] == kind
 
 
@@ -554,7 +554,7 @@ def test_images_in_the_current_turn_count_against_block_4() -> None:
             },
         ],
     }
-    report = assemble(body, policy=POLICY, model=MODEL, input_format="anthropic").report
+    report = assemble(body, policy=POLICY, model=MODEL, input_format="anthropic").report.to_dict()
     block4 = report["current_turn"]
     assert block4["tokens"] <= 2000 and block4["tokens"] > report["current_turn_tokens"]  # the image counts
     body["messages"][-1]["content"][0]["content"] = [image] * 20 + [{"type": "text", "text": log}]
@@ -597,7 +597,7 @@ def test_a_long_session_reopened_every_turn_keeps_its_ledger_under_the_ceiling_a
             ),
         )
         prepared = session.prepare(f"Turn {n}: what about {tag}?", tool_results=[result], tags=[tag])
-        report = prepared.assembly.report
+        report = prepared.assembly.report.to_dict()
         assert report["ledger"]["tokens"] <= 5000
         reads.append((report["cache"]["read_tokens"], bool(prepared.compaction)))
         answer = (

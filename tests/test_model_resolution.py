@@ -94,7 +94,7 @@ def test_unknown_prices_are_never_zero(tmp_path: Path) -> None:
     with pytest.raises(PriceUnknown, match="price of 'house-llm' is unknown"):
         assemble(request(), policy=POLICY, model="house-llm", catalog=catalog, cost_ceiling_usd=1.0)
     no_ceiling = dataclasses.replace(POLICY, cost_ceiling_usd=None)
-    report = assemble(request(), policy=no_ceiling, model="house-llm", catalog=catalog).report
+    report = assemble(request(), policy=no_ceiling, model="house-llm", catalog=catalog).report.to_dict()
     assert report["cost_usd"] is None and "house-llm" in report["cost_note"]
 
 

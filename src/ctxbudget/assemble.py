@@ -44,6 +44,14 @@ from .formats.context import ContextItem, ContextRequest, parse_context_request
 from .formats.tiered import OutputFormat, block_texts, render_blocks
 from .measure import measure_total
 from .policy import Policy
+from .report import (
+    AssemblyReport,
+    BlockReport,
+    BreakpointReport,
+    CacheReport,
+    DecisionReport,
+    TierReport,
+)
 from .tiers import ItemDecision, TierSelection, render_item, select_ledger, select_tier
 from .tokens.counter import TokenCounter
 from .tokens.registry import get_encoding
@@ -62,7 +70,7 @@ class AssemblyResult:
     """The body to send (a dict, or a string for ``text``) and the JSON-ready report."""
 
     request: dict[str, Any] | str
-    report: dict[str, Any]
+    report: AssemblyReport
 
 
 @dataclass(frozen=True)
@@ -423,15 +431,15 @@ def _block_tokens(setup: _Setup, draft: _Draft, tier: str) -> int:
     )
 
 
-def _decision_dict(setup: _Setup, d: ItemDecision) -> dict[str, Any]:
+def _decision(setup: _Setup, d: ItemDecision) -> DecisionReport:
     scale = setup.counter.scale
-    return {
-        "id": d.id,
-        "action": d.action,
-        "tokens_before": scale(d.tokens_before),
-        "tokens_after": scale(d.tokens_after),
-        "reason": d.reason,
-    }
+    return DecisionReport(
+        id=d.id,
+        action=d.action,
+        tokens_before=scale(d.tokens_before),
+        tokens_after=scale(d.tokens_after),
+        reason=d.reason,
+    )
 
 
 def _ledger_decisions(setup: _Setup) -> tuple[ItemDecision, ...]:
@@ -450,16 +458,61 @@ def _ledger_decisions(setup: _Setup) -> tuple[ItemDecision, ...]:
 
 def _section(
     setup: _Setup, draft: _Draft, tier: str, ceiling: int | None, decisions: Sequence[ItemDecision]
-) -> dict[str, Any]:
+) -> BlockReport:
     """Block 3 or Block 4 in the report: its tokens as rendered (with the current turn's images and
     other media, which its items' figures include), its ceiling, its items."""
     text = sum(n for b, n in zip(draft.blocks, draft.block_raw, strict=True) if b.tier == tier)
     media = sum(d.tokens_after for d in decisions) - text if tier == CURRENT else 0
-    return {
-        "tokens": setup.counter.scale(text + max(0, media)),
-        "ceiling_tokens": ceiling,
-        "items": [_decision_dict(setup, d) for d in decisions],
-    }
+    return BlockReport(
+        tokens=setup.counter.scale(text + max(0, media)),
+        ceiling_tokens=ceiling,
+        items=tuple(_decision(setup, d) for d in decisions),
+    )
+
+
+def _tier_reports(setup: _Setup, draft: _Draft) -> tuple[TierReport, ...]:
+    return tuple(
+        TierReport(
+            index=sel.tier.index,
+            name=sel.tier.name,
+            eviction=sel.tier.eviction,
+            ceiling_tokens=sel.tier.ceiling_tokens,
+            tokens=_block_tokens(setup, draft, sel.tier.name),
+            cached=sel.tier.cached,
+            items=tuple(_decision(setup, d) for d in sel.decisions),
+        )
+        for sel in draft.selections
+    )
+
+
+def _breakpoint_reports(priced: _Priced) -> tuple[BreakpointReport, ...]:
+    prediction = priced.prediction
+    return tuple(
+        BreakpointReport(
+            block=p.block,
+            tier=p.tier,
+            ttl=p.ttl,
+            prefix_tokens=p.prefix_tokens,
+            prefix_sha256=p.prefix_sha256,
+            explicit=p.explicit,
+            status=status,
+            read_tokens=span[0],
+            write_tokens=span[1],
+        )
+        for p, status, span in zip(
+            priced.breakpoints, prediction.statuses, prediction.per_breakpoint, strict=True
+        )
+    )
+
+
+def _cache_report(prediction: CachePrediction) -> CacheReport:
+    return CacheReport(
+        write_tokens=prediction.write_tokens,
+        write_5m_tokens=prediction.write_5m_tokens,
+        write_1h_tokens=prediction.write_1h_tokens,
+        read_tokens=prediction.read_tokens,
+        uncached_tokens=prediction.uncached_tokens,
+    )
 
 
 def _report(
@@ -469,83 +522,44 @@ def _report(
     previous: Mapping[str, Any] | None,
     output_tokens: int,
     ceiling: float | None,
-) -> dict[str, Any]:
-    scale = setup.counter.scale
-    draft = priced.draft
+) -> AssemblyReport:
+    draft, policy, counter = priced.draft, setup.policy, setup.counter
     pinned_sha, pinned_status = _pinned_check(setup, priced, previous)
     total = priced.total_tokens
-    tiers = []
-    for sel in draft.selections:
-        used = sum(n for b, n in zip(draft.blocks, draft.block_raw, strict=True) if b.tier == sel.tier.name)
-        tiers.append(
-            {
-                "index": sel.tier.index,
-                "name": sel.tier.name,
-                "eviction": sel.tier.eviction,
-                "ceiling_tokens": sel.tier.ceiling_tokens,
-                "tokens": scale(used),
-                "cached": sel.tier.cached,
-                "items": [_decision_dict(setup, d) for d in sel.decisions],
-            }
-        )
-    prediction = priced.prediction
-    return {
-        "model": setup.model,
-        "policy": setup.policy.name,
-        "format": setup.fmt,
-        "encoding": setup.counter.encoding_name,
-        "exact": setup.counter.exact,
-        "safety_factor": setup.counter.safety_factor,
-        "envelope_tokens": setup.policy.envelope_tokens,
-        "reserve_output_tokens": setup.policy.reserve_output_tokens,
-        "prompt_limit_tokens": setup.policy.prompt_tokens,
-        "tokens": total,
-        "tiers": tiers,
-        "ledger": _section(
-            setup, draft, LEDGER, setup.policy.ledger_ceiling_tokens, _ledger_decisions(setup)
+    return AssemblyReport(
+        model=setup.model,
+        policy=policy.name,
+        format=setup.fmt,
+        encoding=counter.encoding_name,
+        exact=counter.exact,
+        safety_factor=counter.safety_factor,
+        envelope_tokens=policy.envelope_tokens,
+        reserve_output_tokens=policy.reserve_output_tokens,
+        prompt_limit_tokens=policy.prompt_tokens,
+        tokens=total,
+        tiers=_tier_reports(setup, draft),
+        ledger=_section(setup, draft, LEDGER, policy.ledger_ceiling_tokens, _ledger_decisions(setup)),
+        current_turn=_section(
+            setup, draft, CURRENT, policy.current_turn_ceiling_tokens, setup.current_decisions
         ),
-        "current_turn": _section(
-            setup, draft, CURRENT, setup.policy.current_turn_ceiling_tokens, setup.current_decisions
-        ),
-        "current_turn_tokens": _block_tokens(setup, draft, CURRENT),
-        "breakpoints": [
-            {
-                "block": p.block,
-                "tier": p.tier,
-                "ttl": p.ttl,
-                "prefix_tokens": p.prefix_tokens,
-                "prefix_sha256": p.prefix_sha256,
-                "explicit": p.explicit,
-                "status": status,
-                "read_tokens": span[0],
-                "write_tokens": span[1],
-            }
-            for p, status, span in zip(
-                priced.breakpoints, prediction.statuses, prediction.per_breakpoint, strict=True
-            )
-        ],
-        "cache": {
-            "write_tokens": prediction.write_tokens,
-            "write_5m_tokens": prediction.write_5m_tokens,
-            "write_1h_tokens": prediction.write_1h_tokens,
-            "read_tokens": prediction.read_tokens,
-            "uncached_tokens": prediction.uncached_tokens,
-        },
-        "expected_output_tokens": output_tokens,
-        "cost_usd": round(priced.cost.total_usd, 6) if priced.cost else None,
-        "cost": priced.cost.to_dict() if priced.cost else None,
-        "cost_note": None if priced.cost else price_unknown_note(setup.spec.id),
-        "cost_ceiling_usd": ceiling,
-        "invariants": {
+        current_turn_tokens=_block_tokens(setup, draft, CURRENT),
+        breakpoints=_breakpoint_reports(priced),
+        cache=_cache_report(priced.prediction),
+        expected_output_tokens=output_tokens,
+        cost_usd=round(priced.cost.total_usd, 6) if priced.cost else None,
+        cost=priced.cost.to_dict() if priced.cost else None,
+        cost_note=None if priced.cost else price_unknown_note(setup.spec.id),
+        cost_ceiling_usd=ceiling,
+        invariants={
             "INV-CTX-01": f"no volatile values in pinned tiers; {pinned_status}",
-            "INV-CTX-02": f"{total:,} <= {setup.policy.prompt_tokens:,} tokens",
+            "INV-CTX-02": f"{total:,} <= {policy.prompt_tokens:,} tokens",
             "INV-CTX-03": "every protected item is verbatim in the rendered request",
         },
-        "pinned_prefix_sha256": pinned_sha,
-        "pinned_prefix_text": "".join(b.text for b in draft.blocks if b.tier in _never_names(priced)),
-        "degraded": degraded,
-        "warnings": list(priced.warnings),
-    }
+        pinned_prefix_sha256=pinned_sha,
+        pinned_prefix_text="".join(b.text for b in draft.blocks if b.tier in _never_names(priced)),
+        degraded=tuple(degraded),
+        warnings=tuple(priced.warnings),
+    )
 
 
 def _live_hashes(previous: Mapping[str, Any] | None, idle_seconds: float | None) -> frozenset[str]:
@@ -632,7 +646,7 @@ def assemble(
     policy: Policy,
     model: str,
     format: OutputFormat = "anthropic",
-    previous: Mapping[str, Any] | None = None,
+    previous: Mapping[str, Any] | AssemblyReport | None = None,
     cost_ceiling_usd: float | None = None,
     expected_output_tokens: int | None = None,
     prompt_cache_key: str | None = None,
@@ -644,7 +658,8 @@ def assemble(
 ) -> AssemblyResult:
     """Assemble a tiered request under ``policy`` for ``model``, rendered in ``format``.
 
-    ``previous`` is the previous turn's report (or ``{"report": ...}``): its prefix hashes
+    ``previous`` is the previous turn's report (an :class:`AssemblyReport`, its dict, or
+    ``{"report": ...}`` as ``assemble --json`` writes it): its prefix hashes
     predict cache reads. Raises :class:`VolatileValueError` (bad input), :class:`BudgetExceeded`
     (cannot fit, naming the tier), :class:`CostCeilingExceeded`, :class:`InvariantViolation`.
     ``allow_prefix_change`` lets the pinned prefix differ from ``previous``'s (a new playbook
@@ -664,6 +679,8 @@ def assemble(
         passage_scorer,
         allow_prefix_change,
     )
+    if isinstance(previous, AssemblyReport):
+        previous = previous.to_dict()
     if previous is not None and not isinstance(previous, Mapping):
         raise InvalidRequestError("previous must be the previous turn's report (a JSON object)", "")
     previous_report = previous.get("report", previous) if previous else None
@@ -684,6 +701,6 @@ def assemble(
     priced, degraded = _within_ceiling(setup, targets, previous_hashes, output_tokens, ceiling)
     _check_evidence(priced)
     report = _report(setup, priced, degraded, previous_report, output_tokens, ceiling)
-    if report["tokens"] > policy.prompt_tokens:
-        raise InvariantViolation(f"INV-CTX-02: {report['tokens']:,} tokens exceed {policy.prompt_tokens:,}")
+    if report.tokens > policy.prompt_tokens:
+        raise InvariantViolation(f"INV-CTX-02: {report.tokens:,} tokens exceed {policy.prompt_tokens:,}")
     return AssemblyResult(priced.body, report)

@@ -148,10 +148,11 @@ def assemble_command(
             catalog=load_catalog(catalogs),
         )
         if as_json:
-            click.echo(json.dumps({"request": result.request, "report": result.report}, ensure_ascii=False))
+            report = result.report.to_dict()
+            click.echo(json.dumps({"request": result.request, "report": report}, ensure_ascii=False))
             return
         echo_body(result.request)
-        print_assembly(result.report)
+        print_assembly(result.report.to_dict())
 
     _run(action)
 

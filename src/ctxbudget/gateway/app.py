@@ -376,9 +376,10 @@ class Gateway:
         keys = ("system", "messages") if provider.name == "anthropic" else ("messages",)
         out = _capped_output({**body, **{k: assembled[k] for k in keys if k in assembled}}, policy)
         out = _without_tool_marks(out)  # the plan owns the breakpoints (1h marks must come first)
+        assembly = result.report.to_dict()
         report = {
-            **result.report,
-            "tokens_after": result.report["tokens"],
+            **assembly,
+            "tokens_after": result.report.tokens,
             "tokens_before": before["tokens"],
             "passed_through": False,
         }
@@ -386,7 +387,7 @@ class Gateway:
         self.metrics.decisions.labels("assembled").inc()
         covered = covered_by_estimate(body, before.get("estimated_parts"))
         prepared = _prepared(body, out, session, report, report["cost_usd"], spec, calibrate=covered)
-        next_turn = (f"{settings.policy}\x00{session}", _for_next_turn(result.report))
+        next_turn = (f"{settings.policy}\x00{session}", _for_next_turn(assembly))
         return dataclasses.replace(prepared, next_turn=next_turn)
 
     def _previous_turn(self, policy: str, session: str) -> Mapping[str, Any] | None:

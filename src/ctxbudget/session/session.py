@@ -20,6 +20,7 @@ from ..assemble import AssemblyResult, assemble
 from ..catalog.catalog import Catalog, bundled_catalog
 from ..errors import BudgetExceeded, ConfigError, InvalidRequestError
 from ..policy import Policy, list_policies, load_policy
+from ..report import AssemblyReport
 from ..tokens.counter import TokenCounter
 from ..tokens.registry import get_encoding
 from .ledger import LedgerRules, fold_ledger, ledger_blocks, reduce_turn, render_entries
@@ -80,13 +81,13 @@ def _ledger_items(shown: Sequence[Mapping[str, Any]], tier: str) -> list[dict[st
     return items
 
 
-def _rolled_off_turns(report: Mapping[str, Any]) -> list[int]:
+def _rolled_off_turns(report: AssemblyReport) -> list[int]:
     """Indexes of the raw turns (``turn-N-k`` items) the rolling window let go of."""
     found = (
-        _TURN_ITEM.match(str(item.get("id", "")))
-        for tier in report.get("tiers", [])
-        for item in tier.get("items", [])
-        if item.get("action") == "rolled_off"
+        _TURN_ITEM.match(item.id)
+        for tier in report.tiers
+        for item in tier.items
+        if item.action == "rolled_off"
     )
     return [int(match.group(1)) for match in found if match]
 
@@ -301,7 +302,7 @@ class Session:
 
     def record(self, prepared: PreparedTurn, answer: str, usage: Mapping[str, Any] | None = None) -> Turn:
         """Store the turn (with its report and usage) and the ledger entries it added, atomically."""
-        report = dict(prepared.assembly.report)
+        report = prepared.assembly.report.to_dict()
         if prepared.compaction:
             cache = report["cache"]
             report["compaction"] = {

@@ -285,7 +285,7 @@ async def _play(
         answer = scripted.answer or stand_in_answer(
             scripted.question, scripted.tags, scripted.tool_results, evidence
         )
-        report = prepared.assembly.report
+        report = prepared.assembly.report.to_dict()
         usage: dict[str, Any] = {
             "estimated": True,
             "input_tokens": report["tokens"],
