@@ -11,21 +11,26 @@ from .errors import (
     CtxBudgetError,
     InvalidRequestError,
     InvariantViolation,
+    PinnedPrefixChanged,
     PrefixChanged,
+    PriceUnknown,
+    SupersedeUnverified,
     UnknownEncodingError,
+    UnknownModelError,
     VolatileValueError,
 )
 from .fitting import FitResult, clear_caches, count, fit
 from .formats.question import render_text as render_question
 from .policy import Policy, Tier, get_policy, list_policies, load_policy
 from .prefix import compare_prefixes
-from .report import FitReport, ItemReport
-from .session import Session, SQLiteStore
+from .report import AssemblyReport, FitReport, ItemReport
+from .session import Session, SQLiteStore, ToolCall, ToolResult
 from .tokens import Encoding, TokenCounter, get_encoding, list_encodings, register_encoding
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AssemblyReport",
     "AssemblyResult",
     "BudgetExceeded",
     "BudgetSplit",
@@ -41,15 +46,21 @@ __all__ = [
     "InvariantViolation",
     "ItemReport",
     "ModelSpec",
+    "PinnedPrefixChanged",
     "Policy",
     "PrefixChanged",
+    "PriceUnknown",
     "Prices",
     "SQLiteStore",
     "Session",
+    "SupersedeUnverified",
     "Tier",
     "TokenCounter",
     "TokenizerSpec",
+    "ToolCall",
+    "ToolResult",
     "UnknownEncodingError",
+    "UnknownModelError",
     "VolatileValueError",
     "WindowResolution",
     "__version__",

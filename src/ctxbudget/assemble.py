@@ -40,6 +40,7 @@ from .errors import (
     VolatileValueError,
 )
 from .formats import FORMATS
+from .formats.base import JOINER
 from .formats.context import ContextItem, ContextRequest, parse_context_request
 from .formats.tiered import OutputFormat, block_texts, render_blocks
 from .measure import measure_total
@@ -140,7 +141,7 @@ def _blocks(
     for sel in selections:
         tier = sel.tier
         if tier.eviction != "rolling":
-            text = "\n\n".join(render_item(i, t) for i, t in sel.texts if t.strip())
+            text = JOINER.join(render_item(i, t) for i, t in sel.texts if t.strip())
             if text:  # no empty system block (the Messages API refuses one)
                 system.append(
                     Block(

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .errors import TIER_HINT, BudgetExceeded, InvalidRequestError, SupersedeUnverified
+from .formats.base import JOINER, JOINER_TOKENS, MESSAGE_FRAMING_TOKENS
 from .formats.context import ContextItem, ContextRequest
 from .policy import Tier
 from .quotes import cited_lines, numbered, parse_citation, quote_verified, sources_named
@@ -220,7 +221,7 @@ def _compact(
     scorer: PassageScorer | None,
 ) -> TierSelection:
     costs = {i.id: counter.raw(i.text) for i in items}
-    if sum(costs.values()) + 2 * len(items) <= target:
+    if sum(costs.values()) + JOINER_TOKENS * len(items) <= target:
         return TierSelection(
             tier=tier,
             texts=tuple((i, i.text) for i in items),
@@ -228,7 +229,9 @@ def _compact(
         )
     if tier.compact_method == "passages":
         return _compact_passages(tier, items, counter, target, query, costs, scorer)
-    extract = extract_sentences([i.text for i in items], max(0, target - 2 * len(items)), query, counter)
+    extract = extract_sentences(
+        [i.text for i in items], max(0, target - JOINER_TOKENS * len(items)), query, counter
+    )
     texts: list[tuple[ContextItem, str]] = []
     decisions = []
     for item, text in zip(items, extract.texts, strict=True):
@@ -260,7 +263,7 @@ def _compact_passages(
     scorer: PassageScorer | None = None,
 ) -> TierSelection:
     """Verbatim passage windows over the tier's items, best relevance first, in document order."""
-    joined = "\n\n".join(i.text for i in items)
+    joined = JOINER.join(i.text for i in items)
     analysis = analyze(counter.encoding, joined)
     count = TextSpan(analysis, 0, len(analysis.data)).char_counter(joined)
     passages = split_passages(joined, count, passage_tokens(target))
@@ -270,14 +273,14 @@ def _compact_passages(
         [count(p.start, p.end) for p in passages],
         target,
         query=query,
-        region_cost=2,
+        region_cost=JOINER_TOKENS,
         scorer=scorer,
     )
-    text = "\n\n".join(joined[r.start : r.end] for r in regions)
+    text = JOINER.join(joined[r.start : r.end] for r in regions)
     bounds, position = [], 0
     for item in items:
         bounds.append((position, position + len(item.text)))
-        position += len(item.text) + 2
+        position += len(item.text) + len(JOINER)
     decisions = []
     for item, (a, b) in zip(items, bounds, strict=True):
         kept = sum(max(0, min(b, r.end) - max(a, r.start)) for r in regions)
@@ -314,7 +317,7 @@ def _rolling(tier: Tier, items: list[ContextItem], cost: Callable[[str], int], t
     keep: list[list[ContextItem]] = []
     used = 0
     for unit in reversed(_units(items)):
-        unit_cost = sum(cost(i.text) + 4 for i in unit)
+        unit_cost = sum(cost(i.text) + MESSAGE_FRAMING_TOKENS for i in unit)
         if used + unit_cost > target:
             break
         keep.insert(0, unit)

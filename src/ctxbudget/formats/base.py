@@ -14,6 +14,9 @@ from typing import Any, Literal, Protocol
 __all__ = [
     "COMPONENTS",
     "GAP",
+    "JOINER",
+    "JOINER_TOKENS",
+    "MESSAGE_FRAMING_TOKENS",
     "PIECE_SEP",
     "PLACEHOLDER_TEMPLATE",
     "Component",
@@ -37,6 +40,13 @@ GAP = "\n[…]\n"
 # A message with several texts (tool results, text blocks) is read as one text, its pieces joined
 # by this; each piece is cut in its own place.
 PIECE_SEP = "\n\n"
+# Kept regions, and the items of one system block, are joined by a blank line: the tokens it costs
+# (two newlines merge into one token in most encodings; two is the safe bound).
+JOINER = "\n\n"
+JOINER_TOKENS = 2
+# What one chat message costs beyond its text when a budget is planned before rendering (role and
+# delimiters; the rendered request is then measured exactly).
+MESSAGE_FRAMING_TOKENS = 4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,7 +121,6 @@ class Plan:
     document_order: tuple[int, ...] = ()
     placeholder_after: int | None = None
     placeholder_omitted: int = 0
-    extra: Mapping[str, Any] = field(default_factory=dict)
     # Documents split into passages: index -> verbatim regions (start, end, citation) of its text.
     document_slices: Mapping[int, tuple[tuple[int, int, str], ...]] = field(default_factory=dict)
 

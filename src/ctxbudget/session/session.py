@@ -19,6 +19,7 @@ from typing import Any
 from ..assemble import AssemblyResult, assemble
 from ..catalog.catalog import Catalog, bundled_catalog
 from ..errors import BudgetExceeded, ConfigError, InvalidRequestError
+from ..formats.base import MESSAGE_FRAMING_TOKENS
 from ..policy import Policy, list_policies, load_policy
 from ..report import AssemblyReport
 from ..tokens.counter import TokenCounter
@@ -160,7 +161,8 @@ class Session:
         return self.counter.scale(sum(self.counter.raw(t) for t in texts))
 
     def _raw_tokens(self, turn: Turn) -> int:
-        return self.counter.scale(sum(self.counter.raw(text) + 4 for _, text in turn.raw_texts()))
+        framed = sum(self.counter.raw(text) + MESSAGE_FRAMING_TOKENS for _, text in turn.raw_texts())
+        return self.counter.scale(framed)
 
     def _compact(
         self, *, forced: bool = False, through: int | None = None

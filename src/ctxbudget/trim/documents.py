@@ -21,7 +21,6 @@ class DocumentSelection:
 
     decisions: Mapping[int, Decision]
     order: tuple[int, ...]
-    ranking: str
 
 
 def rank_documents(docs: list[Item], query: str, score_order: ScoreOrder) -> tuple[list[Item], str]:
@@ -65,4 +64,4 @@ def select_documents(
             )
     if output_order == "original":
         kept.sort(key=lambda d: d.index)
-    return DocumentSelection(decisions, tuple(d.index for d in kept), ranking)
+    return DocumentSelection(decisions, tuple(d.index for d in kept))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..formats.base import Decision, Item, ItemKey
+from ..formats.base import JOINER_TOKENS, Decision, Item, ItemKey
 from .bm25 import bm25_scores
 from .passages import PassageScorer, passage_tokens, ranking, select_regions, split_passages
 from .text import Span
@@ -51,9 +51,17 @@ def split_documents(
         passages = split_passages(doc.text, count, passage_tokens(share))
         costs = [count(p.start, p.end) for p in passages]
         regions = select_regions(
-            doc.text, passages, costs, share, query=query, region_cost=framing(doc) + 2, scorer=scorer
+            doc.text,
+            passages,
+            costs,
+            share,
+            query=query,
+            region_cost=framing(doc) + JOINER_TOKENS,
+            scorer=scorer,
         )
-        used = sum(costs[i] for r in regions for i in r.passages) + len(regions) * (framing(doc) + 2)
+        used = sum(costs[i] for r in regions for i in r.passages) + len(regions) * (
+            framing(doc) + JOINER_TOKENS
+        )
         carry = share - used
         if not regions:
             continue
