@@ -1,8 +1,8 @@
 """A deposition-style record generated from our own templates (deterministic, ours to ship).
 
-Used by the bundled examples (``examples/deposition.py``, ``examples/legal_context.py``) and the
-bundled simulation scenario: a legal playbook, transcript pages with ``page:line`` numbering,
-exhibits ``EX-01``..``EX-40`` and issue tags.
+Used by the bundled simulation scenario and the examples (``examples/deposition.py`` builds the fit
+demo from these pieces, ``examples/legal_context.py`` prints the legal context): a legal playbook,
+transcript pages with ``page:line`` numbering, exhibits ``EX-01``..``EX-40`` and issue tags.
 """
 
 from __future__ import annotations
@@ -79,57 +79,6 @@ def transcript_pages(rng: random.Random, pages: int) -> list[str]:
             lines.append(f"{page}:{line + 1:02d} A. " + rng.choice(ANSWERS).format(**fields))
         out.append("\n".join(lines))
     return out
-
-
-def build_fit_example() -> dict[str, Any]:
-    """The ~114,000-token ``question`` request that ``make demo`` fits into 32,000 tokens."""
-    rng = random.Random(20261129)
-    pages = transcript_pages(rng, 128)
-    documents = [
-        {
-            "page_content": text,
-            "score": round(0.95 - 0.0015 * i - rng.random() * 0.01, 4),
-            "metadata": {"source": "deposition", "page": i + 1},
-        }
-        for i, text in enumerate(pages)
-    ]
-    for n, (topic, tag) in enumerate(TOPICS):
-        memo = " ".join(
-            f"Memo {n + 1}: the record on {topic} shows a disputed timeline ({tag})." for _ in range(40)
-        )
-        documents.append(
-            {"page_content": memo, "score": 0.91 - n * 0.01, "metadata": {"source": "memo", "tag": tag}}
-        )
-    history = []
-    for turn in range(1, 13):
-        topic, tag = TOPICS[turn % len(TOPICS)]
-        history.append({"role": "user", "content": f"Turn {turn}: what does the record say about {topic}?"})
-        history.append(
-            {
-                "role": "assistant",
-                "content": " ".join(
-                    f"On {topic}, the witness testified at {rng.randint(1, 300)}:{rng.randint(1, 25):02d} that "
-                    f"Exhibit EX-{rng.randint(1, 40):02d} was received. Status: CONFIRMED ({tag})."
-                    for _ in range(12)
-                ),
-            }
-        )
-    return {
-        "role": playbook(rng),
-        "questions": [
-            {
-                "text": "Which testimony supports the claim that written notice of the warranty defect "
-                "was given before the claim was filed? Cite page:line and exhibits.",
-                "embedding_model": "text-embedding-3-small",
-                "embedding": [],
-            }
-        ],
-        "documents": documents,
-        "history": history,
-        "instructions": [{"subtitle": "Citations", "instructions": "Cite page:line and exhibit numbers."}],
-        "goals": ["Prepare the notice section of the summary judgment brief."],
-        "expectJson": False,
-    }
 
 
 def evidence(pages: list[str]) -> list[dict[str, Any]]:
