@@ -111,6 +111,32 @@ def _too_large(exc: BudgetExceeded, provider: str) -> Refusal:
     return Refusal(400, f"ctxbudget: {exc.with_hint(GATEWAY_HINT)}", _too_large_code(provider))
 
 
+# Library errors as the client is told them: status, code, and what the message adds; the first
+# row an error is an instance of applies (a too-large request is coded per provider, below).
+_REFUSALS: tuple[tuple[type[CtxBudgetError], int, str, str], ...] = (
+    (
+        PinnedPrefixChanged,
+        409,
+        "prefix_changed",
+        " (header X-Ctxbudget-Allow-Prefix-Change: true); nothing was sent",
+    ),
+    (CostCeilingExceeded, 400, "cost_ceiling_exceeded", "; nothing was sent"),  # PriceUnknown too
+)
+
+
+def refusal_for(exc: CtxBudgetError, provider: str) -> Refusal:
+    """What the client is told when the library refuses its request: a row of :data:`_REFUSALS`,
+    a too-large request in the provider's code, else bad input (400, ``invalid_request``, the
+    library's ``reserve_output_tokens`` named as the client's ``max_tokens``)."""
+    if isinstance(exc, BudgetExceeded):
+        return _too_large(exc, provider)
+    for kind, status, code, tail in _REFUSALS:
+        if isinstance(exc, kind):
+            return Refusal(status, f"ctxbudget: {exc}{tail}", code)
+    message = str(exc).replace("reserve_output_tokens", "max_tokens")
+    return Refusal(400, f"ctxbudget: {message}", "invalid_request")
+
+
 class _Bounded(OrderedDict[str, Any]):
     """A dict that forgets its least recently stored keys beyond ``limit``."""
 
@@ -326,6 +352,14 @@ class Gateway:
         calibrated = TokenizerSpec(encoding=tokenizer.encoding, exact=False, safety_factor=factor)
         return self.catalog.with_tokenizer(model, calibrated), spec
 
+    def _refused(self, exc: CtxBudgetError, provider: Provider) -> Refusal:
+        """A library error as the client is told it (:func:`refusal_for`), counted when it is a
+        refusal rather than bad input."""
+        refusal = refusal_for(exc, provider.name)
+        if refusal.code != "invalid_request":
+            self.metrics.decisions.labels("refused").inc()
+        return refusal
+
     def _assemble(
         self, provider: Provider, body: dict[str, Any], session: str, model: str, settings: RequestSettings
     ) -> Prepared:
@@ -356,21 +390,8 @@ class Gateway:
                 expected_output_tokens=min(output, policy.max_output_tokens) if output else None,
                 allow_prefix_change=settings.allow_prefix_change,
             )
-        except PinnedPrefixChanged as exc:
-            self.metrics.decisions.labels("refused").inc()
-            raise Refusal(
-                409,
-                f"ctxbudget: {exc} (header X-Ctxbudget-Allow-Prefix-Change: true); nothing was sent",
-                "prefix_changed",
-            ) from exc
-        except CostCeilingExceeded as exc:
-            self.metrics.decisions.labels("refused").inc()
-            raise Refusal(400, f"ctxbudget: {exc}; nothing was sent", "cost_ceiling_exceeded") from exc
-        except BudgetExceeded as exc:
-            self.metrics.decisions.labels("refused").inc()
-            raise _too_large(exc, provider.name) from exc
         except CtxBudgetError as exc:
-            raise Refusal(400, f"ctxbudget: {exc}", "invalid_request") from exc
+            raise self._refused(exc, provider) from exc
         assembled = result.request
         assert isinstance(assembled, dict)
         keys = ("system", "messages") if provider.name == "anthropic" else ("messages",)
@@ -472,12 +493,8 @@ class Gateway:
                 max_context_tokens=self._budget(spec, settings),
                 unknown_model=self.config.unknown_model,
             )
-        except BudgetExceeded as exc:
-            self.metrics.decisions.labels("refused").inc()
-            raise _too_large(exc, provider.name) from exc
-        except CtxBudgetError as exc:  # the library's option is the client's max_tokens here
-            message = str(exc).replace("reserve_output_tokens", "max_tokens")
-            raise Refusal(400, f"ctxbudget: {message}", "invalid_request") from exc
+        except CtxBudgetError as exc:
+            raise self._refused(exc, provider) from exc
         report = result.report.to_dict()
         self.metrics.decisions.labels("passed_through" if result.report.passed_through else "trimmed").inc()
         system_tokens = sum(i["tokens_after"] for i in report["items"] if i["component"] == "system")
