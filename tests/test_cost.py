@@ -1,0 +1,52 @@
+"""Pricing a turn: each part at its own rate, missing cache rates falling back as documented."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxbudget.catalog.values import Prices
+from ctxbudget.cost import price_turn
+
+SONNET = Prices(input=3.0, output=15.0, cache_write_5m=3.75, cache_write_1h=6.0, cache_read=0.30)
+
+
+def test_each_part_is_priced_at_its_rate() -> None:
+    cost = price_turn(
+        SONNET,
+        uncached_tokens=1_000,
+        write_5m_tokens=2_000,
+        write_1h_tokens=15_000,
+        read_tokens=20_000,
+        output_tokens=1_500,
+    )
+    # by hand: 1,000 x $3 + 2,000 x $3.75 + 15,000 x $6 + 20,000 x $0.30 + 1,500 x $15, per million
+    assert cost.to_dict() == {
+        "uncached_input_usd": 0.003,
+        "cache_write_5m_usd": 0.0075,
+        "cache_write_1h_usd": 0.09,
+        "cache_read_usd": 0.006,
+        "output_usd": 0.0225,
+        "total_usd": 0.129,
+    }
+
+
+def test_missing_cache_rates_fall_back_to_the_input_rate_and_the_5_minute_write() -> None:
+    plain = Prices(input=2.0, output=8.0, cache_write_5m=None, cache_write_1h=None, cache_read=None)
+    cost = price_turn(
+        plain,
+        uncached_tokens=0,
+        write_5m_tokens=1_000_000,
+        write_1h_tokens=1_000_000,
+        read_tokens=1_000_000,
+        output_tokens=0,
+    )
+    assert (cost.cache_write_5m_usd, cost.cache_write_1h_usd, cost.cache_read_usd) == pytest.approx(
+        (2.0, 2.0, 2.0)
+    )
+
+
+def test_a_turn_with_no_tokens_costs_nothing() -> None:
+    zero = price_turn(
+        SONNET, uncached_tokens=0, write_5m_tokens=0, write_1h_tokens=0, read_tokens=0, output_tokens=0
+    )
+    assert zero.total_usd == 0.0
