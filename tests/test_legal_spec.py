@@ -295,6 +295,7 @@ def test_the_cli_refuses_a_changed_pinned_prefix_with_exit_5(tmp_path: Path) -> 
     prev.write_text(CliRunner().invoke(main, ["assemble", "--model", MODEL, "--json", str(first)]).output)
     refused = CliRunner().invoke(main, ["assemble", "--model", MODEL, "--previous", str(prev), str(second)])
     assert refused.exit_code == 5 and "INV-CTX-01" in refused.output and "'v2.2'" in refused.output
+    assert "--allow-prefix-change" in refused.output
     allowed = CliRunner().invoke(
         main,
         [
@@ -322,7 +323,12 @@ def test_policy_mode_refuses_a_changed_pinned_prefix_with_409_unless_allowed(tmp
 
         assert send("Playbook v1. Cite page:line.").status_code == 200
         refused = send("Playbook v2. Cite page:line.")
-        assert refused.status_code == 409 and "INV-CTX-01" in refused.json()["error"]["message"]
+        message = refused.json()["error"]["message"]
+        assert (
+            refused.status_code == 409
+            and "INV-CTX-01" in message
+            and "X-Ctxbudget-Allow-Prefix-Change" in message
+        )
         assert len(fake.received) == 1  # nothing was sent
         allowed = send("Playbook v2. Cite page:line.", **{"X-Ctxbudget-Allow-Prefix-Change": "true"})
         assert allowed.status_code == 200 and len(fake.received) == 2

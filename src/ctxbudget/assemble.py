@@ -657,17 +657,31 @@ def assemble(
     allow_prefix_change: bool = False,
     idle_seconds: float | None = None,
 ) -> AssemblyResult:
-    """Assemble a tiered request under ``policy`` for ``model``, rendered in ``format``.
+    """Assemble a tiered request under ``policy`` for ``model``; returns the body and the report.
 
-    ``previous`` is the previous turn's report (an :class:`AssemblyReport`, its dict, or
-    ``{"report": ...}`` as ``assemble --json`` writes it): its prefix hashes
-    predict cache reads. Raises :class:`VolatileValueError` (bad input), :class:`BudgetExceeded`
-    (cannot fit, naming the tier), :class:`CostCeilingExceeded`, :class:`InvariantViolation`.
-    ``allow_prefix_change`` lets the pinned prefix differ from ``previous``'s (a new playbook
-    version; else :class:`PinnedPrefixChanged`); ``idle_seconds`` since the previous turn lets its
-    cache entries expire (5 minutes or 1 hour from their last use) in the prediction.
-    ``passage_scorer`` adds semantic similarity to BM25 in compact tiers with
-    ``compact_method = "passages"`` (docs/retention.md).
+    - ``request``: ``{"items": [...]}`` (docs/assembly.md), or a question, OpenAI or Anthropic body.
+    - ``policy``: tiers, envelope, block ceilings and cost ceiling (:func:`ctxbudget.get_policy`).
+    - ``model``: a model id of the catalog (the turn is priced with its prices).
+    - ``format``: the output body: ``"anthropic"`` (cache marks at the breakpoints), ``"openai"``
+      or ``"text"``.
+    - ``previous``: the previous turn's report (an :class:`AssemblyReport`, its dict, or
+      ``{"report": ...}`` as ``assemble --json`` writes it): its prefix hashes predict cache reads,
+      and its pinned prefix is the one this turn's must equal.
+    - ``cost_ceiling_usd`` / ``expected_output_tokens``: override the policy's.
+    - ``prompt_cache_key``: OpenAI's ``prompt_cache_key`` to set.
+    - ``input_format``: the request's format (detected when None).
+    - ``catalog``: models and prices (default: the bundled catalog).
+    - ``passage_scorer``: adds semantic similarity to BM25 in compact tiers with
+      ``compact_method = "passages"`` (docs/retention.md).
+    - ``allow_prefix_change``: the pinned prefix may differ from ``previous``'s (a new playbook
+      version); otherwise that is :class:`PinnedPrefixChanged`.
+    - ``idle_seconds``: time since the previous turn: its cache entries expire in the prediction
+      after 5 minutes or 1 hour from their last use.
+
+    Raises :class:`VolatileValueError` or :class:`SupersedeUnverified` (bad input),
+    :class:`BudgetExceeded` (cannot fit, naming the tier or block), :class:`CostCeilingExceeded`,
+    :class:`PinnedPrefixChanged` and :class:`InvariantViolation`; nothing is returned for sending
+    then.
     """
     setup = _setup(
         request,

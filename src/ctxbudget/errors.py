@@ -203,7 +203,7 @@ class PinnedPrefixChanged(CtxBudgetError):
         super().__init__(
             f"INV-CTX-01: the pinned prefix differs from the previous turn's at byte {offset}, line {line}: "
             f"{before!r} became {after!r}{likely}. The cached prefix must stay byte-identical across turns; "
-            "for a new playbook version, allow the change (--allow-prefix-change)"
+            "for a new playbook version, allow the change (allow_prefix_change=True)"
         )
 
 

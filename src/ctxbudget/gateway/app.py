@@ -118,7 +118,7 @@ _REFUSALS: tuple[tuple[type[CtxBudgetError], int, str, str], ...] = (
         PinnedPrefixChanged,
         409,
         "prefix_changed",
-        " (header X-Ctxbudget-Allow-Prefix-Change: true); nothing was sent",
+        "; nothing was sent",
     ),
     (CostCeilingExceeded, 400, "cost_ceiling_exceeded", "; nothing was sent"),  # PriceUnknown too
 )
@@ -132,7 +132,10 @@ def refusal_for(exc: CtxBudgetError, provider: str) -> Refusal:
         return _too_large(exc, provider)
     for kind, status, code, tail in _REFUSALS:
         if isinstance(exc, kind):
-            return Refusal(status, f"ctxbudget: {exc}{tail}", code)
+            message = str(exc).replace(
+                "allow_prefix_change=True", "header X-Ctxbudget-Allow-Prefix-Change: true"
+            )
+            return Refusal(status, f"ctxbudget: {message}{tail}", code)
     message = str(exc).replace("reserve_output_tokens", "max_tokens")
     return Refusal(400, f"ctxbudget: {message}", "invalid_request")
 
