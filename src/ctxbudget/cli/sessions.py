@@ -85,25 +85,27 @@ def _pair(predicted: str, billed: dict[str, Any] | None, key: str, form: str) ->
     return f"{predicted} / {'-' if value is None else format(value, form)}"
 
 
-def _print_simulation(result: Any) -> None:
-    console = Console(width=160)
-    table = Table(
-        "turn",
-        "idle s",
-        "input",
-        "pinned",
-        "critical",
-        "contextual",
-        "ledger",
-        "volatile",
-        "read pred/billed",
-        "written pred/billed",
-        "cost $ pred/billed",
-        "e2e ms",
-    )
-    for t in result.turns:
-        tiers = t["tiers"]
-        billed = t["billed"]
+_TURN_COLUMNS = (
+    "turn",
+    "idle s",
+    "input",
+    "pinned",
+    "critical",
+    "contextual",
+    "ledger",
+    "volatile",
+    "read pred/billed",
+    "written pred/billed",
+    "cost $ pred/billed",
+    "e2e ms",
+)
+
+
+def _turn_table(turns: list[dict[str, Any]]) -> Table:
+    """One row per turn: tokens by block, predicted / billed cache and cost, latency."""
+    table = Table(*_TURN_COLUMNS)
+    for t in turns:
+        tiers, billed = t["tiers"], t["billed"]
         table.add_row(
             str(t["turn"]),
             f"{t['idle_seconds']:.0f}",
@@ -117,33 +119,40 @@ def _print_simulation(result: Any) -> None:
             _pair(f"{t['cost_usd']:.4f}", billed, "cost_usd", ".4f"),
             f"{billed['end_to_end_ms']:,.0f}" if billed else "-",
         )
-    console.print(table)
-    s = result.summary
-    console.print(
+    return table
+
+
+def _summary_lines(s: dict[str, Any]) -> list[str]:
+    """The predicted and billed summary, and each compaction."""
+    lines = [
         f"predicted: turns 2..{s['turns']} read {s['cache_hit_ratio']:.1%} of input from cache; cost mean "
         f"${s['mean_cost_usd']:.4f}, max ${s['max_cost_usd']:.4f}, {s['turns_over_ceiling']} over the ceiling; "
         f"p95 assembly {s['p95_assembly_ms']:.0f} ms; evidence verbatim {s['evidence_verbatim_ratio']:.0%}; "
         f"max input {s['max_input_tokens']:,} tokens"
-    )
-    if not s["billed"]:
-        console.print(
+    ]
+    b = s["billed"]
+    if not b:
+        lines.append(
             "billed: not simulated (the billing upstream models explicit-breakpoint caching, Anthropic's)"
         )
     else:
-        b = s["billed"]
         verdict = "within" if b["latency_within_target"] else "OVER"
-        console.print(
+        lines.append(
             f"billed (fake Anthropic upstream through the gateway): turns 2..{s['turns']} read "
             f"{b['cache_hit_ratio']:.1%} from cache; cost mean ${b['mean_cost_usd']:.4f}, max ${b['max_cost_usd']:.4f}; "
             f"p95 end-to-end {b['p95_end_to_end_ms']:,.0f} ms ({verdict} the {b['latency_target_ms']:,.0f} ms target, "
             "modelled latency: docs/sessions.md)"
         )
-    for c in s["compactions"]:
-        console.print(
-            f"compaction of turns {c['turns']}: {c['tokens_before']:,} -> {c['tokens_after']:,} tokens ({c['reduction']:.0%} cut)"
-        )
+    lines += [
+        f"compaction of turns {c['turns']}: {c['tokens_before']:,} -> {c['tokens_after']:,} tokens ({c['reduction']:.0%} cut)"
+        for c in s["compactions"]
+    ]
+    return lines
+
+
+def _strategy_table(strategies: list[dict[str, Any]]) -> Table:
     compare = Table("strategy", "mean input", "mean $/turn", "max $/turn", "evidence kept", "cache")
-    for row in result.strategies:
+    for row in strategies:
         compare.add_row(
             row["strategy"],
             f"{row['mean_input_tokens']:,}",
@@ -152,7 +161,15 @@ def _print_simulation(result: Any) -> None:
             f"{row['evidence_kept']:.0%}",
             row["cache"],
         )
-    console.print(compare)
+    return compare
+
+
+def _print_simulation(result: Any) -> None:
+    console = Console(width=160)
+    console.print(_turn_table(result.turns))
+    for line in _summary_lines(result.summary):
+        console.print(line)
+    console.print(_strategy_table(result.strategies))
 
 
 @main.group("session")

@@ -11,7 +11,7 @@ than the newest ``keep_recent_turns`` down to the low-water mark, several at onc
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,6 +91,20 @@ def _rolled_off_turns(report: AssemblyReport) -> list[int]:
         if item.action == "rolled_off"
     )
     return [int(match.group(1)) for match in found if match]
+
+
+_Attempt = tuple[list[dict[str, Any]], "Compaction | None", dict[str, Any], AssemblyResult]
+
+
+def _assembled_keeping_every_turn(attempt: Callable[[bool, int | None], _Attempt]) -> _Attempt:
+    """Assemble; over the envelope, compact as far as possible and assemble again; when the rolling
+    window let a raw turn go, compact through it and assemble again (no turn is lost)."""
+    try:
+        done = attempt(False, None)
+    except BudgetExceeded:
+        done = attempt(True, None)
+    rolled = _rolled_off_turns(done[3].report)
+    return attempt(False, max(rolled)) if rolled else done
 
 
 class Session:
@@ -265,9 +279,7 @@ class Session:
         (:class:`PinnedPrefixChanged`) unless ``allow_prefix_change``; ``idle_seconds`` since the
         previous turn lets the prediction expire its cache entries."""
 
-        def attempt(
-            forced: bool, through: int | None = None
-        ) -> tuple[list[dict[str, Any]], Compaction | None, dict[str, Any], AssemblyResult]:
+        def attempt(forced: bool, through: int | None = None) -> _Attempt:
             new_entries, step = self._compact(forced=forced, through=through)
             request = self._request(self._ledger + new_entries, question, tool_calls, tool_results)
             result = assemble(
@@ -283,13 +295,7 @@ class Session:
             )
             return new_entries, step, request, result
 
-        try:
-            new_entries, step, request, result = attempt(False)
-        except BudgetExceeded:
-            new_entries, step, request, result = attempt(True)
-        rolled = _rolled_off_turns(result.report)
-        if rolled:
-            new_entries, step, request, result = attempt(False, through=max(rolled))
+        new_entries, step, request, result = _assembled_keeping_every_turn(attempt)
         return PreparedTurn(
             index=len(self._turns) + 1,
             question=question,

@@ -248,6 +248,22 @@ def run_simulation(
     return result
 
 
+def _estimated_usage(report: dict[str, Any], output_tokens: int) -> dict[str, Any]:
+    """A turn's usage as predicted by its report (the billed usage is added when there is one)."""
+    return {
+        "estimated": True,
+        "input_tokens": report["tokens"],
+        "cache_read_tokens": report["cache"]["read_tokens"],
+        "cache_write_tokens": report["cache"]["write_tokens"],
+        "output_tokens": output_tokens,
+    }
+
+
+def _verbatim_share(body: dict[str, Any] | str, evidence: list[str]) -> float:
+    rendered = "\n".join(block_texts(body))
+    return sum(1 for e in evidence if e in rendered) / len(evidence) if evidence else 1.0
+
+
 async def _play(
     scenario: Scenario, session: Session, wire: _Wire | None, clock: Callable[[], float]
 ) -> SimulationResult:
@@ -257,15 +273,10 @@ async def _play(
     bodies: list[dict[str, Any] | str] = []
     compared: list[tuple[float, float, int, int, float]] = []
     # Seconds from the previous call's use of the cache to this call: its reply time, then the gap.
-    since_last_use: float | None = None
     reply_seconds = 0.0
     # Bodies in the provider's own format (an OpenAI model gets Chat Completions bodies).
-    body_format = (
-        "openai" if session.catalog.get_model(session.meta.model).provider == "openai" else "anthropic"
-    )
+    provider = session.catalog.get_model(session.meta.model).provider
     for n, scripted in enumerate(scenario.turns, 1):
-        if n > 1:
-            since_last_use = reply_seconds + scripted.idle_seconds
         if wire:
             wire.upstream.now += scripted.idle_seconds
         started = clock()
@@ -274,25 +285,17 @@ async def _play(
             tool_calls=scripted.tool_calls,
             tool_results=scripted.tool_results,
             tags=scripted.tags,
-            format=body_format,
-            idle_seconds=since_last_use,
+            format="openai" if provider == "openai" else "anthropic",
+            idle_seconds=reply_seconds + scripted.idle_seconds if n > 1 else None,
         )
         latency = (clock() - started) * 1000
         body = prepared.assembly.request
         bodies.append(body)
-        rendered = "\n".join(block_texts(body))
-        verbatim = sum(1 for e in evidence if e in rendered) / len(evidence) if evidence else 1.0
         answer = scripted.answer or stand_in_answer(
             scripted.question, scripted.tags, scripted.tool_results, evidence
         )
         report = prepared.assembly.report.to_dict()
-        usage: dict[str, Any] = {
-            "estimated": True,
-            "input_tokens": report["tokens"],
-            "cache_read_tokens": report["cache"]["read_tokens"],
-            "cache_write_tokens": report["cache"]["write_tokens"],
-            "output_tokens": output_tokens,
-        }
+        usage = _estimated_usage(report, output_tokens)
         billing: dict[str, Any] | None = None
         if wire and isinstance(body, dict):
             billing = await wire.bill(body, scenario.name, answer, session, latency, clock)
@@ -301,7 +304,7 @@ async def _play(
             }
             reply_seconds = billing["reply_seconds"]
         turn = session.record(prepared, answer, usage=usage)
-        row = _turn_row(n, report, latency, verbatim, turn.report.get("compaction"))
+        row = _turn_row(n, report, latency, _verbatim_share(body, evidence), turn.report.get("compaction"))
         rows.append({**row, "idle_seconds": scripted.idle_seconds if n > 1 else 0.0, "billed": billing})
         context = [i["text"] for i in prepared.request["items"]]
         compared.append(
