@@ -155,6 +155,9 @@ def _blocks(
                 )
             continue
         for item, text in sel.texts:
+            source = _source(item, fmt) if text == item.text else None
+            if source is None and not text.strip():
+                continue  # no empty or blank text block (the Messages API refuses one)
             messages.append(
                 Block(
                     region="message",
@@ -163,12 +166,13 @@ def _blocks(
                     tier=tier.name,
                     cached=tier.cached,
                     ttl=tier.cache_ttl,
-                    message=_source(item, fmt) if text == item.text else None,
+                    message=source,
                 )
             )
     messages += [
         Block(region="message", role=i.role, text=i.text, tier=CURRENT, cached=False, message=_source(i, fmt))
         for i in current
+        if i.text.strip() or _source(i, fmt) is not None
     ]
     return (*system, *ledger, *messages)
 
@@ -231,7 +235,11 @@ def _shrink(setup: _Setup, draft: _Draft, targets: dict[int, int], limit: int) -
     for eviction in ("rolling", "compact"):
         for tier in setup.policy.tiers:
             if tier.eviction == eviction and targets[tier.index] > 0:
-                targets[tier.index] = max(0, targets[tier.index] - excess - 1)
+                # from what the tier uses, not its target: a target above the use frees nothing
+                used = sum(
+                    n for b, n in zip(draft.blocks, draft.block_raw, strict=True) if b.tier == tier.name
+                )
+                targets[tier.index] = max(0, min(targets[tier.index], used) - excess - 1)
                 return
     labels = {t.name: f"tier {t.index} {t.name} ({t.eviction})" for t in setup.policy.tiers}
     labels |= {LEDGER: "ledger (Block 3)", CURRENT: "current turn (Block 4)"}
@@ -345,7 +353,7 @@ def _check_evidence(priced: _Priced) -> None:
         if sel.tier.eviction != "protected":
             continue
         for item, text in sel.texts:
-            if not any(text in r for r in rendered):
+            if text.strip() and not any(text in r for r in rendered):
                 raise InvariantViolation(
                     f"INV-CTX-03: protected item {item.id!r} is not verbatim in the rendered request"
                 )
@@ -567,6 +575,13 @@ def _live_hashes(previous: Mapping[str, Any] | None, idle_seconds: float | None)
     """The previous turn's cached prefixes still alive after ``idle_seconds`` (None: all): an
     entry lives its TTL from its last use, and the previous turn used every one of its breakpoints."""
     points = (previous or {}).get("breakpoints", [])
+    if not isinstance(points, list) or not all(
+        isinstance(b, Mapping) and isinstance(b.get("prefix_sha256"), str) for b in points
+    ):
+        raise InvalidRequestError(
+            "previous.breakpoints must be a list of objects with a prefix_sha256 string (an assemble report's)",
+            "$.breakpoints",
+        )
     return frozenset(
         b["prefix_sha256"]
         for b in points
@@ -622,6 +637,9 @@ def _setup(
     _check_pinned(parsed, policy)
     tags = " ".join(dict.fromkeys(t for i in parsed.items for t in i.tags))
     query = " ".join([i.text for i in parsed.current] + [tags])
+    for item in parsed.current:
+        if item.kind == "question" and not item.text.strip() and item.source is None:
+            raise InvalidRequestError("the question is empty", f"{item.path}.text")
     current, decisions = bound_current(parsed.current, counter, policy.current_turn_ceiling_tokens, query)
     return _Setup(
         policy=policy,

@@ -68,7 +68,11 @@ def _fixed_tokens(item: ContextItem, counter: TokenCounter) -> int:
     if item.kind == "tool_call":
         return counter.raw(item.text)
     pieces, cuttable = _split(item)
-    return sum(counter.raw(p) for p, c in zip(pieces, cuttable, strict=True) if not c)
+    kept = [p for p, c in zip(pieces, cuttable, strict=True) if not c]
+    # joined as they are sent, separators counted (a message of 2,000 one-word parts is 4,000 tokens)
+    return counter.raw(PIECE_SEP.join(kept)) + (
+        counter.raw(PIECE_SEP) if kept and len(kept) < len(pieces) else 0
+    )
 
 
 def _cut_pieces(movable: list[str], room: int, query: str, counter: TokenCounter) -> tuple[str, ...]:
@@ -92,7 +96,7 @@ def _cut(item: ContextItem, budget: int, query: str, counter: TokenCounter) -> C
     """``item`` within ``budget`` raw tokens: its cuttable pieces cut, the others as they are; a
     provider message keeps its structure."""
     pieces, cuttable = _split(item)
-    fixed = sum(counter.raw(p) for p, c in zip(pieces, cuttable, strict=True) if not c)
+    fixed = _fixed_tokens(item, counter) if item.kind == "question" else 0
     movable = [p for p, c in zip(pieces, cuttable, strict=True) if c]
     kept = iter(_cut_pieces(movable, budget - fixed, query, counter))
     new = tuple(next(kept) if c else p for p, c in zip(pieces, cuttable, strict=True))
@@ -179,7 +183,22 @@ def bound_current(
                 f"{what} over the current turn's ceiling: kept the passages that best match the question, verbatim",
             )
         )
+    _verify(out, media, counter, limit, ceiling)
     return tuple(out), tuple(decisions)
+
+
+def _verify(
+    items: Sequence[ContextItem], media: dict[str, int], counter: TokenCounter, limit: int, ceiling: int
+) -> None:
+    """The block as cut, counted as it is sent; over the ceiling (rounding, separators) fails closed."""
+    total = sum(counter.raw(i.text) + media[i.id] for i in items)
+    if total > limit:
+        raise BudgetExceeded(
+            available_tokens=ceiling,
+            required_tokens=counter.scale(total),
+            parts={"current turn (Block 4), as cut": counter.scale(total)},
+            hint=CURRENT_HINT,
+        )
 
 
 def _fail(

@@ -80,6 +80,8 @@ def _plain(text: str, labels: bool) -> str:
 
 def _stands_in(quote: str, text: str) -> bool:
     """``quote`` inside ``text`` at word boundaries (not "within 3" inside "within 30 days")."""
+    if not quote:
+        return False
     start = text.find(quote)
     while start >= 0:
         end = start + len(quote)
@@ -94,8 +96,8 @@ def _stands_in(quote: str, text: str) -> bool:
 def quote_verified(quote: str, cited_text: str) -> bool:
     """Whether ``quote`` stands verbatim (whitespace aside, labels aside, whole words) in
     ``cited_text``."""
-    if not quote.strip():
-        return False
+    if not any(ch.isalpha() for ch in _plain(quote, False)):
+        return False  # only labels, digits or punctuation: no testimony is quoted
     return any(_stands_in(_plain(quote, labels), _plain(cited_text, labels)) for labels in (True, False))
 
 

@@ -292,7 +292,9 @@ def _from_chat(
     system: list[dict[str, Any]] = []  # instructions lead, wherever they stood
     items: list[dict[str, Any]] = []
     sources: dict[str, Mapping[str, Any]] = {}
-    query_at = next((_position(i.path) for i in parsed if i.component == "query"), None)
+    query_at = _answered_from(
+        messages, next((_position(i.path) for i in parsed if i.component == "query"), None)
+    )
     for item in parsed:
         if item.component == "system":
             system.append(
@@ -318,6 +320,36 @@ def _from_chat(
         items.append(entry)
         sources[entry["id"]] = message
     return system + items, sources
+
+
+def _tool_ids(message: Mapping[str, Any], kind: str, field: str) -> set[str]:
+    content = message.get("content")
+    blocks = content if isinstance(content, list) else []
+    return {str(b.get(field)) for b in blocks if isinstance(b, dict) and b.get("type") == kind}
+
+
+def _answered_from(messages: Any, query_at: int | None) -> int | None:
+    """Where the current turn starts: the query, or earlier when the query message (or one after
+    it) answers a tool call made before it; that call then belongs to the current turn, so the
+    rolling tier can never drop it and leave its result unpaired."""
+    if query_at is None or not isinstance(messages, list):
+        return query_at
+    answered: set[str] = set()
+    for message in messages[query_at:]:
+        if isinstance(message, Mapping):
+            answered |= _tool_ids(message, "tool_result", "tool_use_id")
+            answered |= {str(message["tool_call_id"])} if message.get("tool_call_id") else set()
+    start = query_at
+    for at in range(query_at - 1, -1, -1):
+        message = messages[at]
+        if not isinstance(message, Mapping):
+            continue
+        calls = _tool_ids(message, "tool_use", "id") | {
+            str(c.get("id")) for c in message.get("tool_calls") or [] if isinstance(c, Mapping)
+        }
+        if calls & answered:
+            start = at
+    return start
 
 
 def _position(path: str) -> int:

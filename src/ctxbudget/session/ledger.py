@@ -135,7 +135,7 @@ def _tool_status(result_content: str, given: str | None, rules: LedgerRules) -> 
         parsed = json.loads(result_content)
         if isinstance(parsed, dict) and isinstance(parsed.get("status"), str):
             return str(parsed["status"]).upper()
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         pass
     match = re.search(rules.status_pattern, result_content)
     return match.group(1).upper() if match else None

@@ -20,6 +20,7 @@ from ..assemble import AssemblyResult, assemble
 from ..catalog.catalog import Catalog, bundled_catalog
 from ..errors import BudgetExceeded, ConfigError, InvalidRequestError
 from ..formats.base import MESSAGE_FRAMING_TOKENS
+from ..formats.context import parse_context_request
 from ..policy import Policy, list_policies, load_policy
 from ..report import AssemblyReport
 from ..tokens.counter import TokenCounter
@@ -147,8 +148,11 @@ class Session:
         session opens from any directory."""
         if not isinstance(base, Mapping) or not isinstance(base.get("items", []), list):
             raise InvalidRequestError('the base must be a JSON object like {"items": [...]}')
-        load_policy(policy)
+        checked = load_policy(policy)
         (catalog or bundled_catalog()).get_model(model)
+        # the base must be items an assembly accepts (tiers, kinds, ids), found now, not turn after turn
+        question = {"id": "__question__", "kind": "question", "text": "?"}
+        parse_context_request({"items": [*base.get("items", []), question]}, checked, "context")
         if policy not in list_policies() and Path(policy).exists():
             policy = str(Path(policy).resolve())
         store.create(SessionMeta(name=name, policy=policy, model=model, base=dict(base)))

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -52,8 +53,16 @@ class SimulationResult:
     requests: list[dict[str, Any] | str] = field(default_factory=list)
 
 
+def _item_text(item: Mapping[str, Any]) -> str:
+    """An item's text, given as ``text`` or as ``content`` text blocks."""
+    if isinstance(item.get("text"), str):
+        return str(item["text"])
+    blocks = item.get("content") or []
+    return "\n".join(str(b.get("text", "")) for b in blocks if isinstance(b, Mapping))
+
+
 def _evidence(scenario: Scenario) -> list[str]:
-    return [i["text"] for i in scenario.base.get("items", []) if i.get("kind") == "evidence"]
+    return [_item_text(i) for i in scenario.base.get("items", []) if i.get("kind") == "evidence"]
 
 
 def _blocks_of(report: dict[str, Any]) -> dict[str, int]:
@@ -155,7 +164,8 @@ class _Wire:
         (the measured assembly and gateway time plus the modelled upstream time)."""
         self.upstream.answer = answer
         hop = clock()
-        response = await self.client.post("/v1/messages", json=body, headers={"X-Ctxbudget-Session": name})
+        session_header = {"X-Ctxbudget-Session": quote(name, safe="")}  # a header value is ASCII
+        response = await self.client.post("/v1/messages", json=body, headers=session_header)
         if response.status_code != 200:
             raise ConfigError(f"the gateway answered {response.status_code}: {response.text[:300]}")
         local_ms = assembly_ms + (clock() - hop) * 1000
@@ -306,7 +316,7 @@ async def _play(
         turn = session.record(prepared, answer, usage=usage)
         row = _turn_row(n, report, latency, _verbatim_share(body, evidence), turn.report.get("compaction"))
         rows.append({**row, "idle_seconds": scripted.idle_seconds if n > 1 else 0.0, "billed": billing})
-        context = [i["text"] for i in prepared.request["items"]]
+        context = [_item_text(i) for i in prepared.request["items"]]
         compared.append(
             (*_baselines(session, context, output_tokens), _naive_keeps(session, context, evidence))
         )

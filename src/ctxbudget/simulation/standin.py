@@ -20,9 +20,12 @@ def stand_in_answer(
     for result in results:
         try:
             payload = json.loads(result.content)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
-        matches += [m for m in payload.get("matches", []) if isinstance(m, str)]
+        if not isinstance(payload, dict):
+            continue
+        found = payload.get("matches")
+        matches += [m for m in found if isinstance(m, str)] if isinstance(found, list) else []
         if isinstance(payload.get("exhibit"), str):
             exhibits.append(payload["exhibit"])
     cites = [m.split(" ", 1)[0] for m in matches[:3]]

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from operator import itemgetter
 from typing import Any, Protocol, runtime_checkable
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InvalidRequestError
 
 __all__ = [
     "Encoding",
@@ -50,6 +50,16 @@ def _pool() -> ThreadPoolExecutor:
         if _POOL is None:
             _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ctxbudget-encode")
         return _POOL
+
+
+# tiktoken's regex overflows its stack on a run of about 985,000 whitespace characters (measured
+# with o200k_base): such a run is refused up front; texts this long are checked for one.
+_LONG = 400_000
+_LONG_SPACE = re.compile(r"[^\S\n]{400000,}")
+
+
+class _Untokenizable(Exception):
+    """A text the tokenizer would panic on."""
 
 
 def split_point(text: str) -> int | None:
@@ -150,9 +160,8 @@ class TiktokenEncoding:
         """
         halves = self._halves(text)
         if halves is None:
-            tokens: list[int] = self._encoding.encode_ordinary(text)
-            return tokens
-        head, tail = _pool().map(self._encoding.encode_ordinary, halves)
+            return self._ordinary(text)
+        head, tail = _pool().map(self._ordinary, halves)
         head.extend(tail)
         result: list[int] = head
         return result
@@ -170,8 +179,26 @@ class TiktokenEncoding:
         head, tail = _pool().map(self._lengths_of, halves)
         return head + tail
 
+    def _ordinary(self, text: str) -> list[int]:
+        """tiktoken's ``encode_ordinary``; its Rust panic on a pathological text (a run of about a
+        million spaces overflows its regex's stack) is bad input, not a crash."""
+        run = max((len(m.group()) for m in _LONG_SPACE.finditer(text)), default=0) if len(text) > _LONG else 0
+        try:
+            if run:
+                raise _Untokenizable  # refused before the tokenizer panics (and prints its trace)
+            tokens: list[int] = self._encoding.encode_ordinary(text)
+        except BaseException as exc:  # pyo3's PanicException derives from BaseException
+            if type(exc).__name__ not in ("PanicException", "_Untokenizable"):
+                raise
+            raise InvalidRequestError(
+                f"a text of {len(text):,} characters cannot be tokenized"
+                + (f" (it holds a run of {run:,} whitespace characters)" if run else "")
+                + f"; the {self.name} tokenizer fails on it: shorten or normalize the text"
+            ) from None
+        return tokens
+
     def _lengths_of(self, text: str) -> bytes:
-        ids = self._encoding.encode_ordinary(text)
+        ids = self._ordinary(text)
         if len(ids) > 1:
             return bytes(itemgetter(*ids)(self._byte_lengths))
         return bytes(self._byte_lengths[i] for i in ids)
