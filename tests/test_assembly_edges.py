@@ -1,0 +1,153 @@
+"""Edges found by fuzzing the assembly, sessions and the simulation: each fails closed with a
+clear error, or gives a body the provider accepts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ctxbudget import BudgetExceeded, CtxBudgetError, InvalidRequestError
+from ctxbudget.assemble import assemble
+from ctxbudget.cli import main
+from ctxbudget.policy import get_policy
+from ctxbudget.session import Session, SQLiteStore, ToolResult
+
+from .test_agent_properties import check_anthropic_rules
+
+POLICY = get_policy("legal-review")
+WORD = "lorem ipsum dolor sit amet "
+
+
+def _chat(last_user: list[dict[str, Any]], call_text: str) -> dict[str, Any]:
+    return {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 100,
+        "system": "Review the record.",
+        "messages": [
+            {"role": "user", "content": "Look it up."},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": call_text},
+                    {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"q": "notice"}},
+                ],
+            },
+            {"role": "user", "content": last_user},
+        ],
+    }
+
+
+def test_a_call_answered_in_the_question_message_is_never_separated_from_its_result() -> None:
+    last = [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Notice went out on March 3."},
+        {"type": "text", "text": "And what does that mean?"},
+    ]
+    body = assemble(
+        _chat(last, "Searching."), policy=POLICY, model="claude-sonnet-4-5", input_format="anthropic"
+    )
+    check_anthropic_rules(body.request)
+    with pytest.raises(BudgetExceeded, match="tool calls"):  # a huge call cannot be cut: fail closed
+        assemble(_chat(last, WORD * 800), policy=POLICY, model="claude-sonnet-4-5", input_format="anthropic")
+
+
+def test_block_4_counts_what_is_sent_between_pieces() -> None:
+    parts = [{"type": "text", "text": "a"} for _ in range(2000)]
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": parts}]}
+    with pytest.raises(BudgetExceeded, match=r"current turn \(Block 4\)"):
+        assemble(body, policy=POLICY, model="gpt-4o", format="openai", input_format="openai")
+
+
+def test_no_blank_text_block_is_sent_and_an_empty_question_is_refused() -> None:
+    items: list[dict[str, Any]] = [
+        {"id": "h1", "tier": "volatile", "kind": "history", "role": "user", "text": " \n "},
+        {"id": "h2", "tier": "volatile", "kind": "history", "role": "assistant", "text": ""},
+        {"id": "q", "kind": "question", "text": "When?"},
+    ]
+    sent = assemble({"items": items}, policy=POLICY, model="claude-sonnet-4-5").request
+    assert all(b["text"].strip() for m in sent["messages"] for b in m["content"])
+    items[-1]["text"] = "  "
+    with pytest.raises(InvalidRequestError, match="the question is empty"):
+        assemble({"items": items}, policy=POLICY, model="claude-sonnet-4-5")
+
+
+def test_the_envelope_gives_way_from_what_a_tier_uses_not_its_target() -> None:
+    pinned = "Rule: cite page:line. " * 2500
+    items: list[dict[str, Any]] = [{"id": "p", "tier": "pinned", "kind": "playbook", "text": pinned}]
+    items += [
+        {"id": f"e{n}", "tier": "critical", "kind": "evidence", "text": f"{n}:01 A. Yes. " * 190}
+        for n in range(5)
+    ]
+    items += [{"id": f"d{n}", "tier": "contextual", "kind": "document", "text": WORD * 300} for n in range(8)]
+    items += [
+        {"id": f"h{n}", "tier": "volatile", "kind": "history", "role": "user", "text": WORD * 30}
+        for n in range(6)
+    ]
+    items.append({"id": "q", "kind": "question", "text": "When was notice given?"})
+    try:
+        report = assemble({"items": items}, policy=POLICY, model="gpt-4o").report
+    except BudgetExceeded as exc:
+        assert "did not converge" not in str(exc)
+        return
+    assert report.tokens <= 32000
+
+
+@pytest.mark.parametrize(
+    "previous",
+    [{"breakpoints": None}, {"breakpoints": "abc"}, {"breakpoints": [{"x": 1}]}, {"breakpoints": ["a"]}],
+)
+def test_a_malformed_previous_report_is_bad_input(previous: dict[str, Any]) -> None:
+    body = {"items": [{"id": "q", "kind": "question", "text": "When?"}]}
+    with pytest.raises(InvalidRequestError, match="breakpoints"):
+        assemble(body, policy=POLICY, model="gpt-4o", previous=previous)
+
+
+def test_a_deeply_nested_tool_result_does_not_break_a_session(tmp_path: Path) -> None:
+    session = Session.create(
+        SQLiteStore(str(tmp_path / "s.db")), "n", policy="legal-review", model="gpt-4o", base={}
+    )
+    nested = "[" * 5000 + "]" * 5000
+    for n in range(8):
+        prepared = session.prepare(f"Question {n}?", tool_results=[ToolResult(name="t", content=nested)])
+        session.record(prepared, "Therefore it holds. Status: CONFIRMED.")
+    assert session.ledger  # compacted, and still taking turns
+
+
+def test_a_session_base_is_checked_when_the_session_is_created(tmp_path: Path) -> None:
+    store = SQLiteStore(str(tmp_path / "b.db"))
+    with pytest.raises(CtxBudgetError, match=r"items\[0\]"):
+        Session.create(store, "b", policy="legal-review", model="gpt-4o", base={"items": [5]})
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("café review", '{"status": "FOUND"}'),
+        ("r", "[]"),
+        ("r", '{"matches": 7}'),
+        ("r", "[" * 3000 + "]" * 3000),
+    ],
+)
+def test_odd_scenarios_simulate_or_fail_clearly(tmp_path: Path, name: str, content: str) -> None:
+    scenario = {
+        "name": name,
+        "base": {
+            "items": [
+                {
+                    "id": "e",
+                    "tier": "critical",
+                    "kind": "evidence",
+                    "content": [{"type": "text", "text": "1:01 A. Yes."}],
+                }
+            ]
+        },
+        "turns": [{"question": "Notice?", "tool_results": [{"name": "search", "content": content}]}],
+    }
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(scenario))
+    run = CliRunner().invoke(main, ["simulate", str(path), "--json"])
+    assert run.exit_code == 0, run.output
+    assert json.loads(run.output)["summary"]["evidence_verbatim_ratio"] == 1.0
