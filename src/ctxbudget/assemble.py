@@ -717,6 +717,8 @@ def assemble(
     if previous is not None and not isinstance(previous, Mapping):
         raise InvalidRequestError("previous must be the previous turn's report (a JSON object)", "")
     previous_report = previous.get("report", previous) if previous else None
+    if isinstance(previous_report, AssemblyReport):
+        previous_report = previous_report.to_dict()
     if previous_report is not None and not isinstance(previous_report, Mapping):
         raise InvalidRequestError("is not a report object", "$.report")
     if previous_report is not None and not {"breakpoints", "pinned_prefix_sha256"} & set(previous_report):
