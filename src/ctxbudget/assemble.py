@@ -11,6 +11,7 @@ checked on the rendered body before it is returned.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -441,14 +442,9 @@ def _block_tokens(setup: _Setup, draft: _Draft, tier: str) -> int:
 
 
 def _decision(setup: _Setup, d: ItemDecision) -> DecisionReport:
+    """A decision in raw tokens, as the report gives it (scaled)."""
     scale = setup.counter.scale
-    return DecisionReport(
-        id=d.id,
-        action=d.action,
-        tokens_before=scale(d.tokens_before),
-        tokens_after=scale(d.tokens_after),
-        reason=d.reason,
-    )
+    return dataclasses.replace(d, tokens_before=scale(d.tokens_before), tokens_after=scale(d.tokens_after))
 
 
 def _ledger_decisions(setup: _Setup) -> tuple[ItemDecision, ...]:

@@ -21,6 +21,7 @@ from .formats.base import JOINER, JOINER_TOKENS, MESSAGE_FRAMING_TOKENS
 from .formats.context import ContextItem, ContextRequest
 from .policy import Tier
 from .quotes import cited_lines, numbered, parse_citation, quote_verified, sources_named
+from .report import DecisionReport
 from .tokens.counter import TokenCounter, analyze
 from .trim.extract import extract_sentences
 from .trim.passages import PassageScorer, passage_tokens, ranking, select_regions, split_passages
@@ -29,15 +30,9 @@ from .trim.text import TextSpan
 __all__ = ["ItemDecision", "TierSelection", "render_item", "select_ledger", "select_tier"]
 
 
-@dataclass(frozen=True, kw_only=True)
-class ItemDecision:
-    """What happened to one item, its raw tokens before and after, and why."""
-
-    id: str
-    action: str
-    tokens_before: int
-    tokens_after: int
-    reason: str
+# What happened to one item, and why: the report's value, holding raw encoding tokens here (the
+# report scales them).
+ItemDecision = DecisionReport
 
 
 @dataclass(frozen=True, kw_only=True)
