@@ -48,7 +48,7 @@ from .config import GatewayConfig
 from .counting import UpstreamCounter
 from .metrics import Metrics
 from .providers import ANTHROPIC, Provider
-from .settings import RequestSettings
+from .settings import RequestSettings, request_settings
 from .usage import Calibration, Usage, covered_by_estimate, normalize_usage, tool_prompt_tokens
 
 __all__ = ["Gateway", "Prepared", "Refusal"]
@@ -322,6 +322,63 @@ class Gateway:
         self.policies: dict[str, Policy] = {str(n): load_policy(str(n)) for n in sorted(names, key=str)}
         self._ids = itertools.count(1)
         self.counter = UpstreamCounter(self.client, self.upstream(ANTHROPIC) + "/count_tokens")
+
+    # ---- what the routes ask of the service ---------------------------------------------------
+    def body_limit(self) -> int:
+        """The largest request body accepted, in bytes."""
+        return self.config.max_body_bytes
+
+    def settings_for(self, headers: Mapping[str, str]) -> RequestSettings:
+        """The request's budgets: the server's, narrowed by the client's headers."""
+        return request_settings(self.config, headers)
+
+    def count_tokens(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """The count_tokens answer for an Anthropic body (calibrated estimate where not exact)."""
+        model = str(body.get("model", ""))
+        catalog = self.catalog_for(model)[0]
+        return fit_count(
+            body, model=model, format="anthropic", catalog=catalog, unknown_model=self.config.unknown_model
+        )
+
+    async def exact_count(
+        self, body: Mapping[str, Any], headers: list[tuple[str, str]], proxy: int
+    ) -> int | None:
+        """The upstream's own count of ``body`` (``--count-with-upstream``), or None."""
+        return await self.counter.count(body, headers, proxy)
+
+    async def send(
+        self, provider: Provider, body: Mapping[str, Any], headers: list[tuple[str, str]], query: str = ""
+    ) -> httpx.Response:
+        """Forward ``body`` to the provider's upstream (streamed); a timeout or an unreachable
+        upstream is a :class:`Refusal` (504, 502), counted."""
+        url = self.upstream(provider) + (f"?{query}" if query else "")  # e.g. the SDK's ?beta=true
+        request = self.client.build_request(
+            "POST", url, headers=headers, content=json.dumps(body).encode("utf-8")
+        )
+        try:
+            return await self.client.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            self.note_upstream_error("timeout")
+            raise Refusal(504, f"upstream timed out: {type(exc).__name__}", "upstream_timeout") from exc
+        except httpx.HTTPError as exc:
+            self.note_upstream_error("connection")
+            raise Refusal(502, f"upstream unreachable: {type(exc).__name__}", "upstream_unreachable") from exc
+
+    def note_upstream_error(self, kind: str) -> None:
+        """Count an upstream fault of ``kind``."""
+        self.metrics.upstream_errors.labels(kind).inc()
+
+    def note_internal_error(self, stage: str) -> None:
+        """Count an unexpected error at ``stage`` (answered as a 400, never a bare 500)."""
+        self.metrics.internal_errors.labels(stage).inc()
+
+    def note_request(self, path: str, outcome: str) -> None:
+        """Count a request by path and outcome."""
+        self.metrics.requests.labels(path, outcome).inc()
+
+    def metrics_text(self) -> bytes:
+        """The Prometheus text of the gateway's metrics."""
+        return self.metrics.render()
 
     def next_request_id(self) -> int:
         """A number for the log line of each request."""

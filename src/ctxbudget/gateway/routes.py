@@ -17,12 +17,11 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 
 from ..errors import CtxBudgetError, InvalidRequestError
-from ..fitting import count
 from ..formats.jsonvalue import decode_json
 from .app import DROPPED_HEADERS, Gateway, Prepared, Refusal, _session_id, passed_back
 from .config import GatewayConfig
 from .providers import ANTHROPIC, OPENAI, Provider, StreamState
-from .settings import HEADER_PREFIX, RequestSettings, SettingsError, request_settings
+from .settings import HEADER_PREFIX, RequestSettings, SettingsError
 
 __all__ = ["create_app"]
 
@@ -31,7 +30,7 @@ logger = logging.getLogger("ctxbudget.gateway")
 
 async def _read_json(request: Request, gateway: Gateway) -> dict[str, Any]:
     declared = request.headers.get("content-length")
-    limit = gateway.config.max_body_bytes
+    limit = gateway.body_limit()
     if declared and declared.isdigit() and int(declared) > limit:
         raise Refusal(
             413,
@@ -99,7 +98,7 @@ async def _upstream_failure(provider: Provider, gateway: Gateway, response: http
         await response.aclose()
     status = response.status_code
     if status >= 500:
-        gateway.metrics.upstream_errors.labels(f"http_{status}").inc()
+        gateway.note_upstream_error(f"http_{status}")
     headers = {k: v for k, v in passed_back(response.headers).items() if k.lower() != "content-type"}
     try:
         json.loads(body)
@@ -113,25 +112,14 @@ async def _upstream_failure(provider: Provider, gateway: Gateway, response: http
 async def _send(
     gateway: Gateway, provider: Provider, prepared: Prepared, headers: list[tuple[str, str]], query: str = ""
 ) -> httpx.Response:
-    url = gateway.upstream(provider) + (f"?{query}" if query else "")  # e.g. the SDK's ?beta=true
-    request = gateway.client.build_request(
-        "POST", url, headers=headers, content=json.dumps(prepared.body).encode("utf-8")
-    )
-    try:
-        return await gateway.client.send(request, stream=True)
-    except httpx.TimeoutException as exc:
-        gateway.metrics.upstream_errors.labels("timeout").inc()
-        raise Refusal(504, f"upstream timed out: {type(exc).__name__}", "upstream_timeout") from exc
-    except httpx.HTTPError as exc:
-        gateway.metrics.upstream_errors.labels("connection").inc()
-        raise Refusal(502, f"upstream unreachable: {type(exc).__name__}", "upstream_unreachable") from exc
+    return await gateway.send(provider, prepared.body, headers, query)
 
 
 def _upstream_fault(
     gateway: Gateway, upstream: httpx.Response, status: int, kind: str, message: str, code: str
 ) -> Refusal:
     """An upstream fault after it answered: counted, and told with the upstream's own headers."""
-    gateway.metrics.upstream_errors.labels(kind).inc()
+    gateway.note_upstream_error(kind)
     return Refusal(status, message, code, passed_back(upstream.headers))
 
 
@@ -180,7 +168,7 @@ def _relay(
                 if out:
                     yield out
         except httpx.HTTPError as exc:
-            gateway.metrics.upstream_errors.labels("disconnected").inc()
+            gateway.note_upstream_error("disconnected")
             yield provider.stream_error(f"upstream dropped the stream: {type(exc).__name__}")
             return
         finally:
@@ -191,7 +179,7 @@ def _relay(
         if tail:
             yield tail
         if not state.finished:
-            gateway.metrics.upstream_errors.labels("truncated_stream").inc()
+            gateway.note_upstream_error("truncated_stream")
             yield provider.stream_error("upstream closed the stream before it finished")
 
     headers = {"cache-control": "no-cache", **passed_back(upstream.headers), **prepared.headers()}
@@ -225,7 +213,7 @@ def _proxy(provider: Provider) -> Any:
             prepared = await run_in_threadpool(gateway.prepare, provider, body, session, settings)
             if gateway.depends_on_estimate(provider, prepared):
                 proxy = prepared.proxy_before
-                exact = await gateway.counter.count(body, _forward_headers(request), proxy)
+                exact = await gateway.exact_count(body, _forward_headers(request), proxy)
                 if exact is not None:
                     factor = exact / max(1, proxy)
                     prepared = await run_in_threadpool(
@@ -254,7 +242,7 @@ def _proxy(provider: Provider) -> Any:
         except ClientDisconnect:  # nobody to answer
             response, outcome = Response(status_code=499), "client_disconnected"
         except Exception as exc:  # never a bare 500: an error in the provider's shape, logged and counted
-            gateway.metrics.internal_errors.labels(stage).inc()
+            gateway.note_internal_error(stage)
             logger.exception("request=%d failed while %s", rid, stage)
             before = stage in ("read", "prepare", "send")
             status, code = (400, "invalid_request") if before else (502, "upstream_error")
@@ -267,7 +255,7 @@ def _proxy(provider: Provider) -> Any:
                 response.headers.setdefault(key, value)
         if session:  # once the body was read, every answer names its session
             response.headers.setdefault("x-ctxbudget-session", session)
-        gateway.metrics.requests.labels(provider.path, outcome).inc()
+        gateway.note_request(provider.path, outcome)
         _log(rid, provider, prepared, size, response.status_code, outcome, started)
         return response
 
@@ -276,7 +264,7 @@ def _proxy(provider: Provider) -> Any:
 
 def _settings(gateway: Gateway, request: Request) -> RequestSettings:
     try:
-        return request_settings(gateway.config, request.headers)
+        return gateway.settings_for(request.headers)
     except SettingsError as exc:
         raise Refusal(400, f"ctxbudget: {exc}", "invalid_request") from exc
 
@@ -285,16 +273,7 @@ async def _count_tokens(request: Request) -> Response:
     gateway: Gateway = request.app.state.gateway
     try:
         body = await _read_json(request, gateway)
-        model = str(body.get("model", ""))
-        catalog = gateway.catalog_for(model)[0]
-        result = await run_in_threadpool(
-            count,
-            body,
-            model=model,
-            format="anthropic",
-            catalog=catalog,
-            unknown_model=gateway.config.unknown_model,
-        )
+        result = await run_in_threadpool(gateway.count_tokens, body)
     except Refusal as refusal:
         return _error(ANTHROPIC, refusal.status, str(refusal), refusal.code)
     except CtxBudgetError as exc:
@@ -302,10 +281,10 @@ async def _count_tokens(request: Request) -> Response:
     except ClientDisconnect:
         return Response(status_code=499)
     except Exception as exc:  # never a bare 500
-        gateway.metrics.internal_errors.labels("count").inc()
+        gateway.note_internal_error("count")
         logger.exception("count_tokens failed")
         return _error(ANTHROPIC, 400, f"ctxbudget: {type(exc).__name__} while counting", "invalid_request")
-    gateway.metrics.requests.labels("/v1/messages/count_tokens", "ok").inc()
+    gateway.note_request("/v1/messages/count_tokens", "ok")
     return JSONResponse(
         {
             "input_tokens": result["tokens"],
@@ -322,7 +301,7 @@ async def _healthz(request: Request) -> Response:
 
 async def _metrics(request: Request) -> Response:
     gateway: Gateway = request.app.state.gateway
-    return PlainTextResponse(gateway.metrics.render(), media_type="text/plain; version=0.0.4")
+    return PlainTextResponse(gateway.metrics_text(), media_type="text/plain; version=0.0.4")
 
 
 async def _unrouted(request: Request) -> Response:
