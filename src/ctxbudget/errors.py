@@ -200,11 +200,15 @@ class PinnedPrefixChanged(CtxBudgetError):
             if volatile
             else ""
         )
-        super().__init__(
+        self.summary = (
             f"INV-CTX-01: the pinned prefix differs from the previous turn's at byte {offset}, line {line}: "
-            f"{before!r} became {after!r}{likely}. The cached prefix must stay byte-identical across turns; "
-            "for a new playbook version, allow the change (allow_prefix_change=True)"
+            f"{before!r} became {after!r}{likely}. The cached prefix must stay byte-identical across turns"
         )
+        super().__init__(self.with_hint("allow_prefix_change=True"))
+
+    def with_hint(self, allow: str) -> str:
+        """The message naming how this caller allows the change (a CLI flag, a header)."""
+        return f"{self.summary}; for a new playbook version, allow the change ({allow})"
 
 
 class InvariantViolation(CtxBudgetError):

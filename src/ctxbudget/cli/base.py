@@ -76,7 +76,7 @@ def _run(action: Callable[[], None]) -> None:
     except CostCeilingExceeded as exc:
         _fail(str(exc), EXIT_COST)
     except PinnedPrefixChanged as exc:
-        _fail(str(exc).replace("allow_prefix_change=True", "--allow-prefix-change"), EXIT_PREFIX_CHANGED)
+        _fail(exc.with_hint("--allow-prefix-change"), EXIT_PREFIX_CHANGED)
     except (PrefixChanged, InvariantViolation) as exc:
         _fail(str(exc), EXIT_DIFFERS)
     except CtxBudgetError as exc:

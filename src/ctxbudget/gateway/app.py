@@ -132,8 +132,10 @@ def refusal_for(exc: CtxBudgetError, provider: str) -> Refusal:
         return _too_large(exc, provider)
     for kind, status, code, tail in _REFUSALS:
         if isinstance(exc, kind):
-            message = str(exc).replace(
-                "allow_prefix_change=True", "header X-Ctxbudget-Allow-Prefix-Change: true"
+            message = (
+                exc.with_hint("header X-Ctxbudget-Allow-Prefix-Change: true")
+                if isinstance(exc, PinnedPrefixChanged)
+                else str(exc)
             )
             return Refusal(status, f"ctxbudget: {message}{tail}", code)
     message = str(exc).replace("reserve_output_tokens", "max_tokens")
