@@ -101,6 +101,10 @@ class _Draft:
     total_raw: int
     block_raw: tuple[int, ...]
 
+    def raw_of(self, tier: str) -> int:
+        """Raw tokens of the blocks of ``tier`` (a tier name, the ledger or the current turn)."""
+        return sum(n for b, n in zip(self.blocks, self.block_raw, strict=True) if b.tier == tier)
+
 
 def _check_pinned(request: ContextRequest, policy: Policy) -> None:
     for tier in policy.tiers:
@@ -214,7 +218,7 @@ def _tier_excess(setup: _Setup, draft: _Draft, targets: dict[int, int]) -> bool:
     """Lower the target of a shrinkable tier whose rendered block is over it (True if one was);
     a tier that may not shrink and is over its ceiling once rendered fails closed."""
     for tier in setup.policy.tiers:
-        used = sum(n for b, n in zip(draft.blocks, draft.block_raw, strict=True) if b.tier == tier.name)
+        used = draft.raw_of(tier.name)
         if used <= targets[tier.index]:
             continue
         if tier.eviction in ("never", "protected"):
@@ -237,19 +241,12 @@ def _shrink(setup: _Setup, draft: _Draft, targets: dict[int, int], limit: int) -
         for tier in setup.policy.tiers:
             if tier.eviction == eviction and targets[tier.index] > 0:
                 # from what the tier uses, not its target: a target above the use frees nothing
-                used = sum(
-                    n for b, n in zip(draft.blocks, draft.block_raw, strict=True) if b.tier == tier.name
-                )
+                used = draft.raw_of(tier.name)
                 targets[tier.index] = max(0, min(targets[tier.index], used) - excess - 1)
                 return
     labels = {t.name: f"tier {t.index} {t.name} ({t.eviction})" for t in setup.policy.tiers}
     labels |= {LEDGER: "ledger (Block 3)", CURRENT: "current turn (Block 4)"}
-    fixed = {
-        label: setup.counter.scale(
-            sum(n for b, n in zip(draft.blocks, draft.block_raw, strict=True) if b.tier == name)
-        )
-        for name, label in labels.items()
-    }
+    fixed = {label: setup.counter.scale(draft.raw_of(name)) for name, label in labels.items()}
     raise BudgetExceeded(
         available_tokens=setup.policy.prompt_tokens,
         required_tokens=setup.counter.scale(draft.total_raw),
@@ -436,9 +433,7 @@ def _never_names(priced: _Priced) -> set[str]:
 
 
 def _block_tokens(setup: _Setup, draft: _Draft, tier: str) -> int:
-    return setup.counter.scale(
-        sum(n for b, n in zip(draft.blocks, draft.block_raw, strict=True) if b.tier == tier)
-    )
+    return setup.counter.scale(draft.raw_of(tier))
 
 
 def _decision(setup: _Setup, d: ItemDecision) -> DecisionReport:
@@ -466,7 +461,7 @@ def _section(
 ) -> BlockReport:
     """Block 3 or Block 4 in the report: its tokens as rendered (with the current turn's images and
     other media, which its items' figures include), its ceiling, its items."""
-    text = sum(n for b, n in zip(draft.blocks, draft.block_raw, strict=True) if b.tier == tier)
+    text = draft.raw_of(tier)
     media = sum(d.tokens_after for d in decisions) - text if tier == CURRENT else 0
     return BlockReport(
         tokens=setup.counter.scale(text + max(0, media)),

@@ -337,7 +337,7 @@ def select_ledger(
     ledger = tuple(i for i in request.items if i.kind == "ledger")
     if ceiling is None:
         return ledger
-    total = counter.scale(sum(counter.raw(i.text) for i in ledger))
+    total = counter.count_all(i.text for i in ledger)
     if total > ceiling:
         raise BudgetExceeded(
             available_tokens=ceiling,

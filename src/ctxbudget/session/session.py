@@ -174,10 +174,6 @@ class Session:
                 return tier.name
         raise ConfigError(f"policy {self.policy.name!r} has no rolling tier for the session's history")
 
-    def _measure_blocks(self, texts: list[str]) -> int:
-        """Tokens of several blocks as the assembly counts a tier: raw counts summed, then scaled."""
-        return self.counter.scale(sum(self.counter.raw(t) for t in texts))
-
     def _raw_tokens(self, turn: Turn) -> int:
         framed = sum(self.counter.raw(text) + MESSAGE_FRAMING_TOKENS for _, text in turn.raw_texts())
         return self.counter.scale(framed)
@@ -230,7 +226,7 @@ class Session:
         tier = self._rolling_tier()
         items = [dict(i) for i in self.meta.base.get("items", [])]
         if entries:
-            shown = fold_ledger(entries, self.policy.ledger_ceiling_tokens, self._measure_blocks)
+            shown = fold_ledger(entries, self.policy.ledger_ceiling_tokens, self.counter.count_all)
             items += _ledger_items(shown, tier)
         compacted = {e["turn"] for e in entries}
         for turn in self._turns:

@@ -102,7 +102,7 @@ def _baselines(
 ) -> tuple[float, float, int, int]:
     """Raw injection and naive 16k truncation of the same context: (raw cost, naive cost, raw tokens, naive tokens)."""
     counter = session.counter
-    raw_tokens = counter.scale(sum(counter.raw(t) for t in scenario_texts))
+    raw_tokens = counter.count_all(scenario_texts)
     naive_tokens = min(raw_tokens, NAIVE_TRUNCATION_TOKENS)
     prices = session.catalog.get_model(session.meta.model).prices
     if prices is None:

@@ -11,6 +11,7 @@ import math
 import threading
 from bisect import bisect_left
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import accumulate
 from zlib import adler32
@@ -194,3 +195,8 @@ class TokenCounter:
     def count(self, text: str) -> int:
         """Reported tokens of ``text``: exact, or the labelled estimate."""
         return self.scale(self.raw(text))
+
+    def count_all(self, texts: Iterable[str]) -> int:
+        """Reported tokens of several texts sent together (raw counts summed, then scaled once,
+        as a block or tier is counted)."""
+        return self.scale(sum(self.raw(t) for t in texts))
