@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxbudget.budget import BudgetSplit, allocate
-from ctxbudget.formats.base import Cut, Item
+from ctxbudget.fitting._budget import BudgetSplit, allocate
+from ctxbudget.items import Cut, Item
 from ctxbudget.trim.history import select_history
 from ctxbudget.trim.shares import proportional_shares
 

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from ctxbudget import BudgetExceeded, ConfigError, CostCeilingExceeded, InvalidRequestError
-from ctxbudget.assemble import assemble
+from ctxbudget.assembly._assemble import assemble
+from ctxbudget.assembly._policy import get_policy, list_policies, parse_policy
+from ctxbudget.assembly._prefix import compare_prefixes
 from ctxbudget.errors import PinnedPrefixChanged, VolatileValueError
-from ctxbudget.policy import get_policy, list_policies, parse_policy
-from ctxbudget.prefix import compare_prefixes
 
 GOLDEN = Path(__file__).parent / "golden"
 SMALL = """
@@ -363,7 +363,7 @@ def test_golden_rendered_bodies(fmt: str) -> None:
 
 
 def test_yaml_policy_files_are_accepted(tmp_path: Path) -> None:
-    from ctxbudget.policy import load_policy
+    from ctxbudget.assembly._policy import load_policy
 
     path = tmp_path / "p.yaml"
     path.write_text(

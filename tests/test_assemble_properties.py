@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxbudget import BudgetExceeded, CostCeilingExceeded, count
-from ctxbudget.assemble import assemble
+from ctxbudget.assembly._assemble import assemble
+from ctxbudget.assembly._policy import parse_policy
+from ctxbudget.assembly._prefix import compare_prefixes
 from ctxbudget.catalog.catalog import bundled_catalog
-from ctxbudget.policy import parse_policy
-from ctxbudget.prefix import compare_prefixes
 
 words = st.sampled_from(
     ["notice", "warranty", "Mr.", "EX-04", "12:4", "the", "press", "failed", "日本", "sent", "."]

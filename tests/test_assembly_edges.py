@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from ctxbudget import BudgetExceeded, CtxBudgetError, InvalidRequestError
-from ctxbudget.assemble import assemble
+from ctxbudget.assembly._assemble import assemble
+from ctxbudget.assembly._policy import get_policy
 from ctxbudget.cli import main
-from ctxbudget.policy import get_policy
 from ctxbudget.session import Session, SQLiteStore, ToolResult
 
 from .test_agent_properties import check_anthropic_rules

@@ -18,11 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxbudget import BudgetExceeded, InvalidRequestError
-from ctxbudget.assemble import assemble
+from ctxbudget.assembly._assemble import assemble
+from ctxbudget.assembly._policy import get_policy
+from ctxbudget.assembly._render import block_texts
 from ctxbudget.cli import main
 from ctxbudget.errors import PinnedPrefixChanged, SupersedeUnverified, UnknownModelError
-from ctxbudget.formats.tiered import block_texts
-from ctxbudget.policy import get_policy
 from ctxbudget.session import Session, SQLiteStore, ToolResult, Turn
 from ctxbudget.session.ledger import fold_ledger, ledger_blocks, reduce_turn, render_ledger
 from ctxbudget.simulation.deposition import build_legal_context

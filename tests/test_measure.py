@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxbudget import fit, get_encoding, render_question
-from ctxbudget.formats.base import PIECE_SEP, Rendering, Segment
+from ctxbudget.fitting._memo import freeze, thaw
+from ctxbudget.items import PIECE_SEP, Rendering, Segment
 from ctxbudget.measure import MIN_REUSE_CHARS, measure, measure_total
-from ctxbudget.memo import freeze, thaw
 from ctxbudget.trim.text import PiecesSpan
 
 words = st.sampled_from(

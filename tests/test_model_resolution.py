@@ -15,12 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxbudget import clear_caches, fit, load_catalog
-from ctxbudget.assemble import assemble
+from ctxbudget.assembly._assemble import assemble
+from ctxbudget.assembly._policy import get_policy
 from ctxbudget.catalog.catalog import FLOOR_WINDOW_TOKENS, parse_catalog
 from ctxbudget.cli import main
 from ctxbudget.errors import BudgetExceeded, PriceUnknown, UnknownModelError
-from ctxbudget.fitting import count
-from ctxbudget.policy import get_policy
+from ctxbudget.fitting._fit import count
 
 from .fake_upstream import FAKE_MODELS, gateway_over_fake
 from .test_assemble import POLICY, request

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from ctxbudget.assembly._policy import get_policy, list_policies, load_policy, parse_policy
 from ctxbudget.errors import ConfigError
-from ctxbudget.policy import VolatileRules, get_policy, list_policies, load_policy, parse_policy
+from ctxbudget.volatile import VolatileRules
 
 BUNDLED = (Path(__file__).parents[1] / "src/ctxbudget/policies/legal-review.toml").read_text()
 

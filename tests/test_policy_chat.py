@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import given, settings
 
 from ctxbudget import assemble
+from ctxbudget.assembly._policy import load_policy
 from ctxbudget.errors import CtxBudgetError
-from ctxbudget.formats.base import GAP
-from ctxbudget.policy import load_policy
+from ctxbudget.items import GAP
 
 from .test_agent_properties import _groups_whole, agent_requests, anthropic_requests, check_anthropic_rules
 

@@ -10,9 +10,9 @@ from click.testing import CliRunner
 from ctxbudget import count
 from ctxbudget.cli import main
 from ctxbudget.session import Session, SQLiteStore, ToolResult
-from ctxbudget.simulation.report import write_outputs
 from ctxbudget.simulation.runner import run_simulation
 from ctxbudget.simulation.scenario import parse_scenario
+from ctxbudget.simulation.summary import write_outputs
 
 POLICY = """
 name = "mini"

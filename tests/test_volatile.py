@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ctxbudget.policy import VolatileRules, get_policy
+from ctxbudget.assembly._policy import get_policy
 from ctxbudget.simulation.deposition import build_legal_context
-from ctxbudget.volatile import find_volatile
+from ctxbudget.volatile import VolatileRules, find_volatile
 
 VOLATILE = [
     "Generated 2026-09-16T10:32:11Z for this request.",

@@ -1,7 +1,16 @@
 """ctxbudget: deterministic, offline context budgeting for LLM requests."""
 
-from .assemble import AssemblyResult, assemble
-from .budget import BudgetSplit
+from .assembly import (
+    AssemblyReport,
+    AssemblyResult,
+    Policy,
+    Tier,
+    assemble,
+    compare_prefixes,
+    get_policy,
+    list_policies,
+    load_policy,
+)
 from .catalog.catalog import Catalog, load_catalog
 from .catalog.values import CacheRules, ModelSpec, Prices, TokenizerSpec, WindowResolution
 from .errors import (
@@ -19,11 +28,8 @@ from .errors import (
     UnknownModelError,
     VolatileValueError,
 )
-from .fitting import FitResult, clear_caches, count, fit
+from .fitting import BudgetSplit, FitReport, FitResult, ItemReport, clear_caches, count, fit
 from .formats.question import render_text as render_question
-from .policy import Policy, Tier, get_policy, list_policies, load_policy
-from .prefix import compare_prefixes
-from .report import AssemblyReport, FitReport, ItemReport
 from .session import Session, SQLiteStore, ToolCall, ToolResult
 from .tokens import Encoding, TokenCounter, get_encoding, list_encodings, register_encoding
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from .formats.base import PIECE_SEP, ItemKey, Owner, Rendering, Segment
+from .items import PIECE_SEP, ItemKey, Owner, Rendering, Segment
 from .tokens.counter import ChunkAnalysis, analyze, cached_analysis
 from .tokens.encoding import Encoding, first_space_boundary, last_space_boundary
 from .trim.text import PiecesSpan, Span, TextSpan

@@ -23,9 +23,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from .policy import VolatileRules
-
-__all__ = ["PATTERNS", "VolatileMatch", "find_volatile"]
+__all__ = ["PATTERNS", "VolatileMatch", "VolatileRules", "find_volatile"]
 
 _MONTH = r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?"
 _DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*\.?,?"
@@ -96,6 +94,14 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     ("unix timestamp", re.compile(r"\b(?=1)(?<![A-Z] )(?<![A-Z]-)(?<![A-Z]_)1[5-9]\d{8}(?:\d{3})?\b")),
 )
+
+
+@dataclass(frozen=True, kw_only=True)
+class VolatileRules:
+    """Extra volatile-value patterns (kind, regex) and allow-listed regexes for the pinned tiers."""
+
+    patterns: tuple[tuple[str, str], ...] = ()
+    allow: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from ..errors import ConfigError, InvalidRequestError
+from ..items import RequestFormat
 from .anthropic import AnthropicFormat
-from .base import RequestFormat
 from .openai import OpenAIFormat
 from .question import QuestionFormat
 

@@ -11,7 +11,7 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .base import GAP, PIECE_SEP, PLACEHOLDER_TEMPLATE, Component, Item, Plan
+from ..items import GAP, PIECE_SEP, PLACEHOLDER_TEMPLATE, Component, Item, Plan
 
 __all__ = [
     "Location",

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from .base import Item, Owner, Plan, Rendering, Segment
+from ..items import Item, Owner, Plan, Rendering, Segment
 from .chat import (
     apply_history,
     content_text,

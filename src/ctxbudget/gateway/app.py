@@ -25,7 +25,7 @@ import httpx
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
-from ..assemble import assemble
+from ..assembly import Policy, assemble, load_policy
 from ..catalog.catalog import FLOOR_WINDOW_TOKENS, Catalog, load_catalog
 from ..catalog.values import ModelSpec, TokenizerSpec
 from ..cost import price_turn
@@ -41,7 +41,6 @@ from ..errors import (
 from ..fitting import BODY_OUTPUT_FIELDS, fit
 from ..fitting import count as fit_count
 from ..formats.anthropic import without_cache_marks
-from ..policy import Policy, load_policy
 from ..session.store import SessionMeta, SQLiteStore
 from ..session.turns import Turn
 from .config import GatewayConfig

@@ -16,13 +16,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..assemble import AssemblyResult, assemble
+from ..assembly import (
+    AssemblyReport,
+    AssemblyResult,
+    Policy,
+    assemble,
+    list_policies,
+    load_policy,
+    parse_context_request,
+)
 from ..catalog.catalog import Catalog, bundled_catalog
 from ..errors import BudgetExceeded, ConfigError, InvalidRequestError
-from ..formats.base import MESSAGE_FRAMING_TOKENS
-from ..formats.context import parse_context_request
-from ..policy import Policy, list_policies, load_policy
-from ..report import AssemblyReport
+from ..items import MESSAGE_FRAMING_TOKENS
 from ..tokens.counter import TokenCounter
 from ..tokens.registry import get_encoding
 from .ledger import LedgerRules, fold_ledger, ledger_blocks, reduce_turn, render_entries

@@ -23,14 +23,13 @@ from urllib.parse import quote
 
 import httpx
 
+from ..assembly import block_texts, load_policy
 from ..catalog.catalog import Catalog, load_catalog
 from ..cost import price_turn
 from ..errors import ConfigError
-from ..formats.tiered import block_texts
 from ..gateway.app import Gateway
 from ..gateway.config import GatewayConfig
 from ..gateway.routes import create_app
-from ..policy import load_policy
 from ..session.session import Session
 from ..session.store import SQLiteStore
 from .billing import BillingUpstream, LatencyModel

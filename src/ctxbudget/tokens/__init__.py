@@ -2,13 +2,7 @@
 
 from .counter import ChunkAnalysis, TokenCounter, analyze, clear_count_cache
 from .encoding import Encoding, TiktokenEncoding
-from .registry import (
-    bare_model_id,
-    encoding_name_for_model,
-    get_encoding,
-    list_encodings,
-    register_encoding,
-)
+from .registry import bare_model_id, encoding_name_for_model, get_encoding, list_encodings, register_encoding
 
 __all__ = [
     "ChunkAnalysis",

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ..formats.base import Decision, Item
+from ..items import Decision, Item
 from .bm25 import bm25_scores
 
 __all__ = ["DocumentSelection", "rank_documents", "select_documents"]

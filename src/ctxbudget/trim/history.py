@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..formats.base import Cut, Decision, Item
+from ..items import Cut, Decision, Item
 from .shares import water_level
 
 __all__ = ["MIN_CUT_TOKENS", "HistorySelection", "select_history", "units_of"]

@@ -16,7 +16,7 @@ import dataclasses
 import re
 from collections.abc import Callable, Sequence
 
-from ..formats.base import GAP
+from ..items import GAP
 from .passages import PassageScorer, passage_tokens, select_regions, split_passages
 from .sentences import iter_sentence_ends
 from .shares import water_level

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..formats.base import JOINER_TOKENS, Decision, Item, ItemKey
+from ..items import JOINER_TOKENS, Decision, Item, ItemKey
 from .bm25 import bm25_scores
 from .passages import PassageScorer, passage_tokens, ranking, select_regions, split_passages
 from .text import Span

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
-from .budget import BudgetSplit, allocate
-from .catalog.catalog import Catalog, UnknownModel, bundled_catalog
-from .catalog.values import WindowResolution
-from .errors import BudgetExceeded, ConfigError, InvalidRequestError
-from .formats import detect_format, get_format
-from .formats.base import (
+from ..catalog.catalog import Catalog, UnknownModel, bundled_catalog
+from ..catalog.values import WindowResolution
+from ..errors import BudgetExceeded, ConfigError, InvalidRequestError
+from ..formats import detect_format, get_format
+from ..formats.jsonvalue import check_json_value
+from ..items import (
     COMPONENTS,
     PIECE_SEP,
     PLACEHOLDER_TEMPLATE,
@@ -33,21 +33,21 @@ from .formats.base import (
     Rendering,
     RequestFormat,
 )
-from .formats.jsonvalue import check_json_value
-from .measure import Measurement, measure, measure_total
-from .memo import FitMemo, freeze, thaw
-from .report import FitReport, ItemReport
-from .tokens.counter import TokenCounter, clear_count_cache
-from .tokens.registry import get_encoding, registry_version
-from .trim.documents import OutputOrder, ScoreOrder, select_documents
-from .trim.extract import clear_sentence_cache
-from .trim.history import select_history, units_of
-from .trim.messages import cut_message, question_of, question_spans
-from .trim.passages import PassageScorer
-from .trim.shares import proportional_shares
-from .trim.split import split_documents
-from .trim.text import PiecesSpan, TextSpan, truncate_text
-from .volatile import find_volatile
+from ..measure import Measurement, measure, measure_total
+from ..tokens.counter import TokenCounter, clear_count_cache
+from ..tokens.registry import get_encoding, registry_version
+from ..trim.documents import OutputOrder, ScoreOrder, select_documents
+from ..trim.extract import clear_sentence_cache
+from ..trim.history import select_history, units_of
+from ..trim.messages import cut_message, question_of, question_spans
+from ..trim.passages import PassageScorer
+from ..trim.shares import proportional_shares
+from ..trim.split import split_documents
+from ..trim.text import PiecesSpan, TextSpan, truncate_text
+from ..volatile import find_volatile
+from ._budget import BudgetSplit, allocate
+from ._memo import FitMemo, freeze, thaw
+from ._report import FitReport, ItemReport
 
 __all__ = ["BODY_OUTPUT_FIELDS", "FitResult", "clear_caches", "count", "fit"]
 

@@ -16,16 +16,16 @@ import html
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from .errors import TIER_HINT, BudgetExceeded, InvalidRequestError, SupersedeUnverified
-from .formats.base import JOINER, JOINER_TOKENS, MESSAGE_FRAMING_TOKENS
-from .formats.context import ContextItem, ContextRequest
-from .policy import Tier
-from .quotes import cited_lines, numbered, parse_citation, quote_verified, sources_named
-from .report import DecisionReport
-from .tokens.counter import TokenCounter, analyze
-from .trim.extract import extract_sentences
-from .trim.passages import PassageScorer, passage_tokens, ranking, select_regions, split_passages
-from .trim.text import TextSpan
+from ..errors import TIER_HINT, BudgetExceeded, InvalidRequestError, SupersedeUnverified
+from ..items import JOINER, JOINER_TOKENS, MESSAGE_FRAMING_TOKENS
+from ..tokens.counter import TokenCounter, analyze
+from ..trim.extract import extract_sentences
+from ..trim.passages import PassageScorer, passage_tokens, ranking, select_regions, split_passages
+from ..trim.text import TextSpan
+from ._policy import Tier
+from ._quotes import cited_lines, numbered, parse_citation, quote_verified, sources_named
+from ._report import DecisionReport
+from ._request import ContextItem, ContextRequest
 
 __all__ = ["ItemDecision", "TierSelection", "render_item", "select_ledger", "select_tier"]
 

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConfigError
-from .formats.base import COMPONENTS, Component
+from ..errors import ConfigError
+from ..items import COMPONENTS, Component
 
 __all__ = ["DEFAULT_PERCENTAGES", "BudgetSplit", "allocate", "parse_budget_spec"]
 

@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .assembly import print_assembly
+from .assemble_commands import print_assembly
 from .base import (
     ALLOW_PREFIX_CHANGE_OPTION,
     BODY_FORMAT_OPTION,
@@ -60,9 +60,9 @@ def simulate_command(
     sessions, assembly and the gateway to a fake upstream that bills like Anthropic; print per-turn
     tokens, predicted and billed cache and cost, modelled latency, the summary, and the comparison
     with raw injection and naive truncation."""
-    from ..simulation.report import write_outputs
     from ..simulation.runner import run_simulation
     from ..simulation.scenario import bundled_scenario, parse_scenario
+    from ..simulation.summary import write_outputs
 
     def action() -> None:
         plan = parse_scenario(_read_json(scenario)) if scenario else bundled_scenario()

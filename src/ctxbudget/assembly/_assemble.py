@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .cache import (
+from ..cache import (
     TTL_SECONDS,
     Block,
     Breakpoint,
@@ -25,11 +25,10 @@ from .cache import (
     predict_cache,
     prefix_hashes,
 )
-from .catalog.catalog import Catalog, bundled_catalog
-from .catalog.values import ModelSpec
-from .cost import TurnCost, price_turn, price_unknown_note
-from .current_turn import bound_current
-from .errors import (
+from ..catalog.catalog import Catalog, bundled_catalog
+from ..catalog.values import ModelSpec
+from ..cost import TurnCost, price_turn, price_unknown_note
+from ..errors import (
     TIER_HINT,
     BudgetExceeded,
     ConfigError,
@@ -40,25 +39,19 @@ from .errors import (
     PriceUnknown,
     VolatileValueError,
 )
-from .formats import FORMATS
-from .formats.base import JOINER
-from .formats.context import ContextItem, ContextRequest, parse_context_request
-from .formats.tiered import OutputFormat, block_texts, render_blocks
-from .measure import measure_total
-from .policy import Policy
-from .report import (
-    AssemblyReport,
-    BlockReport,
-    BreakpointReport,
-    CacheReport,
-    DecisionReport,
-    TierReport,
-)
-from .tiers import ItemDecision, TierSelection, render_item, select_ledger, select_tier
-from .tokens.counter import TokenCounter
-from .tokens.registry import get_encoding
-from .trim.passages import PassageScorer
-from .volatile import find_volatile
+from ..formats import FORMATS
+from ..items import JOINER
+from ..measure import measure_total
+from ..tokens.counter import TokenCounter
+from ..tokens.registry import get_encoding
+from ..trim.passages import PassageScorer
+from ..volatile import find_volatile
+from ._current_turn import bound_current
+from ._policy import Policy
+from ._render import OutputFormat, block_texts, render_blocks
+from ._report import AssemblyReport, BlockReport, BreakpointReport, CacheReport, DecisionReport, TierReport
+from ._request import ContextItem, ContextRequest, parse_context_request
+from ._tiers import ItemDecision, TierSelection, render_item, select_ledger, select_tier
 
 __all__ = ["AssemblyResult", "assemble"]
 

@@ -10,11 +10,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ..budget import parse_budget_spec
 from ..catalog.catalog import Catalog, load_catalog
 from ..catalog.values import ModelSpec
-from ..fitting import count, fit
-from ..report import FitReport
+from ..fitting import FitReport, count, fit, parse_budget_spec
 from .base import (
     CATALOG_OPTION,
     JSON_OPTION,
@@ -112,7 +110,7 @@ def fit_command(
     def action() -> None:
         scorer = None
         if semantic:
-            from ..semantic import EmbeddingScorer  # the extra is imported only when asked for
+            from ..semantic import EmbeddingScorer
 
             scorer = EmbeddingScorer().load()
         result = fit(

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvalidRequestError, PrefixChanged
+from ..errors import InvalidRequestError, PrefixChanged
 
 __all__ = ["PrefixComparison", "cached_prefix", "compare_prefixes"]
 

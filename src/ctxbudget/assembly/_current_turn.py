@@ -16,17 +16,17 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .errors import BudgetExceeded
-from .formats import FORMATS
-from .formats.base import PIECE_SEP
-from .formats.chat import Location, text_locations, with_content_text
-from .formats.context import ContextItem
-from .measure import measure_total
-from .tiers import ItemDecision
-from .tokens.counter import TokenCounter, analyze
-from .trim.messages import cut_message
-from .trim.shares import water_level
-from .trim.text import TextSpan
+from ..errors import BudgetExceeded
+from ..formats import FORMATS
+from ..formats.chat import Location, text_locations, with_content_text
+from ..items import PIECE_SEP
+from ..measure import measure_total
+from ..tokens.counter import TokenCounter, analyze
+from ..trim.messages import cut_message
+from ..trim.shares import water_level
+from ..trim.text import TextSpan
+from ._request import ContextItem
+from ._tiers import ItemDecision
 
 __all__ = ["CURRENT_HINT", "bound_current"]
 

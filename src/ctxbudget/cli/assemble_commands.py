@@ -10,10 +10,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ..assemble import assemble
+from ..assembly import assemble, compare_prefixes, list_policies, load_policy
 from ..catalog.catalog import load_catalog
-from ..policy import list_policies, load_policy
-from ..prefix import compare_prefixes
 from .base import (
     ALLOW_PREFIX_CHANGE_OPTION,
     BODY_FORMAT_OPTION,

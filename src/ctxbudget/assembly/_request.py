@@ -23,9 +23,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
 
 from ..errors import InvalidRequestError
-from ..policy import Policy, Tier
-from . import detect_format, get_format
-from .wire import validate_body
+from ..formats import detect_format, get_format
+from ..formats.wire import validate_body
+from ._policy import Policy, Tier
 
 __all__ = ["ContextItem", "ContextRequest", "parse_context_request"]
 

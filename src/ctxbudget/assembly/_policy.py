@@ -17,8 +17,9 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .errors import ConfigError
-from .validation import first_error
+from ..errors import ConfigError
+from ..validation import first_error
+from ..volatile import VolatileRules
 
 __all__ = [
     "CompactionRules",
@@ -62,14 +63,6 @@ class CompactionRules:
 
 
 @dataclass(frozen=True, kw_only=True)
-class VolatileRules:
-    """Extra volatile-value patterns (kind, regex) and allow-listed regexes for the pinned tiers."""
-
-    patterns: tuple[tuple[str, str], ...] = ()
-    allow: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, kw_only=True)
 class Policy:
     """Tiers in priority order plus the envelope, output reserve and cost ceiling."""
 
@@ -87,7 +80,7 @@ class Policy:
     ledger_ceiling_tokens: int | None = None
     # Block 4: the current turn (question, tool calls and results); tool results are cut to fit.
     current_turn_ceiling_tokens: int | None = None
-    volatile: VolatileRules = VolatileRules()
+    volatile: VolatileRules = VolatileRules()  # noqa: RUF009 - a frozen value
 
     @property
     def prompt_tokens(self) -> int:

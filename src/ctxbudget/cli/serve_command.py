@@ -4,16 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..policy import load_policy
-from .base import (
-    CATALOG_OPTION,
-    EXIT_USAGE,
-    STORE_OPTION,
-    UNKNOWN_MODEL_OPTION,
-    _fail,
-    _run,
-    main,
-)
+from ..assembly import load_policy
+from .base import CATALOG_OPTION, EXIT_USAGE, STORE_OPTION, UNKNOWN_MODEL_OPTION, _fail, _run, main
 
 
 @main.command("serve")
