@@ -322,22 +322,35 @@ def test_resolution_is_cheap_after_the_first() -> None:
     assert catalog.find_model("m-20250101") is catalog.find_model("m-20250101")
 
 
-def test_a_calibrated_catalog_changes_only_that_ids_tokenizer() -> None:
-    from ctxbudget.catalog.values import TokenizerSpec
+def test_a_calibrated_factor_replaces_only_an_estimates_factor() -> None:
+    catalog = bundled_catalog()
+    claude = catalog.tokenizer_for("claude-sonnet-4-5-20250929")
+    assert not claude.exact and claude.safety_factor == 1.3
+    calibrated = catalog.tokenizer_for("claude-sonnet-4-5-20250929", 1.7)
+    assert (calibrated.encoding, calibrated.exact, calibrated.safety_factor) == (claude.encoding, False, 1.7)
+    assert catalog.counter_for("claude-sonnet-4-5", 1.7).safety_factor == 1.7
+    assert catalog.tokenizer_for("gpt-4o", 1.7) == catalog.tokenizer_for("gpt-4o")  # exact: nothing to scale
+    assert catalog.tokenizer_for("claude-sonnet-4-5") == claude  # the catalog itself is unchanged
+    for bad in (0, -1.0, float("nan"), float("inf"), True, "1.2"):
+        with pytest.raises(ConfigError, match="safety_factor"):
+            catalog.tokenizer_for("claude-sonnet-4-5", bad)  # type: ignore[arg-type]
 
-    base = bundled_catalog()
-    base.resolve_window("claude-sonnet-4-5-20250929")
-    calibrated = TokenizerSpec(encoding="o200k_base", exact=False, safety_factor=1.7)
-    derived = base.with_tokenizer("claude-sonnet-4-5-20250929", calibrated)
-    assert derived.tokenizer_for("claude-sonnet-4-5-20250929") == calibrated
-    assert (
-        derived.resolve_window("claude-sonnet-4-5-20250929").path
-        == base.resolve_window("claude-sonnet-4-5-20250929").path
+
+def test_fit_and_count_scale_an_estimate_by_the_factor_given() -> None:
+    from ctxbudget import count, fit
+
+    body = {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "word " * 400}]}
+    plain = count(body, model="claude-sonnet-4-5")
+    doubled = count(body, model="claude-sonnet-4-5", safety_factor=2.6)
+    assert doubled["safety_factor"] == 2.6 and doubled["tokens"] > plain["tokens"] * 1.9
+    fitted = fit(
+        body, model="claude-sonnet-4-5", max_context_tokens=800, reserve_output_tokens=100, safety_factor=2.6
     )
-    assert derived.tokenizer_for("claude-sonnet-4-5") == base.tokenizer_for("claude-sonnet-4-5")
-    assert base.tokenizer_for("claude-sonnet-4-5-20250929").safety_factor == 1.3
-    with pytest.raises(UnknownModelError):
-        base.with_tokenizer("gtp-4o", calibrated)
+    assert fitted.report.safety_factor == 2.6
+    assert fit(
+        body, model="claude-sonnet-4-5", max_context_tokens=800, reserve_output_tokens=100
+    ).report.passed_through
+    assert not fitted.report.passed_through  # the same body no longer fits once scaled by 2.6
 
 
 def test_the_docs_give_the_catalog_size_by_provider() -> None:

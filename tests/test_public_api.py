@@ -12,3 +12,41 @@ def test_all_lists_exactly_the_public_names() -> None:
     assert set(ctxbudget.__all__) - {"__version__"} == public
     for name in ctxbudget.__all__:
         assert hasattr(ctxbudget, name)
+
+
+def _question() -> dict[str, object]:
+    return {"question": "What was agreed?", "documents": [{"page_content": "The parties agreed to terms."}]}
+
+
+def test_fit_and_count_name_their_input_format_and_accept_the_former_name() -> None:
+    import pytest
+
+    body = _question()
+    by_new = ctxbudget.fit(body, model="gpt-4o", input_format="question")
+    by_old = ctxbudget.fit(body, model="gpt-4o", format="question")
+    assert by_new.report == by_old.report and by_new.report.format == "question"
+    assert ctxbudget.count(body, model="gpt-4o", input_format="question")["format"] == "question"
+    with pytest.raises(ctxbudget.ConfigError, match="disagree"):
+        ctxbudget.fit(body, model="gpt-4o", input_format="question", format="openai")
+
+
+def test_assemble_names_its_output_format_and_accepts_the_former_name() -> None:
+    import pytest
+
+    from .test_assemble import POLICY as policy
+    from .test_assemble import request as make_request
+
+    request = make_request()
+    new = ctxbudget.assemble(request, policy=policy, model="gpt-4o", output_format="openai")
+    old = ctxbudget.assemble(request, policy=policy, model="gpt-4o", format="openai")
+    assert new.request == old.request and "messages" in new.request
+    with pytest.raises(ctxbudget.ConfigError, match="disagree"):
+        ctxbudget.assemble(request, policy=policy, model="gpt-4o", output_format="text", format="openai")
+
+
+def test_the_pipelines_faces_export_what_their_docs_use() -> None:
+    from ctxbudget import assembly, fitting
+
+    for package in (assembly, fitting):
+        assert package.__all__ and all(hasattr(package, name) for name in package.__all__)
+    assert fitting.fit is ctxbudget.fit and assembly.assemble is ctxbudget.assemble

@@ -10,7 +10,7 @@ pricing, the pinned-prefix check), ``_render`` (blocks to a provider body), ``_r
 from ._assemble import AssemblyResult, assemble
 from ._policy import CompactionRules, Policy, Tier, get_policy, list_policies, load_policy, parse_policy
 from ._prefix import compare_prefixes
-from ._render import block_texts
+from ._render import OutputFormat, block_texts
 from ._report import AssemblyReport, BlockReport, BreakpointReport, CacheReport, DecisionReport, TierReport
 from ._request import parse_context_request
 
@@ -22,6 +22,7 @@ __all__ = [
     "CacheReport",
     "CompactionRules",
     "DecisionReport",
+    "OutputFormat",
     "Policy",
     "Tier",
     "TierReport",

@@ -43,7 +43,6 @@ from ..formats import FORMATS
 from ..items import JOINER
 from ..measure import measure_total
 from ..tokens.counter import TokenCounter
-from ..tokens.registry import get_encoding
 from ..trim.passages import PassageScorer
 from ..volatile import find_volatile
 from ._current_turn import bound_current
@@ -605,6 +604,7 @@ def _setup(
     policy: Policy,
     model: str,
     fmt: OutputFormat,
+    counter: TokenCounter,
     catalog: Catalog,
     input_format: str | None,
     prompt_cache_key: str | None,
@@ -615,8 +615,6 @@ def _setup(
         raise ConfigError(f"output format must be anthropic, openai or text, got {fmt!r}")
     spec = catalog.get_model(model)
     _check_envelope(policy, spec, model)
-    tokenizer = catalog.tokenizer_for(model)
-    counter = TokenCounter(get_encoding(tokenizer.encoding), tokenizer.exact, tokenizer.safety_factor)
     parsed = parse_context_request(request, policy, input_format)
     _check_pinned(parsed, policy)
     tags = " ".join(dict.fromkeys(t for i in parsed.items for t in i.tags))
@@ -648,7 +646,7 @@ def assemble(
     *,
     policy: Policy,
     model: str,
-    format: OutputFormat = "anthropic",
+    output_format: OutputFormat = "anthropic",
     previous: Mapping[str, Any] | AssemblyReport | None = None,
     cost_ceiling_usd: float | None = None,
     expected_output_tokens: int | None = None,
@@ -658,14 +656,16 @@ def assemble(
     passage_scorer: PassageScorer | None = None,
     allow_prefix_change: bool = False,
     idle_seconds: float | None = None,
+    safety_factor: float | None = None,
+    format: OutputFormat | None = None,
 ) -> AssemblyResult:
     """Assemble a tiered request under ``policy`` for ``model``; returns the body and the report.
 
     - ``request``: ``{"items": [...]}`` (docs/assembly.md), or a question, OpenAI or Anthropic body.
     - ``policy``: tiers, envelope, block ceilings and cost ceiling (:func:`ctxbudget.get_policy`).
     - ``model``: a model id of the catalog (the turn is priced with its prices).
-    - ``format``: the output body: ``"anthropic"`` (cache marks at the breakpoints), ``"openai"``
-      or ``"text"``.
+    - ``output_format``: the body to build: ``"anthropic"`` (cache marks at the breakpoints),
+      ``"openai"`` or ``"text"``. ``format`` is its former name, still accepted.
     - ``previous``: the previous turn's report (an :class:`AssemblyReport`, its dict, or
       ``{"report": ...}`` as ``assemble --json`` writes it): its prefix hashes predict cache reads,
       and its pinned prefix is the one this turn's must equal.
@@ -679,17 +679,22 @@ def assemble(
       version); otherwise that is :class:`PinnedPrefixChanged`.
     - ``idle_seconds``: time since the previous turn: its cache entries expire in the prediction
       after 5 minutes or 1 hour from their last use.
+    - ``safety_factor``: for a model counted by an estimate, the factor to scale it by (a
+      calibrated one, instead of the catalog's); an exact count has none.
 
     Raises :class:`VolatileValueError` or :class:`SupersedeUnverified` (bad input),
     :class:`BudgetExceeded` (cannot fit, naming the tier or block), :class:`CostCeilingExceeded`,
     :class:`PinnedPrefixChanged` and :class:`InvariantViolation`; nothing is returned for sending
     then.
     """
+    if format is not None and format != output_format and output_format != "anthropic":
+        raise ConfigError(f"output_format={output_format!r} and format={format!r} disagree; give one")
     setup = _setup(
         request,
         policy,
         model,
-        format,
+        format or output_format,
+        (catalog or bundled_catalog()).counter_for(model, safety_factor),
         catalog or bundled_catalog(),
         input_format,
         prompt_cache_key,

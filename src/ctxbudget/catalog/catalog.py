@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import ConfigError, UnknownModelError
-from ..tokens.registry import list_encodings
+from ..tokens.counter import TokenCounter
+from ..tokens.registry import get_encoding, list_encodings
 from .matching import compile_clause
 from .resolve import Found, Index, find
 from .values import CacheRules, Family, ModelSpec, Prices, TokenizerSpec, WindowResolution
@@ -37,6 +38,13 @@ FLOOR_WINDOW_TOKENS = 8191
 _FALLBACK_TOKENIZER = TokenizerSpec(encoding="o200k_base", exact=False, safety_factor=1.3)
 _NO_CACHE = CacheRules(mode="none", min_cacheable_tokens=0, max_breakpoints=0)
 _WARNED_UNKNOWN: set[str] = set()
+
+
+def check_safety_factor(value: object) -> float:
+    """A safety factor as given by a caller: a finite number above zero, else a ConfigError."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+        raise ConfigError(f"safety_factor must be a number above 0, got {value!r}")
+    return float(value)
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,30 +153,23 @@ class Catalog:
             raise UnknownModelError(model_id, self.closest(model_id))
         return _floor(model_id)
 
-    def tokenizer_for(self, model_id: str) -> TokenizerSpec:
-        """The entry's tokenizer, else a family estimate by the id's name, else the default."""
-        spec = self.find_model(model_id)
-        if spec is not None:
-            return spec.tokenizer
-        return _family_tokenizer(self.families, _model_key(model_id)) or self.default_tokenizer
+    def tokenizer_for(self, model_id: str, safety_factor: float | None = None) -> TokenizerSpec:
+        """The entry's tokenizer, else a family estimate by the id's name, else the default.
 
-    def with_tokenizer(self, model_id: str, tokenizer: TokenizerSpec) -> Catalog:
-        """This catalog, but ``model_id`` counts with ``tokenizer`` (a calibrated estimate).
-
-        Cheap: the models, indexes and compiled rules are shared, so a gateway can make one per
-        request. ``model_id`` must resolve.
+        ``safety_factor`` replaces an estimate's factor (a calibrated one, as the gateway learns
+        from the provider's counts); an exact tokenizer has none to replace.
         """
-        found = self._lookup(model_id)
-        if found is None:
-            raise UnknownModelError(model_id, self.closest(model_id))
-        spec = dataclasses.replace(found.spec, tokenizer=tokenizer)
-        derived = dataclasses.replace(
-            self, _found={model_id.strip().lower(): Found(spec, found.rule, found.path)}
-        )
-        for name in ("_index", "_compiled", "_owner_rules"):
-            if name in self.__dict__:
-                derived.__dict__[name] = self.__dict__[name]
-        return derived
+        spec = self.find_model(model_id)
+        found = spec.tokenizer if spec is not None else None
+        tokenizer = found or _family_tokenizer(self.families, _model_key(model_id)) or self.default_tokenizer
+        if safety_factor is None or tokenizer.exact:
+            return tokenizer
+        return dataclasses.replace(tokenizer, safety_factor=check_safety_factor(safety_factor))
+
+    def counter_for(self, model_id: str, safety_factor: float | None = None) -> TokenCounter:
+        """The counter of ``model_id``'s tokens (see :meth:`tokenizer_for`)."""
+        tokenizer = self.tokenizer_for(model_id, safety_factor)
+        return TokenCounter(get_encoding(tokenizer.encoding), tokenizer.exact, tokenizer.safety_factor)
 
     def merged(self, override: Catalog) -> Catalog:
         """This catalog with ``override``'s entries first; an override id replaces every same id."""

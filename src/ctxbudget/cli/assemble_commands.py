@@ -136,7 +136,7 @@ def assemble_command(
             request,
             policy=load_policy(policy_ref),
             model=model,
-            format=format_,  # type: ignore[arg-type]
+            output_format=format_,  # type: ignore[arg-type]
             previous=prior,
             cost_ceiling_usd=cost_ceiling,
             expected_output_tokens=expected_output_tokens,

@@ -119,7 +119,7 @@ def fit_command(
             max_context_tokens=max_context_tokens,
             reserve_output_tokens=reserve_output_tokens,
             budget=parse_budget_spec(budget_spec),
-            format=format_,
+            input_format=format_,
             on_overflow=on_overflow,  # type: ignore[arg-type]
             score_order=score_order,  # type: ignore[arg-type]
             document_order=document_order,  # type: ignore[arg-type]
@@ -160,7 +160,7 @@ def count_command(
         result = count(
             request,
             model=model,
-            format=format_,
+            input_format=format_,
             catalog=load_catalog(catalogs),
             unknown_model=unknown_model,  # type: ignore[arg-type]
             max_context_tokens=max_context_tokens,

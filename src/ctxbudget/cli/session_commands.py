@@ -241,7 +241,7 @@ def session_add(
             question,
             tool_results=results,
             tags=tags,
-            format=format_,
+            output_format=format_,  # type: ignore[arg-type]
             allow_prefix_change=allow_prefix_change,
         )
         turn = session.record(prepared, answer)

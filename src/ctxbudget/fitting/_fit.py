@@ -35,7 +35,7 @@ from ..items import (
 )
 from ..measure import Measurement, measure, measure_total
 from ..tokens.counter import TokenCounter, clear_count_cache
-from ..tokens.registry import get_encoding, registry_version
+from ..tokens.registry import registry_version
 from ..trim.documents import OutputOrder, ScoreOrder, select_documents
 from ..trim.extract import clear_sentence_cache
 from ..trim.history import select_history, units_of
@@ -127,11 +127,6 @@ class _Context:
 
     def of(self, component: Component) -> list[Item]:
         return [i for i in self.items if i.component == component]
-
-
-def _counter_for(catalog: Catalog, model: str) -> TokenCounter:
-    spec = catalog.tokenizer_for(model)
-    return TokenCounter(get_encoding(spec.encoding), spec.exact, spec.safety_factor)
 
 
 BODY_OUTPUT_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
@@ -415,6 +410,7 @@ class FitOptions:
     score_order: ScoreOrder = "desc"
     document_order: OutputOrder = "ranked"
     split_documents: bool = False
+    safety_factor: float | None = None
 
     def budget_mapping(self) -> dict[str, Any] | None:
         """The budget as given (None when none was)."""
@@ -428,7 +424,7 @@ def fit(
     max_context_tokens: int = 0,
     reserve_output_tokens: int | None = None,
     budget: Mapping[str, Any] | None = None,
-    format: str | None = None,
+    input_format: str | None = None,
     on_overflow: OnOverflow = "error",
     score_order: ScoreOrder = "desc",
     document_order: OutputOrder = "ranked",
@@ -436,6 +432,8 @@ def fit(
     passage_scorer: PassageScorer | None = None,
     catalog: Catalog | None = None,
     unknown_model: UnknownModel = "error",
+    safety_factor: float | None = None,
+    format: str | None = None,
 ) -> FitResult:
     """Fit ``request`` into ``model``'s window; returns the fitted request and the report.
 
@@ -445,8 +443,9 @@ def fit(
       ``max_tokens`` / ``max_completion_tokens`` / ``max_output_tokens``, else min(4,096, the
       model's output cap).
     - ``budget``: percentages per component (``system``, ``question``, ``documents``, ``history``).
-    - ``format``: the request's format (detected when None): ``question``, ``openai``,
-      ``anthropic``, ``gemini``, ...
+    - ``input_format``: the request's format (detected when None): ``question``, ``openai``,
+      ``anthropic``, ``gemini``, ...; the fitted request has the same format. ``format`` is its
+      former name, still accepted.
     - ``on_overflow``: ``"error"`` raises :class:`BudgetExceeded` when the parts that cannot be
       trimmed alone exceed the window; ``"empty"`` returns what fits with a warning.
     - ``score_order`` / ``document_order``: how documents are ranked and laid out.
@@ -456,10 +455,13 @@ def fit(
     - ``catalog``: models and prices (default: the bundled catalog).
     - ``unknown_model``: ``"error"`` raises :class:`UnknownModelError` for an id the catalog
       cannot resolve; ``"floor"`` budgets it at the seed node's 8,191 tokens with a warning.
+    - ``safety_factor``: for a model counted by an estimate, the factor to scale it by (a
+      calibrated one, instead of the catalog's); an exact count has none.
 
     Raises :class:`InvalidRequestError` for a malformed body and :class:`ConfigError` for bad
     options. The input is never mutated; the same request and options give the same bytes.
     """
+    input_format = _input_format(input_format, format)
     _check_options(
         on_overflow=on_overflow,
         score_order=score_order,
@@ -479,11 +481,12 @@ def fit(
         max_context_tokens=max_context_tokens,
         reserve_output_tokens=body_reserve if reserve_output_tokens is None else reserve_output_tokens,
         budget=tuple((k, freeze(v)) for k, v in (budget or {}).items()),
-        input_format=format,
+        input_format=input_format,
         on_overflow=on_overflow,
         score_order=score_order,
         document_order=document_order,
         split_documents=split_documents,
+        safety_factor=safety_factor,
     )
     return _remembered_fit(request, options, resolution, catalog, passage_scorer)
 
@@ -501,7 +504,7 @@ def _remembered_fit(
     key = (
         freeze(dict(request)),
         options,
-        _catalog_key(catalog, options.model, resolution),
+        _catalog_key(catalog, options, resolution),
         registry_version(),
     )
     remembered = _MEMO.get(key) if scorer is None else None
@@ -549,6 +552,13 @@ def _check_options(**options: Any) -> None:
         )
 
 
+def _input_format(input_format: str | None, former: str | None) -> str | None:
+    """``input_format``, or ``format`` (its former name); both given must agree."""
+    if former is not None and input_format is not None and former != input_format:
+        raise ConfigError(f"input_format={input_format!r} and format={former!r} disagree; give one")
+    return input_format if input_format is not None else former
+
+
 def _check_request(request: object) -> None:
     if not isinstance(request, Mapping):
         raise InvalidRequestError(f"the request body must be a JSON object, got {type(request).__name__}")
@@ -565,7 +575,7 @@ def _catalog(given: object) -> Catalog:
     return given
 
 
-def _catalog_key(catalog: Catalog, model: str, resolution: WindowResolution) -> Hashable:
+def _catalog_key(catalog: Catalog, options: FitOptions, resolution: WindowResolution) -> Hashable:
     """Everything a fit takes from the catalog, by content: the resolution and the tokenizer."""
     spec = resolution.spec
     return (
@@ -575,7 +585,7 @@ def _catalog_key(catalog: Catalog, model: str, resolution: WindowResolution) -> 
         resolution.path,
         resolution.warning,
         spec.max_output_tokens if spec else None,
-        catalog.tokenizer_for(model),
+        catalog.tokenizer_for(options.model, options.safety_factor),
     )
 
 
@@ -590,7 +600,7 @@ def _fit(
     reserve = _reserve(resolution, options.reserve_output_tokens)
     available = _available(resolution, reserve)
     fmt = get_format(options.input_format) if options.input_format else detect_format(request)
-    counter = _counter_for(catalog, model)
+    counter = catalog.counter_for(model, options.safety_factor)
     items, rendering = fmt.parse_and_render(request)
     measured = measure(rendering, counter.encoding)
     # As chat users expect (LangChain's include_system), a chat body's system and developer
@@ -673,24 +683,28 @@ def count(
     request: Mapping[str, Any],
     *,
     model: str,
-    format: str | None = None,
+    input_format: str | None = None,
     catalog: Catalog | None = None,
     unknown_model: UnknownModel = "error",
     max_context_tokens: int = 0,
+    safety_factor: float | None = None,
+    format: str | None = None,
 ) -> dict[str, Any]:
     """Tokens of the rendered request: ``{"tokens", "exact", "encoding", "model", "safety_factor",
     "format", "catalog_id", "window_rule", "context_window", "max_input_tokens", "fits"}``.
 
     ``fits`` says whether the tokens are within the model's input limit (the window, or the input
     cap below it; the output reserve is not counted here). An id the catalog cannot resolve raises
-    :class:`UnknownModelError` unless ``unknown_model="floor"``.
+    :class:`UnknownModelError` unless ``unknown_model="floor"``. The options mean what they
+    mean for :func:`fit`.
     """
+    input_format = _input_format(input_format, format)
     _check_request(request)
     _body_reserve(request)  # validated here too: a bad max_tokens is a bad request
     catalog = _catalog(catalog)
     resolution = catalog.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
-    fmt = get_format(format) if format else detect_format(request)
-    counter = _counter_for(catalog, model)
+    fmt = get_format(input_format) if input_format else detect_format(request)
+    counter = catalog.counter_for(model, safety_factor)
     items, rendering = fmt.parse_and_render(request)
     total = measure_total(rendering, counter.encoding)
     estimated = estimated_parts(items, rendering)

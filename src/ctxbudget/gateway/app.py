@@ -26,8 +26,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from ..assembly import Policy, assemble, load_policy
-from ..catalog.catalog import FLOOR_WINDOW_TOKENS, Catalog, load_catalog
-from ..catalog.values import ModelSpec, TokenizerSpec
+from ..catalog.catalog import FLOOR_WINDOW_TOKENS, load_catalog
+from ..catalog.values import ModelSpec
 from ..cost import price_turn
 from ..errors import (
     BudgetExceeded,
@@ -336,9 +336,14 @@ class Gateway:
     def count_tokens(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """The count_tokens answer for an Anthropic body (calibrated estimate where not exact)."""
         model = str(body.get("model", ""))
-        catalog = self.catalog_for(model)[0]
+        factor = self.model_for(model)[1]
         return fit_count(
-            body, model=model, format="anthropic", catalog=catalog, unknown_model=self.config.unknown_model
+            body,
+            model=model,
+            input_format="anthropic",
+            catalog=self.catalog,
+            safety_factor=factor,
+            unknown_model=self.config.unknown_model,
         )
 
     async def exact_count(
@@ -395,9 +400,10 @@ class Gateway:
         return spec.id if spec is not None else "other"
 
     # ---- preparing -------------------------------------------------------------------------
-    def catalog_for(self, model: str, factor: float | None = None) -> tuple[Catalog, ModelSpec | None]:
-        """The catalog with ``model``'s estimate factor replaced by the calibrated one (or by
-        ``factor``, from an exact count of this request), and its entry.
+    def model_for(self, model: str, factor: float | None = None) -> tuple[ModelSpec | None, float | None]:
+        """``model``'s catalog entry and the safety factor its estimate is scaled by: the
+        calibrated one, or ``factor`` (from an exact count of this request); None when the count
+        is exact or the id is unknown (the catalog's own factor then).
 
         An id the catalog cannot resolve is refused (400, ``unknown_model``) unless the gateway
         runs with ``unknown_model="floor"``.
@@ -408,10 +414,8 @@ class Gateway:
             raise Refusal(400, f"ctxbudget: {error}", "unknown_model") from error
         tokenizer = self.catalog.tokenizer_for(model)
         if tokenizer.exact or spec is None:
-            return self.catalog, spec
-        factor = factor or self.calibration.factor(spec.id, tokenizer.safety_factor)
-        calibrated = TokenizerSpec(encoding=tokenizer.encoding, exact=False, safety_factor=factor)
-        return self.catalog.with_tokenizer(model, calibrated), spec
+            return spec, None
+        return spec, factor or self.calibration.factor(spec.id, tokenizer.safety_factor)
 
     def _refused(self, exc: CtxBudgetError, provider: Provider) -> Refusal:
         """A library error as the client is told it (:func:`refusal_for`), counted when it is a
@@ -428,7 +432,7 @@ class Gateway:
         request's token budget narrows the policy's envelope, a client's ceiling only lowers the
         policy's, and the reply the client asks for is priced (at most the policy's output)."""
         assert settings.policy is not None
-        catalog, spec = self.catalog_for(model)
+        spec, factor = self.model_for(model)
         policy = self.policies[settings.policy]
         budget = self._budget(spec, settings)
         if budget:
@@ -437,16 +441,22 @@ class Gateway:
         output = _asked_output(body)
         try:
             before = fit_count(
-                body, model=model, format=provider.name, catalog=catalog, unknown_model="floor"
+                body,
+                model=model,
+                input_format=provider.name,
+                catalog=self.catalog,
+                safety_factor=factor,
+                unknown_model="floor",
             )
             result = assemble(
                 body,
                 policy=policy,
                 model=model,
-                format=provider.name,
+                output_format=provider.name,
                 input_format=provider.name,
                 previous=self._previous_turn(settings.policy, session),
-                catalog=catalog,
+                catalog=self.catalog,
+                safety_factor=factor,
                 cost_ceiling_usd=min(ceilings) if ceilings else None,
                 expected_output_tokens=min(output, policy.max_output_tokens) if output else None,
                 allow_prefix_change=settings.allow_prefix_change,
@@ -465,7 +475,7 @@ class Gateway:
             "tokens_before": before["tokens"],
             "passed_through": False,
         }
-        self._count_unassembled(provider, out, report, policy, spec, catalog, ceilings)
+        self._count_unassembled(provider, out, report, policy, spec, factor, ceilings)
         self.metrics.decisions.labels("assembled").inc()
         covered = covered_by_estimate(body, before.get("estimated_parts"))
         prepared = _prepared(body, out, session, report, report["cost_usd"], spec, calibrate=covered)
@@ -493,15 +503,20 @@ class Gateway:
         report: dict[str, Any],
         policy: Policy,
         spec: ModelSpec | None,
-        catalog: Catalog,
+        factor: float | None,
         ceilings: list[float],
     ) -> None:
         """What the assembly does not render but the provider reads and bills (tool definitions)
         is counted into the request and priced; past the envelope or the ceiling it is refused."""
         model = str(out.get("model", ""))
-        sent = fit_count(out, model=model, format=provider.name, catalog=catalog, unknown_model="floor")[
-            "tokens"
-        ]
+        sent = fit_count(
+            out,
+            model=model,
+            input_format=provider.name,
+            catalog=self.catalog,
+            safety_factor=factor,
+            unknown_model="floor",
+        )["tokens"]
         extra = sent - int(report["tokens"])
         if extra <= 0:
             return
@@ -544,13 +559,14 @@ class Gateway:
             raise Refusal(400, "`model` is required", "invalid_request")
         if settings.policy is not None:
             return self._assemble(provider, body, session, model, settings)
-        catalog, spec = self.catalog_for(model, exact_factor)
+        spec, factor = self.model_for(model, exact_factor)
         try:
             result = fit(
                 body,
                 model=model,
-                format=provider.name,
-                catalog=catalog,
+                input_format=provider.name,
+                catalog=self.catalog,
+                safety_factor=factor,
                 max_context_tokens=self._budget(spec, settings),
                 unknown_model=self.config.unknown_model,
             )

@@ -19,6 +19,7 @@ from typing import Any
 from ..assembly import (
     AssemblyReport,
     AssemblyResult,
+    OutputFormat,
     Policy,
     assemble,
     list_policies,
@@ -28,8 +29,6 @@ from ..assembly import (
 from ..catalog.catalog import Catalog, bundled_catalog
 from ..errors import BudgetExceeded, ConfigError, InvalidRequestError
 from ..items import MESSAGE_FRAMING_TOKENS
-from ..tokens.counter import TokenCounter
-from ..tokens.registry import get_encoding
 from .ledger import LedgerRules, fold_ledger, ledger_blocks, reduce_turn, render_entries
 from .store import SessionMeta, SessionStore
 from .turns import ToolCall, ToolResult, Turn
@@ -129,10 +128,7 @@ class Session:
         self.policy: Policy = load_policy(self.meta.policy)
         self.catalog = catalog or bundled_catalog()
         self.rules = rules or LedgerRules()
-        tokenizer = self.catalog.tokenizer_for(self.meta.model)
-        self.counter = TokenCounter(
-            get_encoding(tokenizer.encoding), tokenizer.exact, tokenizer.safety_factor
-        )
+        self.counter = self.catalog.counter_for(self.meta.model)
         self._turns = store.turns(name)
         self._ledger = store.ledger(name)
         self._previous: Mapping[str, Any] | None = self._turns[-1].report if self._turns else None
@@ -269,10 +265,11 @@ class Session:
         tool_calls: Sequence[ToolCall] = (),
         tool_results: Sequence[ToolResult] = (),
         tags: Sequence[str] = (),
-        format: str = "anthropic",
+        output_format: OutputFormat = "anthropic",
         expected_output_tokens: int | None = None,
         allow_prefix_change: bool = False,
         idle_seconds: float | None = None,
+        format: OutputFormat | None = None,
     ) -> PreparedTurn:
         """Compact if due, then assemble the next turn (nothing is stored until :meth:`record`).
 
@@ -282,7 +279,8 @@ class Session:
         the turn assembled once more, so every past turn is either raw and whole or in the ledger.
         A pinned prefix that differs from the previous turn's fails closed
         (:class:`PinnedPrefixChanged`) unless ``allow_prefix_change``; ``idle_seconds`` since the
-        previous turn lets the prediction expire its cache entries."""
+        previous turn lets the prediction expire its cache entries. ``output_format`` is the body
+        to build (``format``, its former name, is still accepted), as for :func:`ctxbudget.assemble`."""
 
         def attempt(forced: bool, through: int | None = None) -> _Attempt:
             new_entries, step = self._compact(forced=forced, through=through)
@@ -291,7 +289,8 @@ class Session:
                 request,
                 policy=self.policy,
                 model=self.meta.model,
-                format=format,  # type: ignore[arg-type]
+                output_format=output_format,
+                format=format,
                 previous=self._previous,
                 expected_output_tokens=expected_output_tokens,
                 catalog=self.catalog,

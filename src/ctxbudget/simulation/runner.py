@@ -294,7 +294,7 @@ async def _play(
             tool_calls=scripted.tool_calls,
             tool_results=scripted.tool_results,
             tags=scripted.tags,
-            format="openai" if provider == "openai" else "anthropic",
+            output_format="openai" if provider == "openai" else "anthropic",
             idle_seconds=reply_seconds + scripted.idle_seconds if n > 1 else None,
         )
         latency = (clock() - started) * 1000
