@@ -14,7 +14,6 @@ import difflib
 import importlib.resources
 import json
 import logging
-import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -23,10 +22,10 @@ from typing import Any, Literal
 
 from ..errors import ConfigError, UnknownModelError
 from ..tokens.counter import TokenCounter
-from ..tokens.registry import get_encoding, list_encodings
+from ..tokens.registry import get_encoding
 from .matching import compile_clause
 from .resolve import Found, Index, find
-from .values import CacheRules, Family, ModelSpec, Prices, TokenizerSpec, WindowResolution
+from .values import FALLBACK_TOKENIZER, Family, ModelSpec, TokenizerSpec, WindowResolution, family_tokenizer
 
 __all__ = ["FLOOR_WINDOW_TOKENS", "Catalog", "UnknownModel", "bundled_catalog", "load_catalog"]
 
@@ -35,8 +34,6 @@ logger = logging.getLogger(__name__)
 UnknownModel = Literal["error", "floor"]
 # The seed node's budget for a model it does not know (context-optimizer-node.md).
 FLOOR_WINDOW_TOKENS = 8191
-_FALLBACK_TOKENIZER = TokenizerSpec(encoding="o200k_base", exact=False, safety_factor=1.3)
-_NO_CACHE = CacheRules(mode="none", min_cacheable_tokens=0, max_breakpoints=0)
 _WARNED_UNKNOWN: set[str] = set()
 
 
@@ -61,7 +58,7 @@ class Catalog:
     scopes: Mapping[str, str] = field(default_factory=dict)
     matches: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
     owners: tuple[tuple[str, Mapping[str, Any]], ...] = ()
-    default_tokenizer: TokenizerSpec = _FALLBACK_TOKENIZER
+    default_tokenizer: TokenizerSpec = FALLBACK_TOKENIZER
     _found: dict[str, Found | None] = field(default_factory=dict, repr=False, compare=False)
 
     @cached_property
@@ -161,7 +158,7 @@ class Catalog:
         """
         spec = self.find_model(model_id)
         found = spec.tokenizer if spec is not None else None
-        tokenizer = found or _family_tokenizer(self.families, _model_key(model_id)) or self.default_tokenizer
+        tokenizer = found or family_tokenizer(self.families, _model_key(model_id)) or self.default_tokenizer
         if safety_factor is None or tokenizer.exact:
             return tokenizer
         return dataclasses.replace(tokenizer, safety_factor=check_safety_factor(safety_factor))
@@ -186,7 +183,7 @@ class Catalog:
             },
             owners=override.owners + self.owners,
             default_tokenizer=override.default_tokenizer
-            if override.default_tokenizer is not _FALLBACK_TOKENIZER
+            if override.default_tokenizer is not FALLBACK_TOKENIZER
             else self.default_tokenizer,
         )
 
@@ -240,157 +237,12 @@ def _floor(model_id: str) -> WindowResolution:
     )
 
 
-def _family_tokenizer(families: Iterable[Family], name: str) -> TokenizerSpec | None:
-    for family in families:
-        if family.prefix.lower() in name:
-            return family.tokenizer
-    return None
-
-
-# ---- building a catalog from its file ----------------------------------------------------------
-class _Builder:
-    """Turns a catalog document (already validated, or trusted) into a :class:`Catalog`."""
-
-    def __init__(self, raw: Mapping[str, Any], source: str) -> None:
-        self.raw = raw
-        self.source = source
-        self.tokenizers = {k: _tokenizer_value(v) for k, v in (raw.get("tokenizers") or {}).items()}
-        self.families = tuple(
-            Family(prefix=f["prefix"], tokenizer=self.tokenizer(f["tokenizer"], "families"))
-            for f in raw.get("families") or []
-        )
-        default = raw.get("default_tokenizer")
-        self.default = self.tokenizer(default, "default_tokenizer") if default else _FALLBACK_TOKENIZER
-
-    def tokenizer(self, given: str | Mapping[str, Any], where: str) -> TokenizerSpec:
-        if not isinstance(given, str):
-            return _tokenizer_value(given)
-        if given not in self.tokenizers:
-            known = ", ".join(sorted(self.tokenizers)) or "none"
-            raise ConfigError(
-                f"{self.source}: {where}: unknown tokenizer {given!r}; the file defines: {known}"
-            )
-        return self.tokenizers[given]
-
-    def model(self, entry: Mapping[str, Any], position: int) -> ModelSpec:
-        given = entry.get("tokenizer")
-        name = str(entry["id"]).lower()
-        tokenizer = (
-            self.tokenizer(given, f"$.models[{position}].tokenizer")
-            if given is not None
-            else _family_tokenizer(self.families, name) or self.default
-        )
-        prices = entry.get("prices")
-        cache = entry.get("cache")
-        return ModelSpec(
-            id=entry["id"],
-            provider=entry["provider"],
-            kind=entry.get("kind", "chat"),
-            context_window=int(entry["context_window"]),
-            max_input_tokens=entry.get("max_input_tokens"),
-            max_output_tokens=entry.get("max_output_tokens"),
-            tokenizer=tokenizer,
-            prices=Prices(**prices) if prices else None,
-            cache=CacheRules(**cache) if cache else _NO_CACHE,
-            deprecated=entry.get("deprecated"),
-            sources=dict(entry.get("sources") or {}),
-        )
-
-    def build(self) -> Catalog:
-        entries = list(self.raw.get("models") or [])
-        models = tuple(self.model(e, i) for i, e in enumerate(entries))
-        aliases: dict[str, list[tuple[str, str | None]]] = {}
-        for entry in entries:
-            for alias in entry.get("aliases") or ():
-                aliases.setdefault(alias, []).append((entry["id"], entry["provider"]))
-        for given in self.raw.get("aliases") or []:
-            aliases[given["alias"]] = [(given["target"], None)]
-        return Catalog(
-            models=models,
-            aliases={k: tuple(v) for k, v in aliases.items()},
-            families=self.families,
-            scopes=dict(self.raw.get("scopes") or {}),
-            matches={(e["provider"], e["id"]): e["match"] for e in entries if e.get("match")},
-            owners=tuple((p["id"], p["model_match"]) for p in self.raw.get("providers") or []),
-            default_tokenizer=self.default,
-        )
-
-
-def _tokenizer_value(given: Mapping[str, Any]) -> TokenizerSpec:
-    exact = bool(given["exact"])
-    factor = 1.0 if exact else float(given.get("safety_factor", 1.0))
-    return TokenizerSpec(encoding=given["encoding"], exact=exact, safety_factor=factor)
-
-
-def _decode(text: str, source: str) -> Any:
-    if source.endswith(".json"):
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{source}: not valid JSON: {exc}") from exc
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
-
-
 def parse_catalog(text: str, source: str) -> Catalog:
     """Parse and validate a user catalog (TOML, or JSON by a ``.json`` name); errors name
     ``source`` and the field path."""
-    from pydantic import ValidationError
+    from .files import validated
 
-    from ..validation import first_error
-    from .schema import CatalogFile
-
-    raw = _decode(text, source)
-    try:
-        CatalogFile.model_validate(raw)
-    except ValidationError as exc:
-        path, message, _ = first_error(exc)
-        raise ConfigError(f"{source}: {path}: {message}") from exc
-    _check_rules(raw, source)
-    catalog = _Builder(raw, source).build()
-    _check_encodings(catalog, source)
-    return catalog
-
-
-def _check_rules(raw: Mapping[str, Any], source: str) -> None:
-    """Every match rule compiles; errors name the file and the JSON path."""
-    for i, entry in enumerate(raw.get("models") or []):
-        if entry.get("match") is not None:
-            compile_clause(entry["match"], f"{source}: $.models[{i}].match")
-    for i, entry in enumerate(raw.get("providers") or []):
-        compile_clause(entry["model_match"], f"{source}: $.providers[{i}].model_match")
-
-
-def _check_encodings(catalog: Catalog, source: str) -> None:
-    known = list_encodings()
-    named = [(f"$.models[{i}] {m.id!r}", m.tokenizer.encoding) for i, m in enumerate(catalog.models)]
-    named += [(f"family {f.prefix!r}", f.tokenizer.encoding) for f in catalog.families]
-    named.append(("default_tokenizer", catalog.default_tokenizer.encoding))
-    for where, encoding in named:
-        if encoding not in known:
-            raise ConfigError(
-                f"{source}: {where}: unknown encoding {encoding!r}; registered encodings: {', '.join(known)}"
-            )
-
-
-def _check_merge(merged: Catalog, override: Catalog, source: str) -> None:
-    """What only the merged catalog can tell: aliases that point nowhere or hide behind an id,
-    scopes that name no provider."""
-    ids = {m.id.lower() for m in merged.models}
-    for alias, targets in override.aliases.items():
-        if alias.lower() in ids:
-            raise ConfigError(
-                f"{source}: alias {alias!r} is also a model id, and the exact id always wins; rename the alias"
-            )
-        for target, _ in targets:
-            if target.lower() not in ids:
-                raise ConfigError(f"{source}: alias {alias!r} points to {target!r}, which no catalog lists")
-    providers = {m.provider for m in merged.models}
-    for scope, provider in override.scopes.items():
-        if provider not in providers:
-            raise ConfigError(f"{source}: scope {scope!r} names provider {provider!r}, which has no models")
+    return validated(text, source)
 
 
 _BUNDLED: Catalog | None = None
@@ -405,13 +257,17 @@ def bundled_catalog() -> Catalog:
     """The catalog shipped with ctxbudget, loaded once (validated by the test suite, not here)."""
     global _BUNDLED
     if _BUNDLED is None:
-        _BUNDLED = _Builder(json.loads(bundled_text()), "bundled catalog models.json").build()
+        from .files import build_catalog
+
+        _BUNDLED = build_catalog(json.loads(bundled_text()), "bundled catalog models.json")
     return _BUNDLED
 
 
 def load_catalog(paths: Iterable[str | Path] = ()) -> Catalog:
     """The bundled catalog with each user catalog file in ``paths`` applied on top, in order
     (one path may be given alone)."""
+    from .files import check_merge
+
     if isinstance(paths, (str, Path)):
         paths = [paths]
     catalog = bundled_catalog()
@@ -429,6 +285,6 @@ def load_catalog(paths: Iterable[str | Path] = ()) -> Catalog:
             raise ConfigError(f"cannot read catalog file {str(path)!r}: {reason}") from exc
         override = parse_catalog(text, str(path))
         merged = catalog.merged(override)
-        _check_merge(merged, override, str(path))
+        check_merge(merged, override, str(path))
         catalog = merged
     return catalog

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = [
+    "FALLBACK_TOKENIZER",
+    "NO_CACHE",
     "CacheRules",
     "Family",
     "ModelSpec",
@@ -14,6 +16,7 @@ __all__ = [
     "ResolutionRule",
     "TokenizerSpec",
     "WindowResolution",
+    "family_tokenizer",
 ]
 
 
@@ -116,3 +119,17 @@ class WindowResolution:
     def input_limit(self) -> int:
         """The most input tokens to send: the window, or the input cap when it is smaller."""
         return input_limit(self.context_window, self.max_input_tokens)
+
+
+# The tokenizer of a model no entry, family or default names: o200k scaled by 1.3, an estimate.
+FALLBACK_TOKENIZER = TokenizerSpec(encoding="o200k_base", exact=False, safety_factor=1.3)
+# A model whose provider publishes no prompt caching.
+NO_CACHE = CacheRules(mode="none", min_cacheable_tokens=0, max_breakpoints=0)
+
+
+def family_tokenizer(families: Iterable[Family], name: str) -> TokenizerSpec | None:
+    """The tokenizer of the first family whose prefix is in ``name`` (a lowercased id)."""
+    for family in families:
+        if family.prefix.lower() in name:
+            return family.tokenizer
+    return None

@@ -1,0 +1,176 @@
+"""Building a :class:`Catalog` from a catalog document: tokenizers by name, model entries, aliases,
+and the checks that name the file and the JSON path of what is wrong (a match rule that does not
+compile, an unknown encoding, an alias that points nowhere)."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import ConfigError
+from ..tokens.registry import list_encodings
+from .catalog import Catalog
+from .matching import compile_clause
+from .values import (
+    FALLBACK_TOKENIZER,
+    NO_CACHE,
+    CacheRules,
+    Family,
+    ModelSpec,
+    Prices,
+    TokenizerSpec,
+    family_tokenizer,
+)
+
+__all__ = ["build_catalog", "check_merge", "decode", "validated"]
+
+
+def build_catalog(raw: Mapping[str, Any], source: str) -> Catalog:
+    """The catalog a document describes (validated already, or the trusted bundled file)."""
+    return _Builder(raw, source).build()
+
+
+class _Builder:
+    """Turns a catalog document (already validated, or trusted) into a :class:`Catalog`."""
+
+    def __init__(self, raw: Mapping[str, Any], source: str) -> None:
+        self.raw = raw
+        self.source = source
+        self.tokenizers = {k: _tokenizer_value(v) for k, v in (raw.get("tokenizers") or {}).items()}
+        self.families = tuple(
+            Family(prefix=f["prefix"], tokenizer=self.tokenizer(f["tokenizer"], "families"))
+            for f in raw.get("families") or []
+        )
+        default = raw.get("default_tokenizer")
+        self.default = self.tokenizer(default, "default_tokenizer") if default else FALLBACK_TOKENIZER
+
+    def tokenizer(self, given: str | Mapping[str, Any], where: str) -> TokenizerSpec:
+        if not isinstance(given, str):
+            return _tokenizer_value(given)
+        if given not in self.tokenizers:
+            known = ", ".join(sorted(self.tokenizers)) or "none"
+            raise ConfigError(
+                f"{self.source}: {where}: unknown tokenizer {given!r}; the file defines: {known}"
+            )
+        return self.tokenizers[given]
+
+    def model(self, entry: Mapping[str, Any], position: int) -> ModelSpec:
+        given = entry.get("tokenizer")
+        name = str(entry["id"]).lower()
+        tokenizer = (
+            self.tokenizer(given, f"$.models[{position}].tokenizer")
+            if given is not None
+            else family_tokenizer(self.families, name) or self.default
+        )
+        prices = entry.get("prices")
+        cache = entry.get("cache")
+        return ModelSpec(
+            id=entry["id"],
+            provider=entry["provider"],
+            kind=entry.get("kind", "chat"),
+            context_window=int(entry["context_window"]),
+            max_input_tokens=entry.get("max_input_tokens"),
+            max_output_tokens=entry.get("max_output_tokens"),
+            tokenizer=tokenizer,
+            prices=Prices(**prices) if prices else None,
+            cache=CacheRules(**cache) if cache else NO_CACHE,
+            deprecated=entry.get("deprecated"),
+            sources=dict(entry.get("sources") or {}),
+        )
+
+    def build(self) -> Catalog:
+        entries = list(self.raw.get("models") or [])
+        models = tuple(self.model(e, i) for i, e in enumerate(entries))
+        aliases: dict[str, list[tuple[str, str | None]]] = {}
+        for entry in entries:
+            for alias in entry.get("aliases") or ():
+                aliases.setdefault(alias, []).append((entry["id"], entry["provider"]))
+        for given in self.raw.get("aliases") or []:
+            aliases[given["alias"]] = [(given["target"], None)]
+        return Catalog(
+            models=models,
+            aliases={k: tuple(v) for k, v in aliases.items()},
+            families=self.families,
+            scopes=dict(self.raw.get("scopes") or {}),
+            matches={(e["provider"], e["id"]): e["match"] for e in entries if e.get("match")},
+            owners=tuple((p["id"], p["model_match"]) for p in self.raw.get("providers") or []),
+            default_tokenizer=self.default,
+        )
+
+
+def _tokenizer_value(given: Mapping[str, Any]) -> TokenizerSpec:
+    exact = bool(given["exact"])
+    factor = 1.0 if exact else float(given.get("safety_factor", 1.0))
+    return TokenizerSpec(encoding=given["encoding"], exact=exact, safety_factor=factor)
+
+
+def decode(text: str, source: str) -> Any:
+    if source.endswith(".json"):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{source}: not valid JSON: {exc}") from exc
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+
+
+def _check_rules(raw: Mapping[str, Any], source: str) -> None:
+    """Every match rule compiles; errors name the file and the JSON path."""
+    for i, entry in enumerate(raw.get("models") or []):
+        if entry.get("match") is not None:
+            compile_clause(entry["match"], f"{source}: $.models[{i}].match")
+    for i, entry in enumerate(raw.get("providers") or []):
+        compile_clause(entry["model_match"], f"{source}: $.providers[{i}].model_match")
+
+
+def _check_encodings(catalog: Catalog, source: str) -> None:
+    known = list_encodings()
+    named = [(f"$.models[{i}] {m.id!r}", m.tokenizer.encoding) for i, m in enumerate(catalog.models)]
+    named += [(f"family {f.prefix!r}", f.tokenizer.encoding) for f in catalog.families]
+    named.append(("default_tokenizer", catalog.default_tokenizer.encoding))
+    for where, encoding in named:
+        if encoding not in known:
+            raise ConfigError(
+                f"{source}: {where}: unknown encoding {encoding!r}; registered encodings: {', '.join(known)}"
+            )
+
+
+def check_merge(merged: Catalog, override: Catalog, source: str) -> None:
+    """What only the merged catalog can tell: aliases that point nowhere or hide behind an id,
+    scopes that name no provider."""
+    ids = {m.id.lower() for m in merged.models}
+    for alias, targets in override.aliases.items():
+        if alias.lower() in ids:
+            raise ConfigError(
+                f"{source}: alias {alias!r} is also a model id, and the exact id always wins; rename the alias"
+            )
+        for target, _ in targets:
+            if target.lower() not in ids:
+                raise ConfigError(f"{source}: alias {alias!r} points to {target!r}, which no catalog lists")
+    providers = {m.provider for m in merged.models}
+    for scope, provider in override.scopes.items():
+        if provider not in providers:
+            raise ConfigError(f"{source}: scope {scope!r} names provider {provider!r}, which has no models")
+
+
+def validated(text: str, source: str) -> Catalog:
+    """A user catalog's text parsed, validated and built; errors name ``source`` and the path."""
+    from pydantic import ValidationError
+
+    from ..validation import first_error
+    from .schema import CatalogFile
+
+    raw = decode(text, source)
+    try:
+        CatalogFile.model_validate(raw)
+    except ValidationError as exc:
+        path, message, _ = first_error(exc)
+        raise ConfigError(f"{source}: {path}: {message}") from exc
+    _check_rules(raw, source)
+    catalog = build_catalog(raw, source)
+    _check_encodings(catalog, source)
+    return catalog
