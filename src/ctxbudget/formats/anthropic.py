@@ -16,13 +16,21 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from ..items import GAP, PLACEHOLDER_TEMPLATE, Item, ItemKey, Owner, Plan, Rendering, Segment
+from ..items import Item, ItemKey, Owner, Plan, Rendering, Segment
+from .anthropic_rules import (  # merged_turns and without_cache_marks: re-exported until the callers move
+    THINKING,
+    alternate,
+    content_blocks,
+    has_thinking,
+    merged_turns,
+    never_empty,
+    without_cache_marks,
+)
 from .chat import (
     apply_history,
     content_text,
     items_from_messages,
     split_messages,
-    text_locations,
     text_part_indexes,
     with_content_text,
 )
@@ -174,9 +182,6 @@ def _block_chunks(
     return [(Segment(other, owner),)], 0
 
 
-THINKING = ("thinking", "redacted_thinking")
-
-
 def _content_chunks(
     content: Any, owner: Owner, estimated: list[tuple[Owner, str]], earlier_turn: bool = False
 ) -> tuple[list[tuple[Segment, ...]], int]:
@@ -194,27 +199,6 @@ def _content_chunks(
         chunks += block_chunks
         constant += block_constant
     return chunks, constant
-
-
-def _has_thinking(message: Mapping[str, Any]) -> bool:
-    content = message.get("content")
-    return isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") in THINKING for b in content
-    )
-
-
-def _never_empty(message: dict[str, Any]) -> dict[str, Any]:
-    """The Messages API refuses empty text: a text cut to nothing says that it was cut."""
-    content = message.get("content")
-    if content == "":
-        return {**message, "content": GAP.strip()}
-    if isinstance(content, list) and any(b.get("type") == "text" and b.get("text") == "" for b in content):
-        blocks = [
-            {**b, "text": GAP.strip()} if b.get("type") == "text" and b.get("text") == "" else b
-            for b in content
-        ]
-        return {**message, "content": blocks}
-    return message
 
 
 # Content parts only Chat Completions has (an Anthropic body has image, document, tool_use, ...).
@@ -249,75 +233,6 @@ def _query_position(layout: Sequence[tuple[Any, int, int]]) -> int | None:
     return next((position for component, _, position in layout if component == "query"), None)
 
 
-def content_blocks(content: Any) -> list[Any]:
-    """A message's content as a list of blocks (a string is one text block)."""
-    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
-
-
-def without_cache_marks(blocks: list[Any]) -> list[Any]:
-    """The blocks (content blocks, tool definitions) without their ``cache_control`` marks."""
-    return [
-        {k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, dict) else b for b in blocks
-    ]
-
-
-def _lead_first(blocks: list[Any], kinds: tuple[str, ...]) -> list[Any]:
-    """``blocks`` with those of ``kinds`` moved to the front, each group in its order."""
-    lead = [b for b in blocks if isinstance(b, dict) and b.get("type") in kinds]
-    return lead + [b for b in blocks if b not in lead]
-
-
-def merged_turns(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:
-    """Two turns of one role as one, as the API combines them: tool results first in a user
-    turn, thinking blocks first in an assistant turn."""
-    kinds = ("tool_result",) if first.get("role") == "user" else THINKING
-    blocks = content_blocks(first.get("content")) + content_blocks(second.get("content"))
-    return {**first, "content": _lead_first(blocks, kinds)}
-
-
-def alternate(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Messages as the Messages API requires them after a cut: the first is a user message, and
-    roles alternate. Two turns of one role in a row are merged (:func:`merged_turns`); a leading
-    assistant message gets a user message before it."""
-    gap = {"role": "user", "content": PLACEHOLDER_TEMPLATE.format(omitted="some")}
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        role = message.get("role")
-        if not out and role == "assistant":
-            out.append(dict(gap))
-        elif out and out[-1].get("role") == role:
-            out[-1] = merged_turns(out[-1], message)
-            continue
-        out.append(message)
-    return _paired(out)
-
-
-def _paired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A tool_result whose tool_use is not in the assistant turn just before it (that turn was cut)
-    becomes a text block with its text: the API refuses an unpaired result."""
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        content = message.get("content")
-        if message.get("role") != "user" or not isinstance(content, list):
-            out.append(message)
-            continue
-        before = content_blocks(out[-1].get("content")) if out and out[-1].get("role") == "assistant" else []
-        asked = {b.get("id") for b in before if isinstance(b, dict) and b.get("type") == "tool_use"}
-        blocks = []
-        for block in content:
-            if (
-                isinstance(block, dict)
-                and block.get("type") == "tool_result"
-                and block.get("tool_use_id") not in asked
-            ):
-                text = "\n".join(t for _, t in text_locations([block]))
-                block = {"type": "text", "text": f"[result of tool call {block.get('tool_use_id')}]\n{text}"}
-            blocks.append(block)
-        blocks = _lead_first(blocks, ("tool_result",))  # results first, as the API wants them
-        out.append({**message, "content": blocks} if blocks != content else message)
-    return out
-
-
 class AnthropicFormat:
     """Messages API: ``{"model", "system", "messages": [...], "tools": [...]}``."""
 
@@ -348,7 +263,7 @@ class AnthropicFormat:
             is_query=_asks,
         )
         query = _query_position(layout)
-        if query is not None and any(_has_thinking(m) for m in messages[query + 1 :]):
+        if query is not None and any(has_thinking(m) for m in messages[query + 1 :]):
             # A current tool loop (everything after the latest user turn) with thinking is one
             # unit: its thinking blocks must go back unchanged, with the tool calls they led to.
             groups[query + 1 :] = [groups[query + 1]] * (len(messages) - query - 1)
@@ -418,7 +333,7 @@ class AnthropicFormat:
         elif isinstance(system, list):
             out["system"] = self._system_blocks(system, items, plan)
         kept = apply_history(messages, layout, items, plan, with_content_text)
-        out["messages"] = alternate([_never_empty(m) for m in kept])
+        out["messages"] = alternate([never_empty(m) for m in kept])
         return out
 
     @staticmethod

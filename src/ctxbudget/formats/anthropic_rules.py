@@ -1,0 +1,114 @@
+"""The Messages API's rules for a message list after a cut: a user message first, roles that
+alternate (two turns of one role merge as the API merges them), every tool_result paired with the
+tool_use just before it, no empty text, thinking blocks first in an assistant turn."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..items import GAP, PLACEHOLDER_TEMPLATE
+from .chat import text_locations
+
+__all__ = [
+    "THINKING",
+    "alternate",
+    "content_blocks",
+    "has_thinking",
+    "merged_turns",
+    "never_empty",
+    "without_cache_marks",
+]
+
+THINKING = ("thinking", "redacted_thinking")
+
+
+def has_thinking(message: Mapping[str, Any]) -> bool:
+    """Whether an assistant turn carries thinking blocks (which a cut must keep first and whole)."""
+    content = message.get("content")
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") in THINKING for b in content
+    )
+
+
+def never_empty(message: dict[str, Any]) -> dict[str, Any]:
+    """The Messages API refuses empty text: a text cut to nothing says that it was cut."""
+    content = message.get("content")
+    if content == "":
+        return {**message, "content": GAP.strip()}
+    if isinstance(content, list) and any(b.get("type") == "text" and b.get("text") == "" for b in content):
+        blocks = [
+            {**b, "text": GAP.strip()} if b.get("type") == "text" and b.get("text") == "" else b
+            for b in content
+        ]
+        return {**message, "content": blocks}
+    return message
+
+
+def content_blocks(content: Any) -> list[Any]:
+    """A message's content as a list of blocks (a string is one text block)."""
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+
+
+def without_cache_marks(blocks: list[Any]) -> list[Any]:
+    """The blocks (content blocks, tool definitions) without their ``cache_control`` marks."""
+    return [
+        {k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, dict) else b for b in blocks
+    ]
+
+
+def _lead_first(blocks: list[Any], kinds: tuple[str, ...]) -> list[Any]:
+    """``blocks`` with those of ``kinds`` moved to the front, each group in its order."""
+    lead = [b for b in blocks if isinstance(b, dict) and b.get("type") in kinds]
+    return lead + [b for b in blocks if b not in lead]
+
+
+def merged_turns(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:
+    """Two turns of one role as one, as the API combines them: tool results first in a user
+    turn, thinking blocks first in an assistant turn."""
+    kinds = ("tool_result",) if first.get("role") == "user" else THINKING
+    blocks = content_blocks(first.get("content")) + content_blocks(second.get("content"))
+    return {**first, "content": _lead_first(blocks, kinds)}
+
+
+def alternate(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages as the Messages API requires them after a cut: the first is a user message, and
+    roles alternate. Two turns of one role in a row are merged (:func:`merged_turns`); a leading
+    assistant message gets a user message before it."""
+    gap = {"role": "user", "content": PLACEHOLDER_TEMPLATE.format(omitted="some")}
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.get("role")
+        if not out and role == "assistant":
+            out.append(dict(gap))
+        elif out and out[-1].get("role") == role:
+            out[-1] = merged_turns(out[-1], message)
+            continue
+        out.append(message)
+    return _paired(out)
+
+
+def _paired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A tool_result whose tool_use is not in the assistant turn just before it (that turn was cut)
+    becomes a text block with its text: the API refuses an unpaired result."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") != "user" or not isinstance(content, list):
+            out.append(message)
+            continue
+        before = content_blocks(out[-1].get("content")) if out and out[-1].get("role") == "assistant" else []
+        asked = {b.get("id") for b in before if isinstance(b, dict) and b.get("type") == "tool_use"}
+        blocks = []
+        for block in content:
+            if (
+                isinstance(block, dict)
+                and block.get("type") == "tool_result"
+                and block.get("tool_use_id") not in asked
+            ):
+                text = "\n".join(t for _, t in text_locations([block]))
+                block = {"type": "text", "text": f"[result of tool call {block.get('tool_use_id')}]\n{text}"}
+            blocks.append(block)
+        blocks = _lead_first(blocks, ("tool_result",))  # results first, as the API wants them
+        out.append({**message, "content": blocks} if blocks != content else message)
+    return out
