@@ -12,7 +12,8 @@ from rich.table import Table
 
 from ..catalog.catalog import Catalog, load_catalog
 from ..catalog.values import ModelSpec
-from ..fitting import FitReport, count, fit, parse_budget_spec
+from ..fitting import FitReport, FitResult, count, fit, parse_budget_spec
+from ..trim.passages import PassageScorer
 from .base import (
     CATALOG_OPTION,
     JSON_OPTION,
@@ -98,21 +99,12 @@ def fit_command(
     body_only: bool,
 ) -> None:
     """Fit a request (JSON file or stdin) into the model's window and print the result."""
-    if semantic and not split_documents:
-        raise click.UsageError("--semantic scores passages: it needs --split-documents")
-    if body_only and as_json:
-        raise click.UsageError(
-            "--body prints the request alone; --json prints request and report: choose one"
-        )
+    _check_fit_flags(semantic=semantic, split_documents=split_documents, body_only=body_only, as_json=as_json)
     request = _read_json(source)
     model = model_of(model, request)
 
     def action() -> None:
-        scorer = None
-        if semantic:
-            from ..semantic import EmbeddingScorer
-
-            scorer = EmbeddingScorer().load()
+        scorer = _scorer() if semantic else None
         result = fit(
             request,
             model=model,
@@ -128,16 +120,38 @@ def fit_command(
             catalog=load_catalog(catalogs),
             unknown_model=unknown_model,  # type: ignore[arg-type]
         )
-        echo_warnings(result.report.warnings)
-        if body_only:
-            click.echo(json.dumps(result.request, ensure_ascii=False, allow_nan=False))
-        elif as_json:
-            payload = {"request": result.request, "report": result.report.to_dict()}
-            click.echo(json.dumps(payload, ensure_ascii=False, allow_nan=False))
-        else:
-            _print_report(result.report)
+        _print_fit(result, body_only=body_only, as_json=as_json)
 
     _run(action)
+
+
+def _check_fit_flags(*, semantic: bool, split_documents: bool, body_only: bool, as_json: bool) -> None:
+    """Flags that cannot go together are a usage error, before any input is read."""
+    if semantic and not split_documents:
+        raise click.UsageError("--semantic scores passages: it needs --split-documents")
+    if body_only and as_json:
+        raise click.UsageError(
+            "--body prints the request alone; --json prints request and report: choose one"
+        )
+
+
+def _scorer() -> PassageScorer:
+    """The embedding scorer of ``--semantic`` (loaded only when asked for: it is heavy)."""
+    from ..semantic import EmbeddingScorer
+
+    return EmbeddingScorer().load()
+
+
+def _print_fit(result: FitResult, *, body_only: bool, as_json: bool) -> None:
+    """The fitted request alone (``--body``), request and report (``--json``), or the report."""
+    echo_warnings(result.report.warnings)
+    if body_only:
+        click.echo(json.dumps(result.request, ensure_ascii=False, allow_nan=False))
+    elif as_json:
+        payload = {"request": result.request, "report": result.report.to_dict()}
+        click.echo(json.dumps(payload, ensure_ascii=False, allow_nan=False))
+    else:
+        _print_report(result.report)
 
 
 @main.command("count")

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ..assembly import load_policy
 from .base import CATALOG_OPTION, EXIT_USAGE, STORE_OPTION, UNKNOWN_MODEL_OPTION, _fail, _run, main
+
+if TYPE_CHECKING:
+    from ..gateway import GatewayConfig
 
 
 @main.command("serve")
@@ -97,28 +102,21 @@ def serve_command(
     count_with_upstream: bool,
 ) -> None:
     """Serve the Anthropic- and OpenAI-compatible gateway: point an SDK's base URL at it."""
-    import logging
-
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401 - present, or the extra is missing: checked before serving
 
-        from ..gateway import GatewayConfig, create_app
+        from ..gateway import GatewayConfig
     except ImportError:
         _fail("the gateway needs its extra: pip install 'ctxbudget[gateway]'", EXIT_USAGE)
 
     def action() -> None:
-        ceiling = (
-            cost_ceiling
-            if cost_ceiling is not None
-            else (load_policy(policy_ref).cost_ceiling_usd if policy_ref else None)
-        )
         config = GatewayConfig(
             host=host,
             port=port,
             anthropic_upstream=anthropic_upstream,
             openai_upstream=openai_upstream,
             store_path=store_path,
-            cost_ceiling_usd=ceiling,
+            cost_ceiling_usd=_ceiling(cost_ceiling, policy_ref),
             max_body_bytes=max_body_bytes,
             timeout_seconds=timeout_seconds,
             catalog_paths=catalogs,
@@ -128,10 +126,29 @@ def serve_command(
             max_context_tokens=max_context_tokens,
             count_with_upstream=count_with_upstream,
         )
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-        click.echo(
-            f"ctxbudget gateway on http://{host}:{port} -> anthropic {anthropic_upstream}, openai {openai_upstream}"
-        )
-        uvicorn.run(create_app(config), host=host, port=port, log_level="warning")
+        _serve(config)
 
     _run(action)
+
+
+def _ceiling(given: float | None, policy_ref: str | None) -> float | None:
+    """``--cost-ceiling``, else the policy's ceiling, else none."""
+    if given is not None:
+        return given
+    return load_policy(policy_ref).cost_ceiling_usd if policy_ref else None
+
+
+def _serve(config: GatewayConfig) -> None:
+    """Run the gateway until it is stopped, logging to stderr."""
+    import logging
+
+    import uvicorn
+
+    from ..gateway import create_app
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    click.echo(
+        f"ctxbudget gateway on http://{config.host}:{config.port} -> "
+        f"anthropic {config.anthropic_upstream}, openai {config.openai_upstream}"
+    )
+    uvicorn.run(create_app(config), host=config.host, port=config.port, log_level="warning")
