@@ -1,13 +1,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ctxbudget import BudgetExceeded, ConfigError, CostCeilingExceeded, InvalidRequestError
+from ctxbudget import BudgetExceeded, CostCeilingExceeded
 from ctxbudget.assembly._assemble import assemble
 from ctxbudget.assembly._policy import get_policy, list_policies, parse_policy
 from ctxbudget.assembly._prefix import compare_prefixes
@@ -104,43 +103,6 @@ def test_bundled_legal_review_policy_reproduces_the_seed() -> None:
 
 
 @pytest.mark.parametrize(
-    ("edit", "message"),
-    [
-        (('eviction = "never"', 'eviction = "sometimes"'), r"\$\.tiers\[0\]\.eviction"),
-        (('name = "critical"', 'name = "pinned"'), "unique"),
-        (('cache_ttl = "1h"', 'cache_ttl = "5m"\n'), None),
-    ],
-)
-def test_policy_files_are_validated(edit: tuple[str, str], message: str | None) -> None:
-    text = SMALL.replace(*edit)
-    if message is None:
-        parse_policy(text, "ok.toml")
-        return
-    with pytest.raises(ConfigError, match=message):
-        parse_policy(text, "bad.toml")
-
-
-def test_five_minute_tier_before_a_one_hour_tier_is_refused() -> None:
-    text = SMALL.replace('cache_ttl = "1h"', 'cache_ttl = "5m"').replace(
-        'name = "critical"\nceiling_tokens = 150\neviction = "protected"\ncached = true',
-        'name = "critical"\nceiling_tokens = 150\neviction = "protected"\ncached = true\ncache_ttl = "1h"',
-    )
-    with pytest.raises(ConfigError, match="1h"):
-        parse_policy(text, "bad.toml")
-
-
-def test_layout_follows_priority_and_tiers_stay_within_ceilings() -> None:
-    result = run()
-    body, report = result.request, result.report.to_dict()
-    assert body["system"][0]["text"].startswith("Cite page")
-    assert body["system"][1]["text"].startswith('<evidence id="EV-1" citation="12:4-12:5">')
-    assert body["messages"][-1]["content"][-1]["text"] == "When was warranty notice mailed?"
-    for tier in report["tiers"]:
-        assert tier["tokens"] <= tier["ceiling_tokens"]
-    assert report["tokens"] <= POLICY.prompt_tokens
-
-
-@pytest.mark.parametrize(
     ("text", "kind"),
     [
         ("Generated at 2026-11-29T10:15:00Z for you.", "timestamp"),
@@ -166,77 +128,6 @@ def test_page_line_citations_are_not_volatile_and_volatile_text_is_fine_elsewher
     body = request()
     body["items"][3]["text"] = "Session id: 42 at 2026-11-29T10:15:00Z"
     run(body)
-
-
-def test_protected_items_leave_only_when_superseded_or_confirmed() -> None:
-    body = request()
-    big = "Q. Describe the defect.\nA. " + "The press failed repeatedly. " * 30
-    body["items"].insert(
-        2, {"id": "EV-2", "tier": "critical", "kind": "evidence", "text": big, "citation": "20:1"}
-    )
-    with pytest.raises(BudgetExceeded, match="critical"):
-        run(body)
-    body["confirm_evict"] = ["EV-2"]
-    report = run(body).report.to_dict()
-    actions = {i["id"]: i["action"] for t in report["tiers"] for i in t["items"]}
-    assert actions["EV-2"] == "dropped" and actions["EV-1"] == "kept"
-    body = request()
-    body["items"].insert(
-        2,
-        {
-            "id": "EV-1b",
-            "tier": "critical",
-            "kind": "evidence",
-            "text": "A. Corrected: on the 4th.",
-            "citation": "12:3",
-            "supersedes": "EV-1",
-        },
-    )
-    result = run(body)
-    actions = {i["id"]: i["action"] for t in result.report.to_dict()["tiers"] for i in t["items"]}
-    assert actions["EV-1"] == "superseded"
-    assert "on the 3rd" not in json.dumps(result.request)
-
-
-def test_only_a_newer_item_may_supersede() -> None:
-    body = request()
-    body["items"].insert(
-        1, {"id": "EV-0", "tier": "critical", "kind": "evidence", "text": "A. Earlier.", "supersedes": "EV-1"}
-    )
-    with pytest.raises(InvalidRequestError, match="only a newer item"):
-        run(body)
-
-
-def test_compaction_keeps_verbatim_sentences_relevant_to_the_question() -> None:
-    result = run()
-    background = result.request["system"][2]["text"]
-    source = request()["items"][2]["text"]
-    assert "Warranty notice was mailed by certified letter." in background
-    for line in background.split("\n"):
-        assert line in source
-    assert next(t for t in result.report.to_dict()["tiers"] if t["name"] == "contextual")["tokens"] <= 120
-
-
-def test_rolling_window_drops_the_oldest_and_keeps_tool_pairs() -> None:
-    body = request()
-    history = [
-        {
-            "id": f"old{n}",
-            "tier": "volatile",
-            "kind": "history",
-            "role": "user",
-            "text": "Earlier question. " * 8,
-        }
-        for n in range(4)
-    ]
-    history += [
-        {"id": "call", "tier": "volatile", "kind": "tool_call", "text": "lookup(EX-04)"},
-        {"id": "result", "tier": "volatile", "kind": "tool_result", "text": "EX-04: certified mail receipt"},
-    ]
-    body["items"][3:5] = history
-    actions = {i["id"]: i["action"] for t in run(body).report.to_dict()["tiers"] for i in t["items"]}
-    assert actions["old0"] == "rolled_off"
-    assert actions["call"] == actions["result"] == "kept"
 
 
 def test_fail_closed_when_tiers_that_may_not_shrink_exceed_the_envelope() -> None:
@@ -343,13 +234,6 @@ def test_other_formats_map_onto_tiers() -> None:
     assert [t["name"] for t in report["tiers"] if t["tokens"]] == ["pinned", "contextual", "volatile"]
 
 
-def test_items_without_a_tier_must_be_the_current_turn() -> None:
-    body = request()
-    del body["items"][2]["tier"]
-    with pytest.raises(InvalidRequestError, match="needs a tier"):
-        run(body)
-
-
 @pytest.mark.parametrize("fmt", ["anthropic", "openai", "text"])
 def test_golden_rendered_bodies(fmt: str) -> None:
     result = run(format=fmt, prompt_cache_key="matter-42" if fmt == "openai" else None)
@@ -360,58 +244,3 @@ def test_golden_rendered_bodies(fmt: str) -> None:
     )
     golden = GOLDEN / f"assembled_{fmt}.{'txt' if fmt == 'text' else 'json'}"
     assert rendered == golden.read_text("utf-8")
-
-
-def test_yaml_policy_files_are_accepted(tmp_path: Path) -> None:
-    from ctxbudget.assembly._policy import load_policy
-
-    path = tmp_path / "p.yaml"
-    path.write_text(
-        "name: y\nenvelope_tokens: 900\ntiers:\n"
-        "  - {name: pinned, ceiling_tokens: 300, eviction: never, cached: true}\n"
-        "  - {name: chat, ceiling_tokens: 300, eviction: rolling}\n"
-    )
-    policy = load_policy(str(path))
-    assert [t.name for t in policy.tiers] == ["pinned", "chat"]
-    path.write_text("name: y\nenvelope_tokens: -1\ntiers: []\n")
-    with pytest.raises(ConfigError, match=r"p.yaml: \$\.envelope_tokens"):
-        load_policy(str(path))
-
-
-def test_the_compact_tier_can_keep_passage_windows() -> None:
-    policy = parse_policy(
-        SMALL.replace('eviction = "compact"', 'eviction = "compact"\ncompact_method = "passages"'), "p"
-    )
-    body = request()
-    body["items"][2]["text"] = "".join(f"Speaker A: lot {n} arrived late.\n" for n in range(60)) + (
-        "Speaker B: the warranty notice was mailed by certified letter.\nSpeaker A: noted.\n"
-    )
-    result = run(body, policy=policy)
-    background = result.request["system"][2]["text"]
-    assert "Speaker B: the warranty notice was mailed by certified letter." in background
-    assert all(window in body["items"][2]["text"] for window in background.split("\n\n"))  # verbatim
-    tier = next(t for t in result.report.to_dict()["tiers"] if t["name"] == "contextual")
-    assert tier["tokens"] <= tier["ceiling_tokens"]
-
-
-def test_a_passage_scorer_reaches_the_compact_tier() -> None:
-    policy = parse_policy(
-        SMALL.replace('eviction = "compact"', 'eviction = "compact"\ncompact_method = "passages"'), "p"
-    )
-    body = request()
-    body["items"][2]["text"] = (
-        "".join(f"Speaker A: lot {n} arrived late.\n" for n in range(40))
-        + "Speaker B: the guarantee letter was posted by registered mail on the ninth.\n"
-        + "".join(f"Speaker A: lot {n} arrived late.\n" for n in range(40, 80))
-        + "Speaker C: the warranty binder is on the shelf.\n"
-    )
-
-    def synonyms(query: str, passages: Sequence[str]) -> list[float]:
-        return [float(sum(w in p for w in ("guarantee", "posted", "registered"))) for p in passages]
-
-    kept = "guarantee letter was posted"
-    plain = run(body, policy=policy).request["system"][2]["text"]
-    scored = run(body, policy=policy, passage_scorer=synonyms)
-    assert kept not in plain and kept in scored.request["system"][2]["text"]
-    tier = next(t for t in scored.report.to_dict()["tiers"] if t["name"] == "contextual")
-    assert "semantic similarity" in tier["items"][0]["reason"]

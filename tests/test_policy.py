@@ -10,6 +10,8 @@ from ctxbudget.assembly._policy import get_policy, list_policies, load_policy, p
 from ctxbudget.errors import ConfigError
 from ctxbudget.volatile import VolatileRules
 
+from .test_assemble import SMALL
+
 BUNDLED = (Path(__file__).parents[1] / "src/ctxbudget/policies/legal-review.toml").read_text()
 
 
@@ -64,3 +66,45 @@ def test_files_and_names_are_both_loaded(tmp_path: Path) -> None:
         load_policy("nope")
     with pytest.raises(ConfigError, match="cannot read policy file"):
         load_policy(str(tmp_path / "missing.toml"))
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (('eviction = "never"', 'eviction = "sometimes"'), r"\$\.tiers\[0\]\.eviction"),
+        (('name = "critical"', 'name = "pinned"'), "unique"),
+        (('cache_ttl = "1h"', 'cache_ttl = "5m"\n'), None),
+    ],
+)
+def test_policy_files_are_validated(edit: tuple[str, str], message: str | None) -> None:
+    text = SMALL.replace(*edit)
+    if message is None:
+        parse_policy(text, "ok.toml")
+        return
+    with pytest.raises(ConfigError, match=message):
+        parse_policy(text, "bad.toml")
+
+
+def test_five_minute_tier_before_a_one_hour_tier_is_refused() -> None:
+    text = SMALL.replace('cache_ttl = "1h"', 'cache_ttl = "5m"').replace(
+        'name = "critical"\nceiling_tokens = 150\neviction = "protected"\ncached = true',
+        'name = "critical"\nceiling_tokens = 150\neviction = "protected"\ncached = true\ncache_ttl = "1h"',
+    )
+    with pytest.raises(ConfigError, match="1h"):
+        parse_policy(text, "bad.toml")
+
+
+def test_yaml_policy_files_are_accepted(tmp_path: Path) -> None:
+    from ctxbudget.assembly._policy import load_policy
+
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "name: y\nenvelope_tokens: 900\ntiers:\n"
+        "  - {name: pinned, ceiling_tokens: 300, eviction: never, cached: true}\n"
+        "  - {name: chat, ceiling_tokens: 300, eviction: rolling}\n"
+    )
+    policy = load_policy(str(path))
+    assert [t.name for t in policy.tiers] == ["pinned", "chat"]
+    path.write_text("name: y\nenvelope_tokens: -1\ntiers: []\n")
+    with pytest.raises(ConfigError, match=r"p.yaml: \$\.envelope_tokens"):
+        load_policy(str(path))

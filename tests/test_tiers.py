@@ -1,0 +1,143 @@
+"""Selection within each tier, seen through whole assemblies: protected items leave only when
+superseded or confirmed, compact tiers keep verbatim sentences or passage windows that match the
+question, the rolling window drops the oldest turns and keeps tool pairs whole."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pytest
+
+from ctxbudget import BudgetExceeded, InvalidRequestError
+from ctxbudget.assembly import parse_policy
+
+from .test_assemble import POLICY, SMALL, request, run
+
+
+def test_layout_follows_priority_and_tiers_stay_within_ceilings() -> None:
+    result = run()
+    body, report = result.request, result.report.to_dict()
+    assert body["system"][0]["text"].startswith("Cite page")
+    assert body["system"][1]["text"].startswith('<evidence id="EV-1" citation="12:4-12:5">')
+    assert body["messages"][-1]["content"][-1]["text"] == "When was warranty notice mailed?"
+    for tier in report["tiers"]:
+        assert tier["tokens"] <= tier["ceiling_tokens"]
+    assert report["tokens"] <= POLICY.prompt_tokens
+
+
+def test_protected_items_leave_only_when_superseded_or_confirmed() -> None:
+    body = request()
+    big = "Q. Describe the defect.\nA. " + "The press failed repeatedly. " * 30
+    body["items"].insert(
+        2, {"id": "EV-2", "tier": "critical", "kind": "evidence", "text": big, "citation": "20:1"}
+    )
+    with pytest.raises(BudgetExceeded, match="critical"):
+        run(body)
+    body["confirm_evict"] = ["EV-2"]
+    report = run(body).report.to_dict()
+    actions = {i["id"]: i["action"] for t in report["tiers"] for i in t["items"]}
+    assert actions["EV-2"] == "dropped" and actions["EV-1"] == "kept"
+    body = request()
+    body["items"].insert(
+        2,
+        {
+            "id": "EV-1b",
+            "tier": "critical",
+            "kind": "evidence",
+            "text": "A. Corrected: on the 4th.",
+            "citation": "12:3",
+            "supersedes": "EV-1",
+        },
+    )
+    result = run(body)
+    actions = {i["id"]: i["action"] for t in result.report.to_dict()["tiers"] for i in t["items"]}
+    assert actions["EV-1"] == "superseded"
+    assert "on the 3rd" not in json.dumps(result.request)
+
+
+def test_only_a_newer_item_may_supersede() -> None:
+    body = request()
+    body["items"].insert(
+        1, {"id": "EV-0", "tier": "critical", "kind": "evidence", "text": "A. Earlier.", "supersedes": "EV-1"}
+    )
+    with pytest.raises(InvalidRequestError, match="only a newer item"):
+        run(body)
+
+
+def test_compaction_keeps_verbatim_sentences_relevant_to_the_question() -> None:
+    result = run()
+    background = result.request["system"][2]["text"]
+    source = request()["items"][2]["text"]
+    assert "Warranty notice was mailed by certified letter." in background
+    for line in background.split("\n"):
+        assert line in source
+    assert next(t for t in result.report.to_dict()["tiers"] if t["name"] == "contextual")["tokens"] <= 120
+
+
+def test_rolling_window_drops_the_oldest_and_keeps_tool_pairs() -> None:
+    body = request()
+    history = [
+        {
+            "id": f"old{n}",
+            "tier": "volatile",
+            "kind": "history",
+            "role": "user",
+            "text": "Earlier question. " * 8,
+        }
+        for n in range(4)
+    ]
+    history += [
+        {"id": "call", "tier": "volatile", "kind": "tool_call", "text": "lookup(EX-04)"},
+        {"id": "result", "tier": "volatile", "kind": "tool_result", "text": "EX-04: certified mail receipt"},
+    ]
+    body["items"][3:5] = history
+    actions = {i["id"]: i["action"] for t in run(body).report.to_dict()["tiers"] for i in t["items"]}
+    assert actions["old0"] == "rolled_off"
+    assert actions["call"] == actions["result"] == "kept"
+
+
+def test_items_without_a_tier_must_be_the_current_turn() -> None:
+    body = request()
+    del body["items"][2]["tier"]
+    with pytest.raises(InvalidRequestError, match="needs a tier"):
+        run(body)
+
+
+def test_the_compact_tier_can_keep_passage_windows() -> None:
+    policy = parse_policy(
+        SMALL.replace('eviction = "compact"', 'eviction = "compact"\ncompact_method = "passages"'), "p"
+    )
+    body = request()
+    body["items"][2]["text"] = "".join(f"Speaker A: lot {n} arrived late.\n" for n in range(60)) + (
+        "Speaker B: the warranty notice was mailed by certified letter.\nSpeaker A: noted.\n"
+    )
+    result = run(body, policy=policy)
+    background = result.request["system"][2]["text"]
+    assert "Speaker B: the warranty notice was mailed by certified letter." in background
+    assert all(window in body["items"][2]["text"] for window in background.split("\n\n"))  # verbatim
+    tier = next(t for t in result.report.to_dict()["tiers"] if t["name"] == "contextual")
+    assert tier["tokens"] <= tier["ceiling_tokens"]
+
+
+def test_a_passage_scorer_reaches_the_compact_tier() -> None:
+    policy = parse_policy(
+        SMALL.replace('eviction = "compact"', 'eviction = "compact"\ncompact_method = "passages"'), "p"
+    )
+    body = request()
+    body["items"][2]["text"] = (
+        "".join(f"Speaker A: lot {n} arrived late.\n" for n in range(40))
+        + "Speaker B: the guarantee letter was posted by registered mail on the ninth.\n"
+        + "".join(f"Speaker A: lot {n} arrived late.\n" for n in range(40, 80))
+        + "Speaker C: the warranty binder is on the shelf.\n"
+    )
+
+    def synonyms(query: str, passages: Sequence[str]) -> list[float]:
+        return [float(sum(w in p for w in ("guarantee", "posted", "registered"))) for p in passages]
+
+    kept = "guarantee letter was posted"
+    plain = run(body, policy=policy).request["system"][2]["text"]
+    scored = run(body, policy=policy, passage_scorer=synonyms)
+    assert kept not in plain and kept in scored.request["system"][2]["text"]
+    tier = next(t for t in scored.report.to_dict()["tiers"] if t["name"] == "contextual")
+    assert "semantic similarity" in tier["items"][0]["reason"]
