@@ -197,3 +197,19 @@ def test_verify_prefix(tmp_path: Path) -> None:
 def test_policies_lists_legal_review() -> None:
     result = CliRunner().invoke(main, ["policies", "--json"])
     assert json.loads(result.output)[0]["name"] == "legal-review"
+
+
+def test_hints_name_the_flags_on_the_command_line_and_the_options_in_python(tmp_path: Path) -> None:
+    import pytest
+
+    body = {"model": "gtp-4o", "messages": [{"role": "user", "content": "Hi"}]}
+    result = CliRunner().invoke(main, ["count", _write(tmp_path, body)])
+    assert result.exit_code == 2
+    assert "--max-context-tokens" in result.output and "--unknown-model floor" in result.output
+    assert "--catalog FILE" in result.output and "max_context_tokens=" not in result.output
+    with pytest.raises(ctxbudget.UnknownModelError) as caught:
+        ctxbudget.count(body, model="gtp-4o")
+    assert 'unknown_model="floor"' in str(caught.value) and "--" not in str(caught.value)
+    tight = {"model": "gpt-4o", "system": "x " * 3000, "messages": [{"role": "user", "content": "Hi"}]}
+    result = CliRunner().invoke(main, ["fit", _write(tmp_path, tight), "--max-context-tokens", "5000"])
+    assert result.exit_code == 3 and "--on-overflow empty" in result.output

@@ -14,7 +14,8 @@
     ├── PrefixChanged              outcome: a cached prefix differs from the previous turn's
     └── InvariantViolation         outcome: a rendered request broke an invariant (never sent)
 
-Misuse errors say what was wrong and where; outcome errors carry the numbers. Exit codes and
+Misuse errors say what was wrong and where; outcome errors carry the numbers. Hints name the
+library's options (``max_context_tokens=``); the CLI shows its flags in their place. Exit codes and
 HTTP statuses are chosen only at the edges (CLI, gateway), never here. Third-party exceptions
 are wrapped with ``raise ... from exc`` at the boundary where they enter.
 """
@@ -65,9 +66,9 @@ class UnknownModelError(ConfigError):
         self.closest = closest
         near = f" (closest: {', '.join(closest)})" if closest else ""
         super().__init__(
-            f"unknown model {model_id!r}{near}; give its window (--max-context-tokens, "
-            "max_context_tokens=), add it in a user catalog (--catalog FILE, CTXBUDGET_CATALOG), "
-            "or budget it at the 8,191-token floor (--unknown-model floor)"
+            f"unknown model {model_id!r}{near}; give its window (max_context_tokens=), add it in a "
+            "user catalog (catalog=load_catalog(FILE), or CTXBUDGET_CATALOG), or budget it at the "
+            '8,191-token floor (unknown_model="floor")'
         )
 
 
@@ -88,8 +89,8 @@ class BudgetExceeded(CtxBudgetError):
     """
 
     FIT_HINT = (
-        "shorten them upstream, raise --max-context-tokens, lower --reserve-output-tokens, "
-        "or pass --on-overflow empty"
+        "shorten them upstream, raise max_context_tokens=, lower reserve_output_tokens=, "
+        'or pass on_overflow="empty"'
     )
 
     def __init__(
@@ -165,7 +166,7 @@ class PriceUnknown(CostCeilingExceeded):
             self,
             f"the price of {model_id!r} is unknown, so the ${ceiling_usd:.4f} cost ceiling cannot be "
             "checked; nothing was sent (add the model's prices in a user catalog, or use no ceiling: "
-            "a policy without cost_ceiling_usd and no --cost-ceiling)",
+            "a policy without cost_ceiling_usd and no cost_ceiling_usd=)",
         )
 
 

@@ -215,14 +215,15 @@ def _family_warning(model_id: str, found: Found) -> str | None:
         return None
     return (
         f"model {model_id!r} is not in the catalog; budgeting it as {found.spec.id!r}, the longest "
-        "catalog id it starts with (its window and prices); add it with --catalog if that is wrong"
+        "catalog id it starts with (its window and prices); add it with catalog=load_catalog(FILE) if "
+        "that is wrong"
     )
 
 
 def _floor(model_id: str) -> WindowResolution:
     warning = (
         f"unknown model {model_id!r}: budgeting against the {FLOOR_WINDOW_TOKENS:,}-token floor "
-        "(unknown_model='floor'); set --max-context-tokens or add the model with --catalog"
+        '(unknown_model="floor"); set max_context_tokens= or add the model with catalog=load_catalog(FILE)'
     )
     if model_id not in _WARNED_UNKNOWN:
         _WARNED_UNKNOWN.add(model_id)

@@ -34,8 +34,28 @@ EXIT_PREFIX_CHANGED = 5
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+# The library's hints name its options; on the command line the same hint names the flag.
+FLAGS = (
+    ("max_context_tokens=", "--max-context-tokens"),
+    ("reserve_output_tokens=", "--reserve-output-tokens"),
+    ('on_overflow="empty"', "--on-overflow empty"),
+    ('unknown_model="floor"', "--unknown-model floor"),
+    ("catalog=load_catalog(FILE)", "--catalog FILE"),
+    ("input_format=", "--format"),
+    ("allow_prefix_change=True", "--allow-prefix-change"),
+    ("cost_ceiling_usd=", "--cost-ceiling"),
+)
+
+
+def with_flags(message: str) -> str:
+    """A library message as the command line tells it: each option named by its flag."""
+    for option, flag in FLAGS:
+        message = message.replace(option, flag)
+    return message
+
+
 def _fail(message: str, code: int) -> None:
-    click.echo(f"ctxbudget: {message}", err=True)
+    click.echo(f"ctxbudget: {with_flags(message)}", err=True)
     sys.exit(code)
 
 
@@ -65,7 +85,7 @@ def model_of(model: str | None, request: Any) -> str:
 def echo_warnings(warnings: Any) -> None:
     """Warnings go to stderr in every output mode (they also stay in the report)."""
     for warning in warnings:
-        click.echo(f"ctxbudget: warning: {warning}", err=True)
+        click.echo(f"ctxbudget: warning: {with_flags(warning)}", err=True)
 
 
 def _run(action: Callable[[], None]) -> None:
@@ -76,7 +96,7 @@ def _run(action: Callable[[], None]) -> None:
     except CostCeilingExceeded as exc:
         _fail(str(exc), EXIT_COST)
     except PinnedPrefixChanged as exc:
-        _fail(exc.with_hint("--allow-prefix-change"), EXIT_PREFIX_CHANGED)
+        _fail(str(exc), EXIT_PREFIX_CHANGED)
     except (PrefixChanged, InvariantViolation) as exc:
         _fail(str(exc), EXIT_DIFFERS)
     except CtxBudgetError as exc:

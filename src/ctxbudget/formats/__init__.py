@@ -40,6 +40,6 @@ def detect_format(request: Mapping[str, Any]) -> RequestFormat:
             return fmt
     raise InvalidRequestError(
         "cannot tell the request format: expected `messages` (openai, anthropic) or "
-        "`questions`/`documents` (question); force one with --format",
+        "`questions`/`documents` (question); name it with input_format=",
         "$",
     )
