@@ -1,13 +1,20 @@
-"""The decision report of a fit: frozen values and their JSON-ready rendering (``to_dict``).
-A report is built once and never changed."""
+"""The decision report of a fit: frozen values, their JSON-ready rendering (``to_dict``), and
+building one from a fit's context and outcome. A report is built once and never changed."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["FitReport", "ItemReport"]
+from ..items import COMPONENTS, Decision, Item, Plan
+from ..trim.text import TextSpan
+
+if TYPE_CHECKING:  # the report is built from them; they do not depend on it
+    from ._context import FitContext
+    from ._verify import Fitted
+
+__all__ = ["FitReport", "ItemReport", "build_report"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,3 +73,75 @@ class FitReport:
         out["budgets"] = dict(self.budgets)
         out["overhead_parts"] = dict(self.overhead_parts)
         return out
+
+
+def build_report(ctx: FitContext, fitted: Fitted) -> FitReport:
+    """The report of one fit: its room, its counts before and after (scaled as reported), its
+    budgets, every item's decision and the warnings gathered."""
+    counter = ctx.counter
+    resolution = ctx.window.resolution
+    items = _item_reports(ctx, fitted.plan)
+    before = counter.scale(ctx.measured.total)
+    after = counter.scale(fitted.tokens_raw)
+    fixed = ctx.measured.fixed_parts()
+    return FitReport(
+        model=ctx.options.model,
+        format=ctx.fmt.name,
+        encoding=counter.encoding_name,
+        exact=counter.exact and not ctx.estimated,
+        estimated_parts=ctx.estimated,
+        safety_factor=counter.safety_factor,
+        context_window=resolution.context_window,
+        window_rule=resolution.rule,
+        catalog_id=resolution.catalog_id,
+        resolution=resolution.path,
+        max_input_tokens=resolution.max_input_tokens,
+        reserve_output_tokens=ctx.window.reserve_output_tokens,
+        available_tokens=ctx.window.available_tokens,
+        overhead_tokens=counter.scale(sum(fixed.values())),
+        overhead_parts={k: counter.scale(v) for k, v in sorted(fixed.items())},
+        budgets={c: counter.scale(fitted.budgets[c]) for c in fitted.budgets},
+        tokens_before=before,
+        tokens_after=after,
+        tokens_saved=before - after,
+        passed_through=fitted.passed_through,
+        components_truncated=tuple(
+            c for c in COMPONENTS if any(i.component == c and i.action != "kept" for i in items)
+        ),
+        warnings=tuple(dict.fromkeys(ctx.warnings)),
+        items=items,
+    )
+
+
+def _item_reports(ctx: FitContext, plan: Plan) -> tuple[ItemReport, ...]:
+    """Each item's decision with its tokens before and after (scaled as reported)."""
+    reports = []
+    for item in ctx.items:
+        decision = plan.decisions.get(item.key) or Decision("kept", "fits")
+        reports.append(
+            ItemReport(
+                component=item.component,
+                index=item.index,
+                path=item.path,
+                action=decision.action,
+                tokens_before=ctx.counter.scale(ctx.cost(item)),
+                tokens_after=ctx.counter.scale(_tokens_after(ctx, item, decision)),
+                reason=decision.reason,
+            )
+        )
+    return tuple(reports)
+
+
+def _tokens_after(ctx: FitContext, item: Item, decision: Decision) -> int:
+    """The item's raw tokens after its decision: as counted by the cut, read from the measured
+    prefix of a question-format text, or counted again for a cut chat message."""
+    if decision.tokens is not None:
+        return decision.tokens
+    if decision.action == "truncated" and decision.text is not None:
+        span = ctx.measured.spans.get(item.key)
+        if ctx.fmt.name == "question" and isinstance(span, TextSpan):  # a prefix: read its count
+            content = span.prefix_tokens(len(decision.text.encode("utf-8")))
+        else:  # a cut chat message is not a prefix: count it
+            content = sum(ctx.counter.raw(p) for p in decision.pieces or (decision.text,))
+        return ctx.framing(item) + content
+    return ctx.cost(item) if decision.action == "kept" else 0

@@ -73,6 +73,25 @@ def _shrink_unit(
     return decisions, total
 
 
+@dataclass(frozen=True)
+class _Pricing:
+    """How the history is priced and cut: each message's cost, what no cut of it removes (its
+    tokens that are not text), the cut itself, and the summary placeholder's cost."""
+
+    costs: Mapping[int, int]
+    fixed: Mapping[int, int]
+    shrink: Callable[[Item, int], Cut]
+    placeholder_cost: int
+
+    def of(self, unit: list[Item]) -> int:
+        """The unit's cost: the sum of its messages' costs."""
+        return sum(self.costs[m.index] for m in unit)
+
+    def shrink_unit(self, unit: list[Item], budget: int) -> tuple[dict[int, Decision], int]:
+        """The unit cut to ``budget``, its largest texts first (see :func:`_shrink_unit`)."""
+        return _shrink_unit(unit, self.costs, self.fixed, budget, self.shrink)
+
+
 def select_history(
     messages: list[Item],
     costs: Mapping[int, int],
@@ -91,48 +110,13 @@ def select_history(
             {m.index: Decision("kept", "whole history fits") for m in messages}, None, 0, budget
         )
     units = units_of(messages)
-    unit_cost = [sum(costs[m.index] for m in unit) for unit in units]
-    decisions: dict[int, Decision] = {}
-    remaining = budget - unit_cost[-1]
-    if remaining < 0:
-        cut, cost = _shrink_unit(units[-1], costs, fixed, budget, shrink)
-        decisions |= cut
-        remaining = budget - cost
-    keep_units = {len(units) - 1}
-    middle = list(range(1, len(units) - 1))
-    if len(units) > 1 and unit_cost[0] + placeholder_cost <= remaining:
-        keep_units.add(0)
-        remaining -= unit_cost[0]
-    # Newest first, then the first unit when it did not fit whole: the first that does not fit is
-    # cut into the room left (its passages that match the question), when that room is worth a
-    # message; older ones are summarized (room is held for the placeholder while any may be).
-    candidates = [*reversed(middle), *([0] if len(units) > 1 and 0 not in keep_units else [])]
-    for n, u in enumerate(candidates):
-        reserve = 0 if n == len(candidates) - 1 else placeholder_cost
-        if unit_cost[u] <= remaining - reserve:
-            keep_units.add(u)
-            remaining -= unit_cost[u]
-            continue
-        room = remaining - reserve
-        if room >= MIN_CUT_TOKENS:
-            cut, cost = _shrink_unit(units[u], costs, fixed, room, shrink)
-            if cost <= room:
-                reason = "older message cut to the room left: its passages that match the question"
-                decisions |= {i: dataclasses.replace(d, reason=reason) for i, d in cut.items()}
-                keep_units.add(u)
-                remaining -= cost
-        break
+    pricing = _Pricing(costs, fixed, shrink, placeholder_cost)
+    decisions, remaining = _keep_newest(units, budget, pricing)
+    keep_units, cuts, remaining = _keep_older(units, remaining, pricing)
+    decisions |= cuts
+    keep_units.add(len(units) - 1)
     omitted = sum(len(units[u]) for u in range(len(units)) if u not in keep_units)
-    for u, unit in enumerate(units):
-        for m in unit:
-            if m.index in decisions:
-                continue
-            if u in keep_units:
-                decisions[m.index] = Decision("kept", "first message" if u == 0 else "recent message; fits")
-            else:
-                decisions[m.index] = Decision(
-                    "summarized", "older message replaced by the summary placeholder"
-                )
+    decisions |= _unit_decisions(units, keep_units, decisions)
     placeholder_after = None
     if omitted and placeholder_cost <= remaining:
         placeholder_after = units[0][-1].index if 0 in keep_units else -1
@@ -144,3 +128,64 @@ def select_history(
                     "dropped", "older message; no room even for the summary placeholder"
                 )
     return HistorySelection(decisions, placeholder_after, omitted, budget - remaining)
+
+
+def _keep_newest(units: list[list[Item]], budget: int, pricing: _Pricing) -> tuple[dict[int, Decision], int]:
+    """The newest unit, always kept (cut to ``budget`` if it must be): its decisions and the room left."""
+    remaining = budget - pricing.of(units[-1])
+    if remaining >= 0:
+        return {}, remaining
+    cut, cost = pricing.shrink_unit(units[-1], budget)
+    return cut, budget - cost
+
+
+def _keep_older(
+    units: list[list[Item]], remaining: int, pricing: _Pricing
+) -> tuple[set[int], dict[int, Decision], int]:
+    """The older units kept in ``remaining`` tokens: the first when it fits with the placeholder,
+    then the newest ones first. Returns the units kept, the cuts made, and the room left."""
+    keep_units: set[int] = set()
+    decisions: dict[int, Decision] = {}
+    placeholder_cost = pricing.placeholder_cost
+    if len(units) > 1 and pricing.of(units[0]) + placeholder_cost <= remaining:
+        keep_units.add(0)
+        remaining -= pricing.of(units[0])
+    # Newest first, then the first unit when it did not fit whole: the first that does not fit is
+    # cut into the room left (its passages that match the question), when that room is worth a
+    # message; older ones are summarized (room is held for the placeholder while any may be).
+    middle = list(range(1, len(units) - 1))
+    candidates = [*reversed(middle), *([0] if len(units) > 1 and 0 not in keep_units else [])]
+    for n, u in enumerate(candidates):
+        reserve = 0 if n == len(candidates) - 1 else placeholder_cost
+        if pricing.of(units[u]) <= remaining - reserve:
+            keep_units.add(u)
+            remaining -= pricing.of(units[u])
+            continue
+        room = remaining - reserve
+        if room >= MIN_CUT_TOKENS:
+            cut, cost = pricing.shrink_unit(units[u], room)
+            if cost <= room:
+                reason = "older message cut to the room left: its passages that match the question"
+                decisions |= {i: dataclasses.replace(d, reason=reason) for i, d in cut.items()}
+                keep_units.add(u)
+                remaining -= cost
+        break
+    return keep_units, decisions, remaining
+
+
+def _unit_decisions(
+    units: list[list[Item]], keep_units: set[int], decided: Mapping[int, Decision]
+) -> dict[int, Decision]:
+    """Decisions for the messages not yet decided: kept with their unit, or summarized."""
+    decisions: dict[int, Decision] = {}
+    for u, unit in enumerate(units):
+        for m in unit:
+            if m.index in decided:
+                continue
+            if u in keep_units:
+                decisions[m.index] = Decision("kept", "first message" if u == 0 else "recent message; fits")
+            else:
+                decisions[m.index] = Decision(
+                    "summarized", "older message replaced by the summary placeholder"
+                )
+    return decisions

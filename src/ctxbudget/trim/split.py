@@ -18,6 +18,9 @@ __all__ = ["split_documents"]
 MIN_PASSAGE_BUDGET = 32
 
 
+Slices = tuple[tuple[int, int, str], ...]
+
+
 def split_documents(
     dropped: list[Item],
     budget: int,
@@ -27,50 +30,61 @@ def split_documents(
     framing: Callable[[Item], int],
     span_of: Callable[[ItemKey], Span | None],
     scorer: PassageScorer | None = None,
-) -> tuple[dict[int, tuple[tuple[int, int, str], ...]], dict[ItemKey, Decision]]:
+) -> tuple[dict[int, Slices], dict[ItemKey, Decision]]:
     """Over-long documents that did not fit whole: their best passages, verbatim, in the budget left.
 
     Several such documents share that budget in proportion to their BM25 relevance to the query
     (equally when none matches), best first; what one leaves unused passes to the next.
     """
-    slices: dict[int, tuple[tuple[int, int, str], ...]] = {}
+    slices: dict[int, Slices] = {}
     decisions: dict[ItemKey, Decision] = {}
     candidates = [d for d in dropped if span_of(d.key) is not None and cost(d) > budget]
-    relevance = bm25_scores(query, [d.text for d in candidates])
-    weights = relevance if any(relevance) else [1.0] * len(candidates)
-    total = sum(weights) or 1.0
-    ranked = sorted(zip(candidates, weights, strict=True), key=lambda pair: (-pair[1], pair[0].index))
     carry = 0
-    for doc, weight in ranked:
-        share = int(budget * weight / total) + carry
+    for doc, share in _shares(candidates, budget, query):
+        share += carry
         span = span_of(doc.key)
         if span is None or share < MIN_PASSAGE_BUDGET:
             carry = share
             continue
-        count = span.char_counter(doc.text)
-        passages = split_passages(doc.text, count, passage_tokens(share))
-        costs = [count(p.start, p.end) for p in passages]
-        regions = select_regions(
-            doc.text,
-            passages,
-            costs,
-            share,
-            query=query,
-            region_cost=framing(doc) + JOINER_TOKENS,
-            scorer=scorer,
-        )
-        used = sum(costs[i] for r in regions for i in r.passages) + len(regions) * (
-            framing(doc) + JOINER_TOKENS
-        )
+        kept, decision, used = _best_passages(doc, span, share, query, framing(doc), scorer)
         carry = share - used
-        if not regions:
-            continue
-        slices[doc.index] = tuple((r.start, r.end, r.citation) for r in regions)
-        cited = ", ".join(r.citation for r in regions[:4]) + (" ..." if len(regions) > 4 else "")
-        decisions[doc.key] = Decision(
-            "truncated",
-            f"split into {len(passages)} passages; kept {len(regions)} verbatim region(s) ranked by "
-            f"{ranking(scorer)} against the query: {cited}",
-            tokens=used,
-        )
+        if decision is not None:
+            slices[doc.index] = kept
+            decisions[doc.key] = decision
     return slices, decisions
+
+
+def _shares(candidates: list[Item], budget: int, query: str) -> list[tuple[Item, int]]:
+    """Each document's share of ``budget`` by its BM25 relevance to the query (equal when none
+    matches), the most relevant first."""
+    relevance = bm25_scores(query, [d.text for d in candidates])
+    weights = relevance if any(relevance) else [1.0] * len(candidates)
+    total = sum(weights) or 1.0
+    ranked = sorted(zip(candidates, weights, strict=True), key=lambda pair: (-pair[1], pair[0].index))
+    return [(doc, int(budget * weight / total)) for doc, weight in ranked]
+
+
+def _best_passages(
+    doc: Item, span: Span, share: int, query: str, framing: int, scorer: PassageScorer | None
+) -> tuple[Slices, Decision | None, int]:
+    """The document's best regions within ``share`` tokens (each costs its passages, the
+    document's ``framing`` and a joiner): the regions, the decision (None when none is kept)
+    and the tokens used."""
+    count = span.char_counter(doc.text)
+    passages = split_passages(doc.text, count, passage_tokens(share))
+    costs = [count(p.start, p.end) for p in passages]
+    region_cost = framing + JOINER_TOKENS
+    regions = select_regions(
+        doc.text, passages, costs, share, query=query, region_cost=region_cost, scorer=scorer
+    )
+    used = sum(costs[i] for r in regions for i in r.passages) + len(regions) * region_cost
+    if not regions:
+        return (), None, used
+    cited = ", ".join(r.citation for r in regions[:4]) + (" ..." if len(regions) > 4 else "")
+    decision = Decision(
+        "truncated",
+        f"split into {len(passages)} passages; kept {len(regions)} verbatim region(s) ranked by "
+        f"{ranking(scorer)} against the query: {cited}",
+        tokens=used,
+    )
+    return tuple((r.start, r.end, r.citation) for r in regions), decision, used

@@ -1,0 +1,175 @@
+"""The context of one fit: the room it has (:class:`Window`: the window less the reply) and what
+it measured (:class:`FitContext`: the parsed items, their token costs, the budget split), with the
+arithmetic every later step reads from them. Built once per fit, before anything is cut.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from ..catalog.values import WindowResolution
+from ..errors import ConfigError
+from ..formats import detect_format, get_format
+from ..items import Component, Item, Rendering, RequestFormat
+from ..measure import Measurement, measure
+from ..tokens.counter import TokenCounter
+from ..trim.history import units_of
+from ..trim.messages import question_of, question_spans
+from ..trim.passages import PassageScorer
+from ._budget import BudgetSplit
+from ._options import FitOptions, FitSetup
+
+__all__ = ["DEFAULT_RESERVE_OUTPUT_TOKENS", "FitContext", "Window", "estimated_parts", "open_context"]
+
+DEFAULT_RESERVE_OUTPUT_TOKENS = 4096
+
+
+@dataclass(frozen=True)
+class Window:
+    """The room of one fit: the resolved window, the tokens kept for the reply, and the input
+    tokens that may be sent (the window less the reply, never above an input cap)."""
+
+    resolution: WindowResolution
+    reserve_output_tokens: int
+    available_tokens: int
+
+    @classmethod
+    def of(cls, resolution: WindowResolution, reserve_output_tokens: int | None) -> Window:
+        """The room left by ``reserve_output_tokens`` (None: the default reserve)."""
+        reserve = _reserve(resolution, reserve_output_tokens)
+        return cls(resolution, reserve, _available(resolution, reserve))
+
+
+def _reserve(resolution: WindowResolution, reserve_output_tokens: int | None) -> int:
+    """The reply reserve asked for, else min(4,096, the model's output cap)."""
+    if reserve_output_tokens is not None:
+        if reserve_output_tokens < 0:
+            raise ConfigError(f"reserve_output_tokens must be >= 0, got {reserve_output_tokens}")
+        return reserve_output_tokens
+    cap = resolution.spec.max_output_tokens if resolution.spec else None
+    return min(DEFAULT_RESERVE_OUTPUT_TOKENS, cap or DEFAULT_RESERVE_OUTPUT_TOKENS)
+
+
+def _available(resolution: WindowResolution, reserve: int) -> int:
+    """Input tokens that may be sent: the window less the reply, and never above an input cap."""
+    available = resolution.context_window - reserve
+    if available <= 0:
+        raise ConfigError(
+            f"reserve_output_tokens ({reserve:,}) leaves nothing of the {resolution.context_window:,}-token window"
+        )
+    if resolution.max_input_tokens is not None:
+        available = min(available, resolution.max_input_tokens)
+    return available
+
+
+@dataclass
+class FitContext:
+    """One fit's request as measured, its options and room, and the warnings it gathers."""
+
+    fmt: RequestFormat
+    counter: TokenCounter
+    items: tuple[Item, ...]
+    measured: Measurement
+    split: BudgetSplit
+    options: FitOptions
+    window: Window
+    passage_scorer: PassageScorer | None = None
+    warnings: list[str] = field(default_factory=list)
+    estimated: tuple[str, ...] = ()
+
+    @cached_property
+    def available_raw(self) -> int:
+        """The available tokens in raw encoding tokens (what counts are compared with)."""
+        return self.counter.unscale(self.window.available_tokens)
+
+    def cost(self, item: Item) -> int:
+        """The item's raw tokens in the rendered request (its framing included)."""
+        return self.measured.by_owner.get(item.key, 0)
+
+    def framing(self, item: Item) -> int:
+        """The item's raw tokens that are not its text (roles, markers, tool calls, images)."""
+        span = self.measured.spans.get(item.key)
+        return self.cost(item) - (span.tokens if span else 0)
+
+    def protected(self, item: Item) -> bool:
+        """System prompts are kept whole unless the caller budgets ``system``."""
+        return item.component == "system" and self.split.protect_system
+
+    @cached_property
+    def question(self) -> str:
+        """What the latest user turn asks: relevance for cutting other messages (found once a
+        fit, not once for every message cut)."""
+        return " ".join(question_of(i.text) for i in self.of("query"))
+
+    def always_kept(self) -> list[Item]:
+        """Items that are never dropped: the query and the newest history unit (a message, or a
+        tool call with its results)."""
+        history = self.of("history")
+        return self.of("query") + (units_of(history)[-1] if history else [])
+
+    def untrimmable(self) -> dict[str, int]:
+        """Raw tokens that no trimming can remove, by part: framing, tools, protected prompts,
+        and what is not text in the items that are always kept (roles, tool calls, images)."""
+        parts = dict(self.measured.fixed_parts())
+        for item in self.items:
+            if self.protected(item) and self.cost(item):
+                parts[f"{item.component} {item.path}"] = self.cost(item)
+        for item in self.always_kept():
+            if self.framing(item):
+                parts[f"{item.component} {item.path} (not text)"] = self.framing(item)
+        return parts
+
+    def question_tokens(self, item: Item) -> int:
+        """Tokens of the question a chat query asks: kept before any other text is."""
+        span = self.measured.spans.get(item.key)
+        if item.component != "query" or self.fmt.name == "question" or span is None:
+            return 0
+        count = span.char_counter(item.text)
+        return sum(count(a, b) for a, b in question_spans(item.text))
+
+    def first_claim(self) -> int:
+        """Tokens the query's question takes from the pool before any component is budgeted."""
+        return sum(self.question_tokens(i) for i in self.of("query"))
+
+    def of(self, component: Component) -> list[Item]:
+        """The items of ``component``, in request order."""
+        return [i for i in self.items if i.component == component]
+
+
+def open_context(request: Mapping[str, Any], setup: FitSetup) -> FitContext:
+    """Resolve the room, parse and render the request, measure it once, and split the budget."""
+    options = setup.options
+    window = Window.of(setup.resolution, options.reserve_output_tokens)
+    fmt = get_format(options.input_format) if options.input_format else detect_format(request)
+    counter = setup.catalog.counter_for(options.model, options.safety_factor)
+    items, rendering = fmt.parse_and_render(request)
+    measured = measure(rendering, counter.encoding)
+    # As chat users expect (LangChain's include_system), a chat body's system and developer
+    # messages are not trimmed unless budgeted; the seed's question format budgets its role.
+    split = BudgetSplit.from_mapping(options.budget_mapping(), protect_system=fmt.name != "question")
+    ctx = FitContext(
+        fmt,
+        counter,
+        items,
+        measured,
+        split,
+        options,
+        window,
+        setup.passage_scorer,
+        estimated=estimated_parts(items, rendering),
+    )
+    if setup.resolution.warning:
+        ctx.warnings.append(setup.resolution.warning)
+    return ctx
+
+
+def estimated_parts(items: tuple[Item, ...], rendering: Rendering) -> tuple[str, ...]:
+    """The rendering's estimated parts, each named by its item's JSON path."""
+    paths = {item.key: item.path for item in items}
+    return tuple(
+        f"{paths.get(owner, owner) if isinstance(owner, tuple) else owner}: {how}"
+        for owner, how in rendering.estimated
+    )

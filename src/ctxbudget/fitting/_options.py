@@ -1,0 +1,135 @@
+"""The options of one fit and the checks at its door: every option and the request body are
+checked here, so that a bad one is a :class:`ConfigError` or an :class:`InvalidRequestError`
+naming it, before anything is counted.
+
+:class:`FitOptions` is the frozen, hashable image of what the caller asked (a part of the memo's
+key); :class:`FitSetup` adds what was resolved from it (the catalog, the window, the scorer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..catalog.catalog import Catalog, bundled_catalog
+from ..catalog.values import WindowResolution
+from ..errors import ConfigError, InvalidRequestError
+from ..formats.jsonvalue import check_json_value
+from ..trim.documents import OutputOrder, ScoreOrder
+from ..trim.passages import PassageScorer
+from ._memo import thaw
+
+__all__ = [
+    "BODY_OUTPUT_FIELDS",
+    "FitOptions",
+    "FitSetup",
+    "OnOverflow",
+    "body_reserve",
+    "catalog_of",
+    "check_options",
+    "check_request",
+    "input_format_of",
+]
+
+OnOverflow = Literal["error", "empty"]
+
+BODY_OUTPUT_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+_CHOICES = {
+    "on_overflow": ("error", "empty"),
+    "score_order": ("desc", "asc"),
+    "document_order": ("ranked", "original"),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitOptions:
+    """How one fit is made: frozen and hashable, so it is part of the memo's key as it is. The
+    budget's values are kept in their frozen image (:func:`ctxbudget.memo.freeze`)."""
+
+    model: str
+    max_context_tokens: int = 0
+    reserve_output_tokens: int | None = None
+    budget: tuple[tuple[str, Hashable], ...] = ()
+    input_format: str | None = None
+    on_overflow: OnOverflow = "error"
+    score_order: ScoreOrder = "desc"
+    document_order: OutputOrder = "ranked"
+    split_documents: bool = False
+    safety_factor: float | None = None
+
+    def budget_mapping(self) -> dict[str, Any] | None:
+        """The budget as given (None when none was)."""
+        return {k: thaw(v) for k, v in self.budget} or None
+
+
+@dataclass(frozen=True)
+class FitSetup:
+    """A checked fit before it starts: its options, the catalog and the window it resolved, and
+    the caller's passage scorer (not part of the options: it may be unhashable)."""
+
+    options: FitOptions
+    catalog: Catalog
+    resolution: WindowResolution
+    passage_scorer: PassageScorer | None = None
+
+
+def check_options(**options: Any) -> None:
+    """The options' types and values, so that a bad one is a ConfigError naming it."""
+    for name, allowed in _CHOICES.items():
+        if options[name] not in allowed:
+            raise ConfigError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {options[name]!r}")
+    reserve = options["reserve_output_tokens"]
+    if reserve is not None and (isinstance(reserve, bool) or not isinstance(reserve, int)):
+        raise ConfigError(f"reserve_output_tokens must be a whole number of tokens or None, got {reserve!r}")
+    budget = options["budget"]
+    if budget is not None and (
+        not isinstance(budget, Mapping) or not all(isinstance(k, str) for k in budget)
+    ):
+        raise ConfigError(f"budget must map component names to percentages, got {budget!r:.80}")
+    scorer = options["passage_scorer"]
+    if scorer is not None and not callable(scorer):
+        raise ConfigError(
+            f"passage_scorer must be callable (query, passages) -> scores, got {type(scorer).__name__}"
+        )
+    if scorer is not None and not options["split_documents"]:
+        raise ConfigError("passage_scorer is used only when split_documents=True; set both or neither")
+
+
+def input_format_of(input_format: str | None, former: str | None) -> str | None:
+    """``input_format``, or ``format`` (its former name); both given must agree."""
+    if former is not None and input_format is not None and former != input_format:
+        raise ConfigError(f"input_format={input_format!r} and format={former!r} disagree; give one")
+    return input_format if input_format is not None else former
+
+
+def check_request(request: object) -> None:
+    """The request body is a JSON object of JSON values (an :class:`InvalidRequestError` if not)."""
+    if not isinstance(request, Mapping):
+        raise InvalidRequestError(f"the request body must be a JSON object, got {type(request).__name__}")
+    check_json_value(dict(request))
+
+
+def body_reserve(request: Mapping[str, Any]) -> int | None:
+    """The reply size the body asks for (Anthropic ``max_tokens``, OpenAI ``max_completion_tokens``
+    or ``max_tokens``, Responses ``max_output_tokens``): the default output reserve."""
+    for name in BODY_OUTPUT_FIELDS:
+        value = request.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidRequestError(f"must be a whole number of tokens >= 0, got {value!r}", f"$.{name}")
+        return value
+    return None
+
+
+def catalog_of(given: object) -> Catalog:
+    """The catalog given (checked to be one), or the bundled catalog when none was."""
+    if given is None:
+        return bundled_catalog()
+    if not isinstance(given, Catalog):
+        raise ConfigError(
+            f"catalog must be a Catalog (ctxbudget.load_catalog(paths)), got {type(given).__name__}"
+        )
+    return given

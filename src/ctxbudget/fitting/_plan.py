@@ -1,0 +1,168 @@
+"""Planning one fit: given each component's budget, a decision for every item (kept, cut,
+dropped or summarized), the documents' output order and the history's placeholder.
+
+System and query texts share their budgets in proportion to their sizes; documents are chosen
+whole by relevance and, when asked, the long ones left out are split into their best passages;
+the history keeps its first and newest messages and summarizes the middle
+(:mod:`ctxbudget.trim`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..items import COMPONENTS, PIECE_SEP, PLACEHOLDER_TEMPLATE, Component, Cut, Decision, Item, ItemKey, Plan
+from ..trim.documents import select_documents
+from ..trim.history import select_history
+from ..trim.messages import cut_message
+from ..trim.shares import proportional_shares
+from ..trim.split import split_documents
+from ..trim.text import PiecesSpan, TextSpan, truncate_text
+from ._context import FitContext
+
+__all__ = ["empty_plan", "make_plan"]
+
+Budgets = Mapping[Component, int]
+Slices = dict[int, tuple[tuple[int, int, str], ...]]
+
+
+@dataclass(frozen=True)
+class _DocumentPlan:
+    """The documents' decisions, their output order, and the passages kept of split ones."""
+
+    decisions: dict[ItemKey, Decision]
+    order: tuple[int, ...]
+    slices: Slices
+
+
+def make_plan(ctx: FitContext, budgets: Budgets) -> Plan:
+    """Every item's decision within ``budgets`` (a component budgeted 0% gets nothing)."""
+    zero = {c for c in COMPONENTS if ctx.split.percentages[c] == 0}
+    given: dict[Component, int] = {c: 0 if c in zero else budgets[c] for c in COMPONENTS}
+    decisions = _plan_system(ctx, given["system"]) | _shared_texts(ctx, "query", given["query"], False)
+    documents = _plan_documents(ctx, given["documents"], split="documents" not in zero)
+    decisions |= documents.decisions
+    history = ctx.of("history")
+    if not history:
+        return Plan(decisions, documents.order, document_slices=documents.slices)
+    if "history" in zero:
+        decisions |= {m.key: Decision("dropped", "history budget is 0%") for m in history}
+        return Plan(decisions, documents.order, document_slices=documents.slices)
+    chosen = select_history(
+        history,
+        {m.index: ctx.cost(m) for m in history},
+        budgets["history"],
+        placeholder_cost=_placeholder_cost(ctx, history),
+        shrink=lambda m, b: _truncate(ctx, m, b),
+        fixed={m.index: ctx.framing(m) for m in history},
+    )
+    decisions |= {("history", i): d for i, d in chosen.decisions.items()}
+    return Plan(
+        decisions, documents.order, chosen.placeholder_after, chosen.omitted, document_slices=documents.slices
+    )
+
+
+def empty_plan(ctx: FitContext) -> Plan:
+    """Every item emptied (``on_overflow="empty"``): the query's text cleared, the rest dropped."""
+    decisions: dict[ItemKey, Decision] = {}
+    for item in ctx.items:
+        if item.component == "query":
+            decisions[item.key] = Decision("truncated", "on_overflow=empty: emptied", "")
+        else:
+            decisions[item.key] = Decision("dropped", "on_overflow=empty: emptied")
+    return Plan(decisions, ())
+
+
+def _plan_system(ctx: FitContext, budget: int) -> dict[ItemKey, Decision]:
+    """System prompts kept whole when protected, else sharing ``budget`` (and droppable)."""
+    if ctx.split.protect_system:
+        return {
+            i.key: Decision("kept", "system prompts are protected (budget system=N to trim them)")
+            for i in ctx.of("system")
+        }
+    return _shared_texts(ctx, "system", budget, True)
+
+
+def _plan_documents(ctx: FitContext, budget: int, *, split: bool) -> _DocumentPlan:
+    """Whole documents chosen by relevance to the query, then (when ``split_documents`` is on and
+    ``split``) the best passages of long ones left out, in what the chosen ones leave."""
+    docs = ctx.of("documents")
+    query = " ".join(i.text for i in ctx.of("query"))
+    selection = select_documents(
+        docs,
+        {d.index: ctx.cost(d) for d in docs},
+        budget,
+        query=query,
+        score_order=ctx.options.score_order,
+        output_order=ctx.options.document_order,
+    )
+    decisions: dict[ItemKey, Decision] = {("documents", i): d for i, d in selection.decisions.items()}
+    if not (ctx.options.split_documents and split):
+        return _DocumentPlan(decisions, selection.order, {})
+    slices, split_decisions = split_documents(
+        [d for d in docs if d.index not in selection.order],
+        budget - sum(ctx.cost(d) for d in docs if d.index in selection.order),
+        query,
+        cost=ctx.cost,
+        framing=ctx.framing,
+        span_of=ctx.measured.spans.get,
+        scorer=ctx.passage_scorer,
+    )
+    return _DocumentPlan(decisions | split_decisions, selection.order + tuple(slices), slices)
+
+
+def _shared_texts(
+    ctx: FitContext, component: Component, budget: int, droppable: bool
+) -> dict[ItemKey, Decision]:
+    """The component's texts sharing ``budget`` in proportion to their costs, each cut to its share
+    (and dropped, when ``droppable``, if nothing of it is left)."""
+    items = ctx.of(component)
+    shares = proportional_shares(budget, [ctx.cost(i) for i in items])
+    decisions: dict[ItemKey, Decision] = {}
+    for item, share in zip(items, shares, strict=True):
+        if share >= ctx.cost(item):
+            decisions[item.key] = Decision("kept", f"fits its {component} share")
+            continue
+        cut = _truncate(ctx, item, share)
+        if not cut.text.strip() and droppable:
+            decisions[item.key] = Decision("dropped", f"no room in the {component} share ({share} tokens)")
+        else:
+            reason = f"cut to its {component} share of {share} tokens"
+            decisions[item.key] = Decision("truncated", reason, cut.text, cut.tokens, cut.pieces)
+    return decisions
+
+
+def _truncate(ctx: FitContext, item: Item, budget: int) -> Cut:
+    """The item's text cut so the whole item costs at most ``budget`` (framing included). The
+    seed's question format cuts at a sentence boundary from the head; chat messages keep their
+    question and the passages that match it, each of their texts in its place
+    (:mod:`ctxbudget.trim.messages`)."""
+    span = ctx.measured.spans.get(item.key)
+    if span is None:
+        return Cut(item.text, (), ctx.cost(item))
+    if isinstance(span, TextSpan) and ctx.fmt.name == "question":
+        text, tokens = truncate_text(item.text, span, budget - ctx.framing(item))
+        return Cut(text, (), ctx.framing(item) + tokens)
+    bounds = span.bounds if isinstance(span, PiecesSpan) else ()
+    pieces = cut_message(
+        item.text,
+        span,
+        budget - ctx.framing(item),
+        ctx.question,
+        count_text=ctx.counter.raw,
+        keep_question=item.component == "query",
+        scorer=ctx.passage_scorer,
+        bounds=bounds,
+    )
+    text = PIECE_SEP.join(pieces)
+    if text == item.text:
+        return Cut(text, (), ctx.cost(item))
+    tokens = ctx.framing(item) + sum(ctx.counter.raw(p) for p in pieces)
+    return Cut(text, pieces if bounds else (), tokens)
+
+
+def _placeholder_cost(ctx: FitContext, history: list[Item]) -> int:
+    """Raw tokens of the summary placeholder, framed as the most framed history message is."""
+    text = PLACEHOLDER_TEMPLATE.format(omitted=len(history))
+    return ctx.counter.raw(text) + max((ctx.framing(m) for m in history), default=0)

@@ -1,0 +1,132 @@
+"""Trimming a request that does not fit, and verifying the result: what cannot be trimmed must fit
+first; the pool left is allocated to the components (:mod:`._budget`), planned (:mod:`._plan`),
+applied, and checked with one exact count of what will be sent. If boundary effects push it
+over, the pool shrinks by the excess and the plan is redone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import BudgetExceeded
+from ..items import COMPONENTS, Component, Plan
+from ..measure import measure_total
+from ._budget import allocate
+from ._context import FitContext
+from ._plan import empty_plan, make_plan
+
+__all__ = ["MAX_VERIFY_ROUNDS", "Fitted", "trim_to_window"]
+
+MAX_VERIFY_ROUNDS = 6
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """A fit's outcome: the request to send, the plan that made it, the component budgets it was
+    planned with, and the raw tokens of what will be sent (``passed_through``: sent unchanged)."""
+
+    request: dict[str, Any]
+    plan: Plan
+    budgets: Mapping[Component, int]
+    tokens_raw: int
+    passed_through: bool = False
+
+
+@dataclass(frozen=True)
+class _Demand:
+    """What each component asks of the pool: its trimmable raw tokens, the framing of its items
+    that are always kept (given on top of its share), and the query's question (claimed first)."""
+
+    needs: Mapping[Component, int]
+    kept_framing: Mapping[Component, int]
+    question: int
+
+
+def trim_to_window(ctx: FitContext, request: Mapping[str, Any]) -> Fitted:
+    """The request trimmed to the fit's available tokens (raises :class:`BudgetExceeded` when even
+    the parts that cannot be trimmed do not fit, unless ``on_overflow="empty"``)."""
+    ctx.warnings.extend(ctx.split.warnings)
+    fixed_raw = _fixed_or_fail(ctx)
+    return _trim(ctx, request, ctx.available_raw - fixed_raw, on_empty=fixed_raw > ctx.available_raw)
+
+
+def _fixed_or_fail(ctx: FitContext) -> int:
+    """Raw tokens no trimming removes; over the available tokens, an error or a warning."""
+    fixed = ctx.untrimmable()
+    fixed_raw = sum(fixed.values())
+    available = ctx.window.available_tokens
+    if fixed_raw <= ctx.available_raw:
+        return fixed_raw
+    if ctx.options.on_overflow == "error":
+        raise BudgetExceeded(
+            available_tokens=available,
+            required_tokens=ctx.counter.scale(fixed_raw),
+            parts={k: ctx.counter.scale(v) for k, v in fixed.items()},
+        )
+    ctx.warnings.append(
+        f"the parts that cannot be trimmed need {ctx.counter.scale(fixed_raw):,} tokens, more than the "
+        f"{available:,} available: all four components were emptied (on_overflow=empty) and the request still does not fit"
+    )
+    return fixed_raw
+
+
+def _demand(ctx: FitContext) -> _Demand:
+    """Each component's need: its trimmable tokens less what is kept anyway (the always-kept
+    items' framing, and the query's question, which is claimed before any budget)."""
+    needs = {c: sum(ctx.cost(i) for i in ctx.of(c) if not ctx.protected(i)) for c in COMPONENTS}
+    kept = ctx.always_kept()
+    kept_framing = {c: sum(ctx.framing(i) for i in kept if i.component == c) for c in COMPONENTS}
+    needs = {c: needs[c] - kept_framing[c] for c in COMPONENTS}
+    question = ctx.first_claim()
+    needs["query"] = max(0, needs["query"] - question)
+    return _Demand(needs, kept_framing, question)
+
+
+def _trim(ctx: FitContext, request: Mapping[str, Any], pool: int, *, on_empty: bool) -> Fitted:
+    """Plan within ``pool`` tokens and verify, taking back any excess, for a few rounds at most."""
+    available_raw = ctx.available_raw
+    demand = _demand(ctx)
+    # The question is kept whole before any other text (as far as the pool allows); what the
+    # verification takes back comes from the rest first, and from the question only after it.
+    claim = min(demand.question, max(0, pool))
+    pool -= claim
+
+    def attempt(rest: int, kept_claim: int) -> Fitted:
+        shares = allocate(max(0, rest), ctx.split, demand.needs)
+        budgets = {
+            c: shares[c] + demand.kept_framing[c] + (kept_claim if c == "query" else 0) for c in COMPONENTS
+        }
+        plan = empty_plan(ctx) if on_empty else make_plan(ctx, budgets)
+        out = ctx.fmt.apply(request, ctx.items, plan)
+        return Fitted(
+            out, plan, budgets, measure_total(ctx.fmt.render(out), ctx.counter.encoding, ctx.measured.sources)
+        )
+
+    for round_ in range(MAX_VERIFY_ROUNDS):
+        kept_claim = max(0, claim + min(0, pool))
+        fitted = attempt(pool, kept_claim)
+        if fitted.tokens_raw <= available_raw or on_empty:
+            if kept_claim < claim and not on_empty:
+                # The question gave way to boundary effects that its own cut removed: with the
+                # room the plan left, try it whole again.
+                again = attempt(0, min(claim, kept_claim + available_raw - fitted.tokens_raw))
+                if again.tokens_raw <= available_raw:
+                    return again
+            return fitted
+        # Boundary effects (a marker, a placeholder, a cut's rounding) went over: take back the
+        # excess, more each round, so the plan converges instead of failing near the line.
+        pool -= (fitted.tokens_raw - available_raw) * (round_ + 1)
+    raise _still_over(ctx, fitted.tokens_raw)
+
+
+def _still_over(ctx: FitContext, after_raw: int) -> BudgetExceeded:
+    """The error when verification rounds ran out: the untrimmable parts and the kept text."""
+    parts = {k: ctx.counter.scale(v) for k, v in ctx.untrimmable().items()}
+    parts["text the plan still kept"] = max(0, ctx.counter.scale(after_raw) - sum(parts.values()))
+    return BudgetExceeded(
+        available_tokens=ctx.counter.scale(ctx.available_raw),
+        required_tokens=sum(parts.values()),
+        parts=parts,
+    )
