@@ -11,7 +11,7 @@ passages, best relevance first (passages near a window's edges weigh less, so ev
 inside with context on both sides), and returns verbatim slices in document order, adjacent
 passages merged.
 
-The package is split by idea: ``_split`` (passages and citations), ``_query`` (what a question
+The package is split by idea: ``_passage`` (passages and citations), ``_query`` (what a question
 asks about), ``_score`` (relevance) and ``_windows`` (the selection).
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ._query import QUERY_STOPWORDS, asks_for_summary, content_query
 from ._score import PassageScorer, PassageWeights, ranking
-from ._split import PASSAGE_TOKENS, Passage, passage_tokens, split_passages
+from ._passage import PASSAGE_TOKENS, Passage, passage_tokens, split_passages
 from ._windows import Region, select_regions
 
 __all__ = [

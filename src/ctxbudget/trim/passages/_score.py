@@ -13,7 +13,7 @@ from typing import Protocol
 from ...errors import ConfigError
 from ..bm25 import bm25_scores
 from ._query import content_query
-from ._split import Passage
+from ._passage import Passage
 
 __all__ = ["PassageScorer", "PassageWeights", "passage_scores", "ranking"]
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ._query import asks_for_summary
 from ._score import PassageScorer, PassageWeights, passage_scores
-from ._split import Passage, citation_of
+from ._passage import Passage, citation_of
 
 __all__ = ["Region", "select_regions"]
 
