@@ -32,6 +32,7 @@ from .fitting import BudgetSplit, FitReport, FitResult, ItemReport, clear_caches
 from .formats.question import render_text as render_question
 from .session import Session, SQLiteStore, ToolCall, ToolResult
 from .tokens import Encoding, TokenCounter, get_encoding, list_encodings, register_encoding
+from .trim.passages import PassageScorer
 
 __version__ = "0.1.0"
 
@@ -52,6 +53,7 @@ __all__ = [
     "InvariantViolation",
     "ItemReport",
     "ModelSpec",
+    "PassageScorer",
     "PinnedPrefixChanged",
     "Policy",
     "PrefixChanged",

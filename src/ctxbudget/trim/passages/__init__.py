@@ -17,9 +17,9 @@ asks about), ``_score`` (relevance) and ``_windows`` (the selection).
 
 from __future__ import annotations
 
+from ._passage import PASSAGE_TOKENS, Passage, passage_tokens, split_passages
 from ._query import QUERY_STOPWORDS, asks_for_summary, content_query
 from ._score import PassageScorer, PassageWeights, ranking
-from ._passage import PASSAGE_TOKENS, Passage, passage_tokens, split_passages
 from ._windows import Region, select_regions
 
 __all__ = [

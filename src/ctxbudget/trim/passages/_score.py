@@ -12,8 +12,8 @@ from typing import Protocol
 
 from ...errors import ConfigError
 from ..bm25 import bm25_scores
-from ._query import content_query
 from ._passage import Passage
+from ._query import content_query
 
 __all__ = ["PassageScorer", "PassageWeights", "passage_scores", "ranking"]
 

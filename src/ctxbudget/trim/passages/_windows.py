@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ._passage import Passage, citation_of
 from ._query import asks_for_summary
 from ._score import PassageScorer, PassageWeights, passage_scores
-from ._passage import Passage, citation_of
 
 __all__ = ["Region", "select_regions"]
 
