@@ -2,9 +2,20 @@
 ledger, the current turn) assembled into one cache-friendly request under a policy, with every
 decision in an :class:`AssemblyReport`.
 
-Modules in the order a call goes through them: ``_request`` (the items file), ``_policy``,
-``_tiers`` (selection per tier), ``_current_turn`` (Block 4), ``_assemble`` (the envelope loop,
-pricing, the pinned-prefix check), ``_render`` (blocks to a provider body), ``_report``.
+Modules in the order an :func:`assemble` call goes through them:
+
+- ``_assemble``: the entry point; checks the options and the model's window, builds the setup.
+- ``_request`` (the items file, or a provider body, parsed), ``_policy`` (tiers and ceilings).
+- ``_pinned``: no volatile value in a pinned tier's items (INV-CTX-01, on the input).
+- ``_current_turn`` (Block 4 bounded; Block 3, the ledger, by ``_tiers``), then ``_previous``
+  (the previous turn's report read, its live cache prefixes).
+- ``_envelope``: drafts (``_draft``: selection per tier in ``_tiers``, with ``_quotes`` for
+  superseding citations; blocks laid out; rendered by ``_render``) shrunk to the envelope.
+- ``_pricing``: breakpoints, the cache prediction and the cost, under the cost ceiling.
+- ``_pinned`` again: the pinned prefix against the previous turn's (INV-CTX-01).
+- ``_reporting``: the :class:`AssemblyReport` (values in ``_report``).
+
+``_prefix`` compares two rendered requests' cached prefixes outside a call (:func:`compare_prefixes`).
 """
 
 from ._assemble import AssemblyResult, assemble

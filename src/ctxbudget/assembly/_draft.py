@@ -1,0 +1,169 @@
+"""One draft of a tiered request: what an assembly is built from (:class:`Setup`), the tiers'
+selections laid out as blocks in priority order, rendered to the output format and measured.
+
+Layout follows priority: pinned prefix, protected evidence, compacted background (system blocks,
+one per tier), the ledger (Block 3), rolling history, then the current question and tool returns
+(Block 4, messages).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..cache import Block, Breakpoint
+from ..catalog.values import ModelSpec
+from ..formats import FORMATS
+from ..items import JOINER
+from ..measure import measure_total
+from ..tokens.counter import TokenCounter
+from ..trim.passages import PassageScorer
+from ._policy import Policy
+from ._render import OutputFormat, render_blocks
+from ._request import ContextItem, ContextRequest
+from ._tiers import ItemDecision, TierSelection, render_item, select_tier
+
+__all__ = ["CURRENT", "LEDGER", "Draft", "Setup", "draft", "measure", "render"]
+
+LEDGER = "ledger"
+CURRENT = "current"
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The fixed inputs of one assembly: the parsed request, its policy, model and counter, the
+    query the tiers rank by, and Blocks 3 and 4 (bounded once, before any draft)."""
+
+    policy: Policy
+    spec: ModelSpec
+    counter: TokenCounter
+    request: ContextRequest
+    fmt: OutputFormat
+    model: str
+    query: str
+    tags_query: str
+    prompt_cache_key: str | None
+    ledger: tuple[ContextItem, ...]
+    current: tuple[ContextItem, ...]
+    current_decisions: tuple[ItemDecision, ...]
+    passage_scorer: PassageScorer | None = None
+    allow_prefix_change: bool = False
+
+
+@dataclass(frozen=True)
+class Draft:
+    """The tiers selected at one set of targets, as blocks, rendered without breakpoints, with the
+    body's raw tokens and each block's."""
+
+    selections: tuple[TierSelection, ...]
+    blocks: tuple[Block, ...]
+    body: dict[str, Any] | str
+    total_raw: int
+    block_raw: tuple[int, ...]
+
+    def raw_of(self, tier: str) -> int:
+        """Raw tokens of the blocks of ``tier`` (a tier name, the ledger or the current turn)."""
+        return sum(n for b, n in zip(self.blocks, self.block_raw, strict=True) if b.tier == tier)
+
+
+def _source(item: ContextItem, fmt: str) -> Mapping[str, Any] | None:
+    """The provider message an item stands for, when the output is in its format."""
+    return item.source if item.source_format == fmt else None
+
+
+def _system_block(sel: TierSelection) -> Block | None:
+    """A non-rolling tier as one system block (None when empty: the Messages API refuses one)."""
+    tier = sel.tier
+    text = JOINER.join(render_item(i, t) for i, t in sel.texts if t.strip())
+    if not text:
+        return None
+    return Block(
+        region="system", role="system", text=text, tier=tier.name, cached=tier.cached, ttl=tier.cache_ttl
+    )
+
+
+def _message_blocks(sel: TierSelection, fmt: str) -> list[Block]:
+    """A rolling tier as messages: an item unchanged keeps its provider message; no empty or blank
+    text block (the Messages API refuses one)."""
+    tier, blocks = sel.tier, []
+    for item, text in sel.texts:
+        source = _source(item, fmt) if text == item.text else None
+        if source is None and not text.strip():
+            continue
+        blocks.append(
+            Block(
+                region="message",
+                role=item.role,
+                text=text,
+                tier=tier.name,
+                cached=tier.cached,
+                ttl=tier.cache_ttl,
+                message=source,
+            )
+        )
+    return blocks
+
+
+def _blocks(
+    selections: Sequence[TierSelection],
+    ledger_items: Sequence[ContextItem],
+    current: Sequence[ContextItem],
+    fmt: str,
+) -> tuple[Block, ...]:
+    """Blocks 1-2 and the compacted background (a system block per cached tier), Block 3 (the
+    ledger: append-only, cached, after the stable tiers so compacting only adds bytes after them),
+    then the recent turns and Block 4 (the current turn) as messages."""
+    system: list[Block] = []
+    messages: list[Block] = []
+    for sel in selections:
+        if sel.tier.eviction == "rolling":
+            messages += _message_blocks(sel, fmt)
+        elif (block := _system_block(sel)) is not None:
+            system.append(block)
+    ledger = [
+        Block(region="system", role="system", text=i.text, tier=LEDGER, cached=True)
+        for i in ledger_items
+        if i.text.strip()
+    ]
+    messages += [
+        Block(region="message", role=i.role, text=i.text, tier=CURRENT, cached=False, message=_source(i, fmt))
+        for i in current
+        if i.text.strip() or _source(i, fmt) is not None
+    ]
+    return (*system, *ledger, *messages)
+
+
+def render(setup: Setup, blocks: Sequence[Block], points: Sequence[Breakpoint]) -> dict[str, Any] | str:
+    """The body of ``blocks`` in the setup's output format, cache marks at ``points``."""
+    return render_blocks(
+        blocks,
+        points,
+        setup.fmt,
+        model=setup.model,
+        max_tokens=setup.policy.max_output_tokens,
+        prompt_cache_key=setup.prompt_cache_key,
+    )
+
+
+def measure(setup: Setup, body: dict[str, Any] | str) -> int:
+    """Raw tokens of a rendered body (a text body counted as is)."""
+    encoding = setup.counter.encoding
+    if isinstance(body, str):
+        return setup.counter.raw(body)
+    return measure_total(FORMATS[setup.fmt].render(body), encoding)
+
+
+def draft(setup: Setup, targets: Mapping[int, int]) -> Draft:
+    """Select every tier at its raw-token target, lay the blocks out, render and measure them."""
+    selections = tuple(
+        select_tier(
+            t, setup.request, setup.counter, targets, setup.query, setup.tags_query, setup.passage_scorer
+        )
+        for t in setup.policy.tiers
+    )
+    blocks = _blocks(selections, setup.ledger, setup.current, setup.fmt)
+    body = render(setup, blocks, ())
+    return Draft(
+        selections, blocks, body, measure(setup, body), tuple(setup.counter.raw(b.text) for b in blocks)
+    )

@@ -1,0 +1,124 @@
+"""INV-CTX-01, the pinned prefix: no volatile value in a ``never`` tier's items (checked on the
+input), and the rendered pinned prefix byte-identical to the previous turn's unless the caller
+allows a change (a new playbook version). A change fails closed with :class:`PinnedPrefixChanged`
+naming the first differing byte and line and what most likely changed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..cache import Block, prefix_hashes
+from ..errors import PinnedPrefixChanged, VolatileValueError
+from ..volatile import find_volatile
+from ._draft import Draft, Setup
+from ._policy import Policy
+from ._request import ContextRequest
+
+__all__ = ["PinnedPrefix", "check_pinned_items", "check_pinned_prefix"]
+
+
+@dataclass(frozen=True)
+class PinnedPrefix:
+    """The pinned prefix as rendered, its hash, and INV-CTX-01's status against the previous turn."""
+
+    text: str
+    sha256: str
+    status: str
+
+
+def check_pinned_items(request: ContextRequest, policy: Policy) -> None:
+    """Fail closed on the first volatile value (a date, an id, ...) in an item of a pinned tier."""
+    for tier in policy.tiers:
+        if tier.eviction != "never":
+            continue
+        for item in request.in_tier(tier):
+            found = find_volatile(item.text, policy.volatile)
+            if found:
+                raise VolatileValueError(
+                    item_id=item.id,
+                    kind=found.kind,
+                    value=found.value,
+                    span=(found.start, found.end),
+                    path=f"{item.path}.text",
+                )
+
+
+def _first_difference(a: str, b: str) -> int:
+    """The first differing character of ``a`` and ``b`` (the shorter one's length if none)."""
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def _prefix_changed(setup: Setup, old: str, new: str) -> PinnedPrefixChanged:
+    """INV-CTX-01's error: the first differing byte and line, and the likely volatile value."""
+    at = _first_difference(old, new)
+    line = new[:at].count("\n") + 1
+    before = old.split("\n")[line - 1] if line <= old.count("\n") + 1 else ""
+    after = new.split("\n")[line - 1]
+    return PinnedPrefixChanged(
+        offset=len(new[:at].encode("utf-8")),
+        line=line,
+        before=before[:160],
+        after=after[:160],
+        volatile=_what_changed(setup, old, new, before, after),
+    )
+
+
+def _what_changed(setup: Setup, old: str, new: str, before: str, after: str) -> tuple[str, str] | None:
+    """The kind and text of the change: text appended or removed at the end, whitespace only (line
+    endings, trailing spaces), or the changed value on the line (its volatile kind if known)."""
+    if new.startswith(old):
+        return ("appended text", new[len(old) :].strip()[:80])
+    if old.startswith(new):
+        return ("removed text", old[len(new) :].strip()[:80])
+    if "".join(old.split()) == "".join(new.split()):
+        return ("whitespace (line endings or spaces)", repr(after[_first_difference(before, after) :][:20]))
+    changed = _changed_value(before, after)
+    if not changed:
+        return None
+    found = find_volatile(changed, setup.policy.volatile)
+    return (found.kind if found else "value", changed)
+
+
+def _changed_value(before: str, after: str) -> str:
+    """The words of ``after`` that differ from ``before`` (common head and tail removed, widened
+    to whole words): what most likely changes from turn to turn."""
+    head = _first_difference(before, after)
+    tail = 0
+    while tail < min(len(before), len(after)) - head and before[-1 - tail] == after[-1 - tail]:
+        tail += 1
+    start, end = head, len(after) - tail
+    while start > 0 and not after[start - 1].isspace():
+        start -= 1
+    while end < len(after) and not after[end].isspace():
+        end += 1
+    return after[start:end].strip().strip(",.;:!?()[]{}\"'")[:80]
+
+
+def _pinned_text(draft: Draft) -> str:
+    """The text of the ``never`` tiers' blocks, in order: the pinned prefix."""
+    never = {sel.tier.name for sel in draft.selections if sel.tier.eviction == "never"}
+    return "".join(b.text for b in draft.blocks if b.tier in never)
+
+
+def check_pinned_prefix(setup: Setup, draft: Draft, previous: Mapping[str, Any] | None) -> PinnedPrefix:
+    """The pinned prefix's hash and INV-CTX-01's status; a change from the previous turn fails
+    closed unless the caller allows it (a new playbook version)."""
+    pinned = _pinned_text(draft)
+    digest = prefix_hashes(
+        "", [Block(region="system", role="system", text=pinned, tier="pinned", cached=True)]
+    )[0]
+    if not previous or "pinned_prefix_sha256" not in previous:
+        return PinnedPrefix(pinned, digest, "no previous turn to compare")
+    if previous.get("pinned_prefix_sha256") == digest:
+        return PinnedPrefix(pinned, digest, "pinned prefix byte-identical to the previous turn")
+    error = _prefix_changed(setup, str(previous.get("pinned_prefix_text", "")), pinned)
+    if not setup.allow_prefix_change:
+        raise error
+    return PinnedPrefix(
+        pinned, digest, f"pinned prefix changed from the previous turn at byte {error.offset} (allowed)"
+    )

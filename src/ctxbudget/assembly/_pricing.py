@@ -1,0 +1,100 @@
+"""Pricing a fitted draft and holding it under the cost ceiling: breakpoints planned at the ends of
+cached tiers, the next call's cache reads and writes predicted from the previous turn's prefix
+hashes, the turn priced; over the ceiling, the compact tier is halved while the policy allows
+(``degrade``), else :class:`CostCeilingExceeded`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..cache import Breakpoint, CachePrediction, plan_breakpoints, predict_cache, prefix_hashes
+from ..cost import TurnCost, price_turn
+from ..errors import CostCeilingExceeded, PriceUnknown
+from ._draft import Draft, Setup, measure, render
+from ._envelope import fit_envelope
+
+__all__ = ["Priced", "within_ceiling"]
+
+
+@dataclass(frozen=True)
+class Priced:
+    """A fitted draft with its breakpoints, the body rendered with them, its cache prediction and
+    cost, the planner's warnings and the body's tokens."""
+
+    draft: Draft
+    breakpoints: tuple[Breakpoint, ...]
+    prediction: CachePrediction
+    cost: TurnCost | None  # None where the model has no published price
+    body: dict[str, Any] | str
+    warnings: tuple[str, ...]
+    total_tokens: int
+
+
+def _prefix_raw(draft: Draft) -> list[int]:
+    """Raw tokens of the prefix ending with each block."""
+    running, out = 0, []
+    for tokens in draft.block_raw:
+        running += tokens
+        out.append(running)
+    return out
+
+
+def _cost(setup: Setup, prediction: CachePrediction, output_tokens: int) -> TurnCost | None:
+    """The turn's cost at the model's prices (None where it has none)."""
+    if setup.spec.prices is None:
+        return None
+    return price_turn(
+        setup.spec.prices,
+        uncached_tokens=prediction.uncached_tokens,
+        write_5m_tokens=prediction.write_5m_tokens,
+        write_1h_tokens=prediction.write_1h_tokens,
+        read_tokens=prediction.read_tokens,
+        output_tokens=output_tokens,
+    )
+
+
+def _price(setup: Setup, draft: Draft, previous_hashes: frozenset[str], output_tokens: int) -> Priced:
+    """Plan the breakpoints of ``draft``, render it with them, predict its cache use and price it."""
+    scale = setup.counter.scale
+    hashes = prefix_hashes(setup.model, draft.blocks)
+    prefix = [scale(n) for n in _prefix_raw(draft)]
+    points, warnings = plan_breakpoints(draft.blocks, prefix, hashes, setup.spec.cache)
+    body = render(setup, draft.blocks, points)
+    total = scale(measure(setup, body))
+    prediction = predict_cache(points, total, previous_hashes, setup.spec.cache.mode, hashes, prefix)
+    cost = _cost(setup, prediction, output_tokens)
+    return Priced(draft, tuple(points), prediction, cost, body, tuple(warnings), total)
+
+
+def within_ceiling(
+    setup: Setup,
+    targets: dict[int, int],
+    previous_hashes: frozenset[str],
+    output_tokens: int,
+    ceiling: float | None,
+) -> tuple[Priced, list[str]]:
+    """Fit and price the request until it costs at most ``ceiling`` (None: any cost), halving the
+    first compact tier's target each time the policy lets it degrade; returns what was degraded."""
+    degraded: list[str] = []
+    while True:
+        priced = _price(setup, fit_envelope(setup, targets), previous_hashes, output_tokens)
+        if ceiling is None:
+            return priced, degraded
+        if priced.cost is None:
+            raise PriceUnknown(model_id=setup.model, ceiling_usd=ceiling)
+        if priced.cost.total_usd <= ceiling:
+            return priced, degraded
+        compact = [t for t in setup.policy.tiers if t.eviction == "compact" and targets[t.index] > 0]
+        if "compact" not in setup.policy.degrade or not compact:
+            raise CostCeilingExceeded(
+                estimate_usd=priced.cost.total_usd,
+                ceiling_usd=ceiling,
+                detail=f"{priced.prediction.uncached_tokens:,} uncached, {priced.prediction.write_tokens:,} written, "
+                f"{priced.prediction.read_tokens:,} read, {output_tokens:,} output tokens expected",
+            )
+        tier = compact[0]
+        targets[tier.index] //= 2
+        degraded.append(
+            f"cost ${priced.cost.total_usd:.4f} over ${ceiling:.4f}: compacted {tier.name} to {targets[tier.index]} tokens"
+        )
