@@ -51,7 +51,7 @@ def _typed(location: Location) -> bool:
     return location == () or (len(location) == 2 and location[1] == "text")
 
 
-def _split(item: ContextItem) -> tuple[tuple[str, ...], tuple[bool, ...]]:
+def _pieces(item: ContextItem) -> tuple[tuple[str, ...], tuple[bool, ...]]:
     """The item's pieces and, per piece, whether it may be cut: a tool result's pieces all may;
     of a question, what the user typed may not (tool results or documents sent with it may)."""
     located = text_locations(item.source.get("content")) if item.source is not None else []
@@ -67,7 +67,7 @@ def _fixed_tokens(item: ContextItem, counter: TokenCounter) -> int:
     """Tokens of the item that are never cut (tool calls whole; the question's typed text)."""
     if item.kind == "tool_call":
         return counter.raw(item.text)
-    pieces, cuttable = _split(item)
+    pieces, cuttable = _pieces(item)
     kept = [p for p, c in zip(pieces, cuttable, strict=True) if not c]
     # joined as they are sent, separators counted (a message of 2,000 one-word parts is 4,000 tokens)
     return counter.raw(PIECE_SEP.join(kept)) + (
@@ -95,7 +95,7 @@ def _cut_pieces(movable: list[str], room: int, query: str, counter: TokenCounter
 def _cut(item: ContextItem, budget: int, query: str, counter: TokenCounter) -> ContextItem:
     """``item`` within ``budget`` raw tokens: its cuttable pieces cut, the others as they are; a
     provider message keeps its structure."""
-    pieces, cuttable = _split(item)
+    pieces, cuttable = _pieces(item)
     fixed = _fixed_tokens(item, counter) if item.kind == "question" else 0
     movable = [p for p, c in zip(pieces, cuttable, strict=True) if c]
     kept = iter(_cut_pieces(movable, budget - fixed, query, counter))
@@ -110,7 +110,7 @@ def _asked(items: Sequence[ContextItem]) -> str:
     typed = []
     for item in items:
         if item.kind == "question":
-            pieces, cuttable = _split(item)
+            pieces, cuttable = _pieces(item)
             typed += [p for p, c in zip(pieces, cuttable, strict=True) if not c]
     return " ".join(typed)
 
