@@ -27,7 +27,7 @@ from .metrics import Metrics
 from .prepared import Prepared, for_next_turn, prepared
 from .pricing import ceiling_refusal, estimate_usd, window_budget
 from .providers import Provider
-from .refusals import Refusal, refusal_as, refusal_for
+from .refusals import Refusal, refusal_as, refusal_for, unknown_model
 from .settings import RequestSettings
 from .usage import Calibration, covered_by_estimate
 
@@ -83,9 +83,7 @@ class Preparer:
         self.previous = previous
         self.unknown_model = unknown_model
 
-    def model_for(
-        self, model: str, provider: str, factor: float | None = None
-    ) -> tuple[ModelSpec | None, float | None]:
+    def model_for(self, model: str, factor: float | None = None) -> tuple[ModelSpec | None, float | None]:
         """``model``'s catalog entry and the safety factor its estimate is scaled by: the
         calibrated one, or ``factor`` (from an exact count of this request); None when the count
         is exact or the id is unknown (the catalog's own factor then).
@@ -96,7 +94,7 @@ class Preparer:
         spec = self.catalog.find_model(model)
         if spec is None and self.unknown_model != "floor":
             error = UnknownModelError(model, self.catalog.closest(model))
-            raise refusal_for(error, provider) from error
+            raise unknown_model(error) from error
         tokenizer = self.catalog.tokenizer_for(model)
         if tokenizer.exact or spec is None:
             return spec, None
@@ -105,7 +103,7 @@ class Preparer:
     def count_tokens(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """The count_tokens answer for an Anthropic body (calibrated estimate where not exact)."""
         model = str(body.get("model", ""))
-        factor = self.model_for(model, "anthropic")[1]
+        factor = self.model_for(model)[1]
         return fit_count(
             body,
             model=model,
@@ -148,7 +146,7 @@ class Preparer:
     ) -> Prepared:
         """Fit the body into its window and hold it to the ceiling; with ``exact_factor`` (the
         provider's count of it over its proxy count) the estimate for this request is the exact one."""
-        spec, factor = self.model_for(model, provider.name, exact_factor)
+        spec, factor = self.model_for(model, exact_factor)
         result = self._fitted(provider, body, model, factor, window_budget(spec, settings))
         self.metrics.decisions.labels("passed_through" if result.report.passed_through else "trimmed").inc()
         counted_by = "upstream" if exact_factor is not None else "estimate"
@@ -210,7 +208,7 @@ class Preparer:
         request's token budget narrows the policy's envelope, a client's ceiling only lowers the
         policy's, and the reply the client asks for is priced (at most the policy's output)."""
         assert settings.policy is not None
-        spec, factor = self.model_for(model, provider.name)
+        spec, factor = self.model_for(model)
         policy = self._policy(settings, spec)
         ceilings = [c for c in (settings.cost_ceiling_usd, policy.cost_ceiling_usd) if c is not None]
         before, result = self._assembled(provider, body, session, model, settings, policy, factor, ceilings)

@@ -3,8 +3,8 @@ the library's errors to an HTTP status and an error code per provider.
 
 The library never chooses statuses (see :mod:`ctxbudget.errors`); this module does, for the
 gateway. A refusal the gateway decides itself on a condition the library names (a request too
-large once its tool definitions are counted, a turn above the ceiling, a model id the catalog
-cannot resolve) takes its status and code from the same row, with its own message.
+large once its tool definitions are counted, a turn above the ceiling) takes its status and code
+from the same row, with its own message.
 """
 
 from __future__ import annotations
@@ -21,7 +21,16 @@ from ..errors import (
     UnknownModelError,
 )
 
-__all__ = ["GATEWAY_HINT", "LIBRARY_ERRORS", "Refusal", "Rule", "price_unknown", "refusal_as", "refusal_for"]
+__all__ = [
+    "GATEWAY_HINT",
+    "LIBRARY_ERRORS",
+    "Refusal",
+    "Rule",
+    "price_unknown",
+    "refusal_as",
+    "refusal_for",
+    "unknown_model",
+]
 
 # Hints in refusals name the gateway's settings and headers, not CLI flags.
 GATEWAY_HINT = (
@@ -94,8 +103,6 @@ LIBRARY_ERRORS: tuple[Rule, ...] = (
     Rule(PinnedPrefixChanged, 409, _same("prefix_changed"), hint=PREFIX_HINT, tail=NOTHING_SENT),
     # Above the cost ceiling, or a ceiling without a price (a PriceUnknown is a CostCeilingExceeded).
     Rule(CostCeilingExceeded, 400, _same("cost_ceiling_exceeded"), tail=NOTHING_SENT),
-    # A model id the catalog cannot resolve (the gateway runs without unknown_model="floor").
-    Rule(UnknownModelError, 400, _same("unknown_model"), counted=False),
     # Anything else is bad input; the library's reserve_output_tokens is the client's max_tokens.
     Rule(
         CtxBudgetError,
@@ -106,8 +113,12 @@ LIBRARY_ERRORS: tuple[Rule, ...] = (
     ),
 )
 
-# The gateway's own price check (before any pipeline runs) names the missing price in its code;
-# a PriceUnknown the assembly raises keeps its row above (cost_ceiling_exceeded).
+# The gateway's own checks, before any pipeline runs, name what they found in their codes: a
+# model id the catalog cannot resolve (unless the gateway runs with unknown_model="floor") and a
+# ceiling on a model without a price. The same errors raised by a pipeline keep their rows above:
+# an assembly's UnknownModelError (an unknown id under "floor") is bad input, its PriceUnknown a
+# cost_ceiling_exceeded.
+UNKNOWN_MODEL_CODE = "unknown_model"
 PRICE_UNKNOWN_CODE = "price_unknown"
 
 
@@ -138,6 +149,11 @@ def refusal_as(kind: type[CtxBudgetError], provider: str, message: str) -> Refus
     row's status and code, with the gateway's own ``message``."""
     rule = rule_for(kind)
     return Refusal(rule.status, message, rule.code(provider), counted=rule.counted)
+
+
+def unknown_model(error: UnknownModelError) -> Refusal:
+    """The gateway's own refusal of a model id the catalog cannot resolve (bad input, not counted)."""
+    return Refusal(400, f"ctxbudget: {error}", UNKNOWN_MODEL_CODE)
 
 
 def price_unknown(model: str, ceiling_usd: float) -> Refusal:
