@@ -10,7 +10,7 @@ from ..catalog.values import ModelSpec
 from .bodies import last_user_text
 from .usage import tool_prompt_tokens
 
-__all__ = ["Prepared", "for_next_turn", "prepared"]
+__all__ = ["Prepared", "build_prepared", "for_next_turn"]
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class Prepared:
         return out
 
 
-def prepared(
+def build_prepared(
     body: Mapping[str, Any],
     out: dict[str, Any],
     session: str,

@@ -24,7 +24,7 @@ from ..fitting import count as fit_count
 from ..session.store import SQLiteStore
 from .bodies import asked_output, capped_output, reply_count, with_system_breakpoint, without_tool_marks
 from .metrics import Metrics
-from .prepared import Prepared, for_next_turn, prepared
+from .prepared import Prepared, build_prepared, for_next_turn
 from .pricing import ceiling_refusal, estimate_usd, window_budget
 from .providers import Provider
 from .refusals import Refusal, refusal_as, refusal_for, unknown_model
@@ -52,11 +52,13 @@ class Bounded(OrderedDict[str, Any]):
 @dataclass(frozen=True)
 class ToolDefinitions:
     """What the assembly does not render but the provider reads and bills (tool definitions):
-    the request's tokens as sent, those beyond the assembly's count, and the turn's cost with
-    them priced in."""
+    the request's tokens as sent, those beyond the assembly's count, the request's tokens as
+    reported (the assembly's count when nothing is beyond it), and the turn's cost with them
+    priced in."""
 
     sent_tokens: int
     extra_tokens: int
+    tokens_after: int
     cost_usd: float | None
 
 
@@ -156,11 +158,11 @@ class Preparer:
         estimate = estimate_usd(spec, report["tokens_after"], reserve)
         refusal = ceiling_refusal(model, provider.name, estimate, settings.cost_ceiling_usd)
         if refusal is not None:
-            told = prepared(body, out, session, report, estimate, spec, calibrate=False)
+            told = build_prepared(body, out, session, report, estimate, spec, calibrate=False)
             raise refusal.with_headers(told.headers())
         # an exact count is not the estimate's error: it does not calibrate
         covered = covered_by_estimate(body, report.get("estimated_parts")) and exact_factor is None
-        return prepared(body, out, session, report, estimate, spec, calibrate=covered)
+        return build_prepared(body, out, session, report, estimate, spec, calibrate=covered)
 
     def _fitted(
         self, provider: Provider, body: dict[str, Any], model: str, factor: float | None, budget: int
@@ -223,14 +225,14 @@ class Preparer:
         report = {
             **assembly,
             "cost_usd": tools.cost_usd,
-            "tokens_after": tools.sent_tokens if tools.extra_tokens else result.report.tokens,
+            "tokens_after": tools.tokens_after,
             "tokens_before": before["tokens"],
             "passed_through": False,
         }
         self.metrics.decisions.labels("assembled").inc()
         covered = covered_by_estimate(body, before.get("estimated_parts"))
         next_turn = (f"{settings.policy}\x00{session}", for_next_turn(assembly))
-        return prepared(
+        return build_prepared(
             body, out, session, report, report["cost_usd"], spec, calibrate=covered, next_turn=next_turn
         )
 
@@ -303,7 +305,7 @@ class Preparer:
         added = estimate_usd(spec, extra, 0) if extra else None
         if added is not None and cost is not None:
             cost = round(cost + added, 6)
-        return ToolDefinitions(sent, extra, cost)
+        return ToolDefinitions(sent, extra, sent if extra else int(assembly["tokens"]), cost)
 
     @staticmethod
     def _check_tool_definitions(
