@@ -254,7 +254,7 @@ def test_streams_are_relayed_as_they_arrive(stack: tuple[FakeUpstream, str, Path
 
 
 def test_text_that_mentions_cache_control_does_not_stop_the_planned_breakpoint() -> None:
-    from ctxbudget.gateway.app import _has_cache_control
+    from ctxbudget.gateway.bodies import has_cache_control as _has_cache_control
 
     assert _has_cache_control(
         {"system": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}]}

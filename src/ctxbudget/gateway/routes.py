@@ -5,30 +5,49 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
-from dataclasses import replace
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from ..errors import CtxBudgetError, InvalidRequestError
 from ..formats.jsonvalue import decode_json
-from .app import DROPPED_HEADERS, Gateway, Prepared, Refusal, _session_id, passed_back
+from .answers import complete, error_response, refused, relay, upstream_failure
+from .bodies import session_id, with_stream_usage
 from .config import GatewayConfig
-from .providers import ANTHROPIC, OPENAI, Provider, StreamState
-from .settings import HEADER_PREFIX, RequestSettings, SettingsError
+from .prepared import Prepared
+from .providers import ANTHROPIC, OPENAI, Provider
+from .refusals import Refusal
+from .service import Gateway
+from .settings import SESSION_HEADER, RequestSettings, SettingsError
+from .upstream import forwarded_headers
 
 __all__ = ["create_app"]
 
 logger = logging.getLogger("ctxbudget.gateway")
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+@dataclass
+class _Progress:
+    """How far one proxied request got: what its log line, its error and its headers name."""
+
+    rid: int
+    started: float
+    stage: str = "read"
+    size: int = 0
+    session: str = ""
+    prepared: Prepared | None = None
 
 
 async def _read_json(request: Request, gateway: Gateway) -> dict[str, Any]:
+    """The request's JSON object, read up to the gateway's body limit (413 beyond it)."""
     declared = request.headers.get("content-length")
     limit = gateway.body_limit()
     if declared and declared.isdigit() and int(declared) > limit:
@@ -51,255 +70,152 @@ async def _read_json(request: Request, gateway: Gateway) -> dict[str, Any]:
     return body
 
 
-def _forward_headers(request: Request) -> list[tuple[str, str]]:
-    """The client's headers, as sent (a header given twice, such as ``anthropic-beta``, stays
-    twice), less hop-by-hop ones and ctxbudget's own (never sent upstream)."""
-    return [
-        (k, v)
-        for k, v in request.headers.items()
-        if k.lower() not in DROPPED_HEADERS and not k.lower().startswith(HEADER_PREFIX)
-    ]
-
-
-def _error(provider: Provider, status: int, message: str, code: str) -> JSONResponse:
-    return JSONResponse(provider.error_body(status, message, code), status_code=status)
-
-
-def _log(
-    rid: int,
-    provider: Provider,
-    prepared: Prepared | None,
-    size: int,
-    status: int,
-    outcome: str,
-    started: float,
-) -> None:
-    tokens = f"{prepared.report['tokens_before']}->{prepared.report['tokens_after']}" if prepared else "-"
-    session = prepared.session if prepared else "-"
-    logger.info(
-        "request=%d api=%s session=%s bytes=%d tokens=%s status=%d outcome=%s ms=%.1f",
-        rid,
-        provider.name,
-        session,
-        size,
-        tokens,
-        status,
-        outcome,
-        (time.perf_counter() - started) * 1000,
-    )
-
-
-async def _upstream_failure(provider: Provider, gateway: Gateway, response: httpx.Response) -> Response:
-    """The upstream's error answered as it came: its status (429, 503, 529 stay what they are),
-    its rate-limit and retry headers, and its body when that is JSON (else the provider's shape)."""
-    try:
-        body = await response.aread()
-    finally:
-        await response.aclose()
-    status = response.status_code
-    if status >= 500:
-        gateway.note_upstream_error(f"http_{status}")
-    headers = {k: v for k, v in passed_back(response.headers).items() if k.lower() != "content-type"}
-    try:
-        json.loads(body)
-    except ValueError:
-        snippet = body[:200].decode("utf-8", "replace")
-        message = f"upstream answered {status}: {snippet}"
-        return JSONResponse(provider.error_body(status, message, "upstream_error"), status, headers)
-    return Response(body, status_code=status, headers=headers, media_type="application/json")
-
-
-async def _send(
-    gateway: Gateway, provider: Provider, prepared: Prepared, headers: list[tuple[str, str]], query: str = ""
-) -> httpx.Response:
-    return await gateway.send(provider, prepared.body, headers, query)
-
-
-def _upstream_fault(
-    gateway: Gateway, upstream: httpx.Response, status: int, kind: str, message: str, code: str
-) -> Refusal:
-    """An upstream fault after it answered: counted, and told with the upstream's own headers."""
-    gateway.note_upstream_error(kind)
-    return Refusal(status, message, code, passed_back(upstream.headers))
-
-
-async def _complete(
-    gateway: Gateway, provider: Provider, prepared: Prepared, upstream: httpx.Response
-) -> Response:
-    try:
-        data = await upstream.aread()
-    except httpx.TimeoutException as exc:
-        message = f"upstream timed out: {type(exc).__name__}"
-        raise _upstream_fault(gateway, upstream, 504, "timeout", message, "upstream_timeout") from exc
-    except httpx.HTTPError as exc:
-        message = f"upstream dropped the connection: {type(exc).__name__}"
-        raise _upstream_fault(
-            gateway, upstream, 502, "disconnected", message, "upstream_disconnected"
-        ) from exc
-    finally:
-        await upstream.aclose()
-    try:
-        payload = json.loads(data)
-    except ValueError as exc:
-        message = f"upstream answered {upstream.status_code} with invalid JSON"
-        raise _upstream_fault(gateway, upstream, 502, "invalid_json", message, "upstream_error") from exc
-    answer = provider.response_text(payload) if isinstance(payload, dict) else ""
-    usage = payload.get("usage") if isinstance(payload, dict) else None
-    await gateway.record(provider, prepared, answer, usage)
-    headers = {**passed_back(upstream.headers), **prepared.headers()}
-    return Response(data, status_code=upstream.status_code, headers=headers)
-
-
-def _relay(
-    gateway: Gateway, provider: Provider, prepared: Prepared, upstream: httpx.Response, usage_added: bool
-) -> StreamingResponse:
-    """Stream the answer through as it arrives; with ``usage_added`` (the gateway asked an OpenAI
-    upstream for usage the client did not ask for), the usage-only chunk is held back."""
-
-    async def events() -> AsyncIterator[bytes]:
-        state = StreamState(provider, hold_usage=usage_added)
-        recorded = False
-        try:
-            async for chunk in upstream.aiter_bytes():
-                out = state.feed(chunk)
-                if state.finished and not recorded:  # recorded before the client sees the end
-                    recorded = True
-                    await gateway.record(provider, prepared, "".join(state.text), state.usage)
-                if out:
-                    yield out
-        except httpx.HTTPError as exc:
-            gateway.note_upstream_error("disconnected")
-            yield provider.stream_error(f"upstream dropped the stream: {type(exc).__name__}")
-            return
-        finally:
-            await upstream.aclose()
-        tail = state.flush()
-        if state.finished and not recorded:
-            await gateway.record(provider, prepared, "".join(state.text), state.usage)
-        if tail:
-            yield tail
-        if not state.finished:
-            gateway.note_upstream_error("truncated_stream")
-            yield provider.stream_error("upstream closed the stream before it finished")
-
-    headers = {"cache-control": "no-cache", **passed_back(upstream.headers), **prepared.headers()}
-    headers.pop("content-type", None)
-    return StreamingResponse(events(), status_code=200, media_type="text/event-stream", headers=headers)
-
-
-def _with_stream_usage(provider: Provider, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-    """An OpenAI stream asks for usage (so the turn can be recorded) when the client did not."""
-    if provider.name != "openai" or not body.get("stream"):
-        return body, False
-    options = body.get("stream_options")
-    if options is not None and not isinstance(options, dict):
-        raise Refusal(400, "ctxbudget: $.stream_options must be an object", "invalid_request")
-    if isinstance(options, dict) and options.get("include_usage"):
-        return body, False
-    return {**body, "stream_options": {**(options or {}), "include_usage": True}}, True
-
-
-def _proxy(provider: Provider) -> Any:
-    async def handler(request: Request) -> Response:
-        gateway: Gateway = request.app.state.gateway
-        rid, started, prepared, size, stage = gateway.next_request_id(), time.perf_counter(), None, 0, "read"
-        session = ""
-        try:
-            body = await _read_json(request, gateway)
-            size = len(json.dumps(body))
-            stage = "prepare"
-            session = _session_id(request, provider, body)
-            settings = _settings(gateway, request)
-            prepared = await run_in_threadpool(gateway.prepare, provider, body, session, settings)
-            if gateway.depends_on_estimate(provider, prepared):
-                proxy = prepared.proxy_before
-                exact = await gateway.exact_count(body, _forward_headers(request), proxy)
-                if exact is not None:
-                    factor = exact / max(1, proxy)
-                    prepared = await run_in_threadpool(
-                        gateway.prepare, provider, body, session, settings, factor
-                    )
-            forwarded, usage_added = _with_stream_usage(provider, prepared.body)
-            stage = "send"
-            upstream = await _send(
-                gateway,
-                provider,
-                replace(prepared, body=forwarded),
-                _forward_headers(request),
-                request.url.query,
-            )
-            stage = "answer"
-            if upstream.status_code >= 400:
-                response = await _upstream_failure(provider, gateway, upstream)
-                outcome = "upstream_error"
-            elif body.get("stream"):
-                response, outcome = _relay(gateway, provider, prepared, upstream, usage_added), "streamed"
-            else:
-                response, outcome = await _complete(gateway, provider, prepared, upstream), "ok"
-        except Refusal as refusal:
-            response, outcome = _error(provider, refusal.status, str(refusal), refusal.code), refusal.code
-            response.headers.update(refusal.headers)
-        except ClientDisconnect:  # nobody to answer
-            response, outcome = Response(status_code=499), "client_disconnected"
-        except Exception as exc:  # never a bare 500: an error in the provider's shape, logged and counted
-            gateway.note_internal_error(stage)
-            logger.exception("request=%d failed while %s", rid, stage)
-            before = stage in ("read", "prepare", "send")
-            status, code = (400, "invalid_request") if before else (502, "upstream_error")
-            message = f"ctxbudget: {type(exc).__name__} while {stage}" + (
-                "; nothing was sent" if before else ""
-            )
-            response, outcome = _error(provider, status, message, code), code
-        if prepared is not None:
-            for key, value in prepared.headers().items():
-                response.headers.setdefault(key, value)
-        if session:  # once the body was read, every answer names its session
-            response.headers.setdefault("x-ctxbudget-session", session)
-        gateway.note_request(provider.path, outcome)
-        _log(rid, provider, prepared, size, response.status_code, outcome, started)
-        return response
-
-    return handler
-
-
 def _settings(gateway: Gateway, request: Request) -> RequestSettings:
+    """The request's budgets; a malformed ctxbudget header is bad input."""
     try:
         return gateway.settings_for(request.headers)
     except SettingsError as exc:
         raise Refusal(400, f"ctxbudget: {exc}", "invalid_request") from exc
 
 
+def _log(provider: Provider, progress: _Progress, status: int, outcome: str) -> None:
+    """The request's one INFO line."""
+    prepared = progress.prepared
+    tokens = f"{prepared.report['tokens_before']}->{prepared.report['tokens_after']}" if prepared else "-"
+    session = prepared.session if prepared else "-"
+    logger.info(
+        "request=%d api=%s session=%s bytes=%d tokens=%s status=%d outcome=%s ms=%.1f",
+        progress.rid,
+        provider.name,
+        session,
+        progress.size,
+        tokens,
+        status,
+        outcome,
+        (time.perf_counter() - progress.started) * 1000,
+    )
+
+
+async def _prepare(
+    gateway: Gateway,
+    provider: Provider,
+    request: Request,
+    body: dict[str, Any],
+    settings: RequestSettings,
+    progress: _Progress,
+) -> Prepared:
+    """Fit (or assemble) the body; when the fit depends on the estimate, refit with the
+    upstream's exact count of it (when it gives one)."""
+    prepare = gateway.prepare
+    prepared = await run_in_threadpool(prepare, provider, body, progress.session, settings)
+    progress.prepared = prepared
+    if gateway.depends_on_estimate(provider, prepared):
+        proxy = prepared.proxy_before
+        exact = await gateway.exact_count(body, forwarded_headers(request.headers.items()), proxy)
+        if exact is not None:
+            factor = exact / max(1, proxy)
+            prepared = await run_in_threadpool(prepare, provider, body, progress.session, settings, factor)
+            progress.prepared = prepared
+    return prepared
+
+
+async def _forward(
+    request: Request, gateway: Gateway, provider: Provider, progress: _Progress
+) -> tuple[Response, str]:
+    """Read, prepare, send, and answer one request: the response and its outcome."""
+    body = await _read_json(request, gateway)
+    progress.size = len(json.dumps(body))
+    progress.stage = "prepare"
+    progress.session = session_id(request.headers.get(SESSION_HEADER), provider, body)
+    settings = _settings(gateway, request)
+    prepared = await _prepare(gateway, provider, request, body, settings, progress)
+    forwarded, usage_added = with_stream_usage(provider, prepared.body)
+    progress.stage = "send"
+    headers = forwarded_headers(request.headers.items())
+    upstream = await gateway.send(provider, forwarded, headers, request.url.query)
+    progress.stage = "answer"
+    if upstream.status_code >= 400:
+        return await upstream_failure(provider, gateway, upstream), "upstream_error"
+    if body.get("stream"):
+        return relay(gateway, provider, prepared, upstream, usage_added), "streamed"
+    return await complete(gateway, provider, prepared, upstream), "ok"
+
+
+def _internal_error(
+    gateway: Gateway, provider: Provider, progress: _Progress, exc: Exception
+) -> tuple[Response, str]:
+    """Never a bare 500: an error in the provider's shape, logged and counted, and its code (call
+    it while handling ``exc``, so the log has its traceback)."""
+    stage = progress.stage
+    gateway.note_internal_error(stage)
+    logger.exception("request=%d failed while %s", progress.rid, stage)
+    before = stage in ("read", "prepare", "send")
+    status, code = (400, "invalid_request") if before else (502, "upstream_error")
+    message = f"ctxbudget: {type(exc).__name__} while {stage}" + ("; nothing was sent" if before else "")
+    return error_response(provider, status, message, code), code
+
+
+def _named(response: Response, progress: _Progress) -> None:
+    """Every answer tells what the gateway did with the request, and once the body was read,
+    names its session."""
+    if progress.prepared is not None:
+        for key, value in progress.prepared.headers().items():
+            response.headers.setdefault(key, value)
+    if progress.session:
+        response.headers.setdefault(SESSION_HEADER, progress.session)
+
+
+def _proxy(provider: Provider) -> Handler:
+    """The handler of ``provider``'s API: forward, and answer every failure in its shape."""
+
+    async def handler(request: Request) -> Response:
+        gateway: Gateway = request.app.state.gateway
+        progress = _Progress(gateway.next_request_id(), time.perf_counter())
+        try:
+            response, outcome = await _forward(request, gateway, provider, progress)
+        except Refusal as refusal:
+            response, outcome = refused(provider, refusal), refusal.code
+        except ClientDisconnect:  # nobody to answer
+            response, outcome = Response(status_code=499), "client_disconnected"
+        except Exception as exc:
+            response, outcome = _internal_error(gateway, provider, progress, exc)
+        _named(response, progress)
+        gateway.note_request(provider.path, outcome)
+        _log(provider, progress, response.status_code, outcome)
+        return response
+
+    return handler
+
+
 async def _count_tokens(request: Request) -> Response:
+    """Anthropic's count_tokens, answered by the gateway (calibrated estimate where not exact)."""
     gateway: Gateway = request.app.state.gateway
     try:
         body = await _read_json(request, gateway)
         result = await run_in_threadpool(gateway.count_tokens, body)
     except Refusal as refusal:
-        return _error(ANTHROPIC, refusal.status, str(refusal), refusal.code)
+        return refused(ANTHROPIC, refusal)
     except CtxBudgetError as exc:
-        return _error(ANTHROPIC, 400, f"ctxbudget: {exc}", "invalid_request")
+        return error_response(ANTHROPIC, 400, f"ctxbudget: {exc}", "invalid_request")
     except ClientDisconnect:
         return Response(status_code=499)
     except Exception as exc:  # never a bare 500
         gateway.note_internal_error("count")
         logger.exception("count_tokens failed")
-        return _error(ANTHROPIC, 400, f"ctxbudget: {type(exc).__name__} while counting", "invalid_request")
+        message = f"ctxbudget: {type(exc).__name__} while counting"
+        return error_response(ANTHROPIC, 400, message, "invalid_request")
     gateway.note_request("/v1/messages/count_tokens", "ok")
-    return JSONResponse(
-        {
-            "input_tokens": result["tokens"],
-            "exact": result["exact"],
-            "safety_factor": result["safety_factor"],
-            "encoding": result["encoding"],
-        }
-    )
+    keys = ("exact", "safety_factor", "encoding")
+    return JSONResponse({"input_tokens": result["tokens"], **{k: result[k] for k in keys}})
 
 
 async def _healthz(request: Request) -> Response:
+    """Liveness."""
     return JSONResponse({"status": "ok"})
 
 
 async def _metrics(request: Request) -> Response:
+    """The Prometheus text of the gateway's metrics."""
     gateway: Gateway = request.app.state.gateway
     return PlainTextResponse(gateway.metrics_text(), media_type="text/plain; version=0.0.4")
 
@@ -309,7 +225,7 @@ async def _unrouted(request: Request) -> Response:
     provider = OPENAI if "/chat/" in request.url.path or "/responses" in request.url.path else ANTHROPIC
     known = "POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/chat/completions"
     message = f"ctxbudget: {request.method} {request.url.path} is not served here; the gateway serves {known}"
-    return _error(provider, 404, message, "not_found")
+    return error_response(provider, 404, message, "not_found")
 
 
 def create_app(config: GatewayConfig, transport: httpx.AsyncBaseTransport | None = None) -> Starlette:

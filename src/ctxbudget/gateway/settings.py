@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 from .config import GatewayConfig
 
-__all__ = ["HEADER_PREFIX", "RequestSettings", "SettingsError", "request_settings"]
+__all__ = ["HEADER_PREFIX", "SESSION_HEADER", "RequestSettings", "SettingsError", "request_settings"]
 
 HEADER_PREFIX = "x-ctxbudget-"
+SESSION_HEADER = "x-ctxbudget-session"  # the session a request belongs to (else derived from it)
 MAX_CONTEXT_HEADER = "x-ctxbudget-max-context-tokens"
 COST_CEILING_HEADER = "x-ctxbudget-cost-ceiling"
 POLICY_HEADER = "x-ctxbudget-policy"

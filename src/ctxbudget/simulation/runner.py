@@ -26,9 +26,9 @@ from ..assembly import block_texts, load_policy
 from ..catalog.catalog import Catalog, load_catalog
 from ..cost import price_turn
 from ..errors import ConfigError
-from ..gateway.app import Gateway
 from ..gateway.config import GatewayConfig
 from ..gateway.routes import create_app
+from ..gateway.service import Gateway
 from ..session.session import Session
 from ..session.store import SQLiteStore
 from .billing import BillingUpstream, LatencyModel

@@ -1,0 +1,108 @@
+"""The client's answer, in the provider's shape: the gateway's own errors, the upstream's answer
+whole or streamed through as it arrives, and the upstream's errors as they came."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import httpx
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from .prepared import Prepared
+from .providers import Provider, StreamState
+from .refusals import Refusal
+from .service import Gateway
+from .upstream import passed_back
+
+__all__ = ["complete", "error_response", "refused", "relay", "upstream_failure"]
+
+
+def error_response(provider: Provider, status: int, message: str, code: str) -> JSONResponse:
+    """An error in the provider's own shape."""
+    return JSONResponse(provider.error_body(status, message, code), status_code=status)
+
+
+def refused(provider: Provider, refusal: Refusal) -> JSONResponse:
+    """A refusal told in the provider's shape, with what the client is told about its request."""
+    response = error_response(provider, refusal.status, str(refusal), refusal.code)
+    response.headers.update(refusal.headers)
+    return response
+
+
+async def upstream_failure(provider: Provider, gateway: Gateway, response: httpx.Response) -> Response:
+    """The upstream's error answered as it came: its status (429, 503, 529 stay what they are),
+    its rate-limit and retry headers, and its body when that is JSON (else the provider's shape)."""
+    try:
+        body = await response.aread()
+    finally:
+        await response.aclose()
+    status = response.status_code
+    if status >= 500:
+        gateway.note_upstream_error(f"http_{status}")
+    headers = {k: v for k, v in passed_back(response.headers).items() if k.lower() != "content-type"}
+    try:
+        json.loads(body)
+    except ValueError:
+        snippet = body[:200].decode("utf-8", "replace")
+        message = f"upstream answered {status}: {snippet}"
+        return JSONResponse(provider.error_body(status, message, "upstream_error"), status, headers)
+    return Response(body, status_code=status, headers=headers, media_type="application/json")
+
+
+async def complete(
+    gateway: Gateway, provider: Provider, prepared: Prepared, upstream: httpx.Response
+) -> Response:
+    """A whole (non-streamed) answer, recorded, then passed to the client with its headers."""
+    data = await gateway.read_answer(upstream)
+    try:
+        payload = json.loads(data)
+    except ValueError as exc:
+        message = f"upstream answered {upstream.status_code} with invalid JSON"
+        raise gateway.upstream_fault(upstream, 502, "invalid_json", message, "upstream_error") from exc
+    answer = provider.response_text(payload) if isinstance(payload, dict) else ""
+    usage = payload.get("usage") if isinstance(payload, dict) else None
+    await gateway.record(provider, prepared, answer, usage)
+    headers = {**passed_back(upstream.headers), **prepared.headers()}
+    return Response(data, status_code=upstream.status_code, headers=headers)
+
+
+def relay(
+    gateway: Gateway, provider: Provider, prepared: Prepared, upstream: httpx.Response, usage_added: bool
+) -> StreamingResponse:
+    """Stream the answer through as it arrives; with ``usage_added`` (the gateway asked an OpenAI
+    upstream for usage the client did not ask for), the usage-only chunk is held back."""
+    events = _events(gateway, provider, prepared, upstream, StreamState(provider, hold_usage=usage_added))
+    headers = {"cache-control": "no-cache", **passed_back(upstream.headers), **prepared.headers()}
+    headers.pop("content-type", None)
+    return StreamingResponse(events, status_code=200, media_type="text/event-stream", headers=headers)
+
+
+async def _events(
+    gateway: Gateway, provider: Provider, prepared: Prepared, upstream: httpx.Response, state: StreamState
+) -> AsyncIterator[bytes]:
+    """The stream's events as they arrive; the turn is recorded before the client sees the end,
+    and a dropped or truncated stream ends with an error event."""
+    recorded = False
+    try:
+        async for chunk in upstream.aiter_bytes():
+            out = state.feed(chunk)
+            if state.finished and not recorded:  # recorded before the client sees the end
+                recorded = True
+                await gateway.record(provider, prepared, "".join(state.text), state.usage)
+            if out:
+                yield out
+    except httpx.HTTPError as exc:
+        gateway.note_upstream_error("disconnected")
+        yield provider.stream_error(f"upstream dropped the stream: {type(exc).__name__}")
+        return
+    finally:
+        await upstream.aclose()
+    tail = state.flush()
+    if state.finished and not recorded:
+        await gateway.record(provider, prepared, "".join(state.text), state.usage)
+    if tail:
+        yield tail
+    if not state.finished:
+        gateway.note_upstream_error("truncated_stream")
+        yield provider.stream_error("upstream closed the stream before it finished")

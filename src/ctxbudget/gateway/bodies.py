@@ -1,0 +1,120 @@
+"""Reading and adjusting the client's request bodies: the session, the question, the reply size,
+cache marks, and the usage an OpenAI stream is asked for."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ..assembly import Policy
+from ..catalog.values import ModelSpec
+from ..fitting import BODY_OUTPUT_FIELDS
+from ..formats.anthropic import without_cache_marks
+from .providers import Provider
+from .refusals import Refusal
+
+__all__ = [
+    "asked_output",
+    "capped_output",
+    "has_cache_control",
+    "last_user_text",
+    "reply_count",
+    "session_id",
+    "with_stream_usage",
+    "with_system_breakpoint",
+    "without_tool_marks",
+]
+
+
+def last_user_text(body: Mapping[str, Any]) -> str:
+    """The text of the last user message (the turn's question), "" when there is none."""
+    for message in reversed(body.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            return " ".join(str(p.get("text", "")) for p in content or [] if isinstance(p, dict))
+    return ""
+
+
+def session_id(given: str | None, provider: Provider, body: Mapping[str, Any]) -> str:
+    """The session the request belongs to: the one the client named (``given``), else one derived
+    from what stays the same across a conversation (model, system prompt, first user message)."""
+    if given:
+        return given[:200]
+    messages = body.get("messages") or []
+    first_user = next((m for m in messages if isinstance(m, dict) and m.get("role") == "user"), {})
+    stable = json.dumps(
+        [provider.name, body.get("model"), body.get("system"), first_user], sort_keys=True, default=str
+    )
+    return "auto-" + hashlib.sha256(stable.encode("utf-8")).hexdigest()[:16]
+
+
+def has_cache_control(value: Any) -> bool:
+    """Whether the client marked any cache breakpoint (a ``cache_control`` key, not text mentioning one)."""
+    if isinstance(value, Mapping):
+        return "cache_control" in value or any(has_cache_control(v) for v in value.values())
+    if isinstance(value, list):
+        return any(has_cache_control(v) for v in value)
+    return False
+
+
+def with_system_breakpoint(body: dict[str, Any], tokens: int, spec: ModelSpec | None) -> dict[str, Any]:
+    """Mark the end of a cacheable system prompt when the client marked nothing itself."""
+    system = body.get("system")
+    if spec is None or spec.cache.mode != "explicit" or not system or has_cache_control(body):
+        return body
+    if tokens < spec.cache.min_cacheable_tokens:
+        return body
+    blocks: list[dict[str, Any]] = (
+        [{"type": "text", "text": system}] if isinstance(system, str) else [dict(b) for b in system]
+    )
+    blocks[-1] = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
+    return {**body, "system": blocks}
+
+
+def asked_output(body: Mapping[str, Any]) -> int:
+    """The reply size the client asks for (0 when it does not say)."""
+    for name in BODY_OUTPUT_FIELDS:
+        value = body.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return 0
+
+
+def reply_count(body: Mapping[str, Any]) -> int:
+    """How many replies the client asks for (OpenAI's ``n``; each one is priced)."""
+    n = body.get("n")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
+
+
+def capped_output(body: dict[str, Any], policy: Policy) -> dict[str, Any]:
+    """A reply size above the policy's ``max_output_tokens`` is lowered to it: the policy prices
+    and budgets the reply."""
+    for name in BODY_OUTPUT_FIELDS:
+        value = body.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > policy.max_output_tokens:
+            body = {**body, name: policy.max_output_tokens}
+    return body
+
+
+def without_tool_marks(body: dict[str, Any]) -> dict[str, Any]:
+    """Tool definitions without the client's cache marks."""
+    tools = body.get("tools")
+    if not isinstance(tools, list) or not any(isinstance(t, dict) and "cache_control" in t for t in tools):
+        return body
+    return {**body, "tools": without_cache_marks(tools)}
+
+
+def with_stream_usage(provider: Provider, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """An OpenAI stream asks for usage (so the turn can be recorded) when the client did not."""
+    if provider.name != "openai" or not body.get("stream"):
+        return body, False
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise Refusal(400, "ctxbudget: $.stream_options must be an object", "invalid_request")
+    if isinstance(options, dict) and options.get("include_usage"):
+        return body, False
+    return {**body, "stream_options": {**(options or {}), "include_usage": True}}, True

@@ -1,0 +1,93 @@
+"""A fitted or assembled request ready to forward, with what is needed to record it afterwards."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..catalog.values import ModelSpec
+from .bodies import last_user_text
+from .usage import tool_prompt_tokens
+
+__all__ = ["Prepared", "build_prepared", "for_next_turn"]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A fitted request ready to forward, with what is needed to record it afterwards.
+
+    ``report`` is built once, before this value (the stored turn's report); nothing changes it."""
+
+    body: dict[str, Any]
+    model: str
+    session: str
+    question: str
+    report: Mapping[str, Any]
+    estimate_usd: float | None
+    proxy_tokens: int
+    spec: ModelSpec | None
+    calibrate: bool = True  # the billed input is what the estimate counts (see usage.covered_by_estimate)
+    overhead_tokens: int = 0  # billed on top by the provider (Anthropic's tool-use system prompt)
+    # Policy mode: what the session's next turn is compared with, kept once this turn is answered.
+    next_turn: tuple[str, dict[str, Any]] | None = None
+
+    @property
+    def proxy_before(self) -> int:
+        """The request as sent by the client, in proxy-encoding tokens (the estimate without its
+        safety factor)."""
+        return round(float(self.report["tokens_before"]) / (self.report["safety_factor"] or 1.0))
+
+    def headers(self) -> dict[str, str]:
+        """What the client is told about its request."""
+        report = self.report
+        out = {
+            "x-ctxbudget-session": self.session,
+            "x-ctxbudget-tokens-before": str(report["tokens_before"]),
+            "x-ctxbudget-tokens-after": str(report["tokens_after"]),
+            "x-ctxbudget-trimmed": "false" if report.get("passed_through", False) else "true",
+        }
+        if self.estimate_usd is not None:
+            out["x-ctxbudget-estimated-cost-usd"] = f"{self.estimate_usd:.6f}"
+        return out
+
+
+def build_prepared(
+    body: Mapping[str, Any],
+    out: dict[str, Any],
+    session: str,
+    report: Mapping[str, Any],
+    estimate_usd: float | None,
+    spec: ModelSpec | None,
+    *,
+    calibrate: bool,
+    next_turn: tuple[str, dict[str, Any]] | None = None,
+) -> Prepared:
+    """What is forwarded and recorded for a fitted or assembled body (``out``) of the client's
+    ``body``."""
+    exact = report["exact"]
+    proxy = 0 if exact else round(report["tokens_after"] / (report["safety_factor"] or 1.0))
+    model = str(body["model"])
+    return Prepared(
+        out,
+        model,
+        session,
+        last_user_text(body),
+        report,
+        estimate_usd,
+        proxy,
+        spec,
+        calibrate=calibrate,
+        overhead_tokens=tool_prompt_tokens(model, body),
+        next_turn=next_turn,
+    )
+
+
+def for_next_turn(report: Mapping[str, Any]) -> dict[str, Any]:
+    """What the next turn's assembly reads from this one: the breakpoints' prefix hashes and the
+    pinned prefix (not the whole report: sessions held in memory stay small)."""
+    return {
+        "breakpoints": [{"prefix_sha256": b["prefix_sha256"]} for b in report.get("breakpoints", [])],
+        "pinned_prefix_sha256": report.get("pinned_prefix_sha256"),
+        "pinned_prefix_text": report.get("pinned_prefix_text", ""),
+    }

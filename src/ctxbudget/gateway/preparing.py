@@ -1,0 +1,349 @@
+"""Preparing a request before it is sent: fitted into its model's window, or assembled by a policy.
+
+Every request is fitted into its model's window (with the client's ``max_tokens`` held back for
+the reply), an Anthropic system prompt long enough to cache gets a breakpoint when the client set
+none, and the turn is priced and refused above the ceiling before anything is sent. In policy
+mode the chat body is mapped onto the policy's tiers and assembled against the session's previous
+turn; what the assembly does not render but the provider bills (tool definitions) is counted in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..assembly import AssemblyResult, Policy, assemble
+from ..catalog.catalog import Catalog
+from ..catalog.values import ModelSpec
+from ..errors import BudgetExceeded, CostCeilingExceeded, CtxBudgetError, UnknownModelError
+from ..fitting import FitResult, fit
+from ..fitting import count as fit_count
+from ..session.store import SQLiteStore
+from .bodies import asked_output, capped_output, reply_count, with_system_breakpoint, without_tool_marks
+from .metrics import Metrics
+from .prepared import Prepared, build_prepared, for_next_turn
+from .pricing import ceiling_refusal, estimate_usd, window_budget
+from .providers import Provider
+from .refusals import Refusal, refusal_as, refusal_for, unknown_model
+from .settings import RequestSettings
+from .usage import Calibration, covered_by_estimate
+
+__all__ = ["Bounded", "Preparer"]
+
+
+class Bounded(OrderedDict[str, Any]):
+    """A dict that forgets its least recently stored keys beyond ``limit``."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def put(self, key: str, value: Any) -> None:
+        """Store ``value`` as the most recent, forgetting the oldest beyond the limit."""
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > self.limit:
+            self.popitem(last=False)
+
+
+@dataclass(frozen=True)
+class ToolDefinitions:
+    """What the assembly does not render but the provider reads and bills (tool definitions):
+    the request's tokens as sent, those beyond the assembly's count, the request's tokens as
+    reported (the assembly's count when nothing is beyond it), and the turn's cost with them
+    priced in."""
+
+    sent_tokens: int
+    extra_tokens: int
+    tokens_after: int
+    cost_usd: float | None
+
+
+class Preparer:
+    """Fits or assembles requests: the catalog, calibrated factors, policies, and the previous
+    turn of each policy-mode session (bounded in memory, else read from the store)."""
+
+    def __init__(
+        self,
+        *,
+        catalog: Catalog,
+        calibration: Calibration,
+        metrics: Metrics,
+        policies: Mapping[str, Policy],
+        store: SQLiteStore,
+        previous: Bounded,
+        unknown_model: Literal["error", "floor"],
+    ) -> None:
+        self.catalog = catalog
+        self.calibration = calibration
+        self.metrics = metrics
+        self.policies = policies
+        self.store = store
+        self.previous = previous
+        self.unknown_model = unknown_model
+
+    def model_for(self, model: str, factor: float | None = None) -> tuple[ModelSpec | None, float | None]:
+        """``model``'s catalog entry and the safety factor its estimate is scaled by: the
+        calibrated one, or ``factor`` (from an exact count of this request); None when the count
+        is exact or the id is unknown (the catalog's own factor then).
+
+        An id the catalog cannot resolve is refused (400, ``unknown_model``) unless the gateway
+        runs with ``unknown_model="floor"``.
+        """
+        spec = self.catalog.find_model(model)
+        if spec is None and self.unknown_model != "floor":
+            error = UnknownModelError(model, self.catalog.closest(model))
+            raise unknown_model(error) from error
+        tokenizer = self.catalog.tokenizer_for(model)
+        if tokenizer.exact or spec is None:
+            return spec, None
+        return spec, factor or self.calibration.factor(spec.id, tokenizer.safety_factor)
+
+    def count_tokens(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """The count_tokens answer for an Anthropic body (calibrated estimate where not exact)."""
+        model = str(body.get("model", ""))
+        factor = self.model_for(model)[1]
+        return fit_count(
+            body,
+            model=model,
+            input_format="anthropic",
+            catalog=self.catalog,
+            safety_factor=factor,
+            unknown_model=self.unknown_model,
+        )
+
+    def prepare(
+        self,
+        provider: Provider,
+        body: dict[str, Any],
+        session: str,
+        settings: RequestSettings,
+        exact_factor: float | None = None,
+    ) -> Prepared:
+        """Fit (or, with a policy, assemble) the body; a refusal decision is counted."""
+        try:
+            model = body.get("model")
+            if not isinstance(model, str) or not model:
+                raise Refusal(400, "`model` is required", "invalid_request")
+            if settings.policy is not None:
+                return self._assemble(provider, body, session, model, settings)
+            return self._fit(provider, body, session, model, settings, exact_factor)
+        except Refusal as refusal:
+            if refusal.counted:
+                self.metrics.decisions.labels("refused").inc()
+            raise
+
+    # ---- fit ---------------------------------------------------------------------------------
+    def _fit(
+        self,
+        provider: Provider,
+        body: dict[str, Any],
+        session: str,
+        model: str,
+        settings: RequestSettings,
+        exact_factor: float | None,
+    ) -> Prepared:
+        """Fit the body into its window and hold it to the ceiling; with ``exact_factor`` (the
+        provider's count of it over its proxy count) the estimate for this request is the exact one."""
+        spec, factor = self.model_for(model, exact_factor)
+        result = self._fitted(provider, body, model, factor, window_budget(spec, settings))
+        self.metrics.decisions.labels("passed_through" if result.report.passed_through else "trimmed").inc()
+        counted_by = "upstream" if exact_factor is not None else "estimate"
+        report = {**result.report.to_dict(), "counted_by": counted_by}
+        out = self._with_breakpoint(provider, result.request, report, spec)
+        reserve = result.report.reserve_output_tokens * reply_count(body)  # n replies, each priced
+        estimate = estimate_usd(spec, report["tokens_after"], reserve)
+        refusal = ceiling_refusal(model, provider.name, estimate, settings.cost_ceiling_usd)
+        if refusal is not None:
+            told = build_prepared(body, out, session, report, estimate, spec, calibrate=False)
+            raise refusal.with_headers(told.headers())
+        # an exact count is not the estimate's error: it does not calibrate
+        covered = covered_by_estimate(body, report.get("estimated_parts")) and exact_factor is None
+        return build_prepared(body, out, session, report, estimate, spec, calibrate=covered)
+
+    def _fitted(
+        self, provider: Provider, body: dict[str, Any], model: str, factor: float | None, budget: int
+    ) -> FitResult:
+        """The library's fit of ``body``; its refusal in the provider's terms."""
+        try:
+            return fit(
+                body,
+                model=model,
+                input_format=provider.name,
+                catalog=self.catalog,
+                safety_factor=factor,
+                max_context_tokens=budget,
+                unknown_model=self.unknown_model,
+            )
+        except CtxBudgetError as exc:
+            raise refusal_for(exc, provider.name) from exc
+
+    @staticmethod
+    def _with_breakpoint(
+        provider: Provider, body: dict[str, Any], report: Mapping[str, Any], spec: ModelSpec | None
+    ) -> dict[str, Any]:
+        """An Anthropic body's cacheable system prompt marked for caching (see
+        :func:`~.bodies.with_system_breakpoint`); other bodies as fitted."""
+        if provider.name != "anthropic":
+            return body
+        system_tokens = sum(i["tokens_after"] for i in report["items"] if i["component"] == "system")
+        return with_system_breakpoint(body, system_tokens, spec)
+
+    def depends_on_estimate(self, provider: Provider, prepared: Prepared, count_with_upstream: bool) -> bool:
+        """Whether an exact count could change the fit: a Claude estimate that was cut though
+        the request fits without the estimate's safety factor."""
+        report = prepared.report
+        if not count_with_upstream or provider.name != "anthropic" or report["exact"]:
+            return False
+        if report.get("passed_through", True) or report.get("counted_by") != "estimate":
+            return False
+        return prepared.proxy_before <= int(report["available_tokens"])
+
+    # ---- assembly ----------------------------------------------------------------------------
+    def _assemble(
+        self, provider: Provider, body: dict[str, Any], session: str, model: str, settings: RequestSettings
+    ) -> Prepared:
+        """Map the chat body onto the policy's tiers, assemble, and keep every other field. The
+        request's token budget narrows the policy's envelope, a client's ceiling only lowers the
+        policy's, and the reply the client asks for is priced (at most the policy's output)."""
+        assert settings.policy is not None
+        spec, factor = self.model_for(model)
+        policy = self._policy(settings, spec)
+        ceilings = [c for c in (settings.cost_ceiling_usd, policy.cost_ceiling_usd) if c is not None]
+        before, result = self._assembled(provider, body, session, model, settings, policy, factor, ceilings)
+        assembled = result.request
+        assert isinstance(assembled, dict)
+        keys = ("system", "messages") if provider.name == "anthropic" else ("messages",)
+        out = capped_output({**body, **{k: assembled[k] for k in keys if k in assembled}}, policy)
+        out = without_tool_marks(out)  # the plan owns the breakpoints (1h marks must come first)
+        assembly = result.report.to_dict()
+        tools = self._tool_definitions(provider, out, assembly, spec, factor)
+        self._check_tool_definitions(provider, tools, policy, ceilings)
+        report = {
+            **assembly,
+            "cost_usd": tools.cost_usd,
+            "tokens_after": tools.tokens_after,
+            "tokens_before": before["tokens"],
+            "passed_through": False,
+        }
+        self.metrics.decisions.labels("assembled").inc()
+        covered = covered_by_estimate(body, before.get("estimated_parts"))
+        next_turn = (f"{settings.policy}\x00{session}", for_next_turn(assembly))
+        return build_prepared(
+            body, out, session, report, report["cost_usd"], spec, calibrate=covered, next_turn=next_turn
+        )
+
+    def _policy(self, settings: RequestSettings, spec: ModelSpec | None) -> Policy:
+        """The request's policy, its envelope narrowed to the request's token budget."""
+        assert settings.policy is not None
+        policy = self.policies[settings.policy]
+        budget = window_budget(spec, settings)
+        if budget:
+            policy = dataclasses.replace(policy, envelope_tokens=min(policy.envelope_tokens, budget))
+        return policy
+
+    def _assembled(
+        self,
+        provider: Provider,
+        body: dict[str, Any],
+        session: str,
+        model: str,
+        settings: RequestSettings,
+        policy: Policy,
+        factor: float | None,
+        ceilings: list[float],
+    ) -> tuple[dict[str, Any], AssemblyResult]:
+        """The client's body counted, and the library's assembly of it; a refusal in the
+        provider's terms."""
+        assert settings.policy is not None
+        output = asked_output(body)
+        try:
+            before = self._count(provider, body, factor)
+            result = assemble(
+                body,
+                policy=policy,
+                model=model,
+                output_format=provider.name,
+                input_format=provider.name,
+                previous=self.previous_turn(settings.policy, session),
+                catalog=self.catalog,
+                safety_factor=factor,
+                cost_ceiling_usd=min(ceilings) if ceilings else None,
+                expected_output_tokens=min(output, policy.max_output_tokens) if output else None,
+                allow_prefix_change=settings.allow_prefix_change,
+            )
+        except CtxBudgetError as exc:
+            raise refusal_for(exc, provider.name) from exc
+        return before, result
+
+    def _count(self, provider: Provider, body: Mapping[str, Any], factor: float | None) -> dict[str, Any]:
+        """The library's count of a body in the provider's format (an unknown id at the floor)."""
+        return fit_count(
+            body,
+            model=str(body.get("model", "")),
+            input_format=provider.name,
+            catalog=self.catalog,
+            safety_factor=factor,
+            unknown_model="floor",
+        )
+
+    def _tool_definitions(
+        self,
+        provider: Provider,
+        out: dict[str, Any],
+        assembly: Mapping[str, Any],
+        spec: ModelSpec | None,
+        factor: float | None,
+    ) -> ToolDefinitions:
+        """What the provider reads beyond the assembly's count, and the turn's cost with it priced in."""
+        sent = int(self._count(provider, out, factor)["tokens"])
+        extra = max(0, sent - int(assembly["tokens"]))
+        cost = assembly.get("cost_usd")
+        added = estimate_usd(spec, extra, 0) if extra else None
+        if added is not None and cost is not None:
+            cost = round(cost + added, 6)
+        return ToolDefinitions(sent, extra, sent if extra else int(assembly["tokens"]), cost)
+
+    @staticmethod
+    def _check_tool_definitions(
+        provider: Provider, tools: ToolDefinitions, policy: Policy, ceilings: list[float]
+    ) -> None:
+        """Refuse an assembled request its tool definitions take past the policy's prompt limit or
+        the ceiling."""
+        if not tools.extra_tokens:
+            return
+        if tools.sent_tokens > policy.prompt_tokens:
+            message = (
+                f"ctxbudget: the assembled request with its tool definitions needs {tools.sent_tokens:,} "
+                f"tokens, more than the {policy.prompt_tokens:,} the policy {policy.name!r} allows; "
+                "shorten the tools"
+            )
+            raise refusal_as(BudgetExceeded, provider.name, message)
+        if ceilings and tools.cost_usd is not None and tools.cost_usd > min(ceilings):
+            message = (
+                f"ctxbudget: estimated cost ${tools.cost_usd:.4f} with the tool definitions is above the "
+                f"ceiling ${min(ceilings):.4f}; nothing was sent"
+            )
+            raise refusal_as(CostCeilingExceeded, provider.name, message)
+
+    def previous_turn(self, policy: str, session: str) -> Mapping[str, Any] | None:
+        """The session's previous answered turn under ``policy``: from memory, else from the store
+        (after a restart, or once the session has left the bounded memory)."""
+        key = f"{policy}\x00{session}"
+        found = self.previous.get(key)
+        if found is not None:
+            return found  # type: ignore[no-any-return]
+        last = self.store.last_turn(session)
+        if last is None or last.report.get("policy") != policy or "pinned_prefix_sha256" not in last.report:
+            return None
+        state = for_next_turn(last.report)
+        self.previous.put(key, state)
+        return state
+
+    def remember(self, prepared: Prepared) -> None:
+        """Keep an answered policy-mode turn as its session's next baseline."""
+        if prepared.next_turn is not None:
+            self.previous.put(*prepared.next_turn)

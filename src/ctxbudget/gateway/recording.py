@@ -1,0 +1,117 @@
+"""Recording an answered turn: metrics, the calibration of estimate factors, and the stored turn.
+
+Each completed turn is stored with its report and the provider's usage, normalized; estimate
+factors are calibrated from that usage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+
+from ..catalog.catalog import Catalog
+from ..catalog.values import ModelSpec
+from ..errors import ConfigError
+from ..session.store import SessionMeta, SQLiteStore
+from ..session.turns import Turn
+from .metrics import Metrics
+from .prepared import Prepared
+from .pricing import actual_cost_usd, rounded
+from .providers import Provider
+from .usage import Calibration, Usage, normalize_usage
+
+__all__ = ["Recorder", "model_label"]
+
+logger = logging.getLogger(__name__)
+
+
+def model_label(spec: ModelSpec | None) -> str:
+    """The metrics label of a model: its catalog id, or "other" (clients choose ids freely)."""
+    return spec.id if spec is not None else "other"
+
+
+class Recorder:
+    """Records answered turns into the store, the metrics and the calibration."""
+
+    def __init__(
+        self, *, catalog: Catalog, store: SQLiteStore, calibration: Calibration, metrics: Metrics
+    ) -> None:
+        self.catalog = catalog
+        self.store = store
+        self.calibration = calibration
+        self.metrics = metrics
+
+    async def record(self, provider: Provider, prepared: Prepared, answer: str, raw_usage: Any) -> None:
+        """Metrics, calibration and the stored turn for an answer the client got. Never raises: a
+        failure to record is logged and counted, the answer stands."""
+        try:
+            usage = normalize_usage(provider.name, raw_usage)
+            self._observe(prepared, usage)
+            await run_in_threadpool(self._store_turn, prepared, answer, usage)
+        except Exception as exc:  # the answer was given: recording must not take it back
+            self.metrics.record_failures.labels(type(exc).__name__).inc()
+            logger.error(
+                "session=%s could not record the turn: %s: %s", prepared.session, type(exc).__name__, exc
+            )
+
+    def _store_turn(self, prepared: Prepared, answer: str, usage: Usage | None) -> None:
+        """Append the turn to its session (created by its first turn), numbered by the store."""
+        index = self.store.count_turns(prepared.session) + 1
+        if index == 1:
+            # The first turn creates the session (a concurrent request may have created it already).
+            with contextlib.suppress(ConfigError):
+                self.store.create(
+                    SessionMeta(name=prepared.session, policy="gateway", model=prepared.model, base={})
+                )
+        turn = Turn(
+            index=index,
+            question=prepared.question,
+            answer=answer,
+            report=prepared.report,
+            usage=self._usage_record(prepared, usage),
+        )
+        # numbered by the store inside its transaction: concurrent turns of a session never collide
+        self.store.append_turn(prepared.session, turn, [], next_index=True)
+
+    def _usage_record(self, prepared: Prepared, usage: Usage | None) -> dict[str, Any]:
+        """The stored usage: the estimate, and what the provider billed when it said."""
+        estimated = {
+            "input_tokens": prepared.report["tokens_after"],
+            "cost_usd": prepared.estimate_usd,
+            "exact": prepared.report["exact"],
+        }
+        if not usage:
+            return {"estimated": estimated}
+        actual = {**usage.to_dict(), "cost_usd": rounded(actual_cost_usd(prepared.spec, usage))}
+        return {"estimated": estimated, "actual": actual}
+
+    def _observe(self, prepared: Prepared, usage: Usage | None) -> None:
+        """The turn's tokens and cost in the metrics, and its billed input in the calibration."""
+        model = model_label(prepared.spec)
+        if prepared.estimate_usd is not None:
+            self.metrics.cost_estimated.labels(model).inc(prepared.estimate_usd)
+        if not usage:
+            return
+        self.metrics.tokens_in.labels(model).inc(usage.input_tokens)
+        self.metrics.tokens_out.labels(model).inc(usage.output_tokens)
+        self.metrics.cache_read.labels(model).inc(usage.cache_read_tokens)
+        self.metrics.cache_write.labels(model).inc(usage.cache_write_tokens)
+        actual = actual_cost_usd(prepared.spec, usage)
+        if actual is not None:
+            self.metrics.cost_actual.labels(model).inc(actual)
+        self._calibrate(prepared, usage, model)
+
+    def _calibrate(self, prepared: Prepared, usage: Usage, model: str) -> None:
+        """Learn the model's estimate factor from billed input the estimate stands for."""
+        if prepared.report["exact"] or not prepared.calibrate or prepared.spec is None:
+            return
+        default = self.catalog.tokenizer_for(prepared.model).safety_factor
+        billed = usage.input_tokens - prepared.overhead_tokens  # what the estimate stands for
+        ignored = self.calibration.ignored
+        factor = self.calibration.observe(prepared.spec.id, prepared.proxy_tokens, billed, default)
+        if self.calibration.ignored > ignored:
+            self.metrics.calibration_ignored.labels(model).inc()
+        self.metrics.safety_factor.labels(model).set(factor)

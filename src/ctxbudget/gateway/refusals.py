@@ -1,0 +1,162 @@
+"""What the client is told when the gateway answers a request itself, and the one table that maps
+the library's errors to an HTTP status and an error code per provider.
+
+The library never chooses statuses (see :mod:`ctxbudget.errors`); this module does, for the
+gateway. A refusal the gateway decides itself on a condition the library names (a request too
+large once its tool definitions are counted, a turn above the ceiling) takes its status and code
+from the same row, with its own message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ..errors import (
+    BudgetExceeded,
+    CostCeilingExceeded,
+    CtxBudgetError,
+    PinnedPrefixChanged,
+    PriceUnknown,
+    UnknownModelError,
+)
+
+__all__ = [
+    "GATEWAY_HINT",
+    "LIBRARY_ERRORS",
+    "Refusal",
+    "Rule",
+    "price_unknown",
+    "refusal_as",
+    "refusal_for",
+    "unknown_model",
+]
+
+# Hints in refusals name the gateway's settings and headers, not CLI flags.
+GATEWAY_HINT = (
+    "shorten them, raise X-Ctxbudget-Max-Context-Tokens (or serve --max-context-tokens) up to the "
+    "model's window, or lower max_tokens"
+)
+PREFIX_HINT = "header X-Ctxbudget-Allow-Prefix-Change: true"
+NOTHING_SENT = "; nothing was sent"
+
+
+class Refusal(Exception):
+    """A request answered by the gateway itself, in the provider's error shape.
+
+    ``counted`` says whether it is a refusal decision (counted in the decisions metric) rather
+    than bad input."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        code: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        counted: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.headers = dict(headers or {})  # what the client is told about its request
+        self.counted = counted
+
+    def with_headers(self, headers: Mapping[str, str]) -> Refusal:
+        """The same refusal, telling the client ``headers`` about its request."""
+        return Refusal(self.status, str(self), self.code, headers, counted=self.counted)
+
+
+def _same(code: str) -> Mapping[str, str]:
+    """One code for both providers."""
+    return {"anthropic": code, "openai": code}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one kind of library error is answered: status, code per provider, and the message."""
+
+    error: type[CtxBudgetError]
+    status: int
+    codes: Mapping[str, str]  # by provider name
+    hint: str | None = None  # passed to the error's ``with_hint`` (it names the way to allow it)
+    tail: str = ""  # added to the message
+    counted: bool = True  # a refusal decision, not bad input
+    renamed: Mapping[str, str] = field(default_factory=dict)  # library words -> the client's
+
+    def code(self, provider: str) -> str:
+        """The error code ``provider``'s clients expect."""
+        return self.codes[provider]
+
+
+# Library errors as the client is told them. The first row whose class the error is an instance
+# of applies, so a subclass comes before its base; the last row catches every other error.
+LIBRARY_ERRORS: tuple[Rule, ...] = (
+    # What must be sent cannot fit the window: each provider's own code for a too-large request.
+    Rule(
+        BudgetExceeded,
+        400,
+        {"anthropic": "context_too_large", "openai": "context_length_exceeded"},
+        hint=GATEWAY_HINT,
+    ),
+    # The session's pinned prefix changed: told the header that allows it.
+    Rule(PinnedPrefixChanged, 409, _same("prefix_changed"), hint=PREFIX_HINT, tail=NOTHING_SENT),
+    # Above the cost ceiling, or a ceiling without a price (a PriceUnknown is a CostCeilingExceeded).
+    Rule(CostCeilingExceeded, 400, _same("cost_ceiling_exceeded"), tail=NOTHING_SENT),
+    # Anything else is bad input; the library's reserve_output_tokens is the client's max_tokens.
+    Rule(
+        CtxBudgetError,
+        400,
+        _same("invalid_request"),
+        counted=False,
+        renamed={"reserve_output_tokens": "max_tokens"},
+    ),
+)
+
+# The gateway's own checks, before any pipeline runs, name what they found in their codes: a
+# model id the catalog cannot resolve (unless the gateway runs with unknown_model="floor") and a
+# ceiling on a model without a price. The same errors raised by a pipeline keep their rows above:
+# an assembly's UnknownModelError (an unknown id under "floor") is bad input, its PriceUnknown a
+# cost_ceiling_exceeded.
+UNKNOWN_MODEL_CODE = "unknown_model"
+PRICE_UNKNOWN_CODE = "price_unknown"
+
+
+def rule_for(kind: type[CtxBudgetError]) -> Rule:
+    """The first row of :data:`LIBRARY_ERRORS` that an error of class ``kind`` falls under."""
+    return next(rule for rule in LIBRARY_ERRORS if issubclass(kind, rule.error))
+
+
+def _message(exc: CtxBudgetError, rule: Rule) -> str:
+    """The library's message as the client reads it: hinted, its words renamed, with the tail."""
+    if rule.hint is not None and isinstance(exc, (BudgetExceeded, PinnedPrefixChanged)):
+        text = exc.with_hint(rule.hint)
+    else:
+        text = str(exc)
+    for word, client_word in rule.renamed.items():
+        text = text.replace(word, client_word)
+    return f"ctxbudget: {text}{rule.tail}"
+
+
+def refusal_for(exc: CtxBudgetError, provider: str) -> Refusal:
+    """What the client is told when the library refuses its request (its row of the table)."""
+    rule = rule_for(type(exc))
+    return Refusal(rule.status, _message(exc, rule), rule.code(provider), counted=rule.counted)
+
+
+def refusal_as(kind: type[CtxBudgetError], provider: str, message: str) -> Refusal:
+    """A refusal the gateway decides itself on a condition the library names as ``kind``: that
+    row's status and code, with the gateway's own ``message``."""
+    rule = rule_for(kind)
+    return Refusal(rule.status, message, rule.code(provider), counted=rule.counted)
+
+
+def unknown_model(error: UnknownModelError) -> Refusal:
+    """The gateway's own refusal of a model id the catalog cannot resolve (bad input, not counted)."""
+    return Refusal(400, f"ctxbudget: {error}", UNKNOWN_MODEL_CODE)
+
+
+def price_unknown(model: str, ceiling_usd: float) -> Refusal:
+    """The gateway's own refusal of a turn it cannot price under a ceiling."""
+    message = f"ctxbudget: {PriceUnknown(model_id=model, ceiling_usd=ceiling_usd)}"
+    return Refusal(400, message, PRICE_UNKNOWN_CODE, counted=True)

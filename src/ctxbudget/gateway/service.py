@@ -1,0 +1,154 @@
+"""The gateway service: what the routes ask of it, over the preparer, the recorder and the upstream.
+
+The service owns the shared state (configuration, catalog, store, calibration, metrics, the HTTP
+client, the bounded per-session memory) and hands each part to the role that uses it:
+:mod:`.preparing` fits or assembles requests, :mod:`.upstream` sends them to the configured
+provider (never one named by the request) with the client's own headers, and :mod:`.recording`
+stores each answered turn and calibrates estimate factors from the provider's usage.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from ..assembly import Policy, load_policy
+from ..catalog.catalog import load_catalog
+from ..session.store import SQLiteStore
+from .config import GatewayConfig
+from .metrics import Metrics
+from .prepared import Prepared
+from .preparing import Bounded, Preparer
+from .providers import ANTHROPIC, Provider
+from .recording import Recorder
+from .refusals import Refusal
+from .settings import RequestSettings, request_settings
+from .upstream import Upstream, upstream_url
+from .usage import Calibration
+
+__all__ = ["Gateway"]
+
+
+class Gateway:
+    """State shared by the handlers: catalog, store, calibration, metrics, the upstream client;
+    every handler asks it through a method."""
+
+    def __init__(self, config: GatewayConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.config = config
+        self.catalog = load_catalog(config.catalog_paths)
+        self.store = SQLiteStore(config.store_path, busy_timeout_seconds=config.store_busy_timeout_seconds)
+        self.calibration = Calibration()
+        self.metrics = Metrics()
+        timeout = httpx.Timeout(config.timeout_seconds, connect=min(10.0, config.timeout_seconds))
+        self.client = httpx.AsyncClient(timeout=timeout, transport=transport)
+        # Per-session state (policy mode's previous turn) is bounded: the oldest sessions are forgotten.
+        self._previous = Bounded(config.max_sessions_in_memory)
+        names = {config.policy, *config.allowed_policies} - {None}
+        self.policies: dict[str, Policy] = {str(n): load_policy(str(n)) for n in sorted(names, key=str)}
+        self._ids = itertools.count(1)
+        self.upstream = Upstream(self.client, self.metrics, upstream_url(config, ANTHROPIC) + "/count_tokens")
+        self.preparer = Preparer(
+            catalog=self.catalog,
+            calibration=self.calibration,
+            metrics=self.metrics,
+            policies=self.policies,
+            store=self.store,
+            previous=self._previous,
+            unknown_model=config.unknown_model,
+        )
+        self.recorder = Recorder(
+            catalog=self.catalog, store=self.store, calibration=self.calibration, metrics=self.metrics
+        )
+
+    # ---- reading requests --------------------------------------------------------------------
+    def body_limit(self) -> int:
+        """The largest request body accepted, in bytes."""
+        return self.config.max_body_bytes
+
+    def settings_for(self, headers: Mapping[str, str]) -> RequestSettings:
+        """The request's budgets: the server's, narrowed by the client's headers."""
+        return request_settings(self.config, headers)
+
+    def next_request_id(self) -> int:
+        """A number for the log line of each request."""
+        return next(self._ids)
+
+    # ---- preparing ---------------------------------------------------------------------------
+    def count_tokens(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """The count_tokens answer for an Anthropic body (calibrated estimate where not exact)."""
+        return self.preparer.count_tokens(body)
+
+    def prepare(
+        self,
+        provider: Provider,
+        body: dict[str, Any],
+        session: str,
+        settings: RequestSettings | None = None,
+        exact_factor: float | None = None,
+    ) -> Prepared:
+        """Fit (or assemble) the body; with ``exact_factor`` (the provider's count of it over its
+        proxy count) the estimate for this request is the exact one."""
+        settings = settings or RequestSettings(
+            self.config.max_context_tokens, self.config.cost_ceiling_usd, self.config.policy
+        )
+        return self.preparer.prepare(provider, body, session, settings, exact_factor)
+
+    def depends_on_estimate(self, provider: Provider, prepared: Prepared) -> bool:
+        """Whether an exact count could change the fit: a Claude estimate that was cut though
+        the request fits without the estimate's safety factor."""
+        return self.preparer.depends_on_estimate(provider, prepared, self.config.count_with_upstream)
+
+    # ---- the upstream ------------------------------------------------------------------------
+    def upstream_url(self, provider: Provider) -> str:
+        """The upstream URL of ``provider``'s API (from the configuration as it stands)."""
+        return upstream_url(self.config, provider)
+
+    async def exact_count(
+        self, body: Mapping[str, Any], headers: list[tuple[str, str]], proxy: int
+    ) -> int | None:
+        """The upstream's own count of ``body`` (``--count-with-upstream``), or None."""
+        return await self.upstream.counter.count(body, headers, proxy)
+
+    async def send(
+        self, provider: Provider, body: Mapping[str, Any], headers: list[tuple[str, str]], query: str = ""
+    ) -> httpx.Response:
+        """Forward ``body`` to the provider's upstream (streamed); a timeout or an unreachable
+        upstream is a :class:`~.refusals.Refusal` (504, 502), counted."""
+        url = self.upstream_url(provider) + (f"?{query}" if query else "")  # e.g. the SDK's ?beta=true
+        return await self.upstream.send(url, body, headers)
+
+    async def read_answer(self, response: httpx.Response) -> bytes:
+        """The upstream's whole answer (a fault while reading is a counted refusal)."""
+        return await self.upstream.read(response)
+
+    def upstream_fault(
+        self, response: httpx.Response, status: int, kind: str, message: str, code: str
+    ) -> Refusal:
+        """An upstream fault after it answered: counted, and told with the upstream's own headers."""
+        return self.upstream.fault(response, status, kind, message, code)
+
+    # ---- recording and metrics ---------------------------------------------------------------
+    async def record(self, provider: Provider, prepared: Prepared, answer: str, raw_usage: Any) -> None:
+        """Metrics, calibration and the stored turn for an answer the client got. Never raises: a
+        failure to record is logged and counted, the answer stands."""
+        self.preparer.remember(prepared)  # only an answered turn is the next one's baseline
+        await self.recorder.record(provider, prepared, answer, raw_usage)
+
+    def note_upstream_error(self, kind: str) -> None:
+        """Count an upstream fault of ``kind``."""
+        self.upstream.note_error(kind)
+
+    def note_internal_error(self, stage: str) -> None:
+        """Count an unexpected error at ``stage`` (answered as a 400, never a bare 500)."""
+        self.metrics.internal_errors.labels(stage).inc()
+
+    def note_request(self, path: str, outcome: str) -> None:
+        """Count a request by path and outcome."""
+        self.metrics.requests.labels(path, outcome).inc()
+
+    def metrics_text(self) -> bytes:
+        """The Prometheus text of the gateway's metrics."""
+        return self.metrics.render()

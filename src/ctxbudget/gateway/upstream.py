@@ -1,0 +1,176 @@
+"""The upstream client: what is sent to the provider and how its faults are told to the client.
+
+Requests go to the configured upstream (never one named by the request) with the client's own
+headers, less hop-by-hop ones and ctxbudget's own. A timeout is a 504, an unreachable upstream or
+a dropped connection a 502, each counted by kind.
+
+Exact counts for Claude come from the provider's token-counting endpoint, asked only when a fit
+decision depends on the estimate (``serve --count-with-upstream``; off by default). No local
+tokenizer exists for Claude 3+, so the gateway counts with a proxy encoding times a safety
+factor. When a request fits without the factor but not with it, the factor alone decides whether
+it is cut: then the gateway asks ``POST /v1/messages/count_tokens`` with the client's own
+credentials, remembers the answer by the content's sha256, and refits with the exact figure. Any
+failure (an error status, a timeout, an answer without ``input_tokens``) falls back to the estimate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from .config import GatewayConfig
+from .metrics import Metrics
+from .providers import Provider
+from .refusals import Refusal
+from .settings import HEADER_PREFIX
+
+__all__ = [
+    "COUNTED_FIELDS",
+    "DROPPED_HEADERS",
+    "Upstream",
+    "UpstreamCounter",
+    "forwarded_headers",
+    "passed_back",
+    "upstream_url",
+]
+
+logger = logging.getLogger(__name__)
+DROPPED_HEADERS = {
+    "host",
+    "content-length",
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "accept-encoding",
+}
+# Upstream headers a client relies on (rate limits, retry advice, request ids), passed back as given.
+PASSED_BACK_HEADERS = ("content-type", "request-id", "x-request-id", "retry-after", "x-should-retry")
+PASSED_BACK_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "retry-after-")
+# The fields of a Messages body that count_tokens reads (it refuses the others, such as max_tokens).
+COUNTED_FIELDS = ("model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers")
+
+
+def passed_back(headers: Mapping[str, str]) -> dict[str, str]:
+    """The upstream headers the client gets back."""
+    return {
+        k: v
+        for k, v in headers.items()
+        if k.lower() in PASSED_BACK_HEADERS or k.lower().startswith(PASSED_BACK_PREFIXES)
+    }
+
+
+def forwarded_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The client's headers, as sent (a header given twice, such as ``anthropic-beta``, stays
+    twice), less hop-by-hop ones and ctxbudget's own (never sent upstream)."""
+    return [
+        (k, v)
+        for k, v in headers
+        if k.lower() not in DROPPED_HEADERS and not k.lower().startswith(HEADER_PREFIX)
+    ]
+
+
+def upstream_url(config: GatewayConfig, provider: Provider) -> str:
+    """The upstream URL: the base given with or without its ``/v1``, then the API's path."""
+    base = config.anthropic_upstream if provider.name == "anthropic" else config.openai_upstream
+    return base.rstrip("/").removesuffix("/v1") + provider.path
+
+
+class Upstream:
+    """The HTTP client to the providers: sends, reads answers, and counts its faults."""
+
+    def __init__(self, client: httpx.AsyncClient, metrics: Metrics, count_url: str) -> None:
+        self.client = client
+        self.metrics = metrics
+        self.counter = UpstreamCounter(client, count_url)
+
+    def note_error(self, kind: str) -> None:
+        """Count an upstream fault of ``kind``."""
+        self.metrics.upstream_errors.labels(kind).inc()
+
+    async def send(self, url: str, body: Mapping[str, Any], headers: list[tuple[str, str]]) -> httpx.Response:
+        """POST ``body`` to ``url`` (streamed); a timeout or an unreachable upstream is a
+        :class:`Refusal` (504, 502), counted."""
+        request = self.client.build_request(
+            "POST", url, headers=headers, content=json.dumps(body).encode("utf-8")
+        )
+        try:
+            return await self.client.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            self.note_error("timeout")
+            raise Refusal(504, f"upstream timed out: {type(exc).__name__}", "upstream_timeout") from exc
+        except httpx.HTTPError as exc:
+            self.note_error("connection")
+            raise Refusal(502, f"upstream unreachable: {type(exc).__name__}", "upstream_unreachable") from exc
+
+    async def read(self, response: httpx.Response) -> bytes:
+        """The whole answer, then the connection closed; a timeout (504) or a dropped connection
+        (502) while reading is a :class:`Refusal` with the upstream's own headers, counted."""
+        try:
+            return await response.aread()
+        except httpx.TimeoutException as exc:
+            message = f"upstream timed out: {type(exc).__name__}"
+            raise self.fault(response, 504, "timeout", message, "upstream_timeout") from exc
+        except httpx.HTTPError as exc:
+            message = f"upstream dropped the connection: {type(exc).__name__}"
+            raise self.fault(response, 502, "disconnected", message, "upstream_disconnected") from exc
+        finally:
+            await response.aclose()
+
+    def fault(self, response: httpx.Response, status: int, kind: str, message: str, code: str) -> Refusal:
+        """An upstream fault after it answered: counted, and told with the upstream's own headers."""
+        self.note_error(kind)
+        return Refusal(status, message, code, passed_back(response.headers))
+
+
+class UpstreamCounter:
+    """Exact input-token counts from the upstream, remembered by content (at most ``limit``)."""
+
+    def __init__(self, client: httpx.AsyncClient, url: str, limit: int = 4096) -> None:
+        self.client = client
+        self.url = url
+        self.limit = limit
+        self.asked = 0
+        self.failed = 0
+        self._known: OrderedDict[str, int] = OrderedDict()
+
+    async def count(
+        self, body: Mapping[str, Any], headers: Sequence[tuple[str, str]], proxy_tokens: int
+    ) -> int | None:
+        """The upstream's count of ``body``'s input, or None when it cannot be had. An answer
+        far from the proxy count (below half of it, above four times it) is not a count of this
+        body: it is neither used nor remembered."""
+        payload = {k: body[k] for k in COUNTED_FIELDS if k in body}
+        key = hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+        if key in self._known:
+            self._known.move_to_end(key)
+            return self._known[key]
+        tokens = await self._ask(payload, headers)
+        if tokens is None or not proxy_tokens / 2 <= tokens <= proxy_tokens * 4:
+            self.failed += 1
+            return None
+        self._known[key] = tokens
+        while len(self._known) > self.limit:
+            self._known.popitem(last=False)
+        return tokens
+
+    async def _ask(self, payload: Mapping[str, Any], headers: Sequence[tuple[str, str]]) -> int | None:
+        """One call to the counting endpoint: its ``input_tokens``, or None on any failure."""
+        self.asked += 1
+        try:
+            response = await self.client.post(self.url, json=payload, headers=list(headers))
+            tokens = response.json().get("input_tokens") if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError) as exc:
+            logger.warning("count_tokens upstream failed (%s); the estimate stands", type(exc).__name__)
+            tokens = None
+        if isinstance(tokens, bool) or not isinstance(tokens, int):
+            return None
+        return tokens
