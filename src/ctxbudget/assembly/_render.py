@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from ..cache import Block, Breakpoint
-from ..formats.anthropic import THINKING, content_blocks, merged_turns, without_cache_marks
+from ..formats.anthropic_rules import THINKING, content_blocks, merged_turns, without_cache_marks
 
 __all__ = ["OutputFormat", "block_texts", "render_blocks"]
 

@@ -17,14 +17,11 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from ..items import Item, ItemKey, Owner, Plan, Rendering, Segment
-from .anthropic_rules import (  # merged_turns and without_cache_marks: re-exported until the callers move
+from .anthropic_rules import (
     THINKING,
     alternate,
-    content_blocks,
     has_thinking,
-    merged_turns,
     never_empty,
-    without_cache_marks,
 )
 from .chat import (
     apply_history,
@@ -37,14 +34,7 @@ from .chat import (
 from .media import Estimate, anthropic_document_tokens, anthropic_image_tokens, image_size, inline_bytes
 from .wire import OpenModel, validate_body
 
-__all__ = [
-    "THINKING",
-    "AnthropicFormat",
-    "alternate",
-    "content_blocks",
-    "merged_turns",
-    "without_cache_marks",
-]
+__all__ = ["AnthropicFormat"]
 
 TOKENS_PER_MESSAGE = 3
 

@@ -11,7 +11,7 @@ from typing import Any
 from ..assembly import Policy
 from ..catalog.values import ModelSpec
 from ..fitting import BODY_OUTPUT_FIELDS
-from ..formats.anthropic import without_cache_marks
+from ..formats.anthropic_rules import without_cache_marks
 from .providers import Provider
 from .refusals import Refusal
 

@@ -38,6 +38,15 @@ GATEWAY_HINT = (
     "model's window, or lower max_tokens"
 )
 PREFIX_HINT = "header X-Ctxbudget-Allow-Prefix-Change: true"
+# The library's hints name its options; through the gateway the same things are set by a header
+# (the client) or by a flag of ``ctxbudget serve`` (the operator).
+GATEWAY_OPTIONS = (
+    ("max_context_tokens=", "header X-Ctxbudget-Max-Context-Tokens"),
+    ("cost_ceiling_usd=", "header X-Ctxbudget-Cost-Ceiling"),
+    ("allow_prefix_change=True", PREFIX_HINT),
+    ('unknown_model="floor"', "serve --unknown-model floor"),
+    ("catalog=load_catalog(FILE)", "serve --catalog FILE"),
+)
 NOTHING_SENT = "; nothing was sent"
 
 
@@ -135,7 +144,14 @@ def _message(exc: CtxBudgetError, rule: Rule) -> str:
         text = str(exc)
     for word, client_word in rule.renamed.items():
         text = text.replace(word, client_word)
-    return f"ctxbudget: {text}{rule.tail}"
+    return f"ctxbudget: {with_settings(text)}{rule.tail}"
+
+
+def with_settings(message: str) -> str:
+    """A library message as the gateway tells it: each option named by its header or serve flag."""
+    for option, setting in GATEWAY_OPTIONS:
+        message = message.replace(option, setting)
+    return message
 
 
 def refusal_for(exc: CtxBudgetError, provider: str) -> Refusal:
@@ -153,10 +169,10 @@ def refusal_as(kind: type[CtxBudgetError], provider: str, message: str) -> Refus
 
 def unknown_model(error: UnknownModelError) -> Refusal:
     """The gateway's own refusal of a model id the catalog cannot resolve (bad input, not counted)."""
-    return Refusal(400, f"ctxbudget: {error}", UNKNOWN_MODEL_CODE)
+    return Refusal(400, f"ctxbudget: {with_settings(str(error))}", UNKNOWN_MODEL_CODE)
 
 
 def price_unknown(model: str, ceiling_usd: float) -> Refusal:
     """The gateway's own refusal of a turn it cannot price under a ceiling."""
-    message = f"ctxbudget: {PriceUnknown(model_id=model, ceiling_usd=ceiling_usd)}"
+    message = f"ctxbudget: {with_settings(str(PriceUnknown(model_id=model, ceiling_usd=ceiling_usd)))}"
     return Refusal(400, message, PRICE_UNKNOWN_CODE, counted=True)
