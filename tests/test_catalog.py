@@ -335,6 +335,8 @@ def test_a_calibrated_factor_replaces_only_an_estimates_factor() -> None:
     for bad in (0, -1.0, float("nan"), float("inf"), True, "1.2"):
         with pytest.raises(ConfigError, match="safety_factor"):
             catalog.tokenizer_for("claude-sonnet-4-5", bad)  # type: ignore[arg-type]
+        with pytest.raises(ConfigError, match="safety_factor"):
+            catalog.tokenizer_for("gpt-4o", bad)  # type: ignore[arg-type]  # checked even when unused
 
 
 def test_fit_and_count_scale_an_estimate_by_the_factor_given() -> None:

@@ -156,12 +156,13 @@ class Catalog:
         ``safety_factor`` replaces an estimate's factor (a calibrated one, as the gateway learns
         from the provider's counts); an exact tokenizer has none to replace.
         """
+        factor = None if safety_factor is None else check_safety_factor(safety_factor)
         spec = self.find_model(model_id)
         found = spec.tokenizer if spec is not None else None
         tokenizer = found or family_tokenizer(self.families, _model_key(model_id)) or self.default_tokenizer
-        if safety_factor is None or tokenizer.exact:
+        if factor is None or tokenizer.exact:
             return tokenizer
-        return dataclasses.replace(tokenizer, safety_factor=check_safety_factor(safety_factor))
+        return dataclasses.replace(tokenizer, safety_factor=factor)
 
     def counter_for(self, model_id: str, safety_factor: float | None = None) -> TokenCounter:
         """The counter of ``model_id``'s tokens (see :meth:`tokenizer_for`)."""

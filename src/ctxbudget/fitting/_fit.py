@@ -115,6 +115,7 @@ def fit(
         budget=budget,
         passage_scorer=passage_scorer,
         split_documents=split_documents,
+        safety_factor=safety_factor,
     )
     check_request(request)
     checked = catalog_of(catalog)

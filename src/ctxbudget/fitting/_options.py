@@ -12,7 +12,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..catalog.catalog import Catalog, bundled_catalog
+from ..catalog.catalog import Catalog, bundled_catalog, check_safety_factor
 from ..catalog.values import WindowResolution
 from ..errors import ConfigError, InvalidRequestError
 from ..formats.jsonvalue import check_json_value
@@ -80,6 +80,8 @@ def check_options(**options: Any) -> None:
     for name, allowed in _CHOICES.items():
         if options[name] not in allowed:
             raise ConfigError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {options[name]!r}")
+    if options["safety_factor"] is not None:
+        check_safety_factor(options["safety_factor"])
     reserve = options["reserve_output_tokens"]
     if reserve is not None and (isinstance(reserve, bool) or not isinstance(reserve, int)):
         raise ConfigError(f"reserve_output_tokens must be a whole number of tokens or None, got {reserve!r}")
