@@ -18,10 +18,10 @@ from .base import (
     CATALOG_OPTION,
     EXIT_DIFFERS,
     JSON_OPTION,
-    _read_json,
-    _run,
     echo_body,
     main,
+    read_json,
+    run_action,
 )
 
 
@@ -66,7 +66,7 @@ def policies_command(as_json: bool) -> None:
                     f"  tier {t['index']} {t['name']:<12} {t['ceiling_tokens']:>7,} tokens  {t['eviction']:<9} {cached}"
                 )
 
-    _run(action)
+    run_action(action)
 
 
 @main.command("assemble")
@@ -128,8 +128,8 @@ def assemble_command(
     Exit codes: 2 bad input (a volatile value in a pinned tier is bad input), 3 cannot fit (a
     tier, the ledger or the current turn over its ceiling), 4 over the cost ceiling, 5 the pinned
     prefix differs from --previous's (INV-CTX-01; --allow-prefix-change for a new playbook)."""
-    request = _read_json(source)
-    prior = _read_json(previous) if previous else None
+    request = read_json(source)
+    prior = read_json(previous) if previous else None
 
     def action() -> None:
         result = assemble(
@@ -152,7 +152,7 @@ def assemble_command(
         echo_body(result.request)
         print_assembly(result.report.to_dict())
 
-    _run(action)
+    run_action(action)
 
 
 def print_assembly(report: dict[str, Any]) -> None:
@@ -198,7 +198,7 @@ def print_assembly(report: dict[str, Any]) -> None:
 def verify_prefix_command(first: str, second: str, as_json: bool) -> None:
     """Check that two requests (bodies or `assemble --json` outputs) share a byte-identical cached
     prefix. Exit 0 when identical, 1 with the first differing byte when not."""
-    a, b = _read_json(first), _read_json(second)
+    a, b = read_json(first), read_json(second)
 
     def action() -> None:
         result = compare_prefixes(a, b, strict=not as_json)
@@ -218,4 +218,4 @@ def verify_prefix_command(first: str, second: str, as_json: bool) -> None:
         else:
             click.echo(f"cached prefixes identical: {result.bytes_a:,} bytes, sha256 {result.sha256_a}")
 
-    _run(action)
+    run_action(action)

@@ -54,21 +54,21 @@ def with_flags(message: str) -> str:
     return message
 
 
-def _fail(message: str, code: int) -> None:
+def fail(message: str, code: int) -> None:
     click.echo(f"ctxbudget: {with_flags(message)}", err=True)
     sys.exit(code)
 
 
-def _read_json(source: str) -> Any:
+def read_json(source: str) -> Any:
     """The JSON value in a file or stdin (``-``); exit 2 with one line naming what and where."""
     try:
         data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
     except OSError as exc:
-        _fail(f"cannot read {source}: {exc.strerror or exc}", EXIT_USAGE)
+        fail(f"cannot read {source}: {exc.strerror or exc}", EXIT_USAGE)
     try:
         return decode_json(data, source)
     except InvalidRequestError as exc:
-        _fail(str(exc), EXIT_USAGE)
+        fail(str(exc), EXIT_USAGE)
 
 
 def model_of(model: str | None, request: Any) -> str:
@@ -78,7 +78,7 @@ def model_of(model: str | None, request: Any) -> str:
     given = request.get("model") if isinstance(request, dict) else None
     if isinstance(given, str) and given.strip():
         return given
-    _fail('no model: pass --model, or give the body a "model" field', EXIT_USAGE)
+    fail('no model: pass --model, or give the body a "model" field', EXIT_USAGE)
     raise AssertionError("unreachable")
 
 
@@ -88,19 +88,19 @@ def echo_warnings(warnings: Any) -> None:
         click.echo(f"ctxbudget: warning: {with_flags(warning)}", err=True)
 
 
-def _run(action: Callable[[], None]) -> None:
+def run_action(action: Callable[[], None]) -> None:
     try:
         action()
     except BudgetExceeded as exc:
-        _fail(str(exc), EXIT_CANNOT_FIT)
+        fail(str(exc), EXIT_CANNOT_FIT)
     except CostCeilingExceeded as exc:
-        _fail(str(exc), EXIT_COST)
+        fail(str(exc), EXIT_COST)
     except PinnedPrefixChanged as exc:
-        _fail(str(exc), EXIT_PREFIX_CHANGED)
+        fail(str(exc), EXIT_PREFIX_CHANGED)
     except (PrefixChanged, InvariantViolation) as exc:
-        _fail(str(exc), EXIT_DIFFERS)
+        fail(str(exc), EXIT_DIFFERS)
     except CtxBudgetError as exc:
-        _fail(str(exc), EXIT_USAGE)
+        fail(str(exc), EXIT_USAGE)
 
 
 ALLOW_PREFIX_CHANGE_OPTION = click.option(
@@ -143,7 +143,7 @@ def max_context_option(purpose: str) -> Callable[[F], F]:
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 
 
-def _common(func: F) -> F:
+def common_options(func: F) -> F:
     options = [
         CATALOG_OPTION,
         UNKNOWN_MODEL_OPTION,
@@ -175,13 +175,13 @@ class OneLineGroup(click.Group):
             return super().main(*args, **kwargs)
         except click.exceptions.UsageError as exc:
             where = f" ({exc.ctx.command_path} --help)" if exc.ctx is not None else ""
-            _fail(f"{exc.format_message()}{where}", EXIT_USAGE)
+            fail(f"{exc.format_message()}{where}", EXIT_USAGE)
         except click.exceptions.Abort:
-            _fail("aborted", EXIT_DIFFERS)
+            fail("aborted", EXIT_DIFFERS)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
         except click.exceptions.ClickException as exc:
-            _fail(exc.format_message(), EXIT_USAGE)
+            fail(exc.format_message(), EXIT_USAGE)
 
 
 @click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -17,18 +17,18 @@ from ..trim.passages import PassageScorer
 from .base import (
     CATALOG_OPTION,
     JSON_OPTION,
-    _common,
-    _read_json,
-    _run,
+    common_options,
     echo_warnings,
     main,
     max_context_option,
     model_of,
+    read_json,
+    run_action,
 )
 
 
 @main.command("fit")
-@_common
+@common_options
 @max_context_option("")
 @click.option(
     "--reserve-output-tokens",
@@ -100,7 +100,7 @@ def fit_command(
 ) -> None:
     """Fit a request (JSON file or stdin) into the model's window and print the result."""
     _check_fit_flags(semantic=semantic, split_documents=split_documents, body_only=body_only, as_json=as_json)
-    request = _read_json(source)
+    request = read_json(source)
     model = model_of(model, request)
 
     def action() -> None:
@@ -122,7 +122,7 @@ def fit_command(
         )
         _print_fit(result, body_only=body_only, as_json=as_json)
 
-    _run(action)
+    run_action(action)
 
 
 def _check_fit_flags(*, semantic: bool, split_documents: bool, body_only: bool, as_json: bool) -> None:
@@ -155,7 +155,7 @@ def _print_fit(result: FitResult, *, body_only: bool, as_json: bool) -> None:
 
 
 @main.command("count")
-@_common
+@common_options
 @max_context_option(" for `fits`")
 def count_command(
     source: str,
@@ -167,7 +167,7 @@ def count_command(
     max_context_tokens: int,
 ) -> None:
     """Print the token count of the rendered request (exact, or a labelled estimate)."""
-    request = _read_json(source)
+    request = read_json(source)
     model = model_of(model, request)
 
     def action() -> None:
@@ -185,7 +185,7 @@ def count_command(
             label = "exact" if result["exact"] else f"estimate (x{result['safety_factor']:g} safety factor)"
             click.echo(f"{result['tokens']} tokens ({result['encoding']}, {label})")
 
-    _run(action)
+    run_action(action)
 
 
 @main.command("models", context_settings={"ignore_unknown_options": True})
@@ -217,7 +217,7 @@ def models_command(as_json: bool, catalogs: tuple[str, ...], words: tuple[str, .
         for line in model_lines(models):
             click.echo(line)
 
-    _run(action)
+    run_action(action)
 
 
 def _matches(model_id: str, pattern: str) -> bool:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..assembly import load_policy
-from .base import CATALOG_OPTION, EXIT_USAGE, STORE_OPTION, UNKNOWN_MODEL_OPTION, _fail, _run, main
+from .base import CATALOG_OPTION, EXIT_USAGE, STORE_OPTION, UNKNOWN_MODEL_OPTION, fail, main, run_action
 
 if TYPE_CHECKING:
     from ..gateway import GatewayConfig
@@ -107,7 +107,7 @@ def serve_command(
 
         from ..gateway import GatewayConfig
     except ImportError:
-        _fail("the gateway needs its extra: pip install 'ctxbudget[gateway]'", EXIT_USAGE)
+        fail("the gateway needs its extra: pip install 'ctxbudget[gateway]'", EXIT_USAGE)
 
     def action() -> None:
         config = GatewayConfig(
@@ -128,7 +128,7 @@ def serve_command(
         )
         _serve(config)
 
-    _run(action)
+    run_action(action)
 
 
 def _ceiling(given: float | None, policy_ref: str | None) -> float | None:

@@ -15,10 +15,10 @@ from .base import (
     BODY_FORMAT_OPTION,
     JSON_OPTION,
     STORE_OPTION,
-    _read_json,
-    _run,
     echo_body,
     main,
+    read_json,
+    run_action,
 )
 
 
@@ -65,7 +65,7 @@ def simulate_command(
     from ..simulation.summary import write_outputs
 
     def action() -> None:
-        plan = parse_scenario(_read_json(scenario)) if scenario else bundled_scenario()
+        plan = parse_scenario(read_json(scenario)) if scenario else bundled_scenario()
         result = run_simulation(plan, model=model, policy=policy_ref, store_path=store_path)
         written = write_outputs(result, out_dir) if out_dir else []
         if as_json:
@@ -76,7 +76,7 @@ def simulate_command(
         for path in written:
             click.echo(f"wrote {path}")
 
-    _run(action)
+    run_action(action)
 
 
 def _pair(predicted: str, billed: dict[str, Any] | None, key: str, form: str) -> str:
@@ -194,13 +194,13 @@ def session_new(name: str, base_file: str, policy_ref: str, model: str, store_pa
     """Create a session."""
     from ..session import Session, SQLiteStore
 
-    base = _read_json(base_file)
+    base = read_json(base_file)
 
     def action() -> None:
         Session.create(SQLiteStore(store_path), name, policy=policy_ref, model=model, base=base)
         click.echo(f"created session {name!r} in {store_path}")
 
-    _run(action)
+    run_action(action)
 
 
 @session_group.command("add")
@@ -253,7 +253,7 @@ def session_add(
             echo_body(prepared.assembly.request)
             print_assembly(dict(turn.report))
 
-    _run(action)
+    run_action(action)
 
 
 @session_group.command("list")
@@ -270,7 +270,7 @@ def session_list(store_path: str) -> None:
             tokens = sum(f.input_tokens for f in figures)
             click.echo(f"{name}\t{len(figures)} turns\t{tokens:,} input tokens\t${sum(costs):.4f}")
 
-    _run(action)
+    run_action(action)
 
 
 @session_group.command("show")
@@ -294,7 +294,7 @@ def session_show(name: str, store_path: str) -> None:
         for entry in store.ledger(name):
             click.echo("ledger " + json.dumps(entry, ensure_ascii=False))
 
-    _run(action)
+    run_action(action)
 
 
 @session_group.command("export")
@@ -321,4 +321,4 @@ def session_export(name: str, store_path: str) -> None:
             )
         )
 
-    _run(action)
+    run_action(action)
