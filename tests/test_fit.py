@@ -362,3 +362,11 @@ COOKBOOK_MESSAGES = [
 def test_openai_counts_match_the_published_recipe(model: str, published: int) -> None:
     # OpenAI's cookbook ("How to count tokens with tiktoken") reports these API prompt_tokens.
     assert count({"messages": COOKBOOK_MESSAGES}, model=model)["tokens"] == published
+
+
+def test_the_memo_tells_minus_zero_from_zero() -> None:
+    """-0.0 equals 0.0 but is written differently: a fit of one never answers for the other."""
+    first = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hello"}], "temperature": 0.0}
+    second = {**first, "temperature": -0.0}
+    assert json.dumps(fit(first, model="gpt-4o").request["temperature"]) == "0.0"
+    assert json.dumps(fit(second, model="gpt-4o").request["temperature"]) == "-0.0"

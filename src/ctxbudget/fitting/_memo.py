@@ -25,8 +25,9 @@ def freeze(value: Any) -> Hashable:
         return ("[", tuple(freeze(v) for v in value))
     if isinstance(value, tuple):
         return ("(", tuple(freeze(v) for v in value))
-    if isinstance(value, float) and value != value:  # NaN never equals itself: use its repr
-        return ("nan",)
+    if isinstance(value, float) and (value != value or value == 0.0):
+        # NaN never equals itself, and -0.0 equals 0.0 but is written differently: by their repr
+        return ("float", repr(value))
     return (type(value).__name__, value)
 
 
@@ -41,8 +42,8 @@ def thaw(frozen: Any) -> Any:
         return [thaw(v) for v in frozen[1]]
     if tag == "(":
         return tuple(thaw(v) for v in frozen[1])
-    if tag == "nan":
-        return float("nan")
+    if tag == "float" and isinstance(frozen[1], str):
+        return float(frozen[1])
     return frozen[1]
 
 

@@ -46,7 +46,7 @@ _CHOICES = {
 @dataclass(frozen=True, kw_only=True)
 class FitOptions:
     """How one fit is made: frozen and hashable, so it is part of the memo's key as it is. The
-    budget's values are kept in their frozen image (:func:`ctxbudget.memo.freeze`)."""
+    budget's values are kept in their frozen image (:func:`ctxbudget.fitting._memo.freeze`)."""
 
     model: str
     max_context_tokens: int = 0
