@@ -28,6 +28,11 @@ def test_fit_and_count_name_their_input_format_and_accept_the_former_name() -> N
     assert ctxbudget.count(body, model="gpt-4o", input_format="question")["format"] == "question"
     with pytest.raises(ctxbudget.ConfigError, match="disagree"):
         ctxbudget.fit(body, model="gpt-4o", input_format="question", format="openai")
+    for bad in (["openai"], 3):
+        with pytest.raises(ctxbudget.ConfigError, match="format name"):
+            ctxbudget.fit(body, model="gpt-4o", input_format=bad)  # type: ignore[arg-type]
+        with pytest.raises(ctxbudget.ConfigError, match="format name"):
+            ctxbudget.count(body, model="gpt-4o", format=bad)  # type: ignore[arg-type]
 
 
 def test_assemble_names_its_output_format_and_accepts_the_former_name() -> None:
@@ -40,8 +45,14 @@ def test_assemble_names_its_output_format_and_accepts_the_former_name() -> None:
     new = ctxbudget.assemble(request, policy=policy, model="gpt-4o", output_format="openai")
     old = ctxbudget.assemble(request, policy=policy, model="gpt-4o", format="openai")
     assert new.request == old.request and "messages" in new.request
-    with pytest.raises(ctxbudget.ConfigError, match="disagree"):
-        ctxbudget.assemble(request, policy=policy, model="gpt-4o", output_format="text", format="openai")
+    for given, former in (("text", "openai"), ("anthropic", "openai"), ("openai", "anthropic")):
+        with pytest.raises(ctxbudget.ConfigError, match="disagree"):
+            ctxbudget.assemble(request, policy=policy, model="gpt-4o", output_format=given, format=former)
+    default = ctxbudget.assemble(request, policy=policy, model="gpt-4o")
+    assert (
+        default.request
+        == ctxbudget.assemble(request, policy=policy, model="gpt-4o", format="anthropic").request
+    )
 
 
 def test_the_pipelines_faces_export_what_their_docs_use() -> None:

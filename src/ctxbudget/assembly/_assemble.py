@@ -42,12 +42,13 @@ class AssemblyResult:
     report: AssemblyReport
 
 
-def _output_format(output_format: OutputFormat, former: OutputFormat | None) -> OutputFormat:
-    """The format to build: ``output_format``, or ``format`` (its former name) when given alone;
-    the two disagreeing is a :class:`ConfigError`."""
-    if former is not None and former != output_format and output_format != "anthropic":
+def _output_format(output_format: OutputFormat | None, former: OutputFormat | None) -> OutputFormat:
+    """The format to build: ``output_format``, or ``format`` (its former name), else Anthropic's;
+    the two given and disagreeing is a :class:`ConfigError`."""
+    if former is not None and output_format is not None and former != output_format:
         raise ConfigError(f"output_format={output_format!r} and format={former!r} disagree; give one")
-    return former or output_format
+    chosen = output_format if output_format is not None else former
+    return chosen if chosen is not None else "anthropic"
 
 
 def _check_envelope(policy: Policy, spec: ModelSpec, model: str) -> None:
@@ -155,7 +156,7 @@ def assemble(
     *,
     policy: Policy,
     model: str,
-    output_format: OutputFormat = "anthropic",
+    output_format: OutputFormat | None = None,
     previous: Mapping[str, Any] | AssemblyReport | None = None,
     cost_ceiling_usd: float | None = None,
     expected_output_tokens: int | None = None,
@@ -173,8 +174,8 @@ def assemble(
     - ``request``: ``{"items": [...]}`` (docs/assembly.md), or a question, OpenAI or Anthropic body.
     - ``policy``: tiers, envelope, block ceilings and cost ceiling (:func:`ctxbudget.get_policy`).
     - ``model``: a model id of the catalog (the turn is priced with its prices).
-    - ``output_format``: the body to build: ``"anthropic"`` (cache marks at the breakpoints),
-      ``"openai"`` or ``"text"``. ``format`` is its former name, still accepted.
+    - ``output_format``: the body to build: ``"anthropic"`` (the default; cache marks at the
+      breakpoints), ``"openai"`` or ``"text"``. ``format`` is its former name, still accepted.
     - ``previous``: the previous turn's report (an :class:`AssemblyReport`, its dict, or
       ``{"report": ...}`` as ``assemble --json`` writes it): its prefix hashes predict cache reads,
       and its pinned prefix is the one this turn's must equal.

@@ -100,10 +100,14 @@ def check_options(**options: Any) -> None:
 
 
 def input_format_of(input_format: str | None, former: str | None) -> str | None:
-    """``input_format``, or ``format`` (its former name); both given must agree."""
-    if former is not None and input_format is not None and former != input_format:
+    """``input_format``, or ``format`` (its former name); both given must agree. None or an
+    empty name: detected from the body."""
+    for name, value in (("input_format", input_format), ("format", former)):
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{name} must be a format name, got {type(value).__name__}")
+    if former and input_format and former != input_format:
         raise ConfigError(f"input_format={input_format!r} and format={former!r} disagree; give one")
-    return input_format if input_format is not None else former
+    return input_format or former or None
 
 
 def check_request(request: object) -> None:

@@ -265,7 +265,7 @@ class Session:
         tool_calls: Sequence[ToolCall] = (),
         tool_results: Sequence[ToolResult] = (),
         tags: Sequence[str] = (),
-        output_format: OutputFormat = "anthropic",
+        output_format: OutputFormat | None = None,
         expected_output_tokens: int | None = None,
         allow_prefix_change: bool = False,
         idle_seconds: float | None = None,
