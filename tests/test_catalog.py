@@ -332,7 +332,7 @@ def test_a_calibrated_factor_replaces_only_an_estimates_factor() -> None:
     assert catalog.counter_for("claude-sonnet-4-5", 1.7).safety_factor == 1.7
     assert catalog.tokenizer_for("gpt-4o", 1.7) == catalog.tokenizer_for("gpt-4o")  # exact: nothing to scale
     assert catalog.tokenizer_for("claude-sonnet-4-5") == claude  # the catalog itself is unchanged
-    for bad in (0, -1.0, float("nan"), float("inf"), True, "1.2"):
+    for bad in (0, -1.0, float("nan"), float("inf"), 1e308, 101, True, "1.2", [1]):
         with pytest.raises(ConfigError, match="safety_factor"):
             catalog.tokenizer_for("claude-sonnet-4-5", bad)  # type: ignore[arg-type]
         with pytest.raises(ConfigError, match="safety_factor"):

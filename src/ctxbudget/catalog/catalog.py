@@ -27,7 +27,15 @@ from .matching import compile_clause
 from .resolve import Found, Index, find
 from .values import FALLBACK_TOKENIZER, Family, ModelSpec, TokenizerSpec, WindowResolution, family_tokenizer
 
-__all__ = ["FLOOR_WINDOW_TOKENS", "Catalog", "UnknownModel", "bundled_catalog", "load_catalog"]
+__all__ = [
+    "FLOOR_WINDOW_TOKENS",
+    "MAX_SAFETY_FACTOR",
+    "Catalog",
+    "UnknownModel",
+    "bundled_catalog",
+    "check_safety_factor",
+    "load_catalog",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -37,10 +45,18 @@ FLOOR_WINDOW_TOKENS = 8191
 _WARNED_UNKNOWN: set[str] = set()
 
 
+# A factor scales an estimate of a real tokenizer's count: the bundled ones are 1.0-1.3, and a
+# calibrated one stays near them. Far above is a mistake (and a count past any integer's range).
+MAX_SAFETY_FACTOR = 100.0
+
+
 def check_safety_factor(value: object) -> float:
-    """A safety factor as given by a caller: a finite number above zero, else a ConfigError."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
-        raise ConfigError(f"safety_factor must be a number above 0, got {value!r}")
+    """A safety factor as given by a caller: a number above 0 and at most
+    :data:`MAX_SAFETY_FACTOR`, else a ConfigError."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_SAFETY_FACTOR:
+        raise ConfigError(
+            f"safety_factor must be a number above 0 and at most {MAX_SAFETY_FACTOR:g}, got {value!r}"
+        )
     return float(value)
 
 

@@ -16,6 +16,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from ..catalog.catalog import MAX_SAFETY_FACTOR
 from ..errors import CtxBudgetError, InvalidRequestError
 from ..formats.jsonvalue import decode_json
 from .answers import complete, error_response, refused, relay, upstream_failure
@@ -112,8 +113,8 @@ async def _prepare(
     if gateway.depends_on_estimate(provider, prepared):
         proxy = prepared.proxy_before
         exact = await gateway.exact_count(body, forwarded_headers(request.headers.items()), proxy)
-        if exact is not None:
-            factor = exact / max(1, proxy)
+        factor = exact / max(1, proxy) if exact is not None else 0.0
+        if 0 < factor <= MAX_SAFETY_FACTOR:  # else the upstream's count is not believable: keep the fit
             prepared = await run_in_threadpool(prepare, provider, body, progress.session, settings, factor)
             progress.prepared = prepared
     return prepared
