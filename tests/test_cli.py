@@ -213,3 +213,21 @@ def test_hints_name_the_flags_on_the_command_line_and_the_options_in_python(tmp_
     tight = {"model": "gpt-4o", "system": "x " * 3000, "messages": [{"role": "user", "content": "Hi"}]}
     result = CliRunner().invoke(main, ["fit", _write(tmp_path, tight), "--max-context-tokens", "5000"])
     assert result.exit_code == 3 and "--on-overflow empty" in result.output
+
+
+def test_each_command_names_its_own_flags(tmp_path: Path) -> None:
+    import pytest
+
+    chat = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]}
+    result = CliRunner().invoke(main, ["fit", _write(tmp_path, chat), "--max-context-tokens", "10"])
+    assert result.exit_code == 2 and "(--reserve-output-tokens)" in result.output
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps({"model": "gpt-4o", "prompt": "Hi"}))
+    result = CliRunner().invoke(main, ["assemble", str(odd), "--model", "gpt-4o"])
+    assert result.exit_code == 2 and "--input-format" in result.output  # its --format is the output
+    result = CliRunner().invoke(main, ["assemble", str(odd), "--model", "gtp-4o"])
+    assert result.exit_code == 2 and "--catalog FILE" in result.output
+    assert "--unknown-model" not in result.output and "--max-context-tokens" not in result.output
+    with pytest.raises(ctxbudget.UnknownModelError, match="load_catalog") as caught:
+        ctxbudget.assemble({"items": []}, policy=ctxbudget.get_policy("legal-review"), model="gtp-4o")
+    assert "max_context_tokens" not in str(caught.value)  # an assembly prices the model: no floor

@@ -260,3 +260,19 @@ def test_text_that_mentions_cache_control_does_not_stop_the_planned_breakpoint()
         {"system": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}]}
     )
     assert not _has_cache_control({"messages": [{"role": "user", "content": "what is cache_control?"}]})
+
+
+def test_the_refusal_table_keeps_a_policys_hint_and_names_an_unknown_price() -> None:
+    from ctxbudget.errors import BudgetExceeded, PriceUnknown
+    from ctxbudget.gateway.refusals import refusal_for
+
+    fit_error = BudgetExceeded(available_tokens=10, required_tokens=20, parts={"system": 20})
+    envelope = BudgetExceeded(
+        available_tokens=8192, required_tokens=32000, parts={"envelope": 32000}, hint="lower the envelope"
+    )
+    assert "X-Ctxbudget-Max-Context-Tokens" in str(refusal_for(fit_error, "anthropic"))
+    told = refusal_for(envelope, "openai")
+    assert str(told).endswith("; lower the envelope") and told.code == "context_length_exceeded"
+    unpriced = refusal_for(PriceUnknown(model_id="house-llm", ceiling_usd=0.5), "anthropic")
+    assert unpriced.code == "price_unknown" and str(unpriced).count("nothing was sent") == 1
+    assert "serve --cost-ceiling" in str(unpriced)

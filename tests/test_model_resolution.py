@@ -148,9 +148,12 @@ def test_gateway_answers_unknown_models_and_unknown_prices_in_the_provider_shape
                 model="claude-sonet-4-5", max_tokens=10, messages=[{"role": "user", "content": "x"}]
             )
         assert "unknown model" in str(claude.value) and "claude-sonnet-4-5" in str(claude.value)
-        # the hint names what a client or an operator of the gateway can set, not Python options
-        assert "X-Ctxbudget-Max-Context-Tokens" in str(claude.value)
-        assert "serve --unknown-model floor" in str(claude.value) and "=" not in str(claude.value)
+        # the hint names what the gateway's operator can do (a budget header never lifts an
+        # unknown id), not Python options
+        assert "serve --catalog FILE" in str(claude.value) and "serve --unknown-model floor" in str(
+            claude.value
+        )
+        assert "X-Ctxbudget-Max-Context-Tokens" not in str(claude.value) and "=" not in str(claude.value)
         with pytest.raises(openai.BadRequestError, match="unknown model"):
             openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0).chat.completions.create(
                 model="gtp-4o", messages=[{"role": "user", "content": "x"}]

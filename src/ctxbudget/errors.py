@@ -59,17 +59,24 @@ class UnknownEncodingError(ConfigError):
 
 
 class UnknownModelError(ConfigError):
-    """A model id that no catalog rule resolves; ``closest`` lists the ids that look like it."""
+    """A model id that no catalog rule resolves; ``closest`` lists the ids that look like it.
 
-    def __init__(self, model_id: str, closest: list[str]) -> None:
+    ``windowed`` says whether the caller could also give the model's window or budget it at the
+    floor (a fit or a count can; an assembly prices the model, so it needs the catalog entry)."""
+
+    def __init__(self, model_id: str, closest: list[str], *, windowed: bool = True) -> None:
         self.model_id = model_id
         self.closest = closest
         near = f" (closest: {', '.join(closest)})" if closest else ""
-        super().__init__(
-            f"unknown model {model_id!r}{near}; give its window (max_context_tokens=), add it in a "
-            "user catalog (catalog=load_catalog(FILE), or CTXBUDGET_CATALOG), or budget it at the "
-            '8,191-token floor (unknown_model="floor")'
+        self.summary = f"unknown model {model_id!r}{near}"
+        catalog = "add it in a user catalog (catalog=load_catalog(FILE), or CTXBUDGET_CATALOG)"
+        hint = (
+            f"give its window (max_context_tokens=), {catalog}, or budget it at the 8,191-token "
+            'floor (unknown_model="floor")'
+            if windowed
+            else catalog
         )
+        super().__init__(f"{self.summary}; {hint}")
 
 
 class InvalidRequestError(CtxBudgetError):
@@ -98,6 +105,7 @@ class BudgetExceeded(CtxBudgetError):
     ) -> None:
         self.available_tokens = available_tokens
         self.required_tokens = required_tokens
+        self.hint = hint
         self.parts = dict(parts)
         ranked = sorted(self.parts.items(), key=lambda kv: (-kv[1], kv[0]))
         listing = ", ".join(f"{name} {tokens:,}" for name, tokens in ranked[:8])
@@ -111,8 +119,9 @@ class BudgetExceeded(CtxBudgetError):
         super().__init__(f"{self.summary}; {hint}")
 
     def with_hint(self, hint: str) -> str:
-        """The message with another hint (the gateway names its settings, not CLI flags)."""
-        return f"{self.summary}; {hint}"
+        """The message with another hint in place of the fit's own (the gateway names its
+        settings); a hint of another kind (a tier's, a policy's envelope) is kept."""
+        return f"{self.summary}; {hint if self.hint == self.FIT_HINT else self.hint}"
 
 
 class VolatileValueError(InvalidRequestError):

@@ -126,7 +126,7 @@ class Catalog:
         """Like :meth:`find_model`, but raises :class:`UnknownModelError` naming the closest ids."""
         spec = self.find_model(model_id)
         if spec is None:
-            raise UnknownModelError(model_id, self.closest(model_id))
+            raise UnknownModelError(model_id, self.closest(model_id), windowed=False)
         return spec
 
     def closest(self, model_id: str, n: int = 3) -> list[str]:

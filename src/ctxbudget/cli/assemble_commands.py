@@ -14,6 +14,7 @@ from ..assembly import assemble, compare_prefixes, list_policies, load_policy
 from ..catalog.catalog import load_catalog
 from .base import (
     ALLOW_PREFIX_CHANGE_OPTION,
+    ASSEMBLE_FLAGS,
     BODY_FORMAT_OPTION,
     CATALOG_OPTION,
     EXIT_DIFFERS,
@@ -152,7 +153,7 @@ def assemble_command(
         echo_body(result.request)
         print_assembly(result.report.to_dict())
 
-    run_action(action)
+    run_action(action, ASSEMBLE_FLAGS)
 
 
 def print_assembly(report: dict[str, Any]) -> None:

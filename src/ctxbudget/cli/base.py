@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -47,15 +47,20 @@ FLAGS = (
 )
 
 
-def with_flags(message: str) -> str:
+# `assemble` names the body it reads --input-format (its --format is the body it builds).
+ASSEMBLE_FLAGS = (("input_format=", "--input-format"), *FLAGS)
+
+
+def with_flags(message: str, flags: Sequence[tuple[str, str]] = FLAGS) -> str:
     """A library message as the command line tells it: each option named by its flag."""
-    for option, flag in FLAGS:
+    for option, flag in flags:
         message = message.replace(option, flag)
     return message
 
 
-def fail(message: str, code: int) -> None:
-    click.echo(f"ctxbudget: {with_flags(message)}", err=True)
+def fail(message: str, code: int, flags: Sequence[tuple[str, str]] = FLAGS) -> None:
+    """One line on stderr, the options named by the command's flags, and exit with ``code``."""
+    click.echo(f"ctxbudget: {with_flags(message, flags)}", err=True)
     sys.exit(code)
 
 
@@ -88,19 +93,29 @@ def echo_warnings(warnings: Any) -> None:
         click.echo(f"ctxbudget: warning: {with_flags(warning)}", err=True)
 
 
-def run_action(action: Callable[[], None]) -> None:
+def run_action(action: Callable[[], None], flags: Sequence[tuple[str, str]] = FLAGS) -> None:
+    """Run a command's work; a library error is one line and its exit code (``flags`` name the
+    command's own flags for the library's options)."""
     try:
         action()
-    except BudgetExceeded as exc:
-        fail(str(exc), EXIT_CANNOT_FIT)
-    except CostCeilingExceeded as exc:
-        fail(str(exc), EXIT_COST)
-    except PinnedPrefixChanged as exc:
-        fail(str(exc), EXIT_PREFIX_CHANGED)
-    except (PrefixChanged, InvariantViolation) as exc:
-        fail(str(exc), EXIT_DIFFERS)
     except CtxBudgetError as exc:
-        fail(str(exc), EXIT_USAGE)
+        fail(str(exc), _exit_code(exc), flags)
+
+
+# Library errors by exit code (the README's table); the first row the error is an instance of
+# applies, and every other library error is bad input.
+EXIT_CODES: tuple[tuple[type[CtxBudgetError], int], ...] = (
+    (BudgetExceeded, EXIT_CANNOT_FIT),
+    (CostCeilingExceeded, EXIT_COST),  # PriceUnknown too: a ceiling that cannot be checked
+    (PinnedPrefixChanged, EXIT_PREFIX_CHANGED),
+    (PrefixChanged, EXIT_DIFFERS),
+    (InvariantViolation, EXIT_DIFFERS),
+)
+
+
+def _exit_code(exc: CtxBudgetError) -> int:
+    """The exit code of a library error (:data:`EXIT_CODES`)."""
+    return next((code for kind, code in EXIT_CODES if isinstance(exc, kind)), EXIT_USAGE)
 
 
 ALLOW_PREFIX_CHANGE_OPTION = click.option(

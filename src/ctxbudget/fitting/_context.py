@@ -58,7 +58,8 @@ def _available(resolution: WindowResolution, reserve: int) -> int:
     available = resolution.context_window - reserve
     if available <= 0:
         raise ConfigError(
-            f"reserve_output_tokens ({reserve:,}) leaves nothing of the {resolution.context_window:,}-token window"
+            f"the output reserve of {reserve:,} tokens (reserve_output_tokens=) leaves nothing of the "
+            f"{resolution.context_window:,}-token window"
         )
     if resolution.max_input_tokens is not None:
         available = min(available, resolution.max_input_tokens)

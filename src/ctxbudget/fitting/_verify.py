@@ -67,7 +67,8 @@ def _fixed_or_fail(ctx: FitContext) -> int:
         )
     ctx.warnings.append(
         f"the parts that cannot be trimmed need {ctx.counter.scale(fixed_raw):,} tokens, more than the "
-        f"{available:,} available: all four components were emptied (on_overflow=empty) and the request still does not fit"
+        f'{available:,} available: all four components were emptied (on_overflow="empty") and the '
+        "request still does not fit"
     )
     return fixed_raw
 

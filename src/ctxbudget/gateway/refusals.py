@@ -42,7 +42,7 @@ PREFIX_HINT = "header X-Ctxbudget-Allow-Prefix-Change: true"
 # (the client) or by a flag of ``ctxbudget serve`` (the operator).
 GATEWAY_OPTIONS = (
     ("max_context_tokens=", "header X-Ctxbudget-Max-Context-Tokens"),
-    ("cost_ceiling_usd=", "header X-Ctxbudget-Cost-Ceiling"),
+    ("cost_ceiling_usd=", "serve --cost-ceiling"),
     ("allow_prefix_change=True", PREFIX_HINT),
     ('unknown_model="floor"', "serve --unknown-model floor"),
     ("catalog=load_catalog(FILE)", "serve --catalog FILE"),
@@ -98,6 +98,14 @@ class Rule:
         return self.codes[provider]
 
 
+# Codes that name what was found: a model id the catalog cannot resolve (the gateway's own check,
+# unless it runs with unknown_model="floor"; an assembly's UnknownModelError under "floor" is bad
+# input, by the table's last row), and a ceiling on a model without a price (the gateway's own
+# check or a pipeline's PriceUnknown, by its row).
+UNKNOWN_MODEL_CODE = "unknown_model"
+PRICE_UNKNOWN_CODE = "price_unknown"
+
+
 # Library errors as the client is told them. The first row whose class the error is an instance
 # of applies, so a subclass comes before its base; the last row catches every other error.
 LIBRARY_ERRORS: tuple[Rule, ...] = (
@@ -110,7 +118,9 @@ LIBRARY_ERRORS: tuple[Rule, ...] = (
     ),
     # The session's pinned prefix changed: told the header that allows it.
     Rule(PinnedPrefixChanged, 409, _same("prefix_changed"), hint=PREFIX_HINT, tail=NOTHING_SENT),
-    # Above the cost ceiling, or a ceiling without a price (a PriceUnknown is a CostCeilingExceeded).
+    # A ceiling on a model without a price: it cannot be checked (its message says nothing was sent).
+    Rule(PriceUnknown, 400, _same(PRICE_UNKNOWN_CODE)),
+    # Above the cost ceiling.
     Rule(CostCeilingExceeded, 400, _same("cost_ceiling_exceeded"), tail=NOTHING_SENT),
     # Anything else is bad input; the library's reserve_output_tokens is the client's max_tokens.
     Rule(
@@ -121,14 +131,6 @@ LIBRARY_ERRORS: tuple[Rule, ...] = (
         renamed={"reserve_output_tokens": "max_tokens"},
     ),
 )
-
-# The gateway's own checks, before any pipeline runs, name what they found in their codes: a
-# model id the catalog cannot resolve (unless the gateway runs with unknown_model="floor") and a
-# ceiling on a model without a price. The same errors raised by a pipeline keep their rows above:
-# an assembly's UnknownModelError (an unknown id under "floor") is bad input, its PriceUnknown a
-# cost_ceiling_exceeded.
-UNKNOWN_MODEL_CODE = "unknown_model"
-PRICE_UNKNOWN_CODE = "price_unknown"
 
 
 def rule_for(kind: type[CtxBudgetError]) -> Rule:
@@ -168,8 +170,13 @@ def refusal_as(kind: type[CtxBudgetError], provider: str, message: str) -> Refus
 
 
 def unknown_model(error: UnknownModelError) -> Refusal:
-    """The gateway's own refusal of a model id the catalog cannot resolve (bad input, not counted)."""
-    return Refusal(400, f"ctxbudget: {with_settings(str(error))}", UNKNOWN_MODEL_CODE)
+    """The gateway's own refusal of a model id the catalog cannot resolve (bad input, not counted):
+    what the operator can do about it (a budget header never lifts an unknown id)."""
+    hint = (
+        "add it in a catalog (serve --catalog FILE), or budget unknown ids at the 8,191-token "
+        "floor (serve --unknown-model floor)"
+    )
+    return Refusal(400, f"ctxbudget: {error.summary}; {hint}", UNKNOWN_MODEL_CODE)
 
 
 def price_unknown(model: str, ceiling_usd: float) -> Refusal:
