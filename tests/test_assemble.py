@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ctxbudget import BudgetExceeded, CostCeilingExceeded
+from ctxbudget import BudgetExceeded, ConfigError, CostCeilingExceeded
 from ctxbudget.assembly._assemble import assemble
 from ctxbudget.assembly._policy import get_policy, list_policies, parse_policy
 from ctxbudget.assembly._prefix import compare_prefixes
@@ -244,3 +244,28 @@ def test_golden_rendered_bodies(fmt: str) -> None:
     )
     golden = GOLDEN / f"assembled_{fmt}.{'txt' if fmt == 'text' else 'json'}"
     assert rendered == golden.read_text("utf-8")
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("cost_ceiling_usd", float("nan")),
+        ("cost_ceiling_usd", -1.0),
+        ("cost_ceiling_usd", "0.3"),
+        ("expected_output_tokens", -100_000),
+        ("expected_output_tokens", 1.5),
+        ("idle_seconds", "5"),
+        ("idle_seconds", float("inf")),
+        ("policy", 7),
+    ],
+)
+def test_options_of_the_wrong_kind_are_config_errors_naming_them(option: str, value: object) -> None:
+    with pytest.raises(ConfigError, match=option):
+        run(**{option: value})
+
+
+def test_a_policy_may_be_named() -> None:
+    assert (
+        run(policy="legal-review", model="claude-sonnet-4-5").report
+        == assemble(request(), policy=get_policy("legal-review"), model="claude-sonnet-4-5").report
+    )

@@ -231,3 +231,10 @@ def test_each_command_names_its_own_flags(tmp_path: Path) -> None:
     with pytest.raises(ctxbudget.UnknownModelError, match="load_catalog") as caught:
         ctxbudget.assemble({"items": []}, policy=ctxbudget.get_policy("legal-review"), model="gtp-4o")
     assert "max_context_tokens" not in str(caught.value)  # an assembly prices the model: no floor
+
+
+def test_a_ceiling_that_is_not_a_finite_number_is_a_usage_error(tmp_path: Path) -> None:
+    for command in (["assemble", _write(tmp_path, REQUEST), "--model", "gpt-4o"], ["serve"]):
+        for value in ("nan", "inf", "-1"):
+            result = CliRunner().invoke(main, [*command, "--cost-ceiling", value])
+            assert result.exit_code == 2 and "--cost-ceiling" in result.output, (command, value)

@@ -233,3 +233,22 @@ def test_cli_session_commands(tmp_path: Path) -> None:
     assert "turn 1" in runner.invoke(main, ["session", "show", "c", "--store", store]).output
     missing = runner.invoke(main, ["session", "show", "nope", "--store", store])
     assert missing.exit_code == 2 and "sessions: c" in missing.output
+
+
+def test_a_turn_with_arguments_of_the_wrong_type_is_a_config_error(tmp_path: Path) -> None:
+    import pytest
+
+    from ctxbudget import ConfigError
+
+    store = SQLiteStore(tmp_path / "s.db")
+    session = Session.create(store, "s", policy=_policy(tmp_path), model="claude-sonnet-4-5", base=_base())
+    wrong: list[dict[str, Any]] = [
+        {"tool_results": [{"name": "x", "content": "y"}]},
+        {"tool_calls": "search"},
+        {"tags": "Notice"},
+        {"allow_prefix_change": "no"},
+    ]
+    for arguments in wrong:
+        with pytest.raises(ConfigError, match=next(iter(arguments))):
+            session.prepare("Was notice given?", **arguments)
+    assert store.turns("s") == []  # nothing was recorded

@@ -11,8 +11,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .catalog.values import Prices
+from .errors import ConfigError
 
-__all__ = ["TurnCost", "price_turn", "price_unknown_note"]
+__all__ = ["TurnCost", "check_amount", "price_turn", "price_unknown_note"]
+
+
+def check_amount(name: str, value: object, *, whole: bool = False) -> None:
+    """An option that is an amount (a ceiling in USD, seconds, tokens): a finite number of at
+    least 0 (a whole number when ``whole``) or None, else a ConfigError naming it."""
+    if value is None:
+        return
+    kinds = int if whole else int | float
+    if isinstance(value, bool) or not isinstance(value, kinds) or not 0 <= value < float("inf"):
+        what = "a whole number" if whole else "a number"
+        raise ConfigError(f"{name} must be {what} of at least 0, got {value!r}")
+
 
 PER_TOKEN = 1e-6  # catalog prices are USD per million tokens
 

@@ -16,13 +16,14 @@ from typing import Any
 
 from ..catalog.catalog import Catalog, bundled_catalog
 from ..catalog.values import ModelSpec
+from ..cost import check_amount
 from ..errors import BudgetExceeded, ConfigError, InvalidRequestError, InvariantViolation
 from ..tokens.counter import TokenCounter
 from ..trim.passages import PassageScorer
 from ._current_turn import bound_current
 from ._draft import Setup
 from ._pinned import check_pinned_items, check_pinned_prefix
-from ._policy import Policy
+from ._policy import Policy, load_policy
 from ._previous import live_hashes, read_previous
 from ._pricing import Priced, within_ceiling
 from ._render import OutputFormat, block_texts
@@ -49,6 +50,15 @@ def _output_format(output_format: OutputFormat | None, former: OutputFormat | No
         raise ConfigError(f"output_format={output_format!r} and format={former!r} disagree; give one")
     chosen = output_format if output_format is not None else former
     return chosen if chosen is not None else "anthropic"
+
+
+def _policy_of(policy: object) -> Policy:
+    """The policy given, or the bundled or file policy a name points to."""
+    if isinstance(policy, str):
+        return load_policy(policy)
+    if not isinstance(policy, Policy):
+        raise ConfigError(f"policy must be a Policy or a policy name, got {type(policy).__name__}")
+    return policy
 
 
 def _check_envelope(policy: Policy, spec: ModelSpec, model: str) -> None:
@@ -154,7 +164,7 @@ def _check_prompt_limit(report: AssemblyReport, policy: Policy) -> None:
 def assemble(
     request: Mapping[str, Any],
     *,
-    policy: Policy,
+    policy: Policy | str,
     model: str,
     output_format: OutputFormat | None = None,
     previous: Mapping[str, Any] | AssemblyReport | None = None,
@@ -172,7 +182,8 @@ def assemble(
     """Assemble a tiered request under ``policy`` for ``model``; returns the body and the report.
 
     - ``request``: ``{"items": [...]}`` (docs/assembly.md), or a question, OpenAI or Anthropic body.
-    - ``policy``: tiers, envelope, block ceilings and cost ceiling (:func:`ctxbudget.get_policy`).
+    - ``policy``: tiers, envelope, block ceilings and cost ceiling (:func:`ctxbudget.get_policy`),
+      or a policy's name or file (:func:`ctxbudget.load_policy`).
     - ``model``: a model id of the catalog (the turn is priced with its prices).
     - ``output_format``: the body to build: ``"anthropic"`` (the default; cache marks at the
       breakpoints), ``"openai"`` or ``"text"``. ``format`` is its former name, still accepted.
@@ -198,6 +209,10 @@ def assemble(
     then.
     """
     fmt = _output_format(output_format, format)
+    policy = _policy_of(policy)
+    check_amount("cost_ceiling_usd", cost_ceiling_usd)
+    check_amount("expected_output_tokens", expected_output_tokens, whole=True)
+    check_amount("idle_seconds", idle_seconds)
     catalog = catalog or bundled_catalog()
     setup = _setup(
         request,

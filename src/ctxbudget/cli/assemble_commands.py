@@ -19,6 +19,7 @@ from .base import (
     CATALOG_OPTION,
     EXIT_DIFFERS,
     JSON_OPTION,
+    USD,
     echo_body,
     main,
     read_json,
@@ -96,7 +97,7 @@ def policies_command(as_json: bool) -> None:
 )
 @click.option(
     "--cost-ceiling",
-    type=click.FloatRange(min=0, min_open=True),
+    type=USD,
     metavar="USD",
     help="Per-turn ceiling [default: the policy's].",
 )

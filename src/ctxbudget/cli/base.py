@@ -8,6 +8,7 @@ environment (``CTXBUDGET_*``) > default.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -46,6 +47,20 @@ FLAGS = (
     ("cost_ceiling_usd=", "--cost-ceiling"),
 )
 
+
+class FiniteRange(click.FloatRange):
+    """A number in a range, and finite: ``nan`` passes a plain range (it compares as in range)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The number, or a usage error naming the option."""
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+# A ceiling in USD: above 0 and finite.
+USD = FiniteRange(min=0, min_open=True)
 
 # `assemble` names the body it reads --input-format (its --format is the body it builds).
 ASSEMBLE_FLAGS = (("input_format=", "--input-format"), *FLAGS)

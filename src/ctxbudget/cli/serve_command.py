@@ -7,7 +7,17 @@ from typing import TYPE_CHECKING
 import click
 
 from ..assembly import load_policy
-from .base import CATALOG_OPTION, EXIT_USAGE, STORE_OPTION, UNKNOWN_MODEL_OPTION, fail, main, run_action
+from .base import (
+    CATALOG_OPTION,
+    EXIT_USAGE,
+    STORE_OPTION,
+    UNKNOWN_MODEL_OPTION,
+    USD,
+    FiniteRange,
+    fail,
+    main,
+    run_action,
+)
 
 if TYPE_CHECKING:
     from ..gateway import GatewayConfig
@@ -46,7 +56,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--cost-ceiling",
-    type=click.FloatRange(min=0, min_open=True),
+    type=USD,
     metavar="USD",
     help="Refuse requests estimated above this cost (overrides --policy's).",
 )
@@ -73,7 +83,7 @@ if TYPE_CHECKING:
     "timeout_seconds",
     default=600.0,
     show_default=True,
-    type=click.FloatRange(min=0.1),
+    type=FiniteRange(min=0.1),
     help="Upstream timeout in seconds.",
 )
 @click.option(

@@ -112,6 +112,29 @@ def _assembled_keeping_every_turn(attempt: Callable[[bool, int | None], _Attempt
     return attempt(False, max(rolled)) if rolled else done
 
 
+def _check_turn(
+    question: object, tool_calls: object, tool_results: object, tags: object, allow_prefix_change: object
+) -> None:
+    """The turn's arguments have their types (a ConfigError naming the one that does not)."""
+    if not isinstance(question, str):
+        raise ConfigError(f"question must be a string, got {type(question).__name__}")
+    for name, given, kind in (
+        ("tool_calls", tool_calls, ToolCall),
+        ("tool_results", tool_results, ToolResult),
+    ):
+        if not _all_of(given, kind):
+            raise ConfigError(f"{name} must be a list of ctxbudget.{kind.__name__} values, got {given!r:.80}")
+    if not _all_of(tags, str):
+        raise ConfigError(f"tags must be a list of strings, got {tags!r:.80}")
+    if not isinstance(allow_prefix_change, bool):
+        raise ConfigError(f"allow_prefix_change must be True or False, got {allow_prefix_change!r}")
+
+
+def _all_of(given: object, kind: type) -> bool:
+    """Whether ``given`` is a list or tuple of ``kind`` values (a string is not a list of them)."""
+    return isinstance(given, list | tuple) and all(isinstance(value, kind) for value in given)
+
+
 class Session:
     """A named, stored conversation under a policy."""
 
@@ -281,6 +304,7 @@ class Session:
         (:class:`PinnedPrefixChanged`) unless ``allow_prefix_change``; ``idle_seconds`` since the
         previous turn lets the prediction expire its cache entries. ``output_format`` is the body
         to build (``format``, its former name, is still accepted), as for :func:`ctxbudget.assemble`."""
+        _check_turn(question, tool_calls, tool_results, tags, allow_prefix_change)
 
         def attempt(forced: bool, through: int | None = None) -> _Attempt:
             new_entries, step = self._compact(forced=forced, through=through)
