@@ -296,14 +296,9 @@ class Session:
     ) -> PreparedTurn:
         """Compact if due, then assemble the next turn (nothing is stored until :meth:`record`).
 
-        If the assembled request would be over the envelope, compaction runs (as far as it can)
-        and the turn is assembled once more before the error is let through; if the rolling
-        window could not hold a raw turn whole, that turn (and those before it) is compacted and
-        the turn assembled once more, so every past turn is either raw and whole or in the ledger.
-        A pinned prefix that differs from the previous turn's fails closed
-        (:class:`PinnedPrefixChanged`) unless ``allow_prefix_change``; ``idle_seconds`` since the
-        previous turn lets the prediction expire its cache entries. ``output_format`` is the body
-        to build (``format``, its former name, is still accepted), as for :func:`ctxbudget.assemble`."""
+        Over the envelope, or with a raw turn the rolling window cannot hold whole, compaction
+        runs and the turn is assembled once more, so every past turn is raw and whole or in the
+        ledger. The other options mean what they mean for :func:`ctxbudget.assemble`."""
         _check_turn(question, tool_calls, tool_results, tags, allow_prefix_change)
 
         def attempt(forced: bool, through: int | None = None) -> _Attempt:
