@@ -3,8 +3,10 @@
 For each probe of ../shared/data/retention: a `question` request with the probe's question and its
 document, fitted with split_documents at 4k, 8k and 16k tokens (gpt-4o, exact counts, no reply
 reserve). A probe is retained when every gold span is still verbatim in the rendered prompt.
-Head-only and tail-only truncation of the same document to the same budget are measured in the same
-run. Skips with a message when the data folder is absent.
+Three baselines are measured in the same run on the same probes and budgets: head-only and
+tail-only truncation of the document, and "chunks" (:func:`chunks_baseline`: plain BM25 over
+256-token line-aligned chunks, packed best-first after 10% of the budget for the document's head).
+Skips with a message when the data folder is absent.
 
     python bench/bench_retention.py [--limit N] [--data DIR] [--semantic] [--gold]
 
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxbudget import ConfigError, fit, get_encoding, render_question
+from ctxbudget.trim.bm25 import bm25_scores
 from ctxbudget.trim.passages import PassageScorer
 
 BUDGETS = (4000, 8000, 16000)
@@ -57,6 +60,40 @@ def head_tail(text: str, budget: int) -> tuple[str, str]:
     enc = get_encoding("o200k_base").tiktoken  # type: ignore[attr-defined]
     tokens = enc.encode_ordinary(text)
     return enc.decode(tokens[:budget]), enc.decode(tokens[-budget:] if budget else [])
+
+
+CHUNK_TOKENS = 256
+HEAD_SHARE = 0.10
+
+
+def chunks_baseline(text: str, question: str, budget: int) -> str:
+    """The plain baseline: the document cut into line-aligned chunks of about 256 tokens, the
+    first 10% of the budget kept as the document's head, then chunks by BM25 against the question,
+    best first while they fit, laid out in document order."""
+    enc = get_encoding("o200k_base").tiktoken  # type: ignore[attr-defined]
+    chunks, current, size = [], [], 0
+    for line in text.splitlines(keepends=True):
+        cost = len(enc.encode_ordinary(line))
+        if current and size + cost > CHUNK_TOKENS:
+            chunks.append("".join(current))
+            current, size = [], 0
+        current.append(line)
+        size += cost
+    if current:
+        chunks.append("".join(current))
+    costs = [len(enc.encode_ordinary(c)) for c in chunks]
+    kept, used = set(), 0
+    for i, cost in enumerate(costs):  # the head: whole chunks within 10% of the budget
+        if used + cost > HEAD_SHARE * budget:
+            break
+        kept.add(i)
+        used += cost
+    scores = bm25_scores(question, chunks)
+    for i in sorted(range(len(chunks)), key=lambda i: (-scores[i], i)):
+        if i not in kept and used + costs[i] <= budget:
+            kept.add(i)
+            used += costs[i]
+    return "".join(chunks[i] for i in sorted(kept))
 
 
 def retained(spans: list[list[int]], text: str, output: str) -> bool:
@@ -121,6 +158,8 @@ def main() -> None:
                 head, tail = head_tail(text, max(0, budget - around))
                 counts[(dataset, budget, "head")] += retained(probe["spans"], text, head)
                 counts[(dataset, budget, "tail")] += retained(probe["spans"], text, tail)
+                chunked = chunks_baseline(text, probe["question"], max(0, budget - around))
+                counts[(dataset, budget, "chunks")] += retained(probe["spans"], text, chunked)
             if n % 100 == 0:
                 print(f"  {dataset}: {n}/{len(chosen)} probes", file=sys.stderr)
     columns = [*scorers, *(["gold"] if args.gold else [])]
@@ -130,15 +169,18 @@ def main() -> None:
         "gold": "+gold",
         "head": "head-only",
         "tail": "tail-only",
+        "chunks": "chunks",
     }
     print(
         f"{'dataset':14} {'budget':>7} "
-        + " ".join(f"{names[c]:>10}" for c in [*columns, "head", "tail"])
+        + " ".join(f"{names[c]:>10}" for c in [*columns, "head", "tail", "chunks"])
         + "  probes"
     )
     for dataset in sorted(totals):
         for budget in BUDGETS:
-            row = [counts[(dataset, budget, k)] / totals[dataset] for k in [*columns, "head", "tail"]]
+            row = [
+                counts[(dataset, budget, k)] / totals[dataset] for k in [*columns, "head", "tail", "chunks"]
+            ]
             print(
                 f"{dataset:14} {budget:>7,} "
                 + " ".join(f"{r:>10.1%}" for r in row)
