@@ -4,6 +4,7 @@ import itertools
 
 from ctxbudget import fit, render_question
 from ctxbudget.trim.passages import (
+    Passage,
     PassageWeights,
     asks_for_summary,
     content_query,
@@ -200,7 +201,7 @@ def test_one_strong_match_outweighs_many_passing_mentions() -> None:
         return "".join(text[r.start : r.end] for r in regions)
 
     assert "turn 70:" in kept(PassageWeights(hedge_shares=()))
-    plain = kept(PassageWeights(sharpness=1.0, hedge_shares=()))  # summed as is, mentions win
+    plain = kept(PassageWeights(sharpness=1.0, hedge_shares=(), rescue_strong=False))  # summed as is
     assert "turn 70:" not in plain and "turn 20: revenue" in plain
 
 
@@ -234,7 +235,7 @@ def test_a_specific_question_keeps_evidence_in_two_places_when_one_window_cannot
     assert sum(costs[first : last + 1]) > 500  # no single window of the budget reaches both exchanges
     hedged = kept(question, PassageWeights())
     assert "turn 20:" in hedged and "turn 80:" in hedged
-    single = kept(question, PassageWeights(hedge_shares=()))
+    single = kept(question, PassageWeights(hedge_shares=(), rescue_strong=False))
     assert ("turn 20:" in single) != ("turn 80:" in single)
     summary = kept("Summarize the discussion of the unit price of the remote.", PassageWeights())
     assert ("turn 20:" in summary) != ("turn 80:" in summary)
@@ -257,3 +258,49 @@ def test_a_small_budget_still_gets_passages_it_can_hold() -> None:
     kept = "".join(d["page_content"] for d in result.request["documents"])
     assert "about the budget and costs with" in kept and result.report.tokens_after <= 160
     assert passage_tokens(8000) == 256 and passage_tokens(400) == 100 and passage_tokens(40) == 32
+
+
+def _paragraphs(texts: list[str]) -> tuple[str, list[Passage]]:
+    """One text of paragraphs, each a passage."""
+    text, passages = "", []
+    for i, body in enumerate(texts):
+        start = len(text)
+        text += body + "\n\n"
+        passages.append(Passage(start, start + len(body), f"p{i}"))
+    return text, passages
+
+
+def test_a_strong_passage_outside_the_window_is_kept_by_trimming_the_windows_weak_edges() -> None:
+    filler = "The committee met and talked about the schedule for the coming quarter."
+    texts = [filler] * 40
+    texts[5] = "To reset the remote control, hold the power button for ten seconds."
+    texts[6] = texts[7] = "The remote control ships with two batteries and a strap."
+    texts[30] = "A reset of the remote control also clears its pairing with the television."
+    text, passages = _paragraphs(texts)
+    costs = [20] * len(passages)
+    no_hedging = PassageWeights(hedge_shares=())  # the rescue alone, not the hedged windows
+    windows_only = PassageWeights(hedge_shares=(), rescue_strong=False)
+    regions = select_regions(
+        text,
+        passages,
+        costs,
+        200,
+        query="How do I reset the remote control?",
+        region_cost=4,
+        weights=no_hedging,
+    )
+    kept = {i for region in regions for i in region.passages}
+    assert {5, 30} <= kept  # the isolated answer is kept beside the window
+    alone_window = select_regions(
+        text,
+        passages,
+        costs,
+        200,
+        query="How do I reset the remote control?",
+        region_cost=4,
+        weights=windows_only,
+    )
+    assert 30 not in {i for region in alone_window for i in region.passages}  # what the rescue adds
+    assert sum(costs[i] for i in kept) + 4 * len(regions) <= 200
+    alone = select_regions(text, passages, costs, 200, query="schedule quarter", region_cost=4)
+    assert len(alone) == 1  # relevance everywhere alike: one window, nothing to rescue

@@ -44,6 +44,9 @@ class PassageWeights:
     # that the single window keeps, and more. () turns hedging off (measured in docs/retention.md).
     hedge_shares: tuple[float, ...] = (0.7, 0.5)
     strong: float = 0.7
+    # For the same questions, a strong passage the windows leave out gets room from the windows'
+    # weakest edges (False: windows alone; measured in docs/retention.md).
+    rescue_strong: bool = True
 
 
 class PassageScorer(Protocol):
