@@ -12,6 +12,7 @@ from ctxbudget.trim.passages import (
     select_regions,
     split_passages,
 )
+from ctxbudget.trim.passages._passage import reads_as_lines
 from ctxbudget.trim.passages._windows import _best_window
 
 TRANSCRIPT = "".join(
@@ -278,8 +279,9 @@ def test_a_strong_passage_outside_the_window_is_kept_by_trimming_the_windows_wea
     texts[30] = "A reset of the remote control also clears its pairing with the television."
     text, passages = _paragraphs(texts)
     costs = [20] * len(passages)
-    no_hedging = PassageWeights(hedge_shares=())  # the rescue alone, not the hedged windows
-    windows_only = PassageWeights(hedge_shares=(), rescue_strong=False)
+    # windows (as in a transcript), the rescue alone, not the hedged windows
+    no_hedging = PassageWeights(hedge_shares=(), prose_regions=False)
+    windows_only = PassageWeights(hedge_shares=(), rescue_strong=False, prose_regions=False)
     regions = select_regions(
         text,
         passages,
@@ -302,5 +304,33 @@ def test_a_strong_passage_outside_the_window_is_kept_by_trimming_the_windows_wea
     )
     assert 30 not in {i for region in alone_window for i in region.passages}  # what the rescue adds
     assert sum(costs[i] for i in kept) + 4 * len(regions) <= 200
-    alone = select_regions(text, passages, costs, 200, query="schedule quarter", region_cost=4)
+    alone = select_regions(
+        text, passages, costs, 200, query="schedule quarter", region_cost=4, weights=no_hedging
+    )
     assert len(alone) == 1  # relevance everywhere alike: one window, nothing to rescue
+
+
+def test_in_prose_regions_grow_around_each_answer_and_keep_context() -> None:
+    filler = "Chapter notes on installing the stand and cleaning the screen with a dry cloth."
+    texts = [filler] * 60
+    texts[8] = "To reset the remote control, hold the power button for ten seconds."
+    texts[45] = "Pairing the remote control again: point it at the television and hold Return."
+    text, passages = _paragraphs(texts)
+    assert not reads_as_lines(text)
+    costs = [20] * len(passages)
+    question = "How do I reset or pair the remote control?"
+    regions = select_regions(text, passages, costs, 160, query=question, region_cost=4)
+    kept = {i for region in regions for i in region.passages}
+    assert {8, 45} <= kept and len(regions) == 2  # both answers, apart
+    assert sum(costs[i] for i in kept) + 4 * len(regions) <= 160
+    assert len(kept) > 2  # what is left of the budget is context around them
+    windows = PassageWeights(prose_regions=False, rescue_strong=False, hedge_shares=())
+    single = select_regions(text, passages, costs, 160, query=question, region_cost=4, weights=windows)
+    assert len(single) == 1  # windows alone keep one stretch
+
+
+def test_transcripts_and_numbered_records_read_as_lines() -> None:
+    assert reads_as_lines("Anna: We should ship.\nBen: Not before QA.\nAnna: Fine.\n")
+    assert reads_as_lines("12:1 Q. Did you send it?\n12:2 A. Yes.\n")
+    prose = "The parties agree as follows.\nEach keeps the other's secrets.\nNo licence is granted.\n"
+    assert not reads_as_lines(prose + "Section 2: Term. This lasts a year.\n")

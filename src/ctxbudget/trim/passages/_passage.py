@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..sentences import iter_sentence_ends
 
-__all__ = ["PASSAGE_TOKENS", "Passage", "citation_of", "passage_tokens", "split_passages"]
+__all__ = ["PASSAGE_TOKENS", "Passage", "citation_of", "passage_tokens", "reads_as_lines", "split_passages"]
 
 _SPEAKER = re.compile(r"^[^\s:][^\n:]{0,40}:\s", re.MULTILINE)
 _PAGE_LINE = re.compile(r"^(\d{1,4}:\d{1,3})\s", re.MULTILINE)
@@ -29,13 +29,20 @@ class Passage:
     citation: str
 
 
+def reads_as_lines(text: str) -> bool:
+    """Whether ``text`` is a transcript (``Name: ...`` speaker turns) or a numbered record
+    (``page:line``): more than 30% of its lines start that way. Its evidence is then an exchange of
+    lines; in prose (papers, manuals, contracts, articles) it is a sentence or a paragraph."""
+    lines = len(text.splitlines())
+    return len(_SPEAKER.findall(text)) + len(_PAGE_LINE.findall(text)) > lines * 0.3
+
+
 def _units(text: str) -> list[tuple[int, int]]:
     """Lines for transcripts and numbered records; paragraphs otherwise (exact offsets, newline kept)."""
     lines = text.splitlines(keepends=True)
-    line_like = len(_SPEAKER.findall(text)) + len(_PAGE_LINE.findall(text)) > len(lines) * 0.3
     units: list[tuple[int, int]] = []
     position = 0
-    if line_like:
+    if reads_as_lines(text):
         for line in lines:
             units.append((position, position + len(line)))
             position += len(line)

@@ -47,6 +47,12 @@ class PassageWeights:
     # For the same questions, a strong passage the windows leave out gets room from the windows'
     # weakest edges (False: windows alone; measured in docs/retention.md).
     rescue_strong: bool = True
+    # In prose, for the same questions, regions grow around the best passages instead (True), a
+    # neighbour joining while its relevance is at least ``grow_share`` of its region's seed, seeds
+    # down to ``seed_floor`` of the best; what is left of the budget goes to context around them.
+    prose_regions: bool = True
+    grow_share: float = 0.3
+    seed_floor: float = 0.2
 
 
 class PassageScorer(Protocol):

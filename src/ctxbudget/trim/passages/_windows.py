@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ._passage import Passage, citation_of
+from ._grown import grown_regions
+from ._passage import Passage, citation_of, reads_as_lines
 from ._query import asks_for_summary
 from ._score import PassageScorer, PassageWeights, passage_scores
 
@@ -109,15 +110,21 @@ def select_regions(
     any other question is usually a short exchange, and when the strongest passages lie in more
     than one place a smaller first window that leaves room for a second may keep more of them:
     such selections (``weights.hedge_shares``) are tried too, and one is taken when it keeps every
-    strong passage the single window keeps, and more.
+    strong passage the single window keeps, and more; a strong passage still left out is given
+    room from the windows' weakest edges (:func:`_with_strong`). In prose, where that evidence is
+    a sentence or a paragraph rather than an exchange of lines, regions grow around the best
+    passages instead (:func:`~._grown.grown_regions`).
     """
     weights = weights or PassageWeights()
     relevance = passage_scores(text, passages, query, protected_tags, weights, scorer)
     if not any(s > 0 for s in relevance):
         return _regions(text, passages, _head(costs, budget - region_cost))
+    summary = asks_for_summary(query)
+    if not summary and weights.prose_regions and not reads_as_lines(text):
+        return _regions(text, passages, grown_regions(relevance, costs, budget, region_cost, weights))
     scores = [s**weights.sharpness + 1e-6 for s in relevance]  # ties favour coverage
     runs = _windows(scores, costs, budget, region_cost, weights, weights.window_share)
-    if asks_for_summary(query):
+    if summary:
         return _regions(text, passages, runs)
     best = _hedged(runs, relevance, scores, costs, budget, region_cost, weights)
     if weights.rescue_strong:

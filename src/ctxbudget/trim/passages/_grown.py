@@ -1,0 +1,99 @@
+"""Selecting passages in prose: regions grown around the best passages, then context around them.
+
+In prose (papers, manuals, contracts, articles) the evidence for a specific question is usually a
+sentence or a paragraph, and the best matches lie apart: one window over the densest stretch
+leaves most of them out. Here each of the best passages, strongest first, seeds a region that
+grows to a neighbour while the neighbour keeps ``grow_share`` of the seed's relevance; seeds go
+down to ``seed_floor`` of the best passage. What is left of the budget then goes to the passages
+next to the regions, the most relevant first, so each answer is kept with its context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ._score import PassageWeights
+
+__all__ = ["grown_regions"]
+
+
+@dataclass
+class _Pool:
+    """The passages taken so far and the tokens left (a region costs ``region_cost`` on top)."""
+
+    costs: Sequence[int]
+    region_cost: int
+    remaining: int
+    taken: set[int]
+
+    def take(self, first: int, last: int) -> None:
+        """Take passages ``first..last``; a region next to one already taken joins it (no framing)."""
+        joins = first - 1 in self.taken or last + 1 in self.taken
+        self.remaining -= sum(self.costs[first : last + 1]) + (0 if joins else self.region_cost)
+        self.taken.update(range(first, last + 1))
+
+
+def grown_regions(
+    relevance: Sequence[float], costs: Sequence[int], budget: int, region_cost: int, weights: PassageWeights
+) -> list[tuple[int, int]]:
+    """Runs of passages within ``budget``: grown regions around the best passages, then context."""
+    pool = _Pool(costs, region_cost, budget, set())
+    top = max(relevance)
+    for seed in sorted(range(len(costs)), key=lambda i: (-relevance[i], i)):
+        if relevance[seed] < weights.seed_floor * top or pool.remaining <= region_cost:
+            break
+        if seed not in pool.taken and costs[seed] + region_cost <= pool.remaining:
+            pool.take(*_grown(seed, relevance, pool, weights.grow_share))
+    _add_context(relevance, pool)
+    return _runs(pool.taken)
+
+
+def _grown(seed: int, relevance: Sequence[float], pool: _Pool, share: float) -> tuple[int, int]:
+    """The region around ``seed``: a free neighbour joins (the more relevant side first) while its
+    relevance is at least ``share`` of the seed's and the region still fits what is left."""
+    first = last = seed
+    cost = pool.costs[seed] + pool.region_cost
+    bar = share * relevance[seed]
+    while True:
+        sides = [i for i in (first - 1, last + 1) if _free(i, pool) and relevance[i] >= bar]
+        if not sides:
+            return first, last
+        step = max(sides, key=lambda i: (relevance[i], -i))
+        if cost + pool.costs[step] > pool.remaining:
+            return first, last
+        cost += pool.costs[step]
+        first, last = min(first, step), max(last, step)
+
+
+def _add_context(relevance: Sequence[float], pool: _Pool) -> None:
+    """Fill what is left with passages next to the regions, the most relevant first (ties: the
+    earlier one)."""
+    while pool.remaining > 0:
+        beside = [
+            i
+            for i in range(len(pool.costs))
+            if _free(i, pool)
+            and (i - 1 in pool.taken or i + 1 in pool.taken)
+            and pool.costs[i] <= pool.remaining
+        ]
+        if not beside:
+            return
+        best = max(beside, key=lambda i: (relevance[i], -i))
+        pool.take(best, best)
+
+
+def _free(index: int, pool: _Pool) -> bool:
+    """Whether ``index`` is a passage not taken yet."""
+    return 0 <= index < len(pool.costs) and index not in pool.taken
+
+
+def _runs(taken: set[int]) -> list[tuple[int, int]]:
+    """The taken passages as runs of consecutive indices, in order."""
+    runs: list[tuple[int, int]] = []
+    for i in sorted(taken):
+        if runs and runs[-1][1] == i - 1:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    return runs
