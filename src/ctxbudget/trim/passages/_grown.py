@@ -10,6 +10,7 @@ next to the regions, the most relevant first, so each answer is kept with its co
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -68,19 +69,22 @@ def _grown(seed: int, relevance: Sequence[float], pool: _Pool, share: float) -> 
 
 def _add_context(relevance: Sequence[float], pool: _Pool) -> None:
     """Fill what is left with passages next to the regions, the most relevant first (ties: the
-    earlier one)."""
-    while pool.remaining > 0:
-        beside = [
-            i
-            for i in range(len(pool.costs))
-            if _free(i, pool)
-            and (i - 1 in pool.taken or i + 1 in pool.taken)
-            and pool.costs[i] <= pool.remaining
-        ]
-        if not beside:
-            return
-        best = max(beside, key=lambda i: (relevance[i], -i))
-        pool.take(best, best)
+    earlier one). A heap of the free neighbours keeps this linear in the passages taken."""
+    frontier = [(-relevance[i], i) for i in _neighbours(pool.taken, pool)]
+    heapq.heapify(frontier)
+    while frontier and pool.remaining > 0:
+        _, index = heapq.heappop(frontier)
+        if not _free(index, pool) or pool.costs[index] > pool.remaining:
+            continue  # taken since, or too large now and later (what is left only shrinks)
+        pool.take(index, index)
+        for beside in (index - 1, index + 1):
+            if _free(beside, pool):
+                heapq.heappush(frontier, (-relevance[beside], beside))
+
+
+def _neighbours(taken: set[int], pool: _Pool) -> set[int]:
+    """The free passages next to taken ones."""
+    return {i for t in taken for i in (t - 1, t + 1) if _free(i, pool)}
 
 
 def _free(index: int, pool: _Pool) -> bool:
