@@ -22,7 +22,7 @@ are wrapped with ``raise ... from exc`` at the boundary where they enter.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 __all__ = [
     "BudgetExceeded",
@@ -38,7 +38,16 @@ __all__ = [
     "UnknownEncodingError",
     "UnknownModelError",
     "VolatileValueError",
+    "reworded",
 ]
+
+
+def reworded(message: str, words: Iterable[tuple[str, str]]) -> str:
+    """``message`` with each library term of ``words`` replaced by an edge's own word for it (a
+    CLI flag, a header, a client's field), in order."""
+    for term, edge_word in words:
+        message = message.replace(term, edge_word)
+    return message
 
 
 class CtxBudgetError(Exception):

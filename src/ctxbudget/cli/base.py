@@ -24,6 +24,7 @@ from ..errors import (
     InvariantViolation,
     PinnedPrefixChanged,
     PrefixChanged,
+    reworded,
 )
 from ..formats.jsonvalue import decode_json
 
@@ -68,9 +69,7 @@ ASSEMBLE_FLAGS = (("input_format=", "--input-format"), *FLAGS)
 
 def with_flags(message: str, flags: Sequence[tuple[str, str]] = FLAGS) -> str:
     """A library message as the command line tells it: each option named by its flag."""
-    for option, flag in flags:
-        message = message.replace(option, flag)
-    return message
+    return reworded(message, flags)
 
 
 def fail(message: str, code: int, flags: Sequence[tuple[str, str]] = FLAGS) -> None:

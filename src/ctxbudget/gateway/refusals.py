@@ -19,6 +19,7 @@ from ..errors import (
     PinnedPrefixChanged,
     PriceUnknown,
     UnknownModelError,
+    reworded,
 )
 
 __all__ = [
@@ -144,16 +145,12 @@ def _message(exc: CtxBudgetError, rule: Rule) -> str:
         text = exc.with_hint(rule.hint)
     else:
         text = str(exc)
-    for word, client_word in rule.renamed.items():
-        text = text.replace(word, client_word)
-    return f"ctxbudget: {with_settings(text)}{rule.tail}"
+    return f"ctxbudget: {with_settings(reworded(text, rule.renamed.items()))}{rule.tail}"
 
 
 def with_settings(message: str) -> str:
     """A library message as the gateway tells it: each option named by its header or serve flag."""
-    for option, setting in GATEWAY_OPTIONS:
-        message = message.replace(option, setting)
-    return message
+    return reworded(message, GATEWAY_OPTIONS)
 
 
 def refusal_for(exc: CtxBudgetError, provider: str) -> Refusal:
