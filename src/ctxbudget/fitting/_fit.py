@@ -21,7 +21,7 @@ from ..tokens.counter import clear_count_cache
 from ..tokens.registry import registry_version
 from ..trim.documents import OutputOrder, ScoreOrder
 from ..trim.extract import clear_sentence_cache
-from ..trim.passages import PassageScorer
+from ..trim.passages import PassageScorer, reads_as_lines
 from ..volatile import find_volatile
 from ._context import estimated_parts, open_context
 from ._memo import FitMemo, freeze
@@ -58,6 +58,7 @@ def clear_caches(*, counts: bool = True, fits: bool = True) -> None:
         clear_count_cache()
         clear_sentence_cache()
         find_volatile.cache_clear()
+        reads_as_lines.cache_clear()
     if fits:
         _MEMO.clear()
 

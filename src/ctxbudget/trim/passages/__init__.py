@@ -17,7 +17,7 @@ asks about), ``_score`` (relevance) and ``_windows`` (the selection).
 
 from __future__ import annotations
 
-from ._passage import PASSAGE_TOKENS, Passage, passage_tokens, split_passages
+from ._passage import PASSAGE_TOKENS, Passage, passage_tokens, reads_as_lines, split_passages
 from ._query import QUERY_STOPWORDS, asks_for_summary, content_query
 from ._score import PassageScorer, PassageWeights, ranking
 from ._windows import Region, select_regions
@@ -33,6 +33,7 @@ __all__ = [
     "content_query",
     "passage_tokens",
     "ranking",
+    "reads_as_lines",
     "select_regions",
     "split_passages",
 ]

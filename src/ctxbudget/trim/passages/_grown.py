@@ -38,7 +38,8 @@ class _Pool:
 def grown_regions(
     relevance: Sequence[float], costs: Sequence[int], budget: int, region_cost: int, weights: PassageWeights
 ) -> list[tuple[int, int]]:
-    """Runs of passages within ``budget``: grown regions around the best passages, then context."""
+    """The passages within ``budget`` (each as a run of one, in order; adjacent runs merge into
+    regions downstream): grown regions around the best passages, then context."""
     pool = _Pool(costs, region_cost, budget, set())
     top = max(relevance)
     for seed in sorted(range(len(costs)), key=lambda i: (-relevance[i], i)):
@@ -47,7 +48,7 @@ def grown_regions(
         if seed not in pool.taken and costs[seed] + region_cost <= pool.remaining:
             pool.take(*_grown(seed, relevance, pool, weights.grow_share))
     _add_context(relevance, pool)
-    return _runs(pool.taken)
+    return [(i, i) for i in sorted(pool.taken)]  # adjacent ones merge into regions downstream
 
 
 def _grown(seed: int, relevance: Sequence[float], pool: _Pool, share: float) -> tuple[int, int]:
@@ -90,14 +91,3 @@ def _neighbours(taken: set[int], pool: _Pool) -> set[int]:
 def _free(index: int, pool: _Pool) -> bool:
     """Whether ``index`` is a passage not taken yet."""
     return 0 <= index < len(pool.costs) and index not in pool.taken
-
-
-def _runs(taken: set[int]) -> list[tuple[int, int]]:
-    """The taken passages as runs of consecutive indices, in order."""
-    runs: list[tuple[int, int]] = []
-    for i in sorted(taken):
-        if runs and runs[-1][1] == i - 1:
-            runs[-1] = (runs[-1][0], i)
-        else:
-            runs.append((i, i))
-    return runs
