@@ -24,7 +24,7 @@ from .values import (
     family_tokenizer,
 )
 
-__all__ = ["build_catalog", "check_merge", "decode", "validated"]
+__all__ = ["build_catalog", "check_merge", "validated"]
 
 
 def build_catalog(raw: Mapping[str, Any], source: str) -> Catalog:
@@ -106,7 +106,8 @@ def _tokenizer_value(given: Mapping[str, Any]) -> TokenizerSpec:
     return TokenizerSpec(encoding=given["encoding"], exact=exact, safety_factor=factor)
 
 
-def decode(text: str, source: str) -> Any:
+def _decode(text: str, source: str) -> Any:
+    """A catalog file's document: JSON by a ``.json`` name, else TOML (errors name ``source``)."""
     if source.endswith(".json"):
         try:
             return json.loads(text)
@@ -164,7 +165,7 @@ def validated(text: str, source: str) -> Catalog:
     from ..validation import first_error
     from .schema import CatalogFile
 
-    raw = decode(text, source)
+    raw = _decode(text, source)
     try:
         CatalogFile.model_validate(raw)
     except ValidationError as exc:
