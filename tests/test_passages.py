@@ -61,6 +61,26 @@ def test_question_framing_words_do_not_steer_the_search() -> None:
     assert content_query("What did they say?") == "What did they say?"
 
 
+def test_review_request_framing_does_not_outweigh_its_subject() -> None:
+    clauses = [f"{n}. The Supplier delivers the goods listed in Schedule {n} on time." for n in range(1, 30)]
+    clauses[5] = (
+        "6. Spare parts and related parts are reviewed monthly; parts related to wear are reviewed "
+        "again and related records of parts are reviewed by the buyer."
+    )
+    clauses[20] = "21. Governing Law. This contract is subject to the governing law of the State of New York."
+    text = "\n\n".join(clauses)
+    count = lambda a, b: len(text[a:b]) // 4 + 1  # noqa: E731
+    passages = split_passages(text, count, 40)
+    costs = [count(p.start, p.end) for p in passages]
+    question = (
+        'Highlight the parts (if any) of this contract related to "Governing Law" that should be '
+        "reviewed by a lawyer."
+    )
+    regions = select_regions(text, passages, costs, 40, query=question)
+    kept = "".join(text[r.start : r.end] for r in regions)
+    assert "Governing Law" in kept
+
+
 def test_fit_splits_an_over_long_document_into_cited_verbatim_passages() -> None:
     request = {
         "questions": [{"text": "What about the budget and costs?"}],

@@ -125,6 +125,17 @@ QUERY_STOPWORDS = frozenset(
         "briefly",
         "overall",
         "whole",
+        # the framing of review requests ("Highlight the parts (if any) of this contract related to
+        # ... that should be reviewed"): words that name the task, not where the answer is
+        "highlight",
+        "highlighted",
+        "parts",
+        "related",
+        "relating",
+        "regarding",
+        "concerning",
+        "reviewed",
+        "please",
     ]
 )
 
