@@ -15,6 +15,7 @@ from typing import Any
 
 from ..catalog.catalog import Catalog, UnknownModel
 from ..formats import detect_format, get_format
+from ..formats.jsonvalue import JsonShape
 from ..items import Plan
 from ..measure import measure_total
 from ..tokens.counter import clear_count_cache
@@ -24,7 +25,7 @@ from ..trim.extract import clear_sentence_cache
 from ..trim.passages import PassageScorer, reads_as_lines
 from ..volatile import find_volatile
 from ._context import estimated_parts, open_context
-from ._memo import FitMemo, freeze
+from ._memo import FitMemo, content_key, freeze
 from ._options import (
     FitOptions,
     FitSetup,
@@ -118,7 +119,7 @@ def fit(
         split_documents=split_documents,
         safety_factor=safety_factor,
     )
-    check_request(request)
+    shape = check_request(request)
     checked = catalog_of(catalog)
     resolution = checked.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
     body = body_reserve(request)  # validated even when an explicit reserve overrides it
@@ -134,14 +135,14 @@ def fit(
         split_documents=split_documents,
         safety_factor=safety_factor,
     )
-    return _remembered_fit(request, FitSetup(options, checked, resolution, passage_scorer))
+    return _remembered_fit(request, shape, FitSetup(options, checked, resolution, passage_scorer))
 
 
-def _remembered_fit(request: Mapping[str, Any], setup: FitSetup) -> FitResult:
+def _remembered_fit(request: Mapping[str, Any], shape: JsonShape, setup: FitSetup) -> FitResult:
     """A fit, from the memo when the same request and options were fitted before (by content).
     A scorer is the caller's object (it may be unhashable, and its answers are its own): fits that
     use one are not remembered; the scorer can remember its embeddings itself."""
-    key = (freeze(dict(request)), setup.options, _catalog_key(setup), registry_version())
+    key = (content_key(dict(request), shape), setup.options, _catalog_key(setup), registry_version())
     remembered = _MEMO.get(key) if setup.passage_scorer is None else None
     if remembered is not None:
         return FitResult(*remembered)

@@ -7,12 +7,18 @@ own strings, so a hit compares content, never trusts a hash alone.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
-__all__ = ["FitMemo", "freeze", "thaw"]
+from ..formats.jsonvalue import JsonShape
+
+__all__ = ["MAX_TEXT_KEY_CHARS", "FitMemo", "content_key", "freeze", "thaw"]
+
+# A plain request with at most this many characters of strings is keyed by its JSON text.
+MAX_TEXT_KEY_CHARS = 262_144
 
 
 def freeze(value: Any) -> Hashable:
@@ -29,6 +35,20 @@ def freeze(value: Any) -> Hashable:
         # NaN never equals itself, and -0.0 equals 0.0 but is written differently: by their repr
         return ("float", repr(value))
     return (type(value).__name__, value)
+
+
+def content_key(value: Any, shape: JsonShape) -> Hashable:
+    """The memo key of a checked request: its compact JSON text when it is plain and small (one
+    C-speed dump; 1.5 ms instead of 10 ms for :func:`freeze` on a 2,000-message chat body), else
+    its :func:`freeze` image, which holds the request's own strings instead of copying them and
+    tells a tuple from a list and a str subclass from a str.
+
+    The JSON text keys by content exactly: dict order is kept, ``-0.0`` and ``0.0``, ``1`` and
+    ``1.0``, ``true`` and ``1`` are written differently, and a plain value has no NaN.
+    """
+    if shape.plain and shape.chars <= MAX_TEXT_KEY_CHARS:
+        return ("json", json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    return freeze(value)
 
 
 def thaw(frozen: Any) -> Any:

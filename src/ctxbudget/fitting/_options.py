@@ -15,7 +15,7 @@ from typing import Any, Literal
 from ..catalog.catalog import Catalog, bundled_catalog, check_safety_factor
 from ..catalog.values import WindowResolution
 from ..errors import ConfigError, InvalidRequestError
-from ..formats.jsonvalue import check_json_value
+from ..formats.jsonvalue import JsonShape, check_json_value
 from ..trim.documents import OutputOrder, ScoreOrder
 from ..trim.passages import PassageScorer
 from ._memo import thaw
@@ -110,11 +110,12 @@ def input_format_of(input_format: str | None, former: str | None) -> str | None:
     return input_format or former or None
 
 
-def check_request(request: object) -> None:
-    """The request body is a JSON object of JSON values (an :class:`InvalidRequestError` if not)."""
+def check_request(request: object) -> JsonShape:
+    """The request body is a JSON object of JSON values (an :class:`InvalidRequestError` if not);
+    returns what the check saw of it (the fit memo keys plain bodies by their JSON text)."""
     if not isinstance(request, Mapping):
         raise InvalidRequestError(f"the request body must be a JSON object, got {type(request).__name__}")
-    check_json_value(dict(request))
+    return check_json_value(request if type(request) is dict else dict(request))
 
 
 def body_reserve(request: Mapping[str, Any]) -> int | None:

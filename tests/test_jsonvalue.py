@@ -1,0 +1,124 @@
+"""The boundary's JSON check: the fast walk for plain values never accepts what the full walk
+refuses, and errors name the path whichever walk saw the value first."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxbudget import InvalidRequestError, fit
+from ctxbudget.fitting._memo import content_key, freeze
+from ctxbudget.formats.jsonvalue import MAX_DEPTH, _check_with_paths, check_json_value
+
+
+class Label(str):
+    """A str subclass: valid JSON, but not what json.loads returns."""
+
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),  # NaN and infinities included: both walks must refuse them
+    st.text(),  # lone surrogates included
+    st.text(max_size=3).map(Label),
+)
+keys = st.one_of(st.text(max_size=4), st.integers(0, 3))
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(keys, inner, max_size=4),
+    ),
+    max_leaves=30,
+)
+
+
+def _string_chars(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(len(k) + _string_chars(v) for k, v in value.items())
+    return sum(_string_chars(v) for v in value) if isinstance(value, (list, tuple)) else 0
+
+
+def _refused(value: Any) -> str | None:
+    try:
+        _check_with_paths(value, "$")
+    except InvalidRequestError as exc:
+        return str(exc)
+    return None
+
+
+@settings(max_examples=400, deadline=None)
+@given(values)
+def test_the_check_agrees_with_the_full_walk(value: Any) -> None:
+    expected = _refused(value)
+    if expected is not None:
+        with pytest.raises(InvalidRequestError) as raised:
+            check_json_value(value)
+        assert str(raised.value) == expected
+        return
+    shape = check_json_value(value)
+    if shape.plain:
+        assert shape.chars == _string_chars(value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(values)
+def test_what_json_decoding_returns_takes_the_fast_walk(value: Any) -> None:
+    if _refused(value) is not None:
+        return
+    decoded = json.loads(json.dumps(value))
+    assert check_json_value(decoded).plain
+
+
+def test_depth_is_refused_past_the_limit_by_both_walks() -> None:
+    deep: Any = "x"
+    for _ in range(MAX_DEPTH + 1):
+        deep = [deep]
+    with pytest.raises(InvalidRequestError, match="nested deeper"):
+        check_json_value({"a": deep})
+    shallow: Any = "x"
+    for _ in range(MAX_DEPTH - 1):
+        shallow = [shallow]
+    assert check_json_value({"a": shallow}).plain
+
+
+def test_the_memo_key_tells_apart_what_the_fit_tells_apart() -> None:
+    bodies: list[dict[str, Any]] = [
+        {"x": 0.0},
+        {"x": -0.0},
+        {"x": 0},
+        {"x": False},
+        {"x": [1]},
+        {"x": (1,)},
+        {"x": "a", "y": "b"},
+        {"y": "b", "x": "a"},
+        {"x": Label("a")},
+        {"x": "a"},
+    ]
+    found = {content_key(b, check_json_value(b)) for b in bodies}
+    assert len(found) == len(bodies)
+    large = {"x": "y" * 300_000}
+    assert content_key(large, check_json_value(large)) == freeze(large)
+
+
+def test_a_fit_remembered_by_its_text_is_the_same_fit() -> None:
+    body = {
+        "model": "gpt-4o",
+        "messages": [{"role": "user", "content": f"turn {n} " * 40} for n in range(60)],
+        "temperature": -0.0,
+    }
+    first = fit(body, model="gpt-4o", max_context_tokens=1_000, reserve_output_tokens=0)
+    again = fit(
+        json.loads(json.dumps(body)), model="gpt-4o", max_context_tokens=1_000, reserve_output_tokens=0
+    )
+    assert again.request == first.request and again.report == first.report
+    assert math.copysign(1.0, again.request["temperature"]) == -1.0
