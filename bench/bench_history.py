@@ -1,0 +1,125 @@
+"""The history fit against LangChain's ``trim_messages``, each cold in a fresh process.
+
+The same 2,000-message chat history (bench_fit.chat_history) trimmed to 8,000 tokens by each side.
+Each measurement is one call in a new Python process, after the side's imports and the o200k
+tokenizer's load, so neither side has counted these messages before: ctxbudget's content-keyed
+count cache is empty, and LangChain's counter is a plain tiktoken ``encode_ordinary`` over the same
+vocabulary, with no cache. Two figures:
+
+- first call: the call is the library's first in the process, so each side pays its own first-call
+  costs (LangChain imports its runnables and tracers on its first ``trim_messages``, about
+  0.4 s here; ctxbudget reads its model catalog on its first fit): what a CLI, a serverless
+  function or a new worker feels;
+- after a warm-up: each side first handles an unrelated two-message list, so the figure is the
+  per-call cost of a long-running process.
+
+The sides alternate, RUNS times; each figure is the ratio of the medians.
+
+    python bench/bench_history.py            # prints both figures
+    python bench/bench_history.py --side ctxbudget|langchain [--warm]   # one child measurement
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+RUNS = 7
+BUDGET = 8_000
+MESSAGES = 2_000
+
+
+def _ctxbudget(warm: bool) -> float:
+    from bench_fit import MODEL, chat_history
+
+    from ctxbudget import fit, get_encoding
+
+    get_encoding("o200k_base").encode("load")
+    history = chat_history(MESSAGES)
+    if warm:
+        fit({"messages": [{"role": "user", "content": "warm up"}]}, model=MODEL)
+    started = time.perf_counter()
+    fit(history, model=MODEL, max_context_tokens=BUDGET, reserve_output_tokens=0)
+    return time.perf_counter() - started
+
+
+def _langchain(warm: bool) -> float:
+    from bench_fit import chat_history
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, trim_messages
+
+    from ctxbudget import get_encoding
+
+    tiktoken_encoding = get_encoding("o200k_base").tiktoken  # type: ignore[attr-defined]
+    kinds = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
+    history = chat_history(MESSAGES)
+
+    def counter(messages: list[Any]) -> int:
+        return sum(3 + len(tiktoken_encoding.encode_ordinary(str(m.content))) for m in messages) + 3
+
+    def trim(messages: list[Any]) -> Any:
+        return trim_messages(
+            messages,
+            max_tokens=BUDGET,
+            token_counter=counter,
+            strategy="last",
+            include_system=True,
+            start_on="human",
+        )
+
+    tiktoken_encoding.encode_ordinary("load")
+    if warm:
+        trim([SystemMessage(content="warm"), HumanMessage(content="up")])
+    messages = [kinds[m["role"]](content=m["content"]) for m in history["messages"]]
+    started = time.perf_counter()
+    trim(messages)
+    return time.perf_counter() - started
+
+
+def _child(side: str, warm: bool) -> float:
+    command = [sys.executable, __file__, "--side", side, *(["--warm"] if warm else [])]
+    return float(subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip())
+
+
+def _compare(warm: bool) -> None:
+    ours: list[float] = []
+    theirs: list[float] = []
+    for _ in range(RUNS):
+        ours.append(_child("ctxbudget", warm))
+        theirs.append(_child("langchain", warm))
+    mine, peer = statistics.median(ours), statistics.median(theirs)
+    print("after a warm-up call on each side:" if warm else "first call of each library in its process:")
+    print(f"  ctxbudget fit:              median {mine * 1000:7.1f} ms  (min {min(ours) * 1000:.1f})")
+    print(f"  LangChain trim_messages:    median {peer * 1000:7.1f} ms  (min {min(theirs) * 1000:.1f})")
+    print(f"  ratio: {mine / peer:.3f}x LangChain's time")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--side", choices=["ctxbudget", "langchain"])
+    parser.add_argument("--warm", action="store_true", help="one warm-up call before the timed one")
+    args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    if args.side:
+        print(_ctxbudget(args.warm) if args.side == "ctxbudget" else _langchain(args.warm))
+        return
+    try:
+        import langchain_core  # noqa: F401
+    except ImportError:
+        print("skipped: langchain-core is not installed (pip install '.[bench]')")
+        return
+    print(
+        f"{MESSAGES:,}-message history into {BUDGET:,} tokens, cold, a fresh process a run ({RUNS} runs each)"
+    )
+    _compare(warm=False)
+    _compare(warm=True)
+
+
+if __name__ == "__main__":
+    main()
