@@ -16,6 +16,7 @@ from typing import Any
 from ..catalog.catalog import Catalog, UnknownModel
 from ..formats import detect_format, get_format
 from ..formats.jsonvalue import JsonShape
+from ..gcpause import collector_paused
 from ..items import Plan
 from ..measure import measure_total
 from ..tokens.counter import clear_count_cache
@@ -142,14 +143,15 @@ def _remembered_fit(request: Mapping[str, Any], shape: JsonShape, setup: FitSetu
     """A fit, from the memo when the same request and options were fitted before (by content).
     A scorer is the caller's object (it may be unhashable, and its answers are its own): fits that
     use one are not remembered; the scorer can remember its embeddings itself."""
-    key = (content_key(dict(request), shape), setup.options, _catalog_key(setup), registry_version())
-    remembered = _MEMO.get(key) if setup.passage_scorer is None else None
-    if remembered is not None:
-        return FitResult(*remembered)
-    result = _fit(request, setup)
-    if setup.passage_scorer is None:
-        _MEMO.put(key, result.request, result.report)
-    return result
+    with collector_paused():  # see ctxbudget.gcpause: a third of a long history's fit otherwise
+        key = (content_key(dict(request), shape), setup.options, _catalog_key(setup), registry_version())
+        remembered = _MEMO.get(key) if setup.passage_scorer is None else None
+        if remembered is not None:
+            return FitResult(*remembered)
+        result = _fit(request, setup)
+        if setup.passage_scorer is None:
+            _MEMO.put(key, result.request, result.report)
+        return result
 
 
 def _catalog_key(setup: FitSetup) -> Hashable:
@@ -203,9 +205,10 @@ def count(
     resolution = checked.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
     fmt = get_format(input_format) if input_format else detect_format(request)
     counter = checked.counter_for(model, safety_factor)
-    items, rendering = fmt.parse_and_render(request)
-    total = measure_total(rendering, counter.encoding)
-    estimated = estimated_parts(items, rendering)
+    with collector_paused():
+        items, rendering = fmt.parse_and_render(request)
+        total = measure_total(rendering, counter.encoding)
+        estimated = estimated_parts(items, rendering)
     return {
         "tokens": counter.scale(total),
         "exact": counter.exact and not estimated,
