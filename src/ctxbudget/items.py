@@ -153,8 +153,9 @@ class RequestFormat(Protocol):
         """Validate ``request`` and list its budgeted items; raises InvalidRequestError."""
         ...
 
-    def render(self, request: Mapping[str, Any]) -> Rendering:
-        """The exact text the provider will tokenize, owned segment by segment."""
+    def render(self, request: Mapping[str, Any], *, trusted: bool = False) -> Rendering:
+        """The exact text the provider will tokenize, owned segment by segment. ``trusted``: the
+        body is one this format built (a fitted request), so its shape need not be validated again."""
         ...
 
     def parse_and_render(self, request: Mapping[str, Any]) -> tuple[tuple[Item, ...], Rendering]:

@@ -13,7 +13,7 @@ from typing import Any
 from ..catalog.values import WindowResolution
 from ..errors import ConfigError
 from ..formats import detect_format, get_format
-from ..items import Component, Item, Rendering, RequestFormat
+from ..items import Component, Item, ItemKey, Rendering, RequestFormat
 from ..measure import Measurement, measure
 from ..tokens.counter import TokenCounter
 from ..trim.history import units_of
@@ -92,8 +92,17 @@ class FitContext:
 
     def framing(self, item: Item) -> int:
         """The item's raw tokens that are not its text (roles, markers, tool calls, images)."""
-        span = self.measured.spans.get(item.key)
-        return self.cost(item) - (span.tokens if span else 0)
+        return self._framings.get(item.key, 0)
+
+    @cached_property
+    def _framings(self) -> dict[ItemKey, int]:
+        """Every item's framing, worked out once (plans and reports ask for it per item, often)."""
+        spans, by_owner = self.measured.spans, self.measured.by_owner
+        out = {}
+        for item in self.items:
+            span = spans.get(item.key)
+            out[item.key] = by_owner.get(item.key, 0) - (span.tokens if span else 0)
+        return out
 
     def protected(self, item: Item) -> bool:
         """System prompts are kept whole unless the caller budgets ``system``."""

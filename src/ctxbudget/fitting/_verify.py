@@ -102,7 +102,10 @@ def _trim(ctx: FitContext, request: Mapping[str, Any], pool: int, *, on_empty: b
         plan = empty_plan(ctx) if on_empty else make_plan(ctx, budgets)
         out = ctx.fmt.apply(request, ctx.items, plan)
         return Fitted(
-            out, plan, budgets, measure_total(ctx.fmt.render(out), ctx.counter.encoding, ctx.measured.sources)
+            out,
+            plan,
+            budgets,
+            measure_total(ctx.fmt.render(out, trusted=True), ctx.counter.encoding, ctx.measured.sources),
         )
 
     for round_ in range(MAX_VERIFY_ROUNDS):

@@ -278,11 +278,11 @@ class AnthropicFormat:
 
     def parse_and_render(self, request: Mapping[str, Any]) -> tuple[tuple[Item, ...], Rendering]:
         """:meth:`parse` then :meth:`render`."""
-        return self.parse(request), self.render(request)  # bodies are small next to their text
+        return self.parse(request), self.render(request, trusted=True)  # parse validated it
 
-    def render(self, request: Mapping[str, Any]) -> Rendering:
+    def render(self, request: Mapping[str, Any], *, trusted: bool = False) -> Rendering:
         """Texts the provider reads, one chunk each, with per-message framing."""
-        messages, layout, _ = self._messages(request)
+        messages, layout, _ = self._messages(request, validate=not trusted)
         chunks: list[tuple[Segment, ...]] = []
         constants: list[tuple[Owner, int]] = [("framing", TOKENS_PER_MESSAGE)]
         estimated: list[tuple[Owner, str]] = []

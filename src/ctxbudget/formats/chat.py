@@ -76,6 +76,8 @@ def content_pieces(content: Any) -> list[str]:
 
 def content_text(content: Any) -> str:
     """The trimmable text of a content: its pieces joined by :data:`PIECE_SEP` (``""`` if none)."""
+    if type(content) is str:  # the common message: one piece, itself
+        return content
     return PIECE_SEP.join(content_pieces(content))
 
 

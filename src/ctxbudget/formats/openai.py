@@ -255,9 +255,9 @@ class OpenAIFormat:
             request, messages, layout
         )
 
-    def render(self, request: Mapping[str, Any]) -> Rendering:
+    def render(self, request: Mapping[str, Any], *, trusted: bool = False) -> Rendering:
         """Each message's role and content are tokenized separately, as the API does."""
-        messages, layout, _ = self._layout(request)
+        messages, layout, _ = self._layout(request, validate=not trusted)
         return self._render(request, messages, layout)
 
     @staticmethod

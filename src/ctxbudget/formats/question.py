@@ -204,8 +204,9 @@ class QuestionFormat:
         ]
         return tuple(items)
 
-    def render(self, request: Mapping[str, Any]) -> Rendering:
-        """One chunk: the whole prompt text is tokenized as one string."""
+    def render(self, request: Mapping[str, Any], *, trusted: bool = False) -> Rendering:
+        """One chunk: the whole prompt text is tokenized as one string (validated even when
+        ``trusted``: rendering reads the validated model)."""
         return self._rendering(validate_body(_Question, request))
 
     @staticmethod
