@@ -42,6 +42,7 @@ build/legal_context.json: $(DEMO_STAMP) examples/legal_context.py src/ctxbudget/
 bench: build/example.json build/legal_context.json
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python bench/bench_fit.py build/example.json
+	$(BIN)/python bench/bench_history.py
 	$(BIN)/python bench/bench_assemble.py build/legal_context.json
 	$(BIN)/python bench/bench_gateway.py
 	$(BIN)/python bench/bench_gateway_soak.py
