@@ -19,6 +19,7 @@ from ctxbudget.tokens.bundled import _read_vocabulary
 from ctxbudget.tokens.counter import TokenCounter
 from ctxbudget.tokens.encoding import (
     _HARD_BOUNDARY,
+    PIECE_CHARS,
     TiktokenEncoding,
     first_boundary,
     first_space_boundary,
@@ -169,17 +170,23 @@ def test_encodings_without_a_proof_are_never_split(stock_tiktoken: dict[str, Any
     table = [len(reference.decode_single_token_bytes(i)) for i in range(reference.n_vocab - 300)]
     plugin = TiktokenEncoding(reference, table)
     assert not plugin.proven_boundaries
-    assert plugin._halves("word " * 20_000) is None
+    assert plugin._cuts("word " * 20_000) is None
     with pytest.raises(ConfigError, match="256-byte token"):
         TiktokenEncoding(reference, [*table, 256])
 
 
 def test_long_texts_encode_in_parallel_identically(stock_tiktoken: dict[str, Any]) -> None:
     text = "".join(f"Line {i}: the witness said {i * 7} things.\n/path {i}\n" for i in range(12_000))
-    assert len(text) > 50_000
+    assert len(text) > 2 * PIECE_CHARS
     assert split_point(text) is not None
     for name, reference in stock_tiktoken.items():
-        assert get_encoding(name).encode(text) == reference.encode_ordinary(text)
+        encoding = get_encoding(name)
+        cuts = encoding._cuts(text)  # type: ignore[attr-defined]
+        assert cuts is not None and len(cuts) > 3  # in pieces, not halves
+        assert cuts == sorted(set(cuts)) and cuts[0] == 0 and cuts[-1] == len(text)
+        expected = reference.encode_ordinary(text)
+        assert encoding.encode(text) == expected
+        assert list(encoding.token_lengths(text)) == [len(t) for t in reference.decode_tokens_bytes(expected)]
 
 
 @pytest.mark.parametrize(
