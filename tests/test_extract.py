@@ -4,6 +4,7 @@ definition (split, count each sentence, BM25 over every sentence's terms), cold 
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from hypothesis import given, settings
@@ -15,7 +16,7 @@ from ctxbudget.trim import extract
 from ctxbudget.trim.bm25 import bm25_scores, terms
 from ctxbudget.trim.extract import Extract, extract_sentences
 from ctxbudget.trim.profile import sentence_profile, sentence_spans
-from ctxbudget.trim.sentences import sentence_ends
+from ctxbudget.trim.sentences import _END, sentence_ends
 
 COUNTER = TokenCounter(get_encoding("o200k_base"), exact=True)
 
@@ -97,3 +98,17 @@ def test_a_profile_counts_each_sentence_as_bm25_reads_it(text: str, query: str) 
     query_terms = set(terms(query))
     expected = {i: {t: Counter(w)[t] for t in query_terms if t in w} for i, w in enumerate(words)}
     assert profile.hits(query_terms) == {i: c for i, c in expected.items() if c}
+
+
+# The sentence-end pattern as first written: a repeat or a newline, tried at every position.
+PLAIN_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s)|[。！？]+[」』”’)]*|\n")
+END_PIECES = st.sampled_from([*".!?。！？\n \t\"'”’)]」』x", "Mr", "a b"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.lists(END_PIECES, max_size=30).map("".join), data=st.data())
+def test_the_sentence_end_pattern_finds_what_the_plain_one_finds(text: str, data: st.DataObject) -> None:
+    start = data.draw(st.integers(0, len(text)))
+    stop = data.draw(st.integers(start, len(text)))
+    found = [(m.span(), m.group()) for m in _END.finditer(text, start, stop)]
+    assert found == [(m.span(), m.group()) for m in PLAIN_END.finditer(text, start, stop)]
