@@ -78,7 +78,10 @@ class SentenceProfile:
         for term in query_terms:
             if not term.isascii():
                 continue  # cannot stand in ASCII text
-            for match in re.finditer(rf"(?<!\w){re.escape(term)}(?!\w)", self.lowered):
+            # The term first (a literal ``re`` searches for in C), then: no word character
+            # before it or after it.
+            word = re.escape(term)
+            for match in re.finditer(rf"{word}(?<!\w{word})(?!\w)", self.lowered):
                 counts = out.setdefault(bisect_right(starts, match.start()) - 1, {})
                 counts[term] = counts.get(term, 0) + 1
         return out

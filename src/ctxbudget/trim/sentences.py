@@ -127,6 +127,7 @@ MAX_WORD = 40
 _END = re.compile(
     r"[.!?。！？\n](?:(?<=[.!?])[.!?]*[\"'”’)\]]*(?=\s)|(?<=[。！？])[。！？]*[」』”’)]*|(?<=\n))"
 )
+_ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _CLOSERS = "\"'”’)]"
 _DOTTED = re.compile(r"(?:[a-z]\.)+[a-z]?")
 
@@ -136,6 +137,8 @@ def _is_abbreviation(text: str, dot: int) -> bool:
     # before the dot (a digit, a quote, a space) settles it without reading the word.
     if not dot or not (text[dot - 1].isalpha() or text[dot - 1] == "."):
         return False
+    if dot >= 2 and text[dot - 2] in " \n\t" and text[dot - 1] in _ASCII_LETTERS:
+        return True  # an initial ("Q.", "J."): the most common case in a transcript
     # Only a short window before the dot is read, so splitting stays linear in the text.
     lo = max(0, dot - MAX_WORD)
     start = max(text.rfind(" ", lo, dot), text.rfind("\n", lo, dot), text.rfind("\t", lo, dot)) + 1
