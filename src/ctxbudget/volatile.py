@@ -209,8 +209,8 @@ def find_volatile(text: str, rules: VolatileRules | None = None) -> VolatileMatc
     """The earliest volatile value in ``text`` outside the policy's allowed spans; at one place the
     earlier pattern (the more specific kind) wins. Cached by content: a pinned playbook is checked
     once, not every turn. One pattern at a time: a single alternation of them all measured slower
-    in CPython's ``re`` (119 ms against 49 ms on the bundled 51 kB playbook); lookbehinds stand
-    after a cheap first-character test, so they run only where a match can start (34 ms)."""
+    in CPython's ``re`` (119 ms against 49 ms on the bundled 51 kB playbook); each is tried only
+    where a match can start (``_SCANNERS``: 49 ms -> 19.5 ms), and not past a match found."""
     rules = rules or VolatileRules()
     allowed = _allowed(text, rules.allow)
     found: VolatileMatch | None = None
