@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxbudget.assembly._policy import get_policy
 from ctxbudget.simulation.deposition import build_legal_context
-from ctxbudget.volatile import VolatileRules, find_volatile
+from ctxbudget.volatile import _SCANNERS, PATTERNS, VolatileMatch, VolatileRules, find_volatile
 
 VOLATILE = [
     "Generated 2026-09-16T10:32:11Z for this request.",
@@ -145,3 +149,47 @@ def test_policy_patterns_and_allow_list() -> None:
     times = VolatileRules(allow=(r"9:00 a\.m\.",))  # a match overlapping an allowed span is allowed
     assert find_volatile("Hearings begin at 9:00 a.m. sharp.", times) is None
     assert find_volatile("Hearings begin at 9:00 a.m., updated 10:45 p.m.", times) is not None
+
+
+def _by_finditer(text: str, rules: VolatileRules) -> VolatileMatch | None:
+    """find_volatile as first written: every pattern's finditer over the whole text."""
+    allowed = [m.span() for regex in rules.allow for m in re.finditer(regex, text)]
+    found = None
+    for kind, pattern in [*PATTERNS, *((k, re.compile(r)) for k, r in rules.patterns)]:
+        for match in pattern.finditer(text):
+            if not any(match.start() < b and a < match.end() for a, b in allowed):
+                if found is None or match.start() < found.start:
+                    found = VolatileMatch(kind, match.group().strip(), match.start(), match.end())
+                break
+    return found
+
+
+# Pieces of volatile and legitimate text, and characters that match case aside (ſ, K, İ) or
+# are digits beyond ASCII, so that matches start, overlap and abut in every way.
+PIECES = st.sampled_from(
+    [*VOLATILE, *LEGITIMATE, " ", "\n", "ſession id 7", "Kase", "İ", "٣", "@ 10:45", "x@9:31", "-", ":", "§"]
+)
+ALLOW = st.sampled_from([(), (r"\d{4}",), (r"10:\d\d",), (r"[A-Z]{2}-",), (r"at \d",)])
+
+
+@settings(max_examples=400, deadline=None)
+@given(pieces=st.lists(PIECES, max_size=6), allow=ALLOW)
+def test_scanning_finds_what_finditer_finds(pieces: list[str], allow: tuple[str, ...]) -> None:
+    text = "".join(pieces)
+    rules = VolatileRules(allow=allow)
+    assert find_volatile.__wrapped__(text, rules) == _by_finditer(text, rules)
+
+
+def test_scanning_finds_what_finditer_finds_on_the_bundled_request() -> None:
+    for item in build_legal_context()["items"]:
+        assert find_volatile.__wrapped__(item["text"], VolatileRules()) == _by_finditer(
+            item["text"], VolatileRules()
+        )
+
+
+def test_case_aside_scanners_hold_every_character_that_matches() -> None:
+    every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000)
+    for letters, scanned in [("xrstcm", "id word"), ("cdm", "case word"), ("atug", "time word")]:
+        matching = set(re.findall(f"(?i)[{letters}]", every))
+        apart = " ".join(sorted(matching))  # each at a word start
+        assert matching == {c for s in _SCANNERS[scanned] for c in s.findall(apart)} - {"@"}

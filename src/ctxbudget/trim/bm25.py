@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Mapping, Sequence
 
-__all__ = ["bm25_from_profile", "bm25_scores", "term_profile", "terms"]
+__all__ = ["bm25_from_hits", "bm25_from_profile", "bm25_scores", "term_profile", "terms"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 K1 = 1.5
@@ -44,6 +45,28 @@ def bm25_from_profile(query: str, counts: list[Counter[str]], lengths: list[int]
     for c, length in zip(counts, lengths, strict=True):
         norm = K1 * (1 - B + B * length / average)
         scores.append(sum(idf[t] * c[t] * (K1 + 1) / (c[t] + norm) for t in query_terms if t in c))
+    return scores
+
+
+def bm25_from_hits(
+    query_terms: set[str], hits: Mapping[int, Mapping[str, int]], lengths: Sequence[int]
+) -> list[float]:
+    """The scores :func:`bm25_from_profile` gives, from only the passages that hold a query term
+    (``hits``: passage index -> its count of each query term it holds) and every passage's length.
+    The same operations in the same order (the terms in ``query_terms``' order), so the same
+    floats; a passage with no query term scores 0."""
+    n = len(lengths)
+    scores = [0.0] * n
+    if not n or not query_terms:
+        return scores
+    average = sum(lengths) / n or 1.0
+    idf = {}
+    for term in query_terms:
+        df = sum(1 for c in hits.values() if term in c)
+        idf[term] = math.log((n - df + 0.5) / (df + 0.5) + 1.0)
+    for i, c in hits.items():
+        norm = K1 * (1 - B + B * lengths[i] / average)
+        scores[i] = sum(idf[t] * c[t] * (K1 + 1) / (c[t] + norm) for t in query_terms if t in c)
     return scores
 
 

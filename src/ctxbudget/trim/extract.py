@@ -3,21 +3,24 @@
 Sentences are scored by BM25 against the query and the issue tags (ties: earlier first); the
 best are taken greedily while they fit the budget (a sentence that does not fit is skipped), and
 the kept ones are returned in their original order, each an exact slice of its source. No model
-call, no paraphrase. Sentence costs come from one encode of each source text.
+call, no paraphrase. Sentence costs come from one encode of each source text
+(:mod:`.profile`), and a whole extraction is remembered by content: the next turn of a
+conversation asks for the same transcript under the same question and budget again.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
-from functools import lru_cache
 
-from ..tokens.counter import TokenCounter, analyze
-from ..tokens.registry import get_encoding
-from .bm25 import bm25_from_profile, term_profile
-from .sentences import iter_sentence_ends
+from ..tokens.counter import TokenCounter
+from .bm25 import bm25_from_hits, terms
+from .profile import SentenceProfile, clear_profile_cache, sentence_profile
 
 __all__ = ["Extract", "clear_sentence_cache", "extract_sentences"]
+
+_MEMO_SIZE = 32  # extractions kept (a key holds its source texts, shared with the request)
 
 
 @dataclass(frozen=True)
@@ -30,60 +33,29 @@ class Extract:
     sentences_total: int
 
 
-@lru_cache(maxsize=4096)
-def _sentences(text: str) -> tuple[tuple[int, int], ...]:
-    """Trimmed sentence spans of ``text`` (content-cached: a transcript is split once per process)."""
-    spans: list[tuple[int, int]] = []
-    start = 0
-    for end in iter_sentence_ends(text):
-        piece = text[start:end]
-        lead = len(piece) - len(piece.lstrip())
-        if piece.strip():
-            spans.append((start + lead, end))
-        start = end
-    if text[start:].strip():
-        lead = len(text[start:]) - len(text[start:].lstrip())
-        spans.append((start + lead, len(text.rstrip())))
-    return tuple(spans)
+_MemoKey = tuple[str, tuple[str, ...], int, str]
+_MEMO: OrderedDict[_MemoKey, Extract] = OrderedDict()
+_MEMO_LOCK = threading.Lock()
+_EMPTY = SentenceProfile("", (), (), (), "", None)
 
 
-@dataclass(frozen=True)
-class _Profile:
-    """Everything extraction needs from one source text, independent of the query."""
-
-    spans: tuple[tuple[int, int], ...]
-    costs: tuple[int, ...]
-    counts: list[Counter[str]]
-    lengths: list[int]
-
-
-@lru_cache(maxsize=1024)
-def _profile(encoding_name: str, text: str) -> _Profile:
-    """Sentence spans, their token costs (from one encode of the text) and term counts; cached by
-    content, so a transcript is profiled once per process."""
-    analysis = analyze(get_encoding(encoding_name), text)
-    spans = _sentences(text)
-    ascii_only = text.isascii()
-    costs: list[int] = []
-    char, byte = 0, 0  # walk forward so byte offsets cost one pass over the text
-    for start, end in spans:
-        byte += start - char if ascii_only else len(text[char:start].encode("utf-8"))
-        size = end - start if ascii_only else len(text[start:end].encode("utf-8"))
-        costs.append(analysis.tokens_between(byte, byte + size))
-        char, byte = end, byte + size
-    counts, lengths = term_profile([text[a:b] for a, b in spans])
-    return _Profile(spans, tuple(costs), counts, lengths)
+def _scores(profiles: list[SentenceProfile], query: str) -> list[float]:
+    """BM25 of every sentence of ``profiles`` (in order) against ``query``."""
+    query_terms = set(terms(query))
+    hits: dict[int, dict[str, int]] = {}
+    offset = 0
+    for profile in profiles:
+        hits.update((offset + i, c) for i, c in profile.hits(query_terms).items())
+        offset += len(profile.spans)
+    return bm25_from_hits(query_terms, hits, [n for p in profiles for n in p.lengths])
 
 
-def extract_sentences(texts: list[str], budget: int, query: str, counter: TokenCounter) -> Extract:
-    """The best sentences of ``texts`` within ``budget`` raw tokens."""
-    profiles = [_profile(counter.encoding_name, t) if t else _Profile((), (), [], []) for t in texts]
+def _extract(texts: tuple[str, ...], budget: int, query: str, counter: TokenCounter) -> Extract:
+    profiles = [sentence_profile(counter.encoding_name, t) if t else _EMPTY for t in texts]
     candidates = [
         (s, a, b, cost) for s, p in enumerate(profiles) for (a, b), cost in zip(p.spans, p.costs, strict=True)
     ]
-    counts = [c for p in profiles for c in p.counts]
-    lengths = [n for p in profiles for n in p.lengths]
-    scores = bm25_from_profile(query, counts, lengths)
+    scores = _scores(profiles, query)
     order = sorted(range(len(candidates)), key=lambda i: (-scores[i], i))
     chosen: set[int] = set()
     used = 0
@@ -99,7 +71,24 @@ def extract_sentences(texts: list[str], budget: int, query: str, counter: TokenC
     return Extract(tuple("\n".join(k) for k in kept), used, len(chosen), len(candidates))
 
 
+def extract_sentences(texts: list[str], budget: int, query: str, counter: TokenCounter) -> Extract:
+    """The best sentences of ``texts`` within ``budget`` raw tokens (remembered by content)."""
+    key = (counter.encoding_name, tuple(texts), budget, query)
+    with _MEMO_LOCK:
+        found = _MEMO.get(key)
+        if found is not None:
+            _MEMO.move_to_end(key)
+            return found
+    result = _extract(key[1], budget, query, counter)
+    with _MEMO_LOCK:
+        _MEMO[key] = result
+        while len(_MEMO) > _MEMO_SIZE:
+            _MEMO.popitem(last=False)
+    return result
+
+
 def clear_sentence_cache() -> None:
-    """Forget cached sentence splits and profiles (benchmarks time cold runs)."""
-    _sentences.cache_clear()
-    _profile.cache_clear()
+    """Forget cached sentence splits, profiles and extractions (benchmarks time cold runs)."""
+    clear_profile_cache()
+    with _MEMO_LOCK:
+        _MEMO.clear()

@@ -1,0 +1,128 @@
+"""Sentence profiles: what extractive compaction needs from one text, whatever the query.
+
+A profile holds a text's trimmed sentence spans, each sentence's token cost (read from one encode
+of the text) and its length in BM25 terms. Term counts are read per query, and only for the
+query's terms: a sentence's score needs nothing else, so a profile never builds a counter of
+every word of every sentence (the most of a cold compaction's time on a 95k-token transcript).
+
+For ASCII text (the common case) both lengths and counts come from C-level scans of the whole
+text: lower-casing cannot change where ASCII words start or end, and sentence spans never split
+a word, so a whole-word match in the lower-cased text is a term of exactly one sentence. Other
+text is read one sentence at a time, as :func:`.bm25.terms` reads it (lower-casing may change
+the length of non-ASCII text and depends on context, so offsets would not line up).
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from bisect import bisect_left, bisect_right
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import accumulate
+
+from ..tokens.counter import analyze
+from ..tokens.registry import get_encoding
+from .bm25 import terms
+from .sentences import iter_sentence_ends
+
+__all__ = ["SentenceProfile", "clear_profile_cache", "sentence_profile", "sentence_spans"]
+
+# ASCII word characters (what ``\w`` matches in ASCII text) read as "a", everything else as " ":
+# a word starts wherever " a" stands (or at the text's start).
+_WORD_CHARS = string.ascii_letters + string.digits + "_"
+_MASK = str.maketrans({chr(c): "a" if chr(c) in _WORD_CHARS else " " for c in range(128)})
+
+
+@lru_cache(maxsize=4096)
+def sentence_spans(text: str) -> tuple[tuple[int, int], ...]:
+    """Trimmed sentence spans of ``text`` (content-cached: a transcript is split once per process)."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for end in iter_sentence_ends(text):
+        piece = text[start:end]
+        lead = len(piece) - len(piece.lstrip())
+        if piece.strip():
+            spans.append((start + lead, end))
+        start = end
+    if text[start:].strip():
+        lead = len(text[start:]) - len(text[start:].lstrip())
+        spans.append((start + lead, len(text.rstrip())))
+    return tuple(spans)
+
+
+@dataclass(frozen=True)
+class SentenceProfile:
+    """One text's sentence spans, their raw token costs and term lengths, and what reads the
+    counts of a query's terms: the lower-cased text (ASCII), else each sentence's term counts."""
+
+    text: str
+    spans: tuple[tuple[int, int], ...]
+    costs: tuple[int, ...]
+    lengths: tuple[int, ...]
+    lowered: str | None
+    counts: tuple[Counter[str], ...] | None
+
+    def hits(self, query_terms: set[str]) -> dict[int, dict[str, int]]:
+        """For each sentence holding a query term, its count of each query term it holds."""
+        if self.counts is not None:
+            return {
+                i: {t: c[t] for t in query_terms if t in c}
+                for i, c in enumerate(self.counts)
+                if any(t in c for t in query_terms)
+            }
+        assert self.lowered is not None
+        starts = [a for a, _ in self.spans]
+        out: dict[int, dict[str, int]] = {}
+        for term in query_terms:
+            if not term.isascii():
+                continue  # cannot stand in ASCII text
+            # The term first (a literal ``re`` searches for in C), then: no word character
+            # before it or after it.
+            word = re.escape(term)
+            for match in re.finditer(rf"{word}(?<!\w{word})(?!\w)", self.lowered):
+                counts = out.setdefault(bisect_right(starts, match.start()) - 1, {})
+                counts[term] = counts.get(term, 0) + 1
+        return out
+
+
+def _costs(encoding_name: str, text: str, spans: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
+    """Tokens starting in each span, from one encode of the text (a token belongs where it starts)."""
+    analysis = analyze(get_encoding(encoding_name), text)
+    count = len(analysis.lengths)
+    starts = list(accumulate(analysis.lengths, initial=0))
+    ascii_only = text.isascii()
+    costs: list[int] = []
+    char, byte = 0, 0  # walk forward so byte offsets cost one pass over the text
+    for start, end in spans:
+        byte += start - char if ascii_only else len(text[char:start].encode("utf-8"))
+        size = end - start if ascii_only else len(text[start:end].encode("utf-8"))
+        costs.append(bisect_left(starts, byte + size, 0, count) - bisect_left(starts, byte, 0, count))
+        char, byte = end, byte + size
+    return tuple(costs)
+
+
+def _ascii_lengths(text: str, spans: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
+    """Words in each span of ASCII ``text``: word starts inside it, counted in C."""
+    mask = text.translate(_MASK)
+    return tuple(mask.count(" a", a, b) + (mask[a] == "a") for a, b in spans)
+
+
+@lru_cache(maxsize=1024)
+def sentence_profile(encoding_name: str, text: str) -> SentenceProfile:
+    """The profile of ``text`` for ``encoding_name``; cached by content, so a transcript is
+    profiled once per process."""
+    spans = sentence_spans(text)
+    costs = _costs(encoding_name, text, spans)
+    if text.isascii():
+        return SentenceProfile(text, spans, costs, _ascii_lengths(text, spans), text.lower(), None)
+    counts = tuple(Counter(terms(text[a:b])) for a, b in spans)
+    lengths = tuple(sum(c.values()) for c in counts)
+    return SentenceProfile(text, spans, costs, lengths, None, counts)
+
+
+def clear_profile_cache() -> None:
+    """Forget cached sentence splits and profiles."""
+    sentence_spans.cache_clear()
+    sentence_profile.cache_clear()

@@ -1,0 +1,114 @@
+"""Extractive compaction: the profiled, remembered extraction equals a naive one written from the
+definition (split, count each sentence, BM25 over every sentence's terms), cold or cached, and
+``clear_caches`` empties what it remembers."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxbudget import clear_caches, get_encoding
+from ctxbudget.tokens.counter import TokenCounter
+from ctxbudget.trim import extract
+from ctxbudget.trim.bm25 import bm25_scores, terms
+from ctxbudget.trim.extract import Extract, extract_sentences
+from ctxbudget.trim.profile import sentence_profile, sentence_spans
+from ctxbudget.trim.sentences import _END, sentence_ends
+
+COUNTER = TokenCounter(get_encoding("o200k_base"), exact=True)
+
+WORDS = ["Mr.", "Hale", "No.", "12", "U.S.", "shipment", "notice", "Q.", "A.", "It", "was", "late"]
+WORDS += ["inspection", "Ünïcode", "İstanbul", "ΣΟΦΙΑΣ", "naïve", "x_y", "3:15", "!", "?", "...", "§"]
+PIECES = st.sampled_from([*WORDS, " ", "  ", "\n", ". ", "? ", '." ', "\t", "。", "(J. Doe)"])
+TEXTS = st.lists(st.lists(PIECES, max_size=60).map("".join), min_size=1, max_size=5)
+
+
+def _naive_spans(text: str) -> list[tuple[int, int]]:
+    spans, start = [], 0
+    for end in [*sentence_ends(text), len(text)]:
+        piece = text[start:end]
+        if piece.strip():
+            lead = len(piece) - len(piece.lstrip())
+            spans.append((start + lead, start + len(piece.rstrip()) if end == len(text) else end))
+        start = end
+    return spans
+
+
+def _naive(texts: list[str], budget: int, query: str) -> Extract:
+    """The extraction by definition: each sentence encoded alone costs what starts inside it."""
+    enc = get_encoding("o200k_base").tiktoken  # type: ignore[attr-defined]
+    candidates = []
+    for s, text in enumerate(texts):
+        starts, offset = [], 0
+        for token in enc.decode_tokens_bytes(enc.encode_ordinary(text)):
+            starts.append(offset)
+            offset += len(token)
+        data = text.encode("utf-8")
+        for a, b in _naive_spans(text):
+            lo, hi = len(text[:a].encode("utf-8")), len(text[:b].encode("utf-8"))
+            candidates.append((s, a, b, sum(1 for x in starts if lo <= x < hi and x < len(data))))
+    scores = bm25_scores(query, [texts[s][a:b] for s, a, b, _ in candidates])
+    chosen, used = set(), 0
+    for i in sorted(range(len(candidates)), key=lambda i: (-scores[i], i)):
+        if used + candidates[i][3] + 1 <= budget:
+            chosen.add(i)
+            used += candidates[i][3] + 1
+    kept: list[list[str]] = [[] for _ in texts]
+    for i in sorted(chosen):
+        s, a, b, _ = candidates[i]
+        kept[s].append(texts[s][a:b])
+    return Extract(tuple("\n".join(k) for k in kept), used, len(chosen), len(candidates))
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=TEXTS, budget=st.integers(0, 120), query=st.lists(PIECES, max_size=8).map("".join))
+def test_extraction_equals_the_naive_definition_cold_and_cached(
+    texts: list[str], budget: int, query: str
+) -> None:
+    clear_caches()
+    cold = extract_sentences(texts, budget, query, COUNTER)
+    assert cold == _naive(texts, budget, query)
+    assert extract_sentences(list(texts), budget, query, COUNTER) == cold  # remembered
+    extract._MEMO.clear()
+    assert extract_sentences(texts, budget, query, COUNTER) == cold  # from cached profiles
+
+
+def test_spans_are_the_trimmed_sentences() -> None:
+    text = "  Mr. Hale arrived.  It was late!\n\nQ. Did you see it?\nA. No.  "
+    assert list(sentence_spans(text)) == _naive_spans(text)
+
+
+def test_clear_caches_empties_profiles_and_remembered_extractions() -> None:
+    extract_sentences(["Mr. Hale was late. The shipment was late too."], 5, "late", COUNTER)
+    assert extract._MEMO and sentence_profile.cache_info().currsize and sentence_spans.cache_info().currsize
+    clear_caches()
+    assert not extract._MEMO
+    assert sentence_profile.cache_info().currsize == 0 and sentence_spans.cache_info().currsize == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.lists(PIECES, max_size=80).map("".join), query=st.lists(PIECES, max_size=8).map("".join))
+def test_a_profile_counts_each_sentence_as_bm25_reads_it(text: str, query: str) -> None:
+    profile = sentence_profile("o200k_base", text)
+    words = [terms(text[a:b]) for a, b in profile.spans]
+    assert list(profile.lengths) == [len(w) for w in words]
+    query_terms = set(terms(query))
+    expected = {i: {t: Counter(w)[t] for t in query_terms if t in w} for i, w in enumerate(words)}
+    assert profile.hits(query_terms) == {i: c for i, c in expected.items() if c}
+
+
+# The sentence-end pattern as first written: a repeat or a newline, tried at every position.
+PLAIN_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s)|[。！？]+[」』”’)]*|\n")
+END_PIECES = st.sampled_from([*".!?。！？\n \t\"'”’)]」』x", "Mr", "a b"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.lists(END_PIECES, max_size=30).map("".join), data=st.data())
+def test_the_sentence_end_pattern_finds_what_the_plain_one_finds(text: str, data: st.DataObject) -> None:
+    start = data.draw(st.integers(0, len(text)))
+    stop = data.draw(st.integers(start, len(text)))
+    found = [(m.span(), m.group()) for m in _END.finditer(text, start, stop)]
+    assert found == [(m.span(), m.group()) for m in PLAIN_END.finditer(text, start, stop)]
