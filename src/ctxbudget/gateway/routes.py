@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -232,7 +233,14 @@ async def _unrouted(request: Request) -> Response:
 def create_app(config: GatewayConfig, transport: httpx.AsyncBaseTransport | None = None) -> Starlette:
     """The gateway as an ASGI app (``transport`` lets tests route upstream calls in-process)."""
     gateway = Gateway(config, transport)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await run_in_threadpool(gateway.close)  # every answered turn committed before the process ends
+
     app = Starlette(
+        lifespan=lifespan,
         routes=[
             Route("/v1/messages", _proxy(ANTHROPIC), methods=["POST"]),
             Route("/v1/messages/count_tokens", _count_tokens, methods=["POST"]),
@@ -240,7 +248,7 @@ def create_app(config: GatewayConfig, transport: httpx.AsyncBaseTransport | None
             Route("/healthz", _healthz, methods=["GET"]),
             Route("/metrics", _metrics, methods=["GET"]),
             Route("/{path:path}", _unrouted, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]),
-        ]
+        ],
     )
     app.state.gateway = gateway
     return app
