@@ -302,10 +302,11 @@ def test_session_commands_report_gateway_turns_with_the_providers_usage(
 
     from ctxbudget.cli import main
 
-    _, url, store = stack
+    fake, url, store = stack
     reply = _anthropic(url, **{"X-Ctxbudget-Session": "billed"}).messages.create(
         model="claude-sonnet-4-6", max_tokens=20, messages=_ask()
     )
+    fake.gateway.flush()  # committed after the answer: wait before the CLI reads the store
     billed = reply.usage.input_tokens
     runner = CliRunner()
     shown = runner.invoke(main, ["session", "show", "billed", "--store", str(store)]).output

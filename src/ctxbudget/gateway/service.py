@@ -121,12 +121,12 @@ class Gateway:
         return await self.upstream.counter.count(body, headers, proxy)
 
     async def send(
-        self, provider: Provider, body: Mapping[str, Any], headers: list[tuple[str, str]], query: str = ""
+        self, provider: Provider, content: bytes, headers: list[tuple[str, str]], query: str = ""
     ) -> httpx.Response:
-        """Forward ``body`` to the provider's upstream (streamed); a timeout or an unreachable
-        upstream is a :class:`~.refusals.Refusal` (504, 502), counted."""
+        """Forward ``content`` (the rendered JSON body) to the provider's upstream (streamed); a
+        timeout or an unreachable upstream is a :class:`~.refusals.Refusal` (504, 502), counted."""
         url = self.upstream_url(provider) + (f"?{query}" if query else "")  # e.g. the SDK's ?beta=true
-        return await self.upstream.send(url, body, headers)
+        return await self.upstream.send(url, content, headers)
 
     async def read_answer(self, response: httpx.Response) -> bytes:
         """The upstream's whole answer (a fault while reading is a counted refusal)."""
