@@ -133,7 +133,7 @@ def report(results: dict[str, dict[str, list[float]]], tokens: int, size: int) -
             f"{case:24} {floor:9.1f} {percentile(series['direct'], 0.95):10.1f} "
             f"{percentile(series['gateway'], 0.95):11.1f} {overhead:12.1f} {target:8.1f}  "
             f"(paired overhead p50 {statistics.median(pairs):.1f}, p95 {percentile(pairs, 0.95):.1f}; "
-            f"{overhead / floor:.2f}x floor + 0)"
+            f"overhead p95 = {(overhead - 3) / floor:.2f}x floor + 3 ms)"
         )
 
 
