@@ -45,6 +45,7 @@ bench: build/example.json build/legal_context.json
 	$(BIN)/python bench/bench_history.py
 	$(BIN)/python bench/bench_assemble.py build/legal_context.json
 	$(BIN)/python bench/bench_gateway.py
+	$(BIN)/python bench/bench_gateway_large.py
 	$(BIN)/python bench/bench_gateway_soak.py
 	$(BIN)/python bench/bench_catalog.py build/example.json
 

@@ -30,6 +30,7 @@ from .providers import Provider
 from .refusals import Refusal, refusal_as, refusal_for, unknown_model
 from .settings import RequestSettings
 from .usage import Calibration, covered_by_estimate
+from .writer import TurnWriter
 
 __all__ = ["Bounded", "Preparer"]
 
@@ -76,6 +77,7 @@ class Preparer:
         store: SQLiteStore,
         previous: Bounded,
         unknown_model: Literal["error", "floor"],
+        writer: TurnWriter,
     ) -> None:
         self.catalog = catalog
         self.calibration = calibration
@@ -84,6 +86,7 @@ class Preparer:
         self.store = store
         self.previous = previous
         self.unknown_model = unknown_model
+        self.writer = writer
 
     def model_for(self, model: str, factor: float | None = None) -> tuple[ModelSpec | None, float | None]:
         """``model``'s catalog entry and the safety factor its estimate is scaled by: the
@@ -336,6 +339,7 @@ class Preparer:
         found = self.previous.get(key)
         if found is not None:
             return found  # type: ignore[no-any-return]
+        self.writer.flush()  # the session's answered turns, committed before one is read back
         last = self.store.last_turn(session)
         if last is None or last.report.get("policy") != policy or "pinned_prefix_sha256" not in last.report:
             return None

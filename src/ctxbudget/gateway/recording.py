@@ -1,16 +1,16 @@
 """Recording an answered turn: metrics, the calibration of estimate factors, and the stored turn.
 
 Each completed turn is stored with its report and the provider's usage, normalized; estimate
-factors are calibrated from that usage.
+factors are calibrated from that usage. Metrics and calibration change before the answer is sent;
+the stored turn is committed by the store's writer (:mod:`.writer`) while it is.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+from concurrent.futures import Future
 from typing import Any
-
-from starlette.concurrency import run_in_threadpool
 
 from ..catalog.catalog import Catalog
 from ..catalog.values import ModelSpec
@@ -22,6 +22,7 @@ from .prepared import Prepared
 from .pricing import actual_cost_usd, rounded
 from .providers import Provider
 from .usage import Calibration, Usage, normalize_usage
+from .writer import TurnWriter
 
 __all__ = ["Recorder", "model_label"]
 
@@ -37,25 +38,47 @@ class Recorder:
     """Records answered turns into the store, the metrics and the calibration."""
 
     def __init__(
-        self, *, catalog: Catalog, store: SQLiteStore, calibration: Calibration, metrics: Metrics
+        self,
+        *,
+        catalog: Catalog,
+        store: SQLiteStore,
+        calibration: Calibration,
+        metrics: Metrics,
+        writer: TurnWriter,
     ) -> None:
         self.catalog = catalog
         self.store = store
         self.calibration = calibration
         self.metrics = metrics
+        self.writer = writer
 
-    async def record(self, provider: Provider, prepared: Prepared, answer: str, raw_usage: Any) -> None:
-        """Metrics, calibration and the stored turn for an answer the client got. Never raises: a
-        failure to record is logged and counted, the answer stands."""
+    def record(
+        self, provider: Provider, prepared: Prepared, answer: str, raw_usage: Any
+    ) -> Future[None] | None:
+        """Metrics and calibration now, and the turn handed to the writer: its commit's future
+        (None when the usage could not even be read). Never raises: a failure to record is logged
+        and counted, the answer stands."""
         try:
             usage = normalize_usage(provider.name, raw_usage)
             self._observe(prepared, usage)
-            await run_in_threadpool(self._store_turn, prepared, answer, usage)
+            return self.writer.submit(lambda: self._commit(prepared, answer, usage))
         except Exception as exc:  # the answer was given: recording must not take it back
-            self.metrics.record_failures.labels(type(exc).__name__).inc()
-            logger.error(
-                "session=%s could not record the turn: %s: %s", prepared.session, type(exc).__name__, exc
-            )
+            self._failed(prepared, exc)
+            return None
+
+    def _commit(self, prepared: Prepared, answer: str, usage: Usage | None) -> None:
+        """The stored turn, in the writer's thread; a failure is logged and counted."""
+        try:
+            self._store_turn(prepared, answer, usage)
+        except Exception as exc:
+            self._failed(prepared, exc)
+
+    def _failed(self, prepared: Prepared, exc: Exception) -> None:
+        """A turn that could not be recorded: counted by error type and logged."""
+        self.metrics.record_failures.labels(type(exc).__name__).inc()
+        logger.error(
+            "session=%s could not record the turn: %s: %s", prepared.session, type(exc).__name__, exc
+        )
 
     def _store_turn(self, prepared: Prepared, answer: str, usage: Usage | None) -> None:
         """Append the turn to its session (created by its first turn), numbered by the store."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
+from concurrent.futures import Future
 from typing import Any
 
 import httpx
@@ -28,6 +29,7 @@ from .refusals import Refusal
 from .settings import RequestSettings, request_settings
 from .upstream import Upstream, upstream_url
 from .usage import Calibration
+from .writer import TurnWriter
 
 __all__ = ["Gateway"]
 
@@ -40,6 +42,7 @@ class Gateway:
         self.config = config
         self.catalog = load_catalog(config.catalog_paths)
         self.store = SQLiteStore(config.store_path, busy_timeout_seconds=config.store_busy_timeout_seconds)
+        self.writer = TurnWriter()
         self.calibration = Calibration()
         self.metrics = Metrics()
         timeout = httpx.Timeout(config.timeout_seconds, connect=min(10.0, config.timeout_seconds))
@@ -58,9 +61,14 @@ class Gateway:
             store=self.store,
             previous=self._previous,
             unknown_model=config.unknown_model,
+            writer=self.writer,
         )
         self.recorder = Recorder(
-            catalog=self.catalog, store=self.store, calibration=self.calibration, metrics=self.metrics
+            catalog=self.catalog,
+            store=self.store,
+            calibration=self.calibration,
+            metrics=self.metrics,
+            writer=self.writer,
         )
 
     # ---- reading requests --------------------------------------------------------------------
@@ -113,12 +121,12 @@ class Gateway:
         return await self.upstream.counter.count(body, headers, proxy)
 
     async def send(
-        self, provider: Provider, body: Mapping[str, Any], headers: list[tuple[str, str]], query: str = ""
+        self, provider: Provider, content: bytes, headers: list[tuple[str, str]], query: str = ""
     ) -> httpx.Response:
-        """Forward ``body`` to the provider's upstream (streamed); a timeout or an unreachable
-        upstream is a :class:`~.refusals.Refusal` (504, 502), counted."""
+        """Forward ``content`` (the rendered JSON body) to the provider's upstream (streamed); a
+        timeout or an unreachable upstream is a :class:`~.refusals.Refusal` (504, 502), counted."""
         url = self.upstream_url(provider) + (f"?{query}" if query else "")  # e.g. the SDK's ?beta=true
-        return await self.upstream.send(url, body, headers)
+        return await self.upstream.send(url, content, headers)
 
     async def read_answer(self, response: httpx.Response) -> bytes:
         """The upstream's whole answer (a fault while reading is a counted refusal)."""
@@ -131,11 +139,22 @@ class Gateway:
         return self.upstream.fault(response, status, kind, message, code)
 
     # ---- recording and metrics ---------------------------------------------------------------
-    async def record(self, provider: Provider, prepared: Prepared, answer: str, raw_usage: Any) -> None:
-        """Metrics, calibration and the stored turn for an answer the client got. Never raises: a
-        failure to record is logged and counted, the answer stands."""
+    def record(
+        self, provider: Provider, prepared: Prepared, answer: str, raw_usage: Any
+    ) -> Future[None] | None:
+        """Metrics and calibration for an answer the client gets, and its turn handed to the
+        store's writer: the commit's future (see :mod:`.writer`). Never raises: a failure to
+        record is logged and counted, the answer stands."""
         self.preparer.remember(prepared)  # only an answered turn is the next one's baseline
-        await self.recorder.record(provider, prepared, answer, raw_usage)
+        return self.recorder.record(provider, prepared, answer, raw_usage)
+
+    def flush(self) -> None:
+        """Wait until every answered turn handed to the store's writer so far is committed."""
+        self.writer.flush()
+
+    def close(self) -> None:
+        """At shutdown: commit every turn handed over, then stop the writer."""
+        self.writer.close()
 
     def note_upstream_error(self, kind: str) -> None:
         """Count an upstream fault of ``kind``."""

@@ -96,12 +96,10 @@ class Upstream:
         """Count an upstream fault of ``kind``."""
         self.metrics.upstream_errors.labels(kind).inc()
 
-    async def send(self, url: str, body: Mapping[str, Any], headers: list[tuple[str, str]]) -> httpx.Response:
-        """POST ``body`` to ``url`` (streamed); a timeout or an unreachable upstream is a
-        :class:`Refusal` (504, 502), counted."""
-        request = self.client.build_request(
-            "POST", url, headers=headers, content=json.dumps(body).encode("utf-8")
-        )
+    async def send(self, url: str, content: bytes, headers: list[tuple[str, str]]) -> httpx.Response:
+        """POST ``content`` (a JSON body, rendered once by the caller) to ``url`` (streamed); a
+        timeout or an unreachable upstream is a :class:`Refusal` (504, 502), counted."""
+        request = self.client.build_request("POST", url, headers=headers, content=content)
         try:
             return await self.client.send(request, stream=True)
         except httpx.TimeoutException as exc:
