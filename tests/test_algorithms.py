@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -97,3 +101,25 @@ def test_allocation_stays_within_the_pool_and_gives_unused_budget_away(
     assert sum(budgets.values()) <= pool
     if sum(needs.values()) <= pool:
         assert all(budgets[c] >= needs.get(c, 0) for c in budgets)
+
+
+def test_bm25_scores_are_the_same_floats_whatever_the_hash_seed() -> None:
+    # A score sums over the query's terms; summed in a set's order, the last bits changed with
+    # the process's hash seed (and so could a near tie between passages).
+    script = (
+        "from ctxbudget.trim.bm25 import bm25_scores;"
+        "w=[f'w{i}' for i in range(30)];"
+        "p=[' '.join(w[(i*7+k)%30] for k in range(1+i%9))*(1+i%4) for i in range(40)];"
+        "print([repr(s) for s in bm25_scores(' '.join(w), p)])"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in (1, 2, 3, 4)
+    }
+    assert len(outputs) == 1

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from ..tokens.counter import TokenCounter
-from .bm25 import bm25_from_hits, terms
+from .bm25 import bm25_from_hits, query_terms
 from .profile import SentenceProfile, clear_profile_cache, sentence_profile
 
 __all__ = ["Extract", "clear_sentence_cache", "extract_sentences"]
@@ -41,13 +41,13 @@ _EMPTY = SentenceProfile("", (), (), (), "", None)
 
 def _scores(profiles: list[SentenceProfile], query: str) -> list[float]:
     """BM25 of every sentence of ``profiles`` (in order) against ``query``."""
-    query_terms = set(terms(query))
+    wanted = query_terms(query)
     hits: dict[int, dict[str, int]] = {}
     offset = 0
     for profile in profiles:
-        hits.update((offset + i, c) for i, c in profile.hits(query_terms).items())
+        hits.update((offset + i, c) for i, c in profile.hits(set(wanted)).items())
         offset += len(profile.spans)
-    return bm25_from_hits(query_terms, hits, [n for p in profiles for n in p.lengths])
+    return bm25_from_hits(wanted, hits, [n for p in profiles for n in p.lengths])
 
 
 def _extract(texts: tuple[str, ...], budget: int, query: str, counter: TokenCounter) -> Extract:
