@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from ctxbudget.fitting._budget import BudgetSplit, allocate
 from ctxbudget.items import Cut, Item
+from ctxbudget.trim.bm25 import bm25_from_profile, bm25_scores, term_profile
 from ctxbudget.trim.history import select_history
 from ctxbudget.trim.shares import proportional_shares
 
@@ -123,3 +124,15 @@ def test_bm25_scores_are_the_same_floats_whatever_the_hash_seed() -> None:
         for seed in (1, 2, 3, 4)
     }
     assert len(outputs) == 1
+
+
+ascii_words = st.sampled_from(["alpha", "Beta", "beta_2", "x", "42", "gamma-ray", "o'neil", "a.b", "DELTA"])
+passage_text = st.lists(ascii_words, max_size=12).map(" ".join) | st.text(
+    alphabet=st.characters(max_codepoint=0x7F), max_size=40
+)
+
+
+@given(st.lists(passage_text, max_size=8), st.lists(ascii_words, max_size=5).map(" ".join))
+def test_bm25_read_in_c_gives_the_floats_of_the_word_counters(passages: list[str], query: str) -> None:
+    expected = bm25_from_profile(query, *term_profile(passages)) if passages else []
+    assert [repr(float(s)) for s in bm25_scores(query, passages)] == [repr(float(s)) for s in expected]

@@ -9,12 +9,29 @@ from __future__ import annotations
 
 import math
 import re
+import string
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from itertools import accumulate
 
-__all__ = ["bm25_from_hits", "bm25_from_profile", "bm25_scores", "query_terms", "term_profile", "terms"]
+__all__ = [
+    "ascii_term_hits",
+    "bm25_from_hits",
+    "bm25_from_profile",
+    "bm25_scores",
+    "query_terms",
+    "term_profile",
+    "terms",
+    "word_mask",
+]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+# ASCII word characters (what ``\w`` matches in ASCII text) read as "a", everything else as " ":
+# a word starts wherever " a" stands (or at the text's start).
+_MASK = str.maketrans(
+    {chr(c): "a" if chr(c) in string.ascii_letters + string.digits + "_" else " " for c in range(128)}
+)
 K1 = 1.5
 B = 0.75
 
@@ -22,6 +39,11 @@ B = 0.75
 def terms(text: str) -> list[str]:
     """Lower-cased word terms."""
     return _WORD.findall(text.lower())
+
+
+def word_mask(text: str) -> str:
+    """ASCII ``text`` with word characters as "a" and every other character as " "."""
+    return text.translate(_MASK)
 
 
 def query_terms(query: str) -> tuple[str, ...]:
@@ -77,5 +99,44 @@ def bm25_from_hits(
 
 
 def bm25_scores(query: str, passages: list[str]) -> list[float]:
-    """BM25 score of each passage against ``query`` (0 for passages sharing no term)."""
-    return bm25_from_profile(query, *term_profile(passages))
+    """BM25 score of each passage against ``query`` (0 for passages sharing no term).
+
+    ASCII passages (the common case) are read in C: their lengths from word starts counted in a
+    mask of the joined text, the query's terms found as whole words in its lower-cased copy
+    (:func:`ascii_term_hits`), so no counter of every word is built. Measured on the 520 passages
+    of a 100,000-token message: 6 ms instead of 25 ms. Other text takes :func:`term_profile`. Both
+    give the same floats (property test)."""
+    if not passages:
+        return []
+    wanted = query_terms(query)
+    if not wanted:
+        return [0.0] * len(passages)
+    joined = " ".join(passages)
+    if not joined.isascii():
+        return bm25_from_profile(query, *term_profile(passages))
+    starts = list(accumulate((len(p) + 1 for p in passages[:-1]), initial=0))
+    lowered = joined.lower()
+    mask = word_mask(lowered)
+    lengths = [
+        mask.count(" a", start, start + len(p)) + (mask[start : start + 1] == "a")
+        for start, p in zip(starts, passages, strict=True)
+    ]
+    return bm25_from_hits(wanted, ascii_term_hits(lowered, wanted, starts), lengths)
+
+
+def ascii_term_hits(lowered: str, wanted: Sequence[str], starts: Sequence[int]) -> dict[int, dict[str, int]]:
+    """For each span holding a term of ``wanted`` as a whole word, its count of each such term.
+
+    ``lowered`` is lower-cased ASCII text cut into spans starting at ``starts`` (ascending; a span
+    never splits a word). Each term is searched as a literal first (in C), then checked to stand
+    alone (no word character before or after it): a term with a character that cannot stand in
+    ASCII text cannot match."""
+    out: dict[int, dict[str, int]] = {}
+    for term in wanted:
+        if not term.isascii():
+            continue
+        word = re.escape(term)
+        for match in re.finditer(rf"{word}(?<!\w{word})(?!\w)", lowered):
+            counts = out.setdefault(bisect_right(starts, match.start()) - 1, {})
+            counts[term] = counts.get(term, 0) + 1
+    return out

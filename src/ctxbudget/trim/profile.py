@@ -14,9 +14,7 @@ the length of non-ASCII text and depends on context, so offsets would not line u
 
 from __future__ import annotations
 
-import re
-import string
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
@@ -24,15 +22,10 @@ from itertools import accumulate
 
 from ..tokens.counter import analyze
 from ..tokens.registry import get_encoding
-from .bm25 import terms
+from .bm25 import ascii_term_hits, terms, word_mask
 from .sentences import iter_sentence_ends
 
 __all__ = ["SentenceProfile", "clear_profile_cache", "sentence_profile", "sentence_spans"]
-
-# ASCII word characters (what ``\w`` matches in ASCII text) read as "a", everything else as " ":
-# a word starts wherever " a" stands (or at the text's start).
-_WORD_CHARS = string.ascii_letters + string.digits + "_"
-_MASK = str.maketrans({chr(c): "a" if chr(c) in _WORD_CHARS else " " for c in range(128)})
 
 
 @lru_cache(maxsize=4096)
@@ -73,18 +66,7 @@ class SentenceProfile:
                 if any(t in c for t in query_terms)
             }
         assert self.lowered is not None
-        starts = [a for a, _ in self.spans]
-        out: dict[int, dict[str, int]] = {}
-        for term in query_terms:
-            if not term.isascii():
-                continue  # cannot stand in ASCII text
-            # The term first (a literal ``re`` searches for in C), then: no word character
-            # before it or after it.
-            word = re.escape(term)
-            for match in re.finditer(rf"{word}(?<!\w{word})(?!\w)", self.lowered):
-                counts = out.setdefault(bisect_right(starts, match.start()) - 1, {})
-                counts[term] = counts.get(term, 0) + 1
-        return out
+        return ascii_term_hits(self.lowered, list(query_terms), [a for a, _ in self.spans])
 
 
 def _costs(encoding_name: str, text: str, spans: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
@@ -105,7 +87,7 @@ def _costs(encoding_name: str, text: str, spans: tuple[tuple[int, int], ...]) ->
 
 def _ascii_lengths(text: str, spans: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
     """Words in each span of ASCII ``text``: word starts inside it, counted in C."""
-    mask = text.translate(_MASK)
+    mask = word_mask(text)
     return tuple(mask.count(" a", a, b) + (mask[a] == "a") for a, b in spans)
 
 
