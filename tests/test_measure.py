@@ -125,7 +125,7 @@ def test_offsets_match_a_running_sum_of_token_lengths(lengths: list[int], data: 
 
     from ctxbudget.tokens.counter import ChunkAnalysis
 
-    analysis = ChunkAnalysis(b"x" * sum(lengths), bytes(lengths))
+    analysis = ChunkAnalysis("x" * sum(lengths), bytes(lengths))
     starts = [0, *accumulate(lengths)][:-1]
     offsets = sorted(data.draw(st.lists(st.integers(-3, sum(lengths) + 3), max_size=30)))
     expected = [sum(1 for s in starts if s < o) for o in offsets]

@@ -79,11 +79,11 @@ def measure(rendering: Rendering, encoding: Encoding) -> Measurement:
         if len(chunk) == 1:
             by_owner[chunk[0].owner] += analysis.tokens
             if chunk[0].content and not isinstance(chunk[0].owner, str):
-                pieces[chunk[0].owner].append((text, TextSpan(analysis, 0, len(analysis.data))))
+                pieces[chunk[0].owner].append((text, TextSpan(analysis, 0, analysis.size)))
             if len(text) >= MIN_REUSE_CHARS:
-                sources[text] = (analysis, 0, len(analysis.data))
+                sources[text] = (analysis, 0, analysis.size)
             continue
-        ascii_only = len(analysis.data) == len(text)  # then characters are bytes
+        ascii_only = analysis.size == len(text)  # then characters are bytes
         sizes = (len(s.text) if ascii_only else len(s.text.encode("utf-8")) for s in chunk)
         ends = list(accumulate(sizes))
         before, position = 0, 0  # tokens starting before ``position``

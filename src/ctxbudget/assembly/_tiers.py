@@ -260,7 +260,7 @@ def _compact_passages(
     """Verbatim passage windows over the tier's items, best relevance first, in document order."""
     joined = JOINER.join(i.text for i in items)
     analysis = analyze(counter.encoding, joined)
-    count = TextSpan(analysis, 0, len(analysis.data)).char_counter(joined)
+    count = TextSpan(analysis, 0, analysis.size).char_counter(joined)
     passages = split_passages(joined, count, passage_tokens(target))
     regions = select_regions(
         joined,

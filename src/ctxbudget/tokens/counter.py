@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import threading
+from array import array
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -25,7 +26,7 @@ BLOCK = 64  # tokens a block; at most 255 bytes a token keeps a block's byte sum
 
 
 class ChunkAnalysis:
-    """One text encoded once: its UTF-8 bytes and each token's length in bytes.
+    """One text encoded once: the text, its size in UTF-8 bytes and each token's length in bytes.
 
     Token lengths are kept as ``bytes`` (one byte a token; no token of a supported encoding is
     longer than 255 bytes) rather than the encoder's list of ids: a ``bytes`` object is not
@@ -35,13 +36,21 @@ class ChunkAnalysis:
     looked up, each token's absolute end, so a lookup scans at most one block.
     """
 
-    __slots__ = ("_block_ends", "_blocks", "data", "lengths")
+    __slots__ = ("_block_ends", "_blocks", "lengths", "size", "text")
 
-    def __init__(self, data: bytes, lengths: bytes) -> None:
-        self.data = data
+    def __init__(self, text: str, lengths: bytes) -> None:
+        self.text = text  # the cache's key holds it already: no copy of its bytes is kept
         self.lengths = lengths
+        self.size = len(text) if text.isascii() else len(text.encode("utf-8"))
         self._block_ends: list[int] | None = None
-        self._blocks: dict[int, list[int]] = {}
+        self._blocks: dict[int, array[int]] = {}
+
+    def chars_between(self, start: int, end: int) -> int:
+        """Characters of the text in the byte range ``[start, end)`` (a character cut by either
+        end is not counted)."""
+        if self.size == len(self.text):  # ASCII: a byte a character
+            return max(0, min(end, self.size) - max(start, 0))
+        return len(self.text.encode("utf-8")[start:end].decode("utf-8", "ignore"))
 
     @property
     def tokens(self) -> int:
@@ -63,12 +72,17 @@ class ChunkAnalysis:
             self._block_ends = ends
         return ends
 
-    def _block(self, block: int) -> list[int]:
-        """Absolute byte ends of the tokens of one block (built on first use, then kept)."""
+    def _block(self, block: int) -> array[int]:
+        """Absolute byte ends of the tokens of one block (built on first use, then kept).
+
+        Kept as an array of 4-byte integers: as a list of Python ints it was about 36 bytes a
+        token, and splitting a million-token text into passages looks up every block (36 MB)."""
         found = self._blocks.get(block)
         if found is None:
             base = self._ends()[block - 1] if block else 0
-            found = list(accumulate(self.lengths[block * BLOCK : (block + 1) * BLOCK], initial=base))[1:]
+            found = array("I", accumulate(self.lengths[block * BLOCK : (block + 1) * BLOCK], initial=base))[
+                1:
+            ]
             self._blocks[block] = found
         return found
 
@@ -90,7 +104,7 @@ class ChunkAnalysis:
 
     def tokens_between(self, start: int, end: int) -> int:
         """Tokens that start in the byte range ``[start, end)``."""
-        if start <= 0 and end >= len(self.data):
+        if start <= 0 and end >= self.size:
             return self.tokens
         return self.tokens_starting_before(end) - self.tokens_starting_before(start)
 
@@ -154,7 +168,7 @@ def analyze(encoding: Encoding, text: str) -> ChunkAnalysis:
     found = _CACHE.get(key)
     if found is not None:
         return found
-    result = ChunkAnalysis(text.encode("utf-8"), encoding.token_lengths(text))
+    result = ChunkAnalysis(text, encoding.token_lengths(text))
     _CACHE.put(key, result)
     return result
 

@@ -199,16 +199,23 @@ def _joined(text: str, regions: list[tuple[int, int]], lo: int, hi: int) -> str:
         start, end = max(start, lo, last), min(end, hi)
         if start >= end or not text[start:end].strip():
             continue
-        between = text[last:start]
-        if between.strip():
+        if _has_text(text, last, start):  # searched in place: the gap may be most of a long text
             cut = True
             out = (out.rstrip("\n") + GAP if out else GAP.lstrip("\n")) + text[start:end].lstrip("\n")
         else:
-            out += between + text[start:end]
+            out += text[last:start] + text[start:end]
         last = end
-    if text[last:hi].strip():
+    if _has_text(text, last, hi):
         return out.rstrip("\n") + GAP.rstrip("\n") if out else ""
     return out if cut else text[lo:hi]
+
+
+_NON_BLANK = re.compile(r"\S")
+
+
+def _has_text(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` holds anything but whitespace (without slicing it)."""
+    return _NON_BLANK.search(text, start, end) is not None
 
 
 def _keep_end(text: str, start: int, count: Callable[[int, int], int], budget: int) -> tuple[int, int]:

@@ -106,7 +106,7 @@ def _chars_within(span: TextSpan, budget: int) -> int:
     """How many characters of the text the first ``budget`` tokens cover."""
     cut_byte = span.analysis.cut_after_tokens(span.byte_start, budget) - span.byte_start
     cut_byte = max(0, min(cut_byte, span.byte_end - span.byte_start))
-    return len(span.analysis.data[span.byte_start : span.byte_start + cut_byte].decode("utf-8", "ignore"))
+    return span.analysis.chars_between(span.byte_start, span.byte_start + cut_byte)
 
 
 def _best_sentence_cut(text: str, span: TextSpan, budget: int) -> int:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ...errors import ConfigError
-from ..bm25 import bm25_scores
+from ..bm25 import bm25_span_scores
 from ._passage import Passage
 from ._query import content_query
 
@@ -76,9 +76,11 @@ def passage_scores(
     weights: PassageWeights,
     scorer: PassageScorer | None = None,
 ) -> list[float]:
-    texts = [text[p.start : p.end] for p in passages]
-    scores = _to_unit(bm25_scores(content_query(query), texts))
+    # read from the text in place: slicing every passage would copy the text (a million-token
+    # message holds 4 MB of it)
+    scores = _to_unit(bm25_span_scores(content_query(query), text, [(p.start, p.end) for p in passages]))
     if scorer is not None:
+        texts = [text[p.start : p.end] for p in passages]
         closeness = _above_median(_checked(scorer(query, texts), len(texts)))
         scores = _to_unit([s + weights.semantic * c for s, c in zip(scores, closeness, strict=True)])
     smoothed = []
@@ -87,8 +89,10 @@ def passage_scores(
         smoothed.append(
             score + weights.neighbour * (sum(neighbours) / len(neighbours) if neighbours else 0.0)
         )
-    for i, piece in enumerate(texts):
-        if any(tag.lower() in piece.lower() for tag in protected_tags):
+    tags = [tag.lower() for tag in protected_tags]
+    for i, passage in enumerate(passages if tags else ()):
+        piece = text[passage.start : passage.end].lower()
+        if any(tag in piece for tag in tags):
             smoothed[i] += weights.protected_tag
     return smoothed
 
