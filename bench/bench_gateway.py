@@ -12,7 +12,10 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -36,7 +39,10 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def main() -> None:
+@contextmanager
+def gateway_and_upstream(timeout: float = 30) -> Iterator[tuple[FakeUpstream, Any, Any, httpx.Client]]:
+    """The fake upstream and a gateway in front of it (a throwaway store), both on loopback, and
+    a client: (fake, upstream server, gateway server, client)."""
     fake = FakeUpstream()
     with tempfile.TemporaryDirectory() as folder, Served(fake.app) as upstream:
         config = GatewayConfig(
@@ -44,20 +50,25 @@ def main() -> None:
             openai_upstream=upstream.url,
             store_path=str(Path(folder) / "bench.db"),
         )
-        with Served(create_app(config)) as gateway, httpx.Client(timeout=30) as client:
-            direct, proxied = [], []
-            for n in range(REQUESTS + 20):
-                for target, sink in ((upstream.url, direct), (gateway.url, proxied)):
-                    start = time.perf_counter()
-                    response = client.post(
-                        target + "/v1/chat/completions",
-                        json=BODY,
-                        headers={"x-ctxbudget-session": f"bench-{n % 10}"},
-                    )
-                    elapsed = (time.perf_counter() - start) * 1000
-                    response.raise_for_status()
-                    if n >= 20:
-                        sink.append(elapsed)
+        with Served(create_app(config)) as gateway, httpx.Client(timeout=timeout) as client:
+            yield fake, upstream, gateway, client
+
+
+def main() -> None:
+    with gateway_and_upstream() as (_, upstream, gateway, client):
+        direct, proxied = [], []
+        for n in range(REQUESTS + 20):
+            for target, sink in ((upstream.url, direct), (gateway.url, proxied)):
+                start = time.perf_counter()
+                response = client.post(
+                    target + "/v1/chat/completions",
+                    json=BODY,
+                    headers={"x-ctxbudget-session": f"bench-{n % 10}"},
+                )
+                elapsed = (time.perf_counter() - start) * 1000
+                response.raise_for_status()
+                if n >= 20:
+                    sink.append(elapsed)
     d50, d95 = percentile(direct, 0.5), percentile(direct, 0.95)
     p50, p95 = percentile(proxied, 0.5), percentile(proxied, 0.95)
     print(f"{'path':32} {'p50 ms':>8} {'p95 ms':>8}")

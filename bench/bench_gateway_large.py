@@ -29,9 +29,10 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench_gateway import gateway_and_upstream
+
 from ctxbudget import get_encoding
 from ctxbudget.gateway import GatewayConfig, create_app
-from tests.fake_upstream import FakeUpstream, Served
 
 # The vocabulary of the generated document (split into words where it is used).
 VOCABULARY = (
@@ -90,32 +91,25 @@ def measure(rounds: int, text: str) -> dict[str, dict[str, list[float]]]:
     tk = get_encoding("o200k_base").tiktoken  # type: ignore[attr-defined]
     cases = {"fits (passed through)": {}, "trimmed to 50,000": {"x-ctxbudget-max-context-tokens": "50000"}}
     out: dict[str, dict[str, list[float]]] = {c: {"direct": [], "gateway": [], "floor": []} for c in cases}
-    fake = FakeUpstream()
-    with tempfile.TemporaryDirectory() as folder, Served(fake.app) as upstream:
-        config = GatewayConfig(
-            anthropic_upstream=upstream.url,
-            openai_upstream=upstream.url,
-            store_path=str(Path(folder) / "bench.db"),
-        )
-        with Served(create_app(config)) as gateway, httpx.Client(timeout=120) as client:
-            for n in range(rounds + 3):
-                for case, extra in cases.items():
-                    # a new body each time: the fit's memo of a body it saw is not what is measured
-                    content = json.dumps(body_for(f"Copy {n} of {case}.\n\n{text}")).encode("utf-8")
-                    headers = {
-                        "content-type": "application/json",
-                        "x-ctxbudget-session": f"big-{n % 4}",
-                        **extra,
-                    }
-                    direct = timed_post(client, upstream.url, content, headers)
-                    proxied = timed_post(client, gateway.url, content, headers)
-                    start = time.perf_counter()
-                    tk.encode_ordinary(text)
-                    floor = (time.perf_counter() - start) * 1000
-                    fake.received.clear()
-                    if n >= 3:
-                        for key, value in (("direct", direct), ("gateway", proxied), ("floor", floor)):
-                            out[case][key].append(value)
+    with gateway_and_upstream(timeout=120) as (fake, upstream, gateway, client):
+        for n in range(rounds + 3):
+            for case, extra in cases.items():
+                # a new body each time: the fit's memo of a body it saw is not what is measured
+                content = json.dumps(body_for(f"Copy {n} of {case}.\n\n{text}")).encode("utf-8")
+                headers = {
+                    "content-type": "application/json",
+                    "x-ctxbudget-session": f"big-{n % 4}",
+                    **extra,
+                }
+                direct = timed_post(client, upstream.url, content, headers)
+                proxied = timed_post(client, gateway.url, content, headers)
+                start = time.perf_counter()
+                tk.encode_ordinary(text)
+                floor = (time.perf_counter() - start) * 1000
+                fake.received.clear()
+                if n >= 3:
+                    for key, value in (("direct", direct), ("gateway", proxied), ("floor", floor)):
+                        out[case][key].append(value)
     return out
 
 
