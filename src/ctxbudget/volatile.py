@@ -162,13 +162,26 @@ def _finders(name: str) -> tuple[re.Pattern[str], ...]:
     return tuple(re.compile(f"{scanner.pattern}(?<=(?=(?:{served})).)") for scanner in _SCANNERS[name])
 
 
+def _for_ascii(finders: tuple[re.Pattern[str], ...]) -> tuple[re.Pattern[str], ...]:
+    """The finders that can match ASCII text, opening with ``[0-9]`` for ``\\d``: the same
+    candidates there, and ``re`` scans a Latin-1 class faster than a category (``\\d`` over the
+    51 kB playbook: 0.78 ms, ``[0-9]``: 0.52 ms)."""
+    kept = [p for p in (f.pattern for f in finders) if p[0].isascii()]
+    return tuple(
+        re.compile("[0-9]" + p[2:] if p.startswith("\\d") else "[0-9" + p[3:] if p.startswith("[\\d") else p)
+        for p in kept
+    )
+
+
 _FINDERS = {name: _finders(name) for name in dict.fromkeys(_STARTS)}
+_ASCII_FINDERS = {name: _for_ascii(finders) for name, finders in _FINDERS.items()}
 
 
 def _candidates(name: str, text: str) -> list[int]:
     """Where a pattern served by the scanner ``name`` matches in ``text``, in order."""
-    found = [m.start() for finder in _FINDERS[name] for m in finder.finditer(text)]
-    return sorted(found) if len(_FINDERS[name]) > 1 else found
+    finders = _ASCII_FINDERS[name] if text.isascii() else _FINDERS[name]
+    found = [m.start() for finder in finders for m in finder.finditer(text)]
+    return sorted(found) if len(finders) > 1 else found
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -176,7 +176,7 @@ def _either_case(words: list[str]) -> str:
     return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
 
 
-def _settled_end_pattern() -> re.Pattern[str]:
+def _settled_end_pattern(*, ascii_only: bool) -> re.Pattern[str]:
     """``_END`` with the plain rule's common answers settled inside ``re`` (ASCII context only).
 
     Measured on the legal example's 105 transcript pages (267 kB, 10.5k end candidates): the rule
@@ -185,7 +185,9 @@ def _settled_end_pattern() -> re.Pattern[str]:
     by a lookahead, and what the lookarounds cannot settle (a word not preceded by a space, a
     dotted word, non-ASCII around the end) is matched with a group (``check``, ``lower``, ``lower_run``) for
     :func:`_is_end`. A run skipped at its first character is skipped at every later one (same
-    end, same lower-case test), so the matches are the plain loop's ends (property test).
+    end, same lower-case test), so the matches are the plain loop's ends (property test). For
+    ASCII text the CJK marks leave the scanned class (``re`` scans a Latin-1 class faster: the
+    105 pages, 4.8 ms -> 3.1 ms for the scan alone).
     """
     by_length: dict[int, list[str]] = {}
     for word in sorted(ABBREVIATIONS):
@@ -200,15 +202,17 @@ def _settled_end_pattern() -> re.Pattern[str]:
     def settled(group: str) -> str:  # not before ASCII lower case; before non-ASCII, ask Python
         return rf"(?!\s{{0,7}}[a-z])(?:(?=\s{{0,7}}[^\s\x00-\x7f])(?P<{group}>)|)"
 
+    cjk = "" if ascii_only else r"|(?<=[。！？])[。！？]*[」』”’)]*"
     return re.compile(
-        r"[.!?。！？\n](?:(?<=\n)(?P<nl>)"
+        ("[.!?\n]" if ascii_only else "[.!?。！？\n]") + r"(?:(?<=\n)(?P<nl>)"
         rf"|(?<=\.)(?![.!?])(?!{abbreviation})(?:(?={word}){closers}{settled('lower')}|(?!{word}){closers}(?P<check>))"
         rf"|(?<=[.!?])(?!(?<=\.)(?![.!?]))[.!?]*{closers}{settled('lower_run')}"
-        r"|(?<=[。！？])[。！？]*[」』”’)]*)"
+        rf"{cjk})"
     )
 
 
-_SETTLED_END = _settled_end_pattern()
+_SETTLED_END = _settled_end_pattern(ascii_only=False)
+_SETTLED_ASCII_END = _settled_end_pattern(ascii_only=True)
 
 
 def _settled_ends(text: str, start: int) -> list[int]:
@@ -217,7 +221,8 @@ def _settled_ends(text: str, start: int) -> list[int]:
     later), so the order and visibility filter is one comparison with the last end kept."""
     last = max(start, len(text) - len(text.lstrip()))
     ends: list[int] = []
-    for match in _SETTLED_END.finditer(text, start):
+    pattern = _SETTLED_ASCII_END if text.isascii() else _SETTLED_END
+    for match in pattern.finditer(text, start):
         kind = match.lastgroup
         if kind is None:
             end = match.end()
