@@ -19,8 +19,7 @@ from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import accumulate, repeat
-from operator import add, eq, sub
+from itertools import accumulate
 
 from ..tokens.counter import analyze
 from ..tokens.registry import get_encoding
@@ -77,37 +76,25 @@ class SentenceProfile:
 
 
 def _costs(encoding_name: str, text: str, spans: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
-    """Tokens starting in each span, from one encode of the text (a token belongs where it starts).
-    In ASCII text a character is a byte: both bisections of every span run in ``map`` (105 pages,
-    4k spans: 4.3 ms -> ~2 ms)."""
+    """Tokens starting in each span, from one encode of the text (a token belongs where it starts)."""
     analysis = analyze(get_encoding(encoding_name), text)
     count = len(analysis.lengths)
     starts = list(accumulate(analysis.lengths, initial=0))
-    if text.isascii():
-        if not spans:
-            return ()
-        firsts, lasts = zip(*spans, strict=True)
-        ending = map(bisect_left, repeat(starts), lasts, repeat(0), repeat(count))
-        return tuple(map(sub, ending, map(bisect_left, repeat(starts), firsts, repeat(0), repeat(count))))
+    ascii_only = text.isascii()
     costs: list[int] = []
     char, byte = 0, 0  # walk forward so byte offsets cost one pass over the text
     for start, end in spans:
-        byte += len(text[char:start].encode("utf-8"))
-        size = len(text[start:end].encode("utf-8"))
+        byte += start - char if ascii_only else len(text[char:start].encode("utf-8"))
+        size = end - start if ascii_only else len(text[start:end].encode("utf-8"))
         costs.append(bisect_left(starts, byte + size, 0, count) - bisect_left(starts, byte, 0, count))
         char, byte = end, byte + size
     return tuple(costs)
 
 
 def _ascii_lengths(text: str, spans: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
-    """Words in each span of ASCII ``text``: word starts inside it, counted in C (the span's first
-    character starts a word when it is a word character)."""
-    if not spans:
-        return ()
+    """Words in each span of ASCII ``text``: word starts inside it, counted in C."""
     mask = word_mask(text)
-    firsts, lasts = zip(*spans, strict=True)
-    inside = map(mask.count, repeat(" a"), firsts, lasts)
-    return tuple(map(add, inside, map(eq, map(mask.__getitem__, firsts), repeat("a"))))
+    return tuple(mask.count(" a", a, b) + (mask[a] == "a") for a, b in spans)
 
 
 @lru_cache(maxsize=1024)
