@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxbudget import clear_caches, get_encoding
+from ctxbudget.simulation.deposition import build_legal_context
 from ctxbudget.tokens.counter import TokenCounter
-from ctxbudget.trim import extract
+from ctxbudget.trim import extract, sentences
 from ctxbudget.trim.bm25 import bm25_scores, terms
 from ctxbudget.trim.extract import Extract, extract_sentences
 from ctxbudget.trim.profile import sentence_profile, sentence_spans
@@ -112,3 +113,50 @@ def test_the_sentence_end_pattern_finds_what_the_plain_one_finds(text: str, data
     stop = data.draw(st.integers(start, len(text)))
     found = [(m.span(), m.group()) for m in _END.finditer(text, start, stop)]
     assert found == [(m.span(), m.group()) for m in PLAIN_END.finditer(text, start, stop)]
+
+
+def _plain_sentence_ends(text: str, start: int) -> list[int]:
+    """Sentence ends from ``start`` by the rule read in Python at every candidate (the definition)."""
+    first_visible, last, ends = len(text) - len(text.lstrip()), start, []
+    for end in sentences._plain_ends(text, start, len(text)):
+        if end > first_visible and end > last:
+            last = end
+            ends.append(end)
+    return ends
+
+
+# Abbreviations in either case, after a space or not, words of every length around the longest
+# abbreviation, characters that fold or are lower case beyond ASCII, closers, runs and spaces.
+SETTLED_EXTRA = ["mr.", "MR.", "messrs.", "Approx.", "abcdef.", "abcdefg.", "ſec.", "é.", "(Mr.", '"Sec.']
+SETTLED_EXTRA += [
+    "1.",
+    "?!",
+    "...",
+    ".)",
+    '."',
+    " ",
+    "  ",
+    "\n",
+    ". ",
+    "? ",
+    "\t",
+    "。",
+    "！",
+    "」",
+    "\u2003",
+]
+SETTLED_EXTRA += ["\x0b", "a", "ü", "Z", " é"]
+SETTLED_PIECES = st.sampled_from([*WORDS, *SETTLED_EXTRA])
+
+
+@settings(max_examples=1500, deadline=None)
+@given(text=st.lists(SETTLED_PIECES, max_size=40).map("".join), data=st.data())
+def test_the_settled_sentence_ends_are_the_plain_rules(text: str, data: st.DataObject) -> None:
+    start = data.draw(st.integers(0, len(text)))
+    assert sentences._settled_ends(text, start) == _plain_sentence_ends(text, start)
+    assert list(sentences.iter_sentence_ends(text, start)) == _plain_sentence_ends(text, start)
+
+
+def test_the_settled_sentence_ends_on_the_bundled_request() -> None:
+    for item in build_legal_context()["items"]:
+        assert sentence_ends(item["text"]) == _plain_sentence_ends(item["text"], 0)

@@ -10,7 +10,15 @@ from hypothesis import strategies as st
 
 from ctxbudget.assembly._policy import get_policy
 from ctxbudget.simulation.deposition import build_legal_context
-from ctxbudget.volatile import _SCANNERS, PATTERNS, VolatileMatch, VolatileRules, find_volatile
+from ctxbudget.volatile import (
+    _SCANNERS,
+    _STARTS,
+    PATTERNS,
+    VolatileMatch,
+    VolatileRules,
+    _candidates,
+    find_volatile,
+)
 
 VOLATILE = [
     "Generated 2026-09-16T10:32:11Z for this request.",
@@ -178,6 +186,15 @@ def test_scanning_finds_what_finditer_finds(pieces: list[str], allow: tuple[str,
     text = "".join(pieces)
     rules = VolatileRules(allow=allow)
     assert find_volatile.__wrapped__(text, rules) == _by_finditer(text, rules)
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=st.lists(PIECES, max_size=6))
+def test_every_match_start_is_a_candidate(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    for (_, pattern), name in zip(PATTERNS, _STARTS, strict=True):
+        starts = {m.start() for at in range(len(text) + 1) if (m := pattern.match(text, at))}
+        assert starts <= set(_candidates(name, text))
 
 
 def test_scanning_finds_what_finditer_finds_on_the_bundled_request() -> None:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from itertools import chain, repeat
 
 from ..tokens.counter import TokenCounter
-from .bm25 import bm25_from_hits, query_terms
+from .bm25 import ascii_term_hits, bm25_from_hits, query_terms
 from .profile import SentenceProfile, clear_profile_cache, sentence_profile
 
 __all__ = ["Extract", "clear_sentence_cache", "extract_sentences"]
@@ -39,36 +40,59 @@ _MEMO_LOCK = threading.Lock()
 _EMPTY = SentenceProfile("", (), (), (), "", None)
 
 
+def _ascii_hits(profiles: list[SentenceProfile], wanted: tuple[str, ...]) -> dict[int, dict[str, int]]:
+    """The query terms' counts in the ASCII profiles' sentences (numbered across ``profiles``),
+    read from their lower-cased texts joined by spaces: one search per term, not one per text and
+    term (105 transcript pages: 4.6 ms -> 3.4-3.8 ms). A space stands where a text ends, so a term
+    stands alone next to it exactly as at a text's edge, and a term holds no space."""
+    lowered: list[str] = []
+    starts: list[int] = []
+    numbers: list[int] = []
+    at = number = 0
+    for profile in profiles:
+        if profile.lowered is not None and profile.spans:
+            lowered.append(profile.lowered)
+            starts += [at + a for a, _ in profile.spans]
+            numbers += range(number, number + len(profile.spans))
+            at += len(profile.lowered) + 1
+        number += len(profile.spans)
+    found = ascii_term_hits(" ".join(lowered), wanted, starts)
+    return {numbers[k]: counts for k, counts in found.items()}
+
+
 def _scores(profiles: list[SentenceProfile], query: str) -> list[float]:
-    """BM25 of every sentence of ``profiles`` (in order) against ``query``."""
+    """BM25 of every sentence of ``profiles`` (in order) against ``query``. A score sums over
+    ``wanted`` in its order, so the order the hits are found in does not change a float."""
     wanted = query_terms(query)
-    hits: dict[int, dict[str, int]] = {}
+    hits = _ascii_hits(profiles, wanted)
     offset = 0
     for profile in profiles:
-        hits.update((offset + i, c) for i, c in profile.hits(set(wanted)).items())
+        if profile.lowered is None:
+            hits.update((offset + i, c) for i, c in profile.hits(set(wanted)).items())
         offset += len(profile.spans)
     return bm25_from_hits(wanted, hits, [n for p in profiles for n in p.lengths])
 
 
 def _extract(texts: tuple[str, ...], budget: int, query: str, counter: TokenCounter) -> Extract:
     profiles = [sentence_profile(counter.encoding_name, t) if t else _EMPTY for t in texts]
-    candidates = [
-        (s, a, b, cost) for s, p in enumerate(profiles) for (a, b), cost in zip(p.spans, p.costs, strict=True)
-    ]
-    scores = _scores(profiles, query)
-    order = sorted(range(len(candidates)), key=lambda i: (-scores[i], i))
-    chosen: set[int] = set()
+    spans = list(chain.from_iterable(p.spans for p in profiles))
+    costs = list(chain.from_iterable(p.costs for p in profiles))
+    sources = list(chain.from_iterable(repeat(s, len(p.spans)) for s, p in enumerate(profiles)))
+    negated = [-score for score in _scores(profiles, query)]
+    # Best first, ties earlier first: a stable sort on the score alone keeps ties in index order.
+    order = sorted(range(len(costs)), key=negated.__getitem__)
+    chosen: list[int] = []
     used = 0
     for i in order:
-        cost = candidates[i][3] + 1  # +1: the line break that joins kept sentences
+        cost = costs[i] + 1  # +1: the line break that joins kept sentences
         if used + cost <= budget:
-            chosen.add(i)
+            chosen.append(i)
             used += cost
     kept: list[list[str]] = [[] for _ in texts]
     for i in sorted(chosen):
-        source, start, end, _ = candidates[i]
-        kept[source].append(texts[source][start:end])
-    return Extract(tuple("\n".join(k) for k in kept), used, len(chosen), len(candidates))
+        start, end = spans[i]
+        kept[sources[i]].append(texts[sources[i]][start:end])
+    return Extract(tuple("\n".join(k) for k in kept), used, len(chosen), len(costs))
 
 
 def extract_sentences(texts: list[str], budget: int, query: str, counter: TokenCounter) -> Extract:

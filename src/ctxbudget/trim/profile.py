@@ -14,6 +14,7 @@ the length of non-ASCII text and depends on context, so offsets would not line u
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass
@@ -23,25 +24,30 @@ from itertools import accumulate
 from ..tokens.counter import analyze
 from ..tokens.registry import get_encoding
 from .bm25 import ascii_term_hits, terms, word_mask
-from .sentences import iter_sentence_ends
+from .sentences import sentence_ends
 
 __all__ = ["SentenceProfile", "clear_profile_cache", "sentence_profile", "sentence_spans"]
 
 
+_LEAD = re.compile(r"\s*")  # ``\s`` is ``str.isspace``, what ``strip`` strips
+
+
 @lru_cache(maxsize=4096)
 def sentence_spans(text: str) -> tuple[tuple[int, int], ...]:
-    """Trimmed sentence spans of ``text`` (content-cached: a transcript is split once per process)."""
+    """Trimmed sentence spans of ``text`` (content-cached: a transcript is split once per process).
+    A sentence's first visible character is found by one ``re`` match, not a slice and two strips
+    (the legal example's 4k sentences: 2 ms -> 0.6 ms)."""
+    lead = _LEAD.match
     spans: list[tuple[int, int]] = []
     start = 0
-    for end in iter_sentence_ends(text):
-        piece = text[start:end]
-        lead = len(piece) - len(piece.lstrip())
-        if piece.strip():
-            spans.append((start + lead, end))
+    for end in sentence_ends(text):
+        first = lead(text, start, end).end()  # type: ignore[union-attr]  # ``\s*`` always matches
+        if first < end:
+            spans.append((first, end))
         start = end
     if text[start:].strip():
-        lead = len(text[start:]) - len(text[start:].lstrip())
-        spans.append((start + lead, len(text.rstrip())))
+        lead_chars = len(text[start:]) - len(text[start:].lstrip())
+        spans.append((start + lead_chars, len(text.rstrip())))
     return tuple(spans)
 
 

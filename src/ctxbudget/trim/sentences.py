@@ -155,28 +155,115 @@ def _continues_lowercase(text: str, end: int) -> bool:
     return bool(rest) and rest[0].islower()
 
 
-def sentence_ends(text: str) -> list[int]:
-    """Character offsets where sentences end (exclusive; trailing whitespace not included)."""
-    return list(iter_sentence_ends(text))
+def _is_end(text: str, begin: int, end: int) -> bool:
+    """Whether the ``[.!?]`` run matched at ``begin:end`` ends a sentence (the plain rule)."""
+    single = end - begin == 1 or text[begin:end].rstrip(_CLOSERS) == "."
+    if text[begin] == "." and single and _is_abbreviation(text, begin):
+        return False
+    return not _continues_lowercase(text, end)
 
 
-def iter_sentence_ends(text: str, start: int = 0, stop: int | None = None) -> Iterator[int]:
-    """Sentence ends in ``(start, stop]``, in order, lazily."""
-    stop = len(text) if stop is None else stop
-    first_visible = len(text) - len(text.lstrip())
-    last = start
+def _either_case(words: list[str]) -> str:
+    """Lower-case ASCII words of one length as a regex of either case, factored letter by letter:
+    every branch opens with a character class, which ``re`` rejects without entering it (an
+    ``(?i)`` alternation of the 95 abbreviations tried each branch: 1.5 ms of the split)."""
+    if not words[0]:
+        return ""
+    rests: dict[str, list[str]] = {}
+    for word in words:
+        rests.setdefault(word[0], []).append(word[1:])
+    branches = [f"[{c}{c.upper()}]{_either_case(rest)}" for c, rest in sorted(rests.items())]
+    return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+
+
+def _settled_end_pattern(*, ascii_only: bool) -> re.Pattern[str]:
+    """``_END`` with the plain rule's common answers settled inside ``re`` (ASCII context only).
+
+    Measured on the legal example's 105 transcript pages (267 kB, 10.5k end candidates): the rule
+    read in a Python loop took 17.6 ms. Here a single dot after an initial or a known abbreviation
+    preceded by a space is skipped by lookbehinds, a run followed by an ASCII lower-case letter
+    by a lookahead, and what the lookarounds cannot settle (a word not preceded by a space, a
+    dotted word, non-ASCII around the end) is matched with a group (``check``, ``lower``, ``lower_run``) for
+    :func:`_is_end`. A run skipped at its first character is skipped at every later one (same
+    end, same lower-case test), so the matches are the plain loop's ends (property test). For
+    ASCII text the CJK marks leave the scanned class (``re`` scans a Latin-1 class faster: the
+    105 pages, 4.8 ms -> 3.1 ms for the scan alone).
+    """
+    by_length: dict[int, list[str]] = {}
+    for word in sorted(ABBREVIATIONS):
+        by_length.setdefault(len(word), []).append(word)
+    known = "".join(rf"|(?<=[ \n\t]{_either_case(words)}\.)" for _, words in sorted(by_length.items()))
+    abbreviation = rf"(?:(?<=[ \n\t][A-Za-z]\.){known})"
+    longest = max(by_length)
+    plain = "".join(rf"|(?<=[ \n\t][A-Za-z]{{{k}}}\.)" for k in range(2, longest + 1))
+    word = rf"(?:(?<=[\x00-\x2d\x2f-\x40\x5b-\x60\x7b-\x7f]\.)|(?<=[A-Za-z]{{{longest + 1}}}\.){plain})"
+    closers = "[\"'”’)\\]]*(?=\\s)"
+
+    def settled(group: str) -> str:  # not before ASCII lower case; before non-ASCII, ask Python
+        return rf"(?!\s{{0,7}}[a-z])(?:(?=\s{{0,7}}[^\s\x00-\x7f])(?P<{group}>)|)"
+
+    cjk = "" if ascii_only else r"|(?<=[。！？])[。！？]*[」』”’)]*"
+    return re.compile(
+        ("[.!?\n]" if ascii_only else "[.!?。！？\n]") + r"(?:(?<=\n)(?P<nl>)"
+        rf"|(?<=\.)(?![.!?])(?!{abbreviation})(?:(?={word}){closers}{settled('lower')}|(?!{word}){closers}(?P<check>))"
+        rf"|(?<=[.!?])(?!(?<=\.)(?![.!?]))[.!?]*{closers}{settled('lower_run')}"
+        rf"{cjk})"
+    )
+
+
+_SETTLED_END = _settled_end_pattern(ascii_only=False)
+_SETTLED_ASCII_END = _settled_end_pattern(ascii_only=True)
+
+
+def _settled_ends(text: str, start: int) -> list[int]:
+    """:func:`iter_sentence_ends` from ``start`` to the text's end, as a list, with the rule mostly
+    settled in ``re``. The candidate ends never decrease (a match starts where the last ended or
+    later), so the order and visibility filter is one comparison with the last end kept."""
+    last = max(start, len(text) - len(text.lstrip()))
+    ends: list[int] = []
+    pattern = _SETTLED_ASCII_END if text.isascii() else _SETTLED_END
+    for match in pattern.finditer(text, start):
+        kind = match.lastgroup
+        if kind is None:
+            end = match.end()
+        elif kind == "nl":
+            end = match.start()
+        elif _is_end(text, match.start(), match.end()):
+            end = match.end()
+        else:
+            continue
+        if end > last:
+            last = end
+            ends.append(end)
+    return ends
+
+
+def _plain_ends(text: str, start: int, stop: int) -> Iterator[int]:
+    """Candidate ends in ``[start, stop + 1)`` by the rule read in Python (the definition)."""
     # Look a little past ``stop`` so the whitespace lookahead sees what follows.
     for match in _END.finditer(text, start, min(len(text), stop + 1)):
         begin, end = match.span()
         first = text[begin]
         if first == "\n":
-            end = begin
-        elif first in ".!?":
-            single = end - begin == 1 or text[begin:end].rstrip(_CLOSERS) == "."
-            if first == "." and single and _is_abbreviation(text, begin):
-                continue
-            if _continues_lowercase(text, end):
-                continue
+            yield begin
+        elif first not in ".!?" or _is_end(text, begin, end):
+            yield end
+
+
+def sentence_ends(text: str) -> list[int]:
+    """Character offsets where sentences end (exclusive; trailing whitespace not included)."""
+    return _settled_ends(text, 0)
+
+
+def iter_sentence_ends(text: str, start: int = 0, stop: int | None = None) -> Iterator[int]:
+    """Sentence ends in ``(start, stop]``, in order, lazily."""
+    stop = len(text) if stop is None else stop
+    if stop >= len(text):  # the settled pattern's lookaheads read past ``stop``
+        yield from _settled_ends(text, start)
+        return
+    first_visible = len(text) - len(text.lstrip())
+    last = start
+    for end in _plain_ends(text, start, stop):
         if end > stop:
             return
         if end > first_visible and end > last:
