@@ -11,10 +11,11 @@ the first creates the tables and the others find them (checking first and lockin
 openers both create them, "table content already exists"). Opening again is a no-op.
 
 ``PRAGMA quick_check`` runs on every open: it walks every page of the file (b-tree structure,
-records, free list) without comparing indexes with their tables, and finds damage in the middle
-of the file that ordinary reads of other rows would not touch. On a store of 3,000 turns (11 MB)
-it takes about 8 ms warm and 10 ms after the file was written (the OS cache holds it); its cost
-grows with the file, about 1 ms per 1.5 MB.
+records, overflow chains, free list) without comparing indexes with their tables, so damage in
+the middle of the file is found on open, not by whichever later read lands on it. Its cost grows
+with the file: on a store of 3,000 turns as the simulation records them (77 KB each with their
+reports, 236 MB) it took 54 ms with the file in the OS cache and 460 ms cold (page cache dropped);
+on 3,000 short turns (7 MB), 6 ms. A command opens the store once; the gateway at start-up.
 """
 
 from __future__ import annotations
@@ -160,7 +161,8 @@ def savepoint(db: sqlite3.Connection) -> Iterator[None]:
 
 def open_store(path: str, mode: StoreMode, busy_timeout_seconds: float) -> sqlite3.Connection:
     """A connection to a checked store file: it exists (unless ``mode`` creates it), it passes
-    ``quick_check``, and its schema is this code's (created or migrated unless ``mode`` reads)."""
+    ``quick_check``, and its schema is this code's (created or migrated unless ``mode`` reads).
+    A file that is not a store is refused before anything is written to it."""
     if mode != "create" and path != ":memory:" and not Path(path).is_file():
         what = "is a folder, not a file" if Path(path).is_dir() else "does not exist"
         raise StoreError(path, what, "check the path (a store is created with its first session)")
@@ -169,9 +171,10 @@ def open_store(path: str, mode: StoreMode, busy_timeout_seconds: float) -> sqlit
         with mapped_errors(path, busy_timeout_seconds):
             db = _connect(path, mode, busy_timeout_seconds)
             _check_pages(db, path)
-            if mode == "read":
-                _check_readable(db, path)
-            else:
+            _check_schema(db, path, mode)
+            if mode != "read":
+                _retrying(lambda: db.execute("PRAGMA journal_mode=WAL").fetchall(), busy_timeout_seconds)
+                db.execute("PRAGMA synchronous=FULL")
                 with transaction(db, busy_timeout_seconds):
                     _migrate(db, path)
     except BaseException:
@@ -182,20 +185,13 @@ def open_store(path: str, mode: StoreMode, busy_timeout_seconds: float) -> sqlit
 
 
 def _connect(path: str, mode: StoreMode, busy_timeout_seconds: float) -> sqlite3.Connection:
-    """The connection: read-only for reading (a missing file is not created), else in WAL mode
-    with every commit synced. A writer waits up to the busy timeout for another's lock."""
+    """The connection, read-only for reading (a missing file is not created); it waits up to the
+    busy timeout for another connection's lock."""
     target, uri = (Path(path).resolve().as_uri() + "?mode=ro", True) if mode == "read" else (path, False)
     db = sqlite3.connect(
         target, uri=uri, isolation_level=None, check_same_thread=False, timeout=busy_timeout_seconds
     )
-    try:
-        if mode != "read":
-            _retrying(lambda: db.execute("PRAGMA journal_mode=WAL").fetchall(), busy_timeout_seconds)
-            db.execute("PRAGMA synchronous=FULL")
-        db.execute("PRAGMA foreign_keys=ON")
-    except BaseException:
-        db.close()
-        raise
+    db.execute("PRAGMA foreign_keys=ON")
     return db
 
 
@@ -240,8 +236,33 @@ def _check_version(path: str, applied: set[int]) -> None:
         )
 
 
+def _check_schema(db: sqlite3.Connection, path: str, mode: StoreMode) -> None:
+    """The file holds a store of a schema this code knows, or (unless ``mode`` reads) nothing yet.
+    A file opened to read is not migrated, so it must hold every table already."""
+    tables = _tables(db)
+    if not tables and mode != "read":
+        return
+    if not tables:
+        raise StoreError(path, "is empty (no session was ever stored in it)", "check the path")
+    if "schema_migrations" not in tables:
+        raise _foreign(path, tables)
+    applied = _applied(db, path, tables)
+    _check_version(path, applied)
+    if mode != "read":
+        return
+    if max(applied, default=0) < LATEST_VERSION:
+        raise StoreError(
+            path,
+            f"has schema version {max(applied, default=0)}, older than this ctxbudget reads ({LATEST_VERSION})",
+            "open it once to write (add a turn) to migrate it",
+        )
+    if not tables.issuperset(STORE_TABLES):
+        raise _foreign(path, tables)
+
+
 def _migrate(db: sqlite3.Connection, path: str) -> None:
-    """Create or migrate the schema; run inside :func:`transaction` (idempotent)."""
+    """Create or migrate the schema; run inside :func:`transaction` (idempotent), so the checks
+    of :func:`_check_schema` are made again under the lock."""
     tables = _tables(db)
     if tables and "schema_migrations" not in tables:
         raise _foreign(path, tables)
@@ -256,22 +277,3 @@ def _migrate(db: sqlite3.Connection, path: str) -> None:
         db.execute("INSERT INTO schema_migrations (version) VALUES (?)", (version,))
     if not (found := _tables(db)).issuperset(STORE_TABLES):
         raise _foreign(path, found)
-
-
-def _check_readable(db: sqlite3.Connection, path: str) -> None:
-    """A file opened to read holds a store of this code's schema (nothing is migrated)."""
-    tables = _tables(db)
-    if not tables:
-        raise StoreError(path, "is empty (no session was ever stored in it)", "check the path")
-    if "schema_migrations" not in tables:
-        raise _foreign(path, tables)
-    applied = _applied(db, path, tables)
-    _check_version(path, applied)
-    if max(applied, default=0) < LATEST_VERSION:
-        raise StoreError(
-            path,
-            f"has schema version {max(applied, default=0)}, older than this ctxbudget reads ({LATEST_VERSION})",
-            "open it once to write (add a turn) to migrate it",
-        )
-    if not tables.issuperset(STORE_TABLES):
-        raise _foreign(path, tables)
