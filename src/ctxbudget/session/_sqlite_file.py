@@ -66,7 +66,7 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
 LATEST_VERSION = max(version for version, _ in MIGRATIONS)
 STORE_TABLES = frozenset({"schema_migrations", "content", "sessions", "turns", "ledger"})
 
-DAMAGED_HINT = "restore it from a backup, or salvage what it holds with `sqlite3 FILE .recover`"
+DAMAGED_HINT = "restore it from a backup, or salvage what it holds with sqlite3 FILE .recover"
 # SQLite's primary result codes: what each says about the store's file, and what to do.
 _CAUSES: dict[int, tuple[str, str]] = {
     sqlite3.SQLITE_BUSY: (
