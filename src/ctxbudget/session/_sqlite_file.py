@@ -5,10 +5,11 @@ the cause (SQLite's own words where it has them) and what to do: missing (a stor
 or to add to is never created), not a database, a foreign schema, a newer schema than this code
 knows, locked by another process past the busy timeout, read-only, full, or damaged.
 
-Creation and migration run in one ``BEGIN IMMEDIATE`` transaction taken before
-``schema_migrations`` is read, so processes opening a new file at once queue on the write lock:
-the first creates the tables and the others find them (checking first and locking after let two
-openers both create them, "table content already exists"). Opening again is a no-op.
+Creation and migration run in one ``BEGIN IMMEDIATE`` transaction that reads ``schema_migrations``
+again once it holds the write lock, so processes opening a new file at once queue on the lock: the
+first creates the tables and the others find them (deciding before the lock and creating after it
+let two openers both create them, "table content already exists"). A file already current is
+opened without the write lock, so opening it while another process writes does not wait.
 
 ``PRAGMA quick_check`` runs on every open: it walks every page of the file (b-tree structure,
 records, overflow chains, free list) without comparing indexes with their tables, so damage in
@@ -171,10 +172,11 @@ def open_store(path: str, mode: StoreMode, busy_timeout_seconds: float) -> sqlit
         with mapped_errors(path, busy_timeout_seconds):
             db = _connect(path, mode, busy_timeout_seconds)
             _check_pages(db, path)
-            _check_schema(db, path, mode)
+            current = _check_schema(db, path, mode)
             if mode != "read":
                 _retrying(lambda: db.execute("PRAGMA journal_mode=WAL").fetchall(), busy_timeout_seconds)
                 db.execute("PRAGMA synchronous=FULL")
+            if not current:
                 with transaction(db, busy_timeout_seconds):
                     _migrate(db, path)
     except BaseException:
@@ -236,28 +238,27 @@ def _check_version(path: str, applied: set[int]) -> None:
         )
 
 
-def _check_schema(db: sqlite3.Connection, path: str, mode: StoreMode) -> None:
-    """The file holds a store of a schema this code knows, or (unless ``mode`` reads) nothing yet.
-    A file opened to read is not migrated, so it must hold every table already."""
+def _check_schema(db: sqlite3.Connection, path: str, mode: StoreMode) -> bool:
+    """Whether the file holds a current store (nothing to create or migrate); else it must hold
+    an older one of this code's schema, or nothing yet, and be opened to write. Only a file that
+    is not current takes the write lock, to migrate, where :func:`_migrate` decides again."""
     tables = _tables(db)
-    if not tables and mode != "read":
-        return
+    if tables and "schema_migrations" not in tables:
+        raise _foreign(path, tables)
+    applied = _applied(db, path, tables) if tables else set()
+    _check_version(path, applied)
+    current = tables.issuperset(STORE_TABLES) and applied.issuperset(v for v, _ in MIGRATIONS)
+    if mode != "read" or current:
+        return current
     if not tables:
         raise StoreError(path, "is empty (no session was ever stored in it)", "check the path")
-    if "schema_migrations" not in tables:
-        raise _foreign(path, tables)
-    applied = _applied(db, path, tables)
-    _check_version(path, applied)
-    if mode != "read":
-        return
     if max(applied, default=0) < LATEST_VERSION:
         raise StoreError(
             path,
             f"has schema version {max(applied, default=0)}, older than this ctxbudget reads ({LATEST_VERSION})",
             "open it once to write (add a turn) to migrate it",
         )
-    if not tables.issuperset(STORE_TABLES):
-        raise _foreign(path, tables)
+    raise _foreign(path, tables)
 
 
 def _migrate(db: sqlite3.Connection, path: str) -> None:
