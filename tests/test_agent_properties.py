@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxbudget import BudgetExceeded, count, fit
+from ctxbudget.trim.messages import question_spans
 
 WORD = "lorem ipsum dolor sit amet "
 # The suite runs 120 examples of each; a fuzz run sets more: CTXBUDGET_FUZZ_EXAMPLES=1000.
@@ -48,8 +49,8 @@ def agent_requests(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def _minimal(body: dict[str, Any]) -> dict[str, Any]:
-    """What no fit may cut: system prompts, the question and the newest tool group, texts emptied
-    but for the system."""
+    """What no fit may cut: system prompts, the question's ask and the newest tool group, texts
+    emptied but for the system and the ask."""
     messages = body["messages"]
     system = [m for m in messages if m["role"] == "system"]
     question = max(i for i, m in enumerate(messages) if m["role"] == "user")
@@ -57,10 +58,14 @@ def _minimal(body: dict[str, Any]) -> dict[str, Any]:
     newest = tail[max((i for i, m in enumerate(tail) if m.get("tool_calls")), default=0) :] if tail else []
     if not tail and question > len(system):
         newest = [messages[question - 1]] if messages[question - 1].get("role") != "tool" else []
-    emptied = [
-        {**m, "content": "" if m["content"] is not None else None} for m in [messages[question], *newest]
-    ]
-    return {"model": "gpt-4o", "messages": system + emptied}
+    emptied = [{**m, "content": "" if m["content"] is not None else None} for m in newest]
+    return {"model": "gpt-4o", "messages": [*system, _ask(messages[question]), *emptied]}
+
+
+def _ask(message: dict[str, Any]) -> dict[str, Any]:
+    """The message with only its question (what a fit keeps whole, or refuses)."""
+    text = message["content"]
+    return {**message, "content": "".join(text[a:b] for a, b in question_spans(text))}
 
 
 def _groups_whole(messages: list[dict[str, Any]]) -> bool:
@@ -132,14 +137,14 @@ def _emptied(block: dict[str, Any]) -> dict[str, Any]:
 
 
 def _anthropic_floor(body: dict[str, Any]) -> tuple[int, int]:
-    """Tokens no fit can cut (the system prompt, the question and the newest unit with their texts
-    emptied), and how many texts those messages have."""
+    """Tokens no fit can cut (the system prompt, the question's ask: a fit keeps it whole or
+    refuses, and the newest unit with its texts emptied), and how many texts those messages have."""
     messages = body["messages"]
     question = max(i for i, m in enumerate(messages) if isinstance(m["content"], str))
     tail = messages[question + 1 :]
     thinking = any(b.get("type") == "thinking" for m in tail for b in m["content"])
     newest = tail if thinking else tail[-2:]
-    kept = [{"role": "user", "content": ""}] + [
+    kept = [_ask(messages[question])] + [
         {**m, "content": [_emptied(b) for b in m["content"]]} for m in newest
     ]
     minimal = {**body, "messages": kept}
@@ -233,3 +238,33 @@ def test_anthropic_agent_fits_keep_the_api_rules(body: dict[str, Any], window: i
     assert all(b in thinking_sent for b in thinking_now), (
         "the current loop's thinking blocks go back unchanged"
     )
+
+
+def test_a_question_at_the_edge_of_the_room_is_kept_or_refused_never_cut_to_a_marker() -> None:
+    # found by the fuzzer: with the room one token above what must stay, the verification took
+    # its excess from the question and sent "[…]" in its place
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": WORD * 30},
+        {"role": "assistant", "content": [_thinking(0), {"type": "text", "text": WORD * 20}]},
+        {"role": "user", "content": "QUESTION "},
+    ]
+    for n, calls in enumerate((3, 1, 3, 1), 1):
+        ids = [f"t{n}-{k}" for k in range(calls)]
+        uses = [{"type": "tool_use", "id": i, "name": "lookup", "input": {"q": n}} for i in ids]
+        messages.append({"role": "assistant", "content": [_thinking(n), *uses]})
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": i, "content": ""} for i in ids],
+            }
+        )
+    body = {"model": "claude-sonnet-4-5", "system": "Be careful. " * 20, "messages": messages}
+    floor, _ = _anthropic_floor(body)
+    for window in range(floor - 3, floor + 40):
+        try:
+            sent = fit(
+                body, model="claude-sonnet-4-5", max_context_tokens=window, reserve_output_tokens=0
+            ).request
+        except BudgetExceeded:
+            continue
+        assert any(m["content"] == "QUESTION " for m in sent["messages"] if m["role"] == "user"), window

@@ -108,8 +108,9 @@ def _trim(ctx: FitContext, request: Mapping[str, Any], pool: int, *, on_empty: b
             measure_total(ctx.fmt.render(out, trusted=True), ctx.counter.encoding, ctx.measured.sources),
         )
 
+    keep_whole = ctx.options.on_overflow == "error"  # the question stays whole, or the fit refuses
     for round_ in range(MAX_VERIFY_ROUNDS):
-        kept_claim = max(0, claim + min(0, pool))
+        kept_claim = claim if keep_whole else max(0, claim + min(0, pool))
         fitted = attempt(pool, kept_claim)
         if fitted.tokens_raw <= available_raw or on_empty:
             if kept_claim < claim and not on_empty:
