@@ -364,7 +364,7 @@ def test_a_locked_store_delays_the_record_but_never_the_answer(tmp_path: Path, w
     if wait > 1.0:
         assert len(stored) == 1
     else:
-        assert not stored and 'ctxbudget_record_failures_total{error="OperationalError"} 1.0' in metrics
+        assert not stored and 'ctxbudget_record_failures_total{error="StoreError"} 1.0' in metrics
 
 
 @pytest.mark.parametrize("newline", [b"\n", b"\r\n", b"\r"])

@@ -12,6 +12,7 @@
     ├── CostCeilingExceeded        outcome: the turn's estimated cost is above the ceiling
     │   └── PriceUnknown           outcome: a ceiling is set but the model has no known price
     ├── PrefixChanged              outcome: a cached prefix differs from the previous turn's
+    ├── StoreError                 the session store's file: missing, locked, damaged, full, ...
     └── InvariantViolation         outcome: a rendered request broke an invariant (never sent)
 
 Misuse errors say what was wrong and where; outcome errors carry the numbers. Hints name the
@@ -34,6 +35,7 @@ __all__ = [
     "PinnedPrefixChanged",
     "PrefixChanged",
     "PriceUnknown",
+    "StoreError",
     "SupersedeUnverified",
     "UnknownEncodingError",
     "UnknownModelError",
@@ -228,6 +230,18 @@ class PinnedPrefixChanged(CtxBudgetError):
     def with_hint(self, allow: str) -> str:
         """The message naming how this caller allows the change (a CLI flag, a header)."""
         return f"{self.summary}; for a new playbook version, allow the change ({allow})"
+
+
+class StoreError(CtxBudgetError):
+    """The session store cannot be used: its file is missing, locked by another process, not a
+    store (or one of a newer version), read-only, full or damaged. Neither misuse of an option nor
+    an outcome of a request: the file is what must change, so ``hint`` says how."""
+
+    def __init__(self, path: str, cause: str, hint: str) -> None:
+        self.path = path
+        self.cause = cause
+        self.hint = hint
+        super().__init__(f"session store {path!r} {cause}; {hint}")
 
 
 class InvariantViolation(CtxBudgetError):

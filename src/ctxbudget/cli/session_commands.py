@@ -236,15 +236,15 @@ def session_add(
             if not sep:
                 raise click.BadParameter(f"{spec!r} is not NAME=CONTENT", param_hint="--tool-result")
             results.append(ToolResult(name=tool, content=content))
-        session = Session(SQLiteStore(store_path), name)
-        prepared = session.prepare(
+        session = Session(SQLiteStore(store_path, mode="write"), name)
+        prepared, turn = session.add(
             question,
+            answer=answer,
             tool_results=results,
             tags=tags,
-            output_format=format_,  # type: ignore[arg-type]
+            output_format=format_,
             allow_prefix_change=allow_prefix_change,
         )
-        turn = session.record(prepared, answer)
         if as_json:
             click.echo(
                 json.dumps({"request": prepared.assembly.request, "report": turn.report}, ensure_ascii=False)
@@ -263,7 +263,7 @@ def session_list(store_path: str) -> None:
     from ..session import SQLiteStore
 
     def action() -> None:
-        store = SQLiteStore(store_path)
+        store = SQLiteStore(store_path, mode="read")
         for name in store.names():
             figures = [t.figures() for t in store.turns(name)]
             costs = [f.cost_usd for f in figures if f.cost_usd is not None]
@@ -281,7 +281,7 @@ def session_show(name: str, store_path: str) -> None:
     from ..session import SQLiteStore
 
     def action() -> None:
-        store = SQLiteStore(store_path)
+        store = SQLiteStore(store_path, mode="read")
         meta = store.meta(name)
         click.echo(f"session {name}: policy {meta.policy}, model {meta.model}")
         for turn in store.turns(name):
@@ -305,7 +305,7 @@ def session_export(name: str, store_path: str) -> None:
     from ..session import SQLiteStore
 
     def action() -> None:
-        store = SQLiteStore(store_path)
+        store = SQLiteStore(store_path, mode="read")
         meta = store.meta(name)
         click.echo(
             json.dumps(

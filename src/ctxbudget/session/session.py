@@ -152,8 +152,12 @@ class Session:
         self.catalog = catalog or bundled_catalog()
         self.rules = rules or LedgerRules()
         self.counter = self.catalog.counter_for(self.meta.model)
-        self._turns = store.turns(name)
-        self._ledger = store.ledger(name)
+        self._reload()
+
+    def _reload(self) -> None:
+        """Read the turns and the ledger from the store (another writer may have added to them)."""
+        self._turns = self.store.turns(self.meta.name)
+        self._ledger = self.store.ledger(self.meta.name)
         self._previous: Mapping[str, Any] | None = self._turns[-1].report if self._turns else None
 
     @classmethod
@@ -330,6 +334,18 @@ class Session:
             compaction=step,
             request=request,
         )
+
+    def add(
+        self, question: str, *, answer: str = "", usage: Mapping[str, Any] | None = None, **options: Any
+    ) -> tuple[PreparedTurn, Turn]:
+        """:meth:`prepare` (with ``options``) and :meth:`record` as one step under the store's lock
+        for the session, the session read again inside it: writers in several processes adding to
+        one session each assemble on every turn before theirs, and none is rejected for a turn
+        number another took (what :meth:`record` alone does when the session moved on)."""
+        with self.store.serialized(self.meta.name):
+            self._reload()
+            prepared = self.prepare(question, **options)
+            return prepared, self.record(prepared, answer, usage)
 
     def record(self, prepared: PreparedTurn, answer: str, usage: Mapping[str, Any] | None = None) -> Turn:
         """Store the turn (with its report and usage) and the ledger entries it added, atomically."""

@@ -2,7 +2,8 @@
 
 One file, WAL mode, numbered schema migrations, content stored once and referenced by its
 sha256, and each turn (with the ledger entries it adds) committed in one transaction: a crash
-mid-write loses no committed turn and leaves no half turn. A server store for several gateway
+mid-write loses no committed turn and leaves no half turn. Opening, checking and migrating the
+file, and naming its failures, live in :mod:`._sqlite_file`. A server store for several gateway
 replicas can implement the same :class:`SessionStore` protocol.
 """
 
@@ -11,17 +12,18 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import sqlite3
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from ..errors import ConfigError
+from ._sqlite_file import MIGRATIONS, StoreMode, mapped_errors, open_store, savepoint, transaction
 from .turns import Turn
 
-__all__ = ["MIGRATIONS", "SQLiteStore", "SessionMeta", "SessionStore"]
+__all__ = ["MIGRATIONS", "SQLiteStore", "SessionMeta", "SessionStore", "StoreMode"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,27 +74,10 @@ class SessionStore(Protocol):
         """A session's ledger entries in order."""
         ...
 
-
-MIGRATIONS: tuple[tuple[int, str], ...] = (
-    (
-        1,
-        """
-        CREATE TABLE content (sha256 TEXT PRIMARY KEY, body TEXT NOT NULL);
-        CREATE TABLE sessions (
-            name TEXT PRIMARY KEY, policy TEXT NOT NULL, model TEXT NOT NULL,
-            base_sha256 TEXT NOT NULL REFERENCES content(sha256)
-        );
-        CREATE TABLE turns (
-            session TEXT NOT NULL REFERENCES sessions(name), idx INTEGER NOT NULL,
-            turn_sha256 TEXT NOT NULL REFERENCES content(sha256), PRIMARY KEY (session, idx)
-        );
-        CREATE TABLE ledger (
-            session TEXT NOT NULL REFERENCES sessions(name), seq INTEGER NOT NULL,
-            entry_sha256 TEXT NOT NULL REFERENCES content(sha256), PRIMARY KEY (session, seq)
-        );
-        """,
-    ),
-)
+    def serialized(self, name: str) -> AbstractContextManager[None]:
+        """Hold session ``name``'s write lock for a block that reads it and appends to it: a
+        writer in another process waits for the block instead of taking the same turn number."""
+        ...
 
 
 def _canonical(value: Any) -> str:
@@ -100,43 +85,50 @@ def _canonical(value: Any) -> str:
 
 
 class SQLiteStore:
-    """A :class:`SessionStore` in one SQLite file (``":memory:"`` for a throwaway one)."""
+    """A :class:`SessionStore` in one SQLite file (``":memory:"`` for a throwaway one).
 
-    def __init__(self, path: str | Path, *, busy_timeout_seconds: float = 30.0) -> None:
+    ``mode`` says what opening may do: ``"create"`` makes the file and its tables when missing,
+    ``"write"`` needs the file to exist, ``"read"`` needs it and opens it read-only (commands that
+    only read never create a store). A file that cannot serve as a store, and any failure of it
+    later (locked past ``busy_timeout_seconds``, full, read-only, damaged), is a
+    :class:`~ctxbudget.errors.StoreError` naming the file and the cause."""
+
+    def __init__(
+        self, path: str | Path, *, mode: StoreMode = "create", busy_timeout_seconds: float = 30.0
+    ) -> None:
         self.path = str(path)
-        try:
-            # A writer waits up to the busy timeout for another's lock instead of failing at once.
-            self._db = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_seconds
-            )
-        except sqlite3.Error as exc:
-            raise ConfigError(f"cannot open session store {self.path!r}: {exc}") from exc
-        self._lock = threading.Lock()
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._migrate()
+        self.mode = mode
+        self.busy_timeout_seconds = busy_timeout_seconds
+        self._db = open_store(self.path, mode, busy_timeout_seconds)
+        # One writer at a time in this process; re-entrant for writes inside serialized().
+        self._lock = threading.RLock()
 
-    def _migrate(self) -> None:
-        with self._lock:
-            self._db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")
-            done = {row[0] for row in self._db.execute("SELECT version FROM schema_migrations")}
-            for version, script in MIGRATIONS:
-                if version in done:
-                    continue
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
-                    for statement in filter(str.strip, script.split(";")):
-                        self._db.execute(statement)
-                    self._db.execute("INSERT INTO schema_migrations (version) VALUES (?)", (version,))
-                    self._db.execute("COMMIT")
-                except sqlite3.Error:
-                    self._db.execute("ROLLBACK")
-                    raise
+    def _failures(self) -> AbstractContextManager[None]:
+        return mapped_errors(self.path, self.busy_timeout_seconds)
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A write transaction of its own, or a savepoint inside :meth:`serialized`'s."""
+        with self._lock, self._failures():
+            if self._db.in_transaction:
+                with savepoint(self._db):
+                    yield
+            else:
+                with transaction(self._db, self.busy_timeout_seconds):
+                    yield
+
+    @contextmanager
+    def serialized(self, name: str) -> Iterator[None]:
+        """Hold the write lock for the block (here the whole file's): what the block reads of
+        session ``name`` is current, and no other writer, in this process or another, stores a
+        turn before the block's own writes commit with it."""
+        with self._writing():
+            yield
 
     def schema_version(self) -> int:
         """The highest migration applied."""
-        row = self._db.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+        with self._failures():
+            row = self._db.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
         return int(row[0] or 0)
 
     def _put(self, value: Any) -> str:
@@ -151,34 +143,30 @@ class SQLiteStore:
 
     def create(self, meta: SessionMeta) -> None:
         """Create a session (its base items stored once by hash)."""
-        with self._lock:
+        with self._writing():
             if self._db.execute("SELECT 1 FROM sessions WHERE name = ?", (meta.name,)).fetchone():
                 raise ConfigError(f"session {meta.name!r} already exists in {self.path}")
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                base = self._put(dict(meta.base))
-                self._db.execute(
-                    "INSERT INTO sessions (name, policy, model, base_sha256) VALUES (?, ?, ?, ?)",
-                    (meta.name, meta.policy, meta.model, base),
-                )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+            base = self._put(dict(meta.base))
+            self._db.execute(
+                "INSERT INTO sessions (name, policy, model, base_sha256) VALUES (?, ?, ?, ?)",
+                (meta.name, meta.policy, meta.model, base),
+            )
 
     def meta(self, name: str) -> SessionMeta:
         """A session's metadata."""
-        row = self._db.execute(
-            "SELECT policy, model, base_sha256 FROM sessions WHERE name = ?", (name,)
-        ).fetchone()
-        if row is None:
-            known = ", ".join(self.names()) or "none"
-            raise ConfigError(f"no session {name!r} in {self.path}; sessions: {known}")
-        return SessionMeta(name=name, policy=row[0], model=row[1], base=self._get(row[2]))
+        with self._failures():
+            row = self._db.execute(
+                "SELECT policy, model, base_sha256 FROM sessions WHERE name = ?", (name,)
+            ).fetchone()
+            if row is None:
+                known = ", ".join(self.names()) or "none"
+                raise ConfigError(f"no session {name!r} in {self.path}; sessions: {known}")
+            return SessionMeta(name=name, policy=row[0], model=row[1], base=self._get(row[2]))
 
     def names(self) -> list[str]:
         """Every session name, sorted."""
-        return [row[0] for row in self._db.execute("SELECT name FROM sessions ORDER BY name")]
+        with self._failures():
+            return [row[0] for row in self._db.execute("SELECT name FROM sessions ORDER BY name")]
 
     def append_turn(
         self, name: str, turn: Turn, ledger_entries: list[dict[str, Any]], *, next_index: bool = False
@@ -186,53 +174,52 @@ class SQLiteStore:
         """One transaction: the turn, its content, and the ledger entries it adds. With
         ``next_index`` the turn is numbered inside the transaction (no other writer can take it)."""
         self.meta(name)
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                expected = (
-                    self._db.execute("SELECT COUNT(*) FROM turns WHERE session = ?", (name,)).fetchone()[0]
-                    + 1
-                )
-                if next_index:
-                    turn = dataclasses.replace(turn, index=expected)
-                if turn.index != expected:
-                    raise ConfigError(f"session {name!r} expects turn {expected}, got turn {turn.index}")
+        with self._writing():
+            expected = self._count("turns", name) + 1
+            if next_index:
+                turn = dataclasses.replace(turn, index=expected)
+            if turn.index != expected:
+                raise ConfigError(f"session {name!r} expects turn {expected}, got turn {turn.index}")
+            self._db.execute(
+                "INSERT INTO turns (session, idx, turn_sha256) VALUES (?, ?, ?)",
+                (name, turn.index, self._put(turn.to_dict())),
+            )
+            seq = self._count("ledger", name)
+            for offset, entry in enumerate(ledger_entries, 1):
                 self._db.execute(
-                    "INSERT INTO turns (session, idx, turn_sha256) VALUES (?, ?, ?)",
-                    (name, turn.index, self._put(turn.to_dict())),
+                    "INSERT INTO ledger (session, seq, entry_sha256) VALUES (?, ?, ?)",
+                    (name, seq + offset, self._put(entry)),
                 )
-                seq = self._db.execute("SELECT COUNT(*) FROM ledger WHERE session = ?", (name,)).fetchone()[0]
-                for offset, entry in enumerate(ledger_entries, 1):
-                    self._db.execute(
-                        "INSERT INTO ledger (session, seq, entry_sha256) VALUES (?, ?, ?)",
-                        (name, seq + offset, self._put(entry)),
-                    )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
         return turn
+
+    def _count(self, table: Literal["turns", "ledger"], name: str) -> int:
+        query = f"SELECT COUNT(*) FROM {table} WHERE session = ?"  # table: one of two names, never input
+        return int(self._db.execute(query, (name,)).fetchone()[0])
 
     def count_turns(self, name: str) -> int:
         """How many turns a session has."""
-        return int(self._db.execute("SELECT COUNT(*) FROM turns WHERE session = ?", (name,)).fetchone()[0])
+        with self._failures():
+            return self._count("turns", name)
 
     def turns(self, name: str) -> list[Turn]:
         """A session's turns in order."""
-        rows = self._db.execute("SELECT turn_sha256 FROM turns WHERE session = ? ORDER BY idx", (name,))
-        return [Turn.from_dict(self._get(row[0])) for row in rows.fetchall()]
+        with self._failures():
+            rows = self._db.execute("SELECT turn_sha256 FROM turns WHERE session = ? ORDER BY idx", (name,))
+            return [Turn.from_dict(self._get(row[0])) for row in rows.fetchall()]
 
     def last_turn(self, name: str) -> Turn | None:
         """A session's latest turn (None: no turn, or no such session)."""
-        row = self._db.execute(
-            "SELECT turn_sha256 FROM turns WHERE session = ? ORDER BY idx DESC LIMIT 1", (name,)
-        ).fetchone()
-        return Turn.from_dict(self._get(row[0])) if row else None
+        with self._failures():
+            row = self._db.execute(
+                "SELECT turn_sha256 FROM turns WHERE session = ? ORDER BY idx DESC LIMIT 1", (name,)
+            ).fetchone()
+            return Turn.from_dict(self._get(row[0])) if row else None
 
     def ledger(self, name: str) -> list[dict[str, Any]]:
         """A session's ledger entries in order."""
-        rows = self._db.execute("SELECT entry_sha256 FROM ledger WHERE session = ? ORDER BY seq", (name,))
-        return [self._get(row[0]) for row in rows.fetchall()]
+        with self._failures():
+            rows = self._db.execute("SELECT entry_sha256 FROM ledger WHERE session = ? ORDER BY seq", (name,))
+            return [self._get(row[0]) for row in rows.fetchall()]
 
     def close(self) -> None:
         """Close the connection."""

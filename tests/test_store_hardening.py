@@ -1,0 +1,322 @@
+"""The SQLite store under concurrency and damage: every failure of the file is one StoreError
+naming it (exit 2 and one line on the command line), racing openers and writers all succeed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ctxbudget import ConfigError, StoreError
+from ctxbudget.cli import main
+from ctxbudget.session import SessionMeta, SQLiteStore, Turn
+
+SRC = str(Path(__file__).resolve().parent.parent / "src")
+META = SessionMeta(name="a", policy="legal-review", model="gpt-4o", base={"items": []})
+
+
+def _store(path: Path, **options: object) -> SQLiteStore:
+    store = SQLiteStore(path, **options)  # type: ignore[arg-type]
+    store.create(META)
+    return store
+
+
+def _filled(path: Path, turns: int = 60) -> Path:
+    """A closed store of several pages (each turn's text is distinct content)."""
+    store = _store(path)
+    for i in range(1, turns + 1):
+        store.append_turn("a", Turn(index=i, question=f"{i} " + "q" * 2000), [{"turn": i}])
+    store.close()
+    return path
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    """Exit code and stderr of a command."""
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.stderr
+
+
+def _racers(script: str, *args: str, processes: int = 8, timeout: float = 60) -> list[str]:
+    """Run ``script`` in ``processes`` Python processes at once (argv: index, then ``args``) and
+    return what each printed; every one must exit 0."""
+    env = {**os.environ, "PYTHONPATH": SRC}
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(k), *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for k in range(processes)
+    ]
+    outputs = [child.communicate(timeout=timeout) for child in children]
+    failed = [err or out for (out, err), child in zip(outputs, children, strict=True) if child.returncode]
+    assert not failed, failed[0]
+    return [out for out, _ in outputs]
+
+
+OPENER = """
+import sys, time
+from ctxbudget.session import SQLiteStore, SessionMeta
+k, folder, rounds, start = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+failures = []
+for r in range(rounds):
+    time.sleep(max(0.0, start + r * 0.06 - time.time()))  # every process opens round r's new file at once
+    try:
+        store = SQLiteStore(f"{folder}/race-{r}.db")
+        store.create(SessionMeta(name=f"p{k}", policy="legal-review", model="gpt-4o", base={}))
+        store.close()
+    except Exception as exc:
+        failures.append(f"{type(exc).__name__}: {exc}")
+print(len(failures), failures[:1])
+"""
+
+
+def test_processes_opening_a_new_store_at_once_all_succeed(tmp_path: Path) -> None:
+    rounds = 25
+    outputs = _racers(OPENER, str(tmp_path), str(rounds), str(time.time() + 1.5))
+    assert [out.split()[0] for out in outputs] == ["0"] * 8, outputs
+    for r in range(rounds):
+        store = SQLiteStore(tmp_path / f"race-{r}.db", mode="read")
+        assert store.names() == [f"p{k}" for k in range(8)] and store.schema_version() == 1
+
+
+def test_opening_again_migrates_nothing(tmp_path: Path) -> None:
+    _store(tmp_path / "s.db").close()
+    again = SQLiteStore(tmp_path / "s.db")
+    assert again.schema_version() == 1 and again.names() == ["a"]
+    assert again._db.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == 1
+
+
+def test_a_lock_held_elsewhere_ends_in_one_error_after_the_busy_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store = _store(path, busy_timeout_seconds=0.2)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    started = time.monotonic()
+    with pytest.raises(
+        StoreError, match=r"is locked by another process \(gave up after 0.2 s: database is locked\)"
+    ):
+        store.append_turn("a", Turn(index=1, question="q"), [])
+    assert SQLiteStore(path, busy_timeout_seconds=0.2).names() == ["a"]  # a current store opens unlocked
+    assert time.monotonic() - started < 2
+    holder.execute("ROLLBACK")
+    assert store.append_turn("a", Turn(index=1, question="q"), []).index == 1  # the lock is gone: it works
+
+
+def test_a_new_store_is_created_under_the_lock(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    path.touch()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    with pytest.raises(StoreError, match=f"session store '{path}' is locked by another process"):
+        SQLiteStore(path, busy_timeout_seconds=0.2)
+    holder.execute("ROLLBACK")
+    assert SQLiteStore(path).schema_version() == 1
+
+
+def _garbage(path: Path) -> None:
+    path.write_bytes(os.urandom(4096))
+
+
+def _truncated(path: Path) -> None:
+    _filled(path)
+    with path.open("r+b") as f:
+        f.truncate(path.stat().st_size // 2)
+
+
+def _foreign(path: Path) -> None:
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, email TEXT)")
+    db.close()
+
+
+def _foreign_migrations(path: Path) -> None:
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE schema_migrations (id TEXT, applied TEXT)")
+    db.close()
+
+
+def _newer(path: Path) -> None:
+    _store(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO schema_migrations (version) VALUES (2)")
+    db.close()
+
+
+def _damaged(path: Path) -> None:
+    """A store of many pages with one page in the middle overwritten."""
+    _filled(path)
+    size = path.stat().st_size
+    assert size > 40 * 4096
+    with path.open("r+b") as f:
+        f.seek((size // 4096 // 2) * 4096)
+        f.write(b"\xff" * 4096)
+
+
+BAD_FILES = [
+    (_garbage, r"is not an SQLite database \(file is not a database\); check the path"),
+    (_truncated, r"is damaged \(database disk image is malformed\); restore it from a backup"),
+    (_foreign, r"is an SQLite database but not a ctxbudget session store \(its tables: users\)"),
+    (_foreign_migrations, r"is an SQLite database but not a ctxbudget .* \(its tables: schema_migrations\)"),
+    (_newer, r"has schema version 2, newer than this ctxbudget knows \(1\); upgrade ctxbudget"),
+    (
+        _damaged,
+        r"is damaged \((database disk image is malformed|quick_check: .*)\); restore it from a backup",
+    ),
+]
+
+
+@pytest.mark.parametrize(("spoil", "message"), BAD_FILES, ids=lambda v: getattr(v, "__name__", "")[1:])
+@pytest.mark.parametrize("mode", ["create", "write", "read"])
+def test_a_file_that_cannot_be_a_store_is_one_error_naming_it(
+    tmp_path: Path, spoil: object, message: str, mode: str
+) -> None:
+    path = tmp_path / "bad.db"
+    spoil(path)  # type: ignore[operator]
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match=f"^session store {re.escape(repr(str(path)))} {message}"):
+        SQLiteStore(path, mode=mode)  # type: ignore[arg-type]
+    assert path.read_bytes() == before  # refused, not repaired or migrated
+
+
+@pytest.mark.parametrize(("spoil", "message"), BAD_FILES, ids=lambda v: getattr(v, "__name__", "")[1:])
+def test_the_cli_tells_a_bad_store_in_one_line_with_exit_2(
+    tmp_path: Path, spoil: object, message: str
+) -> None:
+    path = tmp_path / "bad.db"
+    spoil(path)  # type: ignore[operator]
+    base = tmp_path / "base.json"
+    base.write_text('{"items": []}')
+    for args in (
+        ["session", "list"],
+        ["session", "show", "a"],
+        ["session", "add", "a", "--question", "q"],
+        ["session", "new", "b", "--base", str(base), "--model", "gpt-4o"],
+    ):
+        code, err = _cli(*args, "--store", str(path))
+        assert code == 2 and err.count("\n") == 1, (args, err)
+        assert err.startswith(f"ctxbudget: session store '{path}' ") and "Traceback" not in err
+
+
+def test_the_gateway_reports_a_bad_store_at_start_up_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.db"
+    _garbage(path)
+    code, err = _cli("serve", "--store", str(path), "--port", "1")
+    assert code == 2 and err == f"ctxbudget: session store '{path}' is not an SQLite database " + (
+        "(file is not a database); check the path, or move the file aside to start a new store\n"
+    )
+
+
+def test_a_full_disk_names_the_cause_and_leaves_no_half_turn(tmp_path: Path) -> None:
+    store = _store(tmp_path / "s.db")
+    pages = store._db.execute("PRAGMA page_count").fetchone()[0]
+    store._db.execute(f"PRAGMA max_page_count = {pages}")  # the database is full: SQLITE_FULL
+    with pytest.raises(StoreError, match=r"cannot be written \(database or disk is full\); free space"):
+        store.append_turn("a", Turn(index=1, question="x" * 100_000), [{"turn": 1}])
+    assert store.turns("a") == [] and store.ledger("a") == []
+    store._db.execute("PRAGMA max_page_count = 1000000")  # space again: the same turn goes in
+    assert store.append_turn("a", Turn(index=1, question="x" * 100_000), [{"turn": 1}]).index == 1
+
+
+def test_a_read_only_store_is_one_error_naming_it(tmp_path: Path) -> None:
+    path = _filled(tmp_path / "s.db", turns=2)
+    reader = SQLiteStore(path, mode="read")
+    assert [t.index for t in reader.turns("a")] == [1, 2]
+    with pytest.raises(
+        StoreError, match=r"is read-only \(attempt to write a readonly database\); make the file"
+    ):
+        reader.append_turn("a", Turn(index=3, question="q"), [])
+    writer = SQLiteStore(path)
+    writer._db.execute("PRAGMA query_only = ON")  # what a file without write permission answers
+    with pytest.raises(StoreError, match=f"^session store '{path}' is read-only"):
+        writer.create(SessionMeta(name="b", policy="legal-review", model="gpt-4o", base={}))
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes read-only files")
+def test_a_file_without_write_permission_is_read_only(tmp_path: Path) -> None:
+    path = _filled(tmp_path / "s.db", turns=2)
+    path.chmod(0o444)
+    code, err = _cli("session", "add", "a", "--question", "q", "--store", str(path))
+    assert code == 2 and "is read-only" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "command", [["list"], ["show", "x"], ["export", "x"], ["add", "x", "--question", "q"]]
+)
+def test_commands_on_a_missing_store_never_create_it(tmp_path: Path, command: list[str]) -> None:
+    path = tmp_path / "none.db"
+    code, err = _cli("session", *command, "--store", str(path))
+    assert code == 2 and err == (
+        f"ctxbudget: session store '{path}' does not exist; check the path (a store is created with its first session)\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(StoreError, match="does not exist"):
+        SQLiteStore(path, mode="read")
+    assert not path.exists()
+
+
+def test_an_empty_file_is_no_store_to_read_but_becomes_one_when_written(tmp_path: Path) -> None:
+    path = tmp_path / "empty.db"
+    path.touch()
+    with pytest.raises(StoreError, match="is empty"):
+        SQLiteStore(path, mode="read")
+    assert SQLiteStore(path, mode="write").schema_version() == 1
+
+
+def test_a_failure_inside_a_serialized_block_stores_nothing(tmp_path: Path) -> None:
+    store = _store(tmp_path / "s.db")
+    with pytest.raises(ConfigError, match="later"), store.serialized("a"):
+        store.append_turn("a", Turn(index=1, question="q"), [{"turn": 1}])
+        raise ConfigError("a failure later in the step")
+    assert store.turns("a") == [] and store.ledger("a") == []
+    with store.serialized("a"):
+        with pytest.raises(ConfigError, match="expects turn 1"):
+            store.append_turn("a", Turn(index=5, question="q"), [])
+        store.append_turn("a", Turn(index=1, question="q"), [])  # the failed step alone was undone
+    assert [t.index for t in SQLiteStore(tmp_path / "s.db").turns("a")] == [1]
+
+
+ADDER = """
+import json, sys, time
+from ctxbudget.cli import main
+k, store, turns, start = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+time.sleep(max(0.0, start - time.time()))
+for i in range(turns):
+    try:
+        main(["session", "add", "s", "--question", f"p{k} t{i}", "--store", store, "--json"])
+    except SystemExit as exc:
+        if exc.code:
+            sys.exit(f"p{k} t{i}: exit {exc.code}")
+"""
+
+
+def test_processes_adding_turns_to_one_session_store_every_turn_in_order(tmp_path: Path) -> None:
+    base, store = tmp_path / "base.json", tmp_path / "s.db"
+    base.write_text(
+        json.dumps({"items": [{"id": "p", "tier": "pinned", "kind": "playbook", "text": "Answer briefly."}]})
+    )
+    assert (
+        _cli("session", "new", "s", "--base", str(base), "--model", "gpt-4o", "--store", str(store))[0] == 0
+    )
+    _racers(ADDER, str(store), "5", str(time.time() + 1.5))
+    turns = SQLiteStore(store, mode="read").turns("s")
+    assert [t.index for t in turns] == list(range(1, 41))
+    for k in range(8):  # each process's turns, in the order it added them
+        assert [t.question for t in turns if t.question.startswith(f"p{k} ")] == [
+            f"p{k} t{i}" for i in range(5)
+        ]
+    for turn in turns:  # each was assembled on every turn stored before it: its request holds them
+        ids = [item["id"] for tier in turn.report["tiers"] for item in tier["items"]]
+        assert sorted(int(i.split("-")[1]) for i in ids if i.startswith("turn-")) == list(
+            range(1, turn.index)
+        )
