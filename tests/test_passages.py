@@ -6,6 +6,7 @@ from ctxbudget import fit, render_question
 from ctxbudget.trim.passages import (
     Passage,
     PassageWeights,
+    Region,
     asks_for_summary,
     content_query,
     passage_tokens,
@@ -302,26 +303,15 @@ def test_a_strong_passage_outside_the_window_is_kept_by_trimming_the_windows_wea
     # windows (as in a transcript), the rescue alone, not the hedged windows
     no_hedging = PassageWeights(hedge_shares=(), prose_regions=False)
     windows_only = PassageWeights(hedge_shares=(), rescue_strong=False, prose_regions=False)
-    regions = select_regions(
-        text,
-        passages,
-        costs,
-        200,
-        query="How do I reset the remote control?",
-        region_cost=4,
-        weights=no_hedging,
-    )
+
+    def reset_question(weights: PassageWeights) -> list[Region]:
+        query = "How do I reset the remote control?"
+        return select_regions(text, passages, costs, 200, query=query, region_cost=4, weights=weights)
+
+    regions = reset_question(no_hedging)
     kept = {i for region in regions for i in region.passages}
     assert {5, 30} <= kept  # the isolated answer is kept beside the window
-    alone_window = select_regions(
-        text,
-        passages,
-        costs,
-        200,
-        query="How do I reset the remote control?",
-        region_cost=4,
-        weights=windows_only,
-    )
+    alone_window = reset_question(windows_only)
     assert 30 not in {i for region in alone_window for i in region.passages}  # what the rescue adds
     assert sum(costs[i] for i in kept) + 4 * len(regions) <= 200
     alone = select_regions(

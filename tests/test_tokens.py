@@ -24,7 +24,6 @@ from ctxbudget.tokens.encoding import (
     first_boundary,
     first_space_boundary,
     last_space_boundary,
-    split_point,
 )
 
 SAMPLES = [
@@ -88,7 +87,7 @@ def test_split_at_a_hard_boundary_gives_the_joint_tokens(
     stock_tiktoken: dict[str, Any], head: str, tail: str
 ) -> None:
     text = head + "\n" + tail
-    cut = split_point(text)
+    cut = first_boundary(text, len(text) // 2)
     if cut is None:
         return
     for reference in stock_tiktoken.values():
@@ -178,7 +177,7 @@ def test_encodings_without_a_proof_are_never_split(stock_tiktoken: dict[str, Any
 def test_long_texts_encode_in_parallel_identically(stock_tiktoken: dict[str, Any]) -> None:
     text = "".join(f"Line {i}: the witness said {i * 7} things.\n/path {i}\n" for i in range(12_000))
     assert len(text) > 2 * PIECE_CHARS
-    assert split_point(text) is not None
+    assert first_boundary(text, len(text) // 2) is not None
     for name, reference in stock_tiktoken.items():
         encoding = get_encoding(name)
         cuts = encoding._cuts(text)  # type: ignore[attr-defined]

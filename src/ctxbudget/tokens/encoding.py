@@ -18,7 +18,6 @@ __all__ = [
     "first_boundary",
     "first_space_boundary",
     "last_space_boundary",
-    "split_point",
 ]
 
 PARALLEL_MIN_CHARS = 50_000
@@ -73,11 +72,6 @@ def _long_blank_run(text: str) -> int:
 
 class _Untokenizable(Exception):
     """A text the tokenizer would panic on."""
-
-
-def split_point(text: str) -> int | None:
-    """The first hard boundary at or after the middle of ``text`` (None when there is none)."""
-    return first_boundary(text, len(text) // 2)
 
 
 def first_boundary(text: str, start: int = 1) -> int | None:

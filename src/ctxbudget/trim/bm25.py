@@ -22,6 +22,7 @@ __all__ = [
     "bm25_scores",
     "bm25_span_scores",
     "query_terms",
+    "span_word_counts",
     "term_profile",
     "terms",
     "word_mask",
@@ -45,6 +46,11 @@ def terms(text: str) -> list[str]:
 def word_mask(text: str) -> str:
     """ASCII ``text`` with word characters as "a" and every other character as " "."""
     return text.translate(_MASK)
+
+
+def span_word_counts(mask: str, spans: Sequence[tuple[int, int]]) -> list[int]:
+    """Words in each span of a :func:`word_mask`: word starts inside it, counted in C."""
+    return [mask.count(" a", a, b) + (mask[a : a + 1] == "a") for a, b in spans]
 
 
 def query_terms(query: str) -> tuple[str, ...]:
@@ -129,7 +135,7 @@ def bm25_span_scores(query: str, text: str, spans: Sequence[tuple[int, int]]) ->
     if not mask or any(mask[i - 1 : i + 1] == "aa" for span in spans for i in span if i > 0):
         # not ASCII, or a span that cuts a word (whose pieces are words of their spans)
         return bm25_from_profile(query, *term_profile([text[a:b] for a, b in spans]))
-    lengths = [mask.count(" a", a, b) + (mask[a : a + 1] == "a") for a, b in spans]
+    lengths = span_word_counts(mask, spans)
     del mask
     hits = ascii_term_hits(text.lower(), wanted, [a for a, _ in spans], [b for _, b in spans])
     return bm25_from_hits(wanted, hits, lengths)

@@ -23,7 +23,7 @@ from itertools import accumulate
 
 from ..tokens.counter import analyze
 from ..tokens.registry import get_encoding
-from .bm25 import ascii_term_hits, terms, word_mask
+from .bm25 import ascii_term_hits, span_word_counts, terms, word_mask
 from .sentences import sentence_ends
 
 __all__ = ["SentenceProfile", "clear_profile_cache", "sentence_profile", "sentence_spans"]
@@ -91,12 +91,6 @@ def _costs(encoding_name: str, text: str, spans: tuple[tuple[int, int], ...]) ->
     return tuple(costs)
 
 
-def _ascii_lengths(text: str, spans: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
-    """Words in each span of ASCII ``text``: word starts inside it, counted in C."""
-    mask = word_mask(text)
-    return tuple(mask.count(" a", a, b) + (mask[a] == "a") for a, b in spans)
-
-
 @lru_cache(maxsize=1024)
 def sentence_profile(encoding_name: str, text: str) -> SentenceProfile:
     """The profile of ``text`` for ``encoding_name``; cached by content, so a transcript is
@@ -104,7 +98,9 @@ def sentence_profile(encoding_name: str, text: str) -> SentenceProfile:
     spans = sentence_spans(text)
     costs = _costs(encoding_name, text, spans)
     if text.isascii():
-        return SentenceProfile(text, spans, costs, _ascii_lengths(text, spans), text.lower(), None)
+        return SentenceProfile(
+            text, spans, costs, tuple(span_word_counts(word_mask(text), spans)), text.lower(), None
+        )
     counts = tuple(Counter(terms(text[a:b])) for a, b in spans)
     lengths = tuple(sum(c.values()) for c in counts)
     return SentenceProfile(text, spans, costs, lengths, None, counts)
