@@ -31,30 +31,34 @@ async def _session(url: str, n: int, seen: dict[str, Any]) -> int:
     """One conversation; returns how many of its requests were answered."""
     claude = n % 2 == 0
     headers = {"X-Ctxbudget-Session": f"soak-{n}"}
+    # Each conversation closes its client: an asyncio transport left to the garbage collector
+    # closes its socket without leaving the loop's selector, and the next socket given the same
+    # descriptor is never woken (a hang in the test's client, not in the gateway).
+    client: Any
+    if claude:
+        client = anthropic.AsyncAnthropic(base_url=url, api_key="k", max_retries=0, default_headers=headers)
+    else:
+        client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="k", max_retries=0, default_headers=headers)
+    async with client:
+        return await _turns(client, n, claude, seen)
+
+
+async def _turns(client: Any, n: int, claude: bool, seen: dict[str, Any]) -> int:
+    """The conversation's turns through ``client``; how many were answered."""
     messages: list[dict[str, Any]] = []
     answered = 0
-    if claude:
-        a_client = anthropic.AsyncAnthropic(base_url=url, api_key="k", max_retries=0, default_headers=headers)
-    else:
-        o_client = openai.AsyncOpenAI(
-            base_url=url + "/v1", api_key="k", max_retries=0, default_headers=headers
-        )
     for turn in range(TURNS):
         model = _model(n, turn, claude)
         messages.append({"role": "user", "content": f"session {n} turn {turn}: when was notice given?"})
         try:
             if claude:
-                raw = await a_client.messages.with_raw_response.create(
-                    model=model,
-                    max_tokens=50,
-                    messages=messages,  # type: ignore[arg-type]
+                raw = await client.messages.with_raw_response.create(
+                    model=model, max_tokens=50, messages=messages
                 )
-                text = (await raw.parse()).content[0].text  # type: ignore[union-attr]
+                text = (await raw.parse()).content[0].text
             else:
-                raw = await o_client.chat.completions.with_raw_response.create(
-                    model=model,
-                    max_tokens=50,
-                    messages=messages,  # type: ignore[arg-type]
+                raw = await client.chat.completions.with_raw_response.create(
+                    model=model, max_tokens=50, messages=messages
                 )
                 text = raw.parse().choices[0].message.content or ""
             seen["headers_missing"] += "x-ctxbudget-session" not in raw.headers
