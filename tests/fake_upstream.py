@@ -280,15 +280,18 @@ FAKE_MODELS = Path(__file__).with_name("fake_models.toml")
 
 
 @contextmanager
-def gateway_over_fake(store: Path, **options: Any) -> Iterator[tuple[FakeUpstream, str]]:
-    """A fake upstream and a gateway in front of it, both on loopback: (the fake, the gateway's URL)."""
+def gateway_over_fake(
+    store: Path, session_store: Any = None, **options: Any
+) -> Iterator[tuple[FakeUpstream, str]]:
+    """A fake upstream and a gateway in front of it, both on loopback: (the fake, the gateway's URL);
+    ``session_store``, a store object the gateway uses instead of the file ``store``."""
     fake = FakeUpstream()
     options.setdefault("catalog_paths", (str(FAKE_MODELS),))
     with Served(fake.app) as upstream:
         config = GatewayConfig(
             anthropic_upstream=upstream.url, openai_upstream=upstream.url, store_path=str(store), **options
         )
-        app = create_app(config)
+        app = create_app(config, store=session_store)
         fake.gateway = app.state.gateway  # for tests that look at the gateway's state
         with Served(app) as gateway:
             yield fake, gateway.url

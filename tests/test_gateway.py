@@ -168,7 +168,7 @@ def test_body_limit_health_and_metrics(tmp_path: Path) -> None:
         big = {"model": "gpt-4o", "messages": [{"role": "user", "content": "x" * 5000}]}
         too_big = httpx.post(url + "/v1/chat/completions", json=big)
         assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "request_too_large"
-        assert httpx.get(url + "/healthz").json() == {"status": "ok"}
+        assert httpx.get(url + "/healthz").json() == {"status": "ok", "store": "ok"}
         httpx.post(
             url + "/v1/chat/completions",
             json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
@@ -207,7 +207,8 @@ def test_with_a_tiered_policy_requests_are_assembled(tmp_path: Path) -> None:
 
 
 def test_usage_is_normalized_and_calibration_rises_fast_and_falls_on_evidence() -> None:
-    from ctxbudget.gateway.usage import Calibration, normalize_usage
+    from ctxbudget.gateway.calibration import Calibration
+    from ctxbudget.gateway.usage import normalize_usage
 
     anthropic_usage = normalize_usage(
         "anthropic",

@@ -12,7 +12,8 @@ import httpx
 import openai
 import pytest
 
-from ctxbudget.gateway.usage import Calibration, normalize_usage
+from ctxbudget.gateway.calibration import Calibration
+from ctxbudget.gateway.usage import normalize_usage
 from ctxbudget.session import SQLiteStore
 
 from .fake_upstream import FakeUpstream, anthropic_client, gateway_over_fake, openai_client
@@ -342,10 +343,10 @@ def test_count_with_upstream_decides_only_what_the_estimate_cannot(tmp_path: Pat
 
 
 @pytest.mark.parametrize("wait", [3.0, 0.2])
-def test_a_locked_store_delays_the_record_but_never_the_answer(tmp_path: Path, wait: float) -> None:
+def test_a_locked_store_delays_the_answer_or_withholds_it(tmp_path: Path, wait: float) -> None:
     """Another writer holds the store's lock for a second: with a busy timeout longer than that the
-    turn is stored once it is released; with a shorter one the answer still arrives and the
-    failure to record it is counted."""
+    answer waits for its turn to be stored; with a shorter one the answer is withheld (503, the
+    failure counted), and once the lock is gone the same request is answered and stored."""
     import sqlite3
     import threading
 
@@ -353,18 +354,23 @@ def test_a_locked_store_delays_the_record_but_never_the_answer(tmp_path: Path, w
     with gateway_over_fake(store, store_busy_timeout_seconds=wait) as (_, url):
         holder = sqlite3.connect(store, isolation_level=None, check_same_thread=False)
         holder.execute("BEGIN IMMEDIATE")
-        release = threading.Timer(1.0, lambda: holder.execute("COMMIT"))
+        released = threading.Event()
+        release = threading.Timer(1.0, lambda: (holder.execute("COMMIT"), released.set()))
         release.start()
         client = _anthropic(url, **{"X-Ctxbudget-Session": "locked"})
-        reply = client.messages.create(model="claude-sonnet-4-6", max_tokens=10, messages=_ask())
-        release.join()
-        assert reply.content[0].text.startswith("echo")
+        if wait > 1.0:
+            reply = client.messages.create(model="claude-sonnet-4-6", max_tokens=10, messages=_ask())
+            assert released.is_set() and reply.content[0].text.startswith("echo")
+        else:
+            with pytest.raises(anthropic.APIStatusError) as refused:
+                client.messages.create(model="claude-sonnet-4-6", max_tokens=10, messages=_ask())
+            assert refused.value.status_code == 503 and "withheld" in str(refused.value)
+            release.join()
+            client.messages.create(model="claude-sonnet-4-6", max_tokens=10, messages=_ask())
         metrics = httpx.get(url + "/metrics").text
-    stored = SQLiteStore(store).turns("locked") if "locked" in SQLiteStore(store).names() else []
-    if wait > 1.0:
-        assert len(stored) == 1
-    else:
-        assert not stored and 'ctxbudget_record_failures_total{error="StoreError"} 1.0' in metrics
+    assert len(SQLiteStore(store).turns("locked")) == 1
+    failures = 'ctxbudget_record_failures_total{error="StoreError"} 1.0' in metrics
+    assert failures == (wait < 1.0) and "ctxbudget_store_up 1.0" in metrics
 
 
 @pytest.mark.parametrize("newline", [b"\n", b"\r\n", b"\r"])

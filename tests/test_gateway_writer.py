@@ -1,5 +1,7 @@
-"""Turns are committed off the answer's path: answers never wait for the store, every answered
-turn is still stored, in the order answered, and a shutting-down gateway commits what it accepted."""
+"""Turns are committed by one writer thread, off the event loop: a client gets its answer only once
+the turn is stored, in the order answered; a store that cannot take a turn withholds the answer
+(503), refuses the next requests before anything is sent, and is reported by /healthz and
+/metrics until it serves again."""
 
 from __future__ import annotations
 
@@ -7,7 +9,14 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
+import anthropic
+import httpx
+import openai
+import pytest
+
+from ctxbudget.errors import StoreError
 from ctxbudget.gateway.writer import TurnWriter
 from ctxbudget.session import SQLiteStore
 
@@ -28,29 +37,110 @@ def test_the_writer_commits_in_the_order_handed_over_and_flush_waits_for_all() -
     writer.close()
 
 
-def test_answers_arrive_while_the_store_is_locked_and_shutdown_commits_them(tmp_path: Path) -> None:
+def test_answers_wait_for_their_turn_to_be_stored(tmp_path: Path) -> None:
     """Another writer holds the store's lock while a session is answered three times (streamed and
-    not): every answer arrives before any commit could happen; the lock is released only as the
-    gateway shuts down, and the three turns are stored, numbered in the order answered."""
+    not): no answer arrives before the lock is released, and the three turns are stored, numbered
+    in the order answered, before the gateway even shuts down."""
     store = tmp_path / "w.db"
     SQLiteStore(store).close()
     holder = sqlite3.connect(store, isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")
+    released = threading.Event()
     questions = ["first question", "second question", "third question"]
     with gateway_over_fake(store, store_busy_timeout_seconds=30) as (_, url):
         claude = anthropic_client(url, **{"X-Ctxbudget-Session": "w"})
         gpt = openai_client(url, **{"X-Ctxbudget-Session": "w"})
+        threading.Timer(0.3, lambda: (released.set(), holder.execute("COMMIT"))).start()
         reply = claude.messages.create(
             model="claude-sonnet-4-6", max_tokens=10, messages=[{"role": "user", "content": questions[0]}]
         )
-        assert reply.content[0].text == "echo: first question"
+        assert released.is_set() and reply.content[0].text == "echo: first question"
         chunks = gpt.chat.completions.create(
             model="gpt-4o", stream=True, messages=[{"role": "user", "content": questions[1]}]
         )
         assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices).startswith("echo")
         gpt.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": questions[2]}])
-        assert SQLiteStore(store).names() == []  # answered, nothing committed yet
-        threading.Timer(0.3, lambda: holder.execute("COMMIT")).start()  # released during shutdown
-    turns = SQLiteStore(store).turns("w")
+        turns = SQLiteStore(store, mode="read").turns("w")  # stored before each answer
     assert [(t.index, t.question) for t in turns] == list(enumerate(questions, 1))
     assert all(t.usage.get("actual") for t in turns)
+
+
+class SwitchedStore:
+    """A real SQLite store behind a switch: while ``down``, every operation fails as an unreachable
+    server's would (a fake of the store interface, not of the gateway)."""
+
+    def __init__(self, path: Path) -> None:
+        self.inner = SQLiteStore(path)
+        self.down = False
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self.inner, name)
+        if not callable(attribute):
+            return attribute
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.down:
+                raise StoreUnavailableForTest("switched", "is unreachable: connection refused", "start it")
+            return attribute(*args, **kwargs)
+
+        return call
+
+
+class StoreUnavailableForTest(StoreError):
+    """What the switched store raises while down."""
+
+
+def _ask(client: Any, text: str) -> Any:
+    return client.messages.create(
+        model="claude-sonnet-4-6", max_tokens=10, messages=[{"role": "user", "content": text}]
+    )
+
+
+def test_a_store_that_fails_withholds_the_answer_and_refuses_until_it_serves(tmp_path: Path) -> None:
+    store = SwitchedStore(tmp_path / "s.db")
+    with gateway_over_fake(tmp_path / "unused.db", session_store=store) as (fake, url):
+        claude = anthropic_client(url, **{"X-Ctxbudget-Session": "s"})
+        _ask(claude, "stored")
+        store.down = True
+        with pytest.raises(anthropic.APIStatusError) as withheld:
+            _ask(claude, "answered upstream, not stored")
+        sent = len(fake.received)
+        with pytest.raises(anthropic.APIStatusError) as refused:
+            _ask(claude, "never sent")
+        health = httpx.get(url + "/healthz")
+        metrics_down = httpx.get(url + "/metrics").text
+        store.down = False
+        assert httpx.get(url + "/healthz").json() == {"status": "ok", "store": "ok"}
+        _ask(claude, "stored again")
+        metrics_up = httpx.get(url + "/metrics").text
+    assert withheld.value.status_code == 503 and "withheld" in withheld.value.message
+    assert refused.value.status_code == 503 and "nothing was sent" in refused.value.message
+    assert len(fake.received) == sent + 1  # the refused request never reached the upstream
+    assert health.status_code == 503 and "unreachable" in health.json()["store"]
+    assert "ctxbudget_store_up 0.0" in metrics_down and "ctxbudget_store_up 1.0" in metrics_up
+    assert [t.question for t in store.inner.turns("s")] == ["stored", "stored again"]
+
+
+def test_a_stream_whose_turn_cannot_be_stored_ends_with_an_error_event(tmp_path: Path) -> None:
+    store = SwitchedStore(tmp_path / "s.db")
+    with gateway_over_fake(tmp_path / "unused.db", session_store=store) as (_, url):
+        gpt = openai_client(url, **{"X-Ctxbudget-Session": "s"})
+        store.down = True
+        with pytest.raises(openai.APIError, match="not stored"):
+            for _ in gpt.chat.completions.create(
+                model="gpt-4o", stream=True, messages=[{"role": "user", "content": "hi"}]
+            ):
+                pass
+
+
+def test_failing_open_answers_while_the_store_is_down(tmp_path: Path) -> None:
+    store = SwitchedStore(tmp_path / "s.db")
+    with gateway_over_fake(tmp_path / "unused.db", session_store=store, store_fail_open=True) as (_, url):
+        claude = anthropic_client(url, **{"X-Ctxbudget-Session": "s"})
+        store.down = True
+        assert _ask(claude, "one").content[0].text == "echo: one"
+        assert _ask(claude, "two").content[0].text == "echo: two"
+        metrics = httpx.get(url + "/metrics").text
+        store.down = False
+    assert store.inner.names() == []
+    assert 'ctxbudget_record_failures_total{error="StoreUnavailableForTest"} 2.0' in metrics

@@ -1,18 +1,17 @@
 """The client's answer, in the provider's shape: the gateway's own errors, the upstream's answer
 whole or streamed through as it arrives, and the upstream's errors as they came.
 
-An answered turn is handed to the store's writer before the client gets its end; the response
-waits for that commit only after it was sent (a background task), never before.
+An answered turn is handed to the store's writer, and the client gets the answer's end only once
+the turn is stored; a turn the store could not take withholds the answer (a 503, or an error event
+at the end of a stream) unless the gateway fails open.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from concurrent.futures import Future
 
 import httpx
-from starlette.background import BackgroundTask
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from .prepared import Prepared
@@ -20,7 +19,6 @@ from .providers import Provider, StreamState
 from .refusals import Refusal
 from .service import Gateway
 from .upstream import passed_back
-from .writer import committed
 
 __all__ = ["complete", "error_response", "refused", "relay", "upstream_failure"]
 
@@ -69,10 +67,9 @@ async def complete(
         raise gateway.upstream_fault(upstream, 502, "invalid_json", message, "upstream_error") from exc
     answer = provider.response_text(payload) if isinstance(payload, dict) else ""
     usage = payload.get("usage") if isinstance(payload, dict) else None
-    pending = [f for f in (gateway.record(provider, prepared, answer, usage),) if f is not None]
+    await gateway.answered(provider, prepared, answer, usage)
     headers = {**passed_back(upstream.headers), **prepared.headers()}
-    background = BackgroundTask(committed, pending)
-    return Response(data, status_code=upstream.status_code, headers=headers, background=background)
+    return Response(data, status_code=upstream.status_code, headers=headers)
 
 
 def relay(
@@ -80,24 +77,21 @@ def relay(
 ) -> StreamingResponse:
     """Stream the answer through as it arrives; with ``usage_added`` (the gateway asked an OpenAI
     upstream for usage the client did not ask for), the usage-only chunk is held back."""
-    pending: list[Future[None]] = []
     state = StreamState(provider, hold_usage=usage_added)
-    events = _events(gateway, provider, prepared, upstream, state, pending)
+    events = _events(gateway, provider, prepared, upstream, state)
     headers = {"cache-control": "no-cache", **passed_back(upstream.headers), **prepared.headers()}
     headers.pop("content-type", None)
-    background = BackgroundTask(committed, pending)
-    return StreamingResponse(
-        events, status_code=200, media_type="text/event-stream", headers=headers, background=background
-    )
+    return StreamingResponse(events, status_code=200, media_type="text/event-stream", headers=headers)
 
 
-def _record(
-    gateway: Gateway, provider: Provider, prepared: Prepared, state: StreamState, pending: list[Future[None]]
-) -> None:
-    """Hand the streamed turn to the store's writer; its commit joins ``pending``."""
-    future = gateway.record(provider, prepared, "".join(state.text), state.usage)
-    if future is not None:
-        pending.append(future)
+async def _record(gateway: Gateway, provider: Provider, prepared: Prepared, state: StreamState) -> bytes:
+    """Store the streamed turn: nothing to add when it is stored, else the error event that
+    takes the place of the stream's end."""
+    try:
+        await gateway.answered(provider, prepared, "".join(state.text), state.usage)
+    except Refusal as refusal:
+        return provider.stream_error(str(refusal))
+    return b""
 
 
 async def _events(
@@ -106,17 +100,20 @@ async def _events(
     prepared: Prepared,
     upstream: httpx.Response,
     state: StreamState,
-    pending: list[Future[None]],
 ) -> AsyncIterator[bytes]:
-    """The stream's events as they arrive; the turn is handed to the store's writer before the
-    client sees the end, and a dropped or truncated stream ends with an error event."""
+    """The stream's events as they arrive; the turn is stored before the client sees the end
+    (an error event in its place when it could not be), and a dropped or truncated stream ends
+    with an error event."""
     recorded = False
     try:
         async for chunk in upstream.aiter_bytes():
             out = state.feed(chunk)
-            if state.finished and not recorded:  # recorded before the client sees the end
+            if state.finished and not recorded:  # stored before the client sees the end
                 recorded = True
-                _record(gateway, provider, prepared, state, pending)
+                failure = await _record(gateway, provider, prepared, state)
+                if failure:
+                    yield failure
+                    return
             if out:
                 yield out
     except httpx.HTTPError as exc:
@@ -127,7 +124,10 @@ async def _events(
         await upstream.aclose()
     tail = state.flush()
     if state.finished and not recorded:
-        _record(gateway, provider, prepared, state, pending)
+        failure = await _record(gateway, provider, prepared, state)
+        if failure:
+            yield failure
+            return
     if tail:
         yield tail
     if not state.finished:

@@ -19,6 +19,9 @@ class GatewayConfig:
     store_path: str = "sessions.db"
     # How long a turn's write waits for another writer's lock on the store.
     store_busy_timeout_seconds: float = 30.0
+    # A store that cannot take a turn: False answers 503 (nothing sent, or the answer withheld);
+    # True sends and answers anyway, the turn unrecorded (logged and counted).
+    store_fail_open: bool = False
     cost_ceiling_usd: float | None = None
     max_body_bytes: int = 8 * 1024 * 1024
     timeout_seconds: float = 600.0

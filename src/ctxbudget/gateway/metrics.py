@@ -50,6 +50,12 @@ class Metrics:
         self.internal_errors = Counter(
             "ctxbudget_internal_errors", "Requests that failed inside the gateway", ["stage"], registry=r
         )
+        self.store_up = Gauge(
+            "ctxbudget_store_up", "1 while the session store serves, 0 once an operation failed", registry=r
+        )
+        self.store_errors = Counter(
+            "ctxbudget_store_errors", "Failures of the session store by operation", ["operation"], registry=r
+        )
         self.safety_factor = Gauge(
             "ctxbudget_safety_factor", "Calibrated estimate factor", ["model"], registry=r
         )

@@ -21,16 +21,16 @@ from ..catalog.values import ModelSpec
 from ..errors import BudgetExceeded, CostCeilingExceeded, CtxBudgetError, UnknownModelError
 from ..fitting import FitResult, fit
 from ..fitting import count as fit_count
-from ..session.store import SQLiteStore
+from ..session.store import SessionStore
 from .bodies import asked_output, capped_output, reply_count, with_system_breakpoint, without_tool_marks
+from .calibration import Calibration
 from .metrics import Metrics
 from .prepared import Prepared, build_prepared, for_next_turn
 from .pricing import ceiling_refusal, estimate_usd, window_budget
 from .providers import Provider
 from .refusals import Refusal, refusal_as, refusal_for, unknown_model
 from .settings import RequestSettings
-from .usage import Calibration, covered_by_estimate
-from .writer import TurnWriter
+from .usage import covered_by_estimate
 
 __all__ = ["Bounded", "Preparer"]
 
@@ -74,10 +74,9 @@ class Preparer:
         calibration: Calibration,
         metrics: Metrics,
         policies: Mapping[str, Policy],
-        store: SQLiteStore,
+        store: SessionStore,
         previous: Bounded,
         unknown_model: Literal["error", "floor"],
-        writer: TurnWriter,
     ) -> None:
         self.catalog = catalog
         self.calibration = calibration
@@ -86,7 +85,6 @@ class Preparer:
         self.store = store
         self.previous = previous
         self.unknown_model = unknown_model
-        self.writer = writer
 
     def model_for(self, model: str, factor: float | None = None) -> tuple[ModelSpec | None, float | None]:
         """``model``'s catalog entry and the safety factor its estimate is scaled by: the
@@ -333,21 +331,27 @@ class Preparer:
             raise refusal_as(CostCeilingExceeded, provider.name, message)
 
     def previous_turn(self, policy: str, session: str) -> Mapping[str, Any] | None:
-        """The session's previous answered turn under ``policy``: from memory, else from the store
-        (after a restart, or once the session has left the bounded memory)."""
+        """The session's previous answered turn under ``policy``. The store is the truth (another
+        replica may have answered the session since): the memory holds the state of the turn the
+        store numbered, and serves it while the store's count of the session's turns is that
+        number; otherwise the store's last turn is read (after a restart, once the session left
+        the bounded memory, or when another replica answered it). Every answered turn was
+        committed before its answer, so the count is current."""
         key = f"{policy}\x00{session}"
         found = self.previous.get(key)
-        if found is not None:
-            return found  # type: ignore[no-any-return]
-        self.writer.flush()  # the session's answered turns, committed before one is read back
-        last = self.store.last_turn(session)
+        count = self.store.count_turns(session)
+        if found is not None and found[0] == count:
+            return found[1]  # type: ignore[no-any-return]
+        last = self.store.last_turn(session) if count else None
         if last is None or last.report.get("policy") != policy or "pinned_prefix_sha256" not in last.report:
             return None
         state = for_next_turn(last.report)
-        self.previous.put(key, state)
+        self.previous.put(key, (last.index, state))
         return state
 
-    def remember(self, prepared: Prepared) -> None:
-        """Keep an answered policy-mode turn as its session's next baseline."""
-        if prepared.next_turn is not None:
-            self.previous.put(*prepared.next_turn)
+    def remember(self, prepared: Prepared, index: int | None) -> None:
+        """Keep an answered policy-mode turn, stored as turn ``index``, as its session's next
+        baseline (a turn not stored is not remembered: the store's last turn stands)."""
+        if prepared.next_turn is not None and index is not None:
+            key, state = prepared.next_turn
+            self.previous.put(key, (index, state))

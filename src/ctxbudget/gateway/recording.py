@@ -1,8 +1,12 @@
 """Recording an answered turn: metrics, the calibration of estimate factors, and the stored turn.
 
 Each completed turn is stored with its report and the provider's usage, normalized; estimate
-factors are calibrated from that usage. Metrics and calibration change before the answer is sent;
-the stored turn is committed by the store's writer (:mod:`.writer`) while it is.
+factors are calibrated from that usage. Metrics change before the answer is sent; the stored
+turn and the calibration are committed by the store's writer (:mod:`.writer`), and the answer
+waits for that commit: a turn the client was answered is stored, so a replica killed the next moment, or the
+replica that serves the session's next turn, finds it. The commit's future holds the
+:class:`~ctxbudget.errors.StoreError` that kept the turn out of the store (None once stored): the
+gateway then withholds the answer (503) unless it was told to fail open.
 """
 
 from __future__ import annotations
@@ -10,21 +14,23 @@ from __future__ import annotations
 import contextlib
 import logging
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
 from ..catalog.catalog import Catalog
 from ..catalog.values import ModelSpec
-from ..errors import ConfigError
-from ..session.store import SessionMeta, SQLiteStore
+from ..errors import ConfigError, StoreError
+from ..session.store import SessionMeta, SessionStore
 from ..session.turns import Turn
+from .calibration import Calibration
 from .metrics import Metrics
 from .prepared import Prepared
 from .pricing import actual_cost_usd, rounded
 from .providers import Provider
-from .usage import Calibration, Usage, normalize_usage
+from .usage import Usage, normalize_usage
 from .writer import TurnWriter
 
-__all__ = ["Recorder", "model_label"]
+__all__ = ["Commit", "Recorder", "model_label"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +40,15 @@ def model_label(spec: ModelSpec | None) -> str:
     return spec.id if spec is not None else "other"
 
 
+@dataclass(frozen=True)
+class Commit:
+    """What became of a turn handed to the writer: the index the store gave it (None when it
+    was not stored), and the store's failure that kept it out (None otherwise)."""
+
+    index: int | None = None
+    failure: StoreError | None = None
+
+
 class Recorder:
     """Records answered turns into the store, the metrics and the calibration."""
 
@@ -41,7 +56,7 @@ class Recorder:
         self,
         *,
         catalog: Catalog,
-        store: SQLiteStore,
+        store: SessionStore,
         calibration: Calibration,
         metrics: Metrics,
         writer: TurnWriter,
@@ -54,10 +69,10 @@ class Recorder:
 
     def record(
         self, provider: Provider, prepared: Prepared, answer: str, raw_usage: Any
-    ) -> Future[None] | None:
-        """Metrics and calibration now, and the turn handed to the writer: its commit's future
-        (None when the usage could not even be read). Never raises: a failure to record is logged
-        and counted, the answer stands."""
+    ) -> Future[Commit] | None:
+        """Metrics now, and the turn (and its calibration) handed to the writer: its commit's future
+        (see the module docstring; None when the usage could not even be read). Never raises: a
+        failure to record is logged and counted."""
         try:
             usage = normalize_usage(provider.name, raw_usage)
             self._observe(prepared, usage)
@@ -66,12 +81,25 @@ class Recorder:
             self._failed(prepared, exc)
             return None
 
-    def _commit(self, prepared: Prepared, answer: str, usage: Usage | None) -> None:
-        """The stored turn, in the writer's thread; a failure is logged and counted."""
+    def _commit(self, prepared: Prepared, answer: str, usage: Usage | None) -> Commit:
+        """The stored turn, in the writer's thread, and then its calibration. A failure of the
+        store is logged, counted and returned; any other failure is logged and counted, and the
+        answer stands."""
         try:
-            self._store_turn(prepared, answer, usage)
+            index: int | None = self._store_turn(prepared, answer, usage)
+        except StoreError as exc:
+            self._failed(prepared, exc)
+            return Commit(failure=exc)
+        except Exception as exc:
+            index = None
+            self._failed(prepared, exc)
+        try:  # the turn is stored: a calibration that fails is logged and counted, the answer stands
+            if usage:
+                self._calibrate(prepared, usage, model_label(prepared.spec))
+            self.calibration.refresh()  # what the other replicas learned
         except Exception as exc:
             self._failed(prepared, exc)
+        return Commit(index=index)
 
     def _failed(self, prepared: Prepared, exc: Exception) -> None:
         """A turn that could not be recorded: counted by error type and logged."""
@@ -80,8 +108,9 @@ class Recorder:
             "session=%s could not record the turn: %s: %s", prepared.session, type(exc).__name__, exc
         )
 
-    def _store_turn(self, prepared: Prepared, answer: str, usage: Usage | None) -> None:
-        """Append the turn to its session (created by its first turn), numbered by the store."""
+    def _store_turn(self, prepared: Prepared, answer: str, usage: Usage | None) -> int:
+        """Append the turn to its session (created by its first turn), numbered by the store:
+        the index it was given."""
         index = self.store.count_turns(prepared.session) + 1
         if index == 1:
             # The first turn creates the session (a concurrent request may have created it already).
@@ -97,7 +126,7 @@ class Recorder:
             usage=self._usage_record(prepared, usage),
         )
         # numbered by the store inside its transaction: concurrent turns of a session never collide
-        self.store.append_turn(prepared.session, turn, [], next_index=True)
+        return self.store.append_turn(prepared.session, turn, [], next_index=True).index
 
     def _usage_record(self, prepared: Prepared, usage: Usage | None) -> dict[str, Any]:
         """The stored usage: the estimate, and what the provider billed when it said."""
@@ -112,7 +141,7 @@ class Recorder:
         return {"estimated": estimated, "actual": actual}
 
     def _observe(self, prepared: Prepared, usage: Usage | None) -> None:
-        """The turn's tokens and cost in the metrics, and its billed input in the calibration."""
+        """The turn's tokens and cost in the metrics."""
         model = model_label(prepared.spec)
         if prepared.estimate_usd is not None:
             self.metrics.cost_estimated.labels(model).inc(prepared.estimate_usd)
@@ -125,16 +154,15 @@ class Recorder:
         actual = actual_cost_usd(prepared.spec, usage)
         if actual is not None:
             self.metrics.cost_actual.labels(model).inc(actual)
-        self._calibrate(prepared, usage, model)
 
     def _calibrate(self, prepared: Prepared, usage: Usage, model: str) -> None:
-        """Learn the model's estimate factor from billed input the estimate stands for."""
+        """Learn the model's estimate factor from billed input the estimate stands for (in the
+        writer's thread: with a store, it is a write of its own)."""
         if prepared.report["exact"] or not prepared.calibrate or prepared.spec is None:
             return
         default = self.catalog.tokenizer_for(prepared.model).safety_factor
         billed = usage.input_tokens - prepared.overhead_tokens  # what the estimate stands for
-        ignored = self.calibration.ignored
-        factor = self.calibration.observe(prepared.spec.id, prepared.proxy_tokens, billed, default)
-        if self.calibration.ignored > ignored:
+        observed = self.calibration.observed(prepared.spec.id, prepared.proxy_tokens, billed, default)
+        if observed.ignored:
             self.metrics.calibration_ignored.labels(model).inc()
-        self.metrics.safety_factor.labels(model).set(factor)
+        self.metrics.safety_factor.labels(model).set(observed.factor)

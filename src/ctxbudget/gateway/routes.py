@@ -14,7 +14,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from ..errors import CtxBudgetError
+from ..errors import CtxBudgetError, StoreError
+from ..session.store import SessionStore
 from .answers import complete, error_response, refused, relay, upstream_failure
 from .config import GatewayConfig
 from .intake import Progress, outbound, read_json
@@ -55,6 +56,7 @@ async def _forward(
     ready = await outbound(gateway, provider, request, progress)
     assert ready.content is not None
     progress.stage = "send"
+    await gateway.store_ready()  # nothing is sent that could not be recorded
     headers = forwarded_headers(request.headers.items())
     upstream = await gateway.send(provider, ready.content, headers, request.url.query)
     progress.stage = "answer"
@@ -101,6 +103,11 @@ def _proxy(provider: Provider) -> Handler:
             response, outcome = refused(provider, refusal), refusal.code
         except ClientDisconnect:  # nobody to answer
             response, outcome = Response(status_code=499), "client_disconnected"
+        except StoreError as exc:  # read while preparing (policy mode's previous turn)
+            response, outcome = (
+                refused(provider, gateway.health.failed(exc, answered=False)),
+                "store_unavailable",
+            )
         except Exception as exc:
             response, outcome = _internal_error(gateway, provider, progress, exc)
         _named(response, progress)
@@ -134,8 +141,12 @@ async def _count_tokens(request: Request) -> Response:
 
 
 async def _healthz(request: Request) -> Response:
-    """Liveness."""
-    return JSONResponse({"status": "ok"})
+    """Liveness and the store: 200 while it serves, 503 with the cause while it does not."""
+    gateway: Gateway = request.app.state.gateway
+    failure = await gateway.check_store()
+    if failure is None:
+        return JSONResponse({"status": "ok", "store": "ok"})
+    return JSONResponse({"status": "unavailable", "store": str(failure)}, status_code=503)
 
 
 async def _metrics(request: Request) -> Response:
@@ -152,9 +163,14 @@ async def _unrouted(request: Request) -> Response:
     return error_response(provider, 404, message, "not_found")
 
 
-def create_app(config: GatewayConfig, transport: httpx.AsyncBaseTransport | None = None) -> Starlette:
-    """The gateway as an ASGI app (``transport`` lets tests route upstream calls in-process)."""
-    gateway = Gateway(config, transport)
+def create_app(
+    config: GatewayConfig,
+    transport: httpx.AsyncBaseTransport | None = None,
+    store: SessionStore | None = None,
+) -> Starlette:
+    """The gateway as an ASGI app (``transport`` lets tests route upstream calls in-process;
+    ``store``, a store other than the configured one)."""
+    gateway = Gateway(config, transport, store)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

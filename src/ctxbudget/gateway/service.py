@@ -11,25 +11,27 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from concurrent.futures import Future
 from typing import Any
 
 import httpx
+from starlette.concurrency import run_in_threadpool
 
 from ..assembly import Policy, load_policy
 from ..catalog.catalog import load_catalog
-from ..session.store import SQLiteStore
+from ..errors import StoreError
+from ..session.store import SessionStore, SQLiteStore
+from .calibration import Calibration
 from .config import GatewayConfig
 from .metrics import Metrics
 from .prepared import Prepared
 from .preparing import Bounded, Preparer
 from .providers import ANTHROPIC, Provider
-from .recording import Recorder
+from .recording import Commit, Recorder
 from .refusals import Refusal
 from .settings import RequestSettings, request_settings
+from .storehealth import StoreHealth
 from .upstream import Upstream, upstream_url
-from .usage import Calibration
-from .writer import TurnWriter
+from .writer import TurnWriter, committed
 
 __all__ = ["Gateway"]
 
@@ -38,13 +40,21 @@ class Gateway:
     """State shared by the handlers: catalog, store, calibration, metrics, the upstream client;
     every handler asks it through a method."""
 
-    def __init__(self, config: GatewayConfig, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        config: GatewayConfig,
+        transport: httpx.AsyncBaseTransport | None = None,
+        store: SessionStore | None = None,
+    ) -> None:
         self.config = config
         self.catalog = load_catalog(config.catalog_paths)
-        self.store = SQLiteStore(config.store_path, busy_timeout_seconds=config.store_busy_timeout_seconds)
+        self.store = store or SQLiteStore(
+            config.store_path, busy_timeout_seconds=config.store_busy_timeout_seconds
+        )
         self.writer = TurnWriter()
         self.calibration = Calibration()
         self.metrics = Metrics()
+        self.health = StoreHealth(self.metrics)
         timeout = httpx.Timeout(config.timeout_seconds, connect=min(10.0, config.timeout_seconds))
         self.client = httpx.AsyncClient(timeout=timeout, transport=transport)
         # Per-session state (policy mode's previous turn) is bounded: the oldest sessions are forgotten.
@@ -61,7 +71,6 @@ class Gateway:
             store=self.store,
             previous=self._previous,
             unknown_model=config.unknown_model,
-            writer=self.writer,
         )
         self.recorder = Recorder(
             catalog=self.catalog,
@@ -138,15 +147,43 @@ class Gateway:
         """An upstream fault after it answered: counted, and told with the upstream's own headers."""
         return self.upstream.fault(response, status, kind, message, code)
 
+    # ---- the store --------------------------------------------------------------------------
+    async def store_ready(self) -> None:
+        """Before a request is sent upstream: once the store has failed, a round trip to it, and
+        a 503 while it still fails (unless the gateway fails open); nothing while it serves."""
+        if self.health.up or self.config.store_fail_open:
+            return
+        try:
+            await run_in_threadpool(self.store.ping)
+        except StoreError as exc:
+            raise self.health.failed(exc, answered=False) from exc
+        self.health.recovered()
+
+    async def check_store(self) -> StoreError | None:
+        """A round trip to the store (``/healthz``): its failure, or None."""
+        try:
+            await run_in_threadpool(self.store.ping)
+        except StoreError as exc:
+            self.health.failed(exc, answered=False)
+            return exc
+        self.health.recovered()
+        return None
+
     # ---- recording and metrics ---------------------------------------------------------------
-    def record(
-        self, provider: Provider, prepared: Prepared, answer: str, raw_usage: Any
-    ) -> Future[None] | None:
-        """Metrics and calibration for an answer the client gets, and its turn handed to the
-        store's writer: the commit's future (see :mod:`.writer`). Never raises: a failure to
-        record is logged and counted, the answer stands."""
-        self.preparer.remember(prepared)  # only an answered turn is the next one's baseline
-        return self.recorder.record(provider, prepared, answer, raw_usage)
+    async def answered(self, provider: Provider, prepared: Prepared, answer: str, raw_usage: Any) -> None:
+        """Before the client gets an answer: metrics and calibration, the turn stored (awaited
+        without holding up the event loop), and only then the turn made the next one's baseline.
+        A turn the store could not take is a :class:`~.refusals.Refusal` (503: the answer is
+        withheld) unless the gateway fails open."""
+        future = self.recorder.record(provider, prepared, answer, raw_usage)
+        commit = await committed(future) if future is not None else Commit()
+        if commit.failure is None:
+            self.health.recovered()
+        elif not self.config.store_fail_open:
+            raise self.health.failed(commit.failure, answered=True)
+        else:
+            self.health.failed(commit.failure, answered=True)
+        self.preparer.remember(prepared, commit.index)  # only an answered turn is the next one's baseline
 
     def flush(self) -> None:
         """Wait until every answered turn handed to the store's writer so far is committed."""

@@ -1,4 +1,4 @@
-"""Provider usage normalized to one shape, and the per-model calibration of estimate factors.
+"""Provider usage normalized to one shape.
 
 Anthropic's ``input_tokens`` excludes cached tokens (``cache_creation_input_tokens`` and
 ``cache_read_input_tokens`` come on top); OpenAI's ``prompt_tokens`` includes them
@@ -8,13 +8,11 @@ Anthropic's ``input_tokens`` excludes cached tokens (``cache_creation_input_toke
 from __future__ import annotations
 
 import math
-import threading
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Calibration", "Usage", "covered_by_estimate", "normalize_usage", "tool_prompt_tokens"]
+__all__ = ["Usage", "covered_by_estimate", "normalize_usage", "tool_prompt_tokens"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,53 +110,3 @@ def covered_by_estimate(request: Mapping[str, Any], estimated_parts: Any) -> boo
     return not any(
         isinstance(t, Mapping) and t.get("type") not in (None, "custom", "function") for t in tools
     )
-
-
-class Calibration:
-    """Safety factors learned from observed usage, per catalog entry, within bounds that answers
-    cannot break.
-
-    A factor stays between the catalog's (``default``) and ``ceiling`` times it. An observed
-    ratio above that band is not a calibration but input the estimate does not cover (a server
-    tool, a poisoned or broken usage): it is ignored and counted. Otherwise the factor is the 90th
-    percentile of the last ``window`` ratios (so one answer in ten that bills more, such as a
-    request whose server-side input the estimate cannot see, does not pin it), rising at most
-    ``step`` times per answer, and never below ``default``: it comes back down with the requests
-    it still lets through.
-    """
-
-    def __init__(self, window: int = 20, ceiling: float = 2.0, step: float = 1.25) -> None:
-        self.window = window
-        self.ceiling = ceiling
-        self.step = step
-        self.ignored = 0
-        self._ratios: dict[str, deque[float]] = {}
-        self._factors: dict[str, float] = {}
-        self._lock = threading.Lock()
-
-    def factor(self, key: str, default: float) -> float:
-        """The calibrated factor for a catalog entry (``default`` until something was observed)."""
-        return self._factors.get(key, default)
-
-    def observe(self, key: str, proxy_tokens: int, actual_tokens: int, default: float) -> float:
-        """Record one request (proxy-encoding tokens vs billed tokens); returns the new factor."""
-        if proxy_tokens <= 0 or actual_tokens <= 0:
-            return self.factor(key, default)
-        ratio = actual_tokens / proxy_tokens
-        with self._lock:
-            if ratio > default * self.ceiling:
-                self.ignored += 1
-                return self._factors.get(key, default)
-            seen = self._ratios.setdefault(key, deque(maxlen=self.window))
-            seen.append(ratio)
-            ordered = sorted(seen)
-            target = ordered[math.ceil(0.9 * len(ordered)) - 1]  # nearest-rank 90th percentile
-            current = self._factors.get(key, default)
-            factor = max(default, min(target, current * self.step))
-            self._factors[key] = round(factor, 4)
-            return self._factors[key]
-
-    def snapshot(self) -> dict[str, float]:
-        """Every calibrated factor."""
-        with self._lock:
-            return dict(self._factors)

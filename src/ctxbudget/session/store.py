@@ -79,6 +79,14 @@ class SessionStore(Protocol):
         writer in another process waits for the block instead of taking the same turn number."""
         ...
 
+    def ping(self) -> None:
+        """A cheap round trip; a :class:`~ctxbudget.errors.StoreError` when the store cannot serve."""
+        ...
+
+    def close(self) -> None:
+        """Release the store's connections."""
+        ...
+
 
 def _canonical(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
@@ -220,6 +228,11 @@ class SQLiteStore:
         with self._failures():
             rows = self._db.execute("SELECT entry_sha256 FROM ledger WHERE session = ? ORDER BY seq", (name,))
             return [self._get(row[0]) for row in rows.fetchall()]
+
+    def ping(self) -> None:
+        """Read the schema version: a StoreError when the file cannot serve."""
+        with self._lock:
+            self.schema_version()
 
     def close(self) -> None:
         """Close the connection."""
