@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 __all__ = ["Metrics"]
 
@@ -52,6 +52,12 @@ class Metrics:
         )
         self.store_up = Gauge(
             "ctxbudget_store_up", "1 while the session store serves, 0 once an operation failed", registry=r
+        )
+        self.store_commit_seconds = Histogram(
+            "ctxbudget_store_commit_seconds",
+            "Time to store an answered turn (the answer waits for it)",
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0, 5.0),
+            registry=r,
         )
         self.store_errors = Counter(
             "ctxbudget_store_errors", "Failures of the session store by operation", ["operation"], registry=r

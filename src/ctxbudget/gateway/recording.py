@@ -86,7 +86,8 @@ class Recorder:
         store is logged, counted and returned; any other failure is logged and counted, and the
         answer stands."""
         try:
-            index: int | None = self._store_turn(prepared, answer, usage)
+            with self.metrics.store_commit_seconds.time():
+                index: int | None = self._store_turn(prepared, answer, usage)
         except StoreError as exc:
             self._failed(prepared, exc)
             return Commit(failure=exc)
