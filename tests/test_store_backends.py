@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ctxbudget import ConfigError, StoreError
+from ctxbudget import ConfigError, StoreError, StoreUnavailable
 from ctxbudget.cli import main
 from ctxbudget.session import Session, SessionMeta, SessionStore, Turn, connect_store
 from ctxbudget.session._sqlite_file import MIGRATIONS
@@ -123,8 +123,9 @@ def test_ping_answers_and_a_closed_store_is_a_store_error(store_target: str) -> 
     store = connect_store(store_target)
     store.ping()
     store.close()
-    with pytest.raises(StoreError):
+    with pytest.raises(StoreError) as caught:
         store.ping()
+    assert not isinstance(caught.value, StoreUnavailable)  # closed here, not unreachable
 
 
 def test_read_mode_reads_and_writes_nothing(store: SessionStore, store_target: str) -> None:

@@ -111,6 +111,8 @@ def store_error(location: str, exc: Exception, secrets: list[str], busy_timeout_
     import psycopg
 
     detail = _detail(exc, secrets)
+    if type(exc).__name__ == "PoolClosed":
+        return StoreError(location, "is closed (its close() was called)", "open the store again to use it")
     if type(exc).__name__ == "PoolTimeout":
         cause = f"cannot be reached (no connection came free in time: {detail})"
         return StoreUnavailable(location, cause, UNREACHABLE_HINT)
