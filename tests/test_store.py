@@ -21,7 +21,7 @@ def _store(tmp_path: Path) -> SQLiteStore:
 
 def test_migrations_wal_and_content_stored_once(tmp_path: Path) -> None:
     store = _store(tmp_path)
-    assert store.schema_version() == 1
+    assert store.schema_version() == 2
     assert store._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     entry = {"turn": 1, "status": "OK"}
     store.append_turn("a", Turn(index=1, question="same", answer="same"), [entry])
@@ -30,7 +30,7 @@ def test_migrations_wal_and_content_stored_once(tmp_path: Path) -> None:
     rows = store._db.execute("SELECT COUNT(*) FROM content").fetchone()[0]
     assert rows == 3  # one base, one turn, one entry: shared by both sessions
     reopened = SQLiteStore(tmp_path / "s.db")
-    assert reopened.schema_version() == 1 and [t.question for t in reopened.turns("a")] == ["same"]
+    assert reopened.schema_version() == 2 and [t.question for t in reopened.turns("a")] == ["same"]
 
 
 def test_a_failed_turn_leaves_nothing_behind(tmp_path: Path) -> None:

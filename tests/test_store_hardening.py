@@ -87,14 +87,14 @@ def test_processes_opening_a_new_store_at_once_all_succeed(tmp_path: Path) -> No
     assert [out.split()[0] for out in outputs] == ["0"] * 8, outputs
     for r in range(rounds):
         store = SQLiteStore(tmp_path / f"race-{r}.db", mode="read")
-        assert store.names() == [f"p{k}" for k in range(8)] and store.schema_version() == 1
+        assert store.names() == [f"p{k}" for k in range(8)] and store.schema_version() == 2
 
 
 def test_opening_again_migrates_nothing(tmp_path: Path) -> None:
     _store(tmp_path / "s.db").close()
     again = SQLiteStore(tmp_path / "s.db")
-    assert again.schema_version() == 1 and again.names() == ["a"]
-    assert again._db.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == 1
+    assert again.schema_version() == 2 and again.names() == ["a"]
+    assert again._db.execute("SELECT COUNT(*) FROM schema_migrations").fetchone()[0] == 2
 
 
 def test_a_lock_held_elsewhere_ends_in_one_error_after_the_busy_timeout(tmp_path: Path) -> None:
@@ -121,7 +121,7 @@ def test_a_new_store_is_created_under_the_lock(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match=f"session store '{path}' is locked by another process"):
         SQLiteStore(path, busy_timeout_seconds=0.2)
     holder.execute("ROLLBACK")
-    assert SQLiteStore(path).schema_version() == 1
+    assert SQLiteStore(path).schema_version() == 2
 
 
 def _garbage(path: Path) -> None:
@@ -149,7 +149,7 @@ def _foreign_migrations(path: Path) -> None:
 def _newer(path: Path) -> None:
     _store(path).close()
     with sqlite3.connect(path) as db:
-        db.execute("INSERT INTO schema_migrations (version) VALUES (2)")
+        db.execute("INSERT INTO schema_migrations (version) VALUES (3)")
     db.close()
 
 
@@ -168,7 +168,7 @@ BAD_FILES = [
     (_truncated, r"is damaged \(database disk image is malformed\); restore it from a backup"),
     (_foreign, r"is an SQLite database but not a ctxbudget session store \(its tables: users\)"),
     (_foreign_migrations, r"is an SQLite database but not a ctxbudget .* \(its tables: schema_migrations\)"),
-    (_newer, r"has schema version 2, newer than this ctxbudget knows \(1\); upgrade ctxbudget"),
+    (_newer, r"has schema version 3, newer than this ctxbudget knows \(2\); upgrade ctxbudget"),
     (
         _damaged,
         r"is damaged \((database disk image is malformed|quick_check: .*)\); restore it from a backup",
@@ -270,7 +270,7 @@ def test_an_empty_file_is_no_store_to_read_but_becomes_one_when_written(tmp_path
     path.touch()
     with pytest.raises(StoreError, match="is empty"):
         SQLiteStore(path, mode="read")
-    assert SQLiteStore(path, mode="write").schema_version() == 1
+    assert SQLiteStore(path, mode="write").schema_version() == 2
 
 
 def test_a_failure_inside_a_serialized_block_stores_nothing(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from .errors import (
     PrefixChanged,
     PriceUnknown,
     StoreError,
+    StoreUnavailable,
     SupersedeUnverified,
     UnknownEncodingError,
     UnknownModelError,
@@ -31,7 +32,7 @@ from .errors import (
 )
 from .fitting import BudgetSplit, FitReport, FitResult, ItemReport, clear_caches, count, fit
 from .formats.question import render_text as render_question
-from .session import Session, SQLiteStore, ToolCall, ToolResult
+from .session import Session, SQLiteStore, ToolCall, ToolResult, connect_store
 from .tokens import Encoding, TokenCounter, get_encoding, list_encodings, register_encoding
 from .trim.passages import PassageScorer
 
@@ -63,6 +64,7 @@ __all__ = [
     "SQLiteStore",
     "Session",
     "StoreError",
+    "StoreUnavailable",
     "SupersedeUnverified",
     "Tier",
     "TokenCounter",
@@ -77,6 +79,7 @@ __all__ = [
     "assemble",
     "clear_caches",
     "compare_prefixes",
+    "connect_store",
     "count",
     "fit",
     "get_encoding",

@@ -12,7 +12,8 @@
     ├── CostCeilingExceeded        outcome: the turn's estimated cost is above the ceiling
     │   └── PriceUnknown           outcome: a ceiling is set but the model has no known price
     ├── PrefixChanged              outcome: a cached prefix differs from the previous turn's
-    ├── StoreError                 the session store's file: missing, locked, damaged, full, ...
+    ├── StoreError                 the session store: missing, locked, damaged, full, refused, ...
+    │   └── StoreUnavailable       the store's server cannot be reached (refused, timed out, gone)
     └── InvariantViolation         outcome: a rendered request broke an invariant (never sent)
 
 Misuse errors say what was wrong and where; outcome errors carry the numbers. Hints name the
@@ -36,6 +37,7 @@ __all__ = [
     "PrefixChanged",
     "PriceUnknown",
     "StoreError",
+    "StoreUnavailable",
     "SupersedeUnverified",
     "UnknownEncodingError",
     "UnknownModelError",
@@ -233,15 +235,22 @@ class PinnedPrefixChanged(CtxBudgetError):
 
 
 class StoreError(CtxBudgetError):
-    """The session store cannot be used: its file is missing, locked by another process, not a
-    store (or one of a newer version), read-only, full or damaged. Neither misuse of an option nor
-    an outcome of a request: the file is what must change, so ``hint`` says how."""
+    """The session store cannot be used: its file or database is missing, locked by another
+    process, not a store (or one of a newer version), read-only, full, damaged, or refuses the
+    credentials. Neither misuse of an option nor an outcome of a request: the store is what must
+    change, so ``hint`` says how. ``path`` is the file, or the server's URL without its password."""
 
     def __init__(self, path: str, cause: str, hint: str) -> None:
         self.path = path
         self.cause = cause
         self.hint = hint
         super().__init__(f"session store {path!r} {cause}; {hint}")
+
+
+class StoreUnavailable(StoreError):
+    """The session store's server cannot be reached: the connection was refused or timed out, no
+    pooled connection came free in time, or the server went away mid-request. Unlike its parent,
+    the store itself may be fine: retrying later can succeed."""
 
 
 class InvariantViolation(CtxBudgetError):

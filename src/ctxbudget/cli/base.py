@@ -225,8 +225,8 @@ STORE_OPTION = click.option(
     default="sessions.db",
     show_default=True,
     envvar="CTXBUDGET_STORE",
-    metavar="FILE",
-    help="SQLite session store (env CTXBUDGET_STORE).",
+    metavar="FILE|URL",
+    help="Session store: an SQLite file, or a postgresql:// URL (needs the postgres extra) (env CTXBUDGET_STORE).",
 )
 
 BODY_FORMAT_OPTION = click.option(

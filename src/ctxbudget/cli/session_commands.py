@@ -192,13 +192,14 @@ def session_group() -> None:
 @STORE_OPTION
 def session_new(name: str, base_file: str, policy_ref: str, model: str, store_path: str) -> None:
     """Create a session."""
-    from ..session import Session, SQLiteStore
+    from ..session import Session, connect_store
 
     base = read_json(base_file)
 
     def action() -> None:
-        Session.create(SQLiteStore(store_path), name, policy=policy_ref, model=model, base=base)
-        click.echo(f"created session {name!r} in {store_path}")
+        store = connect_store(store_path)
+        Session.create(store, name, policy=policy_ref, model=model, base=base)
+        click.echo(f"created session {name!r} in {store.location}")
 
     run_action(action)
 
@@ -227,7 +228,7 @@ def session_add(
     allow_prefix_change: bool,
 ) -> None:
     """Assemble the next turn of a session, print it, and record the turn (compacting when due)."""
-    from ..session import Session, SQLiteStore, ToolResult
+    from ..session import Session, ToolResult, connect_store
 
     def action() -> None:
         results = []
@@ -236,7 +237,7 @@ def session_add(
             if not sep:
                 raise click.BadParameter(f"{spec!r} is not NAME=CONTENT", param_hint="--tool-result")
             results.append(ToolResult(name=tool, content=content))
-        session = Session(SQLiteStore(store_path, mode="write"), name)
+        session = Session(connect_store(store_path, mode="write"), name)
         prepared, turn = session.add(
             question,
             answer=answer,
@@ -260,10 +261,10 @@ def session_add(
 @STORE_OPTION
 def session_list(store_path: str) -> None:
     """List the sessions in the store."""
-    from ..session import SQLiteStore
+    from ..session import connect_store
 
     def action() -> None:
-        store = SQLiteStore(store_path, mode="read")
+        store = connect_store(store_path, mode="read")
         for name in store.names():
             figures = [t.figures() for t in store.turns(name)]
             costs = [f.cost_usd for f in figures if f.cost_usd is not None]
@@ -278,10 +279,10 @@ def session_list(store_path: str) -> None:
 @STORE_OPTION
 def session_show(name: str, store_path: str) -> None:
     """Show a session's turns (tokens, cache, cost) and its ledger."""
-    from ..session import SQLiteStore
+    from ..session import connect_store
 
     def action() -> None:
-        store = SQLiteStore(store_path, mode="read")
+        store = connect_store(store_path, mode="read")
         meta = store.meta(name)
         click.echo(f"session {name}: policy {meta.policy}, model {meta.model}")
         for turn in store.turns(name):
@@ -302,10 +303,10 @@ def session_show(name: str, store_path: str) -> None:
 @STORE_OPTION
 def session_export(name: str, store_path: str) -> None:
     """Print a session as JSON: metadata, turns (with reports and usage) and ledger."""
-    from ..session import SQLiteStore
+    from ..session import connect_store
 
     def action() -> None:
-        store = SQLiteStore(store_path, mode="read")
+        store = connect_store(store_path, mode="read")
         meta = store.meta(name)
         click.echo(
             json.dumps(

@@ -2,7 +2,7 @@
 
 from .ledger import LEDGER_SCHEMA, LedgerRules, reduce_turn, render_ledger, validate_entry
 from .session import Compaction, PreparedTurn, Session
-from .store import SessionMeta, SessionStore, SQLiteStore
+from .store import SessionMeta, SessionStore, SQLiteStore, connect_store
 from .turns import ToolCall, ToolResult, Turn
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "Turn",
+    "connect_store",
     "reduce_turn",
     "render_ledger",
     "validate_entry",

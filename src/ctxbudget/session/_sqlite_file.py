@@ -31,8 +31,10 @@ from typing import Literal, TypeVar
 from ..errors import StoreError
 
 __all__ = [
+    "LATEST_VERSION",
     "MIGRATIONS",
     "StoreMode",
+    "check_version",
     "mapped_errors",
     "open_store",
     "savepoint",
@@ -44,6 +46,8 @@ __all__ = [
 StoreMode = Literal["create", "write", "read"]
 T = TypeVar("T")
 
+# The schema, numbered: SQL that SQLite and PostgreSQL both run (the PostgreSQL store runs these
+# scripts in its own schema, ``ctxbudget``), so one list defines both stores' tables.
 MIGRATIONS: tuple[tuple[int, str], ...] = (
     (
         1,
@@ -63,9 +67,18 @@ MIGRATIONS: tuple[tuple[int, str], ...] = (
         );
         """,
     ),
+    (
+        2,
+        """
+        CREATE TABLE calibration (key TEXT PRIMARY KEY, state TEXT NOT NULL);
+        """,
+    ),
 )
 LATEST_VERSION = max(version for version, _ in MIGRATIONS)
-STORE_TABLES = frozenset({"schema_migrations", "content", "sessions", "turns", "ledger"})
+# What reading sessions needs (migration 1): a store of an older version than this code's still
+# serves the read-only commands, which never migrate it.
+SESSION_TABLES = frozenset({"schema_migrations", "content", "sessions", "turns", "ledger"})
+STORE_TABLES = SESSION_TABLES | {"calibration"}
 
 DAMAGED_HINT = "restore it from a backup, or salvage what it holds with sqlite3 FILE .recover"
 # SQLite's primary result codes: what each says about the store's file, and what to do.
@@ -227,7 +240,7 @@ def _applied(db: sqlite3.Connection, path: str, tables: set[str]) -> set[int]:
         raise _foreign(path, tables) from exc
 
 
-def _check_version(path: str, applied: set[int]) -> None:
+def check_version(path: str, applied: set[int]) -> None:
     """A store written by a newer ctxbudget is refused (this code cannot know its schema)."""
     newest = max(applied, default=0)
     if newest > LATEST_VERSION:
@@ -239,17 +252,20 @@ def _check_version(path: str, applied: set[int]) -> None:
 
 
 def _check_schema(db: sqlite3.Connection, path: str, mode: StoreMode) -> bool:
-    """Whether the file holds a current store (nothing to create or migrate); else it must hold
-    an older one of this code's schema, or nothing yet, and be opened to write. Only a file that
-    is not current takes the write lock, to migrate, where :func:`_migrate` decides again."""
+    """Whether the file holds a current store (nothing to create or migrate), or one whose sessions
+    can be read when ``mode`` reads; else it must hold an older one of this code's schema, or
+    nothing yet, and be opened to write. Only a file that is not current takes the write lock, to
+    migrate, where :func:`_migrate` decides again."""
     tables = _tables(db)
     if tables and "schema_migrations" not in tables:
         raise _foreign(path, tables)
     applied = _applied(db, path, tables) if tables else set()
-    _check_version(path, applied)
+    check_version(path, applied)
     current = tables.issuperset(STORE_TABLES) and applied.issuperset(v for v, _ in MIGRATIONS)
     if mode != "read" or current:
         return current
+    if tables.issuperset(SESSION_TABLES) and 1 in applied:
+        return True  # an older store: its sessions can be read; nothing is migrated to read
     if not tables:
         raise StoreError(path, "is empty (no session was ever stored in it)", "check the path")
     if max(applied, default=0) < LATEST_VERSION:
@@ -269,7 +285,7 @@ def _migrate(db: sqlite3.Connection, path: str) -> None:
         raise _foreign(path, tables)
     db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")
     applied = _applied(db, path, tables)
-    _check_version(path, applied)
+    check_version(path, applied)
     for version, script in MIGRATIONS:
         if version in applied:
             continue

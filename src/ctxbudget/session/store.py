@@ -3,8 +3,9 @@
 One file, WAL mode, numbered schema migrations, content stored once and referenced by its
 sha256, and each turn (with the ledger entries it adds) committed in one transaction: a crash
 mid-write loses no committed turn and leaves no half turn. Opening, checking and migrating the
-file, and naming its failures, live in :mod:`._sqlite_file`. A server store for several gateway
-replicas can implement the same :class:`SessionStore` protocol.
+file, and naming its failures, live in :mod:`._sqlite_file`. The server store for several gateway
+replicas, :class:`~ctxbudget.session.postgres.PostgresStore`, implements the same
+:class:`SessionStore` protocol; :func:`connect_store` picks one from a path or a URL.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +25,19 @@ from ..errors import ConfigError
 from ._sqlite_file import MIGRATIONS, StoreMode, mapped_errors, open_store, savepoint, transaction
 from .turns import Turn
 
-__all__ = ["MIGRATIONS", "SQLiteStore", "SessionMeta", "SessionStore", "StoreMode"]
+__all__ = [
+    "MIGRATIONS",
+    "CalibrationUpdate",
+    "SQLiteStore",
+    "SessionMeta",
+    "SessionStore",
+    "StoreMode",
+    "connect_store",
+]
+
+# Given a key's stored state (None: nothing stored yet), the state to store in its place.
+CalibrationUpdate = Callable[[Mapping[str, Any] | None], Mapping[str, Any]]
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,8 +93,27 @@ class SessionStore(Protocol):
         writer in another process waits for the block instead of taking the same turn number."""
         ...
 
+    def calibration_update(self, key: str, update: CalibrationUpdate) -> Mapping[str, Any]:
+        """Atomically read the JSON state stored for ``key`` (None when absent), apply ``update``
+        and store its result, holding the key's lock throughout; returns the state as stored."""
+        ...
+
+    def calibration_states(self) -> dict[str, Mapping[str, Any]]:
+        """Every calibration key's stored state."""
+        ...
+
     def ping(self) -> None:
-        """A cheap round trip; a :class:`~ctxbudget.errors.StoreError` when the store cannot serve."""
+        """A cheap round trip to the store; raises StoreError when it cannot serve (its
+        StoreUnavailable when a server cannot be reached)."""
+        ...
+
+    def schema_version(self) -> int:
+        """The highest schema migration applied."""
+        ...
+
+    @property
+    def location(self) -> str:
+        """Where the store is, fit to print: a file's path, or a server's URL without password."""
         ...
 
     def close(self) -> None:
@@ -90,6 +123,36 @@ class SessionStore(Protocol):
 
 def _canonical(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def content_key(body: str) -> str:
+    """The sha256 (hex) by which a canonical JSON body is stored once."""
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def state_text(key: str, state: Any) -> str:
+    """A calibration update's result as canonical JSON; anything but a JSON object is misuse."""
+    if not isinstance(state, Mapping):
+        raise ConfigError(f"calibration update for {key!r} returned {type(state).__name__}, not a mapping")
+    try:
+        return _canonical(dict(state))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"calibration state for {key!r} is not JSON: {exc}") from exc
+
+
+def connect_store(
+    target: str | os.PathLike[str], *, mode: StoreMode = "create", busy_timeout_seconds: float = 30.0
+) -> SessionStore:
+    """The store at ``target``: a ``postgresql://`` (or ``postgres://``) URL opens a
+    :class:`~ctxbudget.session.postgres.PostgresStore` (needs the ``postgres`` extra), anything
+    else is the path of an :class:`SQLiteStore` file. ``mode`` and ``busy_timeout_seconds`` mean
+    the same for both (how long a write waits for another writer's lock)."""
+    location = os.fspath(target)
+    if location.lower().startswith(POSTGRES_SCHEMES):
+        from .postgres import PostgresStore
+
+        return PostgresStore(location, mode=mode, busy_timeout_seconds=busy_timeout_seconds)
+    return SQLiteStore(location, mode=mode, busy_timeout_seconds=busy_timeout_seconds)
 
 
 class SQLiteStore:
@@ -139,9 +202,41 @@ class SQLiteStore:
             row = self._db.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
         return int(row[0] or 0)
 
+    @property
+    def location(self) -> str:
+        """The file's path."""
+        return self.path
+
+    def ping(self) -> None:
+        """A read of the schema table: a closed or unreadable store raises StoreError."""
+        with self._failures():
+            self._db.execute("SELECT 1 FROM schema_migrations LIMIT 1").fetchall()
+
+    def calibration_update(self, key: str, update: CalibrationUpdate) -> Mapping[str, Any]:
+        """Read, update and store ``key``'s state in one write transaction (the file's lock)."""
+        with self._writing():
+            row = self._db.execute("SELECT state FROM calibration WHERE key = ?", (key,)).fetchone()
+            body = state_text(key, update(json.loads(row[0]) if row else None))
+            self._db.execute(
+                "INSERT INTO calibration (key, state) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET state = excluded.state",
+                (key, body),
+            )
+        result: Mapping[str, Any] = json.loads(body)
+        return result
+
+    def calibration_states(self) -> dict[str, Mapping[str, Any]]:
+        """Every key's state (none in a store of schema version 1, opened to read)."""
+        with self._failures():
+            found = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'calibration'"
+            if self._db.execute(found).fetchone() is None:
+                return {}
+            rows = self._db.execute("SELECT key, state FROM calibration ORDER BY key").fetchall()
+            return {key: json.loads(state) for key, state in rows}
+
     def _put(self, value: Any) -> str:
         body = _canonical(value)
-        sha = hashlib.sha256(body.encode("utf-8")).hexdigest()
+        sha = content_key(body)
         self._db.execute("INSERT OR IGNORE INTO content (sha256, body) VALUES (?, ?)", (sha, body))
         return sha
 
@@ -228,11 +323,6 @@ class SQLiteStore:
         with self._failures():
             rows = self._db.execute("SELECT entry_sha256 FROM ledger WHERE session = ? ORDER BY seq", (name,))
             return [self._get(row[0]) for row in rows.fetchall()]
-
-    def ping(self) -> None:
-        """Read the schema version: a StoreError when the file cannot serve."""
-        with self._lock:
-            self.schema_version()
 
     def close(self) -> None:
         """Close the connection."""

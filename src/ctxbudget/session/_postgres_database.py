@@ -1,0 +1,189 @@
+"""The PostgreSQL database under a session store: its URL shown without the password, its schema
+checked and migrated, and its failures named.
+
+The store's tables live in their own schema, ``ctxbudget``, so a database shared with other
+programs is fine; they are made by the same numbered migrations as the SQLite store's
+(:data:`~._sqlite_file.MIGRATIONS`). Migrating runs in one transaction that first takes a
+transaction-scoped advisory lock and then reads ``schema_migrations`` again: replicas starting at
+once queue on the lock, the first migrates and the others find the work done. A database already
+current is opened without the lock.
+
+Every failure ends in one :class:`~ctxbudget.errors.StoreError` naming the store by its URL
+without the password (the password is also scrubbed from the driver's words): a server that
+cannot be reached (refused, timed out, gone mid-request, no pooled connection in time) is its
+:class:`~ctxbudget.errors.StoreUnavailable`.
+
+psycopg is imported inside the functions that need it: the package imports without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from ..errors import StoreError, StoreUnavailable
+from ._sqlite_file import LATEST_VERSION, MIGRATIONS, StoreMode, check_version
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["SCHEMA", "lock_key", "mapped_errors", "prepare_schema", "redacted", "store_error"]
+
+SCHEMA = "ctxbudget"
+# Advisory lock spaces (the first of the two int4 keys): "ctbm", "ctbs", "ctbc" in ASCII.
+MIGRATION_LOCK = (0x6374626D, 0)
+SESSION_LOCKS = 0x63746273
+CALIBRATION_LOCKS = 0x63746263
+
+UNREACHABLE_HINT = "check that the server is running and the URL's host and port, then retry"
+_UNAVAILABLE_STATES = frozenset({"57P01", "57P02", "57P03", "53300"})  # shutdown, starting, too many
+# SQLSTATEs that say something about the store, and what to do.
+_CAUSES: dict[str, tuple[str, str]] = {
+    "55P03": (
+        "is locked by another process",
+        "retry when the other writer is done, or find the session that holds the lock",
+    ),
+    "25006": ("is opened read-only", "open it to write (mode='write') to change it"),
+    "42501": (
+        "refused the operation (permission denied)",
+        f"grant the URL's user the rights to create and use schema {SCHEMA}, or use another user",
+    ),
+    "53100": ("cannot be written (the server's disk is full)", "free space on its disk, then retry"),
+}
+# What a server that refused a connection said (the driver gives no SQLSTATE then), and what to do.
+_REFUSALS: tuple[tuple[str, str, str], ...] = (
+    ("authentication failed", "refused the credentials", "check the user and password in the URL"),
+    (
+        "does not exist",
+        "names a database or user the server does not have",
+        "create it (createdb NAME), or fix the URL",
+    ),
+    (
+        "no pg_hba.conf entry",
+        "refused the connection",
+        "allow this host and user in the server's pg_hba.conf",
+    ),
+)
+
+
+def redacted(url: str) -> tuple[str, list[str]]:
+    """The URL fit to show (no password in its user part or its query), and the secrets to
+    scrub from any text that may repeat them."""
+    parts = urlsplit(url)
+    userinfo, at, host = parts.netloc.rpartition("@")
+    user, colon, password = userinfo.partition(":")
+    query = "&".join(p for p in parts.query.split("&") if p.split("=")[0].lower() != "password")
+    secrets = [password, unquote(password)] if colon and password else []
+    secrets += [unquote(p.partition("=")[2]) for p in parts.query.split("&") if p not in query.split("&")]
+    shown = urlunsplit((parts.scheme, f"{user}{at}{host}", parts.path, query, parts.fragment))
+    return shown, [s for s in secrets if s]
+
+
+def lock_key(name: str) -> int:
+    """A name's advisory lock key (int4, from its sha256): the same in every process."""
+    return int.from_bytes(hashlib.sha256(name.encode("utf-8")).digest()[:4], "big", signed=True)
+
+
+def _detail(exc: BaseException, secrets: list[str]) -> str:
+    """The driver's first line, without its "connection failed: " lead and without secrets."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    text = text.removeprefix("connection failed: ")
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
+def _refused_connection(location: str, detail: str) -> StoreError:
+    """A connection that failed: reached and refused (``FATAL``), or not reached at all."""
+    if "FATAL" not in detail or "the database system is" in detail or "too many clients" in detail:
+        return StoreUnavailable(location, f"cannot be reached ({detail})", UNREACHABLE_HINT)
+    for words, what, hint in _REFUSALS:
+        if words in detail:
+            return StoreError(location, f"{what} ({detail})", hint)
+    return StoreError(location, f"refused the connection ({detail})", "check the URL and the server's log")
+
+
+def store_error(location: str, exc: Exception, secrets: list[str], busy_timeout_seconds: float) -> StoreError:
+    """The store error for a driver or pool error: what it says about the store, in one line."""
+    import psycopg
+
+    detail = _detail(exc, secrets)
+    if type(exc).__name__ == "PoolClosed":
+        return StoreError(location, "is closed (its close() was called)", "open the store again to use it")
+    if type(exc).__name__ == "PoolTimeout":
+        cause = f"cannot be reached (no connection came free in time: {detail})"
+        return StoreUnavailable(location, cause, UNREACHABLE_HINT)
+    state = getattr(exc, "sqlstate", None)
+    if state is None and isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return _refused_connection(location, detail)
+    if state is not None and (state.startswith("08") or state in _UNAVAILABLE_STATES):
+        return StoreUnavailable(location, f"cannot be reached ({detail})", UNREACHABLE_HINT)
+    what, hint = _CAUSES.get(state or "", ("failed", "check the server's log"))
+    if state == "55P03":
+        detail = f"gave up after {busy_timeout_seconds:g} s: {detail}"
+    return StoreError(location, f"{what} ({state}: {detail})" if state else f"{what} ({detail})", hint)
+
+
+@contextmanager
+def mapped_errors(location: str, secrets: list[str], busy_timeout_seconds: float) -> Iterator[None]:
+    """Driver and pool errors raised in the block become :class:`StoreError` naming the store."""
+    try:
+        yield
+    except Exception as exc:
+        import psycopg
+
+        if isinstance(exc, psycopg.Error):
+            raise store_error(location, exc, secrets, busy_timeout_seconds) from exc
+        raise
+
+
+def _applied(conn: psycopg.Connection[Any]) -> set[int] | None:
+    """The migrations applied (None: no store in this database)."""
+    found = conn.execute("SELECT to_regclass(%s)", (f"{SCHEMA}.schema_migrations",)).fetchone()
+    if found is None or found[0] is None:
+        return None
+    return {int(row[0]) for row in conn.execute(f"SELECT version FROM {SCHEMA}.schema_migrations")}
+
+
+def prepare_schema(conn: psycopg.Connection[Any], location: str, mode: StoreMode) -> None:
+    """Check the database's store, and create or migrate it unless ``mode`` reads (then a
+    missing store is an error, and one of an older version serves if its sessions can be read)."""
+    applied = _applied(conn)
+    if applied is not None:
+        check_version(location, applied)
+        if applied.issuperset(version for version, _ in MIGRATIONS):
+            return
+    if mode != "read":
+        _migrate(conn, location)
+    elif applied is None:
+        raise StoreError(
+            location,
+            f"holds no ctxbudget session store (no {SCHEMA}.schema_migrations table)",
+            "check the URL's database, or create the store with its first session",
+        )
+    elif 1 not in applied:
+        raise StoreError(
+            location,
+            f"has schema version {max(applied, default=0)}, older than this ctxbudget reads ({LATEST_VERSION})",
+            "open it once to write (add a turn) to migrate it",
+        )
+
+
+def _migrate(conn: psycopg.Connection[Any], location: str) -> None:
+    """Create or migrate the schema in one transaction, deciding again under the lock."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", MIGRATION_LOCK)
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+        conn.execute(f"SET LOCAL search_path TO {SCHEMA}")
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")
+        applied = {int(row[0]) for row in conn.execute("SELECT version FROM schema_migrations")}
+        check_version(location, applied)
+        for version, script in MIGRATIONS:
+            if version in applied:
+                continue
+            for statement in filter(str.strip, script.split(";")):
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))

@@ -1,0 +1,278 @@
+"""Sessions in PostgreSQL: the :class:`~ctxbudget.session.store.SessionStore` several gateway
+replicas share.
+
+The same tables as the SQLite store (content once by sha256, sessions, turns, ledger, calibration,
+numbered migrations; see :mod:`._postgres_database`), reached through a psycopg connection pool.
+Each write is one transaction; the writes of one session (and the updates of one calibration
+key) take a transaction-scoped advisory lock on a hash of its name, so turns appended by several
+processes at once are numbered in order and each stored once. Needs the ``postgres`` extra
+(``pip install 'ctxbudget[postgres]'``); psycopg is imported when a store is made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..errors import ConfigError, StoreError
+from ._postgres_database import (
+    CALIBRATION_LOCKS,
+    SCHEMA,
+    SESSION_LOCKS,
+    lock_key,
+    mapped_errors,
+    prepare_schema,
+    redacted,
+)
+from ._sqlite_file import StoreMode
+from .store import CalibrationUpdate, SessionMeta, _canonical, content_key, state_text
+from .turns import Turn
+
+if TYPE_CHECKING:
+    import psycopg
+    import psycopg_pool
+
+__all__ = ["PostgresStore"]
+
+
+def _driver(location: str) -> tuple[Any, Any]:
+    """psycopg and its pool, or the error saying which extra to install."""
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError as exc:
+        raise StoreError(
+            location,
+            f"needs the PostgreSQL driver, which is not installed ({exc})",
+            "pip install 'ctxbudget[postgres]'",
+        ) from exc
+    return psycopg, psycopg_pool
+
+
+class PostgresStore:
+    """A :class:`~ctxbudget.session.store.SessionStore` in a PostgreSQL database (``url``:
+    ``postgresql://user:password@host:port/database``; the database must exist).
+
+    ``mode``: ``"create"`` and ``"write"`` create or migrate the store's schema when needed,
+    ``"read"`` creates nothing (a database without a store is an error) and opens read-only
+    transactions. ``busy_timeout_seconds`` bounds a wait for another writer's lock;
+    ``connect_timeout_seconds`` bounds reaching the server and waiting for a pooled connection
+    (past it: :class:`~ctxbudget.errors.StoreUnavailable`). Every failure is a
+    :class:`~ctxbudget.errors.StoreError` naming :attr:`location`, the URL without password."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        mode: StoreMode = "create",
+        busy_timeout_seconds: float = 30.0,
+        connect_timeout_seconds: float = 5.0,
+        pool_size: int = 10,
+    ) -> None:
+        self.url, self._secrets = redacted(url)
+        self.mode = mode
+        self.busy_timeout_seconds = busy_timeout_seconds
+        self.connect_timeout_seconds = connect_timeout_seconds
+        psycopg, pool_module = _driver(self.url)
+        # The connection of a serialized() block, per thread: the block's reads and writes use it.
+        self._held = threading.local()
+        timeout = max(1, math.ceil(connect_timeout_seconds))  # the driver counts whole seconds
+        with self._failures():
+            with psycopg.connect(url, connect_timeout=timeout, autocommit=True) as conn:
+                prepare_schema(conn, self.url, mode)
+            self._pool: psycopg_pool.ConnectionPool[Any] = pool_module.ConnectionPool(
+                url,
+                min_size=1,
+                max_size=max(1, pool_size),
+                timeout=connect_timeout_seconds,
+                kwargs={"autocommit": True, "connect_timeout": timeout},
+                configure=self._configure,
+                check=pool_module.ConnectionPool.check_connection,
+                open=False,
+            )
+            try:
+                self._pool.open(wait=True, timeout=connect_timeout_seconds)
+            except BaseException:
+                self._pool.close()
+                raise
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        """Each pooled connection: the store's schema, the lock wait, read-only when reading."""
+        conn.execute(
+            "SELECT set_config('search_path', %s, false), set_config('lock_timeout', %s, false), "
+            "set_config('default_transaction_read_only', %s, false)",
+            (SCHEMA, f"{round(self.busy_timeout_seconds * 1000)}ms", "on" if self.mode == "read" else "off"),
+        )
+
+    @property
+    def location(self) -> str:
+        """The URL without its password."""
+        return self.url
+
+    def _failures(self) -> AbstractContextManager[None]:
+        return mapped_errors(self.url, self._secrets, self.busy_timeout_seconds)
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """The serialized block's connection, or one from the pool for the block."""
+        held: psycopg.Connection[Any] | None = getattr(self._held, "conn", None)
+        if held is not None:
+            yield held
+            return
+        with self._failures(), self._pool.connection() as conn:
+            yield conn
+
+    @contextmanager
+    def _transaction(self, *lock: int) -> Iterator[psycopg.Connection[Any]]:
+        """A transaction (a savepoint inside :meth:`serialized`'s), holding advisory ``lock``."""
+        with self._connection() as conn, self._failures(), conn.transaction():
+            if lock:
+                conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", lock)
+            yield conn
+
+    @contextmanager
+    def serialized(self, name: str) -> Iterator[None]:
+        """Hold session ``name``'s lock for the block, in one transaction: what the block reads of
+        the session is current, and no other writer stores a turn of it before the block's own
+        writes commit with it."""
+        with self._transaction(SESSION_LOCKS, lock_key(name)) as conn:
+            outer = getattr(self._held, "conn", None)
+            self._held.conn = conn
+            try:
+                yield
+            finally:
+                self._held.conn = outer
+
+    def schema_version(self) -> int:
+        """The highest migration applied."""
+        with self._connection() as conn:
+            row = conn.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+        return int(row[0] or 0) if row else 0
+
+    def ping(self) -> None:
+        """One round trip; StoreUnavailable when the server cannot be reached."""
+        with self._connection() as conn:
+            conn.execute("SELECT 1").fetchone()
+
+    def _put(self, conn: psycopg.Connection[Any], value: Any) -> str:
+        body = _canonical(value)
+        sha = content_key(body)
+        conn.execute(
+            "INSERT INTO content (sha256, body) VALUES (%s, %s) ON CONFLICT (sha256) DO NOTHING", (sha, body)
+        )
+        return sha
+
+    def create(self, meta: SessionMeta) -> None:
+        """Create a session (its base items stored once by hash)."""
+        with self._transaction() as conn:
+            inserted = conn.execute(
+                "INSERT INTO sessions (name, policy, model, base_sha256) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (name) DO NOTHING",
+                (meta.name, meta.policy, meta.model, self._put(conn, dict(meta.base))),
+            )
+            if inserted.rowcount == 0:
+                raise ConfigError(f"session {meta.name!r} already exists in {self.url}")
+
+    def meta(self, name: str) -> SessionMeta:
+        """A session's metadata; unknown names raise ConfigError listing the known ones."""
+        with self._connection() as conn:
+            row = conn.execute(
+                "SELECT s.policy, s.model, c.body FROM sessions s "
+                "JOIN content c ON c.sha256 = s.base_sha256 WHERE s.name = %s",
+                (name,),
+            ).fetchone()
+        if row is None:
+            known = ", ".join(self.names()) or "none"
+            raise ConfigError(f"no session {name!r} in {self.url}; sessions: {known}")
+        return SessionMeta(name=name, policy=row[0], model=row[1], base=json.loads(row[2]))
+
+    def names(self) -> list[str]:
+        """Every session name, sorted."""
+        with self._connection() as conn:
+            return [row[0] for row in conn.execute('SELECT name FROM sessions ORDER BY name COLLATE "C"')]
+
+    def append_turn(
+        self, name: str, turn: Turn, ledger_entries: list[dict[str, Any]], *, next_index: bool = False
+    ) -> Turn:
+        """One transaction under the session's lock: the turn, its content, and the ledger
+        entries it adds. With ``next_index`` the turn takes the session's next index."""
+        self.meta(name)
+        with self._transaction(SESSION_LOCKS, lock_key(name)) as conn:
+            expected = self._count(conn, "turns", name) + 1
+            if next_index:
+                turn = dataclasses.replace(turn, index=expected)
+            if turn.index != expected:
+                raise ConfigError(f"session {name!r} expects turn {expected}, got turn {turn.index}")
+            conn.execute(
+                "INSERT INTO turns (session, idx, turn_sha256) VALUES (%s, %s, %s)",
+                (name, turn.index, self._put(conn, turn.to_dict())),
+            )
+            seq = self._count(conn, "ledger", name)
+            for offset, entry in enumerate(ledger_entries, 1):
+                conn.execute(
+                    "INSERT INTO ledger (session, seq, entry_sha256) VALUES (%s, %s, %s)",
+                    (name, seq + offset, self._put(conn, entry)),
+                )
+        return turn
+
+    @staticmethod
+    def _count(conn: psycopg.Connection[Any], table: Literal["turns", "ledger"], name: str) -> int:
+        query = f"SELECT COUNT(*) FROM {table} WHERE session = %s"  # table: one of two names, never input
+        row = conn.execute(query, (name,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def count_turns(self, name: str) -> int:
+        """How many turns a session has."""
+        with self._connection() as conn:
+            return self._count(conn, "turns", name)
+
+    def _bodies(self, query: str, name: str) -> list[Any]:
+        with self._connection() as conn:
+            return [json.loads(row[0]) for row in conn.execute(query, (name,))]
+
+    def turns(self, name: str) -> list[Turn]:
+        """A session's turns in order."""
+        query = "SELECT c.body FROM turns t JOIN content c ON c.sha256 = t.turn_sha256 WHERE t.session = %s"
+        return [Turn.from_dict(body) for body in self._bodies(query + " ORDER BY t.idx", name)]
+
+    def last_turn(self, name: str) -> Turn | None:
+        """A session's latest turn (None: no turn, or no such session)."""
+        query = "SELECT c.body FROM turns t JOIN content c ON c.sha256 = t.turn_sha256 WHERE t.session = %s"
+        found = self._bodies(query + " ORDER BY t.idx DESC LIMIT 1", name)
+        return Turn.from_dict(found[0]) if found else None
+
+    def ledger(self, name: str) -> list[dict[str, Any]]:
+        """A session's ledger entries in order."""
+        query = "SELECT c.body FROM ledger l JOIN content c ON c.sha256 = l.entry_sha256 WHERE l.session = %s"
+        return self._bodies(query + " ORDER BY l.seq", name)
+
+    def calibration_update(self, key: str, update: CalibrationUpdate) -> Mapping[str, Any]:
+        """Read, update and store ``key``'s state in one transaction holding the key's lock."""
+        with self._transaction(CALIBRATION_LOCKS, lock_key(key)) as conn:
+            row = conn.execute("SELECT state FROM calibration WHERE key = %s", (key,)).fetchone()
+            body = state_text(key, update(json.loads(row[0]) if row else None))
+            conn.execute(
+                "INSERT INTO calibration (key, state) VALUES (%s, %s) "
+                "ON CONFLICT (key) DO UPDATE SET state = excluded.state",
+                (key, body),
+            )
+        result: Mapping[str, Any] = json.loads(body)
+        return result
+
+    def calibration_states(self) -> dict[str, Mapping[str, Any]]:
+        """Every key's state (none in a store of schema version 1, opened to read)."""
+        with self._connection() as conn:
+            found = conn.execute("SELECT to_regclass(%s)", (f"{SCHEMA}.calibration",)).fetchone()
+            if found is None or found[0] is None:
+                return {}
+            rows = conn.execute('SELECT key, state FROM calibration ORDER BY key COLLATE "C"').fetchall()
+        return {key: json.loads(state) for key, state in rows}
+
+    def close(self) -> None:
+        """Close the pool and its connections."""
+        self._pool.close()
