@@ -14,7 +14,6 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -26,7 +25,7 @@ from .fake_upstream import FAKE_MODELS, FakeUpstream, Served, free_port
 
 SESSIONS = 30
 TURNS = 6
-SYSTEM = "You review leases for a careful legal team; answer from the record. " * 40
+SYSTEM = "You review leases for a careful legal team; answer from the record. " * 150
 
 
 @contextmanager
@@ -72,12 +71,17 @@ def _turn(url: str, session: int, messages: list[dict[str, Any]]) -> str:
     )
     with client:
         reply = client.messages.create(
-            model="claude-sonnet-4-6", max_tokens=50, system=SYSTEM, messages=messages  # type: ignore[arg-type]
+            model="claude-sonnet-4-6",
+            max_tokens=50,
+            system=SYSTEM,
+            messages=messages,  # type: ignore[arg-type]
         )
     return reply.content[0].text  # type: ignore[union-attr]
 
 
-def _conversations(urls: list[str], alive: list[bool], halfway: threading.Barrier | None) -> dict[int, list[str]]:
+def _conversations(
+    urls: list[str], alive: list[bool], halfway: threading.Barrier | None
+) -> dict[int, list[str]]:
     """Drive every session (ten at a time); turn t of session s goes to replica (s + t) mod n, or
     the next live one. Returns each session's questions as answered."""
     answered: dict[int, list[str]] = {}
@@ -91,7 +95,9 @@ def _conversations(urls: list[str], alive: list[bool], halfway: threading.Barrie
             question = f"Session {session}, question {turn}: which clause governs notice?"
             messages.append({"role": "user", "content": question})
             start = (session + turn) % len(urls)
-            url = next(urls[(start + k) % len(urls)] for k in range(len(urls)) if alive[(start + k) % len(urls)])
+            url = next(
+                urls[(start + k) % len(urls)] for k in range(len(urls)) if alive[(start + k) % len(urls)]
+            )
             messages.append({"role": "assistant", "content": _turn(url, session, messages)})
             answered[session].append(question)
 

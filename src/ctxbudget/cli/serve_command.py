@@ -93,6 +93,13 @@ if TYPE_CHECKING:
     "estimate's safety margin alone decides whether a request is cut; answers are remembered by "
     "content and any failure falls back to the estimate.",
 )
+@click.option(
+    "--store-fail-open",
+    is_flag=True,
+    help="When the session store cannot take a turn, send and answer anyway (the turn is logged "
+    "and counted, not stored). By default the client gets a 503 and nothing is sent while the "
+    "store fails (docs/deploy.md).",
+)
 @CATALOG_OPTION
 @UNKNOWN_MODEL_OPTION
 def serve_command(
@@ -110,6 +117,7 @@ def serve_command(
     allowed_policies: tuple[str, ...],
     max_context_tokens: int,
     count_with_upstream: bool,
+    store_fail_open: bool,
 ) -> None:
     """Serve the Anthropic- and OpenAI-compatible gateway: point an SDK's base URL at it."""
     try:
@@ -135,6 +143,7 @@ def serve_command(
             allowed_policies=allowed_policies,
             max_context_tokens=max_context_tokens,
             count_with_upstream=count_with_upstream,
+            store_fail_open=store_fail_open,
         )
         _serve(config)
 

@@ -16,6 +16,7 @@ class GatewayConfig:
     port: int = 8787
     anthropic_upstream: str = "https://api.anthropic.com"
     openai_upstream: str = "https://api.openai.com"
+    # An SQLite file, or a postgresql:// URL shared by replicas (docs/deploy.md).
     store_path: str = "sessions.db"
     # How long a turn's write waits for another writer's lock on the store.
     store_busy_timeout_seconds: float = 30.0

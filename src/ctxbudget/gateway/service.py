@@ -19,7 +19,8 @@ from starlette.concurrency import run_in_threadpool
 from ..assembly import Policy, load_policy
 from ..catalog.catalog import load_catalog
 from ..errors import StoreError
-from ..session.store import SessionStore, SQLiteStore
+from ..session import connect_store
+from ..session.store import SessionStore
 from .calibration import Calibration
 from .config import GatewayConfig
 from .metrics import Metrics
@@ -48,11 +49,12 @@ class Gateway:
     ) -> None:
         self.config = config
         self.catalog = load_catalog(config.catalog_paths)
-        self.store = store or SQLiteStore(
+        self.store = store or connect_store(
             config.store_path, busy_timeout_seconds=config.store_busy_timeout_seconds
         )
         self.writer = TurnWriter()
-        self.calibration = Calibration()
+        self.calibration = Calibration(store=self.store)
+        self.calibration.refresh()  # what earlier runs and the other replicas learned
         self.metrics = Metrics()
         self.health = StoreHealth(self.metrics)
         timeout = httpx.Timeout(config.timeout_seconds, connect=min(10.0, config.timeout_seconds))
