@@ -47,6 +47,7 @@ bench: build/example.json build/legal_context.json
 	$(BIN)/python bench/bench_gateway.py
 	$(BIN)/python bench/bench_gateway_large.py
 	$(BIN)/python bench/bench_gateway_soak.py
+	$(BIN)/python bench/bench_replicas.py
 	$(BIN)/python bench/bench_catalog.py build/example.json
 
 # make bench-retention RETENTION_ARGS=--semantic adds the semantic scorer's column (needs its extra);

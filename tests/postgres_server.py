@@ -54,16 +54,18 @@ class PostgresServer:
     folder: Path
     port: int
     run_as: dict[str, Any]
+    durable: bool = False  # fsync and synchronous commit on, as a production server (benchmarks)
 
     @classmethod
-    def start(cls, bin_folder: Path) -> PostgresServer:
-        """initdb and start a server (as ``postgres`` when we are root)."""
+    def start(cls, bin_folder: Path, *, durable: bool = False) -> PostgresServer:
+        """initdb and start a server (as ``postgres`` when we are root); the tests' server skips
+        fsync, a ``durable`` one (for benchmarks) keeps the server's defaults."""
         folder = Path(tempfile.mkdtemp(prefix="ctxbudget-pg-"))
         run_as: dict[str, Any] = {}
         if os.geteuid() == 0:
             run_as = {"user": "postgres", "group": "postgres"}
             shutil.chown(folder, "postgres", "postgres")
-        server = cls(bin_folder=bin_folder, folder=folder, port=free_port(), run_as=run_as)
+        server = cls(bin_folder=bin_folder, folder=folder, port=free_port(), run_as=run_as, durable=durable)
         try:
             server._init_and_start()
         except BaseException:
@@ -92,10 +94,9 @@ class PostgresServer:
             "initdb", "-D", data, "-U", USER, "--pwfile", str(pwfile), "--auth-local=trust",
             "--auth-host=scram-sha-256", "-E", "UTF8", "--no-sync",
         )  # fmt: skip
-        options = (
-            f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-        )
+        options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c max_connections=200"
+        if not self.durable:
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         self._run("pg_ctl", "-D", data, "-o", options, "-l", str(self.folder / "log"), "-w", "start")
 
     def url(self, database: str, *, password: str = PASSWORD, port: int | None = None) -> str:
