@@ -520,3 +520,23 @@ def test_the_one_million_context_beta_widens_a_claude_window(stack: tuple[FakeUp
     beta = {"x-api-key": "k", "anthropic-beta": "context-1m-2025-08-07"}
     wide = httpx.post(url + "/v1/messages", json=body, headers=beta)
     assert wide.headers["x-ctxbudget-trimmed"] == "false"
+
+
+def test_session_names_are_taken_as_sent_or_refused_never_cut(tmp_path: Path) -> None:
+    """A UTF-8 name is stored and echoed as the client wrote it; a name over 200 characters, one
+    that is not UTF-8 and one with a control character are refused (400), and nothing is sent."""
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    store = tmp_path / "names.db"
+    with gateway_over_fake(store) as (fake, url):
+
+        def post(name: bytes) -> httpx.Response:
+            return httpx.post(url + "/v1/chat/completions", json=body, headers={"x-ctxbudget-session": name})
+
+        unicode_name = "ü-日本語-🙂"
+        ok = post(unicode_name.encode("utf-8"))
+        refused = [post(b"A" * 200 + b"-alice"), post(b"\xff\xfe-bad"), post("tab\there".encode())]
+        assert len(fake.received) == 1
+    assert ok.status_code == 200 and ok.headers["x-ctxbudget-session"] == unicode_name
+    assert [r.status_code for r in refused] == [400, 400, 400]
+    assert "206 characters long" in refused[0].json()["error"]["message"]
+    assert SQLiteStore(store).names() == [unicode_name]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +32,25 @@ def test_the_writer_commits_in_the_order_handed_over_and_flush_waits_for_all() -
         time.sleep(0.002 * (n % 3))  # uneven commits cannot overtake one another
         done.append(n)
 
-    futures = [writer.submit(lambda n=n: commit(n)) for n in range(30)]
+    futures = [writer.submit("one session", lambda n=n: commit(n)) for n in range(30)]
     writer.flush()
     assert done == list(range(30)) and all(f.done() for f in futures)
+    writer.close()
+
+
+def test_a_session_whose_commit_waits_holds_up_only_its_own_lane() -> None:
+    """One session's commit blocks (its lock held elsewhere): the other sessions' commits, on
+    other lanes, are done meanwhile; flush waits for the blocked one too."""
+    writer = TurnWriter(lanes=4)
+    release = threading.Event()
+    blocked = writer.submit("victim", release.wait)
+    lane_of = {key: zlib.crc32(key.encode()) % 4 for key in (f"s{n}" for n in range(40))}
+    victim_lane = zlib.crc32(b"victim") % 4
+    others = [writer.submit(key, lambda: True) for key, lane in lane_of.items() if lane != victim_lane]
+    assert all(f.result(timeout=5) for f in others) and not blocked.done()
+    release.set()
+    writer.flush()
+    assert blocked.done()
     writer.close()
 
 
@@ -110,7 +127,7 @@ def test_a_store_that_fails_withholds_the_answer_and_refuses_until_it_serves(tmp
         health = httpx.get(url + "/healthz")
         metrics_down = httpx.get(url + "/metrics").text
         store.down = False
-        assert httpx.get(url + "/healthz").json() == {"status": "ok", "store": "ok"}
+        assert _healthy_within(url, 5.0)  # round trips at most once a second
         _ask(claude, "stored again")
         metrics_up = httpx.get(url + "/metrics").text
     assert withheld.value.status_code == 503 and "withheld" in withheld.value.message
@@ -133,14 +150,34 @@ def test_a_stream_whose_turn_cannot_be_stored_ends_with_an_error_event(tmp_path:
                 pass
 
 
-def test_failing_open_answers_while_the_store_is_down(tmp_path: Path) -> None:
+def _healthy_within(url: str, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if httpx.get(url + "/healthz").json() == {"status": "ok", "store": "ok"}:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_failing_open_answers_while_the_store_is_down_and_stores_again_once_it_serves(
+    tmp_path: Path,
+) -> None:
+    """The first failed commit marks the store down; later turns are answered without being
+    handed to it (no wait for its timeout); /healthz stays 200 naming the failure; once a
+    background round trip succeeds, turns are stored again."""
     store = SwitchedStore(tmp_path / "s.db")
     with gateway_over_fake(tmp_path / "unused.db", session_store=store, store_fail_open=True) as (_, url):
         claude = anthropic_client(url, **{"X-Ctxbudget-Session": "s"})
         store.down = True
         assert _ask(claude, "one").content[0].text == "echo: one"
         assert _ask(claude, "two").content[0].text == "echo: two"
+        health = httpx.get(url + "/healthz")
         metrics = httpx.get(url + "/metrics").text
         store.down = False
-    assert store.inner.names() == []
-    assert 'ctxbudget_record_failures_total{error="StoreUnavailableForTest"} 2.0' in metrics
+        _ask(claude, "three")  # its turn skipped, but it sets off a round trip
+        assert _healthy_within(url, 5.0)
+        _ask(claude, "four")
+    assert [t.question for t in store.inner.turns("s")] == ["four"]
+    assert health.status_code == 200 and "failing open" in health.json()["store"]
+    assert 'ctxbudget_record_failures_total{error="StoreUnavailableForTest"} 1.0' in metrics
+    assert 'ctxbudget_record_failures_total{error="StoreUnavailable"} 1.0' in metrics

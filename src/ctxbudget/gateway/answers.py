@@ -90,7 +90,7 @@ async def _record(gateway: Gateway, provider: Provider, prepared: Prepared, stat
     try:
         await gateway.answered(provider, prepared, "".join(state.text), state.usage)
     except Refusal as refusal:
-        return provider.stream_error(str(refusal))
+        return provider.stream_error(str(refusal), refusal.status, refusal.code)
     return b""
 
 

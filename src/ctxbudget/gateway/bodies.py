@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
 from ..assembly import Policy
 from ..catalog.values import ModelSpec
+from ..errors import InvalidRequestError
 from ..fitting import BODY_OUTPUT_FIELDS
 from ..formats.anthropic_rules import without_cache_marks
 from .providers import Provider
@@ -19,13 +21,18 @@ __all__ = [
     "asked_output",
     "capped_output",
     "has_cache_control",
+    "header_value",
     "last_user_text",
+    "named_session",
     "reply_count",
     "session_id",
     "with_stream_usage",
     "with_system_breakpoint",
     "without_tool_marks",
 ]
+
+MAX_SESSION_CHARS = 200
+HEADER = "header X-Ctxbudget-Session"
 
 
 def last_user_text(body: Mapping[str, Any]) -> str:
@@ -40,16 +47,41 @@ def last_user_text(body: Mapping[str, Any]) -> str:
 
 
 def session_id(given: str | None, provider: Provider, body: Mapping[str, Any]) -> str:
-    """The session the request belongs to: the one the client named (``given``), else one derived
-    from what stays the same across a conversation (model, system prompt, first user message)."""
+    """The session the request belongs to: the one the client named (``given``, see
+    :func:`named_session`), else one derived from what stays the same across a conversation
+    (model, system prompt, first user message)."""
     if given:
-        return given[:200]
+        return named_session(given)
     messages = body.get("messages") or []
     first_user = next((m for m in messages if isinstance(m, dict) and m.get("role") == "user"), {})
     stable = json.dumps(
         [provider.name, body.get("model"), body.get("system"), first_user], sort_keys=True, default=str
     )
     return "auto-" + hashlib.sha256(stable.encode("utf-8")).hexdigest()[:16]
+
+
+def named_session(header: str) -> str:
+    """The session a client named in ``X-Ctxbudget-Session``, as it wrote it: the header's bytes
+    (which the server hands over as Latin-1) read as UTF-8. A name that is not UTF-8, holds a
+    control character or is longer than :data:`MAX_SESSION_CHARS` is refused, never cut or
+    altered: two different names must never become one session."""
+    raw = header.encode("latin-1", errors="replace")
+    try:
+        name = raw.decode("utf-8").strip()
+    except UnicodeDecodeError as exc:
+        raise InvalidRequestError("is not UTF-8 text", HEADER) from exc
+    if len(name) > MAX_SESSION_CHARS:
+        message = f"is {len(name):,} characters long; at most {MAX_SESSION_CHARS} are accepted"
+        raise InvalidRequestError(message, HEADER)
+    if any(unicodedata.category(c) == "Cc" for c in name):
+        raise InvalidRequestError("holds a control character", HEADER)
+    return name
+
+
+def header_value(name: str) -> str:
+    """A session name as a response header: its UTF-8 bytes (the server writes header values as
+    Latin-1), so the client reads back the bytes it sent."""
+    return name.encode("utf-8").decode("latin-1")
 
 
 def has_cache_control(value: Any) -> bool:

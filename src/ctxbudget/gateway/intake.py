@@ -112,7 +112,10 @@ def first_pass(
     count may change the fit."""
     body = parse_json(parcel.pop())
     progress.stage = "prepare"
-    progress.session = session_id(request.headers.get(SESSION_HEADER), provider, body)
+    try:
+        progress.session = session_id(request.headers.get(SESSION_HEADER), provider, body)
+    except InvalidRequestError as exc:
+        raise Refusal(400, f"ctxbudget: {exc}", "invalid_request") from exc
     try:
         settings = gateway.settings_for(request.headers)
     except SettingsError as exc:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..catalog.values import ModelSpec
-from .bodies import last_user_text
+from .bodies import header_value, last_user_text
 from .usage import tool_prompt_tokens
 
 __all__ = ["Prepared", "build_prepared", "for_next_turn"]
@@ -42,7 +42,7 @@ class Prepared:
         """What the client is told about its request."""
         report = self.report
         out = {
-            "x-ctxbudget-session": self.session,
+            "x-ctxbudget-session": header_value(self.session),
             "x-ctxbudget-tokens-before": str(report["tokens_before"]),
             "x-ctxbudget-tokens-after": str(report["tokens_after"]),
             "x-ctxbudget-trimmed": "false" if report.get("passed_through", False) else "true",

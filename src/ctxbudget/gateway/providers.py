@@ -49,9 +49,10 @@ class Provider:
         )
         return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
-    def stream_error(self, message: str) -> bytes:
-        """An SSE event that tells a streaming client the upstream failed mid-stream."""
-        body = json.dumps(self.error_body(502, message, "upstream_disconnected"))
+    def stream_error(self, message: str, status: int = 502, code: str = "upstream_disconnected") -> bytes:
+        """An SSE event that tells a streaming client the stream failed (by default: the upstream
+        mid-stream)."""
+        body = json.dumps(self.error_body(status, message, code))
         return (
             f"event: error\ndata: {body}\n\n" if self.name == "anthropic" else f"data: {body}\n\n"
         ).encode()

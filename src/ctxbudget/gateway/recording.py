@@ -19,7 +19,7 @@ from typing import Any
 
 from ..catalog.catalog import Catalog
 from ..catalog.values import ModelSpec
-from ..errors import ConfigError, StoreError
+from ..errors import ConfigError, StoreError, StoreUnavailable
 from ..session.store import SessionMeta, SessionStore
 from ..session.turns import Turn
 from .calibration import Calibration
@@ -68,15 +68,19 @@ class Recorder:
         self.writer = writer
 
     def record(
-        self, provider: Provider, prepared: Prepared, answer: str, raw_usage: Any
+        self, provider: Provider, prepared: Prepared, answer: str, raw_usage: Any, *, store: bool = True
     ) -> Future[Commit] | None:
         """Metrics now, and the turn (and its calibration) handed to the writer: its commit's future
-        (see the module docstring; None when the usage could not even be read). Never raises: a
-        failure to record is logged and counted."""
+        (see the module docstring; None when the usage could not even be read, or when not to
+        ``store`` it: a store known to be down, failing open). Never raises: a failure to record
+        is logged and counted."""
         try:
             usage = normalize_usage(provider.name, raw_usage)
             self._observe(prepared, usage)
-            return self.writer.submit(lambda: self._commit(prepared, answer, usage))
+            if not store:
+                self._failed(prepared, StoreUnavailable(self.store.location, "is down", "failing open"))
+                return None
+            return self.writer.submit(prepared.session, lambda: self._commit(prepared, answer, usage))
         except Exception as exc:  # the answer was given: recording must not take it back
             self._failed(prepared, exc)
             return None

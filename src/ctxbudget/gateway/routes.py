@@ -17,6 +17,7 @@ from starlette.routing import Route
 from ..errors import CtxBudgetError, StoreError
 from ..session.store import SessionStore
 from .answers import complete, error_response, refused, relay, upstream_failure
+from .bodies import header_value
 from .config import GatewayConfig
 from .intake import Progress, outbound, read_json
 from .providers import ANTHROPIC, OPENAI, Provider
@@ -88,7 +89,7 @@ def _named(response: Response, progress: Progress) -> None:
         for key, value in progress.prepared.headers().items():
             response.headers.setdefault(key, value)
     if progress.session:
-        response.headers.setdefault(SESSION_HEADER, progress.session)
+        response.headers.setdefault(SESSION_HEADER, header_value(progress.session))
 
 
 def _proxy(provider: Provider) -> Handler:
@@ -104,10 +105,7 @@ def _proxy(provider: Provider) -> Handler:
         except ClientDisconnect:  # nobody to answer
             response, outcome = Response(status_code=499), "client_disconnected"
         except StoreError as exc:  # read while preparing (policy mode's previous turn)
-            response, outcome = (
-                refused(provider, gateway.health.failed(exc, answered=False)),
-                "store_unavailable",
-            )
+            response, outcome = refused(provider, gateway.store_failed(exc)), "store_unavailable"
         except Exception as exc:
             response, outcome = _internal_error(gateway, provider, progress, exc)
         _named(response, progress)
@@ -146,6 +144,8 @@ async def _healthz(request: Request) -> Response:
     failure = await gateway.check_store()
     if failure is None:
         return JSONResponse({"status": "ok", "store": "ok"})
+    if gateway.config.store_fail_open:  # the replica serves: keep it in the balancer's rotation
+        return JSONResponse({"status": "ok", "store": f"{failure}; failing open"})
     return JSONResponse({"status": "unavailable", "store": str(failure)}, status_code=503)
 
 

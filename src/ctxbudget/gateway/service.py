@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import httpx
-from starlette.concurrency import run_in_threadpool
 
 from ..assembly import Policy, load_policy
 from ..catalog.catalog import load_catalog
@@ -30,7 +29,7 @@ from .providers import ANTHROPIC, Provider
 from .recording import Commit, Recorder
 from .refusals import Refusal
 from .settings import RequestSettings, request_settings
-from .storehealth import StoreHealth
+from .storehealth import StoreHealth, refusal
 from .upstream import Upstream, upstream_url
 from .writer import TurnWriter, committed
 
@@ -56,7 +55,7 @@ class Gateway:
         self.calibration = Calibration(store=self.store)
         self.calibration.refresh()  # what earlier runs and the other replicas learned
         self.metrics = Metrics()
-        self.health = StoreHealth(self.metrics)
+        self.health = StoreHealth(self.metrics, self.store.ping, self.store.location)
         timeout = httpx.Timeout(config.timeout_seconds, connect=min(10.0, config.timeout_seconds))
         self.client = httpx.AsyncClient(timeout=timeout, transport=transport)
         # Per-session state (policy mode's previous turn) is bounded: the oldest sessions are forgotten.
@@ -151,40 +150,43 @@ class Gateway:
 
     # ---- the store --------------------------------------------------------------------------
     async def store_ready(self) -> None:
-        """Before a request is sent upstream: once the store has failed, a round trip to it, and
-        a 503 while it still fails (unless the gateway fails open); nothing while it serves."""
-        if self.health.up or self.config.store_fail_open:
+        """Before a request is sent upstream: once the store has failed, a round trip to it (see
+        :mod:`.storehealth`), and a 503 while it still fails; failing open, the round trip goes
+        on in the background and the request is sent."""
+        if self.health.up:
             return
-        try:
-            await run_in_threadpool(self.store.ping)
-        except StoreError as exc:
-            raise self.health.failed(exc, answered=False) from exc
-        self.health.recovered()
+        if self.config.store_fail_open:
+            self.health.kick()
+            return
+        failure = await self.health.probe()
+        if failure is not None:
+            raise refusal(failure, answered=False)
 
     async def check_store(self) -> StoreError | None:
         """A round trip to the store (``/healthz``): its failure, or None."""
-        try:
-            await run_in_threadpool(self.store.ping)
-        except StoreError as exc:
-            self.health.failed(exc, answered=False)
-            return exc
-        self.health.recovered()
-        return None
+        return await self.health.probe()
+
+    def store_failed(self, exc: StoreError) -> Refusal:
+        """A store read that failed while preparing a request: noted, and the client's 503."""
+        self.health.failed(exc, "read")
+        return refusal(exc, answered=False)
 
     # ---- recording and metrics ---------------------------------------------------------------
     async def answered(self, provider: Provider, prepared: Prepared, answer: str, raw_usage: Any) -> None:
-        """Before the client gets an answer: metrics and calibration, the turn stored (awaited
-        without holding up the event loop), and only then the turn made the next one's baseline.
-        A turn the store could not take is a :class:`~.refusals.Refusal` (503: the answer is
-        withheld) unless the gateway fails open."""
-        future = self.recorder.record(provider, prepared, answer, raw_usage)
+        """Before the client gets an answer: metrics, the turn and its calibration stored
+        (awaited without holding up the event loop), and only then the turn made the next one's
+        baseline. A turn the store could not take is a :class:`~.refusals.Refusal` (503: the
+        answer is withheld) unless the gateway fails open; failing open while the store is down,
+        the turn is not handed to it at all (logged and counted)."""
+        skip = self.config.store_fail_open and not self.health.up
+        future = self.recorder.record(provider, prepared, answer, raw_usage, store=not skip)
         commit = await committed(future) if future is not None else Commit()
-        if commit.failure is None:
+        if commit.failure is not None:
+            self.health.failed(commit.failure, "commit")
+            if not self.config.store_fail_open:
+                raise refusal(commit.failure, answered=True)
+        elif future is not None:
             self.health.recovered()
-        elif not self.config.store_fail_open:
-            raise self.health.failed(commit.failure, answered=True)
-        else:
-            self.health.failed(commit.failure, answered=True)
         self.preparer.remember(prepared, commit.index)  # only an answered turn is the next one's baseline
 
     def flush(self) -> None:

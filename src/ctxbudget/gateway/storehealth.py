@@ -1,59 +1,97 @@
 """Whether the session store serves: what the gateway refuses while it does not, and what
 ``/healthz`` and ``/metrics`` report.
 
-The store is trusted until an operation on it fails. From then on every request first makes a
-round trip to it (:meth:`~.service.Gateway.store_ready`) and is refused with a 503 in the
-provider's shape while it still fails, so nothing is sent upstream that could not be recorded;
-the first round trip that succeeds clears it. A failure while an answered turn is committed
-withholds that answer (503) too: the client retries, and what it was told is what is stored.
-With ``serve --store-fail-open`` requests are sent and answered anyway; the turns the store did
-not take are logged and counted (``ctxbudget_record_failures``).
+The store is trusted until an operation on it fails. From then on each request first asks a
+round trip to the store (:meth:`StoreHealth.probe`) and is refused with a 503 in the provider's
+shape while it still fails, so nothing is sent upstream that could not be recorded; the first
+round trip that succeeds clears it. Round trips are made one at a time and at most once per
+:data:`PROBE_EVERY` seconds, and nobody waits more than :data:`PROBE_WAIT` for one: while the store
+is down a refusal is immediate, and ``/healthz`` answers within a probe's timeout. A failure while
+an answered turn is committed withholds that answer (503) too: the client retries, and what it
+was told is what is stored.
+
+With ``serve --store-fail-open`` requests are sent and answered anyway: while the store is down
+their turns are not even handed to it (each would wait out the store's timeout), only logged and
+counted (``ctxbudget_record_failures``); probes go on in the background, and ``/healthz`` stays
+200 (the replica serves) while naming the store's failure.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import threading
+import math
+import time
+from collections.abc import Callable
+
+from starlette.concurrency import run_in_threadpool
 
 from ..errors import StoreError
 from .metrics import Metrics
 from .refusals import Refusal
 
-__all__ = ["StoreHealth"]
+__all__ = ["PROBE_EVERY", "PROBE_WAIT", "StoreHealth"]
 
 logger = logging.getLogger(__name__)
+PROBE_EVERY = 1.0  # seconds between round trips to a store that fails
+PROBE_WAIT = 1.0  # the longest a request or /healthz waits for one
 
 
 class StoreHealth:
     """The store's state as the last operation on it found it, mirrored in the metrics."""
 
-    def __init__(self, metrics: Metrics) -> None:
+    def __init__(self, metrics: Metrics, ping: Callable[[], None], location: str) -> None:
         self.metrics = metrics
+        self.ping = ping
+        self.location = location
         self.up = True
-        self.cause = ""
-        self._lock = threading.Lock()
+        self._probe: asyncio.Future[StoreError | None] | None = None
+        self._probed_at = -math.inf
         metrics.store_up.set(1)
 
-    def failed(self, exc: StoreError, *, answered: bool) -> Refusal:
-        """Note a failure of the store; the refusal that tells the client (the caller raises it
-        unless the gateway fails open)."""
-        with self._lock:
-            if self.up:
-                logger.error("the session store failed: %s", exc)
-            self.up, self.cause = False, str(exc)
+    def failed(self, exc: StoreError, operation: str) -> None:
+        """Note a failure of the store in ``operation`` ("commit", "check", "read")."""
+        if self.up:
+            logger.error("the session store failed: %s", exc)
+        self.up = False
         self.metrics.store_up.set(0)
-        self.metrics.store_errors.labels("commit" if answered else "check").inc()
-        done = (
-            "the answer was not stored and is withheld; retry the request" if answered else "nothing was sent"
-        )
-        message = f"ctxbudget: the session store is unavailable ({exc}); {done}"
-        return Refusal(503, message, "store_unavailable", {"retry-after": "1"})
+        self.metrics.store_errors.labels(operation).inc()
 
     def recovered(self) -> None:
         """Note that the store served."""
-        if self.up:
-            return
-        with self._lock:
-            self.up, self.cause = True, ""
+        if not self.up:
+            logger.warning("the session store serves again")
+        self.up = True
         self.metrics.store_up.set(1)
-        logger.warning("the session store serves again")
+
+    def kick(self) -> asyncio.Future[StoreError | None]:
+        """The round trip in flight, or a new one when the last is done and old enough."""
+        due = time.monotonic() - self._probed_at >= PROBE_EVERY
+        if self._probe is None or (self._probe.done() and due):
+            self._probed_at = time.monotonic()
+            self._probe = asyncio.ensure_future(run_in_threadpool(self._round_trip))
+        return self._probe
+
+    async def probe(self) -> StoreError | None:
+        """The store's failure by a round trip (see the module docstring), or None."""
+        try:
+            return await asyncio.wait_for(asyncio.shield(self.kick()), PROBE_WAIT)
+        except TimeoutError:
+            cause = f"did not answer a round trip within {PROBE_WAIT:g} s"
+            return StoreError(self.location, cause, "check that the store's server is up and reachable")
+
+    def _round_trip(self) -> StoreError | None:
+        try:
+            self.ping()
+        except StoreError as exc:
+            self.failed(exc, "check")
+            return exc
+        self.recovered()
+        return None
+
+
+def refusal(exc: StoreError, *, answered: bool) -> Refusal:
+    """What the client is told when the store failed: the answer withheld, or nothing sent."""
+    done = "the answer was not stored and is withheld; retry the request" if answered else "nothing was sent"
+    message = f"ctxbudget: the session store is unavailable ({exc}); {done}"
+    return Refusal(503, message, "store_unavailable", {"retry-after": "1"})

@@ -6,16 +6,17 @@ flush. Run on the event loop it would hold up every other request for that long,
 handed to one writer thread the moment its answer is complete, and the answer awaits the commit's
 future before the client gets its end (a turn answered is a turn stored).
 
-One thread, first in first out: a session's turns are committed in the order they were answered
-(a client's next turn can only be answered after it saw the previous answer, so after that turn
-was handed over). :meth:`TurnWriter.flush` waits for every turn handed over before it; anything
-that reads the store back (policy mode's previous turn after a restart) flushes first.
-:meth:`TurnWriter.close` flushes at shutdown.
+A few threads ("lanes"), each first in first out; a session's turns always go to the same lane
+(by a hash of its name), so they are committed in the order they were answered, while a session
+whose lock is held elsewhere (another replica, a long transaction) holds up only the sessions
+that share its lane, not every session of the replica. :meth:`TurnWriter.flush` waits for every
+turn handed over before it; :meth:`TurnWriter.close` flushes at shutdown.
 """
 
 from __future__ import annotations
 
 import asyncio
+import zlib
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
@@ -25,23 +26,29 @@ T = TypeVar("T")
 
 
 class TurnWriter:
-    """One thread that runs store commits in the order they were handed over."""
+    """Threads that run store commits, those of one key in the order they were handed over."""
 
-    def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ctxbudget-store")
+    def __init__(self, lanes: int = 4) -> None:
+        self._lanes = [
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ctxbudget-store-{n}") for n in range(lanes)
+        ]
 
-    def submit(self, commit: Callable[[], T]) -> Future[T]:
-        """Run ``commit`` after every commit handed over before it; its future (``commit`` logs
-        and counts its own failures and returns what the caller must know of them)."""
-        return self._pool.submit(commit)
+    def submit(self, key: str, commit: Callable[[], T]) -> Future[T]:
+        """Run ``commit`` after every commit of ``key`` (a session) handed over before it; its
+        future (``commit`` logs and counts its own failures and returns what the caller must
+        know of them)."""
+        lane = self._lanes[zlib.crc32(key.encode("utf-8")) % len(self._lanes)]
+        return lane.submit(commit)
 
     def flush(self) -> None:
         """Wait until every commit handed over before this call is done."""
-        self._pool.submit(_nothing).result()
+        for future in [lane.submit(_nothing) for lane in self._lanes]:
+            future.result()
 
     def close(self) -> None:
-        """Finish every commit handed over, then stop the thread."""
-        self._pool.shutdown(wait=True)
+        """Finish every commit handed over, then stop the threads."""
+        for lane in self._lanes:
+            lane.shutdown(wait=True)
 
 
 def _nothing() -> None:
