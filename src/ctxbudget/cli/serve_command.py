@@ -166,8 +166,9 @@ def _serve(config: GatewayConfig) -> None:
     from ..gateway import create_app
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    app = create_app(config)  # opens the store: a store that cannot serve fails here, before the banner
     click.echo(
         f"ctxbudget gateway on http://{config.host}:{config.port} -> "
         f"anthropic {config.anthropic_upstream}, openai {config.openai_upstream}"
     )
-    uvicorn.run(create_app(config), host=config.host, port=config.port, log_level="warning")
+    uvicorn.run(app, host=config.host, port=config.port, log_level="warning")

@@ -177,9 +177,12 @@ def open_store(path: str, mode: StoreMode, busy_timeout_seconds: float) -> sqlit
     """A connection to a checked store file: it exists (unless ``mode`` creates it), it passes
     ``quick_check``, and its schema is this code's (created or migrated unless ``mode`` reads).
     A file that is not a store is refused before anything is written to it."""
+    if path != ":memory:" and Path(path).is_dir():
+        raise StoreError(
+            path, "is a folder, not a file", "give the path of a store file (created when missing)"
+        )
     if mode != "create" and path != ":memory:" and not Path(path).is_file():
-        what = "is a folder, not a file" if Path(path).is_dir() else "does not exist"
-        raise StoreError(path, what, "check the path (a store is created with its first session)")
+        raise StoreError(path, "does not exist", "check the path (a store is created with its first session)")
     db: sqlite3.Connection | None = None
     try:
         with mapped_errors(path, busy_timeout_seconds):
