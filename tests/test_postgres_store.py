@@ -197,3 +197,34 @@ except ctxbudget.StoreError as exc:
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.startswith("session store 'postgresql://u@127.0.0.1:1/db' needs the PostgreSQL driver")
     assert "pip install 'ctxbudget[postgres]'" in out.stdout and "secret" not in out.stdout
+
+
+def test_a_malformed_url_is_one_line_saying_the_url_is_wrong(postgres_server: PostgresServer) -> None:
+    port = postgres_server.port
+    secret = "S3cr3t!@:/?#%"
+    malformed = {
+        f"postgresql://ctxbudget:{PASSWORD}@[::1:{port}/ctxdb": f"postgresql://ctxbudget@[::1:{port}/ctxdb",
+        f"postgresql://ctxbudget:{PASSWORD}@127.0.0.1:{port}/postgres?bogus=1": (
+            f"postgresql://ctxbudget@127.0.0.1:{port}/postgres?bogus=1"
+        ),
+        f"postgresql://ctxbudget:{secret}@127.0.0.1:{port}/db": f"postgresql://ctxbudget@127.0.0.1:{port}/db",
+        f"postgresql://ctxbudget:pw@ss@127.0.0.1:{port}/db": f"postgresql://ctxbudget@127.0.0.1:{port}/db",
+    }
+    for url, shown in malformed.items():
+        error = _error(url)
+        assert type(error) is StoreError and error.path == shown, (url, error)
+        assert "is not a valid PostgreSQL URL (" in str(error) and "percent-encode" in error.hint, error
+        for fragment in (PASSWORD, "3cr", ":/", "#%", "!@", "ss@", "pw"):
+            assert fragment not in str(error).replace(shown, ""), (fragment, str(error))
+        result = CliRunner().invoke(main, ["session", "list", "--store", url])
+        assert result.exit_code == 2 and "Traceback" not in result.output + result.stderr
+        assert result.stderr.count("\n") == 1 and PASSWORD not in result.stderr and "3cr" not in result.stderr
+    assert "bogus" in str(_error(f"postgresql://ctxbudget:{PASSWORD}@127.0.0.1:{port}/postgres?bogus=1"))
+
+
+def test_an_uppercase_scheme_connects(postgres_url: str) -> None:
+    upper = "POSTGRESQL" + postgres_url.removeprefix("postgresql")
+    store = connect_store(upper)
+    store.create(META)
+    assert store.location == postgres_url.replace(f":{PASSWORD}@", "@")
+    assert connect_store(postgres_url, mode="read").names() == ["s"]

@@ -24,6 +24,7 @@ from ._postgres_database import (
     CALIBRATION_LOCKS,
     SCHEMA,
     SESSION_LOCKS,
+    check_url,
     lock_key,
     mapped_errors,
     prepare_schema,
@@ -74,19 +75,20 @@ class PostgresStore:
         connect_timeout_seconds: float = 5.0,
         pool_size: int = 10,
     ) -> None:
-        self.url, self._secrets = redacted(url)
+        self._target, self.url, self._secrets = redacted(url)
         self.mode = mode
         self.busy_timeout_seconds = busy_timeout_seconds
         self.connect_timeout_seconds = connect_timeout_seconds
         psycopg, pool_module = _driver(self.url)
+        check_url(self._target, self.url, self._secrets)
         # The connection of a serialized() block, per thread: the block's reads and writes use it.
         self._held = threading.local()
         timeout = max(1, math.ceil(connect_timeout_seconds))  # the driver counts whole seconds
         with self._failures():
-            with psycopg.connect(url, connect_timeout=timeout, autocommit=True) as conn:
+            with psycopg.connect(self._target, connect_timeout=timeout, autocommit=True) as conn:
                 prepare_schema(conn, self.url, mode)
             self._pool: psycopg_pool.ConnectionPool[Any] = pool_module.ConnectionPool(
-                url,
+                self._target,
                 min_size=1,
                 max_size=max(1, pool_size),
                 timeout=connect_timeout_seconds,
