@@ -228,3 +228,19 @@ def test_an_uppercase_scheme_connects(postgres_url: str) -> None:
     store.create(META)
     assert store.location == postgres_url.replace(f":{PASSWORD}@", "@")
     assert connect_store(postgres_url, mode="read").names() == ["s"]
+
+
+def test_write_mode_on_a_database_without_a_store_creates_nothing(postgres_url: str, tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match=r"holds no ctxbudget session store .*session new") as caught:
+        connect_store(postgres_url, mode="write")
+    assert not isinstance(caught.value, StoreUnavailable)
+    result = CliRunner().invoke(main, ["session", "add", "s", "--question", "q", "--store", postgres_url])
+    assert result.exit_code == 2 and "holds no ctxbudget session store" in result.stderr
+    with psycopg.connect(postgres_url) as conn:
+        found = conn.execute("SELECT COUNT(*) FROM pg_namespace WHERE nspname = 'ctxbudget'").fetchone()
+        assert found == (0,)
+    base = tmp_path / "base.json"
+    base.write_text('{"items": []}')
+    new = ["session", "new", "s", "--base", str(base), "--model", "gpt-4o", "--store", postgres_url]
+    assert CliRunner().invoke(main, new).exit_code == 0  # `session new` creates the store
+    assert connect_store(postgres_url, mode="write").names() == ["s"]

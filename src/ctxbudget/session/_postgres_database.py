@@ -183,22 +183,23 @@ def _applied(conn: psycopg.Connection[Any]) -> set[int] | None:
 
 
 def prepare_schema(conn: psycopg.Connection[Any], location: str, mode: StoreMode) -> None:
-    """Check the database's store, and create or migrate it unless ``mode`` reads (then a
-    missing store is an error, and one of an older version serves if its sessions can be read)."""
+    """Check the database's store, and migrate it unless ``mode`` reads; only ``"create"`` makes
+    a store in a database without one (as an SQLite store's file must exist unless created). One
+    of an older version serves to read if its sessions can be read."""
     applied = _applied(conn)
+    if applied is None and mode != "create":
+        raise StoreError(
+            location,
+            f"holds no ctxbudget session store (no {SCHEMA}.schema_migrations table)",
+            "check the URL's database, or create the store with its first session (ctxbudget session new)",
+        )
     if applied is not None:
         check_version(location, applied)
         if applied.issuperset(version for version, _ in MIGRATIONS):
             return
     if mode != "read":
         _migrate(conn, location)
-    elif applied is None:
-        raise StoreError(
-            location,
-            f"holds no ctxbudget session store (no {SCHEMA}.schema_migrations table)",
-            "check the URL's database, or create the store with its first session",
-        )
-    elif 1 not in applied:
+    elif applied is not None and 1 not in applied:
         raise StoreError(
             location,
             f"has schema version {max(applied, default=0)}, older than this ctxbudget reads ({LATEST_VERSION})",
