@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -147,6 +148,65 @@ def test_a_server_gone_after_start_is_unavailable(postgres_server: PostgresServe
         assert time.monotonic() - started < 5 and PASSWORD not in str(caught.value)
     store.close()
     assert connect_store(url, mode="read").turns("s") == []  # nothing half-written
+
+
+class _Reopenable(Forwarder):
+    """A forwarder that can listen again on its port after :meth:`close`, as a server back."""
+
+    def reopen(self) -> None:
+        """Listen on the same port again."""
+        self.listener = socket.create_server(("127.0.0.1", self.port))
+        self.open = [self.listener]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+
+def test_a_server_back_after_an_outage_serves_again_at_the_next_ping(postgres_server: PostgresServer) -> None:
+    url = postgres_server.database()
+    connect_store(url).create(META)
+    forwarder = _Reopenable(postgres_server.port)
+    store = PostgresStore(postgres_server.url(url.rsplit("/", 1)[1], port=forwarder.port))
+    store.ping()
+    forwarder.close()
+    outage_end = time.monotonic() + 8  # long enough for the pool's reconnection to back off
+    while time.monotonic() < outage_end:
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            store.ping()
+        assert time.monotonic() - started < 2.5  # not the 5 s connect timeout: /healthz awaits it
+    forwarder.reopen()
+    back = time.monotonic()
+    while True:
+        try:
+            store.ping()
+            break
+        except StoreUnavailable:
+            assert time.monotonic() - back < 2, "the store still fails 2 s after the server is back"
+    assert store.append_turn("s", Turn(index=1, question="q"), []).index == 1
+    store.close()
+    forwarder.close()
+
+
+def test_ping_answers_while_every_pooled_connection_is_in_use(postgres_url: str) -> None:
+    store = PostgresStore(postgres_url, pool_size=1)
+    store.create(META)
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with store.serialized("s"):
+            store.append_turn("s", Turn(index=1, question="q"), [])
+            holding.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert holding.wait(10)
+    started = time.monotonic()
+    store.ping()  # the server answers: a busy pool is no outage
+    assert time.monotonic() - started < 2.5
+    release.set()
+    holder.join()
+    assert [t.index for t in store.turns("s")] == [1]
+    store.close()
 
 
 def test_no_message_shows_the_password(postgres_server: PostgresServer, postgres_url: str) -> None:
