@@ -9,7 +9,8 @@ once queue on the lock, the first migrates and the others find the work done. A 
 current is opened without the lock.
 
 Every failure ends in one :class:`~ctxbudget.errors.StoreError` naming the store by its URL
-without the password (the password is also scrubbed from the driver's words): a server that
+without the password (the password is also scrubbed from the driver's words); a URL libpq cannot
+read is refused before connecting, saying the URL is wrong. A server that
 cannot be reached (refused, timed out, gone mid-request, no pooled connection in time) is its
 :class:`~ctxbudget.errors.StoreUnavailable`.
 
@@ -79,8 +80,8 @@ _SYNTAX_WORDS = frozenset({'"="', '"]"', '"@"', '"/"'})  # what libpq says it ex
 def redacted(url: str) -> tuple[str, str, list[str]]:
     """The URL to connect with (its scheme in lower case, as libpq needs), the URL fit to show
     (no password in its user part or its query), and the secrets to scrub from any text that may
-    repeat them. The user part is taken to end at the URL's last ``@``: a password holding an
-    unencoded ``@``, ``/``, ``?`` or ``#`` is hidden whole, then refused (libpq would cut it)."""
+    repeat them. The user part is taken to end at the URL's last ``@``, so a password holding an
+    unencoded ``@`` or ``/`` is hidden whole; such a URL is refused (libpq would cut it short)."""
     scheme, sep, rest = url.partition("://")
     target = f"{scheme.lower()}{sep}{rest}"
     userinfo, at, host = rest.rpartition("@")
