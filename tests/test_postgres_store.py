@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,65 @@ def test_a_server_gone_after_start_is_unavailable(postgres_server: PostgresServe
     assert connect_store(url, mode="read").turns("s") == []  # nothing half-written
 
 
+class _Reopenable(Forwarder):
+    """A forwarder that can listen again on its port after :meth:`close`, as a server back."""
+
+    def reopen(self) -> None:
+        """Listen on the same port again."""
+        self.listener = socket.create_server(("127.0.0.1", self.port))
+        self.open = [self.listener]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+
+def test_a_server_back_after_an_outage_serves_again_at_the_next_ping(postgres_server: PostgresServer) -> None:
+    url = postgres_server.database()
+    connect_store(url).create(META)
+    forwarder = _Reopenable(postgres_server.port)
+    store = PostgresStore(postgres_server.url(url.rsplit("/", 1)[1], port=forwarder.port))
+    store.ping()
+    forwarder.close()
+    outage_end = time.monotonic() + 8  # long enough for the pool's reconnection to back off
+    while time.monotonic() < outage_end:
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            store.ping()
+        assert time.monotonic() - started < 2.5  # not the 5 s connect timeout: /healthz awaits it
+    forwarder.reopen()
+    back = time.monotonic()
+    while True:
+        try:
+            store.ping()
+            break
+        except StoreUnavailable:
+            assert time.monotonic() - back < 2, "the store still fails 2 s after the server is back"
+    assert store.append_turn("s", Turn(index=1, question="q"), []).index == 1
+    store.close()
+    forwarder.close()
+
+
+def test_ping_answers_while_every_pooled_connection_is_in_use(postgres_url: str) -> None:
+    store = PostgresStore(postgres_url, pool_size=1)
+    store.create(META)
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with store.serialized("s"):
+            store.append_turn("s", Turn(index=1, question="q"), [])
+            holding.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert holding.wait(10)
+    started = time.monotonic()
+    store.ping()  # the server answers: a busy pool is no outage
+    assert time.monotonic() - started < 2.5
+    release.set()
+    holder.join()
+    assert [t.index for t in store.turns("s")] == [1]
+    store.close()
+
+
 def test_no_message_shows_the_password(postgres_server: PostgresServer, postgres_url: str) -> None:
     wrong = "wrong-Pw-7f3a"
     database = postgres_url.rsplit("/", 1)[1]
@@ -197,3 +257,50 @@ except ctxbudget.StoreError as exc:
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.startswith("session store 'postgresql://u@127.0.0.1:1/db' needs the PostgreSQL driver")
     assert "pip install 'ctxbudget[postgres]'" in out.stdout and "secret" not in out.stdout
+
+
+def test_a_malformed_url_is_one_line_saying_the_url_is_wrong(postgres_server: PostgresServer) -> None:
+    port = postgres_server.port
+    secret = "S3cr3t!@:/?#%"
+    malformed = {
+        f"postgresql://ctxbudget:{PASSWORD}@[::1:{port}/ctxdb": f"postgresql://ctxbudget@[::1:{port}/ctxdb",
+        f"postgresql://ctxbudget:{PASSWORD}@127.0.0.1:{port}/postgres?bogus=1": (
+            f"postgresql://ctxbudget@127.0.0.1:{port}/postgres?bogus=1"
+        ),
+        f"postgresql://ctxbudget:{secret}@127.0.0.1:{port}/db": f"postgresql://ctxbudget@127.0.0.1:{port}/db",
+        f"postgresql://ctxbudget:pw@ss@127.0.0.1:{port}/db": f"postgresql://ctxbudget@127.0.0.1:{port}/db",
+    }
+    for url, shown in malformed.items():
+        error = _error(url)
+        assert type(error) is StoreError and error.path == shown, (url, error)
+        assert "is not a valid PostgreSQL URL (" in str(error) and "percent-encode" in error.hint, error
+        for fragment in (PASSWORD, "3cr", ":/", "#%", "!@", "ss@", "pw"):
+            assert fragment not in str(error).replace(shown, ""), (fragment, str(error))
+        result = CliRunner().invoke(main, ["session", "list", "--store", url])
+        assert result.exit_code == 2 and "Traceback" not in result.output + result.stderr
+        assert result.stderr.count("\n") == 1 and PASSWORD not in result.stderr and "3cr" not in result.stderr
+    assert "bogus" in str(_error(f"postgresql://ctxbudget:{PASSWORD}@127.0.0.1:{port}/postgres?bogus=1"))
+
+
+def test_an_uppercase_scheme_connects(postgres_url: str) -> None:
+    upper = "POSTGRESQL" + postgres_url.removeprefix("postgresql")
+    store = connect_store(upper)
+    store.create(META)
+    assert store.location == postgres_url.replace(f":{PASSWORD}@", "@")
+    assert connect_store(postgres_url, mode="read").names() == ["s"]
+
+
+def test_write_mode_on_a_database_without_a_store_creates_nothing(postgres_url: str, tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match=r"holds no ctxbudget session store .*session new") as caught:
+        connect_store(postgres_url, mode="write")
+    assert not isinstance(caught.value, StoreUnavailable)
+    result = CliRunner().invoke(main, ["session", "add", "s", "--question", "q", "--store", postgres_url])
+    assert result.exit_code == 2 and "holds no ctxbudget session store" in result.stderr
+    with psycopg.connect(postgres_url) as conn:
+        found = conn.execute("SELECT COUNT(*) FROM pg_namespace WHERE nspname = 'ctxbudget'").fetchone()
+        assert found == (0,)
+    base = tmp_path / "base.json"
+    base.write_text('{"items": []}')
+    new = ["session", "new", "s", "--base", str(base), "--model", "gpt-4o", "--store", postgres_url]
+    assert CliRunner().invoke(main, new).exit_code == 0  # `session new` creates the store
+    assert connect_store(postgres_url, mode="write").names() == ["s"]

@@ -9,7 +9,8 @@ once queue on the lock, the first migrates and the others find the work done. A 
 current is opened without the lock.
 
 Every failure ends in one :class:`~ctxbudget.errors.StoreError` naming the store by its URL
-without the password (the password is also scrubbed from the driver's words): a server that
+without the password (the password is also scrubbed from the driver's words); a URL libpq cannot
+read is refused before connecting, saying the URL is wrong. A server that
 cannot be reached (refused, timed out, gone mid-request, no pooled connection in time) is its
 :class:`~ctxbudget.errors.StoreUnavailable`.
 
@@ -19,10 +20,11 @@ psycopg is imported inside the functions that need it: the package imports witho
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote
 
 from ..errors import StoreError, StoreUnavailable
 from ._sqlite_file import LATEST_VERSION, MIGRATIONS, StoreMode, check_version
@@ -30,7 +32,7 @@ from ._sqlite_file import LATEST_VERSION, MIGRATIONS, StoreMode, check_version
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["SCHEMA", "lock_key", "mapped_errors", "prepare_schema", "redacted", "store_error"]
+__all__ = ["SCHEMA", "check_url", "lock_key", "mapped_errors", "prepare_schema", "redacted", "store_error"]
 
 SCHEMA = "ctxbudget"
 # Advisory lock spaces (the first of the two int4 keys): "ctbm", "ctbs", "ctbc" in ASCII.
@@ -69,17 +71,50 @@ _REFUSALS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def redacted(url: str) -> tuple[str, list[str]]:
-    """The URL fit to show (no password in its user part or its query), and the secrets to
-    scrub from any text that may repeat them."""
-    parts = urlsplit(url)
-    userinfo, at, host = parts.netloc.rpartition("@")
+URL_HINT = "fix the URL: percent-encode special characters in the password, or give it in PGPASSWORD"
+_QUERY_PASSWORD = re.compile(r"(?i)([?&])password=([^&#]*)&?")
+_QUOTED = re.compile(r'"[^"]*"')
+_SYNTAX_WORDS = frozenset({'"="', '"]"', '"@"', '"/"'})  # what libpq says it expected, not the URL
+
+
+def redacted(url: str) -> tuple[str, str, list[str]]:
+    """The URL to connect with (its scheme in lower case, as libpq needs), the URL fit to show
+    (no password in its user part or its query), and the secrets to scrub from any text that may
+    repeat them. The user part is taken to end at the URL's last ``@``, so a password holding an
+    unencoded ``@`` or ``/`` is hidden whole; such a URL is refused (libpq would cut it short)."""
+    scheme, sep, rest = url.partition("://")
+    target = f"{scheme.lower()}{sep}{rest}"
+    userinfo, at, host = rest.rpartition("@")
     user, colon, password = userinfo.partition(":")
-    query = "&".join(p for p in parts.query.split("&") if p.split("=")[0].lower() != "password")
     secrets = [password, unquote(password)] if colon and password else []
-    secrets += [unquote(p.partition("=")[2]) for p in parts.query.split("&") if p not in query.split("&")]
-    shown = urlunsplit((parts.scheme, f"{user}{at}{host}", parts.path, query, parts.fragment))
-    return shown, [s for s in secrets if s]
+    secrets += [unquote(m.group(2)) for m in _QUERY_PASSWORD.finditer(url)] + [
+        m.group(2) for m in _QUERY_PASSWORD.finditer(url)
+    ]
+    shown = _QUERY_PASSWORD.sub(lambda m: m.group(1), f"{scheme.lower()}{sep}{user}{at}{host}").rstrip("?&")
+    secrets = sorted({s for s in secrets if s}, key=len, reverse=True)  # the longest scrubbed first
+    if "?" not in userinfo and ("@" in userinfo or "/" in userinfo):
+        what = "an unencoded '@' or '/'" if colon else "an '@' or '/' in its user name"
+        raise StoreError(shown, f"is not a valid PostgreSQL URL (its user part holds {what})", URL_HINT)
+    return target, shown, secrets
+
+
+def check_url(url: str, location: str, secrets: list[str]) -> None:
+    """libpq's own reading of the URL: one it cannot parse (an invalid host, an unknown query
+    parameter, a stray ``?`` or ``#``) is a :class:`StoreError` saying the URL is wrong. libpq
+    quotes the URL in its words; a quoted part not in the shown URL may hold the password, so it
+    is left out."""
+    from psycopg import ProgrammingError, conninfo
+
+    try:
+        conninfo.conninfo_to_dict(url)
+    except ProgrammingError as exc:
+
+        def shown(quoted: re.Match[str]) -> str:
+            keep = quoted.group(0) in _SYNTAX_WORDS or quoted.group(0)[1:-1] in location
+            return quoted.group(0) if keep else "(...)"
+
+        detail = _QUOTED.sub(shown, _detail(exc, secrets))
+        raise StoreError(location, f"is not a valid PostgreSQL URL ({detail})", URL_HINT) from None
 
 
 def lock_key(name: str) -> int:
@@ -149,22 +184,23 @@ def _applied(conn: psycopg.Connection[Any]) -> set[int] | None:
 
 
 def prepare_schema(conn: psycopg.Connection[Any], location: str, mode: StoreMode) -> None:
-    """Check the database's store, and create or migrate it unless ``mode`` reads (then a
-    missing store is an error, and one of an older version serves if its sessions can be read)."""
+    """Check the database's store, and migrate it unless ``mode`` reads; only ``"create"`` makes
+    a store in a database without one (as an SQLite store's file must exist unless created). One
+    of an older version serves to read if its sessions can be read."""
     applied = _applied(conn)
+    if applied is None and mode != "create":
+        raise StoreError(
+            location,
+            f"holds no ctxbudget session store (no {SCHEMA}.schema_migrations table)",
+            "check the URL's database, or create the store with its first session (ctxbudget session new)",
+        )
     if applied is not None:
         check_version(location, applied)
         if applied.issuperset(version for version, _ in MIGRATIONS):
             return
     if mode != "read":
         _migrate(conn, location)
-    elif applied is None:
-        raise StoreError(
-            location,
-            f"holds no ctxbudget session store (no {SCHEMA}.schema_migrations table)",
-            "check the URL's database, or create the store with its first session",
-        )
-    elif 1 not in applied:
+    elif applied is not None and 1 not in applied:
         raise StoreError(
             location,
             f"has schema version {max(applied, default=0)}, older than this ctxbudget reads ({LATEST_VERSION})",

@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import ConfigError, StoreError
+from ..errors import ConfigError, StoreError, StoreUnavailable
 from ._postgres_database import (
     CALIBRATION_LOCKS,
     SCHEMA,
     SESSION_LOCKS,
+    check_url,
     lock_key,
     mapped_errors,
     prepare_schema,
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
     import psycopg_pool
 
 __all__ = ["PostgresStore"]
+
+_log = logging.getLogger(__name__)
 
 
 def _driver(location: str) -> tuple[Any, Any]:
@@ -58,11 +62,12 @@ class PostgresStore:
     """A :class:`~ctxbudget.session.store.SessionStore` in a PostgreSQL database (``url``:
     ``postgresql://user:password@host:port/database``; the database must exist).
 
-    ``mode``: ``"create"`` and ``"write"`` create or migrate the store's schema when needed,
-    ``"read"`` creates nothing (a database without a store is an error) and opens read-only
-    transactions. ``busy_timeout_seconds`` bounds a wait for another writer's lock;
-    ``connect_timeout_seconds`` bounds reaching the server and waiting for a pooled connection
-    (past it: :class:`~ctxbudget.errors.StoreUnavailable`). Every failure is a
+    ``mode``: ``"create"`` creates or migrates the store's schema when needed, ``"write"``
+    migrates it but needs it to exist, ``"read"`` creates nothing (a database without a store is
+    an error) and opens read-only transactions. ``busy_timeout_seconds`` bounds a wait for another
+    writer's lock; ``connect_timeout_seconds`` bounds reaching the server and waiting for a pooled
+    connection (past it: :class:`~ctxbudget.errors.StoreUnavailable`); :meth:`ping` waits about a
+    second, and renews the pool when the server is back after an outage. Every failure is a
     :class:`~ctxbudget.errors.StoreError` naming :attr:`location`, the URL without password."""
 
     def __init__(
@@ -74,32 +79,49 @@ class PostgresStore:
         connect_timeout_seconds: float = 5.0,
         pool_size: int = 10,
     ) -> None:
-        self.url, self._secrets = redacted(url)
+        self._target, self.url, self._secrets = redacted(url)
         self.mode = mode
         self.busy_timeout_seconds = busy_timeout_seconds
         self.connect_timeout_seconds = connect_timeout_seconds
-        psycopg, pool_module = _driver(self.url)
+        self.pool_size = pool_size
+        self._psycopg, self._pool_module = _driver(self.url)
+        check_url(self._target, self.url, self._secrets)
         # The connection of a serialized() block, per thread: the block's reads and writes use it.
         self._held = threading.local()
-        timeout = max(1, math.ceil(connect_timeout_seconds))  # the driver counts whole seconds
+        self._pool_lock = threading.Lock()  # one pool replacement at a time (see ping)
+        self._closed = False
         with self._failures():
-            with psycopg.connect(url, connect_timeout=timeout, autocommit=True) as conn:
+            with self._connect_directly(self.connect_timeout_seconds) as conn:
                 prepare_schema(conn, self.url, mode)
-            self._pool: psycopg_pool.ConnectionPool[Any] = pool_module.ConnectionPool(
-                url,
-                min_size=1,
-                max_size=max(1, pool_size),
-                timeout=connect_timeout_seconds,
-                kwargs={"autocommit": True, "connect_timeout": timeout},
-                configure=self._configure,
-                check=pool_module.ConnectionPool.check_connection,
-                open=False,
-            )
-            try:
-                self._pool.open(wait=True, timeout=connect_timeout_seconds)
-            except BaseException:
-                self._pool.close()
-                raise
+            self._pool: psycopg_pool.ConnectionPool[Any] = self._open_pool()
+
+    def _connect_directly(self, timeout_seconds: float) -> psycopg.Connection[Any]:
+        """A connection of its own, outside the pool (the driver counts whole seconds)."""
+        timeout = max(1, math.ceil(timeout_seconds))
+        connection: psycopg.Connection[Any] = self._psycopg.connect(
+            self._target, connect_timeout=timeout, autocommit=True
+        )
+        return connection
+
+    def _open_pool(self) -> psycopg_pool.ConnectionPool[Any]:
+        """A new pool, open, with its first connection made (or the driver's error)."""
+        pool_class = self._pool_module.ConnectionPool
+        pool: psycopg_pool.ConnectionPool[Any] = pool_class(
+            self._target,
+            min_size=1,
+            max_size=max(1, self.pool_size),
+            timeout=self.connect_timeout_seconds,
+            kwargs={"autocommit": True, "connect_timeout": max(1, math.ceil(self.connect_timeout_seconds))},
+            configure=self._configure,
+            check=pool_class.check_connection,
+            open=False,
+        )
+        try:
+            pool.open(wait=True, timeout=self.connect_timeout_seconds)
+        except BaseException:
+            pool.close()
+            raise
+        return pool
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         """Each pooled connection: the store's schema, the lock wait, read-only when reading."""
@@ -155,9 +177,40 @@ class PostgresStore:
         return int(row[0] or 0) if row else 0
 
     def ping(self) -> None:
-        """One round trip; StoreUnavailable when the server cannot be reached."""
-        with self._connection() as conn:
-            conn.execute("SELECT 1").fetchone()
+        """One round trip, within about a second or two; StoreUnavailable when the server cannot
+        be reached. A server back after an outage serves again from here on: the pool may be
+        backing off its reconnection (1, 2, 4, ... s), so when no pooled connection comes at
+        once but a direct one answers, a pool short of connections is replaced by a fresh one (a
+        pool whose every connection is in use is busy, not broken, and is kept)."""
+        if getattr(self._held, "conn", None) is not None:
+            with self._connection() as conn:
+                conn.execute("SELECT 1").fetchone()
+            return
+        pool = self._pool
+        wait_seconds = min(1.0, self.connect_timeout_seconds)
+        try:
+            with self._failures(), pool.connection(timeout=wait_seconds) as conn:
+                conn.execute("SELECT 1").fetchone()
+            return
+        except StoreUnavailable:
+            pass  # a pool backing off, or a server still away: ask the server itself
+        with self._failures():
+            with self._connect_directly(wait_seconds) as conn:
+                conn.execute("SELECT 1").fetchone()
+            stats = pool.get_stats()
+            if stats.get("pool_size", 0) < stats.get("pool_max", 1):  # failing to grow, not busy
+                self._replace_pool(pool)
+
+    def _replace_pool(self, failing: psycopg_pool.ConnectionPool[Any]) -> None:
+        """Swap in a fresh pool for ``failing`` (unless another thread did, or the store is
+        closed). The old one closes in the background: its connections in use close when they
+        are given back, and ping does not wait for its threads to stop."""
+        with self._pool_lock:
+            if self._closed or self._pool is not failing:
+                return
+            self._pool = self._open_pool()
+        _log.info("session store %s: the server answers again; its connection pool was renewed", self.url)
+        threading.Thread(target=failing.close, name="ctxbudget-old-pool", daemon=True).start()
 
     def _put(self, conn: psycopg.Connection[Any], value: Any) -> str:
         body = _canonical(value)
@@ -275,4 +328,6 @@ class PostgresStore:
 
     def close(self) -> None:
         """Close the pool and its connections."""
+        with self._pool_lock:
+            self._closed = True
         self._pool.close()

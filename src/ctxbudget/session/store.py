@@ -143,7 +143,7 @@ def state_text(key: str, state: Any) -> str:
 def connect_store(
     target: str | os.PathLike[str], *, mode: StoreMode = "create", busy_timeout_seconds: float = 30.0
 ) -> SessionStore:
-    """The store at ``target``: a ``postgresql://`` (or ``postgres://``) URL opens a
+    """The store at ``target``: a ``postgresql://`` (or ``postgres://``, any case) URL opens a
     :class:`~ctxbudget.session.postgres.PostgresStore` (needs the ``postgres`` extra), anything
     else is the path of an :class:`SQLiteStore` file. ``mode`` and ``busy_timeout_seconds`` mean
     the same for both (how long a write waits for another writer's lock)."""
