@@ -534,7 +534,7 @@ def test_session_names_are_taken_as_sent_or_refused_never_cut(tmp_path: Path) ->
 
         unicode_name = "ü-日本語-🙂"
         ok = post(unicode_name.encode("utf-8"))
-        refused = [post(b"A" * 200 + b"-alice"), post(b"\xff\xfe-bad"), post("tab\there".encode())]
+        refused = [post(b"A" * 200 + b"-alice"), post(b"\xff\xfe-bad"), post(b"tab\there")]
         assert len(fake.received) == 1
     assert ok.status_code == 200 and ok.headers["x-ctxbudget-session"] == unicode_name
     assert [r.status_code for r in refused] == [400, 400, 400]

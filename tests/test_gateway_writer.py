@@ -181,3 +181,22 @@ def test_failing_open_answers_while_the_store_is_down_and_stores_again_once_it_s
     assert health.status_code == 200 and "failing open" in health.json()["store"]
     assert 'ctxbudget_record_failures_total{error="StoreUnavailableForTest"} 1.0' in metrics
     assert 'ctxbudget_record_failures_total{error="StoreUnavailable"} 1.0' in metrics
+
+
+def test_a_store_read_that_fails_while_preparing_is_a_503_and_nothing_is_sent(tmp_path: Path) -> None:
+    """Policy mode reads the session's previous turn from the store before sending: a store that
+    fails there is the store's 503, not a bad request, and later requests are refused at once."""
+    store = SwitchedStore(tmp_path / "s.db")
+    with gateway_over_fake(tmp_path / "unused.db", session_store=store, policy="legal-review") as (fake, url):
+        claude = anthropic_client(url, **{"X-Ctxbudget-Session": "p"})
+        _ask(claude, "first")
+        store.down = True
+        sent = len(fake.received)
+        refusals = []
+        for question in ("second", "third"):
+            with pytest.raises(anthropic.APIStatusError) as refused:
+                _ask(claude, question)
+            refusals.append(refused.value)
+        assert len(fake.received) == sent
+    assert [r.status_code for r in refusals] == [503, 503]
+    assert all("nothing was sent" in r.message for r in refusals)

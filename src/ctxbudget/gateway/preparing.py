@@ -18,7 +18,7 @@ from typing import Any, Literal
 from ..assembly import AssemblyResult, Policy, assemble
 from ..catalog.catalog import Catalog
 from ..catalog.values import ModelSpec
-from ..errors import BudgetExceeded, CostCeilingExceeded, CtxBudgetError, UnknownModelError
+from ..errors import BudgetExceeded, CostCeilingExceeded, CtxBudgetError, StoreError, UnknownModelError
 from ..fitting import FitResult, fit
 from ..fitting import count as fit_count
 from ..session.store import SessionStore
@@ -179,6 +179,8 @@ class Preparer:
                 max_context_tokens=budget,
                 unknown_model=self.unknown_model,
             )
+        except StoreError:
+            raise  # the store, not the request: the route answers 503
         except CtxBudgetError as exc:
             raise refusal_for(exc, provider.name) from exc
 
@@ -276,6 +278,8 @@ class Preparer:
                 expected_output_tokens=min(output, policy.max_output_tokens) if output else None,
                 allow_prefix_change=settings.allow_prefix_change,
             )
+        except StoreError:
+            raise  # the store, not the request: the route answers 503
         except CtxBudgetError as exc:
             raise refusal_for(exc, provider.name) from exc
         return before, result

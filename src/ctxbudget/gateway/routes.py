@@ -54,10 +54,10 @@ async def _forward(
     request: Request, gateway: Gateway, provider: Provider, progress: Progress
 ) -> tuple[Response, str]:
     """Read, prepare, send, and answer one request: the response and its outcome."""
+    await gateway.store_ready()  # nothing is prepared or sent that could not be recorded
     ready = await outbound(gateway, provider, request, progress)
     assert ready.content is not None
     progress.stage = "send"
-    await gateway.store_ready()  # nothing is sent that could not be recorded
     headers = forwarded_headers(request.headers.items())
     upstream = await gateway.send(provider, ready.content, headers, request.url.query)
     progress.stage = "answer"
