@@ -5,8 +5,8 @@ The store is trusted until an operation on it fails. From then on each request f
 round trip to the store (:meth:`StoreHealth.probe`) and is refused with a 503 in the provider's
 shape while it still fails, so nothing is sent upstream that could not be recorded; the first
 round trip that succeeds clears it. Round trips are made one at a time and at most once per
-:data:`PROBE_EVERY` seconds, and nobody waits more than :data:`PROBE_WAIT` for one: while the store
-is down a refusal is immediate, and ``/healthz`` answers within a probe's timeout. A failure while
+:data:`PROBE_EVERY` seconds; while one is on its way, a refusal names the last failure at once,
+and nobody waits more than :data:`PROBE_WAIT` for one (``/healthz`` included). A failure while
 an answered turn is committed withholds that answer (503) too: the client retries, and what it
 was told is what is stored.
 
@@ -45,6 +45,7 @@ class StoreHealth:
         self.ping = ping
         self.location = location
         self.up = True
+        self.last_failure: StoreError | None = None
         self._probe: asyncio.Future[StoreError | None] | None = None
         self._probed_at = -math.inf
         metrics.store_up.set(1)
@@ -53,7 +54,7 @@ class StoreHealth:
         """Note a failure of the store in ``operation`` ("commit", "check", "read")."""
         if self.up:
             logger.error("the session store failed: %s", exc)
-        self.up = False
+        self.up, self.last_failure = False, exc
         self.metrics.store_up.set(0)
         self.metrics.store_errors.labels(operation).inc()
 
@@ -73,9 +74,13 @@ class StoreHealth:
         return self._probe
 
     async def probe(self) -> StoreError | None:
-        """The store's failure by a round trip (see the module docstring), or None."""
+        """The store's failure by a round trip (see the module docstring), or None. While a
+        round trip is on its way to a store that failed, the last failure answers at once."""
+        probe = self.kick()
+        if not probe.done() and not self.up and self.last_failure is not None:
+            return self.last_failure
         try:
-            return await asyncio.wait_for(asyncio.shield(self.kick()), PROBE_WAIT)
+            return await asyncio.wait_for(asyncio.shield(probe), PROBE_WAIT)
         except TimeoutError:
             cause = f"did not answer a round trip within {PROBE_WAIT:g} s"
             return StoreError(self.location, cause, "check that the store's server is up and reachable")
