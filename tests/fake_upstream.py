@@ -1,8 +1,8 @@
 """A local fake of the Anthropic and OpenAI APIs for the gateway tests (loopback only).
 
-It answers both APIs, streaming and not, and accounts for prompt caching by prefix hashes: the
-prefix up to the last ``cache_control`` mark (Anthropic) or the system message (OpenAI, when long
-enough) is read from its "cache" when it saw the same prefix before, else written. Tokens are
+It answers Messages, Chat Completions and Responses, streaming and not, and accounts for prompt caching by prefix hashes: the
+prefix up to the last ``cache_control`` mark (Anthropic) or the system message or instructions
+(OpenAI, when long enough) is read from its "cache" when it saw the same prefix before, else written. Tokens are
 counted as characters / 4. Models named ``fault-*`` (500, plain-500, 429, 503, 529, timeout,
 disconnect, badjson, list, nan-usage) inject faults; ``poison-usage`` bills a billion input tokens.
 """
@@ -48,6 +48,7 @@ class FakeUpstream:
                 Route("/v1/messages", self.messages, methods=["POST"]),
                 Route("/v1/messages/count_tokens", self.count_tokens, methods=["POST"]),
                 Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                Route("/v1/responses", self.responses, methods=["POST"]),
             ]
         )
 
@@ -242,6 +243,76 @@ class FakeUpstream:
         if (body.get("stream_options") or {}).get("include_usage"):
             yield f"data: {json.dumps({'id': 'chatcmpl-1', 'object': 'chat.completion.chunk', 'created': 0, 'model': body['model'], 'choices': [], 'usage': usage})}\n\n".encode()
         yield b"data: [DONE]\n\n"
+
+    async def responses(self, request: Request) -> Response:
+        """The Responses API: an echo of the last user text, streamed as Responses events or not."""
+        body, fault = await self._receive(request)
+        if fault:
+            return fault
+        given = body["input"]
+        items = [{"role": "user", "content": given}] if isinstance(given, str) else given
+        read, _ = self._cache(body.get("instructions"), 256)
+        users = [i for i in items if i.get("role") == "user"]
+        last = users[-1]["content"] if users else ""
+        text = "echo: " + (last if isinstance(last, str) else last[-1].get("text", ""))[:40]
+        usage = {
+            "input_tokens": tokens([body.get("instructions"), items]),
+            "input_tokens_details": {"cached_tokens": read},
+            "output_tokens": 5,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": tokens([body.get("instructions"), items]) + 5,
+        }
+        response = self._response(body, text, usage)
+        if not body.get("stream"):
+            return JSONResponse(response)
+        return StreamingResponse(self._responses_events(body, response), media_type="text/event-stream")
+
+    @staticmethod
+    def _response(body: dict[str, Any], text: str, usage: dict[str, Any] | None) -> dict[str, Any]:
+        message = {
+            "type": "message",
+            "id": "msg_1",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        }
+        return {
+            "id": "resp_1",
+            "object": "response",
+            "created_at": 0,
+            "status": "completed" if usage else "in_progress",
+            "model": body["model"],
+            "output": [message] if usage else [],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "previous_response_id": body.get("previous_response_id"),
+            "usage": usage,
+        }
+
+    async def _responses_events(self, body: dict[str, Any], response: dict[str, Any]) -> AsyncIterator[bytes]:
+        sequence = iter(range(100))
+
+        def event(kind: str, data: dict[str, Any]) -> bytes:
+            payload = {"type": kind, "sequence_number": next(sequence), **data}
+            return f"event: {kind}\ndata: {json.dumps(payload)}\n\n".encode()
+
+        yield event("response.created", {"response": self._response(body, "", None)})
+        message = response["output"][0]
+        text = message["content"][0]["text"]
+        where = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
+        empty = {"type": "output_text", "text": "", "annotations": []}
+        yield event("response.output_item.added", {"output_index": 0, "item": {**message, "content": []}})
+        yield event("response.content_part.added", {**where, "part": empty})
+        for n, piece in enumerate([text[:10], text[10:]]):
+            if body["model"] == "fault-disconnect" and n == 1:
+                raise RuntimeError("connection dropped on purpose")
+            yield event("response.output_text.delta", {**where, "delta": piece})
+            await asyncio.sleep(0.01)
+        yield event("response.output_text.done", {**where, "text": text})
+        yield event("response.content_part.done", {**where, "part": message["content"][0]})
+        yield event("response.output_item.done", {"output_index": 0, "item": message})
+        yield event("response.completed", {"response": response})
 
 
 def free_port() -> int:

@@ -31,3 +31,18 @@ def test_gateway_doc_python_blocks_run_against_a_local_gateway(tmp_path: Path, m
         for block in blocks:
             exec(compile(block.replace("http://127.0.0.1:8787", url), "docs/gateway.md", "exec"), namespace)
         assert fake.received, "the snippets reached the upstream through the gateway"
+
+
+def test_responses_doc_python_blocks_run(tmp_path: Path, monkeypatch: Any) -> None:
+    """docs/responses.md's library example and SDK snippet, run as written (the SDK's against a
+    gateway over the fake upstream, its address put where the page says 127.0.0.1:8787)."""
+    from .fake_upstream import gateway_over_fake
+
+    doc = (README.parent / "docs" / "responses.md").read_text("utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", doc, flags=re.DOTALL)
+    assert len(blocks) == 2
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-docs")
+    exec(compile(blocks[0], "docs/responses.md", "exec"), {})
+    with gateway_over_fake(tmp_path / "docs.db") as (fake, url):
+        exec(compile(blocks[1].replace("http://127.0.0.1:8787", url), "docs/responses.md", "exec"), {})
+        assert fake.paths == ["/v1/responses", "/v1/responses"]

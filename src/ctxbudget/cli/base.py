@@ -179,7 +179,7 @@ def common_options(func: F) -> F:
         click.option(
             "--format",
             "format_",
-            type=click.Choice(["question", "openai", "anthropic"]),
+            type=click.Choice(["question", "openai", "anthropic", "responses"]),
             help="Request format (detected when omitted).",
         ),
         JSON_OPTION,

@@ -92,7 +92,7 @@ def fit(
       model's output cap).
     - ``budget``: percentages per component (``system``, ``question``, ``documents``, ``history``).
     - ``input_format``: the request's format (detected when None): ``question``, ``openai``,
-      ``anthropic``; the fitted request has the same format. ``format`` is its
+      ``anthropic``, ``responses``; the fitted request has the same format. ``format`` is its
       former name, still accepted.
     - ``on_overflow``: ``"error"`` raises :class:`BudgetExceeded` when the parts that cannot be
       trimmed alone exceed the window; ``"empty"`` returns what fits with a warning.

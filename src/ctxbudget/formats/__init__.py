@@ -10,15 +10,17 @@ from ..items import RequestFormat
 from .anthropic import AnthropicFormat
 from .openai import OpenAIFormat
 from .question import QuestionFormat
+from .responses import ResponsesFormat
 
 __all__ = ["FORMATS", "FormatName", "detect_format", "get_format"]
 
-FormatName = Literal["question", "openai", "anthropic"]
+FormatName = Literal["question", "openai", "anthropic", "responses"]
 
 # Detection order matters: Anthropic bodies are also ``messages`` bodies.
 FORMATS: dict[str, RequestFormat] = {
     "anthropic": AnthropicFormat(),
     "openai": OpenAIFormat(),
+    "responses": ResponsesFormat(),
     "question": QuestionFormat(),
 }
 
@@ -39,7 +41,7 @@ def detect_format(request: Mapping[str, Any]) -> RequestFormat:
         if fmt.detect(request):
             return fmt
     raise InvalidRequestError(
-        "cannot tell the request format: expected `messages` (openai, anthropic) or "
-        "`questions`/`documents` (question); name it with input_format=",
+        "cannot tell the request format: expected `messages` (openai, anthropic), `input` "
+        "(responses) or `questions`/`documents` (question); name it with input_format=",
         "$",
     )

@@ -28,7 +28,7 @@ from .chat import (
 from .media import Estimate, image_size, inline_bytes, openai_image_tokens, pdf_tokens
 from .wire import OpenModel, validate_body
 
-__all__ = ["OpenAIFormat"]
+__all__ = ["OpenAIFormat", "function_tool_chunks"]
 
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
@@ -178,7 +178,7 @@ def _message_chunks(
     return chunks, constant
 
 
-def _tool_chunks(tools: list[dict[str, Any]]) -> tuple[list[tuple[Segment, ...]], int]:
+def function_tool_chunks(tools: list[dict[str, Any]]) -> tuple[list[tuple[Segment, ...]], int]:
     chunks: list[tuple[Segment, ...]] = []
     constant = 0
     for tool in tools:
@@ -278,7 +278,7 @@ class OpenAIFormat:
             for f in request.get("functions") or []
             if isinstance(f, dict) and isinstance(f.get("parameters") or {}, dict)
         ]
-        tool_chunks, tool_constant = _tool_chunks(tools)
+        tool_chunks, tool_constant = function_tool_chunks(tools)
         chunks += tool_chunks + _read_fields(request)
         if tool_constant:
             constants.append(("tools", tool_constant))

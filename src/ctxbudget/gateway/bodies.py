@@ -20,6 +20,7 @@ from .refusals import Refusal
 __all__ = [
     "asked_output",
     "capped_output",
+    "conversation",
     "has_cache_control",
     "header_value",
     "last_user_text",
@@ -35,9 +36,21 @@ MAX_SESSION_CHARS = 200
 HEADER = "header X-Ctxbudget-Session"
 
 
+def conversation(body: Mapping[str, Any]) -> list[Any]:
+    """The body's messages: a chat body's ``messages``, a Responses body's ``input`` (a string
+    input is one user message)."""
+    given = body.get("input")
+    if "messages" not in body and isinstance(given, str):
+        return [{"role": "user", "content": given}]
+    if "messages" not in body and isinstance(given, list):
+        return given
+    messages = body.get("messages")
+    return messages if isinstance(messages, list) else []
+
+
 def last_user_text(body: Mapping[str, Any]) -> str:
     """The text of the last user message (the turn's question), "" when there is none."""
-    for message in reversed(body.get("messages") or []):
+    for message in reversed(conversation(body)):
         if isinstance(message, dict) and message.get("role") == "user":
             content = message.get("content")
             if isinstance(content, str):
@@ -49,13 +62,15 @@ def last_user_text(body: Mapping[str, Any]) -> str:
 def session_id(given: str | None, provider: Provider, body: Mapping[str, Any]) -> str:
     """The session the request belongs to: the one the client named (``given``, see
     :func:`named_session`), else one derived from what stays the same across a conversation
-    (model, system prompt, first user message)."""
+    (model, system prompt or instructions, first user message). A Responses conversation that
+    goes on by ``previous_response_id`` sends only its new turn: name its session."""
     if given:
         return named_session(given)
-    messages = body.get("messages") or []
+    messages = conversation(body)
     first_user = next((m for m in messages if isinstance(m, dict) and m.get("role") == "user"), {})
+    system = body.get("instructions") if provider.input_format == "responses" else body.get("system")
     stable = json.dumps(
-        [provider.name, body.get("model"), body.get("system"), first_user], sort_keys=True, default=str
+        [provider.input_format, body.get("model"), system, first_user], sort_keys=True, default=str
     )
     return "auto-" + hashlib.sha256(stable.encode("utf-8")).hexdigest()[:16]
 
@@ -141,8 +156,9 @@ def without_tool_marks(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def with_stream_usage(provider: Provider, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-    """An OpenAI stream asks for usage (so the turn can be recorded) when the client did not."""
-    if provider.name != "openai" or not body.get("stream"):
+    """An OpenAI chat stream asks for usage (so the turn can be recorded) when the client did not
+    (a Responses stream ends with its usage)."""
+    if provider.input_format != "openai" or not body.get("stream"):
         return body, False
     options = body.get("stream_options")
     if options is not None and not isinstance(options, dict):

@@ -129,6 +129,12 @@ class Preparer:
             model = body.get("model")
             if not isinstance(model, str) or not model:
                 raise Refusal(400, "`model` is required", "invalid_request")
+            if settings.policy is not None and provider.input_format == "responses":
+                message = (
+                    "ctxbudget: policy mode assembles Messages and Chat Completions bodies; "
+                    "send this request to /v1/chat/completions, or without a policy"
+                )
+                raise Refusal(400, message, "invalid_request")
             if settings.policy is not None:
                 return self._assemble(provider, body, session, model, settings)
             return self._fit(provider, body, session, model, settings, exact_factor)
@@ -173,7 +179,7 @@ class Preparer:
             return fit(
                 body,
                 model=model,
-                input_format=provider.name,
+                input_format=provider.input_format,
                 catalog=self.catalog,
                 safety_factor=factor,
                 max_context_tokens=budget,
@@ -289,7 +295,7 @@ class Preparer:
         return fit_count(
             body,
             model=str(body.get("model", "")),
-            input_format=provider.name,
+            input_format=provider.input_format,
             catalog=self.catalog,
             safety_factor=factor,
             unknown_model="floor",

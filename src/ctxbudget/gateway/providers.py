@@ -1,4 +1,5 @@
-"""What differs between the two provider APIs: paths, request format, error shapes, SSE parsing."""
+"""What differs between the provider APIs (Anthropic Messages, OpenAI Chat Completions and
+Responses): paths, request format, error shapes, answer text, SSE parsing."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["ANTHROPIC", "OPENAI", "Provider", "StreamState"]
+__all__ = ["ANTHROPIC", "OPENAI", "RESPONSES", "Provider", "StreamState"]
 
 ProviderName = Literal["anthropic", "openai"]
 
@@ -28,10 +29,12 @@ _ANTHROPIC_ERROR_TYPES = {
 
 @dataclass(frozen=True)
 class Provider:
-    """One upstream API."""
+    """One upstream API: the provider (its errors, its upstream, its refusal codes), the path,
+    and the request format of its bodies."""
 
     name: ProviderName
     path: str
+    input_format: str
 
     def error_body(self, status: int, message: str, code: str) -> dict[str, Any]:
         """An error in this provider's own shape, so SDKs raise their usual exceptions."""
@@ -62,6 +65,8 @@ class Provider:
         answer is the client's either way, this is only what the session records)."""
         if not isinstance(payload, Mapping):
             return ""
+        if self.input_format == "responses":
+            return _responses_text(payload)
         if self.name == "anthropic":
             content = payload.get("content")
             blocks = content if isinstance(content, list) else []
@@ -72,8 +77,25 @@ class Provider:
         return str(message.get("content") or "") if isinstance(message, dict) else ""
 
 
-ANTHROPIC = Provider("anthropic", "/v1/messages")
-OPENAI = Provider("openai", "/v1/chat/completions")
+ANTHROPIC = Provider("anthropic", "/v1/messages", "anthropic")
+OPENAI = Provider("openai", "/v1/chat/completions", "openai")
+RESPONSES = Provider("openai", "/v1/responses", "responses")
+
+# The events that end a Responses stream (each carries the response, with its usage).
+_RESPONSES_ENDS = ("response.completed", "response.incomplete", "response.failed")
+
+
+def _responses_text(response: Mapping[str, Any]) -> str:
+    """The ``output_text`` parts of a Responses answer's message items, joined."""
+    output = response.get("output")
+    items = output if isinstance(output, list) else []
+    return "".join(
+        str(part.get("text") or "")
+        for item in items
+        if isinstance(item, dict) and item.get("type") == "message"
+        for part in item.get("content") or []
+        if isinstance(part, dict) and part.get("type") == "output_text"
+    )
 
 
 # SSE lines end with CRLF, LF or CR; an event ends at a blank line (the EventSource rules).
@@ -149,6 +171,9 @@ class StreamState:
         if self.provider.name == "anthropic":
             self._anthropic(event)
             return True
+        if self.provider.input_format == "responses":
+            self._responses(event)
+            return True
         return self._openai(event)
 
     def _anthropic(self, event: Mapping[str, Any]) -> None:
@@ -160,6 +185,15 @@ class StreamState:
         elif kind == "message_delta":
             self._usage(_dict(event.get("usage")))
         elif kind == "message_stop":
+            self.finished = True
+
+    def _responses(self, event: Mapping[str, Any]) -> None:
+        """Responses events: text deltas, and the end, whose response carries the usage."""
+        kind = event.get("type")
+        if kind == "response.output_text.delta":
+            self.text.append(str(event.get("delta") or ""))
+        elif kind in _RESPONSES_ENDS:
+            self._usage(_dict(_dict(event.get("response")).get("usage")))
             self.finished = True
 
     def _openai(self, event: Mapping[str, Any]) -> bool:

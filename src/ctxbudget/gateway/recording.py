@@ -75,7 +75,7 @@ class Recorder:
         ``store`` it: a store known to be down, failing open). Never raises: a failure to record
         is logged and counted."""
         try:
-            usage = normalize_usage(provider.name, raw_usage)
+            usage = normalize_usage(provider.input_format, raw_usage)
             self._observe(prepared, usage)
             if not store:
                 self._failed(prepared, StoreUnavailable(self.store.location, "is down", "failing open"))

@@ -20,7 +20,7 @@ from .answers import complete, error_response, refused, relay, upstream_failure
 from .bodies import header_value
 from .config import GatewayConfig
 from .intake import Progress, outbound, read_json
-from .providers import ANTHROPIC, OPENAI, Provider
+from .providers import ANTHROPIC, OPENAI, RESPONSES, Provider
 from .refusals import Refusal
 from .service import Gateway
 from .settings import SESSION_HEADER
@@ -158,7 +158,7 @@ async def _metrics(request: Request) -> Response:
 async def _unrouted(request: Request) -> Response:
     """Any other path or method: an error in the shape of the API the path belongs to."""
     provider = OPENAI if "/chat/" in request.url.path or "/responses" in request.url.path else ANTHROPIC
-    known = "POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/chat/completions"
+    known = "POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/chat/completions, POST /v1/responses"
     message = f"ctxbudget: {request.method} {request.url.path} is not served here; the gateway serves {known}"
     return error_response(provider, 404, message, "not_found")
 
@@ -183,6 +183,7 @@ def create_app(
             Route("/v1/messages", _proxy(ANTHROPIC), methods=["POST"]),
             Route("/v1/messages/count_tokens", _count_tokens, methods=["POST"]),
             Route("/v1/chat/completions", _proxy(OPENAI), methods=["POST"]),
+            Route("/v1/responses", _proxy(RESPONSES), methods=["POST"]),
             Route("/healthz", _healthz, methods=["GET"]),
             Route("/metrics", _metrics, methods=["GET"]),
             Route("/{path:path}", _unrouted, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]),

@@ -2,7 +2,9 @@
 
 Anthropic's ``input_tokens`` excludes cached tokens (``cache_creation_input_tokens`` and
 ``cache_read_input_tokens`` come on top); OpenAI's ``prompt_tokens`` includes them
-(``prompt_tokens_details.cached_tokens``). Normalized: total input, read, written, output.
+(``prompt_tokens_details.cached_tokens``), and so does the Responses API's ``input_tokens``
+(``input_tokens_details.cached_tokens``, with ``output_tokens``). Normalized: total input, read,
+written, output.
 """
 
 from __future__ import annotations
@@ -50,12 +52,13 @@ def _int(value: Any) -> int:
     return max(0, int(value))
 
 
-def normalize_usage(provider: str, usage: Any) -> Usage | None:
-    """One shape for both providers; None when the response carried no usage (or not an object).
-    A count that is not a whole non-negative number (NaN, a string, -5) is read as 0."""
+def normalize_usage(api: str, usage: Any) -> Usage | None:
+    """One shape for every API (``anthropic``, ``openai`` for Chat Completions, ``responses``);
+    None when the response carried no usage (or not an object). A count that is not a whole
+    non-negative number (NaN, a string, -5) is read as 0."""
     if not usage or not isinstance(usage, Mapping):
         return None
-    if provider == "anthropic":
+    if api == "anthropic":
         read = _int(usage.get("cache_read_input_tokens"))
         write = _int(usage.get("cache_creation_input_tokens"))
         creation = usage.get("cache_creation")
@@ -67,14 +70,17 @@ def normalize_usage(provider: str, usage: Any) -> Usage | None:
             output_tokens=_int(usage.get("output_tokens")),
             cache_write_1h_tokens=min(hour, write),
         )
-    details = usage.get("prompt_tokens_details")
+    names = ("input_tokens", "input_tokens_details", "output_tokens")
+    if api != "responses":
+        names = ("prompt_tokens", "prompt_tokens_details", "completion_tokens")
+    details = usage.get(names[1])
     details = details if isinstance(details, Mapping) else {}
-    prompt = _int(usage.get("prompt_tokens"))
+    prompt = _int(usage.get(names[0]))
     return Usage(
         input_tokens=prompt,
         cache_read_tokens=min(prompt, _int(details.get("cached_tokens"))),
         cache_write_tokens=0,
-        output_tokens=_int(usage.get("completion_tokens")),
+        output_tokens=_int(usage.get(names[2])),
     )
 
 

@@ -1,0 +1,165 @@
+"""The items of a Responses ``input`` list: their trimmable texts, their rebuilding, their tokens.
+
+A message's texts are its string ``content`` or its ``input_text`` / ``output_text`` parts; a
+``function_call_output``'s texts are its string ``output`` or its text parts. Those are what a fit
+may cut; everything else an item carries (roles, call names and arguments, images, reasoning) is
+counted and kept as it is.
+
+Counting follows the Chat Completions recipe (:mod:`ctxbudget.formats.openai`), which OpenAI has
+not published for the Responses API: each item costs :data:`TOKENS_PER_ITEM` tokens of framing
+plus its texts (a message: its role and contents; a function call: its name and arguments; a
+function call's output: its output). A reasoning item's summary is counted as text and its
+encrypted content, which cannot be read here, is named as an estimate; any other item type
+(``item_reference``, a built-in tool's call, ...) is counted as its JSON text, also an estimate.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..items import GAP, PIECE_SEP, Owner, Segment
+from .media import Estimate, image_size, inline_bytes, openai_image_tokens, pdf_tokens
+
+__all__ = [
+    "MESSAGE_TYPES",
+    "TOKENS_PER_ITEM",
+    "call_groups",
+    "is_message",
+    "item_chunks",
+    "item_text",
+    "with_item_text",
+]
+
+TOKENS_PER_ITEM = 3
+PART_LOW_RATE = 85
+MESSAGE_TYPES = (None, "message")
+TEXT_PARTS = ("input_text", "output_text", "text")
+
+Location = tuple[str | int, ...]
+
+
+def is_message(item: Mapping[str, Any]) -> bool:
+    """A message item: ``{"role", "content"}`` with no type, or of type ``message``."""
+    return item.get("type") in MESSAGE_TYPES and "role" in item
+
+
+def _part_texts(parts: Any, field: str) -> list[tuple[Location, str]]:
+    if isinstance(parts, str):
+        return [((field,), parts)]
+    if not isinstance(parts, list):
+        return []
+    return [
+        ((field, i, "text"), part["text"])
+        for i, part in enumerate(parts)
+        if isinstance(part, dict) and part.get("type") in TEXT_PARTS and isinstance(part.get("text"), str)
+    ]
+
+
+def text_locations(item: Mapping[str, Any]) -> list[tuple[Location, str]]:
+    """Every trimmable text of an input item, in order, with where it sits in the item."""
+    if is_message(item):
+        return _part_texts(item.get("content"), "content")
+    if item.get("type") == "function_call_output":
+        return _part_texts(item.get("output"), "output")
+    return []
+
+
+def item_text(item: Mapping[str, Any]) -> str:
+    """The item's trimmable text: its pieces joined by :data:`PIECE_SEP` (``""`` if none)."""
+    return PIECE_SEP.join(text for _, text in text_locations(item))
+
+
+def with_item_text(item: Mapping[str, Any], text: str, pieces: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A deep copy of ``item`` whose texts are ``pieces`` (one per location); without them,
+    ``text`` goes to the first location and any other is emptied. A text part cut to nothing says
+    that it was cut; a string content may be empty."""
+    out = copy.deepcopy(dict(item))
+    found = text_locations(out)
+    if len(pieces) != len(found):
+        pieces = (text,) + ("",) * (len(found) - 1) if found else ()
+    for (location, original), piece in zip(found, pieces, strict=True):
+        if not piece and original and len(location) > 1:
+            piece = GAP.strip()
+        if len(location) == 1:
+            out[str(location[0])] = piece
+        else:
+            out[str(location[0])][location[1]]["text"] = piece
+    return out
+
+
+def call_groups(items: Sequence[Mapping[str, Any]]) -> list[int]:
+    """A group per item; a ``function_call`` and its ``function_call_output`` (same ``call_id``)
+    share one with everything between them, and a ``reasoning`` item shares the group of the item
+    after it (the API refuses a call sent back without the reasoning that led to it)."""
+    groups = list(range(len(items)))
+    owner_of_call: dict[str, int] = {}
+    for i, item in enumerate(items):
+        if i and items[i - 1].get("type") == "reasoning":
+            groups[i] = groups[i - 1]
+        kind = item.get("type")
+        if kind == "function_call":
+            owner_of_call[str(item.get("call_id"))] = i
+        elif kind == "function_call_output" and str(item.get("call_id")) in owner_of_call:
+            first = owner_of_call[str(item.get("call_id"))]
+            groups[first : i + 1] = [groups[first]] * (i + 1 - first)
+    return groups
+
+
+def _part_estimate(part: Mapping[str, Any]) -> Estimate:
+    """A non-text part: an image by OpenAI's tile rule, a file as PDF pages, else the low rate."""
+    kind = part.get("type")
+    if kind == "input_image":
+        data = inline_bytes(part.get("image_url"))
+        return openai_image_tokens(part.get("detail"), image_size(data) if data else None)
+    if kind == "input_file":
+        return pdf_tokens(inline_bytes(part.get("file_data")), "file by id or URL")
+    return Estimate(PART_LOW_RATE, f"{kind or 'part'!s}: counted at {PART_LOW_RATE} tokens")
+
+
+def _parts_chunks(
+    parts: Any, field: str, owner: Owner, estimated: list[tuple[Owner, str]]
+) -> tuple[list[tuple[Segment, ...]], int]:
+    if isinstance(parts, str):
+        return [(Segment(parts, owner, content=True),)], 0
+    chunks: list[tuple[Segment, ...]] = []
+    constant = 0
+    for i, part in enumerate(parts if isinstance(parts, list) else []):
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") in TEXT_PARTS and isinstance(part.get("text"), str):
+            chunks.append((Segment(part["text"], owner, content=True),))
+        elif part.get("type") == "refusal":  # read as text, never cut
+            chunks.append((Segment(str(part.get("refusal") or ""), owner),))
+        else:
+            estimate = _part_estimate(part)
+            constant += estimate.tokens
+            estimated.append((owner, f"{field}[{i}]: {estimate.how}: {estimate.tokens:,} tokens"))
+    return chunks, constant
+
+
+def item_chunks(
+    item: Mapping[str, Any], owner: Owner, estimated: list[tuple[Owner, str]]
+) -> tuple[list[tuple[Segment, ...]], int]:
+    """The texts one input item puts before the model, and its tokens that are not text."""
+    kind = item.get("type")
+    if is_message(item):
+        chunks, constant = _parts_chunks(item.get("content"), "content", owner, estimated)
+        return [(Segment(str(item["role"]), owner),), *chunks], constant + TOKENS_PER_ITEM
+    if kind == "function_call":
+        name, arguments = str(item.get("name", "")), str(item.get("arguments", ""))
+        return [(Segment(name, owner),), (Segment(arguments, owner),)], TOKENS_PER_ITEM
+    if kind == "function_call_output":
+        chunks, constant = _parts_chunks(item.get("output"), "output", owner, estimated)
+        return chunks, constant + TOKENS_PER_ITEM
+    if kind == "reasoning":
+        summary = item.get("summary")
+        texts = [str(s.get("text", "")) for s in summary or [] if isinstance(s, dict)]
+        if item.get("encrypted_content"):
+            estimated.append((owner, "reasoning: its encrypted content cannot be read here: not counted"))
+        return [(Segment(text, owner),) for text in texts if text], TOKENS_PER_ITEM
+    shown = {k: v for k, v in item.items() if k != "id"}
+    estimated.append((owner, f"{kind or 'item'!s}: counted as its JSON text"))
+    return [(Segment(json.dumps(shown, ensure_ascii=False, separators=(",", ":")), owner),)], TOKENS_PER_ITEM

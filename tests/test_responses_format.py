@@ -1,0 +1,202 @@
+"""OpenAI Responses bodies through fit and count: string and item inputs, instructions, tool
+pairs, previous_response_id, and the properties every fit of one keeps."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxbudget import BudgetExceeded, InvalidRequestError, count, fit, get_encoding
+from ctxbudget.cli import main
+
+WORD = "lorem ipsum dolor sit amet "
+EXAMPLES = int(os.environ.get("CTXBUDGET_FUZZ_EXAMPLES", "60"))
+ENC = get_encoding("o200k_base")
+
+
+def _tokens(*texts: str) -> int:
+    return sum(len(ENC.encode(t)) for t in texts)
+
+
+def _turn(n: int, size: int = 300) -> list[dict[str, Any]]:
+    """A past turn: a question, a function call and its output, an answer."""
+    return [
+        {"role": "user", "content": f"question {n} " + WORD * size},
+        {"type": "function_call", "call_id": f"call_{n}", "name": "lookup", "arguments": '{"q": 1}'},
+        {"type": "function_call_output", "call_id": f"call_{n}", "output": f"result {n} " + WORD * size},
+        {"role": "assistant", "content": [{"type": "output_text", "text": f"answer {n} " + WORD * size}]},
+    ]
+
+
+def _long_body(turns: int = 20) -> dict[str, Any]:
+    items = [item for n in range(turns) for item in _turn(n)]
+    items.append({"role": "user", "content": [{"type": "input_text", "text": "What is the final answer?"}]})
+    return {"model": "gpt-4o", "instructions": "Answer briefly.", "input": items, "max_output_tokens": 500}
+
+
+def test_string_input_is_counted_like_a_chat_message_and_detected() -> None:
+    body = {"model": "gpt-4o", "instructions": "Be brief.", "input": "Hello there"}
+    result = count(body, model="gpt-4o")
+    # reply priming 3; the instructions as a developer message; the input as a user message
+    expected = 3 + (3 + _tokens("developer", "Be brief.")) + (3 + _tokens("user", "Hello there"))
+    assert result["tokens"] == expected
+    assert result["format"] == "responses" and result["exact"] is True
+
+
+def test_string_input_that_fits_passes_through_and_one_too_long_stays_a_string() -> None:
+    body = {"model": "gpt-4o", "input": "Summarize: " + WORD * 50, "max_output_tokens": 100}
+    assert fit(body, model="gpt-4o").request == body
+    long = {"model": "gpt-4o", "input": WORD * 3000 + "What does it say?", "max_output_tokens": 100}
+    result = fit(long, model="gpt-4o", max_context_tokens=2000)
+    assert isinstance(result.request["input"], str)
+    assert result.request["input"].endswith("What does it say?")  # the question is kept, as in chat
+    assert result.report.tokens_after <= result.report.available_tokens
+    assert [i.path for i in result.report.items] == ["$.input"]
+
+
+def test_history_is_dropped_oldest_first_keeping_the_last_user_turn_and_pairs_whole() -> None:
+    body = _long_body()
+    result = fit(body, model="gpt-4o", max_context_tokens=8000)
+    sent = result.request["input"]
+    assert sent[-1] == body["input"][-1]  # the latest user turn
+    assert result.report.tokens_after <= result.report.available_tokens
+    calls = {i["call_id"] for i in sent if i.get("type") == "function_call"}
+    outputs = {i["call_id"] for i in sent if i.get("type") == "function_call_output"}
+    assert calls == outputs and calls  # every call kept with its output
+    kept_turns = sorted(int(c.removeprefix("call_")) for c in calls)
+    assert kept_turns == list(range(kept_turns[0], 20))  # the newest turns, oldest dropped
+    assert any("summarized" in str(i.get("content")) for i in sent)  # the placeholder says so
+    assert result.request["max_output_tokens"] == 500
+    assert result.report.reserve_output_tokens == 500  # max_output_tokens is the reply reserve
+    assert body == _long_body()  # the input is not mutated
+
+
+def test_instructions_and_developer_messages_are_never_trimmed() -> None:
+    body = _long_body()
+    body["instructions"] = "Rules. " + WORD * 400
+    body["input"].insert(0, {"role": "developer", "content": "Cite sources. " + WORD * 100})
+    result = fit(body, model="gpt-4o", max_context_tokens=9000)
+    assert result.request["instructions"] == body["instructions"]
+    assert result.request["input"][0] == body["input"][0]
+    systems = [i for i in result.report.items if i.component == "system"]
+    assert [i.path for i in systems] == ["$.instructions", "$.input[0]"]
+    assert all(i.action == "kept" for i in systems)
+
+
+def test_previous_response_id_passes_through_and_is_named_as_not_counted() -> None:
+    body = {**_long_body(), "previous_response_id": "resp_abc123", "store": True}
+    result = fit(body, model="gpt-4o", max_context_tokens=8000)
+    assert result.request["previous_response_id"] == "resp_abc123" and result.request["store"] is True
+    assert not result.report.exact
+    assert any(p.startswith("previous_response_id:") for p in result.report.estimated_parts)
+    counted = count({"model": "gpt-4o", "input": "hi", "previous_response_id": "resp_1"}, model="gpt-4o")
+    assert counted["exact"] is False
+
+
+def test_report_names_every_item_by_its_path() -> None:
+    result = fit(_long_body(3), model="gpt-4o")
+    report = result.report.to_dict()
+    assert report["format"] == "responses" and report["passed_through"]
+    assert [i["path"] for i in report["items"]] == ["$.instructions", *(f"$.input[{n}]" for n in range(13))]
+    assert report["items"][-1]["component"] == "query"
+
+
+def test_reasoning_goes_with_the_call_it_led_to() -> None:
+    items: list[dict[str, Any]] = []
+    for n in range(12):
+        items += [
+            {"role": "user", "content": f"q{n} " + WORD * 200},
+            {"type": "reasoning", "id": f"rs_{n}", "summary": [{"type": "summary_text", "text": "think"}]},
+            *_turn(n)[1:],
+        ]
+    items.append({"role": "user", "content": "Now?"})
+    result = fit({"model": "gpt-4o", "input": items}, model="gpt-4o", max_context_tokens=8000)
+    sent = result.request["input"]
+    for position, item in enumerate(sent):
+        if item.get("type") == "reasoning":
+            assert sent[position + 1]["type"] == "function_call"
+        if item.get("type") == "function_call":
+            assert sent[position - 1]["type"] == "reasoning"
+
+
+def test_untrimmable_parts_that_do_not_fit_raise_budget_exceeded() -> None:
+    body = {"model": "gpt-4o", "instructions": WORD * 3000, "input": "hi", "max_output_tokens": 100}
+    with pytest.raises(BudgetExceeded) as raised:
+        fit(body, model="gpt-4o", max_context_tokens=2000)
+    assert "instructions" in str(raised.value)
+
+
+def test_malformed_items_are_refused_with_their_path() -> None:
+    with pytest.raises(InvalidRequestError) as raised:
+        fit({"model": "gpt-4o", "input": [{"type": "function_call", "name": "f"}]}, model="gpt-4o")
+    assert "$.input[0]" in str(raised.value)
+    with pytest.raises(InvalidRequestError):
+        count({"model": "gpt-4o", "input": 5}, model="gpt-4o", input_format="responses")
+
+
+def test_cli_counts_and_fits_a_responses_body(tmp_path: Path) -> None:
+    path = tmp_path / "body.json"
+    path.write_text(json.dumps(_long_body(3)), "utf-8")
+    counted = CliRunner().invoke(main, ["count", str(path), "--format", "responses", "--json"])
+    assert counted.exit_code == 0, counted.output
+    assert json.loads(counted.output)["format"] == "responses"
+    fitted = CliRunner().invoke(
+        main, ["fit", str(path), "--format", "responses", "--max-context-tokens", "2500"]
+    )
+    assert fitted.exit_code == 0, fitted.output
+
+
+@st.composite
+def responses_bodies(draw: st.DrawFn) -> dict[str, Any]:
+    items: list[dict[str, Any]] = []
+    for turn in range(draw(st.integers(0, 6))):
+        items.append({"role": "user", "content": f"u{turn} " + WORD * draw(st.integers(1, 300))})
+        for call in range(draw(st.integers(0, 2))):
+            call_id = f"c{turn}-{call}"
+            if draw(st.booleans()):
+                items.append({"type": "reasoning", "id": f"rs{call_id}", "summary": []})
+            items.append({"type": "function_call", "call_id": call_id, "name": "f", "arguments": "{}"})
+            output = WORD * draw(st.integers(0, 800))
+            items.append({"type": "function_call_output", "call_id": call_id, "output": output})
+        items.append({"role": "assistant", "content": [{"type": "output_text", "text": WORD * 100}]})
+    items.append({"role": "user", "content": "QUESTION " + WORD * draw(st.integers(0, 100))})
+    body: dict[str, Any] = {"model": "gpt-4o", "input": items, "max_output_tokens": 200}
+    if draw(st.booleans()):
+        body["instructions"] = "Be exact. " + WORD * draw(st.integers(0, 50))
+    return body
+
+
+def _is_subsequence(kept: list[dict[str, Any]], given: list[dict[str, Any]]) -> bool:
+    """Every kept item (a placeholder aside) stands for one given item, in order (its texts may be cut)."""
+    ids = iter(json.dumps({k: v for k, v in g.items() if k not in ("content", "output")}) for g in given)
+    for item in kept:
+        if "summarized" in str(item.get("content")) and "[Earlier conversation" in str(item.get("content")):
+            continue
+        key = json.dumps({k: v for k, v in item.items() if k not in ("content", "output")})
+        if not any(key == candidate for candidate in ids):
+            return False
+    return True
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(responses_bodies(), st.integers(1500, 12000))
+def test_fits_keep_order_pairs_and_the_budget(body: dict[str, Any], window: int) -> None:
+    try:
+        result = fit(body, model="gpt-4o", max_context_tokens=window)
+    except BudgetExceeded:
+        return
+    sent = result.request["input"]
+    assert _is_subsequence(sent, body["input"])
+    calls = [i["call_id"] for i in sent if i.get("type") == "function_call"]
+    outputs = [i["call_id"] for i in sent if i.get("type") == "function_call_output"]
+    assert calls == outputs  # pairs whole, in order
+    assert sent[-1]["content"].startswith("QUESTION")
+    tokens = count(result.request, model="gpt-4o")["tokens"]
+    assert tokens == result.report.tokens_after <= result.report.available_tokens
