@@ -31,3 +31,12 @@ def test_gateway_doc_python_blocks_run_against_a_local_gateway(tmp_path: Path, m
         for block in blocks:
             exec(compile(block.replace("http://127.0.0.1:8787", url), "docs/gateway.md", "exec"), namespace)
         assert fake.received, "the snippets reached the upstream through the gateway"
+
+
+def test_counting_and_langchain_docs_python_blocks_run() -> None:
+    for name in ("counting.md", "langchain.md"):
+        doc = (README.parent / "docs" / name).read_text("utf-8")
+        blocks = re.findall(r"```python\n(.*?)```", doc, flags=re.DOTALL)
+        assert blocks, name
+        for block in blocks:
+            exec(compile(block, f"docs/{name}", "exec"), {})

@@ -26,7 +26,7 @@ except ImportError as exc:  # the optional extra is not installed
 
 from ..catalog.catalog import Catalog
 from ..errors import BudgetExceeded, ConfigError, InvalidRequestError
-from ..fitting import FitReport, count, fit
+from ..fitting import FitReport, ItemReport, count, fit
 from ..formats import get_format
 from ..items import Item
 
@@ -221,9 +221,15 @@ def _kept_by_fit(chat: _Chat, report: FitReport) -> tuple[set[int], dict[int, st
             keep.update(unit)
             continue
         cut = next((d for d in changed if d.action == "truncated"), None)
-        why = f"the fit cuts it ({cut.reason}): dropped whole" if cut else f"the fit: {changed[0].reason}"
+        why = f"the fit cuts it ({cut.reason}): dropped whole" if cut else _left_out(changed[0])
         reasons.update(dict.fromkeys(unit, why if len(unit) == 1 else f"{why}, with its tool-call unit"))
     return keep, reasons
+
+
+def _left_out(decision: ItemReport) -> str:
+    if decision.action == "summarized":  # the fit's placeholder is not added to LangChain messages
+        return "the fit leaves out the middle of the history"
+    return f"the fit drops it ({decision.reason})"
 
 
 def _path_index(path: str) -> int:
