@@ -213,9 +213,11 @@ def _kept_by_fit(chat: _Chat, report: FitReport) -> tuple[set[int], dict[int, st
     decided = {_path_index(i.path): i for i in report.items}
     keep: set[int] = set()
     reasons: dict[int, str] = {}
+    positions: dict[int, list[int]] = {}
+    for j, i in enumerate(chat.owner):
+        positions.setdefault(i, []).append(j)
     for unit in chat.units:
-        members = set(unit)
-        changed = [decided[j] for j, i in enumerate(chat.owner) if i in members and j in decided]
+        changed = [decided[j] for i in unit for j in positions[i] if j in decided]
         changed = [d for d in changed if d.action != "kept"]
         if unit in chat.always or not changed:
             keep.update(unit)
