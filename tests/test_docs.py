@@ -46,3 +46,12 @@ def test_responses_doc_python_blocks_run(tmp_path: Path, monkeypatch: Any) -> No
     with gateway_over_fake(tmp_path / "docs.db") as (fake, url):
         exec(compile(blocks[1].replace("http://127.0.0.1:8787", url), "docs/responses.md", "exec"), {})
         assert fake.paths == ["/v1/responses", "/v1/responses"]
+
+
+def test_counting_and_langchain_docs_python_blocks_run() -> None:
+    for name in ("counting.md", "langchain.md"):
+        doc = (README.parent / "docs" / name).read_text("utf-8")
+        blocks = re.findall(r"```python\n(.*?)```", doc, flags=re.DOTALL)
+        assert blocks, name
+        for block in blocks:
+            exec(compile(block, f"docs/{name}", "exec"), {})

@@ -1,5 +1,5 @@
 """The layers hold: a shared core under two pipelines (fitting, assembly) under the shell (session,
-semantic) under the edges (cli, gateway, and the simulation, which drives the real gateway). Nothing imports upward, the pipelines do not
+semantic) under the edges (cli, gateway, the framework integrations, and the simulation, which drives the real gateway). Nothing imports upward, the pipelines do not
 import each other, and code outside a package reaches it only through its ``__init__``."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parent.parent / "src" / "ctxbudget"
 PIPELINES = ("fitting", "assembly")
 SHELL = ("session", "semantic")
-EDGES = ("cli", "gateway", "simulation")
+EDGES = ("cli", "gateway", "simulation", "integrations")
 # What each layer may not import (the top-level package name under ctxbudget).
 FORBIDDEN = {
     "core": (*PIPELINES, *SHELL, *EDGES),

@@ -12,6 +12,7 @@ from .assembly import (
     load_policy,
 )
 from .catalog.catalog import Catalog, load_catalog
+from .catalog.encodings import ModelEncoding, count_text, encoding_for_model
 from .catalog.values import CacheRules, ModelSpec, Prices, TokenizerSpec, WindowResolution
 from .errors import (
     BudgetExceeded,
@@ -54,6 +55,7 @@ __all__ = [
     "InvalidRequestError",
     "InvariantViolation",
     "ItemReport",
+    "ModelEncoding",
     "ModelSpec",
     "PassageScorer",
     "PinnedPrefixChanged",
@@ -81,6 +83,8 @@ __all__ = [
     "compare_prefixes",
     "connect_store",
     "count",
+    "count_text",
+    "encoding_for_model",
     "fit",
     "get_encoding",
     "get_policy",

@@ -173,6 +173,10 @@ class TiktokenEncoding:
             result.extend(ids)
         return result
 
+    def decode(self, tokens: Sequence[int]) -> str:
+        """The text of ``tokens`` (bytes that are not whole UTF-8 characters become U+FFFD)."""
+        return str(self._encoding.decode(list(tokens)))
+
     def token_lengths(self, text: str) -> bytes:
         """Each token's byte length, one byte a token (pieces of a long text on two threads).
 

@@ -1,0 +1,283 @@
+"""LangChain messages fitted into a token budget by ctxbudget's own counting and trimming rules.
+
+:func:`trim_messages` takes and returns a list of ``langchain_core`` messages; :func:`fit_messages`
+returns the same list with a :class:`MessagesReport`. The messages are converted to an OpenAI chat
+body (one message may become more than one, as ``convert_to_openai_messages`` makes it), fitted by
+:func:`ctxbudget.fit`, and the messages it kept are returned: the original objects, unchanged, in
+order. A message is never cut: one the fit would cut is dropped whole, and a tool call with its
+results is kept or dropped as one unit. The system messages, the latest human message and the
+newest message or tool-call unit are always kept (as the fit keeps them); when they cannot fit
+whole, :class:`ctxbudget.BudgetExceeded` is raised.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+try:
+    from langchain_core.messages import BaseMessage, convert_to_openai_messages
+except ImportError as exc:  # the optional extra is not installed
+    raise ImportError(
+        "ctxbudget.integrations.langchain needs langchain-core: pip install 'ctxbudget[langchain]'"
+    ) from exc
+
+from ..catalog.catalog import Catalog
+from ..errors import BudgetExceeded, ConfigError, InvalidRequestError
+from ..fitting import FitReport, ItemReport, count, fit
+from ..formats import get_format
+from ..items import Item
+
+__all__ = ["FittedMessages", "MessagesReport", "fit_messages", "trim_messages"]
+
+HINT = "shorten them, or raise max_tokens="
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessagesReport:
+    """What a fit of LangChain messages kept and dropped, by index in the list given.
+
+    ``tokens_before`` / ``tokens_after`` count the whole request (framing included) as
+    :func:`ctxbudget.count` does; ``exact`` is False when that count is an estimate (a model with
+    no public tokenizer). ``available_tokens`` is ``max_tokens``, or the model's input cap when
+    lower. ``reasons`` says why each dropped message was dropped; ``fit`` is the underlying
+    fit's own report (its paths index the converted OpenAI messages).
+    """
+
+    model: str
+    encoding: str
+    exact: bool
+    max_tokens: int
+    available_tokens: int
+    tokens_before: int
+    tokens_after: int
+    kept: tuple[int, ...]
+    dropped: tuple[int, ...]
+    reasons: Mapping[int, str]
+    fit: FitReport
+
+
+@dataclass(frozen=True)
+class FittedMessages:
+    """The kept messages (the objects given, in order) and the report."""
+
+    messages: list[BaseMessage]
+    report: MessagesReport
+
+
+@dataclass(frozen=True)
+class _Chat:
+    """The messages as an OpenAI chat body: each converted message's owner (its index in the list
+    given), the units kept or dropped together, and the units that are always kept."""
+
+    model: str
+    converted: tuple[dict[str, Any], ...]
+    owner: tuple[int, ...]
+    units: tuple[tuple[int, ...], ...]
+    always: frozenset[tuple[int, ...]]
+
+    def body(self, keep: set[int] | None = None) -> dict[str, Any]:
+        """The chat body of the messages in ``keep`` (all when None)."""
+        chosen = [m for m, i in zip(self.converted, self.owner, strict=True) if keep is None or i in keep]
+        return {"model": self.model, "messages": chosen}
+
+
+def trim_messages(
+    messages: Sequence[BaseMessage], *, model: str, max_tokens: int, catalog: Catalog | None = None
+) -> list[BaseMessage]:
+    """The messages that fit ``max_tokens`` for ``model`` (see :func:`fit_messages`)."""
+    return fit_messages(messages, model=model, max_tokens=max_tokens, catalog=catalog).messages
+
+
+def fit_messages(
+    messages: Sequence[BaseMessage], *, model: str, max_tokens: int, catalog: Catalog | None = None
+) -> FittedMessages:
+    """Fit ``messages`` into ``max_tokens`` input tokens of ``model``; returns the kept messages
+    (the same objects, unchanged, in order) and a :class:`MessagesReport`.
+
+    - ``model``: an id the catalog resolves (dated ids and provider prefixes too); an unknown id
+      raises :class:`ctxbudget.UnknownModelError`.
+    - ``max_tokens``: the input budget, the whole request counted (roles, tool calls, images).
+    - ``catalog``: models and tokenizers (default: the bundled catalog).
+
+    Raises :class:`ctxbudget.BudgetExceeded` when the messages that are always kept (system, the
+    latest human message, the newest message or tool-call unit) cannot fit whole.
+    """
+    limit = _check_max_tokens(max_tokens)
+    chat = _chat_of(messages, model)
+    try:
+        fitted = fit(
+            chat.body(),
+            model=model,
+            max_context_tokens=limit,
+            reserve_output_tokens=0,
+            input_format="openai",
+            catalog=catalog,
+        )
+    except BudgetExceeded as exc:
+        raise _renamed(exc, chat) from None
+    report = fitted.report
+    keep, reasons = _kept_by_fit(chat, report)
+    keep = _within(chat, keep, reasons, report.available_tokens, catalog)
+    return FittedMessages(
+        [m for i, m in enumerate(messages) if i in keep],
+        MessagesReport(
+            model=model,
+            encoding=report.encoding,
+            exact=report.exact,
+            max_tokens=limit,
+            available_tokens=report.available_tokens,
+            tokens_before=report.tokens_before,
+            tokens_after=_tokens(chat, keep, catalog),
+            kept=tuple(sorted(keep)),
+            dropped=tuple(i for i in range(len(messages)) if i not in keep),
+            reasons={i: reasons[i] for i in sorted(reasons) if i not in keep},
+            fit=report,
+        ),
+    )
+
+
+def _check_max_tokens(max_tokens: object) -> int:
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ConfigError(f"max_tokens must be a positive int, got {max_tokens!r}")
+    return max_tokens
+
+
+def _chat_of(messages: Sequence[BaseMessage], model: str) -> _Chat:
+    """The messages converted (checked to be LangChain messages), with their units."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise InvalidRequestError(f"messages must be a list of BaseMessage, got {type(messages).__name__}")
+    if not messages:
+        raise InvalidRequestError("there are no messages to fit", "messages")
+    converted: list[dict[str, Any]] = []
+    owner: list[int] = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, BaseMessage):
+            raise InvalidRequestError(
+                f"expected a langchain_core BaseMessage, got {type(message).__name__}", f"messages[{i}]"
+            )
+        try:
+            dicts = convert_to_openai_messages([message])
+        except (ValueError, TypeError, KeyError) as exc:
+            raise InvalidRequestError(f"cannot convert the message: {exc}", f"messages[{i}]") from exc
+        if not dicts:
+            raise InvalidRequestError("the message converts to no chat message", f"messages[{i}]")
+        converted.extend(dicts)
+        owner.extend([i] * len(dicts))
+    chat = _Chat(model, tuple(converted), tuple(owner), (), frozenset())
+    items = get_format("openai").parse(chat.body())
+    units = _units(items, chat.owner)
+    return _Chat(model, chat.converted, chat.owner, units, _always(items, chat.owner, units))
+
+
+def _position(item: Item) -> int:
+    """The converted message an item is (its path is ``$.messages[j]``)."""
+    return int(item.path.rsplit("[", 1)[1].rstrip("]"))
+
+
+def _units(items: Sequence[Item], owner: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+    """Original messages kept or dropped together: a tool call with its results (the fit's groups
+    span the messages from the call to its last result), and the messages one original became."""
+    spans: dict[int, tuple[int, int]] = {}
+    for item in items:
+        i = owner[_position(item)]
+        low, high = spans.get(item.group, (i, i))
+        spans[item.group] = (min(low, i), max(high, i))
+    units: list[list[int]] = []
+    for low, high in sorted(spans.values()):
+        if units and low <= units[-1][-1]:
+            units[-1].extend(range(units[-1][-1] + 1, high + 1))
+        else:
+            units.append(list(range(low, high + 1)))
+    return tuple(tuple(u) for u in units)
+
+
+def _always(
+    items: Sequence[Item], owner: Sequence[int], units: Sequence[tuple[int, ...]]
+) -> frozenset[tuple[int, ...]]:
+    """The units the fit always keeps: system messages, the query, the newest history unit."""
+    history = [it for it in items if it.component == "history"]
+    newest = {it.group for it in history[-1:]}
+    needed = {
+        owner[_position(it)]
+        for it in items
+        if it.component in ("system", "query") or (it.component == "history" and it.group in newest)
+    }
+    return frozenset(u for u in units if needed & set(u))
+
+
+def _kept_by_fit(chat: _Chat, report: FitReport) -> tuple[set[int], dict[int, str]]:
+    """The units the fit kept whole, and why each other message was dropped."""
+    decided = {_path_index(i.path): i for i in report.items}
+    keep: set[int] = set()
+    reasons: dict[int, str] = {}
+    positions: dict[int, list[int]] = {}
+    for j, i in enumerate(chat.owner):
+        positions.setdefault(i, []).append(j)
+    for unit in chat.units:
+        changed = [decided[j] for i in unit for j in positions[i] if j in decided]
+        changed = [d for d in changed if d.action != "kept"]
+        if unit in chat.always or not changed:
+            keep.update(unit)
+            continue
+        cut = next((d for d in changed if d.action == "truncated"), None)
+        why = f"the fit cuts it ({cut.reason}): dropped whole" if cut else _left_out(changed[0])
+        reasons.update(dict.fromkeys(unit, why if len(unit) == 1 else f"{why}, with its tool-call unit"))
+    return keep, reasons
+
+
+def _left_out(decision: ItemReport) -> str:
+    if decision.action == "summarized":  # the fit's placeholder is not added to LangChain messages
+        return "the fit leaves out the middle of the history"
+    return f"the fit drops it ({decision.reason})"
+
+
+def _path_index(path: str) -> int:
+    match = re.fullmatch(r"\$\.messages\[(\d+)\]", path)
+    return int(match.group(1)) if match else -1
+
+
+def _tokens(chat: _Chat, keep: set[int], catalog: Catalog | None) -> int:
+    body = chat.body(keep)
+    if not body["messages"]:
+        return 0
+    return int(count(body, model=chat.model, input_format="openai", catalog=catalog)["tokens"])
+
+
+def _within(
+    chat: _Chat, keep: set[int], reasons: dict[int, str], limit: int, catalog: Catalog | None
+) -> set[int]:
+    """``keep`` counted; while over ``limit`` (the always-kept messages were cut by the fit and are
+    now whole), the oldest unit that may go is dropped. Raises when only those are left."""
+    keep = set(keep)
+    while (tokens := _tokens(chat, keep, catalog)) > limit:
+        optional = [u for u in chat.units if keep & set(u) and u not in chat.always]
+        if not optional:
+            raise _too_large(chat, keep, tokens, limit, catalog)
+        keep -= set(optional[0])
+        reasons.update(dict.fromkeys(optional[0], "dropped to keep the messages that are always kept whole"))
+    return keep
+
+
+def _too_large(
+    chat: _Chat, keep: set[int], tokens: int, limit: int, catalog: Catalog | None
+) -> BudgetExceeded:
+    parts = {
+        f"messages[{i}] ({chat.converted[chat.owner.index(i)]['role']})": _tokens(chat, {i}, catalog)
+        for i in sorted(keep)
+    }
+    return BudgetExceeded(available_tokens=limit, required_tokens=tokens, parts=parts, hint=HINT)
+
+
+def _renamed(exc: BudgetExceeded, chat: _Chat) -> BudgetExceeded:
+    """The fit's refusal with its parts named by the messages given and this function's hint."""
+
+    def rename(part: str) -> str:
+        return re.sub(r"\$\.messages\[(\d+)\]", lambda m: f"messages[{chat.owner[int(m.group(1))]}]", part)
+
+    parts = {rename(k): v for k, v in exc.parts.items()}
+    return BudgetExceeded(
+        available_tokens=exc.available_tokens, required_tokens=exc.required_tokens, parts=parts, hint=HINT
+    )

@@ -1,0 +1,150 @@
+"""count_text and encoding_for_model: a model's tokens for a plain text, as tiktoken users count
+them, in agreement with the library's count of a whole request."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+import ctxbudget
+
+TEXTS = ("hello", "Où est la gare ? 日本語のテキスト 🎉 — naïve café", "a " * 500, "<|endoftext|> is text")
+EXACT = ("gpt-4o", "gpt-4o-2024-08-06", "gpt-4", "gpt-5", "o3-mini", "openai/gpt-4.1")
+ESTIMATED = ("claude-sonnet-4-5", "claude-sonnet-4-5-20250929", "gemini-2.5-pro")
+
+
+def _in_a_chat(text: str, model: str) -> int:
+    """The text's share of a one-message chat body, as ctxbudget.count measures the body."""
+
+    def tokens(content: str) -> int:
+        body = {"model": model, "messages": [{"role": "user", "content": content}]}
+        return int(ctxbudget.count(body, model=model)["tokens"])
+
+    return tokens(text) - tokens("")
+
+
+@pytest.mark.parametrize("model", EXACT)
+@pytest.mark.parametrize("text", TEXTS)
+def test_exact_counts_agree_with_the_count_of_a_request(model: str, text: str) -> None:
+    assert ctxbudget.count_text(text, model=model) == _in_a_chat(text, model)
+
+
+@pytest.mark.parametrize("model", EXACT)
+def test_exact_counts_are_tiktokens_own(model: str) -> None:
+    encoding = ctxbudget.encoding_for_model(model)
+    reference = encoding.encoding.tiktoken  # type: ignore[attr-defined]
+    assert encoding.exact and encoding.safety_factor == 1.0
+    for text in TEXTS:
+        assert ctxbudget.count_text(text, model=model) == len(reference.encode_ordinary(text))
+        assert encoding.encode(text) == reference.encode_ordinary(text)
+
+
+def test_each_model_gets_its_own_encoding() -> None:
+    assert ctxbudget.encoding_for_model("gpt-4o-2024-08-06").name == "o200k_base"
+    assert ctxbudget.encoding_for_model("gpt-4").name == "cl100k_base"
+    assert ctxbudget.encoding_for_model("gpt-4o-2024-08-06").catalog_id == "gpt-4o"
+    assert ctxbudget.count_text("hello world", model="gpt-4") == 2
+
+
+@pytest.mark.parametrize("model", ESTIMATED)
+def test_a_model_without_a_tokenizer_is_an_estimate_with_its_safety_factor(model: str) -> None:
+    encoding = ctxbudget.encoding_for_model(model)
+    assert not encoding.exact and encoding.safety_factor > 1.0
+    for text in TEXTS:
+        proxy = len(encoding.encode(text))
+        assert ctxbudget.count_text(text, model=model) == math.ceil(proxy * encoding.safety_factor - 1e-9)
+        # The request's count scales the whole body once: the text's share differs by rounding only.
+        assert abs(ctxbudget.count_text(text, model=model) - _in_a_chat(text, model)) <= 1
+    assert ctxbudget.count({"model": model, "messages": [{"role": "user", "content": "hi"}]}, model=model)[
+        "safety_factor"
+    ] == pytest.approx(encoding.safety_factor)
+
+
+def test_empty_text_is_zero_tokens() -> None:
+    for model in (*EXACT, *ESTIMATED):
+        assert ctxbudget.count_text("", model=model) == 0
+
+
+def test_encode_and_decode_round_trip_non_ascii_text() -> None:
+    for model in ("gpt-4o", "gpt-4", "claude-sonnet-4-5"):
+        encoding = ctxbudget.encoding_for_model(model)
+        for text in TEXTS:
+            assert encoding.decode(encoding.encode(text)) == text
+            assert sum(encoding.token_lengths(text)) == len(text.encode("utf-8"))
+
+
+def test_the_model_encoding_is_an_encoding() -> None:
+    encoding = ctxbudget.encoding_for_model("gpt-4o")
+    assert isinstance(encoding, ctxbudget.Encoding)
+    assert encoding.proven_boundaries
+
+
+def test_an_unknown_model_is_an_error_naming_the_closest_ids() -> None:
+    with pytest.raises(ctxbudget.UnknownModelError, match="closest: gpt-4o-mini") as caught:
+        ctxbudget.count_text("hello", model="gpt-4oo-mini")
+    assert caught.value.model_id == "gpt-4oo-mini"
+    with pytest.raises(ctxbudget.UnknownModelError, match="user catalog"):
+        ctxbudget.encoding_for_model("no-such-model")
+
+
+def test_bad_arguments_are_misuse_errors() -> None:
+    with pytest.raises(ctxbudget.InvalidRequestError, match="text must be a string"):
+        ctxbudget.count_text(b"hello", model="gpt-4o")  # type: ignore[arg-type]
+    with pytest.raises(ctxbudget.ConfigError, match="model must be a string"):
+        ctxbudget.encoding_for_model(None)  # type: ignore[arg-type]
+    with pytest.raises(ctxbudget.ConfigError, match="catalog must be a Catalog"):
+        ctxbudget.count_text("hello", model="gpt-4o", catalog={})  # type: ignore[arg-type]
+
+
+HOUSE = """
+schema_version = 1
+[[models]]
+id = "house-llm"
+provider = "self-hosted"
+context_window = 32768
+tokenizer = { encoding = "o200k_base", exact = false, safety_factor = 1.2 }
+match = { starts_with = "house-llm-" }
+"""
+
+
+def test_a_user_catalog_counts_its_own_models(tmp_path: Path) -> None:
+    (tmp_path / "mine.toml").write_text(HOUSE, "utf-8")
+    catalog = ctxbudget.load_catalog(tmp_path / "mine.toml")
+    encoding = ctxbudget.encoding_for_model("house-llm-2026-01", catalog=catalog)
+    assert (encoding.catalog_id, encoding.exact, encoding.safety_factor) == ("house-llm", False, 1.2)
+    text = "a" + " a" * 99  # 100 tokens of o200k_base
+    assert ctxbudget.count_text(text, model="house-llm-2026-01", catalog=catalog) == math.ceil(100 * 1.2)
+    with pytest.raises(ctxbudget.UnknownModelError):
+        ctxbudget.count_text(text, model="house-llm-2026-01")  # not in the bundled catalog
+
+
+class _Letters:
+    """A plug-in encoding with no decode: a token a character (all ASCII here)."""
+
+    name = "letters"
+    proven_boundaries = False
+
+    def encode(self, text: str) -> list[int]:
+        return [ord(c) for c in text]
+
+    def token_lengths(self, text: str) -> bytes:
+        return bytes(len(c.encode("utf-8")) for c in text)
+
+
+def test_a_plug_in_encoding_counts_and_says_it_cannot_decode(tmp_path: Path) -> None:
+    ctxbudget.register_encoding("letters", _Letters)
+    (tmp_path / "mine.toml").write_text(
+        HOUSE.replace(
+            'encoding = "o200k_base", exact = false, safety_factor = 1.2',
+            'encoding = "letters", exact = true',
+        ),
+        "utf-8",
+    )
+    catalog = ctxbudget.load_catalog(tmp_path / "mine.toml")
+    encoding = ctxbudget.encoding_for_model("house-llm", catalog=catalog)
+    assert encoding.exact and encoding.name == "letters"
+    assert ctxbudget.count_text("hello", model="house-llm", catalog=catalog) == 5
+    with pytest.raises(ctxbudget.ConfigError, match="'letters' has no decode"):
+        encoding.decode([104])

@@ -1,0 +1,228 @@
+"""ctxbudget.integrations.langchain: LangChain messages fitted with the library's own counting and
+trimming rules, returned as the same objects, whole, in order."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    convert_to_openai_messages,
+)
+
+import ctxbudget
+from ctxbudget.integrations.langchain import fit_messages, trim_messages
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+LONG = "The quarterly report covers revenue, hiring and the office move. " * 30
+
+
+def _tool_turn(call_id: str, result: str) -> list[BaseMessage]:
+    call = {"name": "search", "args": {"q": call_id}, "id": call_id}
+    return [AIMessage("", tool_calls=[call]), ToolMessage(result, tool_call_id=call_id)]
+
+
+def _conversation() -> list[BaseMessage]:
+    return [
+        SystemMessage("You are a careful analyst."),
+        HumanMessage("What changed this quarter? " + LONG),
+        AIMessage("Revenue grew. " + LONG),
+        HumanMessage("Look up the hiring numbers."),
+        AIMessage(
+            "",
+            tool_calls=[
+                {"name": "search", "args": {"q": "hiring"}, "id": "c1"},
+                {"name": "search", "args": {"q": "office"}, "id": "c2"},
+            ],
+        ),
+        ToolMessage("Hiring: 42 engineers. " + LONG, tool_call_id="c1"),
+        ToolMessage("Office: moved in May.", tool_call_id="c2"),
+        AIMessage("They hired 42 engineers. " + LONG),
+        HumanMessage("And the office?"),
+    ]
+
+
+def _tokens(messages: Sequence[BaseMessage], model: str) -> int:
+    """The library's count of the messages as an OpenAI chat body."""
+    body = {"model": model, "messages": convert_to_openai_messages(list(messages))}
+    return int(ctxbudget.count(body, model=model, input_format="openai")["tokens"])
+
+
+def _is_subsequence(kept: Sequence[BaseMessage], given: Sequence[BaseMessage]) -> bool:
+    positions = [next(i for i, m in enumerate(given) if m is k) for k in kept]
+    return positions == sorted(set(positions))
+
+
+def _tool_groups_whole(kept: Sequence[BaseMessage], given: Sequence[BaseMessage]) -> bool:
+    """Every tool call kept has all its results kept, and every result kept has its call."""
+    ids = {id(m) for m in kept}
+    for call in (m for m in given if isinstance(m, AIMessage) and m.tool_calls):
+        results = [
+            m
+            for m in given
+            if isinstance(m, ToolMessage) and m.tool_call_id in {c["id"] for c in call.tool_calls}
+        ]
+        if len({id(call) in ids, *(id(r) in ids for r in results)}) > 1:
+            return False
+    return True
+
+
+def test_messages_that_fit_are_returned_as_given() -> None:
+    messages = _conversation()
+    kept = trim_messages(messages, model="gpt-4o", max_tokens=100_000)
+    assert kept == messages and all(a is b for a, b in zip(kept, messages, strict=True))
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "gpt-4o-2024-08-06", "gpt-4", "claude-sonnet-4-5"])
+@pytest.mark.parametrize("max_tokens", [1200, 900, 700])
+def test_the_budget_is_respected_with_the_same_objects_in_order(model: str, max_tokens: int) -> None:
+    messages = _conversation()
+    fitted = fit_messages(messages, model=model, max_tokens=max_tokens)
+    kept = fitted.messages
+    assert _tokens(kept, model) <= max_tokens
+    assert fitted.report.tokens_after == _tokens(kept, model)
+    assert fitted.report.tokens_before == _tokens(messages, model) > max_tokens
+    assert _is_subsequence(kept, messages) and _tool_groups_whole(kept, messages)
+    assert [messages[i] for i in fitted.report.kept] == kept
+    assert (
+        set(fitted.report.dropped)
+        == set(fitted.report.reasons)
+        == set(range(len(messages))) - set(fitted.report.kept)
+    )
+    # The system prompt, the latest human message and the newest message are always kept, whole.
+    assert kept[0] is messages[0] and kept[-1] is messages[-1] and kept[-2] is messages[-2]
+    assert fitted.report.exact is model.startswith("gpt")
+
+
+def test_a_tool_call_and_its_results_are_dropped_together() -> None:
+    messages = _conversation()
+    fitted = fit_messages(messages, model="gpt-4o", max_tokens=800)
+    assert {4, 5, 6} <= set(fitted.report.dropped)
+    assert "tool-call unit" in fitted.report.reasons[6]
+    assert not any(isinstance(m, ToolMessage) for m in fitted.messages)
+
+
+def test_the_newest_tool_turn_is_kept_whole() -> None:
+    messages = [
+        SystemMessage("Answer from the tools."),
+        HumanMessage("Old question. " + LONG),
+        AIMessage("Old answer. " + LONG),
+        HumanMessage("What is the weather in Paris?"),
+        *_tool_turn("w1", "Paris: 18 C, light rain."),
+    ]
+    kept = trim_messages(messages, model="gpt-4o", max_tokens=200)
+    assert kept == [messages[0], messages[3], messages[4], messages[5]]
+
+
+def test_a_system_prompt_too_large_alone_is_refused() -> None:
+    messages = [SystemMessage(LONG * 3), HumanMessage("Hi")]
+    with pytest.raises(ctxbudget.BudgetExceeded, match=r"messages\[0\]") as caught:
+        trim_messages(messages, model="gpt-4o", max_tokens=500)
+    assert caught.value.available_tokens == 500 and caught.value.required_tokens > 500
+    assert "max_tokens=" in str(caught.value)
+
+
+def test_a_last_human_message_too_large_whole_is_refused_not_cut() -> None:
+    messages = [SystemMessage("Be brief."), AIMessage("Hello."), HumanMessage(LONG * 2)]
+    with pytest.raises(ctxbudget.BudgetExceeded) as caught:
+        trim_messages(messages, model="gpt-4o", max_tokens=600)
+    assert any("messages[2]" in part for part in caught.value.parts)
+
+
+def test_the_last_human_message_is_kept_whole_even_when_the_fit_would_cut_it() -> None:
+    """The fit cuts a long question to its share; here it is sent whole, and older messages make
+    room for it (the oldest first)."""
+    messages = [
+        SystemMessage("Be brief."),
+        *[HumanMessage(LONG) for _ in range(4)],
+        AIMessage("Noted."),
+        HumanMessage(LONG * 2 + "Why?"),
+    ]
+    fitted = fit_messages(messages, model="gpt-4o", max_tokens=1000)
+    query = next(i for i in fitted.report.fit.items if i.path == "$.messages[6]")
+    assert query.action == "truncated"  # what the fit alone would have sent
+    assert fitted.messages == [messages[0], messages[5], messages[6]]
+    assert fitted.report.reasons[1] == "dropped to keep the messages that are always kept whole"
+    assert _tokens(fitted.messages, "gpt-4o") == fitted.report.tokens_after <= 1000
+
+
+def test_bad_input_is_a_misuse_error() -> None:
+    with pytest.raises(ctxbudget.InvalidRequestError, match=r"messages\[1\]"):
+        trim_messages([HumanMessage("hi"), {"role": "user", "content": "x"}], model="gpt-4o", max_tokens=100)  # type: ignore[list-item]
+    with pytest.raises(ctxbudget.InvalidRequestError, match="no messages"):
+        trim_messages([], model="gpt-4o", max_tokens=100)
+    for bad in (0, -5, True, 1.5):
+        with pytest.raises(ctxbudget.ConfigError, match="max_tokens"):
+            trim_messages([HumanMessage("hi")], model="gpt-4o", max_tokens=bad)  # type: ignore[arg-type]
+    with pytest.raises(ctxbudget.UnknownModelError, match="closest"):
+        trim_messages([HumanMessage("hi")], model="gpt-4oo", max_tokens=100)
+
+
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(SRC)},
+        check=False,
+    )
+
+
+def test_importing_ctxbudget_does_not_import_langchain() -> None:
+    done = _python("import sys, ctxbudget; print('langchain_core' in sys.modules)")
+    assert done.stdout.strip() == "False", done.stderr
+
+
+def test_without_langchain_core_the_import_says_what_to_install() -> None:
+    done = _python(
+        "import sys; sys.modules['langchain_core'] = None; sys.modules['langchain_core.messages'] = None\n"
+        "import ctxbudget.integrations.langchain"
+    )
+    assert done.returncode != 0
+    assert "ImportError: ctxbudget.integrations.langchain needs langchain-core" in done.stderr
+    assert "pip install 'ctxbudget[langchain]'" in done.stderr
+
+
+@st.composite
+def _conversations(draw: Any) -> list[BaseMessage]:
+    """A system prompt, then turns: human messages, answers and tool turns of random sizes."""
+    words = st.integers(min_value=0, max_value=120).map(lambda n: " ".join(["word"] * n))
+    messages: list[BaseMessage] = [SystemMessage("Be precise.")] if draw(st.booleans()) else []
+    for turn in range(draw(st.integers(min_value=1, max_value=8))):
+        kind = draw(st.sampled_from(["human", "ai", "tool"]))
+        text = draw(words)
+        if kind == "human":
+            messages.append(HumanMessage(text or "?"))
+        elif kind == "ai":
+            messages.append(AIMessage(text))
+        else:
+            messages.extend(_tool_turn(f"t{turn}", text))
+    messages.append(HumanMessage(draw(words) + " and then?"))
+    return messages
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=_conversations(), max_tokens=st.integers(min_value=20, max_value=600))
+def test_property_the_output_is_an_ordered_subsequence_with_tool_groups_whole(
+    messages: list[BaseMessage], max_tokens: int
+) -> None:
+    try:
+        kept = trim_messages(messages, model="gpt-4o", max_tokens=max_tokens)
+    except ctxbudget.BudgetExceeded as refused:
+        assert refused.required_tokens > max_tokens
+        return
+    assert _is_subsequence(kept, messages) and _tool_groups_whole(kept, messages)
+    assert _tokens(kept, "gpt-4o") <= max_tokens
+    assert kept[-1] is messages[-1]
+    assert all(m in kept for m in messages if isinstance(m, SystemMessage))
