@@ -4,6 +4,7 @@ answer cannot poison, bounded state (official SDKs against the local fake upstre
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -366,6 +367,9 @@ def test_a_locked_store_delays_the_answer_or_withholds_it(tmp_path: Path, wait: 
                 client.messages.create(model="claude-sonnet-4-6", max_tokens=10, messages=_ask())
             assert refused.value.status_code == 503 and "withheld" in str(refused.value)
             release.join()
+            deadline = time.monotonic() + 5  # the store is tried again once a second
+            while httpx.get(url + "/healthz").status_code != 200 and time.monotonic() < deadline:
+                time.sleep(0.1)
             client.messages.create(model="claude-sonnet-4-6", max_tokens=10, messages=_ask())
         metrics = httpx.get(url + "/metrics").text
     assert len(SQLiteStore(store).turns("locked")) == 1
