@@ -1,5 +1,7 @@
 """ctxbudget: deterministic, offline context budgeting for LLM requests."""
 
+from typing import TYPE_CHECKING, Any
+
 from .assembly import (
     AssemblyReport,
     AssemblyResult,
@@ -39,9 +41,13 @@ from .trim.passages import PassageScorer
 
 __version__ = "0.1.0"
 
+if TYPE_CHECKING:
+    from .gateway.transport import AsyncFittingTransport, FittingTransport
+
 __all__ = [
     "AssemblyReport",
     "AssemblyResult",
+    "AsyncFittingTransport",
     "BudgetExceeded",
     "BudgetSplit",
     "CacheRules",
@@ -52,6 +58,7 @@ __all__ = [
     "Encoding",
     "FitReport",
     "FitResult",
+    "FittingTransport",
     "InvalidRequestError",
     "InvariantViolation",
     "ItemReport",
@@ -95,3 +102,17 @@ __all__ = [
     "register_encoding",
     "render_question",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The in-process transports, imported on first use: they are the gateway's decision path and
+    need its extra (httpx, starlette)."""
+    if name in ("FittingTransport", "AsyncFittingTransport"):
+        try:
+            from .gateway import transport
+        except ImportError as exc:
+            raise ImportError(
+                f"ctxbudget.{name} needs the gateway extra: pip install 'ctxbudget[gateway]'"
+            ) from exc
+        return getattr(transport, name)
+    raise AttributeError(f"module 'ctxbudget' has no attribute {name!r}")

@@ -11,7 +11,7 @@ thread switches against 0.15 ms for a short chat body's fit).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -105,19 +105,20 @@ async def on_loop_or_worker(gateway: Gateway, size: int, work: Callable[[], T]) 
 
 
 def first_pass(
-    gateway: Gateway, provider: Provider, request: Request, parcel: list[bytes], progress: Progress
+    gateway: Gateway, provider: Provider, headers: Mapping[str, str], parcel: list[bytes], progress: Progress
 ) -> Outbound:
     """Decode the body (``parcel`` holds its bytes, emptied so they are dropped once decoded),
-    name its session, read its budgets, fit it, and render what is forwarded unless an exact
-    count may change the fit."""
+    name its session, read its budgets from ``headers``, fit it, and render what is forwarded
+    unless an exact count may change the fit. The gateway's routes and the in-process transport
+    (:mod:`.transport`) both decide here."""
     body = parse_json(parcel.pop())
     progress.stage = "prepare"
     try:
-        progress.session = session_id(request.headers.get(SESSION_HEADER), provider, body)
+        progress.session = session_id(headers.get(SESSION_HEADER), provider, body)
     except InvalidRequestError as exc:
         raise Refusal(400, f"ctxbudget: {exc}", "invalid_request") from exc
     try:
-        settings = gateway.settings_for(request.headers)
+        settings = gateway.settings_for(headers)
     except SettingsError as exc:
         raise Refusal(400, f"ctxbudget: {exc}", "invalid_request") from exc
     prepared = gateway.prepare(provider, body, progress.session, settings)
@@ -139,7 +140,7 @@ async def outbound(gateway: Gateway, provider: Provider, request: Request, progr
     parcel = [await read_body(request, gateway)]
     progress.size = size = len(parcel[0])
     ready = await on_loop_or_worker(
-        gateway, size, lambda: first_pass(gateway, provider, request, parcel, progress)
+        gateway, size, lambda: first_pass(gateway, provider, request.headers, parcel, progress)
     )
     if ready.content is not None:
         return ready

@@ -1,0 +1,229 @@
+"""The gateway's decisions inside the client's own process: httpx transports that fit each
+Anthropic Messages, OpenAI Chat Completions or Responses request before handing it to the real
+transport, so an SDK gets the gateway's budgets with no server to run::
+
+    client = anthropic.Anthropic(http_client=httpx.Client(transport=FittingTransport(max_context_tokens=32000)))
+
+The transports take requests from ``httpx`` clients and from ``httpx2`` ones alike (pydantic's
+continuation of httpx, which the current Anthropic and OpenAI SDKs are built on: give them an
+``httpx2.Client``); they answer in the client's own module's types.
+
+The decision is the gateway's own (:func:`.intake.first_pass`: the same body checks, session
+name, ``X-Ctxbudget-*`` request headers, fit, cost ceiling and refusals), and the answer carries
+the same ``x-ctxbudget-*`` headers. A refusal is answered by the transport itself, in the
+provider's error shape, so the SDK raises its usual exception and nothing is sent. Every other
+request (count_tokens, files, models, GET) passes through untouched. Not here, because they
+belong to a server: the session store, calibration from usage, policy mode's previous turn,
+asking the upstream to count. The report of the latest decision is :attr:`last_report`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Mapping
+from types import ModuleType
+from typing import Any
+
+import anyio.to_thread
+import httpx
+
+from ..session.store import SQLiteStore
+from .config import GatewayConfig
+from .intake import INLINE_BYTES, Progress, first_pass
+from .prepared import Prepared
+from .providers import ANTHROPIC, OPENAI, RESPONSES, Provider
+from .refusals import Refusal
+from .service import Gateway
+from .settings import HEADER_PREFIX
+
+__all__ = ["AsyncFittingTransport", "FittingTransport"]
+
+FITTED = (ANTHROPIC, OPENAI, RESPONSES)
+
+
+class _Decider:
+    """What both transports share: a gateway's decision path with no server around it."""
+
+    def __init__(
+        self,
+        *,
+        max_context_tokens: int = 0,
+        cost_ceiling_usd: float | None = None,
+        catalog_paths: tuple[str, ...] = (),
+        unknown_model: str = "error",
+    ) -> None:
+        config = GatewayConfig(
+            max_context_tokens=max_context_tokens,
+            cost_ceiling_usd=cost_ceiling_usd,
+            catalog_paths=tuple(catalog_paths),
+            unknown_model=unknown_model,  # type: ignore[arg-type]
+            store_path=":memory:",
+        )
+        self._gateway = Gateway(config, store=SQLiteStore(":memory:"))
+        self._lock = threading.Lock()
+        self.last_report: Mapping[str, Any] | None = None
+
+    @staticmethod
+    def provider(request: httpx.Request) -> Provider | None:
+        """The API a request is for, when it is one the gateway fits."""
+        if request.method != "POST":
+            return None
+        return next((p for p in FITTED if request.url.path.endswith(p.path)), None)
+
+    def decide(
+        self, provider: Provider, request: httpx.Request, data: bytes
+    ) -> tuple[httpx.Request, Prepared] | httpx.Response:
+        """The request to send in ``request``'s place with its decision, or the refusal to answer."""
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        try:
+            ready = first_pass(self._gateway, provider, headers, [data], Progress(0, 0.0))
+        except Refusal as refusal:
+            return _refused(provider, refusal, request)
+        with self._lock:
+            self.last_report = ready.prepared.report
+        kept = [(k, v) for k, v in request.headers.multi_items() if not _dropped(k)]
+        content = json.dumps(ready.prepared.body).encode("utf-8")
+        outgoing: httpx.Request = _module(request).Request(
+            request.method, request.url, headers=kept, content=content, extensions=request.extensions
+        )
+        return outgoing, ready.prepared
+
+    def close(self) -> None:
+        """Release the decision path's resources."""
+        self._gateway.close()
+        self._gateway.store.close()
+
+
+def _told(response: httpx.Response, prepared: Prepared) -> httpx.Response:
+    """The upstream's answer with the decision's ``x-ctxbudget-*`` headers."""
+    for key, value in prepared.headers().items():
+        response.headers.setdefault(key, value)
+    return response
+
+
+class FittingTransport(httpx.BaseTransport):
+    """An httpx transport that fits Anthropic and OpenAI requests before sending them through
+    ``transport`` (default: httpx's own); see the module docstring. ``max_context_tokens`` (0:
+    the model's window), ``cost_ceiling_usd``, ``catalog_paths`` and ``unknown_model`` mean what
+    ``ctxbudget serve``'s options mean; a request may narrow them with ``X-Ctxbudget-*`` headers."""
+
+    def __init__(
+        self,
+        *,
+        max_context_tokens: int = 0,
+        cost_ceiling_usd: float | None = None,
+        catalog_paths: tuple[str, ...] = (),
+        unknown_model: str = "error",
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._decider = _Decider(
+            max_context_tokens=max_context_tokens,
+            cost_ceiling_usd=cost_ceiling_usd,
+            catalog_paths=catalog_paths,
+            unknown_model=unknown_model,
+        )
+        self._given = transport
+        self._inners: dict[str, Any] = {}  # the default transport of each HTTP library seen
+
+    @property
+    def last_report(self) -> Mapping[str, Any] | None:
+        """The report of the latest request fitted (the gateway's ``tokens_before`` and the rest)."""
+        return self._decider.last_report
+
+    def _inner(self, request: httpx.Request) -> Any:
+        if self._given is not None:
+            return self._given
+        module = _module(request)
+        return self._inners.setdefault(module.__name__, module.HTTPTransport())
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        provider = self._decider.provider(request)
+        if provider is None:
+            return self._inner(request).handle_request(request)  # type: ignore[no-any-return]
+        decided = self._decider.decide(provider, request, request.read())
+        if not isinstance(decided, tuple):
+            return decided
+        outgoing, prepared = decided
+        return _told(self._inner(request).handle_request(outgoing), prepared)
+
+    def close(self) -> None:
+        for inner in [self._given, *self._inners.values()]:
+            if inner is not None:
+                inner.close()
+        self._decider.close()
+
+
+class AsyncFittingTransport(httpx.AsyncBaseTransport):
+    """:class:`FittingTransport` for async clients (``httpx.AsyncClient``): a large body is
+    fitted in a worker thread, so the event loop is not held up by it."""
+
+    def __init__(
+        self,
+        *,
+        max_context_tokens: int = 0,
+        cost_ceiling_usd: float | None = None,
+        catalog_paths: tuple[str, ...] = (),
+        unknown_model: str = "error",
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._decider = _Decider(
+            max_context_tokens=max_context_tokens,
+            cost_ceiling_usd=cost_ceiling_usd,
+            catalog_paths=catalog_paths,
+            unknown_model=unknown_model,
+        )
+        self._given = transport
+        self._inners: dict[str, Any] = {}
+
+    @property
+    def last_report(self) -> Mapping[str, Any] | None:
+        """The report of the latest request fitted."""
+        return self._decider.last_report
+
+    def _inner(self, request: httpx.Request) -> Any:
+        if self._given is not None:
+            return self._given
+        module = _module(request)
+        return self._inners.setdefault(module.__name__, module.AsyncHTTPTransport())
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        provider = self._decider.provider(request)
+        if provider is None:
+            return await self._inner(request).handle_async_request(request)  # type: ignore[no-any-return]
+        data = await request.aread()
+        if len(data) <= INLINE_BYTES:
+            decided = self._decider.decide(provider, request, data)
+        else:
+            decided = await anyio.to_thread.run_sync(self._decider.decide, provider, request, data)
+        if not isinstance(decided, tuple):
+            return decided
+        outgoing, prepared = decided
+        return _told(await self._inner(request).handle_async_request(outgoing), prepared)
+
+    async def aclose(self) -> None:
+        for inner in [self._given, *self._inners.values()]:
+            if inner is not None:
+                await inner.aclose()
+        self._decider.close()
+
+
+def _module(request: httpx.Request) -> ModuleType:
+    """The HTTP library the request comes from (``httpx`` or ``httpx2``): answers are built from it."""
+    return sys.modules[type(request).__module__.partition(".")[0]]
+
+
+def _dropped(header: str) -> bool:
+    """Headers not forwarded: ctxbudget's own, and the length of the body that was replaced."""
+    name = header.lower()
+    return name.startswith(HEADER_PREFIX) or name in ("content-length", "transfer-encoding")
+
+
+def _refused(provider: Provider, refusal: Refusal, request: httpx.Request) -> httpx.Response:
+    """The refusal, answered as the provider would answer an error."""
+    body = provider.error_body(refusal.status, str(refusal), refusal.code)
+    response: httpx.Response = _module(request).Response(
+        refusal.status, json=body, headers=refusal.headers, request=request
+    )
+    return response

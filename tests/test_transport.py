@@ -1,0 +1,137 @@
+"""The in-process transports: the official SDKs fitted with no server, by the gateway's own decision
+path (the same bytes upstream as through the gateway), refusals in the provider's shape with
+nothing sent, other requests passed through."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import httpx2
+import openai
+import pytest
+
+import ctxbudget
+
+from .fake_upstream import FAKE_MODELS, FakeUpstream, Served, gateway_over_fake
+
+HISTORY = [
+    message
+    for n in range(40)
+    for message in (
+        {"role": "user", "content": f"question {n}: " + "what did the witness say about the notice? " * 30},
+        {"role": "assistant", "content": f"answer {n}: " + "the witness said notice was given late. " * 30},
+    )
+]
+ASK = [*HISTORY, {"role": "user", "content": "So when was notice given?"}]
+
+
+def _transport(**options: Any) -> ctxbudget.FittingTransport:
+    return ctxbudget.FittingTransport(catalog_paths=(str(FAKE_MODELS),), **options)
+
+
+def test_an_anthropic_client_is_fitted_in_process_and_told_what_was_done() -> None:
+    fake = FakeUpstream()
+    with Served(fake.app) as upstream:
+        transport = _transport(max_context_tokens=4000)
+        client = anthropic.Anthropic(
+            base_url=upstream.url, api_key="k", max_retries=0, http_client=httpx2.Client(transport=transport)
+        )
+        raw = client.messages.with_raw_response.create(
+            model="claude-sonnet-4-6", max_tokens=100, messages=ASK
+        )
+        reply = raw.parse()
+    sent = fake.received[-1]["messages"]
+    assert reply.content[0].text == "echo: So when was notice given?"  # type: ignore[union-attr]
+    assert raw.headers["x-ctxbudget-trimmed"] == "true"
+    assert (
+        int(raw.headers["x-ctxbudget-tokens-after"]) <= 4000 < int(raw.headers["x-ctxbudget-tokens-before"])
+    )
+    assert sent[-1] == ASK[-1] and len(sent) < len(ASK)
+    assert transport.last_report is not None and transport.last_report["tokens_after"] <= 4000
+
+
+def test_the_transport_sends_the_bytes_the_gateway_sends(tmp_path: Path) -> None:
+    """One decision path: the same request, fitted by the gateway and by the transport, reaches
+    the upstream as the same body, and the client is told the same figures."""
+    body = {"model": "gpt-4o", "max_tokens": 100, "messages": ASK}
+    headers = {"x-ctxbudget-max-context-tokens": "3000", "x-ctxbudget-session": "same"}
+    with gateway_over_fake(tmp_path / "g.db") as (fake, url):
+        through_gateway = httpx.post(url + "/v1/chat/completions", json=body, headers=headers)
+        fake_url = fake.gateway.config.openai_upstream
+        with httpx.Client(transport=_transport()) as client:
+            in_process = client.post(fake_url + "/v1/chat/completions", json=body, headers=headers)
+    assert fake.received[-1] == fake.received[-2]
+    for header in ("x-ctxbudget-tokens-before", "x-ctxbudget-tokens-after", "x-ctxbudget-trimmed"):
+        assert through_gateway.headers[header] == in_process.headers[header]
+
+
+def test_a_refusal_is_the_providers_error_and_nothing_is_sent() -> None:
+    fake = FakeUpstream()
+    with Served(fake.app) as upstream:
+        client = openai.OpenAI(
+            base_url=upstream.url + "/v1",
+            api_key="k",
+            max_retries=0,
+            http_client=httpx2.Client(transport=_transport(max_context_tokens=500)),
+        )
+        too_long = [{"role": "system", "content": "Be exact. " * 2000}, {"role": "user", "content": "Why?"}]
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.chat.completions.create(model="gpt-4o", max_tokens=50, messages=too_long)  # type: ignore[arg-type]
+        with pytest.raises(openai.BadRequestError, match="ceiling"):
+            priced = openai.OpenAI(
+                base_url=upstream.url + "/v1",
+                api_key="k",
+                max_retries=0,
+                http_client=httpx2.Client(transport=_transport(cost_ceiling_usd=0.000001)),
+            )
+            priced.chat.completions.create(model="gpt-4o", max_tokens=50, messages=ASK)  # type: ignore[arg-type]
+    assert refused.value.code == "context_length_exceeded"
+    assert fake.received == []
+
+
+def test_other_requests_pass_through_untouched() -> None:
+    fake = FakeUpstream()
+    with Served(fake.app) as upstream:
+        client = anthropic.Anthropic(
+            base_url=upstream.url,
+            api_key="k",
+            max_retries=0,
+            http_client=httpx2.Client(transport=_transport(max_context_tokens=1000)),
+        )
+        counted = client.messages.count_tokens(model="claude-sonnet-4-6", messages=ASK)  # type: ignore[arg-type]
+    assert fake.counted and fake.counted[-1]["messages"] == ASK  # not fitted: the client asked for a count
+    assert counted.input_tokens > 1000
+
+
+def test_an_async_openai_client_streams_through_the_async_transport() -> None:
+    fake = FakeUpstream()
+
+    async def run(url: str) -> tuple[str, int]:
+        transport = ctxbudget.AsyncFittingTransport(max_context_tokens=3000)
+        client = openai.AsyncOpenAI(
+            base_url=url + "/v1",
+            api_key="k",
+            max_retries=0,
+            http_client=httpx2.AsyncClient(transport=transport),
+        )
+        async with client:
+            stream = await client.chat.completions.create(
+                model="gpt-4o",
+                max_tokens=100,
+                stream=True,
+                messages=ASK,  # type: ignore[arg-type]
+            )
+            text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+            response = await client.responses.create(model="gpt-4o", max_output_tokens=100, input=ASK)  # type: ignore[arg-type]
+        assert transport.last_report is not None
+        return text + "|" + response.output_text, int(transport.last_report["tokens_after"])
+
+    with Served(fake.app) as upstream:
+        text, after = asyncio.run(run(upstream.url))
+    assert text.startswith("echo") and "|echo" in text and after <= 3000
+    assert len(fake.received[0]["messages"]) < len(ASK) and len(fake.received[1]["input"]) < len(ASK)
+    assert "stream_options" not in fake.received[0]  # the client gets the stream it asked for
