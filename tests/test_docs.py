@@ -55,3 +55,27 @@ def test_counting_and_langchain_docs_python_blocks_run() -> None:
         assert blocks, name
         for block in blocks:
             exec(compile(block, f"docs/{name}", "exec"), {})
+
+
+def test_transport_doc_python_blocks_run(monkeypatch: Any) -> None:
+    """docs/transport.md's two examples, run as written against the fake upstream (its address put
+    where the page has the provider's, and in the SDKs' environment variables)."""
+    from .fake_upstream import FakeUpstream, Served
+
+    doc = (README.parent / "docs" / "transport.md").read_text("utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", doc, flags=re.DOTALL)
+    assert len(blocks) == 2
+    fake = FakeUpstream()
+    with Served(fake.app) as upstream:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-docs")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-docs")
+        monkeypatch.setenv("OPENAI_BASE_URL", upstream.url + "/v1")
+        exec(
+            compile(
+                blocks[0].replace("https://api.anthropic.com", upstream.url), "docs/transport.md", "exec"
+            ),
+            {},
+        )
+        exec(compile(blocks[1], "docs/transport.md", "exec"), {"__name__": "docs"})
+    assert fake.paths == ["/v1/messages", "/v1/chat/completions"]
+    assert len(fake.received[0]["messages"]) < 21  # the history was fitted
