@@ -33,6 +33,7 @@ __all__ = [
     "Catalog",
     "UnknownModel",
     "bundled_catalog",
+    "catalog_of",
     "check_safety_factor",
     "load_catalog",
 ]
@@ -306,3 +307,14 @@ def load_catalog(paths: Iterable[str | Path] = ()) -> Catalog:
         check_merge(merged, override, str(path))
         catalog = merged
     return catalog
+
+
+def catalog_of(given: object) -> Catalog:
+    """The catalog given (checked to be one), or the bundled catalog when none was."""
+    if given is None:
+        return bundled_catalog()
+    if not isinstance(given, Catalog):
+        raise ConfigError(
+            f"catalog must be a Catalog (ctxbudget.load_catalog(paths)), got {type(given).__name__}"
+        )
+    return given

@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 from ..errors import ConfigError, InvalidRequestError, UnknownModelError
 from ..tokens.counter import TokenCounter
 from ..tokens.encoding import Encoding
-from .catalog import Catalog, bundled_catalog
+from .catalog import Catalog, catalog_of
 
 __all__ = ["ModelEncoding", "count_text", "encoding_for_model"]
 
@@ -81,7 +81,7 @@ def encoding_for_model(model: str, *, catalog: Catalog | None = None) -> ModelEn
     Raises :class:`UnknownModelError`, naming the closest ids, for an id the catalog cannot
     resolve. ``catalog``: models and tokenizers (default: the bundled catalog).
     """
-    checked = _catalog_of(catalog)
+    checked = catalog_of(catalog)
     if not isinstance(model, str):
         raise ConfigError(f"model must be a string, got {type(model).__name__}")
     spec = checked.find_model(model)
@@ -105,13 +105,3 @@ def count_text(text: str, *, model: str, catalog: Catalog | None = None) -> int:
     whole request with :func:`ctxbudget.count`.
     """
     return encoding_for_model(model, catalog=catalog).count(text)
-
-
-def _catalog_of(given: object) -> Catalog:
-    if given is None:
-        return bundled_catalog()
-    if not isinstance(given, Catalog):
-        raise ConfigError(
-            f"catalog must be a Catalog (ctxbudget.load_catalog(paths)), got {type(given).__name__}"
-        )
-    return given

@@ -12,7 +12,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..catalog.catalog import Catalog, bundled_catalog, check_safety_factor
+from ..catalog.catalog import Catalog, catalog_of, check_safety_factor
 from ..catalog.values import WindowResolution
 from ..errors import ConfigError, InvalidRequestError
 from ..formats.jsonvalue import JsonShape, check_json_value
@@ -129,14 +129,3 @@ def body_reserve(request: Mapping[str, Any]) -> int | None:
             raise InvalidRequestError(f"must be a whole number of tokens >= 0, got {value!r}", f"$.{name}")
         return value
     return None
-
-
-def catalog_of(given: object) -> Catalog:
-    """The catalog given (checked to be one), or the bundled catalog when none was."""
-    if given is None:
-        return bundled_catalog()
-    if not isinstance(given, Catalog):
-        raise ConfigError(
-            f"catalog must be a Catalog (ctxbudget.load_catalog(paths)), got {type(given).__name__}"
-        )
-    return given

@@ -103,11 +103,15 @@ def _told(response: httpx.Response, prepared: Prepared) -> httpx.Response:
     return response
 
 
-class FittingTransport(httpx.BaseTransport):
-    """An httpx transport that fits Anthropic and OpenAI requests before sending them through
-    ``transport`` (default: httpx's own); see the module docstring. ``max_context_tokens`` (0:
-    the model's window), ``cost_ceiling_usd``, ``catalog_paths`` and ``unknown_model`` mean what
-    ``ctxbudget serve``'s options mean; a request may narrow them with ``X-Ctxbudget-*`` headers."""
+class _Fitting:
+    """What both transports hold: the decision path, and the transports they send through.
+
+    ``max_context_tokens`` (0: the model's window), ``cost_ceiling_usd``, ``catalog_paths`` and
+    ``unknown_model`` mean what ``ctxbudget serve``'s options mean (a request may narrow them with
+    ``X-Ctxbudget-*`` headers); ``transport`` is the one to send through (default: the client
+    library's own, ``httpx`` or ``httpx2``, whichever the request comes from)."""
+
+    _default = ""  # the name of the client library's own transport class
 
     def __init__(
         self,
@@ -116,7 +120,7 @@ class FittingTransport(httpx.BaseTransport):
         cost_ceiling_usd: float | None = None,
         catalog_paths: tuple[str, ...] = (),
         unknown_model: str = "error",
-        transport: httpx.BaseTransport | None = None,
+        transport: Any = None,
     ) -> None:
         self._decider = _Decider(
             max_context_tokens=max_context_tokens,
@@ -136,7 +140,17 @@ class FittingTransport(httpx.BaseTransport):
         if self._given is not None:
             return self._given
         module = _module(request)
-        return self._inners.setdefault(module.__name__, module.HTTPTransport())
+        return self._inners.setdefault(module.__name__, getattr(module, self._default)())
+
+    def _sent_through(self) -> list[Any]:
+        return [t for t in (self._given, *self._inners.values()) if t is not None]
+
+
+class FittingTransport(_Fitting, httpx.BaseTransport):
+    """An httpx (or httpx2) transport that fits Anthropic and OpenAI requests before sending them
+    (see the module docstring and :class:`_Fitting` for the options)."""
+
+    _default = "HTTPTransport"
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         provider = self._decider.provider(request)
@@ -149,44 +163,16 @@ class FittingTransport(httpx.BaseTransport):
         return _told(self._inner(request).handle_request(outgoing), prepared)
 
     def close(self) -> None:
-        for inner in [self._given, *self._inners.values()]:
-            if inner is not None:
-                inner.close()
+        for inner in self._sent_through():
+            inner.close()
         self._decider.close()
 
 
-class AsyncFittingTransport(httpx.AsyncBaseTransport):
-    """:class:`FittingTransport` for async clients (``httpx.AsyncClient``): a large body is
-    fitted in a worker thread, so the event loop is not held up by it."""
+class AsyncFittingTransport(_Fitting, httpx.AsyncBaseTransport):
+    """:class:`FittingTransport` for async clients: a large body is fitted in a worker thread, so
+    the event loop is not held up by it."""
 
-    def __init__(
-        self,
-        *,
-        max_context_tokens: int = 0,
-        cost_ceiling_usd: float | None = None,
-        catalog_paths: tuple[str, ...] = (),
-        unknown_model: str = "error",
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        self._decider = _Decider(
-            max_context_tokens=max_context_tokens,
-            cost_ceiling_usd=cost_ceiling_usd,
-            catalog_paths=catalog_paths,
-            unknown_model=unknown_model,
-        )
-        self._given = transport
-        self._inners: dict[str, Any] = {}
-
-    @property
-    def last_report(self) -> Mapping[str, Any] | None:
-        """The report of the latest request fitted."""
-        return self._decider.last_report
-
-    def _inner(self, request: httpx.Request) -> Any:
-        if self._given is not None:
-            return self._given
-        module = _module(request)
-        return self._inners.setdefault(module.__name__, module.AsyncHTTPTransport())
+    _default = "AsyncHTTPTransport"
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         provider = self._decider.provider(request)
@@ -203,9 +189,8 @@ class AsyncFittingTransport(httpx.AsyncBaseTransport):
         return _told(await self._inner(request).handle_async_request(outgoing), prepared)
 
     async def aclose(self) -> None:
-        for inner in [self._given, *self._inners.values()]:
-            if inner is not None:
-                await inner.aclose()
+        for inner in self._sent_through():
+            await inner.aclose()
         self._decider.close()
 
 
