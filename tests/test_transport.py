@@ -135,3 +135,17 @@ def test_an_async_openai_client_streams_through_the_async_transport() -> None:
     assert text.startswith("echo") and "|echo" in text and after <= 3000
     assert len(fake.received[0]["messages"]) < len(ASK) and len(fake.received[1]["input"]) < len(ASK)
     assert "stream_options" not in fake.received[0]  # the client gets the stream it asked for
+
+
+def test_a_responses_refusal_names_the_bodys_own_field() -> None:
+    fake = FakeUpstream()
+    with Served(fake.app) as upstream:
+        client = openai.OpenAI(
+            base_url=upstream.url + "/v1",
+            api_key="k",
+            max_retries=0,
+            http_client=httpx2.Client(transport=_transport(max_context_tokens=3000)),
+        )
+        with pytest.raises(openai.BadRequestError, match=r"\(max_output_tokens=\) leaves nothing"):
+            client.responses.create(model="gpt-4o", max_output_tokens=5000, input="hi")
+    assert fake.received == []

@@ -63,6 +63,16 @@ class ToolDefinitions:
     cost_usd: float | None
 
 
+def _refusal(exc: CtxBudgetError, provider: Provider) -> Refusal:
+    """The library's refusal as ``provider``'s client is told it: the reply size named by the
+    body's own field (``max_output_tokens`` in a Responses body)."""
+    refusal = refusal_for(exc, provider.name)
+    if provider.input_format != "responses":
+        return refusal
+    message = str(refusal).replace("max_tokens=", "max_output_tokens=")
+    return Refusal(refusal.status, message, refusal.code, refusal.headers, counted=refusal.counted)
+
+
 class Preparer:
     """Fits or assembles requests: the catalog, calibrated factors, policies, and the previous
     turn of each policy-mode session (bounded in memory, else read from the store)."""
@@ -188,7 +198,7 @@ class Preparer:
         except StoreError:
             raise  # the store, not the request: the route answers 503
         except CtxBudgetError as exc:
-            raise refusal_for(exc, provider.name) from exc
+            raise _refusal(exc, provider) from exc
 
     @staticmethod
     def _with_breakpoint(
@@ -287,7 +297,7 @@ class Preparer:
         except StoreError:
             raise  # the store, not the request: the route answers 503
         except CtxBudgetError as exc:
-            raise refusal_for(exc, provider.name) from exc
+            raise _refusal(exc, provider) from exc
         return before, result
 
     def _count(self, provider: Provider, body: Mapping[str, Any], factor: float | None) -> dict[str, Any]:
