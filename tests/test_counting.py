@@ -148,3 +148,13 @@ def test_a_plug_in_encoding_counts_and_says_it_cannot_decode(tmp_path: Path) -> 
     assert ctxbudget.count_text("hello", model="house-llm", catalog=catalog) == 5
     with pytest.raises(ctxbudget.ConfigError, match="'letters' has no decode"):
         encoding.decode([104])
+
+
+def test_count_text_and_decode_refuse_what_they_cannot_read() -> None:
+    from ctxbudget.errors import InvalidRequestError
+
+    with pytest.raises(InvalidRequestError, match="lone surrogate"):
+        ctxbudget.count_text("a\ud800b", model="gpt-4o")
+    for tokens in ([10**9], [-1]):
+        with pytest.raises(InvalidRequestError, match="not token ids of o200k_base"):
+            ctxbudget.encoding_for_model("gpt-4o").decode(tokens)

@@ -149,3 +149,19 @@ def test_a_responses_refusal_names_the_bodys_own_field() -> None:
         with pytest.raises(openai.BadRequestError, match=r"\(max_output_tokens=\) leaves nothing"):
             client.responses.create(model="gpt-4o", max_output_tokens=5000, input="hi")
     assert fake.received == []
+
+
+def test_a_refusal_advises_the_transports_own_options() -> None:
+    fake = FakeUpstream()
+    with Served(fake.app) as upstream:
+        client = anthropic.Anthropic(
+            base_url=upstream.url,
+            api_key="k",
+            max_retries=0,
+            http_client=httpx2.Client(transport=_transport()),
+        )
+        with pytest.raises(anthropic.BadRequestError) as refused:
+            client.messages.create(model="claude-foo-9", max_tokens=10, messages=ASK)
+    message = refused.value.message
+    assert "FittingTransport(catalog_paths=[FILE])" in message and 'unknown_model="floor"' in message
+    assert "serve --" not in message

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from ..errors import ConfigError, InvalidRequestError, UnknownModelError
+from ..formats.jsonvalue import check_json_value
 from ..tokens.counter import TokenCounter
 from ..tokens.encoding import Encoding
 from .catalog import Catalog, catalog_of
@@ -65,12 +66,19 @@ class ModelEncoding:
         """The text of ``tokens`` (raises :class:`ConfigError` when the encoding cannot decode)."""
         if not isinstance(self.encoding, _Decoder):
             raise ConfigError(f"encoding {self.name!r} has no decode; register one that has")
-        return self.encoding.decode(tokens)
+        try:
+            return self.encoding.decode(tokens)
+        except (KeyError, OverflowError, TypeError, ValueError) as exc:
+            raise InvalidRequestError(
+                f"not token ids of {self.name} (each an int in its vocabulary): {type(exc).__name__}: {exc}",
+                "tokens",
+            ) from exc
 
     def count(self, text: str) -> int:
         """Tokens of ``text`` for the model: exact, or the estimate when ``exact`` is False."""
         if not isinstance(text, str):
             raise InvalidRequestError(f"text must be a string, got {type(text).__name__}")
+        check_json_value(text, "text")  # a lone surrogate: a clear error, not UnicodeEncodeError
         return TokenCounter(self.encoding, self.exact, self.safety_factor).count(text)
 
 

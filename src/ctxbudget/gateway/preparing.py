@@ -10,6 +10,7 @@ turn; what the assembly does not render but the provider bills (tool definitions
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -69,7 +70,7 @@ def _refusal(exc: CtxBudgetError, provider: Provider) -> Refusal:
     refusal = refusal_for(exc, provider.name)
     if provider.input_format != "responses":
         return refusal
-    message = str(refusal).replace("max_tokens=", "max_output_tokens=")
+    message = re.sub(r"\bmax_tokens\b", "max_output_tokens", str(refusal))
     return Refusal(refusal.status, message, refusal.code, refusal.headers, counted=refusal.counted)
 
 

@@ -29,6 +29,7 @@ from typing import Any
 import anyio.to_thread
 import httpx
 
+from ..errors import reworded
 from ..session.store import SQLiteStore
 from .config import GatewayConfig
 from .intake import INLINE_BYTES, Progress, first_pass
@@ -41,6 +42,14 @@ from .settings import HEADER_PREFIX
 __all__ = ["AsyncFittingTransport", "FittingTransport"]
 
 FITTED = (ANTHROPIC, OPENAI, RESPONSES)
+# A refusal's advice names the transport's options where the gateway's names its serve flags.
+TRANSPORT_WORDS = (
+    (" (or serve --max-context-tokens)", " (or FittingTransport(max_context_tokens=))"),
+    ("serve --max-context-tokens", "FittingTransport(max_context_tokens=)"),
+    ("serve --catalog FILE", "FittingTransport(catalog_paths=[FILE])"),
+    ("serve --unknown-model floor", 'FittingTransport(unknown_model="floor")'),
+    ("serve --cost-ceiling", "FittingTransport(cost_ceiling_usd=)"),
+)
 
 
 class _Decider:
@@ -207,7 +216,7 @@ def _dropped(header: str) -> bool:
 
 def _refused(provider: Provider, refusal: Refusal, request: httpx.Request) -> httpx.Response:
     """The refusal, answered as the provider would answer an error."""
-    body = provider.error_body(refusal.status, str(refusal), refusal.code)
+    body = provider.error_body(refusal.status, reworded(str(refusal), TRANSPORT_WORDS), refusal.code)
     response: httpx.Response = _module(request).Response(
         refusal.status, json=body, headers=refusal.headers, request=request
     )
