@@ -202,3 +202,9 @@ def test_fits_keep_order_pairs_and_the_budget(body: dict[str, Any], window: int)
     assert kept == question or (kept.startswith("[…]\n") and question.endswith(kept.removeprefix("[…]\n")))
     tokens = count(result.request, model="gpt-4o")["tokens"]
     assert tokens == result.report.tokens_after <= result.report.available_tokens
+
+
+@pytest.mark.parametrize("value", [42, None, {"role": "user", "content": "hi"}])
+def test_an_input_that_is_neither_a_string_nor_a_list_says_what_it_must_be(value: Any) -> None:
+    with pytest.raises(InvalidRequestError, match=r"\$\.input: must be a string or a list of items"):
+        fit({"model": "gpt-4o", "input": value}, model="gpt-4o", format="responses")

@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import model_validator
+from pydantic import field_validator, model_validator
 
 from ..items import Component, Item, ItemKey, Owner, Plan, Rendering, Segment
 from .chat import apply_history, split_messages
@@ -69,6 +69,13 @@ class _Body(OpenModel):
     instructions: str | list[dict[str, Any]] | None = None
     tools: list[dict[str, Any]] | None = None
     previous_response_id: str | None = None
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _string_or_items(cls, value: Any) -> Any:
+        if not isinstance(value, str | list):
+            raise ValueError("must be a string or a list of items")
+        return value
 
 
 def _is_system(item: Mapping[str, Any]) -> bool:
