@@ -577,3 +577,18 @@ def test_kept_passages_that_touch_keep_the_text_between_them() -> None:
     text = "alpha line\nbeta line\n\ngamma line"
     assert _joined(text, [(0, 10), (11, 20), (22, 32)], 0, len(text)) == text
     assert _joined(text, [(0, 10), (22, 32)], 0, len(text)) == "alpha line\n[…]\ngamma line"
+
+
+def test_a_long_single_paragraph_that_opens_by_asking_keeps_its_question() -> None:
+    """Found by a hostile run: "What is clause 4? <the contract as one paragraph>" lost its
+    question (the last sentence was taken for it); a question at the end still wins."""
+    from ctxbudget.trim.messages import question_spans
+
+    context = "Context sentence about the lease and its notice terms. " * 200
+    opening = "Hello. What is clause 4? " + context
+    assert [opening[a:b] for a, b in question_spans(opening)] == ["Hello. What is clause 4?"]
+    ending = "What is clause 2? " + context + "So what is clause 4?"
+    assert [ending[a:b] for a, b in question_spans(ending)] == ["So what is clause 4?"]
+    body = {"model": "gpt-4o", "max_tokens": 100, "messages": [{"role": "user", "content": opening}]}
+    kept = fit(body, model="gpt-4o", max_context_tokens=1500).request["messages"][-1]["content"]
+    assert kept.startswith("Hello. What is clause 4?")

@@ -1,6 +1,6 @@
 """ctxbudget: deterministic, offline context budgeting for LLM requests."""
 
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 from .assembly import (
     AssemblyReport,
@@ -41,7 +41,7 @@ from .trim.passages import PassageScorer
 
 __version__ = "0.1.0"
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from .gateway.transport import AsyncFittingTransport, FittingTransport
 
 __all__ = [
@@ -104,10 +104,17 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+_LAZY = ("AsyncFittingTransport", "FittingTransport")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
+
+def __getattr__(name: str) -> _typing.Any:
     """The in-process transports, imported on first use: they are the gateway's decision path and
     need its extra (httpx, starlette)."""
-    if name in ("FittingTransport", "AsyncFittingTransport"):
+    if name in _LAZY:
         try:
             from .gateway import transport
         except ImportError as exc:

@@ -4,7 +4,8 @@ A user message that carries context and a question keeps the question whole: the
 the short paragraph near its end that asks (it has a ``?`` or a label such as ``Question:``) with
 whatever instructions follow it, or, when the message asks near its start (``Question: ...``
 then ``Context: ...``, or a greeting, the question, then a pasted document), that paragraph; with
-no such paragraph, its last paragraph or last sentence. From the rest, and from any other long message (a tool result), the passages that match
+no such paragraph, a last sentence that asks, else opening sentences that ask ("What is clause 4?
+<the contract, as one long paragraph>"), else its last paragraph or last sentence. From the rest, and from any other long message (a tool result), the passages that match
 the question best are kept, verbatim, in their order, with a marker where text was left out. The
 selection is the one ``split_documents`` uses for documents
 (:func:`ctxbudget.trim.passages.select_regions`).
@@ -67,17 +68,41 @@ def question_spans(text: str) -> list[tuple[int, int]]:
         opening = [p for p in head if _asks(text[p[0] : p[1]], strongly)]
         if opening:
             return [opening[0]]
+    last = _last_sentence(text, paragraphs[-1][0], end)
+    if last and _asks(text[last[0][0] : end], strongly=True):
+        return last
+    # A long first paragraph that opens by asking ("What is clause 4? <the contract>...").
+    opening = _opening_question(text, paragraphs[0])
+    if opening:
+        return opening
     if tail:
         return [(tail[-1][0], end)]
-    # the last sentence (abbreviation-aware: "Hon. Smith" is not two sentences)
+    return last  # empty: no paragraph or sentence short enough to be the question
+
+
+def _last_sentence(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The last sentence of the paragraph at ``start`` (abbreviation-aware: "Hon. Smith" is not
+    two sentences), when it is short enough to be the question."""
     last = 0
-    window = max(paragraphs[-1][0], end - _MAX_QUESTION_CHARS - 1)
+    window = max(start, end - _MAX_QUESTION_CHARS - 1)
     for last in iter_sentence_ends(text, window, end - 1):  # noqa: B007 - the last one is wanted
         pass
-    if last:
-        rest = text[last:end]
-        return [(last + len(rest) - len(rest.lstrip()), end)]
-    return []  # no paragraph or sentence short enough to be the question
+    if not last:
+        return []
+    rest = text[last:end]
+    return [(last + len(rest) - len(rest.lstrip()), end)]
+
+
+def _opening_question(text: str, paragraph: tuple[int, int]) -> list[tuple[int, int]]:
+    """The opening sentences of ``paragraph`` up to the first that ends asking, when they are
+    short enough to be the question."""
+    start, stop = paragraph
+    limit = min(stop, start + _MAX_QUESTION_CHARS)
+    for cut in iter_sentence_ends(text, start, limit):
+        opening = text[start:cut].rstrip()
+        if opening.endswith(("?", "？")):
+            return [(start, start + len(opening))]
+    return []
 
 
 def _first_paragraph(text: str, start: int, end: int) -> tuple[int, int]:
