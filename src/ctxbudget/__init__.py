@@ -1,21 +1,14 @@
-"""ctxbudget: deterministic, offline context budgeting for LLM requests."""
+"""ctxbudget: deterministic, offline context budgeting for LLM requests.
 
+The package root imports only the error tree; every other public name is imported from its module
+the first time it is used (``ctxbudget.fit`` loads the fitting pipeline, ``ctxbudget.assemble``
+the assembly, the transports the gateway), so ``import ctxbudget`` costs a few milliseconds and
+a script pays only for what it calls.
+"""
+
+import importlib as _importlib
 import typing as _typing
 
-from .assembly import (
-    AssemblyReport,
-    AssemblyResult,
-    Policy,
-    Tier,
-    assemble,
-    compare_prefixes,
-    get_policy,
-    list_policies,
-    load_policy,
-)
-from .catalog.catalog import Catalog, load_catalog
-from .catalog.encodings import ModelEncoding, count_text, encoding_for_model
-from .catalog.values import CacheRules, ModelSpec, Prices, TokenizerSpec, WindowResolution
 from .errors import (
     BudgetExceeded,
     ConfigError,
@@ -33,16 +26,30 @@ from .errors import (
     UnknownModelError,
     VolatileValueError,
 )
-from .fitting import BudgetSplit, FitReport, FitResult, ItemReport, clear_caches, count, fit
-from .formats.question import render_text as render_question
-from .session import Session, SQLiteStore, ToolCall, ToolResult, connect_store
-from .tokens import Encoding, TokenCounter, get_encoding, list_encodings, register_encoding
-from .trim.passages import PassageScorer
-
-__version__ = "0.1.0"
 
 if _typing.TYPE_CHECKING:
+    from .assembly import (
+        AssemblyReport,
+        AssemblyResult,
+        Policy,
+        Tier,
+        assemble,
+        compare_prefixes,
+        get_policy,
+        list_policies,
+        load_policy,
+    )
+    from .catalog.catalog import Catalog, load_catalog
+    from .catalog.encodings import ModelEncoding, count_text, encoding_for_model
+    from .catalog.values import CacheRules, ModelSpec, Prices, TokenizerSpec, WindowResolution
+    from .fitting import BudgetSplit, FitReport, FitResult, ItemReport, clear_caches, count, fit
+    from .formats.question import render_text as render_question
     from .gateway.transport import AsyncFittingTransport, FittingTransport
+    from .session import Session, SQLiteStore, ToolCall, ToolResult, connect_store
+    from .tokens import Encoding, TokenCounter, get_encoding, list_encodings, register_encoding
+    from .trim.passages import PassageScorer
+
+__version__ = "0.1.0"
 
 __all__ = [
     "AssemblyReport",
@@ -104,7 +111,49 @@ __all__ = [
 ]
 
 
-_LAZY = ("AsyncFittingTransport", "FittingTransport")
+# Each public name outside the error tree: (its module, its name there).
+_LAZY: dict[str, tuple[str, str]] = {
+    "AssemblyReport": (".assembly", "AssemblyReport"),
+    "AssemblyResult": (".assembly", "AssemblyResult"),
+    "BudgetSplit": (".fitting", "BudgetSplit"),
+    "CacheRules": (".catalog.values", "CacheRules"),
+    "Catalog": (".catalog.catalog", "Catalog"),
+    "Encoding": (".tokens", "Encoding"),
+    "FitReport": (".fitting", "FitReport"),
+    "FitResult": (".fitting", "FitResult"),
+    "ItemReport": (".fitting", "ItemReport"),
+    "ModelEncoding": (".catalog.encodings", "ModelEncoding"),
+    "ModelSpec": (".catalog.values", "ModelSpec"),
+    "PassageScorer": (".trim.passages", "PassageScorer"),
+    "Policy": (".assembly", "Policy"),
+    "Prices": (".catalog.values", "Prices"),
+    "SQLiteStore": (".session", "SQLiteStore"),
+    "Session": (".session", "Session"),
+    "Tier": (".assembly", "Tier"),
+    "TokenCounter": (".tokens", "TokenCounter"),
+    "TokenizerSpec": (".catalog.values", "TokenizerSpec"),
+    "ToolCall": (".session", "ToolCall"),
+    "ToolResult": (".session", "ToolResult"),
+    "WindowResolution": (".catalog.values", "WindowResolution"),
+    "assemble": (".assembly", "assemble"),
+    "clear_caches": (".fitting", "clear_caches"),
+    "compare_prefixes": (".assembly", "compare_prefixes"),
+    "connect_store": (".session", "connect_store"),
+    "count": (".fitting", "count"),
+    "count_text": (".catalog.encodings", "count_text"),
+    "encoding_for_model": (".catalog.encodings", "encoding_for_model"),
+    "fit": (".fitting", "fit"),
+    "get_encoding": (".tokens", "get_encoding"),
+    "get_policy": (".assembly", "get_policy"),
+    "list_encodings": (".tokens", "list_encodings"),
+    "list_policies": (".assembly", "list_policies"),
+    "load_catalog": (".catalog.catalog", "load_catalog"),
+    "load_policy": (".assembly", "load_policy"),
+    "register_encoding": (".tokens", "register_encoding"),
+    "render_question": (".formats.question", "render_text"),
+    "AsyncFittingTransport": (".gateway.transport", "AsyncFittingTransport"),
+    "FittingTransport": (".gateway.transport", "FittingTransport"),
+}
 
 
 def __dir__() -> list[str]:
@@ -112,14 +161,17 @@ def __dir__() -> list[str]:
 
 
 def __getattr__(name: str) -> _typing.Any:
-    """The in-process transports, imported on first use: they are the gateway's decision path and
-    need its extra (httpx, starlette)."""
-    if name in _LAZY:
-        try:
-            from .gateway import transport
-        except ImportError as exc:
-            raise ImportError(
-                f"ctxbudget.{name} needs the gateway extra: pip install 'ctxbudget[gateway]'"
-            ) from exc
-        return getattr(transport, name)
-    raise AttributeError(f"module 'ctxbudget' has no attribute {name!r}")
+    """A public name, imported from its module on first use (then kept in the package)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'ctxbudget' has no attribute {name!r}")
+    module, attribute = _LAZY[name]
+    try:
+        value = getattr(_importlib.import_module(module, __name__), attribute)
+    except ImportError as exc:
+        if module != ".gateway.transport":
+            raise
+        raise ImportError(
+            f"ctxbudget.{name} needs the gateway extra: pip install 'ctxbudget[gateway]'"
+        ) from exc
+    globals()[name] = value
+    return value
