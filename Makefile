@@ -49,6 +49,7 @@ bench: build/example.json build/legal_context.json
 	$(BIN)/python bench/bench_gateway_soak.py
 	$(BIN)/python bench/bench_replicas.py
 	$(BIN)/python bench/bench_catalog.py build/example.json
+	$(BIN)/python bench/bench_startup.py
 
 # make bench-retention RETENTION_ARGS=--semantic adds the semantic scorer's column (needs its extra);
 # --gold adds a scorer that knows the gold passages (how much of the loss is ranking).

@@ -1,0 +1,110 @@
+"""Start-up, each figure against its peer in the same run (fresh processes, medians).
+
+- `import ctxbudget` against `import tiktoken`.
+- `ctxbudget count` of a tiny body (the CLI: import, catalog, building o200k, one count), with the
+  vocabulary image and without it, against stock tiktoken loading o200k from its own cache file
+  and encoding one word (its cache is filled here from the same bundled vocabulary, so nothing is
+  downloaded: the peer reads a file as it would after its first run).
+- A gateway worker (`ctxbudget serve`) from process start to its first answer, against the 1 s
+  target.
+
+    python bench/bench_startup.py [RUNS]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+PEER = "import tiktoken; tiktoken.get_encoding('o200k_base').encode('hello')"
+
+
+def timed(command: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def median(command: list[str], env: dict[str, str], runs: int) -> float:
+    timed(command, env)  # warm the page cache
+    return statistics.median(timed(command, env) for _ in range(runs))
+
+
+def fill_tiktoken_cache(folder: Path) -> None:
+    """tiktoken's own cache file for o200k, from the bundled (hash-checked) vocabulary."""
+    from ctxbudget.tokens.bundled import _read_vocabulary
+
+    key = hashlib.sha1(O200K_URL.encode()).hexdigest()
+    (folder / key).write_bytes(_read_vocabulary("o200k_base"))
+
+
+def first_answer(env: dict[str, str], folder: Path) -> float:
+    """Seconds from starting `ctxbudget serve` to its first answer (through the fake upstream)."""
+    import httpx
+
+    from tests.fake_upstream import FakeUpstream, Served, free_port
+
+    with Served(FakeUpstream().app) as upstream:
+        port = free_port()
+        start = time.perf_counter()
+        command = [sys.executable, "-m", "ctxbudget", "serve", "--port", str(port)]
+        command += ["--store", str(folder / f"first-{port}.db"), "--openai-upstream", upstream.url]
+        child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+        try:
+            while True:
+                try:
+                    httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=10)
+                    return time.perf_counter() - start
+                except httpx.HTTPError:
+                    time.sleep(0.01)
+        finally:
+            child.terminate()
+            child.wait(timeout=20)
+
+
+def main() -> None:
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
+        (folder / "tiktoken").mkdir()
+        fill_tiktoken_cache(folder / "tiktoken")
+        tiny = folder / "tiny.json"
+        tiny.write_text(json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "hello"}]}))
+        base = {**os.environ, "TIKTOKEN_CACHE_DIR": str(folder / "tiktoken"), "PYTHONPATH": str(ROOT / "src")}
+        images = {**base, "CTXBUDGET_CACHE_DIR": str(folder / "images")}
+        no_image = {**base, "CTXBUDGET_CACHE_DIR": "off"}
+        python, cli = (
+            [sys.executable, "-c"],
+            [sys.executable, "-m", "ctxbudget", "count", str(tiny), "--model", "gpt-4o"],
+        )
+        rows = [
+            ("import tiktoken (peer)", median([*python, "import tiktoken"], base, runs)),
+            ("import ctxbudget", median([*python, "import ctxbudget"], base, runs)),
+            ("tiktoken: load o200k + encode (peer)", median([*python, PEER], base, runs)),
+            ("ctxbudget count, vocabulary image", median(cli, images, runs)),
+            ("ctxbudget count, no image", median(cli, no_image, runs)),
+        ]
+        first = statistics.median(first_answer(images, folder) for _ in range(3))
+    peers = {"import ctxbudget": rows[0][1], "ctxbudget count, vocabulary image": rows[2][1]}
+    peers["ctxbudget count, no image"] = rows[2][1]
+    print(f"{'step (fresh processes, median of ' + str(runs) + ')':44} {'s':>7} {'x peer':>7}")
+    for label, seconds in rows:
+        ratio = f"{seconds / peers[label]:.2f}" if label in peers else ""
+        print(f"{label:44} {seconds:7.3f} {ratio:>7}")
+    print(f"{'gateway worker: start to first answer':44} {first:7.3f}   (target <= 1 s)")
+
+
+if __name__ == "__main__":
+    main()
