@@ -44,7 +44,6 @@ def test_anthropic_sdk_non_streaming_multi_turn_session(stack: tuple[FakeUpstrea
     assert any("sk-ant-test-key" in value for value in fake.headers[0].values())  # the client's key, as sent
     assert "anthropic-version" in fake.headers[0]
     assert "x-ctxbudget-session" not in fake.headers[0]
-    fake.gateway.flush()  # turns are committed after their answers: wait before reading them back
     turns = SQLiteStore(store).turns("case-1")
     assert [t.index for t in turns] == [1, 2]
     assert turns[1].usage["actual"]["cache_read_tokens"] == second.usage.cache_read_input_tokens
@@ -71,7 +70,7 @@ def test_client_cache_control_survives_the_trip(stack: tuple[FakeUpstream, str, 
 
 
 def test_anthropic_sdk_streaming(stack: tuple[FakeUpstream, str, Path]) -> None:
-    fake, url, store = stack
+    _fake, url, store = stack
     with _anthropic(url, **{"X-Ctxbudget-Session": "s"}).messages.stream(
         model="claude-sonnet-4-6", max_tokens=100, messages=[{"role": "user", "content": "Stream please"}]
     ) as stream:
@@ -79,7 +78,6 @@ def test_anthropic_sdk_streaming(stack: tuple[FakeUpstream, str, Path]) -> None:
         final = stream.get_final_message()
     assert text == "echo: Stream please"
     assert final.usage.output_tokens == 7
-    fake.gateway.flush()
     assert SQLiteStore(store).turns("s")[0].answer == "echo: Stream please"
 
 
@@ -100,7 +98,6 @@ def test_openai_sdk_non_streaming_and_streaming(stack: tuple[FakeUpstream, str, 
     streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert streamed == "echo: Hello there"
     assert fake.headers[0]["authorization"] == "Bearer sk-test-key"
-    fake.gateway.flush()
     usage = SQLiteStore(store).turns("oa")[1].usage["actual"]
     assert usage["cache_read_tokens"] > 0 and usage["input_tokens"] >= usage["cache_read_tokens"]
 

@@ -46,7 +46,6 @@ def test_sdk_non_streaming_is_fitted_forwarded_and_recorded(stack: tuple[FakeUps
     assert fake.paths[-1] == "/v1/responses"
     assert fake.received[-1]["previous_response_id"] == "resp_1"  # untouched
     assert "stream_options" not in fake.received[-1]
-    fake.gateway.flush()
     turns = SQLiteStore(store).turns("resp")
     assert [t.question for t in turns] == ["Hello there", "Hello again"]
     assert turns[1].answer == "echo: Hello again"
@@ -69,7 +68,6 @@ def test_sdk_streaming_is_relayed_and_recorded_when_it_completes(
     with client.responses.stream(model="gpt-4o", input="Stream please") as stream:
         final = stream.get_final_response()
     assert final.output_text == "echo: Stream please"
-    fake.gateway.flush()
     turns = SQLiteStore(store).turns("stream")
     assert [t.answer for t in turns] == ["echo: And now?", "echo: Stream please"]
     assert turns[0].usage["actual"]["output_tokens"] == 5

@@ -33,13 +33,25 @@ def _transport(**options: Any) -> ctxbudget.FittingTransport:
     return ctxbudget.FittingTransport(catalog_paths=(str(FAKE_MODELS),), **options)
 
 
+def _claude(url: str, transport: ctxbudget.FittingTransport) -> anthropic.Anthropic:
+    """The Anthropic SDK fitted in process, talking to ``url``."""
+    return anthropic.Anthropic(
+        base_url=url, api_key="k", max_retries=0, http_client=httpx2.Client(transport=transport)
+    )
+
+
+def _gpt(url: str, transport: ctxbudget.FittingTransport) -> openai.OpenAI:
+    """The OpenAI SDK fitted in process, talking to ``url``."""
+    return openai.OpenAI(
+        base_url=url + "/v1", api_key="k", max_retries=0, http_client=httpx2.Client(transport=transport)
+    )
+
+
 def test_an_anthropic_client_is_fitted_in_process_and_told_what_was_done() -> None:
     fake = FakeUpstream()
     with Served(fake.app) as upstream:
         transport = _transport(max_context_tokens=4000)
-        client = anthropic.Anthropic(
-            base_url=upstream.url, api_key="k", max_retries=0, http_client=httpx2.Client(transport=transport)
-        )
+        client = _claude(upstream.url, transport)
         raw = client.messages.with_raw_response.create(
             model="claude-sonnet-4-6", max_tokens=100, messages=ASK
         )
@@ -72,22 +84,12 @@ def test_the_transport_sends_the_bytes_the_gateway_sends(tmp_path: Path) -> None
 def test_a_refusal_is_the_providers_error_and_nothing_is_sent() -> None:
     fake = FakeUpstream()
     with Served(fake.app) as upstream:
-        client = openai.OpenAI(
-            base_url=upstream.url + "/v1",
-            api_key="k",
-            max_retries=0,
-            http_client=httpx2.Client(transport=_transport(max_context_tokens=500)),
-        )
+        client = _gpt(upstream.url, _transport(max_context_tokens=500))
         too_long = [{"role": "system", "content": "Be exact. " * 2000}, {"role": "user", "content": "Why?"}]
         with pytest.raises(openai.BadRequestError) as refused:
             client.chat.completions.create(model="gpt-4o", max_tokens=50, messages=too_long)  # type: ignore[arg-type]
         with pytest.raises(openai.BadRequestError, match="ceiling"):
-            priced = openai.OpenAI(
-                base_url=upstream.url + "/v1",
-                api_key="k",
-                max_retries=0,
-                http_client=httpx2.Client(transport=_transport(cost_ceiling_usd=0.000001)),
-            )
+            priced = _gpt(upstream.url, _transport(cost_ceiling_usd=0.000001))
             priced.chat.completions.create(model="gpt-4o", max_tokens=50, messages=ASK)  # type: ignore[arg-type]
     assert refused.value.code == "context_length_exceeded"
     assert fake.received == []
@@ -96,12 +98,7 @@ def test_a_refusal_is_the_providers_error_and_nothing_is_sent() -> None:
 def test_other_requests_pass_through_untouched() -> None:
     fake = FakeUpstream()
     with Served(fake.app) as upstream:
-        client = anthropic.Anthropic(
-            base_url=upstream.url,
-            api_key="k",
-            max_retries=0,
-            http_client=httpx2.Client(transport=_transport(max_context_tokens=1000)),
-        )
+        client = _claude(upstream.url, _transport(max_context_tokens=1000))
         counted = client.messages.count_tokens(model="claude-sonnet-4-6", messages=ASK)  # type: ignore[arg-type]
     assert fake.counted and fake.counted[-1]["messages"] == ASK  # not fitted: the client asked for a count
     assert counted.input_tokens > 1000
@@ -140,12 +137,7 @@ def test_an_async_openai_client_streams_through_the_async_transport() -> None:
 def test_a_responses_refusal_names_the_bodys_own_field() -> None:
     fake = FakeUpstream()
     with Served(fake.app) as upstream:
-        client = openai.OpenAI(
-            base_url=upstream.url + "/v1",
-            api_key="k",
-            max_retries=0,
-            http_client=httpx2.Client(transport=_transport(max_context_tokens=3000)),
-        )
+        client = _gpt(upstream.url, _transport(max_context_tokens=3000))
         with pytest.raises(openai.BadRequestError, match=r"\(max_output_tokens=\) leaves nothing"):
             client.responses.create(model="gpt-4o", max_output_tokens=5000, input="hi")
     assert fake.received == []
@@ -154,12 +146,7 @@ def test_a_responses_refusal_names_the_bodys_own_field() -> None:
 def test_a_refusal_advises_the_transports_own_options() -> None:
     fake = FakeUpstream()
     with Served(fake.app) as upstream:
-        client = anthropic.Anthropic(
-            base_url=upstream.url,
-            api_key="k",
-            max_retries=0,
-            http_client=httpx2.Client(transport=_transport()),
-        )
+        client = _claude(upstream.url, _transport())
         with pytest.raises(anthropic.BadRequestError) as refused:
             client.messages.create(model="claude-foo-9", max_tokens=10, messages=ASK)
     message = refused.value.message

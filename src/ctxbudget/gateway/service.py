@@ -189,10 +189,6 @@ class Gateway:
             self.health.recovered()
         self.preparer.remember(prepared, commit.index)  # only an answered turn is the next one's baseline
 
-    def flush(self) -> None:
-        """Wait until every answered turn handed to the store's writer so far is committed."""
-        self.writer.flush()
-
     def close(self) -> None:
         """At shutdown: commit every turn handed over, then stop the writer."""
         self.writer.close()

@@ -30,7 +30,7 @@ from ..errors import StoreError
 from .metrics import Metrics
 from .refusals import Refusal
 
-__all__ = ["PROBE_EVERY", "PROBE_WAIT", "StoreHealth"]
+__all__ = ["PROBE_EVERY", "PROBE_WAIT", "StoreHealth", "refusal"]
 
 logger = logging.getLogger(__name__)
 PROBE_EVERY = 1.0  # seconds between round trips to a store that fails

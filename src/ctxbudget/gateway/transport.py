@@ -55,21 +55,7 @@ TRANSPORT_WORDS = (
 class _Decider:
     """What both transports share: a gateway's decision path with no server around it."""
 
-    def __init__(
-        self,
-        *,
-        max_context_tokens: int = 0,
-        cost_ceiling_usd: float | None = None,
-        catalog_paths: tuple[str, ...] = (),
-        unknown_model: str = "error",
-    ) -> None:
-        config = GatewayConfig(
-            max_context_tokens=max_context_tokens,
-            cost_ceiling_usd=cost_ceiling_usd,
-            catalog_paths=tuple(catalog_paths),
-            unknown_model=unknown_model,  # type: ignore[arg-type]
-            store_path=":memory:",
-        )
+    def __init__(self, config: GatewayConfig) -> None:
         self._gateway = Gateway(config, store=SQLiteStore(":memory:"))
         self._lock = threading.Lock()
         self.last_report: Mapping[str, Any] | None = None
@@ -131,12 +117,14 @@ class _Fitting:
         unknown_model: str = "error",
         transport: Any = None,
     ) -> None:
-        self._decider = _Decider(
+        config = GatewayConfig(
             max_context_tokens=max_context_tokens,
             cost_ceiling_usd=cost_ceiling_usd,
-            catalog_paths=catalog_paths,
-            unknown_model=unknown_model,
+            catalog_paths=tuple(catalog_paths),
+            unknown_model=unknown_model,  # type: ignore[arg-type]
+            store_path=":memory:",
         )
+        self._decider = _Decider(config)
         self._given = transport
         self._inners: dict[str, Any] = {}  # the default transport of each HTTP library seen
 

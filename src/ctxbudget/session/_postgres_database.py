@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from ..errors import StoreError, StoreUnavailable
-from ._sqlite_file import LATEST_VERSION, MIGRATIONS, StoreMode, check_version
+from ._sqlite_file import LATEST_VERSION, MIGRATIONS, StoreMode, check_version, pending_migrations
 
 if TYPE_CHECKING:
     import psycopg
@@ -217,9 +217,7 @@ def _migrate(conn: psycopg.Connection[Any], location: str) -> None:
         conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")
         applied = {int(row[0]) for row in conn.execute("SELECT version FROM schema_migrations")}
         check_version(location, applied)
-        for version, script in MIGRATIONS:
-            if version in applied:
-                continue
-            for statement in filter(str.strip, script.split(";")):
+        for version, statements in pending_migrations(applied):
+            for statement in statements:
                 conn.execute(statement)
             conn.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))

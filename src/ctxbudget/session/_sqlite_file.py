@@ -37,6 +37,7 @@ __all__ = [
     "check_version",
     "mapped_errors",
     "open_store",
+    "pending_migrations",
     "savepoint",
     "transaction",
 ]
@@ -173,6 +174,14 @@ def savepoint(db: sqlite3.Connection) -> Iterator[None]:
     db.execute("RELEASE step")
 
 
+def pending_migrations(applied: set[int]) -> Iterator[tuple[int, list[str]]]:
+    """The migrations not applied yet, in order, each as its SQL statements (both stores run the
+    same scripts)."""
+    for version, script in MIGRATIONS:
+        if version not in applied:
+            yield version, [statement for statement in script.split(";") if statement.strip()]
+
+
 def open_store(path: str, mode: StoreMode, busy_timeout_seconds: float) -> sqlite3.Connection:
     """A connection to a checked store file: it exists (unless ``mode`` creates it), it passes
     ``quick_check``, and its schema is this code's (created or migrated unless ``mode`` reads).
@@ -289,10 +298,8 @@ def _migrate(db: sqlite3.Connection, path: str) -> None:
     db.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)")
     applied = _applied(db, path, tables)
     check_version(path, applied)
-    for version, script in MIGRATIONS:
-        if version in applied:
-            continue
-        for statement in filter(str.strip, script.split(";")):
+    for version, statements in pending_migrations(applied):
+        for statement in statements:
             db.execute(statement)
         db.execute("INSERT INTO schema_migrations (version) VALUES (?)", (version,))
     if not (found := _tables(db)).issuperset(STORE_TABLES):
