@@ -11,8 +11,8 @@ answer, and never below ``default``: it comes back down with the requests it sti
 With a store, each observation is one read-modify-write of the model's state in the store (the
 store's row or write lock orders replicas' observations), made by the store's writer thread, and
 the factors in memory are a cache of the store's: loaded at start-up, and read again after each
-observation and each stored turn (:meth:`Calibration.refresh`), so what one replica learned its
-neighbours fit with from their next stored turn on. A request is never held up by a store read
+stored turn of a model counted by estimate (:meth:`Calibration.refresh`), so what one replica
+learned its neighbours fit with from their next such turn on. A request is never held up by a store read
 on the event loop. Without a store (a library user's own gateway object, tests) the state lives
 in memory only.
 """

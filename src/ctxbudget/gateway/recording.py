@@ -98,10 +98,11 @@ class Recorder:
         except Exception as exc:
             index = None
             self._failed(prepared, exc)
-        try:  # the turn is stored: a calibration that fails is logged and counted, the answer stands
-            if usage:
-                self._calibrate(prepared, usage, model_label(prepared.spec))
-            self.calibration.refresh()  # what the other replicas learned
+        try:  # a calibration that fails is logged and counted, the answer stands
+            if not prepared.report["exact"]:  # factors serve only the models counted by estimate
+                if usage:
+                    self._calibrate(prepared, usage, model_label(prepared.spec))
+                self.calibration.refresh()  # and what the other replicas learned
         except Exception as exc:
             self._failed(prepared, exc)
         return Commit(index=index)
