@@ -1,6 +1,6 @@
-"""The ``ctxbudget`` command: thin commands that parse, call one library function, print."""
+"""The ``ctxbudget`` command: thin commands that parse, call one library function, print. Each
+command's module is imported when the command is looked up (``base.COMMAND_MODULES``)."""
 
-from . import assemble_commands, fit_commands, serve_command, session_commands  # noqa: F401 - importing registers the commands
 from .base import main
 
 __all__ = ["main"]

@@ -7,6 +7,7 @@ environment (``CTXBUDGET_*``) > default.
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import sys
@@ -195,8 +196,35 @@ def common_options(func: F) -> F:
     return func
 
 
+# Each command's module, imported when the command is looked up (not at start-up): ``count`` then
+# loads neither the assembly nor the gateway (measured: 0.52 s to 0.3 s for a tiny count).
+COMMAND_MODULES = {
+    "fit": "fit_commands",
+    "count": "fit_commands",
+    "models": "fit_commands",
+    "policies": "assemble_commands",
+    "assemble": "assemble_commands",
+    "verify-prefix": "assemble_commands",
+    "serve": "serve_command",
+    "simulate": "session_commands",
+    "session": "session_commands",
+}
+
+
 class OneLineGroup(click.Group):
-    """A command group whose usage errors are one line on stderr (exit 2), like every other error."""
+    """A command group whose usage errors are one line on stderr (exit 2), like every other error,
+    and whose commands are imported on first lookup (:data:`COMMAND_MODULES`)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command's name, loaded or not."""
+        return sorted(set(self.commands) | set(COMMAND_MODULES))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command, importing its module first (importing registers it on this group)."""
+        module = COMMAND_MODULES.get(cmd_name)
+        if cmd_name not in self.commands and module is not None:
+            importlib.import_module(f"{__package__}.{module}")
+        return self.commands.get(cmd_name)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
