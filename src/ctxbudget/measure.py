@@ -21,7 +21,7 @@ from .tokens.counter import ChunkAnalysis, analyze, cached_analysis
 from .tokens.encoding import Encoding, first_space_boundary, last_space_boundary
 from .trim.text import PiecesSpan, Span, TextSpan
 
-__all__ = ["Measurement", "Sources", "measure", "measure_total"]
+__all__ = ["Measurement", "Sources", "chunk_text", "measure", "measure_total", "segment_shares", "spans_of"]
 
 # Segments shorter than this are encoded with their neighbours rather than looked up.
 MIN_REUSE_CHARS = 256
@@ -44,11 +44,12 @@ class Measurement:
         return {o: n for o, n in self.by_owner.items() if isinstance(o, str) and n}
 
 
-def _chunk_text(chunk: tuple[Segment, ...]) -> str:
+def chunk_text(chunk: tuple[Segment, ...]) -> str:
+    """The text a chunk is encoded as: its segments joined."""
     return chunk[0].text if len(chunk) == 1 else "".join(segment.text for segment in chunk)
 
 
-def _spans(
+def spans_of(
     pieces: Mapping[ItemKey, list[tuple[str, TextSpan | None]]],
 ) -> dict[ItemKey, Span]:
     """One span per item: its text's, or one over its pieces when it has several."""
@@ -69,35 +70,39 @@ def measure(rendering: Rendering, encoding: Encoding) -> Measurement:
     pieces: defaultdict[ItemKey, list[tuple[str, TextSpan | None]]] = defaultdict(list)
     sources: Sources = {}
     for chunk in rendering.chunks:
-        text = _chunk_text(chunk)
+        text = chunk_text(chunk)
         if not text:
             for segment in chunk:
                 if segment.content and not isinstance(segment.owner, str):
                     pieces[segment.owner].append(("", None))
             continue
-        analysis = analyze(encoding, text)
-        if len(chunk) == 1:
-            by_owner[chunk[0].owner] += analysis.tokens
-            if chunk[0].content and not isinstance(chunk[0].owner, str):
-                pieces[chunk[0].owner].append((text, TextSpan(analysis, 0, analysis.size)))
-            if len(text) >= MIN_REUSE_CHARS:
-                sources[text] = (analysis, 0, analysis.size)
-            continue
-        ascii_only = analysis.size == len(text)  # then characters are bytes
-        sizes = (len(s.text) if ascii_only else len(s.text.encode("utf-8")) for s in chunk)
-        ends = list(accumulate(sizes))
-        before, position = 0, 0  # tokens starting before ``position``
-        for segment, end in zip(chunk, ends, strict=True):
-            upto = analysis.tokens_starting_before(end)
-            by_owner[segment.owner] += upto - before
+        for segment, (tokens, span) in zip(
+            chunk, segment_shares(chunk, analyze(encoding, text)), strict=True
+        ):
+            by_owner[segment.owner] += tokens
             if segment.content and not isinstance(segment.owner, str):
-                pieces[segment.owner].append((segment.text, TextSpan(analysis, position, end)))
+                pieces[segment.owner].append((segment.text, span))
             if len(segment.text) >= MIN_REUSE_CHARS:
-                sources[segment.text] = (analysis, position, end)
-            position, before = end, upto
+                sources[segment.text] = (span.analysis, span.byte_start, span.byte_end)
     for owner, tokens in rendering.constants:
         by_owner[owner] += tokens
-    return Measurement(sum(by_owner.values()), dict(by_owner), _spans(pieces), sources)
+    return Measurement(sum(by_owner.values()), dict(by_owner), spans_of(pieces), sources)
+
+
+def segment_shares(chunk: tuple[Segment, ...], analysis: ChunkAnalysis) -> list[tuple[int, TextSpan]]:
+    """Each segment's tokens in the chunk's analysis (a token belongs where it starts) and its
+    byte range there."""
+    if len(chunk) == 1:
+        return [(analysis.tokens, TextSpan(analysis, 0, analysis.size))]
+    ascii_only = analysis.size == len(analysis.text)  # then characters are bytes
+    sizes = (len(s.text) if ascii_only else len(s.text.encode("utf-8")) for s in chunk)
+    shares = []
+    before, position = 0, 0  # tokens starting before ``position``
+    for end in accumulate(sizes):
+        upto = analysis.tokens_starting_before(end)
+        shares.append((upto - before, TextSpan(analysis, position, end)))
+        position, before = end, upto
+    return shares
 
 
 def measure_total(rendering: Rendering, encoding: Encoding, sources: Sources | None = None) -> int:
@@ -109,7 +114,7 @@ def measure_total(rendering: Rendering, encoding: Encoding, sources: Sources | N
     total = sum(n for _, n in rendering.constants)
     splice = bool(sources) and encoding.proven_boundaries
     for chunk in rendering.chunks:
-        text = _chunk_text(chunk)
+        text = chunk_text(chunk)
         if not text:
             continue
         known = cached_analysis(encoding, text) if splice else None

@@ -14,11 +14,12 @@ from ..catalog.values import WindowResolution
 from ..errors import ConfigError
 from ..formats import detect_format, get_format
 from ..items import Component, Item, ItemKey, Rendering, RequestFormat
-from ..measure import Measurement, measure
+from ..lazy_measure import LazyMeasurement
 from ..tokens.counter import TokenCounter
 from ..trim.history import units_of
 from ..trim.messages import question_of, question_spans
 from ..trim.passages import PassageScorer
+from ..trim.text import Span
 from ._budget import BudgetSplit
 from ._options import FitOptions, FitSetup
 
@@ -73,7 +74,7 @@ class FitContext:
     fmt: RequestFormat
     counter: TokenCounter
     items: tuple[Item, ...]
-    measured: Measurement
+    measured: LazyMeasurement
     split: BudgetSplit
     options: FitOptions
     window: Window
@@ -87,22 +88,22 @@ class FitContext:
         return self.counter.unscale(self.window.available_tokens)
 
     def cost(self, item: Item) -> int:
-        """The item's raw tokens in the rendered request (its framing included)."""
-        return self.measured.by_owner.get(item.key, 0)
+        """The item's raw tokens in the rendered request (its framing included), counted exactly
+        (now, if they were not yet)."""
+        return self.measured.cost(item.key)
+
+    def at_least(self, item: Item) -> int:
+        """A lower bound of :meth:`cost` that tokenizes nothing: for decisions that only need to
+        know that an item cannot fit."""
+        return self.measured.at_least(item.key)
 
     def framing(self, item: Item) -> int:
         """The item's raw tokens that are not its text (roles, markers, tool calls, images)."""
-        return self._framings.get(item.key, 0)
+        return self.measured.framing(item.key)
 
-    @cached_property
-    def _framings(self) -> dict[ItemKey, int]:
-        """Every item's framing, worked out once (plans and reports ask for it per item, often)."""
-        spans, by_owner = self.measured.spans, self.measured.by_owner
-        out = {}
-        for item in self.items:
-            span = spans.get(item.key)
-            out[item.key] = by_owner.get(item.key, 0) - (span.tokens if span else 0)
-        return out
+    def span(self, key: ItemKey) -> Span | None:
+        """Where the item's text sits in what was encoded (None: it has no text)."""
+        return self.measured.span(key)
 
     def protected(self, item: Item) -> bool:
         """System prompts are kept whole unless the caller budgets ``system``."""
@@ -134,7 +135,7 @@ class FitContext:
 
     def question_tokens(self, item: Item) -> int:
         """Tokens of the question a chat query asks: kept before any other text is."""
-        span = self.measured.spans.get(item.key)
+        span = self.span(item.key)
         if item.component != "query" or self.fmt.name == "question" or span is None:
             return 0
         count = span.char_counter(item.text)
@@ -156,7 +157,7 @@ def open_context(request: Mapping[str, Any], setup: FitSetup) -> FitContext:
     fmt = get_format(options.input_format) if options.input_format else detect_format(request)
     counter = setup.catalog.counter_for(options.model, options.safety_factor)
     items, rendering = fmt.parse_and_render(request)
-    measured = measure(rendering, counter.encoding)
+    measured = LazyMeasurement(rendering, counter.encoding)
     # As chat users expect (LangChain's include_system), a chat body's system and developer
     # messages are not trimmed unless budgeted; the seed's question format budgets its role.
     split = BudgetSplit.from_mapping(options.budget_mapping(), protect_system=fmt.name != "question")

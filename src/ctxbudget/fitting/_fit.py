@@ -82,6 +82,7 @@ def fit(
     unknown_model: UnknownModel = "error",
     safety_factor: float | None = None,
     format: str | None = None,
+    count_all: bool = False,
 ) -> FitResult:
     """Fit ``request`` into ``model``'s window; returns the fitted request and the report.
 
@@ -105,6 +106,10 @@ def fit(
       cannot resolve; ``"floor"`` budgets it at the seed node's 8,191 tokens with a warning.
     - ``safety_factor``: for a model counted by an estimate, the factor to scale it by (a
       calibrated one, instead of the catalog's); an exact count has none.
+    - ``count_all``: tokenize every text. By default a text whose cheap lower bound already shows
+      that it cannot fit is dropped uncounted: its report item has ``counted=False`` and that
+      bound as ``tokens_before``, and the report's ``uncounted_items`` says how many (its
+      ``tokens_before`` is then a lower bound). Decisions and the fitted request are the same.
 
     Raises :class:`InvalidRequestError` for a malformed body and :class:`ConfigError` for bad
     options. The input is never mutated; the same request and options give the same bytes.
@@ -119,6 +124,7 @@ def fit(
         passage_scorer=passage_scorer,
         split_documents=split_documents,
         safety_factor=safety_factor,
+        count_all=count_all,
     )
     shape = check_request(request)
     checked = catalog_of(catalog)
@@ -135,6 +141,7 @@ def fit(
         document_order=document_order,
         split_documents=split_documents,
         safety_factor=safety_factor,
+        count_all=count_all,
     )
     return _remembered_fit(request, shape, FitSetup(options, checked, resolution, passage_scorer))
 
@@ -172,8 +179,14 @@ def _catalog_key(setup: FitSetup) -> Hashable:
 def _fit(request: Mapping[str, Any], setup: FitSetup) -> FitResult:
     """One fit: measured once; passed through when it fits, else trimmed and verified."""
     ctx = open_context(request, setup)
-    if ctx.measured.total <= ctx.available_raw:
-        fitted = Fitted(copy.deepcopy(dict(request)), Plan({}), {}, ctx.measured.total, passed_through=True)
+    measured = ctx.measured
+    # Everything is counted when asked to, or when the bound does not show the request is over;
+    # otherwise each count is left to the decision that needs it.
+    total = None
+    if setup.options.count_all or measured.at_least_total() <= ctx.available_raw:
+        total = measured.count_all()
+    if total is not None and total <= ctx.available_raw:
+        fitted = Fitted(copy.deepcopy(dict(request)), Plan({}), {}, total, passed_through=True)
     else:
         fitted = trim_to_window(ctx, request)
     return FitResult(fitted.request, build_report(ctx, fitted))

@@ -58,6 +58,7 @@ class FitOptions:
     document_order: OutputOrder = "ranked"
     split_documents: bool = False
     safety_factor: float | None = None
+    count_all: bool = False
 
     def budget_mapping(self) -> dict[str, Any] | None:
         """The budget as given (None when none was)."""
@@ -95,6 +96,8 @@ def check_options(**options: Any) -> None:
         raise ConfigError(
             f"passage_scorer must be callable (query, passages) -> scores, got {type(scorer).__name__}"
         )
+    if not isinstance(options["count_all"], bool):
+        raise ConfigError(f"count_all must be True or False, got {options['count_all']!r}")
     if scorer is not None and not options["split_documents"]:
         raise ConfigError("passage_scorer is used only when split_documents=True; set both or neither")
 

@@ -9,7 +9,7 @@ the history keeps its first and newest messages and summarizes the middle
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from ..items import COMPONENTS, PIECE_SEP, PLACEHOLDER_TEMPLATE, Component, Cut, Decision, Item, ItemKey, Plan
@@ -21,10 +21,28 @@ from ..trim.split import split_documents
 from ..trim.text import PiecesSpan, TextSpan, truncate_text
 from ._context import FitContext
 
-__all__ = ["empty_plan", "make_plan"]
+__all__ = ["ItemCosts", "empty_plan", "make_plan"]
 
 Budgets = Mapping[Component, int]
 Slices = dict[int, tuple[tuple[int, int, str], ...]]
+
+
+class ItemCosts(Mapping[int, int]):
+    """Items' counts by index, each read when it is looked up (a count may tokenize the item:
+    what a decision never looks up is never counted)."""
+
+    def __init__(self, items: list[Item], read: Callable[[Item], int]) -> None:
+        self._items = {item.index: item for item in items}
+        self._read = read
+
+    def __getitem__(self, index: int) -> int:
+        return self._read(self._items[index])
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 @dataclass(frozen=True)
@@ -51,16 +69,23 @@ def make_plan(ctx: FitContext, budgets: Budgets) -> Plan:
         return Plan(decisions, documents.order, document_slices=documents.slices)
     chosen = select_history(
         history,
-        {m.index: ctx.cost(m) for m in history},
+        ItemCosts(history, ctx.cost),
         budgets["history"],
         placeholder_cost=_placeholder_cost(ctx, history),
         shrink=lambda m, b: _truncate(ctx, m, b),
-        fixed={m.index: ctx.framing(m) for m in history},
+        fixed=ItemCosts(history, ctx.framing),
+        at_least=_bounds(ctx, history),
     )
     decisions |= {("history", i): d for i, d in chosen.decisions.items()}
     return Plan(
         decisions, documents.order, chosen.placeholder_after, chosen.omitted, document_slices=documents.slices
     )
+
+
+def _bounds(ctx: FitContext, items: list[Item]) -> ItemCosts | None:
+    """The items' lower bounds, for decisions that can skip counting what cannot fit (None once
+    everything is counted: then decisions read, and their reasons give, exact counts)."""
+    return None if ctx.measured.all_counted() else ItemCosts(items, ctx.at_least)
 
 
 def empty_plan(ctx: FitContext) -> Plan:
@@ -91,11 +116,12 @@ def _plan_documents(ctx: FitContext, budget: int, *, split: bool) -> _DocumentPl
     query = " ".join(i.text for i in ctx.of("query"))
     selection = select_documents(
         docs,
-        {d.index: ctx.cost(d) for d in docs},
+        ItemCosts(docs, ctx.cost),
         budget,
         query=query,
         score_order=ctx.options.score_order,
         output_order=ctx.options.document_order,
+        at_least=_bounds(ctx, docs),
     )
     decisions: dict[ItemKey, Decision] = {("documents", i): d for i, d in selection.decisions.items()}
     if not (ctx.options.split_documents and split):
@@ -106,7 +132,7 @@ def _plan_documents(ctx: FitContext, budget: int, *, split: bool) -> _DocumentPl
         query,
         cost=ctx.cost,
         framing=ctx.framing,
-        span_of=ctx.measured.spans.get,
+        span_of=ctx.span,
         scorer=ctx.passage_scorer,
     )
     return _DocumentPlan(decisions | split_decisions, selection.order + tuple(slices), slices)
@@ -138,7 +164,7 @@ def _truncate(ctx: FitContext, item: Item, budget: int) -> Cut:
     seed's question format cuts at a sentence boundary from the head; chat messages keep their
     question and the passages that match it, each of their texts in its place
     (:mod:`ctxbudget.trim.messages`)."""
-    span = ctx.measured.spans.get(item.key)
+    span = ctx.span(item.key)
     if span is None:
         return Cut(item.text, (), ctx.cost(item))
     if isinstance(span, TextSpan) and ctx.fmt.name == "question":

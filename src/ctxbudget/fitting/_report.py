@@ -28,6 +28,9 @@ class ItemReport:
     tokens_before: int
     tokens_after: int
     reason: str
+    # False: the item was never tokenized (its bound alone showed it cannot fit) and
+    # ``tokens_before`` is that lower bound.
+    counted: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,6 +62,9 @@ class FitReport:
     items: tuple[ItemReport, ...]
     # Parts counted by a stated estimate (images, documents), each with its JSON path and rule.
     estimated_parts: tuple[str, ...] = ()
+    # Items never tokenized because their lower bound showed they cannot fit (``counted`` False
+    # in ``items``); when above 0, ``tokens_before`` and ``tokens_saved`` are lower bounds.
+    uncounted_items: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict with snake_case keys (lists, not tuples)."""
@@ -81,7 +87,7 @@ def build_report(ctx: FitContext, fitted: Fitted) -> FitReport:
     counter = ctx.counter
     resolution = ctx.window.resolution
     items = _item_reports(ctx, fitted.plan)
-    before = counter.scale(ctx.measured.total)
+    before = counter.scale(ctx.measured.reported_total())
     after = counter.scale(fitted.tokens_raw)
     fixed = ctx.measured.fixed_parts()
     return FitReport(
@@ -110,6 +116,7 @@ def build_report(ctx: FitContext, fitted: Fitted) -> FitReport:
         ),
         warnings=tuple(dict.fromkeys(ctx.warnings)),
         items=items,
+        uncounted_items=sum(not i.counted for i in items),
     )
 
 
@@ -118,15 +125,17 @@ def _item_reports(ctx: FitContext, plan: Plan) -> tuple[ItemReport, ...]:
     reports = []
     for item in ctx.items:
         decision = plan.decisions.get(item.key) or Decision("kept", "fits")
+        after = _tokens_after(ctx, item, decision)  # first: it may count the item
         reports.append(
             ItemReport(
                 component=item.component,
                 index=item.index,
                 path=item.path,
                 action=decision.action,
-                tokens_before=ctx.counter.scale(ctx.cost(item)),
-                tokens_after=ctx.counter.scale(_tokens_after(ctx, item, decision)),
+                tokens_before=ctx.counter.scale(ctx.at_least(item)),
+                tokens_after=ctx.counter.scale(after),
                 reason=decision.reason,
+                counted=ctx.measured.counted(item.key),
             )
         )
     return tuple(reports)
@@ -138,7 +147,7 @@ def _tokens_after(ctx: FitContext, item: Item, decision: Decision) -> int:
     if decision.tokens is not None:
         return decision.tokens
     if decision.action == "truncated" and decision.text is not None:
-        span = ctx.measured.spans.get(item.key)
+        span = ctx.span(item.key)
         if ctx.fmt.name == "question" and isinstance(span, TextSpan):  # a prefix: read its count
             content = span.prefix_tokens(len(decision.text.encode("utf-8")))
         else:  # a cut chat message is not a prefix: count it

@@ -73,22 +73,33 @@ def _fixed_or_fail(ctx: FitContext) -> int:
     return fixed_raw
 
 
-def _demand(ctx: FitContext) -> _Demand:
+def _demand(ctx: FitContext, pool: int) -> _Demand:
     """Each component's need: its trimmable tokens less what is kept anyway (the always-kept
-    items' framing, and the query's question, which is claimed before any budget)."""
-    needs = {c: sum(ctx.cost(i) for i in ctx.of(c) if not ctx.protected(i)) for c in COMPONENTS}
+    items' framing, and the query's question, which is claimed before any budget).
+
+    A component whose bound alone is over the whole ``pool`` is given that bound: the allocation
+    only compares needs with shares of the pool, so it is the same, and nothing is counted."""
     kept = ctx.always_kept()
     kept_framing = {c: sum(ctx.framing(i) for i in kept if i.component == c) for c in COMPONENTS}
-    needs = {c: needs[c] - kept_framing[c] for c in COMPONENTS}
+    needs = {c: _need(ctx, c, pool + kept_framing[c]) - kept_framing[c] for c in COMPONENTS}
     question = ctx.first_claim()
     needs["query"] = max(0, needs["query"] - question)
     return _Demand(needs, kept_framing, question)
 
 
+def _need(ctx: FitContext, component: Component, over: int) -> int:
+    """The component's trimmable tokens, or a bound of them when that is above ``over``."""
+    items = [i for i in ctx.of(component) if not ctx.protected(i)]
+    if component == "query":  # always kept, and its question is taken off its need
+        return sum(ctx.cost(i) for i in items)
+    bound = sum(ctx.at_least(i) for i in items)
+    return bound if bound > over else sum(ctx.cost(i) for i in items)
+
+
 def _trim(ctx: FitContext, request: Mapping[str, Any], pool: int, *, on_empty: bool) -> Fitted:
     """Plan within ``pool`` tokens and verify, taking back any excess, for a few rounds at most."""
     available_raw = ctx.available_raw
-    demand = _demand(ctx)
+    demand = _demand(ctx, max(0, pool))
     # The question is kept whole before any other text (as far as the pool allows); what the
     # verification takes back comes from the rest first, and from the question only after it.
     claim = min(demand.question, max(0, pool))

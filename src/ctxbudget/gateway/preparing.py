@@ -195,6 +195,7 @@ class Preparer:
                 safety_factor=factor,
                 max_context_tokens=budget,
                 unknown_model=self.unknown_model,
+                count_all=True,  # the headers, the log and the exact-count refit read tokens_before
             )
         except StoreError:
             raise  # the store, not the request: the route answers 503

@@ -115,6 +115,7 @@ def fit_messages(
             reserve_output_tokens=0,
             input_format="openai",
             catalog=catalog,
+            count_all=True,  # tokens_before counts the whole request, as documented
         )
     except BudgetExceeded as exc:
         raise _renamed(exc, chat) from None

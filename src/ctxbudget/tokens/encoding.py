@@ -17,6 +17,7 @@ __all__ = [
     "TiktokenEncoding",
     "first_boundary",
     "first_space_boundary",
+    "last_boundary",
     "last_space_boundary",
 ]
 
@@ -80,6 +81,23 @@ def first_boundary(text: str, start: int = 1) -> int | None:
     if match is None or match.start() >= len(text):
         return None
     return match.start()
+
+
+def last_boundary(text: str, at: int, reach: int) -> int | None:
+    """The last hard boundary of ``text`` at or before ``at`` (the text's start is one), looked
+    for at most ``reach`` characters back; None when there is none that near."""
+    if at <= 0:
+        return 0
+    for back in (256, 4096, reach):
+        low = max(0, at - min(back, reach))
+        last = None
+        for match in _HARD_BOUNDARY.finditer(text, max(low, 1), at + 1):
+            last = match.start()
+        if last is not None:
+            return last
+        if low == 0:
+            return 0
+    return None
 
 
 def first_space_boundary(text: str) -> int | None:

@@ -42,18 +42,25 @@ def select_documents(
     query: str,
     score_order: ScoreOrder = "desc",
     output_order: OutputOrder = "ranked",
+    at_least: Mapping[int, int] | None = None,
 ) -> DocumentSelection:
-    """Greedy selection in rank order; a document that does not fit is skipped, not a stop."""
+    """Greedy selection in rank order; a document that does not fit is skipped, not a stop.
+    ``at_least`` (lower bounds of ``costs``) is read first: a document whose bound is over what is
+    left is skipped without reading its cost (which may mean tokenizing it)."""
     ranked, ranking = rank_documents(docs, query, score_order)
     decisions: dict[int, Decision] = {}
     seen: set[str] = set()
     kept: list[Item] = []
     remaining = budget
     for position, doc in enumerate(ranked, 1):
-        cost = costs[doc.index]
         if doc.text in seen:
             decisions[doc.index] = Decision("dropped", "duplicate of a document already kept")
-        elif cost <= remaining:
+        elif at_least is not None and (bound := at_least[doc.index]) > remaining:
+            decisions[doc.index] = Decision(
+                "dropped",
+                f"rank {position} by {ranking}; needs at least {bound} tokens, {remaining} left of {budget}",
+            )
+        elif (cost := costs[doc.index]) <= remaining:
             decisions[doc.index] = Decision("kept", f"rank {position} by {ranking}; fits")
             kept.append(doc)
             seen.add(doc.text)

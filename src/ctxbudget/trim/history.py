@@ -82,10 +82,18 @@ class _Pricing:
     fixed: Mapping[int, int]
     shrink: Callable[[Item, int], Cut]
     placeholder_cost: int
+    at_least: Mapping[int, int] | None = None
 
     def of(self, unit: list[Item]) -> int:
         """The unit's cost: the sum of its messages' costs."""
         return sum(self.costs[m.index] for m in unit)
+
+    def fits(self, unit: list[Item], room: int) -> bool:
+        """Whether the unit costs at most ``room`` (its bound is read first: a unit over the room
+        by its bound alone is never counted)."""
+        if self.at_least is not None and sum(self.at_least[m.index] for m in unit) > room:
+            return False
+        return self.of(unit) <= room
 
     def shrink_unit(self, unit: list[Item], budget: int) -> tuple[dict[int, Decision], int]:
         """The unit cut to ``budget``, its largest texts first (see :func:`_shrink_unit`)."""
@@ -100,17 +108,18 @@ def select_history(
     placeholder_cost: int,
     shrink: Callable[[Item, int], Cut],
     fixed: Mapping[int, int] | None = None,
+    at_least: Mapping[int, int] | None = None,
 ) -> HistorySelection:
     """Fit the history in ``budget`` tokens. ``shrink(message, tokens)`` cuts a message's text so
     that the whole message costs at most ``tokens``; ``fixed`` is what no cut of a message removes
-    (its tokens that are not text)."""
-    fixed = fixed or {}
-    if sum(costs[m.index] for m in messages) <= budget:
+    (its tokens that are not text); ``at_least`` (lower bounds of ``costs``) spares reading the
+    costs of messages that cannot fit (reading one may mean tokenizing it)."""
+    pricing = _Pricing(costs, fixed or {}, shrink, placeholder_cost, at_least)
+    if pricing.fits(messages, budget):
         return HistorySelection(
             {m.index: Decision("kept", "whole history fits") for m in messages}, None, 0, budget
         )
     units = units_of(messages)
-    pricing = _Pricing(costs, fixed, shrink, placeholder_cost)
     decisions, remaining = _keep_newest(units, budget, pricing)
     keep_units, cuts, remaining = _keep_older(units, remaining, pricing)
     decisions |= cuts
@@ -147,7 +156,7 @@ def _keep_older(
     keep_units: set[int] = set()
     decisions: dict[int, Decision] = {}
     placeholder_cost = pricing.placeholder_cost
-    if len(units) > 1 and pricing.of(units[0]) + placeholder_cost <= remaining:
+    if len(units) > 1 and pricing.fits(units[0], remaining - placeholder_cost):
         keep_units.add(0)
         remaining -= pricing.of(units[0])
     # Newest first, then the first unit when it did not fit whole: the first that does not fit is
@@ -157,7 +166,7 @@ def _keep_older(
     candidates = [*reversed(middle), *([0] if len(units) > 1 and 0 not in keep_units else [])]
     for n, u in enumerate(candidates):
         reserve = 0 if n == len(candidates) - 1 else placeholder_cost
-        if pricing.of(units[u]) <= remaining - reserve:
+        if pricing.fits(units[u], remaining - reserve):
             keep_units.add(u)
             remaining -= pricing.of(units[u])
             continue

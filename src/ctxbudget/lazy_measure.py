@@ -1,0 +1,212 @@
+"""Measuring a rendering as a fit's decisions ask: exact counts where they matter, bounds elsewhere.
+
+A fit into a window much smaller than its input needs exact counts only of what it may keep; a
+text its lower bound already shows cannot fit is never tokenized. :class:`LazyMeasurement` answers
+both questions: :meth:`~LazyMeasurement.cost` (exact, counted on first use) and
+:meth:`~LazyMeasurement.at_least` (:func:`ctxbudget.tokens.bounds.tokens_at_least`, or the exact
+count once it is known).
+
+The counts are those of :func:`ctxbudget.measure.measure` (property-tested). A chunk shorter than
+:data:`LAZY_MIN_CHARS` is encoded whole when one of its owners is first asked for. A longer one,
+under an encoding with proven hard boundaries, is encoded window by window: a segment's tokens are
+those of the window from the last hard boundary at or before its start to the first at or after
+its end, which encodes to the same tokens as the whole chunk does there (``tokens.encoding``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from .items import ItemKey, Owner, Rendering, Segment
+from .measure import MIN_REUSE_CHARS, Sources, chunk_text, segment_shares, spans_of
+from .tokens.bounds import tokens_at_least
+from .tokens.counter import ChunkAnalysis, analyze
+from .tokens.encoding import Encoding, first_boundary, last_boundary
+from .trim.text import Span, TextSpan
+
+__all__ = ["LAZY_MIN_CHARS", "LazyMeasurement"]
+
+LAZY_MIN_CHARS = 20_000
+# A window reaching further than this past its segment (a long text with no hard boundary): the
+# chunk is encoded whole instead.
+MAX_WINDOW_SLACK = 50_000
+_EMPTY = ChunkAnalysis("", b"")
+
+Share = tuple[int, TextSpan | None]  # a segment's tokens, and where its text sits in an analysis
+
+
+@dataclass(frozen=True)
+class _Place:
+    """Where a segment sits: its chunk, its index there and its character range."""
+
+    chunk: int
+    index: int
+    start: int
+    end: int
+    segment: Segment
+
+
+class LazyMeasurement:
+    """One rendering's counts, made as they are asked for (one per fit: what it counted, and so
+    what its report calls counted, depends only on the fit's own questions, not on caches)."""
+
+    def __init__(self, rendering: Rendering, encoding: Encoding) -> None:
+        self._encoding = encoding
+        self._chunks = rendering.chunks
+        self._texts = [chunk_text(chunk) for chunk in rendering.chunks]
+        self._places: defaultdict[Owner, list[_Place]] = defaultdict(list)
+        # Each place's run: the neighbouring places of the same owner, counted in one window.
+        self._runs: dict[tuple[int, int], list[_Place]] = {}
+        for n, chunk in enumerate(rendering.chunks):
+            start, run = 0, None
+            for index, segment in enumerate(chunk):
+                place = _Place(n, index, start, start + len(segment.text), segment)
+                self._places[segment.owner].append(place)
+                if run is None or run[-1].segment.owner != segment.owner:
+                    run = []
+                run.append(place)
+                self._runs[n, index] = run
+                start = place.end
+        self._constants: defaultdict[Owner, int] = defaultdict(int)
+        for owner, tokens in rendering.constants:
+            self._constants[owner] += tokens
+        self._owners = tuple(dict.fromkeys([*self._places, *self._constants]))
+        self._windowed = [encoding.proven_boundaries and len(t) >= LAZY_MIN_CHARS for t in self._texts]
+        self._whole: dict[int, list[tuple[int, TextSpan]]] = {}
+        self._shares: dict[tuple[int, int], Share] = {}
+        self._costs: dict[Owner, int] = {}
+        self._bounds: dict[Owner, int] = {}
+        self._spans: dict[ItemKey, Span | None] = {}
+        self.sources: Sources = {}
+
+    # ---- what decisions ask ------------------------------------------------------------------
+    def cost(self, owner: Owner) -> int:
+        """The owner's exact raw tokens (counted now if they were not yet)."""
+        found = self._costs.get(owner)
+        if found is None:
+            places = self._places.get(owner, ())
+            found = self._constants.get(owner, 0) + sum(self._share(p)[0] for p in places)
+            self._costs[owner] = found
+        return found
+
+    def at_least(self, owner: Owner) -> int:
+        """A lower bound of :meth:`cost` that tokenizes nothing (the cost itself once counted)."""
+        found = self._costs.get(owner)
+        if found is not None:
+            return found
+        bound = self._bounds.get(owner)
+        if bound is None:
+            bound = self._constants.get(owner, 0)
+            if self._encoding.proven_boundaries:
+                bound += sum(tokens_at_least(p.segment.text) for p in self._places.get(owner, ()))
+            self._bounds[owner] = bound
+        return bound
+
+    def counted(self, owner: Owner) -> bool:
+        """Whether :meth:`cost` was asked for (else a report gives :meth:`at_least`)."""
+        return owner in self._costs
+
+    def framing(self, owner: Owner) -> int:
+        """The owner's raw tokens that are not its text (its non-content segments and constants);
+        the text itself is not tokenized for it."""
+        places = self._places.get(owner, ())
+        return self._constants.get(owner, 0) + sum(self._share(p)[0] for p in places if not p.segment.content)
+
+    def span(self, key: ItemKey) -> Span | None:
+        """Where the item's text sits in what was encoded (its pieces when it has several)."""
+        if key not in self._spans:
+            pieces = [
+                (p.segment.text, self._share(p)[1]) for p in self._places.get(key, ()) if p.segment.content
+            ]
+            self._spans[key] = spans_of({key: pieces}).get(key) if pieces else None
+        return self._spans[key]
+
+    def count_all(self) -> int:
+        """Every owner counted exactly; their sum (long chunks not yet looked into are encoded
+        whole, on two threads, rather than window by window)."""
+        looked_into = {chunk for chunk, _ in self._shares}
+        for n, windowed in enumerate(self._windowed):
+            if windowed and n not in looked_into:
+                self._windowed[n] = False
+        return sum(self.cost(owner) for owner in self._owners)
+
+    def all_counted(self) -> bool:
+        """Whether every owner has been counted exactly."""
+        return len(self._costs) == len(self._owners)
+
+    def at_least_total(self) -> int:
+        """A lower bound of :attr:`total` that tokenizes nothing not yet counted."""
+        return sum(self.at_least(owner) for owner in self._owners)
+
+    def reported_total(self) -> int:
+        """The tokens a report gives: counted owners exactly, the rest by their bound."""
+        return sum(self.at_least(owner) for owner in self._owners)
+
+    def fixed_parts(self) -> dict[str, int]:
+        """Tokens of the parts that are counted but never trimmed (named, not items)."""
+        return {o: n for o in self._owners if isinstance(o, str) and (n := self.cost(o))}
+
+    # ---- counting ----------------------------------------------------------------------------
+    def _share(self, place: _Place) -> Share:
+        key = (place.chunk, place.index)
+        found = self._shares.get(key)
+        if found is None:
+            found = self._count(place)
+            self._shares[key] = found
+        return found
+
+    def _count(self, place: _Place) -> Share:
+        text = self._texts[place.chunk]
+        if not text:
+            return 0, None
+        if not place.segment.text:
+            return 0, TextSpan(_EMPTY, 0, 0)
+        if self._windowed[place.chunk]:
+            run = self._runs[place.chunk, place.index]
+            windowed = self._window(run, text)
+            if windowed is not None:
+                self._shares.update(
+                    ((p.chunk, p.index), share) for p, share in zip(run, windowed, strict=True)
+                )
+                return windowed[run.index(place)]
+            self._windowed[place.chunk] = False
+        return self._whole_shares(place.chunk)[place.index]
+
+    def _whole_shares(self, n: int) -> list[tuple[int, TextSpan]]:
+        found = self._whole.get(n)
+        if found is None:
+            found = segment_shares(self._chunks[n], analyze(self._encoding, self._texts[n]))
+            for segment, (_, span) in zip(self._chunks[n], found, strict=True):
+                self._remember(segment.text, span)
+            self._whole[n] = found
+        return found
+
+    def _window(self, run: list[_Place], text: str) -> list[Share] | None:
+        """The run's segments' tokens from the window of hard boundaries around the run (None:
+        too wide)."""
+        first, last = run[0].start, run[-1].end
+        left = last_boundary(text, first, MAX_WINDOW_SLACK)
+        right = first_boundary(text, last) if last < len(text) else len(text)
+        right = len(text) if right is None else right
+        if left is None or right - last > MAX_WINDOW_SLACK:
+            return None
+        analysis = analyze(self._encoding, text[left:right])
+        shares: list[Share] = []
+        start = _utf8_size(text[left:first])
+        for place in run:
+            end = start + _utf8_size(place.segment.text)
+            span = TextSpan(analysis, start, end)
+            self._remember(place.segment.text, span)
+            shares.append((span.tokens, span))
+            start = end
+        return shares
+
+    def _remember(self, text: str, span: TextSpan) -> None:
+        """A long text's place, for splicing it into the count of what is sent (``measure``)."""
+        if len(text) >= MIN_REUSE_CHARS:
+            self.sources[text] = (span.analysis, span.byte_start, span.byte_end)
+
+
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
