@@ -51,7 +51,9 @@ class LazyMeasurement:
     """One rendering's counts, made as they are asked for (one per fit: what it counted, and so
     what its report calls counted, depends only on the fit's own questions, not on caches)."""
 
-    def __init__(self, rendering: Rendering, encoding: Encoding) -> None:
+    def __init__(
+        self, rendering: Rendering, encoding: Encoding, *, lazy_min_chars: int = LAZY_MIN_CHARS
+    ) -> None:
         self._encoding = encoding
         self._chunks = rendering.chunks
         self._texts = [chunk_text(chunk) for chunk in rendering.chunks]
@@ -72,7 +74,7 @@ class LazyMeasurement:
         for owner, tokens in rendering.constants:
             self._constants[owner] += tokens
         self._owners = tuple(dict.fromkeys([*self._places, *self._constants]))
-        self._windowed = [encoding.proven_boundaries and len(t) >= LAZY_MIN_CHARS for t in self._texts]
+        self._windowed = [encoding.proven_boundaries and len(t) >= lazy_min_chars for t in self._texts]
         self._whole: dict[int, list[tuple[int, TextSpan]]] = {}
         self._shares: dict[tuple[int, int], Share] = {}
         self._costs: dict[Owner, int] = {}

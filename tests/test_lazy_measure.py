@@ -1,0 +1,197 @@
+"""Counting only what a fit's decisions need: the lower bound, the window-by-window counts, and
+fits that come out the same whether everything is counted or not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxbudget import clear_caches, fit, get_encoding
+from ctxbudget.items import Rendering, Segment
+from ctxbudget.lazy_measure import LazyMeasurement
+from ctxbudget.measure import measure
+from ctxbudget.tokens.bounds import SHORT_TEXT, tokens_at_least
+
+pieces = st.sampled_from(
+    [
+        "the",
+        "Witness",
+        "said",
+        "No.",
+        "123456",
+        "U.S.C.",
+        "日本語",
+        "🙂",
+        "é",
+        " ",
+        "  ",
+        "   ",
+        "\n",
+        "\r\n",
+        "\t",
+        "\u00a0",
+        "\u3000",
+        "\x1c",
+        "-",
+        "/",
+        "-\n/",
+        "'s",
+        "'LL",
+        "a/b",
+        "(",
+        ")",
+        "...",
+    ]
+)
+texts = st.lists(pieces, max_size=60).map("".join)
+ascii_texts = st.lists(
+    st.sampled_from(["word", " ", "  ", "\n", "\t", "\r", "\x0b", "\x0c", "x.", "7"]), max_size=60
+).map("".join)
+ENCODINGS = ("o200k_base", "cl100k_base")
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+@settings(max_examples=150, deadline=None)
+@given(before=texts, text=texts | ascii_texts, after=texts)
+def test_the_bound_never_exceeds_the_tokens_starting_in_the_text(
+    name: str, before: str, text: str, after: str
+) -> None:
+    encoding = get_encoding(name)
+    segments = tuple(Segment(t, o) for t, o in ((before, "before"), (text, "text"), (after, "after")) if t)
+    if not text:
+        assert tokens_at_least(text) == 0
+        return
+    counted = measure(Rendering(chunks=(segments,)), encoding).by_owner["text"]
+    assert tokens_at_least(text) <= counted
+
+
+def test_the_bound_is_close_on_prose() -> None:
+    prose = "The witness said that the notice of the defect was sent on March 3, 2021. " * 40
+    tokens = len(get_encoding("o200k_base").encode(prose))
+    assert 0.6 * tokens <= tokens_at_least(prose) <= tokens
+    assert tokens_at_least("x" * (SHORT_TEXT - 1)) == 0
+
+
+owners = st.sampled_from(["markup", ("documents", 0), ("documents", 1), ("history", 0), ("system", 0)])
+
+
+@st.composite
+def renderings(draw: Any) -> Rendering:
+    chunks = draw(
+        st.lists(
+            st.lists(st.tuples(texts, owners, st.booleans()), min_size=1, max_size=8).map(
+                lambda segs: tuple(Segment(t, o, content=c and not isinstance(o, str)) for t, o, c in segs)
+            ),
+            min_size=1,
+            max_size=4,
+        )
+    )
+    constants = draw(st.lists(st.tuples(owners, st.integers(0, 9)), max_size=3))
+    return Rendering(chunks=tuple(chunks), constants=tuple(constants))
+
+
+@settings(max_examples=150, deadline=None)
+@given(renderings(), st.sampled_from(ENCODINGS), st.integers(0, 200), st.randoms(use_true_random=False))
+def test_lazy_counts_equal_a_whole_measure_in_any_order(
+    rendering: Rendering, name: str, lazy_min_chars: int, rng: Any
+) -> None:
+    encoding = get_encoding(name)
+    clear_caches()
+    whole = measure(rendering, encoding)
+    lazy = LazyMeasurement(rendering, encoding, lazy_min_chars=lazy_min_chars)
+    keys = sorted(
+        {s.owner for chunk in rendering.chunks for s in chunk} | {o for o, _ in rendering.constants}, key=str
+    )
+    rng.shuffle(keys)
+    for owner in keys:
+        assert lazy.at_least(owner) <= whole.by_owner.get(owner, 0)
+        if isinstance(owner, tuple):
+            span, expected = lazy.span(owner), whole.spans.get(owner)
+            assert (span.tokens if span else 0) == (expected.tokens if expected else 0)
+            assert lazy.framing(owner) == whole.by_owner.get(owner, 0) - (expected.tokens if expected else 0)
+        assert lazy.cost(owner) == whole.by_owner.get(owner, 0)
+        assert lazy.counted(owner)
+    assert lazy.count_all() == whole.total
+    assert lazy.fixed_parts() == whole.fixed_parts()
+
+
+documents = st.lists(
+    st.lists(
+        st.sampled_from(["Deposition", "of", "the", "witness", "on", "notice.", "EX-12", "\n", "日本"]),
+        min_size=5,
+        max_size=400,
+    ).map(" ".join),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(documents, st.integers(300, 6000), st.sampled_from(["question", "openai"]))
+def test_a_fit_decides_the_same_whether_or_not_everything_is_counted(
+    docs: list[str], window: int, shape: str
+) -> None:
+    if shape == "question":
+        request: dict[str, Any] = {
+            "questions": [{"text": "When was notice of the defect given?"}],
+            "documents": [{"page_content": d, "score": 1 - i / 100} for i, d in enumerate(docs)],
+        }
+    else:
+        turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": d} for i, d in enumerate(docs)]
+        request = {
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                *turns,
+                {"role": "user", "content": "When?"},
+            ]
+        }
+    results = []
+    for count_all in (False, True):
+        clear_caches()
+        try:
+            results.append(
+                fit(request, model="gpt-4o", max_context_tokens=window + 4096, count_all=count_all)
+            )
+        except Exception as exc:  # the same refusal either way
+            results.append(type(exc).__name__)  # type: ignore[arg-type]
+    lazy, full = results
+    if isinstance(lazy, str) or isinstance(full, str):
+        assert lazy == full
+        return
+    assert lazy.request == full.request
+    assert [(i.path, i.action, i.tokens_after) for i in lazy.report.items] == [
+        (i.path, i.action, i.tokens_after) for i in full.report.items
+    ]
+    assert lazy.report.tokens_after == full.report.tokens_after
+    for mine, exact in zip(lazy.report.items, full.report.items, strict=True):
+        assert (
+            mine.tokens_before == exact.tokens_before
+            if mine.counted
+            else mine.tokens_before <= exact.tokens_before
+        )
+    assert lazy.report.uncounted_items == sum(not i.counted for i in lazy.report.items)
+    assert full.report.uncounted_items == 0
+    assert lazy.report.tokens_before <= full.report.tokens_before
+
+
+def test_documents_that_cannot_fit_are_dropped_uncounted() -> None:
+    docs = [
+        f"Passage {i} of the deposition: the witness described exhibit EX-{i} at length. " * 40
+        for i in range(40)
+    ]
+    request = {
+        "questions": [{"text": "Which exhibit was described?"}],
+        "documents": [{"page_content": d, "score": 1 - i / 100} for i, d in enumerate(docs)],
+    }
+    clear_caches()
+    report = fit(request, model="gpt-4o", max_context_tokens=8000).report
+    dropped = [i for i in report.items if i.component == "documents" and i.action == "dropped"]
+    assert dropped and report.uncounted_items > 0
+    assert all(not i.counted and "needs at least" in i.reason for i in dropped if i.tokens_before > 0)
+    assert all(i.counted for i in report.items if i.action != "dropped")
+    exact = fit(request, model="gpt-4o", max_context_tokens=8000, count_all=True).report
+    assert exact.uncounted_items == 0 and exact.tokens_before > report.tokens_before
+    assert all("needs at least" not in i.reason for i in exact.items)
