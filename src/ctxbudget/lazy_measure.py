@@ -23,6 +23,7 @@ from .measure import MIN_REUSE_CHARS, Sources, chunk_text, segment_shares, spans
 from .tokens.bounds import tokens_at_least
 from .tokens.counter import ChunkAnalysis, analyze
 from .tokens.encoding import Encoding, first_boundary, last_boundary
+from .trim.shares import exceeds
 from .trim.text import Span, TextSpan
 
 __all__ = ["LAZY_MIN_CHARS", "LazyMeasurement"]
@@ -137,9 +138,9 @@ class LazyMeasurement:
         """Whether every owner has been counted exactly."""
         return len(self._costs) == len(self._owners)
 
-    def at_least_total(self) -> int:
-        """A lower bound of :attr:`total` that tokenizes nothing not yet counted."""
-        return sum(self.at_least(owner) for owner in self._owners)
+    def bound_exceeds(self, limit: int) -> bool:
+        """Whether the owners' bounds alone sum to more than ``limit`` (read only until they do)."""
+        return exceeds(map(self.at_least, self._owners), limit)
 
     def reported_total(self) -> int:
         """The tokens a report gives: counted owners exactly, the rest by their bound."""

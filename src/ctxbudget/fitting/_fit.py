@@ -183,7 +183,7 @@ def _fit(request: Mapping[str, Any], setup: FitSetup) -> FitResult:
     # Everything is counted when asked to, or when the bound does not show the request is over;
     # otherwise each count is left to the decision that needs it.
     total = None
-    if setup.options.count_all or measured.at_least_total() <= ctx.available_raw:
+    if setup.options.count_all or not measured.bound_exceeds(ctx.available_raw):
         total = measured.count_all()
     if total is not None and total <= ctx.available_raw:
         fitted = Fitted(copy.deepcopy(dict(request)), Plan({}), {}, total, passed_through=True)

@@ -88,12 +88,17 @@ def _demand(ctx: FitContext, pool: int) -> _Demand:
 
 
 def _need(ctx: FitContext, component: Component, over: int) -> int:
-    """The component's trimmable tokens, or a bound of them when that is above ``over``."""
+    """The component's trimmable tokens, or a bound of them (a partial sum) when that is above
+    ``over``."""
     items = [i for i in ctx.of(component) if not ctx.protected(i)]
     if component == "query":  # always kept, and its question is taken off its need
         return sum(ctx.cost(i) for i in items)
-    bound = sum(ctx.at_least(i) for i in items)
-    return bound if bound > over else sum(ctx.cost(i) for i in items)
+    bound = 0
+    for item in items:  # bounds are read only until they are over
+        bound += ctx.at_least(item)
+        if bound > over:
+            return bound
+    return sum(map(ctx.cost, items))
 
 
 def _trim(ctx: FitContext, request: Mapping[str, Any], pool: int, *, on_empty: bool) -> Fitted:

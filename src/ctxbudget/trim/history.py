@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..items import Cut, Decision, Item
-from .shares import water_level
+from .shares import exceeds, water_level
 
 __all__ = ["MIN_CUT_TOKENS", "HistorySelection", "select_history", "units_of"]
 
@@ -91,7 +91,7 @@ class _Pricing:
     def fits(self, unit: list[Item], room: int) -> bool:
         """Whether the unit costs at most ``room`` (its bound is read first: a unit over the room
         by its bound alone is never counted)."""
-        if self.at_least is not None and sum(self.at_least[m.index] for m in unit) > room:
+        if self.at_least is not None and exceeds((self.at_least[m.index] for m in unit), room):
             return False
         return self.of(unit) <= room
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["proportional_shares", "water_level"]
+from collections.abc import Iterable
+
+__all__ = ["exceeds", "proportional_shares", "water_level"]
 
 
 def proportional_shares(budget: int, sizes: list[int]) -> list[int]:
@@ -35,3 +37,13 @@ def water_level(sizes: list[int], budget: int) -> int:
         else:
             high = mid - 1
     return low
+
+
+def exceeds(values: Iterable[int], limit: int) -> bool:
+    """Whether the values sum to more than ``limit`` (read only until they do)."""
+    total = 0
+    for value in values:
+        total += value
+        if total > limit:
+            return True
+    return False
