@@ -7,8 +7,6 @@ import json
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from ..catalog.catalog import Catalog, load_catalog
 from ..catalog.values import ModelSpec
@@ -287,6 +285,9 @@ def _model_row(m: ModelSpec) -> dict[str, Any]:
 
 
 def _print_report(report: FitReport) -> None:
+    from rich.console import Console  # only the fit table needs rich (count prints plain text)
+    from rich.table import Table
+
     console = Console()
     label = "exact" if report.exact else f"ESTIMATE x{report.safety_factor:g}"
     click.echo(
