@@ -146,6 +146,37 @@ def test_python_dash_m_runs_the_cli(tmp_path: Path) -> None:
     assert json.loads(done.stdout)["exact"] is True
 
 
+def test_a_count_imports_only_what_it_uses(tmp_path: Path) -> None:
+    """Start-up: the CLI imports neither pydantic, rich nor a format before a command runs;
+    counting an OpenAI body loads its format alone (not rich, not the other formats) and
+    compiles no volatile-value regex."""
+    import subprocess
+    import sys
+
+    body = _write(tmp_path, {"messages": [{"role": "user", "content": "hi"}]})
+    code = f"""
+import json, sys
+from ctxbudget.cli import main
+early = sorted(sys.modules)
+sys.argv = ["ctxbudget", "count", {body!r}, "--model", "gpt-4o"]
+try:
+    main()
+except SystemExit as exc:
+    assert exc.code in (0, None), exc.code
+from ctxbudget import volatile
+print(json.dumps([early, sorted(sys.modules), volatile._compiled.cache_info().currsize]))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    printed, report = done.stdout.splitlines()
+    assert printed == "8 tokens (o200k_base, exact)"
+    early, loaded, compiled = json.loads(report)
+    assert not [m for m in early if m.split(".")[0] in ("pydantic", "rich", "tiktoken")]
+    assert not {"ctxbudget.formats.openai", "ctxbudget.formats.anthropic"} & set(early)
+    assert "ctxbudget.formats.openai" in loaded and not [m for m in loaded if m.split(".")[0] == "rich"]
+    others = {"ctxbudget.formats.anthropic", "ctxbudget.formats.responses", "ctxbudget.formats.question"}
+    assert not others & set(loaded) and compiled == 0
+
+
 def _context(tmp_path: Path, pinned: str = "Rules: cite page:line.") -> str:
     body = {
         "items": [

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+import marshal
 from pathlib import Path
 
 import pytest
 
-from ctxbudget.tokens.bundled import VOCABULARY_SHA256, _parse_ranks, _read_vocabulary, load_bundled_encoding
-from ctxbudget.tokens.image import read_image, write_image
+from ctxbudget.tokens.bundled import VOCABULARY_SHA256, _parse_tokens, _read_vocabulary, load_bundled_encoding
+from ctxbudget.tokens.image import MAGIC, read_image, write_image
 
 NAME = "cl100k_base"
 PINNED = VOCABULARY_SHA256[NAME]
@@ -24,12 +26,20 @@ def test_a_built_encoding_leaves_an_image_that_builds_the_same_encoding(cache: P
     first = load_bundled_encoding(NAME)
     images = list(cache.glob(f"{NAME}-*.ranks"))
     assert len(images) == 1
-    assert read_image(NAME, PINNED) == _parse_ranks(_read_vocabulary(NAME))
+    assert read_image(NAME, PINNED) == _parse_tokens(NAME, _read_vocabulary(NAME))
     second = load_bundled_encoding(NAME)  # from the image
     assert second.encode(TEXT) == first.encode(TEXT) and second.decode(second.encode(TEXT)) == TEXT
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate", "foreign", "empty"])
+def _first_format(data: bytes) -> bytes:
+    """The same vocabulary as the first image format wrote it: a marshalled token -> rank dict."""
+    header = MAGIC + PINNED.encode() + b"\n"
+    tokens = marshal.loads(data[len(header) + 32 :])
+    payload = marshal.dumps({token: rank for rank, token in enumerate(tokens)})
+    return b"ctxbudget-vocab-1\n" + PINNED.encode() + b"\n" + hashlib.sha256(payload).digest() + payload
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "foreign", "empty", "first format"])
 def test_a_damaged_image_is_ignored_and_written_again(cache: Path, damage: str) -> None:
     load_bundled_encoding(NAME)
     (image,) = cache.glob(f"{NAME}-*.ranks")
@@ -39,6 +49,7 @@ def test_a_damaged_image_is_ignored_and_written_again(cache: Path, damage: str) 
         "truncate": data[: len(data) // 2],
         "foreign": data.replace(PINNED.encode(), VOCABULARY_SHA256["o200k_base"].encode()),
         "empty": b"",
+        "first format": _first_format(data),
     }[damage]
     image.write_bytes(damaged)
     assert read_image(NAME, PINNED) is None
@@ -50,7 +61,7 @@ def test_a_damaged_image_is_ignored_and_written_again(cache: Path, damage: str) 
 def test_the_cache_can_be_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CTXBUDGET_CACHE_DIR", "off")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    write_image(NAME, PINNED, {b"a": 0})
+    write_image(NAME, PINNED, (b"a",))
     assert read_image(NAME, PINNED) is None and not any(tmp_path.rglob("*.ranks"))
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 __all__ = ["PATTERNS", "VolatileMatch", "VolatileRules", "find_volatile"]
 
@@ -37,66 +38,58 @@ _CASE_NUMBER = r"(?:[A-Z0-9]+(?:[-:/.][A-Z0-9]+)+|\d{4,})"
 _NOT_SECTION = r"(?<!Section )(?<!section )(?<!Sec\. )(?<!§ )(?<!§)"
 
 # Order matters: the more specific kind is reported when several match at one place.
-PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+_PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
     (
         "timestamp",
-        re.compile(rf"\b{_YEAR}-\d{{2}}-\d{{2}}[T ]{_CLOCK}(?:Z|[+-]\d{{2}}:?\d{{2}})?"),
+        rf"\b{_YEAR}-\d{{2}}-\d{{2}}[T ]{_CLOCK}(?:Z|[+-]\d{{2}}:?\d{{2}})?",
     ),
-    ("timestamp", re.compile(rf"\b{_YEAR}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])T?[0-2]\d[0-5]\d[0-5]\d\b")),
-    ("timestamp", re.compile(rf"\b(?:{_DAY}\s+)?{_MONTH}\s+\d{{1,2}},?\s+{_YEAR}\s+{_CLOCK}\b")),
-    ("timestamp", re.compile(rf"\b{_DAY}\s+\d{{1,2}}\s+{_MONTH}\s+{_YEAR}\s+{_CLOCK}\b")),
-    ("UUID", re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")),
+    ("timestamp", rf"\b{_YEAR}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])T?[0-2]\d[0-5]\d[0-5]\d\b"),
+    ("timestamp", rf"\b(?:{_DAY}\s+)?{_MONTH}\s+\d{{1,2}},?\s+{_YEAR}\s+{_CLOCK}\b"),
+    ("timestamp", rf"\b{_DAY}\s+\d{{1,2}}\s+{_MONTH}\s+{_YEAR}\s+{_CLOCK}\b"),
+    ("UUID", r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"),
     (
         "request or session id",
-        re.compile(
+        (
             r"(?i)\b(?:x-)?(?:request|req|session|sess|trace|span|run|correlation|conversation|message|msg)"
             r"[ _-]?id\b\s*[:=#]?\s*[\w.-]*\d[\w.-]*"
         ),
     ),
     (
         "case or docket number",
-        re.compile(rf"(?i)\b(?:case|docket|matter|claim)\s*(?:id|no\.?|number|#)\s*[:#]?\s*{_CASE_NUMBER}"),
+        rf"(?i)\b(?:case|docket|matter|claim)\s*(?:id|no\.?|number|#)\s*[:#]?\s*{_CASE_NUMBER}",
     ),
-    ("case or docket number", re.compile(rf"(?i)\b(?:civil action|docket)\s+(?:no\.?\s*)?{_CASE_NUMBER}")),
-    ("case or docket number", re.compile(r"(?i)\b(?:\d{1,2}:)?\d{2}-(?:cv|cr|mc|bk|ap|md|civ)-\d{3,6}\b")),
-    ("case or docket number", re.compile(r"\b(?:CV|CR|MC|BK|AP)-?\d{2,4}-\d{3,6}\b")),
-    ("hex nonce", re.compile(r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{16,}\b")),
-    ("date", re.compile(rf"\b{_YEAR}[-/](?:0?[1-9]|1[0-2])[-/](?:0?[1-9]|[12]\d|3[01])\b")),
-    ("date", re.compile(rf"\b{_YEAR}年\d{{1,2}}月\d{{1,2}}日")),
-    ("date", re.compile(r"\b(?:0?[1-9]|[12]\d|3[01])/(?:0?[1-9]|[12]\d|3[01])/(?:\d{4}|\d{2})\b")),
+    ("case or docket number", rf"(?i)\b(?:civil action|docket)\s+(?:no\.?\s*)?{_CASE_NUMBER}"),
+    ("case or docket number", r"(?i)\b(?:\d{1,2}:)?\d{2}-(?:cv|cr|mc|bk|ap|md|civ)-\d{3,6}\b"),
+    ("case or docket number", r"\b(?:CV|CR|MC|BK|AP)-?\d{2,4}-\d{3,6}\b"),
+    ("hex nonce", r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{16,}\b"),
+    ("date", rf"\b{_YEAR}[-/](?:0?[1-9]|1[0-2])[-/](?:0?[1-9]|[12]\d|3[01])\b"),
+    ("date", rf"\b{_YEAR}年\d{{1,2}}月\d{{1,2}}日"),
+    ("date", r"\b(?:0?[1-9]|[12]\d|3[01])/(?:0?[1-9]|[12]\d|3[01])/(?:\d{4}|\d{2})\b"),
     (
         "date",
-        re.compile(
-            rf"\b(?=\d){_NOT_SECTION}(?:0?[1-9]|[12]\d|3[01])[.-](?:0?[1-9]|[12]\d|3[01])[.-]{_YEAR}\b"
-        ),
+        rf"\b(?=\d){_NOT_SECTION}(?:0?[1-9]|[12]\d|3[01])[.-](?:0?[1-9]|[12]\d|3[01])[.-]{_YEAR}\b",
     ),
-    ("date", re.compile(rf"\b(?:{_DAY}\s+)?{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+{_YEAR}\b")),
+    ("date", rf"\b(?:{_DAY}\s+)?{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+{_YEAR}\b"),
     (
         "date",
-        re.compile(
-            rf"\b(?:{_DAY}\s+)?\d{{1,2}}(?:st|nd|rd|th)?\s+(?:day\s+)?(?:of\s+)?{_MONTH},?\s+{_YEAR}\b"
-        ),
+        rf"\b(?:{_DAY}\s+)?\d{{1,2}}(?:st|nd|rd|th)?\s+(?:day\s+)?(?:of\s+)?{_MONTH},?\s+{_YEAR}\b",
     ),
-    ("date", re.compile(rf"\b{_DAY}\s+{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?\b")),
-    ("time", re.compile(rf"\b(?=\d){_NOT_CITED}{_CLOCK}{_TIME_WORD}")),
+    ("date", rf"\b{_DAY}\s+{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?\b"),
+    ("time", rf"\b(?=\d){_NOT_CITED}{_CLOCK}{_TIME_WORD}"),
     (
         "time",
-        re.compile(
-            rf"(?i)(?:\b(?=[atug]){_CITED_AT}(?:at|time|as of|updated|generated)|@)\s*{_CLOCK}(?![\d\-–:])"
-        ),
+        rf"(?i)(?:\b(?=[atug]){_CITED_AT}(?:at|time|as of|updated|generated)|@)\s*{_CLOCK}(?![\d\-–:])",
     ),
-    ("time", re.compile(r"\b(?:[01]?\d|2[0-3]):[0-5]\d:[0-5]\d\b")),
+    ("time", r"\b(?:[01]?\d|2[0-3]):[0-5]\d:[0-5]\d\b"),
     (
         "time",
-        re.compile(
-            rf"\b(?=\d){_NOT_CITED}(?<!scale )(?<!ratio )(?:[01]?\d|2[0-3]):(?:29|[3-5]\d)\b(?![\-–:]?\d)"
-        ),
+        rf"\b(?=\d){_NOT_CITED}(?<!scale )(?<!ratio )(?:[01]?\d|2[0-3]):(?:29|[3-5]\d)\b(?![\-–:]?\d)",
     ),
-    ("unix timestamp", re.compile(r"\b(?=1)(?<![A-Z] )(?<![A-Z]-)(?<![A-Z]_)1[5-9]\d{8}(?:\d{3})?\b")),
+    ("unix timestamp", r"\b(?=1)(?<![A-Z] )(?<![A-Z]-)(?<![A-Z]_)1[5-9]\d{8}(?:\d{3})?\b"),
 )
 
 
-# Where a match of each of PATTERNS (same order) can start: a character of the scanner's class
+# Where a match of each of the patterns (same order) can start: a character of the scanner's class
 # at a word start (every pattern opens with ``\b`` before it), or an ``@``. Scanning for these in
 # C and trying a pattern only there finds what ``finditer`` finds, which tries every position (a
 # pattern opening with ``\b`` gives ``re`` no first character to skip to). Each scanner opens
@@ -105,8 +98,8 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 # scanned apart, as a class beyond Latin-1 scans slower). Checked against ``finditer`` in
 # tests/test_volatile.py.
 _WORD_START = r"(?<!\w[^@])"
-_SCANNERS: dict[str, tuple[re.Pattern[str], ...]] = {
-    name: tuple(re.compile(f"{first}{_WORD_START}{then}") for first, then in parts)
+_SCANNER_SOURCES: dict[str, tuple[str, ...]] = {
+    name: tuple(f"{first}{_WORD_START}{then}" for first, then in parts)
     for name, parts in {
         "digit": [(r"\d", "")],
         "date word": [("[ADFJMNOSTW]", "")],  # the first letters of the day and month names
@@ -146,9 +139,8 @@ _STARTS: tuple[str, ...] = (
 )
 
 
-def _scoped(pattern: re.Pattern[str]) -> str:
+def _scoped(text: str) -> str:
     """The pattern's text with a leading global ``(?i)`` made a scoped group, to nest it."""
-    text = pattern.pattern
     return f"(?i:{text[4:]})" if text.startswith("(?i)") else text
 
 
@@ -158,8 +150,8 @@ def _finders(name: str) -> tuple[re.Pattern[str], ...]:
     settled inside ``re``: on the bundled 51 kB playbook 10.5k candidates, ~100k Python
     ``match`` calls, became 0 (14 ms -> 9.6 ms; the nine scans themselves take most of the rest).
     Every position where a pattern matches is still a candidate of that pattern."""
-    served = "|".join(_scoped(p) for (_, p), n in zip(PATTERNS, _STARTS, strict=True) if n == name)
-    return tuple(re.compile(f"{scanner.pattern}(?<=(?=(?:{served})).)") for scanner in _SCANNERS[name])
+    served = "|".join(_scoped(p) for (_, p), n in zip(_PATTERN_SOURCES, _STARTS, strict=True) if n == name)
+    return tuple(re.compile(f"{scanner}(?<=(?=(?:{served})).)") for scanner in _SCANNER_SOURCES[name])
 
 
 def _for_ascii(finders: tuple[re.Pattern[str], ...]) -> tuple[re.Pattern[str], ...]:
@@ -173,13 +165,54 @@ def _for_ascii(finders: tuple[re.Pattern[str], ...]) -> tuple[re.Pattern[str], .
     )
 
 
-_FINDERS = {name: _finders(name) for name in dict.fromkeys(_STARTS)}
-_ASCII_FINDERS = {name: _for_ascii(finders) for name, finders in _FINDERS.items()}
+@dataclass(frozen=True)
+class _Compiled:
+    """Every regex above, compiled (:func:`_compiled`)."""
+
+    patterns: tuple[tuple[str, re.Pattern[str]], ...]
+    scanners: dict[str, tuple[re.Pattern[str], ...]]
+    finders: dict[str, tuple[re.Pattern[str], ...]]
+    ascii_finders: dict[str, tuple[re.Pattern[str], ...]]
+
+
+@functools.cache
+def _compiled() -> _Compiled:
+    """The regexes, compiled on first use rather than at import (about 10 ms: a program that
+    never looks for volatile values, such as ``ctxbudget count``, does not pay for them)."""
+    finders = {name: _finders(name) for name in dict.fromkeys(_STARTS)}
+    return _Compiled(
+        patterns=tuple((kind, re.compile(text)) for kind, text in _PATTERN_SOURCES),
+        scanners={name: tuple(map(re.compile, texts)) for name, texts in _SCANNER_SOURCES.items()},
+        finders=finders,
+        ascii_finders={name: _for_ascii(found) for name, found in finders.items()},
+    )
+
+
+if TYPE_CHECKING:
+    PATTERNS: tuple[tuple[str, re.Pattern[str]], ...]
+    _SCANNERS: dict[str, tuple[re.Pattern[str], ...]]
+
+
+_LAZY_NAMES = {
+    "PATTERNS": "patterns",
+    "_SCANNERS": "scanners",
+    "_FINDERS": "finders",
+    "_ASCII_FINDERS": "ascii_finders",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """``PATTERNS`` (and the scanners), compiled on first use."""
+    field = _LAZY_NAMES.get(name)
+    if field is not None:
+        return getattr(_compiled(), field)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _candidates(name: str, text: str) -> list[int]:
     """Where a pattern served by the scanner ``name`` matches in ``text``, in order."""
-    finders = _ASCII_FINDERS[name] if text.isascii() else _FINDERS[name]
+    compiled = _compiled()
+    finders = compiled.ascii_finders[name] if text.isascii() else compiled.finders[name]
     found = [m.start() for finder in finders for m in finder.finditer(text)]
     return sorted(found) if len(finders) > 1 else found
 
@@ -247,8 +280,8 @@ def find_volatile(text: str, rules: VolatileRules | None = None) -> VolatileMatc
     rules = rules or VolatileRules()
     allowed = _allowed(text, rules.allow)
     found: VolatileMatch | None = None
-    candidates = {name: _candidates(name, text) for name in _FINDERS}
-    for (kind, pattern), name in zip(PATTERNS, _STARTS, strict=True):
+    candidates = {name: _candidates(name, text) for name in dict.fromkeys(_STARTS)}
+    for (kind, pattern), name in zip(_compiled().patterns, _STARTS, strict=True):
         limit = len(text) + 1 if found is None else found.start
         match = _first_scanned(pattern, candidates[name], text, allowed, limit)
         if match:

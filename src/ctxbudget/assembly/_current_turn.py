@@ -134,9 +134,10 @@ def _has_media(value: Any) -> bool:
 def _media_tokens(item: ContextItem, counter: TokenCounter) -> int:
     """Tokens of what a message carries besides text (images, PDFs, audio), as its format counts
     them: never cut here, so they count against the block as they are."""
-    if item.source is None or item.source_format not in FORMATS or not _has_media(item.source.get("content")):
+    fmt = item.source_format
+    if item.source is None or fmt is None or fmt not in FORMATS or not _has_media(item.source.get("content")):
         return 0
-    render = FORMATS[item.source_format].render
+    render = FORMATS[fmt].render
 
     def total(message: Mapping[str, Any]) -> int:
         return measure_total(render({"model": "m", "max_tokens": 1, "messages": [message]}), counter.encoding)

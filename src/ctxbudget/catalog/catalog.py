@@ -10,7 +10,6 @@ warning). A provider's input cap below the window (``max_input_tokens``) travels
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib.resources
 import json
 import logging
@@ -132,6 +131,8 @@ class Catalog:
 
     def closest(self, model_id: str, n: int = 3) -> list[str]:
         """The catalog ids and aliases that look most like ``model_id``."""
+        import difflib  # only an unknown id needs it
+
         names = sorted({m.id for m in self.models} | set(self.aliases))
         return difflib.get_close_matches(_model_key(model_id)[:64], names, n=n, cutoff=0.6)
 

@@ -5,7 +5,6 @@ compile, an unknown encoding, an alias that points nowhere)."""
 from __future__ import annotations
 
 import json
-import tomllib
 from collections.abc import Mapping
 from typing import Any
 
@@ -113,6 +112,8 @@ def _decode(text: str, source: str) -> Any:
             return json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{source}: not valid JSON: {exc}") from exc
+    import tomllib  # only a user's TOML catalog needs it (the bundled one is JSON)
+
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

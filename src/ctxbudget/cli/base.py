@@ -7,6 +7,8 @@ environment (``CTXBUDGET_*``) > default.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import importlib
 import json
 import math
@@ -115,6 +117,26 @@ def run_action(action: Callable[[], None], flags: Sequence[tuple[str, str]] = FL
         action()
     except CtxBudgetError as exc:
         fail(str(exc), _exit_code(exc), flags)
+
+
+_QUICK_EXIT = [False]
+
+
+def skip_collection_at_exit() -> None:
+    """Let the process end without the interpreter freeing and collecting what the command built.
+
+    At exit CPython tears the heap down: it frees the built encoding (o200k_base: its 200,000
+    token -> rank tables, in Python and in tiktoken's Rust core) and collects every module's
+    objects, about 90 ms of a 0.38 s ``ctxbudget count`` measured, after the answer is printed.
+    Freezing the collector (``gc.freeze``, as an ``atexit`` handler) leaves everything alive at
+    exit to the operating system. Only for commands that hold nothing a finalizer must close
+    (count, models, and fit without an embedding model: no files, connections or threads); atexit handlers still run and the
+    standard streams are still flushed. Called in-process (tests) it only takes effect when that
+    process ends.
+    """
+    if not _QUICK_EXIT[0]:
+        _QUICK_EXIT[0] = True
+        atexit.register(gc.freeze)
 
 
 # Library errors by exit code (the README's table); the first row the error is an instance of

@@ -7,8 +7,6 @@ import json
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from ..catalog.catalog import Catalog, load_catalog
 from ..catalog.values import ModelSpec
@@ -24,6 +22,7 @@ from .base import (
     model_of,
     read_json,
     run_action,
+    skip_collection_at_exit,
 )
 
 
@@ -99,6 +98,8 @@ def fit_command(
     body_only: bool,
 ) -> None:
     """Fit a request (JSON file or stdin) into the model's window and print the result."""
+    if not semantic:  # the embedding model (torch) is left to tear itself down
+        skip_collection_at_exit()
     _check_fit_flags(semantic=semantic, split_documents=split_documents, body_only=body_only, as_json=as_json)
     request = read_json(source)
     model = model_of(model, request)
@@ -167,6 +168,7 @@ def count_command(
     max_context_tokens: int,
 ) -> None:
     """Print the token count of the rendered request (exact, or a labelled estimate)."""
+    skip_collection_at_exit()
     request = read_json(source)
     model = model_of(model, request)
 
@@ -195,6 +197,7 @@ def count_command(
 def models_command(as_json: bool, catalogs: tuple[str, ...], words: tuple[str, ...]) -> None:
     """List the model catalog (ids containing PATTERN, or matching it as a glob), or show how an
     id resolves: `ctxbudget models resolve claude-sonnet-4-5@20250929`."""
+    skip_collection_at_exit()
 
     def action() -> None:
         catalog = load_catalog(catalogs)
@@ -287,6 +290,9 @@ def _model_row(m: ModelSpec) -> dict[str, Any]:
 
 
 def _print_report(report: FitReport) -> None:
+    from rich.console import Console  # only the fit table needs rich (count prints plain text)
+    from rich.table import Table
+
     console = Console()
     label = "exact" if report.exact else f"ESTIMATE x{report.safety_factor:g}"
     click.echo(

@@ -1,28 +1,61 @@
-"""Request formats at the boundary: detection, parsing, rendering, rebuilding."""
+"""Request formats at the boundary: detection, parsing, rendering, rebuilding.
+
+Each format's module (its pydantic body models included) is imported the first time the format is
+looked up, so detecting and counting an OpenAI body loads neither the Anthropic, the Responses
+nor the question format (and importing this package loads none).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal
+import importlib
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ConfigError, InvalidRequestError
-from ..items import RequestFormat
-from .anthropic import AnthropicFormat
-from .openai import OpenAIFormat
-from .question import QuestionFormat
-from .responses import ResponsesFormat
+from .detection import DETECTORS
+
+if TYPE_CHECKING:
+    from ..items import RequestFormat
 
 __all__ = ["FORMATS", "FormatName", "detect_format", "get_format"]
 
 FormatName = Literal["question", "openai", "anthropic", "responses"]
 
-# Detection order matters: Anthropic bodies are also ``messages`` bodies.
-FORMATS: dict[str, RequestFormat] = {
-    "anthropic": AnthropicFormat(),
-    "openai": OpenAIFormat(),
-    "responses": ResponsesFormat(),
-    "question": QuestionFormat(),
+# Each format's module and class, in detection order (:data:`.detection.DETECTORS`).
+_CLASSES = {
+    "anthropic": ("anthropic", "AnthropicFormat"),
+    "openai": ("openai", "OpenAIFormat"),
+    "responses": ("responses", "ResponsesFormat"),
+    "question": ("question", "QuestionFormat"),
 }
+
+
+class _Formats(Mapping[str, "RequestFormat"]):
+    """The formats by name, each built (its module imported) on first lookup and then kept."""
+
+    def __init__(self) -> None:
+        self._built: dict[str, RequestFormat] = {}
+
+    def __getitem__(self, name: str) -> RequestFormat:
+        built = self._built.get(name)
+        if built is None:
+            module, cls = _CLASSES[name]
+            built = getattr(importlib.import_module(f"{__name__}.{module}"), cls)()
+            built = self._built.setdefault(name, built)
+        return built
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_CLASSES)
+
+    def __len__(self) -> int:
+        return len(_CLASSES)
+
+    def __contains__(self, name: object) -> bool:
+        return name in _CLASSES
+
+
+# Detection order matters: Anthropic bodies are also ``messages`` bodies.
+FORMATS: Mapping[str, RequestFormat] = _Formats()
 
 
 def get_format(name: str) -> RequestFormat:
@@ -34,12 +67,12 @@ def get_format(name: str) -> RequestFormat:
 
 
 def detect_format(request: Mapping[str, Any]) -> RequestFormat:
-    """The first format that recognizes ``request``."""
+    """The first format that recognizes ``request`` (only that format's module is imported)."""
     if not isinstance(request, Mapping):
         raise InvalidRequestError(f"expected a JSON object, got {type(request).__name__}", "$")
-    for fmt in FORMATS.values():
-        if fmt.detect(request):
-            return fmt
+    for name, detects in DETECTORS:
+        if detects(request):
+            return FORMATS[name]
     raise InvalidRequestError(
         "cannot tell the request format: expected `messages` (openai, anthropic), `input` "
         "(responses) or `questions`/`documents` (question); name it with input_format=",

@@ -31,6 +31,7 @@ from .chat import (
     text_part_indexes,
     with_content_text,
 )
+from .detection import is_anthropic
 from .media import Estimate, anthropic_document_tokens, anthropic_image_tokens, image_size, inline_bytes
 from .wire import OpenModel, validate_body
 
@@ -191,34 +192,6 @@ def _content_chunks(
     return chunks, constant
 
 
-# Content parts only Chat Completions has (an Anthropic body has image, document, tool_use, ...).
-_OPENAI_PARTS = ("image_url", "input_audio", "file", "refusal")
-_ANTHROPIC_BLOCKS = ("tool_use", "tool_result", "document", "image", "thinking", "redacted_thinking")
-
-
-def _part_types(messages: list[Any]) -> set[str]:
-    return {
-        str(part.get("type"))
-        for message in messages
-        if isinstance(message, dict) and isinstance(message.get("content"), list)
-        for part in message["content"]
-        if isinstance(part, dict)
-    }
-
-
-def _looks_openai(messages: list[Any]) -> bool:
-    """OpenAI markers that no Messages body has (a Claude model id may be sent in OpenAI shape):
-    system, developer, tool or function roles, tool calls, OpenAI-only content parts."""
-    for message in messages:
-        if isinstance(message, dict) and (
-            message.get("role") in ("system", "developer", "tool", "function")
-            or "tool_calls" in message
-            or "function_call" in message
-        ):
-            return True
-    return not _part_types(messages).isdisjoint(_OPENAI_PARTS)
-
-
 def _query_position(layout: Sequence[tuple[Any, int, int]]) -> int | None:
     return next((position for component, _, position in layout if component == "query"), None)
 
@@ -230,15 +203,8 @@ class AnthropicFormat:
 
     def detect(self, request: Mapping[str, Any]) -> bool:
         """A ``messages`` body with no OpenAI marker and a top-level ``system``, content blocks of
-        Anthropic types, or a Claude model (also behind a host prefix: ``us.anthropic.claude-...``,
-        ``anthropic/claude-...``)."""
-        if not isinstance(request.get("messages"), list):
-            return False
-        if _looks_openai(request["messages"]):
-            return False
-        if "system" in request or "claude" in str(request.get("model", "")).lower():
-            return True
-        return not _part_types(request["messages"]).isdisjoint(_ANTHROPIC_BLOCKS)
+        Anthropic types, or a Claude model (:func:`.detection.is_anthropic`)."""
+        return is_anthropic(request)
 
     def _messages(
         self, request: Mapping[str, Any], *, validate: bool = True

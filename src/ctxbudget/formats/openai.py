@@ -25,6 +25,7 @@ from .chat import (
     text_part_indexes,
     with_content_text,
 )
+from .detection import is_openai
 from .media import Estimate, image_size, inline_bytes, openai_image_tokens, pdf_tokens
 from .wire import OpenModel, validate_body
 
@@ -231,8 +232,8 @@ class OpenAIFormat:
     name = "openai"
 
     def detect(self, request: Mapping[str, Any]) -> bool:
-        """A ``messages`` body."""
-        return isinstance(request.get("messages"), list)
+        """A ``messages`` body (:func:`.detection.is_openai`)."""
+        return is_openai(request)
 
     def _layout(
         self, request: Mapping[str, Any], *, validate: bool = True

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..items import PLACEHOLDER_TEMPLATE, Item, ItemKey, Owner, Plan, Rendering, Segment
+from .detection import is_question
 from .wire import OpenModel, validate_body
 
 __all__ = ["QuestionFormat"]
@@ -167,8 +168,8 @@ class QuestionFormat:
     name = "question"
 
     def detect(self, request: Mapping[str, Any]) -> bool:
-        """A body with ``questions`` or ``documents`` and no chat ``messages``."""
-        return "messages" not in request and any(k in request for k in ("questions", "documents", "role"))
+        """A body with ``questions`` or ``documents`` and no chat ``messages`` (:func:`.detection.is_question`)."""
+        return is_question(request)
 
     def parse(self, request: Mapping[str, Any]) -> tuple[Item, ...]:
         """Items: the role, each question text, each document, each history message."""

@@ -23,6 +23,7 @@ from pydantic import field_validator, model_validator
 
 from ..items import Component, Item, ItemKey, Owner, Plan, Rendering, Segment
 from .chat import apply_history, split_messages
+from .detection import is_responses
 from .openai import REPLY_PRIMING, function_tool_chunks
 from .responses_items import TOKENS_PER_ITEM, call_groups, is_message, item_chunks, item_text, with_item_text
 from .wire import OpenModel, validate_body
@@ -135,8 +136,8 @@ class ResponsesFormat:
     name = "responses"
 
     def detect(self, request: Mapping[str, Any]) -> bool:
-        """An ``input`` body (a string or a list) with no chat ``messages``."""
-        return "messages" not in request and isinstance(request.get("input"), str | list)
+        """An ``input`` body (a string or a list) with no chat ``messages`` (:func:`.detection.is_responses`)."""
+        return is_responses(request)
 
     def _layout(
         self, request: Mapping[str, Any], *, validate: bool = True

@@ -49,24 +49,38 @@ def _read_vocabulary(name: str) -> bytes:
     return raw
 
 
-def _parse_ranks(raw: bytes) -> dict[bytes, int]:
-    ranks: dict[bytes, int] = {}
+def _parse_tokens(name: str, raw: bytes) -> tuple[bytes, ...]:
+    """The file's tokens in rank order: its lines are ``base64(token) rank`` with ranks 0, 1, 2...
+    (the pinned files are; anything else is refused rather than silently renumbered)."""
+    tokens: list[bytes] = []
     for line in raw.splitlines():
         if line:
             token, rank = line.split()
-            ranks[base64.b64decode(token)] = int(rank)
-    return ranks
+            if int(rank) != len(tokens):
+                raise ConfigError(f"the bundled {name} vocabulary is not in rank order at rank {int(rank)}")
+            tokens.append(base64.b64decode(token))
+    return tuple(tokens)
 
 
-def _ranks(name: str) -> dict[bytes, int]:
-    """The vocabulary's ranks: from its checked image when there is one (:mod:`.image`), else
-    parsed from the bundled file (checked against the pinned sha256) and kept as an image."""
+def _tokens(name: str) -> tuple[bytes, ...]:
+    """The vocabulary's tokens in rank order: from its checked image when there is one
+    (:mod:`.image`), else parsed from the bundled file (checked against the pinned sha256) and
+    kept as an image."""
     pinned = VOCABULARY_SHA256[name]
-    ranks = read_image(name, pinned)
-    if ranks is None:
-        ranks = _parse_ranks(_read_vocabulary(name))
-        write_image(name, pinned, ranks)
-    return ranks
+    tokens = read_image(name, pinned)
+    if tokens is None:
+        tokens = _parse_tokens(name, _read_vocabulary(name))
+        write_image(name, pinned, tokens)
+    return tokens
+
+
+def _ranks(name: str) -> tuple[dict[bytes, int], list[int]]:
+    """The token -> rank dict tiktoken builds from, and each rank's token length in bytes."""
+    tokens = _tokens(name)
+    ranks = dict(zip(tokens, range(len(tokens)), strict=True))
+    if len(ranks) != len(tokens):
+        raise ConfigError(f"the {name} vocabulary repeats a token")
+    return ranks, list(map(len, tokens))
 
 
 def _constructor_args(name: str, ranks: dict[bytes, int]) -> dict[str, Any]:
@@ -98,7 +112,7 @@ def load_bundled_encoding(name: str) -> TiktokenEncoding:
         raise ConfigError(
             f"no bundled vocabulary for {name!r}; bundled: {', '.join(sorted(VOCABULARY_SHA256))}"
         )
-    ranks = _ranks(name)
+    ranks, byte_lengths = _ranks(name)
     args = _constructor_args(name, ranks)
     encoding = tiktoken.Encoding(
         name=args["name"],
@@ -106,7 +120,4 @@ def load_bundled_encoding(name: str) -> TiktokenEncoding:
         mergeable_ranks=args["mergeable_ranks"],
         special_tokens=args["special_tokens"],
     )
-    byte_lengths = [0] * (max(ranks.values()) + 1)
-    for token, rank in ranks.items():
-        byte_lengths[rank] = len(token)
     return TiktokenEncoding(encoding, byte_lengths, proven_boundaries=True)

@@ -1,8 +1,12 @@
-"""A ready-to-load image of a bundled vocabulary's ranks, cached on disk and never trusted.
+"""A ready-to-load image of a bundled vocabulary, cached on disk and never trusted.
 
 Building an encoding from the bundled file parses 200,000 base64 lines in Python (104 ms for
 o200k_base on this machine kind, of a 232 ms load); the same ranks read from a ``marshal`` image
-take 30 ms, and checking the image's sha256 2 ms. The image is written the first time a
+take 30 ms, and checking the image's sha256 2 ms. The image holds the tokens in rank order (token
+``i`` has rank ``i``), not a token -> rank dict: a tuple loads faster, and the ranks dict
+(``dict(zip(tokens, range(n)))``) and the table of byte lengths (``map(len, tokens)``) are then
+built in C, with no Python loop over the vocabulary (measured in a fresh process for o200k_base:
+40 ms from file to both, against 54 ms from a marshalled dict). The image is written the first time a
 vocabulary is built, into ``$CTXBUDGET_CACHE_DIR`` (else ``$XDG_CACHE_HOME/ctxbudget``, else
 ``~/.cache/ctxbudget``; ``CTXBUDGET_CACHE_DIR=off`` turns it off), atomically. An image is used
 only when its header names the vocabulary's pinned sha256 and the sha256 of its payload matches
@@ -20,7 +24,7 @@ from pathlib import Path
 
 __all__ = ["cache_folder", "read_image", "write_image"]
 
-MAGIC = b"ctxbudget-vocab-1\n"
+MAGIC = b"ctxbudget-vocab-2\n"
 
 
 def cache_folder() -> Path | None:
@@ -37,8 +41,8 @@ def _path(name: str, pinned: str) -> Path | None:
     return None if folder is None else folder / f"{name}-{pinned[:16]}.ranks"
 
 
-def read_image(name: str, pinned: str) -> dict[bytes, int] | None:
-    """The ranks of ``name`` from its image, or None when there is none it can trust."""
+def read_image(name: str, pinned: str) -> tuple[bytes, ...] | None:
+    """The tokens of ``name`` in rank order from its image, or None when there is none it can trust."""
     path = _path(name, pinned)
     try:
         data = path.read_bytes() if path is not None else b""
@@ -51,19 +55,19 @@ def read_image(name: str, pinned: str) -> dict[bytes, int] | None:
     if hashlib.sha256(payload).digest() != digest:
         return None
     try:
-        ranks = marshal.loads(payload)
+        tokens = marshal.loads(payload)
     except (EOFError, ValueError, TypeError):
         return None
-    return ranks if isinstance(ranks, dict) else None
+    return tokens if isinstance(tokens, tuple) else None
 
 
-def write_image(name: str, pinned: str, ranks: dict[bytes, int]) -> None:
-    """Keep the ranks of ``name`` as an image (best effort: a cache that cannot be written is
-    simply not used)."""
+def write_image(name: str, pinned: str, tokens: tuple[bytes, ...]) -> None:
+    """Keep the tokens of ``name`` (in rank order) as an image (best effort: a cache that cannot
+    be written is simply not used)."""
     path = _path(name, pinned)
     if path is None:
         return
-    payload = marshal.dumps(ranks)
+    payload = marshal.dumps(tokens)
     data = MAGIC + pinned.encode("ascii") + b"\n" + hashlib.sha256(payload).digest() + payload
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,77 @@
+"""Which format a request body is, told from its keys and message shapes alone.
+
+Kept apart from the formats themselves (which load pydantic and build their body models) so that
+detection imports nothing heavy and only the detected format's module is loaded. Each format's
+``detect`` is the function here of its name, and :data:`DETECTORS` is the detection order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["DETECTORS", "is_anthropic", "is_openai", "is_question", "is_responses"]
+
+# Content parts only Chat Completions has (an Anthropic body has image, document, tool_use, ...).
+_OPENAI_PARTS = ("image_url", "input_audio", "file", "refusal")
+_ANTHROPIC_BLOCKS = ("tool_use", "tool_result", "document", "image", "thinking", "redacted_thinking")
+
+
+def _part_types(messages: list[Any]) -> set[str]:
+    return {
+        str(part.get("type"))
+        for message in messages
+        if isinstance(message, dict) and isinstance(message.get("content"), list)
+        for part in message["content"]
+        if isinstance(part, dict)
+    }
+
+
+def _looks_openai(messages: list[Any]) -> bool:
+    """OpenAI markers that no Messages body has (a Claude model id may be sent in OpenAI shape):
+    system, developer, tool or function roles, tool calls, OpenAI-only content parts."""
+    for message in messages:
+        if isinstance(message, dict) and (
+            message.get("role") in ("system", "developer", "tool", "function")
+            or "tool_calls" in message
+            or "function_call" in message
+        ):
+            return True
+    return not _part_types(messages).isdisjoint(_OPENAI_PARTS)
+
+
+def is_anthropic(request: Mapping[str, Any]) -> bool:
+    """A ``messages`` body with no OpenAI marker and a top-level ``system``, content blocks of
+    Anthropic types, or a Claude model (also behind a host prefix: ``us.anthropic.claude-...``,
+    ``anthropic/claude-...``)."""
+    if not isinstance(request.get("messages"), list):
+        return False
+    if _looks_openai(request["messages"]):
+        return False
+    if "system" in request or "claude" in str(request.get("model", "")).lower():
+        return True
+    return not _part_types(request["messages"]).isdisjoint(_ANTHROPIC_BLOCKS)
+
+
+def is_openai(request: Mapping[str, Any]) -> bool:
+    """A ``messages`` body."""
+    return isinstance(request.get("messages"), list)
+
+
+def is_responses(request: Mapping[str, Any]) -> bool:
+    """An ``input`` body (a string or a list) with no chat ``messages``."""
+    return "messages" not in request and isinstance(request.get("input"), str | list)
+
+
+def is_question(request: Mapping[str, Any]) -> bool:
+    """A body with ``questions`` or ``documents`` and no chat ``messages``."""
+    return "messages" not in request and any(k in request for k in ("questions", "documents", "role"))
+
+
+# Detection order matters: Anthropic bodies are also ``messages`` bodies.
+DETECTORS: tuple[tuple[str, Callable[[Mapping[str, Any]], bool]], ...] = (
+    ("anthropic", is_anthropic),
+    ("openai", is_openai),
+    ("responses", is_responses),
+    ("question", is_question),
+)
