@@ -300,9 +300,10 @@ def _print_report(report: FitReport) -> None:
         f"reserve {report.reserve_output_tokens:,}, available {report.available_tokens:,}"
     )
     status = "passed through unchanged" if report.passed_through else "trimmed"
+    at_least = ">=" if report.uncounted_items else ""  # items dropped by their bound, uncounted
     click.echo(
-        f"tokens {report.tokens_before:,} -> {report.tokens_after:,} (saved {report.tokens_saved:,}); {status}; "
-        f"untrimmable overhead {report.overhead_tokens:,}"
+        f"tokens {at_least}{report.tokens_before:,} -> {report.tokens_after:,} (saved "
+        f"{at_least}{report.tokens_saved:,}); {status}; untrimmable overhead {report.overhead_tokens:,}"
     )
     table = Table("component", "budget", "before", "after", "kept", "truncated", "dropped", "summarized")
     for component in ("system", "query", "documents", "history"):
@@ -313,7 +314,7 @@ def _print_report(report: FitReport) -> None:
         table.add_row(
             component,
             f"{report.budgets.get(component, 0):,}" if report.budgets else "-",
-            f"{sum(i.tokens_before for i in rows):,}",
+            f"{'>=' if any(not i.counted for i in rows) else ''}{sum(i.tokens_before for i in rows):,}",
             f"{sum(i.tokens_after for i in rows):,}",
             *(str(actions.count(a)) for a in ("kept", "truncated", "dropped", "summarized")),
         )
