@@ -82,7 +82,15 @@ def main() -> None:
         fill_tiktoken_cache(folder / "tiktoken")
         tiny = folder / "tiny.json"
         tiny.write_text(json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "hello"}]}))
-        base = {**os.environ, "TIKTOKEN_CACHE_DIR": str(folder / "tiktoken"), "PYTHONPATH": str(ROOT / "src")}
+        # The same cache state for both sides: compiled modules (tiktoken's, from site-packages,
+        # and ctxbudget's, from src/) are written on the warm-up run into one folder and read
+        # after, whatever PYTHONDONTWRITEBYTECODE the shell sets.
+        base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        base |= {
+            "TIKTOKEN_CACHE_DIR": str(folder / "tiktoken"),
+            "PYTHONPATH": str(ROOT / "src"),
+            "PYTHONPYCACHEPREFIX": str(folder / "pyc"),
+        }
         images = {**base, "CTXBUDGET_CACHE_DIR": str(folder / "images")}
         no_image = {**base, "CTXBUDGET_CACHE_DIR": "off"}
         python, cli = (
