@@ -14,6 +14,7 @@ from ctxbudget.items import Rendering, Segment
 from ctxbudget.lazy_measure import LazyMeasurement
 from ctxbudget.measure import measure
 from ctxbudget.tokens.bounds import SHORT_TEXT, tokens_at_least
+from ctxbudget.tokens.encoding import _HARD_BOUNDARY, last_boundary
 
 pieces = st.sampled_from(
     [
@@ -195,3 +196,17 @@ def test_documents_that_cannot_fit_are_dropped_uncounted() -> None:
     exact = fit(request, model="gpt-4o", max_context_tokens=8000, count_all=True).report
     assert exact.uncounted_items == 0 and exact.tokens_before > report.tokens_before
     assert all("needs at least" not in i.reason for i in exact.items)
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts, st.data())
+def test_the_last_boundary_is_the_last_hard_boundary_within_reach(text: str, data: Any) -> None:
+    at = data.draw(st.integers(0, len(text)))
+    reach = data.draw(st.integers(1, 80))
+    expected = [m.start() for m in _HARD_BOUNDARY.finditer(text, max(1, at - reach), at + 1)]
+    found = last_boundary(text, at, reach)
+    assert last_boundary("ab\n", 3, 10) == 0  # no boundary at the end of a text
+    if expected:
+        assert found == expected[-1]
+    else:
+        assert found == (0 if at - reach <= 0 else None)

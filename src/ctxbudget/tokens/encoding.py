@@ -85,19 +85,28 @@ def first_boundary(text: str, start: int = 1) -> int | None:
 
 def last_boundary(text: str, at: int, reach: int) -> int | None:
     """The last hard boundary of ``text`` at or before ``at`` (the text's start is one), looked
-    for at most ``reach`` characters back; None when there is none that near."""
+    for at most ``reach`` characters back; None when there is none that near. Found with
+    ``rfind`` from ``at`` backwards (a boundary is usually a few characters away)."""
     if at <= 0:
         return 0
-    for back in (256, 4096, reach):
-        low = max(0, at - min(back, reach))
-        last = None
-        for match in _HARD_BOUNDARY.finditer(text, max(low, 1), at + 1):
-            last = match.start()
-        if last is not None:
-            return last
-        if low == 0:
-            return 0
-    return None
+    low = max(1, at - reach)
+    found = -1
+    space = text.rfind(" ", low, at + 1)
+    while space > 0:  # a space after a non-space
+        if not text[space - 1].isspace():
+            found = space
+            break
+        space = text.rfind(" ", low, space)
+    newline = text.rfind("\n", max(found, low - 1), min(at, len(text) - 1))
+    while newline >= 0 and newline + 1 > found:  # after a newline, before neither a blank nor "/"
+        after = text[newline + 1]
+        if not after.isspace() and after != "/":
+            found = newline + 1
+            break
+        newline = text.rfind("\n", max(found, low - 1), newline)
+    if found >= 0:
+        return found
+    return 0 if at - reach <= 0 else None
 
 
 def first_space_boundary(text: str) -> int | None:
