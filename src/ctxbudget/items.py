@@ -114,6 +114,20 @@ class Cut:
 
 
 @dataclass(frozen=True)
+class HistoryCut:
+    """Where a history cut in steps keeps its messages from: the index of the first history
+    message kept after the placeholder, and the sha256 of every message before it (so a cut is
+    held only for the same conversation)."""
+
+    index: int
+    sha256: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a report gives it (and as ``fit(previous_cut=...)`` takes it back)."""
+        return {"index": self.index, "sha256": self.sha256}
+
+
+@dataclass(frozen=True)
 class Plan:
     """Decisions for every item, the output order of kept documents, and the history placeholder."""
 
@@ -121,6 +135,8 @@ class Plan:
     document_order: tuple[int, ...] = ()
     placeholder_after: int | None = None
     placeholder_omitted: int = 0
+    # A history cut in steps (see ``trim.steps``): where the kept run begins, for the next turn.
+    history_cut: HistoryCut | None = None
     # Documents split into passages: index -> verbatim regions (start, end, citation) of its text.
     document_slices: Mapping[int, tuple[tuple[int, int, str], ...]] = field(default_factory=dict)
 

@@ -17,7 +17,7 @@ from ..catalog.catalog import Catalog, UnknownModel
 from ..formats import detect_format, get_format
 from ..formats.jsonvalue import JsonShape
 from ..gcpause import collector_paused
-from ..items import Plan
+from ..items import HistoryCut, Plan
 from ..measure import measure_total
 from ..tokens.counter import clear_count_cache
 from ..tokens.registry import registry_version
@@ -35,6 +35,7 @@ from ._options import (
     catalog_of,
     check_options,
     check_request,
+    check_steps,
     input_format_of,
 )
 from ._report import FitReport, build_report
@@ -83,6 +84,8 @@ def fit(
     safety_factor: float | None = None,
     format: str | None = None,
     count_all: bool = False,
+    low_water: float | None = None,
+    previous_cut: HistoryCut | Mapping[str, Any] | None = None,
 ) -> FitResult:
     """Fit ``request`` into ``model``'s window; returns the fitted request and the report.
 
@@ -110,6 +113,10 @@ def fit(
       that it cannot fit is dropped uncounted: its report item has ``counted=False`` and that
       bound as ``tokens_before``, and the report's ``uncounted_items`` says how many (its
       ``tokens_before`` is then a lower bound). Decisions and the fitted request are the same.
+    - ``low_water``: cut the history in steps that later turns can hold, so the kept prefix stays
+      byte-identical for a provider's prompt cache: when over its budget, the history is cut back
+      to this share of it (2/3 is a good value) on whole turns; ``previous_cut`` (the previous
+      turn's ``report.history_cut``) is held while what follows it fits.
 
     Raises :class:`InvalidRequestError` for a malformed body and :class:`ConfigError` for bad
     options. The input is never mutated; the same request and options give the same bytes.
@@ -126,6 +133,7 @@ def fit(
         safety_factor=safety_factor,
         count_all=count_all,
     )
+    held = check_steps(low_water, previous_cut)
     shape = check_request(request)
     checked = catalog_of(catalog)
     resolution = checked.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
@@ -142,6 +150,8 @@ def fit(
         split_documents=split_documents,
         safety_factor=safety_factor,
         count_all=count_all,
+        low_water=low_water,
+        previous_cut=held,
     )
     return _remembered_fit(request, shape, FitSetup(options, checked, resolution, passage_scorer))
 

@@ -16,6 +16,7 @@ from ..catalog.catalog import Catalog, catalog_of, check_safety_factor
 from ..catalog.values import WindowResolution
 from ..errors import ConfigError, InvalidRequestError
 from ..formats.jsonvalue import JsonShape, check_json_value
+from ..items import HistoryCut
 from ..trim.documents import OutputOrder, ScoreOrder
 from ..trim.passages import PassageScorer
 from ._memo import thaw
@@ -59,6 +60,8 @@ class FitOptions:
     split_documents: bool = False
     safety_factor: float | None = None
     count_all: bool = False
+    low_water: float | None = None
+    previous_cut: HistoryCut | None = None
 
     def budget_mapping(self) -> dict[str, Any] | None:
         """The budget as given (None when none was)."""
@@ -100,6 +103,36 @@ def check_options(**options: Any) -> None:
         raise ConfigError(f"count_all must be True or False, got {options['count_all']!r}")
     if scorer is not None and not options["split_documents"]:
         raise ConfigError("passage_scorer is used only when split_documents=True; set both or neither")
+
+
+def check_steps(low_water: Any, previous_cut: Any) -> HistoryCut | None:
+    """``low_water``: a share of the history's budget, above 0 and at most 1 (or None: no steps);
+    ``previous_cut``: a previous report's ``history_cut`` (a :class:`HistoryCut` or its dict),
+    given only with ``low_water``. Returns the cut."""
+    if low_water is not None and (
+        isinstance(low_water, bool) or not isinstance(low_water, int | float) or not 0 < low_water <= 1
+    ):
+        raise ConfigError(
+            f"low_water must be a share of the history budget, above 0 and at most 1, got {low_water!r}"
+        )
+    if previous_cut is None or isinstance(previous_cut, HistoryCut):
+        cut = previous_cut
+    elif (
+        isinstance(previous_cut, Mapping)
+        and type(previous_cut.get("index")) is int
+        and previous_cut["index"] >= 0
+        and isinstance(previous_cut.get("sha256"), str)
+    ):
+        cut = HistoryCut(previous_cut["index"], previous_cut["sha256"])
+    else:
+        raise ConfigError(
+            f"previous_cut must be a report's history_cut ({{'index': int, 'sha256': str}}), got {previous_cut!r:.80}"
+        )
+    if cut is not None and low_water is None:
+        raise ConfigError(
+            "previous_cut is used only with low_water= (cutting the history in steps); set both"
+        )
+    return cut
 
 
 def input_format_of(input_format: str | None, former: str | None) -> str | None:

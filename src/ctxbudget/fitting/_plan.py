@@ -18,6 +18,7 @@ from ..trim.history import select_history
 from ..trim.messages import cut_message
 from ..trim.shares import proportional_shares
 from ..trim.split import split_documents
+from ..trim.steps import Steps
 from ..trim.text import PiecesSpan, TextSpan, truncate_text
 from ._context import FitContext
 
@@ -75,11 +76,23 @@ def make_plan(ctx: FitContext, budgets: Budgets) -> Plan:
         shrink=lambda m, b: _truncate(ctx, m, b),
         fixed=ItemCosts(history, ctx.framing),
         at_least=_bounds(ctx, history),
+        steps=_steps(ctx),
     )
     decisions |= {("history", i): d for i, d in chosen.decisions.items()}
     return Plan(
-        decisions, documents.order, chosen.placeholder_after, chosen.omitted, document_slices=documents.slices
+        decisions,
+        documents.order,
+        chosen.placeholder_after,
+        chosen.omitted,
+        document_slices=documents.slices,
+        history_cut=chosen.cut,
     )
+
+
+def _steps(ctx: FitContext) -> Steps | None:
+    """Cutting the history in steps, when asked (``low_water``), from the previous turn's cut."""
+    low_water = ctx.options.low_water
+    return None if low_water is None else Steps(low_water, ctx.options.previous_cut)
 
 
 def _bounds(ctx: FitContext, items: list[Item]) -> ItemCosts | None:

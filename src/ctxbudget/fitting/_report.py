@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from ..items import COMPONENTS, Decision, Item, Plan
+from ..items import COMPONENTS, Decision, HistoryCut, Item, Plan
 from ..trim.text import TextSpan
 
 if TYPE_CHECKING:  # the report is built from them; they do not depend on it
@@ -65,6 +65,9 @@ class FitReport:
     # Items never tokenized because their lower bound showed they cannot fit (``counted`` False
     # in ``items``); when above 0, ``tokens_before`` and ``tokens_saved`` are lower bounds.
     uncounted_items: int = 0
+    # The history cut in steps (``low_water``): where its kept run begins, for the next turn's
+    # ``previous_cut``; None when it was not cut that way.
+    history_cut: HistoryCut | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict with snake_case keys (lists, not tuples)."""
@@ -78,6 +81,7 @@ class FitReport:
         out["items"] = [{f.name: getattr(i, f.name) for f in fields(i)} for i in self.items]
         out["budgets"] = dict(self.budgets)
         out["overhead_parts"] = dict(self.overhead_parts)
+        out["history_cut"] = self.history_cut.to_dict() if self.history_cut else None
         return out
 
 
@@ -117,6 +121,7 @@ def build_report(ctx: FitContext, fitted: Fitted) -> FitReport:
         warnings=tuple(dict.fromkeys(ctx.warnings)),
         items=items,
         uncounted_items=sum(not i.counted for i in items),
+        history_cut=fitted.plan.history_cut,
     )
 
 

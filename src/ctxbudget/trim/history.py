@@ -11,8 +11,9 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..items import Cut, Decision, Item
+from ..items import Cut, Decision, HistoryCut, Item
 from .shares import exceeds, water_level
+from .steps import Steps, cut_of, step_cut, step_decisions
 
 __all__ = ["MIN_CUT_TOKENS", "HistorySelection", "select_history", "units_of"]
 
@@ -28,6 +29,7 @@ class HistorySelection:
     placeholder_after: int | None
     omitted: int
     tokens: int
+    cut: HistoryCut | None = None  # a stepped cut, for the next turn to hold
 
 
 def units_of(messages: list[Item]) -> list[list[Item]]:
@@ -109,17 +111,23 @@ def select_history(
     shrink: Callable[[Item, int], Cut],
     fixed: Mapping[int, int] | None = None,
     at_least: Mapping[int, int] | None = None,
+    steps: Steps | None = None,
 ) -> HistorySelection:
     """Fit the history in ``budget`` tokens. ``shrink(message, tokens)`` cuts a message's text so
     that the whole message costs at most ``tokens``; ``fixed`` is what no cut of a message removes
     (its tokens that are not text); ``at_least`` (lower bounds of ``costs``) spares reading the
-    costs of messages that cannot fit (reading one may mean tokenizing it)."""
+    costs of messages that cannot fit (reading one may mean tokenizing it). With ``steps`` the
+    history is cut in steps that later turns hold (:mod:`.steps`)."""
     pricing = _Pricing(costs, fixed or {}, shrink, placeholder_cost, at_least)
     if pricing.fits(messages, budget):
         return HistorySelection(
             {m.index: Decision("kept", "whole history fits") for m in messages}, None, 0, budget
         )
     units = units_of(messages)
+    if steps is not None:
+        stepped = _stepped(units, budget, pricing, steps)
+        if stepped is not None:
+            return stepped
     decisions, remaining = _keep_newest(units, budget, pricing)
     keep_units, cuts, remaining = _keep_older(units, remaining, pricing)
     decisions |= cuts
@@ -137,6 +145,26 @@ def select_history(
                     "dropped", "older message; no room even for the summary placeholder"
                 )
     return HistorySelection(decisions, placeholder_after, omitted, budget - remaining)
+
+
+def _stepped(
+    units: list[list[Item]], budget: int, pricing: _Pricing, steps: Steps
+) -> HistorySelection | None:
+    """The history cut in steps (:func:`.steps.step_cut`); None when the usual selection applies."""
+    costs = [pricing.of(unit) for unit in units]
+    cut = step_cut(units, costs, budget, pricing.placeholder_cost, steps)
+    if cut is None:
+        return None
+    first = 1 if cut.keep_first else 0
+    omitted = sum(len(unit) for unit in units[first : cut.start])
+    used = sum(costs[cut.start :]) + (costs[0] if cut.keep_first else 0) + pricing.placeholder_cost
+    return HistorySelection(
+        step_decisions(units, cut),
+        units[0][-1].index if cut.keep_first else -1,
+        omitted,
+        used,
+        cut=cut_of(units, cut.start),
+    )
 
 
 def _keep_newest(units: list[list[Item]], budget: int, pricing: _Pricing) -> tuple[dict[int, Decision], int]:

@@ -1,0 +1,267 @@
+"""Prompt caching for ordinary conversations: breakpoints that roll with the conversation, and
+what each turn will read from the cache and write to it.
+
+Anthropic caches a prefix only where a ``cache_control`` mark ends it (at most 4 marks; a lookup
+from a mark walks back at most 20 blocks for a prefix cached before; a prefix under the model's
+minimum length is not cached). A conversation that repeats its history every turn reads that
+history back when :func:`mark_conversation` marks, on top of the client's own marks:
+
+1. the end of the newest message (what the next turn will find),
+2. the end of the message that ended the previous request (the one before the latest assistant
+   reply: what the previous turn cached; a direct hit however many blocks were added since),
+3. the end of the system prompt (read even after the history was cut).
+
+OpenAI and other providers that cache automatically need no marks: the longest prefix seen
+before is read, in steps of 128 tokens. Either way the prefix must stay byte-identical, which is
+what cutting the history in steps (:mod:`ctxbudget.trim.steps`) gives.
+
+:func:`predict_conversation` prices one turn against the prefixes the previous turns left in the
+cache (their hashes, ``alive``), as the provider would bill it. Blocks are counted with the
+model's counter plus :data:`BLOCK_FRAMING_TOKENS` each (an estimate: providers do not publish
+their framing), and the clock is not read: an entry is taken to be alive, as it is when turns come
+within the cache's lifetime (5 minutes, or an hour).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .cache import AUTOMATIC_STEP, Breakpoint, CachePrediction, predict_cache
+from .catalog.values import CacheRules
+from .tokens.counter import TokenCounter
+
+__all__ = [
+    "BLOCK_FRAMING_TOKENS",
+    "ConversationCache",
+    "Mark",
+    "conversation_blocks",
+    "mark_conversation",
+    "predict_conversation",
+]
+
+BLOCK_FRAMING_TOKENS = 3
+# The prefixes a session remembers as cached (newest first): enough for every mark of the last
+# few turns.
+MAX_ALIVE = 12
+_UNMARKABLE = ("thinking", "redacted_thinking")
+Where = tuple[Any, ...]  # ("tools", i) | ("system", i) | ("message", m, b)
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A breakpoint: the block it ends (in the provider's order), who placed it, and its prefix."""
+
+    block: int
+    by: str  # "client", "newest message", "previous turn", "system prompt", "automatic"
+    prefix_tokens: int
+    prefix_sha256: str
+    ttl: str = "5m"
+
+
+@dataclass(frozen=True)
+class ConversationCache:
+    """One turn's cache plan: the body to send (marked), its marks, and each block's prefix."""
+
+    body: dict[str, Any]
+    marks: tuple[Mark, ...]
+    hashes: tuple[str, ...]
+    tokens: tuple[int, ...]
+
+
+def conversation_blocks(body: Mapping[str, Any]) -> list[tuple[Where, Mapping[str, Any]]]:
+    """The body's content blocks in the provider's caching order (tools, system, messages), each
+    with where it sits; a string system or content is one text block."""
+    out: list[tuple[Where, Mapping[str, Any]]] = []
+    for i, tool in enumerate(body.get("tools") or []):
+        if isinstance(tool, Mapping):
+            out.append((("tools", i), tool))
+    system = body.get("system")
+    if isinstance(system, str) and system:
+        out.append((("system", 0), {"type": "text", "text": system}))
+    elif isinstance(system, list):
+        out += [(("system", i), b) for i, b in enumerate(system) if isinstance(b, Mapping)]
+    for m, message in enumerate(body.get("messages") or []):
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if isinstance(content, str):
+            out.append((("message", m, 0), {"type": "text", "text": content, "_role": message.get("role")}))
+        elif isinstance(content, list):
+            role = message.get("role")
+            out += [
+                (("message", m, b), {**x, "_role": role})
+                for b, x in enumerate(content)
+                if isinstance(x, Mapping)
+            ]
+    return out
+
+
+def _block_text(block: Mapping[str, Any]) -> str:
+    """What a block is counted and hashed by: a text block's text, any other block's JSON."""
+    if block.get("type") == "text":
+        return str(block.get("text", ""))
+    return json.dumps({k: v for k, v in block.items() if k not in ("cache_control", "_role")}, sort_keys=True)
+
+
+def _prefixes(
+    model: str, blocks: Sequence[Mapping[str, Any]], counter: TokenCounter
+) -> tuple[list[str], list[int]]:
+    """Each block's prefix: its hash (model, roles and texts, marks left out) and its tokens."""
+    digest = hashlib.sha256(model.encode("utf-8"))
+    hashes, tokens, running = [], [], 0
+    for block in blocks:
+        text = _block_text(block)
+        digest.update(json.dumps([block.get("_role"), text], ensure_ascii=False).encode("utf-8"))
+        hashes.append(digest.copy().hexdigest())
+        running += counter.count(text) + BLOCK_FRAMING_TOKENS
+        tokens.append(running)
+    return hashes, tokens
+
+
+def _markable(block: Mapping[str, Any]) -> bool:
+    if block.get("type") in _UNMARKABLE:
+        return False
+    return block.get("type") != "text" or bool(block.get("text"))
+
+
+def _last_markable(blocks: list[tuple[Where, Mapping[str, Any]]], message: int) -> int | None:
+    found = None
+    for n, (where, block) in enumerate(blocks):
+        if where[0] == "message" and where[1] == message and _markable(block):
+            found = n
+    return found
+
+
+def _candidates(
+    body: Mapping[str, Any], blocks: list[tuple[Where, Mapping[str, Any]]]
+) -> list[tuple[int, str]]:
+    """Where this module would mark, in priority order (see the module docstring)."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, Mapping)]
+    out: list[tuple[int, str]] = []
+    newest = _last_markable(blocks, len(messages) - 1) if messages else None
+    if newest is not None:
+        out.append((newest, "newest message"))
+    replies = [m for m in range(len(messages) - 1) if messages[m].get("role") == "assistant"]
+    if replies and replies[-1] >= 1:
+        previous = _last_markable(blocks, replies[-1] - 1)
+        if previous is not None:
+            out.append((previous, "previous turn"))
+    system = [n for n, (where, block) in enumerate(blocks) if where[0] == "system" and _markable(block)]
+    if system:
+        out.append((system[-1], "system prompt"))
+    return out
+
+
+def mark_conversation(
+    body: Mapping[str, Any], *, model: str, rules: CacheRules, counter: TokenCounter
+) -> ConversationCache:
+    """``body`` (an Anthropic Messages body) with breakpoints for a conversation added to the
+    client's own, within the provider's limit and only where the prefix reaches the model's
+    minimum cacheable length. For automatic caching the body is unchanged and its one implicit
+    boundary, the end of the prompt, is reported; with no caching there are no marks."""
+    blocks = conversation_blocks(body)
+    hashes, tokens = _prefixes(model, [b for _, b in blocks], counter)
+    if rules.mode == "none" or not blocks:
+        return ConversationCache(dict(body), (), tuple(hashes), tuple(tokens))
+    if rules.mode == "automatic":
+        last = len(blocks) - 1
+        marks: tuple[Mark, ...] = (
+            (Mark(last, "automatic", tokens[last], hashes[last]),)
+            if tokens[last] >= rules.min_cacheable_tokens
+            else ()
+        )
+        return ConversationCache(dict(body), marks, tuple(hashes), tuple(tokens))
+    client = [n for n, (_, block) in enumerate(blocks) if "cache_control" in block]
+    chosen = dict.fromkeys(client, "client")
+    for n, by in _candidates(body, blocks):
+        if len(chosen) >= rules.max_breakpoints:
+            break
+        if n not in chosen and tokens[n] >= rules.min_cacheable_tokens:
+            chosen[n] = by
+    ours = [n for n, by in chosen.items() if by != "client"]
+    marked = _with_marks(body, [blocks[n][0] for n in ours])
+    marks = tuple(  # the marks that cache something (a client's mark may be under the minimum)
+        Mark(n, chosen[n], tokens[n], hashes[n], _ttl(blocks[n][1]))
+        for n in sorted(chosen)
+        if tokens[n] >= rules.min_cacheable_tokens
+    )
+    return ConversationCache(marked, marks, tuple(hashes), tuple(tokens))
+
+
+def _ttl(block: Mapping[str, Any]) -> str:
+    mark = block.get("cache_control")
+    return "1h" if isinstance(mark, Mapping) and mark.get("ttl") == "1h" else "5m"
+
+
+def _with_marks(body: Mapping[str, Any], places: list[Where]) -> dict[str, Any]:
+    """A copy of ``body`` with an ephemeral mark at each place (a string system or content
+    becomes one text block to carry it)."""
+    out = dict(body)
+    if not places:
+        return out
+    out["messages"] = list(out.get("messages") or [])
+    for where in places:
+        if where[0] == "system":
+            system = out["system"]
+            blocks = (
+                [{"type": "text", "text": system}] if isinstance(system, str) else copy.copy(list(system))
+            )
+            blocks[where[1]] = {**blocks[where[1]], "cache_control": {"type": "ephemeral"}}
+            out["system"] = blocks
+        elif where[0] == "message":
+            message = dict(out["messages"][where[1]])
+            content = message["content"]
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+            blocks[where[2]] = {**blocks[where[2]], "cache_control": {"type": "ephemeral"}}
+            message["content"] = blocks
+            out["messages"][where[1]] = message
+    return out
+
+
+def predict_conversation(
+    plan: ConversationCache, alive: Sequence[str], mode: str
+) -> tuple[CachePrediction, tuple[str, ...]]:
+    """What this turn reads and writes, given the prefixes earlier turns left cached (``alive``,
+    newest first), and the prefixes cached after it (for the next turn)."""
+    points = [
+        Breakpoint(
+            block=m.block,
+            tier=m.by,
+            ttl="1h" if m.ttl == "1h" else "5m",
+            prefix_tokens=m.prefix_tokens,
+            prefix_sha256=m.prefix_sha256,
+            explicit=mode == "explicit",
+        )
+        for m in plan.marks
+    ]
+    total = plan.tokens[-1] if plan.tokens else 0
+    known = frozenset(alive)
+    if mode == "automatic":
+        prediction = _automatic(plan, known, total)
+    else:
+        prediction = predict_cache(points, total, known, mode, plan.hashes, plan.tokens)
+    fresh = [m.prefix_sha256 for m in reversed(plan.marks)]
+    kept = tuple(dict.fromkeys([*fresh, *alive]))[:MAX_ALIVE]
+    return prediction, kept
+
+
+def _automatic(plan: ConversationCache, alive: frozenset[str], total: int) -> CachePrediction:
+    """Automatic caching: the longest prefix seen before (any block), in 128-token steps; the
+    whole prompt is written for the next turn."""
+    read = 0
+    for n in range(len(plan.hashes) - 1, -1, -1):
+        if plan.hashes[n] in alive:
+            read = plan.tokens[n] // AUTOMATIC_STEP * AUTOMATIC_STEP
+            break
+    written = max(0, plan.marks[-1].prefix_tokens - read) if plan.marks else 0
+    return CachePrediction(
+        read_tokens=read,
+        write_5m_tokens=0,
+        write_1h_tokens=0,
+        uncached_tokens=total - read,
+        statuses=("read" if read else "write",) if plan.marks else (),
+        per_breakpoint=((read, written),) if plan.marks else (),
+    )

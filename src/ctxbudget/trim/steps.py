@@ -1,0 +1,118 @@
+"""Cutting a history in steps, so that what is kept stays the same from turn to turn.
+
+A provider's prompt cache reads a request's prefix only when it is byte-identical to one it saw.
+Dropping the oldest message whenever a conversation is over its budget moves that prefix every
+turn, and every turn misses the cache. Cut in steps instead: when the history is over its budget,
+cut it back to a low-water mark (a share of the budget, 2/3 by default) on whole turns, then hold
+that cut (the same first message, the same placeholder, the same messages after it) for as long as
+what follows it fits; only then cut again. The placeholder's text names the number of messages it
+stands for, which changes only when the cut does.
+
+The cut is given back by the caller on the next turn (the report's ``history_cut``: the history
+index of the first message kept after the placeholder, and the sha256 of the messages before it);
+it is held only where a unit begins and the messages before it are the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+
+from ..items import Decision, HistoryCut, Item
+
+__all__ = ["DEFAULT_LOW_WATER", "StepCut", "Steps", "cut_of", "step_cut", "step_decisions"]
+
+DEFAULT_LOW_WATER = 2 / 3
+
+
+@dataclass(frozen=True)
+class Steps:
+    """How a history is cut in steps: the share of its budget a new cut keeps, and where the
+    previous turn's kept run began (None: no cut yet)."""
+
+    low_water: float = DEFAULT_LOW_WATER
+    previous: HistoryCut | None = None
+
+
+@dataclass(frozen=True)
+class StepCut:
+    """A stepped cut: the first unit kept or not, and the unit where the kept run begins."""
+
+    keep_first: bool
+    start: int  # unit index: units[start:] are kept
+    held: bool  # the previous turn's cut, held
+
+
+def step_cut(
+    units: list[list[Item]], costs: list[int], budget: int, placeholder: int, steps: Steps
+) -> StepCut | None:
+    """Where to cut ``units`` (each unit's cost in ``costs``) within ``budget``: the previous cut
+    while it fits, else a new one at the low-water mark. None when the newest unit alone needs
+    more than a new cut keeps (the usual selection, which cuts that unit, applies)."""
+    if len(units) < 2:
+        return None
+    target = math.floor(budget * steps.low_water)
+    # The first unit (often the task) is kept when it takes at most half of what a cut keeps: a
+    # rule on its own size, so the decision does not flip from turn to turn.
+    keep_first = costs[0] + placeholder <= target // 2
+    head = costs[0] + placeholder if keep_first else placeholder
+    held = _held_unit(units, steps.previous)
+    if held is not None and head + sum(costs[held:]) <= budget:
+        return StepCut(keep_first, held, True)
+    room, start = target - head, len(units)
+    while start > 1 and costs[start - 1] <= room:
+        start -= 1
+        room -= costs[start]
+    if start == len(units):
+        return None
+    return StepCut(keep_first, _turn_start(units, start), False)
+
+
+def _held_unit(units: list[list[Item]], previous: HistoryCut | None) -> int | None:
+    """The unit the previous cut began at (None: no cut, not a unit's first message, or other
+    messages before it)."""
+    if previous is None:
+        return None
+    for u in range(1, len(units)):
+        if units[u][0].index == previous.index:
+            return u if cut_of(units, u).sha256 == previous.sha256 else None
+    return None
+
+
+def cut_of(units: list[list[Item]], start: int) -> HistoryCut:
+    """The cut that keeps ``units[start:]``: its first message and the digest of those before."""
+    digest = hashlib.sha256()
+    for unit in units[:start]:
+        for m in unit:
+            digest.update(json.dumps([m.role, m.text], ensure_ascii=False).encode("utf-8"))
+    return HistoryCut(units[start][0].index, digest.hexdigest())
+
+
+def _turn_start(units: list[list[Item]], start: int) -> int:
+    """``start``, moved forward to the first unit that opens a user turn (the newest unit at most):
+    the kept run then begins with a question, as a conversation does."""
+    for u in range(start, len(units) - 1):
+        if units[u][0].role in ("user", "human"):
+            return u
+    return start
+
+
+def step_decisions(units: list[list[Item]], cut: StepCut) -> dict[int, Decision]:
+    """Every message's decision under ``cut``."""
+    summarized = (
+        "older message replaced by the summary placeholder (the previous turn's cut, held)"
+        if cut.held
+        else "older message replaced by the summary placeholder (cut in a step, to the low-water mark)"
+    )
+    decisions: dict[int, Decision] = {}
+    for u, unit in enumerate(units):
+        for m in unit:
+            if u == 0 and cut.keep_first:
+                decisions[m.index] = Decision("kept", "first message")
+            elif u < cut.start:
+                decisions[m.index] = Decision("summarized", summarized)
+            else:
+                decisions[m.index] = Decision("kept", "recent message; fits")
+    return decisions
