@@ -315,6 +315,20 @@ class FakeUpstream:
         yield event("response.completed", {"response": response})
 
 
+def unmarked(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages as the client wrote them, before the gateway's cache marks: marks dropped, and a
+    content made one marked text block turned back into its string."""
+    out = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = [{k: v for k, v in b.items() if k != "cache_control"} for b in content]
+            if len(content) == 1 and set(content[0]) == {"type", "text"} and content[0]["type"] == "text":
+                content = content[0]["text"]
+        out.append({**message, "content": content})
+    return out
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -87,7 +87,7 @@ def test_a_soak_with_injected_faults_loses_no_answer(tmp_path: Path) -> None:
 
         answered = asyncio.run(run())
         gateway = fake.gateway
-        assert len(gateway._previous) <= 64
+        assert len(gateway.memory.previous) <= 64
     faults = [(m, s) for m, s in seen["statuses"]]
     assert len(faults) == SESSIONS * TURNS // 10
     assert all(status == FAULTS[model] for model, status in faults), faults[:5]

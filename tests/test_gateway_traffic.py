@@ -17,7 +17,7 @@ from ctxbudget.gateway.calibration import Calibration
 from ctxbudget.gateway.usage import normalize_usage
 from ctxbudget.session import SQLiteStore
 
-from .fake_upstream import FakeUpstream, anthropic_client, gateway_over_fake, openai_client
+from .fake_upstream import FakeUpstream, anthropic_client, gateway_over_fake, openai_client, unmarked
 
 LONG = "The lease was signed in March and the deposit was paid in April. " * 400
 
@@ -278,7 +278,7 @@ def test_metrics_and_session_state_stay_bounded(tmp_path: Path) -> None:
             )
         metrics = httpx.get(url + "/metrics").text
         assert "made-up-model" not in metrics and 'model="other"' in metrics
-        assert len(fake.gateway._previous) == 5  # the policy sessions' previous turns, bounded
+        assert len(fake.gateway.memory.previous) == 5  # the sessions' previous turns, bounded
 
 
 def test_the_tool_use_system_prompt_is_not_read_as_estimate_error() -> None:
@@ -329,7 +329,7 @@ def test_count_with_upstream_decides_only_what_the_estimate_cannot(tmp_path: Pat
         client = _anthropic(url, **{"X-Ctxbudget-Max-Context-Tokens": str(budget)})
         first = client.messages.with_raw_response.create(**body)
         assert first.headers["x-ctxbudget-trimmed"] == "false" and len(fake.counted) == 1
-        assert fake.received[-1]["messages"] == body["messages"]  # sent whole
+        assert unmarked(fake.received[-1]["messages"]) == body["messages"]  # sent whole
         client.messages.create(**body)
         assert len(fake.counted) == 1  # remembered by content
         small = client.messages.with_raw_response.create(**{**body, "messages": _ask()})

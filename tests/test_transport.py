@@ -16,7 +16,7 @@ import pytest
 
 import ctxbudget
 
-from .fake_upstream import FAKE_MODELS, FakeUpstream, Served, gateway_over_fake
+from .fake_upstream import FAKE_MODELS, FakeUpstream, Served, gateway_over_fake, unmarked
 
 HISTORY = [
     message
@@ -56,7 +56,7 @@ def test_an_anthropic_client_is_fitted_in_process_and_told_what_was_done() -> No
             model="claude-sonnet-4-6", max_tokens=100, messages=ASK
         )
         reply = raw.parse()
-    sent = fake.received[-1]["messages"]
+    sent = unmarked(fake.received[-1]["messages"])
     assert reply.content[0].text == "echo: So when was notice given?"  # type: ignore[union-attr]
     assert raw.headers["x-ctxbudget-trimmed"] == "true"
     assert (

@@ -176,10 +176,12 @@ def mark_conversation(
         return ConversationCache(dict(body), marks, tuple(hashes), tuple(tokens))
     client = [n for n, (_, block) in enumerate(blocks) if "cache_control" in block]
     chosen = dict.fromkeys(client, "client")
+    # Our marks live 5 minutes, and 1-hour marks must come before 5-minute ones.
+    after = max((n for n in client if _ttl(blocks[n][1]) == "1h"), default=-1)
     for n, by in _candidates(body, blocks):
         if len(chosen) >= rules.max_breakpoints:
             break
-        if n not in chosen and tokens[n] >= rules.min_cacheable_tokens:
+        if n not in chosen and n > after and tokens[n] >= rules.min_cacheable_tokens:
             chosen[n] = by
     ours = [n for n, by in chosen.items() if by != "client"]
     marked = _with_marks(body, [blocks[n][0] for n in ours])

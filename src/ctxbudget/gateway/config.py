@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from ..trim.steps import DEFAULT_LOW_WATER
+
 __all__ = ["GatewayConfig"]
 
 
@@ -37,5 +39,9 @@ class GatewayConfig:
     allowed_policies: tuple[str, ...] = ()
     # Ask the provider's count_tokens endpoint when a fit decision depends on a Claude estimate.
     count_with_upstream: bool = False
+    # Conversation caching in fit mode (docs/caching.md): the history cut in steps to this share
+    # of its budget and held while it fits, and rolling breakpoints on Anthropic bodies.
+    conversation_cache: bool = True
+    low_water: float = DEFAULT_LOW_WATER
     # Sessions whose state (previous report, lock) is held in memory; the oldest are forgotten.
     max_sessions_in_memory: int = 4096

@@ -1,8 +1,9 @@
 """Preparing a request before it is sent: fitted into its model's window, or assembled by a policy.
 
 Every request is fitted into its model's window (with the client's ``max_tokens`` held back for
-the reply), an Anthropic system prompt long enough to cache gets a breakpoint when the client set
-none, and the turn is priced and refused above the ceiling before anything is sent. In policy
+the reply), its history cut in steps that the session's next turns hold, an Anthropic body given
+rolling cache breakpoints (:mod:`.caching`), and the turn is priced and refused above the ceiling
+before anything is sent. In policy
 mode the chat body is mapped onto the policy's tiers and assembled against the session's previous
 turn; what the assembly does not render but the provider bills (tool definitions) is counted in.
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -24,7 +24,9 @@ from ..fitting import FitResult, fit
 from ..fitting import count as fit_count
 from ..session.store import SessionStore
 from .bodies import asked_output, capped_output, reply_count, with_system_breakpoint, without_tool_marks
+from .caching import ConversationState, cache_turn
 from .calibration import Calibration
+from .memory import TurnMemory
 from .metrics import Metrics
 from .prepared import Prepared, build_prepared, for_next_turn
 from .pricing import ceiling_refusal, estimate_usd, window_budget
@@ -33,22 +35,7 @@ from .refusals import Refusal, refusal_as, refusal_for, unknown_model
 from .settings import RequestSettings
 from .usage import covered_by_estimate
 
-__all__ = ["Bounded", "Preparer"]
-
-
-class Bounded(OrderedDict[str, Any]):
-    """A dict that forgets its least recently stored keys beyond ``limit``."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__()
-        self.limit = limit
-
-    def put(self, key: str, value: Any) -> None:
-        """Store ``value`` as the most recent, forgetting the oldest beyond the limit."""
-        self[key] = value
-        self.move_to_end(key)
-        while len(self) > self.limit:
-            self.popitem(last=False)
+__all__ = ["Preparer"]
 
 
 @dataclass(frozen=True)
@@ -86,16 +73,18 @@ class Preparer:
         metrics: Metrics,
         policies: Mapping[str, Policy],
         store: SessionStore,
-        previous: Bounded,
+        memory: TurnMemory,
         unknown_model: Literal["error", "floor"],
+        low_water: float | None = None,
     ) -> None:
         self.catalog = catalog
         self.calibration = calibration
         self.metrics = metrics
         self.policies = policies
         self.store = store
-        self.previous = previous
+        self.memory = memory
         self.unknown_model = unknown_model
+        self.low_water = low_water  # None: no conversation caching (the system prompt's mark only)
 
     def model_for(self, model: str, factor: float | None = None) -> tuple[ModelSpec | None, float | None]:
         """``model``'s catalog entry and the safety factor its estimate is scaled by: the
@@ -167,11 +156,13 @@ class Preparer:
         """Fit the body into its window and hold it to the ceiling; with ``exact_factor`` (the
         provider's count of it over its proxy count) the estimate for this request is the exact one."""
         spec, factor = self.model_for(model, exact_factor)
-        result = self._fitted(provider, body, model, factor, window_budget(spec, settings))
+        previous = self.memory.previous_conversation(session) if self.low_water else None
+        result = self._fitted(provider, body, model, factor, window_budget(spec, settings), previous)
         self.metrics.decisions.labels("passed_through" if result.report.passed_through else "trimmed").inc()
         counted_by = "upstream" if exact_factor is not None else "estimate"
         report = {**result.report.to_dict(), "counted_by": counted_by}
-        out = self._with_breakpoint(provider, result.request, report, spec)
+        out, state = self._cached(provider, result.request, report, (model, spec, factor), previous)
+        next_turn = (f"fit\x00{session}", state) if state is not None else None
         reserve = result.report.reserve_output_tokens * reply_count(body)  # n replies, each priced
         estimate = estimate_usd(spec, report["tokens_after"], reserve)
         refusal = ceiling_refusal(model, provider.name, estimate, settings.cost_ceiling_usd)
@@ -180,12 +171,48 @@ class Preparer:
             raise refusal.with_headers(told.headers())
         # an exact count is not the estimate's error: it does not calibrate
         covered = covered_by_estimate(body, report.get("estimated_parts")) and exact_factor is None
-        return build_prepared(body, out, session, report, estimate, spec, calibrate=covered)
+        return build_prepared(
+            body, out, session, report, estimate, spec, calibrate=covered, next_turn=next_turn
+        )
+
+    def _cached(
+        self,
+        provider: Provider,
+        fitted: dict[str, Any],
+        report: dict[str, Any],
+        model: tuple[str, ModelSpec | None, float | None],
+        previous: ConversationState | None,
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """The body to send and the state for the session's next turn: with conversation caching,
+        rolling breakpoints and the turn's predicted cache use (in the report); without, an
+        Anthropic system prompt's breakpoint alone."""
+        if self.low_water is None:
+            return self._with_breakpoint(provider, fitted, report, model[1]), None
+        counter = self.catalog.counter_for(model[0], model[2])
+        turn = cache_turn(
+            fitted,
+            model=model[0],
+            spec=model[1],
+            counter=counter,
+            history_cut=report.get("history_cut"),
+            previous=previous,
+            marks=provider.name == "anthropic",
+        )
+        report["cache"] = turn.predicted
+        report["conversation"] = turn.state
+        return turn.body, turn.state
 
     def _fitted(
-        self, provider: Provider, body: dict[str, Any], model: str, factor: float | None, budget: int
+        self,
+        provider: Provider,
+        body: dict[str, Any],
+        model: str,
+        factor: float | None,
+        budget: int,
+        previous: ConversationState | None = None,
     ) -> FitResult:
-        """The library's fit of ``body``; its refusal in the provider's terms."""
+        """The library's fit of ``body`` (its history cut in steps with conversation caching);
+        its refusal in the provider's terms."""
         try:
             return fit(
                 body,
@@ -196,6 +223,8 @@ class Preparer:
                 max_context_tokens=budget,
                 unknown_model=self.unknown_model,
                 count_all=True,  # the headers, the log and the exact-count refit read tokens_before
+                low_water=self.low_water,
+                previous_cut=previous.history_cut if previous else None,
             )
         except StoreError:
             raise  # the store, not the request: the route answers 503
@@ -289,7 +318,7 @@ class Preparer:
                 model=model,
                 output_format=provider.name,
                 input_format=provider.name,
-                previous=self.previous_turn(settings.policy, session),
+                previous=self.memory.previous_turn(settings.policy, session),
                 catalog=self.catalog,
                 safety_factor=factor,
                 cost_ceiling_usd=min(ceilings) if ceilings else None,
@@ -351,29 +380,3 @@ class Preparer:
                 f"ceiling ${min(ceilings):.4f}; nothing was sent"
             )
             raise refusal_as(CostCeilingExceeded, provider.name, message)
-
-    def previous_turn(self, policy: str, session: str) -> Mapping[str, Any] | None:
-        """The session's previous answered turn under ``policy``. The store is the truth (another
-        replica may have answered the session since): the memory holds the state of the turn the
-        store numbered, and serves it while the store's count of the session's turns is that
-        number; otherwise the store's last turn is read (after a restart, once the session left
-        the bounded memory, or when another replica answered it). Every answered turn was
-        committed before its answer, so the count is current."""
-        key = f"{policy}\x00{session}"
-        found = self.previous.get(key)
-        count = self.store.count_turns(session)
-        if found is not None and found[0] == count:
-            return found[1]  # type: ignore[no-any-return]
-        last = self.store.last_turn(session) if count else None
-        if last is None or last.report.get("policy") != policy or "pinned_prefix_sha256" not in last.report:
-            return None
-        state = for_next_turn(last.report)
-        self.previous.put(key, (last.index, state))
-        return state
-
-    def remember(self, prepared: Prepared, index: int | None) -> None:
-        """Keep an answered policy-mode turn, stored as turn ``index``, as its session's next
-        baseline (a turn not stored is not remembered: the store's last turn stands)."""
-        if prepared.next_turn is not None and index is not None:
-            key, state = prepared.next_turn
-            self.previous.put(key, (index, state))

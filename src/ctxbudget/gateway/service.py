@@ -22,9 +22,10 @@ from ..session import connect_store
 from ..session.store import SessionStore
 from .calibration import Calibration
 from .config import GatewayConfig
+from .memory import TurnMemory
 from .metrics import Metrics
 from .prepared import Prepared
-from .preparing import Bounded, Preparer
+from .preparing import Preparer
 from .providers import ANTHROPIC, Provider
 from .recording import Commit, Recorder
 from .refusals import Refusal
@@ -58,8 +59,8 @@ class Gateway:
         self.health = StoreHealth(self.metrics, self.store.ping, self.store.location)
         timeout = httpx.Timeout(config.timeout_seconds, connect=min(10.0, config.timeout_seconds))
         self.client = httpx.AsyncClient(timeout=timeout, transport=transport)
-        # Per-session state (policy mode's previous turn) is bounded: the oldest sessions are forgotten.
-        self._previous = Bounded(config.max_sessions_in_memory)
+        # Per-session state (the previous turn's) is bounded: the oldest sessions are forgotten.
+        self.memory = TurnMemory(self.store, config.max_sessions_in_memory, lambda: self.health.up)
         names = {config.policy, *config.allowed_policies} - {None}
         self.policies: dict[str, Policy] = {str(n): load_policy(str(n)) for n in sorted(names, key=str)}
         self._ids = itertools.count(1)
@@ -70,8 +71,9 @@ class Gateway:
             metrics=self.metrics,
             policies=self.policies,
             store=self.store,
-            previous=self._previous,
+            memory=self.memory,
             unknown_model=config.unknown_model,
+            low_water=config.low_water if config.conversation_cache else None,
         )
         self.recorder = Recorder(
             catalog=self.catalog,
@@ -187,7 +189,7 @@ class Gateway:
                 raise refusal(commit.failure, answered=True)
         elif future is not None:
             self.health.recovered()
-        self.preparer.remember(prepared, commit.index)  # only an answered turn is the next one's baseline
+        self.memory.remember(prepared, commit.index)  # only an answered turn is the next one's baseline
 
     def close(self) -> None:
         """At shutdown: commit every turn handed over, then stop the writer."""

@@ -136,6 +136,8 @@ def _wire(folder: str, catalog_paths: tuple[str, ...], session: Session, latency
         store_path=str(Path(folder) / "gateway.db"),
         anthropic_upstream="http://billing-upstream.invalid",
         catalog_paths=catalog_paths,
+        # The assembly plans the turn's breakpoints itself (its predictions are what is checked).
+        conversation_cache=False,
     )
     app = create_app(config, httpx.MockTransport(upstream.handle))
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gateway.local")

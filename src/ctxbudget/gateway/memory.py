@@ -1,0 +1,88 @@
+"""What each session's next turn is compared with: the state its previous answered turn left,
+held in bounded memory and checked against the store (the truth: replicas share it).
+
+Policy mode keeps the previous assembly's state (prefix hashes, the ledger's digest); fit mode
+keeps what conversation caching needs (the history cut and the prefixes taken to be cached).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..errors import StoreError
+from ..session.store import SessionStore
+from .caching import ConversationState, state_of
+from .prepared import Prepared, for_next_turn
+
+__all__ = ["Bounded", "TurnMemory"]
+
+
+class Bounded(OrderedDict[str, Any]):
+    """A dict that forgets its least recently stored keys beyond ``limit``."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def put(self, key: str, value: Any) -> None:
+        """Store ``value`` as the most recent, forgetting the oldest beyond the limit."""
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > self.limit:
+            self.popitem(last=False)
+
+
+class TurnMemory:
+    """Each session's previous turn state, by mode: in memory while the store agrees."""
+
+    def __init__(self, store: SessionStore, limit: int, store_up: Callable[[], bool] = lambda: True) -> None:
+        self.store = store
+        self.previous = Bounded(limit)
+        self.store_up = store_up
+
+    def previous_turn(self, policy: str, session: str) -> Mapping[str, Any] | None:
+        """The session's previous answered turn under ``policy`` (see :meth:`_previous_state`)."""
+
+        def read(report: Mapping[str, Any]) -> Any:
+            ok = report.get("policy") == policy and "pinned_prefix_sha256" in report
+            return for_next_turn(report) if ok else None
+
+        return self._previous_state(f"{policy}\x00{session}", session, read)  # type: ignore[no-any-return]
+
+    def previous_conversation(self, session: str) -> ConversationState | None:
+        """What the session's previous fit-mode turn left for conversation caching. Only an
+        optimization: while the store is down, or when reading it fails, there is none."""
+        if not self.store_up():
+            return None
+        try:
+            found = self._previous_state(f"fit\x00{session}", session, lambda r: r.get("conversation"))
+        except StoreError:
+            return None
+        return state_of({"conversation": found}) if isinstance(found, Mapping) else None
+
+    def _previous_state(self, key: str, session: str, read: Callable[[Mapping[str, Any]], Any]) -> Any:
+        """The state the session's previous answered turn left (``read`` from its report). The
+        store is the truth (another replica may have answered the session since): the memory
+        holds the state of the turn the store numbered, and serves it while the store's count of
+        the session's turns is that number; otherwise the store's last turn is read (after a
+        restart, once the session left the bounded memory, or when another replica answered it).
+        Every answered turn was committed before its answer, so the count is current."""
+        found = self.previous.get(key)
+        count = self.store.count_turns(session)
+        if found is not None and found[0] == count:
+            return found[1]
+        last = self.store.last_turn(session) if count else None
+        state = read(last.report) if last is not None else None
+        if last is None or state is None:
+            return None
+        self.previous.put(key, (last.index, state))
+        return state
+
+    def remember(self, prepared: Prepared, index: int | None) -> None:
+        """Keep an answered turn's state, stored as turn ``index``, as its session's next
+        baseline (a turn not stored is not remembered: the store's last turn stands)."""
+        if prepared.next_turn is not None and index is not None:
+            key, state = prepared.next_turn
+            self.previous.put(key, (index, state))
