@@ -134,7 +134,8 @@ def _plan_documents(ctx: FitContext, budget: int, *, split: bool) -> _DocumentPl
         query=query,
         score_order=ctx.options.score_order,
         output_order=ctx.options.document_order,
-        at_least=_bounds(ctx, docs),
+        # Documents left out are split into passages, and counted for that: no bounds then.
+        at_least=None if ctx.options.split_documents and split else _bounds(ctx, docs),
     )
     decisions: dict[ItemKey, Decision] = {("documents", i): d for i, d in selection.decisions.items()}
     if not (ctx.options.split_documents and split):
