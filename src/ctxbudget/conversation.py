@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .cache import AUTOMATIC_STEP, Breakpoint, CachePrediction, predict_cache
+from .cache import AUTOMATIC_STEP, LOOKBACK_BLOCKS, Breakpoint, CachePrediction, predict_cache
 from .catalog.values import CacheRules
 from .tokens.counter import TokenCounter
 
@@ -245,9 +245,23 @@ def predict_conversation(
         prediction = _automatic(plan, known, total)
     else:
         prediction = predict_cache(points, total, known, mode, plan.hashes, plan.tokens)
-    fresh = [m.prefix_sha256 for m in reversed(plan.marks)]
+    # What this turn wrote, and the prefix it read (a read renews the entry), come first.
+    fresh = [m.prefix_sha256 for m in reversed(plan.marks)] + _read_hash(plan, known, mode)
     kept = tuple(dict.fromkeys([*fresh, *alive]))[:MAX_ALIVE]
     return prediction, kept
+
+
+def _read_hash(plan: ConversationCache, alive: frozenset[str], mode: str) -> list[str]:
+    """The hash of the prefix a turn reads: the longest alive one found from a mark (walking back
+    at most 20 blocks, or from the end without limit for automatic caching)."""
+    best = -1
+    for mark in plan.marks:
+        reach = mark.block + 1 if mode == "automatic" else LOOKBACK_BLOCKS + 1
+        for n in range(mark.block, max(-1, mark.block - reach), -1):
+            if plan.hashes[n] in alive:
+                best = max(best, n)
+                break
+    return [plan.hashes[best]] if best >= 0 else []
 
 
 def _automatic(plan: ConversationCache, alive: frozenset[str], total: int) -> CachePrediction:

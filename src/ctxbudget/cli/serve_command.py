@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..assembly import load_policy
+from ..trim.steps import DEFAULT_LOW_WATER
 from .base import (
     CATALOG_OPTION,
     EXIT_USAGE,
@@ -100,6 +101,21 @@ if TYPE_CHECKING:
     "and counted, not stored). By default the client gets a 503 and nothing is sent while the "
     "store fails (docs/deploy.md).",
 )
+@click.option(
+    "--no-conversation-cache",
+    "no_conversation_cache",
+    is_flag=True,
+    help="Fit mode: do not cut histories in steps nor add rolling cache breakpoints (only a "
+    "long Anthropic system prompt is marked); see docs/caching.md.",
+)
+@click.option(
+    "--low-water",
+    type=FiniteRange(min=0.05, max=1.0),
+    default=DEFAULT_LOW_WATER,
+    show_default="2/3",
+    help="Fit mode: a history over its budget is cut back to this share of it, and the cut is "
+    "held while what follows fits (docs/caching.md).",
+)
 @CATALOG_OPTION
 @UNKNOWN_MODEL_OPTION
 def serve_command(
@@ -118,6 +134,8 @@ def serve_command(
     max_context_tokens: int,
     count_with_upstream: bool,
     store_fail_open: bool,
+    no_conversation_cache: bool,
+    low_water: float,
 ) -> None:
     """Serve the Anthropic- and OpenAI-compatible gateway: point an SDK's base URL at it."""
     try:
@@ -144,6 +162,8 @@ def serve_command(
             max_context_tokens=max_context_tokens,
             count_with_upstream=count_with_upstream,
             store_fail_open=store_fail_open,
+            conversation_cache=not no_conversation_cache,
+            low_water=low_water,
         )
         _serve(config)
 

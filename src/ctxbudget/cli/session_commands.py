@@ -288,9 +288,15 @@ def session_show(name: str, store_path: str) -> None:
         for turn in store.turns(name):
             f = turn.figures()
             cost = "price unknown" if f.cost_usd is None else f"${f.cost_usd:.4f}"
+            predicted = turn.predicted_cache()
+            against = (
+                f" (predicted read {predicted[0]:,}, written {predicted[1]:,})"
+                if predicted and f.source == "provider"
+                else ""
+            )
             click.echo(
                 f"turn {turn.index}: {f.input_tokens:,} tokens, read {f.cache_read_tokens:,}, "
-                f"written {f.cache_write_tokens:,}, {cost} ({f.source}) - {turn.question[:60]}"
+                f"written {f.cache_write_tokens:,}{against}, {cost} ({f.source}) - {turn.question[:60]}"
             )
         for entry in store.ledger(name):
             click.echo("ledger " + json.dumps(entry, ensure_ascii=False))

@@ -49,6 +49,10 @@ class Prepared:
         }
         if self.estimate_usd is not None:
             out["x-ctxbudget-estimated-cost-usd"] = f"{self.estimate_usd:.6f}"
+        cache = report.get("cache")
+        if isinstance(cache, Mapping) and "read_tokens" in cache:  # fit mode's conversation caching
+            out["x-ctxbudget-cache-read-predicted"] = str(cache["read_tokens"])
+            out["x-ctxbudget-cache-write-predicted"] = str(cache["write_tokens"])
         return out
 
 

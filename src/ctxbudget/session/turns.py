@@ -91,6 +91,13 @@ class Turn:
             source="estimate",
         )
 
+    def predicted_cache(self) -> tuple[int, int] | None:
+        """The cache read and write the turn's report predicted (None: it predicted none)."""
+        cache = self.report.get("cache")
+        if not isinstance(cache, Mapping) or "read_tokens" not in cache:
+            return None
+        return int(_number(cache.get("read_tokens")) or 0), int(_number(cache.get("write_tokens")) or 0)
+
     @property
     def complete(self) -> bool:
         """A turn pair is complete once it has an answer."""
