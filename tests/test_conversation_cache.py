@@ -4,12 +4,16 @@ and a 30-turn conversation through the gateway billed by a fake that caches like
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
+from ctxbudget import ConfigError, fit
 from ctxbudget.catalog.catalog import load_catalog
+from ctxbudget.conversation import conversation_blocks, mark_conversation, predict_conversation
 from ctxbudget.gateway import GatewayConfig, create_app
 from ctxbudget.simulation.billing import BillingUpstream
 
@@ -73,3 +77,206 @@ def test_without_conversation_caching_the_same_turns_read_little(tmp_path: Path)
     upstream, answers = converse(tmp_path, 12, 24_000, conversation_cache=False)
     assert read_share(upstream) < 0.5
     assert "x-ctxbudget-cache-read-predicted" not in answers[-1].headers
+
+
+# ---- the history cut in steps (library) ---------------------------------------------------------
+def _talk(turns: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for n in range(1, turns + 1):
+        messages.append({"role": "user", "content": f"Question {n}: {QUESTION}"})
+        messages.append({"role": "assistant", "content": f"Answer {n}: {ANSWER}"})
+    return messages
+
+
+def _steps(turns: int, budget: int, low_water: float = 2 / 3) -> list[Any]:
+    """The fits of a conversation's turns, each given the previous turn's cut back as JSON."""
+    results, cut = [], None
+    for n in range(1, turns + 1):
+        body = {"model": MODEL, "max_tokens": 1024, "system": SYSTEM, "messages": _talk(n)[:-1]}
+        result = fit(body, model=MODEL, max_context_tokens=budget, low_water=low_water, previous_cut=cut)
+        cut = json.loads(json.dumps(result.report.to_dict()))["history_cut"]  # as a stored report gives it
+        results.append(result)
+    return results
+
+
+def test_a_cut_is_held_while_what_follows_it_fits_then_cut_again_to_the_low_water_mark() -> None:
+    results = _steps(30, 24_000)
+    cuts = [r.report.history_cut for r in results]
+    assert cuts[0] is None and cuts[-1] is not None
+    changes = [n for n in range(1, 30) if cuts[n] != cuts[n - 1]]
+    assert 2 <= len(changes) <= 8  # cut in steps, not every turn
+    for r in results:
+        assert r.report.tokens_after <= 24_000 - 1024
+    for n in changes:
+        history = results[n].report.budgets["history"]
+        kept = sum(i.tokens_after for i in results[n].report.items if i.component == "history")
+        assert kept <= history * 2 / 3 + 200 and history > 0  # back to the low-water mark
+    for n in range(1, 30):
+        if n not in changes and cuts[n] is not None:  # held: what was sent is a prefix of what is sent
+            before, after = results[n - 1].request["messages"], results[n].request["messages"]
+            assert after[: len(before) - 1] == before[:-1]
+    for r in results:  # a kept run begins with a user turn, right after the placeholder
+        texts = [
+            b["text"] if isinstance(b, dict) else b
+            for m in r.request["messages"]
+            for b in (m["content"] if isinstance(m["content"], list) else [m["content"]])
+        ]
+        if r.report.history_cut is not None:
+            after = next(i for i, t in enumerate(texts) if "Earlier conversation summarized" in t) + 1
+            assert texts[after].startswith("Question")
+
+
+def test_a_cut_from_another_conversation_is_not_held() -> None:
+    results = _steps(20, 24_000)
+    cut = results[-1].report.history_cut
+    assert cut is not None
+    other = _talk(20)[:-1]
+    other[0] = {"role": "user", "content": "A different first question. " + QUESTION}
+    body = {"model": MODEL, "max_tokens": 1024, "system": SYSTEM, "messages": other}
+    fresh = fit(body, model=MODEL, max_context_tokens=24_000, low_water=2 / 3)
+    given = fit(body, model=MODEL, max_context_tokens=24_000, low_water=2 / 3, previous_cut=cut)
+    assert given.request == fresh.request  # the digest differs: a new cut, as if none was given
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"low_water": 0}, "low_water"),
+        ({"low_water": 1.5}, "low_water"),
+        ({"low_water": "2/3"}, "low_water"),
+        ({"low_water": True}, "low_water"),
+        ({"previous_cut": {"index": 3, "sha256": "ab"}}, "only with low_water"),
+        ({"low_water": 0.5, "previous_cut": 3}, "history_cut"),
+        ({"low_water": 0.5, "previous_cut": {"index": -1, "sha256": "ab"}}, "history_cut"),
+    ],
+)
+def test_bad_step_options_are_config_errors(options: dict[str, Any], message: str) -> None:
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+    with pytest.raises(ConfigError, match=message):
+        fit(body, model=MODEL, **options)
+
+
+# ---- rolling breakpoints ------------------------------------------------------------------------
+def _marks(body: dict[str, Any]) -> Any:
+    catalog = load_catalog()
+    return mark_conversation(
+        body, model=MODEL, rules=catalog.get_model(MODEL).cache, counter=catalog.counter_for(MODEL)
+    )
+
+
+def _marked(body: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return [w for w, b in conversation_blocks(body) if "cache_control" in b]
+
+
+def test_breakpoints_end_the_newest_message_the_previous_turn_and_the_system_prompt() -> None:
+    body = {"model": MODEL, "system": SYSTEM, "messages": _talk(3)[:-1]}
+    plan = _marks(body)
+    assert sorted(m.by for m in plan.marks) == ["newest message", "previous turn", "system prompt"]
+    assert _marked(plan.body) == [("system", 0), ("message", 2, 0), ("message", 4, 0)]
+    assert body["messages"][4]["content"] == _talk(3)[4]["content"]  # the client's body is not changed
+    unmarked_body = {
+        **plan.body,
+        "messages": [
+            {**m, "content": m["content"][0]["text"]} if isinstance(m["content"], list) else m
+            for m in plan.body["messages"]
+        ],
+    }
+    assert unmarked_body["messages"] == body["messages"]
+
+
+def test_the_clients_marks_are_kept_and_count_against_the_limit() -> None:
+    messages = _talk(3)[:-1]
+    marked = [
+        {"type": "text", "text": m["content"], "cache_control": {"type": "ephemeral"}} for m in messages[:3]
+    ]
+    body = {
+        "model": MODEL,
+        "system": SYSTEM,
+        "messages": [{**m, "content": [b]} for m, b in zip(messages, marked, strict=False)] + messages[3:],
+    }
+    plan = _marks(body)
+    assert len(_marked(plan.body)) == 4  # three of the client's, one of ours (the newest message)
+    assert [m.by for m in plan.marks].count("client") == 3
+    assert ("message", 4, 0) in _marked(plan.body)
+
+
+def test_no_mark_before_a_clients_one_hour_mark_nor_under_the_minimum_nor_on_thinking() -> None:
+    hour = {"type": "ephemeral", "ttl": "1h"}
+    body = {
+        "model": MODEL,
+        "system": [{"type": "text", "text": SYSTEM}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": QUESTION, "cache_control": hour}]},
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "...", "signature": "s"}]},
+            {"role": "user", "content": "Short?"},
+        ],
+    }
+    plan = _marks(body)
+    assert ("system", 0) not in _marked(plan.body)  # it would come before the 1-hour mark
+    assert ("message", 2, 0) in _marked(plan.body)
+    short = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}]}
+    assert _marks(short).marks == () and _marked(_marks(short).body) == []  # under 1,024 tokens
+
+
+def test_a_prediction_equals_what_the_caching_fake_bills_turn_after_turn() -> None:
+    catalog = load_catalog()
+    counter, rules = catalog.counter_for(MODEL), catalog.get_model(MODEL).cache
+    upstream = BillingUpstream(counter=counter, rules=rules)
+    alive: tuple[str, ...] = ()
+    for turns in range(1, 12):
+        body = {"model": MODEL, "system": SYSTEM, "messages": _talk(turns)[:-1]}
+        plan = mark_conversation(body, model=MODEL, rules=rules, counter=counter)
+        predicted, alive = predict_conversation(plan, alive, rules.mode)
+        bill = upstream.bill(plan.body)
+        assert (predicted.read_tokens, predicted.write_tokens) == (
+            bill.cache_read_input_tokens,
+            bill.cache_write_5m_tokens,
+        )
+
+
+def test_openai_conversations_keep_their_prefix_without_marks(tmp_path: Path) -> None:
+    """Automatic caching needs no marks: the held cut keeps what was sent a prefix of what is
+    sent next, and the predicted read grows from it."""
+    received: list[dict[str, Any]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        received.append(json.loads(request.content))
+        message = {"role": "assistant", "content": ANSWER}
+        usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+        return httpx.Response(
+            200,
+            json={
+                "id": "c",
+                "object": "chat.completion",
+                "model": "gpt-4o",
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "usage": usage,
+            },
+        )
+
+    config = GatewayConfig(store_path=str(tmp_path / "o.db"), openai_upstream="http://openai.invalid")
+    app = create_app(config, httpx.MockTransport(answer))
+
+    async def run() -> list[httpx.Response]:
+        out, messages = [], [{"role": "system", "content": SYSTEM}]
+        headers = {"X-Ctxbudget-Session": "oa", "X-Ctxbudget-Max-Context-Tokens": "24000"}
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://g") as client:
+            for n in range(1, 21):
+                messages.append({"role": "user", "content": f"Question {n}: {QUESTION}"})
+                body = {"model": "gpt-4o", "max_tokens": 1024, "messages": messages}
+                response = await client.post("/v1/chat/completions", json=body, headers=headers)
+                assert response.status_code == 200, response.text
+                out.append(response)
+                messages.append({"role": "assistant", "content": ANSWER})
+        app.state.gateway.close()
+        return out
+
+    responses = asyncio.run(run())
+    assert not any("cache_control" in json.dumps(b) for b in received)
+    prefixed = sum(
+        received[n]["messages"][: len(received[n - 1]["messages"])] == received[n - 1]["messages"]
+        for n in range(1, 20)
+    )
+    assert prefixed >= 15  # all but the turns that cut
+    reads = [int(r.headers["x-ctxbudget-cache-read-predicted"]) for r in responses]
+    assert reads[0] == 0 and sum(r > 0 for r in reads[1:]) >= 15
