@@ -48,8 +48,8 @@ def test_responses_doc_python_blocks_run(tmp_path: Path, monkeypatch: Any) -> No
         assert fake.paths == ["/v1/responses", "/v1/responses"]
 
 
-def test_counting_and_langchain_docs_python_blocks_run() -> None:
-    for name in ("counting.md", "langchain.md"):
+def test_counting_langchain_and_caching_docs_python_blocks_run() -> None:
+    for name in ("counting.md", "langchain.md", "caching.md"):
         doc = (README.parent / "docs" / name).read_text("utf-8")
         blocks = re.findall(r"```python\n(.*?)```", doc, flags=re.DOTALL)
         assert blocks, name
