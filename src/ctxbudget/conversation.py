@@ -33,6 +33,7 @@ from typing import Any
 
 from .cache import AUTOMATIC_STEP, LOOKBACK_BLOCKS, Breakpoint, CachePrediction, predict_cache
 from .catalog.values import CacheRules
+from .formats.media import anthropic_document_tokens, anthropic_image_tokens, image_size, inline_bytes
 from .tokens.counter import TokenCounter
 
 __all__ = [
@@ -116,9 +117,23 @@ def _prefixes(
         text = _block_text(block)
         digest.update(json.dumps([block.get("_role"), text], ensure_ascii=False).encode("utf-8"))
         hashes.append(digest.copy().hexdigest())
-        running += counter.count(text) + BLOCK_FRAMING_TOKENS
+        running += _block_tokens(block, text, counter) + BLOCK_FRAMING_TOKENS
         tokens.append(running)
     return hashes, tokens
+
+
+def _block_tokens(block: Mapping[str, Any], text: str, counter: TokenCounter) -> int:
+    """A block's tokens: an image or a PDF by the provider's published rule (their base64 data is
+    not text the model reads), anything else by its text."""
+    source = block.get("source")
+    if block.get("type") == "image" and isinstance(source, Mapping):
+        data = inline_bytes(source.get("data")) if source.get("type") == "base64" else None
+        return anthropic_image_tokens(image_size(data) if data else None).tokens
+    if block.get("type") == "document":
+        found = anthropic_document_tokens(dict(source) if isinstance(source, Mapping) else source)
+        if found is not None:
+            return found.tokens
+    return counter.count(text)
 
 
 def _markable(block: Mapping[str, Any]) -> bool:
