@@ -172,13 +172,24 @@ def _tokenizer(model_id: str, facts: dict[str, Any]) -> tuple[str, str]:
     return "default_estimate", "estimate"
 
 
+def _curated_minimum(model_id: str, facts: dict[str, Any]) -> tuple[int, str] | None:
+    """A documented minimum cacheable length for ``model_id`` from the facts, if any."""
+    for rule in facts.get("cache_minimums", []):
+        if rule["contains"] in model_id.lower():
+            return int(rule["min_cacheable_tokens"]), str(rule["source"])
+    return None
+
+
 def _cache(
-    model_id: str, prices: dict[str, Any] | None, lite: dict[str, Any] | None
+    model_id: str, prices: dict[str, Any] | None, lite: dict[str, Any] | None, facts: dict[str, Any]
 ) -> tuple[dict[str, Any], str]:
     minimum = lite.get("prompt_cache_min_tokens") if lite else None
     if "claude" in model_id.lower():
         explicit_min = int(minimum) if minimum else 1024
         source = "litellm" if minimum else "anthropic_caching (default minimum)"
+        curated = None if minimum else _curated_minimum(model_id, facts)
+        if curated is not None:
+            explicit_min, source = curated
         return {"mode": "explicit", "min_cacheable_tokens": explicit_min, "max_breakpoints": 4}, source
     if prices is not None and prices.get("cache_read") is not None:
         source = "litellm" if minimum else "automatic_caching (default minimum)"
@@ -215,7 +226,7 @@ def build_model(
     prices_source = "genai-prices"
     if prices is not None and _fill_cache_prices(prices, model.id, facts):
         prices_source = "genai-prices + cache_price_rules"
-    cache, cache_source = _cache(model.id, prices, lite)
+    cache, cache_source = _cache(model.id, prices, lite, facts)
     tokenizer, tokenizer_source = _tokenizer(model.id, facts)
     max_input = lite.get("max_input_tokens") if lite else None
     max_output = lite.get("max_output_tokens") if lite else None

@@ -280,3 +280,120 @@ def test_openai_conversations_keep_their_prefix_without_marks(tmp_path: Path) ->
     assert prefixed >= 15  # all but the turns that cut
     reads = [int(r.headers["x-ctxbudget-cache-read-predicted"]) for r in responses]
     assert reads[0] == 0 and sum(r > 0 for r in reads[1:]) >= 15
+
+
+# ---- what hostile traffic showed ----------------------------------------------------------------
+def test_an_agent_loop_is_predicted_as_it_is_billed(tmp_path: Path) -> None:
+    """Tool calls and results are counted as the fit counts them, by the gateway and the fake."""
+    catalog = load_catalog()
+    upstream = BillingUpstream(counter=catalog.counter_for(MODEL), rules=catalog.get_model(MODEL).cache)
+    app = create_app(
+        GatewayConfig(store_path=str(tmp_path / "a.db"), anthropic_upstream="http://billing.invalid"),
+        httpx.MockTransport(upstream.handle),
+    )
+    tools = [{"name": "lookup", "description": "Look up.", "input_schema": {"type": "object"}}]
+
+    async def run() -> list[httpx.Response]:
+        out, messages = [], [{"role": "user", "content": "Task: " + QUESTION}]
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://g") as client:
+            for step in range(6):
+                body = {
+                    "model": MODEL,
+                    "max_tokens": 1024,
+                    "system": SYSTEM,
+                    "tools": tools,
+                    "messages": messages,
+                }
+                response = await client.post(
+                    "/v1/messages", json=body, headers={"X-Ctxbudget-Session": "agent"}
+                )
+                assert response.status_code == 200, response.text
+                out.append(response)
+                calls = [
+                    {"type": "tool_use", "id": f"t{step}_{k}", "name": "lookup", "input": {"q": f"item {k}"}}
+                    for k in range(12)
+                ]
+                results = [
+                    {"type": "tool_result", "tool_use_id": c["id"], "content": f"result {k} " + WORDS}
+                    for k, c in enumerate(calls)
+                ]
+                messages += [{"role": "assistant", "content": calls}, {"role": "user", "content": results}]
+        app.state.gateway.close()
+        return out
+
+    for response, bill in zip(asyncio.run(run()), upstream.bills, strict=True):
+        assert int(response.headers["x-ctxbudget-cache-read-predicted"]) == bill.cache_read_input_tokens
+        assert int(response.headers["x-ctxbudget-cache-write-predicted"]) == bill.cache_write_5m_tokens
+
+
+def test_a_top_level_mark_counts_against_the_limit_and_a_null_mark_is_none() -> None:
+    messages = _talk(3)[:-1]
+    three = [
+        {**m, "content": [{"type": "text", "text": m["content"], "cache_control": {"type": "ephemeral"}}]}
+        for m in messages[:3]
+    ]
+    top = {
+        "model": MODEL,
+        "system": SYSTEM,
+        "cache_control": {"type": "ephemeral"},
+        "messages": three + messages[3:],
+    }
+    plan = _marks(top)
+    assert len(_marked(plan.body)) == 3 and len(plan.marks) == 4  # three marks and the top-level one
+    null = [
+        {**m, "content": [{"type": "text", "text": m["content"], "cache_control": None}]} for m in messages
+    ]
+    plan = _marks({"model": MODEL, "system": SYSTEM, "messages": null})
+    assert sorted(m.by for m in plan.marks) == ["newest message", "previous turn", "system prompt"]
+
+
+def test_responses_conversations_are_predicted_too(tmp_path: Path) -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        usage = {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}
+        output = [
+            {
+                "type": "message",
+                "id": "m",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": ANSWER, "annotations": []}],
+            }
+        ]
+        return httpx.Response(
+            200,
+            json={
+                "id": "r",
+                "object": "response",
+                "status": "completed",
+                "model": "gpt-4o",
+                "output": output,
+                "usage": usage,
+            },
+        )
+
+    app = create_app(
+        GatewayConfig(store_path=str(tmp_path / "r.db"), openai_upstream="http://openai.invalid"),
+        httpx.MockTransport(answer),
+    )
+
+    async def run() -> list[int]:
+        reads, items = [], []
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://g") as client:
+            for n in range(1, 8):
+                items.append({"role": "user", "content": f"Question {n}: {QUESTION}"})
+                body = {"model": "gpt-4o", "instructions": SYSTEM, "input": items}
+                response = await client.post("/v1/responses", json=body, headers={"X-Ctxbudget-Session": "r"})
+                assert response.status_code == 200, response.text
+                reads.append(int(response.headers["x-ctxbudget-cache-read-predicted"]))
+                items.append({"role": "assistant", "content": ANSWER})
+        app.state.gateway.close()
+        return reads
+
+    reads = asyncio.run(run())
+    assert reads[0] == 0 and all(r > 0 for r in reads[1:])
+
+
+@pytest.mark.parametrize("low_water", [0, 5, float("nan"), True])
+def test_a_bad_low_water_is_refused_when_the_gateway_is_configured(low_water: Any) -> None:
+    with pytest.raises(ConfigError, match="low_water"):
+        GatewayConfig(low_water=low_water)

@@ -33,7 +33,7 @@ from typing import Any
 
 from .cache import AUTOMATIC_STEP, LOOKBACK_BLOCKS, Breakpoint, CachePrediction, predict_cache
 from .catalog.values import CacheRules
-from .formats.media import anthropic_document_tokens, anthropic_image_tokens, image_size, inline_bytes
+from .formats.anthropic import block_tokens
 from .tokens.counter import TokenCounter
 
 __all__ = [
@@ -41,6 +41,8 @@ __all__ = [
     "ConversationCache",
     "Mark",
     "conversation_blocks",
+    "count_block",
+    "is_mark",
     "mark_conversation",
     "predict_conversation",
 ]
@@ -86,6 +88,7 @@ def conversation_blocks(body: Mapping[str, Any]) -> list[tuple[Where, Mapping[st
         out.append((("system", 0), {"type": "text", "text": system}))
     elif isinstance(system, list):
         out += [(("system", i), b) for i, b in enumerate(system) if isinstance(b, Mapping)]
+    out += _responses_blocks(body)
     for m, message in enumerate(body.get("messages") or []):
         content = message.get("content") if isinstance(message, Mapping) else None
         if isinstance(content, str):
@@ -100,9 +103,27 @@ def conversation_blocks(body: Mapping[str, Any]) -> list[tuple[Where, Mapping[st
     return out
 
 
+def _responses_blocks(body: Mapping[str, Any]) -> list[tuple[Where, Mapping[str, Any]]]:
+    """A Responses body's ``instructions`` and ``input`` items, each one block (never marked:
+    those providers cache automatically)."""
+    out: list[tuple[Where, Mapping[str, Any]]] = []
+    if isinstance(body.get("instructions"), str) and body["instructions"]:
+        out.append((("instructions", 0), {"type": "text", "text": body["instructions"]}))
+    given = body.get("input")
+    items = [{"role": "user", "content": given}] if isinstance(given, str) else given
+    for i, item in enumerate(items if isinstance(items, list) else []):
+        if isinstance(item, Mapping):
+            content = item.get("content")
+            text = (
+                content if isinstance(content, str) else json.dumps(item, ensure_ascii=False, sort_keys=True)
+            )
+            out.append((("input", i), {"type": "input_item", "text": text, "_item": True}))
+    return out
+
+
 def _block_text(block: Mapping[str, Any]) -> str:
     """What a block is counted and hashed by: a text block's text, any other block's JSON."""
-    if block.get("type") == "text":
+    if block.get("type") in ("text", "input_item"):
         return str(block.get("text", ""))
     return json.dumps({k: v for k, v in block.items() if k not in ("cache_control", "_role")}, sort_keys=True)
 
@@ -117,23 +138,28 @@ def _prefixes(
         text = _block_text(block)
         digest.update(json.dumps([block.get("_role"), text], ensure_ascii=False).encode("utf-8"))
         hashes.append(digest.copy().hexdigest())
-        running += _block_tokens(block, text, counter) + BLOCK_FRAMING_TOKENS
+        running += count_block(block, counter) + BLOCK_FRAMING_TOKENS
         tokens.append(running)
     return hashes, tokens
 
 
-def _block_tokens(block: Mapping[str, Any], text: str, counter: TokenCounter) -> int:
-    """A block's tokens: an image or a PDF by the provider's published rule (their base64 data is
-    not text the model reads), anything else by its text."""
-    source = block.get("source")
-    if block.get("type") == "image" and isinstance(source, Mapping):
-        data = inline_bytes(source.get("data")) if source.get("type") == "base64" else None
-        return anthropic_image_tokens(image_size(data) if data else None).tokens
-    if block.get("type") == "document":
-        found = anthropic_document_tokens(dict(source) if isinstance(source, Mapping) else source)
-        if found is not None:
-            return found.tokens
-    return counter.count(text)
+def count_block(block: Mapping[str, Any], counter: TokenCounter) -> int:
+    """A block's tokens (without :data:`BLOCK_FRAMING_TOKENS`): a message's content block as the
+    fit counts it (tool calls by their name and input, images and PDFs by the provider's rule);
+    anything else (a tool definition, a Responses item) by its text."""
+    if "_role" in block or block.get("type") in ("text", "image", "document"):
+        return block_tokens({k: v for k, v in block.items() if k != "_role"}, counter.count)
+    return counter.count(_block_text(block))
+
+
+def is_mark(value: Any) -> bool:
+    """Whether a ``cache_control`` value is a breakpoint (``null`` is none)."""
+    return isinstance(value, Mapping)
+
+
+def _last_markable_any(blocks: list[tuple[Where, Mapping[str, Any]]]) -> int | None:
+    found = [n for n, (_, block) in enumerate(blocks) if _markable(block)]
+    return found[-1] if found else None
 
 
 def _markable(block: Mapping[str, Any]) -> bool:
@@ -189,10 +215,14 @@ def mark_conversation(
             else ()
         )
         return ConversationCache(dict(body), marks, tuple(hashes), tuple(tokens))
-    client = [n for n, (_, block) in enumerate(blocks) if "cache_control" in block]
+    client = {n: _ttl(block.get("cache_control")) for n, (_, block) in enumerate(blocks)}
+    client = {n: ttl for n, ttl in client.items() if ttl}
+    automatic = _last_markable_any(blocks) if is_mark(body.get("cache_control")) else None
+    if automatic is not None:  # a top-level mark: the provider marks the last block itself
+        client.setdefault(automatic, _ttl(body.get("cache_control")))
     chosen = dict.fromkeys(client, "client")
     # Our marks live 5 minutes, and 1-hour marks must come before 5-minute ones.
-    after = max((n for n in client if _ttl(blocks[n][1]) == "1h"), default=-1)
+    after = max((n for n, ttl in client.items() if ttl == "1h"), default=-1)
     for n, by in _candidates(body, blocks):
         if len(chosen) >= rules.max_breakpoints:
             break
@@ -201,16 +231,18 @@ def mark_conversation(
     ours = [n for n, by in chosen.items() if by != "client"]
     marked = _with_marks(body, [blocks[n][0] for n in ours])
     marks = tuple(  # the marks that cache something (a client's mark may be under the minimum)
-        Mark(n, chosen[n], tokens[n], hashes[n], _ttl(blocks[n][1]))
+        Mark(n, chosen[n], tokens[n], hashes[n], client.get(n) or "5m")
         for n in sorted(chosen)
         if tokens[n] >= rules.min_cacheable_tokens
     )
     return ConversationCache(marked, marks, tuple(hashes), tuple(tokens))
 
 
-def _ttl(block: Mapping[str, Any]) -> str:
-    mark = block.get("cache_control")
-    return "1h" if isinstance(mark, Mapping) and mark.get("ttl") == "1h" else "5m"
+def _ttl(mark: Any) -> str:
+    """A ``cache_control`` value's lifetime ("" when it is no mark)."""
+    if not isinstance(mark, Mapping):
+        return ""
+    return "1h" if mark.get("ttl") == "1h" else "5m"
 
 
 def _with_marks(body: Mapping[str, Any], places: list[Where]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -35,7 +35,7 @@ from .detection import is_anthropic
 from .media import Estimate, anthropic_document_tokens, anthropic_image_tokens, image_size, inline_bytes
 from .wire import OpenModel, validate_body
 
-__all__ = ["AnthropicFormat"]
+__all__ = ["AnthropicFormat", "block_tokens"]
 
 TOKENS_PER_MESSAGE = 3
 
@@ -171,6 +171,13 @@ def _block_chunks(
         return [(Segment(json.dumps(source.get("content"), ensure_ascii=False), owner),)], 0
     other = json.dumps({k: v for k, v in block.items() if k != "cache_control"}, ensure_ascii=False)
     return [(Segment(other, owner),)], 0
+
+
+def block_tokens(block: Mapping[str, Any], count: Callable[[str], int]) -> int:
+    """One content block's tokens as a fit counts them: its texts counted with ``count`` (a tool
+    call's name and input, a tool result's content, ...), an image or a PDF by its estimate."""
+    chunks, constant = _block_chunks(block, "block", False, [])
+    return constant + sum(count(segment.text) for chunk in chunks for segment in chunk)
 
 
 def _content_chunks(

@@ -100,9 +100,12 @@ def header_value(name: str) -> str:
 
 
 def has_cache_control(value: Any) -> bool:
-    """Whether the client marked any cache breakpoint (a ``cache_control`` key, not text mentioning one)."""
+    """Whether the client marked any cache breakpoint (a ``cache_control`` object, not text
+    mentioning one, nor a ``null`` one)."""
     if isinstance(value, Mapping):
-        return "cache_control" in value or any(has_cache_control(v) for v in value.values())
+        return isinstance(value.get("cache_control"), Mapping) or any(
+            has_cache_control(v) for v in value.values()
+        )
     if isinstance(value, list):
         return any(has_cache_control(v) for v in value)
     return False

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from ..errors import ConfigError
 from ..trim.steps import DEFAULT_LOW_WATER
 
 __all__ = ["GatewayConfig"]
@@ -45,3 +46,13 @@ class GatewayConfig:
     low_water: float = DEFAULT_LOW_WATER
     # Sessions whose state (previous report, lock) is held in memory; the oldest are forgotten.
     max_sessions_in_memory: int = 4096
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.low_water, bool)
+            or not isinstance(self.low_water, int | float)
+            or not 0 < self.low_water <= 1
+        ):
+            raise ConfigError(
+                f"low_water must be a share of the history budget, above 0 and at most 1, got {self.low_water!r}"
+            )

@@ -7,6 +7,7 @@ keeps what conversation caching needs (the history cut and the prefixes taken to
 
 from __future__ import annotations
 
+import contextlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -53,13 +54,16 @@ class TurnMemory:
 
     def previous_conversation(self, session: str) -> ConversationState | None:
         """What the session's previous fit-mode turn left for conversation caching. Only an
-        optimization: while the store is down, or when reading it fails, there is none."""
-        if not self.store_up():
-            return None
-        try:
-            found = self._previous_state(f"fit\x00{session}", session, lambda r: r.get("conversation"))
-        except StoreError:
-            return None
+        optimization: while the store is down, or when reading it fails, what this replica
+        remembers stands, unchecked (else there is none)."""
+        key = f"fit\x00{session}"
+        found = None
+        checked = False
+        if self.store_up():
+            with contextlib.suppress(StoreError):
+                found, checked = self._previous_state(key, session, lambda r: r.get("conversation")), True
+        if not checked and (remembered := self.previous.get(key)) is not None:
+            found = remembered[1]
         return state_of({"conversation": found}) if isinstance(found, Mapping) else None
 
     def _previous_state(self, key: str, session: str, read: Callable[[Mapping[str, Any]], Any]) -> Any:

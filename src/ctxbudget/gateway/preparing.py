@@ -161,7 +161,7 @@ class Preparer:
         self.metrics.decisions.labels("passed_through" if result.report.passed_through else "trimmed").inc()
         counted_by = "upstream" if exact_factor is not None else "estimate"
         report = {**result.report.to_dict(), "counted_by": counted_by}
-        out, state = self._cached(provider, result.request, report, (model, spec, factor), previous)
+        out, state = self._cached(provider, result.request, report, (model, spec), previous)
         next_turn = (f"fit\x00{session}", state) if state is not None else None
         reserve = result.report.reserve_output_tokens * reply_count(body)  # n replies, each priced
         estimate = estimate_usd(spec, report["tokens_after"], reserve)
@@ -180,7 +180,7 @@ class Preparer:
         provider: Provider,
         fitted: dict[str, Any],
         report: dict[str, Any],
-        model: tuple[str, ModelSpec | None, float | None],
+        model: tuple[str, ModelSpec | None],
         previous: ConversationState | None,
     ) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """The body to send and the state for the session's next turn: with conversation caching,
@@ -188,7 +188,9 @@ class Preparer:
         Anthropic system prompt's breakpoint alone."""
         if self.low_water is None:
             return self._with_breakpoint(provider, fitted, report, model[1]), None
-        counter = self.catalog.counter_for(model[0], model[2])
+        # Predictions count with the catalog's estimate, not the calibrated factor: the same
+        # turn is predicted the same whatever the gateway learned since.
+        counter = self.catalog.counter_for(model[0])
         turn = cache_turn(
             fitted,
             model=model[0],

@@ -12,7 +12,8 @@ the real gateway in front of it. Caching follows Anthropic's published rules:
   minutes or 1 hour from its last use; the rest is ``input_tokens``.
 
 Tokens are counted with ctxbudget's own count for the model (there is no local Claude tokenizer),
-so billed and predicted figures differ only by what the cache does, not by counting.
+block by block as :func:`ctxbudget.conversation.count_block` does, so billed and predicted figures
+differ only by what the cache does, not by counting.
 
 Latency is a model, not a measurement (:class:`LatencyModel`): time to first token grows with the
 input the provider must process (uncached and written tokens, and, far less, read ones), then a
@@ -32,6 +33,7 @@ import httpx
 
 from ..cache import LOOKBACK_BLOCKS, TTL_SECONDS
 from ..catalog.values import CacheRules
+from ..conversation import BLOCK_FRAMING_TOKENS, count_block, is_mark
 from ..tokens.counter import TokenCounter
 
 __all__ = ["Bill", "BillingUpstream", "LatencyModel"]
@@ -103,8 +105,8 @@ def _text(block: Mapping[str, Any]) -> str:
     return json.dumps({k: v for k, v in block.items() if k not in ("cache_control", "_role")}, sort_keys=True)
 
 
-def _ttl(block: Mapping[str, Any]) -> str:
-    mark = block.get("cache_control")
+def _ttl(block: Mapping[str, Any], body: Mapping[str, Any]) -> str:
+    mark = block.get("cache_control") if is_mark(block.get("cache_control")) else body.get("cache_control")
     return "1h" if isinstance(mark, Mapping) and mark.get("ttl") == "1h" else "5m"
 
 
@@ -127,7 +129,7 @@ class BillingUpstream:
             text = _text(block)
             digest.update(json.dumps([block.get("_role"), text]).encode("utf-8"))
             hashes.append(digest.copy().hexdigest())
-            running += self.counter.count(text) + 3  # a few tokens of framing per block
+            running += count_block(block, self.counter) + BLOCK_FRAMING_TOKENS
             tokens.append(running)
         return hashes, tokens
 
@@ -140,7 +142,10 @@ class BillingUpstream:
         blocks = _blocks(body)
         hashes, tokens = self._prefixes(str(body.get("model", "")), blocks)
         total = tokens[-1] if tokens else 0
-        marks = [i for i, b in enumerate(blocks) if "cache_control" in b][: self.rules.max_breakpoints]
+        marks = [i for i, b in enumerate(blocks) if is_mark(b.get("cache_control"))]
+        if is_mark(body.get("cache_control")) and blocks and len(blocks) - 1 not in marks:
+            marks.append(len(blocks) - 1)  # a top-level mark: the last block is marked
+        marks = marks[: self.rules.max_breakpoints]
         read_at = -1
         for mark in marks:
             for j in range(mark, max(-1, mark - LOOKBACK_BLOCKS - 1), -1):
@@ -156,7 +161,7 @@ class BillingUpstream:
         for mark in marks:
             if tokens[mark] <= covered or tokens[mark] < self.rules.min_cacheable_tokens:
                 continue
-            ttl = _ttl(blocks[mark])
+            ttl = _ttl(blocks[mark], body)
             writes[ttl] += tokens[mark] - covered
             covered = tokens[mark]
             self._cache[hashes[mark]] = (self.now + TTL_SECONDS[ttl], ttl)
