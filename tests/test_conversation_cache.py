@@ -397,3 +397,12 @@ def test_responses_conversations_are_predicted_too(tmp_path: Path) -> None:
 def test_a_bad_low_water_is_refused_when_the_gateway_is_configured(low_water: Any) -> None:
     with pytest.raises(ConfigError, match="low_water"):
         GatewayConfig(low_water=low_water)
+
+
+def test_fit_places_the_breakpoints_when_asked() -> None:
+    body = {"model": MODEL, "max_tokens": 1024, "system": SYSTEM, "messages": _talk(3)[:-1]}
+    marked = fit(body, model=MODEL, cache_breakpoints=True).request
+    assert _marked(marked) == [("system", 0), ("message", 2, 0), ("message", 4, 0)]
+    assert _marked(fit(body, model=MODEL).request) == []
+    chat = {"model": "gpt-4o", "messages": [{"role": "system", "content": SYSTEM}, *_talk(3)[:-1]]}
+    assert "cache_control" not in json.dumps(fit(chat, model="gpt-4o", cache_breakpoints=True).request)

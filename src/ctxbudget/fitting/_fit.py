@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..catalog.catalog import Catalog, UnknownModel
+from ..conversation import mark_conversation
 from ..formats import detect_format, get_format
 from ..formats.jsonvalue import JsonShape
 from ..gcpause import collector_paused
@@ -25,7 +26,7 @@ from ..trim.documents import OutputOrder, ScoreOrder
 from ..trim.extract import clear_sentence_cache
 from ..trim.passages import PassageScorer, reads_as_lines
 from ..volatile import find_volatile
-from ._context import estimated_parts, open_context
+from ._context import FitContext, estimated_parts, open_context
 from ._memo import FitMemo, content_key, freeze
 from ._options import (
     FitOptions,
@@ -86,6 +87,7 @@ def fit(
     count_all: bool = False,
     low_water: float | None = None,
     previous_cut: HistoryCut | Mapping[str, Any] | None = None,
+    cache_breakpoints: bool = False,
 ) -> FitResult:
     """Fit ``request`` into ``model``'s window; returns the fitted request and the report.
 
@@ -117,6 +119,9 @@ def fit(
       byte-identical for a provider's prompt cache: when over its budget, the history is cut back
       to this share of it (2/3 is a good value) on whole turns; ``previous_cut`` (the previous
       turn's ``report.history_cut``) is held while what follows it fits.
+    - ``cache_breakpoints``: an Anthropic body gets rolling cache breakpoints next to the client's
+      own (the newest message, the previous turn's last message, the system prompt; see
+      docs/caching.md), where the model caches explicitly.
 
     Raises :class:`InvalidRequestError` for a malformed body and :class:`ConfigError` for bad
     options. The input is never mutated; the same request and options give the same bytes.
@@ -132,6 +137,7 @@ def fit(
         split_documents=split_documents,
         safety_factor=safety_factor,
         count_all=count_all,
+        cache_breakpoints=cache_breakpoints,
     )
     held = check_steps(low_water, previous_cut)
     shape = check_request(request)
@@ -152,6 +158,7 @@ def fit(
         count_all=count_all,
         low_water=low_water,
         previous_cut=held,
+        cache_breakpoints=cache_breakpoints,
     )
     return _remembered_fit(request, shape, FitSetup(options, checked, resolution, passage_scorer))
 
@@ -199,7 +206,20 @@ def _fit(request: Mapping[str, Any], setup: FitSetup) -> FitResult:
         fitted = Fitted(copy.deepcopy(dict(request)), Plan({}), {}, total, passed_through=True)
     else:
         fitted = trim_to_window(ctx, request)
-    return FitResult(fitted.request, build_report(ctx, fitted))
+    return FitResult(_marked(fitted.request, ctx, setup), build_report(ctx, fitted))
+
+
+def _marked(request: dict[str, Any], ctx: FitContext, setup: FitSetup) -> dict[str, Any]:
+    """With ``cache_breakpoints``, an Anthropic body for a model that caches explicitly gets the
+    rolling breakpoints of :func:`ctxbudget.conversation.mark_conversation` (marks change no
+    token count)."""
+    spec = setup.resolution.spec
+    if not setup.options.cache_breakpoints or ctx.fmt.name != "anthropic" or spec is None:
+        return request
+    if spec.cache.mode != "explicit":
+        return request
+    counter = setup.catalog.counter_for(setup.options.model)
+    return mark_conversation(request, model=setup.options.model, rules=spec.cache, counter=counter).body
 
 
 def count(

@@ -62,6 +62,7 @@ class FitOptions:
     count_all: bool = False
     low_water: float | None = None
     previous_cut: HistoryCut | None = None
+    cache_breakpoints: bool = False
 
     def budget_mapping(self) -> dict[str, Any] | None:
         """The budget as given (None when none was)."""
@@ -99,8 +100,9 @@ def check_options(**options: Any) -> None:
         raise ConfigError(
             f"passage_scorer must be callable (query, passages) -> scores, got {type(scorer).__name__}"
         )
-    if not isinstance(options["count_all"], bool):
-        raise ConfigError(f"count_all must be True or False, got {options['count_all']!r}")
+    for flag in ("count_all", "cache_breakpoints"):
+        if not isinstance(options[flag], bool):
+            raise ConfigError(f"{flag} must be True or False, got {options[flag]!r}")
     if scorer is not None and not options["split_documents"]:
         raise ConfigError("passage_scorer is used only when split_documents=True; set both or neither")
 
