@@ -269,3 +269,13 @@ def test_a_ceiling_that_is_not_a_finite_number_is_a_usage_error(tmp_path: Path) 
         for value in ("nan", "inf", "-1"):
             result = CliRunner().invoke(main, [*command, "--cost-ceiling", value])
             assert result.exit_code == 2 and "--cost-ceiling" in result.output, (command, value)
+
+
+def test_fit_and_count_refuse_a_body_whose_content_the_format_does_not_read(tmp_path: Path) -> None:
+    chat = _write(tmp_path, {"messages": [{"role": "user", "content": "word " * 2000}], "input": "hi"})
+    for args in (["fit", "--max-context-tokens", "5000", "--json"], ["count"]):
+        for forced in (["--format", "question"], ["--format", "responses"], []):
+            result = CliRunner().invoke(main, [args[0], chat, "--model", "gpt-4o", *forced, *args[1:]])
+            assert result.exit_code == 2, (args, forced, result.output)
+            assert "is not read by the" in result.output or "are not read by the" in result.output
+            assert "--format" in result.output and "input_format=" not in result.output

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 import pytest
 
@@ -284,6 +285,57 @@ def test_invalid_request_names_the_json_path() -> None:
     with pytest.raises(InvalidRequestError) as info:
         fit({"questions": [{"text": "q"}], "documents": [{"page_content": 5}]}, model=MODEL)
     assert info.value.path == "$.documents[0].page_content"
+
+
+LONG_CHAT = {"messages": [{"role": "user", "content": "word " * 2000}], "input": "hi"}
+
+
+@pytest.mark.parametrize(
+    ("body", "input_format", "fields"),
+    [
+        (LONG_CHAT, "question", "`messages`, `input` are not read by the question format"),
+        (LONG_CHAT, "responses", "`messages` is not read by the responses format"),
+        (LONG_CHAT, "openai", "`input` is not read by the openai format"),
+        (LONG_CHAT, None, "`input` is not read by the openai format the body was detected as"),
+        ({"messages": [{"role": "user", "content": "hi"}], "input": "word " * 2000}, None, "`input`"),
+        (
+            {"input": "hi", "documents": [{"page_content": "d"}]},
+            None,
+            "`documents` is not read by the responses",
+        ),
+        ({"questions": [{"text": "q"}], "system": "s"}, None, "`system` is not read by the question format"),
+        (
+            {"messages": [{"role": "user", "content": "hi"}]},
+            "question",
+            "`messages` is not read by the question",
+        ),
+    ],
+)
+def test_content_in_fields_of_another_format_is_refused(
+    body: dict, input_format: str | None, fields: str
+) -> None:
+    for call in (fit, count):
+        with pytest.raises(InvalidRequestError, match=re.escape(fields)):
+            call(body, model=MODEL, input_format=input_format)
+
+
+def test_fields_without_content_of_another_format_pass() -> None:
+    body = {
+        "model": "gpt-4o",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 10,
+        "metadata": {"user": "u"},
+        "stream": False,
+        "input": None,
+        "documents": [],
+        "instructions": "",
+    }
+    assert count(body, model=MODEL)["format"] == "openai"
+    assert fit(body, model=MODEL).report.passed_through
+    assert (
+        count({"input": "hi", "instructions": "be brief", "tools": []}, model=MODEL)["format"] == "responses"
+    )
+    assert count({"questions": [{"text": "q"}], "instructions": []}, model=MODEL)["format"] == "question"
 
 
 @pytest.mark.parametrize(

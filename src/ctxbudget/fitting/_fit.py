@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..catalog.catalog import Catalog, UnknownModel
-from ..formats import detect_format, get_format
+from ..formats import resolve_format
 from ..formats.jsonvalue import JsonShape
 from ..gcpause import collector_paused
 from ..items import HistoryCut, Plan
@@ -226,7 +226,7 @@ def count(
     body_reserve(request)  # validated here too: a bad max_tokens is a bad request
     checked = catalog_of(catalog)
     resolution = checked.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
-    fmt = get_format(input_format) if input_format else detect_format(request)
+    fmt = resolve_format(request, input_format)
     counter = checked.counter_for(model, safety_factor)
     with collector_paused():
         items, rendering = fmt.parse_and_render(request)

@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["DETECTORS", "is_anthropic", "is_openai", "is_question", "is_responses"]
+__all__ = [
+    "CONTENT_FIELDS",
+    "DETECTORS",
+    "foreign_fields",
+    "is_anthropic",
+    "is_openai",
+    "is_question",
+    "is_responses",
+]
 
 # Content parts only Chat Completions has (an Anthropic body has image, document, tool_use, ...).
 _OPENAI_PARTS = ("image_url", "input_audio", "file", "refusal")
@@ -75,3 +83,39 @@ DETECTORS: tuple[tuple[str, Callable[[Mapping[str, Any]], bool]], ...] = (
     ("responses", is_responses),
     ("question", is_question),
 )
+
+
+# The top-level fields each format reads as content (what its rendering counts). Other fields
+# (``model``, ``max_tokens``, ``metadata``, ``stream``, ...) carry no content and pass through.
+CONTENT_FIELDS: dict[str, frozenset[str]] = {
+    "anthropic": frozenset({"messages", "system", "tools"}),
+    "openai": frozenset({"messages", "tools", "functions", "response_format", "prediction"}),
+    "responses": frozenset({"input", "instructions", "tools"}),
+    "question": frozenset(
+        {
+            "role",
+            "questions",
+            "documents",
+            "history",
+            "instructions",
+            "examples",
+            "context",
+            "goals",
+            "expectJson",
+        }
+    ),
+}
+
+
+def foreign_fields(name: str, request: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The fields of ``request`` that carry content (anything but null, false or empty) which
+    the format ``name`` does not read but another format does, each with the formats that read
+    it: that content would go uncounted and untrimmed."""
+    own = CONTENT_FIELDS[name]
+    return {
+        field: [other for other, fields in CONTENT_FIELDS.items() if field in fields]
+        for field, value in request.items()
+        if field not in own
+        and value not in (None, False, "", [], {})
+        and any(field in fields for fields in CONTENT_FIELDS.values())
+    }
