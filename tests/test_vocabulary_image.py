@@ -120,3 +120,11 @@ def test_an_image_with_a_self_consistent_sha256_but_wrong_tokens_is_rebuilt(cach
         rebuilt = load_bundled_encoding(NAME)
         assert rebuilt.encode(TEXT) == expected
         assert image.read_bytes() == data  # written again from the bundled data
+
+
+def test_an_image_that_cannot_be_put_in_place_leaves_no_temporary_file(cache: Path) -> None:
+    (cache / f"{NAME}-{PINNED[:16]}.ranks").mkdir()  # a folder where the image goes
+    for _ in range(3):
+        encoding = load_bundled_encoding(NAME)
+        assert encoding.decode(encoding.encode(TEXT)) == TEXT
+    assert [p.name for p in cache.iterdir()] == [f"{NAME}-{PINNED[:16]}.ranks"]

@@ -20,6 +20,7 @@ unmarshalled. The cache is safe to delete at any time.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import marshal
 import os
@@ -76,10 +77,17 @@ def write_image(name: str, pinned: str, tokens: tuple[bytes, ...]) -> None:
     if path is None:
         return
     data = MAGIC + pinned.encode("ascii") + b"\n" + image_payload(tokens)
+    temporary: Path | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, prefix=path.name, delete=False) as handle:
+            temporary = Path(handle.name)
             handle.write(data)
-        os.replace(handle.name, path)
-    except OSError:
-        return
+        os.replace(temporary, path)
+        temporary = None  # in place
+    except OSError:  # a read-only or full disk, a folder where the image goes: no image
+        pass
+    finally:
+        if temporary is not None:  # never left behind, whatever stopped it
+            with contextlib.suppress(OSError):
+                temporary.unlink()
