@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import copy
 import json
+import pickle
 import re
 
 import pytest
@@ -422,3 +423,26 @@ def test_the_memo_tells_minus_zero_from_zero() -> None:
     second = {**first, "temperature": -0.0}
     assert json.dumps(fit(first, model="gpt-4o").request["temperature"]) == "0.0"
     assert json.dumps(fit(second, model="gpt-4o").request["temperature"]) == "-0.0"
+
+
+def test_a_remembered_report_cannot_be_changed_by_a_caller() -> None:
+    """The memo hands one report to every later fit of the same request: its mappings are read-only."""
+    body = question(
+        role="Be precise. " * 50,
+        questions=[{"text": "What happened?"}],
+        documents=[{"page_content": "Doc text. " * 400, "score": 0.5}],
+    )
+    first = fit(body, model=MODEL, max_context_tokens=4096 + 600)
+    budgets, parts = dict(first.report.budgets), dict(first.report.overhead_parts)
+    assert budgets and parts and not first.report.passed_through
+    for mapping in (first.report.budgets, first.report.overhead_parts):
+        with pytest.raises(TypeError):
+            mapping["documents"] = -1  # type: ignore[index]
+        with pytest.raises(AttributeError):
+            mapping.clear()  # type: ignore[attr-defined]
+    second = fit(body, model=MODEL, max_context_tokens=4096 + 600)
+    assert second.report.budgets == budgets and second.report.overhead_parts == parts
+    plain = second.report.to_dict()
+    assert type(plain["budgets"]) is dict and type(plain["overhead_parts"]) is dict
+    assert json.loads(json.dumps(plain))["budgets"] == budgets
+    assert copy.deepcopy(second.report) == second.report == pickle.loads(pickle.dumps(second.report))
