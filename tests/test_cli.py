@@ -279,3 +279,12 @@ def test_fit_and_count_refuse_a_body_whose_content_the_format_does_not_read(tmp_
             assert result.exit_code == 2, (args, forced, result.output)
             assert "is not read by the" in result.output or "are not read by the" in result.output
             assert "--format" in result.output and "input_format=" not in result.output
+
+
+def test_a_group_without_a_command_prints_its_help_and_exits_0() -> None:
+    for group in ([], ["session"]):
+        result = CliRunner().invoke(main, group)
+        assert result.exit_code == 0, result.output
+        assert result.stdout == CliRunner().invoke(main, [*group, "--help"]).stdout
+        assert result.stdout.startswith("Usage:") and "Commands:" in result.stdout
+        assert not result.stderr
