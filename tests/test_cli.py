@@ -288,3 +288,20 @@ def test_a_group_without_a_command_prints_its_help_and_exits_0() -> None:
         assert result.stdout == CliRunner().invoke(main, [*group, "--help"]).stdout
         assert result.stdout.startswith("Usage:") and "Commands:" in result.stdout
         assert not result.stderr
+
+
+def test_fit_count_all_counts_every_text_as_the_library_does(tmp_path: Path) -> None:
+    docs = [f"Passage {i}: the witness described exhibit EX-{i} at length. " * 60 for i in range(30)]
+    body = {
+        "questions": [{"text": "Which exhibit?"}],
+        "documents": [{"page_content": d, "score": 1 - i / 100} for i, d in enumerate(docs)],
+    }
+    args = ["fit", _write(tmp_path, body), "--model", "gpt-4o", "--max-context-tokens", "8000", "--json"]
+    lazy, exact = (
+        json.loads(CliRunner().invoke(main, [*args, *more]).output) for more in ([], ["--count-all"])
+    )
+    assert lazy["report"]["uncounted_items"] > 0 and exact["report"]["uncounted_items"] == 0
+    assert exact["request"] == lazy["request"]
+    library = ctxbudget.fit(body, model="gpt-4o", max_context_tokens=8000, count_all=True)
+    assert exact["report"] == library.report.to_dict()
+    assert "--count-all" in CliRunner().invoke(main, ["fit", "--help"]).output
