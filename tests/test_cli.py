@@ -269,3 +269,39 @@ def test_a_ceiling_that_is_not_a_finite_number_is_a_usage_error(tmp_path: Path) 
         for value in ("nan", "inf", "-1"):
             result = CliRunner().invoke(main, [*command, "--cost-ceiling", value])
             assert result.exit_code == 2 and "--cost-ceiling" in result.output, (command, value)
+
+
+def test_fit_and_count_refuse_a_body_whose_content_the_format_does_not_read(tmp_path: Path) -> None:
+    chat = _write(tmp_path, {"messages": [{"role": "user", "content": "word " * 2000}], "input": "hi"})
+    for args in (["fit", "--max-context-tokens", "5000", "--json"], ["count"]):
+        for forced in (["--format", "question"], ["--format", "responses"], []):
+            result = CliRunner().invoke(main, [args[0], chat, "--model", "gpt-4o", *forced, *args[1:]])
+            assert result.exit_code == 2, (args, forced, result.output)
+            assert "is not read by the" in result.output or "are not read by the" in result.output
+            assert "--format" in result.output and "input_format=" not in result.output
+
+
+def test_a_group_without_a_command_prints_its_help_and_exits_0() -> None:
+    for group in ([], ["session"]):
+        result = CliRunner().invoke(main, group)
+        assert result.exit_code == 0, result.output
+        assert result.stdout == CliRunner().invoke(main, [*group, "--help"]).stdout
+        assert result.stdout.startswith("Usage:") and "Commands:" in result.stdout
+        assert not result.stderr
+
+
+def test_fit_count_all_counts_every_text_as_the_library_does(tmp_path: Path) -> None:
+    docs = [f"Passage {i}: the witness described exhibit EX-{i} at length. " * 60 for i in range(30)]
+    body = {
+        "questions": [{"text": "Which exhibit?"}],
+        "documents": [{"page_content": d, "score": 1 - i / 100} for i, d in enumerate(docs)],
+    }
+    args = ["fit", _write(tmp_path, body), "--model", "gpt-4o", "--max-context-tokens", "8000", "--json"]
+    lazy, exact = (
+        json.loads(CliRunner().invoke(main, [*args, *more]).output) for more in ([], ["--count-all"])
+    )
+    assert lazy["report"]["uncounted_items"] > 0 and exact["report"]["uncounted_items"] == 0
+    assert exact["request"] == lazy["request"]
+    library = ctxbudget.fit(body, model="gpt-4o", max_context_tokens=8000, count_all=True)
+    assert exact["report"] == library.report.to_dict()
+    assert "--count-all" in CliRunner().invoke(main, ["fit", "--help"]).output

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import copy
 import json
+import pickle
+import re
 
 import pytest
 
@@ -286,6 +288,63 @@ def test_invalid_request_names_the_json_path() -> None:
     assert info.value.path == "$.documents[0].page_content"
 
 
+LONG_CHAT = {"messages": [{"role": "user", "content": "word " * 2000}], "input": "hi"}
+
+
+@pytest.mark.parametrize(
+    ("body", "input_format", "fields"),
+    [
+        (LONG_CHAT, "question", "`messages`, `input` are not read by the question format"),
+        (LONG_CHAT, "responses", "`messages` is not read by the responses format"),
+        (LONG_CHAT, "openai", "`input` is not read by the openai format"),
+        (LONG_CHAT, None, "`input` is not read by the openai format the body was detected as"),
+        ({"messages": [{"role": "user", "content": "hi"}], "input": "word " * 2000}, None, "`input`"),
+        (
+            {"input": "hi", "questions": [{"text": "q"}]},
+            None,
+            "`questions` is not read by the responses",
+        ),
+        ({"questions": [{"text": "q"}], "system": "s"}, None, "`system` is not read by the question format"),
+        (
+            {"messages": [{"role": "user", "content": "hi"}]},
+            "question",
+            "`messages` is not read by the question",
+        ),
+    ],
+)
+def test_content_in_fields_of_another_format_is_refused(
+    body: dict, input_format: str | None, fields: str
+) -> None:
+    for call in (fit, count):
+        with pytest.raises(InvalidRequestError, match=re.escape(fields)):
+            call(body, model=MODEL, input_format=input_format)
+
+
+def test_a_chat_body_may_carry_extras_that_openai_compatible_servers_read() -> None:
+    """vLLM reads ``documents`` on a chat body (RAG chat templates): not held against it."""
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "documents": [{"text": "d"}]}
+    assert fit(body, model=MODEL).report.passed_through
+
+
+def test_fields_without_content_of_another_format_pass() -> None:
+    body = {
+        "model": "gpt-4o",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 10,
+        "metadata": {"user": "u"},
+        "stream": False,
+        "input": None,
+        "documents": [],
+        "instructions": "",
+    }
+    assert count(body, model=MODEL)["format"] == "openai"
+    assert fit(body, model=MODEL).report.passed_through
+    assert (
+        count({"input": "hi", "instructions": "be brief", "tools": []}, model=MODEL)["format"] == "responses"
+    )
+    assert count({"questions": [{"text": "q"}], "instructions": []}, model=MODEL)["format"] == "question"
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -370,3 +429,26 @@ def test_the_memo_tells_minus_zero_from_zero() -> None:
     second = {**first, "temperature": -0.0}
     assert json.dumps(fit(first, model="gpt-4o").request["temperature"]) == "0.0"
     assert json.dumps(fit(second, model="gpt-4o").request["temperature"]) == "-0.0"
+
+
+def test_a_remembered_report_cannot_be_changed_by_a_caller() -> None:
+    """The memo hands one report to every later fit of the same request: its mappings are read-only."""
+    body = question(
+        role="Be precise. " * 50,
+        questions=[{"text": "What happened?"}],
+        documents=[{"page_content": "Doc text. " * 400, "score": 0.5}],
+    )
+    first = fit(body, model=MODEL, max_context_tokens=4096 + 600)
+    budgets, parts = dict(first.report.budgets), dict(first.report.overhead_parts)
+    assert budgets and parts and not first.report.passed_through
+    for mapping in (first.report.budgets, first.report.overhead_parts):
+        with pytest.raises(TypeError):
+            mapping["documents"] = -1  # type: ignore[index]
+        with pytest.raises(AttributeError):
+            mapping.clear()  # type: ignore[attr-defined]
+    second = fit(body, model=MODEL, max_context_tokens=4096 + 600)
+    assert second.report.budgets == budgets and second.report.overhead_parts == parts
+    plain = second.report.to_dict()
+    assert type(plain["budgets"]) is dict and type(plain["overhead_parts"]) is dict
+    assert json.loads(json.dumps(plain))["budgets"] == budgets
+    assert copy.deepcopy(second.report) == second.report == pickle.loads(pickle.dumps(second.report))

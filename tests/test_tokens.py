@@ -13,7 +13,7 @@ import tiktoken
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxbudget import ConfigError, UnknownEncodingError, count, get_encoding
+from ctxbudget import ConfigError, InvalidRequestError, UnknownEncodingError, count, get_encoding
 from ctxbudget.tokens import encoding_name_for_model
 from ctxbudget.tokens.bundled import _read_vocabulary
 from ctxbudget.tokens.counter import TokenCounter
@@ -263,3 +263,37 @@ def test_counter_scale_and_unscale_round_conservatively(o200k: object) -> None:
     for raw in range(0, 200):
         assert counter.scale(raw) >= raw * 1.3 - 1e-6
         assert counter.scale(counter.unscale(raw)) <= raw
+
+
+# Every whitespace character tiktoken's regex knows (Unicode White_Space), but the newlines.
+BLANKS = [
+    " ",
+    "\t",
+    "\x0b",
+    "\x0c",
+    "\x85",
+    "\u00a0",
+    "\u1680",
+    "\u2000",
+    "\u2028",
+    "\u2029",
+    "\u202f",
+    "\u3000",
+]
+
+
+@pytest.mark.parametrize("blank", BLANKS)
+def test_a_run_of_any_whitespace_that_would_overflow_the_tokenizer_is_refused_before_it(
+    blank: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    for run in (blank * 1_000_000, "\n" + blank * 1_000_000, (blank + "\r") * 10 + blank * 1_000_000):
+        body = {"questions": [{"text": "q"}], "documents": [{"page_content": "word " * 10 + run + " end"}]}
+        with pytest.raises(InvalidRequestError, match="whitespace characters"):
+            count(body, model="gpt-4o")
+    assert "panicked" not in capfd.readouterr().err  # refused up front: the tokenizer never saw it
+
+
+def test_newlines_end_a_whitespace_run_and_long_newline_runs_are_tokenized() -> None:
+    for run in ("\n" * 1_000_000, "\r" * 1_000_000, "\r\n" * 500_000, (" " * 300_000 + "\n") * 4):
+        body = {"questions": [{"text": "q"}], "documents": [{"page_content": "word " * 10 + run + "end"}]}
+        assert count(body, model="gpt-4o")["tokens"] > 0

@@ -253,6 +253,11 @@ class OneLineGroup(click.Group):
         try:
             return super().main(*args, **kwargs)
         except click.exceptions.UsageError as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError" and exc.ctx is not None:
+                # A group given no command (click 8.2+; 8.1 printed the help itself): its help
+                # on stdout and exit 0, as --help does.
+                click.echo(exc.ctx.get_help(), color=exc.ctx.color)
+                sys.exit(0)
             where = f" ({exc.ctx.command_path} --help)" if exc.ctx is not None else ""
             fail(f"{exc.format_message()}{where}", EXIT_USAGE)
         except click.exceptions.Abort:

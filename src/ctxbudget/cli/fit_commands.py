@@ -80,6 +80,12 @@ from .base import (
     show_default=True,
     help="Order of kept documents in the output.",
 )
+@click.option(
+    "--count-all",
+    is_flag=True,
+    help="Count every text exactly (by default a text whose lower bound shows it cannot fit is "
+    "dropped uncounted, and tokens before is then a lower bound); the fitted request is the same.",
+)
 def fit_command(
     source: str,
     model: str | None,
@@ -96,6 +102,7 @@ def fit_command(
     split_documents: bool,
     semantic: bool,
     body_only: bool,
+    count_all: bool,
 ) -> None:
     """Fit a request (JSON file or stdin) into the model's window and print the result."""
     if not semantic:  # the embedding model (torch) is left to tear itself down
@@ -120,6 +127,7 @@ def fit_command(
             passage_scorer=scorer,
             catalog=load_catalog(catalogs),
             unknown_model=unknown_model,  # type: ignore[arg-type]
+            count_all=count_all,
         )
         _print_fit(result, body_only=body_only, as_json=as_json)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..catalog.values import WindowResolution
 from ..errors import ConfigError
-from ..formats import detect_format, get_format
+from ..formats import resolve_format
 from ..items import Component, Item, ItemKey, Rendering, RequestFormat
 from ..lazy_measure import LazyMeasurement
 from ..tokens.counter import TokenCounter
@@ -154,7 +154,7 @@ def open_context(request: Mapping[str, Any], setup: FitSetup) -> FitContext:
     """Resolve the room, parse and render the request, measure it once, and split the budget."""
     options = setup.options
     window = Window.of(setup.resolution, options.reserve_output_tokens)
-    fmt = get_format(options.input_format) if options.input_format else detect_format(request)
+    fmt = resolve_format(request, options.input_format)
     counter = setup.catalog.counter_for(options.model, options.safety_factor)
     items, rendering = fmt.parse_and_render(request)
     measured = LazyMeasurement(rendering, counter.encoding)

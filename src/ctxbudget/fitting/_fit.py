@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..catalog.catalog import Catalog, UnknownModel
-from ..conversation import mark_conversation
-from ..formats import detect_format, get_format
+from ..formats import resolve_format
 from ..formats.jsonvalue import JsonShape
 from ..gcpause import collector_paused
 from ..items import HistoryCut, Plan
@@ -218,6 +217,8 @@ def _marked(request: dict[str, Any], ctx: FitContext, setup: FitSetup) -> dict[s
         return request
     if spec.cache.mode != "explicit":
         return request
+    from ..conversation import mark_conversation
+
     counter = setup.catalog.counter_for(setup.options.model)
     return mark_conversation(request, model=setup.options.model, rules=spec.cache, counter=counter).body
 
@@ -246,7 +247,7 @@ def count(
     body_reserve(request)  # validated here too: a bad max_tokens is a bad request
     checked = catalog_of(catalog)
     resolution = checked.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
-    fmt = get_format(input_format) if input_format else detect_format(request)
+    fmt = resolve_format(request, input_format)
     counter = checked.counter_for(model, safety_factor)
     with collector_paused():
         items, rendering = fmt.parse_and_render(request)

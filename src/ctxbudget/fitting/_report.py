@@ -3,7 +3,7 @@ building one from a fit's context and outcome. A report is built once and never 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +14,32 @@ if TYPE_CHECKING:  # the report is built from them; they do not depend on it
     from ._context import FitContext
     from ._verify import Fitted
 
-__all__ = ["FitReport", "ItemReport", "build_report"]
+__all__ = ["FitReport", "ItemReport", "ReadOnlyCounts", "build_report"]
+
+
+class ReadOnlyCounts(Mapping[str, int]):
+    """Token counts by name that no caller can change (the memo hands one report to every later
+    fit of the same request). Compares equal to the same counts in a dict; copies and pickles."""
+
+    __slots__ = ("_counts",)
+
+    def __init__(self, counts: Mapping[str, int]) -> None:
+        self._counts = dict(counts)
+
+    def __getitem__(self, name: str) -> int:
+        return self._counts[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._counts)
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def __repr__(self) -> str:
+        return repr(self._counts)
+
+    def __reduce__(self) -> tuple[type[ReadOnlyCounts], tuple[dict[str, int]]]:
+        return type(self), (self._counts,)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,6 +93,11 @@ class FitReport:
     # The history cut in steps (``low_water``): where its kept run begins, for the next turn's
     # ``previous_cut``; None when it was not cut that way.
     history_cut: HistoryCut | None = None
+
+    def __post_init__(self) -> None:
+        # Every other field is immutable already (frozen values, tuples, strings, numbers).
+        for name in ("overhead_parts", "budgets"):
+            object.__setattr__(self, name, ReadOnlyCounts(getattr(self, name)))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict with snake_case keys (lists, not tuples)."""

@@ -12,12 +12,12 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ConfigError, InvalidRequestError
-from .detection import DETECTORS
+from .detection import DETECTORS, foreign_fields
 
 if TYPE_CHECKING:
     from ..items import RequestFormat
 
-__all__ = ["FORMATS", "FormatName", "detect_format", "get_format"]
+__all__ = ["FORMATS", "FormatName", "detect_format", "get_format", "resolve_format"]
 
 FormatName = Literal["question", "openai", "anthropic", "responses"]
 
@@ -78,3 +78,22 @@ def detect_format(request: Mapping[str, Any]) -> RequestFormat:
         "(responses) or `questions`/`documents` (question); name it with input_format=",
         "$",
     )
+
+
+def resolve_format(request: Mapping[str, Any], name: str | None = None) -> RequestFormat:
+    """The format called ``name``, else the detected one; a body carrying content in fields that
+    format does not read (a chat body given as ``question``, ``messages`` beside ``input``) is an
+    :class:`InvalidRequestError` naming them: their content would go uncounted."""
+    fmt = get_format(name) if name else detect_format(request)
+    foreign = foreign_fields(fmt.name, request)
+    if foreign:
+        one = len(foreign) == 1
+        owners = "; ".join(f"`{field}` is a field of {' and '.join(by)}" for field, by in foreign.items())
+        raise InvalidRequestError(
+            f"{', '.join(f'`{field}`' for field in foreign)} {'is' if one else 'are'} not read by the "
+            f"{fmt.name} format the body was {'given as' if name else 'detected as'} ({owners}), so "
+            f"{'its' if one else 'their'} content would not be counted; send the fields of one format "
+            "only, or name the body's format with input_format=",
+            "$",
+        )
+    return fmt

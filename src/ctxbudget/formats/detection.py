@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["DETECTORS", "is_anthropic", "is_openai", "is_question", "is_responses"]
+__all__ = [
+    "CONTENT_FIELDS",
+    "DETECTORS",
+    "foreign_fields",
+    "is_anthropic",
+    "is_openai",
+    "is_question",
+    "is_responses",
+]
 
 # Content parts only Chat Completions has (an Anthropic body has image, document, tool_use, ...).
 _OPENAI_PARTS = ("image_url", "input_audio", "file", "refusal")
@@ -75,3 +83,44 @@ DETECTORS: tuple[tuple[str, Callable[[Mapping[str, Any]], bool]], ...] = (
     ("responses", is_responses),
     ("question", is_question),
 )
+
+
+# The top-level fields each format reads as content (what its rendering counts). Other fields
+# (``model``, ``max_tokens``, ``metadata``, ``stream``, ...) carry no content and pass through.
+CONTENT_FIELDS: dict[str, frozenset[str]] = {
+    "anthropic": frozenset({"messages", "system", "tools"}),
+    "openai": frozenset({"messages", "tools", "functions", "response_format", "prediction"}),
+    "responses": frozenset({"input", "instructions", "tools"}),
+    "question": frozenset(
+        {
+            "role",
+            "questions",
+            "documents",
+            "history",
+            "instructions",
+            "examples",
+            "context",
+            "goals",
+            "expectJson",
+        }
+    ),
+}
+
+
+# The fields that are a request's content in one format and no provider's extra in another. The
+# question format's other fields (``documents``, ``context``, ``history``, ...) are also extras
+# that OpenAI-compatible servers accept on chat bodies (vLLM's ``documents`` for RAG templates):
+# they are not held against a chat body.
+PRIMARY_FIELDS = frozenset({"messages", "system", "input", "questions"})
+
+
+def foreign_fields(name: str, request: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The primary content fields of ``request`` (anything but null, false or empty) that the
+    format ``name`` does not read but another format does, each with the formats that read it:
+    that content would go uncounted and untrimmed."""
+    own = CONTENT_FIELDS[name]
+    return {
+        field: [other for other, fields in CONTENT_FIELDS.items() if field in fields]
+        for field, value in request.items()
+        if field in PRIMARY_FIELDS and field not in own and value not in (None, False, "", [], {})
+    }

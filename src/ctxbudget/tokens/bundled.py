@@ -21,12 +21,19 @@ from ..errors import ConfigError
 from .encoding import TiktokenEncoding
 from .image import read_image, write_image
 
-__all__ = ["VOCABULARY_SHA256", "load_bundled_encoding"]
+__all__ = ["IMAGE_SHA256", "VOCABULARY_SHA256", "load_bundled_encoding"]
 
 # The hashes tiktoken_ext.openai_public pins for the official files.
 VOCABULARY_SHA256 = {
     "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
     "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+}
+
+# The sha256 of each vocabulary's image payload (:func:`.image.image_payload` of its tokens in
+# rank order): an image on disk is used only when its payload has it.
+IMAGE_SHA256 = {
+    "o200k_base": "e5b05a98cb287c708574027ac20cbcdd98f7758b515d6dbfe63d5ab13f4a6648",
+    "cl100k_base": "ccbf0d8b860da50d4f0ac4ace5eaa3234888654419f798a8702235f8027ac40a",
 }
 
 _CONSTRUCTOR_LOCK = threading.Lock()
@@ -63,11 +70,11 @@ def _parse_tokens(name: str, raw: bytes) -> tuple[bytes, ...]:
 
 
 def _tokens(name: str) -> tuple[bytes, ...]:
-    """The vocabulary's tokens in rank order: from its checked image when there is one
+    """The vocabulary's tokens in rank order: from its image when its payload is the pinned one
     (:mod:`.image`), else parsed from the bundled file (checked against the pinned sha256) and
     kept as an image."""
     pinned = VOCABULARY_SHA256[name]
-    tokens = read_image(name, pinned)
+    tokens = read_image(name, pinned, IMAGE_SHA256[name])
     if tokens is None:
         tokens = _parse_tokens(name, _read_vocabulary(name))
         write_image(name, pinned, tokens)
