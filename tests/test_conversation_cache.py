@@ -406,3 +406,11 @@ def test_fit_places_the_breakpoints_when_asked() -> None:
     assert _marked(fit(body, model=MODEL).request) == []
     chat = {"model": "gpt-4o", "messages": [{"role": "system", "content": SYSTEM}, *_talk(3)[:-1]]}
     assert "cache_control" not in json.dumps(fit(chat, model="gpt-4o", cache_breakpoints=True).request)
+
+
+def test_a_stored_state_that_is_no_cut_is_ignored() -> None:
+    from ctxbudget.gateway.caching import state_of
+
+    for bad in ({"index": "3", "sha256": "x"}, {"index": -1, "sha256": "x"}, {"index": 2}, [1, 2], "cut"):
+        state = state_of({"conversation": {"history_cut": bad, "alive": ["a", 3]}})
+        assert state is not None and state.history_cut is None and state.alive == ("a",)
