@@ -61,7 +61,7 @@ def test_a_wrong_index_stores_nothing_and_next_index_numbers_the_turn(store: Ses
         store.append_turn("other", Turn(index=1, question="q"), [])
 
 
-def test_a_failure_inside_a_serialized_block_undoes_the_block(store: SessionStore) -> None:
+def test_a_failure_inside_a_serialized_block_undoes_the_block(store: SessionStore, store_target: str) -> None:
     with pytest.raises(ConfigError, match="later"), store.serialized("a"):
         store.append_turn("a", Turn(index=1, question="q"), [{"turn": 1}])
         raise ConfigError("a failure later in the step")
@@ -72,6 +72,7 @@ def test_a_failure_inside_a_serialized_block_undoes_the_block(store: SessionStor
         assert store.count_turns("a") == 0
         store.append_turn("a", Turn(index=1, question="q"), [])  # the failed step alone was undone
     assert [t.index for t in store.turns("a")] == [1]
+    assert [t.index for t in connect_store(store_target, mode="read").turns("a")] == [1]  # stored
 
 
 def test_calibration_update_reads_applies_and_stores(store: SessionStore) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ctxbudget import ConfigError, StoreError
+from ctxbudget import StoreError
 from ctxbudget.cli import main
 from ctxbudget.session import SessionMeta, SQLiteStore, Turn
 
@@ -271,19 +271,6 @@ def test_an_empty_file_is_no_store_to_read_but_becomes_one_when_written(tmp_path
     with pytest.raises(StoreError, match="is empty"):
         SQLiteStore(path, mode="read")
     assert SQLiteStore(path, mode="write").schema_version() == 2
-
-
-def test_a_failure_inside_a_serialized_block_stores_nothing(tmp_path: Path) -> None:
-    store = _store(tmp_path / "s.db")
-    with pytest.raises(ConfigError, match="later"), store.serialized("a"):
-        store.append_turn("a", Turn(index=1, question="q"), [{"turn": 1}])
-        raise ConfigError("a failure later in the step")
-    assert store.turns("a") == [] and store.ledger("a") == []
-    with store.serialized("a"):
-        with pytest.raises(ConfigError, match="expects turn 1"):
-            store.append_turn("a", Turn(index=5, question="q"), [])
-        store.append_turn("a", Turn(index=1, question="q"), [])  # the failed step alone was undone
-    assert [t.index for t in SQLiteStore(tmp_path / "s.db").turns("a")] == [1]
 
 
 ADDER = """
