@@ -27,6 +27,7 @@ __all__ = [
     "plan_breakpoints",
     "predict_cache",
     "prefix_hashes",
+    "read_block",
 ]
 
 LOOKBACK_BLOCKS = 20
@@ -145,6 +146,24 @@ def plan_breakpoints(
     return points, warnings
 
 
+def read_block(
+    ends: Sequence[int],
+    previous_hashes: frozenset[str],
+    block_hashes: Sequence[str],
+    reach: int | None = LOOKBACK_BLOCKS,
+) -> int:
+    """The last block of the longest prefix cached before that a lookup from one of ``ends``
+    finds, walking back at most ``reach`` blocks (None: to the start); -1 when none is found."""
+    best = -1
+    for end in ends:
+        low = -1 if reach is None else max(-1, end - reach - 1)
+        for j in range(end, low, -1):
+            if block_hashes[j] in previous_hashes:
+                best = max(best, j)
+                break
+    return best
+
+
 def _read_tokens(
     breakpoints: Sequence[Breakpoint],
     previous_hashes: frozenset[str],
@@ -153,17 +172,10 @@ def _read_tokens(
 ) -> int:
     """The longest prefix the provider finds cached: from each breakpoint it looks back up to 20
     blocks for a prefix the previous turn cached (with no block data: the breakpoints only)."""
-    read = 0
-    for point in breakpoints:
-        if block_hashes is None or block_tokens is None:
-            if point.prefix_sha256 in previous_hashes:
-                read = max(read, point.prefix_tokens)
-            continue
-        for j in range(point.block, max(-1, point.block - LOOKBACK_BLOCKS - 1), -1):
-            if block_hashes[j] in previous_hashes:
-                read = max(read, block_tokens[j])
-                break
-    return read
+    if block_hashes is None or block_tokens is None:
+        return max((p.prefix_tokens for p in breakpoints if p.prefix_sha256 in previous_hashes), default=0)
+    found = read_block([p.block for p in breakpoints], previous_hashes, block_hashes)
+    return block_tokens[found] if found >= 0 else 0
 
 
 def predict_cache(

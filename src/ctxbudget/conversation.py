@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .cache import AUTOMATIC_STEP, LOOKBACK_BLOCKS, Breakpoint, CachePrediction, predict_cache
+from .cache import AUTOMATIC_STEP, LOOKBACK_BLOCKS, Breakpoint, CachePrediction, predict_cache, read_block
 from .catalog.values import CacheRules
 from .formats.anthropic import block_tokens
 from .tokens.counter import TokenCounter
@@ -157,21 +157,17 @@ def is_mark(value: Any) -> bool:
     return isinstance(value, Mapping)
 
 
-def _last_markable_any(blocks: list[tuple[Where, Mapping[str, Any]]]) -> int | None:
-    found = [n for n, (_, block) in enumerate(blocks) if _markable(block)]
-    return found[-1] if found else None
-
-
 def _markable(block: Mapping[str, Any]) -> bool:
     if block.get("type") in _UNMARKABLE:
         return False
     return block.get("type") != "text" or bool(block.get("text"))
 
 
-def _last_markable(blocks: list[tuple[Where, Mapping[str, Any]]], message: int) -> int | None:
+def _last_markable(blocks: list[tuple[Where, Mapping[str, Any]]], message: int | None = None) -> int | None:
+    """The last block that may carry a mark: of message ``message``, or of the whole body."""
     found = None
     for n, (where, block) in enumerate(blocks):
-        if where[0] == "message" and where[1] == message and _markable(block):
+        if (message is None or (where[0] == "message" and where[1] == message)) and _markable(block):
             found = n
     return found
 
@@ -217,7 +213,7 @@ def mark_conversation(
         return ConversationCache(dict(body), marks, tuple(hashes), tuple(tokens))
     client = {n: _ttl(block.get("cache_control")) for n, (_, block) in enumerate(blocks)}
     client = {n: ttl for n, ttl in client.items() if ttl}
-    automatic = _last_markable_any(blocks) if is_mark(body.get("cache_control")) else None
+    automatic = _last_markable(blocks) if is_mark(body.get("cache_control")) else None
     if automatic is not None:  # a top-level mark: the provider marks the last block itself
         client.setdefault(automatic, _ttl(body.get("cache_control")))
     chosen = dict.fromkeys(client, "client")
@@ -300,25 +296,17 @@ def predict_conversation(
 
 def _read_hash(plan: ConversationCache, alive: frozenset[str], mode: str) -> list[str]:
     """The hash of the prefix a turn reads: the longest alive one found from a mark (walking back
-    at most 20 blocks, or from the end without limit for automatic caching)."""
-    best = -1
-    for mark in plan.marks:
-        reach = mark.block + 1 if mode == "automatic" else LOOKBACK_BLOCKS + 1
-        for n in range(mark.block, max(-1, mark.block - reach), -1):
-            if plan.hashes[n] in alive:
-                best = max(best, n)
-                break
-    return [plan.hashes[best]] if best >= 0 else []
+    at most 20 blocks, or without limit for automatic caching)."""
+    reach = None if mode == "automatic" else LOOKBACK_BLOCKS
+    found = read_block([m.block for m in plan.marks], alive, plan.hashes, reach)
+    return [plan.hashes[found]] if found >= 0 else []
 
 
 def _automatic(plan: ConversationCache, alive: frozenset[str], total: int) -> CachePrediction:
     """Automatic caching: the longest prefix seen before (any block), in 128-token steps; the
     whole prompt is written for the next turn."""
-    read = 0
-    for n in range(len(plan.hashes) - 1, -1, -1):
-        if plan.hashes[n] in alive:
-            read = plan.tokens[n] // AUTOMATIC_STEP * AUTOMATIC_STEP
-            break
+    found = read_block([len(plan.hashes) - 1], alive, plan.hashes, None) if plan.hashes else -1
+    read = plan.tokens[found] // AUTOMATIC_STEP * AUTOMATIC_STEP if found >= 0 else 0
     written = max(0, plan.marks[-1].prefix_tokens - read) if plan.marks else 0
     return CachePrediction(
         read_tokens=read,
