@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from ctxbudget import ConfigError, InvalidRequestError, UnknownEncodingError, count, get_encoding
 from ctxbudget.tokens import encoding_name_for_model
-from ctxbudget.tokens.bundled import _read_vocabulary
+from ctxbudget.tokens.bundled import _ranks, _read_vocabulary, load_bundled_encoding
 from ctxbudget.tokens.counter import TokenCounter
 from ctxbudget.tokens.encoding import (
     _HARD_BOUNDARY,
@@ -25,6 +25,7 @@ from ctxbudget.tokens.encoding import (
     first_space_boundary,
     last_space_boundary,
 )
+from ctxbudget.tokens.small import SMALL_PIECE_BYTES, SMALL_TEXT_CHARS, SMALL_TOTAL_CHARS, SmallTexts
 
 SAMPLES = [
     "",
@@ -133,6 +134,67 @@ tricky_pieces = st.sampled_from(
     ]
 )
 tricky_texts = st.lists(tricky_pieces | st.text(max_size=4), max_size=50).map("".join)
+
+
+@pytest.fixture(scope="module")
+def small_encoders() -> dict[str, SmallTexts]:
+    """Fresh small-text encoders over the bundled ranks, one per encoding (budget never spent:
+    the property below calls them hundreds of times)."""
+    out = {}
+    for name in URLS:
+        small = SmallTexts.for_encoding(name, _ranks(name)[0])
+        assert small is not None
+        out[name] = small
+    return out
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(max_size=300) | texts_with_lines | tricky_texts)
+def test_short_texts_encode_as_stock_tiktoken_before_any_build(
+    stock_tiktoken: dict[str, Any], small_encoders: dict[str, SmallTexts], text: str
+) -> None:
+    for name, reference in stock_tiktoken.items():
+        small = small_encoders[name]
+        small._spent = 0  # one property run spends no budget for the next
+        found = small.encode(text)
+        assert found is not None  # no pre-token here is over the merge limit
+        assert found == reference.encode_ordinary(text)
+
+
+def test_long_pretokens_and_long_texts_go_to_tiktoken_with_the_same_tokens(
+    stock_tiktoken: dict[str, Any],
+) -> None:
+    small = SmallTexts.for_encoding("o200k_base", _ranks("o200k_base")[0])
+    assert small is not None
+    assert small.encode("q" * (SMALL_PIECE_BYTES + 1)) is None  # one pre-token, not one token
+    assert small.encode("word " * (SMALL_TEXT_CHARS // 5 + 1)) is None
+    encoding = load_bundled_encoding("o200k_base")
+    for text in ["q" * 5000, "word " * 5000, "short text"]:
+        assert encoding.encode(text) == stock_tiktoken["o200k_base"].encode_ordinary(text)
+
+
+def test_the_budget_of_small_texts_runs_out_then_tiktoken_encodes() -> None:
+    small = SmallTexts.for_encoding("cl100k_base", _ranks("cl100k_base")[0])
+    assert small is not None
+    line = "a short line of text\n" * 500
+    spent = 0
+    while spent + len(line) <= SMALL_TOTAL_CHARS:
+        assert small.encode(line) is not None
+        spent += len(line)
+    assert small.encode(line) is None
+
+
+def test_counting_a_short_text_builds_no_tiktoken_encoder() -> None:
+    code = (
+        "import sys\n"
+        "from ctxbudget import count_text\n"
+        "assert count_text('hello world', model='gpt-4o') == 2\n"
+        "assert 'tiktoken' not in sys.modules, 'tiktoken was imported for a short text'\n"
+        "from ctxbudget.tokens.registry import get_encoding\n"
+        "assert get_encoding('o200k_base').encode('word ' * 20000)\n"
+        "assert 'tiktoken' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

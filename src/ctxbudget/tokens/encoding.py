@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 from operator import itemgetter
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import ConfigError, InvalidRequestError
+from .small import SmallTexts
 
 __all__ = [
     "Encoding",
@@ -79,6 +80,13 @@ def _long_blank_run(text: str) -> int:
         return 0
     longest = max((m.end() - m.start() for m in _BLANK_RUN.finditer(text)), default=0)
     return longest if longest >= _LONG else 0
+
+
+class _Named:
+    """A deferred encoding's stand-in until it is built: its name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
 
 
 class _Untokenizable(Exception):
@@ -167,6 +175,8 @@ class TiktokenEncoding:
 
     ``proven_boundaries`` must only be set for encodings whose split pattern is covered by the
     proof above (o200k_base, cl100k_base); it enables the two-thread encode of long texts.
+    :meth:`deferred` builds the tiktoken encoding only when a text needs it: short texts are
+    encoded by a :class:`~.small.SmallTexts` first (same tokens; see that module).
     """
 
     def __init__(
@@ -178,23 +188,52 @@ class TiktokenEncoding:
                 f"encoding {encoding.name!r} has a {longest}-byte token; at most {MAX_TOKEN_BYTES} is supported"
             )
         self._encoding = encoding
+        self._name = str(encoding.name)
         self._byte_lengths = byte_lengths
         self._proven = proven_boundaries
+        self._build: Callable[[], Any] | None = None
+        self._small: SmallTexts | None = None
+        self._build_lock = threading.Lock()
+
+    @classmethod
+    def deferred(
+        cls,
+        name: str,
+        build: Callable[[], Any],
+        byte_lengths: Sequence[int],
+        *,
+        small: SmallTexts | None,
+        proven_boundaries: bool = False,
+    ) -> TiktokenEncoding:
+        """An encoding whose ``tiktoken.Encoding`` is made by ``build`` when first needed."""
+        encoding = cls(_Named(name), byte_lengths, proven_boundaries=proven_boundaries)
+        encoding._encoding, encoding._build, encoding._small = None, build, small
+        return encoding
 
     @property
     def name(self) -> str:
         """The tiktoken encoding name."""
-        return str(self._encoding.name)
+        return self._name
 
     @property
     def tiktoken(self) -> Any:
-        """The underlying ``tiktoken.Encoding`` (for callers that need its full API)."""
-        return self._encoding
+        """The underlying ``tiktoken.Encoding`` (for callers that need its full API; built now
+        if it was deferred)."""
+        return self._built()
 
     @property
     def proven_boundaries(self) -> bool:
         """Whether hard boundaries are proven for this encoding's split pattern."""
         return self._proven
+
+    def _built(self) -> Any:
+        if self._encoding is None:
+            with self._build_lock:
+                if self._encoding is None:
+                    assert self._build is not None
+                    self._encoding = self._build()
+                    self._small = None  # the built encoder is faster from now on
+        return self._encoding
 
     def encode(self, text: str) -> list[int]:
         """Encode with ``encode_ordinary``: special-token text is counted, never raised on.
@@ -212,7 +251,7 @@ class TiktokenEncoding:
 
     def decode(self, tokens: Sequence[int]) -> str:
         """The text of ``tokens`` (bytes that are not whole UTF-8 characters become U+FFFD)."""
-        return str(self._encoding.decode(list(tokens)))
+        return str(self._built().decode(list(tokens)))
 
     def token_lengths(self, text: str) -> bytes:
         """Each token's byte length, one byte a token (pieces of a long text on two threads).
@@ -235,7 +274,9 @@ class TiktokenEncoding:
         try:
             if run:
                 raise _Untokenizable  # refused before the tokenizer panics (and prints its trace)
-            tokens: list[int] = self._encoding.encode_ordinary(text)
+            small = self._small
+            found = small.encode(text) if small is not None else None
+            tokens: list[int] = self._built().encode_ordinary(text) if found is None else found
         except BaseException as exc:  # pyo3's PanicException derives from BaseException
             if type(exc).__name__ not in ("PanicException", "_Untokenizable"):
                 raise

