@@ -1,6 +1,10 @@
 from __future__ import annotations
 
 import itertools
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxbudget import fit, render_question
 from ctxbudget.trim.passages import (
@@ -13,7 +17,7 @@ from ctxbudget.trim.passages import (
     select_regions,
     split_passages,
 )
-from ctxbudget.trim.passages._passage import reads_as_lines
+from ctxbudget.trim.passages._passage import citation_of, reads_as_lines
 from ctxbudget.trim.passages._windows import _best_window
 
 TRANSCRIPT = "".join(
@@ -104,9 +108,6 @@ def test_fit_splits_an_over_long_document_into_cited_verbatim_passages() -> None
     without = fit(request, model="gpt-4o", max_context_tokens=600, reserve_output_tokens=0)
     assert without.request["documents"] == []  # the seed's behaviour: an over-long document is dropped whole
 
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 lines = st.lists(
     st.sampled_from(
@@ -344,3 +345,48 @@ def test_transcripts_and_numbered_records_read_as_lines() -> None:
     assert reads_as_lines("12:1 Q. Did you send it?\n12:2 A. Yes.\n")
     prose = "The parties agree as follows.\nEach keeps the other's secrets.\nNo licence is granted.\n"
     assert not reads_as_lines(prose + "Section 2: Term. This lasts a year.\n")
+
+
+# The plain definitions the fast line-start searches must agree with.
+_SPEAKER_LINES = re.compile(r"^[^\s:][^\n:]{0,40}:\s", re.MULTILINE)
+_PAGE_LINES = re.compile(r"^(\d{1,4}:\d{1,3})\s", re.MULTILINE)
+line_pieces = st.sampled_from(
+    [
+        "\n",
+        "\r\n",
+        "\r",
+        " ",
+        ":",
+        "Anna:",
+        "Anna: ",
+        "Ben:\n",
+        "12:3 ",
+        "12:34\n",
+        "1:2",
+        "x",
+        "Q.",
+        "\t",
+        "\x0b",
+    ]
+)
+lined_texts = st.lists(line_pieces | st.text(max_size=6), max_size=40).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(lined_texts)
+def test_line_starts_are_found_as_the_multiline_patterns_find_them(text: str) -> None:
+    lines = len(text.splitlines())
+    plain = len(_SPEAKER_LINES.findall(text)) + len(_PAGE_LINES.findall(text))
+    reads_as_lines.cache_clear()
+    assert reads_as_lines(text) == (plain > lines * 0.3)
+
+
+@settings(max_examples=500, deadline=None)
+@given(lined_texts, st.integers(0, 60), st.integers(0, 60))
+def test_citations_read_the_page_line_marks_of_the_slice(text: str, a: int, b: int) -> None:
+    start, end = sorted((min(a, len(text)), min(b, len(text))))
+    marks = _PAGE_LINES.findall(text[start:end])
+    expected = (
+        (marks[0] if len(marks) == 1 else f"{marks[0]}-{marks[-1]}") if marks else f"chars {start}-{end}"
+    )
+    assert citation_of(text, start, end) == expected

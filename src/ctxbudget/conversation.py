@@ -135,12 +135,21 @@ def _prefixes(
     digest = hashlib.sha256(model.encode("utf-8"))
     hashes, tokens, running = [], [], 0
     for block in blocks:
-        text = _block_text(block)
-        digest.update(json.dumps([block.get("_role"), text], ensure_ascii=False).encode("utf-8"))
+        _hash_block(digest, block.get("_role"), _block_text(block))
         hashes.append(digest.copy().hexdigest())
         running += count_block(block, counter) + BLOCK_FRAMING_TOKENS
         tokens.append(running)
     return hashes, tokens
+
+
+def _hash_block(digest: Any, role: Any, text: str) -> None:
+    """Adds one block to a prefix's hash: its role and text, each after its length, so no two
+    sequences of blocks hash alike. The text goes in as its UTF-8 bytes, not inside a JSON
+    string: escaping a 500 kB document took about 1 ms of every turn that carries it."""
+    label = "" if role is None else "=" + str(role)  # no role is not the role ""
+    data = text.encode("utf-8", "surrogatepass")
+    digest.update(f"{len(label)}:{label}{len(data)}:".encode("utf-8", "surrogatepass"))
+    digest.update(data)
 
 
 def count_block(block: Mapping[str, Any], counter: TokenCounter) -> int:

@@ -26,17 +26,20 @@ from .text import Span
 __all__ = ["GAP", "cut_message", "question_of", "question_spans"]
 
 _PARAGRAPH = re.compile(r"\n\s*\n")
+_VISIBLE = re.compile(r"\S")  # ``\s`` is ``str.isspace``, what ``strip`` strips
 _LABEL = re.compile(r"^\s*(question|query|q|task|ask)\s*[:.)-]", re.IGNORECASE)
 _MAX_QUESTION_CHARS = 2000
 
 
 def _paragraphs(text: str) -> list[tuple[int, int]]:
+    """The text's paragraphs that hold more than whitespace (searched in place: no slice of a
+    500 kB message is copied to see whether it is blank)."""
     spans, start = [], 0
     for gap in _PARAGRAPH.finditer(text):
-        if text[start : gap.start()].strip():
+        if _VISIBLE.search(text, start, gap.start()):
             spans.append((start, gap.start()))
         start = gap.end()
-    if text[start:].strip():
+    if _VISIBLE.search(text, start):
         spans.append((start, len(text.rstrip())))
     return spans
 

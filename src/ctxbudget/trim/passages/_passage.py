@@ -17,8 +17,16 @@ from ..sentences import iter_sentence_ends
 
 __all__ = ["PASSAGE_TOKENS", "Passage", "citation_of", "passage_tokens", "reads_as_lines", "split_passages"]
 
-_SPEAKER = re.compile(r"^[^\s:][^\n:]{0,40}:\s", re.MULTILINE)
-_PAGE_LINE = re.compile(r"^(\d{1,4}:\d{1,3})\s", re.MULTILINE)
+# Lines that start with a speaker's label (``Name: ``) or a ``page:line`` mark. Each is found from
+# the newline before it (the text's own start is matched apart): a pattern that begins with a
+# literal is searched for that literal first, where ``^`` in MULTILINE mode is tried at every
+# position (522 kB of prose: 0.5 ms instead of 3.3 ms; 2 MB of transcripts: 3.5 ms instead of
+# 17 ms). The lookahead keeps the newline the only character taken, so a label whose ``\s`` is
+# the next line's newline does not hide that line (property-tested against the ``^`` patterns).
+_SPEAKER_HERE = re.compile(r"[^\s:][^\n:]{0,40}:\s")
+_SPEAKER_AFTER = re.compile(r"\n(?=[^\s:][^\n:]{0,40}:\s)")
+_PAGE_LINE_HERE = re.compile(r"(\d{1,4}:\d{1,3})\s")
+_PAGE_LINE_AFTER = re.compile(r"\n(?=(\d{1,4}:\d{1,3})\s)")
 
 
 @dataclass(frozen=True)
@@ -38,8 +46,15 @@ def reads_as_lines(text: str) -> bool:
 
     Cached by content: splitting a document and then selecting from it both ask (4 ms for a
     200 kB manual each time)."""
-    lines = len(text.splitlines())
-    return len(_SPEAKER.findall(text)) + len(_PAGE_LINE.findall(text)) > lines * 0.3
+    starts = _line_starts(text, _SPEAKER_HERE, _SPEAKER_AFTER) + _line_starts(
+        text, _PAGE_LINE_HERE, _PAGE_LINE_AFTER
+    )
+    return starts > 0 and starts > len(text.splitlines()) * 0.3
+
+
+def _line_starts(text: str, here: re.Pattern[str], after: re.Pattern[str]) -> int:
+    """Lines of ``text`` that start with ``here`` (the first line, then each after a newline)."""
+    return (here.match(text) is not None) + len(after.findall(text))
 
 
 def _units(text: str) -> list[tuple[int, int]]:
@@ -95,7 +110,8 @@ def _hard_cut(text: str, start: int, end: int, max_chars: int) -> list[tuple[int
 
 def citation_of(text: str, start: int, end: int) -> str:
     """A ``page:line`` range for a numbered stretch, else its character range."""
-    marks = _PAGE_LINE.findall(text[start:end])
+    first = _PAGE_LINE_HERE.match(text, start, end)
+    marks = ([first.group(1)] if first else []) + _PAGE_LINE_AFTER.findall(text, start, end)
     if marks:
         return marks[0] if len(marks) == 1 else f"{marks[0]}-{marks[-1]}"
     return f"chars {start}-{end}"
