@@ -26,7 +26,6 @@ from .text import Span
 __all__ = ["GAP", "cut_message", "question_of", "question_spans"]
 
 _PARAGRAPH = re.compile(r"\n\s*\n")
-_VISIBLE = re.compile(r"\S")  # ``\s`` is ``str.isspace``, what ``strip`` strips
 _LABEL = re.compile(r"^\s*(question|query|q|task|ask)\s*[:.)-]", re.IGNORECASE)
 _MAX_QUESTION_CHARS = 2000
 
@@ -36,10 +35,10 @@ def _paragraphs(text: str) -> list[tuple[int, int]]:
     500 kB message is copied to see whether it is blank)."""
     spans, start = [], 0
     for gap in _PARAGRAPH.finditer(text):
-        if _VISIBLE.search(text, start, gap.start()):
+        if _has_text(text, start, gap.start()):
             spans.append((start, gap.start()))
         start = gap.end()
-    if _VISIBLE.search(text, start):
+    if _has_text(text, start, len(text)):
         spans.append((start, len(text.rstrip())))
     return spans
 
