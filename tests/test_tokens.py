@@ -25,7 +25,13 @@ from ctxbudget.tokens.encoding import (
     first_space_boundary,
     last_space_boundary,
 )
-from ctxbudget.tokens.small import SMALL_PIECE_BYTES, SMALL_TEXT_CHARS, SMALL_TOTAL_CHARS, SmallTexts
+from ctxbudget.tokens.small import (
+    SMALL_MERGE_WORK,
+    SMALL_PIECE_BYTES,
+    SMALL_TEXT_CHARS,
+    SMALL_TOTAL_CHARS,
+    SmallTexts,
+)
 
 SAMPLES = [
     "",
@@ -137,25 +143,18 @@ tricky_texts = st.lists(tricky_pieces | st.text(max_size=4), max_size=50).map(""
 
 
 @pytest.fixture(scope="module")
-def small_encoders() -> dict[str, SmallTexts]:
-    """Fresh small-text encoders over the bundled ranks, one per encoding (budget never spent:
-    the property below calls them hundreds of times)."""
-    out = {}
-    for name in URLS:
-        small = SmallTexts.for_encoding(name, _ranks(name)[0])
-        assert small is not None
-        out[name] = small
-    return out
+def bundled_ranks() -> dict[str, dict[bytes, int]]:
+    return {name: _ranks(name)[0] for name in URLS}
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(max_size=300) | texts_with_lines | tricky_texts)
 def test_short_texts_encode_as_stock_tiktoken_before_any_build(
-    stock_tiktoken: dict[str, Any], small_encoders: dict[str, SmallTexts], text: str
+    stock_tiktoken: dict[str, Any], bundled_ranks: dict[str, dict[bytes, int]], text: str
 ) -> None:
     for name, reference in stock_tiktoken.items():
-        small = small_encoders[name]
-        small._spent = 0  # one property run spends no budget for the next
+        small = SmallTexts.for_encoding(name, bundled_ranks[name])  # a fresh budget each time
+        assert small is not None
         found = small.encode(text)
         assert found is not None  # no pre-token here is over the merge limit
         assert found == reference.encode_ordinary(text)
@@ -171,6 +170,14 @@ def test_long_pretokens_and_long_texts_go_to_tiktoken_with_the_same_tokens(
     encoding = load_bundled_encoding("o200k_base")
     for text in ["q" * 5000, "word " * 5000, "short text"]:
         assert encoding.encode(text) == stock_tiktoken["o200k_base"].encode_ordinary(text)
+
+
+def test_long_rare_words_spend_the_merge_budget_then_tiktoken_encodes() -> None:
+    small = SmallTexts.for_encoding("o200k_base", _ranks("o200k_base")[0])
+    assert small is not None
+    words = " ".join("qzxjvkwyqzxjvkwyqzxjvkwyqzxjvkwy"[k % 7 :] + str(k) for k in range(400))
+    results = [small.encode(words) for _ in range(SMALL_MERGE_WORK // (400 * 30 * 30) + 2)]
+    assert results[0] is not None and results[-1] is None
 
 
 def test_the_budget_of_small_texts_runs_out_then_tiktoken_encodes() -> None:

@@ -12,22 +12,26 @@ used from then on.
 Measured (``bench/bench_startup.py``): a tiny ``ctxbudget count`` went from 0.88-1.09x stock
 tiktoken's load and encode to 0.63-0.65x. Encoding 56 kB of English this way took 4.9 ms against
 tiktoken's 1.2 ms, so the budget of :data:`SMALL_TOTAL_CHARS` costs about 12-25 ms before the
-build it may save (95 ms). A process that encodes from several threads may overrun the budget by
-a few texts: it only decides which encoder runs. The merge is
-quadratic in a pre-token's length, so a pre-token longer than :data:`SMALL_PIECE_BYTES` that is
-not one token sends its text to tiktoken. The same tokens come out either way (property-tested
-against tiktoken in ``tests/test_tokens.py``).
+build it may save (95 ms). The merge is quadratic in a pre-token's length, so a pre-token longer
+than :data:`SMALL_PIECE_BYTES` that is not one token sends its text to tiktoken, and so does the
+text that takes the merges past :data:`SMALL_MERGE_WORK`. A process that encodes from several
+threads may overrun these budgets by a few texts: they only decide which encoder runs. The same
+tokens come out either way (property-tested against tiktoken in ``tests/test_tokens.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["SMALL_PIECE_BYTES", "SMALL_TEXT_CHARS", "SMALL_TOTAL_CHARS", "SmallTexts"]
+__all__ = ["SMALL_MERGE_WORK", "SMALL_PIECE_BYTES", "SMALL_TEXT_CHARS", "SMALL_TOTAL_CHARS", "SmallTexts"]
 
 SMALL_TEXT_CHARS = 16_384
 SMALL_TOTAL_CHARS = 131_072
 SMALL_PIECE_BYTES = 64
+# Merging a pre-token of n bytes costs about n * n steps; text made of long rare words (random
+# letters, identifiers) spends this budget (about 20 ms here: 16 kB of 32-letter random words
+# merged in 10.8 ms for 495,616 steps) and then goes to tiktoken.
+SMALL_MERGE_WORK = 1_000_000
 
 Pretokenizer = Callable[[str], list[str]]
 Merge = Callable[[bytes, dict[bytes, int]], list[int]]
@@ -55,6 +59,7 @@ class SmallTexts:
         self._merge = merge
         self._ranks = ranks
         self._spent = 0
+        self._work = 0
 
     @classmethod
     def for_encoding(cls, name: str, ranks: dict[bytes, int]) -> SmallTexts | None:
@@ -74,9 +79,10 @@ class SmallTexts:
             token = ranks.get(data)
             if token is not None:
                 out.append(token)
-            elif len(data) > SMALL_PIECE_BYTES:
+                continue
+            self._work += len(data) * len(data)
+            if len(data) > SMALL_PIECE_BYTES or self._work > SMALL_MERGE_WORK:
                 return None
-            else:
-                out += self._merge(data, ranks)
+            out += self._merge(data, ranks)
         self._spent += len(text)
         return out
