@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from ctxbudget import BudgetExceeded, fit
 from ctxbudget.cli import main
-from ctxbudget.fitting._fit import count
+from ctxbudget.fitting import count
 from ctxbudget.trim.messages import question_spans
 
 from .test_agent_properties import check_anthropic_rules

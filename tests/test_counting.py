@@ -4,6 +4,8 @@ them, in agreement with the library's count of a whole request."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -158,3 +160,15 @@ def test_count_text_and_decode_refuse_what_they_cannot_read() -> None:
     for tokens in ([10**9], [-1]):
         with pytest.raises(InvalidRequestError, match="not token ids of o200k_base"):
             ctxbudget.encoding_for_model("gpt-4o").decode(tokens)
+
+
+def test_a_count_imports_none_of_the_trimming_pipeline() -> None:
+    code = (
+        "import sys, ctxbudget\n"
+        "body = {'messages': [{'role': 'user', 'content': 'hello there'}]}\n"
+        "assert ctxbudget.count(body, model='gpt-4o')['tokens'] > 0\n"
+        "heavy = [m for m in sys.modules if m.startswith(('ctxbudget.trim.', 'ctxbudget.fitting._fit',"
+        " 'ctxbudget.lazy_measure', 'tiktoken'))]\n"
+        "assert heavy == ['ctxbudget.trim.text'], heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

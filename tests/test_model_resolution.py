@@ -20,7 +20,7 @@ from ctxbudget.assembly._policy import get_policy
 from ctxbudget.catalog.catalog import FLOOR_WINDOW_TOKENS, parse_catalog
 from ctxbudget.cli import main
 from ctxbudget.errors import BudgetExceeded, PriceUnknown, UnknownModelError
-from ctxbudget.fitting._fit import count
+from ctxbudget.fitting import count
 
 from .fake_upstream import FAKE_MODELS, gateway_over_fake
 from .test_assemble import POLICY, request

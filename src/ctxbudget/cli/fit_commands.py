@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..catalog.catalog import Catalog, load_catalog
 from ..catalog.values import ModelSpec
-from ..fitting import FitReport, FitResult, count, fit, parse_budget_spec
-from ..trim.passages import PassageScorer
+from ..fitting import count
 from .base import (
     CATALOG_OPTION,
     JSON_OPTION,
@@ -24,6 +23,10 @@ from .base import (
     run_action,
     skip_collection_at_exit,
 )
+
+if TYPE_CHECKING:
+    from ..fitting import FitReport, FitResult
+    from ..trim.passages import PassageScorer
 
 
 @main.command("fit")
@@ -112,6 +115,8 @@ def fit_command(
     model = model_of(model, request)
 
     def action() -> None:
+        from ..fitting import fit, parse_budget_spec  # the trimming pipeline, for `fit` only
+
         scorer = _scorer() if semantic else None
         result = fit(
             request,

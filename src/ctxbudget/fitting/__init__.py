@@ -14,10 +14,15 @@ Modules in the order a ``fit`` call goes through them:
 ``_memo`` holds the frozen images the memo and the options keep.
 """
 
-from ._budget import BudgetSplit, parse_budget_spec
-from ._fit import FitResult, clear_caches, count, fit
-from ._options import BODY_OUTPUT_FIELDS
-from ._report import FitReport, ItemReport
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from ._budget import BudgetSplit, parse_budget_spec
+    from ._count import count
+    from ._fit import FitResult, clear_caches, fit
+    from ._options import BODY_OUTPUT_FIELDS
+    from ._report import FitReport, ItemReport
 
 __all__ = [
     "BODY_OUTPUT_FIELDS",
@@ -30,3 +35,29 @@ __all__ = [
     "fit",
     "parse_budget_spec",
 ]
+
+# Each name from its module on first use: ``count`` needs none of the trimming pipeline.
+_LAZY = {
+    "BODY_OUTPUT_FIELDS": "._options",
+    "BudgetSplit": "._budget",
+    "FitReport": "._report",
+    "FitResult": "._fit",
+    "ItemReport": "._report",
+    "clear_caches": "._fit",
+    "count": "._count",
+    "fit": "._fit",
+    "parse_budget_spec": "._budget",
+}
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
+
+def __getattr__(name: str) -> _typing.Any:
+    """A public name, imported from its module on first use (then kept in the package)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value

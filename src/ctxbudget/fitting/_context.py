@@ -13,7 +13,7 @@ from typing import Any
 from ..catalog.values import WindowResolution
 from ..errors import ConfigError
 from ..formats import resolve_format
-from ..items import Component, Item, ItemKey, Rendering, RequestFormat
+from ..items import Component, Item, ItemKey, RequestFormat
 from ..lazy_measure import LazyMeasurement
 from ..tokens.counter import TokenCounter
 from ..trim.history import units_of
@@ -21,9 +21,10 @@ from ..trim.messages import question_of, question_spans
 from ..trim.passages import PassageScorer
 from ..trim.text import Span
 from ._budget import BudgetSplit
+from ._count import estimated_parts
 from ._options import FitOptions, FitSetup
 
-__all__ = ["DEFAULT_RESERVE_OUTPUT_TOKENS", "FitContext", "Window", "estimated_parts", "open_context"]
+__all__ = ["DEFAULT_RESERVE_OUTPUT_TOKENS", "FitContext", "Window", "open_context"]
 
 DEFAULT_RESERVE_OUTPUT_TOKENS = 4096
 
@@ -175,12 +176,3 @@ def open_context(request: Mapping[str, Any], setup: FitSetup) -> FitContext:
     if setup.resolution.warning:
         ctx.warnings.append(setup.resolution.warning)
     return ctx
-
-
-def estimated_parts(items: tuple[Item, ...], rendering: Rendering) -> tuple[str, ...]:
-    """The rendering's estimated parts, each named by its item's JSON path."""
-    paths = {item.key: item.path for item in items}
-    return tuple(
-        f"{paths.get(owner, owner) if isinstance(owner, tuple) else owner}: {how}"
-        for owner, how in rendering.estimated
-    )

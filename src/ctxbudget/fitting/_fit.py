@@ -14,18 +14,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..catalog.catalog import Catalog, UnknownModel
-from ..formats import resolve_format
 from ..formats.jsonvalue import JsonShape
 from ..gcpause import collector_paused
 from ..items import HistoryCut, Plan
-from ..measure import measure_total
 from ..tokens.counter import clear_count_cache
 from ..tokens.registry import registry_version
 from ..trim.documents import OutputOrder, ScoreOrder
 from ..trim.extract import clear_sentence_cache
 from ..trim.passages import PassageScorer, reads_as_lines
 from ..volatile import find_volatile
-from ._context import FitContext, estimated_parts, open_context
+from ._context import FitContext, open_context
 from ._memo import FitMemo, content_key, freeze
 from ._options import (
     FitOptions,
@@ -41,7 +39,7 @@ from ._options import (
 from ._report import FitReport, build_report
 from ._verify import Fitted, trim_to_window
 
-__all__ = ["FitResult", "clear_caches", "count", "fit"]
+__all__ = ["FitResult", "clear_caches", "fit"]
 
 
 @dataclass(frozen=True)
@@ -221,49 +219,3 @@ def _marked(request: dict[str, Any], ctx: FitContext, setup: FitSetup) -> dict[s
 
     counter = setup.catalog.counter_for(setup.options.model)
     return mark_conversation(request, model=setup.options.model, rules=spec.cache, counter=counter).body
-
-
-def count(
-    request: Mapping[str, Any],
-    *,
-    model: str,
-    input_format: str | None = None,
-    catalog: Catalog | None = None,
-    unknown_model: UnknownModel = "error",
-    max_context_tokens: int = 0,
-    safety_factor: float | None = None,
-    format: str | None = None,
-) -> dict[str, Any]:
-    """Tokens of the rendered request: ``{"tokens", "exact", "encoding", "model", "safety_factor",
-    "format", "catalog_id", "window_rule", "context_window", "max_input_tokens", "fits"}``.
-
-    ``fits`` says whether the tokens are within the model's input limit (the window, or the input
-    cap below it; the output reserve is not counted here). An id the catalog cannot resolve raises
-    :class:`UnknownModelError` unless ``unknown_model="floor"``. The options mean what they
-    mean for :func:`fit`.
-    """
-    input_format = input_format_of(input_format, format)
-    check_request(request)
-    body_reserve(request)  # validated here too: a bad max_tokens is a bad request
-    checked = catalog_of(catalog)
-    resolution = checked.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
-    fmt = resolve_format(request, input_format)
-    counter = checked.counter_for(model, safety_factor)
-    with collector_paused():
-        items, rendering = fmt.parse_and_render(request)
-        total = measure_total(rendering, counter.encoding)
-        estimated = estimated_parts(items, rendering)
-    return {
-        "tokens": counter.scale(total),
-        "exact": counter.exact and not estimated,
-        "estimated_parts": list(estimated),
-        "encoding": counter.encoding_name,
-        "safety_factor": counter.safety_factor,
-        "model": model,
-        "format": fmt.name,
-        "catalog_id": resolution.catalog_id,
-        "window_rule": resolution.rule,
-        "context_window": resolution.context_window,
-        "max_input_tokens": resolution.max_input_tokens,
-        "fits": counter.scale(total) <= resolution.input_limit,
-    }

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..catalog.catalog import Catalog, catalog_of, check_safety_factor
 from ..catalog.values import WindowResolution
 from ..errors import ConfigError, InvalidRequestError
 from ..formats.jsonvalue import JsonShape, check_json_value
 from ..items import HistoryCut
-from ..trim.documents import OutputOrder, ScoreOrder
-from ..trim.passages import PassageScorer
 from ._memo import thaw
+
+if TYPE_CHECKING:  # types only: a count imports no trimming strategy
+    from ..trim.documents import OutputOrder, ScoreOrder
+    from ..trim.passages import PassageScorer
 
 __all__ = [
     "BODY_OUTPUT_FIELDS",

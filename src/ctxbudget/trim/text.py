@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..tokens.counter import ChunkAnalysis
-from .sentences import last_sentence_end
 
 __all__ = ["PiecesSpan", "Span", "TextSpan", "truncate_text"]
 
@@ -111,6 +110,8 @@ def _chars_within(span: TextSpan, budget: int) -> int:
 
 def _best_sentence_cut(text: str, span: TextSpan, budget: int) -> int:
     """The last sentence end within the first ``budget`` tokens (found by scanning back)."""
+    from .sentences import last_sentence_end  # its patterns compile in 5 ms: a count never cuts
+
     end = last_sentence_end(text, _chars_within(span, budget))
     while end and span.prefix_tokens(len(text[:end].encode("utf-8"))) > budget:
         end = last_sentence_end(text, end - 1)
