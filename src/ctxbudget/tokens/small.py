@@ -18,7 +18,8 @@ characters is not taken either: the merge is quadratic in a pre-token's length. 
 that takes the merges past :data:`SMALL_MERGE_WORK`.
 
 Measured (``bench/bench_startup.py``): a tiny ``ctxbudget count`` went from 0.88-1.09x stock
-tiktoken's load and encode to 0.63-0.65x. Encoding 56 kB of English this way took 4.9 ms against
+tiktoken's load and encode to 0.63-0.65x (0.56-0.58x once ``count`` stopped importing the
+trimming pipeline). Encoding 56 kB of English this way took 4.9 ms against
 tiktoken's 1.2 ms. The most a process spends here before tiktoken is built is bounded by the two
 budgets: about 20 ms of merges and 131,072 characters, 28.7 ms for the costliest ASCII found
 (alternating letters and digits; 5,243 "Hello world" texts: 19 ms). A process that encodes from
