@@ -11,6 +11,7 @@ from ctxbudget.trim.passages import (
     Passage,
     PassageWeights,
     Region,
+    asks_about_the_document,
     asks_for_summary,
     content_query,
     passage_tokens,
@@ -390,3 +391,33 @@ def test_citations_read_the_page_line_marks_of_the_slice(text: str, a: int, b: i
         (marks[0] if len(marks) == 1 else f"{marks[0]}-{marks[-1]}") if marks else f"chars {start}-{end}"
     )
     assert citation_of(text, start, end) == expected
+
+
+def test_a_question_about_the_document_keeps_its_head_in_prose() -> None:
+    # An encyclopedia page: the lead says who composed the song; sections far below repeat the
+    # question's words (critics wrote, charts), and they fill the budget before the lead's turn.
+    lead = "Yesterday (1965)\nComposed by Paul McCartney and recorded at Abbey Road in June."
+    texts = [lead] + [f"In part {n} the recording sessions and the studio notes." for n in range(1, 30)]
+    texts += [
+        f"In part {n} critics wrote the song Yesterday would chart in {1936 + n}." for n in range(30, 45)
+    ]
+    text, passages = _paragraphs(texts)
+    costs = [10] + [20] * (len(passages) - 1)  # the lead: within 5% of a 300-token budget
+    question = "Who wrote the song Yesterday and when did it chart?"
+    assert asks_about_the_document(question, text) and not reads_as_lines(text)
+    never = PassageWeights(head_share=0.0)
+    plain = select_regions(text, passages, costs, 300, query=question, weights=never)
+    assert 0 not in {i for r in plain for i in r.passages}  # relevance alone leaves the lead out
+    kept = select_regions(text, passages, costs, 300, query=question)
+    assert 0 in {i for r in kept for i in r.passages}
+    assert sum(costs[i] for r in kept for i in r.passages) <= 300
+
+
+def test_which_questions_are_about_the_document() -> None:
+    contract = "DISTRIBUTION AGREEMENT\nThis Agreement is made between Acme Inc. and Beta LLC."
+    review = 'Highlight the parts (if any) of this contract related to "Parties" that should be reviewed.'
+    assert asks_about_the_document(review, contract)  # names the document itself
+    assert asks_about_the_document("Who signed the distribution deal?", contract)  # a title word
+    manual = "Quick Guides\nYou can learn quickly how to use the remote."
+    assert not asks_about_the_document("How do I pair the remote with the TV?", manual)
+    assert not asks_about_the_document("What is in the guides?", "")  # no title at all

@@ -36,12 +36,21 @@ class _Pool:
 
 
 def grown_regions(
-    relevance: Sequence[float], costs: Sequence[int], budget: int, region_cost: int, weights: PassageWeights
+    relevance: Sequence[float],
+    costs: Sequence[int],
+    budget: int,
+    region_cost: int,
+    weights: PassageWeights,
+    *,
+    head: float = 0.0,
 ) -> list[tuple[int, int]]:
     """The passages within ``budget`` (each as a run of one, in order; adjacent runs merge into
-    regions downstream): grown regions around the best passages, then context."""
+    regions downstream): the first passage when it takes at most ``head`` of the budget, grown
+    regions around the best passages, then context."""
     pool = _Pool(costs, region_cost, budget, set())
     top = max(relevance)
+    if costs and costs[0] + region_cost <= head * budget:
+        pool.take(0, 0)
     for seed in sorted(range(len(costs)), key=lambda i: (-relevance[i], i)):
         if relevance[seed] < weights.seed_floor * top or pool.remaining <= region_cost:
             break

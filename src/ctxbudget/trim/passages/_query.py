@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from ..bm25 import terms
 
-__all__ = ["QUERY_STOPWORDS", "asks_for_summary", "content_query"]
+__all__ = ["QUERY_STOPWORDS", "asks_about_the_document", "asks_for_summary", "content_query"]
 
 # Function words and the words questions are framed with: they say nothing about where the answer is.
 QUERY_STOPWORDS = frozenset(
@@ -152,3 +154,22 @@ _SUMMARY_WORDS = frozenset(["summarize", "summarise", "summary", "summaries", "o
 def asks_for_summary(query: str) -> bool:
     """Whether the question asks for a summary or an overview (its evidence is a whole discussion)."""
     return not _SUMMARY_WORDS.isdisjoint(terms(query))
+
+
+# Nouns a question names its own document by ("this contract", "the article"): what such a
+# question asks is often on the first page (a contract's name, parties and date; a paper's authors).
+_DOCUMENT_NOUNS = frozenset(
+    ["contract", "agreement", "document", "article", "paper", "page", "report", "filing", "study"]
+)
+_TITLE_CHARS = 200
+
+
+def asks_about_the_document(query: str, text: str) -> bool:
+    """Whether the question is about the document as a whole, so that its head (a title and a
+    lead, parties and a date, authors and an abstract) is likely to answer it: a content word of
+    the question is in the document's first line (an encyclopedia page about what is asked), or
+    the question names the document itself ("this contract", "the article")."""
+    words = terms(query)
+    named = any(a in ("this", "the") and b in _DOCUMENT_NOUNS for a, b in pairwise(words))
+    title = text.lstrip()[:_TITLE_CHARS].split("\n", 1)[0]
+    return named or not set(terms(title)).isdisjoint(terms(content_query(query)))

@@ -53,6 +53,9 @@ class PassageWeights:
     prose_regions: bool = True
     grow_share: float = 0.3
     seed_floor: float = 0.2
+    # In prose, for a question about the document as a whole (``asks_about_the_document``), its
+    # first passage is kept first when it takes at most this share of the budget (0: never).
+    head_share: float = 0.05
 
 
 class PassageScorer(Protocol):

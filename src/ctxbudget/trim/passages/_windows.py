@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ._grown import grown_regions
 from ._passage import Passage, citation_of, reads_as_lines
-from ._query import asks_for_summary
+from ._query import asks_about_the_document, asks_for_summary
 from ._score import PassageScorer, PassageWeights, passage_scores
 
 __all__ = ["Region", "select_regions"]
@@ -113,7 +113,8 @@ def select_regions(
     strong passage the single window keeps, and more; a strong passage still left out is given
     room from the windows' weakest edges (:func:`_with_strong`). In prose, where that evidence is
     a sentence or a paragraph rather than an exchange of lines, regions grow around the best
-    passages instead (:func:`~._grown.grown_regions`).
+    passages instead (:func:`~._grown.grown_regions`), after the document's first passage when
+    the question is about the document as a whole (``weights.head_share``).
     """
     weights = weights or PassageWeights()
     relevance = passage_scores(text, passages, query, protected_tags, weights, scorer)
@@ -121,7 +122,9 @@ def select_regions(
         return _regions(text, passages, _head(costs, budget - region_cost))
     summary = asks_for_summary(query)
     if not summary and weights.prose_regions and not reads_as_lines(text):
-        return _regions(text, passages, grown_regions(relevance, costs, budget, region_cost, weights))
+        head = weights.head_share if asks_about_the_document(query, text) else 0.0
+        grown = grown_regions(relevance, costs, budget, region_cost, weights, head=head)
+        return _regions(text, passages, grown)
     scores = [s**weights.sharpness + 1e-6 for s in relevance]  # ties favour coverage
     runs = _windows(scores, costs, budget, region_cost, weights, weights.window_share)
     if summary:
