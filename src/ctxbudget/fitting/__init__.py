@@ -3,7 +3,8 @@ model's window, component by component, with every decision in a :class:`FitRepo
 
 Modules in the order a ``fit`` call goes through them:
 
-- ``_fit``: the entry points (``fit``, ``count``) and the memo of whole fits;
+- ``_fit``: the entry point ``fit`` and the memo of whole fits (``_count``: ``count``, which
+  needs none of the stages below but the options);
 - ``_options``: the options and the request checked, frozen into ``FitOptions`` / ``FitSetup``;
 - ``_context``: the room (window less the reply) and the request parsed and measured once;
 - ``_verify``: when it does not fit, the pool allocated, planned, applied and verified by count;
@@ -11,7 +12,8 @@ Modules in the order a ``fit`` call goes through them:
 - ``_plan``: each item's decision within its budget (strategies in :mod:`ctxbudget.trim`);
 - ``_report``: the report built from the context and the outcome.
 
-``_memo`` holds the frozen images the memo and the options keep.
+``_memo`` holds the frozen images the memo and the options keep. Each public name is imported
+from its module on first use, so a count loads no trimming strategy.
 """
 
 import importlib as _importlib

@@ -1,5 +1,5 @@
-"""The entry points: :func:`fit` (one request into a model's window, with every decision in a
-report), :func:`count` (the tokens of a rendered request) and the memo of whole fits. Pure: no I/O.
+"""The entry point :func:`fit` (one request into a model's window, with every decision in a
+report) and the memo of whole fits; :func:`count` is in :mod:`._count`. Pure: no I/O.
 
 What is measured is what will be sent: the whole rendered request, including parts that are
 counted but never trimmed. A request that fits passes through unchanged; otherwise it is trimmed
