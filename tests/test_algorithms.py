@@ -9,7 +9,7 @@ import sys
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxbudget.fitting._budget import BudgetSplit, allocate
+from ctxbudget.fitting._budget import BudgetSplit, allocate, budget_ceiling
 from ctxbudget.items import Cut, Item
 from ctxbudget.trim.bm25 import bm25_from_profile, bm25_scores, term_profile
 from ctxbudget.trim.history import select_history
@@ -102,6 +102,41 @@ def test_allocation_stays_within_the_pool_and_gives_unused_budget_away(
     assert sum(budgets.values()) <= pool
     if sum(needs.values()) <= pool:
         assert all(budgets[c] >= needs.get(c, 0) for c in budgets)
+
+
+components = st.sampled_from(["system", "query", "documents", "history"])
+percentages = st.dictionaries(components, st.integers(0, 100), min_size=1)
+
+
+@given(
+    st.integers(0, 100_000),
+    st.integers(0, 100_000),
+    percentages,
+    st.dictionaries(components, st.integers(0, 60_000)),
+    st.dictionaries(components, st.integers(0, 10_000)),
+    components,
+    st.integers(1, 200_000),
+)
+def test_a_need_over_its_ceiling_never_changes_an_allocation(
+    pool: int,
+    smaller: int,
+    pcts: dict[str, int],
+    needs: dict[str, int],
+    under: dict[str, int],
+    component: str,
+    above: int,
+) -> None:
+    split = BudgetSplit.from_mapping(pcts)
+    # What the fit knows of the other needs: lower bounds of them.
+    at_least = {c: max(0, needs.get(c, 0) - under.get(c, 0)) for c in needs}
+    ceiling = budget_ceiling(pool, split, at_least, component)  # type: ignore[arg-type]
+    for p in (pool, min(pool, smaller)):  # the first pool, and any smaller one a later round uses
+        budgets = allocate(p, split, needs)  # type: ignore[arg-type]
+        assert budgets[component] <= ceiling  # type: ignore[index]
+        if needs.get(component, 0) > ceiling:
+            # any other need over the ceiling gives the same budgets
+            other = {**needs, component: ceiling + above}
+            assert allocate(p, split, other) == budgets  # type: ignore[arg-type]
 
 
 def test_bm25_scores_are_the_same_floats_whatever_the_hash_seed() -> None:

@@ -210,3 +210,61 @@ def test_the_last_boundary_is_the_last_hard_boundary_within_reach(text: str, dat
         assert found == expected[-1]
     else:
         assert found == (0 if at - reach <= 0 else None)
+
+
+role_words = st.builds(
+    lambda words, times: (" ".join(words) + "\n") * times,
+    st.lists(
+        st.sampled_from(
+            ["The", "reviewer", "must", "cite", "page:line.", "Never", "guess.", "47:12", "日本"]
+        ),
+        min_size=5,
+        max_size=30,
+    ),
+    st.integers(150, 600),
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    role_words,
+    documents,
+    st.integers(300, 20_000),
+    st.dictionaries(st.sampled_from(["system", "documents", "history", "query"]), st.integers(0, 100)),
+)
+def test_a_long_role_cut_from_its_head_decides_as_a_whole_count(
+    role: str, docs: list[str], window: int, budget: dict[str, int]
+) -> None:
+    # A role of 20,000-90,000 characters is bounded to allocate and cut from a window over its
+    # head; everything else must come out as when every text is counted.
+    request = {
+        "role": role,
+        "questions": [{"text": "When was notice of the defect given?"}],
+        "documents": [{"page_content": d} for d in docs],
+        "history": [{"role": "user", "content": d[:300]} for d in docs[:4]],
+    }
+    results = []
+    for count_all in (False, True):
+        clear_caches()
+        try:
+            results.append(
+                fit(
+                    request,
+                    model="gpt-4o",
+                    max_context_tokens=window + 4096,
+                    budget=budget,
+                    count_all=count_all,
+                )
+            )
+        except Exception as exc:  # the same refusal either way
+            results.append(type(exc).__name__)  # type: ignore[arg-type]
+    lazy, full = results
+    if isinstance(lazy, str) or isinstance(full, str):
+        assert lazy == full
+        return
+    assert lazy.request == full.request
+    assert [(i.path, i.action, i.tokens_after) for i in lazy.report.items] == [
+        (i.path, i.action, i.tokens_after) for i in full.report.items
+    ]
+    for mine, exact in zip(lazy.report.items, full.report.items, strict=True):
+        assert mine.tokens_before <= exact.tokens_before

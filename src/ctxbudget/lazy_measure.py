@@ -32,6 +32,9 @@ LAZY_MIN_CHARS = 20_000
 # A window reaching further than this past its segment (a long text with no hard boundary): the
 # chunk is encoded whole instead.
 MAX_WINDOW_SLACK = 50_000
+# The first window over a text's head, in characters a token it must hold (doubled until it holds
+# them): English runs about 4.5 characters a token.
+HEAD_CHARS_PER_TOKEN = 6
 _EMPTY = ChunkAnalysis("", b"")
 
 Share = tuple[int, TextSpan | None]  # a segment's tokens, and where its text sits in an analysis
@@ -125,6 +128,29 @@ class LazyMeasurement:
             self._spans[key] = spans_of({key: pieces}).get(key) if pieces else None
         return self._spans[key]
 
+    def head_span(self, key: ItemKey, tokens: int) -> TextSpan | None:
+        """A span over the start of an uncounted item's one text that holds more than ``tokens``
+        tokens, counted from a window over that start only (what cutting the text to ``tokens``
+        reads), or None: the item is counted, has several texts, or the window would reach its
+        end. The window starts and ends at hard boundaries, so its tokens are those of the whole
+        chunk there."""
+        places = [p for p in self._places.get(key, ()) if p.segment.content]
+        if key in self._costs or len(places) != 1 or not self._windowed[places[0].chunk]:
+            return None
+        place, text = places[0], self._texts[places[0].chunk]
+        left = last_boundary(text, place.start, MAX_WINDOW_SLACK)
+        reach = HEAD_CHARS_PER_TOKEN * (tokens + 1)
+        while left is not None and place.start + reach < place.end:
+            right = first_boundary(text, place.start + reach)
+            if right is None or right >= place.end:
+                return None
+            analysis = analyze(self._encoding, text[left:right])
+            span = TextSpan(analysis, _utf8_size(text[left : place.start]), analysis.size)
+            if span.tokens > tokens:
+                return span
+            reach *= 2
+        return None
+
     def count_all(self) -> int:
         """Every owner counted exactly; their sum (long chunks not yet looked into are encoded
         whole, on two threads, rather than window by window)."""
@@ -166,7 +192,9 @@ class LazyMeasurement:
         if not place.segment.text:
             return 0, TextSpan(_EMPTY, 0, 0)
         if self._windowed[place.chunk]:
-            run = self._runs[place.chunk, place.index]
+            # An item's framing (markup around its text) is counted alone: its text may be one
+            # that a decision only bounds, or cuts from a window over its head (``head_span``).
+            run = self._runs[place.chunk, place.index] if place.segment.content else [place]
             windowed = self._window(run, text)
             if windowed is not None:
                 self._shares.update(

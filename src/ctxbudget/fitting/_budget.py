@@ -148,3 +148,30 @@ def allocate(pool: int, split: BudgetSplit, needs: Mapping[Component, int]) -> d
             budgets[c] += extra
         spare = 0
     return budgets
+
+
+# Floors of a smaller pool's shares can give a component a few tokens more than the ceiling of a
+# larger one: a token a component, and one more, covers them.
+_CEILING_SLACK = len(COMPONENTS) + 1
+
+
+def budget_ceiling(
+    pool: int, split: BudgetSplit, at_least: Mapping[Component, int], component: Component
+) -> int:
+    """The most :func:`allocate` can give ``component`` from ``pool`` or any smaller pool, whatever
+    the needs, when each other component needs at least ``at_least`` of it: the budgets sum to at
+    most the honoured pool, and each other component keeps at least the smaller of its need and
+    its percentage share (a budget starts at the share and is cut only to the need).
+
+    A component whose need is above this is short in every round of the allocation and gives
+    nothing back, whatever its need: its exact need does not change any budget, so a lower bound
+    over the ceiling stands in for it (the fit then counts nothing of it to allocate)."""
+    pcts = split.percentages
+    pool = max(0, pool)
+    honoured = math.floor(pool * sum(pcts.values()) / 100.0 + 1e-9)
+    kept = sum(
+        min(max(0, at_least.get(c, 0)), math.floor(pool * pcts[c] / 100.0))
+        for c in COMPONENTS
+        if c != component
+    )
+    return max(0, honoured - kept) + _CEILING_SLACK

@@ -158,10 +158,12 @@ def _shared_texts(
     """The component's texts sharing ``budget`` in proportion to their costs, each cut to its share
     (and dropped, when ``droppable``, if nothing of it is left)."""
     items = ctx.of(component)
-    shares = proportional_shares(budget, [ctx.cost(i) for i in items])
+    # One text takes the whole budget: when its bound is over it, it is cut without a count.
+    alone = len(items) == 1 and ctx.at_least(items[0]) > budget
+    shares = [budget] if alone else proportional_shares(budget, [ctx.cost(i) for i in items])
     decisions: dict[ItemKey, Decision] = {}
     for item, share in zip(items, shares, strict=True):
-        if share >= ctx.cost(item):
+        if not alone and share >= ctx.cost(item):
             decisions[item.key] = Decision("kept", f"fits its {component} share")
             continue
         cut = _truncate(ctx, item, share)
@@ -178,6 +180,11 @@ def _truncate(ctx: FitContext, item: Item, budget: int) -> Cut:
     seed's question format cuts at a sentence boundary from the head; chat messages keep their
     question and the passages that match it, each of their texts in its place
     (:mod:`ctxbudget.trim.messages`)."""
+    if ctx.fmt.name == "question" and ctx.at_least(item) > budget:
+        head = ctx.measured.head_span(item.key, budget - ctx.framing(item))
+        if head is not None:  # a window over the text's start: the rest is never counted
+            text, tokens = truncate_text(item.text, head, budget - ctx.framing(item))
+            return Cut(text, (), ctx.framing(item) + tokens)
     span = ctx.span(item.key)
     if span is None:
         return Cut(item.text, (), ctx.cost(item))

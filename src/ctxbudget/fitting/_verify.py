@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BudgetExceeded
-from ..items import COMPONENTS, Component, Plan
+from ..items import COMPONENTS, Component, Item, Plan
 from ..measure import measure_total
-from ._budget import allocate
+from ._budget import allocate, budget_ceiling
 from ._context import FitContext
 from ._plan import empty_plan, make_plan
 
@@ -77,20 +77,41 @@ def _demand(ctx: FitContext, pool: int) -> _Demand:
     """Each component's need: its trimmable tokens less what is kept anyway (the always-kept
     items' framing, and the query's question, which is claimed before any budget).
 
-    A component whose bound alone is over the whole ``pool`` is given that bound: the allocation
-    only compares needs with shares of the pool, so it is the same, and nothing is counted."""
+    A component whose bound alone is over the most the allocation could ever give it
+    (:func:`._budget.budget_ceiling`, from the other components' bounds) is given that bound: the
+    allocation is the same, and nothing of it is counted to allocate."""
     kept = ctx.always_kept()
     kept_framing = {c: sum(ctx.framing(i) for i in kept if i.component == c) for c in COMPONENTS}
-    needs = {c: _need(ctx, c, pool + kept_framing[c]) - kept_framing[c] for c in COMPONENTS}
     question = ctx.first_claim()
-    needs["query"] = max(0, needs["query"] - question)
+    query = max(0, _need(ctx, "query", pool) - kept_framing["query"] - question)
+    at_least = {c: _bound(ctx, c, pool + kept_framing[c]) - kept_framing[c] for c in COMPONENTS}
+    at_least["query"] = query
+    needs: dict[Component, int] = {"query": query}
+    for c in COMPONENTS:
+        if c != "query":
+            over = min(pool, budget_ceiling(pool, ctx.split, at_least, c)) + kept_framing[c]
+            needs[c] = _need(ctx, c, over) - kept_framing[c]
     return _Demand(needs, kept_framing, question)
+
+
+def _trimmable(ctx: FitContext, component: Component) -> list[Item]:
+    return [i for i in ctx.of(component) if not ctx.protected(i)]
+
+
+def _bound(ctx: FitContext, component: Component, cap: int) -> int:
+    """A lower bound of the component's trimmable tokens, read only until it is over ``cap``."""
+    bound = 0
+    for item in _trimmable(ctx, component):
+        bound += ctx.at_least(item)
+        if bound > cap:
+            break
+    return bound
 
 
 def _need(ctx: FitContext, component: Component, over: int) -> int:
     """The component's trimmable tokens, or a bound of them (a partial sum) when that is above
     ``over``."""
-    items = [i for i in ctx.of(component) if not ctx.protected(i)]
+    items = _trimmable(ctx, component)
     if component == "query":  # always kept, and its question is taken off its need
         return sum(ctx.cost(i) for i in items)
     bound = 0
