@@ -15,6 +15,7 @@ its end, which encodes to the same tokens as the whole chunk does there (``token
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -32,9 +33,10 @@ LAZY_MIN_CHARS = 20_000
 # A window reaching further than this past its segment (a long text with no hard boundary): the
 # chunk is encoded whole instead.
 MAX_WINDOW_SLACK = 50_000
-# The first window over a text's head, in characters a token it must hold (doubled until it holds
-# them): English runs about 4.5 characters a token.
+# A window over a text's head: at least this many characters a token it must hold (English runs
+# about 4.5), and never over this share of the text (counting it whole is then no dearer).
 HEAD_CHARS_PER_TOKEN = 6
+HEAD_MAX_SHARE = 0.6
 _EMPTY = ChunkAnalysis("", b"")
 
 Share = tuple[int, TextSpan | None]  # a segment's tokens, and where its text sits in an analysis
@@ -131,18 +133,25 @@ class LazyMeasurement:
     def head_span(self, key: ItemKey, tokens: int) -> TextSpan | None:
         """A span over the start of an uncounted item's one text that holds more than ``tokens``
         tokens, counted from a window over that start only (what cutting the text to ``tokens``
-        reads), or None: the item is counted, has several texts, or the window would reach its
-        end. The window starts and ends at hard boundaries, so its tokens are those of the whole
-        chunk there."""
+        reads), or None: the item is counted, has several texts, or the window would take most of
+        the text (then the whole text is counted, once). The window starts and ends at hard
+        boundaries, so its tokens are those of the whole chunk there.
+
+        Its length is the text's characters a token by its lower bound (at least the true average:
+        the bound is at most the count), times what it must hold, with a quarter to spare; doubled
+        once if that falls short. A text whose head is sparser than its average (long words at
+        the start) costs one wasted window: at most :data:`HEAD_MAX_SHARE` of the text."""
         places = [p for p in self._places.get(key, ()) if p.segment.content]
         if key in self._costs or len(places) != 1 or not self._windowed[places[0].chunk]:
             return None
         place, text = places[0], self._texts[places[0].chunk]
+        length = place.end - place.start
+        per_token = max(HEAD_CHARS_PER_TOKEN, length / max(1, self.at_least(key)))
+        reach = math.ceil(per_token * (tokens + 1) * 1.25)
         left = last_boundary(text, place.start, MAX_WINDOW_SLACK)
-        reach = HEAD_CHARS_PER_TOKEN * (tokens + 1)
-        while left is not None and place.start + reach < place.end:
-            right = first_boundary(text, place.start + reach)
-            if right is None or right >= place.end:
+        for _ in range(2):
+            right = first_boundary(text, place.start + reach) if left is not None else None
+            if right is None or right - place.start > HEAD_MAX_SHARE * length:
                 return None
             analysis = analyze(self._encoding, text[left:right])
             span = TextSpan(analysis, _utf8_size(text[left : place.start]), analysis.size)
@@ -192,15 +201,17 @@ class LazyMeasurement:
         if not place.segment.text:
             return 0, TextSpan(_EMPTY, 0, 0)
         if self._windowed[place.chunk]:
-            # An item's framing (markup around its text) is counted alone: its text may be one
-            # that a decision only bounds, or cuts from a window over its head (``head_span``).
-            run = self._runs[place.chunk, place.index] if place.segment.content else [place]
-            windowed = self._window(run, text)
-            if windowed is not None:
-                self._shares.update(
-                    ((p.chunk, p.index), share) for p, share in zip(run, windowed, strict=True)
-                )
-                return windowed[run.index(place)]
+            # An item's framing (markup around its text) is counted alone when a window of its own
+            # can hold it: its text may be one that a decision only bounds, or cuts from its head
+            # (``head_span``). Else (no hard boundary near it) it is counted with its text.
+            run = self._runs[place.chunk, place.index]
+            for places in ([place], run) if not place.segment.content else (run,):
+                windowed = self._window(places, text)
+                if windowed is not None:
+                    self._shares.update(
+                        ((p.chunk, p.index), share) for p, share in zip(places, windowed, strict=True)
+                    )
+                    return windowed[places.index(place)]
             self._windowed[place.chunk] = False
         return self._whole_shares(place.chunk)[place.index]
 
