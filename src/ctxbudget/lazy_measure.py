@@ -145,7 +145,7 @@ class LazyMeasurement:
         if key in self._costs or len(places) != 1 or not self._windowed[places[0].chunk]:
             return None
         place, text = places[0], self._texts[places[0].chunk]
-        length = place.end - place.start
+        tokens, length = max(0, tokens), place.end - place.start
         per_token = max(HEAD_CHARS_PER_TOKEN, length / max(1, self.at_least(key)))
         reach = math.ceil(per_token * (tokens + 1) * 1.25)
         left = last_boundary(text, place.start, MAX_WINDOW_SLACK)
