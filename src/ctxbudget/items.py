@@ -126,6 +126,17 @@ class HistoryCut:
         """As a report gives it (and as ``fit(previous_cut=...)`` takes it back)."""
         return {"index": self.index, "sha256": self.sha256}
 
+    @classmethod
+    def of(cls, value: Any) -> HistoryCut | None:
+        """``value`` as a cut: a :class:`HistoryCut`, or a report's ``history_cut`` (a
+        non-negative int ``index`` and a str ``sha256``); None for anything else."""
+        if isinstance(value, HistoryCut):
+            return value
+        if not isinstance(value, Mapping):
+            return None
+        index, digest = value.get("index"), value.get("sha256")
+        return cls(index, digest) if type(index) is int and index >= 0 and isinstance(digest, str) else None
+
 
 @dataclass(frozen=True)
 class Plan:

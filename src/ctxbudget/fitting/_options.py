@@ -119,16 +119,8 @@ def check_steps(low_water: Any, previous_cut: Any) -> HistoryCut | None:
         raise ConfigError(
             f"low_water must be a share of the history budget, above 0 and at most 1, got {low_water!r}"
         )
-    if previous_cut is None or isinstance(previous_cut, HistoryCut):
-        cut = previous_cut
-    elif (
-        isinstance(previous_cut, Mapping)
-        and type(previous_cut.get("index")) is int
-        and previous_cut["index"] >= 0
-        and isinstance(previous_cut.get("sha256"), str)
-    ):
-        cut = HistoryCut(previous_cut["index"], previous_cut["sha256"])
-    else:
+    cut = HistoryCut.of(previous_cut)
+    if previous_cut is not None and cut is None:
         raise ConfigError(
             f"previous_cut must be a report's history_cut ({{'index': int, 'sha256': str}}), got {previous_cut!r:.80}"
         )

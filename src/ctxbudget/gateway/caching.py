@@ -16,6 +16,7 @@ from typing import Any
 
 from ..catalog.values import ModelSpec
 from ..conversation import mark_conversation, predict_conversation
+from ..items import HistoryCut
 from ..tokens.counter import TokenCounter
 
 __all__ = ["ConversationState", "TurnCache", "cache_turn", "state_of"]
@@ -46,17 +47,9 @@ def state_of(report: Mapping[str, Any]) -> ConversationState | None:
     cut = found.get("history_cut")
     alive = found.get("alive")
     return ConversationState(
-        cut if _is_cut(cut) else None,  # a stored value that is no cut is ignored, never refused
+        cut if HistoryCut.of(cut) else None,  # a stored value that is no cut is ignored, never refused
         tuple(a for a in alive if isinstance(a, str)) if isinstance(alive, list) else (),
     )
-
-
-def _is_cut(value: Any) -> bool:
-    """Whether a stored value is a report's ``history_cut`` (an index and a digest)."""
-    if not isinstance(value, Mapping):
-        return False
-    index = value.get("index")
-    return type(index) is int and index >= 0 and isinstance(value.get("sha256"), str)
 
 
 def cache_turn(
