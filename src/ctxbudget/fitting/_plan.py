@@ -181,10 +181,11 @@ def _truncate(ctx: FitContext, item: Item, budget: int) -> Cut:
     question and the passages that match it, each of their texts in its place
     (:mod:`ctxbudget.trim.messages`)."""
     if ctx.fmt.name == "question" and ctx.at_least(item) > budget:
-        head = ctx.measured.head_span(item.key, budget - ctx.framing(item))
+        room = budget - ctx.framing(item)
+        head = ctx.measured.head_span(item.key, room)
         if head is not None:  # a window over the text's start: the rest is never counted
-            text, tokens = truncate_text(item.text, head, budget - ctx.framing(item))
-            return Cut(text, (), ctx.framing(item) + tokens)
+            text, tokens = truncate_text(item.text, head, room)
+            return Cut(text, (), budget - room + tokens)
     span = ctx.span(item.key)
     if span is None:
         return Cut(item.text, (), ctx.cost(item))

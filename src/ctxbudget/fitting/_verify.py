@@ -84,13 +84,13 @@ def _demand(ctx: FitContext, pool: int) -> _Demand:
     kept_framing = {c: sum(ctx.framing(i) for i in kept if i.component == c) for c in COMPONENTS}
     question = ctx.first_claim()
     query = max(0, _need(ctx, "query", pool) - kept_framing["query"] - question)
-    at_least = {c: _bound(ctx, c, pool + kept_framing[c]) - kept_framing[c] for c in COMPONENTS}
-    at_least["query"] = query
+    others = [c for c in COMPONENTS if c != "query"]
+    at_least: dict[Component, int] = {"query": query}
+    at_least |= {c: _bound(ctx, c, pool + kept_framing[c]) - kept_framing[c] for c in others}
     needs: dict[Component, int] = {"query": query}
-    for c in COMPONENTS:
-        if c != "query":
-            over = min(pool, budget_ceiling(pool, ctx.split, at_least, c)) + kept_framing[c]
-            needs[c] = _need(ctx, c, over) - kept_framing[c]
+    for c in others:
+        over = min(pool, budget_ceiling(pool, ctx.split, at_least, c)) + kept_framing[c]
+        needs[c] = _need(ctx, c, over) - kept_framing[c]
     return _Demand(needs, kept_framing, question)
 
 
@@ -111,15 +111,10 @@ def _bound(ctx: FitContext, component: Component, cap: int) -> int:
 def _need(ctx: FitContext, component: Component, over: int) -> int:
     """The component's trimmable tokens, or a bound of them (a partial sum) when that is above
     ``over``."""
-    items = _trimmable(ctx, component)
     if component == "query":  # always kept, and its question is taken off its need
-        return sum(ctx.cost(i) for i in items)
-    bound = 0
-    for item in items:  # bounds are read only until they are over
-        bound += ctx.at_least(item)
-        if bound > over:
-            return bound
-    return sum(map(ctx.cost, items))
+        return sum(map(ctx.cost, _trimmable(ctx, component)))
+    bound = _bound(ctx, component, over)  # bounds are read only until they are over
+    return bound if bound > over else sum(map(ctx.cost, _trimmable(ctx, component)))
 
 
 def _trim(ctx: FitContext, request: Mapping[str, Any], pool: int, *, on_empty: bool) -> Fitted:
