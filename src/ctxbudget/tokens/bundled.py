@@ -134,4 +134,4 @@ def load_bundled_encoding(name: str) -> TiktokenEncoding:
         )
 
     small = SmallTexts.for_encoding(name, ranks)
-    return TiktokenEncoding.deferred(name, build, byte_lengths, small=small, proven_boundaries=True)
+    return TiktokenEncoding(None, byte_lengths, proven_boundaries=True, name=name, build=build, small=small)

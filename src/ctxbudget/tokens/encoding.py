@@ -82,13 +82,6 @@ def _long_blank_run(text: str) -> int:
     return longest if longest >= _LONG else 0
 
 
-class _Named:
-    """A deferred encoding's stand-in until it is built: its name."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-
 class _Untokenizable(Exception):
     """A text the tokenizer would panic on."""
 
@@ -175,40 +168,37 @@ class TiktokenEncoding:
 
     ``proven_boundaries`` must only be set for encodings whose split pattern is covered by the
     proof above (o200k_base, cl100k_base); it enables the two-thread encode of long texts.
-    :meth:`deferred` builds the tiktoken encoding only when a text needs it: short texts are
-    encoded by a :class:`~.small.SmallTexts` first (same tokens; see that module).
+    Given a ``build`` instead of an encoding, it builds the tiktoken encoding only when a text
+    needs it: short texts are encoded by a :class:`~.small.SmallTexts` first (same tokens; see
+    that module).
     """
 
     def __init__(
-        self, encoding: Any, byte_lengths: Sequence[int], *, proven_boundaries: bool = False
+        self,
+        encoding: Any,
+        byte_lengths: Sequence[int],
+        *,
+        proven_boundaries: bool = False,
+        name: str | None = None,
+        build: Callable[[], Any] | None = None,
+        small: SmallTexts | None = None,
     ) -> None:
+        """``encoding`` a ``tiktoken.Encoding``, or None with its ``name`` and a ``build`` that
+        makes it when a text first needs it (``small`` encodes short texts until then)."""
+        self._name = str(encoding.name if encoding is not None else name)
         longest = max(byte_lengths, default=0)
         if longest > MAX_TOKEN_BYTES:
             raise ConfigError(
-                f"encoding {encoding.name!r} has a {longest}-byte token; at most {MAX_TOKEN_BYTES} is supported"
+                f"encoding {self._name!r} has a {longest}-byte token; at most {MAX_TOKEN_BYTES} is supported"
             )
+        if encoding is None and build is None:
+            raise ConfigError(f"encoding {self._name!r}: give a tiktoken encoding or a build for one")
         self._encoding = encoding
-        self._name = str(encoding.name)
         self._byte_lengths = byte_lengths
         self._proven = proven_boundaries
-        self._build: Callable[[], Any] | None = None
-        self._small: SmallTexts | None = None
+        self._build = build
+        self._small = small if encoding is None else None
         self._build_lock = threading.Lock()
-
-    @classmethod
-    def deferred(
-        cls,
-        name: str,
-        build: Callable[[], Any],
-        byte_lengths: Sequence[int],
-        *,
-        small: SmallTexts | None,
-        proven_boundaries: bool = False,
-    ) -> TiktokenEncoding:
-        """An encoding whose ``tiktoken.Encoding`` is made by ``build`` when first needed."""
-        encoding = cls(_Named(name), byte_lengths, proven_boundaries=proven_boundaries)
-        encoding._encoding, encoding._build, encoding._small = None, build, small
-        return encoding
 
     @property
     def name(self) -> str:
