@@ -22,6 +22,7 @@ from typing import Any, Literal
 from ..errors import ConfigError, UnknownModelError
 from ..tokens.counter import TokenCounter
 from ..tokens.registry import get_encoding
+from .entries import ModelEntries, SpecsById
 from .matching import compile_clause
 from .resolve import Found, Index, find
 from .values import FALLBACK_TOKENIZER, Family, ModelSpec, TokenizerSpec, WindowResolution, family_tokenizer
@@ -68,7 +69,7 @@ class Catalog:
     the client names a scope. ``aliases`` maps an alias to ``(target id, provider or None)``.
     """
 
-    models: tuple[ModelSpec, ...]
+    models: ModelEntries
     aliases: Mapping[str, tuple[tuple[str, str | None], ...]] = field(default_factory=dict)
     families: tuple[Family, ...] = ()
     scopes: Mapping[str, str] = field(default_factory=dict)
@@ -77,13 +78,14 @@ class Catalog:
     default_tokenizer: TokenizerSpec = FALLBACK_TOKENIZER
     _found: dict[str, Found | None] = field(default_factory=dict, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.models, ModelEntries):  # specs given built (tests, callers)
+            object.__setattr__(self, "models", ModelEntries.of(self.models))
+
     @cached_property
     def _index(self) -> Index:
-        by_id: dict[str, list[ModelSpec]] = {}
-        for spec in self.models:
-            by_id.setdefault(spec.id.lower(), []).append(spec)
         return Index(
-            by_id=by_id,
+            by_id=SpecsById(self.models),
             aliases={k.lower(): v for k, v in self.aliases.items()},
             matchers=lambda: self._compiled,  # compiled at the first id that needs a match rule
             scopes={k.lower(): v for k, v in self.scopes.items()},
@@ -102,9 +104,9 @@ class Catalog:
 
     @cached_property
     def _compiled(self) -> Sequence[tuple[ModelSpec, Callable[[str], bool]]]:
-        by_key = {(m.provider, m.id): m for m in reversed(self.models)}
+        by_key = {key: i for i, key in reversed(list(enumerate(self.models.keys)))}
         return [
-            (by_key[key], compile_clause(clause, f"{key[0]}/{key[1]}.match"))
+            (self.models[by_key[key]], compile_clause(clause, f"{key[0]}/{key[1]}.match"))
             for key, clause in self.matches.items()
             if key in by_key
         ]
@@ -133,7 +135,7 @@ class Catalog:
         """The catalog ids and aliases that look most like ``model_id``."""
         import difflib  # only an unknown id needs it
 
-        names = sorted({m.id for m in self.models} | set(self.aliases))
+        names = sorted({model_id for _, model_id in self.models.keys} | set(self.aliases))
         return difflib.get_close_matches(_model_key(model_id)[:64], names, n=n, cutoff=0.6)
 
     def resolve_window(
@@ -189,10 +191,11 @@ class Catalog:
 
     def merged(self, override: Catalog) -> Catalog:
         """This catalog with ``override``'s entries first; an override id replaces every same id."""
-        replaced = {m.id.lower() for m in override.models}
+        replaced = {model_id.lower() for _, model_id in override.models.keys}
+        kept = [i for i, (_, model_id) in enumerate(self.models.keys) if model_id.lower() not in replaced]
         families = {f.prefix: f for f in (*override.families, *self.families)}
         return Catalog(
-            models=override.models + tuple(m for m in self.models if m.id.lower() not in replaced),
+            models=ModelEntries.joined([(override.models, range(len(override.models))), (self.models, kept)]),
             aliases={**self.aliases, **override.aliases},
             families=tuple(families.values()),
             scopes={**self.scopes, **override.scopes},

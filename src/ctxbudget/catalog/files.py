@@ -11,6 +11,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..tokens.registry import list_encodings
 from .catalog import Catalog
+from .entries import ModelEntries
 from .matching import compile_clause
 from .values import (
     FALLBACK_TOKENIZER,
@@ -81,7 +82,9 @@ class _Builder:
 
     def build(self) -> Catalog:
         entries = list(self.raw.get("models") or [])
-        models = tuple(self.model(e, i) for i, e in enumerate(entries))
+        models = ModelEntries(
+            ((e["provider"], e["id"]) for e in entries), lambda i: self.model(entries[i], i)
+        )
         aliases: dict[str, list[tuple[str, str | None]]] = {}
         for entry in entries:
             for alias in entry.get("aliases") or ():
@@ -144,7 +147,7 @@ def _check_encodings(catalog: Catalog, source: str) -> None:
 def check_merge(merged: Catalog, override: Catalog, source: str) -> None:
     """What only the merged catalog can tell: aliases that point nowhere or hide behind an id,
     scopes that name no provider."""
-    ids = {m.id.lower() for m in merged.models}
+    ids = {model_id.lower() for _, model_id in merged.models.keys}
     for alias, targets in override.aliases.items():
         if alias.lower() in ids:
             raise ConfigError(
@@ -153,7 +156,7 @@ def check_merge(merged: Catalog, override: Catalog, source: str) -> None:
         for target, _ in targets:
             if target.lower() not in ids:
                 raise ConfigError(f"{source}: alias {alias!r} points to {target!r}, which no catalog lists")
-    providers = {m.provider for m in merged.models}
+    providers = {provider for provider, _ in merged.models.keys}
     for scope, provider in override.scopes.items():
         if provider not in providers:
             raise ConfigError(f"{source}: scope {scope!r} names provider {provider!r}, which has no models")

@@ -1,0 +1,97 @@
+"""The catalog's models are built from their entries only when read (catalog.entries)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ctxbudget.catalog.catalog import Catalog, bundled_text
+from ctxbudget.catalog.entries import ModelEntries, SpecsById
+from ctxbudget.catalog.files import build_catalog
+from ctxbudget.catalog.values import NO_CACHE, ModelSpec, TokenizerSpec
+
+TOKENIZER = TokenizerSpec(encoding="o200k_base", exact=True, safety_factor=1.0)
+
+
+def _spec(provider: str, model_id: str, window: int = 1000) -> ModelSpec:
+    return ModelSpec(
+        id=model_id,
+        provider=provider,
+        kind="chat",
+        context_window=window,
+        max_output_tokens=None,
+        tokenizer=TOKENIZER,
+        prices=None,
+        cache=NO_CACHE,
+    )
+
+
+class _Counting:
+    """A builder that records which positions it was asked to build."""
+
+    def __init__(self, keys: list[tuple[str, str]]) -> None:
+        self.keys = keys
+        self.built: list[int] = []
+
+    def __call__(self, position: int) -> ModelSpec:
+        self.built.append(position)
+        provider, model_id = self.keys[position]
+        return _spec(provider, model_id, 1000 + position)
+
+
+def _entries(keys: list[tuple[str, str]]) -> tuple[ModelEntries, _Counting]:
+    builder = _Counting(keys)
+    return ModelEntries(keys, builder), builder
+
+
+def test_a_spec_is_built_once_when_first_read() -> None:
+    entries, builder = _entries([("a", "m1"), ("b", "m2"), ("c", "m3")])
+    assert builder.built == []
+    assert entries[1].context_window == 1001
+    assert entries[-1].id == "m3"  # negative positions count from the end
+    assert entries[1] is entries[1]
+    assert builder.built == [1, 2]
+    assert [s.id for s in entries[0:2]] == ["m1", "m2"]
+    assert [s.provider for s in entries] == ["a", "b", "c"]
+    assert sorted(builder.built) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("position", [3, -4])
+def test_a_position_out_of_range_is_an_index_error(position: int) -> None:
+    entries, _ = _entries([("a", "m1"), ("b", "m2"), ("c", "m3")])
+    with pytest.raises(IndexError):
+        entries[position]
+
+
+def test_looking_an_id_up_builds_only_its_specs() -> None:
+    entries, builder = _entries([("a", "Same"), ("b", "other"), ("c", "same")])
+    by_id = SpecsById(entries)
+    assert "same" in by_id and "Same" not in by_id
+    assert sorted(by_id) == ["other", "same"] and len(by_id) == 2
+    assert [s.provider for s in by_id["same"]] == ["a", "c"]  # priority order kept
+    assert sorted(builder.built) == [0, 2]
+    assert by_id.get("missing") is None
+
+
+def test_joined_entries_keep_the_chosen_positions_in_order_and_build_lazily() -> None:
+    first, first_builder = _entries([("a", "x"), ("a", "y")])
+    second, second_builder = _entries([("b", "y"), ("b", "z")])
+    joined = ModelEntries.joined([(first, range(2)), (second, [1])])
+    assert joined.keys == (("a", "x"), ("a", "y"), ("b", "z"))
+    assert first_builder.built == [] and second_builder.built == []
+    assert joined[2].id == "z" and second_builder.built == [1] and first_builder.built == []
+
+
+def test_a_catalog_given_built_specs_resolves_as_before() -> None:
+    catalog = Catalog(models=(_spec("a", "m1", 5000), _spec("b", "m1", 7000)))
+    assert isinstance(catalog.models, ModelEntries)
+    assert catalog.resolve_window("m1").context_window == 5000  # the first listed wins
+
+
+def test_the_bundled_catalog_resolves_an_id_without_building_every_model() -> None:
+    catalog = build_catalog(json.loads(bundled_text()), "bundled")  # fresh: nothing read yet
+    catalog.resolve_window("gpt-4o-2024-08-06")
+    built = sum(spec is not None for spec in catalog.models._specs)
+    assert 0 < built < len(catalog.models) / 10
+    assert len({s.id for s in catalog.models}) > 1000  # every one can still be read
