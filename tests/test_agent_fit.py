@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ctxbudget import BudgetExceeded, fit
+from ctxbudget import BudgetExceeded, InvalidRequestError, fit
 from ctxbudget.cli import main
 from ctxbudget.fitting import count
 from ctxbudget.trim.messages import question_spans
@@ -592,3 +592,39 @@ def test_a_long_single_paragraph_that_opens_by_asking_keeps_its_question() -> No
     body = {"model": "gpt-4o", "max_tokens": 100, "messages": [{"role": "user", "content": opening}]}
     kept = fit(body, model="gpt-4o", max_context_tokens=1500).request["messages"][-1]["content"]
     assert kept.startswith("Hello. What is clause 4?")
+
+
+def test_a_custom_tool_call_is_counted_and_stays_with_its_result() -> None:
+    tools = [
+        {
+            "type": "custom",
+            "custom": {"name": "run_sql", "description": "raw SQL", "format": {"type": "text"}},
+        }
+    ]
+    messages: list[dict[str, Any]] = []
+    for n in range(15):
+        messages += [
+            {"role": "user", "content": f"question {n} " + "lorem ipsum " * 300},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": f"call_{n}", "type": "custom", "custom": {"name": "run_sql", "input": "SELECT 1"}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": f"call_{n}", "content": f"rows {n}"},
+        ]
+    messages.append({"role": "user", "content": "And now?"})
+    body = {"model": "gpt-5", "tools": tools, "messages": messages}
+    counted = count(body, model="gpt-5")
+    assert any("custom tool run_sql" in p for p in counted["estimated_parts"])
+    result = fit(body, model="gpt-5", max_context_tokens=6000)
+    sent = result.request["messages"]
+    calls = [m["tool_calls"][0]["id"] for m in sent if m.get("tool_calls")]
+    results = [m["tool_call_id"] for m in sent if m.get("role") == "tool"]
+    assert calls == results and 0 < len(calls) < 15
+    with pytest.raises(InvalidRequestError, match=r"tool_calls\[0\]: a custom tool call needs"):
+        count(
+            {"messages": [{"role": "assistant", "tool_calls": [{"id": "x", "type": "custom"}]}]},
+            model="gpt-5",
+        )

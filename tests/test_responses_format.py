@@ -208,3 +208,42 @@ def test_fits_keep_order_pairs_and_the_budget(body: dict[str, Any], window: int)
 def test_an_input_that_is_neither_a_string_nor_a_list_says_what_it_must_be(value: Any) -> None:
     with pytest.raises(InvalidRequestError, match=r"\$\.input: must be a string or a list of items"):
         fit({"model": "gpt-4o", "input": value}, model="gpt-4o", format="responses")
+
+
+def _computer_turn(n: int) -> list[dict[str, Any]]:
+    """A computer-use step: a question, the model's computer call, its screenshot output."""
+    screenshot = {"type": "computer_screenshot", "image_url": "data:image/png;base64,iVBORw0KGgo="}
+    return [
+        {"role": "user", "content": f"step {n} " + WORD * 300},
+        {"type": "computer_call", "id": f"cu_{n}", "call_id": f"c{n}", "action": {"type": "screenshot"}},
+        {"type": "computer_call_output", "call_id": f"c{n}", "output": screenshot},
+    ]
+
+
+def test_every_kind_of_call_stays_with_its_output_and_a_screenshot_is_priced_as_an_image() -> None:
+    items = [item for n in range(12) for item in _computer_turn(n)]
+    items.append({"role": "user", "content": "Where are we?"})
+    result = fit({"model": "gpt-4o", "input": items}, model="gpt-4o", max_context_tokens=9000)
+    sent = result.request["input"]
+    calls = [i["call_id"] for i in sent if i.get("type") == "computer_call"]
+    outputs = [i["call_id"] for i in sent if i.get("type") == "computer_call_output"]
+    assert calls == outputs and 0 < len(calls) < 12  # trimmed, and no call without its output
+    screenshot = [p for p in result.report.estimated_parts if "computer_call_output: image" in p]
+    assert screenshot  # priced by the image rule, not as its base64 text
+
+
+def test_a_stored_prompt_may_supply_the_input() -> None:
+    body = {"model": "gpt-4o", "prompt": {"id": "pmpt_1", "variables": {"city": "Paris"}}}
+    counted = count(body, model="gpt-4o")
+    assert counted["format"] == "responses" and counted["exact"] is False
+    assert counted["tokens"] >= _tokens(json.dumps({"city": "Paris"}, separators=(",", ":")))
+    result = fit(body, model="gpt-4o")
+    assert result.request == body and "input" not in result.request
+    with pytest.raises(InvalidRequestError, match="needs an `input`"):
+        count({"model": "gpt-4o", "tools": []}, model="gpt-4o", input_format="responses")
+
+
+def test_a_function_call_output_is_text_or_parts_not_an_object() -> None:
+    items = [{"type": "function_call_output", "call_id": "c1", "output": {"type": "computer_screenshot"}}]
+    with pytest.raises(InvalidRequestError, match=r"\$\.input\[0\].*string or a list of parts"):
+        count({"model": "gpt-4o", "input": [*items, {"role": "user", "content": "hi"}]}, model="gpt-4o")

@@ -67,8 +67,13 @@ def is_openai(request: Mapping[str, Any]) -> bool:
 
 
 def is_responses(request: Mapping[str, Any]) -> bool:
-    """An ``input`` body (a string or a list) with no chat ``messages``."""
-    return "messages" not in request and isinstance(request.get("input"), str | list)
+    """An ``input`` body (a string or a list), or one whose stored ``prompt`` (an object) supplies
+    the input, with no chat ``messages``."""
+    if "messages" in request:
+        return False
+    return isinstance(request.get("input"), str | list) or (
+        "input" not in request and isinstance(request.get("prompt"), dict)
+    )
 
 
 def is_question(request: Mapping[str, Any]) -> bool:

@@ -44,8 +44,26 @@ class _Function(OpenModel):
     arguments: str = ""
 
 
+class _Custom(OpenModel):
+    name: str
+    input: str = ""
+
+
 class _ToolCall(OpenModel):
-    function: _Function
+    """A function call, or a custom (freeform) tool's call: ``{"type": "custom", "custom": ...}``."""
+
+    type: str | None = None
+    function: _Function | None = None
+    custom: _Custom | None = None
+
+    @model_validator(mode="after")
+    def _has_its_call(self) -> _ToolCall:
+        if self.type == "custom":
+            if self.custom is None:
+                raise ValueError("a custom tool call needs its `custom` object (name and input)")
+        elif self.function is None:
+            raise ValueError("a tool call needs its `function` (name and arguments)")
+        return self
 
 
 class _ImageURL(OpenModel):
@@ -173,9 +191,10 @@ def _message_chunks(
         *([{"function": legacy}] if isinstance(legacy, dict) else []),
     ]
     for call in calls:
-        function = call.get("function") or {}
+        custom = call.get("custom") if call.get("type") == "custom" else None
+        function = custom if isinstance(custom, dict) else call.get("function") or {}
         chunks.append((Segment(str(function.get("name", "")), owner),))
-        chunks.append((Segment(str(function.get("arguments", "")), owner),))
+        chunks.append((Segment(str(function.get("input" if custom else "arguments", "")), owner),))
     return chunks, constant
 
 
@@ -183,7 +202,7 @@ def function_tool_chunks(tools: list[dict[str, Any]]) -> tuple[list[tuple[Segmen
     chunks: list[tuple[Segment, ...]] = []
     constant = 0
     for tool in tools:
-        function = tool.get("function") or {}
+        function = tool.get("function") or tool.get("custom") or {}  # a custom tool: name, description
         constant += FUNC_INIT
         description = str(function.get("description", "")).removesuffix(".")
         chunks.append((Segment(f"{function.get('name', '')}:{description}", "tools"),))
@@ -203,6 +222,26 @@ def function_tool_chunks(tools: list[dict[str, Any]]) -> tuple[list[tuple[Segmen
     if tools:
         constant += FUNC_END
     return chunks, constant
+
+
+def _custom_tool_formats(
+    tools: list[dict[str, Any]], estimated: list[tuple[Owner, str]]
+) -> list[tuple[Segment, ...]]:
+    """A custom (freeform) tool's input format (a grammar, say), counted as its JSON text: an
+    estimate, since how the provider renders custom tools is not published."""
+    chunks: list[tuple[Segment, ...]] = []
+    for tool in tools:
+        custom = tool.get("custom") if tool.get("type") == "custom" else None
+        if isinstance(custom, dict):
+            form = custom.get("format")
+            if form is not None:
+                chunks.append(
+                    (Segment(json.dumps(form, ensure_ascii=False, separators=(",", ":")), "tools"),)
+                )
+            estimated.append(
+                ("tools", f"custom tool {custom.get('name')!s}: counted as its name, description and format")
+            )
+    return chunks
 
 
 def _read_fields(request: Mapping[str, Any]) -> list[tuple[Segment, ...]]:
@@ -280,7 +319,7 @@ class OpenAIFormat:
             if isinstance(f, dict) and isinstance(f.get("parameters") or {}, dict)
         ]
         tool_chunks, tool_constant = function_tool_chunks(tools)
-        chunks += tool_chunks + _read_fields(request)
+        chunks += tool_chunks + _custom_tool_formats(tools, estimated) + _read_fields(request)
         if tool_constant:
             constants.append(("tools", tool_constant))
         return Rendering(chunks=tuple(chunks), constants=tuple(constants), estimated=tuple(estimated))

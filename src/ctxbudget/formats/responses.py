@@ -52,7 +52,9 @@ class _InputItem(OpenModel):
     call_id: str | None = None
     name: str | None = None
     arguments: str | None = None
-    output: str | list[_Part] | None = None
+    # a function call's output is text or parts; other calls' outputs are objects of their own
+    # (a computer_call_output's screenshot)
+    output: str | list[_Part] | dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _complete(self) -> _InputItem:
@@ -62,11 +64,14 @@ class _InputItem(OpenModel):
             raise ValueError("a function_call needs a `call_id` and a `name`")
         if self.type == "function_call_output" and (self.call_id is None or self.output is None):
             raise ValueError("a function_call_output needs a `call_id` and an `output`")
+        if self.type == "function_call_output" and isinstance(self.output, dict):
+            raise ValueError("a function_call_output's `output` is a string or a list of parts")
         return self
 
 
 class _Body(OpenModel):
-    input: str | list[_InputItem]
+    # absent when a stored prompt (``prompt``) or a previous response supplies the input
+    input: str | list[_InputItem] | None = None
     instructions: str | list[dict[str, Any]] | None = None
     tools: list[dict[str, Any]] | None = None
     previous_response_id: str | None = None
@@ -77,6 +82,18 @@ class _Body(OpenModel):
         if not isinstance(value, str | list):
             raise ValueError("must be a string or a list of items")
         return value
+
+    @model_validator(mode="after")
+    def _has_input(self) -> _Body:
+        if (
+            self.input is None
+            and not (self.model_extra or {}).get("prompt")
+            and not self.previous_response_id
+        ):
+            raise ValueError(
+                "a body needs an `input`, unless a stored `prompt` or `previous_response_id` supplies it"
+            )
+        return self
 
 
 def _is_system(item: Mapping[str, Any]) -> bool:
@@ -89,7 +106,9 @@ def _is_query(item: Mapping[str, Any]) -> bool:
 
 def _input_items(request: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The input as a list of items: a string input is one user message."""
-    given = request["input"]
+    given = request.get("input")
+    if given is None:  # a stored prompt supplies it
+        return []
     return [{"role": "user", "content": given}] if isinstance(given, str) else list(given)
 
 
@@ -127,6 +146,14 @@ def _read_fields(request: Mapping[str, Any], estimated: list[tuple[Owner, str]])
     if request.get("previous_response_id"):
         how = "the stored conversation it continues is outside the request: not counted"
         estimated.append(("previous_response_id", how))
+    prompt = request.get("prompt")
+    if isinstance(prompt, dict):
+        if prompt.get("variables"):
+            chunks.append((Segment(_json(prompt["variables"]), "prompt"),))
+        how = (
+            "the stored prompt template is outside the request: not counted (its variables are, as JSON text)"
+        )
+        estimated.append(("prompt", how))
     return chunks
 
 
@@ -163,7 +190,7 @@ class ResponsesFormat:
         out: list[Item] = []
         if _has_instructions(request):
             out.append(Item(component="system", index=0, path="$.instructions", text=request["instructions"]))
-        single = isinstance(request["input"], str)
+        single = isinstance(request.get("input"), str)
         for component, index, position in layout:
             item = items[position]
             out.append(
@@ -221,8 +248,8 @@ class ResponsesFormat:
             else:
                 del out["instructions"]
         kept = apply_history(inputs, layout, items, plan, with_item_text)
-        if isinstance(request["input"], str):
+        if isinstance(request.get("input"), str):
             out["input"] = str(kept[0].get("content", "")) if kept else ""
-        else:
+        elif "input" in request:
             out["input"] = kept
         return out

@@ -91,19 +91,24 @@ def with_item_text(item: Mapping[str, Any], text: str, pieces: tuple[str, ...] =
 
 
 def call_groups(items: Sequence[Mapping[str, Any]]) -> list[int]:
-    """A group per item; a ``function_call`` and its ``function_call_output`` (same ``call_id``)
-    share one with everything between them, and a ``reasoning`` item shares the group of the item
-    after it (the API refuses a call sent back without the reasoning that led to it)."""
+    """A group per item; a call and its output (``function_call`` and ``function_call_output``,
+    and so every ``X_call`` and ``X_call_output`` of the same kind and ``call_id``: computer,
+    custom tool, local shell, ...) share one with everything between them, and a ``reasoning``
+    item shares the group of the item after it (the API refuses a call sent back without the
+    reasoning that led to it, or an output without its call)."""
     groups = list(range(len(items)))
-    owner_of_call: dict[str, int] = {}
+    owner_of_call: dict[tuple[str, str], int] = {}
     for i, item in enumerate(items):
         if i and items[i - 1].get("type") == "reasoning":
             groups[i] = groups[i - 1]
-        kind = item.get("type")
-        if kind == "function_call":
-            owner_of_call[str(item.get("call_id"))] = i
-        elif kind == "function_call_output" and str(item.get("call_id")) in owner_of_call:
-            first = owner_of_call[str(item.get("call_id"))]
+        kind = str(item.get("type") or "")
+        if kind.endswith("_call") and "call_id" in item:
+            owner_of_call[kind, str(item.get("call_id"))] = i
+        elif (
+            kind.endswith("_call_output")
+            and (key := (kind[: -len("_output")], str(item.get("call_id")))) in owner_of_call
+        ):
+            first = owner_of_call[key]
             groups[first : i + 1] = [groups[first]] * (i + 1 - first)
     return groups
 
@@ -154,6 +159,12 @@ def item_chunks(
     if kind == "function_call_output":
         chunks, constant = _parts_chunks(item.get("output"), "output", owner, estimated)
         return chunks, constant + TOKENS_PER_ITEM
+    output = item.get("output")
+    if kind == "computer_call_output" and isinstance(output, dict) and "image_url" in output:
+        # a screenshot is billed as an image, not as its base64 text
+        estimate = _part_estimate({"type": "input_image", "image_url": output.get("image_url")})
+        estimated.append((owner, f"computer_call_output: {estimate.how}: {estimate.tokens:,} tokens"))
+        return [], TOKENS_PER_ITEM + estimate.tokens
     if kind == "reasoning":
         summary = item.get("summary")
         texts = [str(s.get("text", "")) for s in summary or [] if isinstance(s, dict)]
