@@ -3,6 +3,7 @@ answer cannot poison, bounded state (official SDKs against the local fake upstre
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -13,7 +14,10 @@ import httpx
 import openai
 import pytest
 
+from ctxbudget import get_policy
+from ctxbudget.gateway.bodies import capped_output
 from ctxbudget.gateway.calibration import Calibration
+from ctxbudget.gateway.refusals import Refusal
 from ctxbudget.gateway.usage import normalize_usage
 from ctxbudget.session import SQLiteStore
 
@@ -424,6 +428,24 @@ def test_policy_mode_honours_the_request_budget_the_ceiling_and_the_reply_size(t
         body = {"model": "claude-sonnet-4-6", "max_tokens": 50_000, "messages": _ask()}
         httpx.post(url + "/v1/messages", json=body, headers=policy).raise_for_status()
         assert fake.received[-1]["max_tokens"] == 4096  # capped at the policy's max_output_tokens
+        # a thinking budget is part of the reply: lowered with it, in the client's proportion
+        thinking = {**body, "max_tokens": 16_000, "thinking": {"type": "enabled", "budget_tokens": 8_000}}
+        httpx.post(url + "/v1/messages", json=thinking, headers=policy).raise_for_status()
+        sent = fake.received[-1]
+        assert sent["max_tokens"] == 4096 and sent["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+        thinking["thinking"] = {"type": "enabled", "budget_tokens": 15_999}
+        httpx.post(url + "/v1/messages", json=thinking, headers=policy).raise_for_status()
+        assert fake.received[-1]["thinking"]["budget_tokens"] == 4095  # always below max_tokens
+
+
+def test_policy_mode_refuses_thinking_its_reply_size_cannot_hold() -> None:
+    policy = dataclasses.replace(get_policy("legal-review"), max_output_tokens=1000)
+    body = {"max_tokens": 8000, "thinking": {"type": "enabled", "budget_tokens": 4000}}
+    with pytest.raises(Refusal, match="no room for extended thinking") as refused:
+        capped_output(body, policy)
+    assert refused.value.status == 400
+    kept = {"max_tokens": 8000, "thinking": {"type": "enabled", "budget_tokens": 500}}
+    assert capped_output(kept, policy)["thinking"] == kept["thinking"]  # already below the cap
 
 
 def test_a_refusal_after_the_body_was_read_names_its_session_and_figures(tmp_path: Path) -> None:
