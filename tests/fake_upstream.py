@@ -88,6 +88,7 @@ class FakeUpstream:
                 headers={"x-should-retry": "true"},
             ),
             "fault-badjson": Response(b'{"id": "msg_1", "content": [', media_type="application/json"),
+            "fault-html-200": Response(b"<html>captive portal</html>", media_type="text/html"),
             "fault-list": JSONResponse([1, 2, 3]),
             "fault-nan-usage": Response(
                 b'{"id": "m", "type": "message", "role": "assistant", "content": [{"type": "text", '

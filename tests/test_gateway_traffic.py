@@ -120,6 +120,10 @@ def test_a_broken_upstream_answer_is_a_502_and_a_given_answer_always_arrives(
     with pytest.raises(anthropic.APIStatusError) as bad:
         _anthropic(url).messages.create(model="fault-badjson", max_tokens=10, messages=_ask())
     assert bad.value.status_code == 502 and bad.value.response.json()["type"] == "error"
+    with pytest.raises(anthropic.APIStatusError) as html:  # a portal answering 200 in HTML
+        _anthropic(url).messages.create(model="fault-html-200", max_tokens=10, messages=_ask())
+    assert html.value.status_code == 502 and html.value.response.json()["type"] == "error"
+    assert html.value.response.headers["content-type"] == "application/json"  # not the portal's
     listed = httpx.post(
         url + "/v1/messages", json={"model": "fault-list", "max_tokens": 5, "messages": _ask()}
     )

@@ -28,10 +28,14 @@ def error_response(provider: Provider, status: int, message: str, code: str) -> 
     return JSONResponse(provider.error_body(status, message, code), status_code=status)
 
 
+_BODY_HEADERS = ("content-type", "content-length", "content-encoding", "transfer-encoding")
+
+
 def refused(provider: Provider, refusal: Refusal) -> JSONResponse:
     """A refusal told in the provider's shape, with what the client is told about its request."""
     response = error_response(provider, refusal.status, str(refusal), refusal.code)
-    response.headers.update(refusal.headers)
+    # the upstream's headers told with it never describe this body (a portal's text/html, say)
+    response.headers.update({k: v for k, v in refusal.headers.items() if k.lower() not in _BODY_HEADERS})
     return response
 
 
