@@ -3,6 +3,7 @@ answer cannot poison, bounded state (official SDKs against the local fake upstre
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import time
@@ -18,6 +19,7 @@ from ctxbudget import get_policy
 from ctxbudget.gateway.bodies import capped_output
 from ctxbudget.gateway.calibration import Calibration
 from ctxbudget.gateway.refusals import Refusal
+from ctxbudget.gateway.upstream import UpstreamCounter
 from ctxbudget.gateway.usage import normalize_usage
 from ctxbudget.session import SQLiteStore
 
@@ -567,3 +569,26 @@ def test_session_names_are_taken_as_sent_or_refused_never_cut(tmp_path: Path) ->
     assert [r.status_code for r in refused] == [400, 400, 400]
     assert "206 characters long" in refused[0].json()["error"]["message"]
     assert SQLiteStore(store).names() == [unicode_name]
+
+
+def test_a_stuck_count_endpoint_is_not_waited_for_longer_than_a_count_takes() -> None:
+    async def ask() -> int | None:
+        async def stall(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await asyncio.sleep(30)  # reads the request, never answers
+
+        server = await asyncio.start_server(stall, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server, httpx.AsyncClient(timeout=600) as client:
+            counter = UpstreamCounter(
+                client, f"http://127.0.0.1:{port}/v1/messages/count_tokens", timeout=0.2
+            )
+            return await counter.count({"model": "m", "messages": []}, [], proxy_tokens=10)
+
+    async def bounded() -> None:
+        async with httpx.AsyncClient(timeout=0.05) as client:  # never above the client's own
+            assert UpstreamCounter(client, "http://upstream.invalid").timeout == 0.05
+
+    started = time.monotonic()
+    assert asyncio.run(ask()) is None  # the estimate stands
+    assert time.monotonic() - started < 10  # far from the stalled endpoint's 30 s
+    asyncio.run(bounded())

@@ -129,13 +129,23 @@ class Upstream:
         return Refusal(status, message, code, passed_back(response.headers))
 
 
-class UpstreamCounter:
-    """Exact input-token counts from the upstream, remembered by content (at most ``limit``)."""
+# The exact count is a refinement with the estimate to fall back on: a counting endpoint answers
+# in well under a second, so one that has not answered in this long is not waited for any longer
+# (the upstream's own timeout, 600 s by default, is sized for a model's answer).
+COUNT_TIMEOUT_SECONDS = 5.0
 
-    def __init__(self, client: httpx.AsyncClient, url: str, limit: int = 4096) -> None:
+
+class UpstreamCounter:
+    """Exact input-token counts from the upstream, remembered by content (at most ``limit``),
+    each asked for at most ``timeout`` seconds (at most the client's own read timeout)."""
+
+    def __init__(
+        self, client: httpx.AsyncClient, url: str, limit: int = 4096, timeout: float = COUNT_TIMEOUT_SECONDS
+    ) -> None:
         self.client = client
         self.url = url
         self.limit = limit
+        self.timeout = min(timeout, client.timeout.read or timeout)
         self.asked = 0
         self.failed = 0
         self._known: OrderedDict[str, int] = OrderedDict()
@@ -164,7 +174,9 @@ class UpstreamCounter:
         """One call to the counting endpoint: its ``input_tokens``, or None on any failure."""
         self.asked += 1
         try:
-            response = await self.client.post(self.url, json=payload, headers=list(headers))
+            response = await self.client.post(
+                self.url, json=payload, headers=list(headers), timeout=self.timeout
+            )
             tokens = response.json().get("input_tokens") if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError, AttributeError) as exc:
             logger.warning("count_tokens upstream failed (%s); the estimate stands", type(exc).__name__)
