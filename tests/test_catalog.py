@@ -375,3 +375,27 @@ def test_the_docs_give_the_catalog_size_by_provider() -> None:
                 shown[name.split(" (")[0]] = int(number)
     assert {k: counts[k] for k in shown} == shown
     assert rest == (len(counts) - len(shown), sum(v for k, v in counts.items() if k not in shown))
+
+
+@pytest.mark.parametrize(
+    ("sent", "base"),
+    [
+        ("ft:gpt-4o-mini-2024-07-18:my-org:custom-suffix:9xYz", "gpt-4o-mini"),
+        ("ft:gpt-4.1-2025-04-14:acme::BCDE12", "gpt-4.1"),
+        ("ft:gpt-4o:org", "gpt-4o"),
+    ],
+)
+def test_a_fine_tuned_id_has_its_base_window_and_tokenizer_but_not_its_prices(sent: str, base: str) -> None:
+    catalog = bundled_catalog()
+    tuned, plain = catalog.resolve_window(sent), catalog.resolve_window(base)
+    assert tuned.rule == "fine-tuned" and tuned.path[0].startswith("fine-tuned ")
+    assert (tuned.context_window, tuned.max_input_tokens) == (plain.context_window, plain.max_input_tokens)
+    assert tuned.spec is not None and plain.spec is not None and tuned.spec.id == plain.spec.id
+    assert tuned.spec.tokenizer == plain.spec.tokenizer and plain.spec.prices is not None
+    assert tuned.spec.prices is None  # billed at its own rates, which the catalog does not list
+    assert catalog.resolve_window(base).spec.prices is not None  # the base keeps its own
+
+
+def test_a_fine_tuned_id_of_an_unknown_base_is_unknown() -> None:
+    with pytest.raises(UnknownModelError):
+        bundled_catalog().resolve_window("ft:not-a-model-at-all:org::x")

@@ -15,11 +15,15 @@
 5. genai-prices' match rules (``starts_with``, ``contains``, ``regex``), in provider order;
 6. family: the longest catalog id that starts the id at a separator (``gpt-4o-mini-foo`` ->
    ``gpt-4o-mini``), with a warning.
+An OpenAI fine-tuned id (``ft:gpt-4o-mini-2024-07-18:org:name:id``) resolves as its base model by
+these rules: the base's window, input cap and tokenizer, but no prices (a fine-tuned model is
+billed at its own rates, which the catalog does not list).
 Each step is recorded, so a report can name the rule and the path.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +37,7 @@ _SEVERITY: dict[ResolutionRule, int] = {
     "exact": 0,
     "alias": 1,
     "scoped": 2,
+    "fine-tuned": 2,
     "snapshot": 3,
     "match": 4,
     "family": 5,
@@ -59,6 +64,7 @@ _OTHER_KINDS = re.compile(
     r"(^|-)(tts|transcribe|realtime|audio|image|embed\w*|moderation|whisper|speech|search)(-|$)"
 )
 _UNPRINTABLE = re.compile(r"[\s\x00-\x1f\x7f]")
+_FINE_TUNED = re.compile(r"^ft:(?P<base>[^:]+)(?::|$)")
 _MAX_DEPTH = 8
 MAX_ID_CHARS = 256
 
@@ -97,9 +103,9 @@ def _step(rule: ResolutionRule, detail: str, spec: ModelSpec) -> Found:
     return Found(spec, rule, (f"{rule} {detail}",))
 
 
-def _then(rule: ResolutionRule, detail: str, inner: Found) -> Found:
+def _then(rule: ResolutionRule, detail: str, inner: Found, spec: ModelSpec | None = None) -> Found:
     headline = rule if _SEVERITY[rule] > _SEVERITY[inner.rule] else inner.rule
-    return Found(inner.spec, headline, (f"{rule} {detail}", *inner.path))
+    return Found(spec or inner.spec, headline, (f"{rule} {detail}", *inner.path))
 
 
 def _exact(index: Index, name: str, provider: str | None, strict: bool = False) -> Found | None:
@@ -229,6 +235,13 @@ def find(index: Index, model_id: str) -> Found | None:
     name = model_id.strip().lower()
     if len(name) > MAX_ID_CHARS or _UNPRINTABLE.search(name):
         return None
+    tuned = _FINE_TUNED.match(name)
+    if tuned is not None:
+        base = find(index, tuned["base"])
+        if base is None:
+            return None
+        unpriced = dataclasses.replace(base.spec, prices=None)
+        return _then("fine-tuned", f"{name} -> {tuned['base']} (its own prices: unknown)", base, unpriced)
     found = _find(index, name, None, 0)
     if found is not None:
         return found

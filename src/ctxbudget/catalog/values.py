@@ -90,7 +90,9 @@ class Family:
     source: str = ""
 
 
-ResolutionRule = Literal["explicit", "exact", "alias", "scoped", "snapshot", "match", "family", "floor"]
+ResolutionRule = Literal[
+    "explicit", "exact", "alias", "scoped", "fine-tuned", "snapshot", "match", "family", "floor"
+]
 
 
 @dataclass(frozen=True, kw_only=True)
