@@ -16,7 +16,8 @@ import openai
 import pytest
 
 from ctxbudget import get_policy
-from ctxbudget.gateway.bodies import capped_output
+from ctxbudget.errors import InvalidRequestError
+from ctxbudget.gateway.bodies import capped_output, named_session
 from ctxbudget.gateway.calibration import Calibration
 from ctxbudget.gateway.refusals import Refusal
 from ctxbudget.gateway.upstream import UpstreamCounter
@@ -563,12 +564,18 @@ def test_session_names_are_taken_as_sent_or_refused_never_cut(tmp_path: Path) ->
 
         unicode_name = "ü-日本語-🙂"
         ok = post(unicode_name.encode("utf-8"))
+        # Unicode spaces are characters of a name: three names, three sessions, none empty
+        spaced = ["matter-42", "matter-42\u3000", "\u00a0matter-42", "\u2028"]
+        answers = [post(name.encode("utf-8")) for name in spaced]
         refused = [post(b"A" * 200 + b"-alice"), post(b"\xff\xfe-bad"), post(b"tab\there")]
-        assert len(fake.received) == 1
+        assert len(fake.received) == 5
     assert ok.status_code == 200 and ok.headers["x-ctxbudget-session"] == unicode_name
+    assert [a.headers["x-ctxbudget-session"] for a in answers] == spaced
     assert [r.status_code for r in refused] == [400, 400, 400]
     assert "206 characters long" in refused[0].json()["error"]["message"]
-    assert SQLiteStore(store).names() == [unicode_name]
+    with pytest.raises(InvalidRequestError, match="is empty"):  # blanks only (clients cannot send it)
+        named_session(" \t ")
+    assert sorted(SQLiteStore(store).names()) == sorted([unicode_name, *spaced])
 
 
 def test_a_stuck_count_endpoint_is_not_waited_for_longer_than_a_count_takes() -> None:

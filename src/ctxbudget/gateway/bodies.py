@@ -82,9 +82,15 @@ def named_session(header: str) -> str:
     altered: two different names must never become one session."""
     raw = header.encode("latin-1", errors="replace")
     try:
-        name = raw.decode("utf-8").strip()
+        # only HTTP's own blanks around a value are not part of it: Unicode spaces are characters
+        # of the name (`matter-42` and `matter-42\u3000` are two sessions)
+        name = raw.decode("utf-8").strip(" \t")
     except UnicodeDecodeError as exc:
         raise InvalidRequestError("is not UTF-8 text", HEADER) from exc
+    if not name:
+        raise InvalidRequestError(
+            "is empty; name a session, or send no header for one derived from the body", HEADER
+        )
     if len(name) > MAX_SESSION_CHARS:
         message = f"is {len(name):,} characters long; at most {MAX_SESSION_CHARS} are accepted"
         raise InvalidRequestError(message, HEADER)
