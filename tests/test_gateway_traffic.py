@@ -488,6 +488,17 @@ def test_unrouted_paths_answer_in_the_provider_shape(stack: tuple[FakeUpstream, 
         _openai(url).models.list()
     missing = httpx.post(url + "/v1/messages/batches", json={})
     assert missing.status_code == 404 and missing.json()["type"] == "error"
+    models = httpx.get(url + "/v1/models")  # what OpenAI-compatible tools ask at start-up
+    assert models.status_code == 404 and models.json()["error"]["code"] == "not_found"
+    asked = httpx.get(url + "/v1/models", headers={"anthropic-version": "2023-06-01"})
+    assert asked.status_code == 404 and asked.json()["type"] == "error"  # Anthropic's SDK asked
+    for method in ("OPTIONS", "TRACE"):  # methods the router itself refuses: 405, in the API's shape
+        answer = httpx.request(method, url + "/v1/messages")
+        assert answer.status_code == 405 and answer.headers["allow"] == "POST", method
+        assert answer.json()["type"] == "error" and "POST /v1/messages" in answer.json()["error"]["message"]
+    assert httpx.get(url + "/v1/messages").json()["type"] == "error"
+    chat = httpx.request("OPTIONS", url + "/v1/chat/completions")
+    assert chat.status_code == 405 and chat.json()["error"]["code"] == "method_not_allowed"
 
 
 def test_repeated_headers_and_the_query_string_reach_the_upstream(

@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 import httpx
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -155,12 +156,39 @@ async def _metrics(request: Request) -> Response:
     return PlainTextResponse(gateway.metrics_text(), media_type="text/plain; version=0.0.4")
 
 
+def _provider_of(request: Request) -> Provider:
+    """The API a request not served here meant: by its path (``/messages`` is Anthropic's,
+    ``/chat/`` and ``/responses`` OpenAI's), else by its headers (Anthropic's SDK sends
+    ``anthropic-version``), else OpenAI's, whose shape most compatible tools read (``GET
+    /v1/models`` at start-up)."""
+    path = request.url.path
+    if "/chat/" in path or "/responses" in path:
+        return OPENAI
+    if "/messages" in path or "anthropic-version" in request.headers:
+        return ANTHROPIC
+    return OPENAI
+
+
+_SERVED = "POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/chat/completions, POST /v1/responses"
+
+
 async def _unrouted(request: Request) -> Response:
-    """Any other path or method: an error in the shape of the API the path belongs to."""
-    provider = OPENAI if "/chat/" in request.url.path or "/responses" in request.url.path else ANTHROPIC
-    known = "POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/chat/completions, POST /v1/responses"
-    message = f"ctxbudget: {request.method} {request.url.path} is not served here; the gateway serves {known}"
-    return error_response(provider, 404, message, "not_found")
+    """Any other path or method: an error in the shape of the API it meant."""
+    message = (
+        f"ctxbudget: {request.method} {request.url.path} is not served here; the gateway serves {_SERVED}"
+    )
+    return error_response(_provider_of(request), 404, message, "not_found")
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own answers (405 for a method a served path does not take: OPTIONS, TRACE, a
+    GET of /v1/messages) in the API's error shape, with their headers (``Allow``)."""
+    assert isinstance(exc, HTTPException)
+    message = f"ctxbudget: {request.method} {request.url.path}: {exc.detail}; the gateway serves {_SERVED}"
+    code = "method_not_allowed" if exc.status_code == 405 else "not_found"
+    response = error_response(_provider_of(request), exc.status_code, message, code)
+    response.headers.update(exc.headers or {})
+    return response
 
 
 def create_app(
@@ -179,6 +207,7 @@ def create_app(
 
     app = Starlette(
         lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error},
         routes=[
             Route("/v1/messages", _proxy(ANTHROPIC), methods=["POST"]),
             Route("/v1/messages/count_tokens", _count_tokens, methods=["POST"]),
@@ -186,7 +215,11 @@ def create_app(
             Route("/v1/responses", _proxy(RESPONSES), methods=["POST"]),
             Route("/healthz", _healthz, methods=["GET"]),
             Route("/metrics", _metrics, methods=["GET"]),
-            Route("/{path:path}", _unrouted, methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]),
+            Route(
+                "/{path:path}",
+                _unrouted,
+                methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"],
+            ),
         ],
     )
     app.state.gateway = gateway
