@@ -610,3 +610,17 @@ def test_a_stuck_count_endpoint_is_not_waited_for_longer_than_a_count_takes() ->
     assert asyncio.run(ask()) is None  # the estimate stands
     assert time.monotonic() - started < 10  # far from the stalled endpoint's 30 s
     asyncio.run(bounded())
+
+
+def test_a_ctxbudget_header_sent_twice_must_say_one_thing(stack: tuple[FakeUpstream, str, Path]) -> None:
+    fake, url, _ = stack
+    body = {"model": "gpt-4o", "max_tokens": 5, "messages": _ask()}
+    sent = len(fake.received)
+    twice = [("x-ctxbudget-max-context-tokens", "100000"), ("x-ctxbudget-max-context-tokens", "60")]
+    refused = httpx.post(url + "/v1/chat/completions", json=body, headers=twice)
+    assert refused.status_code == 400 and "sent 2 times with different values" in refused.text
+    ceilings = [("x-ctxbudget-cost-ceiling", "5"), ("x-ctxbudget-cost-ceiling", "0.001")]
+    assert httpx.post(url + "/v1/chat/completions", json=body, headers=ceilings).status_code == 400
+    assert len(fake.received) == sent  # nothing was sent
+    same = [("x-ctxbudget-max-context-tokens", "5000"), ("x-ctxbudget-max-context-tokens", "5000")]
+    assert httpx.post(url + "/v1/chat/completions", json=body, headers=same).status_code == 200

@@ -5,7 +5,8 @@ the window is the provider's limit); ``X-Ctxbudget-Cost-Ceiling`` may only lower
 ceiling; ``X-Ctxbudget-Policy`` picks one of the policies the server allows (``serve
 --allow-policy``); ``X-Ctxbudget-Allow-Prefix-Change: true`` lets a policy-mode session's pinned
 prefix differ from its previous turn's (a new playbook; otherwise 409, INV-CTX-01). A malformed
-value is refused (400) naming the header; no such header is ever forwarded upstream.
+value is refused (400) naming the header, and so is one of them sent twice with different values;
+no such header is ever forwarded upstream.
 """
 
 from __future__ import annotations
@@ -61,8 +62,33 @@ def _ceiling(value: str, server: float | None) -> float:
     return ceiling if server is None else min(ceiling, server)
 
 
+_OWN_HEADERS = (
+    SESSION_HEADER,
+    MAX_CONTEXT_HEADER,
+    COST_CEILING_HEADER,
+    POLICY_HEADER,
+    ALLOW_PREFIX_CHANGE_HEADER,
+)
+
+
+def _once(headers: Mapping[str, str]) -> None:
+    """A ctxbudget header sent twice with different values is refused: which one the client
+    meant cannot be told, and taking either could lift a limit it set with the other."""
+    if not hasattr(headers, "getlist"):
+        return
+    for name in _OWN_HEADERS:
+        values = list(dict.fromkeys(headers.getlist(name)))
+        if len(values) > 1:
+            shown = ", ".join(repr(v[:40]) for v in values[:3])
+            raise SettingsError(
+                f"{name} was sent {len(values)} times with different values ({shown}); send it once"
+            )
+
+
 def request_settings(config: GatewayConfig, headers: Mapping[str, str]) -> RequestSettings:
-    """The settings for one request: the server's, narrowed by the client's headers."""
+    """The settings for one request: the server's, narrowed by the client's headers (each of
+    them sent once, or repeated with one value)."""
+    _once(headers)
     tokens = config.max_context_tokens or 0
     if (given := headers.get(MAX_CONTEXT_HEADER)) is not None:
         asked = _tokens(given)
