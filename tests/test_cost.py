@@ -6,6 +6,7 @@ import pytest
 
 from ctxbudget.catalog.values import Prices
 from ctxbudget.cost import price_turn
+from ctxbudget.errors import CostCeilingExceeded, usd
 
 SONNET = Prices(input=3.0, output=15.0, cache_write_5m=3.75, cache_write_1h=6.0, cache_read=0.30)
 
@@ -50,3 +51,13 @@ def test_a_turn_with_no_tokens_costs_nothing() -> None:
         SONNET, uncached_tokens=0, write_5m_tokens=0, write_1h_tokens=0, read_tokens=0, output_tokens=0
     )
     assert zero.total_usd == 0.0
+
+
+@pytest.mark.parametrize(
+    ("amount", "shown"),
+    [(0.133, "$0.1330"), (0.01, "$0.0100"), (12.5, "$12.5000"), (0.0099, "$0.00990"), (1e-6, "$0.00000100")],
+)
+def test_a_small_amount_in_a_message_keeps_its_first_digits(amount: float, shown: str) -> None:
+    assert usd(amount) == shown
+    message = str(CostCeilingExceeded(estimate_usd=amount * 2, ceiling_usd=amount))
+    assert f"ceiling {shown} per turn" in message

@@ -24,6 +24,7 @@ are wrapped with ``raise ... from exc`` at the boundary where they enter.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "UnknownModelError",
     "VolatileValueError",
     "reworded",
+    "usd",
 ]
 
 
@@ -165,6 +167,15 @@ TIER_HINT = (
 )
 
 
+def usd(amount: float) -> str:
+    """An amount in USD for a message: four decimals, or as many as show a smaller amount's first
+    three digits (a ceiling of $0.000001 is not "$0.0000")."""
+    if amount == 0 or not math.isfinite(amount) or abs(amount) >= 0.01:
+        return f"${amount:.4f}"
+    decimals = 2 - math.floor(math.log10(abs(amount)))
+    return f"${amount:.{decimals}f}"
+
+
 class CostCeilingExceeded(CtxBudgetError):
     """The estimated cost of the turn is above the ceiling (nothing is sent)."""
 
@@ -172,7 +183,7 @@ class CostCeilingExceeded(CtxBudgetError):
         self.estimate_usd: float | None = estimate_usd
         self.ceiling_usd = ceiling_usd
         super().__init__(
-            f"estimated cost ${estimate_usd:.4f} is above the ceiling ${ceiling_usd:.4f} per turn"
+            f"estimated cost {usd(estimate_usd)} is above the ceiling {usd(ceiling_usd)} per turn"
             + (f" ({detail})" if detail else "")
         )
 
@@ -186,7 +197,7 @@ class PriceUnknown(CostCeilingExceeded):
         self.ceiling_usd = ceiling_usd
         CtxBudgetError.__init__(
             self,
-            f"the price of {model_id!r} is unknown, so the ${ceiling_usd:.4f} cost ceiling cannot be "
+            f"the price of {model_id!r} is unknown, so the {usd(ceiling_usd)} cost ceiling cannot be "
             "checked; nothing was sent (add the model's prices in a user catalog, or use no ceiling: "
             "a policy without cost_ceiling_usd and no cost_ceiling_usd=)",
         )

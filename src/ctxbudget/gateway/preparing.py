@@ -19,7 +19,7 @@ from typing import Any, Literal
 from ..assembly import AssemblyResult, Policy, assemble
 from ..catalog.catalog import Catalog
 from ..catalog.values import ModelSpec
-from ..errors import BudgetExceeded, CostCeilingExceeded, CtxBudgetError, StoreError, UnknownModelError
+from ..errors import BudgetExceeded, CostCeilingExceeded, CtxBudgetError, StoreError, UnknownModelError, usd
 from ..fitting import FitResult, fit
 from ..fitting import count as fit_count
 from ..session.store import SessionStore
@@ -378,7 +378,7 @@ class Preparer:
             raise refusal_as(BudgetExceeded, provider.name, message)
         if ceilings and tools.cost_usd is not None and tools.cost_usd > min(ceilings):
             message = (
-                f"ctxbudget: estimated cost ${tools.cost_usd:.4f} with the tool definitions is above the "
-                f"ceiling ${min(ceilings):.4f}; nothing was sent"
+                f"ctxbudget: estimated cost {usd(tools.cost_usd)} with the tool definitions is above the "
+                f"ceiling {usd(min(ceilings))}; nothing was sent"
             )
             raise refusal_as(CostCeilingExceeded, provider.name, message)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..catalog.catalog import FLOOR_WINDOW_TOKENS
 from ..catalog.values import ModelSpec
 from ..cost import price_turn
-from ..errors import CostCeilingExceeded
+from ..errors import CostCeilingExceeded, usd
 from .refusals import Refusal, price_unknown, refusal_as
 from .settings import RequestSettings
 from .usage import Usage
@@ -78,7 +78,7 @@ def ceiling_refusal(
         return price_unknown(model, ceiling)
     if estimate > ceiling:
         message = (
-            f"ctxbudget: estimated cost ${estimate:.4f} is above the ceiling ${ceiling:.4f} per "
+            f"ctxbudget: estimated cost {usd(estimate)} is above the ceiling {usd(ceiling)} per "
             "request; nothing was sent (X-Ctxbudget-Cost-Ceiling may only lower the server's)"
         )
         return refusal_as(CostCeilingExceeded, provider, message)
