@@ -628,3 +628,100 @@ def test_a_custom_tool_call_is_counted_and_stays_with_its_result() -> None:
             {"messages": [{"role": "assistant", "tool_calls": [{"id": "x", "type": "custom"}]}]},
             model="gpt-5",
         )
+
+
+def _paragraphs(n: int) -> list[str]:
+    return [f"Paragraph {i}: shipment {i} arrived late on day {i} by the carrier log. " * 3 for i in range(n)]
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "claude-sonnet-4-5"])
+def test_a_message_of_many_text_parts_keeps_about_its_budget(model: str) -> None:
+    paragraphs = _paragraphs(20)
+    parts = {
+        "model": model,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": p} for p in paragraphs]}],
+    }
+    need = count(parts, model=model)["tokens"]
+    result = fit(parts, model=model, max_context_tokens=need // 2, reserve_output_tokens=0)
+    assert result.report.tokens_after >= 0.8 * result.report.available_tokens  # not "[…]" in every part
+    kept = [p["text"] for p in result.request["messages"][0]["content"]]
+    assert kept[-1] == paragraphs[-1]  # the last part is where the message ends
+    assert sum(text in paragraphs for text in kept) >= 5  # whole parts, not slivers of each
+
+
+def test_an_older_message_of_many_parts_keeps_the_part_the_question_asks_about() -> None:
+    paragraphs = _paragraphs(20)
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": p} for p in paragraphs]},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "Which shipment arrived on day 7?"},
+    ]
+    need = count({"messages": messages}, model="gpt-4o")["tokens"]
+    result = fit(
+        {"messages": messages}, model="gpt-4o", max_context_tokens=need // 2, reserve_output_tokens=0
+    )
+    kept = [p["text"] for p in result.request["messages"][0]["content"]]
+    assert paragraphs[7] in kept and result.report.tokens_after >= 0.8 * result.report.available_tokens
+
+
+def test_thousands_of_tiny_parts_keep_whole_parts_up_to_the_budget() -> None:
+    parts = [{"type": "text", "text": f"part {i} of the pasted log. "} for i in range(3000)]
+    body = {"messages": [{"role": "user", "content": parts}]}
+    need = count(body, model="gpt-4o")["tokens"]
+    result = fit(body, model="gpt-4o", max_context_tokens=need // 2, reserve_output_tokens=0)
+    kept = [p["text"] for p in result.request["messages"][0]["content"] if p["text"] != "[…]"]
+    assert result.report.tokens_after >= 0.9 * result.report.available_tokens
+    assert all(text.startswith("part ") and text.endswith("log. ") for text in kept)  # whole ones
+
+
+def test_parts_of_one_long_sentence_each_keep_words_of_their_own() -> None:
+    parts = [f"Item {i}: " + " ".join(f"w{j}x{i}" for j in range(60)) for i in range(20)]
+    body = {"messages": [{"role": "user", "content": [{"type": "text", "text": p} for p in parts]}]}
+    need = count(body, model="gpt-4o")["tokens"]
+    result = fit(body, model="gpt-4o", max_context_tokens=int(need * 0.6), reserve_output_tokens=0)
+    kept = [p["text"] for p in result.request["messages"][0]["content"]]
+    cut = [text for text in kept if text not in parts and text != "[…]"]
+    assert len(cut) >= 10  # every part keeps words of its own, not a marker alone
+    for text in cut:
+        original = parts[int(text.split(":")[0].removeprefix("Item "))]
+        assert all(piece.strip() in original for piece in text.split("[…]"))  # verbatim pieces
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {
+            "messages": [
+                {"role": "user", "content": "Which shipment arrived late on day 1234? Give its number."}
+            ]
+        },
+        {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "Which shipment was late?"}]},
+        {"input": "Which shipment arrived late on day 1234? Give its number."},
+    ],
+)
+def test_a_question_that_cannot_fit_whole_is_an_error_naming_it(body: dict[str, Any]) -> None:
+    with pytest.raises(BudgetExceeded, match=r"\(its question\)"):
+        fit(body, model="gpt-4o", max_context_tokens=10, reserve_output_tokens=0)
+    emptied = fit(body, model="gpt-4o", max_context_tokens=10, reserve_output_tokens=0, on_overflow="empty")
+    assert any("question needs" in w for w in emptied.report.warnings)
+
+
+def test_a_message_that_asks_nothing_is_still_cut_from_its_end() -> None:
+    body = {
+        "messages": [{"role": "user", "content": "Summarise the log below.\n\n" + "the log went on. " * 400}]
+    }
+    result = fit(body, model="gpt-4o", max_context_tokens=200, reserve_output_tokens=0)
+    assert result.report.tokens_after <= 200 and result.request["messages"][0]["content"]
+
+
+def test_a_part_too_long_for_any_passage_keeps_its_head_cut_at_a_word() -> None:
+    # one sentence of 250 characters a part: no passage of it is as small as each part's room
+    parts = [f"Item {i}: " + " ".join(f"w{j}x{i}" for j in range(42)) for i in range(10)]
+    body = {"messages": [{"role": "user", "content": [{"type": "text", "text": p} for p in parts]}]}
+    need = count(body, model="gpt-4o")["tokens"]
+    result = fit(body, model="gpt-4o", max_context_tokens=need // 2, reserve_output_tokens=0)
+    kept = [p["text"] for p in result.request["messages"][0]["content"]]
+    for original, text in zip(parts[:-1], kept[:-1], strict=True):
+        head = text.removesuffix("\n[…]")
+        assert text.endswith("[…]") and original.startswith(head) and original[len(head)] == " "
+    assert result.report.tokens_after >= 0.9 * result.report.available_tokens

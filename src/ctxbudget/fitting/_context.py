@@ -17,7 +17,7 @@ from ..items import Component, Item, ItemKey, RequestFormat
 from ..lazy_measure import LazyMeasurement
 from ..tokens.counter import TokenCounter
 from ..trim.history import units_of
-from ..trim.messages import question_of, question_spans
+from ..trim.messages import asks_a_question, question_of, question_spans
 from ..trim.passages import PassageScorer
 from ..trim.text import Span
 from ._budget import BudgetSplit
@@ -141,6 +141,15 @@ class FitContext:
             return 0
         count = span.char_counter(item.text)
         return sum(count(a, b) for a, b in question_spans(item.text))
+
+    def protected_question(self) -> dict[str, int]:
+        """The raw tokens of each question a chat query asks (a ``?`` or a label), by part: what
+        no cut may shorten (the seed's question format truncates its question instead)."""
+        return {
+            f"{item.component} {item.path} (its question)": tokens
+            for item in self.of("query")
+            if (tokens := self.question_tokens(item)) and asks_a_question(item.text)
+        }
 
     def first_claim(self) -> int:
         """Tokens the query's question takes from the pool before any component is budgeted."""

@@ -58,6 +58,7 @@ def _fixed_or_fail(ctx: FitContext) -> int:
     fixed_raw = sum(fixed.values())
     available = ctx.window.available_tokens
     if fixed_raw <= ctx.available_raw:
+        _question_fits_or_fail(ctx, fixed, fixed_raw)
         return fixed_raw
     if ctx.options.on_overflow == "error":
         raise BudgetExceeded(
@@ -71,6 +72,27 @@ def _fixed_or_fail(ctx: FitContext) -> int:
         "request still does not fit"
     )
     return fixed_raw
+
+
+def _question_fits_or_fail(ctx: FitContext, fixed: dict[str, int], fixed_raw: int) -> None:
+    """The question a chat query asks is kept whole: when it cannot fit beside the parts no
+    trimming removes, an error naming it (it was cut to its end, even to nothing, before), or
+    with ``on_overflow="empty"`` a warning that it was cut."""
+    question = ctx.protected_question()
+    need = fixed_raw + sum(question.values())
+    if need <= ctx.available_raw:
+        return
+    if ctx.options.on_overflow == "error":
+        raise BudgetExceeded(
+            available_tokens=ctx.window.available_tokens,
+            required_tokens=ctx.counter.scale(need),
+            parts={k: ctx.counter.scale(v) for k, v in {**fixed, **question}.items()},
+        )
+    ctx.warnings.append(
+        f"the question needs {ctx.counter.scale(need - fixed_raw):,} tokens beside the parts that cannot "
+        f"be trimmed, more than the {ctx.window.available_tokens:,} available: it was cut "
+        '(on_overflow="empty")'
+    )
 
 
 def _demand(ctx: FitContext, pool: int) -> _Demand:

@@ -8,6 +8,7 @@ one is near.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 
 from ..tokens.counter import ChunkAnalysis
@@ -87,12 +88,16 @@ class PiecesSpan:
             for span, (a, b) in zip(self.pieces, self.bounds, strict=True)
         ]
 
-        def count(start: int, end: int) -> int:
-            total = 0
-            for counter, (a, b) in zip(counters, self.bounds, strict=True):
+        ends = [b for _, b in self.bounds]
+
+        def count(start: int, end: int) -> int:  # only the pieces the range meets
+            total, n = 0, bisect_right(ends, start)
+            while n < len(ends) and self.bounds[n][0] < end:
+                counter, (a, b) = counters[n], self.bounds[n]
                 lo, hi = max(start, a), min(end, b)
                 if counter is not None and lo < hi:
                     total += counter(lo - a, hi - a)
+                n += 1
             return total
 
         return count

@@ -17,12 +17,20 @@ asks about), ``_score`` (relevance) and ``_windows`` (the selection).
 
 from __future__ import annotations
 
-from ._passage import PASSAGE_TOKENS, Passage, passage_tokens, reads_as_lines, split_passages
+from ._passage import (
+    MIN_PASSAGE_TOKENS,
+    PASSAGE_TOKENS,
+    Passage,
+    passage_tokens,
+    reads_as_lines,
+    split_passages,
+)
 from ._query import QUERY_STOPWORDS, asks_about_the_document, asks_for_summary, content_query
 from ._score import PassageScorer, PassageWeights, ranking
 from ._windows import Region, select_regions
 
 __all__ = [
+    "MIN_PASSAGE_TOKENS",
     "PASSAGE_TOKENS",
     "QUERY_STOPWORDS",
     "Passage",

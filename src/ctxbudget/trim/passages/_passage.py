@@ -77,13 +77,15 @@ def _units(text: str) -> list[tuple[int, int]]:
 
 
 def _cut(text: str, start: int, end: int, max_chars: int) -> list[tuple[int, int]]:
-    """A unit over the cap, cut at sentence ends (or hard at the cap)."""
+    """A unit over the cap, cut at sentence ends into pieces within the cap (a sentence longer
+    than twice the cap is cut hard)."""
     pieces: list[tuple[int, int]] = []
-    begin = start
+    begin = last = start
     for stop in (*(start + e for e in iter_sentence_ends(text[start:end])), end):
-        if stop - begin >= max_chars or stop == end:
-            pieces.append((begin, stop))
-            begin = stop
+        if stop - begin > max_chars and last > begin:  # the piece so far ends at the last sentence
+            pieces.append((begin, last))
+            begin = last
+        last = stop
     if begin < end:
         pieces.append((begin, end))
     out: list[tuple[int, int]] = []
@@ -118,12 +120,13 @@ def citation_of(text: str, start: int, end: int) -> str:
 
 
 PASSAGE_TOKENS = 256
+MIN_PASSAGE_TOKENS = 32  # the smallest passage worth a place of its own
 
 
 def passage_tokens(budget: int) -> int:
     """The passage size for a budget: 256 tokens, smaller when the budget is under four passages,
     so that a small budget still has windows it can hold (never under 32 tokens)."""
-    return max(32, min(PASSAGE_TOKENS, budget // 4))
+    return max(MIN_PASSAGE_TOKENS, min(PASSAGE_TOKENS, budget // 4))
 
 
 def split_passages(
