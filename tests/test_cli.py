@@ -241,7 +241,7 @@ def test_hints_name_the_flags_on_the_command_line_and_the_options_in_python(tmp_
     with pytest.raises(ctxbudget.UnknownModelError) as caught:
         ctxbudget.count(body, model="gtp-4o")
     assert 'unknown_model="floor"' in str(caught.value) and "--" not in str(caught.value)
-    tight = {"model": "gpt-4o", "system": "x " * 3000, "messages": [{"role": "user", "content": "Hi"}]}
+    tight = {"model": "gpt-4o", "system": "x " * 6000, "messages": [{"role": "user", "content": "Hi"}]}
     result = CliRunner().invoke(main, ["fit", _write(tmp_path, tight), "--max-context-tokens", "5000"])
     assert result.exit_code == 3 and "--on-overflow empty" in result.output
 
@@ -250,7 +250,8 @@ def test_each_command_names_its_own_flags(tmp_path: Path) -> None:
     import pytest
 
     chat = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]}
-    result = CliRunner().invoke(main, ["fit", _write(tmp_path, chat), "--max-context-tokens", "10"])
+    flags = ["--max-context-tokens", "10", "--reserve-output-tokens", "10"]
+    result = CliRunner().invoke(main, ["fit", _write(tmp_path, chat), *flags])
     assert result.exit_code == 2 and "(--reserve-output-tokens)" in result.output
     odd = tmp_path / "odd.json"
     odd.write_text(json.dumps({"model": "gpt-4o", "prompt": "Hi"}))

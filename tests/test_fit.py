@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from ctxbudget import BudgetExceeded, InvalidRequestError, count, fit
+from ctxbudget import BudgetExceeded, ConfigError, InvalidRequestError, count, fit
 from ctxbudget.trim.sentences import sentence_ends
 
 from .conftest import question
@@ -438,7 +438,7 @@ def test_a_remembered_report_cannot_be_changed_by_a_caller() -> None:
         questions=[{"text": "What happened?"}],
         documents=[{"page_content": "Doc text. " * 400, "score": 0.5}],
     )
-    first = fit(body, model=MODEL, max_context_tokens=4096 + 600)
+    first = fit(body, model=MODEL, max_context_tokens=4096 + 600, reserve_output_tokens=4096)
     budgets, parts = dict(first.report.budgets), dict(first.report.overhead_parts)
     assert budgets and parts and not first.report.passed_through
     for mapping in (first.report.budgets, first.report.overhead_parts):
@@ -446,9 +446,32 @@ def test_a_remembered_report_cannot_be_changed_by_a_caller() -> None:
             mapping["documents"] = -1  # type: ignore[index]
         with pytest.raises(AttributeError):
             mapping.clear()  # type: ignore[attr-defined]
-    second = fit(body, model=MODEL, max_context_tokens=4096 + 600)
+    second = fit(body, model=MODEL, max_context_tokens=4096 + 600, reserve_output_tokens=4096)
     assert second.report.budgets == budgets and second.report.overhead_parts == parts
     plain = second.report.to_dict()
     assert type(plain["budgets"]) is dict and type(plain["overhead_parts"]) is dict
     assert json.loads(json.dumps(plain))["budgets"] == budgets
     assert copy.deepcopy(second.report) == second.report == pickle.loads(pickle.dumps(second.report))
+
+
+def test_the_default_reply_reserve_leaves_a_small_window_room_for_the_input() -> None:
+    body = {"messages": [{"role": "user", "content": "hello"}]}
+    small = fit(body, model="gpt-4o", max_context_tokens=4096)  # a 4,096-token model
+    assert small.report.reserve_output_tokens == 1024 and small.report.available_tokens == 3072
+    assert fit(body, model="gpt-4o", max_context_tokens=32_000).report.reserve_output_tokens == 4096
+
+
+@pytest.mark.parametrize(
+    ("extra", "source"),
+    [({"max_tokens": 200_000}, r"\(\$\.max_tokens\)"), ({}, r"\(reserve_output_tokens=\)")],
+)
+def test_a_reserve_that_leaves_nothing_names_where_it_came_from(extra: dict[str, int], source: str) -> None:
+    body = {"messages": [{"role": "user", "content": "hello"}], **extra}
+    reserve = None if extra else 200_000
+    with pytest.raises(ConfigError, match=rf"200,000 tokens {source} leaves nothing"):
+        fit(body, model="gpt-4o", reserve_output_tokens=reserve)
+
+
+def test_a_malformed_body_is_told_before_a_reserve_that_leaves_nothing() -> None:
+    with pytest.raises(InvalidRequestError):
+        fit({"messages": [{"role": "robot", "content": "hi"}]}, model="gpt-4o", reserve_output_tokens=10**6)

@@ -192,12 +192,14 @@ def test_documents_that_cannot_fit_are_dropped_uncounted() -> None:
         "documents": [{"page_content": d, "score": 1 - i / 100} for i, d in enumerate(docs)],
     }
     clear_caches()
-    report = fit(request, model="gpt-4o", max_context_tokens=8000).report
+    report = fit(request, model="gpt-4o", max_context_tokens=8000, reserve_output_tokens=4096).report
     dropped = [i for i in report.items if i.component == "documents" and i.action == "dropped"]
     assert dropped and report.uncounted_items > 0
     assert all(not i.counted and "needs at least" in i.reason for i in dropped if i.tokens_before > 0)
     assert all(i.counted for i in report.items if i.action != "dropped")
-    exact = fit(request, model="gpt-4o", max_context_tokens=8000, count_all=True).report
+    exact = fit(
+        request, model="gpt-4o", max_context_tokens=8000, reserve_output_tokens=4096, count_all=True
+    ).report
     assert exact.uncounted_items == 0 and exact.tokens_before > report.tokens_before
     assert all("needs at least" not in i.reason for i in exact.items)
 

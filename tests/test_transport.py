@@ -138,7 +138,7 @@ def test_a_responses_refusal_names_the_bodys_own_field() -> None:
     fake = FakeUpstream()
     with Served(fake.app) as upstream:
         client = _gpt(upstream.url, _transport(max_context_tokens=3000))
-        with pytest.raises(openai.BadRequestError, match=r"\(max_output_tokens=\) leaves nothing"):
+        with pytest.raises(openai.BadRequestError, match=r"\(\$\.max_output_tokens\) leaves nothing"):
             client.responses.create(model="gpt-4o", max_output_tokens=5000, input="hi")
     assert fake.received == []
 

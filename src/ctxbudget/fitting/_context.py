@@ -39,28 +39,32 @@ class Window:
     available_tokens: int
 
     @classmethod
-    def of(cls, resolution: WindowResolution, reserve_output_tokens: int | None) -> Window:
-        """The room left by ``reserve_output_tokens`` (None: the default reserve)."""
+    def of(cls, resolution: WindowResolution, reserve_output_tokens: int | None, source: str = "") -> Window:
+        """The room left by ``reserve_output_tokens`` (None: the default reserve), given by
+        ``source`` (the option, the body's field; "" for the default), which errors name."""
         reserve = _reserve(resolution, reserve_output_tokens)
-        return cls(resolution, reserve, _available(resolution, reserve))
+        return cls(resolution, reserve, _available(resolution, reserve, source))
 
 
 def _reserve(resolution: WindowResolution, reserve_output_tokens: int | None) -> int:
-    """The reply reserve asked for, else min(4,096, the model's output cap)."""
+    """The reply reserve asked for, else min(4,096, the model's output cap, a quarter of the
+    window): a 4,096-token model keeps three quarters of its window for the input."""
     if reserve_output_tokens is not None:
         if reserve_output_tokens < 0:
             raise ConfigError(f"reserve_output_tokens must be >= 0, got {reserve_output_tokens}")
         return reserve_output_tokens
     cap = resolution.spec.max_output_tokens if resolution.spec else None
-    return min(DEFAULT_RESERVE_OUTPUT_TOKENS, cap or DEFAULT_RESERVE_OUTPUT_TOKENS)
+    quarter = resolution.context_window // 4
+    return min(DEFAULT_RESERVE_OUTPUT_TOKENS, cap or DEFAULT_RESERVE_OUTPUT_TOKENS, quarter)
 
 
-def _available(resolution: WindowResolution, reserve: int) -> int:
+def _available(resolution: WindowResolution, reserve: int, source: str) -> int:
     """Input tokens that may be sent: the window less the reply, and never above an input cap."""
     available = resolution.context_window - reserve
     if available <= 0:
+        given = f" ({source})" if source else ""
         raise ConfigError(
-            f"the output reserve of {reserve:,} tokens (reserve_output_tokens=) leaves nothing of the "
+            f"the output reserve of {reserve:,} tokens{given} leaves nothing of the "
             f"{resolution.context_window:,}-token window"
         )
     if resolution.max_input_tokens is not None:
@@ -163,10 +167,10 @@ class FitContext:
 def open_context(request: Mapping[str, Any], setup: FitSetup) -> FitContext:
     """Resolve the room, parse and render the request, measure it once, and split the budget."""
     options = setup.options
-    window = Window.of(setup.resolution, options.reserve_output_tokens)
     fmt = resolve_format(request, options.input_format)
     counter = setup.catalog.counter_for(options.model, options.safety_factor)
-    items, rendering = fmt.parse_and_render(request)
+    items, rendering = fmt.parse_and_render(request)  # a malformed body first, then the room
+    window = Window.of(setup.resolution, options.reserve_output_tokens, options.reserve_source)
     measured = LazyMeasurement(rendering, counter.encoding)
     # As chat users expect (LangChain's include_system), a chat body's system and developer
     # messages are not trimmed unless budgeted; the seed's question format budgets its role.

@@ -29,7 +29,7 @@ from ._options import (
     FitOptions,
     FitSetup,
     OnOverflow,
-    body_reserve,
+    body_reserve_field,
     catalog_of,
     check_options,
     check_request,
@@ -140,11 +140,12 @@ def fit(
     shape = check_request(request)
     checked = catalog_of(catalog)
     resolution = checked.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
-    body = body_reserve(request)  # validated even when an explicit reserve overrides it
+    body, field = body_reserve_field(request)  # validated even when an explicit reserve overrides it
     options = FitOptions(
         model=model,
         max_context_tokens=max_context_tokens,
         reserve_output_tokens=body if reserve_output_tokens is None else reserve_output_tokens,
+        reserve_source="reserve_output_tokens=" if reserve_output_tokens is not None else field,
         budget=tuple((k, freeze(v)) for k, v in (budget or {}).items()),
         input_format=input_format,
         on_overflow=on_overflow,

@@ -29,6 +29,7 @@ __all__ = [
     "FitSetup",
     "OnOverflow",
     "body_reserve",
+    "body_reserve_field",
     "catalog_of",
     "check_options",
     "check_request",
@@ -54,6 +55,9 @@ class FitOptions:
     model: str
     max_context_tokens: int = 0
     reserve_output_tokens: int | None = None
+    # where the reserve came from, for errors: the option, the body's field ("$.max_tokens"), or
+    # "" for the default
+    reserve_source: str = "reserve_output_tokens="
     budget: tuple[tuple[str, Hashable], ...] = ()
     input_format: str | None = None
     on_overflow: OnOverflow = "error"
@@ -153,11 +157,16 @@ def check_request(request: object) -> JsonShape:
 def body_reserve(request: Mapping[str, Any]) -> int | None:
     """The reply size the body asks for (Anthropic ``max_tokens``, OpenAI ``max_completion_tokens``
     or ``max_tokens``, Responses ``max_output_tokens``): the default output reserve."""
+    return body_reserve_field(request)[0]
+
+
+def body_reserve_field(request: Mapping[str, Any]) -> tuple[int | None, str]:
+    """:func:`body_reserve` and the JSON path it was read from (``""`` when the body has none)."""
     for name in BODY_OUTPUT_FIELDS:
         value = request.get(name)
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise InvalidRequestError(f"must be a whole number of tokens >= 0, got {value!r}", f"$.{name}")
-        return value
-    return None
+        return value, f"$.{name}"
+    return None, ""
