@@ -306,3 +306,14 @@ def test_fit_count_all_counts_every_text_as_the_library_does(tmp_path: Path) -> 
     library = ctxbudget.fit(body, model="gpt-4o", max_context_tokens=8000, count_all=True)
     assert exact["report"] == library.report.to_dict()
     assert "--count-all" in CliRunner().invoke(main, ["fit", "--help"]).output
+
+
+def test_count_warns_once_about_the_floor_and_says_when_a_request_does_not_fit(tmp_path: Path) -> None:
+    path = _write(tmp_path, {"messages": [{"role": "user", "content": "word " * 900}]})
+    floor = CliRunner().invoke(main, ["count", path, "--model", "gtp-4o-once", "--unknown-model", "floor"])
+    assert floor.exit_code == 0 and floor.output.count("unknown model 'gtp-4o-once'") == 1
+    assert "--unknown-model floor" in floor.output and "unknown_model=" not in floor.output
+    over = CliRunner().invoke(main, ["count", path, "--model", "gpt-4o", "--max-context-tokens", "500"])
+    assert over.exit_code == 0 and "over the 500-token input limit: it does not fit" in over.output
+    fits = CliRunner().invoke(main, ["count", path, "--model", "gpt-4o"])
+    assert "does not fit" not in fits.output

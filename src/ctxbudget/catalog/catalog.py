@@ -39,6 +39,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+# A library's log records go where the application sends them, never to stderr on their own
+# (logging's last-resort handler): what they say is in the reports' warnings too.
+logging.getLogger("ctxbudget").addHandler(logging.NullHandler())
 
 UnknownModel = Literal["error", "floor"]
 # The seed node's budget for a model it does not know (context-optimizer-node.md).

@@ -194,11 +194,14 @@ def count_command(
             unknown_model=unknown_model,  # type: ignore[arg-type]
             max_context_tokens=max_context_tokens,
         )
+        echo_warnings(result["warnings"])
         if as_json:
             click.echo(json.dumps(result))
         else:
             label = "exact" if result["exact"] else f"estimate (x{result['safety_factor']:g} safety factor)"
-            click.echo(f"{result['tokens']} tokens ({result['encoding']}, {label})")
+            limit = result["max_input_tokens"] or result["context_window"]
+            over = "" if result["fits"] else f"; over the {limit:,}-token input limit: it does not fit"
+            click.echo(f"{result['tokens']} tokens ({result['encoding']}, {label}){over}")
 
     run_action(action)
 

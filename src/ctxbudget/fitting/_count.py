@@ -29,7 +29,9 @@ def count(
     format: str | None = None,
 ) -> dict[str, Any]:
     """Tokens of the rendered request: ``{"tokens", "exact", "encoding", "model", "safety_factor",
-    "format", "catalog_id", "window_rule", "context_window", "max_input_tokens", "fits"}``.
+    "format", "catalog_id", "window_rule", "context_window", "max_input_tokens", "fits",
+    "warnings"}`` (``warnings``: how the window was chosen when that needs saying, such as an
+    unknown id budgeted at the floor).
 
     ``fits`` says whether the tokens are within the model's input limit (the window, or the input
     cap below it; the output reserve is not counted here). An id the catalog cannot resolve raises
@@ -60,6 +62,7 @@ def count(
         "context_window": resolution.context_window,
         "max_input_tokens": resolution.max_input_tokens,
         "fits": counter.scale(total) <= resolution.input_limit,
+        "warnings": [resolution.warning] if resolution.warning else [],
     }
 
 
