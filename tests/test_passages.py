@@ -421,12 +421,3 @@ def test_which_questions_are_about_the_document() -> None:
     manual = "Quick Guides\nYou can learn quickly how to use the remote."
     assert not asks_about_the_document("How do I pair the remote with the TV?", manual)
     assert not asks_about_the_document("What is in the guides?", "")  # no title at all
-
-
-def test_a_long_paragraph_is_cut_at_sentence_ends_within_the_cap() -> None:
-    sentence = "The shipment number seven arrived late according to the carrier log. "  # 70 chars
-    text = sentence * 12 + "\n\n" + sentence * 2
-    passages = split_passages(text, _count(text), max_tokens=32)  # at most 200 characters a unit
-    assert passages[0].start == 0 and passages[-1].end == len(text)
-    assert all((p.end - p.start) <= 200 for p in passages[:-1])
-    assert all(text[p.start : p.end].lstrip().startswith("The shipment") for p in passages)  # sentence starts

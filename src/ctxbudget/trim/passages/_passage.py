@@ -77,15 +77,15 @@ def _units(text: str) -> list[tuple[int, int]]:
 
 
 def _cut(text: str, start: int, end: int, max_chars: int) -> list[tuple[int, int]]:
-    """A unit over the cap, cut at sentence ends into pieces within the cap (a sentence longer
-    than twice the cap is cut hard)."""
+    """A unit over the cap, cut at the first sentence end past the cap each time (or hard at
+    twice the cap). Pieces may run a sentence past the cap: cut within it instead, evidence of a
+    sentence in manuals is kept less often (emanual 91.0 / 95.7 -> 88.2 / 94.3% at 4k / 8k)."""
     pieces: list[tuple[int, int]] = []
-    begin = last = start
+    begin = start
     for stop in (*(start + e for e in iter_sentence_ends(text[start:end])), end):
-        if stop - begin > max_chars and last > begin:  # the piece so far ends at the last sentence
-            pieces.append((begin, last))
-            begin = last
-        last = stop
+        if stop - begin >= max_chars or stop == end:
+            pieces.append((begin, stop))
+            begin = stop
     if begin < end:
         pieces.append((begin, end))
     out: list[tuple[int, int]] = []
