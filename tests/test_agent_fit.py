@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -725,3 +726,47 @@ def test_a_part_too_long_for_any_passage_keeps_its_head_cut_at_a_word() -> None:
         head = text.removesuffix("\n[…]")
         assert text.endswith("[…]") and original.startswith(head) and original[len(head)] == " "
     assert result.report.tokens_after >= 0.9 * result.report.available_tokens
+
+
+def _agent_history() -> dict[str, Any]:
+    """Eight turns of three tool calls each, then a final turn whose two results are long."""
+    rng = random.Random(1)  # seeded: the same text in every run
+    words = "the witness said notice was given on march third by letter to the buyer".split()  # noqa: SIM905
+
+    def text(n: int) -> str:
+        return " ".join(rng.choice(words) for _ in range(n))
+
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
+    for t in range(8):
+        calls = [
+            {"id": f"c{t}{k}", "type": "function", "function": {"name": "s", "arguments": "{}"}}
+            for k in range(3)
+        ]
+        messages += [
+            {"role": "user", "content": f"Turn {t}: {text(300)} What happened?"},
+            {"role": "assistant", "content": None, "tool_calls": calls},
+        ]
+        messages += [{"role": "tool", "tool_call_id": c["id"], "content": text(800)} for c in calls]
+        messages.append({"role": "assistant", "content": text(200)})
+    final = [
+        {"id": f"f{k}", "type": "function", "function": {"name": "s", "arguments": "{}"}} for k in range(2)
+    ]
+    messages += [
+        {"role": "user", "content": "Final: when was notice given?"},
+        {"role": "assistant", "content": "Let me search.", "tool_calls": final},
+    ]
+    messages += [{"role": "tool", "tool_call_id": c["id"], "content": text(3000)} for c in final]
+    return {"messages": messages}
+
+
+@pytest.mark.parametrize("window", [1500, 2000, 2500, 3000, 4000, 6000])
+def test_older_messages_never_vanish_without_the_placeholder(window: int) -> None:
+    result = fit(_agent_history(), model="gpt-4o", max_context_tokens=window, reserve_output_tokens=0)
+    summarized = [
+        i for i in result.report.items if i.action in ("summarized", "dropped") and i.component == "history"
+    ]
+    sent = [m.get("content") for m in result.request["messages"]]
+    assert summarized and any(
+        isinstance(c, str) and c.startswith("[Earlier conversation summarized") for c in sent
+    )
+    assert result.report.tokens_after <= window

@@ -168,11 +168,14 @@ def _stepped(
 
 
 def _keep_newest(units: list[list[Item]], budget: int, pricing: _Pricing) -> tuple[dict[int, Decision], int]:
-    """The newest unit, always kept (cut to ``budget`` if it must be): its decisions and the room left."""
+    """The newest unit, always kept (cut to ``budget`` if it must be, less the placeholder's
+    room when older units will be summarized: they never vanish without a trace): its decisions
+    and the room left."""
     remaining = budget - pricing.of(units[-1])
     if remaining >= 0:
         return {}, remaining
-    cut, cost = pricing.shrink_unit(units[-1], budget)
+    held = pricing.placeholder_cost if len(units) > 1 and budget > pricing.placeholder_cost else 0
+    cut, cost = pricing.shrink_unit(units[-1], budget - held)
     return cut, budget - cost
 
 
