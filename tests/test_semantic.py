@@ -60,14 +60,20 @@ def test_a_semantic_scorer_finds_evidence_that_lacks_the_query_words() -> None:
 
 @pytest.mark.parametrize(
     ("scores", "message"),
-    [([1.0], "returned 1 scores for"), ([float("nan")] * 200, "not a finite number")],
+    [
+        ([1.0], "returned 1 scores for"),
+        ([float("nan")] * 200, "not a finite number"),
+        ("junk", "one number per passage, got str"),
+        (None, "one number per passage, got NoneType"),
+        (["high"] * 200, "one number per passage"),
+    ],
 )
-def test_a_scorer_that_breaks_the_protocol_is_refused(scores: list[float], message: str) -> None:
+def test_a_scorer_that_breaks_the_protocol_is_refused(scores: Any, message: str) -> None:
     passages = split_passages(TEXT, _count, max_tokens=40)
     costs = [_count(p.start, p.end) for p in passages]
 
-    def broken(query: str, texts: Sequence[str]) -> list[float]:
-        return scores[: len(texts)] if len(scores) > 1 else scores
+    def broken(query: str, texts: Sequence[str]) -> Any:
+        return scores[: len(texts)] if isinstance(scores, list) and len(scores) > 1 else scores
 
     with pytest.raises(ConfigError, match=message):
         select_regions(TEXT, passages, costs, 220, query=QUERY, scorer=broken)

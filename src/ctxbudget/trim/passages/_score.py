@@ -120,7 +120,14 @@ def _above_median(values: Sequence[float]) -> list[float]:
 
 
 def _checked(values: Sequence[float], expected: int) -> list[float]:
-    out = [float(v) for v in values]
+    try:
+        if isinstance(values, str | bytes):  # it would iterate as characters
+            raise TypeError("a string is not a sequence of scores")
+        out = [float(v) for v in values]
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"the passage scorer must return one number per passage, got {type(values).__name__} {values!r:.60}"
+        ) from exc
     if len(out) != expected:
         raise ConfigError(f"the passage scorer returned {len(out)} scores for {expected} passages")
     if not all(math.isfinite(v) for v in out):
