@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 
 from ctxbudget import assemble
 from ctxbudget.assembly._policy import load_policy
-from ctxbudget.errors import CtxBudgetError
+from ctxbudget.errors import BudgetExceeded, CostCeilingExceeded, CtxBudgetError
 from ctxbudget.items import GAP
 
 from .test_agent_properties import _groups_whole, agent_requests, anthropic_requests, check_anthropic_rules
@@ -87,3 +88,60 @@ def test_a_chat_body_keeps_its_images_and_fields_when_assembled() -> None:
     sent = assemble(body, policy=POLICY, model="gpt-4o", format="openai", input_format="openai").request
     assert sent["messages"][-1] == body["messages"][-1]
     assert {"role": "user", "content": "Here is the scan.", "name": "paralegal"} in sent["messages"]
+
+
+def _agent_body(tools: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
+    return {
+        "model": "claude-sonnet-4-5",
+        "system": "You are an agent.",
+        "messages": [
+            {"role": "user", "content": "When was notice given?"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "search", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "March 3."}],
+            },
+        ],
+        "tools": tools,
+        **fields,
+    }
+
+
+def _tool(description: str, **extra: Any) -> dict[str, Any]:
+    return {"name": "search", "description": description, "input_schema": {"type": "object"}, **extra}
+
+
+def test_a_chat_body_keeps_its_tools_and_settings_which_are_counted_and_priced() -> None:
+    plain = assemble(_agent_body([_tool("Search.")]), policy=POLICY, model="claude-sonnet-4-5")
+    marked = [_tool("Search the record. " * 800, cache_control={"type": "ephemeral"})]
+    body = _agent_body(marked, tool_choice={"type": "auto"}, temperature=0, max_tokens=99)
+    result = assemble(body, policy=POLICY, model="claude-sonnet-4-5")
+    sent = result.request
+    assert sent["tool_choice"] == {"type": "auto"} and sent["temperature"] == 0
+    assert sent["tools"] == [_tool("Search the record. " * 800)]  # the plan owns the cache marks
+    assert sent["max_tokens"] == plain.request["max_tokens"]  # the reply size stays the policy's
+    assert result.report.tokens >= plain.report.tokens + 3000  # the definitions are counted
+    assert result.report.cost_usd is not None and plain.report.cost_usd is not None
+    assert result.report.cost_usd > plain.report.cost_usd
+    assert any("carried from the request" in w and "tools" in w for w in result.report.warnings)
+    other = assemble(body, policy=POLICY, model="claude-sonnet-4-5", output_format="openai")
+    assert "tools" not in other.request  # another format's tools are not carried
+
+
+def test_tools_past_the_prompt_limit_or_the_ceiling_are_refused() -> None:
+    huge = _agent_body([_tool("Search the record. " * 40_000)])
+    with pytest.raises(BudgetExceeded, match="tool definitions"):
+        assemble(huge, policy=POLICY, model="claude-sonnet-4-5")
+    costly = _agent_body([_tool("Search the record. " * 2_000)])
+    with pytest.raises(CostCeilingExceeded, match="tool definitions"):
+        assemble(costly, policy=POLICY, model="claude-sonnet-4-5", cost_ceiling_usd=0.03)
+
+
+def test_a_thinking_budget_stays_below_the_policys_reply_size() -> None:
+    body = _agent_body([], max_tokens=16_000, thinking={"type": "enabled", "budget_tokens": 8_000})
+    sent = assemble(body, policy=POLICY, model="claude-sonnet-4-5").request
+    assert sent["thinking"]["budget_tokens"] < sent["max_tokens"]
+    assert sent["thinking"]["budget_tokens"] == 8_000 * sent["max_tokens"] // 16_000

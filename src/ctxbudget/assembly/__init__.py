@@ -14,11 +14,14 @@ Modules in the order an :func:`assemble` call goes through them:
 - ``_pricing``: breakpoints, the cache prediction and the cost, under the cost ceiling.
 - ``_pinned`` again: the pinned prefix against the previous turn's (INV-CTX-01).
 - ``_reporting``: the :class:`AssemblyReport` (values in ``_report``).
+- ``_carried``: a chat body's own fields (tools, tool_choice, ...) carried into its assembled
+  body, their tokens counted and priced.
 
 ``_prefix`` compares two rendered requests' cached prefixes outside a call (:func:`compare_prefixes`).
 """
 
 from ._assemble import AssemblyResult, assemble
+from ._carried import thinking_within
 from ._policy import CompactionRules, Policy, Tier, get_policy, list_policies, load_policy, parse_policy
 from ._prefix import compare_prefixes
 from ._render import OutputFormat, block_texts
@@ -45,4 +48,5 @@ __all__ = [
     "load_policy",
     "parse_context_request",
     "parse_policy",
+    "thinking_within",
 ]

@@ -21,6 +21,7 @@ from ..errors import BudgetExceeded, ConfigError, InvalidRequestError, Invariant
 from ..gcpause import collector_paused
 from ..tokens.counter import TokenCounter
 from ..trim.passages import PassageScorer
+from ._carried import carried_fields
 from ._current_turn import bound_current
 from ._draft import Setup
 from ._pinned import check_pinned_items, check_pinned_prefix
@@ -241,5 +242,6 @@ def assemble(
         _check_evidence(priced)
         pinned = check_pinned_prefix(setup, priced.draft, previous_report)
         report = build_report(setup, priced, pinned, degraded, output_tokens, ceiling)
+        body, report = carried_fields(request, input_format, setup, priced.body, report, ceiling)
         _check_prompt_limit(report, policy)
-        return AssemblyResult(priced.body, report)
+        return AssemblyResult(body, report)

@@ -9,7 +9,7 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-from ..assembly import Policy
+from ..assembly import Policy, thinking_within
 from ..catalog.values import ModelSpec
 from ..errors import InvalidRequestError
 from ..fitting import BODY_OUTPUT_FIELDS
@@ -146,44 +146,19 @@ def reply_count(body: Mapping[str, Any]) -> int:
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
 
 
-# Anthropic's extended thinking: a budget of at least this many tokens, below ``max_tokens``.
-MIN_THINKING_TOKENS = 1024
-
-
 def capped_output(body: dict[str, Any], policy: Policy) -> dict[str, Any]:
     """A reply size above the policy's ``max_output_tokens`` is lowered to it: the policy prices
-    and budgets the reply. Anthropic's thinking budget is part of that reply and must stay below
-    it: lowered with it in the client's proportion (at least 1,024 tokens), or a 400 when the
-    policy's reply has no room for the least budget Anthropic takes."""
+    and budgets the reply. Anthropic's thinking budget is part of that reply and is lowered with
+    it (:func:`ctxbudget.assembly.thinking_within`), or refused (400) when it cannot be."""
     cap = policy.max_output_tokens
     for name in BODY_OUTPUT_FIELDS:
-        asked = _positive(body.get(name))
-        if asked is not None and asked > cap:
-            body = _thinking_within({**body, name: cap}, asked, cap)
+        asked = body.get(name)
+        if isinstance(asked, int) and not isinstance(asked, bool) and asked > cap:
+            try:
+                body = thinking_within({**body, name: cap}, asked, cap)
+            except InvalidRequestError as exc:
+                raise Refusal(400, f"ctxbudget: {exc}", "invalid_request") from exc
     return body
-
-
-def _positive(value: Any) -> int | None:
-    """``value`` when it is a positive integer (not a bool), else None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
-def _thinking_within(body: dict[str, Any], asked: int, cap: int) -> dict[str, Any]:
-    """``body`` whose thinking budget, set for a reply of ``asked`` tokens, fits one of ``cap``."""
-    thinking = body.get("thinking")
-    budget = _positive(thinking.get("budget_tokens")) if isinstance(thinking, dict) else None
-    if not isinstance(thinking, dict) or budget is None or budget < cap:
-        return body
-    if cap <= MIN_THINKING_TOKENS:
-        raise Refusal(
-            400,
-            f"ctxbudget: the policy's max_output_tokens ({cap:,}) leaves no room for extended thinking, "
-            f"which needs thinking.budget_tokens of at least {MIN_THINKING_TOKENS:,} and below max_tokens; "
-            "turn thinking off or use a policy with a larger max_output_tokens",
-            "invalid_request",
-        )
-    scaled = max(MIN_THINKING_TOKENS, min(budget * cap // asked, cap - 1))
-    return {**body, "thinking": {**thinking, "budget_tokens": scaled}}
 
 
 def without_tool_marks(body: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,121 @@
+"""A chat body's own fields in its assembled body.
+
+The assembly builds a body's messages (and Anthropic's ``system``) from its tiers. What else a
+chat body says (``tools``, ``tool_choice``, ``temperature``, ``metadata``, ``thinking``, ...) is
+carried into the assembled body when it goes out in the format it came in, so an agent can go on
+calling its tools. The provider reads tool definitions as input: they are counted, priced as
+uncached input (as the gateway prices them) and held to the prompt limit and the cost ceiling.
+Their cache marks are dropped (the plan owns the breakpoints), and a thinking budget is kept
+below the policy's reply size (:func:`thinking_within`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from ..cost import price_turn
+from ..errors import BudgetExceeded, CostCeilingExceeded, InvalidRequestError, usd
+from ..formats import detect_format, get_format
+from ..formats.anthropic_rules import without_cache_marks
+from ..measure import measure_total
+from ._draft import Setup
+from ._report import AssemblyReport
+
+__all__ = ["MIN_THINKING_TOKENS", "carried_fields", "positive", "thinking_within"]
+
+# What the assembly builds, by the format the body goes out in (the reply size is the policy's).
+_REPLY = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+_BUILT = {"openai": ("messages", *_REPLY), "anthropic": ("system", "messages", *_REPLY)}
+# Anthropic's extended thinking: a budget of at least this many tokens, below ``max_tokens``.
+MIN_THINKING_TOKENS = 1024
+# A body that holds nothing else: the carried fields' tokens are what they add to it.
+_MINIMAL: dict[str, Any] = {"messages": [{"role": "user", "content": "x"}]}
+
+
+def carried_fields(
+    request: Mapping[str, Any],
+    input_format: str | None,
+    setup: Setup,
+    body: dict[str, Any] | str,
+    report: AssemblyReport,
+    ceiling: float | None,
+) -> tuple[dict[str, Any] | str, AssemblyReport]:
+    """``body`` with the chat request's fields the assembly does not build, and ``report`` with
+    their tokens and cost (raises :class:`BudgetExceeded` past the prompt limit and
+    :class:`CostCeilingExceeded` past ``ceiling``)."""
+    source = input_format or ("context" if "items" in request else detect_format(request).name)
+    if source != setup.fmt or setup.fmt not in _BUILT or not isinstance(body, dict):
+        return body, report
+    carried = {k: v for k, v in request.items() if k not in _BUILT[setup.fmt] and k not in body}
+    if not carried:
+        return body, report
+    if isinstance(carried.get("tools"), list):
+        carried["tools"] = without_cache_marks(carried["tools"])
+    reply = positive(body.get("max_tokens")) or positive(body.get("max_completion_tokens"))
+    out = {**body, **carried}
+    if reply is not None:
+        out = thinking_within(out, positive(request.get("max_tokens")), reply)
+    extra = _tokens(setup, {**_MINIMAL, **carried}) - _tokens(setup, _MINIMAL)
+    return out, _with_extra(setup, report, max(0, extra), sorted(carried), ceiling)
+
+
+def _tokens(setup: Setup, body: Mapping[str, Any]) -> int:
+    """Tokens of a small body as the format renders it (tool definitions and read fields)."""
+    rendering = get_format(setup.fmt).render(body)
+    return setup.counter.scale(measure_total(rendering, setup.counter.encoding))
+
+
+def _with_extra(
+    setup: Setup, report: AssemblyReport, extra: int, names: list[str], ceiling: float | None
+) -> AssemblyReport:
+    """The report with ``extra`` input tokens counted and priced, checked against the limits."""
+    tokens = report.tokens + extra
+    if tokens > setup.policy.prompt_tokens:
+        raise BudgetExceeded(
+            available_tokens=setup.policy.prompt_tokens,
+            required_tokens=tokens,
+            parts={"assembled tiers": report.tokens, "the request's tool definitions and fields": extra},
+        )
+    cost = report.cost_usd
+    prices = setup.spec.prices
+    if extra and cost is not None and prices is not None:
+        cost = round(cost + _uncached(prices, extra), 6)
+    if ceiling is not None and cost is not None and cost > ceiling:
+        raise CostCeilingExceeded(
+            estimate_usd=cost, ceiling_usd=ceiling, detail=f"with the request's tool definitions, {usd(cost)}"
+        )
+    note = f"carried from the request: {', '.join(names)} ({extra:,} tokens counted and priced as uncached input)"
+    return dataclasses.replace(report, tokens=tokens, cost_usd=cost, warnings=(*report.warnings, note))
+
+
+def _uncached(prices: Any, tokens: int) -> float:
+    return price_turn(
+        prices, uncached_tokens=tokens, write_5m_tokens=0, write_1h_tokens=0, read_tokens=0, output_tokens=0
+    ).total_usd
+
+
+def thinking_within(body: dict[str, Any], asked: int | None, cap: int) -> dict[str, Any]:
+    """``body`` whose Anthropic thinking budget, set for a reply of ``asked`` tokens, fits a reply
+    of ``cap``: lowered in the client's proportion (at least 1,024, always below ``cap``: the API
+    refuses a budget at or above ``max_tokens``), or an :class:`InvalidRequestError` when ``cap``
+    cannot hold the least budget."""
+    thinking = body.get("thinking")
+    budget = positive(thinking.get("budget_tokens")) if isinstance(thinking, dict) else None
+    if not isinstance(thinking, dict) or budget is None or budget < cap:
+        return body
+    if cap <= MIN_THINKING_TOKENS:
+        raise InvalidRequestError(
+            f"the reply of {cap:,} tokens (the policy's max_output_tokens) leaves no room for extended "
+            f"thinking, which needs a budget of at least {MIN_THINKING_TOKENS:,} below max_tokens; turn "
+            "thinking off or use a policy with a larger max_output_tokens",
+            "$.thinking.budget_tokens",
+        )
+    share = budget * cap // asked if asked is not None and asked > cap else cap - 1
+    return {**body, "thinking": {**thinking, "budget_tokens": max(MIN_THINKING_TOKENS, min(share, cap - 1))}}
+
+
+def positive(value: object) -> int | None:
+    """``value`` when it is a positive whole number (not a bool), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
