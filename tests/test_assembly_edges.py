@@ -151,3 +151,23 @@ def test_odd_scenarios_simulate_or_fail_clearly(tmp_path: Path, name: str, conte
     run = CliRunner().invoke(main, ["simulate", str(path), "--json"])
     assert run.exit_code == 0, run.output
     assert json.loads(run.output)["summary"]["evidence_verbatim_ratio"] == 1.0
+
+
+def test_items_with_no_current_turn_are_refused_for_a_chat_body_and_rendered_as_text() -> None:
+    policy = get_policy("legal-review")
+    items = {"items": [{"id": "a", "kind": "playbook", "tier": "pinned", "text": "Rule one."}]}
+    for body in ({"items": []}, items):
+        with pytest.raises(InvalidRequestError, match=r"\$\.items: there is no current turn"):
+            assemble(body, policy=policy, model="claude-sonnet-4-5")
+    assert "Rule one." in str(
+        assemble(items, policy=policy, model="claude-sonnet-4-5", output_format="text").request
+    )
+
+
+def test_confirm_evict_of_an_id_no_item_has_is_refused() -> None:
+    body = {
+        "items": [{"id": "q", "kind": "question", "text": "When?"}],
+        "confirm_evict": ["EV-99"],
+    }
+    with pytest.raises(InvalidRequestError, match=r"\$\.confirm_evict: names no item of the request: EV-99"):
+        assemble(body, policy="legal-review", model="claude-sonnet-4-5")

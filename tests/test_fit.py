@@ -8,6 +8,7 @@ import re
 import pytest
 
 from ctxbudget import BudgetExceeded, ConfigError, InvalidRequestError, count, fit
+from ctxbudget.fitting._budget import parse_budget_spec
 from ctxbudget.trim.sentences import sentence_ends
 
 from .conftest import question
@@ -475,3 +476,18 @@ def test_a_reserve_that_leaves_nothing_names_where_it_came_from(extra: dict[str,
 def test_a_malformed_body_is_told_before_a_reserve_that_leaves_nothing() -> None:
     with pytest.raises(InvalidRequestError):
         fit({"messages": [{"role": "robot", "content": "hi"}]}, model="gpt-4o", reserve_output_tokens=10**6)
+
+
+def test_emptying_what_cannot_fit_says_whether_the_emptied_request_fits() -> None:
+    body = {
+        "messages": [{"role": "system", "content": "Be helpful. " * 2000}, {"role": "user", "content": "hi"}]
+    }
+    emptied = fit(body, model="gpt-4o", max_context_tokens=5000, reserve_output_tokens=0, on_overflow="empty")
+    assert emptied.report.tokens_after <= 5000
+    assert not any("does not fit" in w for w in emptied.report.warnings)
+    assert any("all four components were emptied" in w for w in emptied.report.warnings)
+
+
+def test_a_negative_budget_share_is_not_a_percent() -> None:
+    with pytest.raises(ConfigError, match="-5 is not a percent from 0 to 100"):
+        parse_budget_spec("system=-5")

@@ -5,9 +5,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
-from ctxbudget import count
+from ctxbudget import ConfigError, count
 from ctxbudget.cli import main
 from ctxbudget.session import Session, SQLiteStore, ToolResult
 from ctxbudget.simulation.runner import run_simulation
@@ -252,3 +253,16 @@ def test_a_turn_with_arguments_of_the_wrong_type_is_a_config_error(tmp_path: Pat
         with pytest.raises(ConfigError, match=next(iter(arguments))):
             session.prepare("Was notice given?", **arguments)
     assert store.turns("s") == []  # nothing was recorded
+
+
+def test_a_session_needs_a_name_and_a_turn_a_question(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    for blank in ("", "   "):
+        with pytest.raises(ConfigError, match="not blank"):
+            Session.create(store, blank, policy=_policy(tmp_path), model="claude-sonnet-4-5", base=_base())
+    assert store.names() == []
+    Session.create(store, "s", policy=_policy(tmp_path), model="claude-sonnet-4-5", base=_base())
+    added = CliRunner().invoke(
+        main, ["session", "add", "s", "--question", " ", "--store", str(tmp_path / "s.db")]
+    )
+    assert added.exit_code == 2 and "--question" in added.output and "$.items" not in added.output

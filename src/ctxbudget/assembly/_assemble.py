@@ -96,8 +96,15 @@ def _queries(parsed: ContextRequest) -> tuple[str, str]:
     return " ".join([i.text for i in parsed.current] + [tags]), tags
 
 
-def _check_question(parsed: ContextRequest) -> None:
-    """Fail on an empty question (one with neither text nor a provider message)."""
+def _check_question(parsed: ContextRequest, fmt: OutputFormat) -> None:
+    """Fail on an empty question (one with neither text nor a provider message), and on a chat
+    body with no current turn (a provider body needs the user's message)."""
+    if not parsed.current and fmt != "text":
+        raise InvalidRequestError(
+            f"there is no current turn to send as the user's message of an {fmt} body: end the items "
+            'with the question (kind "question"), or render with output format "text"',
+            "$.items",
+        )
     for item in parsed.current:
         if item.kind == "question" and not item.text.strip() and item.source is None:
             raise InvalidRequestError("the question is empty", f"{item.path}.text")
@@ -124,7 +131,7 @@ def _setup(
     parsed = parse_context_request(request, policy, input_format)
     check_pinned_items(parsed, policy)
     query, tags = _queries(parsed)
-    _check_question(parsed)
+    _check_question(parsed, fmt)
     current, decisions = bound_current(parsed.current, counter, policy.current_turn_ceiling_tokens, query)
     return Setup(
         policy=policy,

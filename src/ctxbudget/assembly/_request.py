@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -133,10 +134,13 @@ def _role(item: _Item) -> str:
 
 def _from_items(body: Mapping[str, Any], policy: Policy) -> ContextRequest:
     parsed = validate_body(_Request, body)
-    ids = [i.id for i in parsed.items]
-    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    counts = Counter(i.id for i in parsed.items)
+    duplicates = sorted(i for i, n in counts.items() if n > 1)
     if duplicates:
         raise InvalidRequestError(f"item ids must be unique; repeated: {', '.join(duplicates)}", "$.items")
+    unknown = sorted(set(parsed.confirm_evict) - counts.keys())
+    if unknown:  # a typo would let nothing go, silently
+        raise InvalidRequestError(f"names no item of the request: {', '.join(unknown)}", "$.confirm_evict")
     items: list[ContextItem] = []
     for n, item in enumerate(parsed.items):
         tier = _tier_of(item, policy, n)

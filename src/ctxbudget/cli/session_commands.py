@@ -231,6 +231,8 @@ def session_add(
     from ..session import Session, ToolResult, connect_store
 
     def action() -> None:
+        if not question.strip():
+            raise click.BadParameter("the question is empty", param_hint="--question")
         results = []
         for spec in tool_results:
             tool, sep, content = spec.partition("=")

@@ -101,7 +101,7 @@ def parse_budget_spec(spec: str) -> dict[str, float]:
             )
         if name in out:
             raise ConfigError(f"budget entry {part!r}: {name} is given twice")
-        if not _PERCENT.fullmatch(value):
+        if not _PERCENT.fullmatch(value.removeprefix("-")):
             raise ConfigError(f"budget entry {part!r}: {value!r} is not a number (a percent, 0 to 100)")
         number = float(value)
         if not 0 <= number <= 100:  # also refuses NaN

@@ -68,8 +68,7 @@ def _fixed_or_fail(ctx: FitContext) -> int:
         )
     ctx.warnings.append(
         f"the parts that cannot be trimmed need {ctx.counter.scale(fixed_raw):,} tokens, more than the "
-        f'{available:,} available: all four components were emptied (on_overflow="empty") and the '
-        "request still does not fit"
+        f'{available:,} available: all four components were emptied (on_overflow="empty")'
     )
     return fixed_raw
 
@@ -167,6 +166,11 @@ def _trim(ctx: FitContext, request: Mapping[str, Any], pool: int, *, on_empty: b
         kept_claim = claim if keep_whole else max(0, claim + min(0, pool))
         fitted = attempt(pool, kept_claim)
         if fitted.tokens_raw <= available_raw or on_empty:
+            if on_empty and fitted.tokens_raw > available_raw:
+                ctx.warnings.append(
+                    f"the emptied request still needs {ctx.counter.scale(fitted.tokens_raw):,} tokens, "
+                    f"more than the {ctx.window.available_tokens:,} available: it does not fit"
+                )
             if kept_claim < claim and not on_empty:
                 # The question gave way to boundary effects that its own cut removed: with the
                 # room the plan left, try it whole again.

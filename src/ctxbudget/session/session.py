@@ -174,6 +174,8 @@ class Session:
         """Create and open a session whose turns start from ``base`` (a ``{"items": [...]}`` body).
         The model must be in the catalog; a policy file is stored by its absolute path, so the
         session opens from any directory."""
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(f"a session needs a name that is not blank, got {name!r}")
         if not isinstance(base, Mapping) or not isinstance(base.get("items", []), list):
             raise InvalidRequestError('the base must be a JSON object like {"items": [...]}')
         checked = load_policy(policy)
