@@ -107,10 +107,8 @@ def fit_command(
     body_only: bool,
     count_all: bool,
 ) -> None:
-    """Fit a request (JSON file or stdin) into the model's window and print the result.
-
-    Exit codes: 0 fitted (or passed through), 2 bad input or usage, 3 cannot fit (what cannot be
-    trimmed, such as the question a message asks, needs more than the window)."""
+    """Fit a request (JSON file or stdin) into the model's window and print the result. Exit
+    codes: 0 fitted, 2 bad input or usage, 3 cannot fit (what no trim removes needs more room)."""
     if not semantic:  # the embedding model (torch) is left to tear itself down
         skip_collection_at_exit()
     _check_fit_flags(semantic=semantic, split_documents=split_documents, body_only=body_only, as_json=as_json)
