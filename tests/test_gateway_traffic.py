@@ -624,3 +624,15 @@ def test_a_ctxbudget_header_sent_twice_must_say_one_thing(stack: tuple[FakeUpstr
     assert len(fake.received) == sent  # nothing was sent
     same = [("x-ctxbudget-max-context-tokens", "5000"), ("x-ctxbudget-max-context-tokens", "5000")]
     assert httpx.post(url + "/v1/chat/completions", json=body, headers=same).status_code == 200
+
+
+def test_policy_mode_prices_every_reply_and_caps_a_reply_the_client_left_open(tmp_path: Path) -> None:
+    with gateway_over_fake(tmp_path / "n.db", allowed_policies=("legal-review",)) as (fake, url):
+        policy = {"X-Ctxbudget-Policy": "legal-review"}
+        ask = [{"role": "system", "content": "Review contracts."}, {"role": "user", "content": "Q?"}]
+        many = {"model": "gpt-4o", "max_tokens": 4096, "n": 50, "messages": ask}  # 50 x 4,096 out
+        refused = httpx.post(url + "/v1/chat/completions", json=many, headers=policy)
+        assert refused.status_code == 400 and "ceiling" in refused.text and fake.received == []
+        open_reply = {"model": "gpt-4o", "messages": ask}
+        httpx.post(url + "/v1/chat/completions", json=open_reply, headers=policy).raise_for_status()
+        assert fake.received[-1]["max_completion_tokens"] == 4096  # the policy's, as it was priced

@@ -145,3 +145,16 @@ def test_a_thinking_budget_stays_below_the_policys_reply_size() -> None:
     sent = assemble(body, policy=POLICY, model="claude-sonnet-4-5").request
     assert sent["thinking"]["budget_tokens"] < sent["max_tokens"]
     assert sent["thinking"]["budget_tokens"] == 8_000 * sent["max_tokens"] // 16_000
+
+
+def test_every_reply_a_chat_body_asks_for_is_priced() -> None:
+    ask = [{"role": "system", "content": "Review contracts."}, {"role": "user", "content": "Q?"}]
+    one = assemble(
+        {"model": "gpt-4o", "messages": ask}, policy=POLICY, model="gpt-4o", output_format="openai"
+    )
+    three = assemble(
+        {"model": "gpt-4o", "n": 3, "messages": ask}, policy=POLICY, model="gpt-4o", output_format="openai"
+    )
+    assert one.report.cost_usd is not None and three.report.cost_usd is not None
+    assert three.request["n"] == 3 and three.report.cost_usd > one.report.cost_usd
+    assert any("3 replies priced" in w for w in three.report.warnings)

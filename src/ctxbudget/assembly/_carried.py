@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from ..catalog.values import Prices
 from ..cost import price_turn
 from ..errors import BudgetExceeded, CostCeilingExceeded, InvalidRequestError, usd
 from ..formats import detect_format, get_format
@@ -58,7 +59,8 @@ def carried_fields(
     if reply is not None:
         out = thinking_within(out, positive(request.get("max_tokens")), reply)
     extra = _tokens(setup, {**_MINIMAL, **carried}) - _tokens(setup, _MINIMAL)
-    return out, _with_extra(setup, report, max(0, extra), sorted(carried), ceiling)
+    replies = positive(carried.get("n")) or 1  # OpenAI's n: each reply is billed
+    return out, _with_extra(setup, report, (max(0, extra), replies), sorted(carried), ceiling)
 
 
 def _tokens(setup: Setup, body: Mapping[str, Any]) -> int:
@@ -68,9 +70,11 @@ def _tokens(setup: Setup, body: Mapping[str, Any]) -> int:
 
 
 def _with_extra(
-    setup: Setup, report: AssemblyReport, extra: int, names: list[str], ceiling: float | None
+    setup: Setup, report: AssemblyReport, added: tuple[int, int], names: list[str], ceiling: float | None
 ) -> AssemblyReport:
-    """The report with ``extra`` input tokens counted and priced, checked against the limits."""
+    """The report with ``added`` (input tokens, replies) counted and priced: the extra input as
+    uncached, each reply beyond the first at the expected output; checked against the limits."""
+    extra, replies = added
     tokens = report.tokens + extra
     if tokens > setup.policy.prompt_tokens:
         raise BudgetExceeded(
@@ -80,19 +84,28 @@ def _with_extra(
         )
     cost = report.cost_usd
     prices = setup.spec.prices
-    if extra and cost is not None and prices is not None:
-        cost = round(cost + _uncached(prices, extra), 6)
+    if cost is not None and prices is not None:
+        more = (replies - 1) * report.expected_output_tokens
+        cost = round(cost + _priced(prices, extra, more), 6)
     if ceiling is not None and cost is not None and cost > ceiling:
         raise CostCeilingExceeded(
             estimate_usd=cost, ceiling_usd=ceiling, detail=f"with the request's tool definitions, {usd(cost)}"
         )
-    note = f"carried from the request: {', '.join(names)} ({extra:,} tokens counted and priced as uncached input)"
+    note = (
+        f"carried from the request: {', '.join(names)} ({extra:,} tokens counted and priced as uncached input"
+    )
+    note += f"; {replies} replies priced)" if replies > 1 else ")"
     return dataclasses.replace(report, tokens=tokens, cost_usd=cost, warnings=(*report.warnings, note))
 
 
-def _uncached(prices: Any, tokens: int) -> float:
+def _priced(prices: Prices, uncached: int, output: int) -> float:
     return price_turn(
-        prices, uncached_tokens=tokens, write_5m_tokens=0, write_1h_tokens=0, read_tokens=0, output_tokens=0
+        prices,
+        uncached_tokens=uncached,
+        write_5m_tokens=0,
+        write_1h_tokens=0,
+        read_tokens=0,
+        output_tokens=output,
     ).total_usd
 
 

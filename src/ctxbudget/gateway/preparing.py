@@ -20,7 +20,7 @@ from ..assembly import AssemblyResult, Policy, assemble
 from ..catalog.catalog import Catalog
 from ..catalog.values import ModelSpec
 from ..errors import BudgetExceeded, CostCeilingExceeded, CtxBudgetError, StoreError, UnknownModelError, usd
-from ..fitting import FitResult, fit
+from ..fitting import BODY_OUTPUT_FIELDS, FitResult, fit
 from ..fitting import count as fit_count
 from ..session.store import SessionStore
 from .bodies import asked_output, capped_output, reply_count, with_system_breakpoint, without_tool_marks
@@ -268,7 +268,9 @@ class Preparer:
         before, result = self._assembled(provider, body, session, model, settings, policy, factor, ceilings)
         assembled = result.request
         assert isinstance(assembled, dict)
-        keys = ("system", "messages") if provider.name == "anthropic" else ("messages",)
+        keys: tuple[str, ...] = ("system", "messages") if provider.name == "anthropic" else ("messages",)
+        if not asked_output(body):  # no reply size asked for: the policy's cap, as it is priced
+            keys += tuple(k for k in BODY_OUTPUT_FIELDS if k in assembled)
         out = capped_output({**body, **{k: assembled[k] for k in keys if k in assembled}}, policy)
         out = without_tool_marks(out)  # the plan owns the breakpoints (1h marks must come first)
         assembly = result.report.to_dict()
