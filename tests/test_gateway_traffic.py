@@ -622,6 +622,12 @@ def test_a_ctxbudget_header_sent_twice_must_say_one_thing(stack: tuple[FakeUpstr
     ceilings = [("x-ctxbudget-cost-ceiling", "5"), ("x-ctxbudget-cost-ceiling", "0.001")]
     assert httpx.post(url + "/v1/chat/completions", json=body, headers=ceilings).status_code == 400
     assert len(fake.received) == sent  # nothing was sent
+    misspelled = {"X-Ctxbudget-Cost-Ceiling-Usd": "0.0000001"}  # not the ceiling's header: refused
+    answer = httpx.post(url + "/v1/chat/completions", json=body, headers=misspelled)
+    assert (
+        answer.status_code == 400 and "x-ctxbudget-cost-ceiling-usd is not a ctxbudget header" in answer.text
+    )
+    assert len(fake.received) == sent  # nothing was sent
     same = [("x-ctxbudget-max-context-tokens", "5000"), ("x-ctxbudget-max-context-tokens", "5000")]
     assert httpx.post(url + "/v1/chat/completions", json=body, headers=same).status_code == 200
 

@@ -73,7 +73,13 @@ _OWN_HEADERS = (
 
 def _once(headers: Mapping[str, str]) -> None:
     """A ctxbudget header sent twice with different values is refused: which one the client
-    meant cannot be told, and taking either could lift a limit it set with the other."""
+    meant cannot be told, and taking either could lift a limit it set with the other. So is one
+    the gateway does not know: a misspelled ceiling would otherwise leave the request with none."""
+    unknown = sorted({k.lower() for k in headers if k.lower().startswith(HEADER_PREFIX)} - set(_OWN_HEADERS))
+    if unknown:
+        raise SettingsError(
+            f"{unknown[0]} is not a ctxbudget header; the request headers are {', '.join(_OWN_HEADERS)}"
+        )
     if not hasattr(headers, "getlist"):
         return
     for name in _OWN_HEADERS:
