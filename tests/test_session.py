@@ -258,7 +258,7 @@ def test_a_turn_with_arguments_of_the_wrong_type_is_a_config_error(tmp_path: Pat
 def test_a_session_needs_a_name_and_a_turn_a_question(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "s.db")
     for blank in ("", "   "):
-        with pytest.raises(ConfigError, match="not blank"):
+        with pytest.raises(ConfigError, match="empty or blank"):
             Session.create(store, blank, policy=_policy(tmp_path), model="claude-sonnet-4-5", base=_base())
     assert store.names() == []
     Session.create(store, "s", policy=_policy(tmp_path), model="claude-sonnet-4-5", base=_base())
@@ -266,3 +266,11 @@ def test_a_session_needs_a_name_and_a_turn_a_question(tmp_path: Path) -> None:
         main, ["session", "add", "s", "--question", " ", "--store", str(tmp_path / "s.db")]
     )
     assert added.exit_code == 2 and "--question" in added.output and "$.items" not in added.output
+
+
+def test_session_names_the_gateway_refuses_are_refused_here_too(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    for bad in ("tab\there", "two\nlines", "x" * 201, "a\u2028b"):
+        with pytest.raises(ConfigError, match="session name"):
+            Session.create(store, bad, policy=_policy(tmp_path), model="claude-sonnet-4-5", base=_base())
+    assert store.names() == []

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,6 +13,7 @@ from ..catalog.values import ModelSpec
 from ..errors import InvalidRequestError
 from ..fitting import BODY_OUTPUT_FIELDS
 from ..formats.anthropic_rules import without_cache_marks
+from ..session import name_problem
 from .providers import Provider
 from .refusals import Refusal
 
@@ -32,7 +32,6 @@ __all__ = [
     "without_tool_marks",
 ]
 
-MAX_SESSION_CHARS = 200
 HEADER = "header X-Ctxbudget-Session"
 
 
@@ -77,9 +76,9 @@ def session_id(given: str | None, provider: Provider, body: Mapping[str, Any]) -
 
 def named_session(header: str) -> str:
     """The session a client named in ``X-Ctxbudget-Session``, as it wrote it: the header's bytes
-    (which the server hands over as Latin-1) read as UTF-8. A name that is not UTF-8, holds a
-    control character or is longer than :data:`MAX_SESSION_CHARS` is refused, never cut or
-    altered: two different names must never become one session."""
+    (which the server hands over as Latin-1) read as UTF-8. A name that is not UTF-8, or that
+    :func:`~ctxbudget.session.store.name_problem` refuses, is refused, never cut or altered: two
+    different names must never become one session."""
     raw = header.encode("latin-1", errors="replace")
     try:
         # only HTTP's own blanks around a value are not part of it: Unicode spaces are characters
@@ -87,15 +86,9 @@ def named_session(header: str) -> str:
         name = raw.decode("utf-8").strip(" \t")
     except UnicodeDecodeError as exc:
         raise InvalidRequestError("is not UTF-8 text", HEADER) from exc
-    if not name:
-        raise InvalidRequestError(
-            "is empty; name a session, or send no header for one derived from the body", HEADER
-        )
-    if len(name) > MAX_SESSION_CHARS:
-        message = f"is {len(name):,} characters long; at most {MAX_SESSION_CHARS} are accepted"
-        raise InvalidRequestError(message, HEADER)
-    if any(unicodedata.category(c) == "Cc" for c in name):
-        raise InvalidRequestError("holds a control character", HEADER)
+    problem = name_problem(name)
+    if problem is not None:
+        raise InvalidRequestError(problem, HEADER)
     return name
 
 

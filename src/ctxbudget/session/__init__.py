@@ -2,7 +2,7 @@
 
 from .ledger import LEDGER_SCHEMA, LedgerRules, reduce_turn, render_ledger, validate_entry
 from .session import Compaction, PreparedTurn, Session
-from .store import SessionMeta, SessionStore, SQLiteStore, connect_store
+from .store import SessionMeta, SessionStore, SQLiteStore, connect_store, name_problem
 from .turns import ToolCall, ToolResult, Turn
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "ToolResult",
     "Turn",
     "connect_store",
+    "name_problem",
     "reduce_turn",
     "render_ledger",
     "validate_entry",

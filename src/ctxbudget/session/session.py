@@ -30,7 +30,7 @@ from ..catalog.catalog import Catalog, bundled_catalog
 from ..errors import BudgetExceeded, ConfigError, InvalidRequestError
 from ..items import MESSAGE_FRAMING_TOKENS
 from .ledger import LedgerRules, fold_ledger, ledger_blocks, reduce_turn, render_entries
-from .store import SessionMeta, SessionStore
+from .store import SessionMeta, SessionStore, name_problem
 from .turns import ToolCall, ToolResult, Turn
 
 __all__ = ["Compaction", "PreparedTurn", "Session"]
@@ -174,8 +174,9 @@ class Session:
         """Create and open a session whose turns start from ``base`` (a ``{"items": [...]}`` body).
         The model must be in the catalog; a policy file is stored by its absolute path, so the
         session opens from any directory."""
-        if not isinstance(name, str) or not name.strip():
-            raise ConfigError(f"a session needs a name that is not blank, got {name!r}")
+        problem = name_problem(name) if isinstance(name, str) else "is not a string"
+        if problem is not None:
+            raise ConfigError(f"session name {name!r:.60} {problem}")
         if not isinstance(base, Mapping) or not isinstance(base.get("items", []), list):
             raise InvalidRequestError('the base must be a JSON object like {"items": [...]}')
         checked = load_policy(policy)

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import threading
+import unicodedata
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -38,6 +39,24 @@ __all__ = [
 # Given a key's stored state (None: nothing stored yet), the state to store in its place.
 CalibrationUpdate = Callable[[Mapping[str, Any] | None], Mapping[str, Any]]
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+# A session name as a client may give one (the gateway's header, the CLI's argument).
+MAX_SESSION_CHARS = 200
+
+
+def name_problem(name: str) -> str | None:
+    """What is wrong with ``name`` as a session's name (None: nothing). Names are taken as
+    given, never cut or altered, so two different names never become one session: a blank one,
+    one over :data:`MAX_SESSION_CHARS` and one with a control character or a line break (a tab,
+    a newline, U+2028: ``session list`` prints one name a line) are refused."""
+    if not name.strip():
+        return "is empty or blank"
+    if len(name) > MAX_SESSION_CHARS:
+        return f"is {len(name):,} characters long; at most {MAX_SESSION_CHARS} are accepted"
+    if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in name):
+        return "holds a control character or a line break"
+    return None
 
 
 @dataclass(frozen=True, kw_only=True)
