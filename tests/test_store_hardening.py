@@ -307,3 +307,20 @@ def test_processes_adding_turns_to_one_session_store_every_turn_in_order(tmp_pat
         assert sorted(int(i.split("-")[1]) for i in ids if i.startswith("turn-")) == list(
             range(1, turn.index)
         )
+
+
+@pytest.mark.parametrize("how", ["removed", "replaced"])
+def test_a_store_file_removed_or_replaced_while_open_refuses_writes(tmp_path: Path, how: str) -> None:
+    path = tmp_path / "s.db"
+    store = _store(path)
+    store.append_turn("a", Turn(index=1, question="kept"), [])
+    for name in os.listdir(tmp_path):  # an operator moving the store aside
+        os.rename(tmp_path / name, tmp_path / f"aside-{name}")
+    if how == "replaced":
+        _store(path).close()  # another store now at the path
+    with pytest.raises(StoreError, match="was removed or replaced while it was open"):
+        store.append_turn("a", Turn(index=2, question="would be lost"), [])
+    with pytest.raises(StoreError, match="was removed or replaced"):
+        store.ping()
+    kept = SQLiteStore(tmp_path / "aside-s.db", mode="read")
+    assert [t.question for t in kept.turns("a")] == ["kept"]

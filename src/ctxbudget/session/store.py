@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from ..errors import ConfigError
+from ..errors import ConfigError, StoreError
 from ._sqlite_file import MIGRATIONS, StoreMode, mapped_errors, open_store, savepoint, transaction
 from .turns import Turn
 
@@ -39,6 +39,18 @@ __all__ = [
 # Given a key's stored state (None: nothing stored yet), the state to store in its place.
 CalibrationUpdate = Callable[[Mapping[str, Any] | None], Mapping[str, Any]]
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """The file at ``path`` as the system knows it (device, inode); None for an in-memory store,
+    and a missing file never equals an open one."""
+    if path == ":memory:":
+        return None
+    try:
+        found = os.stat(path)
+    except OSError:
+        return (-1, -1)
+    return (found.st_dev, found.st_ino)
 
 
 # A session name as a client may give one (the gateway's header, the CLI's argument).
@@ -190,8 +202,19 @@ class SQLiteStore:
         self.mode = mode
         self.busy_timeout_seconds = busy_timeout_seconds
         self._db = open_store(self.path, mode, busy_timeout_seconds)
+        self._identity = _identity(self.path)
         # One writer at a time in this process; re-entrant for writes inside serialized().
         self._lock = threading.RLock()
+
+    def _check_file(self) -> None:
+        """The file opened is still the one at the path: a store removed or replaced while open
+        keeps answering, its writes going to a file nobody can find again."""
+        if self._identity is not None and _identity(self.path) != self._identity:
+            raise StoreError(
+                self.path,
+                "was removed or replaced while it was open",
+                "put the file back, or restart with the new store: turns written now would be lost",
+            )
 
     def _failures(self) -> AbstractContextManager[None]:
         return mapped_errors(self.path, self.busy_timeout_seconds)
@@ -204,6 +227,7 @@ class SQLiteStore:
                 with savepoint(self._db):
                     yield
             else:
+                self._check_file()
                 with transaction(self._db, self.busy_timeout_seconds):
                     yield
 
@@ -227,7 +251,9 @@ class SQLiteStore:
         return self.path
 
     def ping(self) -> None:
-        """A read of the schema table: a closed or unreadable store raises StoreError."""
+        """A read of the schema table: a closed, unreadable, removed or replaced store raises
+        StoreError."""
+        self._check_file()
         with self._failures():
             self._db.execute("SELECT 1 FROM schema_migrations LIMIT 1").fetchall()
 
