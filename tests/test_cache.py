@@ -30,11 +30,26 @@ def test_breakpoints_skip_short_prefixes_and_respect_the_maximum() -> None:
     assert any("t0" in w for w in warnings)
 
 
-def test_automatic_caching_has_one_implicit_boundary() -> None:
+def test_automatic_caching_plans_every_cacheable_region_end_unmarked() -> None:
     blocks = _blocks(3)
     rules = CacheRules(mode="automatic", min_cacheable_tokens=1024, max_breakpoints=0)
     points, _ = plan_breakpoints(blocks, [800, 1200, 1600], prefix_hashes("m", blocks), rules)
-    assert [(p.block, p.explicit) for p in points] == [(2, False)]
+    assert [(p.block, p.explicit) for p in points] == [(1, False), (2, False)]
+
+
+def test_automatic_caching_reads_a_prefix_far_back_that_still_matches() -> None:
+    """OpenAI reads the longest prefix it saw before, however many blocks follow it (Anthropic
+    looks back 20 blocks from a mark): the pinned prompt after the rolling history moved on."""
+    blocks = _blocks(30)
+    tokens = [1300 + 100 * i for i in range(30)]
+    hashes = prefix_hashes("m", blocks)
+    rules = CacheRules(mode="automatic", min_cacheable_tokens=1024, max_breakpoints=0)
+    points, _ = plan_breakpoints(blocks, tokens, hashes, rules)
+    previous = frozenset({hashes[0], "a prefix of the previous turn's that no longer matches"})
+    automatic = predict_cache(points, 5000, previous, "automatic", hashes, tokens)
+    assert automatic.read_tokens == 1280  # the first block's 1,300 tokens, in 128-token steps
+    explicit = predict_cache(points[-1:], 5000, previous, "explicit", hashes, tokens)
+    assert explicit.read_tokens == 0  # 29 blocks back from the one mark: out of reach
 
 
 def _point(block: int, tokens: int, sha: str, ttl: str = "5m") -> Breakpoint:

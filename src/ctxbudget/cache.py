@@ -118,9 +118,10 @@ def plan_breakpoints(
         )
     if rules.mode == "none" or not ends:
         return [], warnings
-    if rules.mode == "automatic":
-        ends = ends[-1:]
-    elif len(ends) > rules.max_breakpoints:
+    # Automatic caching (OpenAI) needs no marks: every stable region's end is a prefix the
+    # provider may find again, so each is planned (none is rendered) and the next turn can read
+    # the longest one that still matches, say the pinned prefix after the rolling tier moved on.
+    if rules.mode != "automatic" and len(ends) > rules.max_breakpoints:
         # Keep the earliest (the longest-lived, often the 1-hour one) and the latest ones: later
         # content changes more often (an appended ledger, the conversation), so a breakpoint there
         # lets the next turn read up to it; an earlier stable region is covered by a later mark.
@@ -169,12 +170,14 @@ def _read_tokens(
     previous_hashes: frozenset[str],
     block_hashes: Sequence[str] | None,
     block_tokens: Sequence[int] | None,
+    reach: int | None = LOOKBACK_BLOCKS,
 ) -> int:
-    """The longest prefix the provider finds cached: from each breakpoint it looks back up to 20
-    blocks for a prefix the previous turn cached (with no block data: the breakpoints only)."""
+    """The longest prefix the provider finds cached: from each breakpoint it looks back up to
+    ``reach`` blocks (Anthropic: 20; automatic caching: to the start) for a prefix the previous
+    turn cached (with no block data: the breakpoints only)."""
     if block_hashes is None or block_tokens is None:
         return max((p.prefix_tokens for p in breakpoints if p.prefix_sha256 in previous_hashes), default=0)
-    found = read_block([p.block for p in breakpoints], previous_hashes, block_hashes)
+    found = read_block([p.block for p in breakpoints], previous_hashes, block_hashes, reach)
     return block_tokens[found] if found >= 0 else 0
 
 
@@ -188,7 +191,8 @@ def predict_cache(
 ) -> CachePrediction:
     """Reads the longest previously cached prefix; writes the rest up to the last breakpoint (at
     each span's TTL); everything after it is sent uncached."""
-    read = _read_tokens(breakpoints, previous_hashes, block_hashes, block_tokens)
+    reach = None if mode == "automatic" else LOOKBACK_BLOCKS
+    read = _read_tokens(breakpoints, previous_hashes, block_hashes, block_tokens, reach)
     if mode == "automatic" and read:
         read = read // AUTOMATIC_STEP * AUTOMATIC_STEP
     writes = {"5m": 0, "1h": 0}
