@@ -158,3 +158,17 @@ def test_every_reply_a_chat_body_asks_for_is_priced() -> None:
     assert one.report.cost_usd is not None and three.report.cost_usd is not None
     assert three.request["n"] == 3 and three.report.cost_usd > one.report.cost_usd
     assert any("3 replies priced" in w for w in three.report.warnings)
+
+
+def test_new_tool_definitions_are_a_new_cached_prefix() -> None:
+    playbook = "Playbook rule: cite the record. " * 300  # a pinned prefix long enough to cache
+    body = {**_agent_body([_tool("Search the record. " * 300)]), "system": playbook}
+    first = assemble(body, policy=POLICY, model="claude-sonnet-4-5")
+    same = assemble(body, policy=POLICY, model="claude-sonnet-4-5", previous=first.report)
+    assert same.report.cache.read_tokens > 0  # the same tools: the prefix is read
+    changed = {**_agent_body([_tool("Look the record up. " * 300)]), "system": playbook}
+    other = assemble(changed, policy=POLICY, model="claude-sonnet-4-5", previous=first.report)
+    assert other.report.cache.read_tokens == 0  # the provider caches tools first: a miss
+    assert other.report.pinned_prefix_sha256 == first.report.pinned_prefix_sha256  # the playbook held
+    read_cost, write_cost = same.report.cost_usd, other.report.cost_usd
+    assert read_cost is not None and write_cost is not None and read_cost < write_cost

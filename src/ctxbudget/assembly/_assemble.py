@@ -21,7 +21,7 @@ from ..errors import BudgetExceeded, ConfigError, InvalidRequestError, Invariant
 from ..gcpause import collector_paused
 from ..tokens.counter import TokenCounter
 from ..trim.passages import PassageScorer
-from ._carried import carried_fields
+from ._carried import cache_seed, carried_fields
 from ._current_turn import bound_current
 from ._draft import Setup
 from ._pinned import check_pinned_items, check_pinned_prefix
@@ -148,6 +148,7 @@ def _setup(
         current_decisions=decisions,
         passage_scorer=passage_scorer,
         allow_prefix_change=allow_prefix_change,
+        cache_seed=cache_seed(request, input_format, fmt),
     )
 
 

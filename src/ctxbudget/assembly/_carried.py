@@ -3,8 +3,10 @@
 The assembly builds a body's messages (and Anthropic's ``system``) from its tiers. What else a
 chat body says (``tools``, ``tool_choice``, ``temperature``, ``metadata``, ``thinking``, ...) is
 carried into the assembled body when it goes out in the format it came in, so an agent can go on
-calling its tools. The provider reads tool definitions as input: they are counted, priced as
-uncached input (as the gateway prices them) and held to the prompt limit and the cost ceiling.
+calling its tools. The provider reads tool definitions as input, ahead of everything it caches:
+they are counted, priced as the first cached block is (a read or a write; uncached when nothing is
+cached), folded into the prefix hashes (:func:`cache_seed`), and held to the prompt limit and the
+cost ceiling.
 Their cache marks are dropped (the plan owns the breakpoints), and a thinking budget is kept
 below the policy's reply size (:func:`thinking_within`).
 """
@@ -12,6 +14,8 @@ below the policy's reply size (:func:`thinking_within`).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,7 +28,7 @@ from ..measure import measure_total
 from ._draft import Setup
 from ._report import AssemblyReport
 
-__all__ = ["MIN_THINKING_TOKENS", "carried_fields", "positive", "thinking_within"]
+__all__ = ["MIN_THINKING_TOKENS", "cache_seed", "carried_fields", "positive", "thinking_within"]
 
 # What the assembly builds, by the format the body goes out in (the reply size is the policy's).
 _REPLY = ("max_tokens", "max_completion_tokens", "max_output_tokens")
@@ -63,6 +67,20 @@ def carried_fields(
     return out, _with_extra(setup, report, (max(0, extra), replies), sorted(carried), ceiling)
 
 
+def cache_seed(request: Mapping[str, Any], input_format: str | None, fmt: str) -> str:
+    """What a chat body carried in its own format puts ahead of the cached blocks: its tool
+    definitions and tool choice (Anthropic caches tools first; changing them, or the tool
+    choice, misses the cache), as a digest ("" when none)."""
+    source = input_format or ("context" if "items" in request else detect_format(request).name)
+    ahead = {k: request[k] for k in ("tools", "tool_choice") if k in request}
+    if source != fmt or fmt not in _BUILT or not ahead:
+        return ""
+    if isinstance(ahead.get("tools"), list):
+        ahead["tools"] = without_cache_marks(ahead["tools"])
+    text = json.dumps(ahead, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return "\x00tools " + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def _tokens(setup: Setup, body: Mapping[str, Any]) -> int:
     """Tokens of a small body as the format renders it (tool definitions and read fields)."""
     rendering = get_format(setup.fmt).render(body)
@@ -86,25 +104,37 @@ def _with_extra(
     prices = setup.spec.prices
     if cost is not None and prices is not None:
         more = (replies - 1) * report.expected_output_tokens
-        cost = round(cost + _priced(prices, extra, more), 6)
+        cost = round(cost + _priced(prices, _rate_of_prefix(setup, report), extra, more), 6)
     if ceiling is not None and cost is not None and cost > ceiling:
         raise CostCeilingExceeded(
             estimate_usd=cost, ceiling_usd=ceiling, detail=f"with the request's tool definitions, {usd(cost)}"
         )
+    rate = _rate_of_prefix(setup, report).replace("_", " ")
     note = (
-        f"carried from the request: {', '.join(names)} ({extra:,} tokens counted and priced as uncached input"
+        f"carried from the request: {', '.join(names)} ({extra:,} tokens counted and priced as {rate} input"
     )
     note += f"; {replies} replies priced)" if replies > 1 else ")"
     return dataclasses.replace(report, tokens=tokens, cost_usd=cost, warnings=(*report.warnings, note))
 
 
-def _priced(prices: Prices, uncached: int, output: int) -> float:
+def _rate_of_prefix(setup: Setup, report: AssemblyReport) -> str:
+    """How the provider bills what precedes the first cached block (the tool definitions): as
+    that block is billed, a read or a write at its TTL; uncached when nothing is cached."""
+    if setup.spec.cache.mode == "none" or not report.breakpoints:
+        return "uncached"
+    first = report.breakpoints[0]
+    return "read" if first.status == "read" else f"write_{first.ttl}"
+
+
+def _priced(prices: Prices, rate: str, tokens: int, output: int) -> float:
+    """``tokens`` of input billed at ``rate``, and ``output`` tokens."""
+    billed = {"uncached": 0, "read": 0, "write_5m": 0, "write_1h": 0} | {rate: tokens}
     return price_turn(
         prices,
-        uncached_tokens=uncached,
-        write_5m_tokens=0,
-        write_1h_tokens=0,
-        read_tokens=0,
+        uncached_tokens=billed["uncached"],
+        write_5m_tokens=billed["write_5m"],
+        write_1h_tokens=billed["write_1h"],
+        read_tokens=billed["read"],
         output_tokens=output,
     ).total_usd
 

@@ -49,6 +49,9 @@ class Setup:
     current_decisions: tuple[ItemDecision, ...]
     passage_scorer: PassageScorer | None = None
     allow_prefix_change: bool = False
+    # What the provider caches ahead of the blocks (a chat body's tool definitions), folded into
+    # every prefix hash: new tools are a new prefix, never predicted as read.
+    cache_seed: str = ""
 
 
 @dataclass(frozen=True)

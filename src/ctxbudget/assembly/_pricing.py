@@ -57,7 +57,7 @@ def _cost(setup: Setup, prediction: CachePrediction, output_tokens: int) -> Turn
 def _price(setup: Setup, draft: Draft, previous_hashes: frozenset[str], output_tokens: int) -> Priced:
     """Plan the breakpoints of ``draft``, render it with them, predict its cache use and price it."""
     scale = setup.counter.scale
-    hashes = prefix_hashes(setup.model, draft.blocks)
+    hashes = prefix_hashes(setup.model + setup.cache_seed, draft.blocks)
     prefix = [scale(n) for n in _prefix_raw(draft)]
     points, warnings = plan_breakpoints(draft.blocks, prefix, hashes, setup.spec.cache)
     body = render(setup, draft.blocks, points)
