@@ -129,4 +129,6 @@ def _flag(value: str | None) -> bool:
         return True
     if text in ("0", "false", "no"):
         return False
-    raise SettingsError(f"{ALLOW_PREFIX_CHANGE_HEADER} must be true or false, got {value[:40]!r}")
+    raise SettingsError(
+        f"{ALLOW_PREFIX_CHANGE_HEADER} must be true or false (or 1 / 0, yes / no), got {value[:40]!r}"
+    )
