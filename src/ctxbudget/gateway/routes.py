@@ -181,8 +181,8 @@ async def _unrouted(request: Request) -> Response:
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
-    """Starlette's own answers (405 for a method a served path does not take: OPTIONS, TRACE, a
-    GET of /v1/messages) in the API's error shape, with their headers (``Allow``)."""
+    """Starlette's own answers (405 for a method no route takes on a served path: OPTIONS,
+    TRACE) in the API's error shape, with their headers (``Allow``)."""
     assert isinstance(exc, HTTPException)
     message = f"ctxbudget: {request.method} {request.url.path}: {exc.detail}; the gateway serves {_SERVED}"
     code = "method_not_allowed" if exc.status_code == 405 else "not_found"

@@ -5,8 +5,9 @@ the window is the provider's limit); ``X-Ctxbudget-Cost-Ceiling`` may only lower
 ceiling; ``X-Ctxbudget-Policy`` picks one of the policies the server allows (``serve
 --allow-policy``); ``X-Ctxbudget-Allow-Prefix-Change: true`` lets a policy-mode session's pinned
 prefix differ from its previous turn's (a new playbook; otherwise 409, INV-CTX-01). A malformed
-value is refused (400) naming the header, and so is one of them sent twice with different values;
-no such header is ever forwarded upstream.
+value is refused (400) naming the header, and so is one of them sent twice with different values,
+or an ``X-Ctxbudget-`` header that is none of them (a misspelling); no such header is ever
+forwarded upstream.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ _OWN_HEADERS = (
 )
 
 
-def _once(headers: Mapping[str, str]) -> None:
+def _check_own_headers(headers: Mapping[str, str]) -> None:
     """A ctxbudget header sent twice with different values is refused: which one the client
     meant cannot be told, and taking either could lift a limit it set with the other. So is one
     the gateway does not know: a misspelled ceiling would otherwise leave the request with none."""
@@ -94,7 +95,7 @@ def _once(headers: Mapping[str, str]) -> None:
 def request_settings(config: GatewayConfig, headers: Mapping[str, str]) -> RequestSettings:
     """The settings for one request: the server's, narrowed by the client's headers (each of
     them sent once, or repeated with one value)."""
-    _once(headers)
+    _check_own_headers(headers)
     tokens = config.max_context_tokens or 0
     if (given := headers.get(MAX_CONTEXT_HEADER)) is not None:
         asked = _tokens(given)
