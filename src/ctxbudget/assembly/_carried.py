@@ -50,8 +50,7 @@ def carried_fields(
     """``body`` with the chat request's fields the assembly does not build, and ``report`` with
     their tokens and cost (raises :class:`BudgetExceeded` past the prompt limit and
     :class:`CostCeilingExceeded` past ``ceiling``)."""
-    source = input_format or ("context" if "items" in request else detect_format(request).name)
-    if source != setup.fmt or setup.fmt not in _BUILT or not isinstance(body, dict):
+    if not _in_own_format(request, input_format, setup.fmt) or not isinstance(body, dict):
         return body, report
     carried = {k: v for k, v in request.items() if k not in _BUILT[setup.fmt] and k not in body}
     if not carried:
@@ -67,13 +66,18 @@ def carried_fields(
     return out, _with_extra(setup, report, (max(0, extra), replies), sorted(carried), ceiling)
 
 
+def _in_own_format(request: Mapping[str, Any], input_format: str | None, fmt: str) -> bool:
+    """Whether ``request`` is a chat body going out in its own format (``fmt``)."""
+    source = input_format or ("context" if "items" in request else detect_format(request).name)
+    return source == fmt and fmt in _BUILT
+
+
 def cache_seed(request: Mapping[str, Any], input_format: str | None, fmt: str) -> str:
     """What a chat body carried in its own format puts ahead of the cached blocks: its tool
     definitions and tool choice (Anthropic caches tools first; changing them, or the tool
     choice, misses the cache), as a digest ("" when none)."""
-    source = input_format or ("context" if "items" in request else detect_format(request).name)
     ahead = {k: request[k] for k in ("tools", "tool_choice") if k in request}
-    if source != fmt or fmt not in _BUILT or not ahead:
+    if not ahead or not _in_own_format(request, input_format, fmt):
         return ""
     if isinstance(ahead.get("tools"), list):
         ahead["tools"] = without_cache_marks(ahead["tools"])
