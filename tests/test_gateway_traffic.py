@@ -641,5 +641,16 @@ def test_policy_mode_prices_every_reply_and_caps_a_reply_the_client_left_open(tm
         refused = httpx.post(url + "/v1/chat/completions", json=many, headers=policy)
         assert refused.status_code == 400 and "ceiling" in refused.text and fake.received == []
         open_reply = {"model": "gpt-4o", "messages": ask}
-        httpx.post(url + "/v1/chat/completions", json=open_reply, headers=policy).raise_for_status()
+        answer = httpx.post(url + "/v1/chat/completions", json=open_reply, headers=policy)
+        assert answer.status_code == 200 and answer.headers["x-ctxbudget-trimmed"] == "false"  # all kept
         assert fake.received[-1]["max_completion_tokens"] == 4096  # the policy's, as it was priced
+        turns = [
+            {"role": r, "content": f"turn {n} " + "word " * 400}
+            for n in range(30)
+            for r in ("user", "assistant")
+        ]
+        long = {"model": "gpt-4o", "messages": [*ask[:1], *turns, ask[1]]}
+        cut = httpx.post(
+            url + "/v1/chat/completions", json=long, headers={**policy, "X-Ctxbudget-Session": "long"}
+        )
+        assert cut.status_code == 200 and cut.headers["x-ctxbudget-trimmed"] == "true"

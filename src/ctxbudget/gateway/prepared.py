@@ -45,7 +45,9 @@ class Prepared:
             "x-ctxbudget-session": header_value(self.session),
             "x-ctxbudget-tokens-before": str(report["tokens_before"]),
             "x-ctxbudget-tokens-after": str(report["tokens_after"]),
-            "x-ctxbudget-trimmed": "false" if report.get("passed_through", False) else "true",
+            "x-ctxbudget-trimmed": "true"
+            if report.get("trimmed", not report.get("passed_through"))
+            else "false",
         }
         if self.estimate_usd is not None:
             out["x-ctxbudget-estimated-cost-usd"] = f"{self.estimate_usd:.6f}"

@@ -281,7 +281,8 @@ class Preparer:
             "cost_usd": tools.cost_usd,
             "tokens_after": tools.tokens_after,
             "tokens_before": before["tokens"],
-            "passed_through": False,
+            "passed_through": False,  # re-rendered into tiers, always
+            "trimmed": _cut_anything(assembly),
         }
         self.metrics.decisions.labels("assembled").inc()
         covered = covered_by_estimate(body, before.get("estimated_parts"))
@@ -384,3 +385,10 @@ class Preparer:
                 f"ceiling {usd(min(ceilings))}; nothing was sent"
             )
             raise refusal_as(CostCeilingExceeded, provider.name, message)
+
+
+def _cut_anything(assembly: Mapping[str, Any]) -> bool:
+    """Whether the assembly dropped, compacted or cut any item (``X-Ctxbudget-Trimmed``)."""
+    items = [i for t in assembly["tiers"] for i in t["items"]]
+    items += [i for block in ("ledger", "current_turn") for i in assembly[block]["items"]]
+    return any(i["action"] != "kept" for i in items)
