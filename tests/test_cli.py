@@ -317,3 +317,45 @@ def test_count_warns_once_about_the_floor_and_says_when_a_request_does_not_fit(t
     assert over.exit_code == 0 and "over the 500-token input limit: it does not fit" in over.output
     fits = CliRunner().invoke(main, ["count", path, "--model", "gpt-4o"])
     assert "does not fit" not in fits.output
+
+
+def _stderr_on_a_terminal(args: list[str]) -> tuple[bytes, bytes]:
+    """stdout, and what a terminal attached as stderr was shown, of one CLI run."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+
+    master, slave = pty.openpty()
+    cli = str(Path(sys.executable).with_name("ctxbudget"))
+    process = subprocess.Popen([cli, *args], stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    shown = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        chunk = b""
+        if ready:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                chunk = b""
+        shown += chunk
+        if not chunk and process.poll() is not None:
+            break
+    os.close(master)
+    assert process.stdout is not None
+    return process.stdout.read(), shown
+
+
+def test_a_large_input_shows_a_spinner_on_a_terminal_and_nothing_elsewhere(tmp_path: Path) -> None:
+    large = _write(tmp_path, {"messages": [{"role": "user", "content": "word " * 1_800_000}]})  # 9 MB
+    out, shown = _stderr_on_a_terminal(["count", large, "--model", "gpt-4o"])
+    assert out.startswith(b"1800008 tokens") and b"ctxbudget: counting" in shown
+    piped = CliRunner().invoke(main, ["count", large, "--model", "gpt-4o"])  # not a terminal
+    (tmp_path / "req.json").write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}))
+    assert (
+        b"ctxbudget:"
+        not in _stderr_on_a_terminal(["count", str(tmp_path / "req.json"), "--model", "gpt-4o"])[1]
+    )
+    assert "counting" not in piped.output

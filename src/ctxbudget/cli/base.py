@@ -13,7 +13,8 @@ import importlib
 import json
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -83,14 +84,36 @@ def fail(message: str, code: int, flags: Sequence[tuple[str, str]] = FLAGS) -> N
 
 def read_json(source: str) -> Any:
     """The JSON value in a file or stdin (``-``); exit 2 with one line naming what and where."""
+    with working(source, "reading"):
+        try:
+            data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+        except OSError as exc:
+            fail(f"cannot read {source}: {exc.strerror or exc}", EXIT_USAGE)
+        try:
+            return decode_json(data, source)
+        except InvalidRequestError as exc:
+            fail(str(exc), EXIT_USAGE)
+
+
+# An input this large takes about a second or more to read, count and fit.
+LARGE_INPUT_BYTES = 8 * 1024 * 1024
+
+
+@contextmanager
+def working(source: str, what: str) -> Iterator[None]:
+    """A spinner on the terminal (stderr) while a large input file is read and worked on; nothing
+    for a small input, stdin, or a stderr that is not a terminal (logs and pipes stay clean)."""
     try:
-        data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
-    except OSError as exc:
-        fail(f"cannot read {source}: {exc.strerror or exc}", EXIT_USAGE)
-    try:
-        return decode_json(data, source)
-    except InvalidRequestError as exc:
-        fail(str(exc), EXIT_USAGE)
+        size = 0 if source == "-" else Path(source).stat().st_size
+    except OSError:
+        size = 0
+    if size < LARGE_INPUT_BYTES or not sys.stderr.isatty():
+        yield
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status(f"ctxbudget: {what} {source} ({size / 1e6:,.0f} MB)"):
+        yield
 
 
 def model_of(model: str | None, request: Any) -> str:

@@ -22,6 +22,7 @@ from .base import (
     read_json,
     run_action,
     skip_collection_at_exit,
+    working,
 )
 
 if TYPE_CHECKING:
@@ -118,23 +119,23 @@ def fit_command(
     def action() -> None:
         from ..fitting import fit, parse_budget_spec  # the trimming pipeline, for `fit` only
 
-        scorer = _scorer() if semantic else None
-        result = fit(
-            request,
-            model=model,
-            max_context_tokens=max_context_tokens,
-            reserve_output_tokens=reserve_output_tokens,
-            budget=parse_budget_spec(budget_spec),
-            input_format=format_,
-            on_overflow=on_overflow,  # type: ignore[arg-type]
-            score_order=score_order,  # type: ignore[arg-type]
-            document_order=document_order,  # type: ignore[arg-type]
-            split_documents=split_documents,
-            passage_scorer=scorer,
-            catalog=load_catalog(catalogs),
-            unknown_model=unknown_model,  # type: ignore[arg-type]
-            count_all=count_all,
-        )
+        with working(source, "fitting"):
+            result = fit(
+                request,
+                model=model,
+                max_context_tokens=max_context_tokens,
+                reserve_output_tokens=reserve_output_tokens,
+                budget=parse_budget_spec(budget_spec),
+                input_format=format_,
+                on_overflow=on_overflow,  # type: ignore[arg-type]
+                score_order=score_order,  # type: ignore[arg-type]
+                document_order=document_order,  # type: ignore[arg-type]
+                split_documents=split_documents,
+                passage_scorer=_scorer() if semantic else None,
+                catalog=load_catalog(catalogs),
+                unknown_model=unknown_model,  # type: ignore[arg-type]
+                count_all=count_all,
+            )
         _print_fit(result, body_only=body_only, as_json=as_json)
 
     run_action(action)
@@ -187,14 +188,15 @@ def count_command(
     model = model_of(model, request)
 
     def action() -> None:
-        result = count(
-            request,
-            model=model,
-            input_format=format_,
-            catalog=load_catalog(catalogs),
-            unknown_model=unknown_model,  # type: ignore[arg-type]
-            max_context_tokens=max_context_tokens,
-        )
+        with working(source, "counting"):
+            result = count(
+                request,
+                model=model,
+                input_format=format_,
+                catalog=load_catalog(catalogs),
+                unknown_model=unknown_model,  # type: ignore[arg-type]
+                max_context_tokens=max_context_tokens,
+            )
         echo_warnings(result["warnings"])
         if as_json:
             click.echo(json.dumps(result))
