@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxbudget import CtxBudgetError, count, fit
+from ctxbudget import CtxBudgetError, InvalidRequestError, assemble, count, fit
 from ctxbudget.cli import main
 
 VALID: list[dict[str, Any]] = [
@@ -199,3 +199,62 @@ def test_the_library_raises_only_its_own_errors(which: int, data: st.DataObject)
     ):
         with contextlib.suppress(CtxBudgetError):
             call()
+
+
+_CHAT = [{"role": "user", "content": "When?"}]
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        (
+            {
+                "model": "gpt-4o",
+                "input": "x",
+                "tools": [{"type": "function", "name": "f", "parameters": 1.5}],
+            },
+            r"\$\.tools\[0\]\.parameters",
+        ),
+        ({"messages": _CHAT, "functions": 42}, r"\$\.functions"),
+        (
+            {"messages": _CHAT, "functions": [{"name": "f", "parameters": {"properties": [1]}}]},
+            r"\$\.functions\[0\]",
+        ),
+        ({"messages": _CHAT, "prediction": {"type": "content", "content": True}}, r"\$\.prediction\.content"),
+        ({"messages": _CHAT, "tools": [{"type": "custom", "custom": "run_sql"}]}, r"\$\.tools\[0\]\.custom"),
+        (
+            {"input": [{"type": "reasoning", "summary": 5}, {"role": "user", "content": "When?"}]},
+            r"\$\.input\[0\]\.summary",
+        ),
+        (
+            {"messages": _CHAT, "metadata": {"n": 10**4300}},
+            r"\$\.metadata\.n: a number with more than 4,300 digits",
+        ),
+    ],
+)
+def test_shapes_the_formats_do_not_read_whole_are_refused_naming_the_field(
+    body: dict[str, Any], where: str
+) -> None:
+    for call in (
+        lambda: count(body, model="gpt-4o"),
+        lambda: fit(body, model="gpt-4o", max_context_tokens=8000),
+    ):
+        with pytest.raises(InvalidRequestError, match=where):
+            call()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"questions": ["When?"]},
+        {"questions": 42},
+        {"documents": 42},
+        {"questions": [], "history": {"text": 5}},
+        {"items": [{"id": "q", "kind": "question", "text": "When \ud800?"}]},
+        {"messages": [{"role": "user", "content": "\ud800"}]},
+        {"items": [{"id": "q", "kind": "question", "text": "When?"}], "n": 10**4300},
+    ],
+)
+def test_assemble_refuses_what_fit_refuses(body: dict[str, Any]) -> None:
+    with pytest.raises(InvalidRequestError):
+        assemble(body, policy="legal-review", model="claude-sonnet-4-5")

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_v
 
 from ..errors import InvalidRequestError
 from ..formats import detect_format, get_format
+from ..formats.jsonvalue import check_json_value
 from ..formats.wire import validate_body
 from ._policy import Policy, Tier
 
@@ -202,6 +203,7 @@ def _first(policy: Policy, eviction: str) -> Tier:
 
 
 def _from_question(body: Mapping[str, Any], policy: Policy) -> list[dict[str, Any]]:
+    get_format("question").parse(body)  # the format's own checks: errors name the field
     items: list[dict[str, Any]] = []
     if body.get("role"):
         items.append(
@@ -367,6 +369,7 @@ def parse_context_request(
     """A context request from ``{"items": [...]}`` or from a question/openai/anthropic body."""
     if not isinstance(body, Mapping):
         raise InvalidRequestError(f"expected a JSON object, got {type(body).__name__}", "$")
+    check_json_value(body)  # what fit refuses at the boundary (a lone surrogate, NaN, a huge int)
     if format in (None, "context") and "items" in body:
         return _from_items(body, policy)
     name = format or detect_format(body).name

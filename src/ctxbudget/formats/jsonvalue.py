@@ -25,9 +25,23 @@ def _child_path(path: str, key: object) -> str:
     return f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}"
 
 
+# The integers JSON text may hold here: at most 4,300 digits (Python's own limit for turning one
+# into text, which every count, hash and body written would hit).
+MAX_INT_DIGITS = 4300
+_INT_LIMIT = 10**MAX_INT_DIGITS
+_INT_SAFE_BITS = 14284  # an integer of at most this many bits is below 10**4300
+
+
+def _long_int(value: int) -> bool:
+    """Whether ``value`` has more than :data:`MAX_INT_DIGITS` digits (found without writing it)."""
+    return value.bit_length() > _INT_SAFE_BITS and abs(value) >= _INT_LIMIT
+
+
 def _check_scalar(value: object, path: str) -> None:
     if isinstance(value, float) and not math.isfinite(value):
         raise InvalidRequestError(f"{value!r} is not a JSON number (NaN and Infinity are refused)", path)
+    if isinstance(value, int) and not isinstance(value, bool) and _long_int(value):
+        raise InvalidRequestError(f"a number with more than {MAX_INT_DIGITS:,} digits", path)
     if isinstance(value, str):
         if value.isascii():  # the common case, checked at memory speed
             return
@@ -114,6 +128,9 @@ def _plain_chars(value: Any) -> int | None:
                 stack.append((child, depth + 1))
             elif kind is float:
                 if not math.isfinite(child):
+                    return None
+            elif kind is int:
+                if _long_int(child):
                     return None
             elif kind not in _SCALARS:
                 return None

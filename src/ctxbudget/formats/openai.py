@@ -29,7 +29,7 @@ from .detection import is_openai
 from .media import Estimate, image_size, inline_bytes, openai_image_tokens, pdf_tokens
 from .wire import OpenModel, validate_body
 
-__all__ = ["OpenAIFormat", "function_tool_chunks"]
+__all__ = ["FunctionParameters", "OpenAIFormat", "function_tool_chunks"]
 
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
@@ -97,24 +97,38 @@ class _Property(OpenModel):
     enum: list[Any] | None = None
 
 
-class _Parameters(OpenModel):
+class FunctionParameters(OpenModel):
+    """A function tool's ``parameters`` as far as they are counted (also for Responses tools)."""
+
     properties: dict[str, _Property] | None = None
 
 
 class _FunctionDef(OpenModel):
     name: str
     description: str | None = None
-    parameters: _Parameters | None = None
+    parameters: FunctionParameters | None = None
+
+
+class _CustomDef(OpenModel):
+    name: str
+    description: str | None = None
 
 
 class _Tool(OpenModel):
     type: str | None = None
     function: _FunctionDef | None = None
+    custom: _CustomDef | None = None
+
+
+class _Prediction(OpenModel):
+    content: str | list[dict[str, Any]] | None = None
 
 
 class _Body(OpenModel):
     messages: list[_Message] = Field(min_length=1)
     tools: list[_Tool] | None = None
+    functions: list[_FunctionDef] | None = None  # the deprecated form of tools
+    prediction: _Prediction | None = None
 
 
 def message_text(message: Mapping[str, Any]) -> str:

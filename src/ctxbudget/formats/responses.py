@@ -24,7 +24,7 @@ from pydantic import field_validator, model_validator
 from ..items import Component, Item, ItemKey, Owner, Plan, Rendering, Segment
 from .chat import apply_history, split_messages
 from .detection import is_responses
-from .openai import REPLY_PRIMING, function_tool_chunks
+from .openai import REPLY_PRIMING, FunctionParameters, function_tool_chunks
 from .responses_items import TOKENS_PER_ITEM, call_groups, is_message, item_chunks, item_text, with_item_text
 from .wire import OpenModel, validate_body
 
@@ -55,6 +55,7 @@ class _InputItem(OpenModel):
     # a function call's output is text or parts; other calls' outputs are objects of their own
     # (a computer_call_output's screenshot)
     output: str | list[_Part] | dict[str, Any] | None = None
+    summary: list[dict[str, Any]] | None = None  # a reasoning item's
 
     @model_validator(mode="after")
     def _complete(self) -> _InputItem:
@@ -69,11 +70,18 @@ class _InputItem(OpenModel):
         return self
 
 
+class _Tool(OpenModel):
+    type: str
+    name: str | None = None
+    description: str | None = None
+    parameters: FunctionParameters | None = None
+
+
 class _Body(OpenModel):
     # absent when a stored prompt (``prompt``) or a previous response supplies the input
     input: str | list[_InputItem] | None = None
     instructions: str | list[dict[str, Any]] | None = None
-    tools: list[dict[str, Any]] | None = None
+    tools: list[_Tool] | None = None
     previous_response_id: str | None = None
 
     @field_validator("input", mode="before")
