@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from ctxbudget import ConfigError, fit
+from ctxbudget import ConfigError, InvalidRequestError, assemble, count, fit
 from ctxbudget.catalog.catalog import load_catalog
-from ctxbudget.conversation import conversation_blocks, mark_conversation, predict_conversation
+from ctxbudget.conversation import client_marks, conversation_blocks, mark_conversation, predict_conversation
 from ctxbudget.gateway import GatewayConfig, create_app
 from ctxbudget.simulation.billing import BillingUpstream
 
@@ -414,3 +414,53 @@ def test_a_stored_state_that_is_no_cut_is_ignored() -> None:
     for bad in ({"index": "3", "sha256": "x"}, {"index": -1, "sha256": "x"}, {"index": 2}, [1, 2], "cut"):
         state = state_of({"conversation": {"history_cut": bad, "alive": ["a", 3]}})
         assert state is not None and state.history_cut is None and state.alive == ("a",)
+
+
+def _nested_marks_body(n: int) -> dict[str, Any]:
+    """A conversation whose tool results carry the client's marks on their inner blocks."""
+    messages: list[dict[str, Any]] = []
+    for i in range(n):
+        inner = [{"type": "text", "text": "result " * 300, "cache_control": {"type": "ephemeral"}}]
+        messages += [
+            {"role": "user", "content": f"question {i} " + "word " * 300},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": f"t{i}", "name": "s", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": inner}]},
+            {"role": "assistant", "content": "noted " * 50},
+        ]
+    messages.append({"role": "user", "content": "And now?"})
+    return {"model": "claude-sonnet-4-5", "system": "Playbook. " * 600, "messages": messages}
+
+
+@pytest.mark.parametrize("nested", [1, 3, 4])
+def test_marks_inside_tool_results_count_toward_the_limit_of_four(nested: int) -> None:
+    body = _nested_marks_body(nested)
+    assert client_marks(body) == nested
+    fitted = fit(body, model="claude-sonnet-4-5", cache_breakpoints=True).request
+    assert client_marks(fitted) == 4  # the rolling ones fill what the client's leave
+    assembled = assemble(body, policy="legal-review", model="claude-sonnet-4-5").request
+    assert client_marks(assembled) <= 4  # the plan's alone: the client's inner marks removed
+
+
+@pytest.mark.parametrize("mark", [{}, {"type": "bogus"}, {"type": "ephemeral", "ttl": "2h"}, "ephemeral"])
+def test_a_cache_mark_the_api_refuses_is_refused_naming_its_place(mark: Any) -> None:
+    text = {"type": "text", "text": "hi", "cache_control": mark}
+    places = [
+        (
+            {"messages": [{"role": "user", "content": [text]}]},
+            r"\$\.messages\[0\]\.content\[0\]\.cache_control",
+        ),
+        (
+            {"system": [text], "messages": [{"role": "user", "content": "hi"}]},
+            r"\$\.system\[0\]\.cache_control",
+        ),
+        (
+            {
+                "tools": [{"name": "f", "input_schema": {}, "cache_control": mark}],
+                "messages": [{"role": "user", "content": "hi"}],
+            },
+            r"\$\.tools\[0\]\.cache_control",
+        ),
+    ]
+    for body, where in places:
+        with pytest.raises(InvalidRequestError, match=where):
+            count(body, model="claude-sonnet-4-5", input_format="anthropic")

@@ -226,13 +226,16 @@ def mark_conversation(
     if automatic is not None:  # a top-level mark: the provider marks the last block itself
         client.setdefault(automatic, _ttl(body.get("cache_control")))
     chosen = dict.fromkeys(client, "client")
-    # Our marks live 5 minutes, and 1-hour marks must come before 5-minute ones.
+    # Our marks live 5 minutes, and 1-hour marks must come before 5-minute ones. The limit counts
+    # every mark the client placed, those inside a tool result's blocks too.
     after = max((n for n, ttl in client.items() if ttl == "1h"), default=-1)
+    room = rules.max_breakpoints - client_marks(body)
     for n, by in _candidates(body, blocks):
-        if len(chosen) >= rules.max_breakpoints:
+        if room <= 0:
             break
         if n not in chosen and n > after and tokens[n] >= rules.min_cacheable_tokens:
             chosen[n] = by
+            room -= 1
     ours = [n for n, by in chosen.items() if by != "client"]
     marked = _with_marks(body, [blocks[n][0] for n in ours])
     marks = tuple(  # the marks that cache something (a client's mark may be under the minimum)
@@ -241,6 +244,24 @@ def mark_conversation(
         if tokens[n] >= rules.min_cacheable_tokens
     )
     return ConversationCache(marked, marks, tuple(hashes), tuple(tokens))
+
+
+def client_marks(body: Mapping[str, Any]) -> int:
+    """How many cache breakpoints the body already has, wherever they are: the top level (the
+    provider then marks the last block), tools, system blocks, message blocks, and the blocks
+    inside a tool result."""
+    found = int(is_mark(body.get("cache_control")))
+    stack: list[Any] = [body.get("tools"), body.get("system"), body.get("messages")]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, Mapping):
+            found += int(is_mark(value.get("cache_control")))
+            content = value.get("content")
+            if isinstance(content, list):
+                stack.append(content)
+    return found
 
 
 def _ttl(mark: Any) -> str:

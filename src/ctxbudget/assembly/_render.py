@@ -25,11 +25,17 @@ def _cache_control(point: Breakpoint) -> dict[str, str]:
 
 
 def _without_marks(message: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of a provider message without cache marks: breakpoints are the plan's to set."""
+    """A copy of a provider message without cache marks, also those on the blocks inside a tool
+    result: breakpoints are the plan's to set (the API takes 4 at most)."""
     out = copy.deepcopy(dict(message))
     content = out.get("content")
     if isinstance(content, list):
-        out["content"] = without_cache_marks(content)
+        out["content"] = [
+            {**block, "content": without_cache_marks(block["content"])}
+            if isinstance(block, dict) and isinstance(block.get("content"), list)
+            else block
+            for block in without_cache_marks(content)
+        ]
     return out
 
 

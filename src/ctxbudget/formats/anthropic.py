@@ -46,6 +46,17 @@ class _Source(OpenModel):
     media_type: str | None = None
 
 
+class _CacheControl(OpenModel):
+    """A cache breakpoint as the Messages API takes one (it refuses any other type or lifetime)."""
+
+    type: Literal["ephemeral"]
+    ttl: Literal["5m", "1h"] | None = None
+
+
+class _Tool(OpenModel):
+    cache_control: _CacheControl | None = None
+
+
 class _Block(OpenModel):
     type: str
     text: str | None = None
@@ -59,7 +70,7 @@ class _Block(OpenModel):
     data: str | None = None  # redacted_thinking
     # An image's or document's source; a search_result's source is its URL.
     source: _Source | str | None = None
-    cache_control: dict[str, Any] | None = None
+    cache_control: _CacheControl | None = None
 
     @model_validator(mode="after")
     def _text_has_text(self) -> _Block:
@@ -88,7 +99,8 @@ class _Message(OpenModel):
 class _Body(OpenModel):
     system: str | list[_Block] | None = None
     messages: list[_Message] = Field(min_length=1)
-    tools: list[dict[str, Any]] | None = None
+    tools: list[_Tool] | None = None
+    cache_control: _CacheControl | None = None  # automatic caching: the last block is marked
 
 
 def _asks(message: Mapping[str, Any]) -> bool:
