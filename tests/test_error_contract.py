@@ -230,6 +230,23 @@ _CHAT = [{"role": "user", "content": "When?"}]
             {"messages": _CHAT, "metadata": {"n": 10**4300}},
             r"\$\.metadata\.n: a number with more than 4,300 digits",
         ),
+        (
+            {"questions": [{"text": "When?"}], "documents": [{"page_content": "x", "metadata": "a.pdf"}]},
+            r"\$\.documents\[0\]\.metadata",
+        ),
+        (
+            {
+                "model": "claude-sonnet-4-5",
+                "messages": [
+                    *_CHAT,
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "tool_use", "id": ["x"], "name": "f", "input": {}}],
+                    },
+                ],
+            },
+            r"\$\.messages\[1\]\.content\[0\]\.id",
+        ),
     ],
 )
 def test_shapes_the_formats_do_not_read_whole_are_refused_naming_the_field(

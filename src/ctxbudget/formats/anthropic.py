@@ -60,6 +60,8 @@ class _Tool(OpenModel):
 class _Block(OpenModel):
     type: str
     text: str | None = None
+    id: str | None = None  # a tool_use's, which its tool_result names
+    tool_use_id: str | None = None
     # A tool_result's content: a string, or blocks (text, image, ...); a server tool's result may
     # be an error object.
     content: str | list[_Block] | dict[str, Any] | None = None

@@ -52,6 +52,7 @@ class _Custom(OpenModel):
 class _ToolCall(OpenModel):
     """A function call, or a custom (freeform) tool's call: ``{"type": "custom", "custom": ...}``."""
 
+    id: str | None = None  # which a tool message's tool_call_id names
     type: str | None = None
     function: _Function | None = None
     custom: _Custom | None = None

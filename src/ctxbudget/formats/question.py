@@ -37,6 +37,7 @@ class _QuestionText(OpenModel):
 class _Document(OpenModel):
     page_content: str
     score: float | None = None
+    metadata: dict[str, Any] | None = None  # copied onto each passage of a split document
 
 
 class _History(OpenModel):
