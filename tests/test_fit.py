@@ -491,3 +491,18 @@ def test_emptying_what_cannot_fit_says_whether_the_emptied_request_fits() -> Non
 def test_a_negative_budget_share_is_not_a_percent() -> None:
     with pytest.raises(ConfigError, match="-5 is not a percent from 0 to 100"):
         parse_budget_spec("system=-5")
+
+
+def test_a_budget_that_would_leave_no_message_is_an_error() -> None:
+    body = {"messages": [{"role": "system", "content": "Be brief. " * 100}]}
+    with pytest.raises(ConfigError, match=r"leaves no message to send \(budget system=0\)"):
+        fit(body, model="gpt-4o", max_context_tokens=200, reserve_output_tokens=0, budget={"system": 0})
+    emptied = fit(
+        body,
+        model="gpt-4o",
+        max_context_tokens=200,
+        reserve_output_tokens=0,
+        budget={"system": 0},
+        on_overflow="empty",
+    )
+    assert emptied.request["messages"] == []  # asked for: the seed's emptying, with its warning

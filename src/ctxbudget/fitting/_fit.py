@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..catalog.catalog import Catalog, UnknownModel
+from ..errors import ConfigError
 from ..formats.jsonvalue import JsonShape
 from ..gcpause import collector_paused
 from ..items import HistoryCut, Plan
@@ -204,7 +205,22 @@ def _fit(request: Mapping[str, Any], setup: FitSetup) -> FitResult:
         fitted = Fitted(copy.deepcopy(dict(request)), Plan({}), {}, total, passed_through=True)
     else:
         fitted = trim_to_window(ctx, request)
+        _something_left(fitted.request, setup.options)
     return FitResult(_marked(fitted.request, ctx, setup), build_report(ctx, fitted))
+
+
+def _something_left(fitted: Mapping[str, Any], options: FitOptions) -> None:
+    """A chat body trimmed to no message at all is no request (the providers refuse it): an
+    error naming the budget that emptied it, unless the caller asked for emptying."""
+    if options.on_overflow == "empty" or not isinstance(fitted.get("messages"), list) or fitted["messages"]:
+        return
+    given = options.budget_mapping() or {}
+    zero = ", ".join(f"{k}={v}" for k, v in given.items() if not (isinstance(v, int | float) and v > 0))
+    raise ConfigError(
+        "the budget leaves no message to send"
+        + (f" (budget {zero})" if zero else "")
+        + ": give the components this request has a share above 0"
+    )
 
 
 def _marked(request: dict[str, Any], ctx: FitContext, setup: FitSetup) -> dict[str, Any]:
