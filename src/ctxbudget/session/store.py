@@ -202,14 +202,16 @@ class SQLiteStore:
         self.mode = mode
         self.busy_timeout_seconds = busy_timeout_seconds
         self._db = open_store(self.path, mode, busy_timeout_seconds)
-        self._identity = _identity(self.path)
+        # the file as opened, found again by its absolute path (the process may change directory)
+        self._absolute = self.path if self.path == ":memory:" else os.path.abspath(self.path)
+        self._identity = _identity(self._absolute)
         # One writer at a time in this process; re-entrant for writes inside serialized().
         self._lock = threading.RLock()
 
     def _check_file(self) -> None:
         """The file opened is still the one at the path: a store removed or replaced while open
         keeps answering, its writes going to a file nobody can find again."""
-        if self._identity is not None and _identity(self.path) != self._identity:
+        if self._identity is not None and _identity(self._absolute) != self._identity:
             raise StoreError(
                 self.path,
                 "was removed or replaced while it was open",
