@@ -654,3 +654,17 @@ def test_policy_mode_prices_every_reply_and_caps_a_reply_the_client_left_open(tm
             url + "/v1/chat/completions", json=long, headers={**policy, "X-Ctxbudget-Session": "long"}
         )
         assert cut.status_code == 200 and cut.headers["x-ctxbudget-trimmed"] == "true"
+
+
+def test_policy_mode_keeps_a_thinking_budget_below_the_reply_it_fills_in(tmp_path: Path) -> None:
+    with gateway_over_fake(tmp_path / "t.db", allowed_policies=("legal-review",)) as (fake, url):
+        body = {
+            "model": "claude-sonnet-4-6",
+            "messages": _ask(),
+            "thinking": {"type": "enabled", "budget_tokens": 20_000},
+        }
+        httpx.post(
+            url + "/v1/messages", json=body, headers={"X-Ctxbudget-Policy": "legal-review"}
+        ).raise_for_status()
+        sent = fake.received[-1]
+        assert sent["max_tokens"] == 4096 and sent["thinking"]["budget_tokens"] == 4095

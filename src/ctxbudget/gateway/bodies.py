@@ -21,6 +21,7 @@ __all__ = [
     "asked_output",
     "capped_output",
     "conversation",
+    "filled_output",
     "has_cache_control",
     "header_value",
     "last_user_text",
@@ -147,11 +148,21 @@ def capped_output(body: dict[str, Any], policy: Policy) -> dict[str, Any]:
     for name in BODY_OUTPUT_FIELDS:
         asked = body.get(name)
         if isinstance(asked, int) and not isinstance(asked, bool) and asked > cap:
-            try:
-                body = thinking_within({**body, name: cap}, asked, cap)
-            except InvalidRequestError as exc:
-                raise Refusal(400, f"ctxbudget: {exc}", "invalid_request") from exc
+            body = _thinking_within(body, name, asked, cap)
     return body
+
+
+def filled_output(body: dict[str, Any], name: str, cap: int) -> dict[str, Any]:
+    """``body`` with the reply size the client left open set to the policy's ``cap`` (as it is
+    priced), the thinking budget below it."""
+    return _thinking_within(body, name, None, cap)
+
+
+def _thinking_within(body: dict[str, Any], name: str, asked: int | None, cap: int) -> dict[str, Any]:
+    try:
+        return thinking_within({**body, name: cap}, asked, cap)
+    except InvalidRequestError as exc:
+        raise Refusal(400, f"ctxbudget: {exc}", "invalid_request") from exc
 
 
 def without_tool_marks(body: dict[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,14 @@ from ..errors import BudgetExceeded, CostCeilingExceeded, CtxBudgetError, StoreE
 from ..fitting import BODY_OUTPUT_FIELDS, FitResult, fit
 from ..fitting import count as fit_count
 from ..session.store import SessionStore
-from .bodies import asked_output, capped_output, reply_count, with_system_breakpoint, without_tool_marks
+from .bodies import (
+    asked_output,
+    capped_output,
+    filled_output,
+    reply_count,
+    with_system_breakpoint,
+    without_tool_marks,
+)
 from .caching import ConversationState, cache_turn
 from .calibration import Calibration
 from .memory import TurnMemory
@@ -268,10 +275,11 @@ class Preparer:
         before, result = self._assembled(provider, body, session, model, settings, policy, factor, ceilings)
         assembled = result.request
         assert isinstance(assembled, dict)
-        keys: tuple[str, ...] = ("system", "messages") if provider.name == "anthropic" else ("messages",)
-        if not asked_output(body):  # no reply size asked for: the policy's cap, as it is priced
-            keys += tuple(k for k in BODY_OUTPUT_FIELDS if k in assembled)
+        keys = ("system", "messages") if provider.name == "anthropic" else ("messages",)
         out = capped_output({**body, **{k: assembled[k] for k in keys if k in assembled}}, policy)
+        if not asked_output(body):  # no reply size asked for: the policy's cap, as it is priced
+            for name in (k for k in BODY_OUTPUT_FIELDS if k in assembled):
+                out = filled_output(out, name, policy.max_output_tokens)
         out = without_tool_marks(out)  # the plan owns the breakpoints (1h marks must come first)
         assembly = result.report.to_dict()
         tools = self._tool_definitions(provider, out, assembly, spec, factor)
