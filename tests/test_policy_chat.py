@@ -172,3 +172,40 @@ def test_new_tool_definitions_are_a_new_cached_prefix() -> None:
     assert other.report.pinned_prefix_sha256 == first.report.pinned_prefix_sha256  # the playbook held
     read_cost, write_cost = same.report.cost_usd, other.report.cost_usd
     assert read_cost is not None and write_cost is not None and read_cost < write_cost
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c", "type": "custom", "custom": {"name": "sql", "input": "SELECT 1 " * 3000}}
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "server_tool_use",
+                    "id": "s",
+                    "name": "web_search",
+                    "input": {"query": "notice " * 3000},
+                }
+            ],
+        },
+    ],
+)
+def test_every_kind_of_call_counts_toward_its_tier(call: dict[str, Any]) -> None:
+    openai = "tool_calls" in call
+    messages = [{"role": "user", "content": "Look it up."}, call, {"role": "user", "content": "And?"}]
+    if openai:
+        messages.insert(2, {"role": "tool", "tool_call_id": "c", "content": "ok"})
+    body = {"model": "gpt-4o" if openai else "claude-sonnet-4-5", "messages": messages}
+    report = assemble(
+        body, policy=POLICY, model="claude-sonnet-4-5", output_format="openai" if openai else "anthropic"
+    ).report
+    volatile = report.tier("volatile")
+    assert volatile.tokens <= volatile.ceiling_tokens  # the long call rolled off, not counted as nothing
+    assert any(i.tokens_before > 3000 for i in volatile.items)

@@ -247,3 +247,41 @@ def test_a_function_call_output_is_text_or_parts_not_an_object() -> None:
     items = [{"type": "function_call_output", "call_id": "c1", "output": {"type": "computer_screenshot"}}]
     with pytest.raises(InvalidRequestError, match=r"\$\.input\[0\].*string or a list of parts"):
         count({"model": "gpt-4o", "input": [*items, {"role": "user", "content": "hi"}]}, model="gpt-4o")
+
+
+def test_a_custom_tool_output_is_cut_like_a_function_output() -> None:
+    for kind, call in (("function_call", {"arguments": "{}"}), ("custom_tool_call", {"input": "notice"})):
+        body = {
+            "model": "gpt-4o",
+            "input": [
+                {"role": "user", "content": "Search the record."},
+                {"type": kind, "call_id": "c1", "name": "grep", **call},
+                {"type": f"{kind}_output", "call_id": "c1", "output": "line of the log " * 800},
+            ],
+        }
+        result = fit(body, model="gpt-4o", max_context_tokens=1500, reserve_output_tokens=0)
+        output = result.request["input"][-1]["output"]
+        assert result.report.tokens_after <= 1500 and 0 < len(output) < len(body["input"][-1]["output"]), kind
+
+
+def test_an_mcp_approval_stays_with_the_request_it_answers() -> None:
+    items: list[dict[str, Any]] = [
+        {"role": "user", "content": "Ask the wiki."},
+        {
+            "type": "mcp_approval_request",
+            "id": "mcpr_1",
+            "server_label": "wiki",
+            "name": "ask",
+            "arguments": "{}",
+        },
+        {"role": "assistant", "content": [{"type": "output_text", "text": "An aside. " * 600}]},
+        {"role": "user", "content": "approve it " * 300},
+        {"type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": True},
+        {"role": "user", "content": "And then?"},
+    ]
+    for window in (400, 900, 1500, 3000):
+        sent = fit({"model": "gpt-4o", "input": items}, model="gpt-4o", max_context_tokens=window).request[
+            "input"
+        ]
+        kinds = [i.get("type") for i in sent]
+        assert ("mcp_approval_response" in kinds) == ("mcp_approval_request" in kinds), window

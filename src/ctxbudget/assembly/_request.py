@@ -267,23 +267,24 @@ def _chat_kind(message: Mapping[str, Any], current: bool) -> str:
     return "history"
 
 
+# Blocks whose cost is not in a message's text: counted by their JSON (server tool calls and
+# results, MCP blocks, ...). Text, tool results' texts, media and thinking are counted elsewhere.
+_COUNTED_ELSEWHERE = frozenset({"text", "tool_result", "image", "document", "thinking", "redacted_thinking"})
+
+
 def _chat_text(item_text: str, message: Mapping[str, Any]) -> str:
-    """What a message costs, as text: its texts, and its tool calls' names and arguments."""
+    """What a message costs, as text: its texts, its tool calls (function or custom) and every
+    other block a model reads (tool_use, server tool and MCP blocks) by name and input."""
     calls = [
-        json.dumps(c.get("function") or {}, ensure_ascii=False, sort_keys=True)
+        json.dumps(c.get("function") or c.get("custom") or {}, ensure_ascii=False, sort_keys=True)
         for c in message.get("tool_calls") or []
         if isinstance(c, dict)
     ]
     content = message.get("content")
-    calls += (
-        [
-            json.dumps({"name": b.get("name"), "input": b.get("input")}, ensure_ascii=False, sort_keys=True)
-            for b in content
-            if isinstance(b, dict) and b.get("type") == "tool_use"
-        ]
-        if isinstance(content, list)
-        else []
-    )
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, dict) and block.get("type") not in _COUNTED_ELSEWHERE:
+            shown = {k: v for k, v in block.items() if k not in ("cache_control", "id", "type")}
+            calls.append(json.dumps(shown, ensure_ascii=False, sort_keys=True))
     return "\n".join([item_text, *calls]) if calls else item_text
 
 

@@ -58,11 +58,15 @@ def _part_texts(parts: Any, field: str) -> list[tuple[Location, str]]:
     ]
 
 
+# Outputs read as text (cut like a message's text): a function's, and a custom (freeform) tool's.
+_OUTPUTS_OF_TEXT = ("function_call_output", "custom_tool_call_output")
+
+
 def text_locations(item: Mapping[str, Any]) -> list[tuple[Location, str]]:
     """Every trimmable text of an input item, in order, with where it sits in the item."""
     if is_message(item):
         return _part_texts(item.get("content"), "content")
-    if item.get("type") == "function_call_output":
+    if item.get("type") in _OUTPUTS_OF_TEXT:
         return _part_texts(item.get("output"), "output")
     return []
 
@@ -102,6 +106,14 @@ def call_groups(items: Sequence[Mapping[str, Any]]) -> list[int]:
         if i and items[i - 1].get("type") == "reasoning":
             groups[i] = groups[i - 1]
         kind = str(item.get("type") or "")
+        if kind == "mcp_approval_request":  # answered by an mcp_approval_response naming its id
+            owner_of_call["mcp_approval", str(item.get("id"))] = i
+        elif (
+            kind == "mcp_approval_response"
+            and ("mcp_approval", str(item.get("approval_request_id"))) in owner_of_call
+        ):
+            first = owner_of_call["mcp_approval", str(item.get("approval_request_id"))]
+            groups[first : i + 1] = [groups[first]] * (i + 1 - first)
         if kind.endswith("_call") and "call_id" in item:
             owner_of_call[kind, str(item.get("call_id"))] = i
         elif (
@@ -156,7 +168,7 @@ def item_chunks(
     if kind == "function_call":
         name, arguments = str(item.get("name", "")), str(item.get("arguments", ""))
         return [(Segment(name, owner),), (Segment(arguments, owner),)], TOKENS_PER_ITEM
-    if kind == "function_call_output":
+    if kind in _OUTPUTS_OF_TEXT:
         chunks, constant = _parts_chunks(item.get("output"), "output", owner, estimated)
         return chunks, constant + TOKENS_PER_ITEM
     output = item.get("output")
