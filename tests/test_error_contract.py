@@ -275,3 +275,14 @@ def test_shapes_the_formats_do_not_read_whole_are_refused_naming_the_field(
 def test_assemble_refuses_what_fit_refuses(body: dict[str, Any]) -> None:
     with pytest.raises(InvalidRequestError):
         assemble(body, policy="legal-review", model="claude-sonnet-4-5")
+
+
+def test_a_null_enum_is_no_enum() -> None:
+    tool = {
+        "type": "function",
+        "name": "f",
+        "parameters": {"properties": {"q": {"type": "string", "enum": None}}},
+    }
+    plain = {"type": "function", "name": "f", "parameters": {"properties": {"q": {"type": "string"}}}}
+    with_null = count({"model": "gpt-4o", "input": "x", "tools": [tool]}, model="gpt-4o")["tokens"]
+    assert with_null == count({"model": "gpt-4o", "input": "x", "tools": [plain]}, model="gpt-4o")["tokens"]

@@ -226,10 +226,11 @@ def function_tool_chunks(tools: list[dict[str, Any]]) -> tuple[list[tuple[Segmen
             constant += PROP_INIT
         for key, spec in properties.items():
             constant += PROP_KEY
-            for value in spec.get("enum", []) if isinstance(spec, dict) else []:
+            enum = spec.get("enum") if isinstance(spec, dict) else None  # null: no enum
+            for value in enum if isinstance(enum, list) else []:
                 constant += ENUM_ITEM
                 chunks.append((Segment(str(value), "tools"),))
-            if isinstance(spec, dict) and "enum" in spec:
+            if isinstance(enum, list):
                 constant += ENUM_INIT
             kind = spec.get("type", "") if isinstance(spec, dict) else ""
             desc = str(spec.get("description", "")).removesuffix(".") if isinstance(spec, dict) else ""
