@@ -97,9 +97,10 @@ def with_item_text(item: Mapping[str, Any], text: str, pieces: tuple[str, ...] =
 def call_groups(items: Sequence[Mapping[str, Any]]) -> list[int]:
     """A group per item; a call and its output (``function_call`` and ``function_call_output``,
     and so every ``X_call`` and ``X_call_output`` of the same kind and ``call_id``: computer,
-    custom tool, local shell, ...) share one with everything between them, and a ``reasoning``
+    custom tool, local shell, ...) share one with everything between them, as do an
+    ``mcp_approval_request`` and the ``mcp_approval_response`` naming its id, and a ``reasoning``
     item shares the group of the item after it (the API refuses a call sent back without the
-    reasoning that led to it, or an output without its call)."""
+    reasoning that led to it, or an output or approval without what it answers)."""
     groups = list(range(len(items)))
     owner_of_call: dict[tuple[str, str], int] = {}
     for i, item in enumerate(items):
