@@ -668,3 +668,14 @@ def test_policy_mode_keeps_a_thinking_budget_below_the_reply_it_fills_in(tmp_pat
         ).raise_for_status()
         sent = fake.received[-1]
         assert sent["max_tokens"] == 4096 and sent["thinking"]["budget_tokens"] == 4095
+
+
+def test_a_streamed_answer_of_several_replies_is_recorded_as_its_first() -> None:
+    from ctxbudget.gateway.providers import OPENAI, StreamState
+
+    state = StreamState(OPENAI)
+    for index, text in ((0, "Notice was "), (1, "Damages are "), (0, "given."), (1, "due.")):
+        state.feed(
+            f'data: {{"choices": [{{"index": {index}, "delta": {{"content": "{text}"}}}}]}}\n\n'.encode()
+        )
+    assert "".join(state.text) == "Notice was given."  # as the whole answer's choices[0]

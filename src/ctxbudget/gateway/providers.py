@@ -214,7 +214,8 @@ class StreamState:
     def _openai(self, event: Mapping[str, Any]) -> bool:
         choices = event.get("choices")
         for choice in choices if isinstance(choices, list) else []:
-            self.text.append(str(_dict(_dict(choice).get("delta")).get("content") or ""))
+            if _dict(choice).get("index", 0) == 0:  # the turn is the first reply, as when not streamed
+                self.text.append(str(_dict(_dict(choice).get("delta")).get("content") or ""))
         if isinstance(event.get("usage"), dict):
             self._usage(event["usage"])
             return bool(choices)  # a usage-only chunk
