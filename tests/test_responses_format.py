@@ -285,3 +285,27 @@ def test_an_mcp_approval_stays_with_the_request_it_answers() -> None:
         ]
         kinds = [i.get("type") for i in sent]
         assert ("mcp_approval_response" in kinds) == ("mcp_approval_request" in kinds), window
+
+
+def test_outputs_answering_a_stored_response_are_cut_never_dropped() -> None:
+    """With previous_response_id the calls are in the stored response, not in the input: an output
+    dropped would leave its call unanswered, which the API refuses."""
+    outputs = [
+        {"type": "function_call_output", "call_id": f"call_{c}", "output": f"Clause {c} says notice. " * 300}
+        for c in "ab"
+    ]
+    body = {
+        "model": "gpt-4o",
+        "previous_response_id": "resp_1",
+        "input": [*outputs, {"role": "user", "content": "So?"}],
+    }
+    result = fit(body, model="gpt-4o", max_context_tokens=2500, reserve_output_tokens=0)
+    sent = [i.get("call_id") for i in result.request["input"] if i.get("type") == "function_call_output"]
+    assert sent == ["call_a", "call_b"] and result.report.tokens_after <= 2500
+    standalone = fit(
+        {**body, "previous_response_id": None},
+        model="gpt-4o",
+        max_context_tokens=2500,
+        reserve_output_tokens=0,
+    )
+    assert result.report.tokens_after > 0 and standalone.report.tokens_after <= 2500

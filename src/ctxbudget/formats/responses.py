@@ -184,7 +184,7 @@ class ResponsesFormat:
         layout = split_messages(items, is_system=_is_system, is_query=_is_query)
         if _has_instructions(request):
             layout = [(c, i + 1 if c == "system" else i, p) for c, i, p in layout]
-        return items, layout, call_groups(items)
+        return items, layout, call_groups(items, continues=bool(request.get("previous_response_id")))
 
     def parse(self, request: Mapping[str, Any]) -> tuple[Item, ...]:
         """Items: the instructions, the input's system messages, history, the latest user message."""

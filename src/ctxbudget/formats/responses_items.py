@@ -94,14 +94,19 @@ def with_item_text(item: Mapping[str, Any], text: str, pieces: tuple[str, ...] =
     return out
 
 
-def call_groups(items: Sequence[Mapping[str, Any]]) -> list[int]:
+def call_groups(items: Sequence[Mapping[str, Any]], *, continues: bool = False) -> list[int]:
     """A group per item; a call and its output (``function_call`` and ``function_call_output``,
     and so every ``X_call`` and ``X_call_output`` of the same kind and ``call_id``: computer,
     custom tool, local shell, ...) share one with everything between them, as do an
     ``mcp_approval_request`` and the ``mcp_approval_response`` naming its id, and a ``reasoning``
     item shares the group of the item after it (the API refuses a call sent back without the
-    reasoning that led to it, or an output or approval without what it answers)."""
+    reasoning that led to it, or an output or approval without what it answers).
+
+    A body that ``continues`` a stored response (``previous_response_id``) may answer that
+    response's calls: an output or approval whose call is not in the input is kept, with
+    everything after it, as one unit (dropping it would leave the stored call unanswered)."""
     groups = list(range(len(items)))
+    answered: set[int] = set()
     owner_of_call: dict[tuple[str, str], int] = {}
     for i, item in enumerate(items):
         if i and items[i - 1].get("type") == "reasoning":
@@ -115,6 +120,7 @@ def call_groups(items: Sequence[Mapping[str, Any]]) -> list[int]:
         ):
             first = owner_of_call["mcp_approval", str(item.get("approval_request_id"))]
             groups[first : i + 1] = [groups[first]] * (i + 1 - first)
+            answered.add(i)
         if kind.endswith("_call") and "call_id" in item:
             owner_of_call[kind, str(item.get("call_id"))] = i
         elif (
@@ -123,6 +129,16 @@ def call_groups(items: Sequence[Mapping[str, Any]]) -> list[int]:
         ):
             first = owner_of_call[key]
             groups[first : i + 1] = [groups[first]] * (i + 1 - first)
+            answered.add(i)
+    if continues:
+        answers = ("mcp_approval_response",)
+        orphans = [
+            i
+            for i, item in enumerate(items)
+            if i not in answered and str(item.get("type") or "").endswith(("_call_output", *answers))
+        ]
+        if orphans:
+            groups[orphans[0] :] = [groups[orphans[0]]] * (len(items) - orphans[0])
     return groups
 
 
