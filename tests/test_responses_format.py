@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxbudget import BudgetExceeded, InvalidRequestError, count, fit, get_encoding
+from ctxbudget import BudgetExceeded, ConfigError, InvalidRequestError, count, fit, get_encoding
 from ctxbudget.cli import main
 
 WORD = "lorem ipsum dolor sit amet "
@@ -309,3 +309,14 @@ def test_outputs_answering_a_stored_response_are_cut_never_dropped() -> None:
         reserve_output_tokens=0,
     )
     assert result.report.tokens_after > 0 and standalone.report.tokens_after <= 2500
+
+
+def test_a_budget_that_drops_a_stored_calls_output_is_an_error() -> None:
+    output = {"type": "function_call_output", "call_id": "call_a", "output": "Clause 4 says notice. " * 200}
+    body = {
+        "model": "gpt-4o",
+        "previous_response_id": "resp_1",
+        "input": [output, {"role": "user", "content": "So?"}],
+    }
+    with pytest.raises(ConfigError, match="drops the output of call_a"):
+        fit(body, model="gpt-4o", max_context_tokens=1500, budget={"history": 0})

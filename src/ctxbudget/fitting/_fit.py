@@ -206,7 +206,40 @@ def _fit(request: Mapping[str, Any], setup: FitSetup) -> FitResult:
     else:
         fitted = trim_to_window(ctx, request)
         _something_left(fitted.request, setup.options)
+        _stored_calls_answered(request, fitted.request, setup.options)
     return FitResult(_marked(fitted.request, ctx, setup), build_report(ctx, fitted))
+
+
+def _stored_calls_answered(
+    request: Mapping[str, Any], fitted: Mapping[str, Any], options: FitOptions
+) -> None:
+    """A Responses body that continues a stored response keeps every output answering that
+    response's calls (the API refuses a stored call left unanswered): a budget that dropped one is
+    an error naming it, unless the caller asked for emptying."""
+    if options.on_overflow == "empty" or not request.get("previous_response_id"):
+        return
+    given, sent = request.get("input"), fitted.get("input")
+    if not isinstance(given, list) or not isinstance(sent, list):
+        return
+    calls = {
+        str(i.get("call_id"))
+        for i in given
+        if isinstance(i, dict) and str(i.get("type", "")).endswith("_call")
+    }
+    answers = [
+        str(i.get("call_id"))
+        for i in given
+        if isinstance(i, dict)
+        and str(i.get("type", "")).endswith("_call_output")
+        and str(i.get("call_id")) not in calls
+    ]
+    kept = {str(i.get("call_id")) for i in sent if isinstance(i, dict)}
+    missing = [a for a in answers if a not in kept]
+    if missing:
+        raise ConfigError(
+            f"the budget drops the output of {', '.join(missing)}, which answers a call of the stored "
+            "response (previous_response_id): give history a share that holds it, or a larger window"
+        )
 
 
 def _something_left(fitted: Mapping[str, Any], options: FitOptions) -> None:
