@@ -16,6 +16,7 @@ from typing import Any
 from ..catalog.catalog import Catalog, UnknownModel
 from ..errors import ConfigError
 from ..formats.jsonvalue import JsonShape
+from ..formats.responses_items import answer_key, stored_answers
 from ..gcpause import collector_paused
 from ..items import HistoryCut, Plan
 from ..tokens.counter import clear_count_cache
@@ -214,31 +215,20 @@ def _stored_calls_answered(
     request: Mapping[str, Any], fitted: Mapping[str, Any], options: FitOptions
 ) -> None:
     """A Responses body that continues a stored response keeps every output answering that
-    response's calls (the API refuses a stored call left unanswered): a budget that dropped one is
-    an error naming it, unless the caller asked for emptying."""
+    response's calls (:func:`~ctxbudget.formats.responses_items.stored_answers`; the API refuses a
+    stored call left unanswered): a budget that dropped one is an error naming it, unless the
+    caller asked for emptying."""
+    given, sent = request.get("input"), fitted.get("input")
     if options.on_overflow == "empty" or not request.get("previous_response_id"):
         return
-    given, sent = request.get("input"), fitted.get("input")
     if not isinstance(given, list) or not isinstance(sent, list):
         return
-    calls = {
-        str(i.get("call_id"))
-        for i in given
-        if isinstance(i, dict) and str(i.get("type", "")).endswith("_call")
-    }
-    answers = [
-        str(i.get("call_id"))
-        for i in given
-        if isinstance(i, dict)
-        and str(i.get("type", "")).endswith("_call_output")
-        and str(i.get("call_id")) not in calls
-    ]
-    kept = {str(i.get("call_id")) for i in sent if isinstance(i, dict)}
-    missing = [a for a in answers if a not in kept]
+    kept = {answer_key(i) for i in sent if isinstance(i, dict)}
+    missing = [key for key in stored_answers([i for i in given if isinstance(i, dict)]) if key not in kept]
     if missing:
         raise ConfigError(
-            f"the budget drops the output of {', '.join(missing)}, which answers a call of the stored "
-            "response (previous_response_id): give history a share that holds it, or a larger window"
+            f"the budget drops the output of {', '.join(k[1] for k in missing)}, which answers a call of "
+            "the stored response (previous_response_id): give history a share that holds it, or a larger window"
         )
 
 

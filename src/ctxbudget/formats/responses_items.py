@@ -94,6 +94,24 @@ def with_item_text(item: Mapping[str, Any], text: str, pieces: tuple[str, ...] =
     return out
 
 
+def answer_key(item: Mapping[str, Any]) -> tuple[str, str] | None:
+    """What an item answers, when it is an answer: an ``X_call_output``'s kind and ``call_id``, an
+    ``mcp_approval_response``'s request id; None for any other item."""
+    kind = str(item.get("type") or "")
+    if kind == "mcp_approval_response":
+        return kind, str(item.get("approval_request_id"))
+    if kind.endswith("_call_output"):
+        return kind, str(item.get("call_id"))
+    return None
+
+
+def stored_answers(items: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """The answers among ``items`` to calls that are not among them (with ``previous_response_id``,
+    the stored response's calls), by :func:`answer_key`."""
+    _, answered = _paired(items)
+    return [key for i, item in enumerate(items) if i not in answered and (key := answer_key(item))]
+
+
 def call_groups(items: Sequence[Mapping[str, Any]], *, continues: bool = False) -> list[int]:
     """A group per item; a call and its output (``function_call`` and ``function_call_output``,
     and so every ``X_call`` and ``X_call_output`` of the same kind and ``call_id``: computer,
@@ -105,6 +123,16 @@ def call_groups(items: Sequence[Mapping[str, Any]], *, continues: bool = False) 
     A body that ``continues`` a stored response (``previous_response_id``) may answer that
     response's calls: an output or approval whose call is not in the input is kept, with
     everything after it, as one unit (dropping it would leave the stored call unanswered)."""
+    groups, answered = _paired(items)
+    if continues:
+        orphans = [i for i in range(len(items)) if i not in answered and answer_key(items[i])]
+        if orphans:
+            groups[orphans[0] :] = [groups[orphans[0]]] * (len(items) - orphans[0])
+    return groups
+
+
+def _paired(items: Sequence[Mapping[str, Any]]) -> tuple[list[int], set[int]]:
+    """Each item's group by the pairing rules of :func:`call_groups`, and the answers paired."""
     groups = list(range(len(items)))
     answered: set[int] = set()
     owner_of_call: dict[tuple[str, str], int] = {}
@@ -130,16 +158,7 @@ def call_groups(items: Sequence[Mapping[str, Any]], *, continues: bool = False) 
             first = owner_of_call[key]
             groups[first : i + 1] = [groups[first]] * (i + 1 - first)
             answered.add(i)
-    if continues:
-        answers = ("mcp_approval_response",)
-        orphans = [
-            i
-            for i, item in enumerate(items)
-            if i not in answered and str(item.get("type") or "").endswith(("_call_output", *answers))
-        ]
-        if orphans:
-            groups[orphans[0] :] = [groups[orphans[0]]] * (len(items) - orphans[0])
-    return groups
+    return groups, answered
 
 
 def _part_estimate(part: Mapping[str, Any]) -> Estimate:
