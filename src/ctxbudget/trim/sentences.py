@@ -12,6 +12,8 @@ starts in lower case. A newline ends a sentence, and so do the CJK marks ``。�
 
 from __future__ import annotations
 
+import functools
+import itertools
 import re
 from collections.abc import Iterator
 
@@ -124,9 +126,40 @@ MAX_WORD = 40
 # quotes, or a newline. Written to open with one character class so that ``re`` skips to the
 # next candidate character in C (a pattern opening with a repeat or an alternation of classes is
 # tried at every position: 3-6x slower on a 265 kB transcript); the lookbehinds pick the branch.
-_END = re.compile(
-    r"[.!?。！？\n](?:(?<=[.!?])[.!?]*[\"'”’)\]]*(?=\s)|(?<=[。！？])[。！？]*[」』”’)]*|(?<=\n))"
-)
+# A ``[.!?]`` run is tried at its first character only (``_RUN_START``): tried at each of its
+# characters, a run not followed by whitespace was read to its end from every one of them
+# (57,000 dots took 28 s). Every later start fails where the first did (same end, and giving
+# characters back leaves a ``[.!?]`` that neither a closer nor whitespace matches), so the ends
+# are the same; a scan that starts inside a run is served by :func:`_end_matches`.
+_RUN_START = "(?<![.!?][.!?])"
+
+
+def _end_pattern(run_start: str) -> re.Pattern[str]:
+    return re.compile(
+        rf"[.!?。！？\n](?:(?<=[.!?]){run_start}[.!?]*[\"'”’)\]]*(?=\s)|(?<=[。！？])[。！？]*[」』”’)]*|(?<=\n))"
+    )
+
+
+_END = _end_pattern(_RUN_START)
+
+
+@functools.cache
+def _anywhere(pattern: re.Pattern[str]) -> re.Pattern[str]:
+    """``pattern`` without the run-start rule: for the one position a scan starts at."""
+    return re.compile(pattern.pattern.replace(_RUN_START, ""))
+
+
+def _end_matches(pattern: re.Pattern[str], text: str, start: int, endpos: int) -> Iterator[re.Match[str]]:
+    """``pattern.finditer(text, start, endpos)`` as if a match could begin anywhere in a run:
+    a scan that starts inside a ``[.!?]`` run tries that position first (a run's later
+    characters fail where its first did, so they need no try)."""
+    if 0 < start < endpos and text[start - 1] in ".!?" and text[start] in ".!?":
+        first = _anywhere(pattern).match(text, start, endpos)
+        if first is not None:
+            return itertools.chain((first,), pattern.finditer(text, first.end(), endpos))
+    return pattern.finditer(text, start, endpos)
+
+
 _ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _CLOSERS = "\"'”’)]"
 _DOTTED = re.compile(r"(?:[a-z]\.)+[a-z]?")
@@ -176,7 +209,7 @@ def _either_case(words: list[str]) -> str:
     return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
 
 
-def _settled_end_pattern(*, ascii_only: bool) -> re.Pattern[str]:
+def _settled_end_pattern(*, ascii_only: bool, run_start: str = _RUN_START) -> re.Pattern[str]:
     """``_END`` with the plain rule's common answers settled inside ``re`` (ASCII context only).
 
     Measured on the legal example's 105 transcript pages (267 kB, 10.5k end candidates): the rule
@@ -206,7 +239,7 @@ def _settled_end_pattern(*, ascii_only: bool) -> re.Pattern[str]:
     return re.compile(
         ("[.!?\n]" if ascii_only else "[.!?。！？\n]") + r"(?:(?<=\n)(?P<nl>)"
         rf"|(?<=\.)(?![.!?])(?!{abbreviation})(?:(?={word}){closers}{settled('lower')}|(?!{word}){closers}(?P<check>))"
-        rf"|(?<=[.!?])(?!(?<=\.)(?![.!?]))[.!?]*{closers}{settled('lower_run')}"
+        rf"|(?<=[.!?])(?!(?<=\.)(?![.!?])){run_start}[.!?]*{closers}{settled('lower_run')}"
         rf"{cjk})"
     )
 
@@ -222,7 +255,7 @@ def _settled_ends(text: str, start: int) -> list[int]:
     last = max(start, len(text) - len(text.lstrip()))
     ends: list[int] = []
     pattern = _SETTLED_ASCII_END if text.isascii() else _SETTLED_END
-    for match in pattern.finditer(text, start):
+    for match in _end_matches(pattern, text, start, len(text)):
         kind = match.lastgroup
         if kind is None:
             end = match.end()
@@ -241,7 +274,7 @@ def _settled_ends(text: str, start: int) -> list[int]:
 def _plain_ends(text: str, start: int, stop: int) -> Iterator[int]:
     """Candidate ends in ``[start, stop + 1)`` by the rule read in Python (the definition)."""
     # Look a little past ``stop`` so the whitespace lookahead sees what follows.
-    for match in _END.finditer(text, start, min(len(text), stop + 1)):
+    for match in _end_matches(_END, text, start, min(len(text), stop + 1)):
         begin, end = match.span()
         first = text[begin]
         if first == "\n":
