@@ -400,6 +400,9 @@ def test_streams_are_parsed_by_the_eventsource_rules_and_passed_byte_for_byte(ne
         event(text[:cut], text[cut:])  # one event, its data on two lines: joined by a newline
         + event(json.dumps(usage))
         + event("[DONE]")
+        + b": keep-alive"
+        + newline
+        + newline  # after the end: a bare CR's last line ends at the close
     )
     for hold in (False, True):
         state = StreamState(OPENAI, hold_usage=hold)

@@ -127,9 +127,14 @@ class StreamState:
         bytes to pass to the client now. Linear in the bytes fed, however an event is chunked
         (a 32 MB event took 32 s when every chunk rescanned and recopied the event so far)."""
         self._pending += chunk
+        return self._consume(final=False)
+
+    def _consume(self, *, final: bool) -> bytes:
+        """Parse the complete lines pending; the events they complete are returned to pass on.
+        A CR ending the bytes waits for the next (it may be half a CRLF) unless ``final``."""
         out = bytearray()
         while (end := _LINE_END.search(self._pending, max(self._scan, self._seen))) is not None:
-            if end.group() == b"\r" and end.end() == len(self._pending):
+            if not final and end.group() == b"\r" and end.end() == len(self._pending):
                 self._seen = end.start()  # a CR at the end may be the first half of a CRLF
                 break
             line = bytes(self._pending[self._scan : end.start()])
@@ -157,13 +162,14 @@ class StreamState:
         """What is left when the upstream closed: an event without its blank line goes out if
         it ended the stream; a cut-off event is dropped (the client gets an error event instead of
         half an event it cannot parse)."""
+        out = self._consume(final=True)  # a CR held as half a CRLF ended its line after all
         rest, lines = bytes(self._pending), [*self._lines, bytes(self._pending[self._scan :])]
         self._pending, self._scan, self._seen, self._lines = bytearray(), 0, 0, []
         if not rest.strip():
-            return rest
+            return out + rest
         done = self.finished
         keep = self._event([line for line in lines if line])
-        return rest if self.finished and not done and keep else b""
+        return out + (rest if self.finished and not done and keep else b"")
 
     def _event(self, lines: list[bytes]) -> bool:
         """Parse one event; False when it is a usage-only chunk to hold back."""
