@@ -30,6 +30,8 @@ REAL_IDS: list[tuple[str, str, str, int, int | None]] = [
     ("claude-sonnet", "claude-sonnet-4-6", "anthropic", 200_000, None),
     ("CLAUDE-SONNET-4-5", "claude-sonnet-4-5", "anthropic", 200_000, None),
     ("claude-3-5-sonnet-latest", "claude-3-5-sonnet", "anthropic", 200_000, None),
+    ("claude-2.0", "claude-2.0", "anthropic", 100_000, None),  # claude-2.1 doubled it
+    ("claude-2.1", "claude-2", "anthropic", 200_000, None),
     # Vertex AI
     ("vertex_ai/claude-sonnet-4-5@20250929", "claude-sonnet-4-5", "google", 200_000, None),
     ("vertex_ai/gemini-2.5-pro", "gemini-2.5-pro", "google", 1_048_576, None),
@@ -82,6 +84,9 @@ REAL_IDS: list[tuple[str, str, str, int, int | None]] = [
     ("gpt-4-0613", "gpt-4", "openai", 8_192, None),
     ("gpt-4-turbo-2024-04-09", "gpt-4-turbo", "openai", 128_000, None),
     ("gpt-3.5-turbo", "gpt-3.5-turbo", "openai", 16_385, None),
+    ("gpt-3.5-turbo-0613", "gpt-3.5-turbo-0613", "openai", 4_096, None),  # the 16k was its own model
+    ("gpt-4o-audio-preview-2024-12-17", "gpt-4o-audio-preview", "openai", 128_000, None),
+    ("gpt-4o-mini-audio-preview", "gpt-4o-mini-audio-preview", "openai", 128_000, None),
     ("o1-2024-12-17", "o1", "openai", 200_000, None),
     ("o3-mini-2025-01-31", "o3-mini", "openai", 200_000, None),
     ("o4-mini-2025-04-16", "o4-mini", "openai", 200_000, None),
