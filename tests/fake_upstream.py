@@ -4,7 +4,7 @@ It answers Messages, Chat Completions and Responses, streaming and not, and acco
 prefix up to the last ``cache_control`` mark (Anthropic) or the system message or instructions
 (OpenAI, when long enough) is read from its "cache" when it saw the same prefix before, else written. Tokens are
 counted as characters / 4. Models named ``fault-*`` (500, plain-500, 429, 503, 529, timeout,
-disconnect, badjson, list, nan-usage) inject faults; ``poison-usage`` bills a billion input tokens.
+disconnect, drop-after-end, badjson, list, nan-usage) inject faults; ``poison-usage`` bills a billion input tokens.
 """
 
 from __future__ import annotations
@@ -183,6 +183,8 @@ class FakeUpstream:
             },
         )
         yield event("message_stop", {})
+        if body["model"] == "fault-drop-after-end":
+            raise RuntimeError("connection dropped after the stream's end")
 
     async def chat(self, request: Request) -> Response:
         body, fault = await self._receive(request)
@@ -314,6 +316,8 @@ class FakeUpstream:
         yield event("response.content_part.done", {**where, "part": message["content"][0]})
         yield event("response.output_item.done", {"output_index": 0, "item": message})
         yield event("response.completed", {"response": response})
+        if body["model"] == "fault-drop-after-end":
+            raise RuntimeError("connection dropped after the stream's end")
 
 
 def unmarked(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

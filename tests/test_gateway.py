@@ -160,6 +160,21 @@ def test_upstream_faults_reach_the_client_in_the_provider_shape(
     assert "faults" not in SQLiteStore(store).names()  # nothing half-recorded
 
 
+def test_a_connection_dropped_after_the_streams_end_is_no_error(
+    stack: tuple[FakeUpstream, str, Path],
+) -> None:
+    # The whole answer went out (and was stored): an error event after message_stop made the SDK
+    # raise and throw it away, and the client's retry was billed and stored again.
+    _, url, store = stack
+    client = _anthropic(url, **{"X-Ctxbudget-Session": "dropped-late"})
+    with client.messages.stream(
+        model="fault-drop-after-end", max_tokens=10, messages=[{"role": "user", "content": "late drop"}]
+    ) as stream:
+        text = "".join(stream.text_stream)
+    assert text == "echo: late drop"
+    assert len(SQLiteStore(store).turns("dropped-late")) == 1
+
+
 def test_body_limit_health_and_metrics(tmp_path: Path) -> None:
     with gateway_over_fake(tmp_path / "m.db", max_body_bytes=2000) as (fake, url):
         big = {"model": "gpt-4o", "messages": [{"role": "user", "content": "x" * 5000}]}

@@ -111,6 +111,9 @@ def test_a_dropped_stream_ends_with_an_error_the_sdk_raises(stack: tuple[FakeUps
     _, url, _ = stack
     with pytest.raises(openai.APIError):
         list(openai_client(url).responses.create(model="fault-disconnect", input="hi", stream=True))
+    # dropped only after response.completed: the client has the whole answer, and no error
+    events = list(openai_client(url).responses.create(model="fault-drop-after-end", input="hi", stream=True))
+    assert events[-1].type == "response.completed"
 
 
 def test_responses_usage_and_stream_events_are_read_in_their_own_shape() -> None:

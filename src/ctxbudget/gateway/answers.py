@@ -106,8 +106,8 @@ async def _events(
     state: StreamState,
 ) -> AsyncIterator[bytes]:
     """The stream's events as they arrive; the turn is stored before the client sees the end
-    (an error event in its place when it could not be), and a dropped or truncated stream ends
-    with an error event."""
+    (an error event in its place when it could not be), and a stream dropped or truncated before
+    its end ends with an error event (a drop after it is none of the client's concern)."""
     recorded = False
     try:
         async for chunk in upstream.aiter_bytes():
@@ -121,6 +121,10 @@ async def _events(
             if out:
                 yield out
     except httpx.HTTPError as exc:
+        if recorded:  # after the stream's end: the client has the whole answer, and it is stored
+            if tail := state.flush():
+                yield tail
+            return
         gateway.note_upstream_error("disconnected")
         yield provider.stream_error(f"upstream dropped the stream: {type(exc).__name__}")
         return
