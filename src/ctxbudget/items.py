@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal, Protocol
 
 __all__ = [
@@ -61,7 +62,7 @@ class Item:
     score: float | None = None
     group: int = -1
 
-    @property
+    @cached_property  # read for every decision and report line: built once an item
     def key(self) -> ItemKey:
         """(component, index): how plans and renderings refer to the item."""
         return (self.component, self.index)

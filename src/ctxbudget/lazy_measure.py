@@ -83,6 +83,7 @@ class LazyMeasurement:
         self._windowed = [encoding.proven_boundaries and len(t) >= lazy_min_chars for t in self._texts]
         self._whole: dict[int, list[tuple[int, TextSpan]]] = {}
         self._shares: dict[tuple[int, int], Share] = {}
+        self._short: dict[str, int] = {}  # tokens of a short chunk of one segment, by its text
         self._costs: dict[Owner, int] = {}
         self._bounds: dict[Owner, int] = {}
         self._spans: dict[ItemKey, Span | None] = {}
@@ -119,7 +120,21 @@ class LazyMeasurement:
         """The owner's raw tokens that are not its text (its non-content segments and constants);
         the text itself is not tokenized for it."""
         places = self._places.get(owner, ())
-        return self._constants.get(owner, 0) + sum(self._share(p)[0] for p in places if not p.segment.content)
+        return self._constants.get(owner, 0) + sum(
+            self._framing_share(p) for p in places if not p.segment.content
+        )
+
+    def _framing_share(self, place: _Place) -> int:
+        """A non-content place's tokens. A short chunk of one segment (a role, a name) is counted
+        alone, so its tokens are its text's wherever it sits: read once a text, not once a message
+        (the placeholder's framing asks every history message's)."""
+        text = place.segment.text
+        if len(text) >= MIN_REUSE_CHARS or len(self._chunks[place.chunk]) != 1 or self._windowed[place.chunk]:
+            return self._share(place)[0]
+        found = self._short.get(text)
+        if found is None:
+            found = self._short[text] = self._share(place)[0]
+        return found
 
     def span(self, key: ItemKey) -> Span | None:
         """Where the item's text sits in what was encoded (its pieces when it has several)."""

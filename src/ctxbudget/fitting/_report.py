@@ -158,8 +158,15 @@ def build_report(ctx: FitContext, fitted: Fitted) -> FitReport:
 def _item_reports(ctx: FitContext, plan: Plan) -> tuple[ItemReport, ...]:
     """Each item's decision with its tokens before and after (scaled as reported)."""
     reports = []
-    for item in ctx.items:
-        decision = plan.decisions.get(item.key) or Decision("kept", "fits")
+    measured, scale, decisions, kept = (
+        ctx.measured,
+        ctx.counter.scale,
+        plan.decisions,
+        Decision("kept", "fits"),
+    )
+    for item in ctx.items:  # a line per item of a long history: names bound once, outside the loop
+        key = item.key
+        decision = decisions.get(key) or kept
         after = _tokens_after(ctx, item, decision)  # first: it may count the item
         reports.append(
             ItemReport(
@@ -167,10 +174,10 @@ def _item_reports(ctx: FitContext, plan: Plan) -> tuple[ItemReport, ...]:
                 index=item.index,
                 path=item.path,
                 action=decision.action,
-                tokens_before=ctx.counter.scale(ctx.at_least(item)),
-                tokens_after=ctx.counter.scale(after),
+                tokens_before=scale(measured.at_least(key)),
+                tokens_after=scale(after),
                 reason=decision.reason,
-                counted=ctx.measured.counted(item.key),
+                counted=measured.counted(key),
             )
         )
     return tuple(reports)
@@ -188,4 +195,4 @@ def _tokens_after(ctx: FitContext, item: Item, decision: Decision) -> int:
         else:  # a cut chat message is not a prefix: count it
             content = sum(ctx.counter.raw(p) for p in decision.pieces or (decision.text,))
         return ctx.framing(item) + content
-    return ctx.cost(item) if decision.action == "kept" else 0
+    return ctx.measured.cost(item.key) if decision.action == "kept" else 0
