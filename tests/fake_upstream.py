@@ -4,7 +4,7 @@ It answers Messages, Chat Completions and Responses, streaming and not, and acco
 prefix up to the last ``cache_control`` mark (Anthropic) or the system message or instructions
 (OpenAI, when long enough) is read from its "cache" when it saw the same prefix before, else written. Tokens are
 counted as characters / 4. Models named ``fault-*`` (500, plain-500, 429, 503, 529, timeout,
-disconnect, drop-after-end, badjson, list, nan-usage) inject faults; ``poison-usage`` bills a billion input tokens.
+disconnect, drop-after-end, badjson, list, nan-usage) inject faults, ``crowd-N`` waits for N at once; ``poison-usage`` bills a billion input tokens.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ class FakeUpstream:
         self.paths: list[str] = []
         self.betas: list[list[str]] = []
         self.count_fails = False
+        self.arrived = 0  # requests of a ``crowd-N`` model so far
+        self.gathered: asyncio.Event | None = None
         self.app = Starlette(
             routes=[
                 Route("/v1/messages", self.messages, methods=["POST"]),
@@ -98,7 +100,24 @@ class FakeUpstream:
         }
         if model == "fault-timeout":
             await asyncio.sleep(3)
+        if model.startswith("crowd-"):
+            return await self._crowd(int(model.removeprefix("crowd-")))
         return faults.get(model)
+
+    async def _crowd(self, size: int) -> Response | None:
+        """A ``crowd-N`` request is answered once N of them are in flight at once (503 if they
+        never are within 10 s): whatever sits between the clients and here must not queue them."""
+        self.gathered = self.gathered or asyncio.Event()
+        self.arrived += 1
+        if self.arrived >= size:
+            self.gathered.set()
+        try:
+            await asyncio.wait_for(self.gathered.wait(), 10)
+        except TimeoutError:
+            return JSONResponse(
+                {"error": {"message": f"only {self.arrived} of {size} arrived"}}, status_code=503
+            )
+        return None
 
     async def _receive(self, request: Request) -> tuple[dict[str, Any], Response | None]:
         """Record the request; the body and the injected fault for its model, if any."""

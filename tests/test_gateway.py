@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -292,3 +293,22 @@ def test_the_refusal_table_keeps_a_policys_hint_and_names_an_unknown_price() -> 
     unpriced = refusal_for(PriceUnknown(model_id="house-llm", ceiling_usd=0.5), "anthropic")
     assert unpriced.code == "price_unknown" and str(unpriced).count("nothing was sent") == 1
     assert "serve --cost-ceiling" in str(unpriced)
+
+
+def test_concurrent_requests_are_not_queued_behind_a_pool_limit(tmp_path: Path) -> None:
+    # httpx's default pool forwards 100 requests at a time: the 101st waited in the gateway and
+    # was answered "upstream timed out: PoolTimeout" though the upstream never saw it.
+    crowd = 120
+
+    async def send_all(url: str) -> list[int]:
+        limits = httpx.Limits(max_connections=None)
+        async with httpx.AsyncClient(base_url=url, timeout=30, limits=limits) as client:
+            body = {"model": f"crowd-{crowd}", "messages": [{"role": "user", "content": "hi"}]}
+            answers = await asyncio.gather(
+                *(client.post("/v1/chat/completions", json=body) for _ in range(crowd))
+            )
+        return [answer.status_code for answer in answers]
+
+    with gateway_over_fake(tmp_path / "crowd.db") as (fake, url):
+        assert asyncio.run(send_all(url)) == [200] * crowd
+    assert fake.arrived == crowd

@@ -58,7 +58,10 @@ class Gateway:
         self.metrics = Metrics()
         self.health = StoreHealth(self.metrics, self.store.ping, self.store.location)
         timeout = httpx.Timeout(config.timeout_seconds, connect=min(10.0, config.timeout_seconds))
-        self.client = httpx.AsyncClient(timeout=timeout, transport=transport)
+        # No cap on connections: a pool of httpx's default 100 queued the 101st concurrent request
+        # here until --timeout, then blamed the upstream; the provider's rate limits are the cap.
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=100)
+        self.client = httpx.AsyncClient(timeout=timeout, transport=transport, limits=limits)
         # Per-session state (the previous turn's) is bounded: the oldest sessions are forgotten.
         self.memory = TurnMemory(self.store, config.max_sessions_in_memory, lambda: self.health.up)
         names = {config.policy, *config.allowed_policies} - {None}
