@@ -17,8 +17,9 @@ import pytest
 
 from ctxbudget import get_policy
 from ctxbudget.errors import InvalidRequestError
-from ctxbudget.gateway.bodies import capped_output, named_session
+from ctxbudget.gateway.bodies import capped_output, named_session, session_id
 from ctxbudget.gateway.calibration import Calibration
+from ctxbudget.gateway.providers import ANTHROPIC, OPENAI, RESPONSES
 from ctxbudget.gateway.refusals import Refusal
 from ctxbudget.gateway.upstream import UpstreamCounter
 from ctxbudget.gateway.usage import normalize_usage
@@ -682,3 +683,31 @@ def test_a_streamed_answer_of_several_replies_is_recorded_as_its_first() -> None
             f'data: {{"choices": [{{"index": {index}, "delta": {{"content": "{text}"}}}}]}}\n\n'.encode()
         )
     assert "".join(state.text) == "Notice was given."  # as the whole answer's choices[0]
+
+
+def test_a_derived_session_tells_conversations_apart_by_their_system_messages() -> None:
+    # A Chat Completions or Responses system prompt is a message: two apps whose conversations
+    # open with the same "Hello" were one session (and in policy mode the second was refused).
+    def chat(system: str, *later: dict[str, str]) -> dict[str, Any]:
+        opening = [{"role": "system", "content": system}, {"role": "user", "content": "Hello"}]
+        return {"model": "gpt-4o", "messages": [*opening, *later]}
+
+    later = ({"role": "assistant", "content": "Hi."}, {"role": "user", "content": "Next?"})
+    assert session_id(None, OPENAI, chat("You are a lawyer.")) != session_id(
+        None, OPENAI, chat("You are a chef.")
+    )
+    assert session_id(None, OPENAI, chat("You are a lawyer.")) == session_id(
+        None, OPENAI, chat("You are a lawyer.", *later)
+    )
+    developer = [{"role": "developer", "content": "Be terse."}, {"role": "user", "content": "Hello"}]
+    other = [{"role": "developer", "content": "Be verbose."}, {"role": "user", "content": "Hello"}]
+    body = {"model": "gpt-4o", "input": developer}
+    assert session_id(None, RESPONSES, body) != session_id(None, RESPONSES, {**body, "input": other})
+    anthropic_body = {
+        "model": "claude-sonnet-4-5",
+        "system": "You are a lawyer.",
+        "messages": chat("x")["messages"][1:],
+    }
+    assert session_id(None, ANTHROPIC, anthropic_body) != session_id(
+        None, ANTHROPIC, {**anthropic_body, "system": "Chef."}
+    )

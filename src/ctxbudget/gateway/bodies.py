@@ -4,6 +4,7 @@ cache marks, and the usage an OpenAI stream is asked for."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -62,15 +63,22 @@ def last_user_text(body: Mapping[str, Any]) -> str:
 def session_id(given: str | None, provider: Provider, body: Mapping[str, Any]) -> str:
     """The session the request belongs to: the one the client named (``given``, see
     :func:`named_session`), else one derived from what stays the same across a conversation
-    (model, system prompt or instructions, first user message). A Responses conversation that
+    (model, system prompt, instructions or system messages, first user message). A Responses conversation that
     goes on by ``previous_response_id`` sends only its new turn: name its session."""
     if given:
         return named_session(given)
-    messages = conversation(body)
-    first_user = next((m for m in messages if isinstance(m, dict) and m.get("role") == "user"), {})
+    messages = [m for m in conversation(body) if isinstance(m, dict)]
+    first_user = next((m for m in messages if m.get("role") == "user"), {})
     system = body.get("instructions") if provider.input_format == "responses" else body.get("system")
+    # A Chat Completions or Responses body carries its system prompt as messages: two conversations
+    # that differ only there were one session. (Appended only when present: the ids of bodies
+    # without such messages are unchanged.)
+    leading = list(itertools.takewhile(lambda m: m.get("role") != "user", messages))
+    prompts = [m for m in leading if m.get("role") in ("system", "developer")]
     stable = json.dumps(
-        [provider.input_format, body.get("model"), system, first_user], sort_keys=True, default=str
+        [provider.input_format, body.get("model"), system, first_user, *([prompts] if prompts else [])],
+        sort_keys=True,
+        default=str,
     )
     return "auto-" + hashlib.sha256(stable.encode("utf-8")).hexdigest()[:16]
 
