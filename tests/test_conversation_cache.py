@@ -218,6 +218,29 @@ def test_no_mark_before_a_clients_one_hour_mark_nor_under_the_minimum_nor_on_thi
     assert _marks(short).marks == () and _marked(_marks(short).body) == []  # under 1,024 tokens
 
 
+def test_thinking_of_earlier_turns_is_no_part_of_a_predicted_prefix() -> None:
+    # The API strips an earlier turn's thinking (the fit does not count it): counted as its JSON,
+    # signature and all, it made the predicted cache reads twice the request's size.
+    thinking = {"type": "thinking", "thinking": WORDS * 20, "signature": "EqQB" + "s" * 400}
+    tool_use = {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"q": "notice"}}
+
+    def body(reply: list[dict[str, Any]], then: Any) -> dict[str, Any]:
+        messages = [
+            {"role": "user", "content": QUESTION},
+            {"role": "assistant", "content": reply},
+            {"role": "user", "content": then},
+        ]
+        return {"model": MODEL, "system": SYSTEM, "messages": messages}
+
+    answer = {"type": "text", "text": ANSWER}
+    earlier, plain = _marks(body([thinking, answer], "And then?")), _marks(body([answer], "And then?"))
+    assert earlier.tokens[-1] == plain.tokens[-1]
+    result = [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "found"}]
+    # in the current tool loop (after the latest user turn) it goes back to the model: it counts
+    loop, bare = _marks(body([thinking, tool_use], result)), _marks(body([tool_use], result))
+    assert loop.tokens[-1] > bare.tokens[-1]
+
+
 def test_a_prediction_equals_what_the_caching_fake_bills_turn_after_turn() -> None:
     catalog = load_catalog()
     counter, rules = catalog.counter_for(MODEL), catalog.get_model(MODEL).cache

@@ -33,7 +33,8 @@ from typing import Any
 
 from .cache import AUTOMATIC_STEP, LOOKBACK_BLOCKS, Breakpoint, CachePrediction, predict_cache, read_block
 from .catalog.values import CacheRules
-from .formats.anthropic import block_tokens
+from .formats.anthropic import block_tokens, latest_user_turn
+from .formats.anthropic_rules import THINKING
 from .tokens.counter import TokenCounter
 
 __all__ = [
@@ -52,6 +53,9 @@ BLOCK_FRAMING_TOKENS = 3
 # few turns.
 MAX_ALIVE = 12
 _UNMARKABLE = ("thinking", "redacted_thinking")
+# A block's keys that only this module reads; ``_stripped``: a thinking block of an earlier turn.
+_STRIPPED = {"_stripped": True}
+_NOT_SENT = ("cache_control", "_role", "_stripped")
 Where = tuple[Any, ...]  # ("tools", i) | ("system", i) | ("message", m, b)
 
 
@@ -89,14 +93,21 @@ def conversation_blocks(body: Mapping[str, Any]) -> list[tuple[Where, Mapping[st
     elif isinstance(system, list):
         out += [(("system", i), b) for i, b in enumerate(system) if isinstance(b, Mapping)]
     out += _responses_blocks(body)
-    for m, message in enumerate(body.get("messages") or []):
+    messages = body.get("messages") or []
+    latest = latest_user_turn(messages) if isinstance(messages, list) else None
+    for m, message in enumerate(messages):
         content = message.get("content") if isinstance(message, Mapping) else None
         if isinstance(content, str):
             out.append((("message", m, 0), {"type": "text", "text": content, "_role": message.get("role")}))
         elif isinstance(content, list):
-            role = message.get("role")
+            role, earlier = message.get("role"), latest is not None and m < latest
             out += [
-                (("message", m, b), {**x, "_role": role})
+                (
+                    ("message", m, b),
+                    {**x, "_role": role, **_STRIPPED}
+                    if earlier and x.get("type") in THINKING
+                    else {**x, "_role": role},
+                )
                 for b, x in enumerate(content)
                 if isinstance(x, Mapping)
             ]
@@ -125,7 +136,7 @@ def _block_text(block: Mapping[str, Any]) -> str:
     """What a block is counted and hashed by: a text block's text, any other block's JSON."""
     if block.get("type") in ("text", "input_item"):
         return str(block.get("text", ""))
-    return json.dumps({k: v for k, v in block.items() if k not in ("cache_control", "_role")}, sort_keys=True)
+    return json.dumps({k: v for k, v in block.items() if k not in _NOT_SENT}, sort_keys=True)
 
 
 def _prefixes(
@@ -137,7 +148,7 @@ def _prefixes(
     for block in blocks:
         _hash_block(digest, block.get("_role"), _block_text(block))
         hashes.append(digest.copy().hexdigest())
-        running += count_block(block, counter) + BLOCK_FRAMING_TOKENS
+        running += 0 if block.get("_stripped") else count_block(block, counter) + BLOCK_FRAMING_TOKENS
         tokens.append(running)
     return hashes, tokens
 
@@ -155,7 +166,10 @@ def _hash_block(digest: Any, role: Any, text: str) -> None:
 def count_block(block: Mapping[str, Any], counter: TokenCounter) -> int:
     """A block's tokens (without :data:`BLOCK_FRAMING_TOKENS`): a message's content block as the
     fit counts it (tool calls by their name and input, images and PDFs by the provider's rule);
-    anything else (a tool definition, a Responses item) by its text."""
+    anything else (a tool definition, a Responses item) by its text; a thinking block of an earlier
+    turn, which the API strips, by nothing."""
+    if block.get("_stripped"):
+        return 0
     if "_role" in block or block.get("type") in ("text", "image", "document"):
         return block_tokens({k: v for k, v in block.items() if k != "_role"}, counter.count)
     return counter.count(_block_text(block))

@@ -116,6 +116,19 @@ def _asks(message: Mapping[str, Any]) -> bool:
     return any(not (isinstance(b, dict) and b.get("type") == "tool_result") for b in content)
 
 
+def latest_user_turn(messages: Sequence[Any]) -> int | None:
+    """Where the latest user turn that asks stands: the API strips the thinking blocks of the
+    messages before it, which then count toward nothing (None: no such turn)."""
+    return next(
+        (
+            i
+            for i in range(len(messages) - 1, -1, -1)
+            if isinstance(messages[i], Mapping) and _asks(messages[i])
+        ),
+        None,
+    )
+
+
 def _tool_groups(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     """A group per message; a tool_use and its tool_result share one, and so does everything from
     the first turn whose calls a result answers to that result (two assistant turns in a row whose
