@@ -107,6 +107,18 @@ def test_refusals_and_upstream_errors_come_in_openai_shape(tmp_path: Path) -> No
     assert unrouted.status_code == 404 and "POST /v1/responses" in unrouted.json()["error"]["message"]
 
 
+def test_a_background_response_is_refused_before_it_is_sent(stack: tuple[FakeUpstream, str, Path]) -> None:
+    # It would run and bill upstream, and nothing could collect it: retrieval is not served here.
+    fake, url, _ = stack
+    sent = len(fake.received)
+    with pytest.raises(openai.BadRequestError) as refused:
+        openai_client(url).responses.create(model="gpt-4o", input="hi", background=True)
+    assert "background" in refused.value.message and "GET /v1/responses/{id}" in refused.value.message
+    assert len(fake.received) == sent
+    openai_client(url).responses.create(model="gpt-4o", input="hi", background=False)
+    assert len(fake.received) == sent + 1
+
+
 def test_a_dropped_stream_ends_with_an_error_the_sdk_raises(stack: tuple[FakeUpstream, str, Path]) -> None:
     _, url, _ = stack
     with pytest.raises(openai.APIError):

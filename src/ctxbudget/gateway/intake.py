@@ -104,6 +104,13 @@ async def on_loop_or_worker(gateway: Gateway, size: int, work: Callable[[], T]) 
     return await run_in_threadpool(work)
 
 
+BACKGROUND_REFUSED = (
+    "ctxbudget: background responses are not served (background: true): retrieving, polling or "
+    "cancelling one (GET /v1/responses/{id}) does not pass through the gateway; send them to the "
+    "provider directly, or drop background"
+)
+
+
 def first_pass(
     gateway: Gateway, provider: Provider, headers: Mapping[str, str], parcel: list[bytes], progress: Progress
 ) -> Outbound:
@@ -112,6 +119,10 @@ def first_pass(
     unless an exact count may change the fit. The gateway's routes and the in-process transport
     (:mod:`.transport`) both decide here."""
     body = parse_json(parcel.pop())
+    if provider.input_format == "responses" and body.get("background") is True:
+        # Refused before it is sent: the job would run and bill, and its retrieval and cancel
+        # (GET /v1/responses/{id}, ...) are not served here.
+        raise Refusal(400, BACKGROUND_REFUSED, "invalid_request")
     progress.stage = "prepare"
     try:
         progress.session = session_id(headers.get(SESSION_HEADER), provider, body)
