@@ -139,6 +139,36 @@ def test_history_keeps_first_and_latest_with_placeholder() -> None:
     assert omitted == len(history) - (len(out) - 1)
 
 
+@pytest.mark.parametrize("low_water", [None, 2 / 3])
+def test_images_in_dropped_turns_do_not_shrink_what_is_kept(low_water: float | None) -> None:
+    # The placeholder was priced as framed as the most framed message: a dropped turn's images
+    # (thousands of estimated tokens) were charged to it, and the kept turns shrank with them.
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/scan.png", "detail": "high"}}
+
+    def chat(images: int) -> dict[str, object]:
+        messages: list[dict[str, object]] = []
+        for n in range(8):
+            text = {"type": "text", "text": f"Turn {n}: " + SENT * 12}
+            pictures = [image] * images if n < 4 else []  # only the oldest turns carry scans
+            messages += [
+                {"role": "user", "content": [text, *pictures]},
+                {"role": "assistant", "content": f"Answer {n}: " + SENT * 6},
+            ]
+        return {"model": "gpt-4o", "messages": [*messages, {"role": "user", "content": "And now?"}]}
+
+    def kept(images: int) -> list[object]:
+        result = fit(
+            chat(images),
+            model="gpt-4o",
+            max_context_tokens=2500,
+            reserve_output_tokens=0,
+            low_water=low_water,
+        )
+        return [m for m in result.request["messages"] if "Turn 0" not in json.dumps(m)][-6:]
+
+    assert kept(images=6) == kept(images=0)
+
+
 def test_latest_message_is_kept_and_truncated_when_it_must_be() -> None:
     history = [{"role": "user", "content": "first"}, {"role": "assistant", "content": SENT * 300}]
     body = question(questions=[{"text": "q"}], history=history)

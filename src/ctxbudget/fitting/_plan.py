@@ -211,6 +211,19 @@ def _truncate(ctx: FitContext, item: Item, budget: int) -> Cut:
 
 
 def _placeholder_cost(ctx: FitContext, history: list[Item]) -> int:
-    """Raw tokens of the summary placeholder, framed as the most framed history message is."""
+    """Raw tokens of the summary placeholder: its text, framed as a plain message of the role it
+    takes (a user or an assistant message). A message's framing only grows with what it carries
+    (a name, tool calls, images and documents by their estimate), so the least framed history
+    message of a role bounds a plain one's; the most framed of all is the bound when neither
+    role is in the history. (The most framed of all was the bound everywhere: a history of turns
+    with images or PDFs priced the placeholder at thousands of tokens, and cuts kept a turn
+    where two fitted.)"""
     text = PLACEHOLDER_TEMPLATE.format(omitted=len(history))
+    least: dict[str, int] = {}
+    for message in history:
+        if message.role in ("user", "assistant"):
+            framing = ctx.framing(message)
+            least[message.role] = min(framing, least.get(message.role, framing))
+    if least:
+        return ctx.counter.raw(text) + max(least.values())
     return ctx.counter.raw(text) + max((ctx.framing(m) for m in history), default=0)
