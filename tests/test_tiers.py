@@ -5,12 +5,16 @@ question, the rolling window drops the oldest turns and keeps tool pairs whole."
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxbudget import BudgetExceeded, InvalidRequestError
 from ctxbudget.assembly import parse_policy
+from ctxbudget.assembly._quotes import CitedLines, Numbered, cited_lines
 
 from .test_assemble import POLICY, SMALL, request, run
 
@@ -141,3 +145,32 @@ def test_a_passage_scorer_reaches_the_compact_tier() -> None:
     assert kept not in plain and kept in scored.request["system"][2]["text"]
     tier = next(t for t in scored.report.to_dict()["tiers"] if t["name"] == "contextual")
     assert "semantic similarity" in tier["items"][0]["reason"]
+
+
+LABELLED = st.sampled_from(
+    ["47:12 Q. Notice?", "  47:13 A. March.", "48:1 Q. And?", "48:2 A. No.", "", "  ", "text"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(LABELLED, max_size=25),
+    first=st.tuples(st.integers(46, 49), st.integers(0, 14)),
+    span=st.integers(0, 20),
+)
+def test_cited_lines_are_the_labelled_lines_in_range_in_order(
+    lines: list[str], first: tuple[int, int], span: int
+) -> None:
+    # Read once and bisected (a chain of quotes re-read every transcript): the lines a walk finds.
+    text = "\n".join(lines)
+    last = (first[0] + span // 15, (first[1] + span) % 15)
+    if last < first:
+        last = first
+    walked = [
+        line
+        for line in lines
+        if (m := re.match(r"\s*(\d+):(\d+)\s", line)) and first <= (int(m[1]), int(m[2])) <= last
+    ]
+    assert cited_lines([Numbered.of(text)], CitedLines(first, last)) == (
+        ["\n".join(walked)] if walked else []
+    )

@@ -23,7 +23,7 @@ from ..trim.extract import extract_sentences
 from ..trim.passages import PassageScorer, passage_tokens, ranking, select_regions, split_passages
 from ..trim.text import TextSpan
 from ._policy import Tier
-from ._quotes import cited_lines, numbered, parse_citation, quote_verified, sources_named
+from ._quotes import Sources, cited_lines, parse_citation, quote_verified
 from ._report import DecisionReport
 from ._request import ContextItem, ContextRequest
 
@@ -78,7 +78,7 @@ def _never(tier: Tier, items: list[ContextItem], counter: TokenCounter, limit: i
     )
 
 
-def _check_supersede(item: ContextItem, tier: Tier, sources: list[str]) -> str:
+def _check_supersede(item: ContextItem, tier: Tier, sources: Sources) -> str:
     """A superseding item must be protected evidence with a citation; where the cited transcript
     is in the request, the cited lines must hold its text verbatim. Otherwise fail closed. Returns
     how the quote was checked (for the report)."""
@@ -89,7 +89,7 @@ def _check_supersede(item: ContextItem, tier: Tier, sources: list[str]) -> str:
             f"(kind {item.kind!r}, citation {item.citation!r}): a protected quote is replaced only by a cited one",
             where,
         )
-    if not numbered(sources):
+    if not sources.any_numbered():
         return f"cited {item.citation}; no numbered transcript in the request to check it against"
     cited = parse_citation(item.citation)
     if cited is None:
@@ -98,7 +98,7 @@ def _check_supersede(item: ContextItem, tier: Tier, sources: list[str]) -> str:
             "page:line range (such as 47:12-48:3) to check against the transcript given, so nothing is evicted",
             where,
         )
-    texts = cited_lines(sources_named(item.citation, sources), cited)
+    texts = cited_lines(sources.named(item.citation), cited)
     if not any(quote_verified(item.text, text) for text in texts):
         found = "do not hold its text verbatim" if texts else "are not in the transcript given"
         raise SupersedeUnverified(
@@ -153,7 +153,7 @@ def _superseded(
 ) -> tuple[set[str], list[ItemDecision]]:
     """The items replaced by a verified newer quote, and their decisions."""
     _check_order(items, tier)
-    sources = [i.text for i in request.items if i.kind == "document"]
+    sources = Sources([i.text for i in request.items if i.kind == "document"])
     checks = {i.supersedes: (i.id, _check_supersede(i, tier, sources)) for i in items if i.supersedes}
     decisions = [
         _gone(i, cost(i.text), "superseded", f"superseded by {checks[i.id][0]} ({checks[i.id][1]})")

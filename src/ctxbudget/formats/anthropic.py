@@ -292,7 +292,7 @@ class AnthropicFormat:
         elif isinstance(system, list):
             texts = text_part_indexes(system)
             for i, block in enumerate(system):
-                owner: Owner = ("system", texts.index(i)) if i in texts else "system blocks"
+                owner: Owner = ("system", texts[i]) if i in texts else "system blocks"
                 block_chunks, constant = _block_chunks(block, owner, i in texts, estimated)
                 chunks += block_chunks
                 constants.append((owner, constant))
@@ -331,13 +331,13 @@ class AnthropicFormat:
         system: list[dict[str, Any]], items: tuple[Item, ...], plan: Plan
     ) -> list[dict[str, Any]]:
         texts = text_part_indexes(system)
+        by_key = {item.key: item for item in items}
         out: list[dict[str, Any]] = []
         for i, block in enumerate(system):
             if i not in texts:
                 out.append(copy.deepcopy(block))
                 continue
-            key: ItemKey = ("system", texts.index(i))
+            key: ItemKey = ("system", texts[i])
             if plan.kept(key):
-                item = next(it for it in items if it.key == key)
-                out.append({**copy.deepcopy(block), "text": plan.text_of(item)})
+                out.append({**copy.deepcopy(block), "text": plan.text_of(by_key[key])})
         return out

@@ -26,11 +26,14 @@ __all__ = [
 ]
 
 
-def text_part_indexes(content: Any) -> list[int]:
-    """Positions of the ``{"type": "text"}`` parts (OpenAI) or blocks (Anthropic) of a content list."""
+def text_part_indexes(content: Any) -> dict[int, int]:
+    """Positions of the ``{"type": "text"}`` parts (OpenAI) or blocks (Anthropic) of a content
+    list, in order, each with its rank among them (a mapping: a list's ``in`` and ``index`` made
+    a body of many parts quadratic, 1.2 MB of tiny system blocks took 15 s)."""
     if not isinstance(content, list):
-        return []
-    return [i for i, part in enumerate(content) if isinstance(part, dict) and part.get("type") == "text"]
+        return {}
+    positions = (i for i, part in enumerate(content) if isinstance(part, dict) and part.get("type") == "text")
+    return {position: rank for rank, position in enumerate(positions)}
 
 
 Location = tuple[str | int, ...]
