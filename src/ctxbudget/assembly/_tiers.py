@@ -187,13 +187,17 @@ def _protected(
     unselected, left_out = _unselected(items, request, superseded, cost)
     decisions += left_out
     kept = [i for i in items if i.id not in superseded and i.id not in unselected]
-    for item in list(kept):
-        if sum(cost(render_item(i, i.text)) for i in kept) <= limit:
+    # Each item rendered and counted once (the tier was, again for every item it evicted).
+    costs = {i.id: cost(render_item(i, i.text)) for i in kept}
+    total, confirmed, evicted = sum(costs.values()), set(request.confirm_evict), set()
+    for item in kept:
+        if total <= limit:
             break
-        if item.id in request.confirm_evict:
-            kept.remove(item)
+        if item.id in confirmed:
+            evicted.add(item.id)
+            total -= costs[item.id]
             decisions.append(_gone(item, cost(item.text), "dropped", "eviction confirmed by the request"))
-    total = sum(cost(render_item(i, i.text)) for i in kept)
+    kept = [i for i in kept if i.id not in evicted]
     if total > limit:
         label = f"tier {tier.index} {tier.name} (protected: give `supersedes` or `confirm_evict`)"
         raise BudgetExceeded(
