@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from ctxbudget.fitting._budget import BudgetSplit, allocate, budget_ceiling
 from ctxbudget.items import Cut, Item
+from ctxbudget.trim import bm25
 from ctxbudget.trim.bm25 import bm25_from_profile, bm25_scores, term_profile
 from ctxbudget.trim.history import select_history
 from ctxbudget.trim.shares import proportional_shares
@@ -171,3 +172,24 @@ passage_text = st.lists(ascii_words, max_size=12).map(" ".join) | st.text(
 def test_bm25_read_in_c_gives_the_floats_of_the_word_counters(passages: list[str], query: str) -> None:
     expected = bm25_from_profile(query, *term_profile(passages)) if passages else []
     assert [repr(float(s)) for s in bm25_scores(query, passages)] == [repr(float(s)) for s in expected]
+
+
+TERM_WORDS = st.sampled_from(["notice", "letter", "not", "no", "ice", "sent", "x1", "a_b", "é"])
+
+
+@given(
+    words=st.lists(TERM_WORDS, max_size=60),
+    glue=st.lists(st.sampled_from([" ", "-", ".", "'", "__", "\n"]), min_size=1),
+    wanted=st.lists(TERM_WORDS, unique=True),
+)
+def test_one_pass_over_the_words_finds_what_a_search_per_term_finds(
+    words: list[str], glue: list[str], wanted: list[str]
+) -> None:
+    # Past MANY_TERMS terms the words are read once; both ways must find the same places.
+    text = "".join(w + glue[n % len(glue)] for n, w in enumerate(words)).lower()
+    if not text.isascii():
+        return
+    ascii_wanted = [w for w in wanted if w.isascii()]
+    assert sorted(bm25._words_among(text, frozenset(ascii_wanted))) == sorted(
+        bm25._each_term(text, ascii_wanted)
+    )

@@ -12,7 +12,7 @@ import re
 import string
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import accumulate
 
 __all__ = [
@@ -36,6 +36,8 @@ _MASK = str.maketrans(
 )
 K1 = 1.5
 B = 0.75
+# More query terms than this are found by one pass over the text's words (:func:`ascii_term_hits`).
+MANY_TERMS = 32
 
 
 def terms(text: str) -> list[str]:
@@ -150,16 +152,38 @@ def ascii_term_hits(
     never splits a word) and, when ``ends`` are given, ending there (a match between two spans
     counts for neither). Each term is searched as a literal first (in C), then checked to stand
     alone (no word character before or after it): a term with a character that cannot stand in
-    ASCII text cannot match."""
+    ASCII text cannot match.
+
+    Past :data:`MANY_TERMS` terms the text's words are read once instead, each looked up among
+    the terms: a search per term costs a pass over the text each (about 0.36 ms per term over
+    347 kB here, against 10-12 ms for one pass over its words, whatever the number of terms), and
+    a question of thousands of words over a 2 MB document took 12 s. Same counts (property test)."""
+    ascii_terms = [term for term in wanted if term.isascii()]
+    if len(ascii_terms) > MANY_TERMS:
+        found: Iterable[tuple[str, int]] = _words_among(lowered, frozenset(ascii_terms))
+    else:
+        found = _each_term(lowered, ascii_terms)
     out: dict[int, dict[str, int]] = {}
-    for term in wanted:
-        if not term.isascii():
+    for term, at in found:
+        span = bisect_right(starts, at) - 1
+        if span < 0 or (ends is not None and at >= ends[span]):
             continue
+        counts = out.setdefault(span, {})
+        counts[term] = counts.get(term, 0) + 1
+    return out
+
+
+def _each_term(lowered: str, terms_: Sequence[str]) -> Iterator[tuple[str, int]]:
+    """Where each term stands alone in ``lowered``, a literal search per term (in C)."""
+    for term in terms_:
         word = re.escape(term)
         for match in re.finditer(rf"{word}(?<!\w{word})(?!\w)", lowered):
-            span = bisect_right(starts, match.start()) - 1
-            if span < 0 or (ends is not None and match.start() >= ends[span]):
-                continue
-            counts = out.setdefault(span, {})
-            counts[term] = counts.get(term, 0) + 1
-    return out
+            yield term, match.start()
+
+
+def _words_among(lowered: str, wanted: frozenset[str]) -> Iterator[tuple[str, int]]:
+    """Where the words of ``lowered`` (maximal runs of word characters: each stands alone)
+    that are among ``wanted`` start."""
+    for match in _WORD.finditer(lowered):
+        if (word := match.group()) in wanted:
+            yield word, match.start()
