@@ -19,7 +19,7 @@ from ctxbudget.trim.passages import (
     split_passages,
 )
 from ctxbudget.trim.passages._passage import citation_of, reads_as_lines
-from ctxbudget.trim.passages._windows import _best_window
+from ctxbudget.trim.passages._windows import _best_window, _edge_weighted_mass, _next_taken, _run_from, _Sums
 
 TRANSCRIPT = "".join(
     f"Speaker {'AB'[n % 2]}: turn {n} about {'the budget and costs' if 40 <= n < 48 else 'weather and lunch'} "
@@ -421,3 +421,26 @@ def test_which_questions_are_about_the_document() -> None:
     manual = "Quick Guides\nYou can learn quickly how to use the remote."
     assert not asks_about_the_document("How do I pair the remote with the TV?", manual)
     assert not asks_about_the_document("What is in the guides?", "")  # no title at all
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    passages=st.lists(st.tuples(st.floats(0, 20), st.integers(0, 300)), min_size=1, max_size=400),
+    cap=st.integers(-5, 30_000),
+    taken=st.sets(st.integers(0, 399), max_size=20),
+    edges=st.tuples(st.floats(0, 1), st.floats(0, 0.75)),
+)
+def test_window_sums_give_what_walking_every_window_gives(
+    passages: list[tuple[float, int]], cap: int, taken: set[int], edges: tuple[float, float]
+) -> None:
+    # Each window was walked passage by passage (quadratic in a long document and a large budget):
+    # its extent from prefix sums is the walked one, and its mass the same up to rounding.
+    scores, costs = [s for s, _ in passages], [c for _, c in passages]
+    weights = PassageWeights(edge_weight=edges[0], edge_margin=edges[1])
+    sums, stops = _Sums(scores, costs), _next_taken(len(costs), taken)
+    for left in (n for n in range(len(costs)) if n not in taken):
+        last, cost = _run_from(left, costs, cap, taken)
+        assert sums.last_within(left, cap, stops[left]) == last
+        if last >= left:
+            walked = _edge_weighted_mass(scores[left : last + 1], costs[left : last + 1], cost, weights)
+            assert abs(sums.weighted(left, last, weights) - walked) <= 1e-9 * max(1.0, sum(scores))
