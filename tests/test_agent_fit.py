@@ -675,6 +675,17 @@ def test_thousands_of_tiny_parts_keep_whole_parts_up_to_the_budget() -> None:
     assert all(text.startswith("part ") and text.endswith("log. ") for text in kept)  # whole ones
 
 
+def test_a_run_of_parts_cut_to_nothing_leaves_one_marker() -> None:
+    # A marker a part: 400 short parts cost 400 tokens of markers whatever the budget, and a
+    # budget of 150 was refused as too large.
+    parts = [{"type": "text", "text": f"part {i} of the record"} for i in range(400)]
+    body = {"messages": [{"role": "user", "content": parts}]}
+    result = fit(body, model="gpt-4o", max_context_tokens=150, reserve_output_tokens=0)
+    kept = [p["text"] for p in result.request["messages"][0]["content"]]
+    assert kept[0] == "[…]" and kept.count("[…]") == 1 and kept[-1] == "part 399 of the record"
+    assert len(kept) > 10 and result.report.tokens_after <= 150
+
+
 def test_parts_of_one_long_sentence_each_keep_words_of_their_own() -> None:
     parts = [f"Item {i}: " + " ".join(f"w{j}x{i}" for j in range(60)) for i in range(20)]
     body = {"messages": [{"role": "user", "content": [{"type": "text", "text": p} for p in parts]}]}

@@ -96,6 +96,7 @@ def with_content_text(message: Mapping[str, Any], text: str, pieces: tuple[str, 
         pieces = (text,) + ("",) * (len(locations) - 1)
     originals = [original for _, original in text_locations(out.get("content"))]
     emptied: list[Location] = []
+    marked: list[int] = []  # plain text parts cut to nothing, each standing for a marker
     for location, piece, original in zip(locations, pieces, originals, strict=True):
         if not piece and original:
             if _inside_result(location):
@@ -105,9 +106,26 @@ def with_content_text(message: Mapping[str, Any], text: str, pieces: tuple[str, 
                 # A text block or document cut to nothing says that it was cut (the Messages API
                 # refuses empty text there); a string content (a message's, a result's) may be empty.
                 piece = GAP.strip()
+                part = location[0]
+                if (
+                    location[1:] == ("text",)
+                    and isinstance(part, int)
+                    and set(out["content"][part]) <= {"type", "text"}
+                ):
+                    marked.append(part)
         _put(out, location, piece)
     _drop_emptied(out, emptied)
+    _one_marker_a_run(out, marked)
     return out
+
+
+def _one_marker_a_run(message: dict[str, Any], marked: list[int]) -> None:
+    """Of plain text parts cut to nothing that stand next to each other, the first keeps the
+    marker and the others go: a marker a part left a message of 400 short parts at 400 tokens
+    whatever its budget (and refused as too large)."""
+    for later, earlier in sorted(zip(marked[1:], marked, strict=False), reverse=True):
+        if later == earlier + 1:
+            del message["content"][later]
 
 
 def _inside_result(location: Location) -> bool:
