@@ -51,6 +51,7 @@ bench: build/example.json build/legal_context.json
 	$(BIN)/python bench/bench_catalog.py build/example.json
 	$(BIN)/python bench/bench_startup.py
 	$(BIN)/python bench/bench_conversation.py
+	$(BIN)/python bench/bench_hostile.py
 
 # make bench-retention RETENTION_ARGS=--semantic adds the semantic scorer's column (needs its extra);
 # --gold adds a scorer that knows the gold passages (how much of the loss is ranking).

@@ -74,15 +74,24 @@ def bm25_from_profile(query: str, counts: list[Counter[str]], lengths: list[int]
         return [0.0] * len(counts)
     average = sum(lengths) / len(lengths) or 1.0
     n = len(counts)
-    idf = {}
-    for term in wanted:
-        df = sum(1 for c in counts if term in c)
-        idf[term] = math.log((n - df + 0.5) / (df + 0.5) + 1.0)
+    rank = {term: k for k, term in enumerate(wanted)}
+    held = [_held(c, wanted, rank) for c in counts]
+    df = Counter(term for terms_ in held for term in terms_)
+    idf = {term: math.log((n - df[term] + 0.5) / (df[term] + 0.5) + 1.0) for term in wanted}
     scores = []
-    for c, length in zip(counts, lengths, strict=True):
+    for c, length, terms_ in zip(counts, lengths, held, strict=True):
         norm = K1 * (1 - B + B * length / average)
-        scores.append(sum(idf[t] * c[t] * (K1 + 1) / (c[t] + norm) for t in wanted if t in c))
+        scores.append(sum(idf[t] * c[t] * (K1 + 1) / (c[t] + norm) for t in terms_))
     return scores
+
+
+def _held(counts: Mapping[str, int], wanted: Sequence[str], rank: Mapping[str, int]) -> list[str]:
+    """The terms of ``wanted`` that ``counts`` holds, in ``wanted``'s order (a score sums in that
+    order, so its float is the same whichever way they are found), read from the shorter side:
+    every term for every passage was quadratic for a question of thousands of words."""
+    if len(wanted) <= len(counts):
+        return [t for t in wanted if t in counts]
+    return sorted((t for t in counts if t in rank), key=rank.__getitem__)
 
 
 def bm25_from_hits(
@@ -97,13 +106,15 @@ def bm25_from_hits(
     if not n or not wanted:
         return scores
     average = sum(lengths) / n or 1.0
-    idf = {}
-    for term in wanted:
-        df = sum(1 for c in hits.values() if term in c)
-        idf[term] = math.log((n - df + 0.5) / (df + 0.5) + 1.0)
+    # Document frequencies counted in one pass over the hits, and each passage's sum over its own
+    # terms in ``wanted``'s order: walking every term for every passage was quadratic when both
+    # grow (a question of thousands of words over a long document).
+    df = Counter(term for c in hits.values() for term in c)
+    idf = {term: math.log((n - df[term] + 0.5) / (df[term] + 0.5) + 1.0) for term in wanted}
+    rank = {term: k for k, term in enumerate(wanted)}
     for i, c in hits.items():
         norm = K1 * (1 - B + B * lengths[i] / average)
-        scores[i] = sum(idf[t] * c[t] * (K1 + 1) / (c[t] + norm) for t in wanted if t in c)
+        scores[i] = sum(idf[t] * c[t] * (K1 + 1) / (c[t] + norm) for t in _held(c, wanted, rank))
     return scores
 
 

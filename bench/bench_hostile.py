@@ -1,0 +1,200 @@
+"""Hostile input shapes, timed at two sizes: the growth from n to 4n (linear: about 4x).
+
+Each shape once took quadratic time or worse through a public entry point (found by a helper
+session hunting for denial-of-service inputs; the fixes are in the commit log). Each row times one
+call at size n and at 4n in this process (best of three, after a warm-up at a tiny size) and
+prints the growth: about 4x is linear, 16x quadratic. A row over 8x is flagged. The sizes keep
+every row under a second when linear; the old code took from 10 s to hours at the larger size.
+
+    python bench/bench_hostile.py           # every shape
+    python bench/bench_hostile.py volatile  # the shapes whose name holds the word
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import ctxbudget
+from ctxbudget import BudgetExceeded
+from ctxbudget.volatile import VolatileRules, find_volatile
+
+POLICY, CLAUDE = "legal-review", "claude-sonnet-4-5"
+QUESTION = {"id": "q", "kind": "question", "text": "Was the letter sent?"}
+PINNED = {"id": "p", "tier": "pinned", "kind": "playbook", "text": "Be careful."}
+
+
+def _assemble(items: list[dict[str, Any]]) -> Callable[[], Any]:
+    def run() -> Any:
+        try:
+            return ctxbudget.assemble({"items": items}, policy=POLICY, model=CLAUDE)
+        except BudgetExceeded:
+            return None  # an over-ceiling tier is refused: the time to refuse is what is measured
+
+    return run
+
+
+def dots(n: int) -> Callable[[], Any]:
+    """A run of sentence-end marks not followed by whitespace, in a message cut to fit."""
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Look: " + "." * n + " Done?"}]}
+    return lambda: ctxbudget.fit(body, model="gpt-4o", max_context_tokens=1500, reserve_output_tokens=0)
+
+
+def _scan(text: str, rules: VolatileRules | None = None) -> Callable[[], Any]:
+    """The volatile-value scan of a pinned text (what assembly and the gateway's policy mode run
+    on the pinned tier; called directly, as a pinned tier that large is over its ceiling), its
+    content cache bypassed."""
+    return lambda: find_volatile.__wrapped__(text, rules)
+
+
+def volatile_ids(n: int) -> Callable[[], Any]:
+    """A pinned playbook of id words with no digit ("session-id-session-id-...")."""
+    return _scan("session-id-" * (n // 11))
+
+
+def system_blocks(n: int) -> Callable[[], Any]:
+    """An Anthropic system prompt of many tiny text blocks."""
+    system = [{"type": "text", "text": "Be careful."} for _ in range(n // 40)]
+    body = {"model": CLAUDE, "system": system, "messages": [{"role": "user", "content": "Hi"}]}
+    return lambda: ctxbudget.count(body, model=CLAUDE)
+
+
+def message_parts(n: int) -> Callable[[], Any]:
+    """One OpenAI message of many tiny text parts, cut to fit."""
+    parts = [{"type": "text", "text": "part of the record"} for _ in range(n // 40)]
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": parts}]}
+    return lambda: ctxbudget.fit(body, model="gpt-4o", max_context_tokens=1000, reserve_output_tokens=0)
+
+
+def blank_lines(n: int) -> Callable[[], Any]:
+    """A document of blank lines next to a superseding quote (line labels read per line)."""
+    evidence = {"tier": "critical", "kind": "evidence"}
+    return _assemble(
+        [
+            PINNED,
+            {**evidence, "id": "e0", "text": "The letter was sent.", "citation": "1:1"},
+            {
+                **evidence,
+                "id": "e1",
+                "text": "The letter was not sent.",
+                "citation": "1:2",
+                "supersedes": "e0",
+            },
+            {"id": "d", "tier": "contextual", "kind": "document", "text": " \n" * (n // 2) + "x"},
+            QUESTION,
+        ]
+    )
+
+
+def supersede_chain(n: int) -> Callable[[], Any]:
+    """A chain of superseding quotes over a numbered transcript (both grow with n)."""
+    lines = n // 60
+    doc = "\n".join(
+        f"{1 + k // 25}:{1 + k % 25} Q. Did you see it? A. The letter was sent." for k in range(lines)
+    )
+    chain = [
+        {
+            "id": f"e{i}",
+            "tier": "critical",
+            "kind": "evidence",
+            "text": "The letter was sent.",
+            "citation": "1:1",
+        }
+        | ({"supersedes": f"e{i - 1}"} if i else {})
+        for i in range(lines // 10)
+    ]
+    return _assemble(
+        [PINNED, *chain, {"id": "d", "tier": "contextual", "kind": "document", "text": doc}, QUESTION]
+    )
+
+
+def protected_tier(n: int) -> Callable[[], Any]:
+    """A protected tier of many small quotes over its ceiling (refused)."""
+    quotes = [
+        {
+            "id": f"e{i}",
+            "tier": "critical",
+            "kind": "evidence",
+            "citation": "1:1",
+            "text": f"The witness said word{i}.",
+        }
+        for i in range(n // 40)
+    ]
+    return _assemble([PINNED, *quotes, QUESTION])
+
+
+def allowed_values(n: int) -> Callable[[], Any]:
+    """A playbook repeating a value on the policy's allow list."""
+    return _scan(
+        "See Matter 2024-0117 for the terms. " * (n // 36), VolatileRules(allow=(r"Matter 2024-\d+",))
+    )
+
+
+def question_words(n: int, suffix: str = "") -> Callable[[], Any]:
+    """A question of many distinct words over a long document (question format)."""
+    words = [f"term{k}{suffix}" for k in range(n // 250)]
+    body = {
+        "questions": [{"text": " ".join(words)}],
+        "documents": [{"page_content": " ".join(words[k % len(words)] + " filler" for k in range(n // 12))}],
+    }
+    return lambda: ctxbudget.fit(body, model="gpt-4o", max_context_tokens=4000, split_documents=True)
+
+
+def long_window(n: int) -> Callable[[], Any]:
+    """A long transcript cut to half of itself with passages (windows of thousands of passages)."""
+    text = "\n".join(
+        f"SPEAKER {k % 7}: we talked about the delivery schedule and item {k}." for k in range(n // 70)
+    )
+    body = {
+        "questions": [{"text": "What about the delivery schedule?"}],
+        "documents": [{"page_content": text}],
+    }
+    budget = max(2000, n // 8)  # about half of the text's tokens
+    return lambda: ctxbudget.fit(body, model="gpt-4.1", max_context_tokens=budget, split_documents=True)
+
+
+SHAPES: dict[str, tuple[Callable[[int], Callable[[], Any]], int]] = {
+    "sentence ends: a run of dots": (dots, 100_000),
+    "volatile: id words with no digit": (volatile_ids, 100_000),
+    "anthropic: tiny system blocks": (system_blocks, 300_000),
+    "openai: tiny text parts": (message_parts, 150_000),
+    "assembly: blank lines by a superseding quote": (blank_lines, 60_000),
+    "assembly: a chain of superseding quotes": (supersede_chain, 150_000),
+    "assembly: protected tier over its ceiling": (protected_tier, 100_000),
+    "volatile: allowed values repeated": (allowed_values, 100_000),
+    "bm25: a question of many words": (question_words, 300_000),
+    "bm25: a question of many words, not ASCII": (lambda n: question_words(n, "é"), 300_000),
+    "passages: windows of a long transcript": (long_window, 400_000),
+}
+
+
+def best_seconds(action: Callable[[], Any], repeats: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        ctxbudget.clear_caches()  # remembered fits and counts would answer the repeats
+        started = time.perf_counter()
+        try:
+            action()
+        except BudgetExceeded:
+            pass  # refused as too large: the time to decide so is what is measured
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def main() -> None:
+    wanted = sys.argv[1:]
+    print(f"{'shape':48} {'n':>9} {'at n':>9} {'at 4n':>9} {'growth':>7}")
+    for name, (shape, size) in SHAPES.items():
+        if wanted and not any(word in name for word in wanted):
+            continue
+        best_seconds(shape(2_000), 1)  # warm-up: imports, compiled patterns, the catalog
+        small, large = best_seconds(shape(size)), best_seconds(shape(4 * size))
+        growth = large / small
+        flag = "  << superlinear" if growth > 8 else ""
+        print(f"{name:48} {size:9,} {small * 1000:7.1f}ms {large * 1000:7.1f}ms {growth:6.1f}x{flag}")
+
+
+if __name__ == "__main__":
+    main()
