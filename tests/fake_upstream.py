@@ -10,6 +10,7 @@ disconnect, drop-after-end, badjson, list, nan-usage) inject faults, ``crowd-N``
 from __future__ import annotations
 
 import asyncio
+import gzip
 import hashlib
 import json
 import socket
@@ -51,6 +52,7 @@ class FakeUpstream:
                 Route("/v1/messages/count_tokens", self.count_tokens, methods=["POST"]),
                 Route("/v1/chat/completions", self.chat, methods=["POST"]),
                 Route("/v1/responses", self.responses, methods=["POST"]),
+                Route("/v1/{rest:path}", self.other, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
             ]
         )
 
@@ -127,6 +129,31 @@ class FakeUpstream:
         self.betas.append(request.headers.getlist("anthropic-beta"))
         self.headers.append(dict(request.headers))
         return body, await self._fault(body.get("model", ""))
+
+    async def other(self, request: Request) -> Response:
+        """Any other path (what a gateway passes through): models, embeddings, a stored response,
+        a gzip answer, else an echo of the request as received (two cookies with it)."""
+        body, path = await request.body(), request.scope["raw_path"].decode("latin-1")
+        self.paths.append(path + (f"?{request.url.query}" if request.url.query else ""))
+        self.headers.append(dict(request.headers))
+        if path == "/v1/models":
+            model = {"id": "gpt-4o", "object": "model", "created": 0, "owned_by": "fake"}
+            return JSONResponse({"object": "list", "data": [model]})
+        if path == "/v1/embeddings":
+            vector = {"object": "embedding", "index": 0, "embedding": [0.5, 0.25]}
+            usage = {"prompt_tokens": 1, "total_tokens": 1}
+            return JSONResponse({"object": "list", "data": [vector], "model": "e", "usage": usage})
+        if path.startswith("/v1/responses/"):
+            usage = {"input_tokens": 1, "output_tokens": 4, "total_tokens": 5}
+            return JSONResponse(self._response({"model": "gpt-4o"}, "done in the background", usage))
+        if path == "/v1/gzip":
+            packed = gzip.compress(b'{"packed": true}')
+            return Response(packed, media_type="application/json", headers={"content-encoding": "gzip"})
+        echo = {"method": request.method, "path": path, "query": request.url.query}
+        echo["sha256"] = hashlib.sha256(body).hexdigest()
+        response = JSONResponse(echo, status_code=404 if path.endswith("/missing") else 200)
+        response.raw_headers += [(b"set-cookie", b"a=1"), (b"set-cookie", b"b=2")]
+        return response
 
     async def count_tokens(self, request: Request) -> Response:
         """The provider's counting endpoint: the same count the fake bills (input only)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -312,3 +313,41 @@ def test_concurrent_requests_are_not_queued_behind_a_pool_limit(tmp_path: Path) 
     with gateway_over_fake(tmp_path / "crowd.db") as (fake, url):
         assert asyncio.run(send_all(url)) == [200] * crowd
     assert fake.arrived == crowd
+
+
+def test_other_paths_are_a_404_unless_passed_through(tmp_path: Path) -> None:
+    with gateway_over_fake(tmp_path / "off.db") as (fake, url):
+        off = httpx.get(url + "/v1/models")
+        assert off.status_code == 404 and "--pass-through" in off.json()["error"]["message"]
+        with pytest.raises(openai.BadRequestError, match="background"):
+            _openai(url).responses.create(model="gpt-4o", input="hi", background=True)
+    assert fake.paths == []
+
+
+def test_pass_through_sends_other_paths_upstream_as_they_came(tmp_path: Path) -> None:
+    with gateway_over_fake(tmp_path / "on.db", pass_through=True) as (fake, url):
+        client = _openai(url, **{"X-Ctxbudget-Session": "s"})
+        assert [m.id for m in client.models.list()] == ["gpt-4o"]
+        assert client.embeddings.create(model="e", input="hi").data[0].embedding == [0.5, 0.25]
+        started = client.responses.create(model="gpt-4o", input="hi", background=True)
+        assert client.responses.retrieve(started.id).output_text == "done in the background"
+        payload = bytes(range(256)) * 4096  # 1 MB, not UTF-8: streamed through as it is
+        echoed = httpx.put(
+            url + "/v1/files/a%2Fb?purpose=x&x=1", content=payload, headers={"authorization": "Bearer k"}
+        )
+        missing = httpx.delete(url + "/v1/things/missing")
+        packed = httpx.get(url + "/v1/gzip")
+        metrics = httpx.get(url + "/metrics").text
+    assert echoed.json() == {
+        "method": "PUT",
+        "path": "/v1/files/a%2Fb",  # as sent, not decoded
+        "query": "purpose=x&x=1",
+        "sha256": hashlib.sha256(payload).hexdigest(),
+    }
+    assert echoed.headers.get_list("set-cookie") == ["a=1", "b=2"]
+    sent = fake.headers[fake.paths.index("/v1/files/a%2Fb?purpose=x&x=1")]
+    assert sent["authorization"] == "Bearer k"
+    assert not any(k.startswith("x-ctxbudget") for h in fake.headers for k in h)
+    assert missing.status_code == 404 and missing.json()["method"] == "DELETE"
+    assert packed.json() == {"packed": True} and packed.headers["content-encoding"] == "gzip"
+    assert 'route="/v1/* passed through"' in metrics

@@ -116,6 +116,13 @@ if TYPE_CHECKING:
     help="Fit mode: a history over its budget is cut back to this share of it, and the cut is "
     "held while what follows fits (docs/caching.md).",
 )
+@click.option(
+    "--pass-through",
+    is_flag=True,
+    help="Send any other /v1/ path (models, embeddings, files, batches, a background response's "
+    "retrieval) to the upstream as it came: not fitted, priced or recorded, so no cost ceiling "
+    "reaches it. Off: those paths are a 404 (docs/gateway.md).",
+)
 @CATALOG_OPTION
 @UNKNOWN_MODEL_OPTION
 def serve_command(
@@ -136,6 +143,7 @@ def serve_command(
     store_fail_open: bool,
     no_conversation_cache: bool,
     low_water: float,
+    pass_through: bool,
 ) -> None:
     """Serve the Anthropic- and OpenAI-compatible gateway: point an SDK's base URL at it."""
     try:
@@ -164,6 +172,7 @@ def serve_command(
             store_fail_open=store_fail_open,
             conversation_cache=not no_conversation_cache,
             low_water=low_water,
+            pass_through=pass_through,
         )
         _serve(config)
 

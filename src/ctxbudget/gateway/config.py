@@ -46,6 +46,9 @@ class GatewayConfig:
     low_water: float = DEFAULT_LOW_WATER
     # Sessions whose state (previous report, lock) is held in memory; the oldest are forgotten.
     max_sessions_in_memory: int = 4096
+    # Any other /v1/ path (models, embeddings, files, batches, a background response's retrieval)
+    # sent to the upstream as it came, unfitted and unpriced (:mod:`.passthrough`); else a 404.
+    pass_through: bool = False
 
     def __post_init__(self) -> None:
         if (

@@ -106,8 +106,8 @@ async def on_loop_or_worker(gateway: Gateway, size: int, work: Callable[[], T]) 
 
 BACKGROUND_REFUSED = (
     "ctxbudget: background responses are not served (background: true): retrieving, polling or "
-    "cancelling one (GET /v1/responses/{id}) does not pass through the gateway; send them to the "
-    "provider directly, or drop background"
+    "cancelling one (GET /v1/responses/{id}) is not passed through unless the gateway serves with "
+    "--pass-through; send them to the provider directly, or drop background"
 )
 
 
@@ -119,9 +119,13 @@ def first_pass(
     unless an exact count may change the fit. The gateway's routes and the in-process transport
     (:mod:`.transport`) both decide here."""
     body = parse_json(parcel.pop())
-    if provider.input_format == "responses" and body.get("background") is True:
+    if (
+        provider.input_format == "responses"
+        and body.get("background") is True
+        and not gateway.config.pass_through
+    ):
         # Refused before it is sent: the job would run and bill, and its retrieval and cancel
-        # (GET /v1/responses/{id}, ...) are not served here.
+        # (GET /v1/responses/{id}, ...) are not passed through.
         raise Refusal(400, BACKGROUND_REFUSED, "invalid_request")
     progress.stage = "prepare"
     try:

@@ -21,6 +21,7 @@ from .answers import complete, error_response, refused, relay, upstream_failure
 from .bodies import header_value
 from .config import GatewayConfig
 from .intake import Progress, outbound, read_json
+from .passthrough import pass_through
 from .providers import ANTHROPIC, OPENAI, RESPONSES, Provider
 from .refusals import Refusal
 from .service import Gateway
@@ -173,11 +174,23 @@ _SERVED = "POST /v1/messages, POST /v1/messages/count_tokens, POST /v1/chat/comp
 
 
 async def _unrouted(request: Request) -> Response:
-    """Any other path or method: an error in the shape of the API it meant."""
+    """Any other path or method: passed through to the upstream when the gateway is configured so
+    and the path is an API's (``/v1/...``), else an error in the shape of the API it meant."""
+    gateway: Gateway = request.app.state.gateway
+    provider = _provider_of(request)
+    if gateway.config.pass_through and request.url.path.startswith("/v1/"):
+        try:
+            response: Response = await pass_through(gateway, provider, request)
+            outcome = "ok" if response.status_code < 400 else "upstream_error"
+        except Refusal as refusal:
+            response, outcome = refused(provider, refusal), refusal.code
+        gateway.note_request("/v1/* passed through", outcome)
+        return response
     message = (
         f"ctxbudget: {request.method} {request.url.path} is not served here; the gateway serves {_SERVED}"
+        + ("" if gateway.config.pass_through else " (serve --pass-through sends other /v1/ paths upstream)")
     )
-    return error_response(_provider_of(request), 404, message, "not_found")
+    return error_response(provider, 404, message, "not_found")
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -10,7 +10,7 @@ stores each answered turn and calibrates estimate factors from the provider's us
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
@@ -31,7 +31,7 @@ from .recording import Commit, Recorder
 from .refusals import Refusal
 from .settings import RequestSettings, request_settings
 from .storehealth import StoreHealth, refusal
-from .upstream import Upstream, upstream_url
+from .upstream import Upstream, upstream_base, upstream_url
 from .writer import TurnWriter, committed
 
 __all__ = ["Gateway"]
@@ -142,6 +142,16 @@ class Gateway:
         timeout or an unreachable upstream is a :class:`~.refusals.Refusal` (504, 502), counted."""
         url = self.upstream_url(provider) + (f"?{query}" if query else "")  # e.g. the SDK's ?beta=true
         return await self.upstream.send(url, content, headers)
+
+    async def forward(
+        self, method: str, url: str, headers: list[tuple[str, str]], content: AsyncIterator[bytes]
+    ) -> httpx.Response:
+        """A request passed through as it came (:mod:`.passthrough`), its answer streamed."""
+        return await self.upstream.send(url, content, headers, method)
+
+    def upstream_base(self, provider: Provider) -> str:
+        """The base URL of ``provider``'s upstream (from the configuration as it stands)."""
+        return upstream_base(self.config, provider)
 
     async def read_answer(self, response: httpx.Response) -> bytes:
         """The upstream's whole answer (a fault while reading is a counted refusal)."""

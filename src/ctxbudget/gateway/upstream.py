@@ -19,7 +19,7 @@ import hashlib
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -37,6 +37,7 @@ __all__ = [
     "UpstreamCounter",
     "forwarded_headers",
     "passed_back",
+    "upstream_base",
     "upstream_url",
 ]
 
@@ -78,10 +79,15 @@ def forwarded_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str
     ]
 
 
-def upstream_url(config: GatewayConfig, provider: Provider) -> str:
-    """The upstream URL: the base given with or without its ``/v1``, then the API's path."""
+def upstream_base(config: GatewayConfig, provider: Provider) -> str:
+    """The upstream's base URL, given with or without its ``/v1``, without it."""
     base = config.anthropic_upstream if provider.name == "anthropic" else config.openai_upstream
-    return base.rstrip("/").removesuffix("/v1") + provider.path
+    return base.rstrip("/").removesuffix("/v1")
+
+
+def upstream_url(config: GatewayConfig, provider: Provider) -> str:
+    """The upstream URL: the base, then the API's path."""
+    return upstream_base(config, provider) + provider.path
 
 
 class Upstream:
@@ -96,10 +102,17 @@ class Upstream:
         """Count an upstream fault of ``kind``."""
         self.metrics.upstream_errors.labels(kind).inc()
 
-    async def send(self, url: str, content: bytes, headers: list[tuple[str, str]]) -> httpx.Response:
-        """POST ``content`` (a JSON body, rendered once by the caller) to ``url`` (streamed); a
-        timeout or an unreachable upstream is a :class:`Refusal` (504, 502), counted."""
-        request = self.client.build_request("POST", url, headers=headers, content=content)
+    async def send(
+        self,
+        url: str,
+        content: bytes | AsyncIterator[bytes],
+        headers: list[tuple[str, str]],
+        method: str = "POST",
+    ) -> httpx.Response:
+        """Send ``content`` (a JSON body, rendered once by the caller, or a stream of bytes) to
+        ``url``, the answer streamed; a timeout or an unreachable upstream is a
+        :class:`Refusal` (504, 502), counted."""
+        request = self.client.build_request(method, url, headers=headers, content=content)
         try:
             return await self.client.send(request, stream=True)
         except httpx.TimeoutException as exc:
