@@ -346,7 +346,9 @@ def test_pass_through_sends_other_paths_upstream_as_they_came(tmp_path: Path) ->
     }
     assert echoed.headers.get_list("set-cookie") == ["a=1", "b=2"]
     sent = fake.headers[fake.paths.index("/v1/files/a%2Fb?purpose=x&x=1")]
-    assert sent["authorization"] == "Bearer k"
+    assert sent["authorization"] == "Bearer k" and sent["content-length"] == str(len(payload))
+    listed = fake.headers[fake.paths.index("/v1/models")]
+    assert "transfer-encoding" not in listed and listed.get("content-length", "0") == "0"  # a GET has no body
     assert not any(k.startswith("x-ctxbudget") for h in fake.headers for k in h)
     assert missing.status_code == 404 and missing.json()["method"] == "DELETE"
     assert packed.json() == {"packed": True} and packed.headers["content-encoding"] == "gzip"

@@ -39,9 +39,11 @@ async def pass_through(gateway: Gateway, provider: Provider, request: Request) -
     headers = forwarded_headers(request.headers.items())
     # The client's own encodings, else none: the answer's bytes go back as they come.
     headers.append(("accept-encoding", request.headers.get("accept-encoding", "identity")))
-    upstream = await gateway.forward(
-        request.method, url + (f"?{query}" if query else ""), headers, _body(request)
-    )
+    length = request.headers.get("content-length")
+    if length is not None:  # a body of a stated length goes on with it (not re-chunked)
+        headers.append(("content-length", length))
+    body = _body(request) if length is not None or "transfer-encoding" in request.headers else b""
+    upstream = await gateway.forward(request.method, url + (f"?{query}" if query else ""), headers, body)
     response = StreamingResponse(
         _raw(upstream), status_code=upstream.status_code, background=BackgroundTask(upstream.aclose)
     )

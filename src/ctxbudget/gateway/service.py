@@ -144,7 +144,11 @@ class Gateway:
         return await self.upstream.send(url, content, headers)
 
     async def forward(
-        self, method: str, url: str, headers: list[tuple[str, str]], content: AsyncIterator[bytes]
+        self,
+        method: str,
+        url: str,
+        headers: list[tuple[str, str]],
+        content: bytes | AsyncIterator[bytes],
     ) -> httpx.Response:
         """A request passed through as it came (:mod:`.passthrough`), its answer streamed."""
         return await self.upstream.send(url, content, headers, method)
