@@ -157,6 +157,21 @@ def test_the_last_human_message_is_kept_whole_even_when_the_fit_would_cut_it() -
     assert _tokens(fitted.messages, "gpt-4o") == fitted.report.tokens_after <= 1000
 
 
+def test_a_long_question_makes_room_by_the_fewest_oldest_messages() -> None:
+    # Found by bisection (one drop and a recount at a time was quadratic): as few of the oldest
+    # units go as bring the request within the budget, so one more back would not fit.
+    messages: list[BaseMessage] = [SystemMessage("Be brief.")]
+    for n in range(300):
+        messages += [HumanMessage(f"Question {n}?"), AIMessage(f"Answer {n}: notice was given. " * 3)]
+    messages.append(HumanMessage("Why? " + "Consider the whole record carefully. " * 600))
+    fitted = fit_messages(messages, model="gpt-4o", max_tokens=6000)
+    assert fitted.report.tokens_after <= 6000 and fitted.messages[-1] is messages[-1]
+    first_kept = fitted.messages[1]
+    back = messages.index(first_kept) - 2  # the newest unit dropped: its question and answer
+    assert fitted.report.reasons[back] == "dropped to keep the messages that are always kept whole"
+    assert _tokens([messages[0], *messages[back:]], "gpt-4o") > 6000
+
+
 def test_bad_input_is_a_misuse_error() -> None:
     with pytest.raises(ctxbudget.InvalidRequestError, match=r"messages\[1\]"):
         trim_messages([HumanMessage("hi"), {"role": "user", "content": "x"}], model="gpt-4o", max_tokens=100)  # type: ignore[list-item]
