@@ -172,6 +172,15 @@ def test_a_long_question_makes_room_by_the_fewest_oldest_messages() -> None:
     assert _tokens([messages[0], *messages[back:]], "gpt-4o") > 6000
 
 
+def test_an_unknown_model_is_told_the_way_out_this_function_takes() -> None:
+    # The fit took the id (max_tokens is its window), then a count refused it with advice
+    # (max_context_tokens=, unknown_model="floor") that this function does not take.
+    with pytest.raises(ctxbudget.UnknownModelError) as refused:
+        fit_messages([HumanMessage("Hi")], model="gpt-4oo", max_tokens=100)
+    assert "closest: gpt-4o" in str(refused.value) and "catalog=load_catalog(FILE)" in str(refused.value)
+    assert "unknown_model" not in str(refused.value) and "max_context_tokens" not in str(refused.value)
+
+
 def test_bad_input_is_a_misuse_error() -> None:
     with pytest.raises(ctxbudget.InvalidRequestError, match=r"messages\[1\]"):
         trim_messages([HumanMessage("hi"), {"role": "user", "content": "x"}], model="gpt-4o", max_tokens=100)  # type: ignore[list-item]

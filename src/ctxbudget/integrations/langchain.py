@@ -24,8 +24,8 @@ except ImportError as exc:  # the optional extra is not installed
         "ctxbudget.integrations.langchain needs langchain-core: pip install 'ctxbudget[langchain]'"
     ) from exc
 
-from ..catalog.catalog import Catalog
-from ..errors import BudgetExceeded, ConfigError, InvalidRequestError
+from ..catalog.catalog import Catalog, catalog_of
+from ..errors import BudgetExceeded, ConfigError, InvalidRequestError, UnknownModelError
 from ..fitting import FitReport, ItemReport, count, fit
 from ..formats import get_format
 from ..items import Item
@@ -77,6 +77,7 @@ class _Chat:
     owner: tuple[int, ...]
     units: tuple[tuple[int, ...], ...]
     always: frozenset[tuple[int, ...]]
+    window: int = 0  # ``max_tokens``: every count is made in it, as the fit is
 
     def body(self, keep: set[int] | None = None) -> dict[str, Any]:
         """The chat body of the messages in ``keep`` (all when None)."""
@@ -106,7 +107,8 @@ def fit_messages(
     latest human message, the newest message or tool-call unit) cannot fit whole.
     """
     limit = _check_max_tokens(max_tokens)
-    chat = _chat_of(messages, model)
+    _check_model(model, catalog)
+    chat = _chat_of(messages, model, limit)
     try:
         fitted = fit(
             chat.body(),
@@ -140,13 +142,22 @@ def fit_messages(
     )
 
 
+def _check_model(model: str, catalog: Catalog | None) -> None:
+    """An id the catalog cannot resolve is refused before anything is fitted, with the way out
+    this function takes (a catalog: it has no window or floor option to give)."""
+    try:
+        catalog_of(catalog).resolve_window(model)
+    except UnknownModelError as exc:
+        raise UnknownModelError(exc.model_id, exc.closest, windowed=False) from None
+
+
 def _check_max_tokens(max_tokens: object) -> int:
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise ConfigError(f"max_tokens must be a positive int, got {max_tokens!r}")
     return max_tokens
 
 
-def _chat_of(messages: Sequence[BaseMessage], model: str) -> _Chat:
+def _chat_of(messages: Sequence[BaseMessage], model: str, window: int) -> _Chat:
     """The messages converted (checked to be LangChain messages), with their units."""
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise InvalidRequestError(f"messages must be a list of BaseMessage, got {type(messages).__name__}")
@@ -170,7 +181,7 @@ def _chat_of(messages: Sequence[BaseMessage], model: str) -> _Chat:
     chat = _Chat(model, tuple(converted), tuple(owner), (), frozenset())
     items = get_format("openai").parse(chat.body())
     units = _units(items, chat.owner)
-    return _Chat(model, chat.converted, chat.owner, units, _always(items, chat.owner, units))
+    return _Chat(model, chat.converted, chat.owner, units, _always(items, chat.owner, units), window)
 
 
 def _position(item: Item) -> int:
@@ -244,7 +255,10 @@ def _tokens(chat: _Chat, keep: set[int], catalog: Catalog | None) -> int:
     body = chat.body(keep)
     if not body["messages"]:
         return 0
-    return int(count(body, model=chat.model, input_format="openai", catalog=catalog)["tokens"])
+    counted = count(
+        body, model=chat.model, max_context_tokens=chat.window, input_format="openai", catalog=catalog
+    )
+    return int(counted["tokens"])
 
 
 def _within(
