@@ -171,7 +171,8 @@ BAD_FILES = [
     (_newer, r"has schema version 3, newer than this ctxbudget knows \(2\); upgrade ctxbudget"),
     (
         _damaged,
-        r"is damaged \((database disk image is malformed|quick_check: .*)\); restore it from a backup",
+        # what is wrong, not quick_check's header line ("*** in database main ***")
+        r"is damaged \((database disk image is malformed|quick_check: (?!\*\*\*).*)\); restore it from a backup",
     ),
 ]
 
@@ -324,3 +325,15 @@ def test_a_store_file_removed_or_replaced_while_open_refuses_writes(tmp_path: Pa
         store.ping()
     kept = SQLiteStore(tmp_path / "aside-s.db", mode="read")
     assert [t.question for t in kept.turns("a")] == ["kept"]
+
+
+def test_a_record_damaged_inside_is_found_by_its_hash(tmp_path: Path) -> None:
+    # One flipped byte inside a stored turn leaves SQLite's pages whole (quick_check passes): the
+    # read decoded it and every command ended in a traceback.
+    path = _filled(tmp_path / "s.db", turns=3)
+    with sqlite3.connect(path) as db:
+        sha, body = db.execute("SELECT sha256, body FROM content ORDER BY length(body) DESC").fetchone()
+        db.execute("UPDATE content SET body = ? WHERE sha256 = ?", (body.replace('"', "'", 1), sha))
+    db.close()
+    code, error = _cli("session", "show", "a", "--store", str(path))
+    assert code == 2 and "is damaged (stored content" in error and "does not match its hash" in error

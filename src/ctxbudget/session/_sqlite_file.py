@@ -227,7 +227,12 @@ def _check_pages(db: sqlite3.Connection, path: str) -> None:
     file is found on open, not by the turn that happens to read the page."""
     rows = db.execute("PRAGMA quick_check").fetchall()
     if rows != [("ok",)]:
-        first = str(rows[0][0]).splitlines()[0] if rows else "no answer"
+        # its first line may only name the database ("*** in database main ***"): the first that
+        # says what is wrong
+        lines = [line for row in rows for line in str(row[0]).splitlines() if line.strip()]
+        first = next(
+            (line for line in lines if not line.startswith("***")), lines[0] if lines else "no answer"
+        )
         raise StoreError(path, f"is damaged (quick_check: {first})", DAMAGED_HINT)
 
 

@@ -23,7 +23,15 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ..errors import ConfigError, StoreError
-from ._sqlite_file import MIGRATIONS, StoreMode, mapped_errors, open_store, savepoint, transaction
+from ._sqlite_file import (
+    DAMAGED_HINT,
+    MIGRATIONS,
+    StoreMode,
+    mapped_errors,
+    open_store,
+    savepoint,
+    transaction,
+)
 from .turns import Turn
 
 __all__ = [
@@ -288,7 +296,13 @@ class SQLiteStore:
         return sha
 
     def _get(self, sha: str) -> Any:
+        """A stored value, checked against the hash it is stored under: damage inside a record
+        (one flipped byte) leaves SQLite's pages whole, so ``quick_check`` passes it, and it
+        ended every command in a decoding traceback."""
         row = self._db.execute("SELECT body FROM content WHERE sha256 = ?", (sha,)).fetchone()
+        if row is None or not isinstance(row[0], str) or content_key(row[0]) != sha:
+            found = "is missing" if row is None else "does not match its hash"
+            raise StoreError(self.path, f"is damaged (stored content {sha[:12]} {found})", DAMAGED_HINT)
         return json.loads(row[0])
 
     def create(self, meta: SessionMeta) -> None:
