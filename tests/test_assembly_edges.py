@@ -171,3 +171,29 @@ def test_confirm_evict_of_an_id_no_item_has_is_refused() -> None:
     }
     with pytest.raises(InvalidRequestError, match=r"\$\.confirm_evict: names no item of the request: EV-99"):
         assemble(body, policy="legal-review", model="claude-sonnet-4-5")
+
+
+def test_an_out_folder_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
+    scenario = {"name": "r", "base": {"items": []}, "turns": [{"question": "Notice?"}]}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(scenario))
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    run = CliRunner().invoke(main, ["simulate", str(path), "--out", str(blocked / "sub")])
+    assert (
+        run.exit_code == 2
+        and run.stderr.startswith("ctxbudget: cannot use ")
+        and "Traceback" not in run.output
+    )
+    assert run.stderr.count("\n") == 1
+
+
+def test_a_policy_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    policy = tmp_path / "latin.toml"
+    policy.write_bytes("name = 'caf\u00e9'\n".encode("latin-1"))
+    body = tmp_path / "b.json"
+    body.write_text(json.dumps({"items": [{"id": "q", "kind": "question", "text": "When?"}]}))
+    run = CliRunner().invoke(
+        main, ["assemble", str(body), "--policy", str(policy), "--model", "claude-sonnet-4-5"]
+    )
+    assert run.exit_code == 2 and "is not UTF-8 text" in run.stderr

@@ -248,7 +248,10 @@ def load_policy(ref: str) -> Policy:
     path = Path(ref)
     if ref.endswith((".toml", ".yaml", ".yml")) or path.exists():
         try:
-            return parse_policy(path.read_text("utf-8"), ref)
+            text = path.read_text("utf-8")
         except OSError as exc:
             raise ConfigError(f"cannot read policy file {ref!r}: {exc.strerror}") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"policy file {ref!r} is not UTF-8 text (byte {exc.start})") from exc
+        return parse_policy(text, ref)
     return get_policy(ref)

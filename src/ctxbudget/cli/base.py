@@ -140,6 +140,11 @@ def run_action(action: Callable[[], None], flags: Sequence[tuple[str, str]] = FL
         action()
     except CtxBudgetError as exc:
         fail(str(exc), _exit_code(exc), flags)
+    except BrokenPipeError:
+        raise  # the reader went away: nobody to tell
+    except OSError as exc:  # a file the command writes or reads (``--out`` under a file, read-only)
+        where = f" {exc.filename}" if exc.filename else ""
+        fail(f"cannot use{where}: {exc.strerror or exc}", EXIT_USAGE, flags)
 
 
 _QUICK_EXIT = [False]
