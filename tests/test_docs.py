@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,19 @@ def test_counting_langchain_and_caching_docs_python_blocks_run() -> None:
         assert blocks, name
         for block in blocks:
             exec(compile(block, f"docs/{name}", "exec"), {})
+
+
+def test_the_langchain_doc_prints_what_its_comments_show() -> None:
+    # A comment after a print that holds no "..." is the line it prints (they went stale once).
+    doc = (README.parent / "docs" / "langchain.md").read_text("utf-8")
+    block = re.findall(r"```python\n(.*?)```", doc, flags=re.DOTALL)[0]
+    shown = [m[1].strip() for m in re.finditer(r"^print\(.*\)\s+#(.*)$", block, flags=re.MULTILINE)]
+    shown = [line for line in shown if "..." not in line]
+    assert len(shown) >= 2
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(block, "docs/langchain.md", "exec"), {})
+    assert out.getvalue().splitlines()[: len(shown)] == shown
 
 
 def test_transport_doc_python_blocks_run(monkeypatch: Any) -> None:
