@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ctxbudget import StoreError
+from ctxbudget import ConfigError, StoreError
 from ctxbudget.cli import main
 from ctxbudget.session import SessionMeta, SQLiteStore, Turn
 
@@ -337,3 +337,18 @@ def test_a_record_damaged_inside_is_found_by_its_hash(tmp_path: Path) -> None:
     db.close()
     code, error = _cli("session", "show", "a", "--store", str(path))
     assert code == 2 and "is damaged (stored content" in error and "does not match its hash" in error
+
+
+def test_an_unknown_session_among_many_names_the_closest_not_all(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "many.db")
+    for k in range(40):
+        store.create(SessionMeta(name=f"matter-{k:03d}", policy="legal-review", model="gpt-4o", base={}))
+    with pytest.raises(ConfigError) as unknown:
+        store.meta("matter-0077")
+    message = str(unknown.value)
+    assert "(40 sessions; closest: matter-007" in message and "matter-039" not in message
+    store.close()
+    few = SQLiteStore(tmp_path / "few.db")
+    few.create(META)
+    with pytest.raises(ConfigError, match=r"no session 'b' in .*; sessions: a$"):
+        few.meta("b")

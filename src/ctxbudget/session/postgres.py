@@ -32,7 +32,7 @@ from ._postgres_database import (
     redacted,
 )
 from ._sqlite_file import StoreMode
-from .store import CalibrationUpdate, SessionMeta, _canonical, content_key, state_text
+from .store import CalibrationUpdate, SessionMeta, _canonical, content_key, no_session, state_text
 from .turns import Turn
 
 if TYPE_CHECKING:
@@ -240,8 +240,7 @@ class PostgresStore:
                 (name,),
             ).fetchone()
         if row is None:
-            known = ", ".join(self.names()) or "none"
-            raise ConfigError(f"no session {name!r} in {self.url}; sessions: {known}")
+            raise no_session(name, self.url, self.names())
         return SessionMeta(name=name, policy=row[0], model=row[1], base=json.loads(row[2]))
 
     def names(self) -> list[str]:

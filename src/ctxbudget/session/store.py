@@ -164,6 +164,20 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
+def no_session(name: str, where: str, names: list[str]) -> ConfigError:
+    """A name no session has: the store's few names, or of many the closest and how many there
+    are (every name of 20,000 made one 300 kB line)."""
+    if len(names) <= 10:
+        return ConfigError(f"no session {name!r} in {where}; sessions: {', '.join(names) or 'none'}")
+    import difflib  # only a name not found needs it
+
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    near = f"; closest: {', '.join(close)}" if close else ""
+    return ConfigError(
+        f"no session {name!r} in {where} ({len(names):,} sessions{near}; `session list` names them all)"
+    )
+
+
 def content_key(body: str) -> str:
     """The sha256 (hex) by which a canonical JSON body is stored once."""
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
@@ -323,8 +337,7 @@ class SQLiteStore:
                 "SELECT policy, model, base_sha256 FROM sessions WHERE name = ?", (name,)
             ).fetchone()
             if row is None:
-                known = ", ".join(self.names()) or "none"
-                raise ConfigError(f"no session {name!r} in {self.path}; sessions: {known}")
+                raise no_session(name, self.path, self.names())
             return SessionMeta(name=name, policy=row[0], model=row[1], base=self._get(row[2]))
 
     def names(self) -> list[str]:
