@@ -20,6 +20,7 @@ from typing import Any
 
 import ctxbudget
 from ctxbudget import BudgetExceeded
+from ctxbudget.session.ledger import fold_ledger
 from ctxbudget.volatile import VolatileRules, find_volatile
 
 POLICY, CLAUDE = "legal-review", "claude-sonnet-4-5"
@@ -156,6 +157,22 @@ def long_window(n: int) -> Callable[[], Any]:
     return lambda: ctxbudget.fit(body, model="gpt-4.1", max_context_tokens=budget, split_documents=True)
 
 
+def ledger_turns(n: int) -> Callable[[], Any]:
+    """A session's ledger of many compacted turns, folded under its ceiling (every turn does it)."""
+    counter = ctxbudget.load_catalog().counter_for(CLAUDE)
+    entries = [
+        {
+            "turn": i,
+            "issue": f"Issue{i % 5}",
+            "cited_exhibits": [f"EX-{i:02d}"],
+            "citations": [f"{i % 90 + 1}:1"],
+        }
+        | {"status": "CONFIRMED", "tools": ["search FOUND"], "conclusions": [f"Therefore EX-{i:02d} holds."]}
+        for i in range(1, n // 250 + 2)
+    ]
+    return lambda: fold_ledger(entries, 5000, counter)
+
+
 SHAPES: dict[str, tuple[Callable[[int], Callable[[], Any]], int]] = {
     "sentence ends: a run of dots": (dots, 100_000),
     "volatile: id words with no digit": (volatile_ids, 100_000),
@@ -168,6 +185,7 @@ SHAPES: dict[str, tuple[Callable[[int], Callable[[], Any]], int]] = {
     "bm25: a question of many words": (question_words, 300_000),
     "bm25: a question of many words, not ASCII": (lambda n: question_words(n, "é"), 300_000),
     "passages: windows of a long transcript": (long_window, 400_000),
+    "sessions: the ledger of many compacted turns": (ledger_turns, 100_000),
 }
 
 

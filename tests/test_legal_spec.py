@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import math
 import re
 import struct
 from pathlib import Path
@@ -24,7 +25,8 @@ from ctxbudget.assembly._render import block_texts
 from ctxbudget.cli import main
 from ctxbudget.errors import PinnedPrefixChanged, SupersedeUnverified, UnknownModelError
 from ctxbudget.session import Session, SQLiteStore, ToolResult, Turn
-from ctxbudget.session.ledger import fold_ledger, ledger_blocks, reduce_turn, render_ledger
+from ctxbudget.session.folding import exhibit_key
+from ctxbudget.session.ledger import fold_entries, fold_ledger, ledger_blocks, reduce_turn, render_ledger
 from ctxbudget.simulation.deposition import build_legal_context
 from ctxbudget.simulation.runner import SimulationResult, run_simulation
 from ctxbudget.simulation.scenario import bundled_scenario
@@ -127,6 +129,18 @@ def _measure(blocks: list[str]) -> int:
     return sum(_fake_count(b) for b in blocks)
 
 
+class _FakeCounting:
+    """Blocks counted by :func:`_fake_count`, reported as counted."""
+
+    @staticmethod
+    def raw(text: str) -> int:
+        return _fake_count(text)
+
+    @staticmethod
+    def scale(raw_tokens: int) -> int:
+        return raw_tokens
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
@@ -141,19 +155,19 @@ def test_the_ledger_folds_under_its_ceiling_in_steps_and_loses_no_exhibit(
 ) -> None:
     entries = [_entry(n, issue, [f"EX-{x:02d}"]) for n, (issue, x) in enumerate(shape, 1)]
     try:
-        shown = fold_ledger(entries, ceiling, _measure)
+        shown = fold_ledger(entries, ceiling, _FakeCounting())
     except BudgetExceeded:
         return
     blocks = ledger_blocks(shown)
     assert _measure(blocks) <= ceiling  # measured block by block, as the assembly counts it
-    assert shown == fold_ledger(entries, ceiling, _measure)  # a function of the entries alone
+    assert shown == fold_ledger(entries, ceiling, _FakeCounting())  # a function of the entries alone
     for entry in entries:
         assert f'"{entry["cited_exhibits"][0]}"' in "\n".join(blocks)
     # appending leaves the blocks before the new entry as they were, except at a fold step
     changes = 0
-    before = ledger_blocks(fold_ledger(entries[:1], ceiling, _measure))
+    before = ledger_blocks(fold_ledger(entries[:1], ceiling, _FakeCounting()))
     for n in range(2, len(entries) + 1):
-        after = ledger_blocks(fold_ledger(entries[:n], ceiling, _measure))
+        after = ledger_blocks(fold_ledger(entries[:n], ceiling, _FakeCounting()))
         changes += after[: len(before)] != before
         before = after
     folds = sum(1 for e in shown if "turns" in e)
@@ -647,3 +661,76 @@ def test_empty_items_make_no_empty_blocks() -> None:
     }
     request = assemble(body, policy=POLICY, model=MODEL).request
     assert "system" not in request and request["messages"][0]["content"][0]["text"] == "When?"
+
+
+def _replayed(entries: list[dict[str, Any]], ceiling: int, measure: Any) -> list[dict[str, Any]]:
+    """The fold as first written (the definition): every step re-folds the folded entries and
+    re-measures every block."""
+
+    def shown(folded: int, upto: int) -> list[dict[str, Any]]:
+        return _folded_plainly(entries[:folded]) + [dict(e) for e in entries[folded:upto]]
+
+    folded = 0
+    for upto in range(1, len(entries) + 1):
+        if measure(ledger_blocks(shown(folded, upto))) <= ceiling:
+            continue
+        while folded < upto and measure(ledger_blocks(shown(folded, upto))) > ceiling * 0.6:
+            folded += 1
+    return shown(folded, len(entries))
+
+
+def _folded_plainly(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    for entry in entries:
+        groups.setdefault(entry.get("issue"), []).append(entry)
+    out = []
+    for issue, group in groups.items():
+        exhibits = sorted(dict.fromkeys(x for e in group for x in e["cited_exhibits"]), key=exhibit_key)
+        more = sum(int(e.get("more_exhibits") or 0) for e in group) + max(0, len(exhibits) - 60)
+        statuses = [e["status"] for e in group if e.get("status")]
+        conclusions = [c for e in group for c in e.get("conclusions", [])]
+        entry = {"turns": [group[0]["turn"], group[-1]["turn"]], "issue": issue}
+        entry |= {"cited_exhibits": exhibits[:60], "more_exhibits": more or None}
+        entry |= {"status": statuses[-1] if statuses else None, "conclusions": conclusions[-1:]}
+        out.append({k: v for k, v in entry.items() if v is not None or k != "more_exhibits"})
+    return out
+
+
+class _ScaledCounting(_FakeCounting):
+    @staticmethod
+    def scale(raw_tokens: int) -> int:
+        return math.ceil(raw_tokens * 1.3 - 1e-9)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["Notice", "Warranty", None]),
+            st.lists(st.sampled_from(["EX-1", "EX-02", "EX-10", "EX-2", "A-7", "EX-10b"]), max_size=3),
+            st.sampled_from([None, "", "CONFIRMED"]),
+            st.integers(0, 2),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    st.integers(200, 1500),
+)
+def test_the_fold_replayed_as_it_goes_is_the_fold_replayed_from_scratch(
+    shape: list[tuple[Any, list[str], Any, int, bool]], ceiling: int
+) -> None:
+    # Replayed from scratch at every step, 400 compacted turns cost 0.7 s of each turn.
+    entries = [
+        {"turn": n, "issue": issue, "cited_exhibits": exhibits, "status": status}
+        | ({"more_exhibits": more} if more else {})
+        | {"conclusions": [f"Therefore {n}."] if concluded else []}
+        for n, (issue, exhibits, status, more, concluded) in enumerate(shape, 1)
+    ]
+    assert fold_entries(entries) == _folded_plainly(entries)
+    counting = _ScaledCounting()
+    expected = _replayed(entries, ceiling, lambda blocks: counting.scale(sum(map(counting.raw, blocks))))
+    try:
+        assert fold_ledger(entries, ceiling, counting) == expected
+    except BudgetExceeded:
+        assert counting.scale(sum(map(counting.raw, ledger_blocks(expected)))) > ceiling

@@ -22,15 +22,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import BudgetExceeded, InvalidRequestError
+from ..errors import InvalidRequestError
 from ..trim.sentences import iter_sentence_ends
 from ..validation import first_error
+from .folding import Counting, exhibit_key, fold_entries
+from .folding import fold_ledger as fold_entries_under
 from .turns import Turn
 
 __all__ = [
@@ -85,18 +87,6 @@ class LedgerRules:
     )
 
 
-class FoldedEntry(BaseModel):
-    """Several turns of one issue, folded: the turn range, exhibits, last status and conclusion."""
-
-    model_config = ConfigDict(extra="forbid")
-    turns: list[int] = Field(min_length=2, max_length=2)
-    issue: str | None
-    cited_exhibits: list[str]
-    more_exhibits: int | None = None
-    status: str | None
-    conclusions: list[str]
-
-
 class LedgerEntry(BaseModel):
     """The wire shape of one ledger entry (its JSON schema is :data:`LEDGER_SCHEMA`)."""
 
@@ -121,11 +111,6 @@ _OPTIONAL = ("issues", "more_exhibits")
 
 def _unique(values: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(values))
-
-
-def _exhibit_key(exhibit: str) -> tuple[str, int]:
-    digits = re.findall(r"\d+", exhibit)
-    return (re.sub(r"\d+", "", exhibit), int(digits[-1]) if digits else 0)
 
 
 def _tool_status(result_content: str, given: str | None, rules: LedgerRules) -> str | None:
@@ -168,7 +153,7 @@ def reduce_turn(turn: Turn, rules: LedgerRules = LedgerRules()) -> dict[str, Any
     """The ledger entry of one completed turn (deterministic: same turn, same entry)."""
     texts = [turn.question, turn.answer, *(r.content for r in turn.tool_results)]
     exhibits = sorted(
-        _unique(m for t in texts for m in re.findall(rules.exhibit_pattern, t)), key=_exhibit_key
+        _unique(m for t in texts for m in re.findall(rules.exhibit_pattern, t)), key=exhibit_key
     )
     # What the answer cites; the raw tool logs' line numbers are pruned with the logs.
     citations = _unique(re.findall(rules.citation_pattern, turn.answer))
@@ -251,76 +236,13 @@ def ledger_blocks(shown: Sequence[Mapping[str, Any]]) -> list[str]:
     return [render_ledger(folded).rstrip("\n")] + [render_entries([e]) for e in shown if "turns" not in e]
 
 
-def _first_turn(entry: Mapping[str, Any]) -> int:
-    return int(entry["turns"][0] if "turns" in entry else entry["turn"])
-
-
-def _last_turn(entry: Mapping[str, Any]) -> int:
-    return int(entry["turns"][-1] if "turns" in entry else entry["turn"])
-
-
-MAX_FOLDED_EXHIBITS = 60
-
-
-def fold_entries(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One entry per issue (in order of first appearance): the turn range, the exhibits united,
-    the last status and the last conclusion of that issue."""
-    groups: dict[str | None, list[Mapping[str, Any]]] = {}
-    for entry in entries:
-        groups.setdefault(entry.get("issue"), []).append(entry)
-    folded = []
-    for issue, group in groups.items():
-        exhibits = sorted(_unique(x for e in group for x in e.get("cited_exhibits", [])), key=_exhibit_key)
-        more = sum(int(e.get("more_exhibits") or 0) for e in group) + max(
-            0, len(exhibits) - MAX_FOLDED_EXHIBITS
-        )
-        statuses = [e["status"] for e in group if e.get("status")]
-        conclusions = [c for e in group for c in e.get("conclusions", [])]
-        folded.append(
-            FoldedEntry(
-                turns=[_first_turn(group[0]), _last_turn(group[-1])],
-                issue=issue,
-                cited_exhibits=exhibits[:MAX_FOLDED_EXHIBITS],
-                more_exhibits=more or None,
-                status=statuses[-1] if statuses else None,
-                conclusions=conclusions[-1:],
-            ).model_dump()
-        )
-    return [{k: v for k, v in e.items() if v is not None or k not in _OPTIONAL} for e in folded]
-
-
 def fold_ledger(
     entries: Sequence[Mapping[str, Any]],
     ceiling: int | None,
-    measure: Callable[[list[str]], int],
+    counting: Counting,
     low_water: float = 0.6,
 ) -> list[dict[str, Any]]:
-    """The entries as rendered under ``ceiling`` tokens (None: all, as they are); ``measure``
-    gives the tokens of the ledger's blocks (:func:`ledger_blocks`) as the assembly counts them.
-
-    Replayed entry by entry, so the result depends on the entries alone: when adding one takes
-    the ledger over the ceiling, the oldest unfolded entries fold (:func:`fold_entries`) until it
-    is at most ``low_water`` of the ceiling, then it grows again by appending. Raises
-    :class:`BudgetExceeded` when even everything folded is over the ceiling."""
-    if ceiling is None:
-        return [dict(e) for e in entries]
-
-    def shown(folded: int, upto: int) -> list[dict[str, Any]]:
-        return fold_entries(entries[:folded]) + [dict(e) for e in entries[folded:upto]]
-
-    folded = 0
-    for upto in range(1, len(entries) + 1):
-        if measure(ledger_blocks(shown(folded, upto))) <= ceiling:
-            continue
-        while folded < upto and measure(ledger_blocks(shown(folded, upto))) > ceiling * low_water:
-            folded += 1
-    result = shown(folded, len(entries))
-    tokens = measure(ledger_blocks(result))
-    if tokens > ceiling:
-        raise BudgetExceeded(
-            available_tokens=ceiling,
-            required_tokens=tokens,
-            parts={"ledger (Block 3), every entry folded per issue": tokens},
-            hint="raise the policy's ledger_ceiling_tokens, or start a new session",
-        )
-    return result
+    """The entries as rendered under ``ceiling`` tokens (None: all, as they are), their blocks
+    (:func:`ledger_blocks`) counted as the assembly counts them: see
+    :func:`.folding.fold_ledger`."""
+    return fold_entries_under(entries, ceiling, counting, ledger_blocks, low_water)

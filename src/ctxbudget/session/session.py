@@ -257,7 +257,7 @@ class Session:
         tier = self._rolling_tier()
         items = [dict(i) for i in self.meta.base.get("items", [])]
         if entries:
-            shown = fold_ledger(entries, self.policy.ledger_ceiling_tokens, self.counter.count_all)
+            shown = fold_ledger(entries, self.policy.ledger_ceiling_tokens, self.counter)
             items += _ledger_items(shown, tier)
         compacted = {e["turn"] for e in entries}
         for turn in self._turns:
