@@ -274,3 +274,40 @@ def test_session_names_the_gateway_refuses_are_refused_here_too(tmp_path: Path) 
         with pytest.raises(ConfigError, match="session name"):
             Session.create(store, bad, policy=_policy(tmp_path), model="claude-sonnet-4-5", base=_base())
     assert store.names() == []
+
+
+HOUSE_CATALOG = """schema_version = 1
+[[models]]
+id = "house-llm"
+provider = "self-hosted"
+context_window = 32768
+max_output_tokens = 4096
+tokenizer = { encoding = "o200k_base", exact = false, safety_factor = 1.2 }
+prices = { input = 0.5, output = 1.5 }
+cache = { mode = "none", min_cacheable_tokens = 0, max_breakpoints = 0 }
+"""
+
+
+def test_session_commands_take_a_user_catalog(tmp_path: Path) -> None:
+    # Their error said to add the model in a user catalog, and none of them took one.
+    mine = tmp_path / "mine.toml"
+    mine.write_text(HOUSE_CATALOG)
+    base = tmp_path / "base.json"
+    base.write_text('{"items": []}')
+    store = str(tmp_path / "s.db")
+    runner = CliRunner()
+    common = ["--store", store]
+    created = runner.invoke(
+        main,
+        ["session", "new", "h", "--base", str(base), "--model", "house-llm", *common],
+        env={"CTXBUDGET_CATALOG": str(mine)},
+    )
+    assert created.exit_code == 0, created.output
+    added = runner.invoke(
+        main, ["session", "add", "h", "--question", "When?", "--catalog", str(mine), *common]
+    )
+    assert added.exit_code == 0, added.output
+    refused = runner.invoke(
+        main, ["session", "add", "h", "--question", "And?", *common], env={"CTXBUDGET_CATALOG": ""}
+    )
+    assert refused.exit_code == 2 and "unknown model 'house-llm'" in refused.stderr

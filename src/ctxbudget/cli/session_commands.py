@@ -13,6 +13,7 @@ from .assemble_commands import print_assembly
 from .base import (
     ALLOW_PREFIX_CHANGE_OPTION,
     BODY_FORMAT_OPTION,
+    CATALOG_OPTION,
     JSON_OPTION,
     STORE_OPTION,
     echo_body,
@@ -47,6 +48,7 @@ from .base import (
     metavar="FILE",
     help="SQLite file for the simulated session.",
 )
+@CATALOG_OPTION
 @JSON_OPTION
 def simulate_command(
     scenario: str | None,
@@ -54,6 +56,7 @@ def simulate_command(
     policy_ref: str | None,
     out_dir: str | None,
     store_path: str,
+    catalogs: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Replay a scenario (default: the bundled 10-turn deposition review, with idle gaps) through
@@ -66,7 +69,9 @@ def simulate_command(
 
     def action() -> None:
         plan = parse_scenario(read_json(scenario)) if scenario else bundled_scenario()
-        result = run_simulation(plan, model=model, policy=policy_ref, store_path=store_path)
+        result = run_simulation(
+            plan, model=model, policy=policy_ref, store_path=store_path, catalog_paths=catalogs
+        )
         written = write_outputs(result, out_dir) if out_dir else []
         if as_json:
             payload = {"turns": result.turns, "summary": result.summary, "strategies": result.strategies}
@@ -190,15 +195,19 @@ def session_group() -> None:
 @click.option("--policy", "policy_ref", default="legal-review", show_default=True, metavar="NAME|FILE")
 @click.option("--model", required=True, help="Model id (in the catalog).")
 @STORE_OPTION
-def session_new(name: str, base_file: str, policy_ref: str, model: str, store_path: str) -> None:
-    """Create a session."""
+@CATALOG_OPTION
+def session_new(
+    name: str, base_file: str, policy_ref: str, model: str, store_path: str, catalogs: tuple[str, ...]
+) -> None:
+    """Create a session (its model from the catalog: the bundled one, with --catalog's files)."""
+    from ..catalog.catalog import load_catalog
     from ..session import Session, connect_store
 
     base = read_json(base_file)
 
     def action() -> None:
         store = connect_store(store_path)
-        Session.create(store, name, policy=policy_ref, model=model, base=base)
+        Session.create(store, name, policy=policy_ref, model=model, base=base, catalog=load_catalog(catalogs))
         click.echo(f"created session {name!r} in {store.location}")
 
     run_action(action)
@@ -215,6 +224,7 @@ def session_new(name: str, base_file: str, policy_ref: str, model: str, store_pa
 @ALLOW_PREFIX_CHANGE_OPTION
 @BODY_FORMAT_OPTION
 @STORE_OPTION
+@CATALOG_OPTION
 @JSON_OPTION
 def session_add(
     name: str,
@@ -224,10 +234,12 @@ def session_add(
     tags: tuple[str, ...],
     format_: str,
     store_path: str,
+    catalogs: tuple[str, ...],
     as_json: bool,
     allow_prefix_change: bool,
 ) -> None:
     """Assemble the next turn of a session, print it, and record the turn (compacting when due)."""
+    from ..catalog.catalog import load_catalog
     from ..session import Session, ToolResult, connect_store
 
     def action() -> None:
@@ -239,7 +251,7 @@ def session_add(
             if not sep:
                 raise click.BadParameter(f"{spec!r} is not NAME=CONTENT", param_hint="--tool-result")
             results.append(ToolResult(name=tool, content=content))
-        session = Session(connect_store(store_path, mode="write"), name)
+        session = Session(connect_store(store_path, mode="write"), name, catalog=load_catalog(catalogs))
         prepared, turn = session.add(
             question,
             answer=answer,
