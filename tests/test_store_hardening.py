@@ -352,3 +352,14 @@ def test_an_unknown_session_among_many_names_the_closest_not_all(tmp_path: Path)
     few.create(META)
     with pytest.raises(ConfigError, match=r"no session 'b' in .*; sessions: a$"):
         few.meta("b")
+
+
+def test_a_full_disk_told_as_a_shared_memory_error_says_so() -> None:
+    # SQLite answers a full disk while growing the WAL's -shm file with "disk I/O error".
+    from ctxbudget.session._sqlite_file import store_error
+
+    error = sqlite3.OperationalError("disk I/O error")
+    error.sqlite_errorcode = sqlite3.SQLITE_IOERR_SHMSIZE  # type: ignore[attr-defined]
+    message = str(store_error("s.db", error, 30))
+    assert "cannot be written (disk I/O error: no room to grow its -shm file; is its disk full?)" in message
+    assert "free space on its disk" in message

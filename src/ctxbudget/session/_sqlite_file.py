@@ -108,11 +108,26 @@ def _primary_code(exc: sqlite3.Error) -> int | None:
     return code & 0xFF if isinstance(code, int) else None
 
 
+# Extended result codes that say more than their primary one: SQLite answers a full disk while
+# growing the WAL's shared-memory file with a plain "disk I/O error" (SQLITE_IOERR_SHMSIZE).
+_EXTENDED: dict[int, tuple[str, str, str]] = {
+    sqlite3.SQLITE_IOERR_SHMSIZE: (
+        "cannot be written",
+        "no room to grow its -shm file",
+        _CAUSES[sqlite3.SQLITE_FULL][1],
+    ),
+}
+
+
 def store_error(path: str, exc: sqlite3.Error, busy_timeout_seconds: float) -> StoreError:
     """The store error for an SQLite one: what it says about the file, in one line."""
     code = _primary_code(exc)
     what, hint = _CAUSES.get(code if code is not None else -1, ("failed", "check the file"))
     detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    extended = _EXTENDED.get(getattr(exc, "sqlite_errorcode", None) or -1)
+    if extended is not None:
+        what, hint = extended[0], extended[2]
+        detail = f"{detail}: {extended[1]}; is its disk full?"
     if code in _BUSY:
         detail = f"gave up after {busy_timeout_seconds:g} s: {detail}"
     return StoreError(path, f"{what} ({detail})", hint)
