@@ -363,3 +363,14 @@ def test_a_full_disk_told_as_a_shared_memory_error_says_so() -> None:
     message = str(store_error("s.db", error, 30))
     assert "cannot be written (disk I/O error: no room to grow its -shm file; is its disk full?)" in message
     assert "free space on its disk" in message
+
+
+def test_a_store_in_a_folder_that_cannot_be_written_is_read_immutable_when_no_log_holds_data() -> None:
+    # SQLite reading a WAL store creates its -shm index next to it: a read-only folder (a backup
+    # on read-only media, a volume mounted :ro) could not be listed.
+    from ctxbudget.session._sqlite_file import read_uri
+
+    file = Path("/backups/s.db")
+    assert read_uri(file, folder_writable=False, wal_bytes=0).endswith("?mode=ro&immutable=1")
+    assert read_uri(file, folder_writable=False, wal_bytes=4096).endswith("?mode=ro")  # a writer's log
+    assert read_uri(file, folder_writable=True, wal_bytes=0).endswith("?mode=ro")

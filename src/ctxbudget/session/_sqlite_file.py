@@ -21,6 +21,7 @@ on 3,000 short turns (7 MB), 6 ms. A command opens the store once; the gateway a
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -226,10 +227,28 @@ def open_store(path: str, mode: StoreMode, busy_timeout_seconds: float) -> sqlit
     return db
 
 
+def read_uri(file: Path, folder_writable: bool, wal_bytes: int) -> str:
+    """The URI that opens ``file`` to read. Read-only, and also ``immutable`` when its folder
+    cannot be written and no write-ahead log holds data: SQLite would need to create the log's
+    ``-shm`` index next to the file (a backup on read-only media, a snapshot, a volume mounted
+    ``:ro`` could not be listed), and where nothing can create a log no writer can be at work."""
+    return file.as_uri() + ("?mode=ro&immutable=1" if not folder_writable and wal_bytes == 0 else "?mode=ro")
+
+
+def _wal_bytes(file: Path) -> int:
+    try:
+        return (file.parent / (file.name + "-wal")).stat().st_size
+    except OSError:
+        return 0
+
+
 def _connect(path: str, mode: StoreMode, busy_timeout_seconds: float) -> sqlite3.Connection:
-    """The connection, read-only for reading (a missing file is not created); it waits up to the
-    busy timeout for another connection's lock."""
-    target, uri = (Path(path).resolve().as_uri() + "?mode=ro", True) if mode == "read" else (path, False)
+    """The connection, read-only for reading (a missing file is not created, see
+    :func:`read_uri`); it waits up to the busy timeout for another connection's lock."""
+    target, uri = path, False
+    if mode == "read":
+        file = Path(path).resolve()
+        target, uri = read_uri(file, os.access(file.parent, os.W_OK), _wal_bytes(file)), True
     db = sqlite3.connect(
         target, uri=uri, isolation_level=None, check_same_thread=False, timeout=busy_timeout_seconds
     )
