@@ -77,7 +77,6 @@ class _Chat:
     owner: tuple[int, ...]
     units: tuple[tuple[int, ...], ...]
     always: frozenset[tuple[int, ...]]
-    window: int = 0  # ``max_tokens``: every count is made in it, as the fit is
 
     def body(self, keep: set[int] | None = None) -> dict[str, Any]:
         """The chat body of the messages in ``keep`` (all when None)."""
@@ -108,7 +107,7 @@ def fit_messages(
     """
     limit = _check_max_tokens(max_tokens)
     _check_model(model, catalog)
-    chat = _chat_of(messages, model, limit)
+    chat = _chat_of(messages, model)
     try:
         fitted = fit(
             chat.body(),
@@ -157,7 +156,7 @@ def _check_max_tokens(max_tokens: object) -> int:
     return max_tokens
 
 
-def _chat_of(messages: Sequence[BaseMessage], model: str, window: int) -> _Chat:
+def _chat_of(messages: Sequence[BaseMessage], model: str) -> _Chat:
     """The messages converted (checked to be LangChain messages), with their units."""
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
         raise InvalidRequestError(f"messages must be a list of BaseMessage, got {type(messages).__name__}")
@@ -181,7 +180,7 @@ def _chat_of(messages: Sequence[BaseMessage], model: str, window: int) -> _Chat:
     chat = _Chat(model, tuple(converted), tuple(owner), (), frozenset())
     items = get_format("openai").parse(chat.body())
     units = _units(items, chat.owner)
-    return _Chat(model, chat.converted, chat.owner, units, _always(items, chat.owner, units), window)
+    return _Chat(model, chat.converted, chat.owner, units, _always(items, chat.owner, units))
 
 
 def _position(item: Item) -> int:
@@ -255,10 +254,7 @@ def _tokens(chat: _Chat, keep: set[int], catalog: Catalog | None) -> int:
     body = chat.body(keep)
     if not body["messages"]:
         return 0
-    counted = count(
-        body, model=chat.model, max_context_tokens=chat.window, input_format="openai", catalog=catalog
-    )
-    return int(counted["tokens"])
+    return int(count(body, model=chat.model, input_format="openai", catalog=catalog)["tokens"])
 
 
 def _within(
@@ -271,8 +267,8 @@ def _within(
     always-kept ones are left and still over."""
     optional = [u for u in chat.units if keep & set(u) and u not in chat.always]
 
-    def without(count: int) -> set[int]:
-        return keep.difference(*(set(u) for u in optional[:count]))
+    def without(units: int) -> set[int]:
+        return keep.difference(*(set(u) for u in optional[:units]))
 
     tokens = _tokens(chat, keep, catalog)
     if tokens <= limit:
