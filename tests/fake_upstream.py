@@ -149,10 +149,18 @@ class FakeUpstream:
         if path == "/v1/gzip":
             packed = gzip.compress(b'{"packed": true}')
             return Response(packed, media_type="application/json", headers={"content-encoding": "gzip"})
+        if path == "/v1/cut":  # an answer the upstream's connection drops part way
+
+            async def cut() -> AsyncIterator[bytes]:
+                yield b'{"partial": '
+                raise RuntimeError("dropped mid-answer on purpose")
+
+            return StreamingResponse(cut(), media_type="application/json")
         echo = {"method": request.method, "path": path, "query": request.url.query}
         echo["sha256"] = hashlib.sha256(body).hexdigest()
         response = JSONResponse(echo, status_code=404 if path.endswith("/missing") else 200)
         response.raw_headers += [(b"set-cookie", b"a=1"), (b"set-cookie", b"b=2")]
+        response.raw_headers.append((b"content-disposition", 'attachment; filename="文件.pdf"'.encode()))
         return response
 
     async def count_tokens(self, request: Request) -> Response:
@@ -424,9 +432,8 @@ def gateway_over_fake(
     fake = FakeUpstream()
     options.setdefault("catalog_paths", (str(FAKE_MODELS),))
     with Served(fake.app) as upstream:
-        config = GatewayConfig(
-            anthropic_upstream=upstream.url, openai_upstream=upstream.url, store_path=str(store), **options
-        )
+        given = {"anthropic_upstream": upstream.url, "openai_upstream": upstream.url, **options}
+        config = GatewayConfig(store_path=str(store), **given)
         app = create_app(config, store=session_store)
         fake.gateway = app.state.gateway  # for tests that look at the gateway's state
         with Served(app) as gateway:

@@ -353,3 +353,23 @@ def test_pass_through_sends_other_paths_upstream_as_they_came(tmp_path: Path) ->
     assert missing.status_code == 404 and missing.json()["method"] == "DELETE"
     assert packed.json() == {"packed": True} and packed.headers["content-encoding"] == "gzip"
     assert 'route="/v1/* passed through"' in metrics
+
+
+def test_pass_through_keeps_bytes_apis_and_paths_apart(tmp_path: Path) -> None:
+    anthropic_elsewhere = {"anthropic_upstream": "http://127.0.0.1:9/unused"}
+    with gateway_over_fake(tmp_path / "p.db", pass_through=True) as (fake, url):
+        # by the client's headers, not the path: OpenAI's threads have /messages in theirs
+        thread = httpx.get(url + "/v1/threads/t1/messages", headers={"authorization": "Bearer sk-o"})
+        sneaky = httpx.post(url + "/v1/x/%2e%2e/chat/completions", json={"model": "gpt-4o", "messages": []})
+        with httpx.stream("GET", url + "/v1/cut") as cut, pytest.raises(httpx.RemoteProtocolError):
+            cut.read()  # cut off upstream: cut off here, never ended as if whole
+        odd = httpx.get(url + "/v1/echo", headers={"x-title": "café".encode()})
+    assert thread.status_code == 200 and "/v1/threads/t1/messages" in fake.paths
+    assert sneaky.status_code == 400 and "'..' segment" in sneaky.json()["error"]["message"]
+    assert not any("chat" in p for p in fake.paths)
+    assert odd.status_code == 200 and odd.headers.get_list("date") == odd.headers.get_list("date")[:1]
+    assert odd.headers.raw.count((b"content-disposition", 'attachment; filename="文件.pdf"'.encode())) == 1
+    assert [k for k, _ in odd.headers.raw].count(b"server") <= 1
+    with gateway_over_fake(tmp_path / "a.db", pass_through=True, **anthropic_elsewhere) as (fake, url):
+        models = httpx.get(url + "/v1/models", headers={"anthropic-version": "2023-06-01"})
+    assert models.status_code == 502 and fake.paths == []  # sent to the Anthropic upstream (down)

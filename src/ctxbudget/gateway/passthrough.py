@@ -2,57 +2,98 @@
 
 An SDK pointed at the gateway calls more than the three APIs it fits: models, embeddings, files,
 batches, a background response's retrieval and cancel. With pass-through on, any other ``/v1/``
-path goes to the API's upstream (by the path, else the client's headers, as for a 404's shape)
-with its method, path and query as sent, the client's headers less hop-by-hop ones and
-ctxbudget's own, and its body streamed; the answer comes back streamed, byte for byte, with the
-upstream's status and headers (less hop-by-hop ones). Nothing is fitted, counted, priced or
-recorded: a cost ceiling does not reach these paths, which is why pass-through is off by default.
+path goes to an upstream with its method, path and query as sent, the client's headers (their
+bytes) less hop-by-hop ones and ctxbudget's own, and its body streamed; the answer comes back
+streamed, byte for byte, with the upstream's status and headers (less hop-by-hop ones and those the
+gateway's server sets itself). Nothing is fitted, counted, priced or recorded: a cost ceiling does
+not reach these paths, which is why pass-through is off by default.
+
+Which upstream: Anthropic's when the client sends ``anthropic-version`` (its API requires it on
+every request), else OpenAI's; never by the path, which both APIs share (``/v1/models``,
+``/v1/files``) or nest (OpenAI's ``/v1/threads/{id}/messages``). A path with a dot segment
+(``/v1/x/../chat/completions``, also percent-encoded) is refused: resolved by the HTTP client, it
+would reach a fitted API unfitted, or leave ``/v1/``. An answer cut off upstream is cut off for the
+client too (its connection is dropped), never ended as if whole.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from urllib.parse import unquote
 
 import httpx
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
-from .providers import Provider
+from .providers import ANTHROPIC, OPENAI, Provider
+from .refusals import Refusal
 from .service import Gateway
-from .upstream import forwarded_headers
+from .settings import HEADER_PREFIX
 
-__all__ = ["HOP_BY_HOP", "pass_through"]
+__all__ = ["HOP_BY_HOP", "pass_through", "passed_to"]
 
-# Headers of one connection, never passed on (RFC 9110 section 7.6.1).
+# Headers of one connection, never passed on (RFC 9110 section 7.6.1), with those the client asks
+# for itself (``accept-encoding``: the answer's bytes go back as they come) or the server sets.
 HOP_BY_HOP = frozenset(
-    ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"]
-)
-
-
-async def pass_through(gateway: Gateway, provider: Provider, request: Request) -> StreamingResponse:
-    """Send ``request`` to ``provider``'s upstream as it came and stream the answer back; a
-    timeout or an unreachable upstream is a :class:`~.refusals.Refusal` (504, 502), counted."""
-    path = request.scope.get("raw_path") or request.url.path.encode("utf-8")
-    url = gateway.upstream_base(provider) + path.decode("latin-1")
-    query = request.url.query
-    headers = forwarded_headers(request.headers.items())
-    # The client's own encodings, else none: the answer's bytes go back as they come.
-    headers.append(("accept-encoding", request.headers.get("accept-encoding", "identity")))
-    length = request.headers.get("content-length")
-    if length is not None:  # a body of a stated length goes on with it (not re-chunked)
-        headers.append(("content-length", length))
-    body = _body(request) if length is not None or "transfer-encoding" in request.headers else b""
-    upstream = await gateway.forward(request.method, url + (f"?{query}" if query else ""), headers, body)
-    response = StreamingResponse(
-        _raw(upstream), status_code=upstream.status_code, background=BackgroundTask(upstream.aclose)
-    )
-    response.raw_headers = [  # each as given, a header given twice (set-cookie) twice
-        (k.encode("latin-1"), v.encode("latin-1"))
-        for k, v in upstream.headers.multi_items()
-        if k.lower() not in HOP_BY_HOP
+    [
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"transfer-encoding",
+        b"te",
+        b"trailer",
+        b"upgrade",
+        b"host",
     ]
+)
+_SET_BY_SERVER = frozenset([b"date", b"server"])
+
+
+def passed_to(request: Request) -> Provider:
+    """The API whose upstream a passed-through request goes to (see the module docstring)."""
+    return ANTHROPIC if "anthropic-version" in request.headers else OPENAI
+
+
+async def pass_through(gateway: Gateway, request: Request) -> StreamingResponse:
+    """Send ``request`` to its upstream as it came and stream the answer back; a dot segment is a
+    400, a timeout or an unreachable upstream a 504 or 502 (:class:`~.refusals.Refusal`, counted)."""
+    path = request.scope.get("raw_path") or request.url.path.encode("utf-8")
+    if any(segment in (".", "..") for segment in unquote(path.decode("latin-1")).split("/")):
+        raise Refusal(
+            400, "ctxbudget: a path with a '.' or '..' segment is not passed through", "invalid_request"
+        )
+    query = request.url.query
+    url = gateway.upstream_base(passed_to(request)) + path.decode("latin-1") + (f"?{query}" if query else "")
+    headers = _forwarded(request.headers.raw)
+    length = request.headers.get("content-length")
+    body = _body(request) if length is not None or "transfer-encoding" in request.headers else b""
+    upstream = await gateway.forward(request.method, url, headers, body)
+    response = StreamingResponse(
+        _raw(gateway, upstream), status_code=upstream.status_code, background=BackgroundTask(upstream.aclose)
+    )
+    dropped = HOP_BY_HOP | _SET_BY_SERVER | _named_in_connection(upstream.headers.raw)
+    response.raw_headers = [(k, v) for k, v in upstream.headers.raw if k.lower() not in dropped]
     return response
+
+
+def _named_in_connection(headers: list[tuple[bytes, bytes]]) -> frozenset[bytes]:
+    """The headers a ``Connection`` header names: this connection's own (RFC 9110 7.6.1)."""
+    return frozenset(
+        name.strip().lower() for k, v in headers if k.lower() == b"connection" for name in v.split(b",")
+    )
+
+
+def _forwarded(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The client's headers as their bytes (a header given twice stays twice), less hop-by-hop
+    ones and ctxbudget's own; its own encodings asked for, or none (``identity``), so the
+    answer's bytes can go back as they come."""
+    dropped = HOP_BY_HOP | _named_in_connection(headers)
+    prefix = HEADER_PREFIX.encode("ascii")
+    out = [(k, v) for k, v in headers if k.lower() not in dropped and not k.lower().startswith(prefix)]
+    if not any(k.lower() == b"accept-encoding" for k, _ in out):
+        out.append((b"accept-encoding", b"identity"))
+    return out
 
 
 async def _body(request: Request) -> AsyncIterator[bytes]:
@@ -61,10 +102,12 @@ async def _body(request: Request) -> AsyncIterator[bytes]:
             yield chunk
 
 
-async def _raw(upstream: httpx.Response) -> AsyncIterator[bytes]:
-    """The answer's bytes as they come (a connection dropped mid-way ends the stream early)."""
+async def _raw(gateway: Gateway, upstream: httpx.Response) -> AsyncIterator[bytes]:
+    """The answer's bytes as they come. Cut off upstream, it is cut off here: the error goes on,
+    and the server drops the client's connection, as the upstream's was."""
     try:
         async for chunk in upstream.aiter_raw():
             yield chunk
     except httpx.HTTPError:
-        return
+        gateway.note_upstream_error("disconnected")
+        raise

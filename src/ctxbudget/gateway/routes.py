@@ -21,7 +21,7 @@ from .answers import complete, error_response, refused, relay, upstream_failure
 from .bodies import header_value
 from .config import GatewayConfig
 from .intake import Progress, outbound, read_json
-from .passthrough import pass_through
+from .passthrough import pass_through, passed_to
 from .providers import ANTHROPIC, OPENAI, RESPONSES, Provider
 from .refusals import Refusal
 from .service import Gateway
@@ -177,20 +177,32 @@ async def _unrouted(request: Request) -> Response:
     """Any other path or method: passed through to the upstream when the gateway is configured so
     and the path is an API's (``/v1/...``), else an error in the shape of the API it meant."""
     gateway: Gateway = request.app.state.gateway
-    provider = _provider_of(request)
     if gateway.config.pass_through and request.url.path.startswith("/v1/"):
-        try:
-            response: Response = await pass_through(gateway, provider, request)
-            outcome = "ok" if response.status_code < 400 else "upstream_error"
-        except Refusal as refusal:
-            response, outcome = refused(provider, refusal), refusal.code
+        response, outcome = await _passed_through(gateway, request)
         gateway.note_request("/v1/* passed through", outcome)
         return response
+    provider = _provider_of(request)
     message = (
         f"ctxbudget: {request.method} {request.url.path} is not served here; the gateway serves {_SERVED}"
         + ("" if gateway.config.pass_through else " (serve --pass-through sends other /v1/ paths upstream)")
     )
     return error_response(provider, 404, message, "not_found")
+
+
+async def _passed_through(gateway: Gateway, request: Request) -> tuple[Response, str]:
+    """A pass-through and its outcome; every failure in the upstream API's shape, never a bare 500."""
+    provider = passed_to(request)
+    try:
+        response: Response = await pass_through(gateway, request)
+        return response, "ok" if response.status_code < 400 else "upstream_error"
+    except Refusal as refusal:
+        return refused(provider, refusal), refusal.code
+    except ClientDisconnect:  # nobody to answer
+        return Response(status_code=499), "client_disconnected"
+    except Exception as exc:
+        progress = Progress(gateway.next_request_id(), time.perf_counter())
+        progress.stage = "send"
+        return _internal_error(gateway, provider, progress, exc)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -147,7 +147,7 @@ class Gateway:
         self,
         method: str,
         url: str,
-        headers: list[tuple[str, str]],
+        headers: list[tuple[bytes, bytes]],
         content: bytes | AsyncIterator[bytes],
     ) -> httpx.Response:
         """A request passed through as it came (:mod:`.passthrough`), its answer streamed."""

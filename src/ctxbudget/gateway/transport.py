@@ -123,6 +123,7 @@ class _Fitting:
             catalog_paths=tuple(catalog_paths),
             unknown_model=unknown_model,  # type: ignore[arg-type]
             store_path=":memory:",
+            pass_through=True,  # what it does not fit it sends on as it came (a background response too)
         )
         self._decider = _Decider(config)
         self._given = transport

@@ -106,7 +106,7 @@ class Upstream:
         self,
         url: str,
         content: bytes | AsyncIterator[bytes],
-        headers: list[tuple[str, str]],
+        headers: list[tuple[str, str]] | list[tuple[bytes, bytes]],
         method: str = "POST",
     ) -> httpx.Response:
         """Send ``content`` (a JSON body, rendered once by the caller, or a stream of bytes) to
