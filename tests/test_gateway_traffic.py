@@ -711,3 +711,23 @@ def test_a_derived_session_tells_conversations_apart_by_their_system_messages() 
     assert session_id(None, ANTHROPIC, anthropic_body) != session_id(
         None, ANTHROPIC, {**anthropic_body, "system": "Chef."}
     )
+
+
+def test_a_derived_session_holds_while_the_client_moves_its_cache_marks() -> None:
+    # Anthropic clients mark their newest message each turn (turning it into text blocks): the
+    # first user message, marked in turn 1 and a plain string in turn 2, derived two sessions.
+    mark = {"type": "ephemeral"}
+    turn_1 = [
+        {"role": "user", "content": [{"type": "text", "text": "Review the lease.", "cache_control": mark}]}
+    ]
+    turn_2 = [
+        {"role": "user", "content": "Review the lease."},
+        {"role": "assistant", "content": "Done."},
+        {"role": "user", "content": [{"type": "text", "text": "And the notice?", "cache_control": mark}]},
+    ]
+    system = [{"type": "text", "text": "You are a lawyer.", "cache_control": mark}]
+    first = {"model": "claude-sonnet-4-5", "system": system, "messages": turn_1}
+    later = {"model": "claude-sonnet-4-5", "system": "You are a lawyer.", "messages": turn_2}
+    assert session_id(None, ANTHROPIC, first) == session_id(None, ANTHROPIC, later)
+    other = {**later, "messages": [{"role": "user", "content": "Review the deed."}]}
+    assert session_id(None, ANTHROPIC, other) != session_id(None, ANTHROPIC, later)

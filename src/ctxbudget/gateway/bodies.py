@@ -63,8 +63,9 @@ def last_user_text(body: Mapping[str, Any]) -> str:
 def session_id(given: str | None, provider: Provider, body: Mapping[str, Any]) -> str:
     """The session the request belongs to: the one the client named (``given``, see
     :func:`named_session`), else one derived from what stays the same across a conversation
-    (model, system prompt, instructions or system messages, first user message). A Responses conversation that
-    goes on by ``previous_response_id`` sends only its new turn: name its session."""
+    (model, system prompt, instructions or system messages, first user message; cache marks aside).
+    A Responses conversation that goes on by ``previous_response_id`` sends only its new turn:
+    name its session."""
     if given:
         return named_session(given)
     messages = [m for m in conversation(body) if isinstance(m, dict)]
@@ -75,12 +76,27 @@ def session_id(given: str | None, provider: Provider, body: Mapping[str, Any]) -
     # without such messages are unchanged.)
     leading = list(itertools.takewhile(lambda m: m.get("role") != "user", messages))
     prompts = [m for m in leading if m.get("role") in ("system", "developer")]
-    stable = json.dumps(
-        [provider.input_format, body.get("model"), system, first_user, *([prompts] if prompts else [])],
-        sort_keys=True,
-        default=str,
-    )
+    parts = [provider.input_format, body.get("model"), system, first_user, *([prompts] if prompts else [])]
+    stable = json.dumps(_unmarked(parts), sort_keys=True, default=str)
     return "auto-" + hashlib.sha256(stable.encode("utf-8")).hexdigest()[:16]
+
+
+def _unmarked(value: Any) -> Any:
+    """``value`` as a conversation keeps it from turn to turn: without cache marks, which a client
+    moves to its newest message each turn, and a content of text blocks only as its text (the
+    message marked as newest in turn 1 is often a string again in turn 2). With them, each turn of
+    one conversation derived a session of its own."""
+    if isinstance(value, dict):
+        return {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
+    if not isinstance(value, list):
+        return value
+    unmarked = [_unmarked(v) for v in value]
+    texts = [
+        b.get("text")
+        for b in unmarked
+        if isinstance(b, dict) and set(b) == {"type", "text"} and b["type"] == "text"
+    ]
+    return "\n\n".join(map(str, texts)) if unmarked and len(texts) == len(unmarked) else unmarked
 
 
 def named_session(header: str) -> str:
