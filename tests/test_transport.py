@@ -104,6 +104,25 @@ def test_other_requests_pass_through_untouched() -> None:
     assert counted.input_tokens > 1000
 
 
+def test_the_inner_transport_is_built_once_and_its_connections_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A new inner transport (its pool, its SSL context) was built for every request and dropped.
+    built: list[object] = []
+
+    class Counted(httpx2.HTTPTransport):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            built.append(self)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(httpx2, "HTTPTransport", Counted)
+    fake = FakeUpstream()
+    with Served(fake.app) as upstream:
+        client = _claude(upstream.url, _transport(max_context_tokens=1000))
+        for _ in range(3):
+            client.messages.count_tokens(model="claude-sonnet-4-6", messages=ASK[-1:])  # type: ignore[arg-type]
+            client.messages.create(model="claude-sonnet-4-6", max_tokens=10, messages=ASK[-1:])  # type: ignore[arg-type]
+    assert len(built) == 1
+
+
 def test_an_async_openai_client_streams_through_the_async_transport() -> None:
     fake = FakeUpstream()
 

@@ -138,7 +138,10 @@ class _Fitting:
         if self._given is not None:
             return self._given
         module = _module(request)
-        return self._inners.setdefault(module.__name__, getattr(module, self._default)())
+        inner = self._inners.get(module.__name__)
+        if inner is None:  # built once a library (``setdefault`` built one every request, never closed)
+            inner = self._inners[module.__name__] = getattr(module, self._default)()
+        return inner
 
     def _sent_through(self) -> list[Any]:
         return [t for t in (self._given, *self._inners.values()) if t is not None]
