@@ -171,3 +171,20 @@ def test_a_refusal_advises_the_transports_own_options() -> None:
     message = refused.value.message
     assert "FittingTransport(catalog_paths=[FILE])" in message and 'unknown_model="floor"' in message
     assert "serve --" not in message
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"cost_ceiling_usd": float("nan")},  # compared False with every cost: no ceiling at all
+        {"cost_ceiling_usd": -5},
+        {"cost_ceiling_usd": "abc"},
+        {"max_context_tokens": -1},
+        {"max_context_tokens": True},
+        {"unknown_model": "bogus"},
+        {"catalog_paths": "mine.toml"},  # read a character at a time
+    ],
+)
+def test_the_transports_options_are_checked_when_it_is_built(options: dict[str, Any]) -> None:
+    with pytest.raises(ctxbudget.ConfigError, match=next(iter(options))):
+        ctxbudget.FittingTransport(**options)

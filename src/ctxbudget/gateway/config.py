@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -51,11 +52,34 @@ class GatewayConfig:
     pass_through: bool = False
 
     def __post_init__(self) -> None:
-        if (
-            isinstance(self.low_water, bool)
-            or not isinstance(self.low_water, int | float)
-            or not 0 < self.low_water <= 1
-        ):
+        """Every option checked where it is given (the in-process transport builds one from its
+        caller's arguments): a NaN ceiling compared False with every cost and let everything
+        through, a string one failed at the first request, a string of catalog paths was read a
+        character at a time."""
+        if not _number(self.low_water) or not 0 < self.low_water <= 1:
             raise ConfigError(
                 f"low_water must be a share of the history budget, above 0 and at most 1, got {self.low_water!r}"
             )
+        if self.cost_ceiling_usd is not None and not (
+            _number(self.cost_ceiling_usd) and self.cost_ceiling_usd >= 0
+        ):
+            raise ConfigError(
+                f"cost_ceiling_usd must be a number of dollars, at least 0, got {self.cost_ceiling_usd!r}"
+            )
+        counts = {"max_context_tokens": self.max_context_tokens, "max_body_bytes": self.max_body_bytes}
+        for name, value in counts.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"{name} must be a whole number, at least 0, got {value!r}")
+        if not _number(self.timeout_seconds) or self.timeout_seconds <= 0:
+            raise ConfigError(
+                f"timeout_seconds must be a number of seconds above 0, got {self.timeout_seconds!r}"
+            )
+        if self.unknown_model not in ("error", "floor"):
+            raise ConfigError(f'unknown_model must be "error" or "floor", got {self.unknown_model!r}')
+        if isinstance(self.catalog_paths, str) or not all(isinstance(p, str) for p in self.catalog_paths):
+            raise ConfigError(f"catalog_paths must be a tuple of file paths, got {self.catalog_paths!r}")
+
+
+def _number(value: object) -> bool:
+    """A finite int or float, not a bool."""
+    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)

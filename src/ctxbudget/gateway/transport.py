@@ -120,7 +120,9 @@ class _Fitting:
         config = GatewayConfig(
             max_context_tokens=max_context_tokens,
             cost_ceiling_usd=cost_ceiling_usd,
-            catalog_paths=tuple(catalog_paths),
+            catalog_paths=catalog_paths
+            if isinstance(catalog_paths, str)
+            else tuple(catalog_paths),  # a str refused
             unknown_model=unknown_model,  # type: ignore[arg-type]
             store_path=":memory:",
             pass_through=True,  # what it does not fit it sends on as it came (a background response too)
