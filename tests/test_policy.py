@@ -108,3 +108,73 @@ def test_yaml_policy_files_are_accepted(tmp_path: Path) -> None:
     path.write_text("name: y\nenvelope_tokens: -1\ntiers: []\n")
     with pytest.raises(ConfigError, match=r"p.yaml: \$\.envelope_tokens"):
         load_policy(str(path))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        # a nested repetition runs in exponential time on a text it does not match
+        (
+            "[compaction]",
+            '[volatile]\npatterns = [{kind = "t", regex = "(a+)+$"}]\n[compaction]',
+            "repeats a repetition",
+        ),
+        (
+            "[compaction]",
+            '[volatile]\npatterns = [{kind = "t", regex = "(TKT-\\\\d+)?"}]\n[compaction]',
+            "matches the empty text",
+        ),
+        (
+            "cost_ceiling_usd = 0.45",
+            "cost_ceiling_usd = inf",
+            r"\$\.cost_ceiling_usd: Input should be a finite number",
+        ),
+        (
+            "cost_ceiling_usd = 0.45",
+            'cost_ceiling_usd = "0.45"',
+            r"\$\.cost_ceiling_usd: Input should be a valid number",
+        ),
+        (
+            "envelope_tokens = 32000",
+            "envelope_tokens = 32000.0",
+            r"\$\.envelope_tokens: Input should be a valid integer",
+        ),
+        (
+            "ceiling_tokens = 15000",
+            "ceiling_tokens = true",
+            r"ceiling_tokens: Input should be a valid integer",
+        ),
+        (
+            'eviction = "never"',
+            'evicton = "never"',
+            r"\.evicton: Extra inputs are not permitted",
+        ),  # the typo, named
+    ],
+)
+def test_values_are_taken_as_written_and_dangerous_patterns_refused(old: str, new: str, message: str) -> None:
+    assert old in BUNDLED
+    with pytest.raises(ConfigError, match=message):
+        parse_policy(BUNDLED.replace(old, new, 1), "custom.toml")
+
+
+def test_odd_yaml_and_toml_files_are_one_line_errors(tmp_path: Path) -> None:
+    cases = {
+        "dup.yaml": ("name: a\nname: b\n", "the key 'name' is given twice at line 2, column 1"),
+        "tab.yaml": ("name: a\n\tx: 1\n", "not valid YAML: found character"),
+        "deep.yaml": ("x: " + "[" * 3000 + "]" * 3000 + "\n", "nested too deeply to read"),
+        "deep.toml": ("x = " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply to read"),
+        "big.yaml": ("name: a\nenvelope_tokens: " + "9" * 5000 + "\n", "Exceeds the limit"),
+    }
+    for name, (text, message) in cases.items():
+        path = tmp_path / name
+        path.write_text(text)
+        with pytest.raises(ConfigError) as refused:
+            load_policy(str(path))
+        assert message in str(refused.value) and "\n" not in str(refused.value), name
+
+
+def test_a_tier_named_like_an_index_is_found_by_its_name() -> None:
+    text = BUNDLED.replace('name = "volatile"', 'name = "0"', 1)
+    policy = parse_policy(text, "custom.toml")
+    assert policy.get_tier("0").name == "0" and policy.get_tier("0").index != 0
+    assert policy.get_tier(0).index == 0

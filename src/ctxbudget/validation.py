@@ -26,7 +26,9 @@ def first_error(error: ValidationError) -> tuple[str, str, object]:
     """The most specific error's JSON path, message and offending input: where a union failed
     every branch, the branch that got deepest into the value says best what is wrong."""
     errors = error.errors()
-    deepest = max(errors, key=lambda e: len(e["loc"]))
+    # Of equally deep errors, an unknown key first: a misspelt key ("evicton") also leaves the
+    # key it meant missing, and the typo is what the user must see.
+    deepest = max(errors, key=lambda e: (len(e["loc"]), e["type"] == "extra_forbidden"))
     location = tuple(p for p in deepest["loc"] if not (isinstance(p, str) and _NOT_IN_JSON.match(p)))
     message = str(deepest["msg"]).removeprefix("Value error, ")  # our own validators' messages
     return json_path(location), message, deepest.get("input")

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import importlib.resources
 import re
+import re._constants as _sre_c  # type: ignore[import-not-found]  # a pattern parsed, checked before it runs
+import re._parser as _sre  # type: ignore[import-not-found]
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -88,16 +90,25 @@ class Policy:
         return self.envelope_tokens - self.reserve_output_tokens
 
     def get_tier(self, ref: str | int) -> Tier:
-        """A tier by name or index; the error lists the tiers."""
+        """A tier by name or index, a name first (a tier named "0" is that tier, not tier 0); the
+        error lists the tiers."""
+        named = next((tier for tier in self.tiers if ref == tier.name), None)
+        if named is not None:
+            return named
         for tier in self.tiers:
-            if ref == tier.name or ref == tier.index or (isinstance(ref, str) and ref == str(tier.index)):
+            if ref == tier.index or (isinstance(ref, str) and ref == str(tier.index)):
                 return tier
         names = ", ".join(f"{t.index}={t.name}" for t in self.tiers)
         raise ConfigError(f"policy {self.name!r} has no tier {ref!r}; its tiers are {names}")
 
 
+# A policy's values as written: ``ceiling_tokens = true`` became a 1-token ceiling, "15000" and
+# 32000.0 passed as numbers, and an infinite cost ceiling printed as JSON's non-standard Infinity.
+_STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
 class _TierFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
     name: str = Field(min_length=1)
     ceiling_tokens: int = Field(ge=0)
     eviction: Eviction
@@ -108,14 +119,14 @@ class _TierFile(BaseModel):
 
 
 class _CompactionFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
     history_trigger_tokens: int = Field(default=8000, gt=0)
     low_water_ratio: float = Field(default=0.5, gt=0, lt=1)
     keep_recent_turns: int = Field(default=2, ge=0)
 
 
 class _PatternFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
     kind: str = Field(min_length=1)
     regex: str = Field(min_length=1)
 
@@ -126,7 +137,7 @@ class _PatternFile(BaseModel):
 
 
 class _VolatileFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
     patterns: list[_PatternFile] = []
     allow: list[str] = []
 
@@ -139,13 +150,43 @@ class _VolatileFile(BaseModel):
 
 def _compiled(regex: str) -> None:
     try:
-        re.compile(regex)
+        pattern = re.compile(regex)
     except re.error as exc:
         raise ValueError(f"not a valid regular expression {regex!r}: {exc}") from exc
+    if pattern.fullmatch(""):  # it would find a volatile value at every place of every text
+        raise ValueError(f"the regular expression {regex!r} matches the empty text")
+    if _nested_repeat(_sre.parse(regex)):
+        raise ValueError(
+            f"the regular expression {regex!r} repeats a repetition (such as (a+)+): on a text it "
+            "does not match it can take exponential time; repeat it once, or make the inner one "
+            "possessive (a++)"
+        )
+
+
+def _nested_repeat(parsed: Any, inside: bool = False) -> bool:
+    """Whether an unbounded repeat holds another one (``(a+)+``, ``(a*b*)*``): the backtracking
+    that makes a pattern take exponential time on a text it does not match (``(a+)+$`` on 32 a's
+    and a ``!`` ran for minutes, in the gateway on a client's system prompt). Possessive repeats
+    and atomic groups never backtrack into themselves, so they are safe."""
+    for op, value in parsed:
+        if op in (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT):
+            _, high, body = value
+            unbounded = high == _sre_c.MAXREPEAT
+            if unbounded and inside:
+                return True
+            if _nested_repeat(body, inside or unbounded):
+                return True
+        elif op in (_sre_c.POSSESSIVE_REPEAT, _sre_c.ATOMIC_GROUP):
+            continue
+        elif (op == _sre_c.SUBPATTERN and _nested_repeat(value[-1], inside)) or (
+            op == _sre_c.BRANCH and any(_nested_repeat(branch, inside) for branch in value[1])
+        ):
+            return True
+    return False
 
 
 class _PolicyFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
     name: str = Field(min_length=1)
     description: str = ""
     envelope_tokens: int = Field(gt=0)
@@ -176,16 +217,43 @@ class _PolicyFile(BaseModel):
         return self
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (as TOML does): the last
+    one silently won."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} is given twice", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error in one line: what is wrong and where (its text runs over several)."""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    mark = getattr(exc, "problem_mark", None)
+    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else problem
+
+
 def _load_text(text: str, source: str) -> object:
-    if source.endswith((".yaml", ".yml")):
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{source}: not valid YAML: {exc}") from exc
+    """The document of a policy file; nesting too deep for the parser, or a number too long for
+    Python's int, is an error naming the file (they were tracebacks)."""
+    yaml_file = source.endswith((".yaml", ".yml"))
     try:
-        return tomllib.loads(text)
+        return yaml.load(text, Loader=_UniqueKeyLoader) if yaml_file else tomllib.loads(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {_yaml_problem(exc)}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+    except RecursionError as exc:
+        raise ConfigError(f"{source}: nested too deeply to read") from exc
+    except ValueError as exc:  # an integer of thousands of digits
+        raise ConfigError(f"{source}: {exc}") from exc
 
 
 def parse_policy(text: str, source: str) -> Policy:
@@ -197,6 +265,8 @@ def parse_policy(text: str, source: str) -> Policy:
     except ValidationError as exc:
         path, message, _ = first_error(exc)
         raise ConfigError(f"{source}: {path}: {message}") from exc
+    except RecursionError as exc:
+        raise ConfigError(f"{source}: nested too deeply to read") from exc
     return Policy(
         name=parsed.name,
         description=parsed.description,

@@ -115,12 +115,18 @@ def _decode(text: str, source: str) -> Any:
             return json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{source}: not valid JSON: {exc}") from exc
+        except (RecursionError, ValueError) as exc:  # too deep, or an integer of thousands of digits
+            raise ConfigError(f"{source}: cannot be read: {type(exc).__name__}") from exc
     import tomllib  # only a user's TOML catalog needs it (the bundled one is JSON)
 
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+    except RecursionError as exc:  # a traceback before
+        raise ConfigError(f"{source}: nested too deeply to read") from exc
+    except ValueError as exc:  # an integer of thousands of digits
+        raise ConfigError(f"{source}: {exc}") from exc
 
 
 def _check_rules(raw: Mapping[str, Any], source: str) -> None:
