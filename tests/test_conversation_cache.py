@@ -487,3 +487,20 @@ def test_a_cache_mark_the_api_refuses_is_refused_naming_its_place(mark: Any) -> 
     for body, where in places:
         with pytest.raises(InvalidRequestError, match=where):
             count(body, model="claude-sonnet-4-5", input_format="anthropic")
+
+
+def test_a_pasted_document_larger_than_any_step_is_cut_not_dropped() -> None:
+    # Whole units only, the step cut replaced a 39k-token document by the placeholder: 32 tokens
+    # of a 32,000-token budget were sent, turn after turn.
+    document = "The lease term runs five years and the rent escalates annually. " * 3000
+    body = {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "user", "content": document},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "Summarise the lease?"},
+        ],
+    }
+    result = fit(body, model="gpt-4o", max_context_tokens=32000, reserve_output_tokens=0, low_water=2 / 3)
+    assert result.report.tokens_after > 0.9 * 32000
+    assert result.report.items[0].action == "truncated"

@@ -49,8 +49,9 @@ def step_cut(
     units: list[list[Item]], costs: list[int], budget: int, placeholder: int, steps: Steps
 ) -> StepCut | None:
     """Where to cut ``units`` (each unit's cost in ``costs``) within ``budget``: the previous cut
-    while it fits, else a new one at the low-water mark. None when the newest unit alone needs
-    more than a new cut keeps (the usual selection, which cuts that unit, applies)."""
+    while it fits, else a new one at the low-water mark. None when the newest unit it would leave
+    out (the newest unit itself, or an older one) alone needs more than a new cut keeps: the
+    usual selection, which cuts that unit into the room left, applies."""
     if len(units) < 2:
         return None
     target = math.floor(budget * steps.low_water)
@@ -65,7 +66,10 @@ def step_cut(
     while start > 1 and costs[start - 1] <= room:
         start -= 1
         room -= costs[start]
-    if start == len(units):
+    if start == len(units) or costs[start - 1] > target - head:
+        # The newest unit left out is more than any new cut keeps (a pasted document): whole
+        # units would drop it for good, turn after turn (32 of 32,000 tokens were sent), where the
+        # usual selection cuts it into the room left.
         return None
     return StepCut(keep_first, _turn_start(units, start), False)
 
