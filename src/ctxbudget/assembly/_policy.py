@@ -253,7 +253,7 @@ def _load_text(text: str, source: str) -> object:
     except RecursionError as exc:
         raise ConfigError(f"{source}: nested too deeply to read") from exc
     except ValueError as exc:  # an integer of thousands of digits
-        raise ConfigError(f"{source}: {exc}") from exc
+        raise ConfigError(f"{source}: a number too long to read ({str(exc).split(';')[0]})") from exc
 
 
 def parse_policy(text: str, source: str) -> Policy:

@@ -126,7 +126,7 @@ def _decode(text: str, source: str) -> Any:
     except RecursionError as exc:  # a traceback before
         raise ConfigError(f"{source}: nested too deeply to read") from exc
     except ValueError as exc:  # an integer of thousands of digits
-        raise ConfigError(f"{source}: {exc}") from exc
+        raise ConfigError(f"{source}: a number too long to read ({str(exc).split(';')[0]})") from exc
 
 
 def _check_rules(raw: Mapping[str, Any], source: str) -> None:
