@@ -66,7 +66,8 @@ def step_cut(
     while start > 1 and costs[start - 1] <= room:
         start -= 1
         room -= costs[start]
-    if start == len(units) or costs[start - 1] > target - head:
+    left_out = start - 1 if start > 1 or not keep_first else None  # the first unit may be kept
+    if start == len(units) or (left_out is not None and costs[left_out] > target - head):
         # The newest unit left out is more than any new cut keeps (a pasted document): whole
         # units would drop it for good, turn after turn (32 of 32,000 tokens were sent), where the
         # usual selection cuts it into the room left.
