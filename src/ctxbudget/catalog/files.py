@@ -109,21 +109,16 @@ def _tokenizer_value(given: Mapping[str, Any]) -> TokenizerSpec:
 
 
 def _decode(text: str, source: str) -> Any:
-    """A catalog file's document: JSON by a ``.json`` name, else TOML (errors name ``source``)."""
-    if source.endswith(".json"):
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{source}: not valid JSON: {exc}") from exc
-        except (RecursionError, ValueError) as exc:  # too deep, or an integer of thousands of digits
-            raise ConfigError(f"{source}: cannot be read: {type(exc).__name__}") from exc
-    import tomllib  # only a user's TOML catalog needs it (the bundled one is JSON)
+    """A catalog file's document: JSON by a ``.json`` name, else TOML (errors name ``source``;
+    nesting too deep or a number too long for Python's int were tracebacks)."""
+    import tomllib  # only a user's catalog reaches here (the bundled one is read on its own)
 
+    kind = "JSON" if source.endswith(".json") else "TOML"
     try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
-    except RecursionError as exc:  # a traceback before
+        return json.loads(text) if kind == "JSON" else tomllib.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{source}: not valid {kind}: {exc}") from exc
+    except RecursionError as exc:
         raise ConfigError(f"{source}: nested too deeply to read") from exc
     except ValueError as exc:  # an integer of thousands of digits
         raise ConfigError(f"{source}: a number too long to read ({str(exc).split(';')[0]})") from exc

@@ -30,23 +30,16 @@ from .providers import ANTHROPIC, OPENAI, Provider
 from .refusals import Refusal
 from .service import Gateway
 from .settings import HEADER_PREFIX
+from .upstream import DROPPED_HEADERS
 
 __all__ = ["HOP_BY_HOP", "pass_through", "passed_to"]
 
-# Headers of one connection, never passed on (RFC 9110 section 7.6.1), with those the client asks
-# for itself (``accept-encoding``: the answer's bytes go back as they come) or the server sets.
+# Headers of one connection, never passed on (RFC 9110 section 7.6.1): the ones the fitted routes
+# drop, less those a passed-through request keeps (its body's length, the encodings its client
+# asks for: the answer's bytes go back as they come), and the old proxies' own.
 HOP_BY_HOP = frozenset(
-    [
-        b"connection",
-        b"keep-alive",
-        b"proxy-connection",
-        b"transfer-encoding",
-        b"te",
-        b"trailer",
-        b"upgrade",
-        b"host",
-    ]
-)
+    name.encode("ascii") for name in DROPPED_HEADERS - {"content-length", "accept-encoding"}
+) | {b"proxy-connection"}
 _SET_BY_SERVER = frozenset([b"date", b"server"])
 
 

@@ -134,13 +134,9 @@ MAX_WORD = 40
 _RUN_START = "(?<![.!?][.!?])"
 
 
-def _end_pattern(run_start: str) -> re.Pattern[str]:
-    return re.compile(
-        rf"[.!?。！？\n](?:(?<=[.!?]){run_start}[.!?]*[\"'”’)\]]*(?=\s)|(?<=[。！？])[。！？]*[」』”’)]*|(?<=\n))"
-    )
-
-
-_END = _end_pattern(_RUN_START)
+_END = re.compile(
+    rf"[.!?。！？\n](?:(?<=[.!?]){_RUN_START}[.!?]*[\"'”’)\]]*(?=\s)|(?<=[。！？])[。！？]*[」』”’)]*|(?<=\n))"
+)
 
 
 @functools.cache
@@ -209,7 +205,7 @@ def _either_case(words: list[str]) -> str:
     return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
 
 
-def _settled_end_pattern(*, ascii_only: bool, run_start: str = _RUN_START) -> re.Pattern[str]:
+def _settled_end_pattern(*, ascii_only: bool) -> re.Pattern[str]:
     """``_END`` with the plain rule's common answers settled inside ``re`` (ASCII context only).
 
     Measured on the legal example's 105 transcript pages (267 kB, 10.5k end candidates): the rule
@@ -239,7 +235,7 @@ def _settled_end_pattern(*, ascii_only: bool, run_start: str = _RUN_START) -> re
     return re.compile(
         ("[.!?\n]" if ascii_only else "[.!?。！？\n]") + r"(?:(?<=\n)(?P<nl>)"
         rf"|(?<=\.)(?![.!?])(?!{abbreviation})(?:(?={word}){closers}{settled('lower')}|(?!{word}){closers}(?P<check>))"
-        rf"|(?<=[.!?])(?!(?<=\.)(?![.!?])){run_start}[.!?]*{closers}{settled('lower_run')}"
+        rf"|(?<=[.!?])(?!(?<=\.)(?![.!?])){_RUN_START}[.!?]*{closers}{settled('lower_run')}"
         rf"{cjk})"
     )
 
