@@ -12,9 +12,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
-
-from pydantic import Field, model_validator
+from typing import Any
 
 from ..items import Item, ItemKey, Owner, Plan, Rendering, Segment
 from .anthropic_rules import (
@@ -27,82 +25,32 @@ from .chat import (
     apply_history,
     content_text,
     items_from_messages,
+    plain_chat,
     split_messages,
     text_part_indexes,
     with_content_text,
 )
 from .detection import is_anthropic
 from .media import Estimate, anthropic_document_tokens, anthropic_image_tokens, image_size, inline_bytes
-from .wire import OpenModel, validate_body
 
 __all__ = ["AnthropicFormat", "block_tokens"]
 
 TOKENS_PER_MESSAGE = 3
+_ROLES = frozenset({"user", "assistant"})
+_PLAIN_KEYS = frozenset({"role", "content"})
 
 
-class _Source(OpenModel):
-    type: str
-    data: str | None = None
-    media_type: str | None = None
+def _validate(request: Mapping[str, Any]) -> None:
+    """The body checked against its model (:mod:`.anthropic_wire`), unless it is plain chat the
+    model is sure to accept (:func:`.chat.plain_chat`, a string system prompt or none)."""
+    system = request.get("system")
+    plain = (system is None or type(system) is str) and request.get("tools") is None
+    if plain and request.get("cache_control") is None and plain_chat(request, _ROLES, _PLAIN_KEYS):
+        return
+    from .anthropic_wire import Body
+    from .wire import validate_body
 
-
-class _CacheControl(OpenModel):
-    """A cache breakpoint as the Messages API takes one (it refuses any other type or lifetime)."""
-
-    type: Literal["ephemeral"]
-    ttl: Literal["5m", "1h"] | None = None
-
-
-class _Tool(OpenModel):
-    cache_control: _CacheControl | None = None
-
-
-class _Block(OpenModel):
-    type: str
-    text: str | None = None
-    id: str | None = None  # a tool_use's, which its tool_result names
-    tool_use_id: str | None = None
-    # A tool_result's content: a string, or blocks (text, image, ...); a server tool's result may
-    # be an error object.
-    content: str | list[_Block] | dict[str, Any] | None = None
-    input: dict[str, Any] | None = None
-    name: str | None = None
-    thinking: str | None = None
-    signature: str | None = None
-    data: str | None = None  # redacted_thinking
-    # An image's or document's source; a search_result's source is its URL.
-    source: _Source | str | None = None
-    cache_control: _CacheControl | None = None
-
-    @model_validator(mode="after")
-    def _text_has_text(self) -> _Block:
-        if self.type == "text" and self.text is None:
-            raise ValueError("a text block needs a string `text`")
-        source = self.source
-        if self.type in ("image", "document") and not isinstance(source, _Source):
-            raise ValueError(f"an {self.type} block needs a `source` object")
-        if (
-            self.type == "document"
-            and isinstance(source, _Source)
-            and source.type == "text"
-            and source.data is None
-        ):
-            raise ValueError("a text document needs a string `source.data`")
-        if self.type == "tool_result" and isinstance(self.content, dict):
-            raise ValueError("a tool_result's content is a string or a list of blocks")
-        return self
-
-
-class _Message(OpenModel):
-    role: Literal["user", "assistant"]
-    content: str | list[_Block]
-
-
-class _Body(OpenModel):
-    system: str | list[_Block] | None = None
-    messages: list[_Message] = Field(min_length=1)
-    tools: list[_Tool] | None = None
-    cache_control: _CacheControl | None = None  # automatic caching: the last block is marked
+    validate_body(Body, request)
 
 
 def _asks(message: Mapping[str, Any]) -> bool:
@@ -244,7 +192,7 @@ class AnthropicFormat:
         self, request: Mapping[str, Any], *, validate: bool = True
     ) -> tuple[list[dict[str, Any]], list[tuple[Any, int, int]], list[int]]:
         if validate:
-            validate_body(_Body, request)
+            _validate(request)
         messages = list(request["messages"])
         groups = _tool_groups(messages)
         layout = split_messages(

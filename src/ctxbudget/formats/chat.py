@@ -19,6 +19,7 @@ __all__ = [
     "content_pieces",
     "content_text",
     "items_from_messages",
+    "plain_chat",
     "split_messages",
     "text_locations",
     "text_part_indexes",
@@ -37,6 +38,29 @@ def text_part_indexes(content: Any) -> dict[int, int]:
 
 
 Location = tuple[str | int, ...]
+
+
+def plain_chat(request: Mapping[str, Any], roles: frozenset[str], keys: frozenset[str]) -> bool:
+    """Whether ``request`` is a body of plain messages only, which its format's pydantic model
+    (``formats.*_wire``) is sure to accept: a dict whose ``messages`` is a non-empty list of dicts,
+    each with a role of ``roles``, a string content, and no field outside ``keys`` (``role``,
+    ``content`` and fields whose value, when given, must be a string). The body's own fields are
+    the caller's to check. Such a body skips the model: pydantic's import and the models' build
+    (55 ms of a fresh process's first fit) and its validation (2,000 messages: 1.9 ms, this
+    0.3 ms). Anything else is validated by the model, which gives the error; a property test
+    holds this function to it (tests/test_plain_chat.py)."""
+    messages = request.get("messages")
+    if type(request) is not dict or type(messages) is not list or not messages:
+        return False
+    for message in messages:
+        if type(message) is not dict or "content" not in message or not message.keys() <= keys:
+            return False
+        role = message.get("role")
+        if type(role) is not str or role not in roles:
+            return False
+        if any(type(value) is not str for key, value in message.items() if key != "role"):
+            return False
+    return True
 
 
 def _block_texts(block: Any, at: Location) -> list[tuple[Location, str]]:

@@ -12,24 +12,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
-
-from pydantic import Field, model_validator
+from typing import Any
 
 from ..items import Item, Owner, Plan, Rendering, Segment
 from .chat import (
     apply_history,
     content_text,
     items_from_messages,
+    plain_chat,
     split_messages,
     text_part_indexes,
     with_content_text,
 )
 from .detection import is_openai
 from .media import Estimate, image_size, inline_bytes, openai_image_tokens, pdf_tokens
-from .wire import OpenModel, validate_body
 
-__all__ = ["FunctionParameters", "OpenAIFormat", "function_tool_chunks"]
+__all__ = ["OpenAIFormat", "function_tool_chunks"]
 
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
@@ -37,99 +35,20 @@ REPLY_PRIMING = 3
 IMAGE_LOW_DETAIL = 85
 # Cookbook function-definition recipe constants (o200k models; cl100k models use 10 for FUNC_INIT).
 FUNC_INIT, PROP_INIT, PROP_KEY, ENUM_INIT, ENUM_ITEM, FUNC_END = 7, 3, 3, -3, 3, 12
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+_PLAIN_KEYS = frozenset({"role", "content", "name"})
+_TYPED_FIELDS = ("tools", "functions", "prediction")  # the body's fields its model reads
 
 
-class _Function(OpenModel):
-    name: str
-    arguments: str = ""
+def _validate(request: Mapping[str, Any]) -> None:
+    """The body checked against its model (:mod:`.openai_wire`), unless it is plain chat that the
+    model is sure to accept (:func:`.chat.plain_chat`)."""
+    if plain_chat(request, _ROLES, _PLAIN_KEYS) and all(request.get(f) is None for f in _TYPED_FIELDS):
+        return
+    from .openai_wire import Body
+    from .wire import validate_body
 
-
-class _Custom(OpenModel):
-    name: str
-    input: str = ""
-
-
-class _ToolCall(OpenModel):
-    """A function call, or a custom (freeform) tool's call: ``{"type": "custom", "custom": ...}``."""
-
-    id: str | None = None  # which a tool message's tool_call_id names
-    type: str | None = None
-    function: _Function | None = None
-    custom: _Custom | None = None
-
-    @model_validator(mode="after")
-    def _has_its_call(self) -> _ToolCall:
-        if self.type == "custom":
-            if self.custom is None:
-                raise ValueError("a custom tool call needs its `custom` object (name and input)")
-        elif self.function is None:
-            raise ValueError("a tool call needs its `function` (name and arguments)")
-        return self
-
-
-class _ImageURL(OpenModel):
-    url: str
-    detail: str | None = None
-
-
-class _Part(OpenModel):
-    type: str
-    text: str | None = None
-    image_url: _ImageURL | None = None
-
-    @model_validator(mode="after")
-    def _text_has_text(self) -> _Part:
-        if self.type == "text" and self.text is None:
-            raise ValueError("a text part needs a string `text`")
-        return self
-
-
-class _Message(OpenModel):
-    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
-    content: str | list[_Part] | None = None
-    name: str | None = None
-    tool_calls: list[_ToolCall] | None = None
-    tool_call_id: str | None = None
-
-
-class _Property(OpenModel):
-    type: str | list[str] | None = None
-    description: str | None = None
-    enum: list[Any] | None = None
-
-
-class FunctionParameters(OpenModel):
-    """A function tool's ``parameters`` as far as they are counted (also for Responses tools)."""
-
-    properties: dict[str, _Property] | None = None
-
-
-class _FunctionDef(OpenModel):
-    name: str
-    description: str | None = None
-    parameters: FunctionParameters | None = None
-
-
-class _CustomDef(OpenModel):
-    name: str
-    description: str | None = None
-
-
-class _Tool(OpenModel):
-    type: str | None = None
-    function: _FunctionDef | None = None
-    custom: _CustomDef | None = None
-
-
-class _Prediction(OpenModel):
-    content: str | list[dict[str, Any]] | None = None
-
-
-class _Body(OpenModel):
-    messages: list[_Message] = Field(min_length=1)
-    tools: list[_Tool] | None = None
-    functions: list[_FunctionDef] | None = None  # the deprecated form of tools
-    prediction: _Prediction | None = None
+    validate_body(Body, request)
 
 
 def message_text(message: Mapping[str, Any]) -> str:
@@ -294,7 +213,7 @@ class OpenAIFormat:
         self, request: Mapping[str, Any], *, validate: bool = True
     ) -> tuple[list[Any], list[tuple[Any, int, int]], list[int]]:
         if validate:
-            validate_body(_Body, request)  # for its errors; the raw messages are used as given
+            _validate(request)  # for its errors; the raw messages are used as given
         messages = list(request["messages"])
         groups = _tool_groups(messages)
         return messages, split_messages(messages, is_system=_is_system, is_query=_is_query), groups

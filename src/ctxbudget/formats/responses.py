@@ -24,7 +24,8 @@ from pydantic import field_validator, model_validator
 from ..items import Component, Item, ItemKey, Owner, Plan, Rendering, Segment
 from .chat import apply_history, split_messages
 from .detection import is_responses
-from .openai import REPLY_PRIMING, FunctionParameters, function_tool_chunks
+from .openai import REPLY_PRIMING, function_tool_chunks
+from .openai_wire import FunctionParameters
 from .responses_items import TOKENS_PER_ITEM, call_groups, is_message, item_chunks, item_text, with_item_text
 from .wire import OpenModel, validate_body
 

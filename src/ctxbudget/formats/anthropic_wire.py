@@ -1,0 +1,77 @@
+"""Anthropic Messages bodies as pydantic models: what :mod:`.anthropic` validates a body against
+when :func:`.chat.plain_chat` cannot vouch for it (so a plain chat body never imports pydantic)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from .wire import OpenModel
+
+__all__ = ["Body"]
+
+
+class _Source(OpenModel):
+    type: str
+    data: str | None = None
+    media_type: str | None = None
+
+
+class _CacheControl(OpenModel):
+    """A cache breakpoint as the Messages API takes one (it refuses any other type or lifetime)."""
+
+    type: Literal["ephemeral"]
+    ttl: Literal["5m", "1h"] | None = None
+
+
+class _Tool(OpenModel):
+    cache_control: _CacheControl | None = None
+
+
+class _Block(OpenModel):
+    type: str
+    text: str | None = None
+    id: str | None = None  # a tool_use's, which its tool_result names
+    tool_use_id: str | None = None
+    # A tool_result's content: a string, or blocks (text, image, ...); a server tool's result may
+    # be an error object.
+    content: str | list[_Block] | dict[str, Any] | None = None
+    input: dict[str, Any] | None = None
+    name: str | None = None
+    thinking: str | None = None
+    signature: str | None = None
+    data: str | None = None  # redacted_thinking
+    # An image's or document's source; a search_result's source is its URL.
+    source: _Source | str | None = None
+    cache_control: _CacheControl | None = None
+
+    @model_validator(mode="after")
+    def _text_has_text(self) -> _Block:
+        if self.type == "text" and self.text is None:
+            raise ValueError("a text block needs a string `text`")
+        source = self.source
+        if self.type in ("image", "document") and not isinstance(source, _Source):
+            raise ValueError(f"an {self.type} block needs a `source` object")
+        if (
+            self.type == "document"
+            and isinstance(source, _Source)
+            and source.type == "text"
+            and source.data is None
+        ):
+            raise ValueError("a text document needs a string `source.data`")
+        if self.type == "tool_result" and isinstance(self.content, dict):
+            raise ValueError("a tool_result's content is a string or a list of blocks")
+        return self
+
+
+class _Message(OpenModel):
+    role: Literal["user", "assistant"]
+    content: str | list[_Block]
+
+
+class Body(OpenModel):
+    system: str | list[_Block] | None = None
+    messages: list[_Message] = Field(min_length=1)
+    tools: list[_Tool] | None = None
+    cache_control: _CacheControl | None = None  # automatic caching: the last block is marked
