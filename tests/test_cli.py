@@ -359,3 +359,13 @@ def test_a_large_input_shows_a_spinner_on_a_terminal_and_nothing_elsewhere(tmp_p
         not in _stderr_on_a_terminal(["count", str(tmp_path / "req.json"), "--model", "gpt-4o"])[1]
     )
     assert "counting" not in piped.output
+
+
+def test_a_table_off_a_terminal_is_as_wide_as_its_cells() -> None:
+    """A pipe or a log gets every cell whole, whatever width the environment claims (rich cut
+    "documents" to "documen…" at its default of 80 columns off a terminal)."""
+    args = ["fit", "-", "--model", "gpt-4o", "--max-context-tokens", "500", "--reserve-output-tokens", "100"]
+    result = CliRunner(env={"COLUMNS": "40"}).invoke(main, args, input=json.dumps(REQUEST))
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output
+    assert all(word in result.output for word in ("component", "documents", "truncated", "summarized"))

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -311,3 +313,22 @@ def test_session_commands_take_a_user_catalog(tmp_path: Path) -> None:
         main, ["session", "add", "h", "--question", "And?", *common], env={"CTXBUDGET_CATALOG": ""}
     )
     assert refused.exit_code == 2 and "unknown model 'house-llm'" in refused.stderr
+
+
+@pytest.mark.parametrize(
+    ("missing", "args", "extra"),
+    [("httpx", [], "ctxbudget[gateway]"), ("matplotlib", ["--out", "{out}"], "ctxbudget[chart]")],
+)
+def test_cli_simulate_without_its_extra_says_which_before_running(
+    tmp_path: Path, missing: str, args: list[str], extra: str
+) -> None:
+    out = tmp_path / "sim"
+    program = (
+        f"import sys; sys.modules[{missing!r}] = None\n"  # as if not installed: its import fails
+        "from ctxbudget.cli import main\n"
+        f"main({[a.format(out=out) for a in ['simulate', *args]]!r}, prog_name='ctxbudget')\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+    assert ran.returncode == 2, ran.stderr
+    assert extra in ran.stderr and "Traceback" not in ran.stderr
+    assert not out.exists()  # nothing half-written

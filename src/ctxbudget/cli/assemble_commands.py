@@ -7,7 +7,6 @@ import sys
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from ..assembly import assemble, compare_prefixes, list_policies, load_policy
@@ -24,6 +23,7 @@ from .base import (
     main,
     read_json,
     run_action,
+    table_console,
 )
 
 
@@ -158,7 +158,7 @@ def assemble_command(
 
 
 def print_assembly(report: dict[str, Any]) -> None:
-    out = Console(stderr=True)
+    out = table_console(stderr=True)
     label = "exact" if report["exact"] else f"ESTIMATE x{report['safety_factor']:g}"
     out.print(
         f"{report['model']} ({label}) policy {report['policy']}: {report['tokens']:,} of "

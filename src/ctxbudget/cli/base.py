@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -31,6 +31,9 @@ from ..errors import (
     reworded,
 )
 from ..formats.jsonvalue import decode_json
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 EXIT_DIFFERS = 1
 EXIT_USAGE = 2
@@ -97,6 +100,19 @@ def read_json(source: str) -> Any:
 
 # An input this large takes about a second or more to read, count and fit.
 LARGE_INPUT_BYTES = 8 * 1024 * 1024
+
+
+# Off a terminal (a pipe, a file, a CI log) a table is as wide as its cells: rich's default there
+# is 80 columns, which cut "documents" to "documen…" in `make demo`'s own output.
+UNBOUNDED_WIDTH = 1_000
+
+
+def table_console(*, stderr: bool = False) -> Console:
+    """A console for tables: the terminal's width on a terminal, else :data:`UNBOUNDED_WIDTH`."""
+    from rich.console import Console
+
+    console = Console(stderr=stderr)
+    return console if console.is_terminal else Console(stderr=stderr, width=UNBOUNDED_WIDTH)
 
 
 @contextmanager

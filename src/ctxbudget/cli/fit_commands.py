@@ -22,6 +22,7 @@ from .base import (
     read_json,
     run_action,
     skip_collection_at_exit,
+    table_console,
     working,
 )
 
@@ -309,10 +310,9 @@ def _model_row(m: ModelSpec) -> dict[str, Any]:
 
 
 def _print_report(report: FitReport) -> None:
-    from rich.console import Console  # only the fit table needs rich (count prints plain text)
-    from rich.table import Table
+    from rich.table import Table  # only the fit table needs rich (count prints plain text)
 
-    console = Console()
+    console = table_console()
     label = "exact" if report.exact else f"ESTIMATE x{report.safety_factor:g}"
     click.echo(
         f"{report.model} ({report.encoding}, {label}): window {report.context_window:,} ({report.window_rule}), "

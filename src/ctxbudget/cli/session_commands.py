@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from .assemble_commands import print_assembly
@@ -14,12 +13,15 @@ from .base import (
     ALLOW_PREFIX_CHANGE_OPTION,
     BODY_FORMAT_OPTION,
     CATALOG_OPTION,
+    EXIT_USAGE,
     JSON_OPTION,
     STORE_OPTION,
     echo_body,
+    fail,
     main,
     read_json,
     run_action,
+    table_console,
 )
 
 
@@ -63,11 +65,19 @@ def simulate_command(
     sessions, assembly and the gateway to a fake upstream that bills like Anthropic; print per-turn
     tokens, predicted and billed cache and cost, modelled latency, the summary, and the comparison
     with raw injection and naive truncation."""
-    from ..simulation.runner import run_simulation
+    try:
+        from ..simulation.runner import run_simulation
+    except ImportError:  # its turns go through the gateway
+        fail(
+            "simulate sends its turns through the gateway, which needs its extra: pip install 'ctxbudget[gateway]'",
+            EXIT_USAGE,
+        )
     from ..simulation.scenario import bundled_scenario, parse_scenario
-    from ..simulation.summary import write_outputs
+    from ..simulation.summary import check_chart, write_outputs
 
     def action() -> None:
+        if out_dir:
+            check_chart()  # before the run, not after it
         plan = parse_scenario(read_json(scenario)) if scenario else bundled_scenario()
         result = run_simulation(
             plan, model=model, policy=policy_ref, store_path=store_path, catalog_paths=catalogs
@@ -170,7 +180,7 @@ def _strategy_table(strategies: list[dict[str, Any]]) -> Table:
 
 
 def _print_simulation(result: Any) -> None:
-    console = Console(width=160)
+    console = table_console()
     console.print(_turn_table(result.turns))
     for line in _summary_lines(result.summary):
         console.print(line)

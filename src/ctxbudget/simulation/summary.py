@@ -9,12 +9,14 @@ from typing import Any
 from ..errors import ConfigError
 from .runner import SimulationResult
 
-__all__ = ["write_chart", "write_outputs"]
+__all__ = ["check_chart", "write_chart", "write_outputs"]
 
 
 def write_outputs(result: SimulationResult, folder: str | Path) -> list[Path]:
     """Write ``turns.json``, ``summary.json`` (with the strategy comparison), ``chart.png`` and
-    each turn's request body as sent (``requests/turn-NN.json``)."""
+    each turn's request body as sent (``requests/turn-NN.json``); nothing when the chart cannot
+    be drawn (:func:`check_chart`)."""
+    check_chart()
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     turns = out / "turns.json"
@@ -32,6 +34,15 @@ def write_outputs(result: SimulationResult, folder: str | Path) -> list[Path]:
         path.write_text(json.dumps(body, indent=1, ensure_ascii=False) + "\n", "utf-8")
         bodies.append(path)
     return [turns, summary, chart, *bodies]
+
+
+def check_chart() -> None:
+    """A ConfigError naming the extra when matplotlib is not installed: what a caller checks
+    before a simulation whose outputs include the chart, not after it ran."""
+    try:
+        import matplotlib  # noqa: F401 - present, or the extra is missing
+    except ImportError as exc:
+        raise ConfigError("chart.png needs matplotlib: pip install 'ctxbudget[chart]'") from exc
 
 
 def write_chart(turns: list[dict[str, Any]], path: Path) -> Path:
