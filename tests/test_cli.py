@@ -369,3 +369,24 @@ def test_a_table_off_a_terminal_is_as_wide_as_its_cells() -> None:
     assert result.exit_code == 0, result.output
     assert "…" not in result.output
     assert all(word in result.output for word in ("component", "documents", "truncated", "summarized"))
+
+
+def test_models_names_a_mistyped_option_and_says_when_nothing_matches() -> None:
+    runner = CliRunner()
+    for args in (
+        ["models", "--jsno"],
+        ["models", "claude", "--jsno"],
+        ["models", "resolve", "gpt-4o", "--jsno"],
+    ):
+        result = runner.invoke(main, args)
+        assert result.exit_code == 2 and "No such option '--jsno'" in result.output, (args, result.output)
+    nothing = runner.invoke(main, ["models", "zzzz"])
+    assert nothing.exit_code == 0 and "no model id matches 'zzzz'" in nothing.output
+    assert "models resolve zzzz" in nothing.output
+
+
+def test_models_resolve_suggests_only_what_it_takes() -> None:
+    result = CliRunner().invoke(main, ["models", "resolve", "gtp-4o"])
+    assert result.exit_code == 2 and "closest: gpt-4o" in result.output
+    assert "--catalog FILE" in result.output
+    assert "--max-context-tokens" not in result.output and "--unknown-model" not in result.output

@@ -10,6 +10,7 @@ import click
 
 from ..catalog.catalog import Catalog, load_catalog
 from ..catalog.values import ModelSpec
+from ..errors import UnknownModelError
 from ..fitting import count
 from .base import (
     CATALOG_OPTION,
@@ -219,9 +220,15 @@ def models_command(as_json: bool, catalogs: tuple[str, ...], words: tuple[str, .
     id resolves: `ctxbudget models resolve claude-sonnet-4-5@20250929`."""
     skip_collection_at_exit()
 
+    # Unknown options reach WORDS (an id to resolve may start with a dash): any other is refused.
+    resolving = words[:1] == ("resolve",)
+    unknown = [w for i, w in enumerate(words) if w.startswith("-") and not (resolving and i == 1)]
+    if unknown:
+        raise click.NoSuchOption(unknown[0])
+
     def action() -> None:
         catalog = load_catalog(catalogs)
-        if words[:1] == ("resolve",):
+        if resolving:
             if len(words) != 2:
                 raise click.UsageError("usage: ctxbudget models resolve ID")
             _print_resolution(catalog, words[1], as_json)
@@ -229,6 +236,13 @@ def models_command(as_json: bool, catalogs: tuple[str, ...], words: tuple[str, .
         if len(words) > 1:
             raise click.UsageError("give at most one PATTERN (or: models resolve ID)")
         models = [m for m in catalog.models if not words or _matches(m.id, words[0])]
+        if not models and not as_json:
+            click.echo(
+                f"ctxbudget: no model id matches {words[0]!r} (of {len(catalog.models):,}); "
+                f"`ctxbudget models resolve {words[0]}` shows how an id a client sends resolves",
+                err=True,
+            )
+            return
         if as_json:
             aliases = {
                 k: v[0][0]
@@ -277,7 +291,10 @@ def model_lines(models: list[ModelSpec]) -> list[str]:
 
 
 def _print_resolution(catalog: Catalog, model_id: str, as_json: bool) -> None:
-    resolution = catalog.resolve_window(model_id)
+    try:
+        resolution = catalog.resolve_window(model_id)
+    except UnknownModelError as exc:  # here only a catalog can help: no window to give
+        raise UnknownModelError(exc.model_id, exc.closest, windowed=False) from exc
     spec = resolution.spec
     assert spec is not None  # an unresolved id raised UnknownModelError above
     if as_json:
