@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -113,15 +114,22 @@ def test_models_json_lists_the_catalog() -> None:
 
 
 def test_catalog_env_var(tmp_path: Path) -> None:
-    path = tmp_path / "c.toml"
-    path.write_text(
-        'schema_version = 1\n[[models]]\nid = "house"\nprovider = "me"\ncontext_window = 900\n'
-        'max_output_tokens = 100\ntokenizer = { encoding = "o200k_base", exact = true }\n'
-        "prices = { input = 1, output = 1, cache_write_5m = 1, cache_write_1h = 1, cache_read = 1 }\n"
-        'cache = { mode = "none", min_cacheable_tokens = 0, max_breakpoints = 0 }\n'
-    )
-    result = CliRunner().invoke(main, ["models", "--json"], env={"CTXBUDGET_CATALOG": str(path)})
-    assert "house" in {m["id"] for m in json.loads(result.output)["models"]}
+    """Several paths are split as PATH is (os.pathsep), so a path may hold a space."""
+    paths = []
+    for name in ("house", "shed"):
+        path = tmp_path / f"a folder {name}" / "c.toml"
+        path.parent.mkdir()
+        path.write_text(
+            f'schema_version = 1\n[[models]]\nid = "{name}"\nprovider = "me"\ncontext_window = 900\n'
+            'max_output_tokens = 100\ntokenizer = { encoding = "o200k_base", exact = true }\n'
+            "prices = { input = 1, output = 1, cache_write_5m = 1, cache_write_1h = 1, cache_read = 1 }\n"
+            'cache = { mode = "none", min_cacheable_tokens = 0, max_breakpoints = 0 }\n'
+        )
+        paths.append(str(path))
+    env = {"CTXBUDGET_CATALOG": os.pathsep.join(paths)}
+    result = CliRunner().invoke(main, ["models", "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    assert {"house", "shed"} <= {m["id"] for m in json.loads(result.output)["models"]}
 
 
 def test_python_dash_m_runs_the_cli(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import gc
 import importlib
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -210,9 +211,10 @@ CATALOG_OPTION = click.option(
     "catalogs",
     multiple=True,
     envvar="CTXBUDGET_CATALOG",
+    type=click.Path(),  # so the variable's paths are split at os.pathsep, as PATH is: not at spaces
     metavar="FILE",
     help="Extra catalog file (TOML, or JSON by its .json name) adding or overriding models "
-    "(repeatable; env CTXBUDGET_CATALOG, several paths separated by spaces).",
+    f"(repeatable; env CTXBUDGET_CATALOG, several paths separated by {os.pathsep!r}).",
 )
 UNKNOWN_MODEL_OPTION = click.option(
     "--unknown-model",
