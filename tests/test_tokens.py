@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxbudget import ConfigError, InvalidRequestError, UnknownEncodingError, count, get_encoding
+from ctxbudget import encoding_for_model as ctxbudget_encoding_for_model
 from ctxbudget.tokens import encoding_name_for_model
 from ctxbudget.tokens.bundled import _ranks, _read_vocabulary, load_bundled_encoding
 from ctxbudget.tokens.counter import TokenCounter
@@ -410,3 +411,23 @@ def test_newlines_end_a_whitespace_run_and_long_newline_runs_are_tokenized() -> 
     for run in ("\n" * 1_000_000, "\r" * 1_000_000, "\r\n" * 500_000, (" " * 300_000 + "\n") * 4):
         body = {"questions": [{"text": "q"}], "documents": [{"page_content": "word " * 10 + run + "end"}]}
         assert count(body, model="gpt-4o")["tokens"] > 0
+
+
+def test_every_model_tiktoken_maps_to_a_shipped_encoding_is_counted_exactly_with_it() -> None:
+    """tiktoken's own model-to-encoding table is the fact: a model it maps to o200k_base or
+    cl100k_base that the catalog resolves is counted exactly with that encoding (the embedding
+    models and davinci-002 were estimated with o200k_base x1.3)."""
+    from tiktoken.model import MODEL_TO_ENCODING
+
+    shipped = {"o200k_base", "cl100k_base"}
+    checked = 0
+    for model, name in MODEL_TO_ENCODING.items():
+        if name not in shipped:
+            continue
+        try:
+            encoding = ctxbudget_encoding_for_model(model)
+        except ConfigError:  # an id the catalog does not resolve ("gpt-3.5") is an error, not a guess
+            continue
+        assert (encoding.name, encoding.exact) == (name, True), model
+        checked += 1
+    assert checked >= 10

@@ -72,6 +72,13 @@ _EXACT_MODEL_ENCODINGS = {
     "gpt-4-turbo": "cl100k_base",
     "gpt-latest": "o200k_base",
     "gpt-mini-latest": "o200k_base",
+    # the embedding models (an embedding input is a text: count_text counts it as billed)
+    "text-embedding-ada-002": "cl100k_base",
+    "text-embedding-3-small": "cl100k_base",
+    "text-embedding-3-large": "cl100k_base",
+    # the completion models still served
+    "davinci-002": "cl100k_base",
+    "babbage-002": "cl100k_base",
 }
 _PREFIX_MODEL_ENCODINGS = (
     ("gpt-4.1", "o200k_base"),
