@@ -536,3 +536,15 @@ def test_a_budget_that_would_leave_no_message_is_an_error() -> None:
         on_overflow="empty",
     )
     assert emptied.request["messages"] == []  # asked for: the seed's emptying, with its warning
+
+
+def test_an_explicit_window_over_the_models_is_honoured_with_a_warning() -> None:
+    """The catalog may be behind the provider, so the given window stands; but a request the
+    provider would refuse is never passed as fitting in silence."""
+    body = {"messages": [{"role": "user", "content": "word " * 2000}]}
+    over = fit(body, model="gpt-4o", max_context_tokens=1_000_000).report
+    assert over.context_window == 1_000_000 and over.passed_through
+    assert any("over gpt-4o's 128,000-token window" in w for w in over.warnings)
+    assert not fit(body, model="gpt-4o", max_context_tokens=128_000).report.warnings
+    counted = count(body, model="gpt-4o", max_context_tokens=1_000_000)
+    assert any("128,000-token window" in w for w in counted["warnings"])

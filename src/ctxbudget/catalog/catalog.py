@@ -158,6 +158,7 @@ class Catalog:
                 spec=spec,
                 max_input_tokens=cap,
                 path=path,
+                warning=_over_the_model(max_context_tokens, spec),
             )
         if found is not None:
             return WindowResolution(
@@ -260,6 +261,24 @@ def _floor(model_id: str) -> WindowResolution:
         spec=None,
         path=("floor",),
         warning=warning,
+    )
+
+
+def _over_the_model(max_context_tokens: int, spec: ModelSpec | None) -> str | None:
+    """A warning when an explicit window is larger than the catalog's for the model: honoured
+    (the catalog may be behind the provider), but said, since the provider refuses a request over
+    its real limit."""
+    if spec is None:
+        return None
+    limit, what = (
+        (spec.max_input_tokens, "input limit") if spec.max_input_tokens else (spec.context_window, "window")
+    )
+    if max_context_tokens <= limit:
+        return None
+    return (
+        f"the window given, {max_context_tokens:,} tokens (max_context_tokens=), is over {spec.id}'s "
+        f"{limit:,}-token {what} in the catalog: the provider refuses a request over its limit, "
+        "unless it grants a larger one (as Anthropic's 1M-token context beta does)"
     )
 
 
