@@ -269,3 +269,11 @@ def test_a_policy_may_be_named() -> None:
         run(policy="legal-review", model="claude-sonnet-4-5").report
         == assemble(request(), policy=get_policy("legal-review"), model="claude-sonnet-4-5").report
     )
+
+
+def test_a_model_resolved_by_a_guess_is_said_in_the_report() -> None:
+    """An id the catalog only matches by a family's longest id is priced and held to the ceiling
+    with that entry: the report says so, as a fit's does."""
+    guessed = run(model="gpt-4o-house").report
+    assert any("budgeting it as 'gpt-4o'" in w for w in guessed.warnings), guessed.warnings
+    assert not any("not in the catalog" in w for w in run(model="gpt-4o").report.warnings)

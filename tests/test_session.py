@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ctxbudget import ConfigError, count
+from ctxbudget import BudgetExceeded, ConfigError, count
 from ctxbudget.cli import main
 from ctxbudget.session import Session, SQLiteStore, ToolResult
 from ctxbudget.simulation.runner import run_simulation
@@ -332,3 +332,12 @@ def test_cli_simulate_without_its_extra_says_which_before_running(
     assert ran.returncode == 2, ran.stderr
     assert extra in ran.stderr and "Traceback" not in ran.stderr
     assert not out.exists()  # nothing half-written
+
+
+def test_a_session_whose_model_cannot_hold_the_policy_is_refused_when_created(tmp_path: Path) -> None:
+    """gpt-4's 8,192-token window cannot hold legal-review's envelope: said at creation (exit 3),
+    not at every turn after it."""
+    store = SQLiteStore(tmp_path / "s.db")
+    with pytest.raises(BudgetExceeded, match="gpt-4"):
+        Session.create(store, "small", policy="legal-review", model="gpt-4", base=_base())
+    assert store.names() == []

@@ -20,7 +20,7 @@ Modules in the order an :func:`assemble` call goes through them:
 ``_prefix`` compares two rendered requests' cached prefixes outside a call (:func:`compare_prefixes`).
 """
 
-from ._assemble import AssemblyResult, assemble
+from ._assemble import AssemblyResult, assemble, check_envelope
 from ._carried import thinking_within
 from ._policy import CompactionRules, Policy, Tier, get_policy, list_policies, load_policy, parse_policy
 from ._prefix import compare_prefixes
@@ -42,6 +42,7 @@ __all__ = [
     "TierReport",
     "assemble",
     "block_texts",
+    "check_envelope",
     "compare_prefixes",
     "get_policy",
     "list_policies",

@@ -34,7 +34,7 @@ from ._reporting import build_report
 from ._request import ContextRequest, parse_context_request
 from ._tiers import select_ledger
 
-__all__ = ["AssemblyResult", "assemble"]
+__all__ = ["AssemblyResult", "assemble", "check_envelope"]
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def _policy_of(policy: object) -> Policy:
     return policy
 
 
-def _check_envelope(policy: Policy, spec: ModelSpec, model: str) -> None:
+def check_envelope(policy: Policy, spec: ModelSpec, model: str) -> None:
     """Fail closed when the policy's envelope cannot fit the model (window, or input cap)."""
     checks = (
         (
@@ -126,8 +126,8 @@ def _setup(
     """Check the format, the model's window and the request, and bound Blocks 3 and 4."""
     if fmt not in ("anthropic", "openai", "text"):
         raise ConfigError(f"output format must be anthropic, openai or text, got {fmt!r}")
-    spec = catalog.get_model(model)
-    _check_envelope(policy, spec, model)
+    spec = catalog.get_model(model)  # its error names only what an assembly can take (a catalog)
+    check_envelope(policy, spec, model)
     parsed = parse_context_request(request, policy, input_format)
     check_pinned_items(parsed, policy)
     query, tags = _queries(parsed)
@@ -148,6 +148,7 @@ def _setup(
         current_decisions=decisions,
         passage_scorer=passage_scorer,
         allow_prefix_change=allow_prefix_change,
+        model_warning=catalog.resolve_window(model).warning,
         cache_seed=cache_seed(request, input_format, fmt),
     )
 

@@ -52,6 +52,8 @@ class Setup:
     # What the provider caches ahead of the blocks (a chat body's tool definitions), folded into
     # every prefix hash: new tools are a new prefix, never predicted as read.
     cache_seed: str = ""
+    # Said in the report: the model was resolved by a guess (a family's longest id).
+    model_warning: str | None = None
 
 
 @dataclass(frozen=True)

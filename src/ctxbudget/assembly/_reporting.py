@@ -153,5 +153,5 @@ def build_report(
         pinned_prefix_sha256=pinned.sha256,
         pinned_prefix_text=pinned.text,
         degraded=tuple(degraded),
-        warnings=tuple(priced.warnings),
+        warnings=(*([setup.model_warning] if setup.model_warning else []), *priced.warnings),
     )

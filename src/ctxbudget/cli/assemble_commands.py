@@ -20,6 +20,7 @@ from .base import (
     JSON_OPTION,
     USD,
     echo_body,
+    echo_warnings,
     main,
     read_json,
     run_action,
@@ -148,6 +149,7 @@ def assemble_command(
             catalog=load_catalog(catalogs),
         )
         if as_json:
+            echo_warnings(result.report.warnings)  # as fit does: stdout holds only the JSON
             report = result.report.to_dict()
             click.echo(json.dumps({"request": result.request, "report": report}, ensure_ascii=False))
             return

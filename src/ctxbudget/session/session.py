@@ -22,6 +22,7 @@ from ..assembly import (
     OutputFormat,
     Policy,
     assemble,
+    check_envelope,
     list_policies,
     load_policy,
     parse_context_request,
@@ -180,7 +181,8 @@ class Session:
         if not isinstance(base, Mapping) or not isinstance(base.get("items", []), list):
             raise InvalidRequestError('the base must be a JSON object like {"items": [...]}')
         checked = load_policy(policy)
-        (catalog or bundled_catalog()).get_model(model)
+        # a model whose window cannot hold the policy's envelope fails now, not at every turn
+        check_envelope(checked, (catalog or bundled_catalog()).get_model(model), model)
         # the base must be items an assembly accepts (tiers, kinds, ids), found now, not turn after turn
         question = {"id": "__question__", "kind": "question", "text": "?"}
         parse_context_request({"items": [*base.get("items", []), question]}, checked, "context")
