@@ -199,7 +199,7 @@ def test_assemble_json_and_exit_codes(tmp_path: Path) -> None:
     runner = CliRunner()
     ok = runner.invoke(main, ["assemble", _context(tmp_path), "--model", "claude-sonnet-4-5", "--json"])
     assert ok.exit_code == 0, ok.output
-    report = json.loads(ok.output)["report"]
+    report = json.loads(ok.stdout)["report"]  # its warnings go to stderr
     assert {"tiers", "breakpoints", "cache", "cost_usd", "invariants"} <= set(report)
     volatile = runner.invoke(
         main, ["assemble", _context(tmp_path, "Built 2026-11-29T10:00:00Z"), "--model", "gpt-4o"]
@@ -398,3 +398,12 @@ def test_models_resolve_suggests_only_what_it_takes() -> None:
     assert result.exit_code == 2 and "closest: gpt-4o" in result.output
     assert "--catalog FILE" in result.output
     assert "--max-context-tokens" not in result.output and "--unknown-model" not in result.output
+
+
+def test_a_body_model_that_is_not_an_id_is_named_as_such() -> None:
+    for given, shown in ((42, "got 42"), ("  ", 'got "  "'), (None, "got null")):
+        body = {"model": given, "messages": [{"role": "user", "content": "hi"}]}
+        result = CliRunner().invoke(main, ["count", "-"], input=json.dumps(body))
+        assert result.exit_code == 2 and "$.model" in result.output and shown in result.output, result.output
+    absent = CliRunner().invoke(main, ["count", "-"], input=json.dumps({"messages": []}))
+    assert absent.exit_code == 2 and 'give the body a "model" field' in absent.output

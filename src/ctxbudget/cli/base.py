@@ -140,6 +140,11 @@ def model_of(model: str | None, request: Any) -> str:
     given = request.get("model") if isinstance(request, dict) else None
     if isinstance(given, str) and given.strip():
         return given
+    if isinstance(request, dict) and "model" in request:  # there, but no model id
+        fail(
+            f"$.model: a model id is a non-empty string, got {json.dumps(given)[:60]} (or pass --model)",
+            EXIT_USAGE,
+        )
     fail('no model: pass --model, or give the body a "model" field', EXIT_USAGE)
     raise AssertionError("unreachable")
 
