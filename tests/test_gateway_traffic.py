@@ -731,3 +731,22 @@ def test_a_derived_session_holds_while_the_client_moves_its_cache_marks() -> Non
     assert session_id(None, ANTHROPIC, first) == session_id(None, ANTHROPIC, later)
     other = {**later, "messages": [{"role": "user", "content": "Review the deed."}]}
     assert session_id(None, ANTHROPIC, other) != session_id(None, ANTHROPIC, later)
+
+
+@pytest.mark.parametrize(
+    ("sent", "tokens"),
+    [("99999999999999", 10**12), ("000120", 120), (" 5000 ", 5000), ("1" + "0" * 400, 10**12)],
+)
+def test_a_token_header_larger_than_any_window_narrows_nothing(sent: str, tokens: int) -> None:
+    """A whole number over 12 digits is a budget over any window (the model's then stands), not
+    "not a whole number"; zero and non-numbers are still refused."""
+    from starlette.datastructures import Headers
+
+    from ctxbudget.gateway import GatewayConfig
+    from ctxbudget.gateway.settings import SettingsError, request_settings
+
+    asked = request_settings(GatewayConfig(), Headers({"x-ctxbudget-max-context-tokens": sent}))
+    assert asked.max_context_tokens == tokens
+    for bad in ("0", "000", "-5", "1e6", "", "\u00b2"):  # "²" is a digit to str.isdigit
+        with pytest.raises(SettingsError, match="whole number of tokens > 0"):
+            request_settings(GatewayConfig(), Headers({"x-ctxbudget-max-context-tokens": bad}))

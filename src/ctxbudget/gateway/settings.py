@@ -46,11 +46,16 @@ class RequestSettings:
     allow_prefix_change: bool = False
 
 
+# Larger than any window: a client's number over it narrows nothing the model's window does not.
+_MAX_TOKENS_HEADER_VALUE = 10**12
+
+
 def _tokens(value: str) -> int:
     text = value.strip()
-    if len(text) > 12 or not text.isascii() or not text.isdigit() or int(text) <= 0:
+    digits = text.lstrip("0")
+    if not text.isascii() or not text.isdigit() or not digits:
         raise SettingsError(f"{MAX_CONTEXT_HEADER} must be a whole number of tokens > 0, got {value[:40]!r}")
-    return int(text)
+    return int(digits) if len(digits) <= 12 else _MAX_TOKENS_HEADER_VALUE
 
 
 def _ceiling(value: str, server: float | None) -> float:
