@@ -23,7 +23,11 @@ build/example.json: $(DEMO_STAMP) examples/deposition.py src/ctxbudget/simulatio
 	mkdir -p build
 	$(BIN)/python examples/deposition.py > build/example.json
 
-demo: build/example.json build/legal_context.json
+# The bodies the README's and the docs' commands read (request.json, meeting.json/.txt, agent.json).
+build/agent.json: $(DEMO_STAMP) examples/readme_bodies.py src/ctxbudget/simulation/deposition.py
+	$(BIN)/python examples/readme_bodies.py build > /dev/null
+
+demo: build/example.json build/legal_context.json build/agent.json
 	$(BIN)/ctxbudget fit build/example.json --model gpt-5 --max-context-tokens 32000
 	$(BIN)/ctxbudget assemble build/legal_context.json --policy legal-review --model claude-sonnet-4-5 > build/legal_body.json
 

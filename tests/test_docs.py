@@ -94,3 +94,45 @@ def test_transport_doc_python_blocks_run(monkeypatch: Any) -> None:
         exec(compile(blocks[1], "docs/transport.md", "exec"), {"__name__": "docs"})
     assert fake.paths == ["/v1/messages", "/v1/chat/completions"]
     assert len(fake.received[0]["messages"]) < 21  # the history was fitted
+
+
+def test_readme_commands_run_on_the_bodies_make_demo_writes(tmp_path: Path, monkeypatch: Any) -> None:
+    """Every `count`, `fit`, `models` and `assemble` line of the README's "Use it" block, run as
+    written (comments and redirections aside) on the bodies `make demo` writes to build/ (here
+    written to a folder of the test's own): each ends with exit 0. docs/retention.md's example
+    reads build/meeting.txt from there too."""
+    import shlex
+    import subprocess
+    import sys
+
+    from click.testing import CliRunner
+
+    from ctxbudget.cli import main
+
+    root = README.parent
+    build = tmp_path / "build"
+    subprocess.run([sys.executable, str(root / "examples" / "readme_bodies.py"), str(build)], check=True)
+    for script, name in (("deposition.py", "example.json"), ("legal_context.py", "legal_context.json")):
+        made = subprocess.run(
+            [sys.executable, str(root / "examples" / script)], check=True, capture_output=True
+        )
+        (build / name).write_bytes(made.stdout)
+    block = re.search(r"## Use it\n\n```sh\n(.*?)```", README.read_text("utf-8"), flags=re.DOTALL)
+    assert block is not None
+    ran = 0
+    for line in block.group(1).splitlines():
+        words = shlex.split(line.split("#", 1)[0].split(">", 1)[0])
+        if words[1] not in ("count", "fit", "models", "assemble"):
+            continue  # simulate and serve need extras (and serve does not end)
+        args = [w.replace("build/", f"{build}/") for w in words[1:]]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, (line, result.output[-500:])
+        ran += 1
+    assert ran >= 8
+    monkeypatch.chdir(tmp_path)
+    retention = re.findall(
+        r"```python\n(.*?)```", (root / "docs" / "retention.md").read_text("utf-8"), re.DOTALL
+    )
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        exec(compile(retention[0], "docs/retention.md", "exec"), {})
+    assert "1:01" in printed.getvalue()  # citations of the passages kept
