@@ -4,9 +4,12 @@ import copy
 import json
 import pickle
 import re
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+import ctxbudget
 from ctxbudget import BudgetExceeded, ConfigError, InvalidRequestError, count, fit
 from ctxbudget.fitting._budget import parse_budget_spec
 from ctxbudget.trim.sentences import sentence_ends
@@ -548,3 +551,45 @@ def test_an_explicit_window_over_the_models_is_honoured_with_a_warning() -> None
     assert not fit(body, model="gpt-4o", max_context_tokens=128_000).report.warnings
     counted = count(body, model="gpt-4o", max_context_tokens=1_000_000)
     assert any("128,000-token window" in w for w in counted["warnings"])
+
+
+def test_a_fits_answer_shares_nothing_with_the_callers_request() -> None:
+    """Cold or from the memo alike: changing the answer never changes the request given, so the
+    same request fitted again gives the same answer."""
+    tool = {"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}
+    body = {
+        "model": "gpt-4o",
+        "tools": [tool],
+        "messages": [{"role": "user", "content": f"question {n}? " + "word " * 300} for n in range(12)],
+    }
+    given = json.dumps(body)
+    for _ in range(2):  # the first fit, then the memo's
+        result = fit(body, model="gpt-4o", max_context_tokens=1_500)
+        assert not result.report.passed_through
+        result.request["tools"][0]["function"]["strict"] = True
+        result.request["messages"][-1]["content"] = "changed"
+        assert json.dumps(body) == given
+    whole = fit(body, model="gpt-4o")  # passed through
+    whole.request["tools"].append({"type": "function"})
+    assert json.dumps(body) == given
+
+
+def test_the_fit_memo_tells_catalogs_apart_by_their_cache_rules(tmp_path: Path) -> None:
+    """The same body fitted with cache_breakpoints under a catalog where the model does not cache
+    gets no marks, even right after a fit under the bundled catalog gave it some."""
+    user = tmp_path / "nocache.toml"
+    user.write_text(
+        'schema_version = 1\n[[models]]\nid = "claude-sonnet-4-5"\nprovider = "anthropic"\n'
+        "context_window = 200000\nmax_output_tokens = 64000\n"
+        'cache = { mode = "none", min_cacheable_tokens = 0, max_breakpoints = 0 }\n'
+    )
+    turns = [{"role": "user" if n % 2 == 0 else "assistant", "content": f"turn {n} " * 400} for n in range(5)]
+    body = {"system": "Be brief. " * 300, "messages": turns}
+
+    def marks(request: dict[str, Any]) -> int:
+        return json.dumps(request).count("cache_control")
+
+    bundled = fit(body, model="claude-sonnet-4-5", cache_breakpoints=True)
+    assert marks(bundled.request) > 0
+    plain = fit(body, model="claude-sonnet-4-5", cache_breakpoints=True, catalog=ctxbudget.load_catalog(user))
+    assert marks(plain.request) == 0

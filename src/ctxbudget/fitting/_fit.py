@@ -8,7 +8,6 @@ and verified (:mod:`._verify`). Both end in one report (:mod:`._report`).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +25,7 @@ from ..trim.extract import clear_sentence_cache
 from ..trim.passages import PassageScorer, reads_as_lines
 from ..volatile import find_volatile
 from ._context import FitContext, open_context
-from ._memo import FitMemo, content_key, freeze
+from ._memo import FitMemo, content_key, freeze, thaw
 from ._options import (
     FitOptions,
     FitSetup,
@@ -173,9 +172,12 @@ def _remembered_fit(request: Mapping[str, Any], shape: JsonShape, setup: FitSetu
         if remembered is not None:
             return FitResult(*remembered)
         result = _fit(request, setup)
+        # The answer shares nothing with the caller's request (fields passed through, messages
+        # kept whole), as a memo hit shares nothing: changing one never changes the other.
+        frozen = freeze(result.request)
         if setup.passage_scorer is None:
-            _MEMO.put(key, result.request, result.report)
-        return result
+            _MEMO.put(key, frozen, result.report)
+        return FitResult(thaw(frozen), result.report)
 
 
 def _catalog_key(setup: FitSetup) -> Hashable:
@@ -189,6 +191,8 @@ def _catalog_key(setup: FitSetup) -> Hashable:
         resolution.path,
         resolution.warning,
         spec.max_output_tokens if spec else None,
+        spec.cache if spec else None,  # the breakpoints cache_breakpoints marks
+        spec.id if spec else None,
         setup.catalog.tokenizer_for(setup.options.model, setup.options.safety_factor),
     )
 
@@ -203,7 +207,7 @@ def _fit(request: Mapping[str, Any], setup: FitSetup) -> FitResult:
     if setup.options.count_all or not measured.bound_exceeds(ctx.available_raw):
         total = measured.count_all()
     if total is not None and total <= ctx.available_raw:
-        fitted = Fitted(copy.deepcopy(dict(request)), Plan({}), {}, total, passed_through=True)
+        fitted = Fitted(dict(request), Plan({}), {}, total, passed_through=True)  # copied by the caller
     else:
         fitted = trim_to_window(ctx, request)
         _something_left(fitted.request, setup.options)

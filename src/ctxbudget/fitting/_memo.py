@@ -89,9 +89,10 @@ class FitMemo:
         request, report = found
         return thaw(request), report
 
-    def put(self, key: Hashable, request: Any, report: Any) -> None:
+    def put(self, key: Hashable, frozen: Hashable, report: Any) -> None:
+        """Keep a fit: its request's :func:`freeze` image and its report."""
         with self._lock:
-            self._entries[key] = (freeze(request), report)
+            self._entries[key] = (frozen, report)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
 
