@@ -4,6 +4,7 @@ them, in agreement with the library's count of a whole request."""
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -172,3 +173,39 @@ def test_a_count_imports_none_of_the_trimming_pipeline() -> None:
         "assert heavy == ['ctxbudget.trim.text'], heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+class _Versioned(_Letters):
+    name = "versioned"
+
+
+class _Words(_Versioned):
+    """The same name's second version: a token a run of non-blanks or blanks."""
+
+    def encode(self, text: str) -> list[int]:
+        return [len(m) for m in re.findall(r"\S+|\s+", text)]
+
+    def token_lengths(self, text: str) -> bytes:
+        return bytes(min(255, len(m.encode("utf-8"))) for m in re.findall(r"\S+|\s+", text))
+
+
+def test_an_encoding_registered_again_counts_with_the_new_one(tmp_path: Path) -> None:
+    """Counts, sentence profiles and fits cached under the name are the old encoding's: all of
+    them are forgotten when the name is registered again."""
+    ctxbudget.register_encoding("versioned", _Versioned)
+    (tmp_path / "mine.toml").write_text(
+        HOUSE.replace(
+            'encoding = "o200k_base", exact = false, safety_factor = 1.2',
+            'encoding = "versioned", exact = true',
+        ),
+        "utf-8",
+    )
+    catalog = ctxbudget.load_catalog(tmp_path / "mine.toml")
+    text = "the letter of March 3 gave notice"
+    body = {"messages": [{"role": "user", "content": text}]}
+    assert ctxbudget.count_text(text, model="house-llm", catalog=catalog) == len(text)
+    before = ctxbudget.count(body, model="house-llm", catalog=catalog)["tokens"]
+    ctxbudget.register_encoding("versioned", _Words)
+    assert ctxbudget.count_text(text, model="house-llm", catalog=catalog) == len(re.findall(r"\S+|\s+", text))
+    assert before == 3 + len("user") + len(text) + 3  # framing, the role, the text, reply priming
+    assert ctxbudget.count(body, model="house-llm", catalog=catalog)["tokens"] == 3 + 1 + 13 + 3

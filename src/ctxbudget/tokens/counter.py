@@ -18,6 +18,7 @@ from itertools import accumulate
 from zlib import adler32
 
 from .encoding import Encoding
+from .registry import when_replaced
 
 __all__ = ["ChunkAnalysis", "TokenCounter", "analyze", "cached_analysis", "clear_count_cache"]
 
@@ -155,6 +156,9 @@ _CACHE = _AnalysisCache(max_tokens=2_000_000)
 def clear_count_cache() -> None:
     """Forget every cached count (benchmarks use it to time a cold fit)."""
     _CACHE.clear()
+
+
+when_replaced(clear_count_cache)
 
 
 def cached_analysis(encoding: Encoding, text: str) -> ChunkAnalysis | None:

@@ -21,12 +21,14 @@ __all__ = [
     "list_encodings",
     "register_encoding",
     "registry_version",
+    "when_replaced",
 ]
 
 _FACTORIES: dict[str, Callable[[], Encoding]] = {}
 _LOADED: dict[str, Encoding] = {}
 _LOCK = threading.Lock()
 _VERSION = [0]
+_ON_REPLACED: list[Callable[[], None]] = []
 
 
 def registry_version() -> int:
@@ -34,12 +36,23 @@ def registry_version() -> int:
     return _VERSION[0]
 
 
+def when_replaced(forget: Callable[[], None]) -> None:
+    """Call ``forget`` whenever a registered name is registered again: a cache keyed by an
+    encoding's name (counts, sentence profiles) holds the replaced encoding's answers."""
+    _ON_REPLACED.append(forget)
+
+
 def register_encoding(name: str, factory: Callable[[], Encoding]) -> None:
-    """Register ``factory`` to build encoding ``name`` on first use (replaces an earlier one)."""
+    """Register ``factory`` to build encoding ``name`` on first use (replaces an earlier one,
+    and every cached count made with it)."""
     with _LOCK:
+        replaced = name in _FACTORIES
         _FACTORIES[name] = factory
         _LOADED.pop(name, None)
         _VERSION[0] += 1
+    if replaced:
+        for forget in _ON_REPLACED:
+            forget()
 
 
 def list_encodings() -> list[str]:

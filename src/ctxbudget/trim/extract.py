@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from itertools import chain, repeat
 
 from ..tokens.counter import TokenCounter
+from ..tokens.registry import when_replaced
 from .bm25 import ascii_term_hits, bm25_from_hits, query_terms
 from .profile import SentenceProfile, clear_profile_cache, sentence_profile
 
@@ -116,3 +117,6 @@ def clear_sentence_cache() -> None:
     clear_profile_cache()
     with _MEMO_LOCK:
         _MEMO.clear()
+
+
+when_replaced(clear_sentence_cache)
