@@ -178,3 +178,14 @@ def test_a_tier_named_like_an_index_is_found_by_its_name() -> None:
     policy = parse_policy(text, "custom.toml")
     assert policy.get_tier("0").name == "0" and policy.get_tier("0").index != 0
     assert policy.get_tier(0).index == 0
+
+
+def test_a_bundled_policy_name_is_the_bundled_policy_whatever_the_folder_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "legal-review").mkdir()
+    assert load_policy("legal-review") == get_policy("legal-review")
+    (tmp_path / "mine").write_text((tmp_path / "missing").name)  # a name no bundle has: read as a file
+    with pytest.raises(ConfigError, match="mine"):
+        load_policy("mine")

@@ -314,9 +314,12 @@ def get_policy(name: str) -> Policy:
 
 
 def load_policy(ref: str) -> Policy:
-    """A bundled policy name, or the path of a policy file (TOML, or YAML by extension)."""
+    """A bundled policy name, or the path of a policy file (TOML, or YAML by extension). A
+    bundled name is the bundled policy whatever the current folder holds (a folder or file named
+    ``legal-review`` there made every assembly and session of that policy fail or change);
+    a file of that name is read by a path (``./legal-review``)."""
     path = Path(ref)
-    if ref.endswith((".toml", ".yaml", ".yml")) or path.exists():
+    if ref.endswith((".toml", ".yaml", ".yml")) or (path.exists() and ref not in list_policies()):
         try:
             text = path.read_text("utf-8")
         except OSError as exc:
