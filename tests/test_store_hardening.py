@@ -374,3 +374,23 @@ def test_a_store_in_a_folder_that_cannot_be_written_is_read_immutable_when_no_lo
     assert read_uri(file, folder_writable=False, wal_bytes=0).endswith("?mode=ro&immutable=1")
     assert read_uri(file, folder_writable=False, wal_bytes=4096).endswith("?mode=ro")  # a writer's log
     assert read_uri(file, folder_writable=True, wal_bytes=0).endswith("?mode=ro")
+
+
+def test_secrets_of_one_length_are_scrubbed_in_one_order_whatever_the_hash_seed() -> None:
+    """Overlapping secrets of equal length scrubbed in a set's order made the shown error depend
+    on PYTHONHASHSEED ('a***.invalid' or '***a.invalid')."""
+    program = (
+        "from ctxbudget.session._postgres_database import redacted\n"
+        "print(redacted('postgresql://u:abab@ababa.invalid/db?password=baba')[2])\n"
+    )
+    seen = {
+        subprocess.run(
+            [sys.executable, "-c", program],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+        ).stdout
+        for seed in range(6)
+    }
+    assert seen == {"['abab', 'baba']\n"}

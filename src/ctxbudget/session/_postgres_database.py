@@ -91,7 +91,8 @@ def redacted(url: str) -> tuple[str, str, list[str]]:
         m.group(2) for m in _QUERY_PASSWORD.finditer(url)
     ]
     shown = _QUERY_PASSWORD.sub(lambda m: m.group(1), f"{scheme.lower()}{sep}{user}{at}{host}").rstrip("?&")
-    secrets = sorted({s for s in secrets if s}, key=len, reverse=True)  # the longest scrubbed first
+    # the longest scrubbed first, equal lengths in one order (a set's order follows the hash seed)
+    secrets = sorted({s for s in secrets if s}, key=lambda s: (-len(s), s))
     if "?" not in userinfo and ("@" in userinfo or "/" in userinfo):
         what = "an unencoded '@' or '/'" if colon else "an '@' or '/' in its user name"
         raise StoreError(shown, f"is not a valid PostgreSQL URL (its user part holds {what})", URL_HINT)
