@@ -172,6 +172,9 @@ def test_compaction_appends_to_the_ledger_and_keeps_the_prefix_before_it(tmp_pat
     assert all(s == stable[0] for s in stable)  # pinned, evidence, background: byte-identical every turn
     reopened = Session(SQLiteStore(tmp_path / "s.db"), "s")
     assert [t.index for t in reopened.turns] == list(range(1, 8)) and reopened.ledger == snapshots[-1]
+    # the same bytes, key order included, in the process that added the turns and in one that reopened them
+    assert json.dumps(reopened.ledger) == json.dumps(session.ledger)
+    assert [json.dumps(t.report) for t in reopened.turns] == [json.dumps(t.report) for t in session.turns]
 
 
 def test_cli_simulate_with_a_scenario_file(tmp_path: Path) -> None:

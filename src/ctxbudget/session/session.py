@@ -31,7 +31,7 @@ from ..catalog.catalog import Catalog, bundled_catalog
 from ..errors import BudgetExceeded, ConfigError, InvalidRequestError
 from ..items import MESSAGE_FRAMING_TOKENS
 from .ledger import LedgerRules, fold_ledger, ledger_blocks, reduce_turn, render_entries
-from .store import SessionMeta, SessionStore, name_problem
+from .store import SessionMeta, SessionStore, as_stored, name_problem
 from .turns import ToolCall, ToolResult, Turn
 
 __all__ = ["Compaction", "PreparedTurn", "Session"]
@@ -370,11 +370,12 @@ class Session:
             tool_calls=prepared.tool_calls,
             tool_results=prepared.tool_results,
             tags=prepared.tags,
-            report=report,
-            usage=dict(usage or {}),
+            report=as_stored(report),
+            usage=as_stored(dict(usage or {})),
         )
-        self.store.append_turn(self.meta.name, turn, list(prepared.new_entries))
+        entries = [as_stored(e) for e in prepared.new_entries]
+        self.store.append_turn(self.meta.name, turn, entries)
         self._turns.append(turn)
-        self._ledger += list(prepared.new_entries)
-        self._previous = report
+        self._ledger += entries
+        self._previous = turn.report
         return turn

@@ -41,6 +41,7 @@ __all__ = [
     "SessionMeta",
     "SessionStore",
     "StoreMode",
+    "as_stored",
     "connect_store",
 ]
 
@@ -162,6 +163,13 @@ class SessionStore(Protocol):
 
 def _canonical(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def as_stored(value: Any) -> Any:
+    """``value`` as a store gives it back (keys in sorted order): what a session keeps in memory,
+    so that its turns and ledger are the same in the process that added them and in one that
+    reopened the session."""
+    return json.loads(_canonical(value))
 
 
 def no_session(name: str, where: str, names: list[str]) -> ConfigError:
