@@ -593,3 +593,44 @@ def test_the_fit_memo_tells_catalogs_apart_by_their_cache_rules(tmp_path: Path) 
     assert marks(bundled.request) > 0
     plain = fit(body, model="claude-sonnet-4-5", cache_breakpoints=True, catalog=ctxbudget.load_catalog(user))
     assert marks(plain.request) == 0
+
+
+@pytest.mark.parametrize(
+    ("model", "encoding", "func_init"), [("gpt-4o", "o200k_base", 7), ("gpt-4", "cl100k_base", 10)]
+)
+def test_tool_definitions_count_by_the_recipe_for_the_models_encoding(
+    model: str, encoding: str, func_init: int
+) -> None:
+    """The cookbook's tool recipe opens each function with 7 tokens for o200k models and 10 for
+    cl100k ones (gpt-4 and gpt-3.5-turbo were 3 short a tool)."""
+    tokens = ctxbudget.get_encoding(encoding).encode  # tiktoken's own (tests/test_tokens.py)
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": f"tool_{i}",
+                "description": "Reads a file.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"path": {"type": "string", "description": "The path."}},
+                },
+            },
+        }
+        for i in range(5)
+    ]
+    messages = [{"role": "user", "content": "What is in /etc/hosts?"}]
+    recipe = 12 + sum(
+        func_init + len(tokens(f"tool_{i}:Reads a file")) + 3 + 3 + len(tokens("path:string:The path"))
+        for i in range(5)
+    )
+    with_tools = count({"messages": messages, "tools": tools}, model=model)["tokens"]
+    assert with_tools - count({"messages": messages}, model=model)["tokens"] == recipe
+    responses = {
+        "input": "What is in /etc/hosts?",
+        "tools": [{**t["function"], "type": "function"} for t in tools],
+    }
+    assert (
+        count(responses, model=model)["tokens"]
+        - count({"input": "What is in /etc/hosts?"}, model=model)["tokens"]
+        == recipe
+    )

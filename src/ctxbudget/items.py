@@ -77,6 +77,12 @@ class Segment:
     content: bool = False
 
 
+# OpenAI's function-definition recipe (the cookbook's ``num_tokens_for_tools``) opens each function
+# with 7 tokens for o200k models and 10 for cl100k ones (gpt-4, gpt-3.5-turbo): what a rendering's
+# ``functions`` add, by encoding, to the 7 its constants hold.
+FUNCTION_INIT_EXTRA = {"cl100k_base": 3}
+
+
 @dataclass(frozen=True)
 class Rendering:
     """What the provider tokenizes: chunks encoded independently, plus fixed framing tokens."""
@@ -85,6 +91,16 @@ class Rendering:
     constants: tuple[tuple[Owner, int], ...] = ()
     # Parts counted by an estimate rather than a tokenizer (images, documents): (owner, how).
     estimated: tuple[tuple[Owner, str], ...] = ()
+    # Function definitions by owner, whose opening constant depends on the encoding.
+    functions: tuple[tuple[Owner, int], ...] = ()
+
+    def constants_for(self, encoding_name: str) -> tuple[tuple[Owner, int], ...]:
+        """The fixed tokens under ``encoding_name``: :attr:`constants`, and the functions'
+        opening tokens beyond the 7 they hold (:data:`FUNCTION_INIT_EXTRA`)."""
+        extra = FUNCTION_INIT_EXTRA.get(encoding_name, 0)
+        if not extra or not self.functions:
+            return self.constants
+        return (*self.constants, *((owner, n * extra) for owner, n in self.functions))
 
 
 Action = Literal["kept", "truncated", "dropped", "summarized"]

@@ -77,7 +77,7 @@ class LazyMeasurement:
                 self._runs[n, index] = run
                 start = place.end
         self._constants: defaultdict[Owner, int] = defaultdict(int)
-        for owner, tokens in rendering.constants:
+        for owner, tokens in rendering.constants_for(encoding.name):
             self._constants[owner] += tokens
         self._owners = tuple(dict.fromkeys([*self._places, *self._constants]))
         self._windowed = [encoding.proven_boundaries and len(t) >= lazy_min_chars for t in self._texts]

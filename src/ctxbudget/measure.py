@@ -84,7 +84,7 @@ def measure(rendering: Rendering, encoding: Encoding) -> Measurement:
                 pieces[segment.owner].append((segment.text, span))
             if len(segment.text) >= MIN_REUSE_CHARS:
                 sources[segment.text] = (span.analysis, span.byte_start, span.byte_end)
-    for owner, tokens in rendering.constants:
+    for owner, tokens in rendering.constants_for(encoding.name):
         by_owner[owner] += tokens
     return Measurement(sum(by_owner.values()), dict(by_owner), spans_of(pieces), sources)
 
@@ -111,7 +111,7 @@ def measure_total(rendering: Rendering, encoding: Encoding, sources: Sources | N
     With ``sources`` (from :func:`measure` of the request this one was cut from) and an encoding
     with proven hard boundaries, long segments measured before are spliced in, not re-encoded.
     """
-    total = sum(n for _, n in rendering.constants)
+    total = sum(n for _, n in rendering.constants_for(encoding.name))
     splice = bool(sources) and encoding.proven_boundaries
     for chunk in rendering.chunks:
         text = chunk_text(chunk)

@@ -33,7 +33,8 @@ TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
 REPLY_PRIMING = 3
 IMAGE_LOW_DETAIL = 85
-# Cookbook function-definition recipe constants (o200k models; cl100k models use 10 for FUNC_INIT).
+# Cookbook function-definition recipe constants (o200k models; cl100k models use 10 for FUNC_INIT:
+# the rendering's `functions` carry the difference, see items.FUNCTION_INIT_EXTRA).
 FUNC_INIT, PROP_INIT, PROP_KEY, ENUM_INIT, ENUM_ITEM, FUNC_END = 7, 3, 3, -3, 3, 12
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _PLAIN_KEYS = frozenset({"role", "content", "name"})
@@ -257,7 +258,10 @@ class OpenAIFormat:
         chunks += tool_chunks + _custom_tool_formats(tools, estimated) + _read_fields(request)
         if tool_constant:
             constants.append(("tools", tool_constant))
-        return Rendering(chunks=tuple(chunks), constants=tuple(constants), estimated=tuple(estimated))
+        functions = (("tools", len(tools)),) if tools else ()  # each opened by FUNC_INIT
+        return Rendering(
+            chunks=tuple(chunks), constants=tuple(constants), estimated=tuple(estimated), functions=functions
+        )
 
     def apply(self, request: Mapping[str, Any], items: tuple[Item, ...], plan: Plan) -> dict[str, Any]:
         """New body with trimmed messages; every other field passes through untouched."""

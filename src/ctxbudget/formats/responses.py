@@ -129,7 +129,9 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _tool_chunks(request: Mapping[str, Any], estimated: list[tuple[Owner, str]]) -> tuple[list[Any], int]:
+def _tool_chunks(
+    request: Mapping[str, Any], estimated: list[tuple[Owner, str]]
+) -> tuple[list[Any], int, int]:
     """Function tools by the cookbook's recipe; built-in tools (web search, file search, ...) as
     their JSON text, an estimate: the provider adds instructions of its own for them."""
     tools = [t for t in request.get("tools") or [] if isinstance(t, dict)]
@@ -139,7 +141,7 @@ def _tool_chunks(request: Mapping[str, Any], estimated: list[tuple[Owner, str]])
         if tool.get("type") != "function":
             chunks.append((Segment(_json(tool), "tools"),))
             estimated.append(("tools", f"built-in tool {tool.get('type')!s}: counted as its JSON text"))
-    return chunks, constant
+    return chunks, constant, len(functions)
 
 
 def _read_fields(request: Mapping[str, Any], estimated: list[tuple[Owner, str]]) -> list[Any]:
@@ -239,11 +241,16 @@ class ResponsesFormat:
             item_chunks_, constant = item_chunks(items[position], (component, index), estimated)
             chunks += item_chunks_
             constants.append(((component, index), constant))
-        tool_chunks, tool_constant = _tool_chunks(request, estimated)
+        tool_chunks, tool_constant, functions = _tool_chunks(request, estimated)
         chunks += tool_chunks + _read_fields(request, estimated)
         if tool_constant:
             constants.append(("tools", tool_constant))
-        return Rendering(chunks=tuple(chunks), constants=tuple(constants), estimated=tuple(estimated))
+        return Rendering(
+            chunks=tuple(chunks),
+            constants=tuple(constants),
+            estimated=tuple(estimated),
+            functions=(("tools", functions),) if functions else (),
+        )
 
     def apply(self, request: Mapping[str, Any], items: tuple[Item, ...], plan: Plan) -> dict[str, Any]:
         """New body with trimmed input (a string input stays a string) and, when budgeted, trimmed
