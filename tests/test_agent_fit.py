@@ -781,3 +781,61 @@ def test_older_messages_never_vanish_without_the_placeholder(window: int) -> Non
         isinstance(c, str) and c.startswith("[Earlier conversation summarized") for c in sent
     )
     assert result.report.tokens_after <= window
+
+
+def test_an_error_result_is_never_cut_to_empty_content() -> None:
+    """The Messages API refuses an `is_error` tool result with empty content: cut to nothing it
+    keeps the gap marker, as a string or as a list emptied of its text blocks."""
+    from ctxbudget.formats.chat import with_content_text
+
+    listed = {
+        "type": "tool_result",
+        "tool_use_id": "t2",
+        "is_error": True,
+        "content": [{"type": "text", "text": "x"}],
+    }
+    message = {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "is_error": True, "content": "denied " * 50},
+            listed,
+        ],
+    }
+    cut = with_content_text(message, "", ("", ""))
+    assert [block["content"] for block in cut["content"]] == ["[…]", "[…]"]
+    fine = {**message, "content": [{**message["content"][0], "is_error": False}]}
+    assert with_content_text(fine, "", ("",))["content"][0]["content"] == ""  # may be empty: no marker
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    body = {
+        "messages": [
+            {"role": "user", "content": "Open both configs: what port does the app use?"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "t1", "name": "read", "input": {}},
+                    {"type": "tool_use", "id": "t2", "name": "shot", "input": {}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "is_error": True,
+                        "content": "denied. " * 600,
+                    },
+                    {"type": "tool_result", "tool_use_id": "t2", "content": [image]},
+                ],
+            },
+        ]
+    }
+    for window in range(300, 2_000, 50):
+        try:
+            sent = fit(
+                body, model="claude-sonnet-4-5", max_context_tokens=window, reserve_output_tokens=0
+            ).request
+        except BudgetExceeded:
+            continue
+        results = [b for m in sent["messages"] if isinstance(m["content"], list) for b in m["content"]]
+        assert all(b.get("content") not in ("", []) for b in results if b.get("is_error")), window

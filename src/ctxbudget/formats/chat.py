@@ -127,6 +127,8 @@ def with_content_text(message: Mapping[str, Any], text: str, pieces: tuple[str, 
             if _inside_result(location):
                 emptied.append(location)  # dropped below: a result needs no empty text block
                 continue
+            if location[1:] == ("content",) and _is_error(out["content"][location[0]]):
+                piece = GAP.strip()  # an error result's content may not be empty
             if location[-1:] in (("text",), ("data",)):
                 # A text block or document cut to nothing says that it was cut (the Messages API
                 # refuses empty text there); a string content (a message's, a result's) may be empty.
@@ -170,12 +172,17 @@ def _put(message: dict[str, Any], location: Location, piece: str) -> None:
 
 def _drop_emptied(message: dict[str, Any], emptied: list[Location]) -> None:
     """Remove the result sub-blocks whose text was cut to nothing; a result left with no block
-    gets an empty string."""
+    gets an empty string (the gap marker when it is an error: it may not be empty)."""
     for i, j in sorted({(loc[0], loc[2]) for loc in emptied}, reverse=True):
         result = message["content"][i]
         del result["content"][j]
         if not result["content"]:
-            result["content"] = ""
+            result["content"] = GAP.strip() if _is_error(result) else ""
+
+
+def _is_error(block: Any) -> bool:
+    """An Anthropic tool result flagged as an error: the Messages API refuses its content empty."""
+    return isinstance(block, dict) and block.get("type") == "tool_result" and bool(block.get("is_error"))
 
 
 def split_messages(
