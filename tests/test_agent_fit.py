@@ -839,3 +839,20 @@ def test_an_error_result_is_never_cut_to_empty_content() -> None:
             continue
         results = [b for m in sent["messages"] if isinstance(m["content"], list) for b in m["content"]]
         assert all(b.get("content") not in ("", []) for b in results if b.get("is_error")), window
+
+
+def test_a_prefill_cut_keeps_its_end() -> None:
+    """The last message, an assistant's after the question, is a prefill the model continues from
+    its last word: cut, it keeps its end (it kept the passages matching the question, ending "[…]")."""
+    plan = "".join(f"Step {i}: read the config file carefully and note every port.\n\n" for i in range(120))
+    body = {
+        "messages": [
+            {"role": "user", "content": "Which port does the service use? Think step by step."},
+            {"role": "assistant", "content": plan + "Having checked all of that, my conclusion is that"},
+        ]
+    }
+    for window in (400, 800, 1_600):
+        result = fit(body, model="claude-sonnet-4-5", max_context_tokens=window, reserve_output_tokens=100)
+        prefill = result.request["messages"][-1]["content"]
+        assert prefill.endswith("my conclusion is that") and prefill.startswith("[…]"), window
+        assert result.report.tokens_after <= window - 100

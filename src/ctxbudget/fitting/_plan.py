@@ -202,12 +202,19 @@ def _truncate(ctx: FitContext, item: Item, budget: int) -> Cut:
         keep_question=item.component == "query",
         scorer=ctx.passage_scorer,
         bounds=bounds,
+        keep_end=_is_prefill(ctx, item),
     )
     text = PIECE_SEP.join(pieces)
     if text == item.text:
         return Cut(text, (), ctx.cost(item))
     tokens = ctx.framing(item) + sum(ctx.counter.raw(p) for p in pieces)
     return Cut(text, pieces if bounds else (), tokens)
+
+
+def _is_prefill(ctx: FitContext, item: Item) -> bool:
+    """The chat's last message, an assistant's after the question: a prefill, which the model
+    continues from its end (cut, it keeps its end, not the passages that match the question)."""
+    return item is ctx.items[-1] and item.component == "history" and item.role == "assistant"
 
 
 def _placeholder_cost(ctx: FitContext, history: list[Item]) -> int:

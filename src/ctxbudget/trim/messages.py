@@ -142,9 +142,11 @@ def cut_message(
     keep_question: bool,
     scorer: PassageScorer | None = None,
     bounds: Sequence[tuple[int, int]] = (),
+    keep_end: bool = False,
 ) -> tuple[str, ...]:
     """``text`` within about ``budget`` tokens: its question kept when ``keep_question``, then the
-    passages that best match ``query`` (the question itself for the message that asks it).
+    passages that best match ``query`` (the question itself for the message that asks it). With
+    ``keep_end`` its longest end instead: a prefill, which the model continues from its last word.
 
     ``bounds`` says where each of the message's pieces (its tool results or text blocks) sits in
     ``text`` (default: one piece, the whole text); the room is shared among them by a common
@@ -161,7 +163,9 @@ def cut_message(
     if kept and kept_tokens > budget:  # the ask with what follows it is too long: the ask alone
         kept = [_first_paragraph(text, *kept[0])]
         kept_tokens = count(*kept[0])
-    if keep_question and (not kept or kept_tokens > budget):
+    if keep_end:
+        regions = [_keep_end(text, 0, count, budget - gap)]
+    elif keep_question and (not kept or kept_tokens > budget):
         # no question to tell apart, or the question alone is too long: keep the end, where an ask is
         regions = [_keep_end(text, kept[-1][0] if kept else 0, count, budget - gap)]
     else:
