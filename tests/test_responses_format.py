@@ -320,3 +320,48 @@ def test_a_budget_that_drops_a_stored_calls_output_is_an_error() -> None:
     }
     with pytest.raises(ConfigError, match="drops the output of call_a"):
         fit(body, model="gpt-4o", max_context_tokens=1500, budget={"history": 0})
+
+
+def test_a_reasoning_item_goes_with_every_call_of_its_response() -> None:
+    """The API refuses a call sent back without the reasoning that led to it: a preamble message
+    may stand between them, and parallel calls may each be listed with its output."""
+    from ctxbudget.formats.responses_items import call_groups
+
+    def call(n: str) -> dict[str, Any]:
+        return {"type": "function_call", "id": f"fc_{n}", "call_id": f"c_{n}", "name": "f", "arguments": "{}"}
+
+    def output(n: str) -> dict[str, Any]:
+        return {"type": "function_call_output", "call_id": f"c_{n}", "output": "x"}
+
+    ask = {"role": "user", "content": "go"}
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": []}
+    preamble = {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "Let me look."}],
+    }
+    for items in (
+        [ask, reasoning, preamble, call("a"), output("a")],
+        [ask, reasoning, call("a"), output("a"), call("b"), output("b")],
+    ):
+        groups = call_groups(items)
+        assert len(set(groups[1:])) == 1 and groups[0] != groups[1], items
+    later = call_groups(
+        [ask, reasoning, call("a"), output("a"), {"role": "user", "content": "and?"}, call("b")]
+    )
+    assert later[5] != later[1]  # a new turn's call is not that response's
+
+
+def test_a_local_shell_output_names_its_call_by_id() -> None:
+    from ctxbudget.formats.responses_items import call_groups
+
+    shell = {
+        "type": "local_shell_call",
+        "id": "lsh_1",
+        "call_id": "call_1",
+        "action": {"type": "exec"},
+        "status": "completed",
+    }
+    answer = {"type": "local_shell_call_output", "id": "call_1", "output": "ok"}
+    groups = call_groups([{"role": "user", "content": "ls"}, shell, answer])
+    assert groups[1] == groups[2]

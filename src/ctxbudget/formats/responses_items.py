@@ -101,8 +101,14 @@ def answer_key(item: Mapping[str, Any]) -> tuple[str, str] | None:
     if kind == "mcp_approval_response":
         return kind, str(item.get("approval_request_id"))
     if kind.endswith("_call_output"):
-        return kind, str(item.get("call_id"))
+        return kind, _called(item)
     return None
+
+
+def _called(output: Mapping[str, Any]) -> str:
+    """The call an ``X_call_output`` answers: its ``call_id``, or its ``id`` where the output
+    names its call so (a ``local_shell_call_output``)."""
+    return str(output.get("call_id") if "call_id" in output else output.get("id"))
 
 
 def stored_answers(items: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
@@ -117,8 +123,9 @@ def call_groups(items: Sequence[Mapping[str, Any]], *, continues: bool = False) 
     and so every ``X_call`` and ``X_call_output`` of the same kind and ``call_id``: computer,
     custom tool, local shell, ...) share one with everything between them, as do an
     ``mcp_approval_request`` and the ``mcp_approval_response`` naming its id, and a ``reasoning``
-    item shares the group of the item after it (the API refuses a call sent back without the
-    reasoning that led to it, or an output or approval without what it answers).
+    item shares the group of the item after it and of every call of its response up to the next
+    turn (the API refuses a call sent back without the reasoning that led to it, or an output or
+    approval without what it answers).
 
     A body that ``continues`` a stored response (``previous_response_id``) may answer that
     response's calls: an output or approval whose call is not in the input is kept, with
@@ -136,10 +143,14 @@ def _paired(items: Sequence[Mapping[str, Any]]) -> tuple[list[int], set[int]]:
     groups = list(range(len(items)))
     answered: set[int] = set()
     owner_of_call: dict[tuple[str, str], int] = {}
+    reasoning: int | None = None  # the reasoning item of the response whose output is being read
     for i, item in enumerate(items):
         if i and items[i - 1].get("type") == "reasoning":
             groups[i] = groups[i - 1]
         kind = str(item.get("type") or "")
+        reasoning = _reasoning_after(reasoning, i, item, kind)
+        if reasoning is not None and kind.endswith("_call"):  # a call of that response: with it
+            groups[reasoning : i + 1] = [groups[reasoning]] * (i + 1 - reasoning)
         if kind == "mcp_approval_request":  # answered by an mcp_approval_response naming its id
             owner_of_call["mcp_approval", str(item.get("id"))] = i
         elif (
@@ -153,12 +164,24 @@ def _paired(items: Sequence[Mapping[str, Any]]) -> tuple[list[int], set[int]]:
             owner_of_call[kind, str(item.get("call_id"))] = i
         elif (
             kind.endswith("_call_output")
-            and (key := (kind[: -len("_output")], str(item.get("call_id")))) in owner_of_call
+            and (key := (kind[: -len("_output")], _called(item))) in owner_of_call
         ):
             first = owner_of_call[key]
             groups[first : i + 1] = [groups[first]] * (i + 1 - first)
             answered.add(i)
     return groups, answered
+
+
+def _reasoning_after(reasoning: int | None, i: int, item: Mapping[str, Any], kind: str) -> int | None:
+    """The reasoning item whose response item ``i`` may belong to: a reasoning item opens one, a
+    message that is not the assistant's (a new turn) closes it. The API refuses any call of that
+    response sent back without it: a preamble message may stand between them, and parallel calls
+    may be listed each with its output."""
+    if kind == "reasoning":
+        return i
+    if item.get("role") in ("user", "system", "developer"):
+        return None
+    return reasoning
 
 
 def _part_estimate(part: Mapping[str, Any]) -> Estimate:
