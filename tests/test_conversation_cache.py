@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -504,3 +505,32 @@ def test_a_pasted_document_larger_than_any_step_is_cut_not_dropped() -> None:
     result = fit(body, model="gpt-4o", max_context_tokens=32000, reserve_output_tokens=0, low_water=2 / 3)
     assert result.report.tokens_after > 0.9 * 32000
     assert result.report.items[0].action == "truncated"
+
+
+def test_no_mark_of_ours_goes_before_a_clients_hour_mark_inside_a_tool_result() -> None:
+    """The Messages API wants every 1-hour mark before any 5-minute one: a client's 1-hour mark on
+    a block inside a tool result holds ours back as one on a top-level block does."""
+    doc = "Reference manual paragraph about the service configuration. " * 300
+    hour = {"type": "ephemeral", "ttl": "1h"}
+    body = {
+        "system": "You are an SRE assistant. " * 200,
+        "messages": [
+            {"role": "user", "content": "Read the manual. " + doc},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "read", "input": {}}]},
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "content": [{"type": "text", "text": doc, "cache_control": hour}],
+                    },
+                    {"type": "text", "text": "Which port does the service use?"},
+                ],
+            },
+        ],
+    }
+    sent = fit(body, model="claude-sonnet-4-5", cache_breakpoints=True).request
+    order = re.findall(r'"cache_control": \{"type": "ephemeral"(, "ttl": "1h")?\}', json.dumps(sent))
+    assert order and order[0] == ', "ttl": "1h"' and all(o == "" for o in order[1:])
+    assert sent["system"] == body["system"]  # no 5-minute mark on the system prompt before it

@@ -243,6 +243,7 @@ def mark_conversation(
     # Our marks live 5 minutes, and 1-hour marks must come before 5-minute ones. The limit counts
     # every mark the client placed, those inside a tool result's blocks too.
     after = max((n for n, ttl in client.items() if ttl == "1h"), default=-1)
+    after = max([after, *(n for n, (_, block) in enumerate(blocks) if _holds_an_hour(block))])
     room = rules.max_breakpoints - client_marks(body)
     for n, by in _candidates(body, blocks):
         if room <= 0:
@@ -276,6 +277,14 @@ def client_marks(body: Mapping[str, Any]) -> int:
             if isinstance(content, list):
                 stack.append(content)
     return found
+
+
+def _holds_an_hour(block: Mapping[str, Any]) -> bool:
+    """Whether a 1-hour mark sits inside the block (on a block of a tool result's content)."""
+    content = block.get("content")
+    if not isinstance(content, list):
+        return False
+    return any(isinstance(b, Mapping) and _ttl(b.get("cache_control")) == "1h" for b in content)
 
 
 def _ttl(mark: Any) -> str:
