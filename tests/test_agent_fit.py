@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import random
+import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -856,3 +859,60 @@ def test_a_prefill_cut_keeps_its_end() -> None:
         prefill = result.request["messages"][-1]["content"]
         assert prefill.endswith("my conclusion is that") and prefill.startswith("[…]"), window
         assert result.report.tokens_after <= window - 100
+
+
+def test_a_result_whose_call_was_left_out_keeps_its_image_and_error() -> None:
+    """The query turn answers a call whose assistant turn is summarized away: the result becomes
+    blocks of the turn (the API refuses it unpaired), its screenshot and its error kept."""
+    header = struct.pack(">IIBBBBB", 400, 300, 8, 2, 0, 0, 0)  # a 400 x 300 PNG: about 160 tokens
+    png = (
+        b"\x89PNG\r\n\x1a\n"
+        + struct.pack(">I", 13)
+        + b"IHDR"
+        + header
+        + struct.pack(">I", zlib.crc32(b"IHDR" + header))
+    )
+    data = base64.b64encode(png).decode()
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+    body = {
+        "messages": [
+            {"role": "user", "content": "Check the login page against the spec."},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "I will take a screenshot of the login page. " * 200},
+                    {"type": "tool_use", "id": "shot", "name": "screenshot", "input": {}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "shot",
+                        "is_error": True,
+                        "cache_control": {"type": "ephemeral"},
+                        "content": [{"type": "text", "text": "Rendered with warnings."}, image],
+                    },
+                    {"type": "text", "text": "Is the button in this screenshot the right colour?"},
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "css", "name": "read_css", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "css", "content": "b { color: red } " * 300}
+                ],
+            },
+        ]
+    }
+    sent = fit(body, model="claude-sonnet-4-5", max_context_tokens=1_000, reserve_output_tokens=200).request
+    turn = next(m for m in sent["messages"] if "right colour" in json.dumps(m))
+    assert turn["content"][0]["text"].startswith(
+        "[result of tool call shot, an error]\nRendered with warnings."
+    )
+    assert turn["content"][1] == {**image, "cache_control": {"type": "ephemeral"}}
+    assert not any(b.get("type") == "tool_result" for b in turn["content"])

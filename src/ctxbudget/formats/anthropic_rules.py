@@ -90,7 +90,7 @@ def alternate(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _paired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A tool_result whose tool_use is not in the assistant turn just before it (that turn was cut)
-    becomes a text block with its text: the API refuses an unpaired result."""
+    becomes blocks of the user turn (:func:`_unpaired`): the API refuses an unpaired result."""
     out: list[dict[str, Any]] = []
     for message in messages:
         content = message.get("content")
@@ -106,9 +106,28 @@ def _paired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 and block.get("type") == "tool_result"
                 and block.get("tool_use_id") not in asked
             ):
-                text = "\n".join(t for _, t in text_locations([block]))
-                block = {"type": "text", "text": f"[result of tool call {block.get('tool_use_id')}]\n{text}"}
-            blocks.append(block)
+                blocks += _unpaired(block)
+            else:
+                blocks.append(block)
         blocks = _lead_first(blocks, ("tool_result",))  # results first, as the API wants them
         out.append({**message, "content": blocks} if blocks != content else message)
     return out
+
+
+def _unpaired(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """A tool result without its call as blocks a user turn may hold: a text block naming the call
+    (and that it failed, for ``is_error``) with the result's text, then its blocks that are not
+    text (an image, a PDF) as they were; the result's cache mark on the last of them."""
+    text = "\n".join(t for _, t in text_locations([result]))
+    failed = ", an error" if result.get("is_error") else ""
+    head = {"type": "text", "text": f"[result of tool call {result.get('tool_use_id')}{failed}]\n{text}"}
+    inner = result.get("content")
+    others = (  # what that text does not hold already: images, PDFs (not text blocks or documents)
+        [b for b in inner if isinstance(b, dict) and not text_locations([b])]
+        if isinstance(inner, list)
+        else []
+    )
+    blocks = [head, *others]
+    if result.get("cache_control") is not None:
+        blocks[-1] = {**blocks[-1], "cache_control": result["cache_control"]}
+    return blocks
