@@ -916,3 +916,36 @@ def test_a_result_whose_call_was_left_out_keeps_its_image_and_error() -> None:
     )
     assert turn["content"][1] == {**image, "cache_control": {"type": "ephemeral"}}
     assert not any(b.get("type") == "tool_result" for b in turn["content"])
+
+
+def test_a_harness_note_beside_tool_results_is_not_the_users_question() -> None:
+    """Claude Code adds "<system-reminder>...</system-reminder>" text blocks to the turns that
+    return tool results: those turns do not ask, so the user's question stays the query (it was
+    summarized away as history); a turn with no result asks whatever its text looks like."""
+    out = "file contents line; nothing interesting here. " * 400
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Set up the repo."},
+        {"role": "assistant", "content": "Done. " * 200},
+        {"role": "user", "content": "Now: why does `make test` fail on the parser module?"},
+    ]
+    for k in range(5):
+        call = {"type": "tool_use", "id": f"t{k}", "name": "read", "input": {"n": k}}
+        note = {
+            "type": "text",
+            "text": '<system-reminder kind="todo">The TODO list is empty.</system-reminder>',
+        }
+        messages += [
+            {"role": "assistant", "content": [{"type": "text", "text": f"Reading file {k}."}, call]},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"t{k}", "content": out}, note],
+            },
+        ]
+    report = fit({"messages": messages}, model="claude-sonnet-4-5", max_context_tokens=4_000).report
+    assert [i.path for i in report.items if i.component == "query"] == ["$.messages[2]"]
+    tagged = [
+        *messages,
+        {"role": "user", "content": [{"type": "text", "text": "<task>Fix the parser.</task>"}]},
+    ]
+    report = fit({"messages": tagged}, model="claude-sonnet-4-5", max_context_tokens=8_000).report
+    assert [i.path for i in report.items if i.component == "query"] == [f"$.messages[{len(tagged) - 1}]"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -53,15 +54,32 @@ def _validate(request: Mapping[str, Any]) -> None:
     validate_body(Body, request)
 
 
+# A text block that is one tagged element, as agent harnesses add to the turns that return tool
+# results (Claude Code's "<system-reminder>...</system-reminder>"): the harness speaking, not the user.
+_HARNESS_NOTE = re.compile(r"\s*<([A-Za-z][\w.-]*)(?:\s[^>]*)?>.*</\1>\s*", re.DOTALL)
+
+
 def _asks(message: Mapping[str, Any]) -> bool:
-    """A user turn that says something of its own: not only tool results (a turn that returns
-    results and asks a follow-up in a text block is the user's turn too)."""
+    """A user turn that says something of its own: not only tool results, with or without harness
+    notes (a turn that returns results and asks a follow-up in a text block is the user's turn
+    too; a turn with no result is the user's whatever its text looks like: a task in tags)."""
     if message.get("role") != "user":
         return False
     content = message.get("content")
     if not isinstance(content, list):
         return True
-    return any(not (isinstance(b, dict) and b.get("type") == "tool_result") for b in content)
+    results = [isinstance(b, dict) and b.get("type") == "tool_result" for b in content]
+    if not any(results):
+        return True
+    return any(
+        not (result or (isinstance(b, dict) and _note(b))) for b, result in zip(content, results, strict=True)
+    )
+
+
+def _note(block: Mapping[str, Any]) -> bool:
+    """A text block that is a harness's note (:data:`_HARNESS_NOTE`) beside tool results."""
+    text = block.get("text")
+    return block.get("type") == "text" and isinstance(text, str) and _HARNESS_NOTE.fullmatch(text) is not None
 
 
 def latest_user_turn(messages: Sequence[Any]) -> int | None:
