@@ -43,7 +43,7 @@ def _ctxbudget(warm: bool) -> float:
     # The tokenizer built, as LangChain's side has it: a short text alone is encoded by
     # ctxbudget's small-text path, which never builds tiktoken's Encoding (tokens/small.py), and
     # then this process's fit would count with that slower path where LangChain uses tiktoken.
-    get_encoding("o200k_base").tiktoken  # type: ignore[attr-defined]
+    get_encoding("o200k_base").tiktoken.encode_ordinary("load")  # type: ignore[attr-defined]
     history = chat_history(MESSAGES)
     if warm:
         fit({"messages": [{"role": "user", "content": "warm up"}]}, model=MODEL)

@@ -685,7 +685,9 @@ def test_a_run_of_parts_cut_to_nothing_leaves_one_marker() -> None:
     body = {"messages": [{"role": "user", "content": parts}]}
     result = fit(body, model="gpt-4o", max_context_tokens=150, reserve_output_tokens=0)
     kept = [p["text"] for p in result.request["messages"][0]["content"]]
-    assert kept[0] == "[…]" and kept.count("[…]") == 1 and kept[-1] == "part 399 of the record"
+    # the first part is kept as the message's instruction (no part asks), then one marker
+    assert kept[:2] == ["part 0 of the record", "[…]"] and kept.count("[…]") == 1
+    assert kept[-1] == "part 399 of the record"
     assert len(kept) > 10 and result.report.tokens_after <= 150
 
 
@@ -736,7 +738,8 @@ def test_a_part_too_long_for_any_passage_keeps_its_head_cut_at_a_word() -> None:
     need = count(body, model="gpt-4o")["tokens"]
     result = fit(body, model="gpt-4o", max_context_tokens=need // 2, reserve_output_tokens=0)
     kept = [p["text"] for p in result.request["messages"][0]["content"]]
-    for original, text in zip(parts[:-1], kept[:-1], strict=True):
+    assert kept[0] == parts[0]  # no part asks: the first, short, is kept whole as the instruction
+    for original, text in zip(parts[1:-1], kept[1:-1], strict=True):
         head = text.removesuffix("\n[…]")
         assert text.endswith("[…]") and original.startswith(head) and original[len(head)] == " "
     assert result.report.tokens_after >= 0.9 * result.report.available_tokens
@@ -949,3 +952,24 @@ def test_a_harness_note_beside_tool_results_is_not_the_users_question() -> None:
     ]
     report = fit({"messages": tagged}, model="claude-sonnet-4-5", max_context_tokens=8_000).report
     assert [i.path for i in report.items if i.component == "query"] == [f"$.messages[{len(tagged) - 1}]"]
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "claude-sonnet-4-5"])
+def test_an_instruction_before_pasted_text_is_kept(model: str) -> None:
+    """With no paragraph asking, the message's short first paragraph is its instruction for what
+    was pasted after it: kept whole with the last paragraph, at any budget the message is cut to."""
+    lines = [
+        f"2024-05-0{n % 9 + 1} node-{n % 40} ERROR disk full on /data{n % 9}; retrying in {n % 60}s"
+        for n in range(600)
+    ]
+    instruction = "Summarize the following incident log in three bullet points for the on-call handover."
+    text = instruction + "\n\n" + "\n\n".join(lines)
+    assert [text[a:b] for a, b in question_spans(text)] == [instruction, lines[-1]]
+    body = {"messages": [{"role": "user", "content": text}]}
+    for window in (600, 2_000, 8_000):
+        sent = fit(body, model=model, max_context_tokens=window, reserve_output_tokens=200).request
+        content = json.dumps(sent["messages"])
+        assert json.dumps(instruction)[1:-1] in content and json.dumps(lines[-1])[1:-1] in content, window
+    paragraph = "Some pasted paragraph that is long. " * 20  # over 500 characters: not an instruction
+    longer = paragraph + text
+    assert [longer[a:b] for a, b in question_spans(longer)] == [lines[-1]]

@@ -5,7 +5,8 @@ the short paragraph near its end that asks (it has a ``?`` or a label such as ``
 whatever instructions follow it, or, when the message asks near its start (``Question: ...``
 then ``Context: ...``, or a greeting, the question, then a pasted document), that paragraph; with
 no such paragraph, a last sentence that asks, else opening sentences that ask ("What is clause 4?
-<the contract, as one long paragraph>"), else its last paragraph or last sentence. From the rest, and from any other long message (a tool result), the passages that match
+<the contract, as one long paragraph>"), else its last paragraph or last sentence, with its first
+paragraph when that is short (an instruction for what was pasted after it). From the rest, and from any other long message (a tool result), the passages that match
 the question best are kept, verbatim, in their order, with a marker where text was left out. The
 selection is the one ``split_documents`` uses for documents
 (:func:`ctxbudget.trim.passages.select_regions`).
@@ -36,6 +37,9 @@ __all__ = ["GAP", "asks_a_question", "cut_message", "question_of", "question_spa
 _PARAGRAPH = re.compile(r"\n\s*\n")
 _LABEL = re.compile(r"^\s*(question|query|q|task|ask)\s*[:.)-]", re.IGNORECASE)
 _MAX_QUESTION_CHARS = 2000
+# A first paragraph this short, with no paragraph asking, is kept as the instruction for what
+# follows it ("Summarize the following incident log in three bullet points:").
+_MAX_INSTRUCTION_CHARS = 500
 
 
 def _paragraphs(text: str) -> list[tuple[int, int]]:
@@ -85,9 +89,13 @@ def question_spans(text: str) -> list[tuple[int, int]]:
     opening = _opening_question(text, paragraphs[0])
     if opening:
         return opening
-    if tail:
-        return [(tail[-1][0], end)]
-    return last  # empty: no paragraph or sentence short enough to be the question
+    # No paragraph asks: the request is the text around what was pasted, an instruction before it
+    # ("Summarize the following log:") as well as the last paragraph or sentence after it.
+    ending = [(tail[-1][0], end)] if tail else last  # last: empty when nothing is short enough
+    lead = paragraphs[0]
+    if ending and lead[1] < ending[0][0] and lead[1] - lead[0] <= _MAX_INSTRUCTION_CHARS:
+        return [lead, *ending]
+    return ending
 
 
 def _last_sentence(text: str, start: int, end: int) -> list[tuple[int, int]]:
