@@ -136,16 +136,21 @@ class _Letters:
         return bytes(len(c.encode("utf-8")) for c in text)
 
 
-def test_a_plug_in_encoding_counts_and_says_it_cannot_decode(tmp_path: Path) -> None:
-    ctxbudget.register_encoding("letters", _Letters)
-    (tmp_path / "mine.toml").write_text(
+def _counted_with(encoding: str, folder: Path) -> ctxbudget.Catalog:
+    """A user catalog whose house-llm counts exactly with ``encoding``."""
+    (folder / "mine.toml").write_text(
         HOUSE.replace(
             'encoding = "o200k_base", exact = false, safety_factor = 1.2',
-            'encoding = "letters", exact = true',
+            f'encoding = "{encoding}", exact = true',
         ),
         "utf-8",
     )
-    catalog = ctxbudget.load_catalog(tmp_path / "mine.toml")
+    return ctxbudget.load_catalog(folder / "mine.toml")
+
+
+def test_a_plug_in_encoding_counts_and_says_it_cannot_decode(tmp_path: Path) -> None:
+    ctxbudget.register_encoding("letters", _Letters)
+    catalog = _counted_with("letters", tmp_path)
     encoding = ctxbudget.encoding_for_model("house-llm", catalog=catalog)
     assert encoding.exact and encoding.name == "letters"
     assert ctxbudget.count_text("hello", model="house-llm", catalog=catalog) == 5
@@ -193,14 +198,7 @@ def test_an_encoding_registered_again_counts_with_the_new_one(tmp_path: Path) ->
     """Counts, sentence profiles and fits cached under the name are the old encoding's: all of
     them are forgotten when the name is registered again."""
     ctxbudget.register_encoding("versioned", _Versioned)
-    (tmp_path / "mine.toml").write_text(
-        HOUSE.replace(
-            'encoding = "o200k_base", exact = false, safety_factor = 1.2',
-            'encoding = "versioned", exact = true',
-        ),
-        "utf-8",
-    )
-    catalog = ctxbudget.load_catalog(tmp_path / "mine.toml")
+    catalog = _counted_with("versioned", tmp_path)
     text = "the letter of March 3 gave notice"
     body = {"messages": [{"role": "user", "content": text}]}
     assert ctxbudget.count_text(text, model="house-llm", catalog=catalog) == len(text)
