@@ -407,3 +407,13 @@ def test_a_body_model_that_is_not_an_id_is_named_as_such() -> None:
         assert result.exit_code == 2 and "$.model" in result.output and shown in result.output, result.output
     absent = CliRunner().invoke(main, ["count", "-"], input=json.dumps({"messages": []}))
     assert absent.exit_code == 2 and 'give the body a "model" field' in absent.output
+
+
+def test_verify_prefix_refuses_messages_that_are_not_message_objects(tmp_path: Path) -> None:
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"messages": [{"role": "system", "content": "x"}]}))
+    for messages in (["hello"], "abc", {"a": 1}):
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps({"messages": messages}))
+        result = CliRunner().invoke(main, ["verify-prefix", str(bad), str(good)])
+        assert result.exit_code == 2 and "$.messages" in result.output, result.output

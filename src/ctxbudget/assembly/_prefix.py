@@ -43,6 +43,8 @@ def cached_prefix(document: Any) -> str:
     if isinstance(body.get("system"), str):
         return str(body["system"])
     messages = body.get("messages") or []
+    if not isinstance(messages, list) or not all(isinstance(m, Mapping) for m in messages[:1]):
+        raise InvalidRequestError("messages must be a list of message objects", "$.messages")
     if messages and messages[0].get("role") in ("system", "developer"):
         content = messages[0].get("content")
         if isinstance(content, list):
