@@ -277,3 +277,12 @@ def test_a_model_resolved_by_a_guess_is_said_in_the_report() -> None:
     guessed = run(model="gpt-4o-house").report
     assert any("budgeting it as 'gpt-4o'" in w for w in guessed.warnings), guessed.warnings
     assert not any("not in the catalog" in w for w in run(model="gpt-4o").report.warnings)
+
+
+def test_a_ceiling_equal_to_the_reported_cost_is_not_exceeded() -> None:
+    """The ceiling is held to the cost as reported (to the micro-dollar): the float sum's last
+    bits (0.13304300000000002 against 0.133043) degraded a tier or refused the call."""
+    cost = run(expected_output_tokens=100).report.cost_usd
+    assert cost is not None
+    at = run(cost_ceiling_usd=cost, expected_output_tokens=100).report
+    assert at.cost_usd == cost and not at.degraded

@@ -344,3 +344,16 @@ def test_a_session_whose_model_cannot_hold_the_policy_is_refused_when_created(tm
     with pytest.raises(BudgetExceeded, match="gpt-4"):
         Session.create(store, "small", policy="legal-review", model="gpt-4", base=_base())
     assert store.names() == []
+
+
+def test_a_session_under_a_policy_without_a_rolling_tier_is_refused_when_created(tmp_path: Path) -> None:
+    policy = tmp_path / "norolling.toml"
+    policy.write_text(
+        'name = "norolling"\nenvelope_tokens = 32000\nreserve_output_tokens = 0\nexpected_output_tokens = 100\n'
+        '[[tiers]]\nname = "pinned"\nceiling_tokens = 15000\neviction = "never"\ncached = true\n'
+    )
+    store = SQLiteStore(tmp_path / "s.db")
+    base = {"items": [{"id": "p", "tier": "pinned", "kind": "playbook", "text": "Rules of review."}]}
+    with pytest.raises(ConfigError, match="has no rolling tier"):
+        Session.create(store, "nr", policy=str(policy), model="claude-sonnet-4-5", base=base)
+    assert store.names() == []

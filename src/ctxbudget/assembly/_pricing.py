@@ -83,7 +83,7 @@ def within_ceiling(
             return priced, degraded
         if priced.cost is None:
             raise PriceUnknown(model_id=setup.model, ceiling_usd=ceiling)
-        if priced.cost.total_usd <= ceiling:
+        if round(priced.cost.total_usd, 6) <= ceiling:  # the cost as reported (to the micro-dollar)
             return priced, degraded
         compact = [t for t in setup.policy.tiers if t.eviction == "compact" and targets[t.index] > 0]
         if "compact" not in setup.policy.degrade or not compact:

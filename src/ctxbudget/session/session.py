@@ -21,6 +21,7 @@ from ..assembly import (
     AssemblyResult,
     OutputFormat,
     Policy,
+    Tier,
     assemble,
     check_envelope,
     list_policies,
@@ -181,6 +182,7 @@ class Session:
         if not isinstance(base, Mapping) or not isinstance(base.get("items", []), list):
             raise InvalidRequestError('the base must be a JSON object like {"items": [...]}')
         checked = load_policy(policy)
+        _rolling(checked)  # the turns' history goes there: a policy without one fails now, not every turn
         # a model whose window cannot hold the policy's envelope fails now, not at every turn
         check_envelope(checked, (catalog or bundled_catalog()).get_model(model), model)
         # the base must be items an assembly accepts (tiers, kinds, ids), found now, not turn after turn
@@ -202,10 +204,7 @@ class Session:
         return list(self._ledger)
 
     def _rolling_tier(self) -> str:
-        for tier in self.policy.tiers:
-            if tier.eviction == "rolling":
-                return tier.name
-        raise ConfigError(f"policy {self.policy.name!r} has no rolling tier for the session's history")
+        return _rolling(self.policy).name
 
     def _raw_tokens(self, turn: Turn) -> int:
         framed = sum(self.counter.raw(text) + MESSAGE_FRAMING_TOKENS for _, text in turn.raw_texts())
@@ -221,7 +220,7 @@ class Session:
         rules = self.policy.compaction
         compacted = {e["turn"] for e in self._ledger}
         raw = [t for t in self._turns if t.index not in compacted]
-        rolling = next(t for t in self.policy.tiers if t.eviction == "rolling")
+        rolling = _rolling(self.policy)
         trigger = min(rules.history_trigger_tokens, rolling.ceiling_tokens)
         sizes = {t.index: self._raw_tokens(t) for t in raw}
         if sum(sizes.values()) <= trigger and not forced and through is None:
@@ -379,3 +378,11 @@ class Session:
         self._ledger += entries
         self._previous = turn.report
         return turn
+
+
+def _rolling(policy: Policy) -> Tier:
+    """The policy's rolling tier, where a session's past turns go (ConfigError: it has none)."""
+    found = next((t for t in policy.tiers if t.eviction == "rolling"), None)
+    if found is None:
+        raise ConfigError(f"policy {policy.name!r} has no rolling tier for the session's history")
+    return found
