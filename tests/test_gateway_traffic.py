@@ -750,3 +750,20 @@ def test_a_token_header_larger_than_any_window_narrows_nothing(sent: str, tokens
     for bad in ("0", "000", "-5", "1e6", "", "\u00b2"):  # "²" is a digit to str.isdigit
         with pytest.raises(SettingsError, match="whole number of tokens > 0"):
             request_settings(GatewayConfig(), Headers({"x-ctxbudget-max-context-tokens": bad}))
+
+
+def test_an_anthropic_client_is_told_the_refusals_code() -> None:
+    """Anthropic's error shape has no code: the gateway's (prefix_changed, ...) stands beside the
+    type, and a client error it has no type for is an invalid request, not a server's api_error."""
+    from ctxbudget.gateway.providers import ANTHROPIC
+
+    body = ANTHROPIC.error_body(409, "the pinned prefix changed", "prefix_changed")
+    assert body == {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "the pinned prefix changed",
+            "code": "prefix_changed",
+        },
+    }
+    assert ANTHROPIC.error_body(500, "boom", "internal")["error"]["type"] == "api_error"

@@ -38,11 +38,11 @@ class Provider:
 
     def error_body(self, status: int, message: str, code: str) -> dict[str, Any]:
         """An error in this provider's own shape, so SDKs raise their usual exceptions."""
-        if self.name == "anthropic":
-            return {
-                "type": "error",
-                "error": {"type": _ANTHROPIC_ERROR_TYPES.get(status, "api_error"), "message": message},
-            }
+        if self.name == "anthropic":  # its shape has no code: given beside the type, as ours
+            kind = _ANTHROPIC_ERROR_TYPES.get(status) or (
+                "invalid_request_error" if status < 500 else "api_error"
+            )
+            return {"type": "error", "error": {"type": kind, "message": message, "code": code}}
         kind = (
             "rate_limit_error"
             if status == 429
