@@ -286,3 +286,18 @@ def test_a_ceiling_equal_to_the_reported_cost_is_not_exceeded() -> None:
     assert cost is not None
     at = run(cost_ceiling_usd=cost, expected_output_tokens=100).report
     assert at.cost_usd == cost and not at.degraded
+
+
+def test_a_clients_top_level_cache_mark_is_not_carried_beside_the_policys() -> None:
+    """The policy places (and prices) the breakpoints: an Anthropic body's automatic-caching mark
+    would add one the prediction does not know, as a carried tool's marks would."""
+    body = {
+        "system": "Be exact.",
+        "cache_control": {"type": "ephemeral"},
+        "tools": [
+            {"name": "search", "input_schema": {"type": "object"}, "cache_control": {"type": "ephemeral"}}
+        ],
+        "messages": [{"role": "user", "content": "When was notice given?"}],
+    }
+    sent = run(body, model="claude-sonnet-4-5").request
+    assert "cache_control" not in sent and "cache_control" not in sent["tools"][0]

@@ -32,7 +32,9 @@ __all__ = ["MIN_THINKING_TOKENS", "cache_seed", "carried_fields", "positive", "t
 
 # What the assembly builds, by the format the body goes out in (the reply size is the policy's).
 _REPLY = ("max_tokens", "max_completion_tokens", "max_output_tokens")
-_BUILT = {"openai": ("messages", *_REPLY), "anthropic": ("system", "messages", *_REPLY)}
+# An Anthropic body's top-level cache_control (automatic caching) is not carried: the policy owns
+# the breakpoints (as a carried tool's marks are taken off), and the prediction prices its own.
+_BUILT = {"openai": ("messages", *_REPLY), "anthropic": ("system", "messages", "cache_control", *_REPLY)}
 # Anthropic's extended thinking: a budget of at least this many tokens, below ``max_tokens``.
 MIN_THINKING_TOKENS = 1024
 # A body that holds nothing else: the carried fields' tokens are what they add to it.
