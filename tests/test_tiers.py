@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxbudget import BudgetExceeded, InvalidRequestError
+from ctxbudget import BudgetExceeded, InvalidRequestError, assemble
 from ctxbudget.assembly import parse_policy
 from ctxbudget.assembly._quotes import CitedLines, Numbered, cited_lines
 
@@ -174,3 +174,36 @@ def test_cited_lines_are_the_labelled_lines_in_range_in_order(
     assert cited_lines([Numbered.of(text)], CitedLines(first, last)) == (
         ["\n".join(walked)] if walked else []
     )
+
+
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_a_blank_quote_never_supersedes_protected_testimony(blank: str) -> None:
+    """With no numbered transcript to check it against, a cited item whose text is blank took the
+    testimony's place with nothing (and the report called it kept, verbatim)."""
+    from ctxbudget.errors import SupersedeUnverified
+
+    testimony = (
+        "Q. Did you give written notice of the defect?\nA. Yes, on March 3, by letter to the supplier."
+    )
+    request = {
+        "items": [
+            {
+                "id": "EV-01",
+                "tier": "critical",
+                "kind": "evidence",
+                "citation": "47:12-47:18",
+                "text": testimony,
+            },
+            {
+                "id": "EV-02",
+                "tier": "critical",
+                "kind": "evidence",
+                "citation": "47:12",
+                "text": blank,
+                "supersedes": "EV-01",
+            },
+            {"id": "q", "kind": "question", "text": "Was notice given?"},
+        ]
+    }
+    with pytest.raises(SupersedeUnverified, match="quotes nothing"):
+        assemble(request, policy="legal-review", model="claude-sonnet-4-5")

@@ -89,6 +89,12 @@ def _check_supersede(item: ContextItem, tier: Tier, sources: Sources) -> str:
             f"(kind {item.kind!r}, citation {item.citation!r}): a protected quote is replaced only by a cited one",
             where,
         )
+    if not item.text.strip():  # it would take the quote's place with nothing
+        raise SupersedeUnverified(
+            f"{item.id!r} supersedes {item.supersedes!r} but quotes nothing (its text is blank): "
+            "a protected quote is replaced only by a quote",
+            where,
+        )
     if not sources.any_numbered():
         return f"cited {item.citation}; no numbered transcript in the request to check it against"
     cited = parse_citation(item.citation)
