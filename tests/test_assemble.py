@@ -301,3 +301,15 @@ def test_a_clients_top_level_cache_mark_is_not_carried_beside_the_policys() -> N
     }
     sent = run(body, model="claude-sonnet-4-5").request
     assert "cache_control" not in sent and "cache_control" not in sent["tools"][0]
+
+
+@pytest.mark.parametrize("fmt", ["openai", "text"])
+def test_a_body_without_marks_predicts_no_cache_for_a_model_that_caches_only_at_marks(fmt: str) -> None:
+    """Claude caches at cache_control marks only: an openai or text body cannot carry them, so
+    neither breakpoints nor cache reads and writes are predicted or priced, and the report says why."""
+    policy = get_policy("legal-review")
+    first = run(_cacheable(), model="claude-sonnet-4-5", policy=policy, format=fmt).report
+    assert not first.breakpoints and first.to_dict()["cache"]["write_tokens"] == 0
+    assert any("caches only at cache_control marks" in w for w in first.warnings)
+    second = run(_cacheable(), model="claude-sonnet-4-5", policy=policy, format=fmt, previous=first.to_dict())
+    assert second.report.to_dict()["cache"]["read_tokens"] == 0

@@ -5,10 +5,12 @@ hashes, the turn priced; over the ceiling, the compact tier is halved while the 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from ..cache import Breakpoint, CachePrediction, plan_breakpoints, predict_cache, prefix_hashes
+from ..catalog.values import CacheRules
 from ..cost import TurnCost, price_turn
 from ..errors import CostCeilingExceeded, PriceUnknown
 from ._draft import Draft, Setup, measure, render
@@ -59,12 +61,27 @@ def _price(setup: Setup, draft: Draft, previous_hashes: frozenset[str], output_t
     scale = setup.counter.scale
     hashes = prefix_hashes(setup.model + setup.cache_seed, draft.blocks)
     prefix = [scale(n) for n in _prefix_raw(draft)]
-    points, warnings = plan_breakpoints(draft.blocks, prefix, hashes, setup.spec.cache)
+    rules, warnings = _cache_rules(setup)
+    points, planned = plan_breakpoints(draft.blocks, prefix, hashes, rules)
+    warnings += planned
     body = render(setup, draft.blocks, points)
     total = scale(measure(setup, body))
-    prediction = predict_cache(points, total, previous_hashes, setup.spec.cache.mode, hashes, prefix)
+    prediction = predict_cache(points, total, previous_hashes, rules.mode, hashes, prefix)
     cost = _cost(setup, prediction, output_tokens)
     return Priced(draft, tuple(points), prediction, cost, body, tuple(warnings), total)
+
+
+def _cache_rules(setup: Setup) -> tuple[CacheRules, list[str]]:
+    """The model's cache rules as the body can use them: a model that caches only at explicit
+    marks caches nothing from a body that cannot carry them (the openai and text formats)."""
+    rules = setup.spec.cache
+    if rules.mode != "explicit" or setup.fmt == "anthropic":
+        return rules, []
+    note = (
+        f"{setup.spec.id} caches only at cache_control marks, which a {setup.fmt} body does not carry: "
+        "nothing is predicted cached (assemble the anthropic format to use the breakpoints)"
+    )
+    return dataclasses.replace(rules, mode="none"), [note]
 
 
 def within_ceiling(
