@@ -78,3 +78,19 @@ def test_prefix_hashes_change_from_the_first_changed_block_on() -> None:
     b = [*a[:1], Block(region="system", role="system", text="changed", tier="t1", cached=True), a[2]]
     ha, hb = prefix_hashes("m", a), prefix_hashes("m", b)
     assert ha[0] == hb[0] and ha[1] != hb[1] and ha[2] != hb[2]
+
+
+def test_a_five_minute_breakpoint_before_an_hour_one_is_written_for_an_hour() -> None:
+    """The Messages API refuses a 1-hour mark after a 5-minute one: a 5-minute breakpoint (a
+    ledger's) before a 1-hour one (a tier the policy caches for an hour) becomes a 1-hour one."""
+    blocks = [
+        Block(region="system", role="", text="rules " * 900, tier="pinned", cached=True, ttl="1h"),
+        Block(region="system", role="", text="ledger " * 900, tier="ledger", cached=True, ttl="5m"),
+        Block(region="message", role="user", text="history " * 900, tier="volatile", cached=True, ttl="1h"),
+        Block(region="message", role="user", text="question", tier="current", cached=False),
+    ]
+    rules = CacheRules(mode="explicit", min_cacheable_tokens=1024, max_breakpoints=4)
+    prefix = [900, 1800, 2700, 2701]
+    points, warnings = plan_breakpoints(blocks, prefix, prefix_hashes("m", blocks), rules)
+    assert [(p.tier, p.ttl) for p in points][-2:] == [("ledger", "1h"), ("volatile", "1h")]
+    assert any("after ledger is written for 1 hour" in w for w in warnings)

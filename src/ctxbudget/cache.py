@@ -11,6 +11,7 @@ the implicit boundary at its end.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -144,7 +145,26 @@ def plan_breakpoints(
         )
         for i in ends
     ]
-    return points, warnings
+    return _hours_first(points, warnings), warnings
+
+
+def _hours_first(points: list[Breakpoint], warnings: list[str]) -> list[Breakpoint]:
+    """``points`` with every 5-minute breakpoint before a 1-hour one made a 1-hour one: the
+    Messages API refuses a 1-hour mark after a 5-minute mark (a ledger, cached 5 minutes, between
+    tiers a policy caches for an hour), and the later mark keeps that prefix an hour anyway."""
+    out: list[Breakpoint] = []
+    later_hour = False
+    for point in reversed(points):
+        if point.ttl == "1h":
+            later_hour = True
+        elif later_hour:
+            warnings.append(
+                f"the breakpoint after {point.tier} is written for 1 hour, not 5 minutes: a 1-hour "
+                "breakpoint follows it, and the API takes 1-hour marks first"
+            )
+            point = dataclasses.replace(point, ttl="1h")
+        out.append(point)
+    return out[::-1]
 
 
 def read_block(
