@@ -973,3 +973,18 @@ def test_an_instruction_before_pasted_text_is_kept(model: str) -> None:
     paragraph = "Some pasted paragraph that is long. " * 20  # over 500 characters: not an instruction
     longer = paragraph + text
     assert [longer[a:b] for a, b in question_spans(longer)] == [lines[-1]]
+
+
+def test_an_instruction_before_text_with_no_sentence_end_is_kept() -> None:
+    """Minified JSON has no closing paragraph or sentence short enough to be a question: the
+    instruction before it is kept all the same."""
+    instruction = "List the ids of the failed orders in this API response."
+    pasted = json.dumps(
+        [{"id": n, "status": "failed" if n % 7 == 0 else "ok", "note": "x" * 40} for n in range(800)]
+    )
+    text = instruction + "\n\n" + pasted
+    assert [text[a:b] for a, b in question_spans(text)] == [instruction]
+    sent = fit(
+        {"messages": [{"role": "user", "content": text}]}, model="gpt-4o", max_context_tokens=4_000
+    ).request
+    assert sent["messages"][0]["content"].startswith(instruction + "\n")

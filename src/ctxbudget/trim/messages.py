@@ -93,7 +93,8 @@ def question_spans(text: str) -> list[tuple[int, int]]:
     # ("Summarize the following log:") as well as the last paragraph or sentence after it.
     ending = [(tail[-1][0], end)] if tail else last  # last: empty when nothing is short enough
     lead = paragraphs[0]
-    if ending and lead[1] < ending[0][0] and lead[1] - lead[0] <= _MAX_INSTRUCTION_CHARS:
+    instruction = len(paragraphs) > 1 and lead[1] - lead[0] <= _MAX_INSTRUCTION_CHARS
+    if instruction and (not ending or lead[1] < ending[0][0]):  # kept with no ending found too
         return [lead, *ending]
     return ending
 
