@@ -534,3 +534,38 @@ def test_no_mark_of_ours_goes_before_a_clients_hour_mark_inside_a_tool_result() 
     order = re.findall(r'"cache_control": \{"type": "ephemeral"(, "ttl": "1h")?\}', json.dumps(sent))
     assert order and order[0] == ', "ttl": "1h"' and all(o == "" for o in order[1:])
     assert sent["system"] == body["system"]  # no 5-minute mark on the system prompt before it
+
+
+def test_marks_inside_a_documents_own_content_and_a_search_result_count() -> None:
+    """A document whose source is content blocks, and a search result inside a tool result, may
+    carry marks: they count toward the limit of 4, and a 1-hour one holds ours back."""
+    hour = {"type": "ephemeral", "ttl": "1h"}
+    document = {
+        "type": "document",
+        "source": {
+            "type": "content",
+            "content": [{"type": "text", "text": "Manual. " * 900, "cache_control": hour}],
+        },
+    }
+    search = {
+        "type": "search_result",
+        "source": "https://example.com",
+        "title": "t",
+        "content": [{"type": "text", "text": "found"}],
+        "cache_control": hour,
+    }
+    body = {
+        "system": "You are an SRE assistant. " * 200,
+        "messages": [
+            {"role": "user", "content": [document, {"type": "text", "text": "Read it."}]},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "search", "input": {}}],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [search]}]},
+        ],
+    }
+    assert client_marks(body) == 2
+    sent = fit(body, model="claude-sonnet-4-5", cache_breakpoints=True).request
+    order = re.findall(r'"cache_control": \{"type": "ephemeral"(, "ttl": "1h")?\}', json.dumps(sent))
+    assert order == [', "ttl": "1h"', ', "ttl": "1h"']  # nothing of ours before the client's hour marks

@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -266,25 +266,37 @@ def client_marks(body: Mapping[str, Any]) -> int:
     provider then marks the last block), tools, system blocks, message blocks, and the blocks
     inside a tool result."""
     found = int(is_mark(body.get("cache_control")))
-    stack: list[Any] = [body.get("tools"), body.get("system"), body.get("messages")]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, list):
-            stack.extend(value)
-        elif isinstance(value, Mapping):
-            found += int(is_mark(value.get("cache_control")))
-            content = value.get("content")
-            if isinstance(content, list):
-                stack.append(content)
+    for part in (body.get("tools"), body.get("system"), body.get("messages")):
+        found += sum(1 for _ in _marks_in(part))
     return found
 
 
+def _marks_in(value: Any) -> Iterator[str]:
+    """The lifetime of every cache mark in ``value`` and the blocks it holds, however deep: a
+    message's blocks, a tool result's, a document's own content blocks (``source.content``)."""
+    stack: list[Any] = [value]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, list):
+            stack.extend(reversed(value))
+        elif isinstance(value, Mapping):
+            if is_mark(value.get("cache_control")):
+                yield _ttl(value.get("cache_control"))
+            source = value.get("source")
+            stack += [
+                c
+                for c in (
+                    value.get("content"),
+                    source.get("content") if isinstance(source, Mapping) else None,
+                )
+                if isinstance(c, list)
+            ]
+
+
 def _holds_an_hour(block: Mapping[str, Any]) -> bool:
-    """Whether a 1-hour mark sits inside the block (on a block of a tool result's content)."""
-    content = block.get("content")
-    if not isinstance(content, list):
-        return False
-    return any(isinstance(b, Mapping) and _ttl(b.get("cache_control")) == "1h" for b in content)
+    """Whether a 1-hour mark sits inside the block (on a block of a tool result's content, of a
+    document's, of a search result's in a tool result, ...)."""
+    return "1h" in _marks_in({**block, "cache_control": None})
 
 
 def _ttl(mark: Any) -> str:
