@@ -365,3 +365,27 @@ def test_a_local_shell_output_names_its_call_by_id() -> None:
     answer = {"type": "local_shell_call_output", "id": "call_1", "output": "ok"}
     groups = call_groups([{"role": "user", "content": "ls"}, shell, answer])
     assert groups[1] == groups[2]
+
+
+def test_input_items_of_newer_tools_are_taken_as_the_sdk_types_them() -> None:
+    """A shell_call_output's output objects have no type, an item reference may be its id alone,
+    and a tool_search_call's arguments are an object: all valid input, fitted and sent; only a
+    function call's own fields are held to a function call's shape."""
+    items = [
+        {"type": "shell_call", "call_id": "s1", "action": {"commands": ["ls"]}, "status": "completed"},
+        {
+            "type": "shell_call_output",
+            "call_id": "s1",
+            "output": [{"stdout": "a\nb", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}],
+        },
+        {"id": "msg_123"},
+        {"type": "tool_search_call", "call_id": "t1", "arguments": {"query": "files"}, "status": "completed"},
+        {"role": "user", "content": "What is in the folder?"},
+    ]
+    assert fit({"input": items}, model="gpt-4o").request["input"] == items
+    bad = {"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": {"a": 1}}]}
+    with pytest.raises(InvalidRequestError, match="function_call's `arguments` is a string"):
+        fit(bad, model="gpt-4o")
+    part = {"input": [{"type": "function_call_output", "call_id": "c", "output": [{"text": "x"}]}]}
+    with pytest.raises(InvalidRequestError, match=r"`output\[0\]` is a part with a string `type`"):
+        fit(part, model="gpt-4o")

@@ -52,23 +52,46 @@ class _InputItem(OpenModel):
     content: str | list[_Part] | None = None
     call_id: str | None = None
     name: str | None = None
-    arguments: str | None = None
-    # a function call's output is text or parts; other calls' outputs are objects of their own
-    # (a computer_call_output's screenshot)
-    output: str | list[_Part] | dict[str, Any] | None = None
+    # a function call's arguments are a string; other calls' (a tool_search_call's) may be objects
+    arguments: Any = None
+    # a function call's output is text or parts; other calls' outputs are their own (a
+    # computer_call_output's screenshot, a shell_call_output's list of stdout/stderr objects)
+    output: Any = None
     summary: list[dict[str, Any]] | None = None  # a reasoning item's
 
     @model_validator(mode="after")
     def _complete(self) -> _InputItem:
-        if self.type in (None, "message") and (self.role is None or self.content is None):
-            raise ValueError("a message needs a `role` and a `content`")
+        reference = (
+            self.type is None
+            and self.role is None
+            and self.content is None
+            and "id" in (self.model_extra or {})
+        )
+        if self.type in (None, "message") and (self.role is None or self.content is None) and not reference:
+            raise ValueError("a message needs a `role` and a `content` (an item reference, an `id`)")
         if self.type == "function_call" and (self.call_id is None or self.name is None):
             raise ValueError("a function_call needs a `call_id` and a `name`")
-        if self.type == "function_call_output" and (self.call_id is None or self.output is None):
-            raise ValueError("a function_call_output needs a `call_id` and an `output`")
-        if self.type == "function_call_output" and isinstance(self.output, dict):
-            raise ValueError("a function_call_output's `output` is a string or a list of parts")
+        if self.type == "function_call" and not isinstance(self.arguments, str | None):
+            raise ValueError("a function_call's `arguments` is a string")
+        if self.type == "function_call_output":
+            _check_function_output(self.call_id, self.output)
         return self
+
+
+def _check_function_output(call_id: str | None, output: Any) -> None:
+    """A function call's output: its call, and text or a list of parts."""
+    if call_id is None or output is None:
+        raise ValueError("a function_call_output needs a `call_id` and an `output`")
+    if isinstance(output, list):
+        for i, part in enumerate(output):
+            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                raise ValueError(f"a function_call_output's `output[{i}]` is a part with a string `type`")
+            if part["type"] in ("input_text", "output_text") and not isinstance(part.get("text"), str):
+                raise ValueError(
+                    f"a function_call_output's `output[{i}]`, an {part['type']} part, needs a string `text`"
+                )
+    elif not isinstance(output, str):
+        raise ValueError("a function_call_output's `output` is a string or a list of parts")
 
 
 class _Tool(OpenModel):
