@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ from click.testing import CliRunner
 
 from ctxbudget import BudgetExceeded, ConfigError, count
 from ctxbudget.cli import main
-from ctxbudget.session import Session, SQLiteStore, ToolResult
+from ctxbudget.session import Session, SQLiteStore, ToolCall, ToolResult
 from ctxbudget.simulation.runner import run_simulation
 from ctxbudget.simulation.scenario import parse_scenario
 from ctxbudget.simulation.summary import write_outputs
@@ -357,3 +358,105 @@ def test_a_session_under_a_policy_without_a_rolling_tier_is_refused_when_created
     with pytest.raises(ConfigError, match="has no rolling tier"):
         Session.create(store, "nr", policy=str(policy), model="claude-sonnet-4-5", base=base)
     assert store.names() == []
+
+
+TIGHT_POLICY = """name = "tight"
+envelope_tokens = 5200
+reserve_output_tokens = 0
+expected_output_tokens = 300
+cost_ceiling_usd = 0.45
+degrade = ["compact"]
+ledger_ceiling_tokens = 1500
+current_turn_ceiling_tokens = 800
+[compaction]
+history_trigger_tokens = 3000
+low_water_ratio = 0.5
+keep_recent_turns = 1
+[[tiers]]
+name = "pinned"
+ceiling_tokens = 3000
+eviction = "never"
+cached = true
+cache_ttl = "1h"
+[[tiers]]
+name = "critical"
+ceiling_tokens = 1500
+eviction = "protected"
+cached = true
+cache_ttl = "5m"
+[[tiers]]
+name = "contextual"
+ceiling_tokens = 800
+eviction = "compact"
+cached = true
+cache_ttl = "5m"
+compact_query = "tags"
+[[tiers]]
+name = "volatile"
+ceiling_tokens = 1500
+eviction = "rolling"
+cached = true
+cache_ttl = "5m"
+"""
+ISSUES = ["Notice", "LateDelivery", "Inspection", "ChangeOrder", "BreachOfWarranty", "Maintenance"]
+
+
+def _tight_base(rng: random.Random) -> dict[str, Any]:
+    play = " ".join(
+        f"Rule {i}: a party must give written notice of any defect within the period set by clause {i}."
+        for i in range(90)
+    )
+    items: list[dict[str, Any]] = [{"id": "playbook", "tier": "pinned", "kind": "playbook", "text": play}]
+    for k in range(4):
+        text = f"Q. Did you receive exhibit EX-{k}?\nA. Yes, I received it in person on the loading dock {k}."
+        items.append(
+            {
+                "id": f"EV-{k}",
+                "tier": "critical",
+                "kind": "evidence",
+                "citation": f"{10 + k}:1-{10 + k}:5",
+                "text": text,
+                "tags": [rng.choice(ISSUES)],
+            }
+        )
+    for k in range(6):
+        text = " ".join(
+            f"Background sentence {j} about {rng.choice(ISSUES)} and shipment {k}." for j in range(40)
+        )
+        items.append({"id": f"page-{k}", "tier": "contextual", "kind": "document", "text": text})
+    return {"items": items}
+
+
+def test_every_past_turn_stays_raw_or_in_the_ledger_when_the_new_ledger_takes_room(tmp_path: Path) -> None:
+    """Compacting the turns the rolling window let go adds ledger entries, which take room: the
+    window may then let a newer turn go, which is compacted in its turn (turn 5 was lost)."""
+    words = "notice warranty defect witness delivery é 日本 🙂 Therefore shows confirms Status: CONFIRMED DENIED EX-7 12:3-14:2"
+    words_list = words.split()
+    rng = random.Random(14)
+
+    def said(n: int) -> str:
+        return " ".join(rng.choice(words_list) for _ in range(n))
+
+    (tmp_path / "tight.toml").write_text(TIGHT_POLICY)
+    store = SQLiteStore(tmp_path / "s.db")
+    session = Session.create(
+        store, "s", policy=str(tmp_path / "tight.toml"), model="claude-sonnet-4-5", base=_tight_base(rng)
+    )
+    for n in range(1, 7):
+        tags = rng.sample([*ISSUES, f"X{rng.randint(0, 3)}"], rng.choice([0, 1, 1, 2]))
+        question = f"Turn {n}: " + said(rng.choice([3, 30, 200]))
+        k = rng.choice([0, 0, 1, 3])
+        calls = [ToolCall(name=f"tool{j}", arguments=said(3)) for j in range(k)]
+        results = [
+            ToolResult(
+                name=f"tool{j}", content=said(rng.choice([5, 100, 900])), status=rng.choice([None, "FOUND"])
+            )
+            for j in range(k)
+        ]
+        answer = rng.choice(["", said(rng.choice([5, 60, 600])) + ". Therefore " + said(20) + "."])
+        prepared = session.prepare(question, tool_calls=calls, tool_results=results, tags=tags)
+        in_ledger = {e["turn"] for e in session.ledger} | {e["turn"] for e in prepared.new_entries}
+        kept = {i.id for tier in prepared.assembly.report.tiers for i in tier.items if i.action == "kept"}
+        for past in range(1, n):
+            assert past in in_ledger or any(x.startswith(f"turn-{past}-") for x in kept), (n, past)
+        session.record(prepared, answer)

@@ -105,13 +105,17 @@ _Attempt = tuple[list[dict[str, Any]], "Compaction | None", dict[str, Any], Asse
 
 def _assembled_keeping_every_turn(attempt: Callable[[bool, int | None], _Attempt]) -> _Attempt:
     """Assemble; over the envelope, compact as far as possible and assemble again; when the rolling
-    window let a raw turn go, compact through it and assemble again (no turn is lost)."""
+    window let a raw turn go, compact through it and assemble again, until none goes (the new
+    ledger entries take room, and the window may then let a newer turn go: no turn is lost)."""
     try:
         done = attempt(False, None)
     except BudgetExceeded:
         done = attempt(True, None)
-    rolled = _rolled_off_turns(done[3].report)
-    return attempt(False, max(rolled)) if rolled else done
+    through = 0
+    while rolled := [n for n in _rolled_off_turns(done[3].report) if n > through]:
+        through = max(rolled)  # rises each time: at most one assembly a turn
+        done = attempt(False, through)
+    return done
 
 
 def _check_turn(
