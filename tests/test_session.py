@@ -460,3 +460,35 @@ def test_every_past_turn_stays_raw_or_in_the_ledger_when_the_new_ledger_takes_ro
         for past in range(1, n):
             assert past in in_ledger or any(x.startswith(f"turn-{past}-") for x in kept), (n, past)
         session.record(prepared, answer)
+
+
+def test_a_base_that_would_fail_every_turn_is_refused_when_created(tmp_path: Path) -> None:
+    """Found at creation, not turn after turn: an id the session gives its turns' items, a
+    question of the base's own, or a model with no price under the policy's cost ceiling."""
+    from ctxbudget import InvalidRequestError, PriceUnknown
+
+    store = SQLiteStore(tmp_path / "s.db")
+    playbook = {"id": "p", "tier": "pinned", "kind": "playbook", "text": "Rules of review."}
+    for extra, match in (
+        ({"id": "turn-1-0", "tier": "pinned", "kind": "playbook", "text": "x"}, "one the session gives"),
+        ({"id": "q", "kind": "question", "text": "Why?"}, "not a question"),
+    ):
+        with pytest.raises(InvalidRequestError, match=match):
+            Session.create(
+                store,
+                "s",
+                policy="legal-review",
+                model="claude-sonnet-4-5",
+                base={"items": [playbook, extra]},
+            )
+    with pytest.raises(PriceUnknown):
+        Session.create(store, "s", policy="legal-review", model="gemma-4-31b-it", base={"items": [playbook]})
+    assert store.names() == []
+    session = Session.create(
+        store,
+        "s",
+        policy="legal-review",
+        model="claude-sonnet-4-5",
+        base={"items": [playbook], "confirm_evict": ["p"]},
+    )
+    assert session.prepare("Was notice given?").request["confirm_evict"] == ["p"]  # the base's, every turn

@@ -21,7 +21,6 @@ from ..assembly import (
     AssemblyResult,
     OutputFormat,
     Policy,
-    Tier,
     assemble,
     check_envelope,
     list_policies,
@@ -29,8 +28,9 @@ from ..assembly import (
     parse_context_request,
 )
 from ..catalog.catalog import Catalog, bundled_catalog
-from ..errors import BudgetExceeded, ConfigError, InvalidRequestError
+from ..errors import BudgetExceeded, ConfigError, InvalidRequestError, PriceUnknown
 from ..items import MESSAGE_FRAMING_TOKENS
+from .checks import check_base_items, rolling_tier
 from .ledger import LedgerRules, fold_ledger, ledger_blocks, reduce_turn, render_entries
 from .store import SessionMeta, SessionStore, as_stored, name_problem
 from .turns import ToolCall, ToolResult, Turn
@@ -186,9 +186,14 @@ class Session:
         if not isinstance(base, Mapping) or not isinstance(base.get("items", []), list):
             raise InvalidRequestError('the base must be a JSON object like {"items": [...]}')
         checked = load_policy(policy)
-        _rolling(checked)  # the turns' history goes there: a policy without one fails now, not every turn
-        # a model whose window cannot hold the policy's envelope fails now, not at every turn
-        check_envelope(checked, (catalog or bundled_catalog()).get_model(model), model)
+        rolling_tier(checked)  # the turns' history goes there: a policy without one fails now, not every turn
+        # a model whose window cannot hold the policy's envelope, or that has no price under the
+        # policy's ceiling, fails now, not at every turn
+        spec = (catalog or bundled_catalog()).get_model(model)
+        check_envelope(checked, spec, model)
+        if checked.cost_ceiling_usd is not None and spec.prices is None:
+            raise PriceUnknown(model_id=model, ceiling_usd=checked.cost_ceiling_usd)
+        check_base_items(base.get("items", []))
         # the base must be items an assembly accepts (tiers, kinds, ids), found now, not turn after turn
         question = {"id": "__question__", "kind": "question", "text": "?"}
         parse_context_request({"items": [*base.get("items", []), question]}, checked, "context")
@@ -208,7 +213,7 @@ class Session:
         return list(self._ledger)
 
     def _rolling_tier(self) -> str:
-        return _rolling(self.policy).name
+        return rolling_tier(self.policy).name
 
     def _raw_tokens(self, turn: Turn) -> int:
         framed = sum(self.counter.raw(text) + MESSAGE_FRAMING_TOKENS for _, text in turn.raw_texts())
@@ -224,7 +229,7 @@ class Session:
         rules = self.policy.compaction
         compacted = {e["turn"] for e in self._ledger}
         raw = [t for t in self._turns if t.index not in compacted]
-        rolling = _rolling(self.policy)
+        rolling = rolling_tier(self.policy)
         trigger = min(rules.history_trigger_tokens, rolling.ceiling_tokens)
         sizes = {t.index: self._raw_tokens(t) for t in raw}
         if sum(sizes.values()) <= trigger and not forced and through is None:
@@ -289,8 +294,9 @@ class Session:
             for n, r in enumerate(results)
         ]
         request: dict[str, Any] = {"items": items}
-        if isinstance(self.meta.base.get("issue_tags"), list):
-            request["issue_tags"] = list(self.meta.base["issue_tags"])
+        for carried in ("issue_tags", "confirm_evict"):  # the base's, every turn
+            if isinstance(self.meta.base.get(carried), list):
+                request[carried] = list(self.meta.base[carried])
         return request
 
     def prepare(
@@ -382,11 +388,3 @@ class Session:
         self._ledger += entries
         self._previous = turn.report
         return turn
-
-
-def _rolling(policy: Policy) -> Tier:
-    """The policy's rolling tier, where a session's past turns go (ConfigError: it has none)."""
-    found = next((t for t in policy.tiers if t.eviction == "rolling"), None)
-    if found is None:
-        raise ConfigError(f"policy {policy.name!r} has no rolling tier for the session's history")
-    return found
