@@ -21,6 +21,11 @@ from ctxbudget.volatile import (
 )
 
 VOLATILE = [
+    "SEPTEMBER 16, 2026",  # capitals, as in court captions and forms
+    "filed SEP 16, 2026",
+    "Date: 16-Sep-2026",
+    "16SEP2026",
+    "2026-Sep-16",
     "Generated 2026-09-16T10:32:11Z for this request.",
     "as of 2026-09-16 10:32",
     "Today is 2026-09-16.",

@@ -2,7 +2,7 @@
 
 Recognised: timestamps (ISO 8601, compact ``20260916103211``, HTTP/RFC 2822 and ``Tue Sep 16
 2026 10:32`` forms), dates (ISO, US ``09/16/2026``, European ``16.09.2026``, month names either
-way round, weekday forms), clock times, Unix timestamps, UUIDs, long hex nonces, request, trace
+way round, in capitals too, and ``16-Sep-2026``, ``16SEP2026``, ``2026-Sep-16``, weekday forms), clock times, Unix timestamps, UUIDs, long hex nonces, request, trace
 and session ids, and case and docket numbers. A policy adds its own patterns and an allow-list
 (``[volatile]`` in the policy file: regular expressions); a match that overlaps an allowed span is
 not reported.
@@ -28,7 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 __all__ = ["PATTERNS", "VolatileMatch", "VolatileRules", "find_volatile"]
 
-_MONTH = r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?"
+_MONTH_NAMES = r"Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?"
+# As written in prose and in capitals (court captions, forms: "SEPTEMBER 16, 2026", "16SEP2026").
+_MONTH = rf"(?:{_MONTH_NAMES}|{_MONTH_NAMES.upper()})\.?"
+_DAY_OF_MONTH = r"(?:0?[1-9]|[12]\d|3[01])"
 _DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*\.?,?"
 _YEAR = r"(?:19|20)\d{2}"
 _CLOCK = r"(?:[01]?\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:\.\d+)?)?"
@@ -83,6 +86,8 @@ _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
         rf"\b(?:{_DAY}\s+)?\d{{1,2}}(?:st|nd|rd|th)?\s+(?:day\s+)?(?:of\s+)?{_MONTH},?\s+{_YEAR}\b",
     ),
     ("date", rf"\b{_DAY}\s+{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?\b"),
+    ("date", rf"\b{_DAY_OF_MONTH}[-/]?{_MONTH}[-/]?{_YEAR}\b"),  # 16-Sep-2026, 16SEP2026
+    ("date", rf"\b{_YEAR}-{_MONTH}-{_DAY_OF_MONTH}\b"),  # 2026-Sep-16
     ("time", rf"\b(?=\d){_NOT_CITED}{_CLOCK}{_TIME_WORD}"),
     (
         "time",
@@ -139,6 +144,8 @@ _STARTS: tuple[str, ...] = (
     "date word",
     "digit or date word",
     "date word",
+    "digit",
+    "digit",
     "digit",
     "time word",
     "digit",
