@@ -767,3 +767,22 @@ def test_an_anthropic_client_is_told_the_refusals_code() -> None:
         },
     }
     assert ANTHROPIC.error_body(500, "boom", "internal")["error"]["type"] == "api_error"
+
+
+def test_a_compressed_body_is_refused_and_the_sent_body_is_labelled_json(
+    stack: tuple[FakeUpstream, str, Path],
+) -> None:
+    """A body in a content coding is 415 (it was read as text: 'not UTF-8 at byte 1'); the body
+    sent upstream is the gateway's own JSON, labelled so whatever the client's label said."""
+    import gzip
+
+    fake, url, _ = stack
+    body = json.dumps({"model": "gpt-4o", "max_tokens": 5, "messages": _ask()}).encode()
+    packed = httpx.post(
+        url + "/v1/chat/completions",
+        content=gzip.compress(body),
+        headers={"content-type": "application/json", "content-encoding": "gzip"},
+    )
+    assert packed.status_code == 415 and "Content-Encoding 'gzip'" in packed.text and not fake.received
+    plain = httpx.post(url + "/v1/chat/completions", content=body, headers={"content-type": "text/plain"})
+    assert plain.status_code == 200 and fake.headers[-1]["content-type"] == "application/json"

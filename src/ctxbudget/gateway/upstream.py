@@ -71,12 +71,16 @@ def passed_back(headers: Mapping[str, str]) -> dict[str, str]:
 
 def forwarded_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     """The client's headers, as sent (a header given twice, such as ``anthropic-beta``, stays
-    twice), less hop-by-hop ones and ctxbudget's own (never sent upstream)."""
-    return [
+    twice), less hop-by-hop ones and ctxbudget's own (never sent upstream); the body the gateway
+    sends is JSON of its own making, labelled so whatever label the client's had."""
+    kept = [
         (k, v)
         for k, v in headers
-        if k.lower() not in DROPPED_HEADERS and not k.lower().startswith(HEADER_PREFIX)
+        if k.lower() not in DROPPED_HEADERS
+        and k.lower() not in ("content-type", "content-encoding")
+        and not k.lower().startswith(HEADER_PREFIX)
     ]
+    return [*kept, ("content-type", "application/json")]
 
 
 def upstream_base(config: GatewayConfig, provider: Provider) -> str:
