@@ -209,3 +209,37 @@ def test_every_kind_of_call_counts_toward_its_tier(call: dict[str, Any]) -> None
     volatile = report.tier("volatile")
     assert volatile.tokens <= volatile.ceiling_tokens  # the long call rolled off, not counted as nothing
     assert any(i.tokens_before > 3000 for i in volatile.items)
+
+
+def test_the_rolling_history_gives_way_to_the_requests_tool_definitions() -> None:
+    """Tools that take the assembled tiers over the prompt limit make the history give way first
+    (INV-CTX-02), as any other excess does: the call was refused with droppable history left."""
+    rules = "".join(
+        f"Rule {i}: notice of a defect must be given in writing within ten days of discovery. "
+        for i in range(600)
+    )
+    history: list[dict[str, Any]] = []
+    for i in range(10):
+        history.append(
+            {"role": "user", "content": f"Question {i} about the delivery schedule? " + "detail " * 100}
+        )
+        history.append(
+            {"role": "assistant", "content": f"Answer {i}: the witness confirmed receipt. " + "more " * 100}
+        )
+    tool = {"type": "object", "properties": {"q": {"type": "string"}}}
+    tools = [
+        {
+            "name": f"tool_{k}",
+            "description": "Searches the deposition transcript for a phrase. " * 20,
+            "input_schema": tool,
+        }
+        for k in range(60)
+    ]
+    body = {
+        "tools": tools,
+        "system": rules,
+        "messages": [*history, {"role": "user", "content": "Was notice given?"}],
+    }
+    result = assemble(body, policy=POLICY, model="claude-sonnet-4-5")
+    assert result.report.tokens <= POLICY.prompt_tokens
+    assert any(i.action == "rolled_off" for t in result.report.tiers for i in t.items)

@@ -21,7 +21,7 @@ from ..errors import BudgetExceeded, ConfigError, InvalidRequestError, Invariant
 from ..gcpause import collector_paused
 from ..tokens.counter import TokenCounter
 from ..trim.passages import PassageScorer
-from ._carried import cache_seed, carried_fields
+from ._carried import cache_seed, carried_fields, carried_tokens
 from ._current_turn import bound_current
 from ._draft import Setup
 from ._pinned import check_pinned_items, check_pinned_prefix
@@ -149,6 +149,7 @@ def _setup(
         passage_scorer=passage_scorer,
         allow_prefix_change=allow_prefix_change,
         model_warning=catalog.resolve_window(model).warning,
+        carried_tokens=carried_tokens(request, input_format, fmt, counter),
         cache_seed=cache_seed(request, input_format, fmt),
     )
 

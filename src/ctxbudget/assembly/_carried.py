@@ -25,10 +25,18 @@ from ..errors import BudgetExceeded, CostCeilingExceeded, InvalidRequestError, u
 from ..formats import detect_format, get_format
 from ..formats.anthropic_rules import without_cache_marks
 from ..measure import measure_total
+from ..tokens.counter import TokenCounter
 from ._draft import Setup
 from ._report import AssemblyReport
 
-__all__ = ["MIN_THINKING_TOKENS", "cache_seed", "carried_fields", "positive", "thinking_within"]
+__all__ = [
+    "MIN_THINKING_TOKENS",
+    "cache_seed",
+    "carried_fields",
+    "carried_tokens",
+    "positive",
+    "thinking_within",
+]
 
 # What the assembly builds, by the format the body goes out in (the reply size is the policy's).
 _REPLY = ("max_tokens", "max_completion_tokens", "max_output_tokens")
@@ -89,8 +97,28 @@ def cache_seed(request: Mapping[str, Any], input_format: str | None, fmt: str) -
 
 def _tokens(setup: Setup, body: Mapping[str, Any]) -> int:
     """Tokens of a small body as the format renders it (tool definitions and read fields)."""
-    rendering = get_format(setup.fmt).render(body)
-    return setup.counter.scale(measure_total(rendering, setup.counter.encoding))
+    return _rendered_tokens(setup.fmt, setup.counter, body)
+
+
+def _rendered_tokens(fmt: str, counter: TokenCounter, body: Mapping[str, Any]) -> int:
+    rendering = get_format(fmt).render(body)
+    return counter.scale(measure_total(rendering, counter.encoding))
+
+
+def carried_tokens(
+    request: Mapping[str, Any], input_format: str | None, fmt: str, counter: TokenCounter
+) -> int:
+    """The input tokens a chat body's own fields (tool definitions, a response format) add to
+    its assembled body: room the tiers leave them, so that the rolling tier gives way to them
+    first (0 unless the body goes out in its own format)."""
+    if not _in_own_format(request, input_format, fmt):
+        return 0
+    carried = {k: v for k, v in request.items() if k not in _BUILT[fmt]}
+    if not carried:
+        return 0
+    return max(
+        0, _rendered_tokens(fmt, counter, {**_MINIMAL, **carried}) - _rendered_tokens(fmt, counter, _MINIMAL)
+    )
 
 
 def _with_extra(
@@ -105,6 +133,7 @@ def _with_extra(
             available_tokens=setup.policy.prompt_tokens,
             required_tokens=tokens,
             parts={"assembled tiers": report.tokens, "the request's tool definitions and fields": extra},
+            hint="send fewer or shorter tool definitions, or raise the policy's envelope",
         )
     cost = report.cost_usd
     prices = setup.spec.prices

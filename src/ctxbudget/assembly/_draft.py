@@ -54,6 +54,8 @@ class Setup:
     cache_seed: str = ""
     # Said in the report: the model was resolved by a guess (a family's longest id).
     model_warning: str | None = None
+    # A chat body's own fields carried into its assembled body (tools): room the tiers leave them.
+    carried_tokens: int = 0
 
 
 @dataclass(frozen=True)

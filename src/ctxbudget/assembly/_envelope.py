@@ -48,9 +48,10 @@ def _shrink(setup: Setup, current: Draft, targets: dict[int, int], limit: int) -
     labels = {t.name: f"tier {t.index} {t.name} ({t.eviction})" for t in setup.policy.tiers}
     labels |= {LEDGER: "ledger (Block 3)", CURRENT: "current turn (Block 4)"}
     fixed = {label: setup.counter.scale(current.raw_of(name)) for name, label in labels.items()}
+    fixed["the request's tool definitions and fields"] = setup.carried_tokens
     raise BudgetExceeded(
         available_tokens=setup.policy.prompt_tokens,
-        required_tokens=setup.counter.scale(current.total_raw),
+        required_tokens=setup.counter.scale(current.total_raw) + setup.carried_tokens,
         parts={k: v for k, v in fixed.items() if v},
         hint=TIER_HINT,
     )
@@ -59,7 +60,7 @@ def _shrink(setup: Setup, current: Draft, targets: dict[int, int], limit: int) -
 def fit_envelope(setup: Setup, targets: dict[int, int]) -> Draft:
     """Draft at ``targets`` (raw tokens per tier index, lowered in place) until the draft fits its
     tiers' ceilings and the prompt limit; at most :data:`MAX_ROUNDS` drafts."""
-    limit = setup.counter.unscale(setup.policy.prompt_tokens)
+    limit = setup.counter.unscale(setup.policy.prompt_tokens - setup.carried_tokens)
     for _ in range(MAX_ROUNDS):
         current = draft(setup, targets)
         if _tier_excess(setup, current, targets):
