@@ -243,3 +243,14 @@ def test_the_rolling_history_gives_way_to_the_requests_tool_definitions() -> Non
     result = assemble(body, policy=POLICY, model="claude-sonnet-4-5")
     assert result.report.tokens <= POLICY.prompt_tokens
     assert any(i.action == "rolled_off" for t in result.report.tiers for i in t.items)
+
+
+def test_a_volatile_value_in_a_carried_tool_definition_is_refused() -> None:
+    """The provider caches tool definitions ahead of the pinned tiers: a timestamp there moves
+    the whole cached prefix every turn, as one in the system prompt would (INV-CTX-01)."""
+    from ctxbudget import VolatileValueError
+
+    stamped = _agent_body([_tool("Search the record. Index built 2026-09-16T10:32:11Z.")])
+    with pytest.raises(VolatileValueError, match=r"tool definition 'search' contains a volatile timestamp"):
+        assemble(stamped, policy=POLICY, model="claude-sonnet-4-5")
+    assemble(stamped, policy=POLICY, model="claude-sonnet-4-5", output_format="openai")  # not carried there

@@ -145,14 +145,24 @@ class VolatileValueError(InvalidRequestError):
     It would change the cached prefix every turn; ``span`` is its character range in the item.
     """
 
-    def __init__(self, *, item_id: str, kind: str, value: str, span: tuple[int, int], path: str) -> None:
+    def __init__(
+        self,
+        *,
+        item_id: str,
+        kind: str,
+        value: str,
+        span: tuple[int, int],
+        path: str,
+        what: str = "pinned item",
+        remedy: str = "move it to an uncached tier or the question",
+    ) -> None:
         self.item_id = item_id
         self.kind = kind
         self.value = value
         self.span = span
         super().__init__(
-            f"pinned item {item_id!r} contains a volatile {kind} {value!r} at characters {span[0]}-{span[1]}: "
-            "it would change the cached prefix every turn; move it to an uncached tier or the question",
+            f"{what} {item_id!r} contains a volatile {kind} {value!r} at characters {span[0]}-{span[1]}: "
+            f"it would change the cached prefix every turn; {remedy}",
             path,
         )
 

@@ -21,10 +21,10 @@ from ..errors import BudgetExceeded, ConfigError, InvalidRequestError, Invariant
 from ..gcpause import collector_paused
 from ..tokens.counter import TokenCounter
 from ..trim.passages import PassageScorer
-from ._carried import cache_seed, carried_fields, carried_tokens
+from ._carried import cache_seed, carried_fields, carried_tokens, carried_tools
 from ._current_turn import bound_current
 from ._draft import Setup
-from ._pinned import check_pinned_items, check_pinned_prefix
+from ._pinned import check_carried_tools, check_pinned_items, check_pinned_prefix
 from ._policy import Policy, load_policy
 from ._previous import live_hashes, read_previous
 from ._pricing import Priced, within_ceiling
@@ -130,6 +130,7 @@ def _setup(
     check_envelope(policy, spec, model)
     parsed = parse_context_request(request, policy, input_format)
     check_pinned_items(parsed, policy)
+    check_carried_tools(carried_tools(request, input_format, fmt), policy)
     query, tags = _queries(parsed)
     _check_question(parsed, fmt)
     current, decisions = bound_current(parsed.current, counter, policy.current_turn_ceiling_tokens, query)

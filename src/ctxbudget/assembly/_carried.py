@@ -82,6 +82,12 @@ def _in_own_format(request: Mapping[str, Any], input_format: str | None, fmt: st
     return source == fmt and fmt in _BUILT
 
 
+def carried_tools(request: Mapping[str, Any], input_format: str | None, fmt: str) -> list[Any]:
+    """The tool definitions a chat body carries into its assembled body (none in another format)."""
+    tools = request.get("tools")
+    return tools if isinstance(tools, list) and _in_own_format(request, input_format, fmt) else []
+
+
 def cache_seed(request: Mapping[str, Any], input_format: str | None, fmt: str) -> str:
     """What a chat body carried in its own format puts ahead of the cached blocks: its tool
     definitions and tool choice (Anthropic caches tools first; changing them, or the tool

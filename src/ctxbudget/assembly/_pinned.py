@@ -5,7 +5,8 @@ naming the first differing byte and line and what most likely changed."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +17,7 @@ from ._draft import Draft, Setup
 from ._policy import Policy
 from ._request import ContextRequest
 
-__all__ = ["PinnedPrefix", "check_pinned_items", "check_pinned_prefix"]
+__all__ = ["PinnedPrefix", "check_carried_tools", "check_pinned_items", "check_pinned_prefix"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,25 @@ def check_pinned_items(request: ContextRequest, policy: Policy) -> None:
                     span=(found.start, found.end),
                     path=f"{item.path}.text",
                 )
+
+
+def check_carried_tools(tools: Sequence[Any], policy: Policy) -> None:
+    """Fail closed on a volatile value in the tool definitions a chat body carries: the provider
+    caches them ahead of the pinned tiers (Anthropic's prefix opens with its tools), so a value
+    that changes there moves the whole cached prefix (INV-CTX-01)."""
+    for n, tool in enumerate(tools):
+        text = json.dumps(tool, ensure_ascii=False, sort_keys=True)
+        found = find_volatile(text, policy.volatile)
+        if found:
+            raise VolatileValueError(
+                item_id=str(tool.get("name", n)) if isinstance(tool, Mapping) else str(n),
+                kind=found.kind,
+                value=found.value,
+                span=(found.start, found.end),
+                path=f"$.tools[{n}]",
+                what="tool definition",
+                remedy="keep tool definitions the same every turn (a value that changes goes in the question)",
+            )
 
 
 def _first_difference(a: str, b: str) -> int:
