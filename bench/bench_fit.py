@@ -18,9 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from histories import MODEL, chat_history
+
 from ctxbudget import clear_caches, fit, get_encoding, render_question
 
-MODEL = "gpt-5"
 WINDOW = 32_000
 REPEATS = 15
 
@@ -36,21 +37,6 @@ def median_seconds(
         action()
         samples.append(time.perf_counter() - start)
     return statistics.median(samples)
-
-
-def chat_history(n: int) -> dict[str, Any]:
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a careful assistant."}]
-    for i in range(n):
-        role = "user" if i % 2 == 0 else "assistant"
-        messages.append(
-            {
-                "role": role,
-                "content": f"Message {i}: the deposition of witness {i % 7} covered "
-                f"exhibit EX-{i % 40:02d} and the notice letter dated March {i % 28 + 1}.",
-            }
-        )
-    messages.append({"role": "user", "content": "What was the latest exhibit discussed?"})
-    return {"model": MODEL, "messages": messages}
 
 
 def rag_requests(n: int) -> list[dict[str, Any]]:

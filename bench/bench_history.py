@@ -1,6 +1,6 @@
 """The history fit against LangChain's ``trim_messages``, each cold in a fresh process.
 
-The same 2,000-message chat history (bench_fit.chat_history) trimmed to 8,000 tokens by each side.
+The same 2,000-message chat history (histories.chat_history) trimmed to 8,000 tokens by each side.
 Each measurement is one call in a new Python process, after the side's imports and the o200k
 tokenizer's load (tiktoken's Encoding built on both sides), so neither side has counted these
 messages before: ctxbudget's content-keyed
@@ -36,7 +36,7 @@ MESSAGES = 2_000
 
 
 def _ctxbudget(warm: bool) -> float:
-    from bench_fit import MODEL, chat_history
+    from histories import MODEL, chat_history
 
     from ctxbudget import fit, get_encoding
 
@@ -53,7 +53,7 @@ def _ctxbudget(warm: bool) -> float:
 
 
 def _langchain(warm: bool) -> float:
-    from bench_fit import chat_history
+    from histories import chat_history
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, trim_messages
 
     from ctxbudget import get_encoding
