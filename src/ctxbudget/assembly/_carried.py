@@ -34,6 +34,7 @@ __all__ = [
     "cache_seed",
     "carried_fields",
     "carried_tokens",
+    "carried_tools",
     "positive",
     "thinking_within",
 ]
