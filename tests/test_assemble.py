@@ -313,3 +313,38 @@ def test_a_body_without_marks_predicts_no_cache_for_a_model_that_caches_only_at_
     assert any("caches only at cache_control marks" in w for w in first.warnings)
     second = run(_cacheable(), model="claude-sonnet-4-5", policy=policy, format=fmt, previous=first.to_dict())
     assert second.report.to_dict()["cache"]["read_tokens"] == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        (
+            {"questions": [{"text": ""}], "documents": [{"page_content": "The letter went out."}]},
+            "$.questions[0].text",
+        ),
+        (
+            {
+                "system": "Rules. Generated 2026-09-16T10:32:11Z",
+                "messages": [{"role": "user", "content": "Q?"}],
+            },
+            "$.system:",
+        ),
+        (
+            {
+                "messages": [
+                    {"role": "system", "content": "Rules. Built 2026-09-16T10:32:11Z"},
+                    {"role": "user", "content": "Q?"},
+                ]
+            },
+            "$.messages[0].content",
+        ),
+    ],
+)
+def test_errors_on_question_and_chat_bodies_name_the_field_given(body: dict[str, Any], where: str) -> None:
+    """An assembled question or chat body's errors name its own fields, not the item list it is
+    read into (the gateway sends them to clients): `$.system`, not `$.items[0].text`."""
+    from ctxbudget import InvalidRequestError
+
+    with pytest.raises(InvalidRequestError) as raised:
+        assemble(body, policy="legal-review", model="claude-sonnet-4-5")
+    assert str(raised.value).startswith(where) and "$.items" not in str(raised.value)

@@ -107,7 +107,7 @@ def _check_question(parsed: ContextRequest, fmt: OutputFormat) -> None:
         )
     for item in parsed.current:
         if item.kind == "question" and not item.text.strip() and item.source is None:
-            raise InvalidRequestError("the question is empty", f"{item.path}.text")
+            raise InvalidRequestError("the question is empty", item.text_path)
 
 
 def _setup(

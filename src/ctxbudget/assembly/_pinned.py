@@ -42,7 +42,7 @@ def check_pinned_items(request: ContextRequest, policy: Policy) -> None:
                     kind=found.kind,
                     value=found.value,
                     span=(found.start, found.end),
-                    path=f"{item.path}.text",
+                    path=item.text_path,
                 )
 
 

@@ -101,11 +101,18 @@ class ContextItem:
     # The provider message an item of a chat body stands for (sent as it was when kept), and its format.
     source: Mapping[str, Any] | None = None
     source_format: str | None = None
+    # Where a question or chat body's item stands in that body, and its text: (path, text path).
+    origin: tuple[str, str] | None = None
 
     @property
     def path(self) -> str:
-        """JSON path of the item in the request."""
-        return f"$.items[{self.position}]"
+        """JSON path of the item in the request as given (a chat body's ``$.messages[2]``)."""
+        return self.origin[0] if self.origin else f"$.items[{self.position}]"
+
+    @property
+    def text_path(self) -> str:
+        """JSON path of the item's text in the request as given."""
+        return self.origin[1] if self.origin else f"$.items[{self.position}].text"
 
 
 @dataclass(frozen=True)
@@ -133,7 +140,9 @@ def _role(item: _Item) -> str:
     return "assistant" if item.kind == "tool_call" else "user"
 
 
-def _from_items(body: Mapping[str, Any], policy: Policy) -> ContextRequest:
+def _from_items(
+    body: Mapping[str, Any], policy: Policy, origins: Mapping[str, tuple[str, str]] | None = None
+) -> ContextRequest:
     parsed = validate_body(_Request, body)
     counts = Counter(i.id for i in parsed.items)
     duplicates = sorted(i for i, n in counts.items() if n > 1)
@@ -160,6 +169,7 @@ def _from_items(body: Mapping[str, Any], policy: Policy) -> ContextRequest:
                 supersedes=item.supersedes,
                 group=item.group,
                 metadata=item.metadata,
+                origin=(origins or {}).get(item.id),
             )
         )
     _check_order(items)
@@ -240,6 +250,27 @@ def _from_question(body: Mapping[str, Any], policy: Policy) -> list[dict[str, An
     return items
 
 
+def _question_origins(body: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+    """Where each item :func:`_from_question` makes stands in the question body, and its text."""
+    origins = {"system": ("$.role", "$.role")}
+    for key, prefix, text in (
+        ("documents", "document", "page_content"),
+        ("history", "history", "content"),
+        ("questions", "question", "text"),
+    ):
+        for n, _ in enumerate(body.get(key) or []):
+            origins[f"{prefix}-{n}"] = (f"$.{key}[{n}]", f"$.{key}[{n}].{text}")
+    return origins
+
+
+def _chat_origin(path: str) -> tuple[str, str]:
+    """A chat item's path and its text's: a message's content, a system block's text, or a
+    string system prompt (or instructions) itself."""
+    if path.startswith("$.messages["):
+        return path, f"{path}.content"
+    return path, (f"{path}.text" if path.endswith("]") else path)
+
+
 def _has_tool_calls(message: Mapping[str, Any]) -> bool:
     content = message.get("content")
     blocks = content if isinstance(content, list) else []
@@ -310,6 +341,7 @@ def _from_chat(
                     "tier": _first(policy, "never").name,
                     "kind": "instruction",
                     "text": item.text,
+                    "_path": item.path,
                 }
             )
             continue
@@ -321,6 +353,7 @@ def _from_chat(
             "kind": "question" if item.component == "query" else _chat_kind(message, current),
             "role": "assistant" if item.role == "assistant" else "user",
             "text": _chat_text(item.text, message),
+            "_path": item.path,
         }
         if not current:
             entry["tier"] = _first(policy, "rolling").name
@@ -375,9 +408,12 @@ def parse_context_request(
         return _from_items(body, policy)
     name = format or detect_format(body).name
     if name == "question":
-        return _from_items({"items": _from_question(body, policy)}, policy)
+        return _from_items({"items": _from_question(body, policy)}, policy, _question_origins(body))
     items, sources = _from_chat(body, policy, name)
-    request = _from_items({"items": items}, policy)
+    origins = {i["id"]: _chat_origin(i["_path"]) for i in items}
+    request = _from_items(
+        {"items": [{k: v for k, v in i.items() if k != "_path"} for i in items]}, policy, origins
+    )
     with_sources = tuple(
         dataclasses.replace(i, source=sources[i.id], source_format=name) if i.id in sources else i
         for i in request.items
