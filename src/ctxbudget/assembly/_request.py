@@ -27,6 +27,7 @@ from ..errors import InvalidRequestError
 from ..formats import detect_format, get_format
 from ..formats.jsonvalue import check_json_value
 from ..formats.wire import validate_body
+from ._origins import chat_origin, message_position, question_origins
 from ._policy import Policy, Tier
 
 __all__ = ["ContextItem", "ContextRequest", "parse_context_request"]
@@ -250,27 +251,6 @@ def _from_question(body: Mapping[str, Any], policy: Policy) -> list[dict[str, An
     return items
 
 
-def _question_origins(body: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
-    """Where each item :func:`_from_question` makes stands in the question body, and its text."""
-    origins = {"system": ("$.role", "$.role")}
-    for key, prefix, text in (
-        ("documents", "document", "page_content"),
-        ("history", "history", "content"),
-        ("questions", "question", "text"),
-    ):
-        for n, _ in enumerate(body.get(key) or []):
-            origins[f"{prefix}-{n}"] = (f"$.{key}[{n}]", f"$.{key}[{n}].{text}")
-    return origins
-
-
-def _chat_origin(path: str) -> tuple[str, str]:
-    """A chat item's path and its text's: a message's content, a system block's text, or a
-    string system prompt (or instructions) itself."""
-    if path.startswith("$.messages["):
-        return path, f"{path}.content"
-    return path, (f"{path}.text" if path.endswith("]") else path)
-
-
 def _has_tool_calls(message: Mapping[str, Any]) -> bool:
     content = message.get("content")
     blocks = content if isinstance(content, list) else []
@@ -331,7 +311,7 @@ def _from_chat(
     items: list[dict[str, Any]] = []
     sources: dict[str, Mapping[str, Any]] = {}
     query_at = _answered_from(
-        messages, next((_position(i.path) for i in parsed if i.component == "query"), None)
+        messages, next((message_position(i.path) for i in parsed if i.component == "query"), None)
     )
     for item in parsed:
         if item.component == "system":
@@ -345,7 +325,7 @@ def _from_chat(
                 }
             )
             continue
-        position = _position(item.path)
+        position = message_position(item.path)
         message = messages[position]
         current = query_at is not None and position >= query_at
         entry: dict[str, Any] = {
@@ -392,11 +372,6 @@ def _answered_from(messages: Any, query_at: int | None) -> int | None:
     return start
 
 
-def _position(path: str) -> int:
-    """N of a ``$.messages[N]`` path."""
-    return int(path.removeprefix("$.messages[").removesuffix("]"))
-
-
 def parse_context_request(
     body: Mapping[str, Any], policy: Policy, format: str | None = None
 ) -> ContextRequest:
@@ -408,9 +383,9 @@ def parse_context_request(
         return _from_items(body, policy)
     name = format or detect_format(body).name
     if name == "question":
-        return _from_items({"items": _from_question(body, policy)}, policy, _question_origins(body))
+        return _from_items({"items": _from_question(body, policy)}, policy, question_origins(body))
     items, sources = _from_chat(body, policy, name)
-    origins = {i["id"]: _chat_origin(i["_path"]) for i in items}
+    origins = {i["id"]: chat_origin(i["_path"]) for i in items}
     request = _from_items(
         {"items": [{k: v for k, v in i.items() if k != "_path"} for i in items]}, policy, origins
     )
