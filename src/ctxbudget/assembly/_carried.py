@@ -63,18 +63,24 @@ def carried_fields(
     :class:`CostCeilingExceeded` past ``ceiling``)."""
     if not _in_own_format(request, input_format, setup.fmt) or not isinstance(body, dict):
         return body, report
-    carried = {k: v for k, v in request.items() if k not in _BUILT[setup.fmt] and k not in body}
+    carried = {k: v for k, v in _own_fields(request, setup.fmt).items() if k not in body}
     if not carried:
         return body, report
-    if isinstance(carried.get("tools"), list):
-        carried["tools"] = without_cache_marks(carried["tools"])
     reply = positive(body.get("max_tokens")) or positive(body.get("max_completion_tokens"))
     out = {**body, **carried}
     if reply is not None:
         out = thinking_within(out, positive(request.get("max_tokens")), reply)
-    extra = _tokens(setup, {**_MINIMAL, **carried}) - _tokens(setup, _MINIMAL)
     replies = positive(carried.get("n")) or 1  # OpenAI's n: each reply is billed
-    return out, _with_extra(setup, report, (max(0, extra), replies), sorted(carried), ceiling)
+    return out, _with_extra(setup, report, (setup.carried_tokens, replies), sorted(carried), ceiling)
+
+
+def _own_fields(request: Mapping[str, Any], fmt: str) -> dict[str, Any]:
+    """The chat request's fields the assembly does not build, as they are sent: its tools without
+    their cache marks (the policy owns the breakpoints)."""
+    carried = {k: v for k, v in request.items() if k not in _BUILT[fmt]}
+    if isinstance(carried.get("tools"), list):
+        carried["tools"] = without_cache_marks(carried["tools"])
+    return carried
 
 
 def _in_own_format(request: Mapping[str, Any], input_format: str | None, fmt: str) -> bool:
@@ -102,12 +108,8 @@ def cache_seed(request: Mapping[str, Any], input_format: str | None, fmt: str) -
     return "\x00tools " + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _tokens(setup: Setup, body: Mapping[str, Any]) -> int:
-    """Tokens of a small body as the format renders it (tool definitions and read fields)."""
-    return _rendered_tokens(setup.fmt, setup.counter, body)
-
-
 def _rendered_tokens(fmt: str, counter: TokenCounter, body: Mapping[str, Any]) -> int:
+    """Tokens of a small body as the format renders it (tool definitions and read fields)."""
     rendering = get_format(fmt).render(body)
     return counter.scale(measure_total(rendering, counter.encoding))
 
@@ -117,10 +119,11 @@ def carried_tokens(
 ) -> int:
     """The input tokens a chat body's own fields (tool definitions, a response format) add to
     its assembled body: room the tiers leave them, so that the rolling tier gives way to them
-    first (0 unless the body goes out in its own format)."""
+    first, and what :func:`carried_fields` counts and prices (0 unless the body goes out in its
+    own format)."""
     if not _in_own_format(request, input_format, fmt):
         return 0
-    carried = {k: v for k, v in request.items() if k not in _BUILT[fmt]}
+    carried = _own_fields(request, fmt)
     if not carried:
         return 0
     return max(
