@@ -64,6 +64,14 @@ class ConfigError(CtxBudgetError):
     """An option, policy or catalog value is invalid; the message names it and the fix."""
 
 
+def unreadable_file(source: str, exc: RecursionError | ValueError) -> ConfigError:
+    """A policy or catalog file whose document a parser cannot hold: nested too deeply, or an
+    integer too long for Python's int (each was a traceback); one line naming the file."""
+    if isinstance(exc, RecursionError):
+        return ConfigError(f"{source}: nested too deeply to read")
+    return ConfigError(f"{source}: a number too long to read ({str(exc).split(';')[0]})")
+
+
 class UnknownEncodingError(ConfigError):
     """An encoding name that no registered tokenizer provides."""
 

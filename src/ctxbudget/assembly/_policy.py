@@ -19,7 +19,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..errors import ConfigError
+from ..errors import ConfigError, unreadable_file
 from ..validation import first_error
 from ..volatile import VolatileRules
 
@@ -250,10 +250,8 @@ def _load_text(text: str, source: str) -> object:
         raise ConfigError(f"{source}: not valid YAML: {_yaml_problem(exc)}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
-    except RecursionError as exc:
-        raise ConfigError(f"{source}: nested too deeply to read") from exc
-    except ValueError as exc:  # an integer of thousands of digits
-        raise ConfigError(f"{source}: a number too long to read ({str(exc).split(';')[0]})") from exc
+    except (RecursionError, ValueError) as exc:  # nesting too deep, an integer of thousands of digits
+        raise unreadable_file(source, exc) from exc
 
 
 def parse_policy(text: str, source: str) -> Policy:
@@ -266,7 +264,7 @@ def parse_policy(text: str, source: str) -> Policy:
         path, message, _ = first_error(exc)
         raise ConfigError(f"{source}: {path}: {message}") from exc
     except RecursionError as exc:
-        raise ConfigError(f"{source}: nested too deeply to read") from exc
+        raise unreadable_file(source, exc) from exc
     return Policy(
         name=parsed.name,
         description=parsed.description,

@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, unreadable_file
 from ..tokens.registry import list_encodings
 from .catalog import Catalog
 from .entries import ModelEntries
@@ -118,10 +118,8 @@ def _decode(text: str, source: str) -> Any:
         return json.loads(text) if kind == "JSON" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{source}: not valid {kind}: {exc}") from exc
-    except RecursionError as exc:
-        raise ConfigError(f"{source}: nested too deeply to read") from exc
-    except ValueError as exc:  # an integer of thousands of digits
-        raise ConfigError(f"{source}: a number too long to read ({str(exc).split(';')[0]})") from exc
+    except (RecursionError, ValueError) as exc:  # nesting too deep, an integer of thousands of digits
+        raise unreadable_file(source, exc) from exc
 
 
 def _check_rules(raw: Mapping[str, Any], source: str) -> None:
