@@ -89,6 +89,10 @@ class Policy:
         """What the rendered prompt may use: the envelope after the output reserve."""
         return self.envelope_tokens - self.reserve_output_tokens
 
+    def first_tier(self, eviction: str) -> Tier | None:
+        """The first tier of an eviction kind ("rolling": where a conversation's history goes)."""
+        return next((tier for tier in self.tiers if tier.eviction == eviction), None)
+
     def get_tier(self, ref: str | int) -> Tier:
         """A tier by name or index, a name first (a tier named "0" is that tier, not tier 0); the
         error lists the tiers."""

@@ -207,10 +207,12 @@ def _check_order(items: list[ContextItem]) -> None:
 
 
 def _first(policy: Policy, eviction: str) -> Tier:
-    for tier in policy.tiers:
-        if tier.eviction == eviction:
-            return tier
-    raise InvalidRequestError(f"policy {policy.name!r} has no {eviction!r} tier to map this format onto", "$")
+    found = policy.first_tier(eviction)
+    if found is None:
+        raise InvalidRequestError(
+            f"policy {policy.name!r} has no {eviction!r} tier to map this format onto", "$"
+        )
+    return found
 
 
 def _from_question(body: Mapping[str, Any], policy: Policy) -> list[dict[str, Any]]:

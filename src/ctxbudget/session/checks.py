@@ -15,7 +15,7 @@ __all__ = ["check_base_items", "rolling_tier"]
 
 def rolling_tier(policy: Policy) -> Tier:
     """The policy's rolling tier, where a session's past turns go (ConfigError: it has none)."""
-    found = next((t for t in policy.tiers if t.eviction == "rolling"), None)
+    found = policy.first_tier("rolling")
     if found is None:
         raise ConfigError(f"policy {policy.name!r} has no rolling tier for the session's history")
     return found
