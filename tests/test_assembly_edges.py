@@ -105,6 +105,15 @@ def test_a_malformed_previous_report_is_bad_input(previous: dict[str, Any]) -> N
         assemble(body, policy=POLICY, model="gpt-4o", previous=previous)
 
 
+@pytest.mark.parametrize("previous", [{}, {"report": {}}, {"report": None}])
+def test_an_empty_previous_report_is_bad_input_not_a_first_turn(previous: dict[str, Any]) -> None:
+    # A file holding {} (a truncated write, the wrong file) would otherwise predict a first turn
+    # and skip INV-CTX-01's comparison without a word.
+    body = {"items": [{"id": "q", "kind": "question", "text": "When?"}]}
+    with pytest.raises(InvalidRequestError, match="previous"):
+        assemble(body, policy=POLICY, model="gpt-4o", previous=previous)
+
+
 def test_a_deeply_nested_tool_result_does_not_break_a_session(tmp_path: Path) -> None:
     session = Session.create(
         SQLiteStore(str(tmp_path / "s.db")), "n", policy="legal-review", model="gpt-4o", base={}

@@ -27,11 +27,9 @@ def read_previous(previous: Mapping[str, Any] | AssemblyReport | None) -> Mappin
         return None
     if not isinstance(outer, Mapping):
         raise InvalidRequestError("previous must be the previous turn's report (a JSON object)", "")
-    report = _as_mapping(outer.get("report", outer)) if outer else None
-    if report is None:
-        return None
+    report = _as_mapping(outer.get("report", outer))
     if not isinstance(report, Mapping):
-        raise InvalidRequestError("is not a report object", "$.report")
+        raise InvalidRequestError("the previous turn's report is not an object", "$.report")
     if not {"breakpoints", "pinned_prefix_sha256"} & set(report):
         raise InvalidRequestError(
             "previous is not the report of an assembly (it has neither breakpoints nor "
