@@ -240,6 +240,13 @@ def test_cli_session_commands(tmp_path: Path) -> None:
     assert "turn 1" in runner.invoke(main, ["session", "show", "c", "--store", store]).output
     missing = runner.invoke(main, ["session", "show", "nope", "--store", store])
     assert missing.exit_code == 2 and "sessions: c" in missing.output
+    for spec in ("=EX-04", " =EX-04"):  # a result of no tool is refused, not recorded
+        nameless = runner.invoke(
+            main, ["session", "add", "c", "--question", "Q?", "--tool-result", spec, "--store", store]
+        )
+        assert nameless.exit_code == 2 and "names no tool" in nameless.output
+    listed = runner.invoke(main, ["session", "list", "--store", store]).output
+    assert listed.startswith("c\t1 turns")
 
 
 def test_a_turn_with_arguments_of_the_wrong_type_is_a_config_error(tmp_path: Path) -> None:

@@ -260,6 +260,8 @@ def session_add(
             tool, sep, content = spec.partition("=")
             if not sep:
                 raise click.BadParameter(f"{spec!r} is not NAME=CONTENT", param_hint="--tool-result")
+            if not tool.strip():
+                raise click.BadParameter(f"{spec!r} names no tool (NAME=CONTENT)", param_hint="--tool-result")
             results.append(ToolResult(name=tool, content=content))
         session = Session(connect_store(store_path, mode="write"), name, catalog=load_catalog(catalogs))
         prepared, turn = session.add(
