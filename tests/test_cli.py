@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner
 
@@ -231,6 +232,52 @@ def test_verify_prefix(tmp_path: Path) -> None:
     )
     differs = runner.invoke(main, ["verify-prefix", str(a), str(b)])
     assert differs.exit_code == 1 and "byte 9" in differs.output
+
+
+def _prefix_check(tmp_path: Path, first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(first))
+    b.write_text(json.dumps(second))
+    result = CliRunner().invoke(main, ["verify-prefix", str(a), str(b), "--json"])
+    assert result.exit_code in (0, 1), result.output
+    checked: dict[str, Any] = json.loads(result.output)
+    assert checked["identical"] == (result.exit_code == 0)
+    return checked
+
+
+def test_verify_prefix_reads_tools_and_accepts_a_prefix_that_grew(tmp_path: Path) -> None:
+    mark = {"type": "ephemeral"}
+    rules = {"type": "text", "text": "same rules", "cache_control": mark}
+    tool = {"name": "search", "description": "Search the record.", "input_schema": {"type": "object"}}
+    body = {"tools": [tool], "system": [rules], "messages": [{"role": "user", "content": "Q?"}]}
+    assert _prefix_check(tmp_path, body, body)["identical"]
+    # A changed tool definition is a new prefix: the tools come before the system prompt.
+    other_tool = {**tool, "description": "Search the docket."}
+    changed = _prefix_check(tmp_path, body, {**body, "tools": [other_tool]})
+    assert not changed["identical"] and changed["offset"] < len(json.dumps(tool))
+    # A second marked system block after the first: the first turn's entry is still read.
+    more = {"type": "text", "text": "case notes", "cache_control": mark}
+    grown = _prefix_check(tmp_path, body, {**body, "system": [rules, more]})
+    assert grown["identical"] and grown["grown"]
+    # The same block with text added at its end is another entry (a breakpoint ends a block).
+    longer = _prefix_check(tmp_path, body, {**body, "system": [{**rules, "text": "same rules, more"}]})
+    assert not longer["identical"]
+    # A shorter prefix than the first's is not a read of it.
+    assert not _prefix_check(tmp_path, {**body, "system": [rules, more]}, body)["identical"]
+    # OpenAI: the leading system and developer messages, tools first.
+    chat = {
+        "tools": [{"type": "function", "function": {"name": "f"}}],
+        "messages": [
+            {"role": "system", "content": "rules"},
+            {"role": "developer", "content": "style"},
+            {"role": "user", "content": "Q?"},
+        ],
+    }
+    assert _prefix_check(
+        tmp_path, chat, {**chat, "messages": [*chat["messages"][:2], {"role": "user", "content": "R?"}]}
+    )["identical"]
+    style = [chat["messages"][0], {"role": "developer", "content": "terse"}, chat["messages"][2]]
+    assert not _prefix_check(tmp_path, chat, {**chat, "messages": style})["identical"]
 
 
 def test_policies_lists_legal_review() -> None:

@@ -1,8 +1,16 @@
-"""Comparing the cached prefixes of two rendered requests (``ctxbudget verify-prefix``)."""
+"""Comparing the cached prefixes of two rendered requests (``ctxbudget verify-prefix``).
+
+A prefix is what the provider caches ahead of the conversation, in its order: the tool
+definitions, then the system prompt (Anthropic: its blocks up to the last ``cache_control`` mark;
+OpenAI: the leading system and developer messages). Each part ends with a NUL byte, so a block
+that grew is a difference (a breakpoint sits at a block's end: the longer block is another entry),
+while a request that only adds parts after the first's prefix still reads it.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -11,10 +19,13 @@ from ..errors import InvalidRequestError, PrefixChanged
 
 __all__ = ["PrefixComparison", "cached_prefix", "compare_prefixes"]
 
+_END = "\x00"  # after each part: the boundaries a breakpoint may sit at
+
 
 @dataclass(frozen=True)
 class PrefixComparison:
-    """Both prefixes' sizes and hashes; ``offset`` is the first differing byte, or None."""
+    """Both prefixes' sizes and hashes; ``offset`` is the first differing byte, or None when the
+    second request's prefix starts with the first's (the same, or grown by parts after it)."""
 
     bytes_a: int
     bytes_b: int
@@ -22,44 +33,79 @@ class PrefixComparison:
     sha256_b: str
     offset: int | None
 
+    @property
+    def grown(self) -> bool:
+        """Whether the second prefix holds the first and parts after it."""
+        return self.offset is None and self.bytes_b > self.bytes_a
+
 
 def _body(document: Any) -> Any:
     return document["request"] if isinstance(document, Mapping) and "request" in document else document
 
 
+def _part(value: Any) -> str:
+    """A part's text: a text block's text, anything else (a tool, an image) as canonical JSON
+    without its cache mark (moving a mark changes no cached byte)."""
+    if isinstance(value, Mapping):
+        if value.get("type") == "text" and isinstance(value.get("text"), str):
+            return str(value["text"])
+        value = {k: v for k, v in value.items() if k != "cache_control"}
+    elif isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _tools(body: Mapping[str, Any]) -> list[Any]:
+    tools = body.get("tools")
+    if tools is None:
+        return []
+    if not isinstance(tools, list):
+        raise InvalidRequestError("tools must be a list of tool definitions", "$.tools")
+    return tools
+
+
+def _system_parts(body: Mapping[str, Any]) -> list[Any]:
+    """The system prompt's parts as the provider caches them."""
+    system = body.get("system")
+    if isinstance(system, list):
+        blocks = [b for b in system if isinstance(b, Mapping)]
+        marked = [i for i, b in enumerate(blocks) if "cache_control" in b]
+        return blocks[: marked[-1] + 1 if marked else len(blocks)]
+    if isinstance(system, str):
+        return [system]
+    messages = body.get("messages") or []
+    if not isinstance(messages, list) or not all(isinstance(m, Mapping) for m in messages):
+        raise InvalidRequestError("messages must be a list of message objects", "$.messages")
+    parts: list[Any] = []
+    for message in messages:
+        if message.get("role") not in ("system", "developer"):
+            break
+        content = message.get("content")
+        parts += (
+            [p for p in content if isinstance(p, Mapping)] if isinstance(content, list) else [str(content)]
+        )
+    return parts
+
+
 def cached_prefix(document: Any) -> str:
-    """The text a provider would cache: system blocks up to the last ``cache_control`` mark (all
-    system blocks when there is none), an OpenAI system message, or a plain-text body's text."""
+    """The text a provider would cache ahead of the conversation (see the module's docstring); a
+    plain-text document is its own prefix."""
     body = _body(document)
     if isinstance(body, str):
         return body
     if not isinstance(body, Mapping):
         raise InvalidRequestError("expected a request body or an assemble --json output", "$")
-    if isinstance(body.get("system"), list):
-        blocks = [b for b in body["system"] if isinstance(b, Mapping)]
-        marked = [i for i, b in enumerate(blocks) if "cache_control" in b]
-        upto = marked[-1] + 1 if marked else len(blocks)
-        return "\x00".join(str(b.get("text", "")) for b in blocks[:upto])
-    if isinstance(body.get("system"), str):
-        return str(body["system"])
-    messages = body.get("messages") or []
-    if not isinstance(messages, list) or not all(isinstance(m, Mapping) for m in messages[:1]):
-        raise InvalidRequestError("messages must be a list of message objects", "$.messages")
-    if messages and messages[0].get("role") in ("system", "developer"):
-        content = messages[0].get("content")
-        if isinstance(content, list):
-            return "\x00".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-        return str(content)
-    return ""
+    return "".join(_part(p) + _END for p in [*_tools(body), *_system_parts(body)])
 
 
 def compare_prefixes(a: Any, b: Any, *, strict: bool = True) -> PrefixComparison:
-    """Compare the cached prefixes of ``a`` and ``b``; with ``strict`` a difference raises
-    :class:`PrefixChanged` naming the first differing byte."""
+    """Compare the cached prefixes of ``a`` and ``b``: the same when ``b``'s starts with ``a``'s
+    (``b`` reads what ``a`` cached). With ``strict`` a difference raises :class:`PrefixChanged`
+    naming the first differing byte."""
     pa, pb = cached_prefix(a).encode("utf-8"), cached_prefix(b).encode("utf-8")
     offset = next((i for i, (x, y) in enumerate(zip(pa, pb, strict=False)) if x != y), None)
-    if offset is None and len(pa) != len(pb):
-        offset = min(len(pa), len(pb))
+    if offset is None and len(pb) < len(pa):
+        offset = len(pb)
     result = PrefixComparison(
         len(pa), len(pb), hashlib.sha256(pa).hexdigest(), hashlib.sha256(pb).hexdigest(), offset
     )

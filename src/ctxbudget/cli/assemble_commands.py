@@ -200,8 +200,9 @@ def print_assembly(report: dict[str, Any]) -> None:
 @click.argument("first", type=click.Path(exists=True, dir_okay=False), metavar="A.json")
 @click.argument("second", type=click.Path(exists=True, dir_okay=False), metavar="B.json")
 def verify_prefix_command(first: str, second: str, as_json: bool) -> None:
-    """Check that two requests (bodies or `assemble --json` outputs) share a byte-identical cached
-    prefix. Exit 0 when identical, 1 with the first differing byte when not."""
+    """Check that B reads the cached prefix of A (bodies or `assemble --json` outputs): tool
+    definitions and system prompt, byte-identical, or grown by parts after A's. Exit 0 when B
+    reads it, 1 with the first differing byte when not."""
     a, b = read_json(first), read_json(second)
 
     def action() -> None:
@@ -211,6 +212,7 @@ def verify_prefix_command(first: str, second: str, as_json: bool) -> None:
                 json.dumps(
                     {
                         "identical": result.offset is None,
+                        "grown": result.grown,
                         "offset": result.offset,
                         "bytes": [result.bytes_a, result.bytes_b],
                         "sha256": [result.sha256_a, result.sha256_b],
@@ -219,6 +221,11 @@ def verify_prefix_command(first: str, second: str, as_json: bool) -> None:
             )
             if result.offset is not None:
                 sys.exit(EXIT_DIFFERS)
+        elif result.grown:
+            click.echo(
+                f"B's cached prefix starts with A's {result.bytes_a:,} bytes (sha256 {result.sha256_a}) "
+                f"and grows to {result.bytes_b:,}"
+            )
         else:
             click.echo(f"cached prefixes identical: {result.bytes_a:,} bytes, sha256 {result.sha256_a}")
 
