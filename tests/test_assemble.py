@@ -348,3 +348,39 @@ def test_errors_on_question_and_chat_bodies_name_the_field_given(body: dict[str,
     with pytest.raises(InvalidRequestError) as raised:
         assemble(body, policy="legal-review", model="claude-sonnet-4-5")
     assert str(raised.value).startswith(where) and "$.items" not in str(raised.value)
+
+
+def test_text_moved_between_two_pinned_tiers_is_a_changed_prefix() -> None:
+    # The provider caches blocks: the same text split at another place is another prefix, though
+    # the pinned text read as one string is the same.
+    tiers = SMALL.replace(
+        'name = "critical"', 'name = "pinned2"\neviction = "never"\n[[tiers]]\nname = "critical"', 1
+    )
+    policy = parse_policy(
+        tiers.replace(
+            'name = "pinned2"\neviction = "never"\n[[tiers]]',
+            'name = "pinned2"\nceiling_tokens = 100\neviction = "never"\ncached = true\n[[tiers]]',
+            1,
+        ),
+        "two",
+    )
+    question = {"id": "q", "kind": "question", "text": "When was notice given?"}
+
+    def pinned(first: str, second: str, **options: Any) -> Any:
+        items = [
+            {"id": "a", "tier": "pinned", "kind": "playbook", "text": first},
+            {"id": "b", "tier": "pinned2", "kind": "playbook", "text": second},
+            question,
+        ]
+        return assemble({"items": items}, policy=policy, model="claude-sonnet-4-5", **options)
+
+    first = pinned("Cite page and line. Keep it short. ", "Quote exhibits in full.")
+    assert len(first.request["system"]) >= 2
+    with pytest.raises(PinnedPrefixChanged):
+        pinned(
+            "Cite page and line. ", "Keep it short. Quote exhibits in full.", previous=first.report.to_dict()
+        )
+    same = pinned(
+        "Cite page and line. Keep it short. ", "Quote exhibits in full.", previous=first.report.to_dict()
+    )
+    assert "byte-identical" in same.report.to_dict()["invariants"]["INV-CTX-01"]

@@ -119,10 +119,15 @@ def _changed_value(before: str, after: str) -> str:
     return after[start:end].strip().strip(",.;:!?()[]{}\"'")[:80]
 
 
+# Between two blocks of the pinned prefix: the provider caches blocks, so the same text split at
+# another place is another prefix. One block (a policy's single pinned tier) reads as its text.
+BLOCK_END = "\x00"
+
+
 def _pinned_text(draft: Draft) -> str:
-    """The text of the ``never`` tiers' blocks, in order: the pinned prefix."""
+    """The text of the ``never`` tiers' blocks, in order, NUL between blocks: the pinned prefix."""
     never = {sel.tier.name for sel in draft.selections if sel.tier.eviction == "never"}
-    return "".join(b.text for b in draft.blocks if b.tier in never)
+    return BLOCK_END.join(b.text for b in draft.blocks if b.tier in never)
 
 
 def check_pinned_prefix(setup: Setup, draft: Draft, previous: Mapping[str, Any] | None) -> PinnedPrefix:
