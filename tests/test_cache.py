@@ -28,6 +28,8 @@ def test_breakpoints_skip_short_prefixes_and_respect_the_maximum() -> None:
     assert [p.block for p in points] == [1, 3, 4, 5]
     assert all(p.prefix_tokens >= 1024 for p in points)
     assert any("t0" in w for w in warnings)
+    # t2's region is cached but left unmarked (four at most): said, not silent.
+    assert any("after t2:" in w and "at most 4 breakpoints" in w for w in warnings)
 
 
 def test_automatic_caching_plans_every_cacheable_region_end_unmarked() -> None:

@@ -126,7 +126,14 @@ def plan_breakpoints(
         # Keep the earliest (the longest-lived, often the 1-hour one) and the latest ones: later
         # content changes more often (an appended ledger, the conversation), so a breakpoint there
         # lets the next turn read up to it; an earlier stable region is covered by a later mark.
-        ends = ends[:1] + ends[-(rules.max_breakpoints - 1) :]
+        kept = ends[:1] + ends[-(rules.max_breakpoints - 1) :]
+        unmarked = [blocks[i].tier for i in ends if i not in kept]
+        warnings.append(
+            f"no cache breakpoint after {', '.join(unmarked)}: {len(ends)} cached regions, and the model "
+            f"takes at most {rules.max_breakpoints} breakpoints (a later breakpoint's prefix holds them, "
+            "so they are read only when everything up to it is unchanged)"
+        )
+        ends = kept
     previous = -1
     for i in ends:
         if rules.mode == "explicit" and i - previous > LOOKBACK_BLOCKS:
