@@ -113,6 +113,30 @@ def test_a_lock_held_elsewhere_ends_in_one_error_after_the_busy_timeout(tmp_path
     assert store.append_turn("a", Turn(index=1, question="q"), []).index == 1  # the lock is gone: it works
 
 
+def test_reads_answer_while_a_commit_waits_for_another_process_lock(tmp_path: Path) -> None:
+    # The gateway reads a session's turn count for each request while its writer thread commits
+    # answered turns: a commit waiting for a lock held elsewhere must not hold the reads up.
+    import threading
+
+    path = tmp_path / "s.db"
+    store = _store(path, busy_timeout_seconds=30)
+    store.append_turn("a", Turn(index=1, question="q1"), [])
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    writer = threading.Thread(target=store.append_turn, args=("a", Turn(index=2, question="q2"), []))
+    writer.start()
+    try:
+        time.sleep(0.3)  # the writer is in its busy wait
+        assert writer.is_alive()
+        assert store.count_turns("a") == 1 and store.last_turn("a") == Turn(index=1, question="q1")
+        assert store.names() == ["a"] and store.meta("a") == META and len(store.turns("a")) == 1
+        assert writer.is_alive()  # answered while the commit still waits
+    finally:
+        holder.execute("ROLLBACK")
+        writer.join(timeout=30)
+    assert store.count_turns("a") == 2  # the commit went through once the lock was gone
+
+
 def test_a_new_store_is_created_under_the_lock(tmp_path: Path) -> None:
     path = tmp_path / "new.db"
     path.touch()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -34,6 +35,7 @@ from ..errors import StoreError
 __all__ = [
     "LATEST_VERSION",
     "MIGRATIONS",
+    "Readers",
     "StoreMode",
     "check_version",
     "mapped_errors",
@@ -343,3 +345,50 @@ def _migrate(db: sqlite3.Connection, path: str) -> None:
         db.execute("INSERT INTO schema_migrations (version) VALUES (?)", (version,))
     if not (found := _tables(db)).issuperset(STORE_TABLES):
         raise _foreign(path, found)
+
+
+class Readers:
+    """Which connection a read of the store uses. A read made while this thread writes uses the
+    writer's connection (it sees the write's own rows); any other read uses a second connection
+    of its own (opened at the first such read), so it never waits behind a commit: a commit
+    that waits up to the busy timeout for another process's lock holds the writer's connection
+    all that time, and the gateway reads a session's turn count for every request. Under WAL a
+    read takes the last committed state without waiting for writers. A throwaway store in memory,
+    and a store opened to read, have the one connection."""
+
+    def __init__(
+        self, path: str, writer: sqlite3.Connection, mode: StoreMode, busy_timeout_seconds: float
+    ) -> None:
+        self._path = path
+        self._writer = writer
+        self._own = path != ":memory:" and mode != "read"
+        self._busy = busy_timeout_seconds
+        self._reader: sqlite3.Connection | None = None
+        self._open_lock = threading.Lock()
+        self._writing = threading.local()
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Mark this thread as writing for the block (its reads then use the writer's connection)."""
+        depth = getattr(self._writing, "depth", 0)
+        self._writing.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._writing.depth = depth
+
+    def connection(self) -> sqlite3.Connection:
+        """The connection this thread's read uses now."""
+        depth: int = getattr(self._writing, "depth", 0)
+        if not self._own or depth:
+            return self._writer
+        if self._reader is None:
+            with self._open_lock:
+                if self._reader is None:
+                    self._reader = _connect(self._path, "write", self._busy)
+        return self._reader
+
+    def close(self) -> None:
+        """Close the read connection (the writer's is its store's)."""
+        if self._reader is not None:
+            self._reader.close()

@@ -26,6 +26,7 @@ from ..errors import ConfigError, StoreError
 from ._sqlite_file import (
     DAMAGED_HINT,
     MIGRATIONS,
+    Readers,
     StoreMode,
     mapped_errors,
     open_store,
@@ -237,6 +238,7 @@ class SQLiteStore:
         self._identity = _identity(self._absolute)
         # One writer at a time in this process; re-entrant for writes inside serialized().
         self._lock = threading.RLock()
+        self._reads = Readers(self.path, self._db, mode, busy_timeout_seconds)
 
     def _check_file(self) -> None:
         """The file opened is still the one at the path: a store removed or replaced while open
@@ -254,7 +256,7 @@ class SQLiteStore:
     @contextmanager
     def _writing(self) -> Iterator[None]:
         """A write transaction of its own, or a savepoint inside :meth:`serialized`'s."""
-        with self._lock, self._failures():
+        with self._lock, self._reads.writing(), self._failures():
             if self._db.in_transaction:
                 with savepoint(self._db):
                     yield
@@ -321,7 +323,7 @@ class SQLiteStore:
         """A stored value, checked against the hash it is stored under: damage inside a record
         (one flipped byte) leaves SQLite's pages whole, so ``quick_check`` passes it, and it
         ended every command in a decoding traceback."""
-        row = self._db.execute("SELECT body FROM content WHERE sha256 = ?", (sha,)).fetchone()
+        row = self._reads.connection().execute("SELECT body FROM content WHERE sha256 = ?", (sha,)).fetchone()
         if row is None or not isinstance(row[0], str) or content_key(row[0]) != sha:
             found = "is missing" if row is None else "does not match its hash"
             raise StoreError(self.path, f"is damaged (stored content {sha[:12]} {found})", DAMAGED_HINT)
@@ -341,9 +343,11 @@ class SQLiteStore:
     def meta(self, name: str) -> SessionMeta:
         """A session's metadata."""
         with self._failures():
-            row = self._db.execute(
-                "SELECT policy, model, base_sha256 FROM sessions WHERE name = ?", (name,)
-            ).fetchone()
+            row = (
+                self._reads.connection()
+                .execute("SELECT policy, model, base_sha256 FROM sessions WHERE name = ?", (name,))
+                .fetchone()
+            )
             if row is None:
                 raise no_session(name, self.path, self.names())
             return SessionMeta(name=name, policy=row[0], model=row[1], base=self._get(row[2]))
@@ -351,7 +355,9 @@ class SQLiteStore:
     def names(self) -> list[str]:
         """Every session name, sorted."""
         with self._failures():
-            return [row[0] for row in self._db.execute("SELECT name FROM sessions ORDER BY name")]
+            return [
+                row[0] for row in self._reads.connection().execute("SELECT name FROM sessions ORDER BY name")
+            ]
 
     def append_turn(
         self, name: str, turn: Turn, ledger_entries: list[dict[str, Any]], *, next_index: bool = False
@@ -379,7 +385,7 @@ class SQLiteStore:
 
     def _count(self, table: Literal["turns", "ledger"], name: str) -> int:
         query = f"SELECT COUNT(*) FROM {table} WHERE session = ?"  # table: one of two names, never input
-        return int(self._db.execute(query, (name,)).fetchone()[0])
+        return int(self._reads.connection().execute(query, (name,)).fetchone()[0])
 
     def count_turns(self, name: str) -> int:
         """How many turns a session has."""
@@ -389,23 +395,30 @@ class SQLiteStore:
     def turns(self, name: str) -> list[Turn]:
         """A session's turns in order."""
         with self._failures():
-            rows = self._db.execute("SELECT turn_sha256 FROM turns WHERE session = ? ORDER BY idx", (name,))
+            rows = self._reads.connection().execute(
+                "SELECT turn_sha256 FROM turns WHERE session = ? ORDER BY idx", (name,)
+            )
             return [Turn.from_dict(self._get(row[0])) for row in rows.fetchall()]
 
     def last_turn(self, name: str) -> Turn | None:
         """A session's latest turn (None: no turn, or no such session)."""
         with self._failures():
-            row = self._db.execute(
-                "SELECT turn_sha256 FROM turns WHERE session = ? ORDER BY idx DESC LIMIT 1", (name,)
-            ).fetchone()
+            row = (
+                self._reads.connection()
+                .execute("SELECT turn_sha256 FROM turns WHERE session = ? ORDER BY idx DESC LIMIT 1", (name,))
+                .fetchone()
+            )
             return Turn.from_dict(self._get(row[0])) if row else None
 
     def ledger(self, name: str) -> list[dict[str, Any]]:
         """A session's ledger entries in order."""
         with self._failures():
-            rows = self._db.execute("SELECT entry_sha256 FROM ledger WHERE session = ? ORDER BY seq", (name,))
+            rows = self._reads.connection().execute(
+                "SELECT entry_sha256 FROM ledger WHERE session = ? ORDER BY seq", (name,)
+            )
             return [self._get(row[0]) for row in rows.fetchall()]
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connections."""
+        self._reads.close()
         self._db.close()
