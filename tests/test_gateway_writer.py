@@ -200,3 +200,49 @@ def test_a_store_read_that_fails_while_preparing_is_a_503_and_nothing_is_sent(tm
         assert len(fake.received) == sent
     assert [r.status_code for r in refusals] == [503, 503]
     assert all("nothing was sent" in r.message for r in refusals)
+
+
+class HangingStore:
+    """A real SQLite store whose turn counts wait for ``release`` while ``hang`` is set: a store
+    server that stops answering (a fake of the store interface, not of the gateway)."""
+
+    def __init__(self, path: Path) -> None:
+        self.inner = SQLiteStore(path)
+        self.hang = threading.Event()
+        self.release = threading.Event()
+        self.waiting = threading.Event()
+
+    def count_turns(self, name: str) -> int:
+        if self.hang.is_set():
+            self.waiting.set()
+            self.release.wait(30)
+        return self.inner.count_turns(name)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_a_store_server_that_hangs_holds_up_only_the_requests_reading_it(tmp_path: Path) -> None:
+    store = HangingStore(tmp_path / "s.db")
+    with gateway_over_fake(tmp_path / "unused.db", session_store=store) as (_, url):
+        small = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+        store.hang.set()
+        answers: list[int] = []
+        stuck = threading.Thread(
+            target=lambda: answers.append(
+                httpx.post(
+                    url + "/v1/chat/completions", json=small, headers={"X-Ctxbudget-Session": "s"}, timeout=60
+                ).status_code
+            )
+        )
+        stuck.start()
+        try:
+            assert store.waiting.wait(10)  # the request is in the store's read
+            health = httpx.get(url + "/healthz", timeout=10)  # the event loop still serves
+            metrics = httpx.get(url + "/metrics", timeout=10)
+            assert stuck.is_alive()
+        finally:
+            store.release.set()
+            stuck.join(timeout=30)
+    assert health.status_code == 200 and metrics.status_code == 200
+    assert answers == [200]

@@ -21,6 +21,7 @@ from starlette.requests import Request
 from ..catalog.catalog import MAX_SAFETY_FACTOR
 from ..errors import InvalidRequestError
 from ..formats.jsonvalue import decode_json
+from ..session.store import SQLiteStore
 from .bodies import session_id, with_stream_usage
 from .prepared import Prepared
 from .providers import Provider
@@ -106,8 +107,10 @@ async def read_json(request: Request, gateway: Gateway) -> dict[str, Any]:
 
 async def on_loop_or_worker(gateway: Gateway, size: int, work: Callable[[], T]) -> T:
     """``work`` on the event loop for a small body, else in a worker thread. Policy mode always
-    uses a worker: its assembly may read the store."""
-    if size <= INLINE_BYTES and not gateway.policies:
+    uses a worker: its assembly may read the store. So does a store over the network: a fit
+    reads the session's turn count, which is a round trip to a server that may hang (an SQLite
+    file's reads never wait behind a commit: :class:`~ctxbudget.session.store.SQLiteStore`)."""
+    if size <= INLINE_BYTES and not gateway.policies and isinstance(gateway.store, SQLiteStore):
         return work()
     return await run_in_threadpool(work)
 
