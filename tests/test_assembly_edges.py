@@ -206,3 +206,27 @@ def test_a_policy_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
         main, ["assemble", str(body), "--policy", str(policy), "--model", "claude-sonnet-4-5"]
     )
     assert run.exit_code == 2 and "is not UTF-8 text" in run.stderr
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"model": "gpt-4o", "input": "When was notice given?"},
+        {"model": "gpt-4o", "input": [{"role": "user", "content": "When?"}]},
+    ],
+)
+def test_a_responses_body_is_refused_by_assemble_naming_what_it_takes(
+    tmp_path: Path, body: dict[str, Any]
+) -> None:
+    with pytest.raises(
+        InvalidRequestError, match="Chat Completions or Messages body; this is a responses body"
+    ):
+        assemble(body, policy=POLICY, model="gpt-4o")
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(body))
+    result = CliRunner().invoke(
+        main, ["assemble", str(path), "--policy", "legal-review", "--model", "gpt-4o"]
+    )
+    assert result.exit_code == 2 and "responses body" in result.output and "Traceback" not in result.output
+    with pytest.raises(InvalidRequestError, match=r"\$\.items"):
+        assemble({"x": 1}, policy=POLICY, model="gpt-4o", input_format="context")

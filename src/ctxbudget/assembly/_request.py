@@ -386,6 +386,14 @@ def parse_context_request(
     name = format or detect_format(body).name
     if name == "question":
         return _from_items({"items": _from_question(body, policy)}, policy, question_origins(body))
+    if name == "context":
+        raise InvalidRequestError("an items body needs its items list", "$.items")
+    if name not in ("openai", "anthropic"):
+        raise InvalidRequestError(
+            f"assemble takes an items body, a question body, or a Chat Completions or Messages body; "
+            f"this is a {name} body (fit it instead: ctxbudget fit)",
+            "$",
+        )
     items, sources = _from_chat(body, policy, name)
     origins = {i["id"]: chat_origin(i["_path"]) for i in items}
     request = _from_items(
