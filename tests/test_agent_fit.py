@@ -988,3 +988,36 @@ def test_an_instruction_before_text_with_no_sentence_end_is_kept() -> None:
         {"messages": [{"role": "user", "content": text}]}, model="gpt-4o", max_context_tokens=4_000
     ).request
     assert sent["messages"][0]["content"].startswith(instruction + "\n")
+
+
+def test_parallel_tool_results_sharing_a_small_room_are_none_emptied() -> None:
+    # An older tool group cut into the room left (at least 128 tokens) shares it among its
+    # results: a level under a passage kept nothing of the largest ("" reads as a tool that
+    # returned nothing) while the smallest kept the rest.
+    n_calls = 5
+    calls = [
+        {"id": f"c{n}", "type": "function", "function": {"name": "search", "arguments": "{}"}}
+        for n in range(n_calls)
+    ]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Find the notice records."}]
+    messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+    messages += [
+        {
+            "role": "tool",
+            "tool_call_id": f"c{n}",
+            "content": " ".join(f"record {n} item {i} sent" for i in range(60 + 40 * n)),
+        }
+        for n in range(n_calls)
+    ]
+    messages += [
+        {"role": "assistant", "content": "Searching again."},
+        {"role": "user", "content": "recap " * 150 + "\n\nWhen was the notice sent?"},
+    ]
+    cut, emptied = 0, []
+    for window in range(300, 420, 4):
+        body = {"model": "gpt-4o", "messages": messages}
+        result = fit(body, model="gpt-4o", max_context_tokens=window, reserve_output_tokens=0)
+        sent = [m for m in result.request["messages"] if m.get("role") == "tool"]
+        cut += bool(sent)
+        emptied += [(window, m["tool_call_id"]) for m in sent if not m["content"].strip()]
+    assert cut and not emptied

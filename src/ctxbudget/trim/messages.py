@@ -40,6 +40,8 @@ _MAX_QUESTION_CHARS = 2000
 # A first paragraph this short, with no paragraph asking, is kept as the instruction for what
 # follows it ("Summarize the following incident log in three bullet points:").
 _MAX_INSTRUCTION_CHARS = 500
+# The least room a cut keeps a head in (a few words beside their marker); less keeps nothing.
+MIN_HEAD_TOKENS = 8
 
 
 def _paragraphs(text: str) -> list[tuple[int, int]]:
@@ -238,10 +240,10 @@ def _select(
     keep their passages that best match ``query`` (a marker where text was left out). When that
     level is below a passage (many small pieces: 4,000 text blocks of a pasted log), cutting
     each would keep a few words of every one: whole stretches are kept instead, best match
-    first (:func:`_whole_stretches`)."""
+    first (:func:`_whole_stretches`). One stretch keeps its head in a room under a passage."""
     costs = [count(a, b) for a, b in stretches]
     level = water_level(costs, budget)
-    if level - gap < MIN_PASSAGE_TOKENS and max(costs, default=0) > level:
+    if len(stretches) > 1 and level - gap < MIN_PASSAGE_TOKENS and max(costs, default=0) > level:
         return _whole_stretches(text, stretches, costs, budget, query)
     regions: list[tuple[int, int]] = []
     for (a, b), cost in zip(stretches, costs, strict=True):
@@ -282,9 +284,10 @@ def _passages_of(
     passages = split_passages(stretch, lambda i, j: count(a + i, a + j), passage_tokens(budget))
     costs = [count(a + p.start, a + p.end) for p in passages]
     chosen = select_regions(stretch, passages, costs, budget, query=query, region_cost=gap, scorer=scorer)
-    if not chosen and budget - gap >= MIN_PASSAGE_TOKENS:
-        # no passage is as small as the room (one long sentence): its head, cut at a word (a room
-        # smaller than a passage keeps nothing: a few words would cost as much as their marker)
+    if not chosen and budget - gap >= MIN_HEAD_TOKENS:
+        # no passage is as small as the room (one long sentence, or a room under a passage: a tool
+        # result whose group shares a small room): its head, cut at a word. Only a room too small
+        # for a few words keeps nothing (an emptied tool result reads as one that returned nothing).
         head = _keep_head(text, a, b, count, budget - gap)
         return [head] if head[1] > head[0] else []
     return [(a + r.start, a + r.end) for r in chosen]
