@@ -298,6 +298,11 @@ def test_invalid_catalog_names_the_field(tmp_path: Path) -> None:
             b'"match": {"regex": "("}}]}',
             "does not compile",
         ),
+        (  # a client's model id is matched against it: (a+)+$ on 'a' * 40 + '!' runs for minutes
+            b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5, '
+            b'"match": {"or": [{"equals": "y"}, {"regex": "(a+)+$"}]}}]}',
+            r"\$\.models\[0\]\.match.* repeats a repetition",
+        ),
         (
             b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5, '
             b'"tokenizer": "nope"}]}',

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import importlib.resources
 import re
-import re._constants as _sre_c  # type: ignore[import-not-found]  # a pattern parsed, checked before it runs
-import re._parser as _sre  # type: ignore[import-not-found]
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import ConfigError, unreadable_file
+from ..regexes import NESTED_REPEAT_HINT, repeats_a_repetition
 from ..validation import first_error
 from ..volatile import VolatileRules
 
@@ -159,34 +158,8 @@ def _compiled(regex: str) -> None:
         raise ValueError(f"not a valid regular expression {regex!r}: {exc}") from exc
     if pattern.fullmatch(""):  # it would find a volatile value at every place of every text
         raise ValueError(f"the regular expression {regex!r} matches the empty text")
-    if _nested_repeat(_sre.parse(regex)):
-        raise ValueError(
-            f"the regular expression {regex!r} repeats a repetition (such as (a+)+): on a text it "
-            "does not match it can take exponential time; repeat it once, or make the inner one "
-            "possessive (a++)"
-        )
-
-
-def _nested_repeat(parsed: Any, inside: bool = False) -> bool:
-    """Whether an unbounded repeat holds another one (``(a+)+``, ``(a*b*)*``): the backtracking
-    that makes a pattern take exponential time on a text it does not match (``(a+)+$`` on 32 a's
-    and a ``!`` ran for minutes, in the gateway on a client's system prompt). Possessive repeats
-    and atomic groups never backtrack into themselves, so they are safe."""
-    for op, value in parsed:
-        if op in (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT):
-            _, high, body = value
-            unbounded = high == _sre_c.MAXREPEAT
-            if unbounded and inside:
-                return True
-            if _nested_repeat(body, inside or unbounded):
-                return True
-        elif op in (_sre_c.POSSESSIVE_REPEAT, _sre_c.ATOMIC_GROUP):
-            continue
-        elif (op == _sre_c.SUBPATTERN and _nested_repeat(value[-1], inside)) or (
-            op == _sre_c.BRANCH and any(_nested_repeat(branch, inside) for branch in value[1])
-        ):
-            return True
-    return False
+    if repeats_a_repetition(regex):
+        raise ValueError(f"the regular expression {regex!r} {NESTED_REPEAT_HINT}")
 
 
 class _PolicyFile(BaseModel):
