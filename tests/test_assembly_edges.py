@@ -129,6 +129,12 @@ def test_a_session_base_is_checked_when_the_session_is_created(tmp_path: Path) -
     store = SQLiteStore(str(tmp_path / "b.db"))
     with pytest.raises(CtxBudgetError, match=r"items\[0\]"):
         Session.create(store, "b", policy="legal-review", model="gpt-4o", base={"items": [5]})
+    chat = {"system": "Cite page:line.", "messages": [{"role": "user", "content": "Earlier question"}]}
+    for base, field in ((chat, r"\$\.messages"), ({"items": [], "documents": []}, r"\$\.documents")):
+        with pytest.raises(InvalidRequestError, match=field + ".* would not be read"):
+            Session.create(store, "c", policy="legal-review", model="gpt-4o", base=base)
+    assert store.names() == []  # nothing was created
+    Session.create(store, "d", policy="legal-review", model="gpt-4o", base={})  # no standing items
 
 
 @pytest.mark.parametrize(

@@ -37,6 +37,9 @@ from .turns import ToolCall, ToolResult, Turn
 
 __all__ = ["Compaction", "PreparedTurn", "Session"]
 
+# What a session reads of its base: the standing items, and what every turn carries of it.
+BASE_FIELDS = ("items", "confirm_evict", "issue_tags")
+
 
 @dataclass(frozen=True, kw_only=True)
 class Compaction:
@@ -185,6 +188,13 @@ class Session:
             raise ConfigError(f"session name {name!r:.60} {problem}")
         if not isinstance(base, Mapping) or not isinstance(base.get("items", []), list):
             raise InvalidRequestError('the base must be a JSON object like {"items": [...]}')
+        unread = sorted(str(k) for k in base if k not in BASE_FIELDS)
+        if unread:  # a chat or question body: its system prompt and messages would reach no turn
+            raise InvalidRequestError(
+                f'a session base is {{"items": [...]}} (with confirm_evict, issue_tags); '
+                f"{', '.join(unread)} would not be read: give the standing text as items (tier, kind, text)",
+                f"$.{unread[0]}",
+            )
         checked = load_policy(policy)
         rolling_tier(checked)  # the turns' history goes there: a policy without one fails now, not every turn
         # a model whose window cannot hold the policy's envelope, or that has no price under the
@@ -196,7 +206,8 @@ class Session:
         check_base_items(base.get("items", []))
         # the base must be items an assembly accepts (tiers, kinds, ids), found now, not turn after turn
         question = {"id": "__question__", "kind": "question", "text": "?"}
-        parse_context_request({"items": [*base.get("items", []), question]}, checked, "context")
+        carried = {k: v for k, v in base.items() if k != "items"}
+        parse_context_request({**carried, "items": [*base.get("items", []), question]}, checked, "context")
         if policy not in list_policies() and Path(policy).exists():
             policy = str(Path(policy).resolve())
         store.create(SessionMeta(name=name, policy=policy, model=model, base=dict(base)))
@@ -294,7 +305,7 @@ class Session:
             for n, r in enumerate(results)
         ]
         request: dict[str, Any] = {"items": items}
-        for carried in ("issue_tags", "confirm_evict"):  # the base's, every turn
+        for carried in BASE_FIELDS[1:]:  # the base's, every turn
             if isinstance(self.meta.base.get(carried), list):
                 request[carried] = list(self.meta.base[carried])
         return request
