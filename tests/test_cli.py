@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 import ctxbudget
@@ -464,3 +465,23 @@ def test_verify_prefix_refuses_messages_that_are_not_message_objects(tmp_path: P
         bad.write_text(json.dumps({"messages": messages}))
         result = CliRunner().invoke(main, ["verify-prefix", str(bad), str(good)])
         assert result.exit_code == 2 and "$.messages" in result.output, result.output
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        ({"system": 5, "messages": []}, "$.system"),
+        ({"system": ["rules"]}, "$.system[0]"),
+        ({"request": [1, 2]}, "$.request"),
+        ({"report": {"breakpoints": 5}}, "not a request body"),
+    ],
+)
+def test_verify_prefix_refuses_what_is_not_a_request(
+    tmp_path: Path, body: dict[str, Any], where: str
+) -> None:
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps({"system": "rules", "messages": []}))
+    bad.write_text(json.dumps(body))
+    for pair in ((bad, good), (good, bad)):
+        result = CliRunner().invoke(main, ["verify-prefix", *map(str, pair)])
+        assert result.exit_code == 2 and where in result.output, result.output

@@ -40,7 +40,16 @@ class PrefixComparison:
 
 
 def _body(document: Any) -> Any:
-    return document["request"] if isinstance(document, Mapping) and "request" in document else document
+    """The request: the document itself, or an ``assemble --json`` output's ``request``."""
+    if isinstance(document, Mapping) and "request" in document:
+        if not isinstance(document["request"], Mapping):
+            raise InvalidRequestError("an assemble --json output's request is a JSON object", "$.request")
+        return document["request"]
+    if isinstance(document, Mapping) and not {"system", "messages", "tools"} & set(document):
+        raise InvalidRequestError(
+            "is not a request body (no system, messages or tools) nor an assemble --json output", "$"
+        )
+    return document
 
 
 def _part(value: Any) -> str:
@@ -68,11 +77,16 @@ def _system_parts(body: Mapping[str, Any]) -> list[Any]:
     """The system prompt's parts as the provider caches them."""
     system = body.get("system")
     if isinstance(system, list):
-        blocks = [b for b in system if isinstance(b, Mapping)]
+        blocks = list(system)
+        for n, block in enumerate(blocks):
+            if not isinstance(block, Mapping):
+                raise InvalidRequestError("a system block is a JSON object", f"$.system[{n}]")
         marked = [i for i, b in enumerate(blocks) if "cache_control" in b]
         return blocks[: marked[-1] + 1 if marked else len(blocks)]
     if isinstance(system, str):
         return [system]
+    if system is not None:
+        raise InvalidRequestError("the system prompt is a string or a list of blocks", "$.system")
     messages = body.get("messages") or []
     if not isinstance(messages, list) or not all(isinstance(m, Mapping) for m in messages):
         raise InvalidRequestError("messages must be a list of message objects", "$.messages")
@@ -102,7 +116,8 @@ def compare_prefixes(a: Any, b: Any, *, strict: bool = True) -> PrefixComparison
     """Compare the cached prefixes of ``a`` and ``b``: the same when ``b``'s starts with ``a``'s
     (``b`` reads what ``a`` cached). With ``strict`` a difference raises :class:`PrefixChanged`
     naming the first differing byte."""
-    pa, pb = cached_prefix(a).encode("utf-8"), cached_prefix(b).encode("utf-8")
+    # a lone surrogate (a JSON escape of half a pair) is compared as the bytes it stands for
+    pa, pb = (cached_prefix(d).encode("utf-8", "surrogatepass") for d in (a, b))
     offset = next((i for i, (x, y) in enumerate(zip(pa, pb, strict=False)) if x != y), None)
     if offset is None and len(pb) < len(pa):
         offset = len(pb)
@@ -113,7 +128,12 @@ def compare_prefixes(a: Any, b: Any, *, strict: bool = True) -> PrefixComparison
         raise PrefixChanged(
             breakpoint=0,
             offset=offset,
-            before=pa[offset : offset + 40].decode("utf-8", "replace"),
-            after=pb[offset : offset + 40].decode("utf-8", "replace"),
+            before=_shown(pa, offset),
+            after=_shown(pb, offset),
         )
     return result
+
+
+def _shown(prefix: bytes, offset: int) -> str:
+    """What a prefix holds from ``offset`` to the end of its part, at most 40 bytes."""
+    return prefix[offset : offset + 40].decode("utf-8", "replace").split(_END)[0]
