@@ -286,3 +286,46 @@ def test_a_null_enum_is_no_enum() -> None:
     plain = {"type": "function", "name": "f", "parameters": {"properties": {"q": {"type": "string"}}}}
     with_null = count({"model": "gpt-4o", "input": "x", "tools": [tool]}, model="gpt-4o")["tokens"]
     assert with_null == count({"model": "gpt-4o", "input": "x", "tools": [plain]}, model="gpt-4o")["tokens"]
+
+
+def _returns_none() -> Any:
+    return None
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: fit({"questions": [{"text": "q"}]}, model="gpt-4o", split_documents="false"),
+            "split_documents",
+        ),
+        (lambda: fit({"questions": [{"text": "q"}]}, model="gpt-4o", split_documents=[]), "split_documents"),
+        (lambda: assemble(_ITEMS, policy="legal-review", model="gpt-4o", catalog="x"), "catalog must be"),
+        (
+            lambda: assemble(_ITEMS, policy="legal-review", model="gpt-4o", prompt_cache_key=float("nan")),
+            "prompt_cache_key",
+        ),
+        (
+            lambda: assemble(_ITEMS, policy="legal-review", model="gpt-4o", allow_prefix_change="yes"),
+            "allow_prefix",
+        ),
+        (lambda: __import__("ctxbudget").load_policy(None), "policy is"),
+        (lambda: __import__("ctxbudget").connect_store(5), "store is"),
+        (lambda: __import__("ctxbudget").load_catalog(1), "catalog paths"),
+        (lambda: __import__("ctxbudget").get_encoding(["a"]), "encoding name"),
+        (lambda: _registered_none(), "not an encoding"),
+    ],
+)
+def test_public_functions_refuse_arguments_of_the_wrong_type(call: Any, message: str) -> None:
+    with pytest.raises(CtxBudgetError, match=message):
+        call()
+
+
+_ITEMS = {"items": [{"id": "q", "kind": "question", "text": "When?"}]}
+
+
+def _registered_none() -> Any:
+    import ctxbudget
+
+    ctxbudget.register_encoding("test-returns-none", _returns_none)
+    return ctxbudget.get_encoding("test-returns-none")

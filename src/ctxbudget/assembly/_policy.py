@@ -293,6 +293,10 @@ def load_policy(ref: str) -> Policy:
     bundled name is the bundled policy whatever the current folder holds (a folder or file named
     ``legal-review`` there made every assembly and session of that policy fail or change);
     a file of that name is read by a path (``./legal-review``)."""
+    if isinstance(ref, Path):
+        ref = str(ref)
+    if not isinstance(ref, str) or not ref:
+        raise ConfigError(f"a policy is a bundled name or a file's path, got {ref!r:.60}")
     path = Path(ref)
     if ref.endswith((".toml", ".yaml", ".yml")) or (path.exists() and ref not in list_policies()):
         try:

@@ -320,6 +320,8 @@ def load_catalog(paths: Iterable[str | Path] = ()) -> Catalog:
 
     if isinstance(paths, (str, Path)):
         paths = [paths]
+    elif not isinstance(paths, Iterable) or isinstance(paths, Mapping | bytes):
+        raise ConfigError(f"catalog paths are a path or a list of paths, got {type(paths).__name__}")
     catalog = bundled_catalog()
     for path in paths:
         if not isinstance(path, (str, Path)):

@@ -106,7 +106,7 @@ def check_options(**options: Any) -> None:
         raise ConfigError(
             f"passage_scorer must be callable (query, passages) -> scores, got {type(scorer).__name__}"
         )
-    for flag in ("count_all", "cache_breakpoints"):
+    for flag in ("count_all", "cache_breakpoints", "split_documents"):
         if not isinstance(options[flag], bool):
             raise ConfigError(f"{flag} must be True or False, got {options[flag]!r}")
     if scorer is not None and not options["split_documents"]:

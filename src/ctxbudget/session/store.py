@@ -209,6 +209,8 @@ def connect_store(
     :class:`~ctxbudget.session.postgres.PostgresStore` (needs the ``postgres`` extra), anything
     else is the path of an :class:`SQLiteStore` file. ``mode`` and ``busy_timeout_seconds`` mean
     the same for both (how long a write waits for another writer's lock)."""
+    if not isinstance(target, str | os.PathLike):
+        raise ConfigError(f"a store is a file's path or a postgresql:// URL, got {type(target).__name__}")
     location = os.fspath(target)
     if location.lower().startswith(POSTGRES_SCHEMES):
         from .postgres import PostgresStore

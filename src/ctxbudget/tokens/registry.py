@@ -45,6 +45,8 @@ def when_replaced(forget: Callable[[], None]) -> None:
 def register_encoding(name: str, factory: Callable[[], Encoding]) -> None:
     """Register ``factory`` to build encoding ``name`` on first use (replaces an earlier one,
     and every cached count made with it)."""
+    if not isinstance(name, str) or not name or not callable(factory):
+        raise ConfigError("register_encoding takes a name (a non-empty string) and a factory (a callable)")
     with _LOCK:
         replaced = name in _FACTORIES
         _FACTORIES[name] = factory
@@ -62,15 +64,23 @@ def list_encodings() -> list[str]:
 
 def get_encoding(name: str) -> Encoding:
     """The encoding ``name``, built once and cached; raises :class:`UnknownEncodingError`."""
-    loaded = _LOADED.get(name)
+    loaded = _LOADED.get(name) if isinstance(name, str) else None
     if loaded is not None:
         return loaded
+    if not isinstance(name, str):
+        raise ConfigError(f"an encoding name is a string, got {type(name).__name__}")
     with _LOCK:
         if name not in _LOADED:
             factory = _FACTORIES.get(name)
             if factory is None:
                 raise UnknownEncodingError(name, sorted(_FACTORIES))
             built = factory()
+            if not isinstance(getattr(built, "name", None), str) or not callable(
+                getattr(built, "encode", None)
+            ):
+                raise ConfigError(
+                    f"the factory registered for encoding {name!r} returned {type(built).__name__}, not an encoding"
+                )
             if built.name != name:  # counts are cached by the encoding's own name
                 raise ConfigError(
                     f"encoding registered as {name!r} calls itself {built.name!r}; the names must match"
