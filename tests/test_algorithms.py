@@ -193,3 +193,9 @@ def test_one_pass_over_the_words_finds_what_a_search_per_term_finds(
     assert sorted(bm25._words_among(text, frozenset(ascii_wanted))) == sorted(
         bm25._each_term(text, ascii_wanted)
     )
+
+
+def test_a_percentage_given_as_a_boolean_is_junk_not_one_percent() -> None:
+    split = BudgetSplit.from_mapping({"system": True, "history": False})
+    assert split.percentages["system"] == 0 and split.percentages["history"] == 0
+    assert any("system budget True is not a number" in w for w in split.warnings)

@@ -70,6 +70,8 @@ class BudgetSplit:
 
 def _clamp(name: str, value: Any, warnings: list[str]) -> float:
     try:
+        if isinstance(value, bool):  # True is 1 to float(), not a percentage
+            raise TypeError
         number = float(value)
     except (TypeError, ValueError):
         warnings.append(f"{name} budget {value!r} is not a number; using 0%")
