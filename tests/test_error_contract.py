@@ -329,3 +329,21 @@ def _registered_none() -> Any:
 
     ctxbudget.register_encoding("test-returns-none", _returns_none)
     return ctxbudget.get_encoding("test-returns-none")
+
+
+def test_a_text_the_tokenizer_refuses_is_named_by_its_field() -> None:
+    # about 400,000 blanks in a row overflow tiktoken's regex stack: refused, and where it is said
+    blank = "a" + " " * 400_001 + "b"
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "a"},
+        {"role": "user", "content": blank},
+    ]
+    body = {"model": "gpt-4o", "messages": messages}
+    for call in (
+        lambda: count(body, model="gpt-4o"),
+        lambda: fit(body, model="gpt-4o", max_context_tokens=2000),
+    ):
+        with pytest.raises(InvalidRequestError, match="cannot be tokenized") as info:
+            call()
+        assert info.value.path == "$.messages[2]"

@@ -4,17 +4,20 @@ counts need, and nothing of the trimming pipeline (a count of a small body impor
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from ..catalog.catalog import Catalog, UnknownModel
+from ..errors import InvalidRequestError
 from ..formats import resolve_format
 from ..gcpause import collector_paused
 from ..items import Item, Rendering
 from ..measure import measure_total
+from ..tokens.encoding import long_blank_run
 from ._options import body_reserve, catalog_of, check_request, input_format_of
 
-__all__ = ["count", "estimated_parts"]
+__all__ = ["count", "estimated_parts", "untokenizable_located"]
 
 
 def count(
@@ -47,7 +50,8 @@ def count(
     counter = checked.counter_for(model, safety_factor)
     with collector_paused():
         items, rendering = fmt.parse_and_render(request)
-        total = measure_total(rendering, counter.encoding)
+        with untokenizable_located(items):
+            total = measure_total(rendering, counter.encoding)
         estimated = estimated_parts(items, rendering)
     return {
         "tokens": counter.scale(total),
@@ -64,6 +68,21 @@ def count(
         "fits": counter.scale(total) <= resolution.input_limit,
         "warnings": [resolution.warning] if resolution.warning else [],
     }
+
+
+@contextmanager
+def untokenizable_located(items: tuple[Item, ...]) -> Iterator[None]:
+    """A text the tokenizer refuses (a run of 400,000 blanks), raised where nothing says whose
+    text it was, is named by the item that holds it (``$.messages[2]``, not ``$``)."""
+    try:
+        yield
+    except InvalidRequestError as exc:
+        if exc.path != "$":
+            raise
+        holder = next((item for item in items if long_blank_run(item.text)), None)
+        if holder is None:
+            raise
+        raise InvalidRequestError(exc.reason, holder.path) from None
 
 
 def estimated_parts(items: tuple[Item, ...], rendering: Rendering) -> tuple[str, ...]:

@@ -25,6 +25,7 @@ from ..trim.extract import clear_sentence_cache
 from ..trim.passages import PassageScorer, reads_as_lines
 from ..volatile import find_volatile
 from ._context import FitContext, open_context
+from ._count import untokenizable_located
 from ._memo import FitMemo, content_key, freeze, thaw
 from ._options import (
     FitOptions,
@@ -200,6 +201,12 @@ def _catalog_key(setup: FitSetup) -> Hashable:
 def _fit(request: Mapping[str, Any], setup: FitSetup) -> FitResult:
     """One fit: measured once; passed through when it fits, else trimmed and verified."""
     ctx = open_context(request, setup)
+    with untokenizable_located(ctx.items):
+        return _fit_in(ctx, request, setup)
+
+
+def _fit_in(ctx: FitContext, request: Mapping[str, Any], setup: FitSetup) -> FitResult:
+    """The fit of a measured context (see :func:`_fit`)."""
     measured = ctx.measured
     # Everything is counted when asked to, or when the bound does not show the request is over;
     # otherwise each count is left to the decision that needs it.

@@ -20,6 +20,7 @@ __all__ = [
     "first_space_boundary",
     "last_boundary",
     "last_space_boundary",
+    "long_blank_run",
 ]
 
 PARALLEL_MIN_CHARS = 50_000
@@ -74,7 +75,7 @@ _STRIDE = 4096
 _SAMPLED_SPACE = re.compile(f"{_BLANK}{{{_LONG // _STRIDE},}}")
 
 
-def _long_blank_run(text: str) -> int:
+def long_blank_run(text: str) -> int:
     """The longest run of whitespace without a newline over 400,000 characters in ``text`` (0: none)."""
     if len(text) <= _LONG or _SAMPLED_SPACE.search(text[::_STRIDE]) is None:
         return 0
@@ -272,7 +273,7 @@ class TiktokenEncoding:
     def _ordinary(self, text: str) -> list[int]:
         """tiktoken's ``encode_ordinary``; its Rust panic on a pathological text (a run of about a
         million spaces overflows its regex's stack) is bad input, not a crash."""
-        run = _long_blank_run(text)
+        run = long_blank_run(text)
         try:
             if run:
                 raise _Untokenizable  # refused before the tokenizer panics (and prints its trace)
