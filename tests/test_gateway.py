@@ -364,7 +364,20 @@ def test_pass_through_keeps_bytes_apis_and_paths_apart(tmp_path: Path) -> None:
         with httpx.stream("GET", url + "/v1/cut") as cut, pytest.raises(httpx.RemoteProtocolError):
             cut.read()  # cut off upstream: cut off here, never ended as if whole
         odd = httpx.get(url + "/v1/echo", headers={"x-title": "café".encode()})
+        body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+        spellings = [
+            "/v1/chat/completions/",
+            "/v1//chat/completions",
+            "/v1/chat//completions",
+            "/v1/chat/completions;x",
+            "/v1/messages/",
+            "/v1/responses/",
+            "/v1/chat/%2Fcompletions",
+        ]
+        respelled = {path: httpx.post(url + path, json=body) for path in spellings}
     assert thread.status_code == 200 and "/v1/threads/t1/messages" in fake.paths
+    for path, answer in respelled.items():  # a fitted API by another spelling never goes unfitted
+        assert answer.status_code == 400 and "names the fitted" in answer.json()["error"]["message"], path
     assert sneaky.status_code == 400 and "'..' segment" in sneaky.json()["error"]["message"]
     assert not any("chat" in p for p in fake.paths)
     assert odd.status_code == 200 and odd.headers.get_list("date") == odd.headers.get_list("date")[:1]

@@ -56,6 +56,14 @@ async def pass_through(gateway: Gateway, request: Request) -> StreamingResponse:
         raise Refusal(
             400, "ctxbudget: a path with a '.' or '..' segment is not passed through", "invalid_request"
         )
+    fitted = _fitted_route(unquote(path.decode("latin-1")))
+    if fitted is not None:
+        raise Refusal(
+            400,
+            f"ctxbudget: {path.decode('latin-1')!r} names the fitted {fitted} by another spelling and is not "
+            f"passed through: send it to {fitted}",
+            "invalid_request",
+        )
     query = request.url.query
     url = gateway.upstream_base(passed_to(request)) + path.decode("latin-1") + (f"?{query}" if query else "")
     headers = _forwarded(request.headers.raw)
@@ -75,6 +83,19 @@ def _named_in_connection(headers: list[tuple[bytes, bytes]]) -> frozenset[bytes]
     return frozenset(
         name.strip().lower() for k, v in headers if k.lower() == b"connection" for name in v.split(b",")
     )
+
+
+# The APIs the gateway fits (its own routes); anything else may be passed through.
+FITTED = frozenset({"/v1/messages", "/v1/chat/completions", "/v1/responses"})
+
+
+def _fitted_route(path: str) -> str | None:
+    """The fitted route ``path`` is another spelling of (an empty segment, a trailing slash, a
+    ``;parameter``: upstreams and front proxies that merge slashes or drop parameters serve it as
+    the API itself, unfitted and over any ceiling), else None."""
+    segments = [segment.split(";", 1)[0] for segment in path.split("/")]
+    canonical = "/" + "/".join(segment for segment in segments if segment)
+    return canonical if canonical in FITTED else None
 
 
 def _forwarded(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
