@@ -244,6 +244,11 @@ def test_usage_is_normalized_and_calibration_rises_fast_and_falls_on_evidence() 
         100,
         15,
     )
+    # a figure past any window (a broken or hostile answer) is no count: it would make the
+    # gateway's token and cost counters infinite
+    for absurd in (1e308, 10**30):
+        poisoned = normalize_usage("openai", {"prompt_tokens": absurd, "completion_tokens": 2})
+        assert poisoned is not None and (poisoned.input_tokens, poisoned.output_tokens) == (0, 2)
     calibration = Calibration(window=3)
     assert calibration.observe("m", 100, 140, default=1.2) == 1.4  # rises at once (within a step)
     assert calibration.observe("m", 100, 110, default=1.2) == 1.4

@@ -43,19 +43,26 @@ class Usage:
         }
 
 
+# More tokens than any request can hold (the largest windows are about 10 million): a usage
+# figure above it is a broken or hostile answer, whose one figure would make the token and cost
+# counters infinite (1e308) until the gateway restarts.
+MAX_BILLED_TOKENS = 1_000_000_000
+
+
 def _int(value: Any) -> int:
-    """A token count as billed: a whole, finite, non-negative number (anything else is 0)."""
+    """A token count as billed: a whole, finite, non-negative number of at most
+    :data:`MAX_BILLED_TOKENS` (anything else is 0)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 0
     if isinstance(value, float) and not math.isfinite(value):
         return 0
-    return max(0, int(value))
+    return max(0, int(value)) if value <= MAX_BILLED_TOKENS else 0
 
 
 def normalize_usage(api: str, usage: Any) -> Usage | None:
     """One shape for every API (``anthropic``, ``openai`` for Chat Completions, ``responses``);
     None when the response carried no usage (or not an object). A count that is not a whole
-    non-negative number (NaN, a string, -5) is read as 0."""
+    non-negative number (NaN, a string, -5), or is past any window (1e308), is read as 0."""
     if not usage or not isinstance(usage, Mapping):
         return None
     if api == "anthropic":
