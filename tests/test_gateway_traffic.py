@@ -584,10 +584,11 @@ def test_session_names_are_taken_as_sent_or_refused_never_cut(tmp_path: Path) ->
         answers = [post(name.encode("utf-8")) for name in spaced]
         refused = [post(b"A" * 200 + b"-alice"), post(b"\xff\xfe-bad"), post(b"tab\there")]
         refused += [post("\u3000".encode()), post("a\u2028b".encode())]  # blank; a line break
+        refused.append(post(b""))  # present but empty: refused, not taken for no name
         assert len(fake.received) == 4
     assert ok.status_code == 200 and ok.headers["x-ctxbudget-session"] == unicode_name
     assert [a.headers["x-ctxbudget-session"] for a in answers] == spaced
-    assert [r.status_code for r in refused] == [400] * 5
+    assert [r.status_code for r in refused] == [400] * 6
     assert "206 characters long" in refused[0].json()["error"]["message"]
     with pytest.raises(InvalidRequestError, match="is empty"):  # blanks only (clients cannot send it)
         named_session(" \t ")

@@ -66,7 +66,7 @@ def session_id(given: str | None, provider: Provider, body: Mapping[str, Any]) -
     (model, system prompt, instructions or system messages, first user message; cache marks aside).
     A Responses conversation that goes on by ``previous_response_id`` sends only its new turn:
     name its session."""
-    if given:
+    if given is not None:  # a blank name is refused there, not taken for no name
         return named_session(given)
     messages = [m for m in conversation(body) if isinstance(m, dict)]
     first_user = next((m for m in messages if m.get("role") == "user"), {})
