@@ -254,7 +254,7 @@ class FakeUpstream:
             "prompt_tokens_details": {"cached_tokens": read},
         }
         text = "echo: " + str(messages[-1].get("content"))[:40]
-        if not body.get("stream"):
+        if not body.get("stream") or body["model"] == "fault-ignores-stream":
             return JSONResponse(
                 {
                     "id": "chatcmpl-1",

@@ -162,6 +162,19 @@ def test_upstream_faults_reach_the_client_in_the_provider_shape(
     assert "faults" not in SQLiteStore(store).names()  # nothing half-recorded
 
 
+def test_a_json_answer_to_a_stream_request_reaches_the_client(stack: tuple[FakeUpstream, str, Path]) -> None:
+    # An upstream that ignores `stream` answers JSON: read as events, the answer was dropped for
+    # an error event saying the stream closed before it finished.
+    _, url, store = stack
+    body = {"model": "fault-ignores-stream", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    answer = httpx.post(
+        url + "/v1/chat/completions", json=body, headers={"X-Ctxbudget-Session": "json-stream"}
+    )
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("application/json")
+    assert answer.json()["choices"][0]["message"]["content"] == "echo: hi"
+    assert [t.question for t in SQLiteStore(store).turns("json-stream")] == ["hi"]
+
+
 def test_a_connection_dropped_after_the_streams_end_is_no_error(
     stack: tuple[FakeUpstream, str, Path],
 ) -> None:
