@@ -226,6 +226,9 @@ class FakeUpstream:
         for n, piece in enumerate([text[:10], text[10:]]):
             if body["model"] == "fault-disconnect" and n == 1:
                 raise RuntimeError("connection dropped on purpose")
+            if body["model"] == "fault-error-event" and n == 1:  # Anthropic's mid-stream error, then the end
+                yield event("error", {"error": {"type": "overloaded_error", "message": "Overloaded"}})
+                return
             yield event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": piece}})
             await asyncio.sleep(0.5 if body["model"] == "slow-stream" else 0.01)
         yield event("content_block_stop", {"index": 0})

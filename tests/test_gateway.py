@@ -162,6 +162,25 @@ def test_upstream_faults_reach_the_client_in_the_provider_shape(
     assert "faults" not in SQLiteStore(store).names()  # nothing half-recorded
 
 
+def test_the_upstreams_own_error_event_ends_the_stream_alone(stack: tuple[FakeUpstream, str, Path]) -> None:
+    # Anthropic ends a failing stream with an `error` event: passed on, and not followed by a
+    # second error of the gateway's saying the stream was cut off.
+    _, url, store = stack
+    body = {
+        "model": "fault-error-event",
+        "max_tokens": 10,
+        "stream": True,
+        "messages": [{"role": "user", "content": "x"}],
+    }
+    headers = {"anthropic-version": "2023-06-01", "X-Ctxbudget-Session": "error-event"}
+    with httpx.stream("POST", url + "/v1/messages", json=body, headers=headers) as answer:
+        events = [line for line in answer.iter_lines() if line.startswith("event:")]
+    metrics = httpx.get(url + "/metrics").text
+    assert events.count("event: error") == 1 and events[-1] == "event: error"
+    assert 'kind="stream_error"' in metrics and 'kind="truncated_stream"' not in metrics
+    assert "error-event" not in SQLiteStore(store).names()  # an answer that failed is not a turn
+
+
 def test_a_json_answer_to_a_stream_request_reaches_the_client(stack: tuple[FakeUpstream, str, Path]) -> None:
     # An upstream that ignores `stream` answers JSON: read as events, the answer was dropped for
     # an error event saying the stream closed before it finished.

@@ -138,6 +138,8 @@ async def _events(
             return
     if tail:
         yield tail
-    if not state.finished:
+    if not state.finished and state.failed:  # the upstream's own error event ended it: passed on
+        gateway.note_upstream_error("stream_error")
+    elif not state.finished:
         gateway.note_upstream_error("truncated_stream")
         yield provider.stream_error("upstream closed the stream before it finished")

@@ -116,6 +116,7 @@ class StreamState:
     text: list[str] = field(default_factory=list)
     usage: dict[str, Any] = field(default_factory=dict)
     finished: bool = False
+    failed: bool = False  # the upstream sent its own error event (the client has it)
     _pending: bytearray = field(default_factory=bytearray)  # bytes not yet passed on or dropped
     _start: int = 0  # where in them the current event starts
     _scan: int = 0  # where the next line starts
@@ -188,6 +189,9 @@ class StreamState:
         except ValueError:
             return True
         if not isinstance(event, dict):
+            return True
+        if event.get("type") == "error" or isinstance(event.get("error"), dict):
+            self.failed = True  # Anthropic's `error` event, or an OpenAI-style error object
             return True
         if self.provider.name == "anthropic":
             self._anthropic(event)
