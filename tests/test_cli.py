@@ -128,7 +128,8 @@ def test_catalog_env_var(tmp_path: Path) -> None:
             'cache = { mode = "none", min_cacheable_tokens = 0, max_breakpoints = 0 }\n'
         )
         paths.append(str(path))
-    env = {"CTXBUDGET_CATALOG": os.pathsep.join(paths)}
+    # empty entries (a leading, doubled or trailing separator) name no file, as in PATH
+    env = {"CTXBUDGET_CATALOG": os.pathsep + os.pathsep.join([paths[0], "", paths[1]]) + os.pathsep}
     result = CliRunner().invoke(main, ["models", "--json"], env=env)
     assert result.exit_code == 0, result.output
     assert {"house", "shed"} <= {m["id"] for m in json.loads(result.output)["models"]}

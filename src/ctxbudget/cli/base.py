@@ -217,6 +217,8 @@ CATALOG_OPTION = click.option(
     multiple=True,
     envvar="CTXBUDGET_CATALOG",
     type=click.Path(),  # so the variable's paths are split at os.pathsep, as PATH is: not at spaces
+    # an empty entry (CTXBUDGET_CATALOG=":", a trailing separator) names no file, as in PATH
+    callback=lambda _ctx, _param, paths: tuple(p for p in paths if p),
     metavar="FILE",
     help="Extra catalog file (TOML, or JSON by its .json name) adding or overriding models "
     f"(repeatable; env CTXBUDGET_CATALOG, several paths separated by {os.pathsep!r}).",
