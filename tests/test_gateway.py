@@ -115,6 +115,10 @@ def test_count_tokens_is_answered_locally(stack: tuple[FakeUpstream, str, Path])
         json={"model": "claude-sonnet-4-6", "messages": [{"role": "user", "content": "x"}]},
     ).json()
     assert raw["exact"] is False and raw["safety_factor"] > 1
+    modelless = httpx.post(
+        url + "/v1/messages/count_tokens", json={"messages": [{"role": "user", "content": "x"}]}
+    )
+    assert modelless.status_code == 400 and "`model` is required" in modelless.json()["error"]["message"]
     assert fake.received == []
 
 

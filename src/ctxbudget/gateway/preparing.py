@@ -112,7 +112,9 @@ class Preparer:
 
     def count_tokens(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """The count_tokens answer for an Anthropic body (calibrated estimate where not exact)."""
-        model = str(body.get("model", ""))
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            raise Refusal(400, "`model` is required", "invalid_request")
         factor = self.model_for(model)[1]
         return fit_count(
             body,
