@@ -787,3 +787,29 @@ def test_a_compressed_body_is_refused_and_the_sent_body_is_labelled_json(
     assert packed.status_code == 415 and "Content-Encoding 'gzip'" in packed.text and not fake.received
     plain = httpx.post(url + "/v1/chat/completions", content=body, headers={"content-type": "text/plain"})
     assert plain.status_code == 200 and fake.headers[-1]["content-type"] == "application/json"
+
+
+def test_a_request_body_that_stalls_is_refused_not_waited_on_for_ever() -> None:
+    from ctxbudget.gateway.intake import _timely
+    from ctxbudget.gateway.refusals import Refusal
+
+    async def stalls() -> Any:
+        yield b'{"model": '
+        await asyncio.sleep(30)  # headers and half a body, then nothing
+        yield b'"gpt-4o"}'
+
+    async def read(idle: float) -> list[bytes]:
+        return [chunk async for chunk in _timely(stalls(), idle)]
+
+    with pytest.raises(Refusal) as info:
+        asyncio.run(read(0.05))
+    assert info.value.status == 408 and "stalled" in str(info.value)
+
+    async def steady() -> Any:
+        for part in (b"a", b"b"):
+            yield part
+
+    async def read_all() -> list[bytes]:
+        return [chunk async for chunk in _timely(steady(), 0.05)]
+
+    assert asyncio.run(read_all()) == [b"a", b"b"]

@@ -10,8 +10,9 @@ thread switches against 0.15 ms for a short chat body's fit).
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -81,12 +82,31 @@ async def read_body(request: Request, gateway: Gateway) -> bytes:
         )
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    async for chunk in _timely(request.stream()):
         size += len(chunk)
         if size > limit:
             raise Refusal(413, f"request body is over the {limit:,}-byte limit", "request_too_large")
         chunks.append(chunk)
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+# A client that sends its headers and then stalls mid-body would hold its connection and task
+# for ever (the server's keep-alive timeout does not cover a request being read).
+BODY_IDLE_SECONDS = 60.0
+
+
+async def _timely(chunks: AsyncIterator[bytes], idle: float = BODY_IDLE_SECONDS) -> AsyncIterator[bytes]:
+    """``chunks`` as they arrive; 408 when none arrives for ``idle`` seconds."""
+    iterator = chunks.__aiter__()
+    while True:
+        try:
+            chunk = await asyncio.wait_for(iterator.__anext__(), idle)
+        except StopAsyncIteration:
+            return
+        except TimeoutError as exc:
+            message = f"the request body stalled: no bytes for {idle:g} s"
+            raise Refusal(408, message, "request_timeout") from exc
+        yield chunk
 
 
 def parse_json(data: bytes) -> dict[str, Any]:
