@@ -348,45 +348,45 @@ def _migrate(db: sqlite3.Connection, path: str) -> None:
 
 
 class Readers:
-    """Which connection a read of the store uses. A read made while this thread writes uses the
-    writer's connection (it sees the write's own rows); any other read uses a second connection
-    of its own (opened at the first such read), so it never waits behind a commit: a commit
-    that waits up to the busy timeout for another process's lock holds the writer's connection
-    all that time, and the gateway reads a session's turn count for every request. Under WAL a
-    read takes the last committed state without waiting for writers. A throwaway store in memory,
-    and a store opened to read, have the one connection."""
+    """Which connection a read of the store uses. When no other thread is writing, the writer's
+    connection, under the store's lock (a read sees every commit before it, and a read by the
+    writing thread sees its own rows). While another thread writes, a second connection of its
+    own (opened at the first such read): a commit that waits up to the busy timeout for another
+    process's lock holds the writer's connection all that time, and the gateway reads a
+    session's turn count on its event loop for every request. Under WAL that read takes the last
+    committed state without waiting. A throwaway store in memory, and a store opened to read,
+    have the one connection."""
 
     def __init__(
-        self, path: str, writer: sqlite3.Connection, mode: StoreMode, busy_timeout_seconds: float
+        self,
+        path: str,
+        writer: sqlite3.Connection,
+        lock: threading.RLock,
+        mode: StoreMode,
+        busy_timeout_seconds: float,
     ) -> None:
         self._path = path
         self._writer = writer
+        self._lock = lock
         self._own = path != ":memory:" and mode != "read"
         self._busy = busy_timeout_seconds
         self._reader: sqlite3.Connection | None = None
-        self._open_lock = threading.Lock()
-        self._writing = threading.local()
+        self._reader_lock = threading.Lock()
 
     @contextmanager
-    def writing(self) -> Iterator[None]:
-        """Mark this thread as writing for the block (its reads then use the writer's connection)."""
-        depth = getattr(self._writing, "depth", 0)
-        self._writing.depth = depth + 1
-        try:
-            yield
-        finally:
-            self._writing.depth = depth
-
-    def connection(self) -> sqlite3.Connection:
-        """The connection this thread's read uses now."""
-        depth: int = getattr(self._writing, "depth", 0)
-        if not self._own or depth:
-            return self._writer
-        if self._reader is None:
-            with self._open_lock:
-                if self._reader is None:
-                    self._reader = _connect(self._path, "write", self._busy)
-        return self._reader
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """The connection for one read (its rows fetched inside the block)."""
+        if not self._own or self._lock.acquire(blocking=False):  # re-entrant: a writer's own read
+            try:
+                yield self._writer
+            finally:
+                if self._own:
+                    self._lock.release()
+            return
+        with self._reader_lock:  # one read at a time on it: a statement left open shares its snapshot
+            if self._reader is None:
+                self._reader = _connect(self._path, "write", self._busy)
+            yield self._reader
 
     def close(self) -> None:
         """Close the read connection (the writer's is its store's)."""

@@ -240,7 +240,7 @@ class SQLiteStore:
         self._identity = _identity(self._absolute)
         # One writer at a time in this process; re-entrant for writes inside serialized().
         self._lock = threading.RLock()
-        self._reads = Readers(self.path, self._db, mode, busy_timeout_seconds)
+        self._reads = Readers(self.path, self._db, self._lock, mode, busy_timeout_seconds)
 
     def _check_file(self) -> None:
         """The file opened is still the one at the path: a store removed or replaced while open
@@ -258,7 +258,7 @@ class SQLiteStore:
     @contextmanager
     def _writing(self) -> Iterator[None]:
         """A write transaction of its own, or a savepoint inside :meth:`serialized`'s."""
-        with self._lock, self._reads.writing(), self._failures():
+        with self._lock, self._failures():
             if self._db.in_transaction:
                 with savepoint(self._db):
                     yield
@@ -325,7 +325,8 @@ class SQLiteStore:
         """A stored value, checked against the hash it is stored under: damage inside a record
         (one flipped byte) leaves SQLite's pages whole, so ``quick_check`` passes it, and it
         ended every command in a decoding traceback."""
-        row = self._reads.connection().execute("SELECT body FROM content WHERE sha256 = ?", (sha,)).fetchone()
+        rows = self._rows("SELECT body FROM content WHERE sha256 = ?", (sha,))
+        row = rows[0] if rows else None
         if row is None or not isinstance(row[0], str) or content_key(row[0]) != sha:
             found = "is missing" if row is None else "does not match its hash"
             raise StoreError(self.path, f"is damaged (stored content {sha[:12]} {found})", DAMAGED_HINT)
@@ -345,21 +346,16 @@ class SQLiteStore:
     def meta(self, name: str) -> SessionMeta:
         """A session's metadata."""
         with self._failures():
-            row = (
-                self._reads.connection()
-                .execute("SELECT policy, model, base_sha256 FROM sessions WHERE name = ?", (name,))
-                .fetchone()
-            )
-            if row is None:
+            rows = self._rows("SELECT policy, model, base_sha256 FROM sessions WHERE name = ?", (name,))
+            if not rows:
                 raise no_session(name, self.path, self.names())
-            return SessionMeta(name=name, policy=row[0], model=row[1], base=self._get(row[2]))
+            policy, model, base = rows[0]
+            return SessionMeta(name=name, policy=policy, model=model, base=self._get(base))
 
     def names(self) -> list[str]:
         """Every session name, sorted."""
         with self._failures():
-            return [
-                row[0] for row in self._reads.connection().execute("SELECT name FROM sessions ORDER BY name")
-            ]
+            return [row[0] for row in self._rows("SELECT name FROM sessions ORDER BY name")]
 
     def append_turn(
         self, name: str, turn: Turn, ledger_entries: list[dict[str, Any]], *, next_index: bool = False
@@ -387,7 +383,12 @@ class SQLiteStore:
 
     def _count(self, table: Literal["turns", "ledger"], name: str) -> int:
         query = f"SELECT COUNT(*) FROM {table} WHERE session = ?"  # table: one of two names, never input
-        return int(self._reads.connection().execute(query, (name,)).fetchone()[0])
+        return int(self._rows(query, (name,))[0][0])
+
+    def _rows(self, query: str, parameters: tuple[Any, ...] = ()) -> list[Any]:
+        """A read's rows, fetched whole on the connection :class:`Readers` picks."""
+        with self._reads.reading() as db:
+            return db.execute(query, parameters).fetchall()
 
     def count_turns(self, name: str) -> int:
         """How many turns a session has."""
@@ -397,28 +398,22 @@ class SQLiteStore:
     def turns(self, name: str) -> list[Turn]:
         """A session's turns in order."""
         with self._failures():
-            rows = self._reads.connection().execute(
-                "SELECT turn_sha256 FROM turns WHERE session = ? ORDER BY idx", (name,)
-            )
-            return [Turn.from_dict(self._get(row[0])) for row in rows.fetchall()]
+            rows = self._rows("SELECT turn_sha256 FROM turns WHERE session = ? ORDER BY idx", (name,))
+            return [Turn.from_dict(self._get(row[0])) for row in rows]
 
     def last_turn(self, name: str) -> Turn | None:
         """A session's latest turn (None: no turn, or no such session)."""
         with self._failures():
-            row = (
-                self._reads.connection()
-                .execute("SELECT turn_sha256 FROM turns WHERE session = ? ORDER BY idx DESC LIMIT 1", (name,))
-                .fetchone()
+            rows = self._rows(
+                "SELECT turn_sha256 FROM turns WHERE session = ? ORDER BY idx DESC LIMIT 1", (name,)
             )
-            return Turn.from_dict(self._get(row[0])) if row else None
+            return Turn.from_dict(self._get(rows[0][0])) if rows else None
 
     def ledger(self, name: str) -> list[dict[str, Any]]:
         """A session's ledger entries in order."""
         with self._failures():
-            rows = self._reads.connection().execute(
-                "SELECT entry_sha256 FROM ledger WHERE session = ? ORDER BY seq", (name,)
-            )
-            return [self._get(row[0]) for row in rows.fetchall()]
+            rows = self._rows("SELECT entry_sha256 FROM ledger WHERE session = ? ORDER BY seq", (name,))
+            return [self._get(row[0]) for row in rows]
 
     def close(self) -> None:
         """Close the connections."""
