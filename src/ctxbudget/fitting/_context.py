@@ -160,8 +160,17 @@ class FitContext:
         return sum(self.question_tokens(i) for i in self.of("query"))
 
     def of(self, component: Component) -> list[Item]:
-        """The items of ``component``, in request order."""
-        return [i for i in self.items if i.component == component]
+        """The items of ``component``, in request order (a new list: callers may change it)."""
+        return list(self._by_component.get(component, ()))
+
+    @cached_property
+    def _by_component(self) -> dict[Component, list[Item]]:
+        """The items by component, sorted once (a fit asks for them about 20 times: each pass
+        read every item of a 2,000-message history)."""
+        grouped: dict[Component, list[Item]] = {}
+        for item in self.items:
+            grouped.setdefault(item.component, []).append(item)
+        return grouped
 
 
 def open_context(request: Mapping[str, Any], setup: FitSetup) -> FitContext:

@@ -87,6 +87,8 @@ def untokenizable_located(items: tuple[Item, ...]) -> Iterator[None]:
 
 def estimated_parts(items: tuple[Item, ...], rendering: Rendering) -> tuple[str, ...]:
     """The rendering's estimated parts, each named by its item's JSON path."""
+    if not rendering.estimated:  # most requests: no map of every item's path to build
+        return ()
     paths = {item.key: item.path for item in items}
     return tuple(
         f"{paths.get(owner, owner) if isinstance(owner, tuple) else owner}: {how}"
