@@ -236,3 +236,13 @@ def test_a_responses_body_is_refused_by_assemble_naming_what_it_takes(
     assert result.exit_code == 2 and "responses body" in result.output and "Traceback" not in result.output
     with pytest.raises(InvalidRequestError, match=r"\$\.items"):
         assemble({"x": 1}, policy=POLICY, model="gpt-4o", input_format="context")
+
+
+def test_a_chat_body_of_a_prefill_alone_names_its_messages() -> None:
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 100,
+        "messages": [{"role": "assistant", "content": "Sure,"}],
+    }
+    with pytest.raises(InvalidRequestError, match=r"^\$\.messages: no user message"):
+        assemble(body, policy=POLICY, model="claude-sonnet-4-5")

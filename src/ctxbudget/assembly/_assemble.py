@@ -99,6 +99,12 @@ def _queries(parsed: ContextRequest) -> tuple[str, str]:
 def _check_question(parsed: ContextRequest, fmt: OutputFormat) -> None:
     """Fail on an empty question (one with neither text nor a provider message), and on a chat
     body with no current turn (a provider body needs the user's message)."""
+    if not parsed.current and fmt != "text" and any(i.source is not None for i in parsed.items):
+        raise InvalidRequestError(  # a chat body whose messages hold no user turn (a prefill alone)
+            f"no user message to send as the current turn of an {fmt} body: end the messages with "
+            'the user\'s message, or render with output format "text"',
+            "$.messages",
+        )
     if not parsed.current and fmt != "text":
         raise InvalidRequestError(
             f"there is no current turn to send as the user's message of an {fmt} body: end the items "
