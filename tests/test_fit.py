@@ -634,3 +634,23 @@ def test_tool_definitions_count_by_the_recipe_for_the_models_encoding(
         - count({"input": "What is in /etc/hosts?"}, model=model)["tokens"]
         == recipe
     )
+
+
+def test_reasons_give_tokens_as_the_report_does_for_a_model_counted_by_estimate() -> None:
+    # Claude is counted by estimate (x1.3): a reason in raw counts said "share of 1497 tokens"
+    # beside a budget of 1,947 and tokens_after of 1,932.
+    import re
+
+    body = {
+        "role": "Follow the house rules. " * 600,
+        "documents": [{"page_content": f"Document {n}. " + "notice was given " * 300} for n in range(6)],
+        "questions": [{"text": "When was notice given?"}],
+    }
+    budget = {"system": 10, "query": 15, "documents": 50, "history": 25}
+    report = fit(body, model="claude-sonnet-4-5", max_context_tokens=8000, budget=budget).report.to_dict()
+    for item in report["items"]:
+        figures = [int(n) for n in re.findall(r"(\d+) tokens", item["reason"])]
+        if item["action"] == "truncated":
+            assert figures == [report["budgets"][item["component"]]], item
+        if item["action"] == "dropped" and "needs" in item["reason"]:
+            assert figures[0] >= item["tokens_before"] - 1, item  # as reported, not the raw count

@@ -136,6 +136,7 @@ def _plan_documents(ctx: FitContext, budget: int, *, split: bool) -> _DocumentPl
         output_order=ctx.options.document_order,
         # Documents left out are split into passages, and counted for that: no bounds then.
         at_least=None if ctx.options.split_documents and split else _bounds(ctx, docs),
+        shown=ctx.counter.scale,
     )
     decisions: dict[ItemKey, Decision] = {("documents", i): d for i, d in selection.decisions.items()}
     if not (ctx.options.split_documents and split):
@@ -168,9 +169,10 @@ def _shared_texts(
             continue
         cut = _truncate(ctx, item, share)
         if not cut.text.strip() and droppable:
-            decisions[item.key] = Decision("dropped", f"no room in the {component} share ({share} tokens)")
+            shown = ctx.counter.scale(share)  # as the report gives tokens
+            decisions[item.key] = Decision("dropped", f"no room in the {component} share ({shown} tokens)")
         else:
-            reason = f"cut to its {component} share of {share} tokens"
+            reason = f"cut to its {component} share of {ctx.counter.scale(share)} tokens"
             decisions[item.key] = Decision("truncated", reason, cut.text, cut.tokens, cut.pieces)
     return decisions
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -43,10 +43,12 @@ def select_documents(
     score_order: ScoreOrder = "desc",
     output_order: OutputOrder = "ranked",
     at_least: Mapping[int, int] | None = None,
+    shown: Callable[[int], int] = int,
 ) -> DocumentSelection:
     """Greedy selection in rank order; a document that does not fit is skipped, not a stop.
     ``at_least`` (lower bounds of ``costs``) is read first: a document whose bound is over what is
-    left is skipped without reading its cost (which may mean tokenizing it)."""
+    left is skipped without reading its cost (which may mean tokenizing it). ``shown`` turns a
+    count into the figure reasons give (the report's scaled tokens)."""
     ranked, ranking = rank_documents(docs, query, score_order)
     decisions: dict[int, Decision] = {}
     seen: set[str] = set()
@@ -58,7 +60,8 @@ def select_documents(
         elif at_least is not None and (bound := at_least[doc.index]) > remaining:
             decisions[doc.index] = Decision(
                 "dropped",
-                f"rank {position} by {ranking}; needs at least {bound} tokens, {remaining} left of {budget}",
+                f"rank {position} by {ranking}; needs at least {shown(bound)} tokens, "
+                f"{shown(remaining)} left of {shown(budget)}",
             )
         elif (cost := costs[doc.index]) <= remaining:
             decisions[doc.index] = Decision("kept", f"rank {position} by {ranking}; fits")
@@ -67,7 +70,8 @@ def select_documents(
             remaining -= cost
         else:
             decisions[doc.index] = Decision(
-                "dropped", f"rank {position} by {ranking}; needs {cost} tokens, {remaining} left of {budget}"
+                "dropped",
+                f"rank {position} by {ranking}; needs {shown(cost)} tokens, {shown(remaining)} left of {shown(budget)}",
             )
     if output_order == "original":
         kept.sort(key=lambda d: d.index)
