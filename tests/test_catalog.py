@@ -318,6 +318,18 @@ def test_broken_user_catalogs_are_config_errors(tmp_path: Path, content: bytes, 
         load_catalog([path])
 
 
+def test_a_user_catalog_names_the_bundled_tokenizers(tmp_path: Path) -> None:
+    path = tmp_path / "mine.toml"
+    path.write_text(
+        'schema_version = 1\n[[models]]\nid = "house"\nprovider = "me"\ncontext_window = 1000\n'
+        'tokenizer = "claude_estimate"\n'
+    )
+    assert load_catalog([path]).get_model("house").tokenizer.safety_factor == 1.3
+    path.write_text(path.read_text().replace('"claude_estimate"', '{ encoding = "o200k_base" }'))
+    with pytest.raises(ConfigError, match=r"\$\.models\[0\]\.tokenizer\.exact: Field required"):
+        load_catalog([path])  # the path is the file's, with no class name of the schema in it
+
+
 def test_tokenizers_are_honest() -> None:
     catalog = bundled_catalog()
     assert catalog.tokenizer_for("gpt-5").exact is True

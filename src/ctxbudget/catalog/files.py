@@ -27,18 +27,22 @@ from .values import (
 __all__ = ["build_catalog", "check_merge", "validated"]
 
 
-def build_catalog(raw: Mapping[str, Any], source: str) -> Catalog:
-    """The catalog a document describes (validated already, or the trusted bundled file)."""
-    return _Builder(raw, source).build()
+def build_catalog(
+    raw: Mapping[str, Any], source: str, named: Mapping[str, Mapping[str, Any]] | None = None
+) -> Catalog:
+    """The catalog a document describes (validated already, or the trusted bundled file);
+    ``named``: tokenizers its entries may name besides its own table's (the bundled ones)."""
+    return _Builder(raw, source, named or {}).build()
 
 
 class _Builder:
     """Turns a catalog document (already validated, or trusted) into a :class:`Catalog`."""
 
-    def __init__(self, raw: Mapping[str, Any], source: str) -> None:
+    def __init__(self, raw: Mapping[str, Any], source: str, named: Mapping[str, Mapping[str, Any]]) -> None:
         self.raw = raw
         self.source = source
-        self.tokenizers = {k: _tokenizer_value(v) for k, v in (raw.get("tokenizers") or {}).items()}
+        table = {**named, **(raw.get("tokenizers") or {})}  # the file's own names first
+        self.tokenizers = {k: _tokenizer_value(v) for k, v in table.items()}
         self.families = tuple(
             Family(prefix=f["prefix"], tokenizer=self.tokenizer(f["tokenizer"], "families"))
             for f in raw.get("families") or []
@@ -52,7 +56,7 @@ class _Builder:
         if given not in self.tokenizers:
             known = ", ".join(sorted(self.tokenizers)) or "none"
             raise ConfigError(
-                f"{self.source}: {where}: unknown tokenizer {given!r}; the file defines: {known}"
+                f"{self.source}: {where}: unknown tokenizer {given!r}; the names it may use: {known}"
             )
         return self.tokenizers[given]
 
@@ -161,6 +165,15 @@ def check_merge(merged: Catalog, override: Catalog, source: str) -> None:
             raise ConfigError(f"{source}: scope {scope!r} names provider {provider!r}, which has no models")
 
 
+def _bundled_tokenizers() -> Mapping[str, Mapping[str, Any]]:
+    """The bundled catalog's named tokenizers (``o200k_exact``, ``claude_estimate``, ...), which
+    a user catalog's entries may name."""
+    from .catalog import bundled_text
+
+    table: Mapping[str, Mapping[str, Any]] = json.loads(bundled_text()).get("tokenizers") or {}
+    return table
+
+
 def validated(text: str, source: str) -> Catalog:
     """A user catalog's text parsed, validated and built; errors name ``source`` and the path."""
     from pydantic import ValidationError
@@ -175,6 +188,6 @@ def validated(text: str, source: str) -> Catalog:
         path, message, _ = first_error(exc)
         raise ConfigError(f"{source}: {path}: {message}") from exc
     _check_rules(raw, source)
-    catalog = build_catalog(raw, source)
+    catalog = build_catalog(raw, source, _bundled_tokenizers())
     _check_encodings(catalog, source)
     return catalog

@@ -15,7 +15,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class TokenizerEntry(_Strict):
+class _TokenizerEntry(_Strict):
     encoding: str
     exact: bool
     safety_factor: float = Field(default=1.0, ge=1.0, le=3.0)
@@ -48,7 +48,7 @@ class ModelEntry(_Strict):
     max_input_tokens: StrictInt | None = Field(default=None, gt=0)
     max_output_tokens: StrictInt | None = Field(default=None, gt=0)
     # A name from the file's `tokenizers` table, or the tokenizer itself.
-    tokenizer: str | TokenizerEntry | None = None
+    tokenizer: str | _TokenizerEntry | None = None
     prices: PricesEntry | None = None
     cache: CacheEntry = _NO_CACHE
     aliases: list[str] = Field(default_factory=list)
@@ -75,7 +75,7 @@ class FamilyEntry(_Strict):
     """Tokenizer estimate for ids that contain ``prefix`` and have no entry of their own."""
 
     prefix: str = Field(min_length=1)
-    tokenizer: str | TokenizerEntry
+    tokenizer: str | _TokenizerEntry
     source: str = ""
 
 
@@ -90,8 +90,8 @@ class CatalogFile(_Strict):
     schema_version: Literal[1]
     generated_from: str = ""
     sources: dict[str, str] = Field(default_factory=dict)
-    tokenizers: dict[str, TokenizerEntry] = Field(default_factory=dict)
-    default_tokenizer: str | TokenizerEntry | None = None
+    tokenizers: dict[str, _TokenizerEntry] = Field(default_factory=dict)
+    default_tokenizer: str | _TokenizerEntry | None = None
     families: list[FamilyEntry] = Field(default_factory=list)
     scopes: dict[str, str] = Field(default_factory=dict)
     providers: list[ProviderEntry] = Field(default_factory=list)
