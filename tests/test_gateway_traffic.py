@@ -813,3 +813,20 @@ def test_a_request_body_that_stalls_is_refused_not_waited_on_for_ever() -> None:
         return [chunk async for chunk in _timely(steady(), 0.05)]
 
     assert asyncio.run(read_all()) == [b"a", b"b"]
+
+
+def test_headers_the_clients_connection_header_names_are_not_passed_upstream() -> None:
+    from ctxbudget.gateway.upstream import forwarded_headers
+
+    given = [
+        ("Connection", "keep-alive, X-Hop"),
+        ("x-hop", "this connection only"),
+        ("anthropic-beta", "a"),
+        ("anthropic-beta", "b"),
+        ("x-api-key", "k"),
+    ]
+    sent = forwarded_headers(given)
+    assert ("x-hop", "this connection only") not in sent and not any(
+        k.lower() == "connection" for k, _ in sent
+    )
+    assert [v for k, v in sent if k == "anthropic-beta"] == ["a", "b"] and ("x-api-key", "k") in sent

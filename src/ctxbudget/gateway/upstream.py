@@ -72,11 +72,15 @@ def passed_back(headers: Mapping[str, str]) -> dict[str, str]:
 def forwarded_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     """The client's headers, as sent (a header given twice, such as ``anthropic-beta``, stays
     twice), less hop-by-hop ones and ctxbudget's own (never sent upstream); the body the gateway
-    sends is JSON of its own making, labelled so whatever label the client's had."""
+    sends is JSON of its own making, labelled so whatever label the client's had. A header the
+    client's ``Connection`` header names is that connection's own (RFC 9110 7.6.1): not passed on."""
+    given = list(headers)
+    own = {n.strip().lower() for k, v in given if k.lower() == "connection" for n in v.split(",")}
     kept = [
         (k, v)
-        for k, v in headers
+        for k, v in given
         if k.lower() not in DROPPED_HEADERS
+        and k.lower() not in own
         and k.lower() not in ("content-type", "content-encoding")
         and not k.lower().startswith(HEADER_PREFIX)
     ]
