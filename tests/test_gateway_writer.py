@@ -246,3 +246,29 @@ def test_a_store_server_that_hangs_holds_up_only_the_requests_reading_it(tmp_pat
             stuck.join(timeout=30)
     assert health.status_code == 200 and metrics.status_code == 200
     assert answers == [200]
+
+
+def test_after_a_commit_failed_the_store_serves_again_only_once_it_takes_a_write() -> None:
+    # A read answers while another process holds an SQLite file's lock: after a commit timed out,
+    # a read clearing the failure let requests go upstream (billed) for their commit to fail again.
+    from ctxbudget.gateway.metrics import Metrics
+    from ctxbudget.gateway.storehealth import StoreHealth
+
+    locked = [True]
+    pings: list[str] = []
+
+    def ping() -> None:
+        pings.append("read")
+
+    def ping_write() -> None:
+        pings.append("write")
+        if locked[0]:
+            raise StoreError("s.db", "is locked by another process", "wait")
+
+    health = StoreHealth(Metrics(), ping, "s.db", ping_write)
+    health.failed(StoreError("s.db", "is locked by another process", "wait"), "commit")
+    assert health._round_trip() is not None and not health.up
+    locked[0] = False
+    assert health._round_trip() is None and health.up
+    assert health._round_trip() is None  # once it serves, a read is enough again
+    assert pings == ["write", "write", "read"]

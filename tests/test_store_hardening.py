@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -418,3 +419,89 @@ def test_secrets_of_one_length_are_scrubbed_in_one_order_whatever_the_hash_seed(
         for seed in range(6)
     }
     assert seen == {"['abab', 'baba']\n"}
+
+
+def _commit_waiting(store: SQLiteStore, path: Path, index: int) -> tuple[sqlite3.Connection, Any]:
+    """Another process's write lock on ``path`` and a thread whose commit waits for it."""
+    import threading
+
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    writer = threading.Thread(target=store.append_turn, args=("a", Turn(index=index, question="q"), []))
+    writer.start()
+    time.sleep(0.3)
+    assert writer.is_alive()
+    return holder, writer
+
+
+def test_a_read_while_a_commit_waits_follows_the_store_not_the_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    store = _store(Path("s.db"), busy_timeout_seconds=30)  # a relative path
+    store.append_turn("a", Turn(index=1, question="q"), [])
+    monkeypatch.chdir(tmp_path / "b")
+    holder, writer = _commit_waiting(store, tmp_path / "a" / "s.db", 2)
+    try:
+        assert store.count_turns("a") == 1  # the store's file, read on the second connection
+        assert not (tmp_path / "b" / "s.db").exists()  # nothing made in the working folder
+    finally:
+        holder.execute("ROLLBACK")
+        writer.join(timeout=30)
+
+
+def test_a_read_while_a_commit_waits_never_makes_a_file_where_the_store_was(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store = _store(path, busy_timeout_seconds=30)
+    store.append_turn("a", Turn(index=1, question="q"), [])
+    holder, writer = _commit_waiting(store, path, 2)
+    try:
+        path.rename(tmp_path / "moved.db")  # moved aside while open (its -wal stays beside the path)
+        with pytest.raises(StoreError, match="removed or replaced"):
+            store.count_turns("a")
+        assert not path.exists()  # no empty database made in its place (which deletes the -wal)
+    finally:
+        (tmp_path / "moved.db").rename(path)
+        holder.execute("ROLLBACK")
+        writer.join(timeout=30)
+    assert SQLiteStore(path).count_turns("a") == 2  # nothing lost
+
+
+def test_ping_write_tells_a_lock_held_elsewhere_which_a_read_does_not(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store = _store(path, busy_timeout_seconds=30)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        store.ping()  # a read answers under WAL
+        with pytest.raises(StoreError, match="locked by another process"):
+            store.ping_write()
+    finally:
+        holder.execute("ROLLBACK")
+    store.ping_write()
+    assert store.append_turn("a", Turn(index=1, question="q"), []).index == 1  # its timeout is back
+
+
+def test_a_session_name_that_is_not_utf8_is_refused_not_a_traceback(tmp_path: Path) -> None:
+    from ctxbudget.session.store import name_problem
+
+    assert name_problem("bad\udcff") == "is not valid UTF-8 text"
+    base = tmp_path / "base.json"
+    base.write_text('{"items": []}')
+    result = CliRunner().invoke(
+        main,
+        [
+            "session",
+            "new",
+            "bad\udcff",
+            "--base",
+            str(base),
+            "--model",
+            "gpt-4o",
+            "--store",
+            str(tmp_path / "s.db"),
+        ],
+    )
+    assert result.exit_code == 2 and "UTF-8" in result.output, result.output

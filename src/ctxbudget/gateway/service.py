@@ -56,7 +56,9 @@ class Gateway:
         self.calibration = Calibration(store=self.store)
         self.calibration.refresh()  # what earlier runs and the other replicas learned
         self.metrics = Metrics()
-        self.health = StoreHealth(self.metrics, self.store.ping, self.store.location)
+        # a store that can tell whether it takes a write now (an SQLite file) says so after a commit failed
+        ping_write = getattr(self.store, "ping_write", None)
+        self.health = StoreHealth(self.metrics, self.store.ping, self.store.location, ping_write)
         timeout = httpx.Timeout(config.timeout_seconds, connect=min(10.0, config.timeout_seconds))
         # No cap on connections: a pool of httpx's default 100 queued the 101st concurrent request
         # here until --timeout, then blamed the upstream; the provider's rate limits are the cap.

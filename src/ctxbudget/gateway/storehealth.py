@@ -40,9 +40,20 @@ PROBE_WAIT = 1.0  # the longest a request or /healthz waits for one
 class StoreHealth:
     """The store's state as the last operation on it found it, mirrored in the metrics."""
 
-    def __init__(self, metrics: Metrics, ping: Callable[[], None], location: str) -> None:
+    def __init__(
+        self,
+        metrics: Metrics,
+        ping: Callable[[], None],
+        location: str,
+        ping_write: Callable[[], None] | None = None,
+    ) -> None:
         self.metrics = metrics
         self.ping = ping
+        # After a commit failed, the store serves again only once it can take a write: a read
+        # answers while another process holds an SQLite file's lock, and requests sent then
+        # would be answered upstream (and billed) for their commit to time out again.
+        self.ping_write = ping_write or ping
+        self.commit_failed = False
         self.location = location
         self.up = True
         self.last_failure: StoreError | None = None
@@ -55,6 +66,7 @@ class StoreHealth:
         if self.up:
             logger.error("the session store failed: %s", exc)
         self.up, self.last_failure = False, exc
+        self.commit_failed = self.commit_failed or operation == "commit"
         self.metrics.store_up.set(0)
         self.metrics.store_errors.labels(operation).inc()
 
@@ -87,10 +99,11 @@ class StoreHealth:
 
     def _round_trip(self) -> StoreError | None:
         try:
-            self.ping()
+            (self.ping_write if self.commit_failed else self.ping)()
         except StoreError as exc:
             self.failed(exc, "check")
             return exc
+        self.commit_failed = False
         self.recovered()
         return None
 

@@ -351,41 +351,54 @@ class Readers:
     """Which connection a read of the store uses. When no other thread is writing, the writer's
     connection, under the store's lock (a read sees every commit before it, and a read by the
     writing thread sees its own rows). While another thread writes, a second connection of its
-    own (opened at the first such read): a commit that waits up to the busy timeout for another
-    process's lock holds the writer's connection all that time, and the gateway reads a
-    session's turn count on its event loop for every request. Under WAL that read takes the last
-    committed state without waiting. A throwaway store in memory, and a store opened to read,
-    have the one connection."""
+    own, one read at a time (a statement left open would share its snapshot with the next): a
+    commit that waits up to the busy timeout for another process's lock holds the writer's
+    connection all that time, and the gateway reads a session's turn count on its event loop for
+    every request. Under WAL that read takes the last committed state without waiting. The second
+    connection is opened at its first read by the absolute path the store was opened at, never
+    creating a file (a store moved away, or a changed working folder, must not get an empty
+    database made in its place: opening one beside the store's write-ahead log deletes the log),
+    after ``check`` (the file is still the one opened). A throwaway store in memory, and a store
+    opened to read, have the one connection, read one at a time."""
 
     def __init__(
         self,
-        path: str,
+        absolute: str,
         writer: sqlite3.Connection,
         lock: threading.RLock,
         mode: StoreMode,
         busy_timeout_seconds: float,
+        check: Callable[[], None],
     ) -> None:
-        self._path = path
+        self._absolute = absolute
         self._writer = writer
         self._lock = lock
-        self._own = path != ":memory:" and mode != "read"
+        self._own = absolute != ":memory:" and mode != "read"
         self._busy = busy_timeout_seconds
+        self._check = check
         self._reader: sqlite3.Connection | None = None
         self._reader_lock = threading.Lock()
 
     @contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
         """The connection for one read (its rows fetched inside the block)."""
-        if not self._own or self._lock.acquire(blocking=False):  # re-entrant: a writer's own read
+        if not self._own:
+            with self._lock:
+                yield self._writer
+            return
+        if self._lock.acquire(blocking=False):  # re-entrant: a writing thread reads its own rows
             try:
                 yield self._writer
             finally:
-                if self._own:
-                    self._lock.release()
+                self._lock.release()
             return
-        with self._reader_lock:  # one read at a time on it: a statement left open shares its snapshot
+        with self._reader_lock:
             if self._reader is None:
-                self._reader = _connect(self._path, "write", self._busy)
+                self._check()
+                uri = Path(self._absolute).as_uri() + "?mode=rw"  # never creates the file
+                self._reader = sqlite3.connect(
+                    uri, uri=True, isolation_level=None, check_same_thread=False, timeout=self._busy
+                )
             yield self._reader
 
     def close(self) -> None:

@@ -78,6 +78,11 @@ def name_problem(name: str) -> str | None:
         return f"is {len(name):,} characters long; at most {MAX_SESSION_CHARS} are accepted"
     if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in name):
         return "holds a control character or a line break"
+    if not name.isascii():
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: bytes that were not UTF-8 (a shell argument)
+            return "is not valid UTF-8 text"
     return None
 
 
@@ -219,6 +224,9 @@ def connect_store(
     return SQLiteStore(location, mode=mode, busy_timeout_seconds=busy_timeout_seconds)
 
 
+PING_WRITE_SECONDS = 0.2  # how long a health check waits for the file's write lock
+
+
 class SQLiteStore:
     """A :class:`SessionStore` in one SQLite file (``":memory:"`` for a throwaway one).
 
@@ -240,7 +248,9 @@ class SQLiteStore:
         self._identity = _identity(self._absolute)
         # One writer at a time in this process; re-entrant for writes inside serialized().
         self._lock = threading.RLock()
-        self._reads = Readers(self.path, self._db, self._lock, mode, busy_timeout_seconds)
+        self._reads = Readers(
+            self._absolute, self._db, self._lock, mode, busy_timeout_seconds, self._check_file
+        )
 
     def _check_file(self) -> None:
         """The file opened is still the one at the path: a store removed or replaced while open
@@ -290,8 +300,27 @@ class SQLiteStore:
         """A read of the schema table: a closed, unreadable, removed or replaced store raises
         StoreError."""
         self._check_file()
-        with self._failures():
-            self._db.execute("SELECT 1 FROM schema_migrations LIMIT 1").fetchall()
+        with self._failures():  # a read: it answers while a commit waits for another process's lock
+            self._rows("SELECT 1 FROM schema_migrations LIMIT 1")
+
+    def ping_write(self) -> None:
+        """The file's write lock taken and given back at once (waiting at most
+        :data:`PING_WRITE_SECONDS`): StoreError when a turn could not be stored now, as after a
+        commit that timed out while another process held the lock, which a read does not show
+        (under WAL it answers while the lock is held)."""
+        self._check_file()
+        if not self._lock.acquire(blocking=False):
+            raise StoreError(self.path, "is busy: a commit is waiting for the file's lock", "retry shortly")
+        try:
+            with mapped_errors(self.path, PING_WRITE_SECONDS):
+                self._db.execute(f"PRAGMA busy_timeout = {int(PING_WRITE_SECONDS * 1000)}")
+                try:
+                    self._db.execute("BEGIN IMMEDIATE")
+                    self._db.execute("ROLLBACK")
+                finally:
+                    self._db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_seconds * 1000)}")
+        finally:
+            self._lock.release()
 
     def calibration_update(self, key: str, update: CalibrationUpdate) -> Mapping[str, Any]:
         """Read, update and store ``key``'s state in one write transaction (the file's lock)."""
