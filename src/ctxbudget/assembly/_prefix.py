@@ -42,8 +42,10 @@ class PrefixComparison:
 def _body(document: Any) -> Any:
     """The request: the document itself, or an ``assemble --json`` output's ``request``."""
     if isinstance(document, Mapping) and "request" in document:
-        if not isinstance(document["request"], Mapping):
-            raise InvalidRequestError("an assemble --json output's request is a JSON object", "$.request")
+        if not isinstance(document["request"], Mapping | str):  # a body, or a text rendering
+            raise InvalidRequestError(
+                "an assemble --json output's request is a body (an object) or a text", "$.request"
+            )
         return document["request"]
     if isinstance(document, Mapping) and not {"system", "messages", "tools"} & set(document):
         raise InvalidRequestError(
