@@ -468,6 +468,13 @@ def test_verify_prefix_refuses_messages_that_are_not_message_objects(tmp_path: P
         assert result.exit_code == 2 and "$.messages" in result.output, result.output
 
 
+def test_verify_prefix_reads_an_assembly_rendered_as_text(tmp_path: Path) -> None:
+    output = tmp_path / "text.json"
+    output.write_text(json.dumps({"request": "Rules.\n\nQuestion?", "report": {}}))
+    result = CliRunner().invoke(main, ["verify-prefix", str(output), str(output)])
+    assert result.exit_code == 0 and "identical" in result.output, result.output
+
+
 @pytest.mark.parametrize(
     ("body", "where"),
     [
@@ -477,13 +484,6 @@ def test_verify_prefix_refuses_messages_that_are_not_message_objects(tmp_path: P
         ({"report": {"breakpoints": 5}}, "not a request body"),
     ],
 )
-def test_verify_prefix_reads_an_assembly_rendered_as_text(tmp_path: Path) -> None:
-    output = tmp_path / "text.json"
-    output.write_text(json.dumps({"request": "Rules.\n\nQuestion?", "report": {}}))
-    result = CliRunner().invoke(main, ["verify-prefix", str(output), str(output)])
-    assert result.exit_code == 0 and "identical" in result.output, result.output
-
-
 def test_verify_prefix_refuses_what_is_not_a_request(
     tmp_path: Path, body: dict[str, Any], where: str
 ) -> None:
