@@ -312,6 +312,8 @@ class SQLiteStore:
         if not self._lock.acquire(blocking=False):
             raise StoreError(self.path, "is busy: a commit is waiting for the file's lock", "retry shortly")
         try:
+            if self._db.in_transaction:  # this thread writes (serialized()): it holds the lock
+                return
             with mapped_errors(self.path, PING_WRITE_SECONDS):
                 self._db.execute(f"PRAGMA busy_timeout = {int(PING_WRITE_SECONDS * 1000)}")
                 try:
