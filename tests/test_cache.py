@@ -96,3 +96,12 @@ def test_a_five_minute_breakpoint_before_an_hour_one_is_written_for_an_hour() ->
     points, warnings = plan_breakpoints(blocks, prefix, prefix_hashes("m", blocks), rules)
     assert [(p.tier, p.ttl) for p in points][-2:] == [("ledger", "1h"), ("volatile", "1h")]
     assert any("after ledger is written for 1 hour" in w for w in warnings)
+
+
+def test_a_model_taking_one_breakpoint_gets_one() -> None:
+    blocks = _blocks(4)
+    prefix = [1500, 2000, 2500, 3000]
+    one = CacheRules(mode="explicit", min_cacheable_tokens=1024, max_breakpoints=1)
+    points, warnings = plan_breakpoints(blocks, prefix, prefix_hashes("m", blocks), one)
+    assert [p.block for p in points] == [0]  # the earliest, longest-lived; not every region
+    assert any("at most 1 breakpoint (" in w for w in warnings)

@@ -126,11 +126,13 @@ def plan_breakpoints(
         # Keep the earliest (the longest-lived, often the 1-hour one) and the latest ones: later
         # content changes more often (an appended ledger, the conversation), so a breakpoint there
         # lets the next turn read up to it; an earlier stable region is covered by a later mark.
-        kept = ends[:1] + ends[-(rules.max_breakpoints - 1) :]
+        later = rules.max_breakpoints - 1  # after the earliest (ends[-0:] would be all of them)
+        kept = ends[:1] + (ends[-later:] if later > 0 else [])
         unmarked = [blocks[i].tier for i in ends if i not in kept]
         warnings.append(
             f"no cache breakpoint after {', '.join(unmarked)}: {len(ends)} cached regions, and the model "
-            f"takes at most {rules.max_breakpoints} breakpoints (a later breakpoint's prefix holds them, "
+            f"takes at most {rules.max_breakpoints} breakpoint{'s' if rules.max_breakpoints != 1 else ''} "
+            "(a later breakpoint's prefix holds them, "
             "so they are read only when everything up to it is unchanged)"
         )
         ends = kept
