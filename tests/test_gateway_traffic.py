@@ -830,3 +830,40 @@ def test_headers_the_clients_connection_header_names_are_not_passed_upstream() -
         k.lower() == "connection" for k, _ in sent
     )
     assert [v for k, v in sent if k == "anthropic-beta"] == ["a", "b"] and ("x-api-key", "k") in sent
+
+
+def test_policy_mode_drops_the_clients_top_level_cache_mark(tmp_path: Path) -> None:
+    # The plan owns the breakpoints: a client's top-level mark (automatic caching, on the last
+    # block) kept beside them made three marks, a 1-hour one after a 5-minute one with ttl 1h,
+    # which the Messages API refuses.
+    from ctxbudget.conversation import client_marks
+    from ctxbudget.gateway.config import GatewayConfig
+    from ctxbudget.gateway.service import Gateway
+    from ctxbudget.gateway.settings import RequestSettings
+
+    gateway = Gateway(GatewayConfig(store_path=str(tmp_path / "s.db"), policy="legal-review"))
+    messages: list[dict[str, Any]] = []
+    for n in range(3):
+        messages += [
+            {"role": "user", "content": f"Question {n}: what did the witness say about delivery? " * 20},
+            {"role": "assistant", "content": f"Answer {n}: the witness said delivery was late. " * 20},
+        ]
+    messages.append({"role": "user", "content": "Was notice given?"})
+    for mark in ({"type": "ephemeral"}, {"type": "ephemeral", "ttl": "1h"}):
+        body = {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 1000,
+            "system": "Cite testimony by page and line. " * 700,
+            "messages": messages,
+            "cache_control": mark,
+        }
+        sent = gateway.prepare(ANTHROPIC, body, "s", RequestSettings(0, None, "legal-review")).body
+        assert "cache_control" not in sent and client_marks(sent) == len(
+            [b for b in sent["system"] if "cache_control" in b]
+        ) + sum(
+            "cache_control" in b
+            for m in sent["messages"]
+            if isinstance(m["content"], list)
+            for b in m["content"]
+        )
+    gateway.close()

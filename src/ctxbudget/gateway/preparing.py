@@ -283,6 +283,9 @@ class Preparer:
             for name in (k for k in BODY_OUTPUT_FIELDS if k in assembled):
                 out = filled_output(out, name, policy.max_output_tokens)
         out = without_tool_marks(out)  # the plan owns the breakpoints (1h marks must come first)
+        # so also of the client's top-level mark (automatic caching: a mark on the last block, a
+        # 1-hour one after the plan's 5-minute marks, which the API refuses), as assemble() drops it
+        out.pop("cache_control", None)
         assembly = result.report.to_dict()
         tools = self._tool_definitions(provider, out, assembly, spec, factor)
         self._check_tool_definitions(provider, tools, policy, ceilings)
