@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -207,3 +208,36 @@ def test_an_encoding_registered_again_counts_with_the_new_one(tmp_path: Path) ->
     assert ctxbudget.count_text(text, model="house-llm", catalog=catalog) == len(re.findall(r"\S+|\s+", text))
     assert before == 3 + len("user") + len(text) + 3  # framing, the role, the text, reply priming
     assert ctxbudget.count(body, model="house-llm", catalog=catalog)["tokens"] == 3 + 1 + 13 + 3
+
+
+def test_what_the_published_recipe_does_not_cover_is_counted_and_labelled_an_estimate() -> None:
+    from ctxbudget import count
+
+    chat = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    deep = {"type": "string", "description": "a nested field the model reads " * 40}
+    nested = {"type": "object", "properties": {"cfg": {"type": "object", "properties": {"deep": deep}}}}
+    flat = {"type": "object", "properties": {"cfg": {"type": "object"}}}
+
+    def tool(parameters: dict[str, Any], description: Any = "Look up.") -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": "f", "description": description, "parameters": parameters},
+        }
+
+    shallow = count({**chat, "tools": [tool(flat)]}, model="gpt-4o")
+    deeper = count({**chat, "tools": [tool(nested)]}, model="gpt-4o")
+    assert shallow["exact"] and not deeper["exact"]
+    assert deeper["tokens"] - shallow["tokens"] > 200  # the nested description is counted, not left out
+    assert any("nested parameter schemas" in p for p in deeper["estimated_parts"])
+    arrays = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}}}}
+    assert count({**chat, "tools": [tool(arrays)]}, model="gpt-4o")[
+        "exact"
+    ]  # a plain item type: the recipe's
+    # a null description is no description (it was counted as the text "None")
+    assert (
+        count({**chat, "tools": [tool(flat, None)]}, model="gpt-4o")["tokens"]
+        == count({**chat, "tools": [tool(flat, "")]}, model="gpt-4o")["tokens"]
+    )
+    schema = {"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "object"}}}
+    for extra in ({"response_format": schema}, {"prediction": {"type": "content", "content": "draft"}}):
+        assert not count({**chat, **extra}, model="gpt-4o")["exact"]

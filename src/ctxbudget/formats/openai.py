@@ -133,15 +133,44 @@ def _message_chunks(
     return chunks, constant
 
 
-def function_tool_chunks(tools: list[dict[str, Any]]) -> tuple[list[tuple[Segment, ...]], int]:
+# Schema keys under a property that the published recipe does not read (it reads each top-level
+# property's type, description and enum): counted as their JSON text, an estimate.
+_NESTED = ("properties", "items", "anyOf", "oneOf", "allOf", "additionalProperties", "$ref")
+
+
+def _text(value: Any) -> str:
+    """A schema string as the recipe reads it (a null description or type is empty, not "None")."""
+    return "" if value is None else str(value)
+
+
+# What makes a nested schema more than a type or two (``items: {"type": "string"}`` is a few
+# tokens the recipe's rounding covers): text the model reads, or structure that holds some.
+_WORDED = frozenset(
+    {"description", "enum", "properties", "anyOf", "oneOf", "allOf", "$ref", "const", "title"}
+)
+
+
+def _worded(value: Any) -> bool:
+    """Whether a schema part holds any of :data:`_WORDED`, however deep."""
+    if isinstance(value, dict):
+        return any(k in _WORDED or _worded(v) for k, v in value.items())
+    return isinstance(value, list) and any(_worded(v) for v in value)
+
+
+def function_tool_chunks(
+    tools: list[dict[str, Any]], estimated: list[tuple[Owner, str]] | None = None
+) -> tuple[list[tuple[Segment, ...]], int]:
+    """Function definitions by the cookbook's recipe; nested parameter schemas (which OpenAI
+    sends to the model, and the recipe leaves out) as their JSON text, named in ``estimated``."""
     chunks: list[tuple[Segment, ...]] = []
     constant = 0
     for tool in tools:
         function = tool.get("function") or tool.get("custom") or {}  # a custom tool: name, description
         constant += FUNC_INIT
-        description = str(function.get("description", "")).removesuffix(".")
-        chunks.append((Segment(f"{function.get('name', '')}:{description}", "tools"),))
-        properties = (function.get("parameters") or {}).get("properties") or {}
+        description = _text(function.get("description")).removesuffix(".")
+        chunks.append((Segment(f"{_text(function.get('name'))}:{description}", "tools"),))
+        parameters = function.get("parameters") or {}
+        properties = parameters.get("properties") or {}
         if properties:
             constant += PROP_INIT
         for key, spec in properties.items():
@@ -152,12 +181,34 @@ def function_tool_chunks(tools: list[dict[str, Any]]) -> tuple[list[tuple[Segmen
                 chunks.append((Segment(str(value), "tools"),))
             if isinstance(enum, list):
                 constant += ENUM_INIT
-            kind = spec.get("type", "") if isinstance(spec, dict) else ""
-            desc = str(spec.get("description", "")).removesuffix(".") if isinstance(spec, dict) else ""
+            kind = _text(spec.get("type")) if isinstance(spec, dict) else ""
+            desc = _text(spec.get("description")).removesuffix(".") if isinstance(spec, dict) else ""
             chunks.append((Segment(f"{key}:{kind}:{desc}", "tools"),))
+        chunks += _nested_schemas(function, parameters, properties, estimated)
     if tools:
         constant += FUNC_END
     return chunks, constant
+
+
+def _nested_schemas(
+    function: Mapping[str, Any],
+    parameters: Mapping[str, Any],
+    properties: Mapping[str, Any],
+    estimated: list[tuple[Owner, str]] | None,
+) -> list[tuple[Segment, ...]]:
+    """A function's schema parts the recipe does not read, as one JSON text (none: no chunk)."""
+    nested = {
+        key: parts
+        for key, spec in properties.items()
+        if isinstance(spec, dict) and _worded(parts := {k: spec[k] for k in _NESTED if k in spec})
+    }
+    nested |= {k: parameters[k] for k in ("$defs", "definitions") if k in parameters}
+    if not nested:
+        return []
+    if estimated is not None:
+        how = "nested parameter schemas counted as their JSON text (the published recipe reads top-level properties)"
+        estimated.append(("tools", f"function {_text(function.get('name'))}: {how}"))
+    return [(Segment(json.dumps(nested, ensure_ascii=False, separators=(",", ":")), "tools"),)]
 
 
 def _custom_tool_formats(
@@ -180,9 +231,11 @@ def _custom_tool_formats(
     return chunks
 
 
-def _read_fields(request: Mapping[str, Any]) -> list[tuple[Segment, ...]]:
-    """Other fields the model reads and the provider bills as input: a structured-output schema
-    and predicted output (counted as their text; never trimmed)."""
+def _read_fields(request: Mapping[str, Any], estimated: list[tuple[Owner, str]]) -> list[tuple[Segment, ...]]:
+    """Other fields the model reads and the provider bills: a structured-output schema and
+    predicted output, counted as their text and never trimmed; both estimates (named in
+    ``estimated``): how the schema is rendered is not published, and a prediction's tokens that
+    are not used are billed as output, not input."""
     chunks: list[tuple[Segment, ...]] = []
     response_format = request.get("response_format")
     schema = response_format.get("json_schema") if isinstance(response_format, dict) else None
@@ -190,6 +243,7 @@ def _read_fields(request: Mapping[str, Any]) -> list[tuple[Segment, ...]]:
         chunks.append(
             (Segment(json.dumps(schema, ensure_ascii=False, separators=(",", ":")), "response_format"),)
         )
+        estimated.append(("response_format", "json_schema: counted as its JSON text"))
     prediction = request.get("prediction")
     content = prediction.get("content") if isinstance(prediction, dict) else None
     texts = (
@@ -197,7 +251,10 @@ def _read_fields(request: Mapping[str, Any]) -> list[tuple[Segment, ...]]:
         if isinstance(content, str)
         else [p.get("text") for p in content or [] if isinstance(p, dict)]
     )
-    chunks += [(Segment(t, "prediction"),) for t in texts if isinstance(t, str) and t]
+    predicted = [(Segment(t, "prediction"),) for t in texts if isinstance(t, str) and t]
+    if predicted:
+        estimated.append(("prediction", "predicted output: counted as input text"))
+    chunks += predicted
     return chunks
 
 
@@ -254,8 +311,8 @@ class OpenAIFormat:
             for f in request.get("functions") or []
             if isinstance(f, dict) and isinstance(f.get("parameters") or {}, dict)
         ]
-        tool_chunks, tool_constant = function_tool_chunks(tools)
-        chunks += tool_chunks + _custom_tool_formats(tools, estimated) + _read_fields(request)
+        tool_chunks, tool_constant = function_tool_chunks(tools, estimated)
+        chunks += tool_chunks + _custom_tool_formats(tools, estimated) + _read_fields(request, estimated)
         if tool_constant:
             constants.append(("tools", tool_constant))
         functions = (("tools", len(tools)),) if tools else ()  # each opened by FUNC_INIT

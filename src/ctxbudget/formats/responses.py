@@ -159,7 +159,7 @@ def _tool_chunks(
     their JSON text, an estimate: the provider adds instructions of its own for them."""
     tools = [t for t in request.get("tools") or [] if isinstance(t, dict)]
     functions = [{"function": t} for t in tools if t.get("type") == "function"]
-    chunks, constant = function_tool_chunks(functions)
+    chunks, constant = function_tool_chunks(functions, estimated)
     for tool in tools:
         if tool.get("type") != "function":
             chunks.append((Segment(_json(tool), "tools"),))
