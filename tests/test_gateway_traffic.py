@@ -867,3 +867,37 @@ def test_policy_mode_drops_the_clients_top_level_cache_mark(tmp_path: Path) -> N
             for b in m["content"]
         )
     gateway.close()
+
+
+def test_the_fit_modes_estimate_prices_the_predicted_cache_writes(tmp_path: Path) -> None:
+    # A first turn writes its whole prefix to the cache (1.25x the input price, 2x for an hour):
+    # pricing all input at the input rate let a turn 24% dearer through the ceiling.
+    from ctxbudget.gateway.config import GatewayConfig
+    from ctxbudget.gateway.service import Gateway
+    from ctxbudget.gateway.settings import RequestSettings
+
+    gateway = Gateway(GatewayConfig(store_path=str(tmp_path / "s.db")))
+    for ttl in (None, "1h"):
+        block: dict[str, Any] = {"type": "text", "text": "Cite the record carefully and in full. " * 2000}
+        if ttl:
+            block["cache_control"] = {"type": "ephemeral", "ttl": ttl}
+        body = {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 1000,
+            "system": [block],
+            "messages": [{"role": "user", "content": "Was notice given?"}],
+        }
+        prepared = gateway.prepare(ANTHROPIC, body, f"first-{ttl}", RequestSettings(0, None))
+        cache, tokens = prepared.report["cache"], prepared.report["tokens_after"]
+        assert cache["write_tokens"] > 0.9 * tokens  # a first turn: its prefix is written
+        at_input_rate = (tokens * 3.0 + 1000 * 15.0) / 1e6
+        hour, minutes = cache["write_1h_tokens"], cache["write_tokens"] - cache["write_1h_tokens"]
+        assert (hour > 0.9 * tokens) == (ttl == "1h")  # the client's 1-hour mark keeps its prefix an hour
+        uncached = tokens - cache["write_tokens"]
+        written = (hour * 6.0 + minutes * 3.75 + uncached * 3.0 + 1000 * 15.0) / 1e6
+        assert prepared.estimate_usd is not None and prepared.estimate_usd >= written - 1e-6
+        with pytest.raises(Refusal):  # a ceiling the write premium is over refuses before sending
+            gateway.prepare(
+                ANTHROPIC, body, f"ceiling-{ttl}", RequestSettings(0, (at_input_rate + written) / 2)
+            )
+    gateway.close()

@@ -75,6 +75,7 @@ def cache_turn(
     predicted = {
         "read_tokens": prediction.read_tokens,
         "write_tokens": prediction.write_tokens,
+        "write_1h_tokens": prediction.write_1h_tokens,
         "uncached_tokens": prediction.uncached_tokens,
         "breakpoints": [{"block": m.block, "by": m.by, "prefix_tokens": m.prefix_tokens} for m in plan.marks],
     }

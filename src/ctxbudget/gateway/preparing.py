@@ -173,7 +173,7 @@ class Preparer:
         out, state = self._cached(provider, result.request, report, (model, spec), previous)
         next_turn = (f"fit\x00{session}", state) if state is not None else None
         reserve = result.report.reserve_output_tokens * reply_count(body)  # n replies, each priced
-        estimate = estimate_usd(spec, report["tokens_after"], reserve)
+        estimate = estimate_usd(spec, report["tokens_after"], reserve, report.get("cache"))
         refusal = ceiling_refusal(model, provider.name, estimate, settings.cost_ceiling_usd)
         if refusal is not None:
             told = build_prepared(body, out, session, report, estimate, spec, calibrate=False)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
+from typing import Any
+
 from ..catalog.catalog import FLOOR_WINDOW_TOKENS
 from ..catalog.values import ModelSpec
 from ..cost import price_turn
@@ -34,18 +38,40 @@ def window_budget(spec: ModelSpec | None, settings: RequestSettings) -> int:
     return min(settings.max_context_tokens, window) if settings.max_context_tokens else 0
 
 
-def estimate_usd(spec: ModelSpec | None, input_tokens: int, output_tokens: int) -> float | None:
-    """The estimated price of a turn, all input uncached; None without a known price."""
+def estimate_usd(
+    spec: ModelSpec | None, input_tokens: int, output_tokens: int, cache: Mapping[str, Any] | None = None
+) -> float | None:
+    """The estimated price of a turn; None without a known price. With ``cache`` (the turn's
+    predicted cache use: ``read_tokens``, ``write_tokens``, ``write_1h_tokens``, ``uncached_tokens``)
+    the input is split as predicted, writes at the write price (Anthropic: 1.25x, 2x for an hour)
+    and reads at the read price; the prediction's shares are applied to ``input_tokens`` (which
+    may count with a calibrated factor the prediction does not use). Without, all input uncached."""
     if spec is None or spec.prices is None:
         return None
+    read, write_5m, write_1h = _predicted_shares(input_tokens, cache or {})
     return price_turn(
         spec.prices,
-        uncached_tokens=input_tokens,
-        write_5m_tokens=0,
-        write_1h_tokens=0,
-        read_tokens=0,
+        uncached_tokens=input_tokens - read - write_5m - write_1h,
+        write_5m_tokens=write_5m,
+        write_1h_tokens=write_1h,
+        read_tokens=read,
         output_tokens=output_tokens,
     ).total_usd
+
+
+def _predicted_shares(input_tokens: int, cache: Mapping[str, Any]) -> tuple[int, int, int]:
+    """The predicted read, 5-minute and 1-hour write tokens, scaled to ``input_tokens``."""
+    figures = [cache.get(k) for k in ("read_tokens", "write_tokens", "write_1h_tokens", "uncached_tokens")]
+    if not all(isinstance(f, int) and f >= 0 for f in figures):
+        return 0, 0, 0
+    read, write, hour, uncached = (int(f) for f in figures)  # type: ignore[arg-type]
+    total = read + write + uncached
+    if total <= 0:
+        return 0, 0, 0
+    share = input_tokens / total
+    read_in, write_in = math.floor(read * share), math.ceil(write * share)  # the dearer side rounds up
+    hour_in = min(write_in, math.ceil(min(hour, write) * share))
+    return read_in, write_in - hour_in, hour_in
 
 
 def actual_cost_usd(spec: ModelSpec | None, usage: Usage) -> float | None:
