@@ -901,3 +901,24 @@ def test_the_fit_modes_estimate_prices_the_predicted_cache_writes(tmp_path: Path
                 ANTHROPIC, body, f"ceiling-{ttl}", RequestSettings(0, (at_input_rate + written) / 2)
             )
     gateway.close()
+
+
+def test_the_estimate_prices_the_tool_use_system_prompt_anthropic_adds(tmp_path: Path) -> None:
+    from ctxbudget.gateway.config import GatewayConfig
+    from ctxbudget.gateway.service import Gateway
+    from ctxbudget.gateway.settings import RequestSettings
+
+    gateway = Gateway(GatewayConfig(store_path=str(tmp_path / "s.db"), conversation_cache=False))
+    body: dict[str, Any] = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": "Look up the notice date."}],
+    }
+    tool = {"name": "search", "description": "Search the record.", "input_schema": {"type": "object"}}
+    plain = gateway.prepare(ANTHROPIC, body, "t", RequestSettings(0, None))
+    with_tool = gateway.prepare(ANTHROPIC, {**body, "tools": [tool]}, "t", RequestSettings(0, None))
+    added = with_tool.report["tokens_after"] - plain.report["tokens_after"]
+    assert plain.estimate_usd is not None and with_tool.estimate_usd is not None
+    # the tool's definition and the 346-token prompt Anthropic adds, both at $3 per million
+    assert with_tool.estimate_usd - plain.estimate_usd == pytest.approx((added + 346) * 3e-6)
+    gateway.close()

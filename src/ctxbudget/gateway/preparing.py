@@ -40,7 +40,7 @@ from .pricing import ceiling_refusal, estimate_usd, window_budget
 from .providers import Provider
 from .refusals import Refusal, refusal_as, refusal_for, unknown_model
 from .settings import RequestSettings
-from .usage import covered_by_estimate
+from .usage import covered_by_estimate, tool_prompt_tokens
 
 __all__ = ["Preparer"]
 
@@ -173,7 +173,9 @@ class Preparer:
         out, state = self._cached(provider, result.request, report, (model, spec), previous)
         next_turn = (f"fit\x00{session}", state) if state is not None else None
         reserve = result.report.reserve_output_tokens * reply_count(body)  # n replies, each priced
-        estimate = estimate_usd(spec, report["tokens_after"], reserve, report.get("cache"))
+        # the tool-use system prompt Anthropic adds (and bills) when the body carries tools
+        billed_input = report["tokens_after"] + tool_prompt_tokens(model, body)
+        estimate = estimate_usd(spec, billed_input, reserve, report.get("cache"))
         refusal = ceiling_refusal(model, provider.name, estimate, settings.cost_ceiling_usd)
         if refusal is not None:
             told = build_prepared(body, out, session, report, estimate, spec, calibrate=False)
