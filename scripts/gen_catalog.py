@@ -67,7 +67,7 @@ def _price_in_force(model: Any, today: datetime.date) -> Any:
     return current
 
 
-def _prices(model: Any, today: datetime.date, automatic_cache: bool) -> dict[str, float | None] | None:
+def _prices(model: Any, today: datetime.date, automatic_cache: bool) -> dict[str, Any] | None:
     price = _price_in_force(model, today)
     if price is None:
         return None
@@ -78,16 +78,49 @@ def _prices(model: Any, today: datetime.date, automatic_cache: bool) -> dict[str
     write1h = _number(getattr(price, "cache_write_1h_mtok", None))
     if write5 is None and automatic_cache:
         write5 = inp  # automatic caching has no write premium (OpenAI, Gemini implicit, DeepSeek)
-    return {
+    prices: dict[str, Any] = {
         "input": inp,
         "output": out,
         "cache_write_5m": write5,
         "cache_write_1h": write1h,
         "cache_read": _number(price.cache_read_mtok),
     }
+    above = _long_context(price, automatic_cache)
+    if above is not None:
+        prices["long_context"] = above
+    return prices
 
 
-def _fill_cache_prices(prices: dict[str, float | None], model_id: str, facts: dict[str, Any]) -> bool:
+def _tier(value: Any) -> tuple[int, float] | None:
+    """A tiered genai-prices price's first tier above its base: (start tokens, price)."""
+    tiers = getattr(value, "tiers", None) or []
+    return (int(tiers[0].start), float(tiers[0].price)) if tiers else None
+
+
+def _long_context(price: Any, automatic_cache: bool) -> dict[str, Any] | None:
+    """The prices above a request size, where the source tiers them by input tokens (Claude
+    Sonnet 4.5, Gemini 2.5 Pro: every token of a request over 200,000 at the higher price)."""
+    fields = {
+        "input": price.input_mtok,
+        "output": price.output_mtok,
+        "cache_write_5m": price.cache_write_mtok,
+        "cache_write_1h": getattr(price, "cache_write_1h_mtok", None),
+        "cache_read": price.cache_read_mtok,
+    }
+    tiers = {k: _tier(v) for k, v in fields.items()}
+    starts = {t[0] for t in tiers.values() if t is not None}
+    if not starts:
+        return None
+    out: dict[str, Any] = {"above_tokens": min(starts)}
+    for key, value in fields.items():
+        tier = tiers[key]
+        out[key] = tier[1] if tier is not None else _number(value)
+    if out["cache_write_5m"] is None and automatic_cache:
+        out["cache_write_5m"] = out["input"]
+    return out
+
+
+def _fill_cache_prices(prices: dict[str, Any], model_id: str, facts: dict[str, Any]) -> bool:
     """Cache prices a provider sets as multiples of the input price (Anthropic: 1.25x for a
     5-minute write, 2x for a 1-hour write, 0.1x for a read), where the source left them out."""
     filled = False

@@ -61,3 +61,34 @@ def test_a_small_amount_in_a_message_keeps_its_first_digits(amount: float, shown
     assert usd(amount) == shown
     message = str(CostCeilingExceeded(estimate_usd=amount * 2, ceiling_usd=amount))
     assert f"ceiling {shown} per turn" in message
+
+
+def test_a_request_over_the_long_context_threshold_is_priced_at_its_prices_in_full() -> None:
+    from ctxbudget.catalog.catalog import bundled_catalog
+    from ctxbudget.catalog.values import LongContextPrices
+
+    long = LongContextPrices(
+        above_tokens=200_000, input=6.0, output=22.5, cache_write_5m=7.5, cache_write_1h=12.0, cache_read=0.6
+    )
+    tiered = Prices(
+        input=3.0, output=15.0, cache_write_5m=3.75, cache_write_1h=6.0, cache_read=0.3, long_context=long
+    )
+
+    def cost(uncached: int, read: int = 0) -> float:
+        turn = price_turn(
+            tiered,
+            uncached_tokens=uncached,
+            write_5m_tokens=0,
+            write_1h_tokens=0,
+            read_tokens=read,
+            output_tokens=1_000,
+        )
+        return turn.total_usd
+
+    assert cost(200_000) == pytest.approx(200_000 * 3e-6 + 1_000 * 15e-6)  # at the threshold: base
+    # over it (reads count toward the size), every token at the long-context prices
+    assert cost(150_000, read=60_000) == pytest.approx(150_000 * 6e-6 + 60_000 * 0.6e-6 + 1_000 * 22.5e-6)
+    sonnet = bundled_catalog().get_model("claude-sonnet-4-5").prices
+    assert (
+        sonnet is not None and sonnet.long_context is not None and sonnet.long_context.above_tokens == 200_000
+    )

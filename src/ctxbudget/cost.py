@@ -73,7 +73,9 @@ def price_turn(
     read_tokens: int,
     output_tokens: int,
 ) -> TurnCost:
-    """The cost of a turn with these token counts at ``prices``."""
+    """The cost of a turn with these token counts at ``prices`` (its long-context prices when
+    its input is over their threshold: every token of the request at those)."""
+    prices = prices.for_input(uncached_tokens + write_5m_tokens + write_1h_tokens + read_tokens)
     write_5m = prices.input if prices.cache_write_5m is None else prices.cache_write_5m
     write_1h = write_5m if prices.cache_write_1h is None else prices.cache_write_1h
     read = prices.input if prices.cache_read is None else prices.cache_read

@@ -18,6 +18,7 @@ from .values import (
     NO_CACHE,
     CacheRules,
     Family,
+    LongContextPrices,
     ModelSpec,
     Prices,
     TokenizerSpec,
@@ -78,7 +79,7 @@ class _Builder:
             max_input_tokens=entry.get("max_input_tokens"),
             max_output_tokens=entry.get("max_output_tokens"),
             tokenizer=tokenizer,
-            prices=Prices(**prices) if prices else None,
+            prices=_prices_value(prices) if prices else None,
             cache=CacheRules(**cache) if cache else NO_CACHE,
             deprecated=entry.get("deprecated"),
             sources=dict(entry.get("sources") or {}),
@@ -104,6 +105,12 @@ class _Builder:
             owners=tuple((p["id"], p["model_match"]) for p in self.raw.get("providers") or []),
             default_tokenizer=self.default,
         )
+
+
+def _prices_value(given: Mapping[str, Any]) -> Prices:
+    above = given.get("long_context")
+    flat = {k: v for k, v in given.items() if k != "long_context"}
+    return Prices(**flat, long_context=LongContextPrices(**above) if above else None)
 
 
 def _tokenizer_value(given: Mapping[str, Any]) -> TokenizerSpec:

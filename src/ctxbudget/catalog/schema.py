@@ -21,6 +21,17 @@ class _TokenizerEntry(_Strict):
     safety_factor: float = Field(default=1.0, ge=1.0, le=3.0)
 
 
+class LongContextEntry(_Strict):
+    """The prices of a request whose input is over ``above_tokens``, for every token of it."""
+
+    above_tokens: StrictInt = Field(gt=0)
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_write_5m: float | None = Field(default=None, ge=0)
+    cache_write_1h: float | None = Field(default=None, ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
+
+
 class PricesEntry(_Strict):
     """USD per million tokens; a cache price left out (or null) is not published."""
 
@@ -29,6 +40,7 @@ class PricesEntry(_Strict):
     cache_write_5m: float | None = Field(default=None, ge=0)
     cache_write_1h: float | None = Field(default=None, ge=0)
     cache_read: float | None = Field(default=None, ge=0)
+    long_context: LongContextEntry | None = None
 
 
 class CacheEntry(_Strict):

@@ -11,6 +11,7 @@ __all__ = [
     "NO_CACHE",
     "CacheRules",
     "Family",
+    "LongContextPrices",
     "ModelSpec",
     "Prices",
     "ResolutionRule",
@@ -36,13 +37,44 @@ class TokenizerSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class Prices:
-    """Prices in USD per million tokens; a cache price is None where the provider publishes none."""
+    """Prices in USD per million tokens; a cache price is None where the provider publishes none.
+    ``long_context``: the prices of a request whose input is over its ``above_tokens`` (Claude
+    Sonnet 4.5 and Gemini 2.5 Pro past 200,000 tokens), which apply to all of its tokens."""
 
     input: float
     output: float
     cache_write_5m: float | None = None
     cache_write_1h: float | None = None
     cache_read: float | None = None
+    long_context: LongContextPrices | None = None
+
+    def for_input(self, input_tokens: int) -> Prices:
+        """The prices a request of ``input_tokens`` input tokens is billed at."""
+        above = self.long_context
+        return above.prices if above is not None and input_tokens > above.above_tokens else self
+
+
+@dataclass(frozen=True, kw_only=True)
+class LongContextPrices:
+    """The prices above a request size (USD per million tokens, every token of the request)."""
+
+    above_tokens: int
+    input: float
+    output: float
+    cache_write_5m: float | None = None
+    cache_write_1h: float | None = None
+    cache_read: float | None = None
+
+    @property
+    def prices(self) -> Prices:
+        """These prices as plain :class:`Prices`."""
+        return Prices(
+            input=self.input,
+            output=self.output,
+            cache_write_5m=self.cache_write_5m,
+            cache_write_1h=self.cache_write_1h,
+            cache_read=self.cache_read,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
