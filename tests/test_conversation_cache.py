@@ -569,3 +569,92 @@ def test_marks_inside_a_documents_own_content_and_a_search_result_count() -> Non
     sent = fit(body, model="claude-sonnet-4-5", cache_breakpoints=True).request
     order = re.findall(r'"cache_control": \{"type": "ephemeral"(, "ttl": "1h")?\}', json.dumps(sent))
     assert order == [', "ttl": "1h"', ', "ttl": "1h"']  # nothing of ours before the client's hour marks
+
+
+def _fetched(text: str, mark: bool) -> list[dict[str, Any]]:
+    """A web fetch: its server tool call and its result, whose document is one object."""
+    document: dict[str, Any] = {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": text},
+    }
+    if mark:
+        document["cache_control"] = {"type": "ephemeral"}
+    result = {"type": "web_fetch_result", "url": "https://example.com/status", "content": document}
+    return [
+        {
+            "type": "server_tool_use",
+            "id": "srvtoolu_1",
+            "name": "web_fetch",
+            "input": {"url": "https://example.com/status"},
+        },
+        {"type": "web_fetch_tool_result", "tool_use_id": "srvtoolu_1", "content": result},
+    ]
+
+
+def test_marks_inside_a_block_held_as_an_object_count_against_the_limit() -> None:
+    mark = {"type": "ephemeral"}
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 100,
+        "system": [{"type": "text", "text": "You are an SRE. " * 400, "cache_control": mark}],
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "Fetch it. " * 400, "cache_control": mark}],
+            },
+            {
+                "role": "assistant",
+                "content": [*_fetched("status ok " * 600, True), {"type": "text", "text": "Done."}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "Summarize. " * 400, "cache_control": mark}],
+            },
+            {"role": "assistant", "content": "The incident was brief. " * 100},
+            {"role": "user", "content": "What should change in the runbook?"},
+        ],
+    }
+    assert client_marks(body) == 4  # the fetched document's mark is found
+    sent = fit(body, model="claude-sonnet-4-5", max_context_tokens=200_000, cache_breakpoints=True).request
+    assert client_marks(sent) == 4  # none added past the limit
+
+
+def test_assemble_leaves_no_client_mark_however_deep() -> None:
+    results = [
+        {
+            "type": "tool_result",
+            "tool_use_id": f"toolu_{n}",
+            "content": [
+                {
+                    "type": "search_result",
+                    "source": f"https://kb/{n}",
+                    "title": f"Doc {n}",
+                    "content": [
+                        {
+                            "type": "text",
+                            "text": "Notice was given. " * 50,
+                            "cache_control": {"type": "ephemeral"},
+                        }
+                    ],
+                }
+            ],
+        }
+        for n in range(4)
+    ]
+    calls = [
+        {"type": "tool_use", "id": f"toolu_{n}", "name": "search", "input": {"q": "notice"}} for n in range(4)
+    ]
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 100,
+        "system": "Review the record. " * 400,
+        "messages": [
+            {"role": "user", "content": "Search the knowledge base."},
+            {"role": "assistant", "content": calls},
+            {"role": "user", "content": results},
+            {"role": "assistant", "content": "Found four documents."},
+            {"role": "user", "content": "Was notice given?"},
+        ],
+    }
+    sent = assemble(body, policy="legal-review", model="claude-sonnet-4-5").request
+    assert isinstance(sent, dict) and client_marks(sent) <= 4

@@ -273,7 +273,8 @@ def client_marks(body: Mapping[str, Any]) -> int:
 
 def _marks_in(value: Any) -> Iterator[str]:
     """The lifetime of every cache mark in ``value`` and the blocks it holds, however deep: a
-    message's blocks, a tool result's, a document's own content blocks (``source.content``)."""
+    message's blocks, a tool result's, a document's own content blocks (``source.content``), a
+    server tool result's content held as one object (``web_fetch_tool_result``'s document)."""
     stack: list[Any] = [value]
     while stack:
         value = stack.pop()
@@ -283,13 +284,14 @@ def _marks_in(value: Any) -> Iterator[str]:
             if is_mark(value.get("cache_control")):
                 yield _ttl(value.get("cache_control"))
             source = value.get("source")
+            # a list of blocks, or one block held as an object (a web fetch result's document)
             stack += [
                 c
                 for c in (
                     value.get("content"),
                     source.get("content") if isinstance(source, Mapping) else None,
                 )
-                if isinstance(c, list)
+                if isinstance(c, list | Mapping)
             ]
 
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from ..cache import Block, Breakpoint
-from ..formats.anthropic_rules import THINKING, content_blocks, merged_turns, without_cache_marks
+from ..formats.anthropic_rules import THINKING, content_blocks, merged_turns
 
 __all__ = ["OutputFormat", "block_texts", "render_blocks"]
 
@@ -25,17 +25,19 @@ def _cache_control(point: Breakpoint) -> dict[str, str]:
 
 
 def _without_marks(message: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of a provider message without cache marks, also those on the blocks inside a tool
-    result: breakpoints are the plan's to set (the API takes 4 at most)."""
+    """A copy of a provider message without cache marks, however deep they sit (a tool result's
+    blocks, a search result's or a document's inside it, a web fetch's document): breakpoints are
+    the plan's to set (the API takes 4 at most)."""
     out = copy.deepcopy(dict(message))
-    content = out.get("content")
-    if isinstance(content, list):
-        out["content"] = [
-            {**block, "content": without_cache_marks(block["content"])}
-            if isinstance(block, dict) and isinstance(block.get("content"), list)
-            else block
-            for block in without_cache_marks(content)
-        ]
+    stack: list[Any] = [out.get("content")]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, list):
+            stack += value
+        elif isinstance(value, dict):
+            value.pop("cache_control", None)
+            source = value.get("source")
+            stack += [value.get("content"), source.get("content") if isinstance(source, dict) else None]
     return out
 
 
