@@ -1021,3 +1021,49 @@ def test_parallel_tool_results_sharing_a_small_room_are_none_emptied() -> None:
         cut += bool(sent)
         emptied += [(window, m["tool_call_id"]) for m in sent if not m["content"].strip()]
     assert cut and not emptied
+
+
+def test_a_server_tool_call_and_its_result_in_the_next_message_stay_together() -> None:
+    # A long turn that paused (pause_turn) and was sent back as two assistant messages: the
+    # search's call ends the first, its result opens the second. Dropping the first kept a result
+    # with no call, which the Messages API refuses.
+    call = {
+        "type": "server_tool_use",
+        "id": "srvtoolu_1",
+        "name": "web_search",
+        "input": {"query": "cdn outages"},
+    }
+    found = {
+        "type": "web_search_result",
+        "url": "https://example.com/a",
+        "title": "Outages",
+        "encrypted_content": "x" * 400,
+    }
+    result = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [found]}
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Research the outage history. " + WORDS},
+        {"role": "assistant", "content": [{"type": "text", "text": "Searching. " + WORDS * 3}, call]},
+        {"role": "assistant", "content": [result, {"type": "text", "text": "Found: " + WORDS * 2}]},
+    ]
+    for n in range(4):
+        messages += [
+            {"role": "user", "content": f"Follow-up {n}. " + WORDS},
+            {"role": "assistant", "content": WORDS * 2},
+        ]
+    messages.append({"role": "user", "content": "Which outage was the longest?"})
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": messages}
+    total = count(body, model="claude-sonnet-4-5")["tokens"]
+    for window in range(total // 3, total, max(1, total // 12)):
+        sent = fit(
+            body, model="claude-sonnet-4-5", max_context_tokens=window, reserve_output_tokens=0
+        ).request
+        for message in sent["messages"]:
+            blocks = message["content"] if isinstance(message["content"], list) else []
+            uses = {b.get("id") for b in blocks if isinstance(b, dict) and b.get("type") == "server_tool_use"}
+            results = {
+                b.get("tool_use_id")
+                for b in blocks
+                if isinstance(b, dict) and b.get("type") == "web_search_tool_result"
+            }
+            assert results <= uses, (window, message)
+        check_anthropic_rules(sent)

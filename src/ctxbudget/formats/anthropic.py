@@ -95,10 +95,22 @@ def latest_user_turn(messages: Sequence[Any]) -> int | None:
     )
 
 
+# Calls and what answers them: a client tool's tool_result, and a server or MCP tool's result
+# block (``web_search_tool_result``, ``mcp_tool_result``, ...), which may come in the next
+# assistant message when a long turn paused (``pause_turn``) and the client sent it back as two.
+_CALLS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+
+
+def _answers(block: Mapping[str, Any]) -> bool:
+    kind = str(block.get("type", ""))
+    return kind == "tool_result" or (kind.endswith("_tool_result") and "tool_use_id" in block)
+
+
 def _tool_groups(messages: Sequence[Mapping[str, Any]]) -> list[int]:
-    """A group per message; a tool_use and its tool_result share one, and so does everything from
-    the first turn whose calls a result answers to that result (two assistant turns in a row whose
-    calls one user turn answers are one unit)."""
+    """A group per message; a call and its result share one, and so does everything from the
+    first turn whose calls a result answers to that result (two assistant turns in a row whose
+    calls one user turn answers are one unit; a server tool's call and its result in the next
+    assistant message too)."""
     groups = list(range(len(messages)))
     owner_of_use: dict[str, int] = {}
     for i, message in enumerate(messages):
@@ -107,10 +119,10 @@ def _tool_groups(messages: Sequence[Mapping[str, Any]]) -> list[int]:
         owners = [
             owner_of_use[str(b.get("tool_use_id"))]
             for b in blocks
-            if b.get("type") == "tool_result" and str(b.get("tool_use_id")) in owner_of_use
+            if _answers(b) and str(b.get("tool_use_id")) in owner_of_use
         ]
         for block in blocks:
-            if block.get("type") == "tool_use":
+            if block.get("type") in _CALLS:
                 owner_of_use[str(block.get("id"))] = i
         if owners:
             first = min(owners)
