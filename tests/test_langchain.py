@@ -250,3 +250,14 @@ def test_property_the_output_is_an_ordered_subsequence_with_tool_groups_whole(
     assert _tokens(kept, "gpt-4o") <= max_tokens
     assert kept[-1] is messages[-1]
     assert all(m in kept for m in messages if isinstance(m, SystemMessage))
+
+
+def test_a_chat_prompt_templates_output_is_fitted_in_a_chain() -> None:
+    from langchain_core.prompts import ChatPromptTemplate
+    from langchain_core.runnables import RunnableLambda
+
+    prompt = ChatPromptTemplate.from_messages([("system", "Be brief."), ("human", "{question}")])
+    chain = prompt | RunnableLambda(lambda m: trim_messages(m, model="gpt-4o", max_tokens=8000))
+    kept = chain.invoke({"question": "When was notice given?"})
+    assert [type(m).__name__ for m in kept] == ["SystemMessage", "HumanMessage"]
+    assert kept[1].content == "When was notice given?"

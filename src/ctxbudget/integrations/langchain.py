@@ -19,6 +19,7 @@ from typing import Any
 
 try:
     from langchain_core.messages import BaseMessage, convert_to_openai_messages
+    from langchain_core.prompt_values import PromptValue
 except ImportError as exc:  # the optional extra is not installed
     raise ImportError(
         "ctxbudget.integrations.langchain needs langchain-core: pip install 'ctxbudget[langchain]'"
@@ -85,18 +86,27 @@ class _Chat:
 
 
 def trim_messages(
-    messages: Sequence[BaseMessage], *, model: str, max_tokens: int, catalog: Catalog | None = None
+    messages: Sequence[BaseMessage] | PromptValue,
+    *,
+    model: str,
+    max_tokens: int,
+    catalog: Catalog | None = None,
 ) -> list[BaseMessage]:
     """The messages that fit ``max_tokens`` for ``model`` (see :func:`fit_messages`)."""
     return fit_messages(messages, model=model, max_tokens=max_tokens, catalog=catalog).messages
 
 
 def fit_messages(
-    messages: Sequence[BaseMessage], *, model: str, max_tokens: int, catalog: Catalog | None = None
+    messages: Sequence[BaseMessage] | PromptValue,
+    *,
+    model: str,
+    max_tokens: int,
+    catalog: Catalog | None = None,
 ) -> FittedMessages:
     """Fit ``messages`` into ``max_tokens`` input tokens of ``model``; returns the kept messages
     (the same objects, unchanged, in order) and a :class:`MessagesReport`.
 
+    - ``messages``: LangChain messages, or a prompt value (a chat prompt template's output).
     - ``model``: an id the catalog resolves (dated ids and provider prefixes too); an unknown id
       raises :class:`ctxbudget.UnknownModelError`.
     - ``max_tokens``: the input budget, the whole request counted (roles, tool calls, images).
@@ -107,6 +117,8 @@ def fit_messages(
     """
     limit = _check_max_tokens(max_tokens)
     _check_model(model, catalog)
+    if isinstance(messages, PromptValue):  # what a prompt template hands on in a chain
+        messages = messages.to_messages()
     chat = _chat_of(messages, model)
     try:
         fitted = fit(
