@@ -171,6 +171,15 @@ def test_a_refusal_advises_the_transports_own_options() -> None:
     message = refused.value.message
     assert "FittingTransport(catalog_paths=[FILE])" in message and 'unknown_model="floor"' in message
     assert "serve --" not in message
+    policy = {"X-Ctxbudget-Policy": "legal-review"}  # policies are the server's: said so, not its flag alone
+    with Served(fake.app) as upstream, pytest.raises(anthropic.BadRequestError) as refused:
+        _claude(upstream.url, _transport()).messages.create(
+            model="claude-sonnet-4-6", max_tokens=10, messages=ASK, extra_headers=policy
+        )
+    assert (
+        "a FittingTransport fits requests" in refused.value.message
+        and "(serve --" not in refused.value.message
+    )
 
 
 @pytest.mark.parametrize(

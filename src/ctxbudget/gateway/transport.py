@@ -49,6 +49,10 @@ TRANSPORT_WORDS = (
     ("serve --catalog FILE", "FittingTransport(catalog_paths=[FILE])"),
     ("serve --unknown-model floor", 'FittingTransport(unknown_model="floor")'),
     ("serve --cost-ceiling", "FittingTransport(cost_ceiling_usd=)"),
+    (
+        "(serve --allow-policy NAME)",
+        "(a FittingTransport fits requests; policies are ctxbudget serve's: --allow-policy NAME)",
+    ),
 )
 
 
