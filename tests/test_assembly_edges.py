@@ -246,3 +246,36 @@ def test_a_chat_body_of_a_prefill_alone_names_its_messages() -> None:
     }
     with pytest.raises(InvalidRequestError, match=r"^\$\.messages: no user message"):
         assemble(body, policy=POLICY, model="claude-sonnet-4-5")
+
+
+def test_a_tool_result_of_search_results_counts_against_its_tier() -> None:
+    found = {
+        "type": "search_result",
+        "source": "https://kb/1",
+        "title": "Notice",
+        "content": [{"type": "text", "text": "The notice was mailed on March 3 by certified letter. " * 150}],
+    }
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Search the knowledge base."}]
+    for n in range(5):
+        messages += [
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": f"toolu_{n}", "name": "search", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": [found]}],
+            },
+        ]
+    messages += [
+        {"role": "assistant", "content": "Found them."},
+        {"role": "user", "content": "Was notice given?"},
+    ]
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "system": "Review.", "messages": messages}
+    before = json.dumps(body)
+    report = assemble(body, policy=POLICY, model="claude-sonnet-4-5").report.to_dict()
+    assert json.dumps(body) == before  # the caller's body is left as it was
+    rolling = next(t for t in report["tiers"] if t["name"] == "volatile")
+    assert rolling["tokens"] <= rolling["ceiling_tokens"]
+    results = [i for i in rolling["items"] if i["action"] == "kept" and i["tokens_before"] > 0]
+    assert max(i["tokens_before"] for i in results) > 1000  # a result's search results are its tokens, not 0

@@ -294,7 +294,15 @@ def _chat_text(item_text: str, message: Mapping[str, Any]) -> str:
         if isinstance(c, dict)
     ]
     content = message.get("content")
-    for block in content if isinstance(content, list) else []:
+    blocks = list(content) if isinstance(content, list) else []  # a copy: the caller's message stays as it is
+    # a tool result's blocks that are not its text (a search result): the item's text leaves them out
+    blocks += [
+        inner
+        for b in blocks
+        if isinstance(b, dict) and b.get("type") == "tool_result" and isinstance(b.get("content"), list)
+        for inner in b["content"]
+    ]
+    for block in blocks:
         if isinstance(block, dict) and block.get("type") not in _COUNTED_ELSEWHERE:
             shown = {k: v for k, v in block.items() if k not in ("cache_control", "id", "type")}
             calls.append(json.dumps(shown, ensure_ascii=False, sort_keys=True))
