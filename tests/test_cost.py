@@ -67,9 +67,8 @@ def test_a_request_over_the_long_context_threshold_is_priced_at_its_prices_in_fu
     from ctxbudget.catalog.catalog import bundled_catalog
     from ctxbudget.catalog.values import LongContextPrices
 
-    long = LongContextPrices(
-        above_tokens=200_000, input=6.0, output=22.5, cache_write_5m=7.5, cache_write_1h=12.0, cache_read=0.6
-    )
+    over = Prices(input=6.0, output=22.5, cache_write_5m=7.5, cache_write_1h=12.0, cache_read=0.6)
+    long = LongContextPrices(above_tokens=200_000, prices=over)
     tiered = Prices(
         input=3.0, output=15.0, cache_write_5m=3.75, cache_write_1h=6.0, cache_read=0.3, long_context=long
     )

@@ -110,7 +110,10 @@ class _Builder:
 def _prices_value(given: Mapping[str, Any]) -> Prices:
     above = given.get("long_context")
     flat = {k: v for k, v in given.items() if k != "long_context"}
-    return Prices(**flat, long_context=LongContextPrices(**above) if above else None)
+    if not above:
+        return Prices(**flat)
+    over = Prices(**{k: v for k, v in above.items() if k != "above_tokens"})
+    return Prices(**flat, long_context=LongContextPrices(above_tokens=above["above_tokens"], prices=over))
 
 
 def _tokenizer_value(given: Mapping[str, Any]) -> TokenizerSpec:

@@ -56,25 +56,10 @@ class Prices:
 
 @dataclass(frozen=True, kw_only=True)
 class LongContextPrices:
-    """The prices above a request size (USD per million tokens, every token of the request)."""
+    """The prices of a request over ``above_tokens`` input tokens, for every token of it."""
 
     above_tokens: int
-    input: float
-    output: float
-    cache_write_5m: float | None = None
-    cache_write_1h: float | None = None
-    cache_read: float | None = None
-
-    @property
-    def prices(self) -> Prices:
-        """These prices as plain :class:`Prices`."""
-        return Prices(
-            input=self.input,
-            output=self.output,
-            cache_write_5m=self.cache_write_5m,
-            cache_write_1h=self.cache_write_1h,
-            cache_read=self.cache_read,
-        )
+    prices: Prices
 
 
 @dataclass(frozen=True, kw_only=True)
