@@ -69,7 +69,8 @@ def _predicted_shares(input_tokens: int, cache: Mapping[str, Any]) -> tuple[int,
     if total <= 0:
         return 0, 0, 0
     share = input_tokens / total
-    read_in, write_in = math.floor(read * share), math.ceil(write * share)  # the dearer side rounds up
+    read_in = math.floor(read * share)
+    write_in = min(input_tokens - read_in, math.ceil(write * share))  # the dearer side rounds up
     hour_in = min(write_in, math.ceil(min(hour, write) * share))
     return read_in, write_in - hour_in, hour_in
 
