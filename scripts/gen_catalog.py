@@ -324,6 +324,18 @@ def apply_facts(entry: dict[str, Any] | None, facts: dict[str, Any], given: dict
     return out
 
 
+def _without_replaced(models: list[dict[str, Any]], facts: dict[str, Any]) -> list[dict[str, Any]]:
+    """The models less those a family alias of the facts replaces (``replaces = true``: a
+    retired model listed under the family's name, such as Gemini 1.0 Pro as ``gemini-pro``), and
+    that name taken out of other entries' aliases."""
+    replaced = {a["alias"].lower() for a in facts["aliases"] if a.get("replaces")}
+    kept = [m for m in models if m["id"].lower() not in replaced]
+    for model in kept:
+        if "aliases" in model:
+            model["aliases"] = [a for a in model["aliases"] if a.lower() not in replaced]
+    return kept
+
+
 def _split_aliases(
     models: list[dict[str, Any]], litellm: dict[str, dict[str, Any]], facts: dict[str, Any]
 ) -> list[dict[str, Any]]:
@@ -417,6 +429,7 @@ def build(litellm_wheel: Path) -> dict[str, Any]:
     models = _split_aliases(models, litellm, facts)
     _apply_input_cap_rules(models, facts)
     _inherit_input_caps(models, facts)
+    models = _without_replaced(models, facts)
     ids = {m["id"].lower() for m in models}
     for alias in facts["aliases"]:
         if alias["alias"].lower() in ids:
@@ -444,7 +457,7 @@ def build(litellm_wheel: Path) -> dict[str, Any]:
             for p in providers
             if p.model_match is not None
         ],
-        "aliases": facts["aliases"],
+        "aliases": [{"alias": a["alias"], "target": a["target"]} for a in facts["aliases"]],
         "models": models,
     }
 

@@ -28,6 +28,9 @@ REAL_IDS: list[tuple[str, str, str, int, int | None]] = [
     ("anthropic/claude-sonnet-4-5", "claude-sonnet-4-5", "anthropic", 200_000, None),
     ("anthropic/claude-opus-4-1-20250805", "claude-opus-4-1", "anthropic", 200_000, None),
     ("claude-sonnet", "claude-sonnet-4-6", "anthropic", 200_000, None),
+    # the seed's family aliases: gemini-pro is the Pro family, not the retired 32k Gemini 1.0 Pro
+    ("gemini-pro", "gemini-2.5-pro", "google", 1_048_576, None),
+    ("gemini-flash", "gemini-2.5-flash", "google", 1_048_576, None),
     ("CLAUDE-SONNET-4-5", "claude-sonnet-4-5", "anthropic", 200_000, None),
     ("claude-3-5-sonnet-latest", "claude-3-5-sonnet", "anthropic", 200_000, None),
     ("claude-2.0", "claude-2.0", "anthropic", 100_000, None),  # claude-2.1 doubled it
