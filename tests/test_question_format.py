@@ -73,3 +73,18 @@ def test_empty_sections_are_omitted() -> None:
 def test_golden_full_request() -> None:
     body = json.loads((GOLDEN / "question_full.json").read_text("utf-8"))
     assert render_question(body).encode("utf-8") == (GOLDEN / "question_full.txt").read_bytes()
+
+
+def test_the_seeds_optional_fields_given_as_null_read_as_empty() -> None:
+    # The seed engine's Question declares them optional and its getPrompt() renders None as empty;
+    # a pipeline that serialises the model sends them as null.
+    import ctxbudget
+
+    fields = ("role", "expectJson", "instructions", "history", "examples", "context", "goals", "documents")
+    plain = {"questions": [{"text": "When was notice given?"}]}
+    nulled = {**dict.fromkeys(fields), **plain}
+    assert ctxbudget.render_question(nulled) == ctxbudget.render_question(plain)
+    fitted = ctxbudget.fit(nulled, model="gpt-4o", max_context_tokens=8000)
+    assert fitted.request == nulled and fitted.report.passed_through
+    cut = ctxbudget.fit({**nulled, "role": "Be exact. " * 4000}, model="gpt-4o", max_context_tokens=2000)
+    assert cut.request["documents"] is None and cut.report.tokens_after <= 2000

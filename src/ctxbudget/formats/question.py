@@ -13,6 +13,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import ValidationInfo, field_validator
+
 from ..items import PLACEHOLDER_TEMPLATE, Item, ItemKey, Owner, Plan, Rendering, Segment
 from .detection import is_question
 from .wire import OpenModel, validate_body
@@ -65,6 +67,15 @@ class _Question(OpenModel):
     context: list[str] = []
     goals: list[str] = []
     expectJson: bool = False
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: Any, info: ValidationInfo) -> Any:
+        """The seed's Question declares these fields optional and renders a null as empty (its
+        model_dump sends them as null): so do we."""
+        if value is None and info.field_name is not None:
+            return copy.copy(cls.model_fields[info.field_name].default)
+        return value
 
 
 def _section(header: str, body: list[list[Segment]], label: Owner) -> list[Segment]:
@@ -226,16 +237,16 @@ class QuestionFormat:
         by_key = {item.key: item for item in items}
         if ("system", 0) in by_key:
             out["role"] = plan.text_of(by_key[("system", 0)]) if plan.kept(("system", 0)) else ""
-        if "questions" in request:
+        if request.get("questions") is not None:
             out["questions"] = [
                 {**entry, "text": plan.text_of(by_key[("query", i)])}
                 for i, entry in enumerate(request["questions"])
             ]
-        if "documents" in request:
+        if request.get("documents") is not None:
             out["documents"] = [
                 d for i in plan.document_order for d in _documents_out(request["documents"][i], i, plan)
             ]
-        if "history" in request:
+        if request.get("history") is not None:
             out["history"] = self._history(request["history"], by_key, plan)
         return out
 
