@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     "--reserve-output-tokens",
     type=click.IntRange(min=0),
     default=None,
-    help="Tokens held back for the reply [default: min(4096, model max output)].",
+    help="Tokens held back for the reply [default: min(4096, the model's max output, a quarter of the window)].",
 )
 @click.option(
     "--budget",
