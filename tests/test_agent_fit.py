@@ -1067,3 +1067,28 @@ def test_a_server_tool_call_and_its_result_in_the_next_message_stay_together() -
             }
             assert results <= uses, (window, message)
         check_anthropic_rules(sent)
+
+
+def test_interleaved_thinking_keeps_its_place_when_two_assistant_messages_merge() -> None:
+    think = [{"type": "thinking", "thinking": f"Plan {n}.", "signature": f"sig{n}"} for n in range(2)]
+    call = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}}
+    result = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}
+    use = {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}}
+    loop: list[dict[str, Any]] = [
+        {"role": "user", "content": "Look it up and check the record."},
+        {"role": "assistant", "content": [think[0], call]},
+        {"role": "assistant", "content": [result, think[1], {"type": "text", "text": "Checking."}, use]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]},
+    ]
+    history = [{"role": r, "content": WORDS * 3} for _ in range(6) for r in ("user", "assistant")]
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 2000,
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "messages": [*history, *loop],
+    }
+    sent = fit(body, model="claude-sonnet-4-5", max_context_tokens=3000, reserve_output_tokens=0).request
+    merged = [m for m in sent["messages"] if m["role"] == "assistant" and isinstance(m["content"], list)][-1]
+    kinds = [b["type"] for b in merged["content"]]
+    # as the API merges the two: each block where the model wrote it, thinking still first
+    assert kinds == ["thinking", "server_tool_use", "web_search_tool_result", "thinking", "text", "tool_use"]

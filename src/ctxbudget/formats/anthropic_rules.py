@@ -65,10 +65,13 @@ def _lead_first(blocks: list[Any], kinds: tuple[str, ...]) -> list[Any]:
 
 def merged_turns(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:
     """Two turns of one role as one, as the API combines them: tool results first in a user
-    turn, thinking blocks first in an assistant turn."""
+    turn, thinking blocks first in an assistant turn, unless it opens with one already (thinking
+    interleaved with tool calls, a paused turn sent back as two: each block stays where the model
+    wrote it)."""
     kinds = ("tool_result",) if first.get("role") == "user" else THINKING
     blocks = content_blocks(first.get("content")) + content_blocks(second.get("content"))
-    return {**first, "content": _lead_first(blocks, kinds)}
+    opens = bool(blocks) and isinstance(blocks[0], dict) and blocks[0].get("type") in THINKING
+    return {**first, "content": blocks if kinds == THINKING and opens else _lead_first(blocks, kinds)}
 
 
 def alternate(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
