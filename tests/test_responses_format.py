@@ -389,3 +389,37 @@ def test_input_items_of_newer_tools_are_taken_as_the_sdk_types_them() -> None:
     part = {"input": [{"type": "function_call_output", "call_id": "c", "output": [{"text": "x"}]}]}
     with pytest.raises(InvalidRequestError, match=r"`output\[0\]` is a part with a string `type`"):
         fit(part, model="gpt-4o")
+
+
+def test_a_stored_calls_output_is_kept_without_pinning_the_whole_history() -> None:
+    # The output answering the stored response's call opens the input: it alone is pinned. It was
+    # grouped with everything after it, so all 122 items were kept and 88 of them emptied.
+    long = "The quarterly figures for the northern region grew steadily. " * 40
+    items: list[dict[str, Any]] = [{"type": "function_call_output", "call_id": "call_stored", "output": "ok"}]
+    for n in range(30):
+        items += [
+            {"role": "user", "content": f"Question {n}: {long}"},
+            {"type": "function_call", "call_id": f"c{n}", "name": "lookup", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": f"c{n}", "output": long},
+            {"role": "assistant", "content": f"Answer {n}: {long}"},
+        ]
+    items.append({"role": "user", "content": "Which region grew?"})
+    body = {"model": "gpt-4.1", "previous_response_id": "resp_abc", "input": items}
+    sent = fit(body, model="gpt-4.1", max_context_tokens=5000, reserve_output_tokens=0).request["input"]
+    assert sent[0] == items[0]  # the stored call stays answered
+    assert (
+        len(sent) < 20 and sent[-1] == items[-1] and sent[-2] == items[-2]
+    )  # older turns go, the newest stay whole
+    assert not [i for i in sent if i.get("output") == "" or i.get("content") == ""]
+
+
+@pytest.mark.parametrize("conversation", ["conv_123", {"id": "conv_123"}])
+def test_a_stored_conversation_is_named_and_its_calls_output_kept(conversation: Any) -> None:
+    long = "The quarterly figures for the northern region grew steadily. " * 60
+    items: list[dict[str, Any]] = [{"type": "function_call_output", "call_id": "call_stored", "output": long}]
+    items += [{"role": "user", "content": f"Question {n}: {long}"} for n in range(6)]
+    body = {"model": "gpt-4.1", "conversation": conversation, "input": items}
+    counted = count(body, model="gpt-4.1")
+    assert not counted["exact"] and any(p.startswith("conversation:") for p in counted["estimated_parts"])
+    sent = fit(body, model="gpt-4.1", max_context_tokens=3000, reserve_output_tokens=0).request["input"]
+    assert sent[0]["type"] == "function_call_output" and sent[0]["call_id"] == "call_stored"

@@ -15,7 +15,7 @@ from typing import Any
 from ..catalog.catalog import Catalog, UnknownModel
 from ..errors import ConfigError
 from ..formats.jsonvalue import JsonShape
-from ..formats.responses_items import answer_key, stored_answers
+from ..formats.responses_items import answer_key, continues_stored, stored_answers
 from ..gcpause import collector_paused
 from ..items import HistoryCut, Plan
 from ..tokens.counter import clear_count_cache
@@ -230,7 +230,7 @@ def _stored_calls_answered(
     stored call left unanswered): a budget that dropped one is an error naming it, unless the
     caller asked for emptying."""
     given, sent = request.get("input"), fitted.get("input")
-    if options.on_overflow == "empty" or not request.get("previous_response_id"):
+    if options.on_overflow == "empty" or not continues_stored(request):
         return
     if not isinstance(given, list) or not isinstance(sent, list):
         return
@@ -239,7 +239,8 @@ def _stored_calls_answered(
     if missing:
         raise ConfigError(
             f"the budget drops the output of {', '.join(k[1] for k in missing)}, which answers a call of "
-            "the stored response (previous_response_id): give history a share that holds it, or a larger window"
+            "the stored response (previous_response_id, conversation): give history a share that holds it, "
+            "or a larger window"
         )
 
 

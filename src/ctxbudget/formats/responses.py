@@ -26,7 +26,16 @@ from .chat import apply_history, split_messages
 from .detection import is_responses
 from .openai import REPLY_PRIMING, function_tool_chunks
 from .openai_wire import FunctionParameters
-from .responses_items import TOKENS_PER_ITEM, call_groups, is_message, item_chunks, item_text, with_item_text
+from .responses_items import (
+    STORED_CONVERSATION,
+    TOKENS_PER_ITEM,
+    call_groups,
+    continues_stored,
+    is_message,
+    item_chunks,
+    item_text,
+    with_item_text,
+)
 from .wire import OpenModel, validate_body
 
 __all__ = ["ResponsesFormat"]
@@ -177,9 +186,10 @@ def _read_fields(request: Mapping[str, Any], estimated: list[tuple[Owner, str]])
         chunks.append((Segment(_json(form), "text.format"),))
     if isinstance(request.get("instructions"), list):
         chunks.append((Segment(_json(request["instructions"]), "instructions"),))
-    if request.get("previous_response_id"):
-        how = "the stored conversation it continues is outside the request: not counted"
-        estimated.append(("previous_response_id", how))
+    for field in STORED_CONVERSATION:
+        if request.get(field):
+            how = "the stored conversation it continues is outside the request: not counted"
+            estimated.append((field, how))
     prompt = request.get("prompt")
     if isinstance(prompt, dict):
         if prompt.get("variables"):
@@ -210,7 +220,7 @@ class ResponsesFormat:
         layout = split_messages(items, is_system=_is_system, is_query=_is_query)
         if _has_instructions(request):
             layout = [(c, i + 1 if c == "system" else i, p) for c, i, p in layout]
-        return items, layout, call_groups(items, continues=bool(request.get("previous_response_id")))
+        return items, layout, call_groups(items, continues=continues_stored(request))
 
     def parse(self, request: Mapping[str, Any]) -> tuple[Item, ...]:
         """Items: the instructions, the input's system messages, history, the latest user message."""

@@ -25,8 +25,10 @@ from .media import Estimate, image_size, inline_bytes, openai_image_tokens, pdf_
 
 __all__ = [
     "MESSAGE_TYPES",
+    "STORED_CONVERSATION",
     "TOKENS_PER_ITEM",
     "call_groups",
+    "continues_stored",
     "is_message",
     "item_chunks",
     "item_text",
@@ -111,6 +113,16 @@ def _called(output: Mapping[str, Any]) -> str:
     return str(output.get("call_id") if "call_id" in output else output.get("id"))
 
 
+# The fields that continue a conversation the provider stores: its items are not in the body.
+STORED_CONVERSATION = ("previous_response_id", "conversation")
+
+
+def continues_stored(request: Mapping[str, Any]) -> bool:
+    """Whether the body continues a stored response or conversation (``previous_response_id``,
+    or the Conversations API's ``conversation``, an id or ``{"id": ...}``)."""
+    return any(request.get(field) for field in STORED_CONVERSATION)
+
+
 def stored_answers(items: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
     """The answers among ``items`` to calls that are not among them (with ``previous_response_id``,
     the stored response's calls), by :func:`answer_key`."""
@@ -128,13 +140,17 @@ def call_groups(items: Sequence[Mapping[str, Any]], *, continues: bool = False) 
     approval without what it answers).
 
     A body that ``continues`` a stored response (``previous_response_id``) may answer that
-    response's calls: an output or approval whose call is not in the input is kept, with
-    everything after it, as one unit (dropping it would leave the stored call unanswered)."""
+    response's calls: the outputs or approvals whose calls are not in the input (they open it)
+    are one unit, the history's first, which the trimming keeps before older turns (it may cut
+    their text; a fit that would drop them is refused: the stored call would be unanswered).
+    Grouping them with everything after them kept the whole history as one unit, its newest
+    turns emptied to spare the oldest."""
     groups, answered = _paired(items)
     if continues:
         orphans = [i for i in range(len(items)) if i not in answered and answer_key(items[i])]
         if orphans:
-            groups[orphans[0] :] = [groups[orphans[0]]] * (len(items) - orphans[0])
+            first, last = orphans[0], orphans[-1]
+            groups[first : last + 1] = [groups[first]] * (last + 1 - first)
     return groups
 
 
