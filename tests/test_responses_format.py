@@ -423,3 +423,39 @@ def test_a_stored_conversation_is_named_and_its_calls_output_kept(conversation: 
     assert not counted["exact"] and any(p.startswith("conversation:") for p in counted["estimated_parts"])
     sent = fit(body, model="gpt-4.1", max_context_tokens=3000, reserve_output_tokens=0).request["input"]
     assert sent[0]["type"] == "function_call_output" and sent[0]["call_id"] == "call_stored"
+
+
+def _png(width: int, height: int, payload: int) -> str:
+    """A PNG's base64: its signature and header (the size a reader takes), then filler bytes."""
+    import base64
+    import struct
+    import zlib
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)
+    chunk = (
+        struct.pack(">I", len(header)) + b"IHDR" + header + struct.pack(">I", zlib.crc32(b"IHDR" + header))
+    )
+    return base64.b64encode(b"\x89PNG\r\n\x1a\n" + chunk + bytes(range(256)) * (payload // 256)).decode()
+
+
+def test_a_generated_image_or_an_image_variable_is_counted_as_an_image_not_as_base64() -> None:
+    image = _png(1024, 1024, 600_000)
+    generated = {"type": "image_generation_call", "id": "ig_1", "status": "completed", "result": image}
+    follow = {
+        "model": "gpt-4.1",
+        "input": [
+            {"role": "user", "content": "Draw a cat."},
+            generated,
+            {"role": "user", "content": "Make it blue."},
+        ],
+    }
+    counted = count(follow, model="gpt-4.1")
+    assert counted["tokens"] < 2_000 and not counted["exact"]  # 765 by the tile rule, not ~500,000
+    assert any("image_generation_call" in p and "765 tokens" in p for p in counted["estimated_parts"])
+    fit(follow, model="gpt-4.1", max_context_tokens=8_000)  # the follow-up fits
+    variables = {
+        "img": {"type": "input_image", "image_url": "data:image/png;base64," + image},
+        "tone": "warm",
+    }
+    stored = {"model": "gpt-4.1", "prompt": {"id": "pmpt_1", "variables": variables}, "input": "Go."}
+    assert count(stored, model="gpt-4.1")["tokens"] < 2_000

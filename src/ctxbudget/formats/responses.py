@@ -34,6 +34,7 @@ from .responses_items import (
     is_message,
     item_chunks,
     item_text,
+    part_estimate,
     with_item_text,
 )
 from .wire import OpenModel, validate_body
@@ -192,13 +193,43 @@ def _read_fields(request: Mapping[str, Any], estimated: list[tuple[Owner, str]])
             estimated.append((field, how))
     prompt = request.get("prompt")
     if isinstance(prompt, dict):
-        if prompt.get("variables"):
-            chunks.append((Segment(_json(prompt["variables"]), "prompt"),))
+        chunks += _prompt_variables(prompt.get("variables"), estimated)
         how = (
             "the stored prompt template is outside the request: not counted (its variables are, as JSON text)"
         )
         estimated.append(("prompt", how))
     return chunks
+
+
+def _prompt_variables(variables: Any, estimated: list[tuple[Owner, str]]) -> list[Any]:
+    """A stored prompt's variables as their JSON text, but an image variable (an ``input_image``
+    part) by OpenAI's tile rule: its base64 is not what is billed. The image tokens go into the
+    rendering's constants through :func:`_prompt_image_tokens`."""
+    if not variables:
+        return []
+    images = {
+        name: part
+        for name, part in (variables.items() if isinstance(variables, dict) else [])
+        if isinstance(part, dict) and part.get("type") == "input_image"
+    }
+    rest = {k: v for k, v in variables.items() if k not in images} if images else variables
+    for name, part in images.items():
+        estimate = part_estimate(part)
+        estimated.append(("prompt", f"variable {name}: {estimate.how}: {estimate.tokens:,} tokens"))
+    return [(Segment(_json(rest), "prompt"),)] if rest else []
+
+
+def _prompt_image_tokens(request: Mapping[str, Any]) -> int:
+    """The tokens of a stored prompt's image variables (counted by the tile rule)."""
+    prompt = request.get("prompt")
+    variables = prompt.get("variables") if isinstance(prompt, dict) else None
+    if not isinstance(variables, dict):
+        return 0
+    return sum(
+        part_estimate(part).tokens
+        for part in variables.values()
+        if isinstance(part, dict) and part.get("type") == "input_image"
+    )
 
 
 class ResponsesFormat:
@@ -278,6 +309,8 @@ class ResponsesFormat:
         chunks += tool_chunks + _read_fields(request, estimated)
         if tool_constant:
             constants.append(("tools", tool_constant))
+        if images := _prompt_image_tokens(request):
+            constants.append(("prompt", images))
         return Rendering(
             chunks=tuple(chunks),
             constants=tuple(constants),

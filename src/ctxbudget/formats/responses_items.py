@@ -32,6 +32,7 @@ __all__ = [
     "is_message",
     "item_chunks",
     "item_text",
+    "part_estimate",
     "with_item_text",
 ]
 
@@ -200,7 +201,7 @@ def _reasoning_after(reasoning: int | None, i: int, item: Mapping[str, Any], kin
     return reasoning
 
 
-def _part_estimate(part: Mapping[str, Any]) -> Estimate:
+def part_estimate(part: Mapping[str, Any]) -> Estimate:
     """A non-text part: an image by OpenAI's tile rule, a file as PDF pages, else the low rate."""
     kind = part.get("type")
     if kind == "input_image":
@@ -226,7 +227,7 @@ def _parts_chunks(
         elif part.get("type") == "refusal":  # read as text, never cut
             chunks.append((Segment(str(part.get("refusal") or ""), owner),))
         else:
-            estimate = _part_estimate(part)
+            estimate = part_estimate(part)
             constant += estimate.tokens
             estimated.append((owner, f"{field}[{i}]: {estimate.how}: {estimate.tokens:,} tokens"))
     return chunks, constant
@@ -249,9 +250,18 @@ def item_chunks(
     output = item.get("output")
     if kind == "computer_call_output" and isinstance(output, dict) and "image_url" in output:
         # a screenshot is billed as an image, not as its base64 text
-        estimate = _part_estimate({"type": "input_image", "image_url": output.get("image_url")})
+        estimate = part_estimate({"type": "input_image", "image_url": output.get("image_url")})
         estimated.append((owner, f"computer_call_output: {estimate.how}: {estimate.tokens:,} tokens"))
         return [], TOKENS_PER_ITEM + estimate.tokens
+    if kind == "image_generation_call" and isinstance(item.get("result"), str):
+        # the generated image sent back: billed as an image (its size read from its header), not
+        # as base64 text (a 1.3 MB PNG counted 910,000 tokens and refused the follow-up)
+        image = "data:image/png;base64," + str(item["result"])
+        estimate = part_estimate({"type": "input_image", "image_url": image})
+        rest = {k: v for k, v in item.items() if k not in ("id", "result")}
+        estimated.append((owner, f"image_generation_call: {estimate.how}: {estimate.tokens:,} tokens"))
+        text = json.dumps(rest, ensure_ascii=False, separators=(",", ":"))
+        return [(Segment(text, owner),)], TOKENS_PER_ITEM + estimate.tokens
     if kind == "reasoning":
         summary = item.get("summary")
         texts = [str(s.get("text", "")) for s in summary or [] if isinstance(s, dict)]
