@@ -241,3 +241,26 @@ def test_what_the_published_recipe_does_not_cover_is_counted_and_labelled_an_est
     schema = {"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "object"}}}
     for extra in ({"response_format": schema}, {"prediction": {"type": "content", "content": "draft"}}):
         assert not count({**chat, **extra}, model="gpt-4o")["exact"]
+
+
+def test_a_boolean_subschema_in_a_tools_properties_is_accepted() -> None:
+    from ctxbudget import count
+
+    for api in ("chat", "responses"):
+        parameters = {
+            "type": "object",
+            "properties": {"anything": True, "nothing": False, "q": {"type": "string"}},
+        }
+        if api == "chat":
+            body: dict[str, Any] = {
+                "model": "gpt-4o",
+                "messages": [{"role": "user", "content": "hi"}],
+                "tools": [{"type": "function", "function": {"name": "f", "parameters": parameters}}],
+            }
+        else:
+            body = {
+                "model": "gpt-4o",
+                "input": "hi",
+                "tools": [{"type": "function", "name": "f", "parameters": parameters}],
+            }
+        assert count(body, model="gpt-4o")["tokens"] > 0  # JSON Schema's true / false: valid, not refused

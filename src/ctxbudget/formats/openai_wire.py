@@ -75,7 +75,8 @@ class _Property(OpenModel):
 class FunctionParameters(OpenModel):
     """A function tool's ``parameters`` as far as they are counted (also for Responses tools)."""
 
-    properties: dict[str, _Property] | None = None
+    # a property's schema, or a boolean one (JSON Schema's true / false: any value, or none)
+    properties: dict[str, _Property | bool] | None = None
 
 
 class _FunctionDef(OpenModel):
