@@ -34,7 +34,7 @@ from typing import Any
 from .cache import AUTOMATIC_STEP, LOOKBACK_BLOCKS, Breakpoint, CachePrediction, predict_cache, read_block
 from .catalog.values import CacheRules
 from .formats.anthropic import block_tokens, latest_user_turn
-from .formats.anthropic_rules import THINKING
+from .formats.anthropic_rules import THINKING, nested_blocks
 from .tokens.counter import TokenCounter
 
 __all__ = [
@@ -272,27 +272,9 @@ def client_marks(body: Mapping[str, Any]) -> int:
 
 
 def _marks_in(value: Any) -> Iterator[str]:
-    """The lifetime of every cache mark in ``value`` and the blocks it holds, however deep: a
-    message's blocks, a tool result's, a document's own content blocks (``source.content``), a
-    server tool result's content held as one object (``web_fetch_tool_result``'s document)."""
-    stack: list[Any] = [value]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, list):
-            stack.extend(reversed(value))
-        elif isinstance(value, Mapping):
-            if is_mark(value.get("cache_control")):
-                yield _ttl(value.get("cache_control"))
-            source = value.get("source")
-            # a list of blocks, or one block held as an object (a web fetch result's document)
-            stack += [
-                c
-                for c in (
-                    value.get("content"),
-                    source.get("content") if isinstance(source, Mapping) else None,
-                )
-                if isinstance(c, list | Mapping)
-            ]
+    """The lifetime of every cache mark in ``value`` and the blocks it holds, however deep
+    (:func:`~.formats.anthropic_rules.nested_blocks`)."""
+    return (_ttl(b.get("cache_control")) for b in nested_blocks(value) if is_mark(b.get("cache_control")))
 
 
 def _holds_an_hour(block: Mapping[str, Any]) -> bool:

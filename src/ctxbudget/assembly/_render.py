@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from ..cache import Block, Breakpoint
-from ..formats.anthropic_rules import THINKING, content_blocks, merged_turns
+from ..formats.anthropic_rules import THINKING, content_blocks, merged_turns, nested_blocks
 
 __all__ = ["OutputFormat", "block_texts", "render_blocks"]
 
@@ -29,15 +29,8 @@ def _without_marks(message: Mapping[str, Any]) -> dict[str, Any]:
     blocks, a search result's or a document's inside it, a web fetch's document): breakpoints are
     the plan's to set (the API takes 4 at most)."""
     out = copy.deepcopy(dict(message))
-    stack: list[Any] = [out.get("content")]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, list):
-            stack += value
-        elif isinstance(value, dict):
-            value.pop("cache_control", None)
-            source = value.get("source")
-            stack += [value.get("content"), source.get("content") if isinstance(source, dict) else None]
+    for block in nested_blocks(out.get("content")):
+        block.pop("cache_control", None)
     return out
 
 

@@ -4,7 +4,7 @@ tool_use just before it, no empty text, thinking blocks first in an assistant tu
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..items import GAP, PLACEHOLDER_TEMPLATE
@@ -16,6 +16,7 @@ __all__ = [
     "content_blocks",
     "has_thinking",
     "merged_turns",
+    "nested_blocks",
     "never_empty",
     "without_cache_marks",
 ]
@@ -48,6 +49,22 @@ def never_empty(message: dict[str, Any]) -> dict[str, Any]:
 def content_blocks(content: Any) -> list[Any]:
     """A message's content as a list of blocks (a string is one text block)."""
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+
+
+def nested_blocks(value: Any) -> Iterator[Any]:
+    """Every block in ``value`` and the blocks it holds, however deep, in order: a message's
+    blocks, a tool result's, a document's own (``source.content``), and a server tool result's
+    content held as one object (a web fetch's document). The blocks are the caller's own objects."""
+    stack: list[Any] = [value]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, list):
+            stack.extend(reversed(value))
+        elif isinstance(value, Mapping):
+            yield value
+            source = value.get("source")
+            held = (value.get("content"), source.get("content") if isinstance(source, Mapping) else None)
+            stack.extend(reversed([c for c in held if isinstance(c, list | Mapping)]))
 
 
 def without_cache_marks(blocks: list[Any]) -> list[Any]:
