@@ -26,7 +26,7 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
-from .providers import ANTHROPIC, OPENAI, Provider
+from .providers import ANTHROPIC, OPENAI, RESPONSES, Provider
 from .refusals import Refusal
 from .service import Gateway
 from .settings import HEADER_PREFIX
@@ -86,7 +86,7 @@ def _named_in_connection(headers: list[tuple[bytes, bytes]]) -> frozenset[bytes]
 
 
 # The APIs the gateway fits (its own routes); anything else may be passed through.
-FITTED = frozenset({"/v1/messages", "/v1/chat/completions", "/v1/responses"})
+FITTED = frozenset(provider.path for provider in (ANTHROPIC, OPENAI, RESPONSES))
 
 
 def _fitted_route(path: str) -> str | None:
