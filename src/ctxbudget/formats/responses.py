@@ -177,7 +177,7 @@ def _tool_chunks(
     return chunks, constant, len(functions)
 
 
-def _read_fields(request: Mapping[str, Any], estimated: list[tuple[Owner, str]]) -> list[Any]:
+def _read_fields(request: Mapping[str, Any], estimated: list[tuple[Owner, str]]) -> tuple[list[Any], int]:
     """What else is read as input: a structured-output format, instructions given as items, and
     the stored conversation of ``previous_response_id`` (named, not counted)."""
     chunks: list[Any] = []
@@ -192,44 +192,35 @@ def _read_fields(request: Mapping[str, Any], estimated: list[tuple[Owner, str]])
             how = "the stored conversation it continues is outside the request: not counted"
             estimated.append((field, how))
     prompt = request.get("prompt")
+    images = 0
     if isinstance(prompt, dict):
-        chunks += _prompt_variables(prompt.get("variables"), estimated)
+        variables, images = _prompt_variables(prompt.get("variables"), estimated)
+        chunks += variables
         how = (
             "the stored prompt template is outside the request: not counted (its variables are, as JSON text)"
         )
         estimated.append(("prompt", how))
-    return chunks
+    return chunks, images
 
 
-def _prompt_variables(variables: Any, estimated: list[tuple[Owner, str]]) -> list[Any]:
+def _prompt_variables(variables: Any, estimated: list[tuple[Owner, str]]) -> tuple[list[Any], int]:
     """A stored prompt's variables as their JSON text, but an image variable (an ``input_image``
-    part) by OpenAI's tile rule: its base64 is not what is billed. The image tokens go into the
-    rendering's constants through :func:`_prompt_image_tokens`."""
+    part) by OpenAI's tile rule, its base64 not being what is billed: the text's chunks, and the
+    images' tokens."""
     if not variables:
-        return []
+        return [], 0
     images = {
         name: part
         for name, part in (variables.items() if isinstance(variables, dict) else [])
         if isinstance(part, dict) and part.get("type") == "input_image"
     }
     rest = {k: v for k, v in variables.items() if k not in images} if images else variables
+    tokens = 0
     for name, part in images.items():
         estimate = part_estimate(part)
+        tokens += estimate.tokens
         estimated.append(("prompt", f"variable {name}: {estimate.how}: {estimate.tokens:,} tokens"))
-    return [(Segment(_json(rest), "prompt"),)] if rest else []
-
-
-def _prompt_image_tokens(request: Mapping[str, Any]) -> int:
-    """The tokens of a stored prompt's image variables (counted by the tile rule)."""
-    prompt = request.get("prompt")
-    variables = prompt.get("variables") if isinstance(prompt, dict) else None
-    if not isinstance(variables, dict):
-        return 0
-    return sum(
-        part_estimate(part).tokens
-        for part in variables.values()
-        if isinstance(part, dict) and part.get("type") == "input_image"
-    )
+    return ([(Segment(_json(rest), "prompt"),)] if rest else []), tokens
 
 
 class ResponsesFormat:
@@ -306,10 +297,11 @@ class ResponsesFormat:
             chunks += item_chunks_
             constants.append(((component, index), constant))
         tool_chunks, tool_constant, functions = _tool_chunks(request, estimated)
-        chunks += tool_chunks + _read_fields(request, estimated)
+        read, images = _read_fields(request, estimated)
+        chunks += tool_chunks + read
         if tool_constant:
             constants.append(("tools", tool_constant))
-        if images := _prompt_image_tokens(request):
+        if images:
             constants.append(("prompt", images))
         return Rendering(
             chunks=tuple(chunks),
