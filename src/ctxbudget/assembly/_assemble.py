@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..catalog.catalog import Catalog, bundled_catalog, catalog_of
+from ..catalog.catalog import Catalog, catalog_of
 from ..catalog.values import ModelSpec
 from ..cost import check_amount
 from ..errors import BudgetExceeded, ConfigError, InvalidRequestError, InvariantViolation
@@ -180,10 +180,8 @@ def _check_prompt_limit(report: AssemblyReport, policy: Policy) -> None:
         raise InvariantViolation(f"INV-CTX-02: {report.tokens:,} tokens exceed {policy.prompt_tokens:,}")
 
 
-def _check_arguments(catalog: object, prompt_cache_key: object, allow_prefix_change: object) -> None:
+def _check_arguments(prompt_cache_key: object, allow_prefix_change: object) -> None:
     """The options whose wrong type would fail later, or go into the body as given."""
-    if catalog is not None:
-        catalog_of(catalog)  # a Catalog, or a ConfigError saying how to get one
     if prompt_cache_key is not None and (not isinstance(prompt_cache_key, str) or not prompt_cache_key):
         raise ConfigError(f"prompt_cache_key must be a non-empty string, got {prompt_cache_key!r:.60}")
     if not isinstance(allow_prefix_change, bool):
@@ -242,11 +240,11 @@ def assemble(
     check_amount("cost_ceiling_usd", cost_ceiling_usd)
     check_amount("expected_output_tokens", expected_output_tokens, whole=True)
     check_amount("idle_seconds", idle_seconds)
-    _check_arguments(catalog, prompt_cache_key, allow_prefix_change)
+    _check_arguments(prompt_cache_key, allow_prefix_change)
     # The collector would only traverse what the assembly keeps alive until it returns
     # (ctxbudget.gcpause): 6 collections, ~4 ms of a cold legal assembly (63 -> 59 ms).
     with collector_paused():
-        catalog = catalog or bundled_catalog()
+        catalog = catalog_of(catalog)  # the bundled one, or a ConfigError for what is not a Catalog
         setup = _setup(
             request,
             policy,
