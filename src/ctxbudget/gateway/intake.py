@@ -100,7 +100,8 @@ async def _timely(chunks: AsyncIterator[bytes], idle: float = BODY_IDLE_SECONDS)
     iterator = chunks.__aiter__()
     while True:
         try:
-            chunk = await asyncio.wait_for(iterator.__anext__(), idle)
+            async with asyncio.timeout(idle):  # no task per chunk, as wait_for makes
+                chunk = await iterator.__anext__()
         except StopAsyncIteration:
             return
         except TimeoutError as exc:
