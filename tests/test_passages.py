@@ -10,6 +10,7 @@ from ctxbudget import fit, render_question
 from ctxbudget.trim.passages import (
     Passage,
     PassageWeights,
+    Region,
     asks_about_the_document,
     asks_for_summary,
     content_query,
@@ -224,7 +225,7 @@ def test_one_strong_match_outweighs_many_passing_mentions() -> None:
         return "".join(text[r.start : r.end] for r in regions)
 
     assert "turn 70:" in kept(PassageWeights(hedge_shares=()))
-    plain = kept(PassageWeights(sharpness=1.0, hedge_shares=()))  # summed as is
+    plain = kept(PassageWeights(sharpness=1.0, hedge_shares=(), rescue_strong=False))  # summed as is
     assert "turn 70:" not in plain and "turn 20: revenue" in plain
 
 
@@ -258,7 +259,7 @@ def test_a_specific_question_keeps_evidence_in_two_places_when_one_window_cannot
     assert sum(costs[first : last + 1]) > 500  # no single window of the budget reaches both exchanges
     hedged = kept(question, PassageWeights())
     assert "turn 20:" in hedged and "turn 80:" in hedged
-    single = kept(question, PassageWeights(hedge_shares=()))
+    single = kept(question, PassageWeights(hedge_shares=(), rescue_strong=False))
     assert ("turn 20:" in single) != ("turn 80:" in single)
     summary = kept("Summarize the discussion of the unit price of the remote.", PassageWeights())
     assert ("turn 20:" in summary) != ("turn 80:" in summary)
@@ -293,6 +294,34 @@ def _paragraphs(texts: list[str]) -> tuple[str, list[Passage]]:
     return text, passages
 
 
+def test_a_strong_passage_outside_the_window_is_kept_by_trimming_the_windows_weak_edges() -> None:
+    filler = "The committee met and talked about the schedule for the coming quarter."
+    texts = [filler] * 40
+    texts[5] = "To reset the remote control, hold the power button for ten seconds."
+    texts[6] = texts[7] = "The remote control ships with two batteries and a strap."
+    texts[30] = "A reset of the remote control also clears its pairing with the television."
+    text, passages = _paragraphs(texts)
+    costs = [20] * len(passages)
+    # windows (as in a transcript), the rescue alone, not the hedged windows
+    no_hedging = PassageWeights(hedge_shares=(), prose_regions=False)
+    windows_only = PassageWeights(hedge_shares=(), rescue_strong=False, prose_regions=False)
+
+    def reset_question(weights: PassageWeights) -> list[Region]:
+        query = "How do I reset the remote control?"
+        return select_regions(text, passages, costs, 200, query=query, region_cost=4, weights=weights)
+
+    regions = reset_question(no_hedging)
+    kept = {i for region in regions for i in region.passages}
+    assert {5, 30} <= kept  # the isolated answer is kept beside the window
+    alone_window = reset_question(windows_only)
+    assert 30 not in {i for region in alone_window for i in region.passages}  # what the rescue adds
+    assert sum(costs[i] for i in kept) + 4 * len(regions) <= 200
+    alone = select_regions(
+        text, passages, costs, 200, query="schedule quarter", region_cost=4, weights=no_hedging
+    )
+    assert len(alone) == 1  # relevance everywhere alike: one window, nothing to rescue
+
+
 def test_in_prose_regions_grow_around_each_answer_and_keep_context() -> None:
     filler = "Chapter notes on installing the stand and cleaning the screen with a dry cloth."
     texts = [filler] * 60
@@ -307,7 +336,7 @@ def test_in_prose_regions_grow_around_each_answer_and_keep_context() -> None:
     assert {8, 45} <= kept and len(regions) == 2  # both answers, apart
     assert sum(costs[i] for i in kept) + 4 * len(regions) <= 160
     assert len(kept) > 2  # what is left of the budget is context around them
-    windows = PassageWeights(prose_regions=False, hedge_shares=())
+    windows = PassageWeights(prose_regions=False, rescue_strong=False, hedge_shares=())
     single = select_regions(text, passages, costs, 160, query=question, region_cost=4, weights=windows)
     assert len(single) == 1  # windows alone keep one stretch
 

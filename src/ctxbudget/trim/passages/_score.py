@@ -44,6 +44,9 @@ class PassageWeights:
     # that the single window keeps, and more. () turns hedging off (measured in docs/retention.md).
     hedge_shares: tuple[float, ...] = (0.7, 0.5)
     strong: float = 0.7
+    # For the same questions, a strong passage the windows leave out gets room from the windows'
+    # weakest edges (False: windows alone; measured in docs/retention.md).
+    rescue_strong: bool = True
     # In prose, for the same questions, regions grow around the best passages instead (True), a
     # neighbour joining while its relevance is at least ``grow_share`` of its region's seed, seeds
     # down to ``seed_floor`` of the best; what is left of the budget goes to context around them.

@@ -172,8 +172,10 @@ def select_regions(
     any other question is usually a short exchange, and when the strongest passages lie in more
     than one place a smaller first window that leaves room for a second may keep more of them:
     such selections (``weights.hedge_shares``) are tried too, and one is taken when it keeps every
-    strong passage the single window keeps, and more. In prose, where that evidence is a sentence
-    or a paragraph rather than an exchange of lines, regions grow around the best passages instead (:func:`~._grown.grown_regions`), after the document's first passage when
+    strong passage the single window keeps, and more; a strong passage still left out is given
+    room from the windows' weakest edges (:func:`_with_strong`). In prose, where that evidence is
+    a sentence or a paragraph rather than an exchange of lines, regions grow around the best
+    passages instead (:func:`~._grown.grown_regions`), after the document's first passage when
     the question is about the document as a whole (``weights.head_share``).
     """
     weights = weights or PassageWeights()
@@ -189,7 +191,10 @@ def select_regions(
     runs = _windows(scores, costs, budget, region_cost, weights, weights.window_share)
     if summary:
         return _regions(text, passages, runs)
-    return _regions(text, passages, _hedged(runs, relevance, scores, costs, budget, region_cost, weights))
+    best = _hedged(runs, relevance, scores, costs, budget, region_cost, weights)
+    if weights.rescue_strong:
+        best = _with_strong(best, relevance, costs, region_cost, weights.strong)
+    return _regions(text, passages, best)
 
 
 def _hedged(
@@ -214,6 +219,59 @@ def _hedged(
         if (held := _held(strong, hedged)) > kept:  # a strict superset: every one kept, and more
             best, kept = hedged, held
     return best
+
+
+def _with_strong(
+    runs: list[tuple[int, int]],
+    relevance: Sequence[float],
+    costs: Sequence[int],
+    region_cost: int,
+    strong: float,
+) -> list[tuple[int, int]]:
+    """The windows, with each strong passage they left out (relevance at least ``strong`` of the
+    best, strongest first) given room by trimming the windows' weakest edge passages.
+
+    Windows keep a contiguous stretch; evidence that is one sentence elsewhere (a manual's answer,
+    a paper's finding) is a strong passage outside it. A window gives up only passages at its
+    edges that are not strong themselves, and never its last one; a passage that cannot be given
+    room ends the rescue.
+    """
+    top = max(relevance)
+    spans = [[first, last] for first, last in runs]
+    kept = {i for first, last in runs for i in range(first, last + 1)}
+    for passage in sorted(range(len(relevance)), key=lambda i: (-relevance[i], i)):
+        if relevance[passage] < strong * top:
+            break
+        if passage in kept:
+            continue
+        trimmed = _trimmed(spans, relevance, costs, costs[passage] + region_cost, strong * top)
+        if trimmed is None:
+            break
+        spans = [*trimmed, [passage, passage]]
+        kept = {i for first, last in spans for i in range(first, last + 1)}
+    return [(first, last) for first, last in spans]
+
+
+def _trimmed(
+    spans: list[list[int]], relevance: Sequence[float], costs: Sequence[int], need: int, bar: float
+) -> list[list[int]] | None:
+    """``spans`` with ``need`` tokens freed from their weakest edges (passages below ``bar``, a
+    window's last passage never), or None when that much cannot be freed."""
+    spans = [list(s) for s in spans]
+    freed = 0
+    while freed < need:
+        edges = [
+            (relevance[s[side]], k, side)
+            for k, s in enumerate(spans)
+            for side in (0, 1)
+            if s[0] < s[1] and relevance[s[side]] < bar
+        ]
+        if not edges:
+            return None
+        _, k, side = min(edges)
+        freed += costs[spans[k][side]]
+        spans[k][side] += 1 if side == 0 else -1
+    return spans
 
 
 def _windows(
