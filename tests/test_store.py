@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -8,9 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ctxbudget import ConfigError
 from ctxbudget.session import SessionMeta, SQLiteStore, Turn
+from ctxbudget.session.store import _canonical
 
 
 def _store(tmp_path: Path) -> SQLiteStore:
@@ -74,3 +78,22 @@ def test_a_writer_killed_mid_turn_loses_no_committed_turn(tmp_path: Path) -> Non
     assert [t.index for t in turns] == list(range(1, len(turns) + 1))
     assert [e["turn"] for e in ledger] == [t.index for t in turns]  # no half turn: each turn has its entry
     assert store._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(_JSON)
+def test_stored_text_is_the_unescaped_canonical_json_whichever_encoder_wrote_it(value: object) -> None:
+    # Content is stored under the hash of this text: an ASCII value takes the escaping encoder's
+    # faster path, and every value must still give the text (and hash) earlier versions stored.
+    assert _canonical(value) == json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def test_stored_text_of_non_ascii_and_escapes_is_written_as_they_are() -> None:
+    for text in ("é", "\x7f", "\u2028", "😀", "a\\u00e9", "\x01", "plain"):
+        assert _canonical({"q": text}) == json.dumps({"q": text}, ensure_ascii=False, separators=(",", ":"))
