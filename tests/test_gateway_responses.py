@@ -114,6 +114,9 @@ def test_a_background_response_is_refused_before_it_is_sent(stack: tuple[FakeUps
     with pytest.raises(openai.BadRequestError) as refused:
         openai_client(url).responses.create(model="gpt-4o", input="hi", background=True)
     assert "background" in refused.value.message and "GET /v1/responses/{id}" in refused.value.message
+    assert refused.value.response.headers["x-ctxbudget-session"].startswith(
+        "auto-"
+    )  # every answer to a body read
     assert len(fake.received) == sent
     openai_client(url).responses.create(model="gpt-4o", input="hi", background=False)
     assert len(fake.received) == sent + 1

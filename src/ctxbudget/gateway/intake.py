@@ -151,19 +151,20 @@ def first_pass(
     unless an exact count may change the fit. The gateway's routes and the in-process transport
     (:mod:`.transport`) both decide here."""
     body = parse_json(parcel.pop())
-    if (
-        provider.input_format == "responses"
-        and body.get("background") is True
-        and not gateway.config.pass_through
-    ):
-        # Refused before it is sent: the job would run and bill, and its retrieval and cancel
-        # (GET /v1/responses/{id}, ...) are not passed through.
-        raise Refusal(400, BACKGROUND_REFUSED, "invalid_request")
     progress.stage = "prepare"
     try:
         progress.session = session_id(headers.get(SESSION_HEADER), provider, body)
     except InvalidRequestError as exc:
         raise Refusal(400, f"ctxbudget: {exc}", "invalid_request") from exc
+    if (
+        provider.input_format == "responses"
+        and body.get("background") is True
+        and not gateway.config.pass_through
+    ):
+        # Refused before it is sent (its session named, as every answer to a body read is): the
+        # job would run and bill, and its retrieval and cancel (GET /v1/responses/{id}, ...) are
+        # not passed through.
+        raise Refusal(400, BACKGROUND_REFUSED, "invalid_request")
     try:
         settings = gateway.settings_for(headers)
     except SettingsError as exc:
