@@ -168,7 +168,7 @@ def test_cannot_fit_lists_the_parts_that_need_the_tokens_with_their_paths() -> N
     with pytest.raises(BudgetExceeded) as caught:
         fit(body, model="gpt-4o", max_context_tokens=1000, reserve_output_tokens=0)
     parts = caught.value.parts
-    assert parts["history $.messages[2] (not text)"] > 1000
+    assert parts["history $.messages[2] (apart from its text)"] > 1000
     assert sum(parts.values()) == caught.value.required_tokens
 
 

@@ -135,7 +135,7 @@ class FitContext:
                 parts[f"{item.component} {item.path}"] = self.cost(item)
         for item in self.always_kept():
             if self.framing(item):
-                parts[f"{item.component} {item.path} (not text)"] = self.framing(item)
+                parts[f"{item.component} {item.path} (apart from its text)"] = self.framing(item)
         return parts
 
     def question_tokens(self, item: Item) -> int:
