@@ -306,10 +306,49 @@ def test_invalid_catalog_names_the_field(tmp_path: Path) -> None:
             b'"match": {"or": [{"equals": "y"}, {"regex": "(a+)+$"}]}}]}',
             r"\$\.models\[0\]\.match.* repeats a repetition",
         ),
+        (  # an optional part repeated: ^(h?h?)*x$ on 22 h's ran for 18 s
+            b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5, '
+            b'"match": {"regex": "^(h?h?)*x$"}}]}',
+            r"\$\.models\[0\]\.match.* repeats a repetition, alternatives or an optional part",
+        ),
+        (  # alternatives repeated
+            b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5, '
+            b'"match": {"regex": "^(h|h)*x$"}}]}',
+            r"\$\.models\[0\]\.match.* repeats a repetition",
+        ),
         (
             b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5, '
             b'"tokenizer": "nope"}]}',
             "unknown tokenizer 'nope'",
+        ),
+        (  # costs of NaN and reports that are not strict JSON
+            b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5, '
+            b'"prices": {"input": 1, "output": Infinity}}]}',
+            r"\$\.models\[0\]\.prices\.output: Input should be a finite number",
+        ),
+        (  # JSON keeps the last of a repeated key: the window would silently be 5
+            b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 9, '
+            b'"context_window": 5}]}',
+            "the key 'context_window' is given twice",
+        ),
+        (  # the resolver gives an id with a blank nothing: the entry could never be reached
+            b'{"schema_version": 1, "models": [{"id": "my model", "provider": "p", "context_window": 5}]}',
+            r"\$\.models\[0\]\.id",
+        ),
+        (
+            b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5, '
+            b'"aliases": [""]}]}',
+            r"\$\.models\[0\]\.aliases\[0\]",
+        ),
+        (  # ids resolve ignoring case: the second could never be reached
+            b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5}, '
+            b'{"id": "X", "provider": "p", "context_window": 9}]}',
+            r"\$\.models\[1\]: id 'X' of provider 'p' is also \$\.models\[0\]",
+        ),
+        (  # an exact tokenizer's factor would be ignored
+            b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5, '
+            b'"tokenizer": {"encoding": "o200k_base", "exact": true, "safety_factor": 1.5}}]}',
+            r"\$\.models\[0\]\.tokenizer: safety_factor 1.5 is given for an exact tokenizer",
         ),
     ],
 )

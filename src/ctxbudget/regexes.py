@@ -11,31 +11,41 @@ from typing import Any
 __all__ = ["NESTED_REPEAT_HINT", "repeats_a_repetition"]
 
 NESTED_REPEAT_HINT = (
-    "repeats a repetition (such as (a+)+): on a text it does not match it can take exponential "
-    "time; repeat it once, or make the inner one possessive (a++)"
+    "repeats a repetition, alternatives or an optional part (such as (a+)+, (a?a?)* or (a|a)*): on "
+    "a text it does not match it can take exponential time; repeat it once, or make the inner "
+    "one possessive (a++)"
 )
 
 
 def repeats_a_repetition(pattern: str) -> bool:
-    """Whether an unbounded repeat of ``pattern`` (which compiles) holds another one (``(a+)+``,
-    ``(a*b*)*``): ``(a+)+$`` on 32 a's and a ``!`` ran for minutes. Possessive repeats and atomic
-    groups never backtrack into themselves, so they are safe."""
+    """Whether an unbounded repeat of ``pattern`` (which compiles) holds a part that can match in
+    more than one way: another repeat of variable length (``(a+)+``, ``(a*b*)*``, ``(a?a?)*``) or
+    alternatives (``(a|a)*``). Each lets the engine split the same text between the repeats in
+    exponentially many ways before it gives up: ``(a+)+$`` on 32 a's and a ``!`` ran for minutes,
+    ``^(h?h?)*x$`` on 22 h's for 18 s. Conservative (``(foo|bar)*`` is refused too, though its
+    alternatives never overlap); possessive repeats and atomic groups never backtrack into
+    themselves, so they are safe."""
     return _nested(_sre.parse(pattern))
 
 
 def _nested(parsed: Any, inside: bool = False) -> bool:
     for op, value in parsed:
         if op in (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT):
-            _, high, body = value
+            low, high, body = value
             unbounded = high == _sre_c.MAXREPEAT
-            if unbounded and inside:
+            if inside and (unbounded or low != high):
                 return True
             if _nested(body, inside or unbounded):
                 return True
         elif op in (_sre_c.POSSESSIVE_REPEAT, _sre_c.ATOMIC_GROUP):
             continue
-        elif (op == _sre_c.SUBPATTERN and _nested(value[-1], inside)) or (
-            op == _sre_c.BRANCH and any(_nested(branch, inside) for branch in value[1])
-        ):
+        elif _risky_group(op, value, inside):
             return True
     return False
+
+
+def _risky_group(op: Any, value: Any, inside: bool) -> bool:
+    """Alternatives inside an unbounded repeat, or a group or alternative that holds a risky part."""
+    if op == _sre_c.BRANCH:
+        return inside or any(_nested(branch, inside) for branch in value[1])
+    return bool(op == _sre_c.SUBPATTERN and _nested(value[-1], inside))

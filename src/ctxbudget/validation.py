@@ -27,8 +27,13 @@ def first_error(error: ValidationError) -> tuple[str, str, object]:
     every branch, the branch that got deepest into the value says best what is wrong."""
     errors = error.errors()
     # Of equally deep errors, an unknown key first: a misspelt key ("evicton") also leaves the
-    # key it meant missing, and the typo is what the user must see.
-    deepest = max(errors, key=lambda e: (len(e["loc"]), e["type"] == "extra_forbidden"))
+    # key it meant missing, and the typo is what the user must see. Then one that is not a
+    # union's other branch refusing the type (a table given for `str | Table`: the table's own
+    # error says what is wrong, "should be a valid string" does not).
+    deepest = max(
+        errors,
+        key=lambda e: (len(e["loc"]), e["type"] == "extra_forbidden", not e["type"].endswith("_type")),
+    )
     location = tuple(p for p in deepest["loc"] if not (isinstance(p, str) and _NOT_IN_JSON.match(p)))
     message = str(deepest["msg"]).removeprefix("Value error, ")  # our own validators' messages
     return json_path(location), message, deepest.get("input")

@@ -129,11 +129,43 @@ def _decode(text: str, source: str) -> Any:
 
     kind = "JSON" if source.endswith(".json") else "TOML"
     try:
-        return json.loads(text) if kind == "JSON" else tomllib.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys) if kind == "JSON" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{source}: not valid {kind}: {exc}") from exc
+    except _DuplicateKey as exc:  # TOML refuses them itself
+        raise ConfigError(f"{source}: the key {exc.args[0]!r} is given twice in one object") from None
     except (RecursionError, ValueError) as exc:  # nesting too deep, an integer of thousands of digits
         raise unreadable_file(source, exc) from exc
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are all different (JSON itself keeps the last of a repeated one)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return out
+
+
+def _check_ids(raw: Mapping[str, Any], source: str) -> None:
+    """No two entries of one provider share an id (ids resolve ignoring case): the second could
+    never be reached."""
+    seen: dict[tuple[str, str], int] = {}
+    for i, entry in enumerate(raw.get("models") or []):
+        key = (entry["provider"], entry["id"].lower())
+        if key in seen:
+            raise ConfigError(
+                f"{source}: $.models[{i}]: id {entry['id']!r} of provider {entry['provider']!r} is also "
+                f"$.models[{seen[key]}] (ids are matched ignoring case); give each model one entry"
+            )
+        seen[key] = i
 
 
 def _check_rules(raw: Mapping[str, Any], source: str) -> None:
@@ -197,6 +229,7 @@ def validated(text: str, source: str) -> Catalog:
     except ValidationError as exc:
         path, message, _ = first_error(exc)
         raise ConfigError(f"{source}: {path}: {message}") from exc
+    _check_ids(raw, source)
     _check_rules(raw, source)
     catalog = build_catalog(raw, source, _bundled_tokenizers())
     _check_encodings(catalog, source)

@@ -6,19 +6,34 @@ against it by the test suite and at generation, so start-up does not pay for it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # no NaN or Infinity: a price of `inf` made costs NaN and reports that are not strict JSON
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+# A model id or alias a client can send: no blank or control character (the resolver gives such
+# an id nothing, so an entry named so could never be reached).
+ModelName = Annotated[str, Field(min_length=1, pattern=r"^[^\s\x00-\x1f\x7f]+$")]
 
 
 class _TokenizerEntry(_Strict):
     encoding: str
     exact: bool
     safety_factor: float = Field(default=1.0, ge=1.0, le=3.0)
+
+    @model_validator(mode="after")
+    def _factor_only_for_estimates(self) -> _TokenizerEntry:
+        if self.exact and self.safety_factor != 1.0:
+            raise ValueError(
+                f"safety_factor {self.safety_factor} is given for an exact tokenizer, which counts "
+                "as the provider does; drop it, or set exact = false for an estimate"
+            )
+        return self
 
 
 class LongContextEntry(_Strict):
@@ -53,7 +68,7 @@ _NO_CACHE = CacheEntry(mode="none", min_cacheable_tokens=0, max_breakpoints=0)
 
 
 class ModelEntry(_Strict):
-    id: str = Field(min_length=1)
+    id: ModelName
     provider: str = Field(min_length=1)
     kind: Literal["chat", "embedding", "vision"] = "chat"
     context_window: StrictInt = Field(gt=0)
@@ -63,7 +78,7 @@ class ModelEntry(_Strict):
     tokenizer: str | _TokenizerEntry | None = None
     prices: PricesEntry | None = None
     cache: CacheEntry = _NO_CACHE
-    aliases: list[str] = Field(default_factory=list)
+    aliases: list[ModelName] = Field(default_factory=list)
     match: dict[str, Any] | None = None
     deprecated: str | None = None
     sources: dict[str, str] = Field(default_factory=dict)
@@ -79,8 +94,8 @@ class ModelEntry(_Strict):
 
 
 class AliasEntry(_Strict):
-    alias: str = Field(min_length=1)
-    target: str = Field(min_length=1)
+    alias: ModelName
+    target: ModelName
 
 
 class FamilyEntry(_Strict):
