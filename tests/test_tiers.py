@@ -101,6 +101,22 @@ def test_rolling_window_drops_the_oldest_and_keeps_tool_pairs() -> None:
     assert actions["call"] == actions["result"] == "kept"
 
 
+def test_a_turn_over_the_rolling_window_says_so_and_the_older_ones_say_why_they_went() -> None:
+    body = request()
+    history = [
+        {"id": "task", "tier": "volatile", "kind": "history", "role": "user", "text": "Build a timeline."},
+        {"id": "huge", "tier": "volatile", "kind": "history", "role": "assistant", "text": "Notice. " * 4000},
+    ]
+    body["items"][3:5] = history
+    items = {i["id"]: i for t in run(body).report.to_dict()["tiers"] for i in t["items"]}
+    assert items["huge"]["action"] == items["task"]["action"] == "rolled_off"
+    need = re.search(r"its turn needs ([\d,]+) tokens", items["huge"]["reason"])
+    assert need is not None and int(need.group(1).replace(",", "")) >= items["huge"]["tokens_before"]
+    assert (
+        items["task"]["reason"] == "older than a turn that did not fit the rolling window"
+    )  # not "older than the window"
+
+
 def test_items_without_a_tier_must_be_the_current_turn() -> None:
     body = request()
     del body["items"][2]["tier"]

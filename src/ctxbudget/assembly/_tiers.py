@@ -316,22 +316,36 @@ def _units(items: list[ContextItem]) -> list[list[ContextItem]]:
     return units
 
 
-def _rolling(tier: Tier, items: list[ContextItem], cost: Callable[[str], int], target: int) -> TierSelection:
-    """The most recent raw turns that fit (the ledger is Block 3, selected by :func:`select_ledger`)."""
+def _rolling(tier: Tier, items: list[ContextItem], counter: TokenCounter, target: int) -> TierSelection:
+    """The most recent raw turns that fit ``target`` raw tokens (the ledger is Block 3, selected by
+    :func:`select_ledger`): a suffix of the conversation, so it ends at the first turn, newest
+    first, that does not fit, and each turn dropped is told which reason is its own."""
+    cost = counter.raw
     items = [i for i in items if i.kind != "ledger"]
     keep: list[list[ContextItem]] = []
     used = 0
+    stopped: tuple[list[ContextItem], int] | None = None  # the turn that did not fit, and its cost
     for unit in reversed(_units(items)):
         unit_cost = sum(cost(i.text) + MESSAGE_FRAMING_TOKENS for i in unit)
         if used + unit_cost > target:
+            stopped = (unit, unit_cost)
             break
         keep.insert(0, unit)
         used += unit_cost
     kept_ids = {i.id for unit in keep for i in unit}
+    over_ids = {i.id for i in stopped[0]} if stopped else set()
+    over = (
+        f"over the rolling window: its turn needs {counter.scale(stopped[1]):,} tokens, "
+        f"{counter.scale(target - used):,} of {counter.scale(target):,} are left after the newer turns"
+        if stopped
+        else ""
+    )
     decisions = [
         _kept(i, cost(i.text), "recent; fits the rolling window")
         if i.id in kept_ids
-        else _gone(i, cost(i.text), "rolled_off", "older than the rolling window")
+        else _gone(i, cost(i.text), "rolled_off", over)
+        if i.id in over_ids
+        else _gone(i, cost(i.text), "rolled_off", "older than a turn that did not fit the rolling window")
         for i in items
     ]
     return TierSelection(
@@ -378,4 +392,4 @@ def select_tier(
     if tier.eviction == "compact":
         query_for = tags_query if tier.compact_query == "tags" else query
         return _compact(tier, items, counter, limit, query_for, scorer)
-    return _rolling(tier, items, counter.raw, limit)
+    return _rolling(tier, items, counter, limit)
