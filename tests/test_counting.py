@@ -164,6 +164,10 @@ def test_count_text_and_decode_refuse_what_they_cannot_read() -> None:
 
     with pytest.raises(InvalidRequestError, match="lone surrogate"):
         ctxbudget.count_text("a\ud800b", model="gpt-4o")
+    encoding = ctxbudget.encoding_for_model("gpt-4o")
+    for read in (encoding.encode, encoding.token_lengths):  # as count does, not U+FFFD's tokens
+        with pytest.raises(InvalidRequestError, match="lone surrogate"):
+            read("a\ud800b")
     for tokens in ([10**9], [-1]):
         with pytest.raises(InvalidRequestError, match="not token ids of o200k_base"):
             ctxbudget.encoding_for_model("gpt-4o").decode(tokens)

@@ -3,7 +3,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ctxbudget import render_question
+import pytest
+
+from ctxbudget import InvalidRequestError, render_question
 
 GOLDEN = Path(__file__).parent / "golden"
 CRLF = "\r\n"
@@ -88,3 +90,10 @@ def test_the_seeds_optional_fields_given_as_null_read_as_empty() -> None:
     assert fitted.request == nulled and fitted.report.passed_through
     cut = ctxbudget.fit({**nulled, "role": "Be exact. " * 4000}, model="gpt-4o", max_context_tokens=2000)
     assert cut.request["documents"] is None and cut.report.tokens_after <= 2000
+
+
+def test_render_question_checks_the_body_as_fit_does() -> None:
+    with pytest.raises(InvalidRequestError, match="`messages` is not read by the question format"):
+        render_question({"messages": [{"role": "user", "content": "What is due?"}]})  # was ""
+    with pytest.raises(InvalidRequestError, match=r"\$\.questions\[0\]\.text: .*lone surrogate"):
+        render_question({"questions": [{"text": "a\ud800"}]})  # text no provider can be sent

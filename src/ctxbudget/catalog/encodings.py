@@ -55,12 +55,14 @@ class ModelEncoding:
         return self.encoding.proven_boundaries
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of ``text``; special-token text (``<|endoftext|>``) is ordinary text."""
-        return self.encoding.encode(text)
+        """Token ids of ``text``; special-token text (``<|endoftext|>``) is ordinary text. A text
+        that is not a string, or that holds a lone surrogate (not UTF-8: no provider can be sent
+        it), is refused as :meth:`count` refuses it (tiktoken would encode U+FFFD instead)."""
+        return self.encoding.encode(_checked_text(text))
 
     def token_lengths(self, text: str) -> bytes:
-        """The byte length of each token of ``text``, one byte a token."""
-        return self.encoding.token_lengths(text)
+        """The byte length of each token of ``text``, one byte a token (checked as :meth:`encode`)."""
+        return self.encoding.token_lengths(_checked_text(text))
 
     def decode(self, tokens: Sequence[int]) -> str:
         """The text of ``tokens`` (raises :class:`ConfigError` when the encoding cannot decode)."""
@@ -76,10 +78,15 @@ class ModelEncoding:
 
     def count(self, text: str) -> int:
         """Tokens of ``text`` for the model: exact, or the estimate when ``exact`` is False."""
-        if not isinstance(text, str):
-            raise InvalidRequestError(f"text must be a string, got {type(text).__name__}")
-        check_json_value(text, "text")  # a lone surrogate: a clear error, not UnicodeEncodeError
-        return TokenCounter(self.encoding, self.exact, self.safety_factor).count(text)
+        return TokenCounter(self.encoding, self.exact, self.safety_factor).count(_checked_text(text))
+
+
+def _checked_text(text: object) -> str:
+    """``text`` if it is a string a provider can be sent (an :class:`InvalidRequestError` if not)."""
+    if not isinstance(text, str):
+        raise InvalidRequestError(f"text must be a string, got {type(text).__name__}")
+    check_json_value(text, "text")  # a lone surrogate: a clear error, not UnicodeEncodeError
+    return text
 
 
 def encoding_for_model(model: str, *, catalog: Catalog | None = None) -> ModelEncoding:

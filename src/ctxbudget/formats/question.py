@@ -15,8 +15,10 @@ from typing import Any
 
 from pydantic import ValidationInfo, field_validator
 
+from ..errors import InvalidRequestError
 from ..items import PLACEHOLDER_TEMPLATE, Item, ItemKey, Owner, Plan, Rendering, Segment
 from .detection import is_question
+from .jsonvalue import check_json_value
 from .wire import OpenModel, validate_body
 
 __all__ = ["QuestionFormat"]
@@ -149,8 +151,16 @@ def _render_parts(q: _Question) -> list[list[Segment]]:
 
 
 def render_text(request: Mapping[str, Any]) -> str:
-    """The seed engine's prompt text for a Question body."""
-    return "".join(s.text for chunk in QuestionFormat().render(request).chunks for s in chunk)
+    """The seed engine's prompt text for a Question body, checked as :func:`ctxbudget.fit` checks
+    it: a JSON object of JSON values (no lone surrogate, no NaN) with no field of another format
+    (a chat body rendered as nothing)."""
+    from . import resolve_format  # the package imports this module
+
+    if not isinstance(request, Mapping):
+        raise InvalidRequestError(f"the request body must be a JSON object, got {type(request).__name__}")
+    check_json_value(request if type(request) is dict else dict(request))
+    fmt = resolve_format(request, "question")
+    return "".join(s.text for chunk in fmt.render(request).chunks for s in chunk)
 
 
 def _documents_out(document: Mapping[str, Any], index: int, plan: Plan) -> list[dict[str, Any]]:
