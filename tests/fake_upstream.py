@@ -34,6 +34,13 @@ def tokens(value: Any) -> int:
     return max(1, len(json.dumps(value, ensure_ascii=False)) // 4)
 
 
+def claude_input(body: dict[str, Any]) -> int:
+    """A Messages body's input as the provider counts and bills it: its text, and the tool-use
+    system prompt it adds when the body carries tools (346 tokens, 313 when a tool is forced)."""
+    forced = isinstance(body.get("tool_choice"), dict) and body["tool_choice"].get("type") in ("any", "tool")
+    return tokens(body) + ((313 if forced else 346) if body.get("tools") else 0)
+
+
 class FakeUpstream:
     def __init__(self) -> None:
         self.cached: set[str] = set()
@@ -169,7 +176,7 @@ class FakeUpstream:
         self.counted.append(body)
         if self.count_fails or "max_tokens" in body:  # the real endpoint refuses max_tokens
             return JSONResponse({"type": "error", "error": {"type": "api_error"}}, status_code=500)
-        return JSONResponse({"input_tokens": tokens(body)})
+        return JSONResponse({"input_tokens": claude_input(body)})
 
     async def messages(self, request: Request) -> Response:
         body, fault = await self._receive(request)
@@ -178,7 +185,7 @@ class FakeUpstream:
         read, write = self._cache(self._anthropic_prefix(body), 50)
         usage = {
             # "poison-usage": a broken or hostile answer that bills a billion input tokens
-            "input_tokens": 10**9 if body["model"] == "poison-usage" else tokens(body) - read - write,
+            "input_tokens": 10**9 if body["model"] == "poison-usage" else claude_input(body) - read - write,
             "cache_read_input_tokens": read,
             "cache_creation_input_tokens": write,
             "output_tokens": 7,

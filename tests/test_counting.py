@@ -268,3 +268,39 @@ def test_a_boolean_subschema_in_a_tools_properties_is_accepted() -> None:
                 "tools": [{"type": "function", "name": "f", "parameters": parameters}],
             }
         assert count(body, model="gpt-4o")["tokens"] > 0  # JSON Schema's true / false: valid, not refused
+
+
+_WEATHER = {
+    "name": "get_weather",
+    "description": "The weather in a city.",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+
+
+def test_a_claude_request_with_tools_holds_the_tool_use_system_prompt_the_provider_adds() -> None:
+    """Anthropic adds 346 tokens of system prompt to a request with tools (313 when a tool is
+    forced): they take room, are billed and are in its own count_tokens."""
+    messages = [{"role": "user", "content": "What is the weather in Paris?"}]
+    plain = ctxbudget.count({"messages": messages}, model="claude-sonnet-4-5")["tokens"]
+    auto = ctxbudget.count({"messages": messages, "tools": [_WEATHER]}, model="claude-sonnet-4-5-20250929")
+    forced = {"messages": messages, "tools": [_WEATHER], "tool_choice": {"type": "any"}}
+    assert auto["tokens"] - plain > 346  # the prompt, and the tool's own definition
+    assert auto["tokens"] - ctxbudget.count(forced, model="claude-sonnet-4-5")["tokens"] in (33, 34)
+    report = ctxbudget.fit({"messages": messages, "tools": [_WEATHER]}, model="claude-sonnet-4-5").report
+    assert 346 <= report.overhead_parts["tool-use system prompt"] <= 348
+    openai_tool = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+    chat = ctxbudget.fit({"messages": messages, "tools": [openai_tool]}, model="gpt-4o").report
+    assert "tool-use system prompt" not in chat.overhead_parts  # OpenAI adds none
+
+
+def test_the_tool_use_system_prompt_takes_room_from_the_history() -> None:
+    history = [
+        {"role": "user", "content": "Summarize the lease. " * 60},
+        {"role": "assistant", "content": "The lease runs from March. " * 60},
+        {"role": "user", "content": "And the deposit?"},
+    ]
+    body = {"max_tokens": 50, "messages": history, "tools": [_WEATHER]}
+    without_prompt = ctxbudget.count({"messages": history}, model="claude-sonnet-4-5")["tokens"] + 60
+    result = ctxbudget.fit(body, model="claude-sonnet-4-5", max_context_tokens=without_prompt + 50)
+    assert result.report.tokens_after <= result.report.available_tokens  # the prompt included
+    assert not result.report.passed_through  # it fit only without the 346 tokens

@@ -294,7 +294,8 @@ def test_metrics_and_session_state_stay_bounded(tmp_path: Path) -> None:
 
 
 def test_the_tool_use_system_prompt_is_not_read_as_estimate_error() -> None:
-    from ctxbudget.gateway.usage import covered_by_estimate, tool_prompt_tokens
+    from ctxbudget.formats.tool_prompt import tool_prompt_tokens
+    from ctxbudget.gateway.usage import covered_by_estimate
 
     tool = {"name": "lookup", "input_schema": {"type": "object"}}
     body: dict[str, Any] = {"model": "claude-sonnet-4-6", "tools": [tool], "messages": _ask()}
@@ -918,7 +919,34 @@ def test_the_estimate_prices_the_tool_use_system_prompt_anthropic_adds(tmp_path:
     plain = gateway.prepare(ANTHROPIC, body, "t", RequestSettings(0, None))
     with_tool = gateway.prepare(ANTHROPIC, {**body, "tools": [tool]}, "t", RequestSettings(0, None))
     added = with_tool.report["tokens_after"] - plain.report["tokens_after"]
+    prompt = with_tool.report["overhead_parts"]["tool-use system prompt"]
+    assert 346 <= prompt <= 348 and added > prompt  # the prompt Anthropic adds, and the tool itself
     assert plain.estimate_usd is not None and with_tool.estimate_usd is not None
-    # the tool's definition and the 346-token prompt Anthropic adds, both at $3 per million
-    assert with_tool.estimate_usd - plain.estimate_usd == pytest.approx((added + 346) * 3e-6)
+    # both counted, so both priced, at $3 per million
+    assert with_tool.estimate_usd - plain.estimate_usd == pytest.approx(added * 3e-6)
     gateway.close()
+
+
+def test_the_tool_use_system_prompt_is_counted_and_the_providers_count_is_read_without_it(
+    tmp_path: Path,
+) -> None:
+    tool = {"name": "lookup", "description": "Look up the record.", "input_schema": {"type": "object"}}
+    body = {
+        "model": "claude-sonnet-4-6",
+        "max_tokens": 10,
+        "tools": [tool],
+        "messages": _ask(LONG[:6_000] + " When?"),
+    }
+    with gateway_over_fake(tmp_path / "t.db", count_with_upstream=True) as (fake, url):
+        counted = httpx.post(url + "/v1/messages/count_tokens", json=body).json()["input_tokens"]
+        without = httpx.post(url + "/v1/messages/count_tokens", json={**body, "tools": []}).json()
+        assert counted - without["input_tokens"] > 346  # the prompt Anthropic adds, as its own count holds
+        # a budget the request fits by the provider's count (prompt included) but not by the margin
+        exact = len(json.dumps({k: body[k] for k in ("model", "tools", "messages")})) // 4 + 346
+        budget = (exact + counted) // 2 + 10
+        assert exact + 10 < budget < counted + 10
+        client = _anthropic(url, **{"X-Ctxbudget-Max-Context-Tokens": str(budget)})
+        sent = client.messages.with_raw_response.create(**body)
+        # the factor was read from the provider's count less the prompt: the body fits, sent whole
+        assert sent.headers["x-ctxbudget-trimmed"] == "false" and len(fake.counted) == 1
+        assert int(sent.headers["x-ctxbudget-tokens-after"]) <= budget - 10

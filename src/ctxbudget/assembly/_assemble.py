@@ -156,7 +156,7 @@ def _setup(
         passage_scorer=passage_scorer,
         allow_prefix_change=allow_prefix_change,
         model_warning=catalog.resolve_window(model).warning,
-        carried_tokens=carried_tokens(request, input_format, fmt, counter),
+        carried_tokens=carried_tokens(request, input_format, fmt, counter, spec.id if spec else model),
         cache_seed=cache_seed(request, input_format, fmt),
     )
 

@@ -24,6 +24,7 @@ from ..cost import price_turn
 from ..errors import BudgetExceeded, CostCeilingExceeded, InvalidRequestError, usd
 from ..formats import detect_format, get_format
 from ..formats.anthropic_rules import without_cache_marks
+from ..formats.tool_prompt import tool_prompt_tokens
 from ..measure import measure_total
 from ..tokens.counter import TokenCounter
 from ._draft import Setup
@@ -115,20 +116,21 @@ def _rendered_tokens(fmt: str, counter: TokenCounter, body: Mapping[str, Any]) -
 
 
 def carried_tokens(
-    request: Mapping[str, Any], input_format: str | None, fmt: str, counter: TokenCounter
+    request: Mapping[str, Any], input_format: str | None, fmt: str, counter: TokenCounter, model: str
 ) -> int:
     """The input tokens a chat body's own fields (tool definitions, a response format) add to
-    its assembled body: room the tiers leave them, so that the rolling tier gives way to them
-    first, and what :func:`carried_fields` counts and prices (0 unless the body goes out in its
-    own format)."""
+    its assembled body, with the tool-use system prompt the provider adds for its tools: room the
+    tiers leave them, so that the rolling tier gives way to them first, and what
+    :func:`carried_fields` counts and prices (0 unless the body goes out in its own format)."""
     if not _in_own_format(request, input_format, fmt):
         return 0
     carried = _own_fields(request, fmt)
     if not carried:
         return 0
-    return max(
-        0, _rendered_tokens(fmt, counter, {**_MINIMAL, **carried}) - _rendered_tokens(fmt, counter, _MINIMAL)
+    fields = _rendered_tokens(fmt, counter, {**_MINIMAL, **carried}) - _rendered_tokens(
+        fmt, counter, _MINIMAL
     )
+    return max(0, fields) + tool_prompt_tokens(model, carried)
 
 
 def _with_extra(

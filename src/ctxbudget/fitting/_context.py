@@ -13,7 +13,8 @@ from typing import Any
 from ..catalog.values import WindowResolution
 from ..errors import ConfigError
 from ..formats import resolve_format
-from ..items import Component, Item, ItemKey, RequestFormat
+from ..formats.tool_prompt import with_tool_prompt
+from ..items import Component, Item, ItemKey, Rendering, RequestFormat
 from ..lazy_measure import LazyMeasurement
 from ..tokens.counter import TokenCounter
 from ..trim.history import units_of
@@ -163,6 +164,14 @@ class FitContext:
         """The items of ``component``, in request order (a new list: callers may change it)."""
         return list(self._by_component.get(component, ()))
 
+    def rendered(self, body: Mapping[str, Any]) -> Rendering:
+        """A fitted ``body`` as the provider reads it: its rendering, with the tool-use system
+        prompt the provider adds to it (as :func:`open_context` measured the request)."""
+        model_id = self.window.resolution.catalog_id or self.options.model
+        return with_tool_prompt(
+            self.fmt.render(body, trusted=True), body, model_id, self.counter.safety_factor
+        )
+
     @cached_property
     def _by_component(self) -> dict[Component, list[Item]]:
         """The items by component, sorted once (a fit asks for them about 20 times: each pass
@@ -180,6 +189,8 @@ def open_context(request: Mapping[str, Any], setup: FitSetup) -> FitContext:
     counter = setup.catalog.counter_for(options.model, options.safety_factor)
     items, rendering = fmt.parse_and_render(request)  # a malformed body first, then the room
     window = Window.of(setup.resolution, options.reserve_output_tokens, options.reserve_source)
+    model_id = setup.resolution.catalog_id or options.model  # the catalog's id names the family
+    rendering = with_tool_prompt(rendering, request, model_id, counter.safety_factor)
     measured = LazyMeasurement(rendering, counter.encoding)
     # As chat users expect (LangChain's include_system), a chat body's system and developer
     # messages are not trimmed unless budgeted; the seed's question format budgets its role.

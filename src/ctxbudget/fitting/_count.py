@@ -11,6 +11,7 @@ from typing import Any
 from ..catalog.catalog import Catalog, UnknownModel
 from ..errors import InvalidRequestError
 from ..formats import resolve_format
+from ..formats.tool_prompt import with_tool_prompt
 from ..gcpause import collector_paused
 from ..items import Item, Rendering
 from ..measure import measure_total
@@ -50,6 +51,8 @@ def count(
     counter = checked.counter_for(model, safety_factor)
     with collector_paused():
         items, rendering = fmt.parse_and_render(request)
+        model_id = resolution.catalog_id or model
+        rendering = with_tool_prompt(rendering, request, model_id, counter.safety_factor)
         with untokenizable_located(items):
             total = measure_total(rendering, counter.encoding)
         estimated = estimated_parts(items, rendering)

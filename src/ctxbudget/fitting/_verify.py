@@ -158,7 +158,7 @@ def _trim(ctx: FitContext, request: Mapping[str, Any], pool: int, *, on_empty: b
             out,
             plan,
             budgets,
-            measure_total(ctx.fmt.render(out, trusted=True), ctx.counter.encoding, ctx.measured.sources),
+            measure_total(ctx.rendered(out), ctx.counter.encoding, ctx.measured.sources),
         )
 
     keep_whole = ctx.options.on_overflow == "error"  # the question stays whole, or the fit refuses

@@ -192,9 +192,10 @@ async def outbound(gateway: Gateway, provider: Provider, request: Request, progr
     )
     if ready.content is not None:
         return ready
-    proxy = ready.prepared.proxy_before
-    exact = await gateway.exact_count(ready.body, forwarded_headers(request.headers.items()), proxy)
-    factor = exact / max(1, proxy) if exact is not None else 0.0
+    # the provider's count holds the tool-use system prompt, which the proxy count leaves aside
+    proxy, prompt = ready.prepared.proxy_before, ready.prepared.overhead_tokens
+    exact = await gateway.exact_count(ready.body, forwarded_headers(request.headers.items()), proxy + prompt)
+    factor = (exact - prompt) / max(1, proxy) if exact is not None else 0.0
     if not 0 < factor <= MAX_SAFETY_FACTOR:  # the upstream's count is not believable: keep the fit
         return await run_in_threadpool(rendered, provider, ready)
     return await run_in_threadpool(_refit, gateway, provider, ready, progress, factor)

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..catalog.values import ModelSpec
+from ..formats.tool_prompt import TOOL_PROMPT, tool_prompt_tokens
 from .bodies import header_value, last_user_text
-from .usage import tool_prompt_tokens
 
-__all__ = ["Prepared", "build_prepared", "for_next_turn"]
+__all__ = ["Prepared", "build_prepared", "for_next_turn", "proxy_tokens"]
 
 
 @dataclass(frozen=True)
@@ -35,8 +35,8 @@ class Prepared:
     @property
     def proxy_before(self) -> int:
         """The request as sent by the client, in proxy-encoding tokens (the estimate without its
-        safety factor)."""
-        return round(float(self.report["tokens_before"]) / (self.report["safety_factor"] or 1.0))
+        safety factor), the tool-use system prompt aside (:func:`proxy_tokens`)."""
+        return proxy_tokens(self.report, "tokens_before")
 
     def headers(self) -> dict[str, str]:
         """What the client is told about its request."""
@@ -72,7 +72,7 @@ def build_prepared(
     """What is forwarded and recorded for a fitted or assembled body (``out``) of the client's
     ``body``."""
     exact = report["exact"]
-    proxy = 0 if exact else round(report["tokens_after"] / (report["safety_factor"] or 1.0))
+    proxy = 0 if exact else proxy_tokens(report, "tokens_after")
     model = str(body["model"])
     return Prepared(
         out,
@@ -84,9 +84,17 @@ def build_prepared(
         proxy,
         spec,
         calibrate=calibrate,
-        overhead_tokens=tool_prompt_tokens(model, body),
+        overhead_tokens=tool_prompt_tokens(spec.id if spec else model, body),
         next_turn=next_turn,
     )
+
+
+def proxy_tokens(report: Mapping[str, Any], field: str) -> int:
+    """The report's ``field`` (``tokens_before`` or ``tokens_after``) in proxy-encoding tokens,
+    the tool-use system prompt aside: the part the estimate's safety factor stands for, which the
+    provider's count (less the same prompt) calibrates."""
+    prompt = float((report.get("overhead_parts") or {}).get(TOOL_PROMPT, 0))
+    return round((float(report[field]) - prompt) / float(report["safety_factor"] or 1.0))
 
 
 def for_next_turn(report: Mapping[str, Any]) -> dict[str, Any]:

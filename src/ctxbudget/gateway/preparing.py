@@ -40,7 +40,7 @@ from .pricing import ceiling_refusal, estimate_usd, window_budget
 from .providers import Provider
 from .refusals import Refusal, refusal_as, refusal_for, unknown_model
 from .settings import RequestSettings
-from .usage import covered_by_estimate, tool_prompt_tokens
+from .usage import covered_by_estimate
 
 __all__ = ["Preparer"]
 
@@ -173,9 +173,8 @@ class Preparer:
         out, state = self._cached(provider, result.request, report, (model, spec), previous)
         next_turn = (f"fit\x00{session}", state) if state is not None else None
         reserve = result.report.reserve_output_tokens * reply_count(body)  # n replies, each priced
-        # the tool-use system prompt Anthropic adds (and bills) when the body carries tools
-        billed_input = report["tokens_after"] + tool_prompt_tokens(model, body)
-        estimate = estimate_usd(spec, billed_input, reserve, report.get("cache"))
+        # tokens_after holds the tool-use system prompt Anthropic adds (and bills) to a body with tools
+        estimate = estimate_usd(spec, report["tokens_after"], reserve, report.get("cache"))
         refusal = ceiling_refusal(model, provider.name, estimate, settings.cost_ceiling_usd)
         if refusal is not None:
             told = build_prepared(body, out, session, report, estimate, spec, calibrate=False)
@@ -263,7 +262,7 @@ class Preparer:
             return False
         if report.get("passed_through", True) or report.get("counted_by") != "estimate":
             return False
-        return prepared.proxy_before <= int(report["available_tokens"])
+        return prepared.proxy_before + prepared.overhead_tokens <= int(report["available_tokens"])
 
     # ---- assembly ----------------------------------------------------------------------------
     def _assemble(

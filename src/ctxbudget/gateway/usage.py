@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Usage", "covered_by_estimate", "normalize_usage", "tool_prompt_tokens"]
+__all__ = ["Usage", "covered_by_estimate", "normalize_usage"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,29 +89,6 @@ def normalize_usage(api: str, usage: Any) -> Usage | None:
         cache_write_tokens=0,
         output_tokens=_int(usage.get(names[2])),
     )
-
-
-# Anthropic bills a tool-use system prompt on top of the request whenever ``tools`` are given
-# (docs.anthropic.com, "Tool use: pricing and tokens"): (model prefix, auto/none, any/tool).
-TOOL_PROMPT_TOKENS: tuple[tuple[str, int, int], ...] = (
-    ("claude-3-opus", 530, 281),
-    ("claude-3-sonnet", 159, 235),
-    ("claude-3-haiku", 264, 340),
-    ("claude-3-5-haiku", 264, 340),
-    ("claude", 346, 313),  # Claude 3.5 Sonnet, 3.7 Sonnet and every Claude 4 model
-)
-
-
-def tool_prompt_tokens(model: str, request: Mapping[str, Any]) -> int:
-    """Tokens of the tool-use system prompt the provider adds to an Anthropic request."""
-    if not request.get("tools") or not model.startswith("claude"):
-        return 0
-    choice = request.get("tool_choice")
-    forced = isinstance(choice, Mapping) and choice.get("type") in ("any", "tool")
-    for prefix, auto, forced_tokens in TOOL_PROMPT_TOKENS:
-        if model.startswith(prefix):
-            return forced_tokens if forced else auto
-    return 0
 
 
 def covered_by_estimate(request: Mapping[str, Any], estimated_parts: Any) -> bool:
