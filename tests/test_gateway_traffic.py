@@ -950,3 +950,30 @@ def test_the_tool_use_system_prompt_is_counted_and_the_providers_count_is_read_w
         # the factor was read from the provider's count less the prompt: the body fits, sent whole
         assert sent.headers["x-ctxbudget-trimmed"] == "false" and len(fake.counted) == 1
         assert int(sent.headers["x-ctxbudget-tokens-after"]) <= budget - 10
+
+
+def test_the_calibrated_proxy_count_leaves_the_tool_use_system_prompt_aside_in_fit_and_policy_mode(
+    tmp_path: Path,
+) -> None:
+    """Calibration compares the provider's input less the prompt with the proxy count: the proxy
+    count must leave the prompt aside too, in both modes (a policy's report names no parts)."""
+    import ctxbudget
+    from ctxbudget.gateway.config import GatewayConfig
+    from ctxbudget.gateway.service import Gateway
+    from ctxbudget.gateway.settings import RequestSettings
+
+    gateway = Gateway(GatewayConfig(store_path=str(tmp_path / "s.db"), policy="legal-review"))
+    tool = {"name": "search", "description": "Search the record.", "input_schema": {"type": "object"}}
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 100,
+        "tools": [tool],
+        "system": "Cite testimony by page and line.",
+        "messages": [{"role": "user", "content": "When was notice given? " * 30}],
+    }
+    for policy in (None, "legal-review"):
+        prepared = gateway.prepare(ANTHROPIC, body, f"p-{policy}", RequestSettings(0, None, policy))
+        sent = ctxbudget.count(prepared.body, model="claude-sonnet-4-5", safety_factor=1.0)["tokens"]
+        assert prepared.overhead_tokens == 346
+        assert abs(prepared.proxy_tokens - (sent - 346)) <= 1, policy  # the sent body's proxy tokens
+    gateway.close()

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..catalog.values import ModelSpec
-from ..formats.tool_prompt import TOOL_PROMPT, tool_prompt_tokens
+from ..formats.tool_prompt import tool_prompt_tokens
 from .bodies import header_value, last_user_text
 
 __all__ = ["Prepared", "build_prepared", "for_next_turn", "proxy_tokens"]
@@ -28,7 +28,7 @@ class Prepared:
     proxy_tokens: int
     spec: ModelSpec | None
     calibrate: bool = True  # the billed input is what the estimate counts (see usage.covered_by_estimate)
-    overhead_tokens: int = 0  # billed on top by the provider (Anthropic's tool-use system prompt)
+    overhead_tokens: int = 0  # the tool-use system prompt the provider adds: counted, billed, not calibrated
     # Policy mode: what the session's next turn is compared with, kept once this turn is answered.
     next_turn: tuple[str, dict[str, Any]] | None = None
 
@@ -36,7 +36,7 @@ class Prepared:
     def proxy_before(self) -> int:
         """The request as sent by the client, in proxy-encoding tokens (the estimate without its
         safety factor), the tool-use system prompt aside (:func:`proxy_tokens`)."""
-        return proxy_tokens(self.report, "tokens_before")
+        return proxy_tokens(self.report, "tokens_before", self.overhead_tokens)
 
     def headers(self) -> dict[str, str]:
         """What the client is told about its request."""
@@ -71,9 +71,9 @@ def build_prepared(
 ) -> Prepared:
     """What is forwarded and recorded for a fitted or assembled body (``out``) of the client's
     ``body``."""
-    exact = report["exact"]
-    proxy = 0 if exact else proxy_tokens(report, "tokens_after")
     model = str(body["model"])
+    prompt = tool_prompt_tokens(spec.id if spec else model, body)  # counts hold it (formats.tool_prompt)
+    proxy = 0 if report["exact"] else proxy_tokens(report, "tokens_after", prompt)
     return Prepared(
         out,
         model,
@@ -84,17 +84,17 @@ def build_prepared(
         proxy,
         spec,
         calibrate=calibrate,
-        overhead_tokens=tool_prompt_tokens(spec.id if spec else model, body),
+        overhead_tokens=prompt,
         next_turn=next_turn,
     )
 
 
-def proxy_tokens(report: Mapping[str, Any], field: str) -> int:
+def proxy_tokens(report: Mapping[str, Any], field: str, prompt: int) -> int:
     """The report's ``field`` (``tokens_before`` or ``tokens_after``) in proxy-encoding tokens,
-    the tool-use system prompt aside: the part the estimate's safety factor stands for, which the
-    provider's count (less the same prompt) calibrates."""
-    prompt = float((report.get("overhead_parts") or {}).get(TOOL_PROMPT, 0))
-    return round((float(report[field]) - prompt) / float(report["safety_factor"] or 1.0))
+    less the ``prompt`` tokens the provider adds for tools (which a count holds, scaled back to
+    them): the part the estimate's safety factor stands for, which the provider's count (less
+    the same prompt) calibrates. Fit and policy mode alike (a policy's report has no parts)."""
+    return max(0, round((float(report[field]) - prompt) / float(report["safety_factor"] or 1.0)))
 
 
 def for_next_turn(report: Mapping[str, Any]) -> dict[str, Any]:
