@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxbudget import CtxBudgetError, InvalidRequestError, assemble, count, fit
+from ctxbudget import CtxBudgetError, InvalidRequestError, assemble, count, fit, render_question
 from ctxbudget.cli import main
 
 VALID: list[dict[str, Any]] = [
@@ -314,6 +314,10 @@ def _returns_none() -> Any:
         (lambda: __import__("ctxbudget").load_catalog(1), "catalog paths"),
         (lambda: __import__("ctxbudget").get_encoding(["a"]), "encoding name"),
         (lambda: _registered_none(), "not an encoding"),
+        # in JSON's words, as the body was sent (not "got NoneType")
+        (lambda: fit(None, model="gpt-4o"), "must be a JSON object, got null$"),  # type: ignore[arg-type]
+        (lambda: fit([], model="gpt-4o"), "must be a JSON object, got an array$"),  # type: ignore[arg-type]
+        (lambda: render_question("q"), "must be a JSON object, got a string$"),  # type: ignore[arg-type]
     ],
 )
 def test_public_functions_refuse_arguments_of_the_wrong_type(call: Any, message: str) -> None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..catalog.catalog import Catalog, catalog_of, check_safety_factor
 from ..catalog.values import WindowResolution
 from ..errors import ConfigError, InvalidRequestError
-from ..formats.jsonvalue import JsonShape, check_json_value
+from ..formats.jsonvalue import JsonShape, check_json_value, json_kind
 from ..items import HistoryCut
 from ._memo import thaw
 
@@ -150,7 +150,7 @@ def check_request(request: object) -> JsonShape:
     """The request body is a JSON object of JSON values (an :class:`InvalidRequestError` if not);
     returns what the check saw of it (the fit memo keys plain bodies by their JSON text)."""
     if not isinstance(request, Mapping):
-        raise InvalidRequestError(f"the request body must be a JSON object, got {type(request).__name__}")
+        raise InvalidRequestError(f"the request body must be a JSON object, got {json_kind(request)}")
     return check_json_value(request if type(request) is dict else dict(request))
 
 

@@ -37,6 +37,19 @@ def _long_int(value: int) -> bool:
     return value.bit_length() > _INT_SAFE_BITS and abs(value) >= _INT_LIMIT
 
 
+def json_kind(value: object) -> str:
+    """What ``value`` is in JSON's words (``null``, ``an array``, ``a string``) when it is a JSON
+    value, else its Python type: what a message that refuses it says it got."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    for kinds, name in (((list, tuple), "an array"), (str, "a string"), ((int, float), "a number")):
+        if isinstance(value, kinds):
+            return name
+    return f"a {type(value).__name__}"
+
+
 def _check_scalar(value: object, path: str) -> None:
     if isinstance(value, float) and not math.isfinite(value):
         raise InvalidRequestError(f"{value!r} is not a JSON number (NaN and Infinity are refused)", path)

@@ -18,7 +18,7 @@ from pydantic import ValidationInfo, field_validator
 from ..errors import InvalidRequestError
 from ..items import PLACEHOLDER_TEMPLATE, Item, ItemKey, Owner, Plan, Rendering, Segment
 from .detection import is_question
-from .jsonvalue import check_json_value
+from .jsonvalue import check_json_value, json_kind
 from .wire import OpenModel, validate_body
 
 __all__ = ["QuestionFormat"]
@@ -157,7 +157,7 @@ def render_text(request: Mapping[str, Any]) -> str:
     from . import resolve_format  # the package imports this module
 
     if not isinstance(request, Mapping):
-        raise InvalidRequestError(f"the request body must be a JSON object, got {type(request).__name__}")
+        raise InvalidRequestError(f"the request body must be a JSON object, got {json_kind(request)}")
     check_json_value(request if type(request) is dict else dict(request))
     fmt = resolve_format(request, "question")
     return "".join(s.text for chunk in fmt.render(request).chunks for s in chunk)
