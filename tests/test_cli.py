@@ -365,6 +365,19 @@ def test_fit_count_all_counts_every_text_as_the_library_does(tmp_path: Path) -> 
     assert "--count-all" in CliRunner().invoke(main, ["fit", "--help"]).output
 
 
+def test_json_reports_word_their_warnings_as_the_command_line_does(tmp_path: Path) -> None:
+    path = _write(tmp_path, {"messages": [{"role": "user", "content": "When was notice given?"}]})
+    for command in ("count", "fit"):
+        result = CliRunner().invoke(
+            main, [command, path, "--model", "zzz-1", "--unknown-model", "floor", "--json"]
+        )
+        assert result.exit_code == 0, result.output
+        printed = json.loads(result.stdout)
+        warnings = printed["warnings"] if command == "count" else printed["report"]["warnings"]
+        assert warnings and all("--unknown-model floor" in w for w in warnings), command
+        assert not any('unknown_model="floor"' in w or "max_context_tokens=" in w for w in warnings)
+
+
 def test_count_warns_once_about_the_floor_and_says_when_a_request_does_not_fit(tmp_path: Path) -> None:
     path = _write(tmp_path, {"messages": [{"role": "user", "content": "word " * 900}]})
     floor = CliRunner().invoke(main, ["count", path, "--model", "gtp-4o-once", "--unknown-model", "floor"])

@@ -24,6 +24,7 @@ from .base import (
     run_action,
     skip_collection_at_exit,
     table_console,
+    with_flags,
     working,
 )
 
@@ -166,7 +167,9 @@ def _print_fit(result: FitResult, *, body_only: bool, as_json: bool) -> None:
     if body_only:
         click.echo(json.dumps(result.request, ensure_ascii=False, allow_nan=False))
     elif as_json:
-        payload = {"request": result.request, "report": result.report.to_dict()}
+        report = result.report.to_dict()
+        report["warnings"] = [with_flags(w) for w in report["warnings"]]  # as stderr words them
+        payload = {"request": result.request, "report": report}
         click.echo(json.dumps(payload, ensure_ascii=False, allow_nan=False))
     else:
         _print_report(result.report)
@@ -201,7 +204,7 @@ def count_command(
             )
         echo_warnings(result["warnings"])
         if as_json:
-            click.echo(json.dumps(result))
+            click.echo(json.dumps({**result, "warnings": [with_flags(w) for w in result["warnings"]]}))
         else:
             label = "exact" if result["exact"] else f"estimate (x{result['safety_factor']:g} safety factor)"
             limit = result["max_input_tokens"] or result["context_window"]
