@@ -223,3 +223,20 @@ def test_a_blank_quote_never_supersedes_protected_testimony(blank: str) -> None:
     }
     with pytest.raises(SupersedeUnverified, match="quotes nothing"):
         assemble(request, policy="legal-review", model="claude-sonnet-4-5")
+
+
+def test_a_compact_tier_says_what_its_text_was_ranked_against() -> None:
+    by_question = run().report.to_dict()
+    by_tags = run(
+        policy=parse_policy(
+            SMALL.replace('eviction = "compact"', 'eviction = "compact"\ncompact_query = "tags"'), "t"
+        )
+    )
+    for report, against in (
+        (by_question, "the question and tags"),
+        (by_tags.report.to_dict(), "the issue tags alone"),
+    ):
+        reasons = [i["reason"] for t in report["tiers"] if t["name"] == "contextual" for i in t["items"]]
+        assert reasons and all(
+            r.endswith(f"against {against}") for r in reasons if r.startswith("extractive")
+        ), reasons

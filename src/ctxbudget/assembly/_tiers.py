@@ -248,7 +248,7 @@ def _compact(
                     action="compacted",
                     tokens_before=costs[item.id],
                     tokens_after=counter.raw(text),
-                    reason=f"extractive: kept {text.count(chr(10)) + 1} verbatim sentence(s) ranked by BM25 against the question and tags",
+                    reason=f"extractive: kept {text.count(chr(10)) + 1} verbatim sentence(s) ranked by BM25 against {_ranked_against(tier)}",
                 )
             )
         else:
@@ -256,6 +256,11 @@ def _compact(
                 _gone(item, costs[item.id], "dropped", "no sentence ranked high enough for the tier's budget")
             )
     return TierSelection(tier=tier, texts=tuple(texts), decisions=tuple(decisions))
+
+
+def _ranked_against(tier: Tier) -> str:
+    """What a compact tier's text was ranked against, as its ``compact_query`` says."""
+    return "the issue tags alone" if tier.compact_query == "tags" else "the question and tags"
 
 
 def _compact_passages(
@@ -296,7 +301,7 @@ def _compact_passages(
                     action="compacted",
                     tokens_before=costs[item.id],
                     tokens_after=round(costs[item.id] * kept / max(1, b - a)),
-                    reason=f"passages: kept verbatim window(s) ranked by {ranking(scorer)}",
+                    reason=f"passages: kept verbatim window(s) ranked by {ranking(scorer)} against {_ranked_against(tier)}",
                 )
             )
         else:
