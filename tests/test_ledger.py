@@ -118,3 +118,18 @@ def test_reducer_is_deterministic_and_the_rendering_append_only() -> None:
     assert first == [reduce_turn(t) for t in turns]
     assert json.dumps(first) == json.dumps([reduce_turn(t) for t in turns])
     assert render_ledger(first).startswith(render_ledger(first[:2]))
+
+
+def test_over_the_exhibit_cap_the_answers_exhibits_are_kept_before_those_a_tool_log_lists() -> None:
+    listing = " ".join(f"EX-{n:02d}" for n in range(1, 61))
+    turn = Turn(
+        index=1,
+        question="Which exhibit shows the notice? Compare EX-90.",
+        answer="The notice is EX-117.",
+        tool_results=(ToolResult(name="search", content=f"matches: {listing}"),),
+    )
+    entry = reduce_turn(turn)
+    kept = entry["cited_exhibits"]
+    assert len(kept) == 40 and entry["more_exhibits"] == 22
+    assert {"EX-117", "EX-90"} <= set(kept)  # the answer's and the question's, not pushed out
+    assert kept == sorted(kept, key=lambda e: int(e.split("-")[1]))  # laid out in exhibit order

@@ -151,10 +151,11 @@ def _conclusions(answer: str, rules: LedgerRules) -> list[str]:
 
 def reduce_turn(turn: Turn, rules: LedgerRules = LedgerRules()) -> dict[str, Any]:
     """The ledger entry of one completed turn (deterministic: same turn, same entry)."""
-    texts = [turn.question, turn.answer, *(r.content for r in turn.tool_results)]
-    exhibits = sorted(
-        _unique(m for t in texts for m in re.findall(rules.exhibit_pattern, t)), key=exhibit_key
-    )
+    # over the cap, the exhibits the answer cites are kept first, then the question's, then those
+    # the tool logs only mention (EX-01..EX-60 listed by a search must not push out the answer's)
+    texts = [turn.answer, turn.question, *(r.content for r in turn.tool_results)]
+    exhibits = _unique(m for t in texts for m in re.findall(rules.exhibit_pattern, t))
+    kept = sorted(exhibits[: rules.max_exhibits], key=exhibit_key)
     # What the answer cites; the raw tool logs' line numbers are pruned with the logs.
     citations = _unique(re.findall(rules.citation_pattern, turn.answer))
     statuses_of = [_tool_status(r.content, r.status, rules) for r in turn.tool_results]
@@ -166,7 +167,7 @@ def reduce_turn(turn: Turn, rules: LedgerRules = LedgerRules()) -> dict[str, Any
         "turn": turn.index,
         "issue": turn.tags[0] if turn.tags else None,
         "issues": list(turn.tags) if len(turn.tags) > 1 else None,
-        "cited_exhibits": exhibits[: rules.max_exhibits],
+        "cited_exhibits": kept,
         "more_exhibits": max(0, len(exhibits) - rules.max_exhibits) or None,
         "citations": citations[: rules.max_citations],
         "status": status,
