@@ -499,3 +499,22 @@ def test_a_base_that_would_fail_every_turn_is_refused_when_created(tmp_path: Pat
         base={"items": [playbook], "confirm_evict": ["p"]},
     )
     assert session.prepare("Was notice given?").request["confirm_evict"] == ["p"]  # the base's, every turn
+
+
+def test_a_session_the_gateway_recorded_is_read_not_continued(tmp_path: Path) -> None:
+    from ctxbudget.session import SessionMeta, Turn
+    from ctxbudget.session.store import GATEWAY_RECORDED
+
+    path = tmp_path / "gw.db"
+    store = SQLiteStore(path)
+    store.create(SessionMeta(name="chat-1", policy=GATEWAY_RECORDED, model="claude-sonnet-4-5", base={}))
+    store.append_turn("chat-1", Turn(index=1, question="When?", answer="March."), [])
+    store.close()
+    shown = CliRunner().invoke(main, ["session", "show", "chat-1", "--store", str(path)])
+    assert shown.exit_code == 0 and "session chat-1: recorded by the gateway" in shown.output
+    added = CliRunner().invoke(main, ["session", "add", "chat-1", "--store", str(path), "--question", "x"])
+    assert (
+        added.exit_code == 2 and "recorded by the gateway" in added.output
+    )  # not "unknown policy 'gateway'"
+    with pytest.raises(ConfigError, match="recorded by the gateway"):
+        Session(SQLiteStore(path), "chat-1")

@@ -310,7 +310,8 @@ def session_show(name: str, store_path: str) -> None:
     def action() -> None:
         store = connect_store(store_path, mode="read")
         meta = store.meta(name)
-        click.echo(f"session {name}: policy {meta.policy}, model {meta.model}")
+        made = "recorded by the gateway" if meta.recorded_by_gateway else f"policy {meta.policy}"
+        click.echo(f"session {name}: {made}, model {meta.model}")
         for turn in store.turns(name):
             f = turn.figures()
             cost = "price unknown" if f.cost_usd is None else f"${f.cost_usd:.4f}"

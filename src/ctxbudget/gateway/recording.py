@@ -20,7 +20,7 @@ from typing import Any
 from ..catalog.catalog import Catalog
 from ..catalog.values import ModelSpec
 from ..errors import ConfigError, StoreError, StoreUnavailable
-from ..session.store import SessionMeta, SessionStore
+from ..session.store import GATEWAY_RECORDED, SessionMeta, SessionStore
 from ..session.turns import Turn
 from .calibration import Calibration
 from .metrics import Metrics
@@ -122,7 +122,7 @@ class Recorder:
             # The first turn creates the session (a concurrent request may have created it already).
             with contextlib.suppress(ConfigError):
                 self.store.create(
-                    SessionMeta(name=prepared.session, policy="gateway", model=prepared.model, base={})
+                    SessionMeta(name=prepared.session, policy=GATEWAY_RECORDED, model=prepared.model, base={})
                 )
         turn = Turn(
             index=index,

@@ -157,6 +157,12 @@ class Session:
     ) -> None:
         self.store = store
         self.meta = store.meta(name)
+        if self.meta.recorded_by_gateway:
+            raise ConfigError(
+                f"session {name!r} was recorded by the gateway: its turns are the chat bodies the gateway "
+                "fitted or assembled, which `session show` and `session export` read; it is not a session "
+                "of a policy that can go on here (start one with `session new`)"
+            )
         self.policy: Policy = load_policy(self.meta.policy)
         self.catalog = catalog or bundled_catalog()
         self.rules = rules or LedgerRules()

@@ -88,12 +88,22 @@ def name_problem(name: str) -> str | None:
 
 @dataclass(frozen=True, kw_only=True)
 class SessionMeta:
-    """A session's name, policy, model, and the stable items every turn starts from."""
+    """A session's name, policy, model, and the stable items every turn starts from. A session
+    the gateway recorded has the policy :data:`GATEWAY_RECORDED`: its turns are the chat bodies
+    the gateway fitted or assembled, not turns of a policy that a ``Session`` can go on with."""
 
     name: str
     policy: str
     model: str
     base: Mapping[str, Any]
+
+    @property
+    def recorded_by_gateway(self) -> bool:
+        """Whether the gateway recorded the session (it is read, not continued, by ``Session``)."""
+        return self.policy == GATEWAY_RECORDED
+
+
+GATEWAY_RECORDED = "gateway"
 
 
 class SessionStore(Protocol):
