@@ -413,6 +413,29 @@ def test_a_stored_calls_output_is_kept_without_pinning_the_whole_history() -> No
     assert not [i for i in sent if i.get("output") == "" or i.get("content") == ""]
 
 
+def test_a_stored_calls_outputs_are_kept_before_the_newest_turn_when_both_do_not_fit() -> None:
+    # The outputs and the question fit (1,622 tokens of 2,400); the newest older turn beside them
+    # does not: it gives way, not the outputs (the fit was refused as if they had to go).
+    clause = "Clause text about notice and delivery and cure periods. " * 80
+    items: list[dict[str, Any]] = [
+        {"type": "function_call_output", "call_id": f"call_prev{n}", "output": f"prev{n} {clause}"}
+        for n in (1, 2)
+    ]
+    for n in range(4):
+        items += [
+            {"role": "user", "content": f"Q{n} {clause}"},
+            {"role": "assistant", "content": [{"type": "output_text", "text": f"A{n} {clause}"}]},
+        ]
+    items.append({"role": "user", "content": "which clause?"})
+    body = {"model": "gpt-4o", "previous_response_id": "resp_1", "input": items, "max_output_tokens": 100}
+    result = fit(body, model="gpt-4o", max_context_tokens=2500)
+    sent = result.request["input"]
+    assert sent[:2] == items[:2] and sent[-1] == items[-1]  # the stored calls answered, the question
+    assert result.report.tokens_after <= result.report.available_tokens
+    reasons = {i.path: i.reason for i in result.report.items if i.component == "history"}
+    assert reasons["$.input[0]"].startswith("answers a call of the stored response")
+
+
 @pytest.mark.parametrize("conversation", ["conv_123", {"id": "conv_123"}])
 def test_a_stored_conversation_is_named_and_its_calls_output_kept(conversation: Any) -> None:
     long = "The quarterly figures for the northern region grew steadily. " * 60

@@ -13,6 +13,7 @@ from typing import Any
 from ..catalog.values import WindowResolution
 from ..errors import ConfigError
 from ..formats import resolve_format
+from ..formats.responses_items import opens_with_stored_answers
 from ..formats.tool_prompt import with_tool_prompt
 from ..items import Component, Item, ItemKey, Rendering, RequestFormat
 from ..lazy_measure import LazyMeasurement
@@ -87,6 +88,9 @@ class FitContext:
     passage_scorer: PassageScorer | None = None
     warnings: list[str] = field(default_factory=list)
     estimated: tuple[str, ...] = ()
+    # The history's first unit is kept before any other (a Responses body's outputs answering the
+    # stored response's calls: the API refuses a stored call left unanswered).
+    first_unit_required: bool = False
 
     @cached_property
     def available_raw(self) -> int:
@@ -205,6 +209,7 @@ def open_context(request: Mapping[str, Any], setup: FitSetup) -> FitContext:
         window,
         setup.passage_scorer,
         estimated=estimated_parts(items, rendering),
+        first_unit_required=fmt.name == "responses" and opens_with_stored_answers(request),
     )
     if setup.resolution.warning:
         ctx.warnings.append(setup.resolution.warning)

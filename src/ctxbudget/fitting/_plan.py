@@ -77,6 +77,7 @@ def make_plan(ctx: FitContext, budgets: Budgets) -> Plan:
         fixed=ItemCosts(history, ctx.framing),
         at_least=_bounds(ctx, history),
         steps=_steps(ctx),
+        first_required=ctx.first_unit_required,
     )
     decisions |= {("history", i): d for i, d in chosen.decisions.items()}
     return Plan(

@@ -32,6 +32,7 @@ __all__ = [
     "is_message",
     "item_chunks",
     "item_text",
+    "opens_with_stored_answers",
     "part_estimate",
     "with_item_text",
 ]
@@ -129,6 +130,18 @@ def stored_answers(items: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
     the stored response's calls), by :func:`answer_key`."""
     _, answered = _paired(items)
     return [key for i, item in enumerate(items) if i not in answered and (key := answer_key(item))]
+
+
+def opens_with_stored_answers(request: Mapping[str, Any]) -> bool:
+    """Whether a body that continues a stored response opens its input (system and developer
+    messages aside) with outputs answering that response's calls: the history's first unit
+    (:func:`call_groups`), which a fit keeps before any other (the API refuses the call unanswered)."""
+    given = request.get("input")
+    if not continues_stored(request) or not isinstance(given, list):
+        return False
+    items = [i for i in given if isinstance(i, Mapping)]
+    first = next((i for i in items if i.get("role") not in ("system", "developer")), None)
+    return first is not None and answer_key(first) in set(stored_answers(items))
 
 
 def call_groups(items: Sequence[Mapping[str, Any]], *, continues: bool = False) -> list[int]:

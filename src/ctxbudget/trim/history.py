@@ -112,18 +112,23 @@ def select_history(
     fixed: Mapping[int, int] | None = None,
     at_least: Mapping[int, int] | None = None,
     steps: Steps | None = None,
+    first_required: bool = False,
 ) -> HistorySelection:
     """Fit the history in ``budget`` tokens. ``shrink(message, tokens)`` cuts a message's text so
     that the whole message costs at most ``tokens``; ``fixed`` is what no cut of a message removes
     (its tokens that are not text); ``at_least`` (lower bounds of ``costs``) spares reading the
     costs of messages that cannot fit (reading one may mean tokenizing it). With ``steps`` the
-    history is cut in steps that later turns hold (:mod:`.steps`)."""
+    history is cut in steps that later turns hold (:mod:`.steps`). With ``first_required`` the
+    first unit is kept before any other, the newest too (:func:`_after_required_first`)."""
     pricing = _Pricing(costs, fixed or {}, shrink, placeholder_cost, at_least)
     if pricing.fits(messages, budget):
         return HistorySelection(
             {m.index: Decision("kept", "whole history fits") for m in messages}, None, 0, budget
         )
     units = units_of(messages)
+    if first_required and len(units) > 1:
+        rest = [m for unit in units[1:] for m in unit]
+        return _after_required_first(units[0], rest, budget, pricing)
     if steps is not None:
         stepped = _stepped(units, budget, pricing, steps)
         if stepped is not None:
@@ -145,6 +150,40 @@ def select_history(
                     "dropped", "older message; no room even for the summary placeholder"
                 )
     return HistorySelection(decisions, placeholder_after, omitted, budget - remaining)
+
+
+REQUIRED_FIRST = "answers a call of the stored response: kept before any other message"
+
+
+def _after_required_first(
+    first: list[Item], rest: list[Item], budget: int, pricing: _Pricing
+) -> HistorySelection:
+    """The required first unit kept (cut to the budget if it must be), then the rest selected as a
+    history of its own in the room left; none of it when that room cannot hold even what no cut
+    of the newest unit removes. The placeholder for what the rest omits follows the first unit."""
+    cost = pricing.of(first)
+    decisions: dict[int, Decision] = {m.index: Decision("kept", REQUIRED_FIRST) for m in first}
+    if cost > budget:
+        cut, cost = pricing.shrink_unit(first, budget)
+        decisions |= {
+            i: dataclasses.replace(d, reason=REQUIRED_FIRST + "; cut to fit") for i, d in cut.items()
+        }
+    room = budget - cost
+    newest = units_of(rest)[-1]
+    if room < sum(pricing.fixed.get(m.index, 0) for m in newest) + 1:
+        gone = Decision("dropped", "no room beside the outputs answering the stored response's calls")
+        return HistorySelection(decisions | {m.index: gone for m in rest}, None, 0, cost)
+    chosen = select_history(
+        rest,
+        pricing.costs,
+        room,
+        placeholder_cost=pricing.placeholder_cost,
+        shrink=pricing.shrink,
+        fixed=pricing.fixed,
+        at_least=pricing.at_least,
+    )
+    after = first[-1].index if chosen.placeholder_after == -1 else chosen.placeholder_after
+    return HistorySelection(decisions | dict(chosen.decisions), after, chosen.omitted, cost + chosen.tokens)
 
 
 def _stepped(
