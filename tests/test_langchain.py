@@ -261,3 +261,14 @@ def test_a_chat_prompt_templates_output_is_fitted_in_a_chain() -> None:
     kept = chain.invoke({"question": "When was notice given?"})
     assert [type(m).__name__ for m in kept] == ["SystemMessage", "HumanMessage"]
     assert kept[1].content == "When was notice given?"
+
+
+def test_a_budget_over_the_models_window_is_held_to_the_window() -> None:
+    # A million tokens asked of a 128k model: what is kept must still be sendable.
+    history: list[BaseMessage] = [SystemMessage("You are a careful analyst.")]
+    for n in range(300):
+        history += [HumanMessage(f"Question {n}: " + LONG * 2), AIMessage(f"Answer {n}: " + LONG * 2)]
+    history.append(HumanMessage("What changed?"))
+    report = fit_messages(history, model="gpt-4o", max_tokens=1_000_000).report
+    assert report.max_tokens == 1_000_000 and report.available_tokens == 128_000
+    assert report.tokens_before > 128_000 >= report.tokens_after and report.dropped

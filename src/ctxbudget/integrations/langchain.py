@@ -42,8 +42,8 @@ class MessagesReport:
 
     ``tokens_before`` / ``tokens_after`` count the whole request (framing included) as
     :func:`ctxbudget.count` does; ``exact`` is False when that count is an estimate (a model with
-    no public tokenizer). ``available_tokens`` is ``max_tokens``, or the model's input cap when
-    lower. ``reasons`` says why each dropped message was dropped; ``fit`` is the underlying
+    no public tokenizer). ``available_tokens`` is ``max_tokens``, or the model's window (its input
+    cap when it has one) when lower: a request over it could not be sent. ``reasons`` says why each dropped message was dropped; ``fit`` is the underlying
     fit's own report (its paths index the converted OpenAI messages).
     """
 
@@ -115,8 +115,9 @@ def fit_messages(
     Raises :class:`ctxbudget.BudgetExceeded` when the messages that are always kept (system, the
     latest human message, the newest message or tool-call unit) cannot fit whole.
     """
-    limit = _check_max_tokens(max_tokens)
-    _check_model(model, catalog)
+    # the model's window (or input cap) bounds the budget, as the transports and the gateway do: a
+    # request over it cannot be sent (its whole window, since no output is reserved here)
+    limit = min(_check_max_tokens(max_tokens), _check_model(model, catalog))
     if isinstance(messages, PromptValue):  # what a prompt template hands on in a chain
         messages = messages.to_messages()
     chat = _chat_of(messages, model)
@@ -141,7 +142,7 @@ def fit_messages(
             model=model,
             encoding=report.encoding,
             exact=report.exact,
-            max_tokens=limit,
+            max_tokens=max_tokens,
             available_tokens=report.available_tokens,
             tokens_before=report.tokens_before,
             tokens_after=_tokens(chat, keep, catalog),
@@ -153,11 +154,12 @@ def fit_messages(
     )
 
 
-def _check_model(model: str, catalog: Catalog | None) -> None:
-    """An id the catalog cannot resolve is refused before anything is fitted, with the way out
-    this function takes (a catalog: it has no window or floor option to give)."""
+def _check_model(model: str, catalog: Catalog | None) -> int:
+    """The model's input limit (its window, or its input cap below it). An id the catalog cannot
+    resolve is refused before anything is fitted, with the way out this function takes (a
+    catalog: it has no window or floor option to give)."""
     try:
-        catalog_of(catalog).resolve_window(model)
+        return catalog_of(catalog).resolve_window(model).input_limit
     except UnknownModelError as exc:
         raise UnknownModelError(exc.model_id, exc.closest, windowed=False) from None
 
