@@ -3,6 +3,7 @@ trimming rules, returned as the same objects, whole, in order."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -272,3 +273,32 @@ def test_a_budget_over_the_models_window_is_held_to_the_window() -> None:
     report = fit_messages(history, model="gpt-4o", max_tokens=1_000_000).report
     assert report.max_tokens == 1_000_000 and report.available_tokens == 128_000
     assert report.tokens_before > 128_000 >= report.tokens_after and report.dropped
+
+
+def _tool_results_as_human(result: str) -> list[BaseMessage]:
+    calls = [{"name": "search", "args": {"q": q * 400}, "id": f"t{q}"} for q in "ab"]
+    blocks = [{"type": "tool_result", "tool_use_id": f"t{q}", "content": f"{q} {result}"} for q in "ab"]
+    return [AIMessage("", tool_calls=calls), HumanMessage(blocks)]  # the human one becomes 2 tool messages
+
+
+@pytest.mark.parametrize("result", ["r", LONG])
+def test_a_refusal_names_the_messages_given_and_its_parts_add_up(result: str) -> None:
+    messages = [
+        SystemMessage("You are careful. " * 200),
+        HumanMessage("Find it."),
+        *_tool_results_as_human(result),
+    ]
+    with pytest.raises(ctxbudget.BudgetExceeded) as refused:
+        fit_messages(messages, model="gpt-4o", max_tokens=300)
+    parts = refused.value.parts
+    assert sum(parts.values()) == refused.value.required_tokens  # none lost, none counted twice
+    assert all(re.match(r"(\w+ )?messages\[[0-3]\]", p) or p == "framing" for p in parts), parts
+
+
+def test_a_bad_message_is_named_by_its_index_in_the_list_given() -> None:
+    from langchain_core.messages import ChatMessage
+
+    messages = [*_tool_results_as_human("r"), ChatMessage(role="critic", content="no"), HumanMessage("q?")]
+    with pytest.raises(ctxbudget.InvalidRequestError) as refused:
+        fit_messages(messages, model="gpt-4o", max_tokens=1000)
+    assert refused.value.path == "messages[2].role"  # not the converted body's $.messages[4]

@@ -133,6 +133,8 @@ def fit_messages(
         )
     except BudgetExceeded as exc:
         raise _renamed(exc, chat) from None
+    except InvalidRequestError as exc:  # named by the message given, not the converted one
+        raise InvalidRequestError(exc.reason, _given_path(exc.path, chat)) from None
     report = fitted.report
     keep, reasons = _kept_by_fit(chat, report)
     keep = _within(chat, keep, reasons, report.available_tokens, catalog)
@@ -192,7 +194,10 @@ def _chat_of(messages: Sequence[BaseMessage], model: str) -> _Chat:
         converted.extend(dicts)
         owner.extend([i] * len(dicts))
     chat = _Chat(model, tuple(converted), tuple(owner), (), frozenset())
-    items = get_format("openai").parse(chat.body())
+    try:
+        items = get_format("openai").parse(chat.body())
+    except InvalidRequestError as exc:  # named by the message given, not the converted one
+        raise InvalidRequestError(exc.reason, _given_path(exc.path, chat)) from None
     units = _units(items, chat.owner)
     return _Chat(model, chat.converted, chat.owner, units, _always(items, chat.owner, units))
 
@@ -305,20 +310,39 @@ def _within(
 def _too_large(
     chat: _Chat, keep: set[int], tokens: int, limit: int, catalog: Catalog | None
 ) -> BudgetExceeded:
-    parts = {
-        f"messages[{i}] ({chat.converted[chat.owner.index(i)]['role']})": _tokens(chat, {i}, catalog)
-        for i in sorted(keep)
-    }
+    """The refusal: each message kept by its share of ``tokens`` (named by the roles it converts
+    to), and the body's own framing once, so that the parts add up to ``tokens``."""
+    alone = {i: _tokens(chat, {i}, catalog) for i in sorted(keep)}
+    # each body counted alone carries the reply priming once more than they do together
+    framing = (sum(alone.values()) - tokens) // (len(alone) - 1) if len(alone) > 1 else 0
+    parts = {f"messages[{i}] ({_roles(chat, i)})": n - framing for i, n in alone.items()}
+    if framing:
+        parts["framing"] = framing
     return BudgetExceeded(available_tokens=limit, required_tokens=tokens, parts=parts, hint=HINT)
+
+
+def _roles(chat: _Chat, index: int) -> str:
+    """The roles the message given at ``index`` became (a human message holding tool results
+    becomes tool messages and a user message)."""
+    roles = [m["role"] for m, i in zip(chat.converted, chat.owner, strict=True) if i == index]
+    return "+".join(dict.fromkeys(roles))
+
+
+def _given_path(path: str, chat: _Chat) -> str:
+    """A JSON path into the converted body (``$.messages[4].role``) as the message given it
+    names (``messages[2].role``)."""
+    return re.sub(r"\$\.messages\[(\d+)\]", lambda m: f"messages[{chat.owner[int(m.group(1))]}]", path)
 
 
 def _renamed(exc: BudgetExceeded, chat: _Chat) -> BudgetExceeded:
     """The fit's refusal with its parts named by the messages given and this function's hint."""
 
     def rename(part: str) -> str:
-        return re.sub(r"\$\.messages\[(\d+)\]", lambda m: f"messages[{chat.owner[int(m.group(1))]}]", part)
+        return _given_path(part, chat)
 
-    parts = {rename(k): v for k, v in exc.parts.items()}
+    parts: dict[str, int] = {}
+    for part, tokens in exc.parts.items():  # two messages one given became are one part
+        parts[rename(part)] = parts.get(rename(part), 0) + tokens
     return BudgetExceeded(
         available_tokens=exc.available_tokens, required_tokens=exc.required_tokens, parts=parts, hint=HINT
     )
