@@ -281,10 +281,11 @@ def _tool_results_as_human(result: str) -> list[BaseMessage]:
     return [AIMessage("", tool_calls=calls), HumanMessage(blocks)]  # the human one becomes 2 tool messages
 
 
-@pytest.mark.parametrize("result", ["r", LONG])
-def test_a_refusal_names_the_messages_given_and_its_parts_add_up(result: str) -> None:
+@pytest.mark.parametrize(("system", "result"), [("You are careful. " * 200, "r"), ("You are careful.", LONG)])
+def test_a_refusal_names_the_messages_given_and_its_parts_add_up(system: str, result: str) -> None:
+    # the fit's refusal (the system prompt), and the one for the kept messages whole (the results)
     messages = [
-        SystemMessage("You are careful. " * 200),
+        SystemMessage(system),
         HumanMessage("Find it."),
         *_tool_results_as_human(result),
     ]
