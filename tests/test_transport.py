@@ -197,3 +197,14 @@ def test_a_refusal_advises_the_transports_own_options() -> None:
 def test_the_transports_options_are_checked_when_it_is_built(options: dict[str, Any]) -> None:
     with pytest.raises(ctxbudget.ConfigError, match=next(iter(options))):
         ctxbudget.FittingTransport(**options)
+
+
+def test_a_transport_to_send_through_is_checked() -> None:
+    with pytest.raises(ctxbudget.ConfigError, match=r"one with handle_request\(\), got str"):
+        ctxbudget.FittingTransport(transport="http://127.0.0.1:9")
+    with pytest.raises(ctxbudget.ConfigError, match=r"one with handle_async_request\(\)"):
+        ctxbudget.AsyncFittingTransport(transport=httpx.HTTPTransport())  # a sync one
+    # one library's transport under the other's client: a bare AssertionError inside the client
+    mixed = httpx2.Client(transport=ctxbudget.FittingTransport(transport=httpx.HTTPTransport()))
+    with pytest.raises(ctxbudget.ConfigError, match=r"an httpx transport, but the client .* an httpx2 one"):
+        mixed.get("http://127.0.0.1:9/v1/models")

@@ -29,7 +29,7 @@ from typing import Any
 import anyio.to_thread
 import httpx
 
-from ..errors import reworded
+from ..errors import ConfigError, reworded
 from ..session.store import SQLiteStore
 from .config import GatewayConfig
 from .intake import INLINE_BYTES, Progress, first_pass
@@ -111,6 +111,7 @@ class _Fitting:
     library's own, ``httpx`` or ``httpx2``, whichever the request comes from)."""
 
     _default = ""  # the name of the client library's own transport class
+    _sends = ""  # the method a transport sends with (sync or async)
 
     def __init__(
         self,
@@ -132,6 +133,11 @@ class _Fitting:
             pass_through=True,  # what it does not fit it sends on as it came (a background response too)
         )
         self._decider = _Decider(config)
+        if transport is not None and not callable(getattr(transport, self._sends, None)):
+            raise ConfigError(
+                f"transport must be an httpx (or httpx2) transport, one with {self._sends}(), "
+                f"got {type(transport).__name__} {transport!r:.60}"
+            )
         self._given = transport
         self._inners: dict[str, Any] = {}  # the default transport of each HTTP library seen
 
@@ -141,9 +147,16 @@ class _Fitting:
         return self._decider.last_report
 
     def _inner(self, request: httpx.Request) -> Any:
-        if self._given is not None:
-            return self._given
         module = _module(request)
+        if self._given is not None:
+            given = type(self._given).__module__.partition(".")[0]
+            if given in ("httpx", "httpx2") and given != module.__name__:
+                raise ConfigError(
+                    f"the transport given is an {given} transport, but the client sending through it is "
+                    f"an {module.__name__} one; give a transport of the client's library "
+                    f"({module.__name__}.{self._default}), or none"
+                )
+            return self._given
         inner = self._inners.get(module.__name__)
         if inner is None:  # built once a library (``setdefault`` built one every request, never closed)
             inner = self._inners[module.__name__] = getattr(module, self._default)()
@@ -158,6 +171,7 @@ class FittingTransport(_Fitting, httpx.BaseTransport):
     (see the module docstring and :class:`_Fitting` for the options)."""
 
     _default = "HTTPTransport"
+    _sends = "handle_request"
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         provider = self._decider.provider(request)
@@ -180,6 +194,7 @@ class AsyncFittingTransport(_Fitting, httpx.AsyncBaseTransport):
     the event loop is not held up by it."""
 
     _default = "AsyncHTTPTransport"
+    _sends = "handle_async_request"
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         provider = self._decider.provider(request)
