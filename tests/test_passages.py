@@ -385,8 +385,11 @@ def test_line_starts_are_found_as_the_multiline_patterns_find_them(text: str) ->
 @settings(max_examples=500, deadline=None)
 @given(lined_texts, st.integers(0, 60), st.integers(0, 60))
 def test_citations_read_the_page_line_marks_of_the_slice(text: str, a: int, b: int) -> None:
+    # the marks of the lines the slice holds, and of the line it starts in when it starts inside one
     start, end = sorted((min(a, len(text)), min(b, len(text))))
-    marks = _PAGE_LINES.findall(text[start:end])
+    line = text.rfind("\n", 0, start) + 1
+    lead = re.match(r"(\d{1,4}:\d{1,3})\s", text[line:end])
+    marks = ([lead.group(1)] if lead else []) + re.findall(r"\n(?=(\d{1,4}:\d{1,3})\s)", text[start:end])
     expected = (
         (marks[0] if len(marks) == 1 else f"{marks[0]}-{marks[-1]}") if marks else f"chars {start}-{end}"
     )
@@ -444,3 +447,12 @@ def test_window_sums_give_what_walking_every_window_gives(
         if last >= left:
             walked = _edge_weighted_mass(scores[left : last + 1], costs[left : last + 1], cost, weights)
             assert abs(sums.weighted(left, last, weights) - walked) <= 1e-9 * max(1.0, sum(scores))
+
+
+def test_a_passage_that_starts_inside_a_numbered_line_is_cited_from_that_line() -> None:
+    # a long answer is cut at a sentence end: the piece holding the evidence starts inside 50:3
+    answer = "The crew inspected the pallets. " * 40 + "The forklift punctured the reservoir."
+    text = f"50:2 Q. What happened?\n50:3 A. {answer}\n50:4 Q. Anything else?\n"
+    start = text.index("The forklift")
+    assert citation_of(text, start, text.index("Anything")) == "50:3-50:4"  # not 50:4 alone
+    assert citation_of(text, start, start + 20) == "50:3"  # not "chars ..."

@@ -111,8 +111,9 @@ def _hard_cut(text: str, start: int, end: int, max_chars: int) -> list[tuple[int
 
 
 def citation_of(text: str, start: int, end: int) -> str:
-    """A ``page:line`` range for a numbered stretch, else its character range."""
-    first = _PAGE_LINE_HERE.match(text, start, end)
+    """A ``page:line`` range for a numbered stretch, else its character range. A stretch that
+    starts inside a line (a long answer cut at a sentence end) is cited from that line's mark."""
+    first = _PAGE_LINE_HERE.match(text, text.rfind("\n", 0, start) + 1, end)
     marks = ([first.group(1)] if first else []) + _PAGE_LINE_AFTER.findall(text, start, end)
     if marks:
         return marks[0] if len(marks) == 1 else f"{marks[0]}-{marks[-1]}"
