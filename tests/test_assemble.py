@@ -384,3 +384,25 @@ def test_text_moved_between_two_pinned_tiers_is_a_changed_prefix() -> None:
         "Cite page and line. Keep it short. ", "Quote exhibits in full.", previous=first.report.to_dict()
     )
     assert "byte-identical" in same.report.to_dict()["invariants"]["INV-CTX-01"]
+
+
+@pytest.mark.parametrize(("window", "refused"), [(5_000, False), (4_300, True)])
+def test_a_prompt_and_the_reply_it_asks_for_must_fit_the_window_together(
+    tmp_path: Path, window: int, refused: bool
+) -> None:
+    # the small policy's prompt (~300 tokens) with its default 4,096-token reply
+    from ctxbudget import load_catalog
+
+    path = tmp_path / "tiny.toml"
+    path.write_text(
+        f'schema_version = 1\n[[models]]\nid = "tiny-llm"\nprovider = "me"\ncontext_window = {window}\n'
+        "prices = { input = 1, output = 2 }\n"
+    )
+    if not refused:
+        result = run(model="tiny-llm", catalog=load_catalog([path]))
+        assert result.report.tokens + result.request["max_tokens"] <= window
+        return
+    with pytest.raises(BudgetExceeded) as caught:
+        run(model="tiny-llm", catalog=load_catalog([path]))
+    assert caught.value.parts["the reply it asks for (max_tokens)"] == 4096  # not sent to be refused
+    assert caught.value.required_tokens > window == caught.value.available_tokens

@@ -18,6 +18,7 @@ from ..catalog.catalog import Catalog, catalog_of
 from ..catalog.values import ModelSpec
 from ..cost import check_amount
 from ..errors import BudgetExceeded, ConfigError, InvalidRequestError, InvariantViolation
+from ..formats import BODY_OUTPUT_FIELDS
 from ..gcpause import collector_paused
 from ..tokens.counter import TokenCounter
 from ..trim.passages import PassageScorer
@@ -180,6 +181,22 @@ def _check_prompt_limit(report: AssemblyReport, policy: Policy) -> None:
         raise InvariantViolation(f"INV-CTX-02: {report.tokens:,} tokens exceed {policy.prompt_tokens:,}")
 
 
+def _check_reply_room(body: Any, report: AssemblyReport, setup: Setup) -> None:
+    """The prompt and the reply the body asks for fit the model's window (the provider refuses a
+    body whose input and ``max_tokens`` exceed it): fail closed naming both, not send it."""
+    asked = next((body[k] for k in BODY_OUTPUT_FIELDS if isinstance(body, dict) and k in body), None)
+    if not isinstance(asked, int) or report.tokens + asked <= setup.spec.context_window:
+        return
+    raise BudgetExceeded(
+        available_tokens=setup.spec.context_window,
+        required_tokens=report.tokens + asked,
+        parts={"the assembled prompt": report.tokens, "the reply it asks for (max_tokens)": asked},
+        hint=f"{setup.model!r} has a {setup.spec.context_window:,}-token window for both; lower the "
+        "policy's max_output_tokens, raise its reserve_output_tokens so that the prompt leaves the "
+        "reply its room, or choose a model with a larger window",
+    )
+
+
 def _check_arguments(prompt_cache_key: object, allow_prefix_change: object) -> None:
     """The options whose wrong type would fail later, or go into the body as given."""
     if prompt_cache_key is not None and (not isinstance(prompt_cache_key, str) or not prompt_cache_key):
@@ -270,4 +287,5 @@ def assemble(
         report = build_report(setup, priced, pinned, degraded, output_tokens, ceiling)
         body, report = carried_fields(request, input_format, setup, priced.body, report, ceiling)
         _check_prompt_limit(report, policy)
+        _check_reply_room(body, report, setup)
         return AssemblyResult(body, report)

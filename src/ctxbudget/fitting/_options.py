@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..catalog.catalog import Catalog, catalog_of, check_safety_factor
 from ..catalog.values import WindowResolution
 from ..errors import ConfigError, InvalidRequestError
+from ..formats import BODY_OUTPUT_FIELDS
 from ..formats.jsonvalue import JsonShape, check_json_value, json_kind
 from ..items import HistoryCut
 from ._memo import thaw
@@ -37,8 +38,6 @@ __all__ = [
 ]
 
 OnOverflow = Literal["error", "empty"]
-
-BODY_OUTPUT_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 
 _CHOICES = {
     "on_overflow": ("error", "empty"),

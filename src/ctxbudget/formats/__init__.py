@@ -17,9 +17,12 @@ from .detection import DETECTORS, foreign_fields
 if TYPE_CHECKING:
     from ..items import RequestFormat
 
-__all__ = ["FORMATS", "FormatName", "detect_format", "get_format", "resolve_format"]
+__all__ = ["BODY_OUTPUT_FIELDS", "FORMATS", "FormatName", "detect_format", "get_format", "resolve_format"]
 
 FormatName = Literal["question", "openai", "anthropic", "responses"]
+
+# The fields a body asks for its reply's size by (Anthropic, OpenAI chat, either, Responses).
+BODY_OUTPUT_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 
 # Each format's module and class, in detection order (:data:`.detection.DETECTORS`).
 _CLASSES = {
