@@ -164,6 +164,10 @@ def test_odd_yaml_and_toml_files_are_one_line_errors(tmp_path: Path) -> None:
         "deep.yaml": ("x: " + "[" * 3000 + "]" * 3000 + "\n", "nested too deeply to read"),
         "deep.toml": ("x = " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply to read"),
         "big.yaml": ("name: a\nenvelope_tokens: " + "9" * 5000 + "\n", "Exceeds the limit"),
+        # YAML 1.1 reads these as octal (6,656), base 60 (100) and 90.5: not what was written
+        "octal.yaml": ("name: a\nenvelope_tokens: 015000\n", "the number '015000' is not a plain decimal"),
+        "base60.yaml": ("name: a\nenvelope_tokens: 1:40\n", "the number '1:40' is not a plain decimal"),
+        "base60f.yaml": ("name: a\ncost_ceiling_usd: 1:30.5\n", "the number '1:30.5' is not a plain decimal"),
     }
     for name, (text, message) in cases.items():
         path = tmp_path / name

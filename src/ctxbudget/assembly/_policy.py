@@ -209,6 +209,29 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
+    def construct_plain_int(self, node: yaml.ScalarNode) -> int:
+        """A decimal integer as written: YAML 1.1 reads ``015000`` as octal (6,656), ``1:40``
+        as base 60 (100) and ``1_000`` as 1000, where TOML refuses the first two."""
+        text = str(self.construct_scalar(node))
+        if not re.fullmatch(r"[-+]?(0|[1-9][0-9]*)", text):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"the number {text!r} is not a plain decimal integer", node.start_mark
+            )
+        return int(text)
+
+    def construct_plain_float(self, node: yaml.ScalarNode) -> float:
+        """A number as written: YAML 1.1 reads ``1:30.5`` as base 60 (90.5)."""
+        text = str(self.construct_scalar(node))
+        if ":" in text or "_" in text:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"the number {text!r} is not a plain decimal number", node.start_mark
+            )
+        return float(super().construct_yaml_float(node))
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_plain_int)
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:float", _UniqueKeyLoader.construct_plain_float)
+
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
     """A YAML error in one line: what is wrong and where (its text runs over several)."""
