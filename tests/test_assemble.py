@@ -406,3 +406,14 @@ def test_a_prompt_and_the_reply_it_asks_for_must_fit_the_window_together(
         run(model="tiny-llm", catalog=load_catalog([path]))
     assert caught.value.parts["the reply it asks for (max_tokens)"] == 4096  # not sent to be refused
     assert caught.value.required_tokens > window == caught.value.available_tokens
+
+
+def test_a_previous_report_whose_hash_is_not_its_texts_is_refused_as_such() -> None:
+    from ctxbudget import InvalidRequestError
+
+    previous = run().report.to_dict()
+    damaged = {**previous, "pinned_prefix_sha256": "0" * 64}
+    # not blamed on the playbook ("differs at byte N", the same lines before and after)
+    with pytest.raises(InvalidRequestError, match=r"pinned_prefix_sha256: the previous report does not hold"):
+        run(previous=damaged)
+    assert run(previous=previous).report.pinned_prefix_sha256 == previous["pinned_prefix_sha256"]

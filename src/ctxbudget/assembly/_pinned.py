@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cache import Block, prefix_hashes
-from ..errors import PinnedPrefixChanged, VolatileValueError
+from ..errors import InvalidRequestError, PinnedPrefixChanged, VolatileValueError
 from ..volatile import find_volatile
 from ._draft import Draft, Setup
 from ._policy import Policy
@@ -130,18 +130,31 @@ def _pinned_text(draft: Draft) -> str:
     return BLOCK_END.join(b.text for b in draft.blocks if b.tier in never)
 
 
+def _pinned_digest(pinned: str) -> str:
+    """The pinned prefix's hash, as the breakpoints' prefix hashes are made."""
+    return prefix_hashes(
+        "", [Block(region="system", role="system", text=pinned, tier="pinned", cached=True)]
+    )[0]
+
+
 def check_pinned_prefix(setup: Setup, draft: Draft, previous: Mapping[str, Any] | None) -> PinnedPrefix:
     """The pinned prefix's hash and INV-CTX-01's status; a change from the previous turn fails
     closed unless the caller allows it (a new playbook version)."""
     pinned = _pinned_text(draft)
-    digest = prefix_hashes(
-        "", [Block(region="system", role="system", text=pinned, tier="pinned", cached=True)]
-    )[0]
+    digest = _pinned_digest(pinned)
     if not previous or "pinned_prefix_sha256" not in previous:
         return PinnedPrefix(pinned, digest, "no previous turn to compare")
     if previous.get("pinned_prefix_sha256") == digest:
         return PinnedPrefix(pinned, digest, "pinned prefix byte-identical to the previous turn")
-    error = _prefix_changed(setup, str(previous.get("pinned_prefix_text", "")), pinned)
+    before = previous.get("pinned_prefix_text")
+    if isinstance(before, str) and _pinned_digest(before) != previous.get("pinned_prefix_sha256"):
+        raise InvalidRequestError(
+            "the previous report does not hold together: its pinned_prefix_sha256 is not the hash of "
+            "its pinned_prefix_text (edited or damaged), so no change of the prefix can be told from "
+            "it; pass the report the previous turn printed",
+            "$.pinned_prefix_sha256",
+        )
+    error = _prefix_changed(setup, str(before or ""), pinned)
     if not setup.allow_prefix_change:
         raise error
     return PinnedPrefix(
