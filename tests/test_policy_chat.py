@@ -127,6 +127,13 @@ def test_a_chat_body_keeps_its_tools_and_settings_which_are_counted_and_priced()
     assert result.report.cost_usd is not None and plain.report.cost_usd is not None
     assert result.report.cost_usd > plain.report.cost_usd
     assert any("carried from the request" in w and "tools" in w for w in result.report.warnings)
+    # and in the report's figures, which add up: the cache prediction, the cost breakdown, INV-CTX-02
+    report = result.report
+    assert (
+        report.cache.uncached_tokens + report.cache.write_tokens + report.cache.read_tokens == report.tokens
+    )
+    assert report.cost is not None and report.cost["total_usd"] == report.cost_usd
+    assert report.invariants["INV-CTX-02"].startswith(f"{report.tokens:,} <=")
     other = assemble(body, policy=POLICY, model="claude-sonnet-4-5", output_format="openai")
     assert "tools" not in other.request  # another format's tools are not carried
 

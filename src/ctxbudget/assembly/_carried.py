@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..catalog.values import Prices
-from ..cost import price_turn
+from ..cost import TurnCost, price_turn
 from ..errors import BudgetExceeded, CostCeilingExceeded, InvalidRequestError, usd
 from ..formats import detect_format, get_format
 from ..formats.anthropic_rules import without_cache_marks
@@ -28,7 +28,7 @@ from ..formats.tool_prompt import tool_prompt_tokens
 from ..measure import measure_total
 from ..tokens.counter import TokenCounter
 from ._draft import Setup
-from ._report import AssemblyReport
+from ._report import AssemblyReport, CacheReport
 
 __all__ = [
     "MIN_THINKING_TOKENS",
@@ -136,8 +136,9 @@ def carried_tokens(
 def _with_extra(
     setup: Setup, report: AssemblyReport, added: tuple[int, int], names: list[str], ceiling: float | None
 ) -> AssemblyReport:
-    """The report with ``added`` (input tokens, replies) counted and priced: the extra input as
-    uncached, each reply beyond the first at the expected output; checked against the limits."""
+    """The report with ``added`` (input tokens, replies) counted and priced: the extra input at
+    the rate of what precedes the first cached block, each reply at the expected output; its
+    cache figures, cost breakdown and INV-CTX-02 line with them; checked against the limits."""
     extra, replies = added
     tokens = report.tokens + extra
     if tokens > setup.policy.prompt_tokens:
@@ -147,21 +148,55 @@ def _with_extra(
             parts={"assembled tiers": report.tokens, "the request's tool definitions and fields": extra},
             hint="send fewer or shorter tool definitions, or raise the policy's envelope",
         )
-    cost = report.cost_usd
-    prices = setup.spec.prices
-    if cost is not None and prices is not None:
-        more = (replies - 1) * report.expected_output_tokens
-        cost = round(cost + _priced(prices, _rate_of_prefix(setup, report), extra, more), 6)
+    rate = _rate_of_prefix(setup, report)
+    cache = _cache_with(report.cache, rate, extra)
+    turn = _turn_cost(setup.spec.prices, cache, report.expected_output_tokens * replies)
+    cost = round(turn.total_usd, 6) if turn is not None and report.cost_usd is not None else report.cost_usd
     if ceiling is not None and cost is not None and cost > ceiling:
         raise CostCeilingExceeded(
             estimate_usd=cost, ceiling_usd=ceiling, detail=f"with the request's tool definitions, {usd(cost)}"
         )
-    rate = _rate_of_prefix(setup, report).replace("_", " ")
     note = (
-        f"carried from the request: {', '.join(names)} ({extra:,} tokens counted and priced as {rate} input"
+        f"carried from the request: {', '.join(names)} ({extra:,} tokens counted and priced as "
+        f"{rate.replace('_', ' ')} input"
     )
     note += f"; {replies} replies priced)" if replies > 1 else ")"
-    return dataclasses.replace(report, tokens=tokens, cost_usd=cost, warnings=(*report.warnings, note))
+    invariants = {**report.invariants, "INV-CTX-02": f"{tokens:,} <= {setup.policy.prompt_tokens:,} tokens"}
+    return dataclasses.replace(
+        report,
+        tokens=tokens,
+        cache=cache,
+        cost_usd=cost,
+        cost=turn.to_dict() if turn is not None and report.cost is not None else report.cost,
+        invariants=invariants,
+        warnings=(*report.warnings, note),
+    )
+
+
+def _cache_with(cache: CacheReport, rate: str, tokens: int) -> CacheReport:
+    """The cache prediction with ``tokens`` more input billed at ``rate``."""
+    if rate == "uncached":
+        return dataclasses.replace(cache, uncached_tokens=cache.uncached_tokens + tokens)
+    if rate == "read":
+        return dataclasses.replace(cache, read_tokens=cache.read_tokens + tokens)
+    ttl = "write_1h_tokens" if rate == "write_1h" else "write_5m_tokens"
+    return dataclasses.replace(
+        cache, write_tokens=cache.write_tokens + tokens, **{ttl: getattr(cache, ttl) + tokens}
+    )
+
+
+def _turn_cost(prices: Prices | None, cache: CacheReport, output: int) -> TurnCost | None:
+    """The turn priced from its cache figures (None without prices)."""
+    if prices is None:
+        return None
+    return price_turn(
+        prices,
+        uncached_tokens=cache.uncached_tokens,
+        write_5m_tokens=cache.write_5m_tokens,
+        write_1h_tokens=cache.write_1h_tokens,
+        read_tokens=cache.read_tokens,
+        output_tokens=output,
+    )
 
 
 def _rate_of_prefix(setup: Setup, report: AssemblyReport) -> str:
@@ -171,19 +206,6 @@ def _rate_of_prefix(setup: Setup, report: AssemblyReport) -> str:
         return "uncached"
     first = report.breakpoints[0]
     return "read" if first.status == "read" else f"write_{first.ttl}"
-
-
-def _priced(prices: Prices, rate: str, tokens: int, output: int) -> float:
-    """``tokens`` of input billed at ``rate``, and ``output`` tokens."""
-    billed = {"uncached": 0, "read": 0, "write_5m": 0, "write_1h": 0} | {rate: tokens}
-    return price_turn(
-        prices,
-        uncached_tokens=billed["uncached"],
-        write_5m_tokens=billed["write_5m"],
-        write_1h_tokens=billed["write_1h"],
-        read_tokens=billed["read"],
-        output_tokens=output,
-    ).total_usd
 
 
 def thinking_within(body: dict[str, Any], asked: int | None, cap: int) -> dict[str, Any]:
