@@ -240,3 +240,39 @@ def test_a_compact_tier_says_what_its_text_was_ranked_against() -> None:
         assert reasons and all(
             r.endswith(f"against {against}") for r in reasons if r.startswith("extractive")
         ), reasons
+
+
+_COMPACT_ONLY = """
+name = "compact-only"
+envelope_tokens = 8000
+expected_output_tokens = 100
+[[tiers]]
+name = "ctx"
+ceiling_tokens = 1500
+eviction = "compact"
+compact_method = "METHOD"
+"""
+
+
+@pytest.mark.parametrize("method", ["sentences", "passages"])
+def test_evidence_in_a_compact_tier_is_compacted_with_its_wrapper_counted(method: str) -> None:
+    # its <evidence id citation> wrapper was left out of the tier's count: the assembly never
+    # converged ("need 1,342 tokens but only 8,000 are available")
+    doc = " ".join(
+        f"Sentence {i} about delivery schedules and warranty terms of the widget." for i in range(300)
+    )
+    items = [
+        {
+            "id": "EV-9",
+            "tier": "ctx",
+            "kind": "evidence",
+            "text": "Q. Notice?\nA. Yes, on the third.",
+            "citation": "12:1-12:2",
+        },
+        {"id": "doc", "tier": "ctx", "kind": "document", "text": doc},
+        {"id": "q", "kind": "question", "text": "When was notice of warranty breach given?"},
+    ]
+    policy = parse_policy(_COMPACT_ONLY.replace("METHOD", method), "t")
+    report = assemble({"items": items}, policy=policy, model="claude-sonnet-4-5").report.to_dict()
+    tier = report["tiers"][0]
+    assert tier["tokens"] <= tier["ceiling_tokens"] and report["tokens"] <= 8000

@@ -226,17 +226,18 @@ def _compact(
     scorer: PassageScorer | None,
 ) -> TierSelection:
     costs = {i.id: counter.raw(i.text) for i in items}
-    if sum(costs.values()) + JOINER_TOKENS * len(items) <= target:
+    # what no compaction removes: the joiners, and an evidence item's wrapper (its id and citation)
+    wrappers = sum(counter.raw(render_item(i, "")) for i in items if i.kind == "evidence")
+    fixed = JOINER_TOKENS * len(items) + wrappers
+    if sum(costs.values()) + fixed <= target:
         return TierSelection(
             tier=tier,
             texts=tuple((i, i.text) for i in items),
             decisions=tuple(_kept(i, costs[i.id], "within the tier's ceiling") for i in items),
         )
     if tier.compact_method == "passages":
-        return _compact_passages(tier, items, counter, target, query, costs, scorer)
-    extract = extract_sentences(
-        [i.text for i in items], max(0, target - JOINER_TOKENS * len(items)), query, counter
-    )
+        return _compact_passages(tier, items, counter, target - wrappers, query, costs, scorer)
+    extract = extract_sentences([i.text for i in items], max(0, target - fixed), query, counter)
     texts: list[tuple[ContextItem, str]] = []
     decisions = []
     for item, text in zip(items, extract.texts, strict=True):
