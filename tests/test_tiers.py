@@ -112,6 +112,7 @@ def test_a_turn_over_the_rolling_window_says_so_and_the_older_ones_say_why_they_
     assert items["huge"]["action"] == items["task"]["action"] == "rolled_off"
     need = re.search(r"its turn needs ([\d,]+) tokens", items["huge"]["reason"])
     assert need is not None and int(need.group(1).replace(",", "")) >= items["huge"]["tokens_before"]
+    assert "lowered" not in items["huge"]["reason"]  # the tier had its own ceiling
     assert (
         items["task"]["reason"] == "older than a turn that did not fit the rolling window"
     )  # not "older than the window"

@@ -340,9 +340,15 @@ def _rolling(tier: Tier, items: list[ContextItem], counter: TokenCounter, target
         used += unit_cost
     kept_ids = {i.id for unit in keep for i in unit}
     over_ids = {i.id for i in stopped[0]} if stopped else set()
+    given = counter.scale(target)
+    lowered = (
+        f" (its ceiling of {tier.ceiling_tokens:,} lowered to fit the envelope)"
+        if target < counter.unscale(tier.ceiling_tokens)
+        else ""
+    )
     over = (
         f"over the rolling window: its turn needs {counter.scale(stopped[1]):,} tokens, "
-        f"{counter.scale(target - used):,} of {counter.scale(target):,} are left after the newer turns"
+        f"{counter.scale(target - used):,} of the tier's {given:,}{lowered} are left after the newer turns"
         if stopped
         else ""
     )
