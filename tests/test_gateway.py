@@ -427,3 +427,20 @@ def test_pass_through_keeps_bytes_apis_and_paths_apart(tmp_path: Path) -> None:
     with gateway_over_fake(tmp_path / "a.db", pass_through=True, **anthropic_elsewhere) as (fake, url):
         models = httpx.get(url + "/v1/models", headers={"anthropic-version": "2023-06-01"})
     assert models.status_code == 502 and fake.paths == []  # sent to the Anthropic upstream (down)
+
+
+def test_a_passed_through_body_that_stalls_is_refused_not_waited_on(tmp_path: Path, monkeypatch: Any) -> None:
+    import socket
+
+    import ctxbudget.gateway.intake as intake
+
+    monkeypatch.setattr(intake, "BODY_IDLE_SECONDS", 0.5)
+    with gateway_over_fake(tmp_path / "s.db", pass_through=True) as (_, url):
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as conn:
+            head = f"POST /v1/files HTTP/1.1\r\nHost: {host}\r\nContent-Length: 100\r\n\r\n"
+            conn.sendall(head.encode() + b"ten bytes.")  # then nothing: it held the upstream for ever
+            started = time.monotonic()
+            answer = conn.recv(4096).decode("latin-1")
+        assert answer.startswith("HTTP/1.1 408") and "stalled" in answer
+        assert time.monotonic() - started < 9

@@ -791,7 +791,7 @@ def test_a_compressed_body_is_refused_and_the_sent_body_is_labelled_json(
 
 
 def test_a_request_body_that_stalls_is_refused_not_waited_on_for_ever() -> None:
-    from ctxbudget.gateway.intake import _timely
+    from ctxbudget.gateway.intake import timely
     from ctxbudget.gateway.refusals import Refusal
 
     async def stalls() -> Any:
@@ -800,7 +800,7 @@ def test_a_request_body_that_stalls_is_refused_not_waited_on_for_ever() -> None:
         yield b'"gpt-4o"}'
 
     async def read(idle: float) -> list[bytes]:
-        return [chunk async for chunk in _timely(stalls(), idle)]
+        return [chunk async for chunk in timely(stalls(), idle)]
 
     with pytest.raises(Refusal) as info:
         asyncio.run(read(0.05))
@@ -811,7 +811,7 @@ def test_a_request_body_that_stalls_is_refused_not_waited_on_for_ever() -> None:
             yield part
 
     async def read_all() -> list[bytes]:
-        return [chunk async for chunk in _timely(steady(), 0.05)]
+        return [chunk async for chunk in timely(steady(), 0.05)]
 
     assert asyncio.run(read_all()) == [b"a", b"b"]
 

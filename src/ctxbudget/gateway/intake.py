@@ -31,7 +31,16 @@ from .service import Gateway
 from .settings import SESSION_HEADER, RequestSettings, SettingsError
 from .upstream import forwarded_headers
 
-__all__ = ["INLINE_BYTES", "Outbound", "Progress", "outbound", "read_body", "read_json"]
+__all__ = [
+    "BODY_IDLE_SECONDS",
+    "INLINE_BYTES",
+    "Outbound",
+    "Progress",
+    "outbound",
+    "read_body",
+    "read_json",
+    "timely",
+]
 
 # Bodies up to this size are parsed and fitted on the event loop (see the module docstring).
 INLINE_BYTES = 16_384
@@ -82,7 +91,7 @@ async def read_body(request: Request, gateway: Gateway) -> bytes:
         )
     chunks: list[bytes] = []
     size = 0
-    async for chunk in _timely(request.stream()):
+    async for chunk in timely(request.stream()):
         size += len(chunk)
         if size > limit:
             raise Refusal(413, f"request body is over the {limit:,}-byte limit", "request_too_large")
@@ -95,8 +104,10 @@ async def read_body(request: Request, gateway: Gateway) -> bytes:
 BODY_IDLE_SECONDS = 60.0
 
 
-async def _timely(chunks: AsyncIterator[bytes], idle: float = BODY_IDLE_SECONDS) -> AsyncIterator[bytes]:
-    """``chunks`` as they arrive; 408 when none arrives for ``idle`` seconds."""
+async def timely(chunks: AsyncIterator[bytes], idle: float | None = None) -> AsyncIterator[bytes]:
+    """``chunks`` as they arrive; 408 when none arrives for ``idle`` seconds (default
+    :data:`BODY_IDLE_SECONDS`), on a fitted route's body and on one passed through alike."""
+    idle = BODY_IDLE_SECONDS if idle is None else idle
     iterator = chunks.__aiter__()
     while True:
         try:

@@ -26,6 +26,7 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
+from .intake import timely
 from .providers import ANTHROPIC, OPENAI, RESPONSES, Provider
 from .refusals import Refusal
 from .service import Gateway
@@ -111,7 +112,9 @@ def _forwarded(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
 
 
 async def _body(request: Request) -> AsyncIterator[bytes]:
-    async for chunk in request.stream():
+    """The body as it comes, sent on chunk by chunk; one that stalls is refused (408) as a fitted
+    route's is, not waited on for ever with the upstream's connection held."""
+    async for chunk in timely(request.stream()):
         if chunk:
             yield chunk
 
