@@ -233,6 +233,8 @@ class FakeUpstream:
         for n, piece in enumerate([text[:10], text[10:]]):
             if body["model"] == "fault-disconnect" and n == 1:
                 raise RuntimeError("connection dropped on purpose")
+            if body["model"] == "fault-stall-stream" and n == 1:  # silent past the gateway's timeout
+                await asyncio.sleep(3)
             if body["model"] == "fault-error-event" and n == 1:  # Anthropic's mid-stream error, then the end
                 yield event("error", {"error": {"type": "overloaded_error", "message": "Overloaded"}})
                 return

@@ -163,6 +163,14 @@ def test_upstream_faults_reach_the_client_in_the_provider_shape(
             model="fault-disconnect", stream=True, messages=[{"role": "user", "content": "x"}]
         ):
             pass
+    with (  # a stream that stalls past the timeout is a timeout, not a drop (in metrics too)
+        pytest.raises(anthropic.APIError, match="stalled past the gateway's timeout"),
+        client.messages.stream(
+            model="fault-stall-stream", max_tokens=10, messages=[{"role": "user", "content": "x"}]
+        ) as stream,
+    ):
+        "".join(stream.text_stream)
+    assert 'ctxbudget_upstream_errors_total{kind="timeout"} 2.0' in httpx.get(url + "/metrics").text
     assert "faults" not in SQLiteStore(store).names()  # nothing half-recorded
 
 

@@ -125,6 +125,14 @@ async def _events(
             if tail := state.flush():
                 yield tail
             return
+        if isinstance(exc, httpx.TimeoutException):  # stalled past --timeout, not dropped
+            gateway.note_upstream_error("timeout")
+            yield provider.stream_error(
+                f"the upstream's stream stalled past the gateway's timeout: {type(exc).__name__}",
+                504,
+                "upstream_timeout",
+            )
+            return
         gateway.note_upstream_error("disconnected")
         yield provider.stream_error(f"upstream dropped the stream: {type(exc).__name__}")
         return

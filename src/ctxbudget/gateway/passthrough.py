@@ -125,6 +125,6 @@ async def _raw(gateway: Gateway, upstream: httpx.Response) -> AsyncIterator[byte
     try:
         async for chunk in upstream.aiter_raw():
             yield chunk
-    except httpx.HTTPError:
-        gateway.note_upstream_error("disconnected")
+    except httpx.HTTPError as exc:
+        gateway.note_upstream_error("timeout" if isinstance(exc, httpx.TimeoutException) else "disconnected")
         raise
