@@ -5,6 +5,7 @@ the turn is stored, in the order answered; a store that cannot take a turn withh
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 import time
@@ -17,7 +18,7 @@ import httpx
 import openai
 import pytest
 
-from ctxbudget.errors import StoreError
+from ctxbudget.errors import StoreError, StoreUnavailable
 from ctxbudget.gateway.writer import TurnWriter
 from ctxbudget.session import SQLiteStore
 
@@ -272,3 +273,52 @@ def test_after_a_commit_failed_the_store_serves_again_only_once_it_takes_a_write
     assert health._round_trip() is None and health.up
     assert health._round_trip() is None  # once it serves, a read is enough again
     assert pings == ["write", "write", "read"]
+
+
+class SlowlyUnreachableStore(SwitchedStore):
+    """While down, each operation waits out a connection timeout (0.5 s) and then fails as an
+    unreachable server's does."""
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self.inner, name)
+        if not callable(attribute):
+            return attribute
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.down:
+                time.sleep(0.5)
+                raise StoreUnavailable("pg", "is unreachable: connection timed out", "start it")
+            return attribute(*args, **kwargs)
+
+        return call
+
+
+def test_commits_queued_behind_one_that_found_the_store_unreachable_fail_at_once(tmp_path: Path) -> None:
+    import asyncio
+
+    store = SlowlyUnreachableStore(tmp_path / "s.db")
+    with gateway_over_fake(tmp_path / "unused.db", session_store=store) as (_, url):
+        body = {
+            "model": "claude-sonnet-4-6",
+            "max_tokens": 10,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+        headers = {"x-ctxbudget-session": "one-lane", "anthropic-version": "2023-06-01"}
+
+        async def six() -> list[int]:
+            async with httpx.AsyncClient(timeout=30) as client:
+                sent = [client.post(url + "/v1/messages", json=body, headers=headers) for _ in range(6)]
+                return [r.status_code for r in await asyncio.gather(*sent)]
+
+        store.down = True
+        statuses = asyncio.run(six())
+        metrics = httpx.get(url + "/metrics").text
+        store.down = False
+        assert _healthy_within(url, 5.0)
+        after = httpx.post(url + "/v1/messages", json=body, headers=headers)
+    assert statuses == [503] * 6  # withheld, or refused once the store was known down
+    # not each waiting out the timeout in turn in the session's lane (six tries, 3 s and more):
+    # the commits tried are the ones timed
+    tried = re.search(r"ctxbudget_store_commit_seconds_count (\d+)", metrics)
+    assert tried is not None and int(tried.group(1)) <= 2, metrics
+    assert after.status_code == 200  # served again once the store answers

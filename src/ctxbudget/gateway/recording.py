@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -60,12 +62,16 @@ class Recorder:
         calibration: Calibration,
         metrics: Metrics,
         writer: TurnWriter,
+        reached_since: Callable[[float], bool] = lambda _at: True,
     ) -> None:
         self.catalog = catalog
         self.store = store
         self.calibration = calibration
         self.metrics = metrics
         self.writer = writer
+        self.reached_since = reached_since  # whether the store served after a (monotonic) time
+        # when a commit last found the store's server unreachable, and what it raised
+        self._unreached: tuple[float, StoreUnavailable] | None = None
 
     def record(
         self, provider: Provider, prepared: Prepared, answer: str, raw_usage: Any, *, store: bool = True
@@ -88,16 +94,26 @@ class Recorder:
     def _commit(self, prepared: Prepared, answer: str, usage: Usage | None) -> Commit:
         """The stored turn, in the writer's thread, and then its calibration. A failure of the
         store is logged, counted and returned; any other failure is logged and counted, and the
-        answer stands."""
+        answer stands. Once a commit found the store's server unreachable, the commits queued
+        behind it fail at once until the store is found serving again (``reached_since``, the
+        gateway's health check): each waited out the connection timeout in turn (55 s for the
+        eleventh)."""
+        unreached = self._unreached
+        if unreached is not None and not self.reached_since(unreached[0]):
+            self._failed(prepared, unreached[1])
+            return Commit(failure=unreached[1])
         try:
             with self.metrics.store_commit_seconds.time():
                 index: int | None = self._store_turn(prepared, answer, usage)
         except StoreError as exc:
+            if isinstance(exc, StoreUnavailable):
+                self._unreached = (time.monotonic(), exc)
             self._failed(prepared, exc)
             return Commit(failure=exc)
         except Exception as exc:
             index = None
             self._failed(prepared, exc)
+        self._unreached = None  # the store took it (or failed otherwise): reached
         try:  # a calibration that fails is logged and counted, the answer stands
             if not prepared.report["exact"]:  # factors serve only the models counted by estimate
                 if usage:

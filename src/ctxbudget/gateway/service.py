@@ -86,6 +86,7 @@ class Gateway:
             calibration=self.calibration,
             metrics=self.metrics,
             writer=self.writer,
+            reached_since=lambda at: self.health.reached_at > at,
         )
 
     # ---- reading requests --------------------------------------------------------------------

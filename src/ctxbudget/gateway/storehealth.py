@@ -56,6 +56,7 @@ class StoreHealth:
         self.commit_failed = False
         self.location = location
         self.up = True
+        self.reached_at = -math.inf  # when (monotonic) the store last served
         self.last_failure: StoreError | None = None
         self._probe: asyncio.Future[StoreError | None] | None = None
         self._probed_at = -math.inf
@@ -74,7 +75,7 @@ class StoreHealth:
         """Note that the store served."""
         if not self.up:
             logger.warning("the session store serves again")
-        self.up = True
+        self.up, self.reached_at = True, time.monotonic()
         self.metrics.store_up.set(1)
 
     def kick(self) -> asyncio.Future[StoreError | None]:
