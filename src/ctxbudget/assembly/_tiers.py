@@ -340,18 +340,7 @@ def _rolling(tier: Tier, items: list[ContextItem], counter: TokenCounter, target
         used += unit_cost
     kept_ids = {i.id for unit in keep for i in unit}
     over_ids = {i.id for i in stopped[0]} if stopped else set()
-    given = counter.scale(target)
-    lowered = (
-        f" (its ceiling of {tier.ceiling_tokens:,} lowered to fit the envelope)"
-        if target < counter.unscale(tier.ceiling_tokens)
-        else ""
-    )
-    over = (
-        f"over the rolling window: its turn needs {counter.scale(stopped[1]):,} tokens, "
-        f"{counter.scale(target - used):,} of the tier's {given:,}{lowered} are left after the newer turns"
-        if stopped
-        else ""
-    )
+    over = _over_the_window(tier, counter, target, target - used, stopped[1]) if stopped else ""
     decisions = [
         _kept(i, cost(i.text), "recent; fits the rolling window")
         if i.id in kept_ids
@@ -362,6 +351,20 @@ def _rolling(tier: Tier, items: list[ContextItem], counter: TokenCounter, target
     ]
     return TierSelection(
         tier=tier, texts=tuple((i, i.text) for i in items if i.id in kept_ids), decisions=tuple(decisions)
+    )
+
+
+def _over_the_window(tier: Tier, counter: TokenCounter, target: int, left: int, need: int) -> str:
+    """Why the rolling window's newest turn that did not fit went: what it needed and what was
+    left of the tier's room (``target``, raw), and the envelope when it lowered that room."""
+    lowered = (
+        f" (its ceiling of {tier.ceiling_tokens:,} lowered to fit the envelope)"
+        if target < counter.unscale(tier.ceiling_tokens)
+        else ""
+    )
+    return (
+        f"over the rolling window: its turn needs {counter.scale(need):,} tokens, {counter.scale(left):,} "
+        f"of the tier's {counter.scale(target):,}{lowered} are left after the newer turns"
     )
 
 
