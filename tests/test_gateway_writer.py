@@ -98,10 +98,13 @@ class SwitchedStore:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             if self.down:
-                raise StoreUnavailableForTest("switched", "is unreachable: connection refused", "start it")
+                self._fail()
             return attribute(*args, **kwargs)
 
         return call
+
+    def _fail(self) -> None:
+        raise StoreUnavailableForTest("switched", "is unreachable: connection refused", "start it")
 
 
 class StoreUnavailableForTest(StoreError):
@@ -279,18 +282,9 @@ class SlowlyUnreachableStore(SwitchedStore):
     """While down, each operation waits out a connection timeout (0.5 s) and then fails as an
     unreachable server's does."""
 
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self.inner, name)
-        if not callable(attribute):
-            return attribute
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if self.down:
-                time.sleep(0.5)
-                raise StoreUnavailable("pg", "is unreachable: connection timed out", "start it")
-            return attribute(*args, **kwargs)
-
-        return call
+    def _fail(self) -> None:
+        time.sleep(0.5)
+        raise StoreUnavailable("pg", "is unreachable: connection timed out", "start it")
 
 
 def test_commits_queued_behind_one_that_found_the_store_unreachable_fail_at_once(tmp_path: Path) -> None:
