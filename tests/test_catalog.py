@@ -255,7 +255,7 @@ def _entry(model_id: str, window: int, prices: bool = True) -> str:
 id = "{model_id}"
 provider = "test"
 context_window = {window}
-max_output_tokens = 1000
+max_output_tokens = {min(1000, window)}
 tokenizer = {{ encoding = "o200k_base", exact = false, safety_factor = 1.2 }}
 {priced if prices else ""}cache = {{ mode = "none", min_cacheable_tokens = 0, max_breakpoints = 0 }}
 """
@@ -344,6 +344,11 @@ def test_invalid_catalog_names_the_field(tmp_path: Path) -> None:
             b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5}, '
             b'{"id": "X", "provider": "p", "context_window": 9}]}',
             r"\$\.models\[1\]: id 'X' of provider 'p' is also \$\.models\[0\]",
+        ),
+        (  # a reply is held in the window with its prompt
+            b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5, '
+            b'"max_output_tokens": 9}]}',
+            r"\$\.models\[0\]: max_output_tokens \(9\) is above context_window \(5\)",
         ),
         (  # an exact tokenizer's factor would be ignored
             b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5, '

@@ -84,11 +84,16 @@ class ModelEntry(_Strict):
     sources: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _input_cap_below_window(self) -> ModelEntry:
+    def _caps_within_window(self) -> ModelEntry:
         if self.max_input_tokens is not None and self.max_input_tokens > self.context_window:
             raise ValueError(
                 f"max_input_tokens ({self.max_input_tokens}) is above context_window ({self.context_window}); "
                 "give it only where the provider caps input below the window"
+            )
+        if self.max_output_tokens is not None and self.max_output_tokens > self.context_window:
+            raise ValueError(
+                f"max_output_tokens ({self.max_output_tokens}) is above context_window ({self.context_window}): "
+                "a reply is held in the window with its prompt"
             )
         return self
 
