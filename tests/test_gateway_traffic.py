@@ -977,3 +977,14 @@ def test_the_calibrated_proxy_count_leaves_the_tool_use_system_prompt_aside_in_f
         assert prepared.overhead_tokens == 346
         assert abs(prepared.proxy_tokens - (sent - 346)) <= 1, policy  # the sent body's proxy tokens
     gateway.close()
+
+
+@pytest.mark.parametrize("url", ["notaurl", "ftp://x/y", "", "http://", "https:///v1"])
+def test_an_upstream_that_is_not_an_http_url_is_refused_at_start(url: str) -> None:
+    # the gateway started, and every request then failed with a 502 (UnsupportedProtocol)
+    from ctxbudget.errors import ConfigError
+    from ctxbudget.gateway.config import GatewayConfig
+
+    for name in ("anthropic_upstream", "openai_upstream"):
+        with pytest.raises(ConfigError, match=f"{name} must be an http:// or https:// URL with a host"):
+            GatewayConfig(**{name: url})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import urlsplit
 
 from ..errors import ConfigError
 from ..trim.steps import DEFAULT_LOW_WATER
@@ -78,6 +79,18 @@ class GatewayConfig:
             raise ConfigError(f'unknown_model must be "error" or "floor", got {self.unknown_model!r}')
         if isinstance(self.catalog_paths, str) or not all(isinstance(p, str) for p in self.catalog_paths):
             raise ConfigError(f"catalog_paths must be a tuple of file paths, got {self.catalog_paths!r}")
+        for name in ("anthropic_upstream", "openai_upstream"):
+            _check_upstream(name, getattr(self, name))
+
+
+def _check_upstream(name: str, url: object) -> None:
+    """An upstream is an http(s) URL with a host (``notaurl`` or ``ftp://x`` started the gateway, and
+    every request then failed with a 502)."""
+    parsed = urlsplit(url) if isinstance(url, str) else None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ConfigError(
+            f"{name} must be an http:// or https:// URL with a host (https://api.example.com), got {url!r:.80}"
+        )
 
 
 def _number(value: object) -> bool:
