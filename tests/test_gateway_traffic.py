@@ -64,7 +64,9 @@ def test_a_client_budgets_its_request_and_is_told_what_happened(
         ("X-Ctxbudget-Max-Context-Tokens", "-5"),
         ("X-Ctxbudget-Cost-Ceiling", "nan"),
         ("X-Ctxbudget-Cost-Ceiling", "0"),
+        ("X-Ctxbudget-Cost-Ceiling", "0_1"),  # float() reads it as 1
         ("X-Ctxbudget-Policy", "legal-review"),  # not allowed by this server
+        ("X-Ctxbudget-Cost-Cieling", "0.01"),  # not a header of the table
     ],
 )
 def test_a_bad_ctxbudget_header_is_a_400_naming_it(
@@ -76,6 +78,13 @@ def test_a_bad_ctxbudget_header_is_a_400_naming_it(
             model="claude-sonnet-4-6", max_tokens=20, messages=_ask()
         )
     assert fake.received == []
+    # count_tokens too (it answered 200 to any of them)
+    counted = httpx.post(
+        url + "/v1/messages/count_tokens",
+        json={"model": "claude-sonnet-4-6", "messages": _ask()},
+        headers={header: value},
+    )
+    assert counted.status_code == 400 and header.lower() in counted.text.lower()
 
 
 def test_a_client_cost_ceiling_only_lowers_the_servers(tmp_path: Path) -> None:

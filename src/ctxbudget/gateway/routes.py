@@ -25,7 +25,7 @@ from .passthrough import pass_through, passed_to
 from .providers import ANTHROPIC, OPENAI, RESPONSES, Provider
 from .refusals import Refusal
 from .service import Gateway
-from .settings import SESSION_HEADER
+from .settings import SESSION_HEADER, SettingsError
 from .upstream import forwarded_headers
 
 __all__ = ["create_app"]
@@ -125,8 +125,11 @@ async def _count_tokens(request: Request) -> Response:
     """Anthropic's count_tokens, answered by the gateway (calibrated estimate where not exact)."""
     gateway: Gateway = request.app.state.gateway
     try:
+        gateway.settings_for(request.headers)  # its X-Ctxbudget-* headers checked as every route's
         body = await read_json(request, gateway)
         result = await run_in_threadpool(gateway.count_tokens, body)
+    except SettingsError as exc:
+        return error_response(ANTHROPIC, 400, f"ctxbudget: {exc}", "invalid_request")
     except Refusal as refusal:
         return refused(ANTHROPIC, refusal)
     except CtxBudgetError as exc:

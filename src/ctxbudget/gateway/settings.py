@@ -59,8 +59,8 @@ def _tokens(value: str) -> int:
 
 
 def _ceiling(value: str, server: float | None) -> float:
-    try:
-        ceiling = float(value) if len(value) <= 40 else math.nan
+    try:  # a plain decimal number ("0_1", which float reads as 1, is not one)
+        ceiling = float(value) if len(value) <= 40 and "_" not in value else math.nan
     except ValueError:
         ceiling = math.nan
     if not math.isfinite(ceiling) or ceiling <= 0:
