@@ -997,3 +997,30 @@ def test_an_upstream_that_is_not_an_http_url_is_refused_at_start(url: str) -> No
     for name in ("anthropic_upstream", "openai_upstream"):
         with pytest.raises(ConfigError, match=f"{name} must be an http:// or https:// URL with a host"):
             GatewayConfig(**{name: url})
+
+
+@pytest.mark.parametrize(("server_ceiling", "sent"), [(None, False), (5.0, True)])
+def test_the_servers_cost_ceiling_replaces_the_policys(
+    tmp_path: Path, server_ceiling: float | None, sent: bool
+) -> None:
+    # serve --cost-ceiling says "(overrides --policy's)": it was the lower of the two that stood
+    from ctxbudget.errors import CostCeilingExceeded
+    from ctxbudget.gateway.config import GatewayConfig
+    from ctxbudget.gateway.service import Gateway
+    from ctxbudget.gateway.settings import RequestSettings
+
+    config = GatewayConfig(
+        store_path=str(tmp_path / "s.db"), policy="legal-review", cost_ceiling_usd=server_ceiling
+    )
+    gateway = Gateway(config)
+    rules = " ".join(f"Rule {i}: the reviewer must cite the page and line of every fact." for i in range(700))
+    body = {"model": "claude-opus-4-1", "system": rules, "max_tokens": 4000, "messages": _ask()}
+    settings = RequestSettings(0, server_ceiling, "legal-review")
+    if sent:  # about $0.74, over legal-review's $0.45 and under the server's $5
+        prepared = gateway.prepare(ANTHROPIC, body, "opus", settings)
+        assert prepared.estimate_usd is not None and 0.45 < prepared.estimate_usd < 5
+    else:
+        with pytest.raises(Exception, match=r"ceiling \$0\.45") as refused:
+            gateway.prepare(ANTHROPIC, body, "opus", settings)
+        assert "cost" in str(refused.value).lower() or isinstance(refused.value, CostCeilingExceeded)
+    gateway.close()

@@ -83,6 +83,7 @@ class Preparer:
         memory: TurnMemory,
         unknown_model: Literal["error", "floor"],
         low_water: float | None = None,
+        server_ceiling: bool = False,
     ) -> None:
         self.catalog = catalog
         self.calibration = calibration
@@ -92,6 +93,7 @@ class Preparer:
         self.memory = memory
         self.unknown_model = unknown_model
         self.low_water = low_water  # None: no conversation caching (the system prompt's mark only)
+        self.server_ceiling = server_ceiling  # the server set --cost-ceiling: it replaces a policy's
 
     def model_for(self, model: str, factor: float | None = None) -> tuple[ModelSpec | None, float | None]:
         """``model``'s catalog entry and the safety factor its estimate is scaled by: the
@@ -274,7 +276,10 @@ class Preparer:
         assert settings.policy is not None
         spec, factor = self.model_for(model)
         policy = self._policy(settings, spec)
-        ceilings = [c for c in (settings.cost_ceiling_usd, policy.cost_ceiling_usd) if c is not None]
+        # the server's --cost-ceiling replaces the policy's (as assemble --cost-ceiling does); a
+        # client's header only lowers whichever stands (settings holds it, narrowed)
+        policy_ceiling = None if self.server_ceiling else policy.cost_ceiling_usd
+        ceilings = [c for c in (settings.cost_ceiling_usd, policy_ceiling) if c is not None]
         before, result = self._assembled(provider, body, session, model, settings, policy, factor, ceilings)
         assembled = result.request
         assert isinstance(assembled, dict)

@@ -79,6 +79,7 @@ class Gateway:
             memory=self.memory,
             unknown_model=config.unknown_model,
             low_water=config.low_water if config.conversation_cache else None,
+            server_ceiling=config.cost_ceiling_usd is not None,
         )
         self.recorder = Recorder(
             catalog=self.catalog,
