@@ -119,6 +119,14 @@ def test_count_tokens_is_answered_locally(stack: tuple[FakeUpstream, str, Path])
         url + "/v1/messages/count_tokens", json={"messages": [{"role": "user", "content": "x"}]}
     )
     assert modelless.status_code == 400 and "`model` is required" in modelless.json()["error"]["message"]
+    for route in ("/v1/messages/count_tokens", "/v1/messages"):  # given, but not as a string
+        numbered = httpx.post(
+            url + route, json={"model": 5, "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}
+        )
+        assert (
+            numbered.status_code == 400
+            and "`model` must be a string (a model id), got a number" in numbered.text
+        )
     assert fake.received == []
 
 

@@ -22,6 +22,7 @@ from ..catalog.values import ModelSpec
 from ..errors import BudgetExceeded, CostCeilingExceeded, CtxBudgetError, StoreError, UnknownModelError, usd
 from ..fitting import BODY_OUTPUT_FIELDS, FitResult, fit
 from ..fitting import count as fit_count
+from ..formats.jsonvalue import json_kind
 from ..session.store import SessionStore
 from .bodies import (
     asked_output,
@@ -66,6 +67,18 @@ def _refusal(exc: CtxBudgetError, provider: Provider) -> Refusal:
         return refusal
     message = re.sub(r"\bmax_tokens\b", "max_output_tokens", str(refusal))
     return Refusal(refusal.status, message, refusal.code, refusal.headers, counted=refusal.counted)
+
+
+def model_of(body: Mapping[str, Any]) -> str:
+    """The body's model id: a 400 when it has none, or one that is not a string of text."""
+    model = body.get("model")
+    if model is None or model == "":
+        raise Refusal(400, "`model` is required", "invalid_request")
+    if not isinstance(model, str):
+        raise Refusal(
+            400, f"`model` must be a string (a model id), got {json_kind(model)}", "invalid_request"
+        )
+    return model
 
 
 class Preparer:
@@ -114,9 +127,7 @@ class Preparer:
 
     def count_tokens(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """The count_tokens answer for an Anthropic body (calibrated estimate where not exact)."""
-        model = body.get("model")
-        if not isinstance(model, str) or not model:
-            raise Refusal(400, "`model` is required", "invalid_request")
+        model = model_of(body)
         factor = self.model_for(model)[1]
         return fit_count(
             body,
@@ -137,9 +148,7 @@ class Preparer:
     ) -> Prepared:
         """Fit (or, with a policy, assemble) the body; a refusal decision is counted."""
         try:
-            model = body.get("model")
-            if not isinstance(model, str) or not model:
-                raise Refusal(400, "`model` is required", "invalid_request")
+            model = model_of(body)
             if settings.policy is not None and provider.input_format == "responses":
                 message = (
                     "ctxbudget: policy mode assembles Messages and Chat Completions bodies; "
