@@ -1024,3 +1024,15 @@ def test_the_servers_cost_ceiling_replaces_the_policys(
             gateway.prepare(ANTHROPIC, body, "opus", settings)
         assert "cost" in str(refused.value).lower() or isinstance(refused.value, CostCeilingExceeded)
     gateway.close()
+
+
+def test_a_body_with_another_apis_fields_is_told_in_the_gateways_words(
+    stack: tuple[FakeUpstream, str, Path],
+) -> None:
+    fake, url, _ = stack
+    body = {"model": "gpt-4o", "system": "Be brief.", "messages": _ask()}  # Anthropic's system
+    refused = httpx.post(url + "/v1/chat/completions", json=body)
+    message = refused.json()["error"]["message"]
+    assert refused.status_code == 400 and "`system` is not read by the openai format" in message
+    assert "input_format=" not in message  # a library argument no HTTP client can give
+    assert fake.received == []

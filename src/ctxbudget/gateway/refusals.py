@@ -47,6 +47,8 @@ GATEWAY_OPTIONS = (
     ("allow_prefix_change=True", PREFIX_HINT),
     ('unknown_model="floor"', "serve --unknown-model floor"),
     ("catalog=load_catalog(FILE)", "serve --catalog FILE"),
+    # the route names the body's format: there is nothing to name
+    (", or name the body's format with input_format=", " (this route's API)"),
 )
 NOTHING_SENT = "; nothing was sent"
 
