@@ -1036,3 +1036,14 @@ def test_a_body_with_another_apis_fields_is_told_in_the_gateways_words(
     assert refused.status_code == 400 and "`system` is not read by the openai format" in message
     assert "input_format=" not in message  # a library argument no HTTP client can give
     assert fake.received == []
+
+
+def test_a_refused_header_value_is_shown_as_the_client_wrote_it(
+    stack: tuple[FakeUpstream, str, Path],
+) -> None:
+    _, url, _ = stack
+    body = {"model": "gpt-4o", "messages": _ask()}
+    for header in ("X-Ctxbudget-Policy", "X-Ctxbudget-Cost-Ceiling"):
+        refused = httpx.post(url + "/v1/chat/completions", json=body, headers={header: "légal".encode()})
+        message = refused.json()["error"]["message"]
+        assert refused.status_code == 400 and "'légal'" in message and "Ã" not in message, message

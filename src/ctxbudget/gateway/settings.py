@@ -54,8 +54,16 @@ def _tokens(value: str) -> int:
     text = value.strip()
     digits = text.lstrip("0")
     if not text.isascii() or not text.isdigit() or not digits:
-        raise SettingsError(f"{MAX_CONTEXT_HEADER} must be a whole number of tokens > 0, got {value[:40]!r}")
+        raise SettingsError(
+            f"{MAX_CONTEXT_HEADER} must be a whole number of tokens > 0, got {_shown(value, 40)!r}"
+        )
     return int(digits) if len(digits) <= 12 else _MAX_TOKENS_HEADER_VALUE
+
+
+def _shown(value: str, limit: int) -> str:
+    """A header's value as the client wrote it, for a message: the server hands it over as
+    Latin-1, its bytes are UTF-8 (``légal``, not ``lÃ©gal``)."""
+    return value.encode("latin-1", errors="replace").decode("utf-8", errors="replace")[:limit]
 
 
 def _ceiling(value: str, server: float | None) -> float:
@@ -64,7 +72,9 @@ def _ceiling(value: str, server: float | None) -> float:
     except ValueError:
         ceiling = math.nan
     if not math.isfinite(ceiling) or ceiling <= 0:
-        raise SettingsError(f"{COST_CEILING_HEADER} must be a positive number of USD, got {value[:40]!r}")
+        raise SettingsError(
+            f"{COST_CEILING_HEADER} must be a positive number of USD, got {_shown(value, 40)!r}"
+        )
     return ceiling if server is None else min(ceiling, server)
 
 
@@ -113,7 +123,7 @@ def request_settings(config: GatewayConfig, headers: Mapping[str, str]) -> Reque
         if given not in config.allowed_policies:
             allowed = ", ".join(config.allowed_policies) or "none (serve --allow-policy NAME)"
             raise SettingsError(
-                f"{POLICY_HEADER}: policy {given[:80]!r} is not allowed here; allowed: {allowed}"
+                f"{POLICY_HEADER}: policy {_shown(given, 80)!r} is not allowed here; allowed: {allowed}"
             )
         policy = given
     betas = (
@@ -136,5 +146,5 @@ def _flag(value: str | None) -> bool:
     if text in ("0", "false", "no"):
         return False
     raise SettingsError(
-        f"{ALLOW_PREFIX_CHANGE_HEADER} must be true or false (or 1 / 0, yes / no), got {value[:40]!r}"
+        f"{ALLOW_PREFIX_CHANGE_HEADER} must be true or false (or 1 / 0, yes / no), got {_shown(value, 40)!r}"
     )
