@@ -1047,3 +1047,16 @@ def test_a_refused_header_value_is_shown_as_the_client_wrote_it(
         refused = httpx.post(url + "/v1/chat/completions", json=body, headers={header: "légal".encode()})
         message = refused.json()["error"]["message"]
         assert refused.status_code == 400 and "'légal'" in message and "Ã" not in message, message
+
+
+def test_a_policy_the_server_allows_from_a_file_is_named_by_its_name(tmp_path: Path) -> None:
+    # clients had to send the server's file path, and the refusal listed it
+    text = (Path(__file__).resolve().parent.parent / "src/ctxbudget/policies/legal-review.toml").read_text()
+    path = tmp_path / "house.toml"
+    path.write_text(text.replace('name = "legal-review"', 'name = "house-review"', 1))
+    with gateway_over_fake(tmp_path / "h.db", allowed_policies=(str(path),)) as (_, url):
+        body = {"model": "claude-sonnet-4-6", "max_tokens": 10, "messages": _ask()}
+        named = httpx.post(url + "/v1/messages", json=body, headers={"X-Ctxbudget-Policy": "house-review"})
+        other = httpx.post(url + "/v1/messages", json=body, headers={"X-Ctxbudget-Policy": "mine"})
+    assert named.status_code == 200, named.text
+    assert other.status_code == 400 and other.json()["error"]["message"].endswith("allowed: house-review")

@@ -17,7 +17,7 @@ import httpx
 
 from ..assembly import Policy, load_policy
 from ..catalog.catalog import load_catalog
-from ..errors import StoreError
+from ..errors import ConfigError, StoreError
 from ..session import connect_store
 from ..session.store import SessionStore
 from .calibration import Calibration
@@ -68,6 +68,10 @@ class Gateway:
         self.memory = TurnMemory(self.store, config.max_sessions_in_memory, lambda: self.health.up)
         names = {config.policy, *config.allowed_policies} - {None}
         self.policies: dict[str, Policy] = {str(n): load_policy(str(n)) for n in sorted(names, key=str)}
+        # what a client names an allowed policy by (its name, not a file's path on this server)
+        self.policy_names = {self.policies[p].name: p for p in config.allowed_policies}
+        if len(self.policy_names) < len(set(config.allowed_policies)):
+            raise ConfigError("two allowed policies have one name: a client could not tell them apart")
         self._ids = itertools.count(1)
         self.upstream = Upstream(self.client, self.metrics, upstream_url(config, ANTHROPIC) + "/count_tokens")
         self.preparer = Preparer(
@@ -97,7 +101,7 @@ class Gateway:
 
     def settings_for(self, headers: Mapping[str, str]) -> RequestSettings:
         """The request's budgets: the server's, narrowed by the client's headers."""
-        return request_settings(self.config, headers)
+        return request_settings(self.config, headers, self.policy_names)
 
     def next_request_id(self) -> int:
         """A number for the log line of each request."""

@@ -107,9 +107,13 @@ def _check_own_headers(headers: Mapping[str, str]) -> None:
             )
 
 
-def request_settings(config: GatewayConfig, headers: Mapping[str, str]) -> RequestSettings:
+def request_settings(
+    config: GatewayConfig, headers: Mapping[str, str], policy_names: Mapping[str, str] | None = None
+) -> RequestSettings:
     """The settings for one request: the server's, narrowed by the client's headers (each of
-    them sent once, or repeated with one value)."""
+    them sent once, or repeated with one value). ``policy_names`` maps the ``name`` of each policy
+    the server allows to what the server was given for it (a bundled name, or a file's path):
+    clients name a policy by its name, and never learn a path (default: the names given)."""
     _check_own_headers(headers)
     tokens = config.max_context_tokens or 0
     if (given := headers.get(MAX_CONTEXT_HEADER)) is not None:
@@ -120,12 +124,13 @@ def request_settings(config: GatewayConfig, headers: Mapping[str, str]) -> Reque
         ceiling = _ceiling(given, ceiling)
     policy = config.policy
     if (given := headers.get(POLICY_HEADER)) is not None:
-        if given not in config.allowed_policies:
-            allowed = ", ".join(config.allowed_policies) or "none (serve --allow-policy NAME)"
+        names = {p: p for p in config.allowed_policies} if policy_names is None else policy_names
+        if given not in names:
+            allowed = ", ".join(sorted(names)) or "none (serve --allow-policy NAME)"
             raise SettingsError(
                 f"{POLICY_HEADER}: policy {_shown(given, 80)!r} is not allowed here; allowed: {allowed}"
             )
-        policy = given
+        policy = names[given]
     betas = (
         headers.getlist("anthropic-beta")
         if hasattr(headers, "getlist")
