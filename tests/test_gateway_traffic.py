@@ -1060,3 +1060,14 @@ def test_a_policy_the_server_allows_from_a_file_is_named_by_its_name(tmp_path: P
         other = httpx.post(url + "/v1/messages", json=body, headers={"X-Ctxbudget-Policy": "mine"})
     assert named.status_code == 200, named.text
     assert other.status_code == 400 and other.json()["error"]["message"].endswith("allowed: house-review")
+
+
+def test_a_policy_mode_refusal_tells_what_is_known_of_the_request(tmp_path: Path) -> None:
+    rules = " ".join(f"Rule {i}: the reviewer must cite the page and line of every fact." for i in range(700))
+    body = {"model": "claude-opus-4-1", "system": rules, "max_tokens": 4000, "messages": _ask()}
+    with gateway_over_fake(tmp_path / "p.db", policy="legal-review") as (fake, url):
+        refused = httpx.post(url + "/v1/messages", json=body)
+    assert refused.status_code == 400 and "above the ceiling" in refused.text and not fake.received
+    # as a fit-mode refusal does (it said only its session): the request counted, the estimate
+    assert int(refused.headers["x-ctxbudget-tokens-before"]) > 10_000
+    assert float(refused.headers["x-ctxbudget-estimated-cost-usd"]) > 0.45

@@ -69,6 +69,15 @@ def _refusal(exc: CtxBudgetError, provider: Provider) -> Refusal:
     return Refusal(refusal.status, message, refusal.code, refusal.headers, counted=refusal.counted)
 
 
+def _told_of(before: Mapping[str, Any] | None, exc: CtxBudgetError) -> dict[str, str]:
+    """What a policy-mode refusal tells the client about its request, as far as it is known: the
+    request as sent, counted, and the cost estimate a ceiling refused."""
+    told = {} if before is None else {"x-ctxbudget-tokens-before": str(before["tokens"])}
+    if isinstance(exc, CostCeilingExceeded) and exc.estimate_usd is not None:
+        told["x-ctxbudget-estimated-cost-usd"] = f"{exc.estimate_usd:.6f}"
+    return told
+
+
 def model_of(body: Mapping[str, Any]) -> str:
     """The body's model id: a 400 when it has none, or one that is not a string of text."""
     model = body.get("model")
@@ -343,6 +352,7 @@ class Preparer:
         provider's terms."""
         assert settings.policy is not None
         output = asked_output(body)
+        before: dict[str, Any] | None = None
         try:
             before = self._count(provider, body, factor)
             result = assemble(
@@ -361,7 +371,7 @@ class Preparer:
         except StoreError:
             raise  # the store, not the request: the route answers 503
         except CtxBudgetError as exc:
-            raise _refusal(exc, provider) from exc
+            raise _refusal(exc, provider).with_headers(_told_of(before, exc)) from exc
         return before, result
 
     def _count(self, provider: Provider, body: Mapping[str, Any], factor: float | None) -> dict[str, Any]:

@@ -76,7 +76,7 @@ class Refusal(Exception):
 
     def with_headers(self, headers: Mapping[str, str]) -> Refusal:
         """The same refusal, telling the client ``headers`` about its request."""
-        return Refusal(self.status, str(self), self.code, headers, counted=self.counted)
+        return Refusal(self.status, str(self), self.code, {**self.headers, **headers}, counted=self.counted)
 
 
 def _same(code: str) -> Mapping[str, str]:
