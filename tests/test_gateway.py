@@ -460,3 +460,20 @@ def test_a_passed_through_body_that_stalls_is_refused_not_waited_on(tmp_path: Pa
             answer = conn.recv(4096).decode("latin-1")
         assert answer.startswith("HTTP/1.1 408") and "stalled" in answer
         assert time.monotonic() - started < 9
+
+
+def test_a_passed_through_request_has_its_log_line(tmp_path: Path, caplog: Any) -> None:
+    import logging
+
+    with (
+        caplog.at_level(logging.INFO, logger="ctxbudget.gateway"),
+        gateway_over_fake(tmp_path / "l.db", pass_through=True) as (_, url),
+    ):
+        answer = httpx.get(url + "/v1/threads/t1/messages", headers={"authorization": "Bearer sk-o"})
+    lines = [
+        r.getMessage()
+        for r in caplog.records
+        if "passed_through=GET /v1/threads/t1/messages" in r.getMessage()
+    ]
+    assert answer.status_code == 200 and len(lines) == 1  # only httpx's own line was there
+    assert "status=200 outcome=ok" in lines[0]

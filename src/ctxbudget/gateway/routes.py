@@ -184,8 +184,18 @@ async def _unrouted(request: Request) -> Response:
     and the path is an API's (``/v1/...``), else an error in the shape of the API it meant."""
     gateway: Gateway = request.app.state.gateway
     if gateway.config.pass_through and request.url.path.startswith("/v1/"):
+        started = time.perf_counter()
         response, outcome = await _passed_through(gateway, request)
         gateway.note_request("/v1/* passed through", outcome)
+        logger.info(  # its INFO line, as a fitted request has (method and path: no body is read)
+            "request=%d passed_through=%s %s status=%d outcome=%s ms=%.1f",
+            gateway.next_request_id(),
+            request.method,
+            request.url.path[:200],
+            response.status_code,
+            outcome,
+            (time.perf_counter() - started) * 1000,
+        )
         return response
     provider = _provider_of(request)
     message = (
