@@ -89,6 +89,8 @@ def test_a_soak_with_injected_faults_loses_no_answer(tmp_path: Path) -> None:
         gateway = fake.gateway
         assert len(gateway.memory.previous) <= 64
     faults = [(m, s) for m, s in seen["statuses"]]
+    ordinary = [(m, s) for m, s in faults if m not in FAULTS]
+    assert not ordinary, ordinary  # a request with no fault injected that got an error status
     assert len(faults) == SESSIONS * TURNS // 10
     assert all(status == FAULTS[model] for model, status in faults), faults[:5]
     assert seen["headers_missing"] == 0
