@@ -9,11 +9,12 @@ no cost: callers report ``cost_usd: null`` and refuse a turn that a ceiling must
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from .catalog.values import Prices
 from .errors import ConfigError
 
-__all__ = ["TurnCost", "check_amount", "price_turn", "price_unknown_note"]
+__all__ = ["CacheFigures", "TurnCost", "check_amount", "price_cached", "price_turn", "price_unknown_note"]
 
 
 def check_amount(name: str, value: object, *, whole: bool = False) -> None:
@@ -85,6 +86,36 @@ def price_turn(
         cache_write_1h_usd=write_1h_tokens * write_1h * PER_TOKEN,
         cache_read_usd=read_tokens * read * PER_TOKEN,
         output_usd=output_tokens * prices.output * PER_TOKEN,
+    )
+
+
+class CacheFigures(Protocol):
+    """A turn's input as the cache bills it: a prediction, or the report of one."""
+
+    @property
+    def uncached_tokens(self) -> int: ...
+
+    @property
+    def write_5m_tokens(self) -> int: ...
+
+    @property
+    def write_1h_tokens(self) -> int: ...
+
+    @property
+    def read_tokens(self) -> int: ...
+
+
+def price_cached(prices: Prices | None, figures: CacheFigures, output_tokens: int) -> TurnCost | None:
+    """The turn priced from its cache figures and ``output_tokens`` (None without prices)."""
+    if prices is None:
+        return None
+    return price_turn(
+        prices,
+        uncached_tokens=figures.uncached_tokens,
+        write_5m_tokens=figures.write_5m_tokens,
+        write_1h_tokens=figures.write_1h_tokens,
+        read_tokens=figures.read_tokens,
+        output_tokens=output_tokens,
     )
 
 

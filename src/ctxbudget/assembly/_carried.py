@@ -19,8 +19,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..catalog.values import Prices
-from ..cost import TurnCost, price_turn
+from ..cost import price_cached
 from ..errors import BudgetExceeded, CostCeilingExceeded, InvalidRequestError, usd
 from ..formats import detect_format, get_format
 from ..formats.anthropic_rules import without_cache_marks
@@ -150,7 +149,7 @@ def _with_extra(
         )
     rate = _rate_of_prefix(setup, report)
     cache = _cache_with(report.cache, rate, extra)
-    turn = _turn_cost(setup.spec.prices, cache, report.expected_output_tokens * replies)
+    turn = price_cached(setup.spec.prices, cache, report.expected_output_tokens * replies)
     cost = round(turn.total_usd, 6) if turn is not None and report.cost_usd is not None else report.cost_usd
     if ceiling is not None and cost is not None and cost > ceiling:
         raise CostCeilingExceeded(
@@ -182,20 +181,6 @@ def _cache_with(cache: CacheReport, rate: str, tokens: int) -> CacheReport:
     ttl = "write_1h_tokens" if rate == "write_1h" else "write_5m_tokens"
     return dataclasses.replace(
         cache, write_tokens=cache.write_tokens + tokens, **{ttl: getattr(cache, ttl) + tokens}
-    )
-
-
-def _turn_cost(prices: Prices | None, cache: CacheReport, output: int) -> TurnCost | None:
-    """The turn priced from its cache figures (None without prices)."""
-    if prices is None:
-        return None
-    return price_turn(
-        prices,
-        uncached_tokens=cache.uncached_tokens,
-        write_5m_tokens=cache.write_5m_tokens,
-        write_1h_tokens=cache.write_1h_tokens,
-        read_tokens=cache.read_tokens,
-        output_tokens=output,
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..cache import Breakpoint, CachePrediction, plan_breakpoints, predict_cache, prefix_hashes
 from ..catalog.values import CacheRules
-from ..cost import TurnCost, price_turn
+from ..cost import TurnCost, price_cached
 from ..errors import CostCeilingExceeded, PriceUnknown
 from ._draft import Draft, Setup, measure, render
 from ._envelope import fit_envelope
@@ -42,20 +42,6 @@ def _prefix_raw(draft: Draft) -> list[int]:
     return out
 
 
-def _cost(setup: Setup, prediction: CachePrediction, output_tokens: int) -> TurnCost | None:
-    """The turn's cost at the model's prices (None where it has none)."""
-    if setup.spec.prices is None:
-        return None
-    return price_turn(
-        setup.spec.prices,
-        uncached_tokens=prediction.uncached_tokens,
-        write_5m_tokens=prediction.write_5m_tokens,
-        write_1h_tokens=prediction.write_1h_tokens,
-        read_tokens=prediction.read_tokens,
-        output_tokens=output_tokens,
-    )
-
-
 def _price(setup: Setup, draft: Draft, previous_hashes: frozenset[str], output_tokens: int) -> Priced:
     """Plan the breakpoints of ``draft``, render it with them, predict its cache use and price it."""
     scale = setup.counter.scale
@@ -67,7 +53,7 @@ def _price(setup: Setup, draft: Draft, previous_hashes: frozenset[str], output_t
     body = render(setup, draft.blocks, points)
     total = scale(measure(setup, body))
     prediction = predict_cache(points, total, previous_hashes, rules.mode, hashes, prefix)
-    cost = _cost(setup, prediction, output_tokens)
+    cost = price_cached(setup.spec.prices, prediction, output_tokens)
     return Priced(draft, tuple(points), prediction, cost, body, tuple(warnings), total)
 
 
