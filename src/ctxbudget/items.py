@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, Literal, Protocol
 
 __all__ = [
@@ -61,11 +60,12 @@ class Item:
     role: str = ""
     score: float | None = None
     group: int = -1
+    # (component, index): how plans and renderings refer to the item. Read for every decision and
+    # report line, so built with the item (a cached property's first read cost twice as much).
+    key: ItemKey = field(init=False, repr=False, compare=False)
 
-    @cached_property  # read for every decision and report line: built once an item
-    def key(self) -> ItemKey:
-        """(component, index): how plans and renderings refer to the item."""
-        return (self.component, self.index)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", (self.component, self.index))
 
 
 @dataclass(frozen=True, slots=True)

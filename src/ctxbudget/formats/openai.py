@@ -57,10 +57,23 @@ def message_text(message: Mapping[str, Any]) -> str:
     return content_text(message.get("content"))
 
 
+def _calls_or_results(messages: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether any message makes a call or answers one (else each is a group of its own: a long
+    chat is read once, in a tenth of the grouping's time)."""
+    for message in messages:
+        if "tool_calls" in message or "function_call" in message:
+            return True
+        if message.get("role") in ("tool", "function"):
+            return True
+    return False
+
+
 def _tool_groups(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     """A group per message; a call and its results share one, and so does everything from the
     message with the call to its result."""
     groups = list(range(len(messages)))
+    if not _calls_or_results(messages):
+        return groups
     owner_of_call: dict[str, int] = {}
     for i, message in enumerate(messages):
         for call in message.get("tool_calls") or []:
@@ -100,9 +113,11 @@ def _part_estimate(part: Mapping[str, Any]) -> Estimate:
 def _message_chunks(
     message: Mapping[str, Any], owner: Owner, estimated: list[tuple[Owner, str]]
 ) -> tuple[list[tuple[Segment, ...]], int]:
+    content = message.get("content")
+    if type(content) is str and len(message) == 2:  # role and text alone: most of a long chat
+        return [(Segment(str(message["role"]), owner),), (Segment(content, owner, True),)], TOKENS_PER_MESSAGE
     chunks: list[tuple[Segment, ...]] = [(Segment(str(message["role"]), owner),)]
     constant = TOKENS_PER_MESSAGE
-    content = message.get("content")
     if isinstance(content, str):
         chunks.append((Segment(content, owner, content=True),))
     elif isinstance(content, list):

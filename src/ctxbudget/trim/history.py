@@ -20,6 +20,12 @@ __all__ = ["MIN_CUT_TOKENS", "HistorySelection", "select_history", "units_of"]
 # An older message is cut into the room left only when that room holds at least this many tokens.
 MIN_CUT_TOKENS = 128
 
+# The decisions most messages of a long history share (one value each: a decision is frozen).
+_FIRST = Decision("kept", "first message")
+_RECENT = Decision("kept", "recent message; fits")
+_SUMMARIZED = Decision("summarized", "older message replaced by the summary placeholder")
+_NO_PLACEHOLDER = Decision("dropped", "older message; no room even for the summary placeholder")
+
 
 @dataclass(frozen=True)
 class HistorySelection:
@@ -123,7 +129,10 @@ def select_history(
     pricing = _Pricing(costs, fixed or {}, shrink, placeholder_cost, at_least)
     if pricing.fits(messages, budget):
         return HistorySelection(
-            {m.index: Decision("kept", "whole history fits") for m in messages}, None, 0, budget
+            dict.fromkeys((m.index for m in messages), Decision("kept", "whole history fits")),
+            None,
+            0,
+            budget,
         )
     units = units_of(messages)
     if first_required and len(units) > 1:
@@ -146,9 +155,7 @@ def select_history(
     elif omitted:
         for index, decision in list(decisions.items()):
             if decision.action == "summarized":
-                decisions[index] = Decision(
-                    "dropped", "older message; no room even for the summary placeholder"
-                )
+                decisions[index] = _NO_PLACEHOLDER
     return HistorySelection(decisions, placeholder_after, omitted, budget - remaining)
 
 
@@ -258,13 +265,8 @@ def _unit_decisions(
     """Decisions for the messages not yet decided: kept with their unit, or summarized."""
     decisions: dict[int, Decision] = {}
     for u, unit in enumerate(units):
+        decision = (_FIRST if u == 0 else _RECENT) if u in keep_units else _SUMMARIZED
         for m in unit:
-            if m.index in decided:
-                continue
-            if u in keep_units:
-                decisions[m.index] = Decision("kept", "first message" if u == 0 else "recent message; fits")
-            else:
-                decisions[m.index] = Decision(
-                    "summarized", "older message replaced by the summary placeholder"
-                )
+            if m.index not in decided:
+                decisions[m.index] = decision
     return decisions
