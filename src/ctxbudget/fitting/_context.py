@@ -119,6 +119,10 @@ class FitContext:
         """System prompts are kept whole unless the caller budgets ``system``."""
         return item.component == "system" and self.split.protect_system
 
+    def trimmable(self, component: Component) -> list[Item]:
+        """The component's items that are not :meth:`protected` (a new list)."""
+        return [] if component == "system" and self.split.protect_system else self.of(component)
+
     @cached_property
     def question(self) -> str:
         """What the latest user turn asks: relevance for cutting other messages (found once a
@@ -135,7 +139,7 @@ class FitContext:
         """Raw tokens that no trimming can remove, by part: framing, tools, protected prompts,
         and what is not text in the items that are always kept (roles, tool calls, images)."""
         parts = dict(self.measured.fixed_parts())
-        for item in self.items:
+        for item in self._by_component.get("system", ()):  # only system prompts are protected
             if self.protected(item) and self.cost(item):
                 parts[f"{item.component} {item.path}"] = self.cost(item)
         for item in self.always_kept():

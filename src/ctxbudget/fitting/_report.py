@@ -121,6 +121,7 @@ def build_report(ctx: FitContext, fitted: Fitted) -> FitReport:
     counter = ctx.counter
     resolution = ctx.window.resolution
     items = _item_reports(ctx, fitted.plan)
+    touched = {i.component for i in items if i.action != "kept"}
     before = counter.scale(ctx.measured.reported_total())
     after = counter.scale(fitted.tokens_raw)
     fixed = ctx.measured.fixed_parts()
@@ -145,9 +146,7 @@ def build_report(ctx: FitContext, fitted: Fitted) -> FitReport:
         tokens_after=after,
         tokens_saved=before - after,
         passed_through=fitted.passed_through,
-        components_truncated=tuple(
-            c for c in COMPONENTS if any(i.component == c and i.action != "kept" for i in items)
-        ),
+        components_truncated=tuple(c for c in COMPONENTS if c in touched),
         warnings=tuple(dict.fromkeys(ctx.warnings)),
         items=items,
         uncounted_items=sum(not i.counted for i in items),
@@ -167,7 +166,10 @@ def _item_reports(ctx: FitContext, plan: Plan) -> tuple[ItemReport, ...]:
     for item in ctx.items:  # a line per item of a long history: names bound once, outside the loop
         key = item.key
         decision = decisions.get(key) or kept
-        after = _tokens_after(ctx, item, decision)  # first: it may count the item
+        # first: it may count the item; a dropped item costs nothing after (most of a long history)
+        after = (
+            0 if decision.action in _GONE and decision.tokens is None else _tokens_after(ctx, item, decision)
+        )
         reports.append(
             ItemReport(
                 component=item.component,
@@ -181,6 +183,9 @@ def _item_reports(ctx: FitContext, plan: Plan) -> tuple[ItemReport, ...]:
             )
         )
     return tuple(reports)
+
+
+_GONE = frozenset({"dropped", "summarized"})
 
 
 def _tokens_after(ctx: FitContext, item: Item, decision: Decision) -> int:

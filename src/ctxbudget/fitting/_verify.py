@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BudgetExceeded
-from ..items import COMPONENTS, Component, Item, Plan
+from ..items import COMPONENTS, Component, Plan
 from ..measure import measure_total
 from ._budget import allocate, budget_ceiling
 from ._context import FitContext
@@ -115,14 +115,10 @@ def _demand(ctx: FitContext, pool: int) -> _Demand:
     return _Demand(needs, kept_framing, question)
 
 
-def _trimmable(ctx: FitContext, component: Component) -> list[Item]:
-    return [i for i in ctx.of(component) if not ctx.protected(i)]
-
-
 def _bound(ctx: FitContext, component: Component, cap: int) -> int:
     """A lower bound of the component's trimmable tokens, read only until it is over ``cap``."""
     bound = 0
-    for item in _trimmable(ctx, component):
+    for item in ctx.trimmable(component):
         bound += ctx.at_least(item)
         if bound > cap:
             break
@@ -133,9 +129,9 @@ def _need(ctx: FitContext, component: Component, over: int) -> int:
     """The component's trimmable tokens, or a bound of them (a partial sum) when that is above
     ``over``."""
     if component == "query":  # always kept, and its question is taken off its need
-        return sum(map(ctx.cost, _trimmable(ctx, component)))
+        return sum(map(ctx.cost, ctx.trimmable(component)))
     bound = _bound(ctx, component, over)  # bounds are read only until they are over
-    return bound if bound > over else sum(map(ctx.cost, _trimmable(ctx, component)))
+    return bound if bound > over else sum(map(ctx.cost, ctx.trimmable(component)))
 
 
 def _trim(ctx: FitContext, request: Mapping[str, Any], pool: int, *, on_empty: bool) -> Fitted:
