@@ -104,8 +104,9 @@ class LazyMeasurement:
         """The owner's exact raw tokens (counted now if they were not yet)."""
         found = self._costs.get(owner)
         if found is None:
-            places = self._places.get(owner, ())
-            found = self._constants.get(owner, 0) + sum(self._share(p)[0] for p in places)
+            found = self._constants.get(owner, 0)
+            for place in self._places.get(owner, ()):
+                found += self._share(place)[0] if place.segment.content else self._framing_share(place)
             self._costs[owner] = found
         return found
 
@@ -130,15 +131,17 @@ class LazyMeasurement:
     def framing(self, owner: Owner) -> int:
         """The owner's raw tokens that are not its text (its non-content segments and constants);
         the text itself is not tokenized for it."""
-        places = self._places.get(owner, ())
-        return self._constants.get(owner, 0) + sum(
-            self._framing_share(p) for p in places if not p.segment.content
-        )
+        tokens = self._constants.get(owner, 0)
+        for place in self._places.get(owner, ()):
+            if not place.segment.content:
+                tokens += self._framing_share(place)
+        return tokens
 
     def _framing_share(self, place: _Place) -> int:
         """A non-content place's tokens. A short chunk of one segment (a role, a name) is counted
         alone, so its tokens are its text's wherever it sits: read once a text, not once a message
-        (the placeholder's framing asks every history message's)."""
+        (the placeholder's framing asks every history message's, and each count of a message
+        read its role's)."""
         text = place.segment.text
         if len(text) >= MIN_REUSE_CHARS or len(self._chunks[place.chunk]) != 1 or self._windowed[place.chunk]:
             return self._share(place)[0]
