@@ -134,7 +134,7 @@ def _plain_chars(value: Any) -> int | None:
         for child in children:
             kind = type(child)
             if kind is str:
-                if not _plain_string(child):
+                if not child.isascii() and not _plain_string(child):  # ASCII: no call
                     return None
                 chars += len(child)
             elif kind is dict or kind is list:
