@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 from .items import ItemKey, Owner, Rendering, Segment
 from .measure import MIN_REUSE_CHARS, Sources, chunk_text, segment_shares, spans_of
-from .tokens.bounds import tokens_at_least
+from .tokens.bounds import SHORT_TEXT, tokens_at_least
 from .tokens.counter import ChunkAnalysis, analyze
 from .tokens.encoding import Encoding, first_boundary, last_boundary
 from .trim.shares import exceeds
@@ -63,7 +63,7 @@ class LazyMeasurement:
     ) -> None:
         self._encoding = encoding
         self._chunks = rendering.chunks
-        self._texts = [chunk_text(chunk) for chunk in rendering.chunks]
+        self._texts = [chunk[0].text if len(chunk) == 1 else chunk_text(chunk) for chunk in rendering.chunks]
         self._proven = encoding.proven_boundaries
         self._windowed = [self._proven and len(t) >= lazy_min_chars for t in self._texts]
         self._places: defaultdict[Owner, list[_Place]] = defaultdict(list)
@@ -120,7 +120,9 @@ class LazyMeasurement:
             bound = self._constants.get(owner, 0)
             if self._proven:
                 for place in self._places.get(owner, ()):
-                    bound += tokens_at_least(place.segment.text)
+                    text = place.segment.text
+                    if len(text) >= SHORT_TEXT:  # a role or a name bounds nothing: no call for it
+                        bound += tokens_at_least(text)
             self._bounds[owner] = bound
         return bound
 

@@ -180,6 +180,18 @@ def _drop_emptied(message: dict[str, Any], emptied: list[Location]) -> None:
             result["content"] = GAP.strip() if _is_error(result) else ""
 
 
+_IMMUTABLE = frozenset({str, int, float, bool, type(None)})
+
+
+def _copy(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A message as a new dict that shares nothing mutable with the caller's: a plain message
+    (its values strings, numbers or null, most of a long chat) is copied flat, anything else deep
+    (a deep copy of each kept message was a tenth of a long history's fit)."""
+    if all(type(value) in _IMMUTABLE for value in message.values()):
+        return dict(message)
+    return copy.deepcopy(dict(message))
+
+
 def _is_error(block: Any) -> bool:
     """An Anthropic tool result flagged as an error: the Messages API refuses its content empty."""
     return isinstance(block, dict) and block.get("type") == "tool_result" and bool(block.get("is_error"))
@@ -259,7 +271,7 @@ def apply_history(
             message = messages[position]
             pieces = plan.pieces_of(item)
             changed = new_text != item.text or pieces
-            out.append(replace_text(message, new_text, pieces) if changed else copy.deepcopy(dict(message)))
+            out.append(replace_text(message, new_text, pieces) if changed else _copy(message))
         if component == "history" and plan.placeholder_after == index:
             out.append(dict(placeholder))
     return out
