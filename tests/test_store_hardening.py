@@ -505,3 +505,31 @@ def test_a_session_name_that_is_not_utf8_is_refused_not_a_traceback(tmp_path: Pa
         ],
     )
     assert result.exit_code == 2 and "UTF-8" in result.output, result.output
+
+
+@pytest.mark.parametrize("password", ["e", "valid"])
+def test_a_short_password_is_not_starred_inside_the_words_of_an_error(password: str) -> None:
+    """A password masked wherever its letters appeared turned libpq's "invalid URI query
+    parameter" into "qu***ry param***t***r" (password "e") or "in*** URI" (password "valid"):
+    the message garbled, and the places starred gave the password away."""
+    pytest.importorskip("psycopg")
+    from ctxbudget import connect_store
+
+    with pytest.raises(StoreError) as caught:
+        connect_store(f"postgresql://u:{password}@localhost:5432/db?bogus=1")
+    assert 'invalid URI query parameter: "bogus"' in str(caught.value)
+    assert "***" not in str(caught.value)
+
+
+def test_a_password_standing_alone_in_an_error_is_masked() -> None:
+    from ctxbudget.session._postgres_database import store_error
+
+    class Refused(Exception):
+        pass
+
+    shown = str(
+        store_error("store", Refused('FATAL: password "hunter2" and "hunter2x" seen'), ["hunter2"], 1.0)
+    )
+    assert 'password "***" and "hunter2x"' in shown
+    long_secret = str(store_error("store", Refused("saw xcorrecthorsebattery"), ["correcthorse"], 1.0))
+    assert "correcthorse" not in long_secret

@@ -128,8 +128,20 @@ def _detail(exc: BaseException, secrets: list[str]) -> str:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     text = text.removeprefix("connection failed: ")
     for secret in secrets:
-        text = text.replace(secret, "***")
+        text = _scrubbed(text, secret)
     return text
+
+
+# A secret this long is masked wherever it appears; a shorter one only where it stands alone (a
+# password "e" or "valid" masked inside "query" or "invalid" garbled the message and, by the
+# places it starred, gave the password away).
+WHOLE_SECRET_CHARS = 8
+
+
+def _scrubbed(text: str, secret: str) -> str:
+    if len(secret) >= WHOLE_SECRET_CHARS:
+        return text.replace(secret, "***")
+    return re.sub(rf"(?<![0-9A-Za-z]){re.escape(secret)}(?![0-9A-Za-z])", "***", text)
 
 
 def _refused_connection(location: str, detail: str) -> StoreError:
