@@ -482,3 +482,24 @@ def test_a_generated_image_or_an_image_variable_is_counted_as_an_image_not_as_ba
     }
     stored = {"model": "gpt-4.1", "prompt": {"id": "pmpt_1", "variables": variables}, "input": "Go."}
     assert count(stored, model="gpt-4.1")["tokens"] < 2_000
+
+
+def test_a_body_that_only_continues_a_stored_response_is_read_as_responses() -> None:
+    """{"model", "previous_response_id"} sends no new turn; it was refused as "cannot tell the
+    request format", where `input_format="responses"` took it."""
+    body = {"model": "gpt-4o", "previous_response_id": "resp_1"}
+    assert count(body, model="gpt-4o")["format"] == "responses"
+    assert fit(body, model="gpt-4o").request == body
+
+
+@pytest.mark.parametrize(
+    ("body", "where", "said"),
+    [
+        ({"messages": "hello"}, "$.messages", "expected a list of messages, got a string"),
+        ({"input": 5}, "$.input", "expected a string or a list of items, got a number"),
+    ],
+)
+def test_content_of_the_wrong_type_is_named_at_its_field(body: dict[str, Any], where: str, said: str) -> None:
+    with pytest.raises(InvalidRequestError) as caught:
+        count(body, model="gpt-4o")
+    assert str(caught.value).startswith(f"{where}: {said}")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ConfigError, InvalidRequestError
 from .detection import DETECTORS, foreign_fields
+from .jsonvalue import json_kind
 
 if TYPE_CHECKING:
     from ..items import RequestFormat
@@ -76,11 +77,21 @@ def detect_format(request: Mapping[str, Any]) -> RequestFormat:
     for name, detects in DETECTORS:
         if detects(request):
             return FORMATS[name]
+    _misshapen_content(request)
     raise InvalidRequestError(
         "cannot tell the request format: expected `messages` (openai, anthropic), `input` "
         "(responses) or `questions`/`documents` (question); name it with input_format=",
         "$",
     )
+
+
+def _misshapen_content(request: Mapping[str, Any]) -> None:
+    """A body whose ``messages`` or ``input`` is there but of the wrong type is told so at that
+    field (it read "cannot tell the request format ... expected `messages`", of a body that has
+    them)."""
+    for field, expected in (("messages", "a list of messages"), ("input", "a string or a list of items")):
+        if field in request:
+            raise InvalidRequestError(f"expected {expected}, got {json_kind(request[field])}", f"$.{field}")
 
 
 def resolve_format(request: Mapping[str, Any], name: str | None = None) -> RequestFormat:

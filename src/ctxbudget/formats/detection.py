@@ -67,12 +67,16 @@ def is_openai(request: Mapping[str, Any]) -> bool:
 
 
 def is_responses(request: Mapping[str, Any]) -> bool:
-    """An ``input`` body (a string or a list), or one whose stored ``prompt`` (an object) supplies
-    the input, with no chat ``messages``."""
+    """An ``input`` body (a string or a list), or one with no input whose stored ``prompt`` (an
+    object), ``previous_response_id`` or ``conversation`` supplies it, with no chat ``messages``."""
     if "messages" in request:
         return False
-    return isinstance(request.get("input"), str | list) or (
-        "input" not in request and isinstance(request.get("prompt"), dict)
+    if "input" in request:
+        return isinstance(request["input"], str | list)
+    if is_question(request):
+        return False
+    return isinstance(request.get("prompt"), dict) or any(
+        request.get(field) is not None for field in ("previous_response_id", "conversation")
     )
 
 
