@@ -430,6 +430,8 @@ def test_pass_through_keeps_bytes_apis_and_paths_apart(tmp_path: Path) -> None:
             "/v1/messages/",
             "/v1/responses/",
             "/v1/chat/%2Fcompletions",
+            "/v1/Chat/Completions",
+            "/v1/MESSAGES",
         ]
         respelled = {path: httpx.post(url + path, json=body) for path in spellings}
     assert thread.status_code == 200 and "/v1/threads/t1/messages" in fake.paths

@@ -92,10 +92,11 @@ FITTED = frozenset(provider.path for provider in (ANTHROPIC, OPENAI, RESPONSES))
 
 def _fitted_route(path: str) -> str | None:
     """The fitted route ``path`` is another spelling of (an empty segment, a trailing slash, a
-    ``;parameter``: upstreams and front proxies that merge slashes or drop parameters serve it as
-    the API itself, unfitted and over any ceiling), else None."""
+    ``;parameter``, other letter case: upstreams and front proxies that merge slashes, drop
+    parameters or match paths in any case serve it as the API itself, unfitted and over any
+    ceiling), else None."""
     segments = [segment.split(";", 1)[0] for segment in path.split("/")]
-    canonical = "/" + "/".join(segment for segment in segments if segment)
+    canonical = "/" + "/".join(segment.lower() for segment in segments if segment)
     return canonical if canonical in FITTED else None
 
 
