@@ -33,7 +33,7 @@ from ..items import Item
 
 __all__ = ["FittedMessages", "MessagesReport", "fit_messages", "trim_messages"]
 
-HINT = "shorten them, or raise max_tokens="
+HINT = "shorten them, or give max_tokens= a larger value"
 
 
 @dataclass(frozen=True, kw_only=True)
