@@ -55,7 +55,15 @@ def test_a_turn_with_no_tokens_costs_nothing() -> None:
 
 @pytest.mark.parametrize(
     ("amount", "shown"),
-    [(0.133, "$0.1330"), (0.01, "$0.0100"), (12.5, "$12.5000"), (0.0099, "$0.00990"), (1e-6, "$0.00000100")],
+    [
+        (0.133, "$0.1330"),
+        (0.01, "$0.0100"),
+        (12.5, "$12.5000"),
+        (0.0099, "$0.00990"),
+        (1e-6, "$0.00000100"),
+        (2.5e-9, "$2.5e-09"),
+        (1e-300, "$1e-300"),
+    ],
 )
 def test_a_small_amount_in_a_message_keeps_its_first_digits(amount: float, shown: str) -> None:
     assert usd(amount) == shown

@@ -131,7 +131,9 @@ def test_a_system_prompt_too_large_alone_is_refused() -> None:
     with pytest.raises(ctxbudget.BudgetExceeded, match=r"messages\[0\]") as caught:
         trim_messages(messages, model="gpt-4o", max_tokens=500)
     assert caught.value.available_tokens == 500 and caught.value.required_tokens > 500
-    assert str(caught.value).endswith("shorten them, or give max_tokens= a larger value")  # not "raise max_tokens="
+    assert str(caught.value).endswith(
+        "shorten them, or give max_tokens= a larger value"
+    )  # not "raise max_tokens="
 
 
 def test_a_last_human_message_too_large_whole_is_refused_not_cut() -> None:

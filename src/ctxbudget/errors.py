@@ -187,9 +187,12 @@ TIER_HINT = (
 
 def usd(amount: float) -> str:
     """An amount in USD for a message: four decimals, or as many as show a smaller amount's first
-    three digits (a ceiling of $0.000001 is not "$0.0000")."""
+    three digits (a ceiling of $0.000001 is not "$0.0000"), in powers of ten below a millionth of
+    a dollar (a ceiling of 1e-300 was written with 300 zeros)."""
     if amount == 0 or not math.isfinite(amount) or abs(amount) >= 0.01:
         return f"${amount:.4f}"
+    if abs(amount) < 1e-6:
+        return f"${amount:.3g}"
     decimals = 2 - math.floor(math.log10(abs(amount)))
     return f"${amount:.{decimals}f}"
 
