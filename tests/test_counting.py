@@ -285,9 +285,11 @@ def test_a_claude_request_with_tools_holds_the_tool_use_system_prompt_the_provid
     auto = ctxbudget.count({"messages": messages, "tools": [_WEATHER]}, model="claude-sonnet-4-5-20250929")
     forced = {"messages": messages, "tools": [_WEATHER], "tool_choice": {"type": "any"}}
     assert auto["tokens"] - plain > 346  # the prompt, and the tool's own definition
-    assert auto["tokens"] - ctxbudget.count(forced, model="claude-sonnet-4-5")["tokens"] in (33, 34)
+    assert auto["tokens"] - ctxbudget.count(forced, model="claude-sonnet-4-5")["tokens"] in (32, 33, 34)
     report = ctxbudget.fit({"messages": messages, "tools": [_WEATHER]}, model="claude-sonnet-4-5").report
-    assert 346 <= report.overhead_parts["tool-use system prompt"] <= 348
+    assert report.overhead_parts["tool-use system prompt"] == 346  # the fewest proxy tokens (it read 348)
+    forced_report = ctxbudget.fit(forced, model="claude-sonnet-4-5").report
+    assert forced_report.overhead_parts["tool-use system prompt"] == 314  # 313 is no whole number of them
     openai_tool = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
     chat = ctxbudget.fit({"messages": messages, "tools": [openai_tool]}, model="gpt-4o").report
     assert "tool-use system prompt" not in chat.overhead_parts  # OpenAI adds none

@@ -48,10 +48,11 @@ def with_tool_prompt(
 ) -> Rendering:
     """``rendering`` with the tool-use system prompt as a fixed part (:data:`TOOL_PROMPT`) when
     the provider adds one. Its figure is in the provider's tokens, and a count of Claude is the
-    proxy encoding's times ``safety_factor``: it is held as the proxy tokens that scale back to
-    at least the figure."""
+    proxy encoding's times ``safety_factor``, rounded up: it is held as the fewest proxy tokens
+    that scale back to at least the figure (346 is 266 proxy tokens, shown as 346; 313 is 241,
+    shown as 314: 240 would show 312)."""
     tokens = tool_prompt_tokens(model, request)
     if not tokens:
         return rendering
-    raw = math.ceil(tokens / (safety_factor or 1.0) - 1e-9)
+    raw = math.floor((tokens - 1) / (safety_factor or 1.0) + 1e-9) + 1
     return dataclasses.replace(rendering, constants=(*rendering.constants, (TOOL_PROMPT, raw)))
