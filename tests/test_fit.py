@@ -654,3 +654,17 @@ def test_reasons_give_tokens_as_the_report_does_for_a_model_counted_by_estimate(
             assert figures == [report["budgets"][item["component"]]], item
         if item["action"] == "dropped" and "needs" in item["reason"]:
             assert figures[0] >= item["tokens_before"] - 1, item  # as reported, not the raw count
+
+
+def test_an_int_past_floats_range_is_a_budget_clamped_or_an_option_refused() -> None:
+    """A percentage or an amount of 400 digits raised a bare OverflowError from float()."""
+    body = {
+        "messages": [{"role": "user", "content": "hello " * 50}, {"role": "user", "content": "What now?"}]
+    }
+    report = fit(body, model="gpt-4o", max_context_tokens=80, budget={"history": 10**400}).report
+    assert "history budget inf% is outside 0..100; clamped to 100%" in report.warnings
+    request = {"items": [{"id": "q", "kind": "question", "text": "What?"}]}
+    with pytest.raises(ConfigError, match="expected_output_tokens must be a whole number"):
+        ctxbudget.assemble(
+            request, policy="legal-review", model="claude-sonnet-4-5", expected_output_tokens=10**400
+        )

@@ -23,9 +23,15 @@ def check_amount(name: str, value: object, *, whole: bool = False) -> None:
     if value is None:
         return
     kinds = int if whole else int | float
-    if isinstance(value, bool) or not isinstance(value, kinds) or not 0 <= value < float("inf"):
+    if isinstance(value, bool) or not isinstance(value, kinds) or not 0 <= value < MAX_AMOUNT:
         what = "a whole number" if whole else "a number"
-        raise ConfigError(f"{name} must be {what} of at least 0, got {value!r}")
+        shown = f"{value!r:.40}" + ("..." if len(repr(value)) > 40 else "")
+        raise ConfigError(f"{name} must be {what} of at least 0 and below 1e18, got {shown}")
+
+
+# Above any real amount, and below float's range (an int of 400 digits passed, then overflowed
+# float() as a bare OverflowError).
+MAX_AMOUNT = 10**18
 
 
 PER_TOKEN = 1e-6  # catalog prices are USD per million tokens

@@ -73,6 +73,8 @@ def _clamp(name: str, value: Any, warnings: list[str]) -> float:
         if isinstance(value, bool):  # True is 1 to float(), not a percentage
             raise TypeError
         number = float(value)
+    except OverflowError:  # an int past float's range: beyond 0..100 all the same
+        number = math.inf if value > 0 else -math.inf
     except (TypeError, ValueError):
         warnings.append(f"{name} budget {value!r} is not a number; using 0%")
         return 0.0
