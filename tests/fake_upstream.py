@@ -4,7 +4,8 @@ It answers Messages, Chat Completions and Responses, streaming and not, and acco
 prefix up to the last ``cache_control`` mark (Anthropic) or the system message or instructions
 (OpenAI, when long enough) is read from its "cache" when it saw the same prefix before, else written. Tokens are
 counted as characters / 4. Models named ``fault-*`` (500, plain-500, 429, 503, 529, timeout,
-disconnect, drop-after-end, badjson, list, nan-usage) inject faults, ``crowd-N`` waits for N at once; ``poison-usage`` bills a billion input tokens.
+disconnect, drop-after-end, badjson, list, nan-usage, deep-json, deep-429, utf8-header,
+utf8-header-429) inject faults, ``crowd-N`` waits for N at once; ``poison-usage`` bills a billion input tokens.
 """
 
 from __future__ import annotations
@@ -107,11 +108,34 @@ class FakeUpstream:
                 media_type="application/json",
             ),
         }
+        deep = (
+            b'{"type": "message", "content": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+        )  # valid, past Python's reach
+        faults["fault-deep-json"] = Response(deep, media_type="application/json")
+        faults["fault-deep-429"] = Response(
+            deep, status_code=429, media_type="application/json", headers=limits
+        )
+        if model.startswith("fault-utf8-header"):  # a value in UTF-8, not Latin-1
+            answer = faults["fault-429"] if model.endswith("429") else self._message_answer()
+            answer.raw_headers.append((b"x-ratelimit-reset-requests", "1分".encode()))
+            return answer
         if model == "fault-timeout":
             await asyncio.sleep(3)
         if model.startswith("crowd-"):
             return await self._crowd(int(model.removeprefix("crowd-")))
         return faults.get(model)
+
+    @staticmethod
+    def _message_answer() -> Response:
+        return JSONResponse(
+            {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "text", "text": "fine"}],
+                "usage": {"input_tokens": 9, "output_tokens": 1},
+            }
+        )
 
     async def _crowd(self, size: int) -> Response | None:
         """A ``crowd-N`` request is answered once N of them are in flight at once (503 if they

@@ -479,3 +479,20 @@ def test_a_passed_through_request_has_its_log_line(tmp_path: Path, caplog: Any) 
     ]
     assert answer.status_code == 200 and len(lines) == 1  # only httpx's own line was there
     assert "status=200 outcome=ok" in lines[0]
+
+
+def test_the_served_gateway_never_logs_an_upstream_url_with_its_query(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """httpx's INFO line names each upstream URL whole: a client's `?api-key=sk-...` was logged."""
+    import logging
+
+    from ctxbudget.cli.serve_command import configure_logging
+
+    configure_logging()
+    with caplog.at_level(logging.INFO):
+        logging.getLogger("httpx").info(
+            'HTTP Request: POST http://u/v1/chat/completions?api-key=sk-SECRET "200"'
+        )
+        logging.getLogger("ctxbudget.gateway").info("request=1 status=200")
+    assert "sk-SECRET" not in caplog.text and "request=1" in caplog.text

@@ -1071,3 +1071,35 @@ def test_a_policy_mode_refusal_tells_what_is_known_of_the_request(tmp_path: Path
     # as a fit-mode refusal does (it said only its session): the request counted, the estimate
     assert int(refused.headers["x-ctxbudget-tokens-before"]) > 10_000
     assert float(refused.headers["x-ctxbudget-estimated-cost-usd"]) > 0.45
+
+
+def test_an_upstream_header_in_utf8_is_passed_back_byte_for_byte(
+    stack: tuple[FakeUpstream, str, Path],
+) -> None:
+    """A passed-back header whose value is UTF-8 ("1分") was decoded as text the answer could not
+    write: the client got a 502 for a 200 that was already stored (its retry billed twice), a 429
+    lost its status and retry-after, and a stream left its upstream connection open."""
+    _fake, url, store = stack
+    client = _anthropic(url, **{"X-Ctxbudget-Session": "utf8"})
+    answer = client.messages.with_raw_response.create(
+        model="fault-utf8-header", max_tokens=10, messages=_ask()
+    )
+    assert answer.status_code == 200
+    assert (b"x-ratelimit-reset-requests", "1分".encode()) in answer.http_response.headers.raw
+    assert len(SQLiteStore(store).turns("utf8")) == 1
+    with pytest.raises(anthropic.RateLimitError) as limited:
+        client.messages.create(model="fault-utf8-header-429", max_tokens=10, messages=_ask())
+    assert limited.value.response.headers["retry-after"] == "7"
+
+
+def test_an_upstream_answer_nested_past_pythons_reach_still_reaches_the_client(
+    stack: tuple[FakeUpstream, str, Path],
+) -> None:
+    """Valid JSON nested 100,000 deep raised a RecursionError the answer did not catch: a 200
+    became a 502 and a 429 a 502 without its retry-after."""
+    _fake, url, _store = stack
+    body = {"model": "fault-deep-json", "max_tokens": 5, "messages": _ask()}
+    whole = httpx.post(url + "/v1/messages", json=body, timeout=30)
+    assert whole.status_code == 200 and whole.content.count(b"[") == 100_000
+    limited = httpx.post(url + "/v1/messages", json={**body, "model": "fault-deep-429"}, timeout=30)
+    assert limited.status_code == 429 and limited.headers["retry-after"] == "7"

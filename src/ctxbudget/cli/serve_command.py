@@ -186,15 +186,24 @@ def _ceiling(given: float | None, policy_ref: str | None) -> float | None:
     return load_policy(policy_ref).cost_ceiling_usd if policy_ref else None
 
 
-def _serve(config: GatewayConfig) -> None:
-    """Run the gateway until it is stopped, logging to stderr."""
+def configure_logging() -> None:
+    """INFO lines to stderr: the gateway's own (one a request, never keys or bodies); the HTTP
+    client's only from WARNING up, as its INFO line holds each upstream URL with its query
+    string, where some clients put their key (``?api-key=...``)."""
     import logging
 
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _serve(config: GatewayConfig) -> None:
+    """Run the gateway until it is stopped, logging to stderr."""
     import uvicorn
 
     from ..gateway import create_app
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    configure_logging()
     app = create_app(config)  # opens the store: a store that cannot serve fails here, before the banner
     click.echo(
         f"ctxbudget gateway on http://{config.host}:{config.port} -> "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -52,6 +53,8 @@ async def upstream_failure(provider: Provider, gateway: Gateway, response: httpx
     headers = {k: v for k, v in passed_back(response.headers).items() if k.lower() != "content-type"}
     try:
         json.loads(body)
+    except RecursionError:  # JSON nested past what Python reads: passed on as it came
+        pass
     except ValueError:
         snippet = body[:200].decode("utf-8", "replace")
         message = f"upstream answered {status}: {snippet}"
@@ -65,15 +68,18 @@ async def complete(
     """A whole (non-streamed) answer, recorded, then passed to the client with its headers."""
     data = await gateway.read_answer(upstream)
     try:
-        payload = json.loads(data)
+        payload: Any = json.loads(data)
+    except RecursionError:  # nested past what Python reads: passed on as it came, its text unread
+        payload = None
     except ValueError as exc:
         message = f"upstream answered {upstream.status_code} with invalid JSON"
         raise gateway.upstream_fault(upstream, 502, "invalid_json", message, "upstream_error") from exc
     answer = provider.response_text(payload) if isinstance(payload, dict) else ""
     usage = payload.get("usage") if isinstance(payload, dict) else None
-    await gateway.answered(provider, prepared, answer, usage)
     headers = {**passed_back(upstream.headers), **prepared.headers()}
-    return Response(data, status_code=upstream.status_code, headers=headers)
+    response = Response(data, status_code=upstream.status_code, headers=headers)  # before the turn is kept
+    await gateway.answered(provider, prepared, answer, usage)
+    return response
 
 
 def relay(

@@ -186,7 +186,7 @@ class StreamState:
             return True
         try:
             event = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past what Python reads
             return True
         if not isinstance(event, dict):
             return True

@@ -63,14 +63,18 @@ async def _forward(
     headers = forwarded_headers(request.headers.items())
     upstream = await gateway.send(provider, ready.content, headers, request.url.query)
     progress.stage = "answer"
-    if upstream.status_code >= 400:
-        return await upstream_failure(provider, gateway, upstream), "upstream_error"
-    # An upstream that ignores `stream` (some compatible servers) answers JSON: relayed as it came,
-    # where reading it as events dropped it for a "closed before it finished" error.
-    answered_json = upstream.headers.get("content-type", "").lower().startswith("application/json")
-    if ready.body.get("stream") and not answered_json:
-        return relay(gateway, provider, ready.prepared, upstream, ready.usage_added), "streamed"
-    return await complete(gateway, provider, ready.prepared, upstream), "ok"
+    try:
+        if upstream.status_code >= 400:
+            return await upstream_failure(provider, gateway, upstream), "upstream_error"
+        # An upstream that ignores `stream` (some compatible servers) answers JSON: relayed as it
+        # came, where reading it as events dropped it for a "closed before it finished" error.
+        answered_json = upstream.headers.get("content-type", "").lower().startswith("application/json")
+        if ready.body.get("stream") and not answered_json:
+            return relay(gateway, provider, ready.prepared, upstream, ready.usage_added), "streamed"
+        return await complete(gateway, provider, ready.prepared, upstream), "ok"
+    except BaseException:  # no answer made: its upstream connection is not left open
+        await upstream.aclose()
+        raise
 
 
 def _internal_error(

@@ -60,13 +60,17 @@ PASSED_BACK_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "retry-after-")
 COUNTED_FIELDS = ("model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers")
 
 
-def passed_back(headers: Mapping[str, str]) -> dict[str, str]:
-    """The upstream headers the client gets back."""
-    return {
-        k: v
-        for k, v in headers.items()
-        if k.lower() in PASSED_BACK_HEADERS or k.lower().startswith(PASSED_BACK_PREFIXES)
-    }
+def passed_back(headers: httpx.Headers) -> dict[str, str]:
+    """The upstream headers the client gets back, byte for byte: each read from the wire as
+    Latin-1, which the answer writes back as the same bytes (a value in UTF-8, such as "1分", was
+    decoded as text that the answer could not write: the client got a 502 for an answer given)."""
+    out: dict[str, str] = {}
+    for key, value in headers.raw:
+        name = key.decode("latin-1").lower()
+        if name in PASSED_BACK_HEADERS or name.startswith(PASSED_BACK_PREFIXES):
+            text = value.decode("latin-1")
+            out[name] = f"{out[name]}, {text}" if name in out else text  # a repeated one, as httpx joins it
+    return out
 
 
 def forwarded_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -199,7 +203,7 @@ class UpstreamCounter:
                 self.url, json=payload, headers=list(headers), timeout=self.timeout
             )
             tokens = response.json().get("input_tokens") if response.status_code == 200 else None
-        except (httpx.HTTPError, ValueError, AttributeError) as exc:
+        except (httpx.HTTPError, ValueError, AttributeError, RecursionError) as exc:
             logger.warning("count_tokens upstream failed (%s); the estimate stands", type(exc).__name__)
             tokens = None
         if isinstance(tokens, bool) or not isinstance(tokens, int):
