@@ -1103,3 +1103,31 @@ def test_an_upstream_answer_nested_past_pythons_reach_still_reaches_the_client(
     assert whole.status_code == 200 and whole.content.count(b"[") == 100_000
     limited = httpx.post(url + "/v1/messages", json={**body, "model": "fault-deep-429"}, timeout=30)
     assert limited.status_code == 429 and limited.headers["retry-after"] == "7"
+
+
+def test_policy_mode_holds_room_for_the_reply_the_client_asks_for_not_the_policys_cap(tmp_path: Path) -> None:
+    """gpt-4's 8,192 tokens held a ~4,100-token assembled prompt and the 1,000-token reply asked
+    for, but the reply's room was checked at the policy's max_output_tokens (4,096): refused."""
+    system = "You review depositions. " + " ".join(f"Rule {i}: cite the page and line." for i in range(120))
+    messages = [{"role": "system", "content": system}]
+    for i in range(40):
+        messages += [
+            {"role": "user", "content": f"q{i} " + "testimony " * 200},
+            {"role": "assistant", "content": f"a{i} " + "analysis " * 200},
+        ]
+    messages.append({"role": "user", "content": "When was notice given?"})
+    headers = {
+        "X-Ctxbudget-Policy": "legal-review",
+        "X-Ctxbudget-Session": "reply-room",
+        "X-Ctxbudget-Max-Context-Tokens": "8192",
+    }
+    with gateway_over_fake(tmp_path / "r.db", allowed_policies=("legal-review",)) as (fake, url):
+        answer = httpx.post(
+            url + "/v1/chat/completions",
+            json={"model": "gpt-4", "max_tokens": 1000, "messages": messages},
+            headers=headers,
+            timeout=30,
+        )
+    assert answer.status_code == 200, answer.text
+    assert fake.received[-1]["max_tokens"] == 1000
+    assert int(answer.headers["x-ctxbudget-tokens-after"]) + 1000 <= 8192

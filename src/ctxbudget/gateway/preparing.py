@@ -294,6 +294,9 @@ class Preparer:
         assert settings.policy is not None
         spec, factor = self.model_for(model)
         policy = self._policy(settings, spec)
+        asked = asked_output(body)
+        if 0 < asked < policy.max_output_tokens:  # the reply sent is the client's: its room is held
+            policy = dataclasses.replace(policy, max_output_tokens=asked)
         # the server's --cost-ceiling replaces the policy's (as assemble --cost-ceiling does); a
         # client's header only lowers whichever stands (settings holds it, narrowed)
         policy_ceiling = None if self.server_ceiling else policy.cost_ceiling_usd
