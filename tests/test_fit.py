@@ -668,3 +668,21 @@ def test_an_int_past_floats_range_is_a_budget_clamped_or_an_option_refused() -> 
         ctxbudget.assemble(
             request, policy="legal-review", model="claude-sonnet-4-5", expected_output_tokens=10**400
         )
+
+
+def test_a_second_copy_of_a_document_is_never_sent_even_when_the_first_is_split() -> None:
+    """With split_documents, two copies of a long document were both split and both sent: the
+    duplicate rule held only when the first copy was kept whole."""
+    doc = " ".join(f"Sentence {i} says the contract required delivery within {i} days." for i in range(300))
+    body = question(
+        questions=[{"text": "When was delivery required?"}],
+        documents=[
+            {"page_content": doc, "score": 0.9},
+            {"page_content": "A note.", "score": 0.5},
+            {"page_content": doc, "score": 0.9},
+        ],
+    )
+    for split in (False, True):
+        report = fit(body, model="gpt-4o", max_context_tokens=4000, split_documents=split).report
+        second = next(i for i in report.items if i.component == "documents" and i.index == 2)
+        assert (second.action, second.reason) == ("dropped", "duplicate of a document ranked before it")

@@ -143,7 +143,7 @@ def _plan_documents(ctx: FitContext, budget: int, *, split: bool) -> _DocumentPl
     if not (ctx.options.split_documents and split):
         return _DocumentPlan(decisions, selection.order, {})
     slices, split_decisions = split_documents(
-        [d for d in docs if d.index not in selection.order],
+        [d for d in docs if d.index not in selection.order and d.index not in selection.duplicates],
         budget - sum(ctx.cost(d) for d in docs if d.index in selection.order),
         query,
         cost=ctx.cost,

@@ -17,10 +17,12 @@ OutputOrder = Literal["ranked", "original"]
 
 @dataclass(frozen=True)
 class DocumentSelection:
-    """Decisions per document index and the output order of the kept ones."""
+    """Decisions per document index, the output order of the kept ones, and the copies of a
+    document ranked before them (dropped whatever the first copy's fate: never split either)."""
 
     decisions: Mapping[int, Decision]
     order: tuple[int, ...]
+    duplicates: frozenset[int] = frozenset()
 
 
 def rank_documents(docs: list[Item], query: str, score_order: ScoreOrder) -> tuple[list[Item], str]:
@@ -53,11 +55,17 @@ def select_documents(
     decisions: dict[int, Decision] = {}
     seen: set[str] = set()
     kept: list[Item] = []
+    kept_texts: set[str] = set()
+    duplicates: set[int] = set()
     remaining = budget
     for position, doc in enumerate(ranked, 1):
         if doc.text in seen:
-            decisions[doc.index] = Decision("dropped", "duplicate of a document already kept")
-        elif at_least is not None and (bound := at_least[doc.index]) > remaining:
+            duplicates.add(doc.index)
+            earlier = "already kept" if doc.text in kept_texts else "ranked before it"
+            decisions[doc.index] = Decision("dropped", f"duplicate of a document {earlier}")
+            continue
+        seen.add(doc.text)
+        if at_least is not None and (bound := at_least[doc.index]) > remaining:
             decisions[doc.index] = Decision(
                 "dropped",
                 f"rank {position} by {ranking}; needs at least {shown(bound)} tokens, "
@@ -66,7 +74,7 @@ def select_documents(
         elif (cost := costs[doc.index]) <= remaining:
             decisions[doc.index] = Decision("kept", f"rank {position} by {ranking}; fits")
             kept.append(doc)
-            seen.add(doc.text)
+            kept_texts.add(doc.text)
             remaining -= cost
         else:
             decisions[doc.index] = Decision(
@@ -75,4 +83,4 @@ def select_documents(
             )
     if output_order == "original":
         kept.sort(key=lambda d: d.index)
-    return DocumentSelection(decisions, tuple(d.index for d in kept))
+    return DocumentSelection(decisions, tuple(d.index for d in kept), frozenset(duplicates))
