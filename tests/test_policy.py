@@ -119,6 +119,12 @@ def test_yaml_policy_files_are_accepted(tmp_path: Path) -> None:
             '[volatile]\npatterns = [{kind = "t", regex = "(a+)+$"}]\n[compaction]',
             "repeats a repetition",
         ),
+        # an unbounded repeat inside a counted one: (.*a){12}x on 40 a's ran for minutes
+        (
+            "[compaction]",
+            '[volatile]\npatterns = [{kind = "t", regex = "(.*a){12}x"}]\n[compaction]',
+            "repeats a repetition",
+        ),
         (
             "[compaction]",
             '[volatile]\npatterns = [{kind = "t", regex = "(TKT-\\\\d+)?"}]\n[compaction]',
