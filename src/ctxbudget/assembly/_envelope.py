@@ -14,11 +14,14 @@ MAX_ROUNDS = 12
 
 
 def _tier_excess(setup: Setup, current: Draft, targets: dict[int, int]) -> bool:
-    """Lower the target of a shrinkable tier whose rendered block is over it (True if one was);
-    a tier that may not shrink and is over its ceiling once rendered fails closed."""
+    """Lower the target of a shrinkable tier whose rendered block is over its ceiling (True if one
+    was); a tier that may not shrink and is over its ceiling once rendered fails closed. A block
+    over a target lowered below the ceiling (by the prompt limit or the cost) is not over: those
+    are checked on their own, and a compaction whose markers always take a few tokens over its
+    target chased it down for every round and never converged."""
     for tier in setup.policy.tiers:
         used = current.raw_of(tier.name)
-        if used <= targets[tier.index]:
+        if used <= max(targets[tier.index], setup.counter.unscale(tier.ceiling_tokens)):
             continue
         if tier.eviction in ("never", "protected"):
             scale = setup.counter.scale
