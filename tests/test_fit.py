@@ -686,3 +686,19 @@ def test_a_second_copy_of_a_document_is_never_sent_even_when_the_first_is_split(
         report = fit(body, model="gpt-4o", max_context_tokens=4000, split_documents=split).report
         second = next(i for i in report.items if i.component == "documents" and i.index == 2)
         assert (second.action, second.reason) == ("dropped", "duplicate of a document ranked before it")
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "claude-sonnet-4-5", "gemini-2.5-pro"])
+def test_a_refusals_parts_add_up_to_what_it_needs_for_an_estimate_too(model: str) -> None:
+    """Each part of a Claude or Gemini count is rounded up on its own: they added up to 341 where
+    the refusal said it needed 340."""
+    body = {
+        "messages": [
+            {"role": "system", "content": "You are a careful analyst. " * 40},
+            {"role": "developer", "content": "Cite the record."},
+            {"role": "user", "content": "hi"},
+        ]
+    }
+    with pytest.raises(BudgetExceeded) as refused:
+        fit(body, model=model, max_context_tokens=100, reserve_output_tokens=0)
+    assert sum(refused.value.parts.values()) == refused.value.required_tokens

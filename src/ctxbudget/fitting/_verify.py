@@ -61,11 +61,9 @@ def _fixed_or_fail(ctx: FitContext) -> int:
         _question_fits_or_fail(ctx, fixed, fixed_raw)
         return fixed_raw
     if ctx.options.on_overflow == "error":
-        raise BudgetExceeded(
-            available_tokens=available,
-            required_tokens=ctx.counter.scale(fixed_raw),
-            parts={k: ctx.counter.scale(v) for k, v in fixed.items()},
-        )
+        parts = {k: ctx.counter.scale(v) for k, v in fixed.items()}
+        # each part rounded up on its own, as the report gives it: the total is their sum
+        raise BudgetExceeded(available_tokens=available, required_tokens=sum(parts.values()), parts=parts)
     ctx.warnings.append(
         f"the parts that cannot be trimmed need {ctx.counter.scale(fixed_raw):,} tokens, more than the "
         f'{available:,} available: all four components were emptied (on_overflow="empty")'
@@ -82,10 +80,9 @@ def _question_fits_or_fail(ctx: FitContext, fixed: dict[str, int], fixed_raw: in
     if need <= ctx.available_raw:
         return
     if ctx.options.on_overflow == "error":
+        parts = {k: ctx.counter.scale(v) for k, v in {**fixed, **question}.items()}
         raise BudgetExceeded(
-            available_tokens=ctx.window.available_tokens,
-            required_tokens=ctx.counter.scale(need),
-            parts={k: ctx.counter.scale(v) for k, v in {**fixed, **question}.items()},
+            available_tokens=ctx.window.available_tokens, required_tokens=sum(parts.values()), parts=parts
         )
     ctx.warnings.append(
         f"the question needs {ctx.counter.scale(need - fixed_raw):,} tokens beside the parts that cannot "
