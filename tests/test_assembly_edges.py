@@ -302,3 +302,26 @@ def test_a_compaction_that_always_takes_a_little_over_its_target_still_converges
     contextual = next(t for t in policy.tiers if t.name == "contextual")
     assert report.tokens <= policy.prompt_tokens
     assert report.to_dict()["tiers"][contextual.index]["tokens"] <= contextual.ceiling_tokens
+
+
+def test_a_blank_item_of_a_tier_kept_verbatim_is_reported_as_not_sent() -> None:
+    """A pinned or critical item of blanks alone was reported "kept ... protected, verbatim" and
+    INV-CTX-03 passed, but no body carried it (the renderers make no block of blanks)."""
+    items = [
+        {"id": "rules", "tier": "pinned", "kind": "playbook", "text": "\t\n\n"},
+        {"id": "EV-0", "tier": "critical", "kind": "evidence", "text": "\t\n\n", "citation": "10:4-10:5"},
+        {
+            "id": "EV-1",
+            "tier": "critical",
+            "kind": "evidence",
+            "text": "Q. Did you?\nA. Yes.",
+            "citation": "11:4",
+        },
+        {"id": "q", "kind": "question", "text": "When?"},
+    ]
+    report = assemble({"items": items}, policy=get_policy("legal-review"), model="gpt-4o").report.to_dict()
+    decisions = {i["id"]: i for t in report["tiers"] for i in t["items"]}
+    for blank in ("rules", "EV-0"):
+        assert decisions[blank]["action"] == "dropped" and decisions[blank]["tokens_after"] == 0
+        assert decisions[blank]["reason"].startswith("blank")
+    assert decisions["EV-1"]["action"] == "kept"

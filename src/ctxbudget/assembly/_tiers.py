@@ -54,6 +54,8 @@ def render_item(item: ContextItem, text: str) -> str:
 
 
 def _kept(item: ContextItem, tokens: int, reason: str) -> ItemDecision:
+    if not item.text.strip():  # the renderers make no block of blanks: nothing of it is sent
+        return _gone(item, tokens, "dropped", "blank: nothing to send, no block is made for it")
     return ItemDecision(id=item.id, action="kept", tokens_before=tokens, tokens_after=tokens, reason=reason)
 
 
