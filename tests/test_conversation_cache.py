@@ -658,3 +658,24 @@ def test_assemble_leaves_no_client_mark_however_deep() -> None:
     }
     sent = assemble(body, policy="legal-review", model="claude-sonnet-4-5").request
     assert isinstance(sent, dict) and client_marks(sent) <= 4
+
+
+def test_a_held_cut_keeps_the_first_unit_as_it_did_when_the_budget_moves() -> None:
+    """Whether the first unit is kept was decided by its size against the history's budget, which
+    moves with the rest of the request: a longer question on the next turn dropped a first
+    message the held cut had kept, and the cached prefix changed though the cut was "held"."""
+    from ctxbudget.items import HistoryCut, Item
+    from ctxbudget.trim.steps import Steps, cut_of, step_cut
+
+    units = [[Item(component="history", index=i, path=f"$.h[{i}]", text=f"m{i}")] for i in range(8)]
+    costs = [1900, 300, 300, 300, 300, 300, 300, 300]
+    first_turn = step_cut(units, costs, 12_000, 15, Steps(low_water=0.5))
+    assert first_turn is not None and first_turn.keep_first  # 1,915 <= 3,000
+    previous = cut_of(units, first_turn.start, first_turn.keep_first)
+    assert HistoryCut.of(previous.to_dict()) == previous  # as a report gives it back
+    # the next turn's history budget is smaller (a longer question): the size rule alone says no
+    held = step_cut(units, costs, 7_000, 15, Steps(low_water=0.5, previous=HistoryCut.of(previous.to_dict())))
+    assert held is not None and held.held and held.keep_first and held.start == first_turn.start
+    # a cut from a report written before the rule was recorded: the size rule, as before
+    unrecorded = HistoryCut(previous.index, previous.sha256)
+    assert not step_cut(units, costs, 7_000, 15, Steps(low_water=0.5, previous=unrecorded)).keep_first  # type: ignore[union-attr]

@@ -138,10 +138,16 @@ class HistoryCut:
 
     index: int
     sha256: str
+    # Whether the history's first unit is kept before the placeholder (None: not said, as in a
+    # cut written before this was recorded): a held cut keeps it as it was, whatever the budget.
+    first_kept: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """As a report gives it (and as ``fit(previous_cut=...)`` takes it back)."""
-        return {"index": self.index, "sha256": self.sha256}
+        out: dict[str, Any] = {"index": self.index, "sha256": self.sha256}
+        if self.first_kept is not None:
+            out["first_kept"] = self.first_kept
+        return out
 
     @classmethod
     def of(cls, value: Any) -> HistoryCut | None:
@@ -151,8 +157,10 @@ class HistoryCut:
             return value
         if not isinstance(value, Mapping):
             return None
-        index, digest = value.get("index"), value.get("sha256")
-        return cls(index, digest) if type(index) is int and index >= 0 and isinstance(digest, str) else None
+        index, digest, first = value.get("index"), value.get("sha256"), value.get("first_kept")
+        if type(index) is not int or index < 0 or not isinstance(digest, str):
+            return None
+        return cls(index, digest, first if isinstance(first, bool) else None)
 
 
 @dataclass(frozen=True)

@@ -209,7 +209,7 @@ def _stepped(
         units[0][-1].index if cut.keep_first else -1,
         omitted,
         used,
-        cut=cut_of(units, cut.start),
+        cut=cut_of(units, cut.start, cut.keep_first),
     )
 
 

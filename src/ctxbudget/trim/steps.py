@@ -58,10 +58,15 @@ def step_cut(
     # The first unit (often the task) is kept when it takes at most half of what a cut keeps: a
     # rule on its own size, so the decision does not flip from turn to turn.
     keep_first = costs[0] + placeholder <= target // 2
-    head = costs[0] + placeholder if keep_first else placeholder
     held = _held_unit(units, steps.previous)
-    if held is not None and head + sum(costs[held:]) <= budget:
-        return StepCut(keep_first, held, True)
+    if held is not None and steps.previous is not None:
+        # a held cut keeps the first unit as it did: the budget, and so the rule above, may have
+        # moved with the rest of the request (a longer question), and the prefix with it
+        before = steps.previous.first_kept
+        first = keep_first if before is None else before
+        if (costs[0] + placeholder if first else placeholder) + sum(costs[held:]) <= budget:
+            return StepCut(first, held, True)
+    head = costs[0] + placeholder if keep_first else placeholder
     room, start = target - head, len(units)
     while start > 1 and costs[start - 1] <= room:
         start -= 1
@@ -86,13 +91,14 @@ def _held_unit(units: list[list[Item]], previous: HistoryCut | None) -> int | No
     return None
 
 
-def cut_of(units: list[list[Item]], start: int) -> HistoryCut:
-    """The cut that keeps ``units[start:]``: its first message and the digest of those before."""
+def cut_of(units: list[list[Item]], start: int, first_kept: bool | None = None) -> HistoryCut:
+    """The cut that keeps ``units[start:]``: its first message and the digest of those before
+    (and whether the first unit is kept before the placeholder)."""
     digest = hashlib.sha256()
     for unit in units[:start]:
         for m in unit:
             digest.update(json.dumps([m.role, m.text], ensure_ascii=False).encode("utf-8"))
-    return HistoryCut(units[start][0].index, digest.hexdigest())
+    return HistoryCut(units[start][0].index, digest.hexdigest(), first_kept)
 
 
 def _turn_start(units: list[list[Item]], start: int) -> int:
