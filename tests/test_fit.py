@@ -702,3 +702,23 @@ def test_a_refusals_parts_add_up_to_what_it_needs_for_an_estimate_too(model: str
     with pytest.raises(BudgetExceeded) as refused:
         fit(body, model=model, max_context_tokens=100, reserve_output_tokens=0)
     assert sum(refused.value.parts.values()) == refused.value.required_tokens
+
+
+def test_a_plain_body_fitted_for_a_claude_model_is_read_as_a_messages_body() -> None:
+    """A body naming no model, fitted with model="claude-...", was read as Chat Completions: its cut
+    could open with an assistant turn or put two user turns together, which Messages refuses."""
+    messages = [
+        {"role": "user", "content": "First question about the contract. " * 40},
+        {"role": "assistant", "content": "An answer about the contract. " * 40},
+        {"role": "user", "content": "And the notice?"},
+    ]
+    fitted = fit(
+        {"messages": messages}, model="claude-sonnet-4-5", max_context_tokens=300, reserve_output_tokens=0
+    )
+    assert fitted.report.format == "anthropic"
+    assert (
+        fit(
+            {"messages": messages}, model="gpt-4o", max_context_tokens=300, reserve_output_tokens=0
+        ).report.format
+        == "openai"
+    )

@@ -193,7 +193,7 @@ class FitContext:
 def open_context(request: Mapping[str, Any], setup: FitSetup) -> FitContext:
     """Resolve the room, parse and render the request, measure it once, and split the budget."""
     options = setup.options
-    fmt = resolve_format(request, options.input_format)
+    fmt = resolve_format(request, options.input_format, options.model)
     counter = setup.catalog.counter_for(options.model, options.safety_factor)
     items, rendering = fmt.parse_and_render(request)  # a malformed body first, then the room
     window = Window.of(setup.resolution, options.reserve_output_tokens, options.reserve_source)

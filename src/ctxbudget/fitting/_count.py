@@ -47,7 +47,7 @@ def count(
     body_reserve(request)  # validated here too: a bad max_tokens is a bad request
     checked = catalog_of(catalog)
     resolution = checked.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
-    fmt = resolve_format(request, input_format)
+    fmt = resolve_format(request, input_format, model)
     counter = checked.counter_for(model, safety_factor)
     with collector_paused():
         items, rendering = fmt.parse_and_render(request)

@@ -70,12 +70,16 @@ def get_format(name: str) -> RequestFormat:
         raise ConfigError(f"unknown format {name!r}; choose one of: {', '.join(sorted(FORMATS))}") from None
 
 
-def detect_format(request: Mapping[str, Any]) -> RequestFormat:
-    """The first format that recognizes ``request`` (only that format's module is imported)."""
+def detect_format(request: Mapping[str, Any], model: str | None = None) -> RequestFormat:
+    """The first format that recognizes ``request`` (only that format's module is imported).
+    ``model``, the id the request is fitted for, stands in for a body that names none: a plain
+    ``messages`` body fitted for a Claude model is read as a Messages body (read as Chat
+    Completions, its cut could open with an assistant turn, which the Messages API refuses)."""
     if not isinstance(request, Mapping):
         raise InvalidRequestError(f"expected a JSON object, got {type(request).__name__}", "$")
+    probe = request if model is None or "model" in request else {**request, "model": model}
     for name, detects in DETECTORS:
-        if detects(request):
+        if detects(probe):
             return FORMATS[name]
     _misshapen_content(request)
     raise InvalidRequestError(
@@ -94,11 +98,14 @@ def _misshapen_content(request: Mapping[str, Any]) -> None:
             raise InvalidRequestError(f"expected {expected}, got {json_kind(request[field])}", f"$.{field}")
 
 
-def resolve_format(request: Mapping[str, Any], name: str | None = None) -> RequestFormat:
-    """The format called ``name``, else the detected one; a body carrying content in fields that
-    format does not read (a chat body given as ``question``, ``messages`` beside ``input``) is an
-    :class:`InvalidRequestError` naming them: their content would go uncounted."""
-    fmt = get_format(name) if name else detect_format(request)
+def resolve_format(
+    request: Mapping[str, Any], name: str | None = None, model: str | None = None
+) -> RequestFormat:
+    """The format called ``name``, else the detected one (``model``: see :func:`detect_format`); a
+    body carrying content in fields that format does not read (a chat body given as ``question``,
+    ``messages`` beside ``input``) is an :class:`InvalidRequestError` naming them: their content
+    would go uncounted."""
+    fmt = get_format(name) if name else detect_format(request, model)
     foreign = foreign_fields(fmt.name, request)
     if foreign:
         one = len(foreign) == 1
