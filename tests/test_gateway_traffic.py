@@ -1131,3 +1131,18 @@ def test_policy_mode_holds_room_for_the_reply_the_client_asks_for_not_the_policy
     assert answer.status_code == 200, answer.text
     assert fake.received[-1]["max_tokens"] == 1000
     assert int(answer.headers["x-ctxbudget-tokens-after"]) + 1000 <= 8192
+
+
+def test_a_fit_mode_refusal_of_a_requests_size_tells_its_count(stack: tuple[FakeUpstream, str, Path]) -> None:
+    """Policy mode's "cannot fit" carried X-Ctxbudget-Tokens-Before; fit mode's did not."""
+    _fake, url, _store = stack
+    body = {
+        "model": "gpt-4o",
+        "max_tokens": 100,
+        "messages": [{"role": "system", "content": LONG * 3}, {"role": "user", "content": "When?"}],
+    }
+    refused = httpx.post(
+        url + "/v1/chat/completions", json=body, headers={"X-Ctxbudget-Max-Context-Tokens": "600"}
+    )
+    assert refused.status_code == 400 and "cannot fit" in refused.json()["error"]["message"]
+    assert int(refused.headers["x-ctxbudget-tokens-before"]) > 600

@@ -78,6 +78,11 @@ def _told_of(before: Mapping[str, Any] | None, exc: CtxBudgetError) -> dict[str,
     return told
 
 
+def _about_size(exc: CtxBudgetError) -> bool:
+    """A refusal of a request's size or cost, which its count explains (X-Ctxbudget-Tokens-Before)."""
+    return isinstance(exc, BudgetExceeded | CostCeilingExceeded)
+
+
 def model_of(body: Mapping[str, Any]) -> str:
     """The body's model id: a 400 when it has none, or one that is not a string of text."""
     model = body.get("model")
@@ -261,7 +266,17 @@ class Preparer:
         except StoreError:
             raise  # the store, not the request: the route answers 503
         except CtxBudgetError as exc:
-            raise _refusal(exc, provider) from exc
+            told = _told_of(self._counted(provider, body, factor) if _about_size(exc) else None, exc)
+            raise _refusal(exc, provider).with_headers(told) from exc
+
+    def _counted(
+        self, provider: Provider, body: Mapping[str, Any], factor: float | None
+    ) -> dict[str, Any] | None:
+        """The body's count for a refusal's headers, or None when it cannot be counted."""
+        try:
+            return self._count(provider, body, factor)
+        except CtxBudgetError:
+            return None
 
     @staticmethod
     def _with_breakpoint(
