@@ -533,3 +533,18 @@ def test_a_password_standing_alone_in_an_error_is_masked() -> None:
     assert 'password "***" and "hunter2x"' in shown
     long_secret = str(store_error("store", Refused("saw xcorrecthorsebattery"), ["correcthorse"], 1.0))
     assert "correcthorse" not in long_secret
+
+
+@pytest.mark.parametrize(
+    "url", ["postgresql://u:pw@localhost:5432/db?sslmode=bogus", "postgresql://u:pw@localhost:99999/db"]
+)
+def test_a_url_value_libpq_cannot_use_is_a_bad_url_not_an_unreachable_server(url: str) -> None:
+    """An sslmode libpq does not know, or a port out of range, was told "cannot be reached ...
+    check that the server is running", and counted as an outage to wait out."""
+    pytest.importorskip("psycopg")
+    from ctxbudget import StoreUnavailable, connect_store
+
+    with pytest.raises(StoreError) as caught:
+        connect_store(url)
+    assert not isinstance(caught.value, StoreUnavailable)
+    assert "is not a valid PostgreSQL URL" in str(caught.value)

@@ -144,8 +144,16 @@ def _scrubbed(text: str, secret: str) -> str:
     return re.sub(rf"(?<![0-9A-Za-z]){re.escape(secret)}(?![0-9A-Za-z])", "***", text)
 
 
+# What libpq says of a URL it parsed but whose value it cannot use (an sslmode, a port): the URL
+# is wrong, not the server unreachable (retrying cannot help).
+_BAD_VALUE = re.compile(r"\binvalid (?:[\w ]+ value|port number|integer value)\b")
+
+
 def _refused_connection(location: str, detail: str) -> StoreError:
-    """A connection that failed: reached and refused (``FATAL``), or not reached at all."""
+    """A connection that failed: reached and refused (``FATAL``), or not reached at all, or never
+    tried for a value of the URL libpq cannot use."""
+    if _BAD_VALUE.search(detail):
+        return StoreError(location, f"is not a valid PostgreSQL URL ({detail})", URL_HINT)
     if "FATAL" not in detail or "the database system is" in detail or "too many clients" in detail:
         return StoreUnavailable(location, f"cannot be reached ({detail})", UNREACHABLE_HINT)
     for words, what, hint in _REFUSALS:
