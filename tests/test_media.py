@@ -144,3 +144,20 @@ def test_openai_file_parts_and_compressed_page_trees() -> None:
     }
     counted = count(body, model="gpt-4o")
     assert counted["tokens"] >= 40 * 3000 and counted["exact"] is False
+
+
+def test_an_inline_document_that_is_not_a_pdf_is_not_told_to_be_sent_inline() -> None:
+    """Its estimate said "document by URL or file ... (send it inline for a per-page estimate)" of
+    a document sent inline, whose bytes were no PDF."""
+    garbage = base64.b64encode(b"this is not a pdf at all").decode()
+    block = {
+        "type": "document",
+        "source": {"type": "base64", "media_type": "application/pdf", "data": garbage},
+    }
+    body = {
+        "model": "claude-sonnet-4-5",
+        "messages": [{"role": "user", "content": [block, {"type": "text", "text": "Hi"}]}],
+    }
+    parts = count(body, model="claude-sonnet-4-5")["estimated_parts"]
+    assert any("inline document whose pages cannot be read here" in p for p in parts), parts
+    assert not any("send it inline" in p for p in parts)

@@ -157,6 +157,12 @@ def pdf_pages(data: bytes) -> int | None:
 def pdf_tokens(data: bytes | None, where: str) -> Estimate:
     """A PDF at 3,000 tokens a page; one page, with a note, when it cannot be read here."""
     pages = pdf_pages(data) if data is not None else None
+    if pages is None and data is not None:  # sent inline, but its pages cannot be read
+        return Estimate(
+            PDF_PAGE_TOKENS,
+            "inline document whose pages cannot be read here (not a PDF, or damaged): counted as one page "
+            "of 3,000 tokens",
+        )
     if pages is None:
         return Estimate(
             PDF_PAGE_TOKENS,
