@@ -722,3 +722,20 @@ def test_a_plain_body_fitted_for_a_claude_model_is_read_as_a_messages_body() -> 
         ).report.format
         == "openai"
     )
+
+
+def test_a_plan_that_cannot_get_under_the_window_does_not_call_its_kept_text_untrimmable() -> None:
+    """When verification rounds ran out, the refusal read "the parts that cannot be trimmed need
+    49 tokens" and listed "text the plan still kept" among them."""
+    body = {
+        "model": "claude-sonnet-4-5",
+        "messages": [
+            {"role": "user", "content": "hi there, some earlier question about the contract"},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "witness March why? cafe said witness third the was. What happened?"},
+        ],
+    }
+    with pytest.raises(BudgetExceeded) as refused:
+        fit(body, model="claude-sonnet-4-5", max_context_tokens=40, reserve_output_tokens=0)
+    assert "text the plan still kept" in refused.value.parts
+    assert str(refused.value).startswith("cannot fit: the smallest request the plan could make needs")

@@ -124,7 +124,13 @@ class BudgetExceeded(CtxBudgetError):
     )
 
     def __init__(
-        self, *, available_tokens: int, required_tokens: int, parts: Mapping[str, int], hint: str = FIT_HINT
+        self,
+        *,
+        available_tokens: int,
+        required_tokens: int,
+        parts: Mapping[str, int],
+        hint: str = FIT_HINT,
+        needs: str = "the parts that cannot be trimmed need",
     ) -> None:
         self.available_tokens = available_tokens
         self.required_tokens = required_tokens
@@ -136,7 +142,7 @@ class BudgetExceeded(CtxBudgetError):
             rest = ranked[8:]
             listing += f", and {len(rest)} more parts ({sum(t for _, t in rest):,} tokens)"
         self.summary = (
-            f"cannot fit: the parts that cannot be trimmed need {required_tokens:,} tokens "
+            f"cannot fit: {needs} {required_tokens:,} tokens "
             f"but only {available_tokens:,} are available ({listing})"
         )
         super().__init__(f"{self.summary}; {hint}")

@@ -76,4 +76,5 @@ def fit_envelope(setup: Setup, targets: dict[int, int]) -> Draft:
         required_tokens=setup.counter.scale(current.total_raw),
         parts={"assembly did not converge": setup.counter.scale(current.total_raw)},
         hint=TIER_HINT,
+        needs=f"after {MAX_ROUNDS} drafts the assembly still needs",
     )

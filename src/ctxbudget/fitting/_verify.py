@@ -185,4 +185,7 @@ def _still_over(ctx: FitContext, after_raw: int) -> BudgetExceeded:
         available_tokens=ctx.counter.scale(ctx.available_raw),
         required_tokens=sum(parts.values()),
         parts=parts,
+        # what the plan kept is not untrimmable: the smallest request it made, with the newest
+        # turn kept and the placeholder its order needs, is over
+        needs="the smallest request the plan could make needs",
     )
