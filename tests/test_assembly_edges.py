@@ -130,7 +130,14 @@ def test_a_session_base_is_checked_when_the_session_is_created(tmp_path: Path) -
     with pytest.raises(CtxBudgetError, match=r"items\[0\]"):
         Session.create(store, "b", policy="legal-review", model="gpt-4o", base={"items": [5]})
     chat = {"system": "Cite page:line.", "messages": [{"role": "user", "content": "Earlier question"}]}
-    for base, field in ((chat, r"\$\.messages"), ({"items": [], "documents": []}, r"\$\.documents")):
+    # named by its content, not by the first field in order (an agent body read "$.max_tokens")
+    agent = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "Hi"}]}
+    cases = (
+        (chat, r"\$\.messages"),
+        ({"items": [], "documents": []}, r"\$\.documents"),
+        (agent, r"\$\.messages"),
+    )
+    for base, field in cases:
         with pytest.raises(InvalidRequestError, match=field + ".* would not be read"):
             Session.create(store, "c", policy="legal-review", model="gpt-4o", base=base)
     assert store.names() == []  # nothing was created

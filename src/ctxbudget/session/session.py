@@ -39,6 +39,8 @@ __all__ = ["Compaction", "PreparedTurn", "Session"]
 
 # What a session reads of its base: the standing items, and what every turn carries of it.
 BASE_FIELDS = ("items", "confirm_evict", "issue_tags")
+# The fields that carry a chat or question body's text: a refused base is named by one of them.
+_CONTENT = ("messages", "system", "input", "instructions", "questions", "documents", "history", "role")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -199,7 +201,7 @@ class Session:
             raise InvalidRequestError(
                 f'a session base is {{"items": [...]}} (with confirm_evict, issue_tags); '
                 f"{', '.join(unread)} would not be read: give the standing text as items (tier, kind, text)",
-                f"$.{unread[0]}",
+                f"$.{next((k for k in _CONTENT if k in unread), unread[0])}",  # its content first
             )
         checked = load_policy(policy)
         rolling_tier(checked)  # the turns' history goes there: a policy without one fails now, not every turn
