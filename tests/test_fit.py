@@ -739,3 +739,21 @@ def test_a_plan_that_cannot_get_under_the_window_does_not_call_its_kept_text_unt
         fit(body, model="claude-sonnet-4-5", max_context_tokens=40, reserve_output_tokens=0)
     assert "text the plan still kept" in refused.value.parts
     assert str(refused.value).startswith("cannot fit: the smallest request the plan could make needs")
+
+
+def test_budget_whole_documents_leave_unused_goes_to_a_component_still_cut() -> None:
+    """Documents are taken whole: the one after the first did not fit, and 1,432 tokens of their
+    budget went unused while the system prompt was cut to 492 tokens (1,563 of 3,000 sent)."""
+    body = question(
+        role="Rule: cite the record. " * 800,
+        questions=[{"text": "When was notice given?"}],
+        documents=[
+            {"page_content": "The notice went out in March. " * 150, "score": 0.9},
+            {"page_content": "Background on the parties. " * 400, "score": 0.8},
+        ],
+    )
+    report = fit(body, model="gpt-4o", max_context_tokens=3000, reserve_output_tokens=0).report
+    used = {c: sum(i.tokens_after for i in report.items if i.component == c) for c in ("system", "documents")}
+    assert report.tokens_after >= 2900 and used["system"] > 1800
+    assert report.budgets["documents"] == used["documents"]  # what it left was handed on
+    assert [i.action for i in report.items if i.component == "documents"] == ["kept", "dropped"]

@@ -186,6 +186,15 @@ def _item_reports(ctx: FitContext, plan: Plan) -> tuple[ItemReport, ...]:
 
 
 _GONE = frozenset({"dropped", "summarized"})
+_KEPT = Decision("kept", "fits")
+
+
+def tokens_after(ctx: FitContext, item: Item, decision: Decision | None) -> int:
+    """The item's raw tokens after its decision (none: kept), 0 for one dropped or summarized."""
+    decision = decision or _KEPT
+    if decision.action in _GONE and decision.tokens is None:
+        return 0
+    return _tokens_after(ctx, item, decision)
 
 
 def _tokens_after(ctx: FitContext, item: Item, decision: Decision) -> int:

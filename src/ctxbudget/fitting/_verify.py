@@ -16,6 +16,7 @@ from ..measure import measure_total
 from ._budget import allocate, budget_ceiling
 from ._context import FitContext
 from ._plan import empty_plan, make_plan
+from ._report import tokens_after
 
 __all__ = ["MAX_VERIFY_ROUNDS", "Fitted", "trim_to_window"]
 
@@ -140,8 +141,8 @@ def _trim(ctx: FitContext, request: Mapping[str, Any], pool: int, *, on_empty: b
     claim = min(demand.question, max(0, pool))
     pool -= claim
 
-    def attempt(rest: int, kept_claim: int) -> Fitted:
-        shares = allocate(max(0, rest), ctx.split, demand.needs)
+    def attempt(rest: int, kept_claim: int, needs: Mapping[Component, int] = demand.needs) -> Fitted:
+        shares = allocate(max(0, rest), ctx.split, needs)
         budgets = {
             c: shares[c] + demand.kept_framing[c] + (kept_claim if c == "query" else 0) for c in COMPONENTS
         }
@@ -170,11 +171,48 @@ def _trim(ctx: FitContext, request: Mapping[str, Any], pool: int, *, on_empty: b
                 again = attempt(0, min(claim, kept_claim + available_raw - fitted.tokens_raw))
                 if again.tokens_raw <= available_raw:
                     return again
+            needs = None if on_empty else _handed_on(ctx, fitted, demand)
+            if needs is not None:
+                refilled = attempt(pool, kept_claim, needs)
+                if fitted.tokens_raw < refilled.tokens_raw <= available_raw:
+                    return refilled
             return fitted
         # Boundary effects (a marker, a placeholder, a cut's rounding) went over: take back the
         # excess, more each round, so the plan converges instead of failing near the line.
         pool -= (fitted.tokens_raw - available_raw) * (round_ + 1)
     raise _still_over(ctx, fitted.tokens_raw)
+
+
+# Budget a plan leaves unused below this (a component's last item did not fit whole in it) is not
+# worth another plan.
+MIN_HANDED_ON = 64
+
+
+def _handed_on(ctx: FitContext, fitted: Fitted, demand: _Demand) -> dict[Component, int] | None:
+    """Needs that hand on the budget a component's plan left unused to the others still short,
+    or None when there is none worth a plan: a component short of its need whose plan still
+    left budget unused (whole documents, the next one larger than the rest) needs only what it
+    used, while another component was cut to its share."""
+    needs = dict(demand.needs)
+    short = [
+        c
+        for c in COMPONENTS
+        if ctx.split.percentages[c] > 0 and needs[c] + demand.kept_framing[c] > fitted.budgets[c]
+    ]
+    if len(short) < 2:  # one to give and one to take, or nothing to hand on (read nothing more)
+        return None
+    used = {c: _used(ctx, fitted.plan, c) for c in short if c != "query"}
+    givers = {c for c, tokens in used.items() if fitted.budgets[c] - tokens >= MIN_HANDED_ON}
+    if not givers or not set(short) - givers:
+        return None
+    for c in givers:
+        needs[c] = max(0, used[c] - demand.kept_framing[c])
+    return needs
+
+
+def _used(ctx: FitContext, plan: Plan, component: Component) -> int:
+    """The component's raw tokens after the plan (what its report lines add up to)."""
+    return sum(tokens_after(ctx, item, plan.decisions.get(item.key)) for item in ctx.of(component))
 
 
 def _still_over(ctx: FitContext, after_raw: int) -> BudgetExceeded:
