@@ -183,9 +183,10 @@ def _trim(ctx: FitContext, request: Mapping[str, Any], pool: int, *, on_empty: b
     raise _still_over(ctx, fitted.tokens_raw)
 
 
-# Budget a plan leaves unused below this (a component's last item did not fit whole in it) is not
-# worth another plan.
+# Budget a plan leaves unused below this, or below this share of the available tokens, is not
+# worth another plan (a cold fit of the 114k-token example: 136 tokens more for a quarter more time).
 MIN_HANDED_ON = 64
+MIN_HANDED_ON_SHARE = 0.02
 
 
 def _handed_on(ctx: FitContext, fitted: Fitted, demand: _Demand) -> dict[Component, int] | None:
@@ -202,7 +203,8 @@ def _handed_on(ctx: FitContext, fitted: Fitted, demand: _Demand) -> dict[Compone
     if len(short) < 2:  # one to give and one to take, or nothing to hand on (read nothing more)
         return None
     used = {c: _used(ctx, fitted.plan, c) for c in short if c != "query"}
-    givers = {c for c, tokens in used.items() if fitted.budgets[c] - tokens >= MIN_HANDED_ON}
+    worth = max(MIN_HANDED_ON, ctx.available_raw * MIN_HANDED_ON_SHARE)
+    givers = {c for c, tokens in used.items() if fitted.budgets[c] - tokens >= worth}
     if not givers or not set(short) - givers:
         return None
     for c in givers:
