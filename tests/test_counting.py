@@ -306,3 +306,14 @@ def test_the_tool_use_system_prompt_takes_room_from_the_history() -> None:
     result = ctxbudget.fit(body, model="claude-sonnet-4-5", max_context_tokens=without_prompt + 50)
     assert result.report.tokens_after <= result.report.available_tokens  # the prompt included
     assert not result.report.passed_through  # it fit only without the 346 tokens
+
+
+@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "get_weather"}}])
+def test_a_tool_forced_in_an_openai_body_for_claude_takes_the_forced_prompt(choice: Any) -> None:
+    """Through an OpenAI-compatible endpoint, "required" or a named function forces a tool as
+    Anthropic's any or tool do: the 313-token prompt, not 346."""
+    from ctxbudget.formats.tool_prompt import tool_prompt_tokens
+
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+    assert tool_prompt_tokens("claude-sonnet-4-5", {"tools": [tool], "tool_choice": choice}) == 313
+    assert tool_prompt_tokens("claude-sonnet-4-5", {"tools": [tool], "tool_choice": "auto"}) == 346

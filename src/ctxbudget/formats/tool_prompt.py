@@ -35,12 +35,24 @@ def tool_prompt_tokens(model: str, request: Mapping[str, Any]) -> int:
     start = name.find("claude")
     if not request.get("tools") or start < 0:
         return 0
-    choice = request.get("tool_choice")
-    forced = isinstance(choice, Mapping) and choice.get("type") in ("any", "tool")
+    forced = _forces_a_tool(request.get("tool_choice"))
     for prefix, auto, forced_tokens in TOOL_PROMPT_TOKENS:
         if name.startswith(prefix, start):
             return forced_tokens if forced else auto
     return 0
+
+
+def _forces_a_tool(choice: Any) -> bool:
+    """A tool_choice that makes the model call a tool: Anthropic's ``any`` or ``tool``, or the
+    OpenAI format's ``"required"`` or a named function (the same body sent through an
+    OpenAI-compatible endpoint to Claude)."""
+    if choice == "required":
+        return True
+    if not isinstance(choice, Mapping):
+        return False
+    if choice.get("type") == "allowed_tools":
+        return choice.get("mode") == "required"
+    return choice.get("type") in ("any", "tool", "function", "custom")
 
 
 def with_tool_prompt(
