@@ -317,3 +317,31 @@ def test_a_tool_forced_in_an_openai_body_for_claude_takes_the_forced_prompt(choi
     tool = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
     assert tool_prompt_tokens("claude-sonnet-4-5", {"tools": [tool], "tool_choice": choice}) == 313
     assert tool_prompt_tokens("claude-sonnet-4-5", {"tools": [tool], "tool_choice": "auto"}) == 346
+
+
+def test_schema_parts_the_recipe_does_not_read_are_counted_and_labelled_in_every_format() -> None:
+    """A tool's parameters given as anyOf its branches counted 54 tokens, exact (the ~150 tokens
+    of branches left out); a Responses text.format schema was counted but labelled exact."""
+    branches = [
+        {
+            "type": "object",
+            "properties": {"flight": {"type": "string", "description": "Flight number to book"}},
+        },
+        {"type": "object", "properties": {"hotel": {"type": "string", "description": "Hotel name and city"}}},
+    ]
+    tool = {"type": "function", "function": {"name": "book", "parameters": {"anyOf": branches}}}
+    plain = {"type": "function", "function": {"name": "book", "parameters": {"type": "object"}}}
+    messages = [{"role": "user", "content": "Book it."}]
+    union = ctxbudget.count({"messages": messages, "tools": [tool]}, model="gpt-4o")
+    assert (
+        union["tokens"]
+        > ctxbudget.count({"messages": messages, "tools": [plain]}, model="gpt-4o")["tokens"] + 30
+    )
+    assert not union["exact"] and any("book" in p for p in union["estimated_parts"])
+    form = {
+        "type": "json_schema",
+        "name": "answer",
+        "schema": {"type": "object", "properties": {"a": {"type": "string"}}},
+    }
+    responses = ctxbudget.count({"input": "Hi", "text": {"format": form}}, model="gpt-4o")
+    assert not responses["exact"] and any("json_schema" in p for p in responses["estimated_parts"])

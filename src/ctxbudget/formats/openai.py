@@ -205,6 +205,9 @@ def function_tool_chunks(
     return chunks, constant
 
 
+_TOP_LEVEL_PARTS = ("$defs", "definitions", "anyOf", "oneOf", "allOf", "$ref")
+
+
 def _nested_schemas(
     function: Mapping[str, Any],
     parameters: Mapping[str, Any],
@@ -217,7 +220,9 @@ def _nested_schemas(
         for key, spec in properties.items()
         if isinstance(spec, dict) and _worded(parts := {k: spec[k] for k in _NESTED if k in spec})
     }
-    nested |= {k: parameters[k] for k in ("$defs", "definitions") if k in parameters}
+    # the schema's own top-level parts the recipe does not read either: definitions, and a
+    # union of shapes (a `book` tool whose parameters are anyOf its branches counted 54 of ~210)
+    nested |= {k: parameters[k] for k in _TOP_LEVEL_PARTS if k in parameters}
     if not nested:
         return []
     if estimated is not None:

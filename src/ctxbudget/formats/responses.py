@@ -185,6 +185,8 @@ def _read_fields(request: Mapping[str, Any], estimated: list[tuple[Owner, str]])
     form = text.get("format") if isinstance(text, dict) else None
     if isinstance(form, dict) and form.get("type") == "json_schema":
         chunks.append((Segment(_json(form), "text.format"),))
+        # as Chat Completions' response_format: how the schema is rendered is not published
+        estimated.append(("text.format", "json_schema: counted as its JSON text"))
     if isinstance(request.get("instructions"), list):
         chunks.append((Segment(_json(request["instructions"]), "instructions"),))
     for field in STORED_CONVERSATION:
