@@ -208,3 +208,21 @@ def test_a_transport_to_send_through_is_checked() -> None:
     mixed = httpx2.Client(transport=ctxbudget.FittingTransport(transport=httpx.HTTPTransport()))
     with pytest.raises(ctxbudget.ConfigError, match=r"an httpx transport, but the client .* an httpx2 one"):
         mixed.get("http://127.0.0.1:9/v1/models")
+
+
+def test_a_compressed_body_is_refused_as_the_served_gateway_refuses_it() -> None:
+    """The transport read a gzip body as text ("invalid_json ... not UTF-8 text at byte 1"), where
+    `ctxbudget serve` answers 415 unsupported_content_encoding: one decision path, one answer."""
+    import gzip
+    import json
+
+    fake = FakeUpstream()
+    body = gzip.compress(json.dumps({"model": "gpt-4o", "messages": ASK[-1:]}).encode())
+    with Served(fake.app) as upstream, httpx.Client(transport=_transport()) as client:
+        refused = client.post(
+            upstream.url + "/v1/chat/completions",
+            content=body,
+            headers={"content-encoding": "gzip", "content-type": "application/json"},
+        )
+    assert refused.status_code == 415 and refused.json()["error"]["code"] == "unsupported_content_encoding"
+    assert fake.received == []

@@ -71,16 +71,21 @@ class Outbound:
     usage_added: bool = False  # an OpenAI stream was asked for usage the client did not ask for
 
 
-async def read_body(request: Request, gateway: Gateway) -> bytes:
-    """The request's bytes, read up to the gateway's body limit (413 beyond it); a body in a
-    content coding is not read (415: the provider APIs take JSON as it is)."""
-    coding = request.headers.get("content-encoding", "identity").strip().lower()
+def check_coding(headers: Mapping[str, str]) -> None:
+    """A body in a content coding is not read (415: the provider APIs take JSON as it is)."""
+    coding = headers.get("content-encoding", "identity").strip().lower()
     if coding not in ("", "identity"):
         raise Refusal(
             415,
             f"request body in Content-Encoding {coding[:40]!r}: send it uncompressed (JSON as it is)",
             "unsupported_content_encoding",
         )
+
+
+async def read_body(request: Request, gateway: Gateway) -> bytes:
+    """The request's bytes, read up to the gateway's body limit (413 beyond it); a body in a
+    content coding is not read (415: the provider APIs take JSON as it is)."""
+    check_coding(request.headers)
     declared = request.headers.get("content-length")
     limit = gateway.body_limit()
     if declared and declared.isdigit() and int(declared) > limit:

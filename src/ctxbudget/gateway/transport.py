@@ -32,7 +32,7 @@ import httpx
 from ..errors import ConfigError, reworded
 from ..session.store import SQLiteStore
 from .config import GatewayConfig
-from .intake import INLINE_BYTES, Progress, first_pass
+from .intake import INLINE_BYTES, Progress, check_coding, first_pass
 from .prepared import Prepared
 from .providers import ANTHROPIC, OPENAI, RESPONSES, Provider
 from .refusals import Refusal
@@ -77,6 +77,7 @@ class _Decider:
         """The request to send in ``request``'s place with its decision, or the refusal to answer."""
         headers = {k.lower(): v for k, v in request.headers.items()}
         try:
+            check_coding(headers)  # as the served gateway refuses it: 415, not a decoding error
             ready = first_pass(self._gateway, provider, headers, [data], Progress(0, 0.0))
         except Refusal as refusal:
             return _refused(provider, refusal, request)
