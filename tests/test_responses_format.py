@@ -503,3 +503,32 @@ def test_content_of_the_wrong_type_is_named_at_its_field(body: dict[str, Any], w
     with pytest.raises(InvalidRequestError) as caught:
         count(body, model="gpt-4o")
     assert str(caught.value).startswith(f"{where}: {said}")
+
+
+def test_an_output_whose_call_is_given_by_item_reference_stays_with_it() -> None:
+    """Calls and reasoning given back as item_reference (stored items, by id) were not paired:
+    a fit kept the output for call_10 without the reference to fc_10 (the API refuses it), a call
+    without the reference to its reasoning, and with previous_response_id every such output was
+    taken for an answer to the stored response, making the whole history one unit."""
+    items: list[dict[str, Any]] = [{"role": "user", "content": "Find the failing module."}]
+    for n in range(12):
+        items += [
+            {"type": "item_reference", "id": f"rs_{n}"},
+            {"type": "item_reference", "id": f"fc_{n}"},
+            {
+                "type": "function_call_output",
+                "call_id": f"call_{n}",
+                "output": f"log {n}: " + "ok line " * 300,
+            },
+        ]
+    items.append({"role": "user", "content": "Which module failed?"})
+    for continued in ({}, {"previous_response_id": "resp_1"}):
+        body = {"model": "gpt-4o", "input": items, **continued}
+        sent = fit(body, model="gpt-4o", max_context_tokens=3000).request["input"]
+        for n, item in enumerate(sent):
+            if item.get("type") == "function_call_output":
+                assert sent[n - 2 : n] == [
+                    {"type": "item_reference", "id": "rs_" + item["call_id"][5:]},
+                    {"type": "item_reference", "id": "fc_" + item["call_id"][5:]},
+                ]
+        assert 0 < sum(i.get("type") == "function_call_output" for i in sent) < 12  # older units dropped

@@ -174,11 +174,13 @@ def _paired(items: Sequence[Mapping[str, Any]]) -> tuple[list[int], set[int]]:
     answered: set[int] = set()
     owner_of_call: dict[tuple[str, str], int] = {}
     reasoning: int | None = None  # the reasoning item of the response whose output is being read
+    reference: int | None = None  # the first of the item references this turn's outputs may answer
     for i, item in enumerate(items):
-        if i and items[i - 1].get("type") == "reasoning":
+        if i and _joins_the_next(items[i - 1], item):
             groups[i] = groups[i - 1]
         kind = str(item.get("type") or "")
         reasoning = _reasoning_after(reasoning, i, item, kind)
+        reference = _reference_after(reference, i, items)
         if reasoning is not None and kind.endswith("_call"):  # a call of that response: with it
             groups[reasoning : i + 1] = [groups[reasoning]] * (i + 1 - reasoning)
         if kind == "mcp_approval_request":  # answered by an mcp_approval_response naming its id
@@ -192,14 +194,34 @@ def _paired(items: Sequence[Mapping[str, Any]]) -> tuple[list[int], set[int]]:
             answered.add(i)
         if kind.endswith("_call") and "call_id" in item:
             owner_of_call[kind, str(item.get("call_id"))] = i
-        elif (
-            kind.endswith("_call_output")
-            and (key := (kind[: -len("_output")], _called(item))) in owner_of_call
-        ):
-            first = owner_of_call[key]
-            groups[first : i + 1] = [groups[first]] * (i + 1 - first)
-            answered.add(i)
+        elif kind.endswith("_call_output"):
+            key = (kind[: -len("_output")], _called(item))
+            call = owner_of_call.get(key, reference)  # its call in the input, else by reference
+            if call is not None:
+                groups[call : i + 1] = [groups[call]] * (i + 1 - call)
+                answered.add(i)
     return groups, answered
+
+
+def _joins_the_next(before: Mapping[str, Any], item: Mapping[str, Any]) -> bool:
+    """A reasoning item, or an ``item_reference`` (a stored item given by id: a reasoning item or
+    a call, whose id says nothing of its call_id), goes with the item after it, unless that opens
+    a new turn."""
+    kind = before.get("type")
+    return kind == "reasoning" or (kind == "item_reference" and "role" not in item)
+
+
+def _reference_after(reference: int | None, i: int, items: Sequence[Mapping[str, Any]]) -> int | None:
+    """The first of the latest run of ``item_reference`` items (stored items given by id: whose
+    call_id they stand for is not known here), until a message opens a new turn: an output whose
+    call is not in the input but follows such a run answers a call of the run (the API pairs them
+    by the stored item), not a stored response's call."""
+    item = items[i]
+    if item.get("type") == "item_reference":
+        return reference if i and items[i - 1].get("type") == "item_reference" else i
+    if item.get("role") in ("user", "system", "developer"):
+        return None
+    return reference
 
 
 def _reasoning_after(reasoning: int | None, i: int, item: Mapping[str, Any], kind: str) -> int | None:
