@@ -506,3 +506,32 @@ def test_verify_prefix_refuses_what_is_not_a_request(
     for pair in ((bad, good), (good, bad)):
         result = CliRunner().invoke(main, ["verify-prefix", *map(str, pair)])
         assert result.exit_code == 2 and where in result.output, result.output
+
+
+def test_assemble_for_a_model_without_prices_prints_its_table(tmp_path: Path) -> None:
+    """The table's cost line formatted None: a TypeError traceback after the body was printed
+    (and, from `session add`, after the turn was stored, so a retry stored it twice)."""
+    catalog = tmp_path / "mine.toml"
+    catalog.write_text(
+        'schema_version = 1\n[[models]]\nid = "house-llm"\nprovider = "self-hosted"\ncontext_window = 32768\n'
+    )
+    policy = tmp_path / "one.toml"
+    policy.write_text(
+        'name = "one"\nenvelope_tokens = 1000\n[[tiers]]\nname = "only"\nceiling_tokens = 500\neviction = "rolling"\n'
+    )
+    request = tmp_path / "r.json"
+    items = [{"id": "h1", "tier": "only", "kind": "history", "role": "user", "text": "hello"}]
+    request.write_text(json.dumps({"items": [*items, {"id": "q", "kind": "question", "text": "What now?"}]}))
+    args = [
+        "assemble",
+        str(request),
+        "--policy",
+        str(policy),
+        "--model",
+        "house-llm",
+        "--catalog",
+        str(catalog),
+    ]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "cost price unknown" in result.output

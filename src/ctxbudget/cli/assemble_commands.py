@@ -11,6 +11,7 @@ from rich.table import Table
 
 from ..assembly import assemble, compare_prefixes, list_policies, load_policy
 from ..catalog.catalog import load_catalog
+from ..errors import usd
 from .base import (
     ALLOW_PREFIX_CHANGE_OPTION,
     ASSEMBLE_FLAGS,
@@ -186,8 +187,8 @@ def print_assembly(report: dict[str, Any]) -> None:
     cache = report["cache"]
     out.print(
         f"cache: read {cache['read_tokens']:,}, write {cache['write_tokens']:,}, uncached {cache['uncached_tokens']:,}; "
-        f"cost ${report['cost_usd']:.4f}"
-        + (f" (ceiling ${report['cost_ceiling_usd']:.2f})" if report["cost_ceiling_usd"] else "")
+        f"cost {_priced(report['cost_usd'])}"
+        + (f" (ceiling {usd(report['cost_ceiling_usd'])})" if report["cost_ceiling_usd"] else "")
     )
     for name, status in report["invariants"].items():
         out.print(f"{name}: {status}")
@@ -230,3 +231,8 @@ def verify_prefix_command(first: str, second: str, as_json: bool) -> None:
             click.echo(f"cached prefixes identical: {result.bytes_a:,} bytes, sha256 {result.sha256_a}")
 
     run_action(action)
+
+
+def _priced(cost: float | None) -> str:
+    """A turn's cost as shown: "price unknown" for a model without prices, never $0."""
+    return "price unknown" if cost is None else usd(cost)
