@@ -199,3 +199,13 @@ def test_a_bundled_policy_name_is_the_bundled_policy_whatever_the_folder_holds(
     (tmp_path / "mine").write_text((tmp_path / "missing").name)  # a name no bundle has: read as a file
     with pytest.raises(ConfigError, match="mine"):
         load_policy("mine")
+
+
+def test_a_yaml_policy_with_a_list_for_a_key_is_a_one_line_error(tmp_path: Path) -> None:
+    """`? [1, 2]` as a key raised TypeError (unhashable type: 'list') out of the duplicate-key check."""
+    from ctxbudget.assembly._policy import load_policy
+
+    path = tmp_path / "p.yaml"
+    path.write_text("name: y\nenvelope_tokens: 900\n? [1, 2]\n: x\ntiers: []\n")
+    with pytest.raises(ConfigError, match=r"p.yaml: not valid YAML: a key must be a name, not a list"):
+        load_policy(str(path))
