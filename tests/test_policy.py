@@ -125,6 +125,12 @@ def test_yaml_policy_files_are_accepted(tmp_path: Path) -> None:
             '[volatile]\npatterns = [{kind = "t", regex = "(.*a){12}x"}]\n[compaction]',
             "repeats a repetition",
         ),
+        # unbounded repeats side by side over the same characters: \w*\w*X took 11 s on 3,000
+        (
+            "[compaction]",
+            '[volatile]\npatterns = [{kind = "t", regex = "\\\\w*\\\\w*\\\\w*X"}]\n[compaction]',
+            "repeats a repetition",
+        ),
         (
             "[compaction]",
             '[volatile]\npatterns = [{kind = "t", regex = "(TKT-\\\\d+)?"}]\n[compaction]',
@@ -209,3 +215,23 @@ def test_a_yaml_policy_with_a_list_for_a_key_is_a_one_line_error(tmp_path: Path)
     path.write_text("name: y\nenvelope_tokens: 900\n? [1, 2]\n: x\ntiers: []\n")
     with pytest.raises(ConfigError, match=r"p.yaml: not valid YAML: a key must be a name, not a list"):
         load_policy(str(path))
+
+
+@pytest.mark.parametrize(
+    ("pattern", "refused"),
+    [
+        (r"\w*\w*\w*\w*\w*X", True),
+        (r".*.*", True),
+        (r"\d+\w+", True),
+        (r"\d+\s*days", False),
+        (r"\d+-\d+-\d+", False),
+        (r"[A-Z]+\d+", False),
+        (r"^gpt-4.*-preview$", False),
+    ],
+)
+def test_unbounded_repeats_side_by_side_are_refused_when_their_characters_overlap(
+    pattern: str, refused: bool
+) -> None:
+    from ctxbudget.regexes import repeats_a_repetition
+
+    assert repeats_a_repetition(pattern) is refused

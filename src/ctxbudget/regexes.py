@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re._constants as _sre_c  # type: ignore[import-not-found]  # a pattern parsed, checked before it runs
 import re._parser as _sre  # type: ignore[import-not-found]
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["NESTED_REPEAT_HINT", "repeats_a_repetition"]
@@ -23,10 +24,13 @@ def repeats_a_repetition(pattern: str) -> bool:
     alternatives (``(a|a)*``). Each lets the engine split the same text between the repeats in
     exponentially many ways before it gives up: ``(a+)+$`` on 32 a's and a ``!`` ran for minutes,
     ``^(h?h?)*x$`` on 22 h's for 18 s. So is an unbounded repeat inside a counted one
-    (``(.*a){12}``: polynomial, of the count's degree). Conservative (``(foo|bar)*`` is refused too, though its
+    (``(.*a){12}``: polynomial, of the count's degree), and two unbounded repeats side by side
+    whose characters overlap (``\\w*\\w*X``: 11 s on 3,000 characters; ``\\d+\\s*`` is fine).
+    Conservative (``(foo|bar)*`` is refused too, though its
     alternatives never overlap); possessive repeats and atomic groups never backtrack into
     themselves, so they are safe."""
-    return _nested(_sre.parse(pattern))
+    parsed = _sre.parse(pattern)
+    return _nested(parsed) or _adjacent(parsed)
 
 
 def _nested(parsed: Any, inside: bool = False, counted: bool = False) -> bool:
@@ -53,3 +57,80 @@ def _risky_group(op: Any, value: Any, inside: bool, counted: bool) -> bool:
     if op == _sre_c.BRANCH:
         return inside or any(_nested(branch, inside, counted) for branch in value[1])
     return bool(op == _sre_c.SUBPATTERN and _nested(value[-1], inside, counted))
+
+
+# Characters to tell whether two one-character matchers overlap: ASCII, and a few others of the
+# classes \w, \d and \s reach beyond it.
+_PROBES = [chr(c) for c in range(128)] + ["é", "ß", "日", "\u00a0", "\u2003", "\u0663", "\u200d"]
+
+
+def _adjacent(parsed: Any) -> bool:
+    """Whether two unbounded repeats of one-character matchers stand side by side (in any group)
+    and some character matches both: the engine splits a run of such characters between them in
+    as many ways as it is long, at every start (polynomial backtracking)."""
+    before: set[str] | None = None
+    for op, value in parsed:
+        matched = _unbounded_chars(op, value)
+        if matched is not None and before is not None and matched & before:
+            return True
+        before = matched
+        if op == _sre_c.SUBPATTERN and _adjacent(value[-1]):
+            return True
+        if op == _sre_c.BRANCH and any(_adjacent(branch) for branch in value[1]):
+            return True
+        if op in (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT) and _adjacent(value[2]):
+            return True
+    return False
+
+
+def _unbounded_chars(op: Any, value: Any) -> set[str] | None:
+    """The probe characters an unbounded repeat of one one-character matcher matches (None for
+    anything else)."""
+    if op not in (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT) or value[1] != _sre_c.MAXREPEAT:
+        return None
+    body = list(value[2])
+    if len(body) != 1:
+        return None
+    kind, arg = body[0]
+    if kind not in (_sre_c.LITERAL, _sre_c.NOT_LITERAL, _sre_c.ANY, _sre_c.IN):
+        return None
+    return {c for c in _PROBES if _matches(kind, arg, c)}
+
+
+def _matches(kind: Any, arg: Any, char: str) -> bool:
+    if kind == _sre_c.LITERAL:
+        return bool(ord(char) == arg)
+    if kind == _sre_c.NOT_LITERAL:
+        return bool(ord(char) != arg)
+    if kind == _sre_c.ANY:
+        return char != "\n"
+    negated = bool(arg) and arg[0][0] == _sre_c.NEGATE
+    hit = any(
+        _in_item(item_kind, item_arg, char) for item_kind, item_arg in arg if item_kind != _sre_c.NEGATE
+    )
+    return hit != negated
+
+
+def _is_word(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+_CATEGORIES: dict[str, Callable[[str], bool]] = {
+    "CATEGORY_DIGIT": str.isdigit,
+    "CATEGORY_NOT_DIGIT": lambda char: not char.isdigit(),
+    "CATEGORY_SPACE": str.isspace,
+    "CATEGORY_NOT_SPACE": lambda char: not char.isspace(),
+    "CATEGORY_WORD": _is_word,
+    "CATEGORY_NOT_WORD": lambda char: not _is_word(char),
+}
+
+
+def _in_item(kind: Any, arg: Any, char: str) -> bool:
+    if kind == _sre_c.LITERAL:
+        return bool(ord(char) == arg)
+    if kind == _sre_c.RANGE:
+        return bool(arg[0] <= ord(char) <= arg[1])
+    if kind == _sre_c.CATEGORY:
+        test = _CATEGORIES.get(str(arg))
+        return True if test is None else bool(test(char))  # an unknown category: assume it may
+    return True  # anything else: assume it may match
