@@ -235,3 +235,14 @@ def test_unbounded_repeats_side_by_side_are_refused_when_their_characters_overla
     from ctxbudget.regexes import repeats_a_repetition
 
     assert repeats_a_repetition(pattern) is refused
+
+
+@pytest.mark.parametrize("name", ["ledger", "current"])
+def test_a_tier_may_not_take_the_name_of_the_ledgers_or_the_current_turns_block(name: str) -> None:
+    """A tier named "current" had its tokens added to Block 4's (932 against a ceiling of 50,
+    with no failure), one named "ledger" to Block 3's."""
+    from ctxbudget.assembly._policy import parse_policy
+
+    text = f'name = "p"\nenvelope_tokens = 1000\n[[tiers]]\nname = "{name}"\nceiling_tokens = 500\neviction = "rolling"\n'
+    with pytest.raises(ConfigError, match="names a block of every assembly, not a tier"):
+        parse_policy(text, "p.toml")

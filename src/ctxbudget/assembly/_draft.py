@@ -19,15 +19,12 @@ from ..items import JOINER
 from ..measure import measure_total
 from ..tokens.counter import TokenCounter
 from ..trim.passages import PassageScorer
-from ._policy import Policy
+from ._policy import CURRENT, LEDGER, Policy
 from ._render import OutputFormat, render_blocks
 from ._request import ContextItem, ContextRequest
 from ._tiers import ItemDecision, TierSelection, render_item, select_tier
 
 __all__ = ["CURRENT", "LEDGER", "Draft", "Setup", "draft", "measure", "render"]
-
-LEDGER = "ledger"
-CURRENT = "current"
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,13 @@ class Policy:
 _STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
+# The names the ledger's block (Block 3) and the current turn's (Block 4) are accounted under
+# beside the tiers' (assembly._draft): no tier may take them.
+LEDGER = "ledger"
+CURRENT = "current"
+RESERVED_TIER_NAMES = frozenset({LEDGER, CURRENT})
+
+
 class _TierFile(BaseModel):
     model_config = _STRICT
     name: str = Field(min_length=1)
@@ -183,6 +190,11 @@ class _PolicyFile(BaseModel):
         names = [t.name for t in self.tiers]
         if len(set(names)) != len(names):
             raise ValueError(f"tier names must be unique, got {names}")
+        reserved = sorted(set(names) & RESERVED_TIER_NAMES)
+        if reserved:  # the ledger's and the current turn's blocks are accounted under these names
+            raise ValueError(
+                f"{', '.join(reserved)} names a block of every assembly, not a tier; name the tier otherwise"
+            )
         if self.reserve_output_tokens >= self.envelope_tokens:
             raise ValueError("reserve_output_tokens must be smaller than envelope_tokens")
         cached = [t.cached for t in self.tiers]
