@@ -246,3 +246,14 @@ def test_a_tier_may_not_take_the_name_of_the_ledgers_or_the_current_turns_block(
     text = f'name = "p"\nenvelope_tokens = 1000\n[[tiers]]\nname = "{name}"\nceiling_tokens = 500\neviction = "rolling"\n'
     with pytest.raises(ConfigError, match="names a block of every assembly, not a tier"):
         parse_policy(text, "p.toml")
+
+
+def test_a_policy_file_is_read_by_its_extension_in_any_case(tmp_path: Path) -> None:
+    """good.YAML was read as TOML ("Invalid statement")."""
+    from ctxbudget.assembly._policy import load_policy
+
+    path = tmp_path / "good.YAML"
+    path.write_text(
+        "name: y\nenvelope_tokens: 900\ntiers:\n  - {name: chat, ceiling_tokens: 300, eviction: rolling}\n"
+    )
+    assert load_policy(str(path)).name == "y"

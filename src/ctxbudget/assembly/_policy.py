@@ -259,7 +259,7 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
 def _load_text(text: str, source: str) -> object:
     """The document of a policy file; nesting too deep for the parser, or a number too long for
     Python's int, is an error naming the file (they were tracebacks)."""
-    yaml_file = source.endswith((".yaml", ".yml"))
+    yaml_file = source.lower().endswith((".yaml", ".yml"))
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader) if yaml_file else tomllib.loads(text)
     except yaml.YAMLError as exc:

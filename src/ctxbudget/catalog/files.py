@@ -127,7 +127,7 @@ def _decode(text: str, source: str) -> Any:
     nesting too deep or a number too long for Python's int were tracebacks)."""
     import tomllib  # only a user's catalog reaches here (the bundled one is read on its own)
 
-    kind = "JSON" if source.endswith(".json") else "TOML"
+    kind = "JSON" if source.lower().endswith(".json") else "TOML"
     try:
         return json.loads(text, object_pairs_hook=_unique_keys) if kind == "JSON" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
