@@ -535,3 +535,10 @@ def test_assemble_for_a_model_without_prices_prints_its_table(tmp_path: Path) ->
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     assert "cost price unknown" in result.output
+
+
+def test_simulate_refuses_a_server_url_for_its_store_without_echoing_it() -> None:
+    """A PostgreSQL URL was taken for an SQLite path, and the error showed its password."""
+    result = CliRunner().invoke(main, ["simulate", "--store", "postgresql://u:secretpw@127.0.0.1:1/db"])
+    assert result.exit_code == 2 and "secretpw" not in result.output
+    assert "give a file, not a URL" in result.output

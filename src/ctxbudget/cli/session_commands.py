@@ -75,6 +75,11 @@ def simulate_command(
     from ..simulation.scenario import bundled_scenario, parse_scenario
     from ..simulation.summary import check_chart, write_outputs
 
+    if "://" in store_path:  # a server's URL (its password in it, maybe): never echoed
+        fail(
+            "--store: the simulation keeps its session in an SQLite file; give a file, not a URL", EXIT_USAGE
+        )
+
     def action() -> None:
         if out_dir:
             check_chart()  # before the run, not after it
