@@ -542,3 +542,12 @@ def test_simulate_refuses_a_server_url_for_its_store_without_echoing_it() -> Non
     result = CliRunner().invoke(main, ["simulate", "--store", "postgresql://u:secretpw@127.0.0.1:1/db"])
     assert result.exit_code == 2 and "secretpw" not in result.output
     assert "give a file, not a URL" in result.output
+
+
+def test_session_list_never_shows_an_unknown_price_as_zero() -> None:
+    """An unpriced session was listed at $0.0000 while `session show` said "price unknown"."""
+    from ctxbudget.cli.session_commands import _cost_of
+
+    assert _cost_of([], 1) == "price unknown"
+    assert _cost_of([0.5, 0.25], 3) == "$0.7500 (and 1 turns of unknown price)"
+    assert _cost_of([0.5], 1) == "$0.5000"

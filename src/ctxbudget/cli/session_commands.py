@@ -300,7 +300,9 @@ def session_list(store_path: str) -> None:
             figures = [t.figures() for t in store.turns(name)]
             costs = [f.cost_usd for f in figures if f.cost_usd is not None]
             tokens = sum(f.input_tokens for f in figures)
-            click.echo(f"{name}\t{len(figures)} turns\t{tokens:,} input tokens\t${sum(costs):.4f}")
+            click.echo(
+                f"{name}\t{len(figures)} turns\t{tokens:,} input tokens\t{_cost_of(costs, len(figures))}"
+            )
 
     run_action(action)
 
@@ -361,3 +363,11 @@ def session_export(name: str, store_path: str) -> None:
         )
 
     run_action(action)
+
+
+def _cost_of(costs: list[float], turns: int) -> str:
+    """A session's cost as listed: never $0 for turns whose price is unknown."""
+    if not costs and turns:
+        return "price unknown"
+    unknown = turns - len(costs)
+    return f"${sum(costs):.4f}" + (f" (and {unknown} turns of unknown price)" if unknown else "")
