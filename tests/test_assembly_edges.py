@@ -332,3 +332,18 @@ def test_a_blank_item_of_a_tier_kept_verbatim_is_reported_as_not_sent() -> None:
         assert decisions[blank]["action"] == "dropped" and decisions[blank]["tokens_after"] == 0
         assert decisions[blank]["reason"].startswith("blank")
     assert decisions["EV-1"]["action"] == "kept"
+
+
+def test_a_session_base_with_a_volatile_value_in_a_pinned_item_is_refused_at_creation(tmp_path: Path) -> None:
+    """`session new` took a playbook holding a date, and every turn after it was refused."""
+    from ctxbudget import VolatileValueError
+
+    store = SQLiteStore(str(tmp_path / "v.db"))
+    base = {
+        "items": [
+            {"id": "pb", "tier": "pinned", "kind": "playbook", "text": "Effective 2026-03-04 at 10:45 am."}
+        ]
+    }
+    with pytest.raises(VolatileValueError):
+        Session.create(store, "v", policy="legal-review", model="gpt-4o", base=base)
+    assert store.names() == []

@@ -22,6 +22,7 @@ Modules in the order an :func:`assemble` call goes through them:
 
 from ._assemble import AssemblyResult, assemble, check_envelope
 from ._carried import thinking_within
+from ._pinned import check_pinned_items
 from ._policy import CompactionRules, Policy, Tier, get_policy, list_policies, load_policy, parse_policy
 from ._prefix import compare_prefixes
 from ._render import OutputFormat, block_texts
@@ -43,6 +44,7 @@ __all__ = [
     "assemble",
     "block_texts",
     "check_envelope",
+    "check_pinned_items",
     "compare_prefixes",
     "get_policy",
     "list_policies",

@@ -23,6 +23,7 @@ from ..assembly import (
     Policy,
     assemble,
     check_envelope,
+    check_pinned_items,
     list_policies,
     load_policy,
     parse_context_request,
@@ -215,7 +216,10 @@ class Session:
         # the base must be items an assembly accepts (tiers, kinds, ids), found now, not turn after turn
         question = {"id": "__question__", "kind": "question", "text": "?"}
         carried = {k: v for k, v in base.items() if k != "items"}
-        parse_context_request({**carried, "items": [*base.get("items", []), question]}, checked, "context")
+        parsed = parse_context_request(
+            {**carried, "items": [*base.get("items", []), question]}, checked, "context"
+        )
+        check_pinned_items(parsed, checked)  # a date in the playbook would fail every turn
         if policy not in list_policies() and Path(policy).exists():
             policy = str(Path(policy).resolve())
         store.create(SessionMeta(name=name, policy=policy, model=model, base=dict(base)))
