@@ -202,7 +202,9 @@ def _handed_on(ctx: FitContext, fitted: Fitted, demand: _Demand) -> dict[Compone
     ]
     if len(short) < 2:  # one to give and one to take, or nothing to hand on (read nothing more)
         return None
-    used = {c: _used(ctx, fitted.plan, c) for c in short if c != "query"}
+    # documents are the component taken whole (the history's use holds its placeholder, which no
+    # item's line shows: handed on, it would lose a message to it)
+    used = {c: _used(ctx, fitted.plan, c) for c in short if c == "documents"}
     worth = max(MIN_HANDED_ON, ctx.available_raw * MIN_HANDED_ON_SHARE)
     givers = {c for c, tokens in used.items() if fitted.budgets[c] - tokens >= worth}
     if not givers or not set(short) - givers:
