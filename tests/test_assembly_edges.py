@@ -347,3 +347,19 @@ def test_a_session_base_with_a_volatile_value_in_a_pinned_item_is_refused_at_cre
     with pytest.raises(VolatileValueError):
         Session.create(store, "v", policy="legal-review", model="gpt-4o", base=base)
     assert store.names() == []
+
+
+def test_a_policys_reply_above_the_models_output_cap_is_held_to_the_cap(tmp_path: Path) -> None:
+    """A policy's max_output_tokens of 100,000 went out as max_completion_tokens to gpt-4o, whose
+    output cap is 16,384: the provider refuses such a body."""
+    from ctxbudget.assembly._policy import parse_policy
+
+    policy = parse_policy(
+        'name = "big"\nenvelope_tokens = 120000\nmax_output_tokens = 100000\n'
+        '[[tiers]]\nname = "chat"\nceiling_tokens = 500\neviction = "rolling"\n',
+        "big.toml",
+    )
+    request = {"items": [{"id": "q", "kind": "question", "text": "When?"}]}
+    result = assemble(request, policy=policy, model="gpt-4o", output_format="openai")
+    assert result.request["max_completion_tokens"] == 16_384
+    assert any("output cap (16,384)" in w for w in result.report.to_dict()["warnings"])

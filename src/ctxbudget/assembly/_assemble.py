@@ -10,6 +10,7 @@ prompt limit) before it returns the body and its report.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +63,20 @@ def _policy_of(policy: object) -> Policy:
     if not isinstance(policy, Policy):
         raise ConfigError(f"policy must be a Policy or a policy name, got {type(policy).__name__}")
     return policy
+
+
+def _within_output_cap(policy: Policy, spec: ModelSpec) -> tuple[Policy, str | None]:
+    """The policy with its reply no larger than the model's output cap (the provider refuses a
+    ``max_tokens`` above it: 100,000 was sent to gpt-4o, whose cap is 16,384), and the warning
+    saying so."""
+    cap = spec.max_output_tokens
+    if cap is None or policy.max_output_tokens <= cap:
+        return policy, None
+    warning = (
+        f"the policy's max_output_tokens ({policy.max_output_tokens:,}) is above {spec.id}'s output cap "
+        f"({cap:,}): the body asks for {cap:,}"
+    )
+    return dataclasses.replace(policy, max_output_tokens=cap), warning
 
 
 def check_envelope(policy: Policy, spec: ModelSpec, model: str) -> None:
@@ -135,6 +150,7 @@ def _setup(
         raise ConfigError(f"output format must be anthropic, openai or text, got {fmt!r}")
     spec = catalog.get_model(model)  # its error names only what an assembly can take (a catalog)
     check_envelope(policy, spec, model)
+    policy, capped = _within_output_cap(policy, spec)
     parsed = parse_context_request(request, policy, input_format)
     check_pinned_items(parsed, policy)
     check_carried_tools(carried_tools(request, input_format, fmt), policy)
@@ -156,7 +172,7 @@ def _setup(
         current_decisions=decisions,
         passage_scorer=passage_scorer,
         allow_prefix_change=allow_prefix_change,
-        model_warning=catalog.resolve_window(model).warning,
+        model_warning="; ".join(w for w in (catalog.resolve_window(model).warning, capped) if w) or None,
         carried_tokens=carried_tokens(request, input_format, fmt, counter, spec.id if spec else model),
         cache_seed=cache_seed(request, input_format, fmt),
     )
