@@ -468,3 +468,19 @@ def test_a_fine_tuned_id_has_its_base_window_and_tokenizer_but_not_its_prices(se
 def test_a_fine_tuned_id_of_an_unknown_base_is_unknown() -> None:
     with pytest.raises(UnknownModelError):
         bundled_catalog().resolve_window("ft:not-a-model-at-all:org::x")
+
+
+def test_an_alias_given_to_two_models_of_one_provider_is_refused(tmp_path: Path) -> None:
+    """The second model could never be reached by it: the first won, silently."""
+    from ctxbudget import load_catalog
+
+    path = tmp_path / "dup.toml"
+    models = "".join(
+        f'[[models]]\nid = "{i}"\nprovider = "me"\ncontext_window = 5000\naliases = ["same"]\n'
+        for i in ("m1", "m2")
+    )
+    path.write_text("schema_version = 1\n" + models)
+    with pytest.raises(
+        ConfigError, match=r"alias 'same' is given to more than one model of provider 'me' \(m1, m2\)"
+    ):
+        load_catalog(path)

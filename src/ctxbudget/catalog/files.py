@@ -5,7 +5,7 @@ compile, an unknown encoding, an alias that points nowhere)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError, unreadable_file
@@ -194,6 +194,7 @@ def check_merge(merged: Catalog, override: Catalog, source: str) -> None:
     scopes that name no provider."""
     ids = {model_id.lower() for _, model_id in merged.models.keys}
     for alias, targets in override.aliases.items():
+        _one_target_a_provider(alias, targets, source)
         if alias.lower() in ids:
             raise ConfigError(
                 f"{source}: alias {alias!r} is also a model id, and the exact id always wins; rename the alias"
@@ -205,6 +206,20 @@ def check_merge(merged: Catalog, override: Catalog, source: str) -> None:
     for scope, provider in override.scopes.items():
         if provider not in providers:
             raise ConfigError(f"{source}: scope {scope!r} names provider {provider!r}, which has no models")
+
+
+def _one_target_a_provider(alias: str, targets: Sequence[tuple[str, str | None]], source: str) -> None:
+    """An alias names one model of a provider (of several providers it may: a scoped id picks
+    one); two of one provider would leave one of them never reached, silently."""
+    by_provider: dict[str | None, set[str]] = {}
+    for target, provider in targets:
+        by_provider.setdefault(provider, set()).add(target)
+    for provider, named in by_provider.items():
+        if len({n.lower() for n in named}) > 1:
+            raise ConfigError(
+                f"{source}: alias {alias!r} is given to more than one model of provider {provider!r} "
+                f"({', '.join(sorted(named))}); give it to one"
+            )
 
 
 def _bundled_tokenizers() -> Mapping[str, Mapping[str, Any]]:
