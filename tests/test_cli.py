@@ -551,3 +551,22 @@ def test_session_list_never_shows_an_unknown_price_as_zero() -> None:
     assert _cost_of([], 1) == "price unknown"
     assert _cost_of([0.5, 0.25], 3) == "$0.7500 (and 1 turns of unknown price)"
     assert _cost_of([0.5], 1) == "$0.5000"
+
+
+def test_models_resolve_words_its_warning_with_the_cli_flags(tmp_path: Path) -> None:
+    """The warning said "add it with catalog=load_catalog(FILE)", the library's argument."""
+    catalog = tmp_path / "c.json"
+    catalog.write_text(
+        json.dumps(
+            {"schema_version": 1, "models": [{"id": "jmodel", "provider": "me", "context_window": 10000}]}
+        )
+    )
+    for extra in ([], ["--json"]):
+        result = CliRunner().invoke(
+            main, ["models", "resolve", "jmodel-x", "--catalog", str(catalog), *extra]
+        )
+        assert (
+            result.exit_code == 0
+            and "--catalog FILE" in result.output
+            and "load_catalog" not in result.output
+        )

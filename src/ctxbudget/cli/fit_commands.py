@@ -307,7 +307,7 @@ def _print_resolution(catalog: Catalog, model_id: str, as_json: bool) -> None:
             "provider": spec.provider,
             "rule": resolution.rule,
             "path": list(resolution.path),
-            "warning": resolution.warning,
+            "warning": with_flags(resolution.warning) if resolution.warning else None,  # as stderr says it
             "entry": _model_row(spec),
         }
         click.echo(json.dumps(out, indent=2))
@@ -318,7 +318,7 @@ def _print_resolution(catalog: Catalog, model_id: str, as_json: bool) -> None:
     for line in model_lines([spec]):
         click.echo(line)
     if resolution.warning:
-        click.echo(f"warning: {resolution.warning}", err=True)
+        click.echo(f"warning: {with_flags(resolution.warning)}", err=True)  # the CLI's flags, not arguments
 
 
 def _model_row(m: ModelSpec) -> dict[str, Any]:
