@@ -484,3 +484,17 @@ def test_an_alias_given_to_two_models_of_one_provider_is_refused(tmp_path: Path)
         ConfigError, match=r"alias 'same' is given to more than one model of provider 'me' \(m1, m2\)"
     ):
         load_catalog(path)
+
+
+def test_a_user_entry_with_no_tokenizer_falls_in_the_bundled_family_of_its_id(tmp_path: Path) -> None:
+    """docs/catalog.md: the tokenizer defaults to the family estimate for the id; a user file's
+    gemini-house counted at the default estimate (x1.3), not Gemini's (x1.15)."""
+    from ctxbudget import load_catalog
+
+    path = tmp_path / "family.toml"
+    path.write_text(
+        'schema_version = 1\n[[models]]\nid = "gemini-house"\nprovider = "me"\ncontext_window = 100000\n'
+    )
+    catalog = load_catalog(path)
+    bundled = load_catalog()
+    assert catalog.get_model("gemini-house").tokenizer == bundled.get_model("gemini-2.5-pro").tokenizer

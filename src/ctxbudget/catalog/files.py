@@ -29,24 +29,34 @@ __all__ = ["build_catalog", "check_merge", "validated"]
 
 
 def build_catalog(
-    raw: Mapping[str, Any], source: str, named: Mapping[str, Mapping[str, Any]] | None = None
+    raw: Mapping[str, Any],
+    source: str,
+    named: Mapping[str, Mapping[str, Any]] | None = None,
+    families: Sequence[Mapping[str, Any]] = (),
 ) -> Catalog:
     """The catalog a document describes (validated already, or the trusted bundled file);
-    ``named``: tokenizers its entries may name besides its own table's (the bundled ones)."""
-    return _Builder(raw, source, named or {}).build()
+    ``named``: tokenizers its entries may name besides its own table's (the bundled ones);
+    ``families``: the families its entries' ids fall in after its own (the bundled ones)."""
+    return _Builder(raw, source, named or {}, families).build()
 
 
 class _Builder:
     """Turns a catalog document (already validated, or trusted) into a :class:`Catalog`."""
 
-    def __init__(self, raw: Mapping[str, Any], source: str, named: Mapping[str, Mapping[str, Any]]) -> None:
+    def __init__(
+        self,
+        raw: Mapping[str, Any],
+        source: str,
+        named: Mapping[str, Mapping[str, Any]],
+        families: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
         self.raw = raw
         self.source = source
         table = {**named, **(raw.get("tokenizers") or {})}  # the file's own names first
         self.tokenizers = {k: _tokenizer_value(v) for k, v in table.items()}
         self.families = tuple(
             Family(prefix=f["prefix"], tokenizer=self.tokenizer(f["tokenizer"], "families"))
-            for f in raw.get("families") or []
+            for f in [*(raw.get("families") or []), *families]
         )
         default = raw.get("default_tokenizer")
         self.default = self.tokenizer(default, "default_tokenizer") if default else FALLBACK_TOKENIZER
@@ -222,13 +232,14 @@ def _one_target_a_provider(alias: str, targets: Sequence[tuple[str, str | None]]
             )
 
 
-def _bundled_tokenizers() -> Mapping[str, Mapping[str, Any]]:
+def _bundled_tables() -> tuple[Mapping[str, Mapping[str, Any]], list[Mapping[str, Any]]]:
     """The bundled catalog's named tokenizers (``o200k_exact``, ``claude_estimate``, ...), which
-    a user catalog's entries may name."""
+    a user catalog's entries may name, and its families, which a user entry with no tokenizer of
+    its own falls in (``gemini-house`` counts as Gemini, not at the default estimate)."""
     from .catalog import bundled_text
 
-    table: Mapping[str, Mapping[str, Any]] = json.loads(bundled_text()).get("tokenizers") or {}
-    return table
+    document = json.loads(bundled_text())
+    return document.get("tokenizers") or {}, list(document.get("families") or [])
 
 
 def validated(text: str, source: str) -> Catalog:
@@ -246,6 +257,6 @@ def validated(text: str, source: str) -> Catalog:
         raise ConfigError(f"{source}: {path}: {message}") from exc
     _check_ids(raw, source)
     _check_rules(raw, source)
-    catalog = build_catalog(raw, source, _bundled_tokenizers())
+    catalog = build_catalog(raw, source, *_bundled_tables())
     _check_encodings(catalog, source)
     return catalog
