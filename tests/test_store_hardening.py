@@ -548,3 +548,13 @@ def test_a_url_value_libpq_cannot_use_is_a_bad_url_not_an_unreachable_server(url
         connect_store(url)
     assert not isinstance(caught.value, StoreUnavailable)
     assert "is not a valid PostgreSQL URL" in str(caught.value)
+
+
+def test_adding_a_turn_to_an_empty_file_writes_nothing_to_it(tmp_path: Path) -> None:
+    """`session add` on a zero-byte file failed ("no session") but left the schema in it (49 kB),
+    and `session list` then printed nothing instead of saying the store is empty."""
+    path = tmp_path / "empty.db"
+    path.write_bytes(b"")
+    result = CliRunner().invoke(main, ["session", "add", "m1", "--question", "hi", "--store", str(path)])
+    assert result.exit_code == 2 and "is empty" in result.output
+    assert path.stat().st_size == 0

@@ -254,7 +254,10 @@ def session_add(
     allow_prefix_change: bool,
 ) -> None:
     """Assemble the next turn of a session, print it, and record the turn (compacting when due)."""
+    from pathlib import Path
+
     from ..catalog.catalog import load_catalog
+    from ..errors import StoreError
     from ..session import Session, ToolResult, connect_store
 
     def action() -> None:
@@ -268,6 +271,9 @@ def session_add(
             if not tool.strip():
                 raise click.BadParameter(f"{spec!r} names no tool (NAME=CONTENT)", param_hint="--tool-result")
             results.append(ToolResult(name=tool, content=content))
+        if "://" not in store_path and Path(store_path).is_file() and not Path(store_path).stat().st_size:
+            # an empty file holds no session, and a failed add would leave the schema in it
+            raise StoreError(store_path, "is empty (no session was ever stored in it)", "check the path")
         session = Session(connect_store(store_path, mode="write"), name, catalog=load_catalog(catalogs))
         prepared, turn = session.add(
             question,
