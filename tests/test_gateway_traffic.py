@@ -1146,3 +1146,20 @@ def test_a_fit_mode_refusal_of_a_requests_size_tells_its_count(stack: tuple[Fake
     )
     assert refused.status_code == 400 and "cannot fit" in refused.json()["error"]["message"]
     assert int(refused.headers["x-ctxbudget-tokens-before"]) > 600
+
+
+def test_policy_mode_holds_a_reply_to_the_models_output_cap(tmp_path: Path) -> None:
+    """A policy allowing 100,000 output tokens let a client's 50,000 through to gpt-4o, whose
+    output cap is 16,384: the provider refuses such a body."""
+    text = (Path(__file__).resolve().parent.parent / "src/ctxbudget/policies/legal-review.toml").read_text()
+    path = tmp_path / "wide.toml"
+    path.write_text(
+        text.replace('name = "legal-review"', 'name = "wide"\nmax_output_tokens = 100000', 1).replace(
+            "envelope_tokens = 32000", "envelope_tokens = 120000", 1
+        )
+    )
+    with gateway_over_fake(tmp_path / "w.db", allowed_policies=(str(path),)) as (fake, url):
+        body = {"model": "gpt-4o", "max_tokens": 50_000, "messages": [{"role": "user", "content": "When?"}]}
+        answer = httpx.post(url + "/v1/chat/completions", json=body, headers={"X-Ctxbudget-Policy": "wide"})
+    assert answer.status_code == 200, answer.text
+    assert fake.received[-1]["max_tokens"] == 16_384

@@ -20,7 +20,7 @@ Modules in the order an :func:`assemble` call goes through them:
 ``_prefix`` compares two rendered requests' cached prefixes outside a call (:func:`compare_prefixes`).
 """
 
-from ._assemble import AssemblyResult, assemble, check_envelope
+from ._assemble import AssemblyResult, assemble, check_envelope, within_output_cap
 from ._carried import thinking_within
 from ._pinned import check_pinned_items
 from ._policy import CompactionRules, Policy, Tier, get_policy, list_policies, load_policy, parse_policy
@@ -52,4 +52,5 @@ __all__ = [
     "parse_context_request",
     "parse_policy",
     "thinking_within",
+    "within_output_cap",
 ]

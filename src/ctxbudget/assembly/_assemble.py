@@ -65,7 +65,7 @@ def _policy_of(policy: object) -> Policy:
     return policy
 
 
-def _within_output_cap(policy: Policy, spec: ModelSpec) -> tuple[Policy, str | None]:
+def within_output_cap(policy: Policy, spec: ModelSpec) -> tuple[Policy, str | None]:
     """The policy with its reply no larger than the model's output cap (the provider refuses a
     ``max_tokens`` above it: 100,000 was sent to gpt-4o, whose cap is 16,384), and the warning
     saying so."""
@@ -150,7 +150,7 @@ def _setup(
         raise ConfigError(f"output format must be anthropic, openai or text, got {fmt!r}")
     spec = catalog.get_model(model)  # its error names only what an assembly can take (a catalog)
     check_envelope(policy, spec, model)
-    policy, capped = _within_output_cap(policy, spec)
+    policy, capped = within_output_cap(policy, spec)
     parsed = parse_context_request(request, policy, input_format)
     check_pinned_items(parsed, policy)
     check_carried_tools(carried_tools(request, input_format, fmt), policy)

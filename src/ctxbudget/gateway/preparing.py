@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..assembly import AssemblyResult, Policy, assemble
+from ..assembly import AssemblyResult, Policy, assemble, within_output_cap
 from ..catalog.catalog import Catalog
 from ..catalog.values import ModelSpec
 from ..errors import BudgetExceeded, CostCeilingExceeded, CtxBudgetError, StoreError, UnknownModelError, usd
@@ -309,6 +309,8 @@ class Preparer:
         assert settings.policy is not None
         spec, factor = self.model_for(model)
         policy = self._policy(settings, spec)
+        if spec is not None:  # a reply above the model's output cap is refused by the provider
+            policy, _ = within_output_cap(policy, spec)
         asked = asked_output(body)
         if 0 < asked < policy.max_output_tokens:  # the reply sent is the client's: its room is held
             policy = dataclasses.replace(policy, max_output_tokens=asked)
