@@ -157,18 +157,14 @@ def build_report(ctx: FitContext, fitted: Fitted) -> FitReport:
 def _item_reports(ctx: FitContext, plan: Plan) -> tuple[ItemReport, ...]:
     """Each item's decision with its tokens before and after (scaled as reported)."""
     reports = []
-    measured, scale, decisions, kept = (
-        ctx.measured,
-        ctx.counter.scale,
-        plan.decisions,
-        Decision("kept", "fits"),
-    )
+    measured, scale, decisions, kept = ctx.measured, ctx.counter.scale, plan.decisions, _KEPT
     for item in ctx.items:  # a line per item of a long history: names bound once, outside the loop
         key = item.key
         decision = decisions.get(key) or kept
-        # first: it may count the item; a dropped item costs nothing after (most of a long history)
+        # first: it may count the item; a dropped item costs nothing after (most of a long history:
+        # read here, without the call)
         after = (
-            0 if decision.action in _GONE and decision.tokens is None else _tokens_after(ctx, item, decision)
+            0 if decision.action in _GONE and decision.tokens is None else tokens_after(ctx, item, decision)
         )
         reports.append(
             ItemReport(
@@ -190,16 +186,10 @@ _KEPT = Decision("kept", "fits")
 
 
 def tokens_after(ctx: FitContext, item: Item, decision: Decision | None) -> int:
-    """The item's raw tokens after its decision (none: kept), 0 for one dropped or summarized."""
+    """The item's raw tokens after its decision (None: kept): as counted by the cut, read from the
+    measured prefix of a question-format text, or counted again for a cut chat message; 0 for one
+    dropped or summarized."""
     decision = decision or _KEPT
-    if decision.action in _GONE and decision.tokens is None:
-        return 0
-    return _tokens_after(ctx, item, decision)
-
-
-def _tokens_after(ctx: FitContext, item: Item, decision: Decision) -> int:
-    """The item's raw tokens after its decision: as counted by the cut, read from the measured
-    prefix of a question-format text, or counted again for a cut chat message."""
     if decision.tokens is not None:
         return decision.tokens
     if decision.action == "truncated" and decision.text is not None:

@@ -190,33 +190,21 @@ MIN_HANDED_ON_SHARE = 0.02
 
 
 def _handed_on(ctx: FitContext, fitted: Fitted, demand: _Demand) -> dict[Component, int] | None:
-    """Needs that hand on the budget a component's plan left unused to the others still short,
-    or None when there is none worth a plan: a component short of its need whose plan still
-    left budget unused (whole documents, the next one larger than the rest) needs only what it
-    used, while another component was cut to its share."""
-    needs = dict(demand.needs)
+    """Needs that hand on the budget the documents' plan left unused (they are taken whole: the
+    next one larger than what is left) to another component still short of its need, or None
+    when there is none worth a plan. Documents alone give: the history's use holds its
+    placeholder, which no item's line shows, and handed on it would lose a message to it."""
     short = [
         c
         for c in COMPONENTS
-        if ctx.split.percentages[c] > 0 and needs[c] + demand.kept_framing[c] > fitted.budgets[c]
+        if ctx.split.percentages[c] > 0 and demand.needs[c] + demand.kept_framing[c] > fitted.budgets[c]
     ]
-    if len(short) < 2:  # one to give and one to take, or nothing to hand on (read nothing more)
+    if "documents" not in short or len(short) < 2:  # one to give and one to take (read nothing more)
         return None
-    # documents are the component taken whole (the history's use holds its placeholder, which no
-    # item's line shows: handed on, it would lose a message to it)
-    used = {c: _used(ctx, fitted.plan, c) for c in short if c == "documents"}
-    worth = max(MIN_HANDED_ON, ctx.available_raw * MIN_HANDED_ON_SHARE)
-    givers = {c for c, tokens in used.items() if fitted.budgets[c] - tokens >= worth}
-    if not givers or not set(short) - givers:
+    used = sum(tokens_after(ctx, d, fitted.plan.decisions.get(d.key)) for d in ctx.of("documents"))
+    if fitted.budgets["documents"] - used < max(MIN_HANDED_ON, ctx.available_raw * MIN_HANDED_ON_SHARE):
         return None
-    for c in givers:
-        needs[c] = max(0, used[c] - demand.kept_framing[c])
-    return needs
-
-
-def _used(ctx: FitContext, plan: Plan, component: Component) -> int:
-    """The component's raw tokens after the plan (what its report lines add up to)."""
-    return sum(tokens_after(ctx, item, plan.decisions.get(item.key)) for item in ctx.of(component))
+    return {**demand.needs, "documents": max(0, used - demand.kept_framing["documents"])}
 
 
 def _still_over(ctx: FitContext, after_raw: int) -> BudgetExceeded:
