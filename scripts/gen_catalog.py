@@ -462,11 +462,24 @@ def build(litellm_wheel: Path) -> dict[str, Any]:
     }
 
 
+# What resolution reads of an entry, first on its line: ctxbudget reads these off the front of
+# each line and parses the rest of an entry only when its model is used (catalog/bundled.py).
+_FIRST_KEYS = ("id", "provider", "aliases", "match")
+
+
+def _keys_first(model: dict[str, Any]) -> dict[str, Any]:
+    first = {k: model[k] for k in _FIRST_KEYS if k in model}
+    return {**first, **{k: v for k, v in model.items() if k not in first}}
+
+
 def dump(document: dict[str, Any]) -> str:
-    """JSON with one model per line, so a review diff shows one line per changed model."""
+    """JSON with one model per line, so a review diff shows one line per changed model, and the
+    models last, each line starting with the keys resolution reads (``_FIRST_KEYS``)."""
     head = {k: v for k, v in document.items() if k != "models"}
     text = json.dumps(head, indent=1, ensure_ascii=False)[:-2]
-    lines = [json.dumps(m, ensure_ascii=False, separators=(",", ":")) for m in document["models"]]
+    lines = [
+        json.dumps(_keys_first(m), ensure_ascii=False, separators=(",", ":")) for m in document["models"]
+    ]
     return text + ',\n "models": [\n' + ",\n".join(lines) + "\n ]\n}\n"
 
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from ctxbudget.catalog.bundled import EntryHead, LazyEntries, entry_heads, read_document
 from ctxbudget.catalog.catalog import Catalog, bundled_text
 from ctxbudget.catalog.entries import ModelEntries, SpecsById
 from ctxbudget.catalog.files import build_catalog
@@ -95,3 +96,93 @@ def test_the_bundled_catalog_resolves_an_id_without_building_every_model() -> No
     built = sum(spec is not None for spec in catalog.models._specs)
     assert 0 < built < len(catalog.models) / 10
     assert len({s.id for s in catalog.models}) > 1000  # every one can still be read
+
+
+def test_the_bundled_file_is_read_lazily_and_as_json_reads_it() -> None:
+    whole = json.loads(bundled_text())
+    read = read_document(bundled_text())
+    assert isinstance(read["models"], LazyEntries)  # the generated layout: entries parsed on use
+    assert {k: v for k, v in read.items() if k != "models"} == {
+        k: v for k, v in whole.items() if k != "models"
+    }
+    expected = [EntryHead(e["id"], e["provider"], e.get("aliases"), e.get("match")) for e in whole["models"]]
+    assert list(entry_heads(read["models"])) == expected
+    assert list(read["models"]) == whole["models"]
+
+
+def test_lazily_and_wholly_read_catalogs_resolve_and_build_alike() -> None:
+    lazy = build_catalog(read_document(bundled_text()), "bundled")
+    whole = build_catalog(json.loads(bundled_text()), "bundled")
+    assert lazy.aliases == whole.aliases and lazy.matches == whole.matches
+    for model_id in (
+        "gpt-4o",
+        "claude-3-5-sonnet-latest",
+        "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        "gemini-pro",
+    ):
+        assert lazy.resolve_window(model_id) == whole.resolve_window(model_id)
+    assert list(lazy.models) == list(whole.models)
+
+
+def _document(models: list[dict[str, object]]) -> dict[str, object]:
+    return {"schema_version": 1, "tokenizers": {}, "models": models}
+
+
+def _generated(document: dict[str, object], ordered: bool = True) -> str:
+    """The layout scripts/gen_catalog.py writes: one entry a line, the models last, and (when
+    ``ordered``) each entry's id, provider, aliases and match first."""
+    first = ("id", "provider", "aliases", "match")
+    models: list[dict[str, object]] = document["models"]  # type: ignore[assignment]
+    if ordered:
+        models = [{**{k: m[k] for k in first if k in m}, **m} for m in models]
+    head = json.dumps({k: v for k, v in document.items() if k != "models"}, indent=1)[:-2]
+    lines = [json.dumps(m, separators=(",", ":")) for m in models]
+    return head + ',\n "models": [\n' + ",\n".join(lines) + "\n ]\n}\n"
+
+
+MODEL = {"id": "m", "provider": "p", "context_window": 10}
+
+
+@pytest.mark.parametrize(
+    "models",
+    [
+        [MODEL, {**MODEL, "id": "n"}],
+        [{"provider": "p", "id": "m", "context_window": 10}],  # keys in another order
+        [
+            {
+                "id": 'm\u00e9\\"q',
+                "provider": "p",
+                "aliases": ["a", "b\nc"],
+                "match": {"or": [{"equals": "x"}]},
+            }
+        ],
+        [{"id": "m", "provider": "p", "match": {"equals": "z"}, "aliases": ["a"]}],  # match before aliases
+        [{"id": 3, "provider": "p"}],
+    ],
+)
+def test_a_document_reads_the_same_in_any_layout(models: list[dict[str, object]]) -> None:
+    document = _document(models)
+    for text in (_generated(document), json.dumps(document, indent=2), json.dumps(document)):
+        read = read_document(text)
+        assert list(read["models"]) == models
+        assert {k: v for k, v in read.items() if k != "models"} == {
+            k: v for k, v in document.items() if k != "models"
+        }
+        heads = entry_heads(read["models"])
+        assert [(h.id, h.provider, h.aliases, h.match) for h in heads] == [
+            (m["id"], m["provider"], m.get("aliases"), m.get("match")) for m in models
+        ]
+
+
+def test_entries_whose_id_and_provider_do_not_lead_are_read_whole() -> None:
+    models = [MODEL, {"provider": "p", "id": "n"}, {"id": "o", "kind": "chat", "provider": "p"}]
+    for entries in ([models[0], models[1]], [models[0], models[2]]):
+        read = read_document(_generated(_document(entries), ordered=False))
+        assert not isinstance(read["models"], LazyEntries)
+        assert [(h.id, h.provider) for h in entry_heads(read["models"])] == [(m["id"], "p") for m in entries]
+
+
+def test_a_broken_document_is_json_s_error() -> None:
+    text = _generated(_document([MODEL])).replace('"m"', '"m', 1)
+    with pytest.raises(json.JSONDecodeError):
+        read_document(text)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.resources
-import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -307,9 +306,10 @@ def bundled_catalog() -> Catalog:
     """The catalog shipped with ctxbudget, loaded once (validated by the test suite, not here)."""
     global _BUNDLED
     if _BUNDLED is None:
+        from .bundled import read_document
         from .files import build_catalog
 
-        _BUNDLED = build_catalog(json.loads(bundled_text()), "bundled catalog models.json")
+        _BUNDLED = build_catalog(read_document(bundled_text()), "bundled catalog models.json")
     return _BUNDLED
 
 

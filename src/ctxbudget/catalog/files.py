@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import ConfigError, unreadable_file
 from ..tokens.registry import list_encodings
+from .bundled import entry_heads, read_document
 from .catalog import Catalog
 from .entries import ModelEntries
 from .matching import compile_clause
@@ -96,14 +97,13 @@ class _Builder:
         )
 
     def build(self) -> Catalog:
-        entries = list(self.raw.get("models") or [])
-        models = ModelEntries(
-            ((e["provider"], e["id"]) for e in entries), lambda i: self.model(entries[i], i)
-        )
+        entries = self.raw.get("models") or []
+        heads = entry_heads(entries)
+        models = ModelEntries(((h.provider, h.id) for h in heads), lambda i: self.model(entries[i], i))
         aliases: dict[str, list[tuple[str, str | None]]] = {}
-        for entry in entries:
-            for alias in entry.get("aliases") or ():
-                aliases.setdefault(alias, []).append((entry["id"], entry["provider"]))
+        for head in heads:
+            for alias in head.aliases or ():
+                aliases.setdefault(alias, []).append((head.id, head.provider))
         for given in self.raw.get("aliases") or []:
             aliases[given["alias"]] = [(given["target"], None)]
         return Catalog(
@@ -111,7 +111,7 @@ class _Builder:
             aliases={k: tuple(v) for k, v in aliases.items()},
             families=self.families,
             scopes=dict(self.raw.get("scopes") or {}),
-            matches={(e["provider"], e["id"]): e["match"] for e in entries if e.get("match")},
+            matches={(h.provider, h.id): h.match for h in heads if h.match},
             owners=tuple((p["id"], p["model_match"]) for p in self.raw.get("providers") or []),
             default_tokenizer=self.default,
         )
@@ -238,7 +238,7 @@ def _bundled_tables() -> tuple[Mapping[str, Mapping[str, Any]], list[Mapping[str
     its own falls in (``gemini-house`` counts as Gemini, not at the default estimate)."""
     from .catalog import bundled_text
 
-    document = json.loads(bundled_text())
+    document = read_document(bundled_text())
     return document.get("tokenizers") or {}, list(document.get("families") or [])
 
 
