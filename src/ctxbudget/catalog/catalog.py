@@ -10,6 +10,7 @@ warning). A provider's input cap below the window (``max_input_tokens``) travels
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.resources
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -23,7 +24,7 @@ from ..tokens.counter import TokenCounter
 from ..tokens.registry import get_encoding
 from .entries import ModelEntries, SpecsById
 from .matching import compile_clause
-from .resolve import Found, Index, find
+from .resolve import Found, Index, Matcher, find
 from .values import FALLBACK_TOKENIZER, Family, ModelSpec, TokenizerSpec, WindowResolution, family_tokenizer
 
 __all__ = [
@@ -105,10 +106,14 @@ class Catalog:
         return [(p, compile_clause(c, f"providers.{p}.model_match")) for p, c in self.owners]
 
     @cached_property
-    def _compiled(self) -> Sequence[tuple[ModelSpec, Callable[[str], bool]]]:
+    def _compiled(self) -> Sequence[Matcher]:
         by_key = {key: i for i, key in reversed(list(enumerate(self.models.keys)))}
         return [
-            (self.models[by_key[key]], compile_clause(clause, f"{key[0]}/{key[1]}.match"))
+            Matcher(
+                key[0],
+                functools.partial(self.models.__getitem__, by_key[key]),
+                compile_clause(clause, f"{key[0]}/{key[1]}.match"),
+            )
             for key, clause in self.matches.items()
             if key in by_key
         ]

@@ -27,10 +27,11 @@ import dataclasses
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .values import ModelSpec, ResolutionRule
 
-__all__ = ["MAX_ID_CHARS", "Found", "Index", "find"]
+__all__ = ["MAX_ID_CHARS", "Found", "Index", "Matcher", "find"]
 
 # How far a rule strays from the id as sent; a path is labelled by its farthest step.
 _SEVERITY: dict[ResolutionRule, int] = {
@@ -69,13 +70,21 @@ _MAX_DEPTH = 8
 MAX_ID_CHARS = 256
 
 
+class Matcher(NamedTuple):
+    """A model's match rule: ``spec`` builds the model's entry, read only when the rule matches."""
+
+    provider: str
+    spec: Callable[[], ModelSpec]
+    predicate: Callable[[str], bool]
+
+
 @dataclass(frozen=True)
 class Index:
     """What the rules look things up in (built once per catalog, lower-cased keys)."""
 
     by_id: Mapping[str, Sequence[ModelSpec]]
     aliases: Mapping[str, Sequence[tuple[str, str | None]]]  # alias -> (target id, provider or None)
-    matchers: Callable[[], Sequence[tuple[ModelSpec, Callable[[str], bool]]]]
+    matchers: Callable[[], Sequence[Matcher]]
     scopes: Mapping[str, str]
     owner: Callable[[str], str | None]  # the provider an unscoped id belongs to, by provider rules
 
@@ -129,10 +138,11 @@ def _alias(index: Index, name: str, provider: str | None, strict: bool = False) 
 def _match(index: Index, name: str, provider: str | None, strict: bool = False) -> Found | None:
     matchers = index.matchers()
     if provider is not None:
-        own = [(s, p) for s, p in matchers if s.provider == provider]
+        own = [m for m in matchers if m.provider == provider]
         matchers = own if strict else [*own, *matchers]
-    for spec, predicate in matchers:
-        if predicate(name):
+    for matcher in matchers:
+        if matcher.predicate(name):
+            spec = matcher.spec()
             return _step("match", f"rule of {spec.provider}/{spec.id}", spec)
     return None
 
