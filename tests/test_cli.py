@@ -481,6 +481,17 @@ def test_verify_prefix_refuses_messages_that_are_not_message_objects(tmp_path: P
         assert result.exit_code == 2 and "$.messages" in result.output, result.output
 
 
+def test_verify_prefix_names_the_file_that_is_not_a_body(tmp_path: Path) -> None:
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"messages": [{"role": "system", "content": "x"}]}))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"question": "what?"}))
+    for pair in ((bad, good), (good, bad)):
+        result = CliRunner().invoke(main, ["verify-prefix", *map(str, pair)])
+        assert result.exit_code == 2 and f"{bad}: $: is not a request body" in result.output, result.output
+        assert str(good) not in result.output
+
+
 def test_verify_prefix_reads_an_assembly_rendered_as_text(tmp_path: Path) -> None:
     output = tmp_path / "text.json"
     output.write_text(json.dumps({"request": "Rules.\n\nQuestion?", "report": {}}))

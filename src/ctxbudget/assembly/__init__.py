@@ -24,7 +24,7 @@ from ._assemble import AssemblyResult, assemble, check_envelope, within_output_c
 from ._carried import thinking_within
 from ._pinned import check_pinned_items
 from ._policy import CompactionRules, Policy, Tier, get_policy, list_policies, load_policy, parse_policy
-from ._prefix import compare_prefixes
+from ._prefix import cached_prefix, compare_prefixes
 from ._render import OutputFormat, block_texts
 from ._report import AssemblyReport, BlockReport, BreakpointReport, CacheReport, DecisionReport, TierReport
 from ._request import parse_context_request
@@ -43,6 +43,7 @@ __all__ = [
     "TierReport",
     "assemble",
     "block_texts",
+    "cached_prefix",
     "check_envelope",
     "check_pinned_items",
     "compare_prefixes",

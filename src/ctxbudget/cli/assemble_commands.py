@@ -9,19 +9,21 @@ from typing import Any
 import click
 from rich.table import Table
 
-from ..assembly import assemble, compare_prefixes, list_policies, load_policy
+from ..assembly import assemble, cached_prefix, compare_prefixes, list_policies, load_policy
 from ..catalog.catalog import load_catalog
-from ..errors import usd
+from ..errors import InvalidRequestError, usd
 from .base import (
     ALLOW_PREFIX_CHANGE_OPTION,
     ASSEMBLE_FLAGS,
     BODY_FORMAT_OPTION,
     CATALOG_OPTION,
     EXIT_DIFFERS,
+    EXIT_USAGE,
     JSON_OPTION,
     USD,
     echo_body,
     echo_warnings,
+    fail,
     main,
     read_json,
     run_action,
@@ -205,6 +207,8 @@ def verify_prefix_command(first: str, second: str, as_json: bool) -> None:
     definitions and system prompt, byte-identical, or grown by parts after A's. Exit 0 when B
     reads it, 1 with the first differing byte when not."""
     a, b = read_json(first), read_json(second)
+    for source, document in ((first, a), (second, b)):
+        _check_prefix_document(source, document)
 
     def action() -> None:
         result = compare_prefixes(a, b, strict=not as_json)
@@ -231,6 +235,15 @@ def verify_prefix_command(first: str, second: str, as_json: bool) -> None:
             click.echo(f"cached prefixes identical: {result.bytes_a:,} bytes, sha256 {result.sha256_a}")
 
     run_action(action)
+
+
+def _check_prefix_document(source: str, document: Any) -> None:
+    """Exit 2 naming the file when ``document`` is neither a body nor an `assemble --json` output
+    (the comparison's own error could not say which of the two it was)."""
+    try:
+        cached_prefix(document)
+    except InvalidRequestError as exc:
+        fail(f"{source}: {exc}", EXIT_USAGE)
 
 
 def _priced(cost: float | None) -> str:
