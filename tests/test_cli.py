@@ -481,6 +481,13 @@ def test_verify_prefix_refuses_messages_that_are_not_message_objects(tmp_path: P
         assert result.exit_code == 2 and "$.messages" in result.output, result.output
 
 
+def test_an_empty_prompt_cache_key_is_refused_by_its_flag() -> None:
+    result = CliRunner().invoke(
+        main, ["assemble", "--model", "gpt-4o", "--prompt-cache-key", "", "-"], input="{}"
+    )
+    assert result.exit_code == 2 and "'--prompt-cache-key': must not be empty" in result.output, result.output
+
+
 def test_verify_prefix_names_the_file_that_is_not_a_body(tmp_path: Path) -> None:
     good = tmp_path / "good.json"
     good.write_text(json.dumps({"messages": [{"role": "system", "content": "x"}]}))

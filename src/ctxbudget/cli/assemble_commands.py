@@ -111,7 +111,12 @@ def policies_command(as_json: bool) -> None:
     metavar="N",
     help="Output tokens to price [default: the policy's].",
 )
-@click.option("--prompt-cache-key", metavar="KEY", help="OpenAI prompt_cache_key to set.")
+@click.option(
+    "--prompt-cache-key",
+    metavar="KEY",
+    callback=lambda _ctx, _param, key: _non_empty(key),
+    help="OpenAI prompt_cache_key to set.",
+)
 @ALLOW_PREFIX_CHANGE_OPTION
 @click.argument("source", default="-", metavar="[FILE|-]")
 def assemble_command(
@@ -235,6 +240,13 @@ def verify_prefix_command(first: str, second: str, as_json: bool) -> None:
             click.echo(f"cached prefixes identical: {result.bytes_a:,} bytes, sha256 {result.sha256_a}")
 
     run_action(action)
+
+
+def _non_empty(value: str | None) -> str | None:
+    """An option's text, refused when empty (the library's error names its own argument)."""
+    if value == "":
+        raise click.BadParameter("must not be empty")
+    return value
 
 
 def _check_prefix_document(source: str, document: Any) -> None:
