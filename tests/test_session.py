@@ -247,6 +247,15 @@ def test_cli_session_commands(tmp_path: Path) -> None:
         assert nameless.exit_code == 2 and "names no tool" in nameless.output
     listed = runner.invoke(main, ["session", "list", "--store", store]).output
     assert listed.startswith("c\t1 turns")
+    rows = json.loads(runner.invoke(main, ["session", "list", "--store", store, "--json"]).output)
+    assert [(r["name"], r["turns"], r["unpriced_turns"]) for r in rows] == [("c", 1, 0)]
+    assert rows[0]["input_tokens"] == exported["turns"][0]["figures"]["input_tokens"] > 0
+    assert rows[0]["cost_usd"] == exported["turns"][0]["figures"]["cost_usd"] > 0
+    shown = json.loads(runner.invoke(main, ["session", "show", "c", "--store", store, "--json"]).output)
+    assert shown["name"] == "c" and shown["model"] == exported["model"]
+    assert [t["question"] for t in shown["turns"]] == ["Notice?"]
+    assert shown["turns"][0]["input_tokens"] == rows[0]["input_tokens"]
+    assert shown["ledger"] == exported["ledger"]
 
 
 def test_a_turn_with_arguments_of_the_wrong_type_is_a_config_error(tmp_path: Path) -> None:

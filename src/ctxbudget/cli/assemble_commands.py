@@ -25,6 +25,7 @@ from .base import (
     echo_warnings,
     fail,
     main,
+    priced,
     read_json,
     run_action,
     table_console,
@@ -194,7 +195,7 @@ def print_assembly(report: dict[str, Any]) -> None:
     cache = report["cache"]
     out.print(
         f"cache: read {cache['read_tokens']:,}, write {cache['write_tokens']:,}, uncached {cache['uncached_tokens']:,}; "
-        f"cost {_priced(report['cost_usd'])}"
+        f"cost {priced(report['cost_usd'])}"
         + (f" (ceiling {usd(report['cost_ceiling_usd'])})" if report["cost_ceiling_usd"] else "")
     )
     for name, status in report["invariants"].items():
@@ -256,8 +257,3 @@ def _check_prefix_document(source: str, document: Any) -> None:
         cached_prefix(document)
     except InvalidRequestError as exc:
         fail(f"{source}: {exc}", EXIT_USAGE)
-
-
-def _priced(cost: float | None) -> str:
-    """A turn's cost as shown: "price unknown" for a model without prices, never $0."""
-    return "price unknown" if cost is None else usd(cost)

@@ -30,6 +30,7 @@ from ..errors import (
     PinnedPrefixChanged,
     PrefixChanged,
     reworded,
+    usd,
 )
 from ..formats.jsonvalue import decode_json
 
@@ -73,6 +74,11 @@ USD = FiniteRange(min=0, min_open=True)
 
 # `assemble` names the body it reads --input-format (its --format is the body it builds).
 ASSEMBLE_FLAGS = (("input_format=", "--input-format"), *FLAGS)
+
+
+def priced(cost: float | None) -> str:
+    """A cost as shown: "price unknown" for a model without prices, never $0."""
+    return "price unknown" if cost is None else usd(cost)
 
 
 def with_flags(message: str, flags: Sequence[tuple[str, str]] = FLAGS) -> str:

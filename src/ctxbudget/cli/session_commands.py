@@ -19,6 +19,7 @@ from .base import (
     echo_body,
     fail,
     main,
+    priced,
     read_json,
     run_action,
     table_console,
@@ -296,18 +297,31 @@ def session_add(
 
 @session_group.command("list")
 @STORE_OPTION
-def session_list(store_path: str) -> None:
-    """List the sessions in the store."""
+@JSON_OPTION
+def session_list(store_path: str, as_json: bool) -> None:
+    """List the sessions in the store: turns, input tokens and cost of each."""
     from ..session import connect_store
 
     def action() -> None:
         store = connect_store(store_path, mode="read")
+        rows = []
         for name in store.names():
             figures = [t.figures() for t in store.turns(name)]
             costs = [f.cost_usd for f in figures if f.cost_usd is not None]
-            tokens = sum(f.input_tokens for f in figures)
+            rows.append(
+                {
+                    "name": name,
+                    "turns": len(figures),
+                    "input_tokens": sum(f.input_tokens for f in figures),
+                    "cost_usd": sum(costs) if costs else None,
+                    "unpriced_turns": len(figures) - len(costs),
+                }
+            )
+        if as_json:
+            click.echo(json.dumps(rows, ensure_ascii=False))
+        for row in [] if as_json else rows:
             click.echo(
-                f"{name}\t{len(figures)} turns\t{tokens:,} input tokens\t{_cost_of(costs, len(figures))}"
+                f"{row['name']}\t{row['turns']} turns\t{row['input_tokens']:,} input tokens\t{_cost_of(row)}"
             )
 
     run_action(action)
@@ -316,18 +330,42 @@ def session_list(store_path: str) -> None:
 @session_group.command("show")
 @click.argument("name")
 @STORE_OPTION
-def session_show(name: str, store_path: str) -> None:
-    """Show a session's turns (tokens, cache, cost) and its ledger."""
+@JSON_OPTION
+def session_show(name: str, store_path: str, as_json: bool) -> None:
+    """Show a session's turns (tokens, cache, cost) and its ledger (`session export` prints the
+    turns' reports as well)."""
     from ..session import connect_store
 
     def action() -> None:
         store = connect_store(store_path, mode="read")
         meta = store.meta(name)
+        turns = [(turn, turn.figures()) for turn in store.turns(name)]
+        if as_json:
+            click.echo(
+                json.dumps(
+                    {
+                        "name": name,
+                        "policy": meta.policy,
+                        "model": meta.model,
+                        "recorded_by_gateway": meta.recorded_by_gateway,
+                        "turns": [
+                            {
+                                "index": t.index,
+                                "question": t.question,
+                                **f.to_dict(),
+                                "predicted_cache": list(t.predicted_cache() or ()) or None,
+                            }
+                            for t, f in turns
+                        ],
+                        "ledger": store.ledger(name),
+                    },
+                    ensure_ascii=False,
+                )
+            )
+            return
         made = "recorded by the gateway" if meta.recorded_by_gateway else f"policy {meta.policy}"
         click.echo(f"session {name}: {made}, model {meta.model}")
-        for turn in store.turns(name):
-            f = turn.figures()
-            cost = "price unknown" if f.cost_usd is None else f"${f.cost_usd:.4f}"
+        for turn, f in turns:
             predicted = turn.predicted_cache()
             against = (
                 f" (predicted read {predicted[0]:,}, written {predicted[1]:,})"
@@ -336,7 +374,8 @@ def session_show(name: str, store_path: str) -> None:
             )
             click.echo(
                 f"turn {turn.index}: {f.input_tokens:,} tokens, read {f.cache_read_tokens:,}, "
-                f"written {f.cache_write_tokens:,}{against}, {cost} ({f.source}) - {turn.question[:60]}"
+                f"written {f.cache_write_tokens:,}{against}, {priced(f.cost_usd)} ({f.source}) - "
+                f"{turn.question[:60]}"
             )
         for entry in store.ledger(name):
             click.echo("ledger " + json.dumps(entry, ensure_ascii=False))
@@ -371,9 +410,9 @@ def session_export(name: str, store_path: str) -> None:
     run_action(action)
 
 
-def _cost_of(costs: list[float], turns: int) -> str:
+def _cost_of(row: dict[str, Any]) -> str:
     """A session's cost as listed: never $0 for turns whose price is unknown."""
-    if not costs and turns:
-        return "price unknown"
-    unknown = turns - len(costs)
-    return f"${sum(costs):.4f}" + (f" (and {unknown} turns of unknown price)" if unknown else "")
+    cost, unknown = row["cost_usd"], row["unpriced_turns"]
+    if cost is None:  # no turn priced; a session with no turns cost nothing
+        return priced(0.0 if not row["turns"] else None)
+    return priced(cost) + (f" (and {unknown} turns of unknown price)" if unknown else "")
