@@ -566,9 +566,13 @@ def test_session_list_never_shows_an_unknown_price_as_zero() -> None:
     """An unpriced session was listed at $0.0000 while `session show` said "price unknown"."""
     from ctxbudget.cli.session_commands import _cost_of
 
-    assert _cost_of([], 1) == "price unknown"
-    assert _cost_of([0.5, 0.25], 3) == "$0.7500 (and 1 turns of unknown price)"
-    assert _cost_of([0.5], 1) == "$0.5000"
+    def row(cost: float | None, turns: int, unpriced: int) -> dict[str, Any]:
+        return {"cost_usd": cost, "turns": turns, "unpriced_turns": unpriced}
+
+    assert _cost_of(row(None, 1, 1)) == "price unknown"
+    assert _cost_of(row(0.75, 3, 1)) == "$0.7500 (and 1 turns of unknown price)"
+    assert _cost_of(row(0.5, 1, 0)) == "$0.5000"
+    assert _cost_of(row(None, 0, 0)) == "$0.0000"
 
 
 def test_models_resolve_words_its_warning_with_the_cli_flags(tmp_path: Path) -> None:
