@@ -637,6 +637,11 @@ def test_a_ctxbudget_header_sent_twice_must_say_one_thing(stack: tuple[FakeUpstr
     assert refused.status_code == 400 and "sent 2 times with different values" in refused.text
     ceilings = [("x-ctxbudget-cost-ceiling", "5"), ("x-ctxbudget-cost-ceiling", "0.001")]
     assert httpx.post(url + "/v1/chat/completions", json=body, headers=ceilings).status_code == 400
+    policies = [("x-ctxbudget-policy", "l\u00e9gal".encode()), ("x-ctxbudget-policy", b"other")]
+    named = httpx.post(url + "/v1/chat/completions", json=body, headers=policies)
+    assert named.status_code == 400 and "'l\u00e9gal', 'other'" in named.json()["error"]["message"], (
+        named.text
+    )
     assert len(fake.received) == sent  # nothing was sent
     misspelled = {"X-Ctxbudget-Cost-Ceiling-Usd": "0.0000001"}  # not the ceiling's header: refused
     answer = httpx.post(url + "/v1/chat/completions", json=body, headers=misspelled)

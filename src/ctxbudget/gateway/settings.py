@@ -94,14 +94,14 @@ def _check_own_headers(headers: Mapping[str, str]) -> None:
     unknown = sorted({k.lower() for k in headers if k.lower().startswith(HEADER_PREFIX)} - set(_OWN_HEADERS))
     if unknown:
         raise SettingsError(
-            f"{unknown[0]} is not a ctxbudget header; the request headers are {', '.join(_OWN_HEADERS)}"
+            f"{_shown(unknown[0], 80)} is not a ctxbudget header; the request headers are {', '.join(_OWN_HEADERS)}"
         )
     if not hasattr(headers, "getlist"):
         return
     for name in _OWN_HEADERS:
         values = list(dict.fromkeys(headers.getlist(name)))
         if len(values) > 1:
-            shown = ", ".join(repr(v[:40]) for v in values[:3])
+            shown = ", ".join(repr(_shown(v, 40)) for v in values[:3])
             raise SettingsError(
                 f"{name} was sent {len(values)} times with different values ({shown}); send it once"
             )
