@@ -56,6 +56,10 @@ def _number(value: Any) -> float | None:
 
 
 def _price_in_force(model: Any, today: datetime.date) -> Any:
+    """The price in force ``today``: the latest of those without a constraint or started by then,
+    and, where the source prices hours of the day apart (DeepSeek's off-peak discount, its peak
+    surcharge), the highest of them: the catalog has one price, and a cost ceiling checked at
+    the cheap hour's price would approve a request that costs twice as much at another hour."""
     prices = model.prices
     if not isinstance(prices, list):
         return prices
@@ -64,7 +68,21 @@ def _price_in_force(model: Any, today: datetime.date) -> Any:
         start = getattr(conditional.constraint, "start_date", None)
         if conditional.constraint is None or (start is not None and start <= today):
             current = conditional.prices
-    return current
+    hourly = [c.prices for c in prices if _by_hour(c.constraint)]
+    return (
+        max([current, *hourly], key=lambda p: _number(getattr(p, "input_mtok", None)) or 0.0)
+        if hourly
+        else current
+    )
+
+
+def _by_hour(constraint: Any) -> bool:
+    """A price for some hours of each day (genai-prices' time-of-day constraint)."""
+    return constraint is not None and getattr(constraint, "start_time", None) is not None
+
+
+def _hourly(model: Any) -> bool:
+    return isinstance(model.prices, list) and any(_by_hour(c.constraint) for c in model.prices)
 
 
 def _prices(model: Any, today: datetime.date, automatic_cache: bool) -> dict[str, Any] | None:
@@ -256,7 +274,9 @@ def build_model(
     prices = _prices(
         model, today, automatic_cache="claude" not in model.id and cache_read_published is not None
     )
-    prices_source = "genai-prices"
+    prices_source = (
+        "genai-prices (the highest of its prices by hour of day)" if _hourly(model) else "genai-prices"
+    )
     if prices is not None and _fill_cache_prices(prices, model.id, facts):
         prices_source = "genai-prices + cache_price_rules"
     cache, cache_source = _cache(model.id, prices, lite, facts)

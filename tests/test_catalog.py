@@ -246,6 +246,16 @@ def test_claude_3_5_sonnet_is_priced_and_marked_retired() -> None:
     assert spec.deprecated == "2025-10-22"
 
 
+def test_a_price_by_hour_of_day_is_the_highest_of_the_day() -> None:
+    """DeepSeek's off-peak discount (16:30-00:30 UTC) was the catalog's price: a ceiling checked
+    at it approved requests that cost twice as much in the other 16 hours."""
+    catalog = bundled_catalog()
+    for model_id, standard in (("deepseek-chat", (0.27, 1.1)), ("deepseek-reasoner", (0.55, 2.19))):
+        prices = catalog.get_model(model_id).prices
+        assert prices is not None and (prices.input, prices.output) == standard
+        assert "highest of its prices by hour" in catalog.get_model(model_id).sources["prices"]
+
+
 def _entry(model_id: str, window: int, prices: bool = True) -> str:
     priced = (
         "prices = { input = 1, output = 2, cache_write_5m = 1.25, cache_write_1h = 2, cache_read = 0.1 }\n"
