@@ -409,18 +409,34 @@ def _apply_input_cap_rules(models: list[dict[str, Any]], facts: dict[str, Any]) 
 
 
 def _inherit_input_caps(models: list[dict[str, Any]], facts: dict[str, Any]) -> None:
-    """A reseller's entry for a first-party model (OpenRouter's `openai/gpt-5`, Azure's `gpt-5`)
-    takes the first party's input cap when it lists the same window and no cap of its own: the
-    cap belongs to the model, whoever serves it."""
+    """An entry for a first-party model served elsewhere (OpenRouter's `openai/gpt-5-pro`) that
+    lists the same window takes the first party's input cap when it has none or a larger one, and
+    a provider's entries for one model under several hosts (Bedrock's regional and global
+    `openai.gpt-5.6-luna`) share the smallest cap among them: the cap belongs to the model (a
+    reseller copying gpt-5's 272,000 for gpt-5-pro, whose cap is 128,000, let a fit send what the
+    model refuses). A reseller's own smaller cap (GitHub Copilot's 64,000 for gpt-4o) stays its own."""
     first_party = {"openai", "anthropic", "google", "mistral", "deepseek", "x-ai", "cohere"}
-    own = {m["id"].lower(): m for m in models if m["provider"] in first_party}
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for entry in models:
-        if entry["provider"] in first_party or "max_input_tokens" in entry:
-            continue
         bare = re.sub(r"^(?:[\w-]+/)+|^(?:[a-z-]+\.)?[a-z]+\.", "", entry["id"].lower())
-        origin = own.get(bare)
-        if origin and origin.get("max_input_tokens") and origin["context_window"] == entry["context_window"]:
-            entry["max_input_tokens"] = origin["max_input_tokens"]
+        groups.setdefault((bare, entry["context_window"]), []).append(entry)
+    for group in groups.values():
+        own = [e for e in group if e["provider"] in first_party and e.get("max_input_tokens")]
+        if own:
+            _lower_caps(group, min(own, key=lambda e: e["max_input_tokens"]))
+        for provider in {e["provider"] for e in group} - first_party:
+            hosted = [e for e in group if e["provider"] == provider]
+            capped = [e for e in hosted if e.get("max_input_tokens")]
+            if capped:
+                _lower_caps(hosted, min(capped, key=lambda e: e["max_input_tokens"]))
+
+
+def _lower_caps(entries: list[dict[str, Any]], origin: dict[str, Any]) -> None:
+    """Give each of ``entries`` without a cap, or with a larger one, ``origin``'s cap."""
+    cap = origin["max_input_tokens"]
+    for entry in entries:
+        if entry is not origin and entry.get("max_input_tokens", cap + 1) > cap:
+            entry["max_input_tokens"] = cap
             entry["sources"]["max_input_tokens"] = (
                 f"curated: inherited from {origin['provider']}/{origin['id']}"
             )

@@ -256,6 +256,17 @@ def test_a_price_by_hour_of_day_is_the_highest_of_the_day() -> None:
         assert "highest of its prices by hour" in catalog.get_model(model_id).sources["prices"]
 
 
+def test_an_input_cap_belongs_to_the_model_on_every_host() -> None:
+    """OpenRouter's gpt-5-pro kept gpt-5's 272,000 (OpenAI's cap is 128,000), and Bedrock's
+    regional ids had no cap where the global ones had 922,000."""
+    catalog = bundled_catalog()
+    limits = {m: catalog.resolve_window(m).input_limit for m in ("gpt-5-pro", "openrouter/openai/gpt-5-pro")}
+    assert set(limits.values()) == {128_000}
+    for host in ("global", "us", "eu"):
+        assert catalog.resolve_window(f"{host}.openai.gpt-5.6-luna").input_limit == 922_000
+    assert catalog.resolve_window("gpt-4o").input_limit == 128_000  # not a reseller's own 64,000
+
+
 def _entry(model_id: str, window: int, prices: bool = True) -> str:
     priced = (
         "prices = { input = 1, output = 2, cache_write_5m = 1.25, cache_write_1h = 2, cache_read = 0.1 }\n"
