@@ -337,6 +337,16 @@ def test_invalid_catalog_names_the_field(tmp_path: Path) -> None:
             b'"match": {"regex": "^(h|h)*x$"}}]}',
             r"\$\.models\[0\]\.match.* repeats a repetition",
         ),
+        (  # an empty "and" holds for every id: any typo resolved to this model
+            b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5, '
+            b'"match": {"and": []}}]}',
+            r"\$\.models\[0\]\.match: and is an empty list, which would match every model id",
+        ),
+        (
+            b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5, '
+            b'"match": {"or": [{"equals": "y"}, {"or": []}]}}]}',
+            r"match\.or\[1\]: or is an empty list, which would match no model id",
+        ),
         (
             b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5, '
             b'"tokenizer": "nope"}]}',

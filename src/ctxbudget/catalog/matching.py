@@ -46,6 +46,9 @@ def compile_clause(clause: Mapping[str, Any], where: str = "match") -> Predicate
         return _LEAVES[key](value.lower())
     if key == "regex" and isinstance(value, str):
         return _regex(value, where)
+    if key in ("or", "and") and isinstance(value, list) and not value:
+        never = "would match every model id" if key == "and" else "would match no model id"
+        raise ConfigError(f"{where}: {key} is an empty list, which {never}")
     if key in ("or", "and") and isinstance(value, list):
         parts = [compile_clause(c, f"{where}.{key}[{i}]") for i, c in enumerate(value)]
         combine = any if key == "or" else all
