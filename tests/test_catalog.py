@@ -483,6 +483,8 @@ def test_the_docs_give_the_catalog_size_by_provider() -> None:
         ("ft:gpt-4o-mini-2024-07-18:my-org:custom-suffix:9xYz", "gpt-4o-mini"),
         ("ft:gpt-4.1-2025-04-14:acme::BCDE12", "gpt-4.1"),
         ("ft:gpt-4o:org", "gpt-4o"),
+        ("openai/ft:gpt-4o-mini:org::abc", "gpt-4o-mini"),  # scoped: "cannot resolve"
+        ("azure/ft:gpt-4o-mini-2024-07-18:org:name:id", "gpt-4o-mini"),
     ],
 )
 def test_a_fine_tuned_id_has_its_base_window_and_tokenizer_but_not_its_prices(sent: str, base: str) -> None:

@@ -113,7 +113,7 @@ def _step(rule: ResolutionRule, detail: str, spec: ModelSpec) -> Found:
 
 
 def _then(rule: ResolutionRule, detail: str, inner: Found, spec: ModelSpec | None = None) -> Found:
-    headline = rule if _SEVERITY[rule] > _SEVERITY[inner.rule] else inner.rule
+    headline = rule if _SEVERITY[rule] >= _SEVERITY[inner.rule] else inner.rule  # a tie: the outer
     return Found(spec or inner.spec, headline, (f"{rule} {detail}", *inner.path))
 
 
@@ -245,13 +245,13 @@ def find(index: Index, model_id: str) -> Found | None:
     name = model_id.strip().lower()
     if len(name) > MAX_ID_CHARS or _UNPRINTABLE.search(name):
         return None
-    tuned = _FINE_TUNED.match(name)
+    tuned = _fine_tuned_base(name)
     if tuned is not None:
-        base = find(index, tuned["base"])
+        base = find(index, tuned)
         if base is None:
             return None
         unpriced = dataclasses.replace(base.spec, prices=None)
-        return _then("fine-tuned", f"{name} -> {tuned['base']} (its own prices: unknown)", base, unpriced)
+        return _then("fine-tuned", f"{name} -> {tuned} (its own prices: unknown)", base, unpriced)
     found = _find(index, name, None, 0)
     if found is not None:
         return found
@@ -263,6 +263,16 @@ def find(index: Index, model_id: str) -> Found | None:
         if found is not None:
             return _then("scoped", scope[2], found) if scope else found
     return None
+
+
+def _fine_tuned_base(name: str) -> str | None:
+    """The base model of a fine-tuned id (``ft:gpt-4o-mini:org::abc`` -> ``gpt-4o-mini``), its
+    scope kept (``azure/ft:gpt-4o-mini:org::abc`` -> ``azure/gpt-4o-mini``); None for another id."""
+    head, slash, rest = name.partition("/")
+    tuned = _FINE_TUNED.match(rest if slash else name)
+    if tuned is None:
+        return None
+    return f"{head}/{tuned['base']}" if slash else tuned["base"]
 
 
 def _strip_steps(name: str) -> list[tuple[str, str]]:
