@@ -256,6 +256,24 @@ def test_a_price_by_hour_of_day_is_the_highest_of_the_day() -> None:
         assert "highest of its prices by hour" in catalog.get_model(model_id).sources["prices"]
 
 
+@pytest.mark.parametrize(
+    ("sent", "window", "prices"),
+    [
+        # the 0301 snapshot resolved by its date to gpt-3.5-turbo: 16,385 tokens, four times its own
+        ("gpt-3.5-turbo-0301", 4_096, (1.5, 2.0)),
+        # Google's id for Flash-8B matched the gemini-1.5-flash rule, priced twice as much
+        ("gemini-1.5-flash-8b", 1_000_000, (0.0375, 0.15)),
+        ("gemini-1.5-flash-8b-001", 1_000_000, (0.0375, 0.15)),
+    ],
+)
+def test_retired_snapshots_have_their_own_window_and_prices(
+    sent: str, window: int, prices: tuple[float, float]
+) -> None:
+    spec = bundled_catalog().get_model(sent)
+    assert spec.context_window == window and spec.prices is not None
+    assert (spec.prices.input, spec.prices.output) == prices
+
+
 def test_an_input_cap_belongs_to_the_model_on_every_host() -> None:
     """OpenRouter's gpt-5-pro kept gpt-5's 272,000 (OpenAI's cap is 128,000), and Bedrock's
     regional ids had no cap where the global ones had 922,000."""

@@ -126,11 +126,12 @@ def _exact(index: Index, name: str, provider: str | None, strict: bool = False) 
 
 
 def _alias(index: Index, name: str, provider: str | None, strict: bool = False) -> Found | None:
-    targets = [t for t in index.aliases.get(name, ()) if not strict or t[1] == provider]
+    # strict: the provider's own aliases, and the catalog's (no provider) that name its model
+    targets = [t for t in index.aliases.get(name, ()) if not strict or t[1] in (provider, None)]
     ordered = sorted(targets, key=lambda t: t[1] != provider) if provider else targets
     for target, owner in ordered:
         spec = _pick(index.by_id.get(target.lower(), ()), owner or provider)
-        if spec is not None:
+        if spec is not None and not (strict and spec.provider != provider):
             return _step("alias", f"{name} -> {spec.id}", spec)
     return None
 
