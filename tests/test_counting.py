@@ -345,3 +345,19 @@ def test_schema_parts_the_recipe_does_not_read_are_counted_and_labelled_in_every
     }
     responses = ctxbudget.count({"input": "Hi", "text": {"format": form}}, model="gpt-4o")
     assert not responses["exact"] and any("json_schema" in p for p in responses["estimated_parts"])
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"model": "text-embedding-3-small", "input": "hello"},  # read as Responses: 8 tokens, "exact"
+        {"messages": [{"role": "user", "content": "hello"}]},
+        {"question": "hello", "documents": ["a"]},
+    ],
+)
+def test_an_embedding_model_is_not_counted_or_fitted_as_chat(body: dict[str, object]) -> None:
+    for call in (ctxbudget.count, ctxbudget.fit):
+        with pytest.raises(
+            ctxbudget.ConfigError, match=r"text-embedding-3-small is an embedding model.*count_text"
+        ):
+            call(body, model="text-embedding-3-small")

@@ -16,7 +16,7 @@ from ..gcpause import collector_paused
 from ..items import Item, Rendering
 from ..measure import measure_total
 from ..tokens.encoding import long_blank_run
-from ._options import body_reserve, catalog_of, check_request, input_format_of
+from ._options import body_reserve, catalog_of, check_chat_model, check_request, input_format_of
 
 __all__ = ["count", "estimated_parts", "untokenizable_located"]
 
@@ -47,6 +47,7 @@ def count(
     body_reserve(request)  # validated here too: a bad max_tokens is a bad request
     checked = catalog_of(catalog)
     resolution = checked.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
+    check_chat_model(resolution)
     fmt = resolve_format(request, input_format, model)
     counter = checked.counter_for(model, safety_factor)
     with collector_paused():

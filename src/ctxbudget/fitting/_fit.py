@@ -33,6 +33,7 @@ from ._options import (
     OnOverflow,
     body_reserve_field,
     catalog_of,
+    check_chat_model,
     check_options,
     check_request,
     check_steps,
@@ -142,6 +143,7 @@ def fit(
     shape = check_request(request)
     checked = catalog_of(catalog)
     resolution = checked.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
+    check_chat_model(resolution)
     body, field = body_reserve_field(request)  # validated even when an explicit reserve overrides it
     options = FitOptions(
         model=model,

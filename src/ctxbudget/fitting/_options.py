@@ -145,6 +145,17 @@ def input_format_of(input_format: str | None, former: str | None) -> str | None:
     return input_format or former or None
 
 
+def check_chat_model(resolution: WindowResolution) -> None:
+    """Refuse a model whose requests are not chat bodies: an embeddings body ``{"model",
+    "input"}`` reads as a Responses one, and was counted with chat framing and called exact."""
+    spec = resolution.spec
+    if spec is not None and spec.kind == "embedding":
+        raise ConfigError(
+            f"{spec.id} is an embedding model: fit and count read chat requests; count an "
+            f"embedding input's text with count_text(text, model={spec.id!r})"
+        )
+
+
 def check_request(request: object) -> JsonShape:
     """The request body is a JSON object of JSON values (an :class:`InvalidRequestError` if not);
     returns what the check saw of it (the fit memo keys plain bodies by their JSON text)."""
