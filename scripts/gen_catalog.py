@@ -219,7 +219,7 @@ def _tokenizer(model_id: str, facts: dict[str, Any]) -> tuple[str, str]:
         return encoding.split("_")[0] + "_exact", "tiktoken_mapping"
     for family in facts["families"]:
         if family["prefix"] in bare:
-            return family["tokenizer"], "estimate"
+            return family["tokenizer"], "harmony" if family["tokenizer"] == "harmony_estimate" else "estimate"
     return "default_estimate", "estimate"
 
 

@@ -361,3 +361,13 @@ def test_an_embedding_model_is_not_counted_or_fitted_as_chat(body: dict[str, obj
             ctxbudget.ConfigError, match=r"text-embedding-3-small is an embedding model.*count_text"
         ):
             call(body, model="text-embedding-3-small")
+
+
+@pytest.mark.parametrize("model", ["gpt-oss-120b", "groq/openai/gpt-oss-120b", "openai.gpt-oss-20b-1:0"])
+def test_gpt_oss_is_an_estimate(model: str) -> None:
+    """gpt-oss is served in the harmony format, whose chat template (a system message, tools
+    rendered its own way) a Chat Completions count does not reproduce: it was labelled exact."""
+    body = {"messages": [{"role": "user", "content": "hello"}]}
+    counted = ctxbudget.count(body, model=model)
+    assert counted["exact"] is False and counted["safety_factor"] > 1
+    assert not ctxbudget.encoding_for_model(model).exact

@@ -111,7 +111,6 @@ _PREFIX_MODEL_ENCODINGS = (
     ("gpt-3.5", "cl100k_base"),
     ("gpt-5", "o200k_base"),
     ("chatgpt-4o", "o200k_base"),
-    ("gpt-oss", "o200k_base"),
     ("o1", "o200k_base"),
     ("o3", "o200k_base"),
     ("o4", "o200k_base"),
