@@ -47,7 +47,12 @@ def test_string_input_is_counted_like_a_chat_message_and_detected() -> None:
     # reply priming 3; the instructions as a developer message; the input as a user message
     expected = 3 + (3 + _tokens("developer", "Be brief.")) + (3 + _tokens("user", "Hello there"))
     assert result["tokens"] == expected
-    assert result["format"] == "responses" and result["exact"] is True
+    assert result["format"] == "responses"
+    # no Responses recipe is published: the count is the Chat Completions one, labelled so
+    assert result["exact"] is False
+    assert result["estimated_parts"] == [
+        "framing: the Chat Completions recipe (OpenAI publishes none for the Responses API)"
+    ]
 
 
 def test_string_input_that_fits_passes_through_and_one_too_long_stays_a_string() -> None:

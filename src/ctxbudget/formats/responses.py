@@ -43,6 +43,7 @@ __all__ = ["ResponsesFormat"]
 
 Layout = list[tuple[Component, int, int]]
 INSTRUCTIONS: ItemKey = ("system", 0)
+FRAMING_ESTIMATE = "the Chat Completions recipe (OpenAI publishes none for the Responses API)"
 
 
 class _Part(OpenModel):
@@ -285,9 +286,11 @@ class ResponsesFormat:
 
     @staticmethod
     def _render(request: Mapping[str, Any], items: list[dict[str, Any]], layout: Layout) -> Rendering:
+        # OpenAI publishes no counting recipe for the Responses API: its items are framed by the
+        # Chat Completions one, so no Responses count is called exact (docs/responses.md).
         chunks: list[tuple[Segment, ...]] = []
         constants: list[tuple[Owner, int]] = [("framing", REPLY_PRIMING)]
-        estimated: list[tuple[Owner, str]] = []
+        estimated: list[tuple[Owner, str]] = [("framing", FRAMING_ESTIMATE)]
         if _has_instructions(request):  # read as a developer message ahead of the input
             chunks += [
                 (Segment("developer", INSTRUCTIONS),),
