@@ -182,7 +182,9 @@ def test_upstream_faults_reach_the_client_in_the_provider_shape(
     assert "faults" not in SQLiteStore(store).names()  # nothing half-recorded
 
 
-def test_the_upstreams_own_error_event_ends_the_stream_alone(stack: tuple[FakeUpstream, str, Path]) -> None:
+def test_the_upstreams_own_error_event_ends_the_stream_alone(
+    stack: tuple[FakeUpstream, str, Path], caplog: pytest.LogCaptureFixture
+) -> None:
     # Anthropic ends a failing stream with an `error` event: passed on, and not followed by a
     # second error of the gateway's saying the stream was cut off.
     _, url, store = stack
@@ -199,6 +201,9 @@ def test_the_upstreams_own_error_event_ends_the_stream_alone(stack: tuple[FakeUp
     assert events.count("event: error") == 1 and events[-1] == "event: error"
     assert 'kind="stream_error"' in metrics and 'kind="truncated_stream"' not in metrics
     assert "error-event" not in SQLiteStore(store).names()  # an answer that failed is not a turn
+    # the access line says "streamed" when the stream begins: its end is logged on its own
+    ended = [r.getMessage() for r in caplog.records if "stream ended without its answer" in r.getMessage()]
+    assert ended == ["session=error-event stream ended without its answer: stream_error"]
 
 
 def test_a_json_answer_to_a_stream_request_reaches_the_client(stack: tuple[FakeUpstream, str, Path]) -> None:

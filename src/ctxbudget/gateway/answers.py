@@ -9,6 +9,7 @@ at the end of a stream) unless the gateway fails open.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,6 +21,8 @@ from .providers import Provider, StreamState
 from .refusals import Refusal
 from .service import Gateway
 from .upstream import passed_back
+
+logger = logging.getLogger("ctxbudget.gateway")
 
 __all__ = ["complete", "error_response", "refused", "relay", "upstream_failure"]
 
@@ -132,14 +135,14 @@ async def _events(
                 yield tail
             return
         if isinstance(exc, httpx.TimeoutException):  # stalled past --timeout, not dropped
-            gateway.note_upstream_error("timeout")
+            _ended_early(gateway, prepared, "timeout")
             yield provider.stream_error(
                 f"the upstream's stream stalled past the gateway's timeout: {type(exc).__name__}",
                 504,
                 "upstream_timeout",
             )
             return
-        gateway.note_upstream_error("disconnected")
+        _ended_early(gateway, prepared, "disconnected")
         yield provider.stream_error(f"upstream dropped the stream: {type(exc).__name__}")
         return
     finally:
@@ -153,7 +156,14 @@ async def _events(
     if tail:
         yield tail
     if not state.finished and state.failed:  # the upstream's own error event ended it: passed on
-        gateway.note_upstream_error("stream_error")
+        _ended_early(gateway, prepared, "stream_error")
     elif not state.finished:
-        gateway.note_upstream_error("truncated_stream")
+        _ended_early(gateway, prepared, "truncated_stream")
         yield provider.stream_error("upstream closed the stream before it finished")
+
+
+def _ended_early(gateway: Gateway, prepared: Prepared, kind: str) -> None:
+    """A stream that ended without its answer: counted and logged (the request's access line,
+    written when the stream began, says only that it was streamed)."""
+    gateway.note_upstream_error(kind)
+    logger.warning("session=%s stream ended without its answer: %s", prepared.session, kind)
