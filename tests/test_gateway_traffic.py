@@ -1165,6 +1165,10 @@ def test_policy_mode_holds_a_reply_to_the_models_output_cap(tmp_path: Path) -> N
     )
     with gateway_over_fake(tmp_path / "w.db", allowed_policies=(str(path),)) as (fake, url):
         body = {"model": "gpt-4o", "max_tokens": 50_000, "messages": [{"role": "user", "content": "When?"}]}
-        answer = httpx.post(url + "/v1/chat/completions", json=body, headers={"X-Ctxbudget-Policy": "wide"})
+        headers = {"X-Ctxbudget-Policy": "wide", "X-Ctxbudget-Session": "wide-1"}
+        answer = httpx.post(url + "/v1/chat/completions", json=body, headers=headers)
     assert answer.status_code == 200, answer.text
     assert fake.received[-1]["max_tokens"] == 16_384
+    # the turn's report says why (as assemble's does)
+    (turn,) = SQLiteStore(tmp_path / "w.db").turns("wide-1")
+    assert any("above gpt-4o's output cap (16,384)" in w for w in turn.report["warnings"]), turn.report

@@ -309,8 +309,9 @@ class Preparer:
         assert settings.policy is not None
         spec, factor = self.model_for(model)
         policy = self._policy(settings, spec)
+        capped = None
         if spec is not None:  # a reply above the model's output cap is refused by the provider
-            policy, _ = within_output_cap(policy, spec)
+            policy, capped = within_output_cap(policy, spec)
         asked = asked_output(body)
         if 0 < asked < policy.max_output_tokens:  # the reply sent is the client's: its room is held
             policy = dataclasses.replace(policy, max_output_tokens=asked)
@@ -341,6 +342,8 @@ class Preparer:
             "passed_through": False,  # re-rendered into tiers, always
             "trimmed": _cut_anything(assembly),
         }
+        if capped and not 0 < asked < policy.max_output_tokens:  # the reply sent is the capped one
+            report["warnings"] = [*assembly["warnings"], capped]
         self.metrics.decisions.labels("assembled").inc()
         covered = covered_by_estimate(body, before.get("estimated_parts"))
         next_turn = (f"{settings.policy}\x00{session}", for_next_turn(assembly))
