@@ -355,6 +355,11 @@ def test_invalid_catalog_names_the_field(tmp_path: Path) -> None:
             b'"match": {"regex": "^(h|h)*x$"}}]}',
             r"\$\.models\[0\]\.match.* repeats a repetition",
         ),
+        (  # a typo's window: no model's is near a billion tokens
+            b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", '
+            b'"context_window": 100000000000000000000000}]}',
+            r"\$\.models\[0\]\.context_window: Input should be less than or equal to 1000000000",
+        ),
         (  # an empty "and" holds for every id: any typo resolved to this model
             b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5, '
             b'"match": {"and": []}}]}',

@@ -64,6 +64,8 @@ class CacheEntry(_Strict):
     max_breakpoints: StrictInt = Field(ge=0)
 
 
+MAX_WINDOW_TOKENS = 1_000_000_000
+
 _NO_CACHE = CacheEntry(mode="none", min_cacheable_tokens=0, max_breakpoints=0)
 
 
@@ -71,7 +73,8 @@ class ModelEntry(_Strict):
     id: ModelName
     provider: str = Field(min_length=1)
     kind: Literal["chat", "embedding", "vision"] = "chat"
-    context_window: StrictInt = Field(gt=0)
+    # No model's window is near a billion tokens: a larger figure is a typo (1e23 was accepted)
+    context_window: StrictInt = Field(gt=0, le=MAX_WINDOW_TOKENS)
     max_input_tokens: StrictInt | None = Field(default=None, gt=0)
     max_output_tokens: StrictInt | None = Field(default=None, gt=0)
     # A name from the file's `tokenizers` table, or the tokenizer itself.
