@@ -264,6 +264,7 @@ def test_a_price_by_hour_of_day_is_the_highest_of_the_day() -> None:
         # Google's id for Flash-8B matched the gemini-1.5-flash rule, priced twice as much
         ("gemini-1.5-flash-8b", 1_000_000, (0.0375, 0.15)),
         ("gemini-1.5-flash-8b-001", 1_000_000, (0.0375, 0.15)),
+        ("models/gemini-1.5-flash-8b", 1_000_000, (0.0375, 0.15)),  # the rule matched the scoped id first
     ],
 )
 def test_retired_snapshots_have_their_own_window_and_prices(

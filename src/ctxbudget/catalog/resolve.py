@@ -148,17 +148,20 @@ def _match(index: Index, name: str, provider: str | None, strict: bool = False) 
     return None
 
 
-def _own(index: Index, name: str, provider: str) -> Found | None:
-    """The provider's own reading of ``name``: its ids, its aliases, the same after taking a
-    snapshot suffix off, then its match rules."""
-    found = _exact(index, name, provider, True) or _alias(index, name, provider, True)
-    if found is not None:
-        return found
-    for stripped, suffix in _strip_steps(name):
-        inner = _exact(index, stripped, provider, True) or _alias(index, stripped, provider, True)
-        if inner is not None:
-            return _then("snapshot", suffix, inner)
-    return _match(index, name, provider, True)
+def _own(index: Index, provider: str, *names: str) -> Found | None:
+    """The provider's own reading of ``names`` (a scoped id, then the id without its scope):
+    its ids and aliases, the same after taking a snapshot suffix off, then its match rules (a
+    rule matching the scoped id does not come before an alias of the id without its scope)."""
+    for name in names:
+        found = _exact(index, name, provider, True) or _alias(index, name, provider, True)
+        if found is not None:
+            return found
+    for name in names:
+        for stripped, suffix in _strip_steps(name):
+            inner = _exact(index, stripped, provider, True) or _alias(index, stripped, provider, True)
+            if inner is not None:
+                return _then("snapshot", suffix, inner)
+    return next((m for name in names if (m := _match(index, name, provider, True))), None)
 
 
 def _scope(index: Index, name: str) -> tuple[str | None, str, str] | None:
@@ -186,7 +189,7 @@ def _scoped(
     index: Index, scope: tuple[str | None, str, str], name: str, direct: Found | None, depth: int
 ) -> Found | None:
     provider, rest, label = scope
-    own = (_own(index, name, provider) or _own(index, rest, provider)) if provider else None
+    own = _own(index, provider, name, rest) if provider else None
     if own is None and (provider is not None or direct is None):
         own = _find(index, rest, provider, depth + 1)
     return _prefer(_then("scoped", label, own) if own else None, direct)
@@ -195,7 +198,7 @@ def _scoped(
 def _owned(index: Index, name: str) -> Found | None:
     """An unscoped id read by the provider its name belongs to (``claude-*`` -> anthropic)."""
     owner = index.owner(name)
-    own = _own(index, name, owner) if owner else None
+    own = _own(index, owner, name) if owner else None
     return _then("scoped", f"-> {owner} (its provider rule)", own) if own else None
 
 
