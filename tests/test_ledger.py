@@ -133,3 +133,30 @@ def test_over_the_exhibit_cap_the_answers_exhibits_are_kept_before_those_a_tool_
     assert len(kept) == 40 and entry["more_exhibits"] == 22
     assert {"EX-117", "EX-90"} <= set(kept)  # the answer's and the question's, not pushed out
     assert kept == sorted(kept, key=lambda e: int(e.split("-")[1]))  # laid out in exhibit order
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Therefore there is written notice on March 3 (EX-04).",  # "there is" holds "here is"
+        "The record shows that Levi can be charged with notice (EX-04).",  # "Levi can" holds "i can "
+    ],
+)
+def test_a_conclusion_is_not_filler_for_a_phrase_inside_its_words(answer: str) -> None:
+    entry = reduce_turn(Turn(index=1, question="Was notice given?", answer=answer, tags=("Notice",)))
+    assert entry["conclusions"] == [answer]
+
+
+def test_filler_and_markers_are_whole_words() -> None:
+    filler = "Here is what the record shows (EX-04)."
+    assert reduce_turn(Turn(index=1, question="Q?", answer=filler))["conclusions"] == []
+    # "enthusiastic" holds "thus", which is a marker only as a word
+    plain = "The witness was enthusiastic about the lot (EX-04)."
+    assert reduce_turn(Turn(index=1, question="Q?", answer=plain))["conclusions"] == []
+
+
+@pytest.mark.parametrize("written", ["47:12-48:3", "47:12\u201348:3", "47:12 - 48:3", "47:12 \u2013 48:3"])
+def test_a_range_with_an_en_dash_or_spaces_is_one_citation(written: str) -> None:
+    """An en-dash range was two citations of unrelated single lines (47:12 and 48:3)."""
+    answer = f"Therefore the record shows notice at {written} (EX-04)."
+    assert reduce_turn(Turn(index=1, question="Q?", answer=answer))["citations"] == ["47:12-48:3"]

@@ -20,6 +20,7 @@ steps down to a low-water mark, so its bytes change rarely.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -53,7 +54,9 @@ class LedgerRules:
     """What the reducer extracts; every pattern is configurable."""
 
     exhibit_pattern: str = r"\bEX-\d+\b"
-    citation_pattern: str = r"\b\d{1,4}:\d{1,2}(?:-\d{1,4}(?::\d{1,2})?)?\b"
+    # a range's dash may be an en dash, with a space either side ("47:12 – 48:3"): one citation,
+    # written 47:12-48:3 in the entry
+    citation_pattern: str = r"\b\d{1,4}:\d{1,2}(?:\s?[-\u2013]\s?\d{1,4}(?::\d{1,2})?)?\b"
     # "Status: CONFIRMED", "status - DENIED": the word in any case, the value in capitals.
     status_pattern: str = r"(?i:\bstatus\b)\W{0,3}\s*([A-Z][A-Z_]{2,})\b"
     conclusion_markers: tuple[str, ...] = (
@@ -130,12 +133,25 @@ def _is_conclusion(sentence: str, rules: LedgerRules) -> bool:
     """A sentence with a conclusion marker that is neither filler addressed to the user nor only
     a status line (the status has its own field)."""
     lowered = sentence.lower()
-    if not any(marker in lowered for marker in rules.conclusion_markers):
+    if not _phrases(rules.conclusion_markers).search(lowered):
         return False
-    if any(lowered.startswith(opener) or opener in lowered for opener in rules.filler):
+    if _phrases(rules.filler).search(lowered):
         return False
     status = re.search(rules.status_pattern, sentence)
     return not (status and len(sentence) - len(status.group(0)) < 8)
+
+
+def _dashed(citation: str) -> str:
+    """A citation as the entry writes it: a range's dash a hyphen, without spaces."""
+    return re.sub(r"\s*[-\u2013]\s*", "-", citation)
+
+
+@functools.lru_cache(maxsize=32)
+def _phrases(phrases: tuple[str, ...]) -> re.Pattern[str]:
+    """Any of ``phrases`` as whole words (``there is`` does not hold "here is", nor ``Levi can``
+    "i can", nor "enthusiastic" "thus"); a phrase's own punctuation is matched as written."""
+    words = [re.escape(p.strip()) for p in phrases if p.strip()]
+    return re.compile(r"(?<!\w)(?:" + "|".join(words) + r")(?!\w)" if words else r"(?!)")  # none: never
 
 
 def _conclusions(answer: str, rules: LedgerRules) -> list[str]:
@@ -157,7 +173,7 @@ def reduce_turn(turn: Turn, rules: LedgerRules = LedgerRules()) -> dict[str, Any
     exhibits = _unique(m for t in texts for m in re.findall(rules.exhibit_pattern, t))
     kept = sorted(exhibits[: rules.max_exhibits], key=exhibit_key)
     # What the answer cites; the raw tool logs' line numbers are pruned with the logs.
-    citations = _unique(re.findall(rules.citation_pattern, turn.answer))
+    citations = _unique(_dashed(c) for c in re.findall(rules.citation_pattern, turn.answer))
     statuses_of = [_tool_status(r.content, r.status, rules) for r in turn.tool_results]
     tools = [f"{r.name} {st}" if st else r.name for r, st in zip(turn.tool_results, statuses_of, strict=True)]
     statuses = [st for st in statuses_of if st]
