@@ -285,6 +285,18 @@ def test_issue_tags_select_tier_1_and_the_report_says_why() -> None:
             assert item["action"] == "not_selected" and "issue tags Notice" in item["reason"]
 
 
+def test_an_empty_issue_tags_list_selects_by_nothing() -> None:
+    """issue_tags: [] left every tagged protected item not_selected, with no warning."""
+    body = _request()
+    body["issue_tags"] = []
+    critical = next(
+        t
+        for t in assemble(body, policy=POLICY, model=MODEL).report.to_dict()["tiers"]
+        if t["name"] == "critical"
+    )
+    assert critical["items"] and all(item["action"] == "kept" for item in critical["items"])
+
+
 def test_idle_periods_expire_the_predicted_cache_by_ttl() -> None:
     first = assemble(_request(), policy=POLICY, model=MODEL).report.to_dict()
     reads = {

@@ -174,7 +174,8 @@ def _from_items(
             )
         )
     _check_order(items)
-    tags = None if parsed.issue_tags is None else frozenset(parsed.issue_tags)
+    # an empty list names no issue to select by: every item stays (it dropped all tagged evidence)
+    tags = frozenset(parsed.issue_tags) if parsed.issue_tags else None
     return ContextRequest(tuple(items), frozenset(parsed.confirm_evict), tags)
 
 
