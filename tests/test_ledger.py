@@ -160,3 +160,25 @@ def test_a_range_with_an_en_dash_or_spaces_is_one_citation(written: str) -> None
     """An en-dash range was two citations of unrelated single lines (47:12 and 48:3)."""
     answer = f"Therefore the record shows notice at {written} (EX-04)."
     assert reduce_turn(Turn(index=1, question="Q?", answer=answer))["citations"] == ["47:12-48:3"]
+
+
+def test_a_turn_on_two_issues_folds_into_both() -> None:
+    """Folding kept a two-issue turn under its first issue only: the second, with its
+    conclusion, left the prompt."""
+    from ctxbudget.session.folding import fold_entries
+
+    both = reduce_turn(
+        Turn(
+            index=1,
+            question="q",
+            answer="Therefore the record shows breach (EX-04).",
+            tags=("Notice", "Breach"),
+        )
+    )
+    notice = reduce_turn(
+        Turn(index=2, question="q", answer="Therefore notice was given (EX-05).", tags=("Notice",))
+    )
+    folded = {e["issue"]: e for e in fold_entries([both, notice])}
+    assert folded["Notice"]["turns"] == [1, 2] and folded["Notice"]["cited_exhibits"] == ["EX-04", "EX-05"]
+    assert folded["Breach"]["turns"] == [1, 1]
+    assert folded["Breach"]["conclusions"] == ["Therefore the record shows breach (EX-04)."]

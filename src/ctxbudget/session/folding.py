@@ -102,11 +102,13 @@ class _Folder:
         self.groups: dict[str | None, _Group] = {}
 
     def add(self, entry: Mapping[str, Any]) -> None:
-        issue = entry.get("issue")
-        group = self.groups.get(issue)
-        if group is None:
-            group = self.groups[issue] = _Group(issue, entry)
-        group.add(entry)
+        """``entry`` folded into the group of each of its issues (a turn on two issues, ``issues``,
+        folds into both: under its first alone, the second left the prompt)."""
+        for issue in dict.fromkeys(entry.get("issues") or [entry.get("issue")]):
+            group = self.groups.get(issue)
+            if group is None:
+                group = self.groups[issue] = _Group(issue, entry)
+            group.add(entry)
 
     def entries(self) -> list[dict[str, Any]]:
         return [group.folded() for group in self.groups.values()]
