@@ -363,3 +363,9 @@ def test_a_policys_reply_above_the_models_output_cap_is_held_to_the_cap(tmp_path
     result = assemble(request, policy=policy, model="gpt-4o", output_format="openai")
     assert result.request["max_completion_tokens"] == 16_384
     assert any("output cap (16,384)" in w for w in result.report.to_dict()["warnings"])
+    # and the reply is priced as it can be: 50,000 expected tokens made a turn of $0.50 refused
+    # against a ceiling of $0.30 that its at most 16,384 tokens cannot pass
+    priced = assemble(
+        request, policy=policy, model="gpt-4o", output_format="openai", expected_output_tokens=50_000
+    )
+    assert priced.report.expected_output_tokens == 16_384

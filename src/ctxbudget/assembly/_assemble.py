@@ -292,8 +292,9 @@ def assemble(
         )
         previous_report = read_previous(previous)
         previous_hashes = live_hashes(previous_report, idle_seconds)
-        output_tokens = (
-            policy.expected_output_tokens if expected_output_tokens is None else expected_output_tokens
+        output_tokens = min(  # no more than the body lets the reply be (the model's cap holds it)
+            policy.expected_output_tokens if expected_output_tokens is None else expected_output_tokens,
+            setup.policy.max_output_tokens,
         )
         ceiling = policy.cost_ceiling_usd if cost_ceiling_usd is None else cost_ceiling_usd
         targets = {t.index: setup.counter.unscale(t.ceiling_tokens) for t in policy.tiers}
