@@ -138,6 +138,17 @@ def test_yaml_policy_files_are_accepted(tmp_path: Path, file_name: str) -> None:
             '[volatile]\npatterns = [{kind = "t", regex = "(TKT-\\\\d+)?"}]\n[compaction]',
             "matches the empty text",
         ),
+        # zero-width at word boundaries: every assembly then failed on a volatile value ''
+        (
+            "[compaction]",
+            '[volatile]\npatterns = [{kind = "t", regex = "\\\\b"}]\n[compaction]',
+            "matches the empty text",
+        ),
+        (
+            "[compaction]",
+            '[volatile]\npatterns = [{kind = "t", regex = "(?=a)"}]\n[compaction]',
+            "matches the empty text",
+        ),
         (
             "cost_ceiling_usd = 0.45",
             "cost_ceiling_usd = inf",

@@ -223,3 +223,11 @@ def test_a_run_of_id_words_without_a_digit_is_read_once() -> None:
     assert find_volatile(text) is None
     found = find_volatile(text + "7 is the one")
     assert found is not None and found.kind == "request or session id" and found.value.endswith("-7")
+
+
+def test_a_match_of_no_characters_is_no_volatile_value() -> None:
+    """A zero-width pattern the policy's check cannot see (a lookahead for what its probe lacks)
+    found a volatile value '' at characters 0-0 of every text holding QQQ."""
+    rules = VolatileRules(patterns=(("ticket", "(?=QQQ)"),))
+    assert find_volatile("Rules QQQ apply.", rules) is None
+    assert find_volatile("Rules QQQ apply.", VolatileRules(patterns=(("ticket", "QQQ"),))) is not None

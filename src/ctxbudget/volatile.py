@@ -277,7 +277,7 @@ def _allowed(text: str, allow: tuple[str, ...]) -> _Allowed:
 def _first(pattern: re.Pattern[str], text: str, allowed: _Allowed) -> re.Match[str] | None:
     """The first match that does not overlap an allowed span."""
     for match in pattern.finditer(text):
-        if not allowed.overlaps(match):
+        if match.end() > match.start() and not allowed.overlaps(match):  # no value of no characters
             return match
     return None
 

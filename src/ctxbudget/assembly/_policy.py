@@ -158,12 +158,18 @@ class _VolatileFile(BaseModel):
         return self
 
 
+# Where a pattern that matches no characters shows it: words, digits, blanks, punctuation.
+_ZERO_WIDTH_PROBE = "Aa Zz 09 _x-y.\n\t:/'\"é日 EX-04 2024-01-01T10:00:00Z "
+
+
 def _compiled(regex: str) -> None:
     try:
         pattern = re.compile(regex)
     except re.error as exc:
         raise ValueError(f"not a valid regular expression {regex!r}: {exc}") from exc
-    if pattern.fullmatch(""):  # it would find a volatile value at every place of every text
+    if pattern.fullmatch("") or any(m.end() == m.start() for m in pattern.finditer(_ZERO_WIDTH_PROBE)):
+        # it would find a volatile value of no characters (every place of every text, or at each
+        # word boundary, as \b does)
         raise ValueError(f"the regular expression {regex!r} matches the empty text")
     if repeats_a_repetition(regex):
         raise ValueError(f"the regular expression {regex!r} {NESTED_REPEAT_HINT}")
