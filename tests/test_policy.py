@@ -138,6 +138,11 @@ def test_yaml_policy_files_are_accepted(tmp_path: Path, file_name: str) -> None:
             '[volatile]\npatterns = [{kind = "t", regex = "(TKT-\\\\d+)?"}]\n[compaction]',
             "matches the empty text",
         ),
+        (  # named at its place, not at $.volatile
+            "[compaction]",
+            '[volatile]\nallow = ["EX-\\\\d+", "("]\n[compaction]',
+            r"\$\.volatile\.allow\[1\]: not a valid regular expression",
+        ),
         # zero-width at word boundaries: every assembly then failed on a volatile value ''
         (
             "[compaction]",

@@ -12,10 +12,10 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import ConfigError, unreadable_file
 from ..regexes import NESTED_REPEAT_HINT, repeats_a_repetition
@@ -135,6 +135,28 @@ class _CompactionFile(BaseModel):
     keep_recent_turns: int = Field(default=2, ge=0)
 
 
+# Where a pattern that matches no characters shows it: words, digits, blanks, punctuation.
+_ZERO_WIDTH_PROBE = "Aa Zz 09 _x-y.\n\t:/'\"é日 EX-04 2024-01-01T10:00:00Z "
+
+
+def _checked_regex(regex: str) -> str:
+    _compiled(regex)
+    return regex
+
+
+def _compiled(regex: str) -> None:
+    try:
+        pattern = re.compile(regex)
+    except re.error as exc:
+        raise ValueError(f"not a valid regular expression {regex!r}: {exc}") from exc
+    if pattern.fullmatch("") or any(m.end() == m.start() for m in pattern.finditer(_ZERO_WIDTH_PROBE)):
+        # it would find a volatile value of no characters (every place of every text, or at each
+        # word boundary, as \b does)
+        raise ValueError(f"the regular expression {regex!r} matches the empty text")
+    if repeats_a_repetition(regex):
+        raise ValueError(f"the regular expression {regex!r} {NESTED_REPEAT_HINT}")
+
+
 class _PatternFile(BaseModel):
     model_config = _STRICT
     kind: str = Field(min_length=1)
@@ -149,30 +171,8 @@ class _PatternFile(BaseModel):
 class _VolatileFile(BaseModel):
     model_config = _STRICT
     patterns: list[_PatternFile] = []
-    allow: list[str] = []
-
-    @model_validator(mode="after")
-    def _compiles(self) -> _VolatileFile:
-        for regex in self.allow:
-            _compiled(regex)
-        return self
-
-
-# Where a pattern that matches no characters shows it: words, digits, blanks, punctuation.
-_ZERO_WIDTH_PROBE = "Aa Zz 09 _x-y.\n\t:/'\"é日 EX-04 2024-01-01T10:00:00Z "
-
-
-def _compiled(regex: str) -> None:
-    try:
-        pattern = re.compile(regex)
-    except re.error as exc:
-        raise ValueError(f"not a valid regular expression {regex!r}: {exc}") from exc
-    if pattern.fullmatch("") or any(m.end() == m.start() for m in pattern.finditer(_ZERO_WIDTH_PROBE)):
-        # it would find a volatile value of no characters (every place of every text, or at each
-        # word boundary, as \b does)
-        raise ValueError(f"the regular expression {regex!r} matches the empty text")
-    if repeats_a_repetition(regex):
-        raise ValueError(f"the regular expression {regex!r} {NESTED_REPEAT_HINT}")
+    # each checked on its own, so an error names its place ($.volatile.allow[1])
+    allow: list[Annotated[str, AfterValidator(_checked_regex)]] = []
 
 
 class _PolicyFile(BaseModel):
