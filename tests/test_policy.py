@@ -270,3 +270,17 @@ def test_a_tier_may_not_take_the_name_of_the_ledgers_or_the_current_turns_block(
     text = f'name = "p"\nenvelope_tokens = 1000\n[[tiers]]\nname = "{name}"\nceiling_tokens = 500\neviction = "rolling"\n'
     with pytest.raises(ConfigError, match="names a block of every assembly, not a tier"):
         parse_policy(text, "p.toml")
+
+
+@pytest.mark.parametrize(
+    ("content", "found"), [("- a\n- b\n", "got a list"), ("", "got nothing"), ("7\n", "got a number")]
+)
+def test_a_yaml_policy_that_is_not_a_table_says_so(tmp_path: Path, content: str, found: str) -> None:
+    """It said "Input should be a valid dictionary or instance of _PolicyFile"."""
+    from ctxbudget.assembly._policy import load_policy
+
+    path = tmp_path / "p.yaml"
+    path.write_text(content)
+    with pytest.raises(ConfigError, match=rf"p.yaml: a policy is a table of settings .*, {found}$") as caught:
+        load_policy(str(path))
+    assert "_PolicyFile" not in str(caught.value)

@@ -280,6 +280,12 @@ def parse_policy(text: str, source: str) -> Policy:
     """Validate policy ``text`` (YAML when ``source`` ends in .yaml/.yml, else TOML); errors name
     ``source`` and the field path."""
     raw = _load_text(text, source)
+    if not isinstance(raw, dict):  # pydantic would name its own class (_PolicyFile)
+        kinds = {list: "a list", str: "a text", bool: "a boolean", int: "a number", float: "a number"}
+        found = "nothing" if raw is None else kinds.get(type(raw), f"a {type(raw).__name__}")
+        raise ConfigError(
+            f"{source}: a policy is a table of settings (name, envelope_tokens, tiers, ...), got {found}"
+        )
     try:
         parsed = _PolicyFile.model_validate(raw)
     except ValidationError as exc:
