@@ -369,3 +369,24 @@ def test_a_policys_reply_above_the_models_output_cap_is_held_to_the_cap(tmp_path
         request, policy=policy, model="gpt-4o", output_format="openai", expected_output_tokens=50_000
     )
     assert priced.report.expected_output_tokens == 16_384
+
+
+@pytest.mark.parametrize("eviction", ["protected", "never"])
+def test_a_tier_over_its_ceiling_says_the_ceiling_the_policy_wrote(eviction: str) -> None:
+    """Under Claude's x1.3 estimate a 4,000-token ceiling read "only 3,999 are available"."""
+    from ctxbudget.assembly._policy import parse_policy
+
+    policy = parse_policy(
+        f'name = "p"\nenvelope_tokens = 32000\n[[tiers]]\nname = "critical"\nceiling_tokens = 4000\neviction = "{eviction}"\n',
+        "p.toml",
+    )
+    evidence = "Q. Did you get notice?\nA. Yes. " * 300
+    request = {
+        "items": [
+            {"id": "EV-1", "tier": "critical", "kind": "evidence", "text": evidence, "citation": "1:1"},
+            {"id": "q", "kind": "question", "text": "hi"},
+        ]
+    }
+    with pytest.raises(BudgetExceeded) as refused:
+        assemble(request, policy=policy, model="claude-sonnet-4-5")
+    assert refused.value.available_tokens == 4000 and "only 4,000 are available" in str(refused.value)

@@ -63,12 +63,18 @@ def _gone(item: ContextItem, tokens: int, action: str, reason: str) -> ItemDecis
     return ItemDecision(id=item.id, action=action, tokens_before=tokens, tokens_after=0, reason=reason)
 
 
+def _available(tier: Tier, counter: TokenCounter, limit: int) -> int:
+    """A refusal's available tokens: the tier's ceiling as the policy wrote it when ``limit`` (raw
+    tokens) is all of it (scaled back, 4,000 under a x1.3 estimate read 3,999), else ``limit``."""
+    return tier.ceiling_tokens if limit >= counter.unscale(tier.ceiling_tokens) else counter.scale(limit)
+
+
 def _never(tier: Tier, items: list[ContextItem], counter: TokenCounter, limit: int) -> TierSelection:
     cost = counter.raw
     total = sum(cost(i.text) for i in items)
     if total > limit:
         raise BudgetExceeded(
-            available_tokens=counter.scale(limit),
+            available_tokens=_available(tier, counter, limit),
             required_tokens=counter.scale(total),
             parts={f"tier {tier.index} {tier.name} (never evicted)": counter.scale(total)},
             hint=TIER_HINT,
@@ -209,7 +215,7 @@ def _protected(
     if total > limit:
         label = f"tier {tier.index} {tier.name} (protected: give `supersedes` or `confirm_evict`)"
         raise BudgetExceeded(
-            available_tokens=counter.scale(limit),
+            available_tokens=_available(tier, counter, limit),
             required_tokens=counter.scale(total),
             parts={label: counter.scale(total)},
             hint=TIER_HINT,
