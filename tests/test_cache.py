@@ -32,6 +32,18 @@ def test_breakpoints_skip_short_prefixes_and_respect_the_maximum() -> None:
     assert any("after t2:" in w and "at most 4 breakpoints" in w for w in warnings)
 
 
+def test_breakpoints_far_apart_in_one_request_are_no_warning() -> None:
+    """Each mark is looked up on its own: two marks 30 blocks apart (a long ledger between the
+    stable tiers and its end) lose nothing, and every turn of a long session warned "(> 20)"."""
+    blocks = _blocks(2) + [
+        Block(region="system", role="system", text=f"entry {n}", tier="ledger", cached=True)
+        for n in range(30)
+    ]
+    prefix = [2000 + 100 * i for i in range(len(blocks))]
+    points, warnings = plan_breakpoints(blocks, prefix, prefix_hashes("m", blocks), EXPLICIT)
+    assert [p.block for p in points] == [0, 1, 31] and warnings == []
+
+
 def test_automatic_caching_plans_every_cacheable_region_end_unmarked() -> None:
     blocks = _blocks(3)
     rules = CacheRules(mode="automatic", min_cacheable_tokens=1024, max_breakpoints=0)

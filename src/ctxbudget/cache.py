@@ -2,9 +2,10 @@
 
 Anthropic caches explicitly: at most ``max_breakpoints`` ``cache_control`` marks, each caching the
 whole prefix up to it, and only when that prefix reaches the model's minimum cacheable length (below
-it the provider caches nothing and says nothing). A lookup walks back at most 20 content blocks
-from a breakpoint, so consecutive breakpoints stay within 20 blocks; 1-hour entries must come
-before 5-minute ones. OpenAI and Gemini cache automatically once the prompt reaches their
+it the provider caches nothing and says nothing). Each breakpoint is looked up on its own, and a
+lookup walks back at most 20 content blocks from it for a prefix cached before (so what one turn
+reads of the last turn's entries depends on how far its marks moved: :func:`predict_cache`);
+1-hour entries must come before 5-minute ones. OpenAI and Gemini cache automatically once the prompt reaches their
 minimum, in 128-token steps (OpenAI); the planner then puts the stable content first and reports
 the implicit boundary at its end.
 """
@@ -136,13 +137,6 @@ def plan_breakpoints(
             "so they are read only when everything up to it is unchanged)"
         )
         ends = kept
-    previous = -1
-    for i in ends:
-        if rules.mode == "explicit" and i - previous > LOOKBACK_BLOCKS:
-            warnings.append(
-                f"breakpoint after block {i} is {i - previous} blocks past the previous one (> 20)"
-            )
-        previous = i
     points = [
         Breakpoint(
             block=i,
