@@ -592,3 +592,34 @@ def test_models_resolve_words_its_warning_with_the_cli_flags(tmp_path: Path) -> 
             and "--catalog FILE" in result.output
             and "load_catalog" not in result.output
         )
+
+
+@pytest.mark.parametrize(
+    ("scenario", "said"),
+    [
+        (
+            {
+                "name": "s",
+                "base": {"items": []},
+                "turns": [{"question": "Was notice given?"}, {"question": " "}],
+            },
+            "$.turns[1].question: the question is empty",
+        ),
+        (
+            {
+                "name": "s",
+                "base": {"messages": [{"role": "user", "content": "x"}]},
+                "turns": [{"question": "q"}],
+            },
+            "$.base.messages: a session base is",
+        ),
+    ],
+)
+def test_a_scenarios_error_names_its_file_and_its_place(
+    tmp_path: Path, scenario: dict[str, Any], said: str
+) -> None:
+    """They said $.items[3].text and $.messages, places of the assembled request, and no file."""
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(scenario))
+    result = CliRunner().invoke(main, ["simulate", str(path)])
+    assert result.exit_code == 2 and f"{path}: {said}" in result.output, result.output

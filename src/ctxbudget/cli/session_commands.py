@@ -8,6 +8,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from ..errors import InvalidRequestError
 from .assemble_commands import print_assembly
 from .base import (
     ALLOW_PREFIX_CHANGE_OPTION,
@@ -84,10 +85,13 @@ def simulate_command(
     def action() -> None:
         if out_dir:
             check_chart()  # before the run, not after it
-        plan = parse_scenario(read_json(scenario)) if scenario else bundled_scenario()
-        result = run_simulation(
-            plan, model=model, policy=policy_ref, store_path=store_path, catalog_paths=catalogs
-        )
+        try:
+            plan = parse_scenario(read_json(scenario)) if scenario else bundled_scenario()
+            result = run_simulation(
+                plan, model=model, policy=policy_ref, store_path=store_path, catalog_paths=catalogs
+            )
+        except InvalidRequestError as exc:  # a scenario's error names its file
+            fail(f"{scenario}: {exc}" if scenario else str(exc), EXIT_USAGE)
         written = write_outputs(result, out_dir) if out_dir else []
         if as_json:
             payload = {"turns": result.turns, "summary": result.summary, "strategies": result.strategies}

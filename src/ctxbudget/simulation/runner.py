@@ -25,7 +25,7 @@ import httpx
 from ..assembly import block_texts, load_policy
 from ..catalog.catalog import Catalog, load_catalog
 from ..cost import price_turn
-from ..errors import ConfigError
+from ..errors import ConfigError, InvalidRequestError
 from ..gateway.config import GatewayConfig
 from ..gateway.routes import create_app
 from ..gateway.service import Gateway
@@ -190,14 +190,17 @@ def run_simulation(
     others are predicted only). Returns per-turn rows, the summary, the comparison and the bodies."""
     catalog = catalog or load_catalog(catalog_paths)
     store = SQLiteStore(store_path)
-    session = Session.create(
-        store,
-        scenario.name,
-        policy=policy or scenario.policy,
-        model=model or scenario.model,
-        base=scenario.base,
-        catalog=catalog,
-    )
+    try:
+        session = Session.create(
+            store,
+            scenario.name,
+            policy=policy or scenario.policy,
+            model=model or scenario.model,
+            base=scenario.base,
+            catalog=catalog,
+        )
+    except InvalidRequestError as exc:  # named in the scenario: its base ($.messages -> $.base.messages)
+        raise InvalidRequestError(exc.reason, "$.base" + exc.path.removeprefix("$")) from None
     billed = session.catalog.get_model(session.meta.model).cache.mode == "explicit"
     with tempfile.TemporaryDirectory(prefix="ctxbudget-sim-") as folder:
         wire = _wire(folder, catalog_paths, session, latency or LatencyModel()) if billed else None

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..formats.wire import validate_body
 from ..session.turns import ToolCall, ToolResult
@@ -68,6 +68,13 @@ class _Turn(BaseModel):
     tool_results: list[_Result] = []
     answer: str | None = None
     idle_seconds: float = Field(default=0.0, ge=0)
+
+    @field_validator("question")
+    @classmethod
+    def _asked(cls, question: str) -> str:
+        if not question.strip():  # refused here, at its place, not by the turn's assembly
+            raise ValueError("the question is empty")
+        return question
 
 
 class _Scenario(BaseModel):
