@@ -157,6 +157,8 @@ MODEL = {"id": "m", "provider": "p", "context_window": 10}
             }
         ],
         [{"id": "m", "provider": "p", "match": {"equals": "z"}, "aliases": ["a"]}],  # match before aliases
+        [{"id": "m", "provider": "p", "aliases": ['a"b', "c"], "context_window": 1}],  # an escape in an alias
+        [{"id": "m", "provider": "p", "match": None, "context_window": 1}],
         [{"id": 3, "provider": "p"}],
     ],
 )
