@@ -456,3 +456,13 @@ def test_a_passage_that_starts_inside_a_numbered_line_is_cited_from_that_line() 
     start = text.index("The forklift")
     assert citation_of(text, start, text.index("Anything")) == "50:3-50:4"  # not 50:4 alone
     assert citation_of(text, start, start + 20) == "50:3"  # not "chars ..."
+
+
+def test_a_line_start_is_looked_for_only_a_line_s_length_back() -> None:
+    """Each passage of a text without newlines searched back to its start: quadratic (a 40 MB
+    line took 21 s). A numbered line is short; a stretch far inside a longer one is cited by
+    characters."""
+    text = "12:3 A. " + "word " * 2_000
+    near, far = text.index("word", 4_000), text.index("word", 9_000)
+    assert citation_of(text, near, near + 20) == "12:3"
+    assert citation_of(text, far, far + 20) == f"chars {far}-{far + 20}"
