@@ -371,3 +371,17 @@ def test_gpt_oss_is_an_estimate(model: str) -> None:
     counted = ctxbudget.count(body, model=model)
     assert counted["exact"] is False and counted["safety_factor"] > 1
     assert not ctxbudget.encoding_for_model(model).exact
+
+
+def test_a_part_of_no_rule_in_an_openai_message_counts_its_json_text() -> None:
+    """LangChain passes a Claude message's blocks through in OpenAI messages: an 18,000-token
+    thinking or document block was counted at 85 tokens, as an unknown image is."""
+    thinking = {"type": "thinking", "thinking": "word " * 2_000, "signature": "sig"}
+    body = {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}, thinking]}]}
+    counted = ctxbudget.count(body, model="gpt-4o", input_format="openai")  # (detected: anthropic)
+    assert counted["tokens"] > 2_000 and not counted["exact"]
+    assert counted["estimated_parts"] == ["$.messages[0]: content[1]: thinking: counted as its JSON text"]
+    # an Anthropic image block by Anthropic's rule (largest when its size is unknown), not 85
+    image = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+    body = {"messages": [{"role": "user", "content": [image]}]}
+    assert ctxbudget.count(body, model="gpt-4o", input_format="openai")["tokens"] > 1_500

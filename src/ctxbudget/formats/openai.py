@@ -25,7 +25,15 @@ from .chat import (
     with_content_text,
 )
 from .detection import is_openai
-from .media import Estimate, image_size, inline_bytes, openai_image_tokens, pdf_tokens
+from .media import (
+    Estimate,
+    anthropic_document_tokens,
+    anthropic_image_tokens,
+    image_size,
+    inline_bytes,
+    openai_image_tokens,
+    pdf_tokens,
+)
 
 __all__ = ["OpenAIFormat", "function_tool_chunks"]
 
@@ -98,16 +106,39 @@ def _is_query(message: Mapping[str, Any]) -> bool:
     return message.get("role") == "user"
 
 
-def _part_estimate(part: Mapping[str, Any]) -> Estimate:
-    """A non-text content part: an image by OpenAI's tile rule, anything else at the low rate."""
+def _part_estimate(part: Mapping[str, Any]) -> Estimate | None:
+    """A non-text content part by its rule: an image by OpenAI's tile rule, a file by its pages,
+    audio at the low rate; an Anthropic image or PDF block (passed through in an OpenAI message,
+    as LangChain passes a Claude message's blocks) by Anthropic's rules. None for a part of no
+    rule (a thinking, document or search-result block...): its JSON text is counted instead (at
+    85 tokens each, an 18,000-token thinking block was counted 85)."""
+    kind = part.get("type")
     image = part.get("image_url")
-    if part.get("type") == "image_url" and isinstance(image, dict):
+    if kind == "image_url" and isinstance(image, dict):
         data = inline_bytes(image.get("url"))
         return openai_image_tokens(image.get("detail"), image_size(data) if data else None)
     file = part.get("file")
-    if part.get("type") == "file" and isinstance(file, dict):  # a PDF: its text and a page image each
+    if kind == "file" and isinstance(file, dict):  # a PDF: its text and a page image each
         return pdf_tokens(inline_bytes(file.get("file_data")), "file by id")
-    return Estimate(IMAGE_LOW_DETAIL, f"{part.get('type', 'part')!s}: counted at 85 tokens")
+    source = part.get("source")
+    if kind == "image" and isinstance(source, dict):
+        data = inline_bytes(source.get("data"))
+        return anthropic_image_tokens(image_size(data) if data else None)
+    if kind == "document" and (pdf := anthropic_document_tokens(source)) is not None:
+        return pdf
+    if kind in ("input_audio", "image_url", "file"):
+        return Estimate(IMAGE_LOW_DETAIL, f"{kind}: counted at 85 tokens")
+    return None
+
+
+def _kind(part: Any) -> str:
+    return str(part.get("type", "part")) if isinstance(part, dict) else type(part).__name__
+
+
+def _part_text(part: Any) -> str:
+    """A part of no rule as its JSON text, less its cache mark."""
+    kept = {k: v for k, v in part.items() if k != "cache_control"} if isinstance(part, dict) else part
+    return json.dumps(kept, ensure_ascii=False, separators=(",", ":"))
 
 
 def _message_chunks(
@@ -128,10 +159,12 @@ def _message_chunks(
                 chunks.append((Segment(str(text or ""), owner, content=isinstance(text, str)),))
             elif isinstance(part, dict) and part.get("type") == "refusal":  # read as text, not cut
                 chunks.append((Segment(str(part.get("refusal") or ""), owner),))
-            else:
-                estimate = _part_estimate(part)
+            elif (estimate := _part_estimate(part) if isinstance(part, dict) else None) is not None:
                 constant += estimate.tokens
                 estimated.append((owner, f"content[{i}]: {estimate.how}: {estimate.tokens:,} tokens"))
+            else:
+                chunks.append((Segment(_part_text(part), owner),))
+                estimated.append((owner, f"content[{i}]: {_kind(part)}: counted as its JSON text"))
     if message.get("name"):
         chunks.append((Segment(str(message["name"]), owner),))
         constant += TOKENS_PER_NAME
