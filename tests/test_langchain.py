@@ -136,6 +136,20 @@ def test_a_system_prompt_too_large_alone_is_refused() -> None:
     )  # not "raise max_tokens="
 
 
+def test_a_refusal_of_the_fit_names_the_messages_given_and_what_they_need_whole() -> None:
+    """When the fit refused (the system prompt over the budget), its parts were its own
+    ("query messages[1] (apart from its text)") and the need left out the question's text, which
+    this integration never cuts: 1,092 where the two messages take 1,575."""
+    question = "Please compare every figure in the report. " * 60 + "What changed?"
+    messages = [SystemMessage(LONG * 3), HumanMessage(question)]
+    with pytest.raises(ctxbudget.BudgetExceeded) as caught:
+        trim_messages(messages, model="gpt-4o", max_tokens=500)
+    body = {"messages": [{"role": "system", "content": LONG * 3}, {"role": "user", "content": question}]}
+    assert caught.value.required_tokens == ctxbudget.count(body, model="gpt-4o")["tokens"]
+    assert set(caught.value.parts) == {"messages[0] (system)", "messages[1] (user)", "framing"}
+    assert sum(caught.value.parts.values()) == caught.value.required_tokens
+
+
 def test_a_last_human_message_too_large_whole_is_refused_not_cut() -> None:
     messages = [SystemMessage("Be brief."), AIMessage("Hello."), HumanMessage(LONG * 2)]
     with pytest.raises(ctxbudget.BudgetExceeded) as caught:

@@ -132,8 +132,9 @@ def fit_messages(
             catalog=catalog,
             count_all=True,  # tokens_before counts the whole request, as documented
         )
-    except BudgetExceeded as exc:
-        raise _renamed(exc, chat) from None
+    except BudgetExceeded as exc:  # what is always kept is sent whole here: counted whole, as _within does
+        kept = {i for unit in chat.always for i in unit}
+        raise _too_large(chat, kept, _tokens(chat, kept, catalog), exc.available_tokens, catalog) from None
     except InvalidRequestError as exc:  # named by the message given, not the converted one
         raise InvalidRequestError(exc.reason, _given_path(exc.path, chat)) from None
     report = fitted.report
@@ -333,17 +334,3 @@ def _given_path(path: str, chat: _Chat) -> str:
     """A JSON path into the converted body (``$.messages[4].role``) as the message given it
     names (``messages[2].role``)."""
     return re.sub(r"\$\.messages\[(\d+)\]", lambda m: f"messages[{chat.owner[int(m.group(1))]}]", path)
-
-
-def _renamed(exc: BudgetExceeded, chat: _Chat) -> BudgetExceeded:
-    """The fit's refusal with its parts named by the messages given and this function's hint."""
-
-    def rename(part: str) -> str:
-        return _given_path(part, chat)
-
-    parts: dict[str, int] = {}
-    for part, tokens in exc.parts.items():  # two messages one given became are one part
-        parts[rename(part)] = parts.get(rename(part), 0) + tokens
-    return BudgetExceeded(
-        available_tokens=exc.available_tokens, required_tokens=exc.required_tokens, parts=parts, hint=HINT
-    )
