@@ -182,6 +182,16 @@ def test_a_refusal_advises_the_transports_own_options() -> None:
     )
 
 
+def test_a_cost_refusal_names_the_transports_ceiling_and_paths_may_be_path_objects() -> None:
+    """The refusal said the header "may only lower the server's"; a Path was not "a file path"."""
+    fake = FakeUpstream()
+    transport = ctxbudget.FittingTransport(catalog_paths=(FAKE_MODELS,), cost_ceiling_usd=0.000001)
+    with Served(fake.app) as upstream, pytest.raises(openai.BadRequestError) as refused:
+        _gpt(upstream.url, transport).chat.completions.create(model="gpt-4o", messages=ASK)
+    message = refused.value.message
+    assert "may only lower FittingTransport(cost_ceiling_usd=)" in message and "server" not in message
+
+
 @pytest.mark.parametrize(
     "options",
     [

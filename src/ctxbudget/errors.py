@@ -92,7 +92,7 @@ class UnknownModelError(ConfigError):
         self.closest = closest
         near = f" (closest: {', '.join(closest)})" if closest else ""
         self.summary = f"unknown model {model_id!r}{near}"
-        catalog = "add it in a user catalog (catalog=load_catalog(FILE), or CTXBUDGET_CATALOG)"
+        catalog = "add it in a user catalog (catalog=load_catalog(FILE))"  # the CLI: --catalog FILE
         hint = (
             f"give its window (max_context_tokens=), {catalog}, or budget it at the 8,191-token "
             'floor (unknown_model="floor")'

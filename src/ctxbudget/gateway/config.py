@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
@@ -77,8 +78,10 @@ class GatewayConfig:
             )
         if self.unknown_model not in ("error", "floor"):
             raise ConfigError(f'unknown_model must be "error" or "floor", got {self.unknown_model!r}')
-        if isinstance(self.catalog_paths, str) or not all(isinstance(p, str) for p in self.catalog_paths):
+        paths = self.catalog_paths
+        if isinstance(paths, str | os.PathLike) or not all(isinstance(p, str | os.PathLike) for p in paths):
             raise ConfigError(f"catalog_paths must be a tuple of file paths, got {self.catalog_paths!r}")
+        object.__setattr__(self, "catalog_paths", tuple(os.fspath(p) for p in paths))  # Path objects too
         for name in ("anthropic_upstream", "openai_upstream"):
             _check_upstream(name, getattr(self, name))
 

@@ -50,6 +50,10 @@ TRANSPORT_WORDS = (
     ("serve --unknown-model floor", 'FittingTransport(unknown_model="floor")'),
     ("serve --cost-ceiling", "FittingTransport(cost_ceiling_usd=)"),
     (
+        "X-Ctxbudget-Cost-Ceiling may only lower the server's",
+        "X-Ctxbudget-Cost-Ceiling may only lower FittingTransport(cost_ceiling_usd=)",
+    ),
+    (
         "(serve --allow-policy NAME)",
         "(a FittingTransport fits requests; policies are ctxbudget serve's: --allow-policy NAME)",
     ),
