@@ -122,3 +122,18 @@ def test_a_fit_remembered_by_its_text_is_the_same_fit() -> None:
     )
     assert again.request == first.request and again.report == first.report
     assert math.copysign(1.0, again.request["temperature"]) == -1.0
+
+
+def test_the_first_value_that_is_not_json_is_the_one_named() -> None:
+    """The walk named the last of them: Document objects at documents[0] and [2] were reported at
+    documents[2], and a bad question text behind a bad document."""
+
+    class Document:
+        pass
+
+    with pytest.raises(InvalidRequestError) as refused:
+        check_json_value({"questions": [{"text": Document()}], "documents": [Document(), "ok", Document()]})
+    assert refused.value.path == "$.questions[0].text"
+    with pytest.raises(InvalidRequestError) as refused:
+        check_json_value({"documents": [Document(), "ok", Document()]})
+    assert refused.value.path == "$.documents[0]"

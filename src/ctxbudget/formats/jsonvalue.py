@@ -169,7 +169,8 @@ def _check_with_paths(value: Any, root: str) -> None:
         if depth >= MAX_DEPTH and children:
             shown = path if len(path) <= 60 else path[:60] + "..."
             raise InvalidRequestError(f"nested deeper than {MAX_DEPTH} levels", shown)
-        stack.extend((child, _child_path(path, key), depth + 1) for key, child in children)
+        # reversed: the stack pops the first child first, so the first bad value is the one named
+        stack.extend((child, _child_path(path, key), depth + 1) for key, child in reversed(children))
 
 
 def _refuse_constant(name: str) -> Any:
