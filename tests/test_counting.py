@@ -385,3 +385,17 @@ def test_a_part_of_no_rule_in_an_openai_message_counts_its_json_text() -> None:
     image = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
     body = {"messages": [{"role": "user", "content": [image]}]}
     assert ctxbudget.count(body, model="gpt-4o", input_format="openai")["tokens"] > 1_500
+
+
+def test_fits_leaves_room_for_the_reply_the_body_asks_for() -> None:
+    """A body that fits the window only without its own max_tokens "fit", and the provider refuses
+    it (prompt plus max_tokens over the window), as fit reckons it."""
+    body = {"messages": [{"role": "user", "content": "word " * 900}], "max_tokens": 200}
+    tokens = ctxbudget.count({"messages": body["messages"]}, model="gpt-4o")["tokens"]
+    within = ctxbudget.count(body, model="gpt-4o", max_context_tokens=tokens + 200)
+    assert within["fits"] and within["available_tokens"] == tokens and within["reserve_output_tokens"] == 200
+    over = ctxbudget.count(body, model="gpt-4o", max_context_tokens=tokens + 199)
+    assert not over["fits"] and over["available_tokens"] == tokens - 1
+    # an explicit window under gpt-5's input cap is what bounds it, and what the CLI names
+    capped = ctxbudget.count({"messages": body["messages"]}, model="gpt-5", max_context_tokens=100)
+    assert capped["available_tokens"] == 100 and capped["max_input_tokens"] == 272_000

@@ -207,11 +207,19 @@ def count_command(
             click.echo(json.dumps({**result, "warnings": [with_flags(w) for w in result["warnings"]]}))
         else:
             label = "exact" if result["exact"] else f"estimate (x{result['safety_factor']:g} safety factor)"
-            limit = result["max_input_tokens"] or result["context_window"]
-            over = "" if result["fits"] else f"; over the {limit:,}-token input limit: it does not fit"
+            over = "" if result["fits"] else f"; over the {_limit(result)}: it does not fit"
             click.echo(f"{result['tokens']} tokens ({result['encoding']}, {label}){over}")
 
     run_action(action)
+
+
+def _limit(result: dict[str, Any]) -> str:
+    """What a count is over: the input tokens available, and what bounds them."""
+    window, cap, reply = result["context_window"], result["max_input_tokens"], result["reserve_output_tokens"]
+    if cap is not None and cap < window - reply:
+        return f"{result['available_tokens']:,}-token input cap"
+    less = f" less the body's {reply:,}-token reply" if reply else ""
+    return f"{result['available_tokens']:,} tokens available (the {window:,}-token window{less})"
 
 
 @main.command("models", context_settings={"ignore_unknown_options": True})

@@ -33,18 +33,19 @@ def count(
     format: str | None = None,
 ) -> dict[str, Any]:
     """Tokens of the rendered request: ``{"tokens", "exact", "encoding", "model", "safety_factor",
-    "format", "catalog_id", "window_rule", "context_window", "max_input_tokens", "fits",
-    "warnings"}`` (``warnings``: how the window was chosen when that needs saying, such as an
-    unknown id budgeted at the floor).
+    "format", "catalog_id", "window_rule", "context_window", "max_input_tokens",
+    "reserve_output_tokens", "available_tokens", "fits", "warnings"}`` (``warnings``: how the
+    window was chosen when that needs saying, such as an unknown id budgeted at the floor).
 
-    ``fits`` says whether the tokens are within the model's input limit (the window, or the input
-    cap below it; the output reserve is not counted here). An id the catalog cannot resolve raises
+    ``fits`` says whether the tokens are within ``available_tokens``: the window less the reply
+    the body asks for (``reserve_output_tokens``: its ``max_tokens`` or the like, 0 when it asks
+    for none), and never above the input cap, as :func:`fit` reckons it. An id the catalog cannot resolve raises
     :class:`UnknownModelError` unless ``unknown_model="floor"``. The options mean what they
     mean for :func:`fit`.
     """
     input_format = input_format_of(input_format, format)
     check_request(request)
-    body_reserve(request)  # validated here too: a bad max_tokens is a bad request
+    reply = body_reserve(request) or 0  # validated here too: a bad max_tokens is a bad request
     checked = catalog_of(catalog)
     resolution = checked.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
     check_chat_model(resolution)
@@ -57,6 +58,9 @@ def count(
         with untokenizable_located(items):
             total = measure_total(rendering, counter.encoding)
         estimated = estimated_parts(items, rendering)
+    # what the provider takes with the reply the body asks for, as a fit reckons it (a body of
+    # 49,180 tokens asking for 1,000 more in a 49,500 window "fit", and the provider refuses it)
+    available = max(0, min(resolution.context_window - reply, resolution.input_limit))
     return {
         "tokens": counter.scale(total),
         "exact": counter.exact and not estimated,
@@ -69,7 +73,9 @@ def count(
         "window_rule": resolution.rule,
         "context_window": resolution.context_window,
         "max_input_tokens": resolution.max_input_tokens,
-        "fits": counter.scale(total) <= resolution.input_limit,
+        "reserve_output_tokens": reply,
+        "available_tokens": available,
+        "fits": counter.scale(total) <= available,
         "warnings": [resolution.warning] if resolution.warning else [],
     }
 
