@@ -384,7 +384,10 @@ def test_count_warns_once_about_the_floor_and_says_when_a_request_does_not_fit(t
     assert floor.exit_code == 0 and floor.output.count("unknown model 'gtp-4o-once'") == 1
     assert "--unknown-model floor" in floor.output and "unknown_model=" not in floor.output
     over = CliRunner().invoke(main, ["count", path, "--model", "gpt-4o", "--max-context-tokens", "500"])
-    assert over.exit_code == 0 and "over the 500 tokens available (the 500-token window): it does not fit" in over.output
+    assert (
+        over.exit_code == 0
+        and "over the 500 tokens available (the 500-token window): it does not fit" in over.output
+    )
     fits = CliRunner().invoke(main, ["count", path, "--model", "gpt-4o"])
     assert "does not fit" not in fits.output
 

@@ -150,6 +150,16 @@ def test_a_refusal_of_the_fit_names_the_messages_given_and_what_they_need_whole(
     assert sum(caught.value.parts.values()) == caught.value.required_tokens
 
 
+def test_a_refusal_for_an_estimated_model_has_parts_that_add_up_to_its_need() -> None:
+    """Under Claude's x1.3 estimate each message's count rounds up: the parts came to 91 for a
+    need of 90."""
+    messages = [SystemMessage("sys"), HumanMessage("hi " * 50), AIMessage("ok " * 50), HumanMessage("q?")]
+    with pytest.raises(ctxbudget.BudgetExceeded) as caught:
+        trim_messages(messages, model="claude-sonnet-4-5", max_tokens=60)
+    assert sum(caught.value.parts.values()) == caught.value.required_tokens
+    assert all(tokens > 0 for tokens in caught.value.parts.values())
+
+
 def test_a_last_human_message_too_large_whole_is_refused_not_cut() -> None:
     messages = [SystemMessage("Be brief."), AIMessage("Hello."), HumanMessage(LONG * 2)]
     with pytest.raises(ctxbudget.BudgetExceeded) as caught:

@@ -316,9 +316,15 @@ def _too_large(
     to), and the body's own framing once, so that the parts add up to ``tokens``."""
     alone = {i: _tokens(chat, {i}, catalog) for i in sorted(keep)}
     # each body counted alone carries the reply priming once more than they do together
-    framing = (sum(alone.values()) - tokens) // (len(alone) - 1) if len(alone) > 1 else 0
-    parts = {f"messages[{i}] ({_roles(chat, i)})": n - framing for i, n in alone.items()}
-    if framing:
+    priming = (sum(alone.values()) - tokens) // (len(alone) - 1) if len(alone) > 1 else 0
+    parts = {f"messages[{i}] ({_roles(chat, i)})": n - priming for i, n in alone.items()}
+    # the body's own framing once, and what an estimate's rounding of each count leaves: the
+    # parts add up to ``tokens`` (a Claude refusal's parts came to 91 for a need of 90)
+    framing = tokens - sum(parts.values())
+    if framing < 0:  # rounding over the priming: taken off the largest message's share
+        largest = max(parts, key=lambda name: parts[name])
+        parts[largest] += framing
+    elif framing:
         parts["framing"] = framing
     return BudgetExceeded(available_tokens=limit, required_tokens=tokens, parts=parts, hint=HINT)
 
