@@ -344,6 +344,19 @@ def apply_facts(entry: dict[str, Any] | None, facts: dict[str, Any], given: dict
     return out
 
 
+def _without_dead_aliases(models: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The models less the aliases that are their own provider's ids: the exact id always wins
+    (genai-prices matches gpt-4o-2024-05-13 under gpt-4o, which has an entry of its own at other
+    prices), so such an alias never applies, and `models` would list it as if it did."""
+    own = {(m["provider"], m["id"].lower()) for m in models}
+    for model in models:
+        if model.get("aliases"):
+            model["aliases"] = [a for a in model["aliases"] if (model["provider"], a.lower()) not in own]
+            if not model["aliases"]:
+                del model["aliases"]
+    return models
+
+
 def _without_replaced(models: list[dict[str, Any]], facts: dict[str, Any]) -> list[dict[str, Any]]:
     """The models less those a family alias of the facts replaces (``replaces = true``: a
     retired model listed under the family's name, such as Gemini 1.0 Pro as ``gemini-pro``), and
@@ -465,7 +478,7 @@ def build(litellm_wheel: Path) -> dict[str, Any]:
     models = _split_aliases(models, litellm, facts)
     _apply_input_cap_rules(models, facts)
     _inherit_input_caps(models, facts)
-    models = _without_replaced(models, facts)
+    models = _without_dead_aliases(_without_replaced(models, facts))
     ids = {m["id"].lower() for m in models}
     for alias in facts["aliases"]:
         if alias["alias"].lower() in ids:

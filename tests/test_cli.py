@@ -113,6 +113,10 @@ def test_models_json_lists_the_catalog() -> None:
     payload = json.loads(result.output)
     assert {m["id"] for m in payload["models"]} >= {"gpt-5", "claude-sonnet-4-5", "gemini-2.5-pro"}
     assert payload["aliases"]["claude-sonnet"] == "claude-sonnet-4-6"
+    # an alias that is also an id never applies unscoped (gpt-4o-2024-05-13 is its own entry, at
+    # twice gpt-4o's prices): it was listed as gpt-4o's
+    ids = {m["id"].lower() for m in payload["models"]}
+    assert "gpt-4o-2024-05-13" in ids and not ids & {a.lower() for a in payload["aliases"]}
 
 
 def test_catalog_env_var(tmp_path: Path) -> None:

@@ -255,10 +255,13 @@ def models_command(as_json: bool, catalogs: tuple[str, ...], words: tuple[str, .
             )
             return
         if as_json:
-            aliases = {
+            ids = {model_id.lower() for _, model_id in catalog.models.keys}
+            aliases = {  # an alias that is also a model's id never applies unscoped: the id wins
                 k: v[0][0]
                 for k, v in sorted(catalog.aliases.items())
-                if v and (not words or _matches(k, words[0]) or _matches(v[0][0], words[0]))
+                if v
+                and k.lower() not in ids
+                and (not words or _matches(k, words[0]) or _matches(v[0][0], words[0]))
             }
             click.echo(json.dumps({"models": [_model_row(m) for m in models], "aliases": aliases}, indent=2))
             return
