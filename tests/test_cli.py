@@ -288,7 +288,12 @@ def test_verify_prefix_reads_tools_and_accepts_a_prefix_that_grew(tmp_path: Path
 
 def test_policies_lists_legal_review() -> None:
     result = CliRunner().invoke(main, ["policies", "--json"])
-    assert json.loads(result.output)[0]["name"] == "legal-review"
+    legal = json.loads(result.output)[0]
+    assert legal["name"] == "legal-review"
+    # every setting, not the tiers alone: these decide exit 3 and 4 too (docs/assembly.md's figures)
+    assert (legal["ledger_ceiling_tokens"], legal["current_turn_ceiling_tokens"]) == (5000, 2000)
+    assert legal["expected_output_tokens"] == 1500 and "history_trigger_tokens" in legal["compaction"]
+    assert {t["compact_query"] for t in legal["tiers"]} <= {"question", "tags"}
 
 
 def test_hints_name_the_flags_on_the_command_line_and_the_options_in_python(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from typing import Any
@@ -38,30 +39,9 @@ def policies_command(as_json: bool) -> None:
     """List the bundled assembly policies and their tiers."""
 
     def action() -> None:
-        rows: list[dict[str, Any]] = []
-        for name in list_policies():
-            policy = load_policy(name)
-            tiers = [
-                {
-                    "index": t.index,
-                    "name": t.name,
-                    "ceiling_tokens": t.ceiling_tokens,
-                    "eviction": t.eviction,
-                    "cached": t.cached,
-                    "cache_ttl": t.cache_ttl,
-                }
-                for t in policy.tiers
-            ]
-            rows.append(
-                {
-                    "name": policy.name,
-                    "description": policy.description,
-                    "envelope_tokens": policy.envelope_tokens,
-                    "reserve_output_tokens": policy.reserve_output_tokens,
-                    "cost_ceiling_usd": policy.cost_ceiling_usd,
-                    "tiers": tiers,
-                }
-            )
+        # every setting of each policy (the ledger's and the current turn's ceilings, the output
+        # priced, compaction, volatile patterns): they decide exit 3 and 4 as much as the tiers do
+        rows: list[dict[str, Any]] = [dataclasses.asdict(load_policy(name)) for name in list_policies()]
         if as_json:
             click.echo(json.dumps(rows, indent=2))
             return
