@@ -9,13 +9,33 @@ import re._parser as _sre  # type: ignore[import-not-found]
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["NESTED_REPEAT_HINT", "repeats_a_repetition"]
+__all__ = ["NESTED_REPEAT_HINT", "repeats_a_repetition", "slow_pattern_hint"]
 
 NESTED_REPEAT_HINT = (
     "repeats a repetition, alternatives or an optional part (such as (a+)+, (a?a?)* or (a|a)*): on "
     "a text it does not match it can take exponential time; repeat it once, or make the inner "
     "one possessive (a++)"
 )
+COUNTED_REPEAT_HINT = (
+    "holds an unbounded repeat inside a counted one (such as (.*a){12}): on a text it does not "
+    "match it takes time of the count's power; bound the inner repeat, or make it possessive (.*+)"
+)
+ADJACENT_REPEAT_HINT = (
+    "has two unbounded repeats over the same characters with nothing between them that must match "
+    "(such as \\w*\\w* or \\w+\\s?\\w+): on a long run of such characters it takes polynomial time; "
+    "join them into one, put a required character between them, or make the first possessive (\\w++)"
+)
+
+
+def slow_pattern_hint(pattern: str) -> str | None:
+    """What makes ``pattern`` (which compiles) slow on a text it does not match, as a message's
+    end, or None when nothing does (see :func:`repeats_a_repetition`)."""
+    parsed = _sre.parse(pattern)
+    if _nested(parsed, counted=False, inside=False, exponential_only=True):
+        return NESTED_REPEAT_HINT
+    if _nested(parsed):
+        return COUNTED_REPEAT_HINT
+    return ADJACENT_REPEAT_HINT if _adjacent(parsed) else None
 
 
 def repeats_a_repetition(pattern: str) -> bool:
@@ -33,30 +53,31 @@ def repeats_a_repetition(pattern: str) -> bool:
     return _nested(parsed) or _adjacent(parsed)
 
 
-def _nested(parsed: Any, inside: bool = False, counted: bool = False) -> bool:
+def _nested(parsed: Any, inside: bool = False, counted: bool = False, exponential_only: bool = False) -> bool:
     """``inside``: within an unbounded repeat; ``counted``: within a repeat of a fixed or bounded
     count above 1, where an unbounded inner repeat splits the text in polynomially many ways,
-    of the count's degree (``(.*a){12}x`` on 40 a's ran for minutes)."""
+    of the count's degree (``(.*a){12}x`` on 40 a's ran for minutes); ``exponential_only``: only
+    what repeats inside an unbounded repeat (the counted case is left out)."""
     for op, value in parsed:
         if op in (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT):
             low, high, body = value
             unbounded = high == _sre_c.MAXREPEAT
-            if (inside and (unbounded or low != high)) or (counted and unbounded):
+            if (inside and (unbounded or low != high)) or (counted and unbounded and not exponential_only):
                 return True
-            if _nested(body, inside or unbounded, counted or high > 1):
+            if _nested(body, inside or unbounded, counted or high > 1, exponential_only):
                 return True
         elif op in (_sre_c.POSSESSIVE_REPEAT, _sre_c.ATOMIC_GROUP):
             continue
-        elif _risky_group(op, value, inside, counted):
+        elif _risky_group(op, value, inside, counted, exponential_only):
             return True
     return False
 
 
-def _risky_group(op: Any, value: Any, inside: bool, counted: bool) -> bool:
+def _risky_group(op: Any, value: Any, inside: bool, counted: bool, exponential_only: bool = False) -> bool:
     """Alternatives inside an unbounded repeat, or a group or alternative that holds a risky part."""
     if op == _sre_c.BRANCH:
-        return inside or any(_nested(branch, inside, counted) for branch in value[1])
-    return bool(op == _sre_c.SUBPATTERN and _nested(value[-1], inside, counted))
+        return inside or any(_nested(branch, inside, counted, exponential_only) for branch in value[1])
+    return bool(op == _sre_c.SUBPATTERN and _nested(value[-1], inside, counted, exponential_only))
 
 
 # Characters to tell whether two one-character matchers overlap: ASCII, and a few others of the

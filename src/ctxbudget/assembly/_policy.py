@@ -18,7 +18,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import ConfigError, unreadable_file
-from ..regexes import NESTED_REPEAT_HINT, repeats_a_repetition
+from ..regexes import slow_pattern_hint
 from ..validation import first_error
 from ..volatile import VolatileRules
 
@@ -153,8 +153,8 @@ def _compiled(regex: str) -> None:
         # it would find a volatile value of no characters (every place of every text, or at each
         # word boundary, as \b does)
         raise ValueError(f"the regular expression {regex!r} matches the empty text")
-    if repeats_a_repetition(regex):
-        raise ValueError(f"the regular expression {regex!r} {NESTED_REPEAT_HINT}")
+    if hint := slow_pattern_hint(regex):
+        raise ValueError(f"the regular expression '{regex}' {hint}")
 
 
 class _PatternFile(BaseModel):

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import ConfigError
-from ..regexes import NESTED_REPEAT_HINT, repeats_a_repetition
+from ..regexes import slow_pattern_hint
 
 __all__ = ["Predicate", "compile_clause"]
 
@@ -30,8 +30,8 @@ def _regex(pattern: str, where: str) -> Predicate:
         compiled = re.compile(pattern, re.IGNORECASE)
     except re.error as exc:
         raise ConfigError(f"{where}: match regex {pattern!r} does not compile: {exc}") from exc
-    if repeats_a_repetition(pattern):  # a client's model id is matched against it
-        raise ConfigError(f"{where}: match regex {pattern!r} {NESTED_REPEAT_HINT}")
+    if hint := slow_pattern_hint(pattern):  # a client's model id is matched against it
+        raise ConfigError(f"{where}: match regex '{pattern}' {hint}")
     return lambda s: compiled.search(s) is not None
 
 
