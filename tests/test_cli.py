@@ -635,3 +635,14 @@ def test_a_scenarios_error_names_its_file_and_its_place(
     path.write_text(json.dumps(scenario))
     result = CliRunner().invoke(main, ["simulate", str(path)])
     assert result.exit_code == 2 and f"{path}: {said}" in result.output, result.output
+
+
+def test_a_bad_reply_size_is_written_as_json_and_stdin_is_named_so() -> None:
+    body = {"model": "gpt-4o", "max_tokens": True, "messages": [{"role": "user", "content": "hi"}]}
+    result = CliRunner().invoke(main, ["count", "-"], input=json.dumps(body))
+    assert (
+        result.exit_code == 2
+        and "$.max_tokens: must be a whole number of tokens >= 0, got true" in result.output
+    )
+    empty = CliRunner().invoke(main, ["count", "-", "--model", "gpt-4o"], input="")
+    assert empty.exit_code == 2 and "ctxbudget: stdin: not valid JSON" in empty.output, empty.output

@@ -8,6 +8,7 @@ key); :class:`FitSetup` adds what was resolved from it (the catalog, the window,
 
 from __future__ import annotations
 
+import json
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -177,6 +178,9 @@ def body_reserve_field(request: Mapping[str, Any]) -> tuple[int | None, str]:
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InvalidRequestError(f"must be a whole number of tokens >= 0, got {value!r}", f"$.{name}")
+            shown = (
+                json.dumps(value)[:40] if isinstance(value, bool | int | float | str) else json_kind(value)
+            )
+            raise InvalidRequestError(f"must be a whole number of tokens >= 0, got {shown}", f"$.{name}")
         return value, f"$.{name}"
     return None, ""
