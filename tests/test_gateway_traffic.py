@@ -1172,3 +1172,28 @@ def test_policy_mode_holds_a_reply_to_the_models_output_cap(tmp_path: Path) -> N
     # the turn's report says why (as assemble's does)
     (turn,) = SQLiteStore(tmp_path / "w.db").turns("wide-1")
     assert any("above gpt-4o's output cap (16,384)" in w for w in turn.report["warnings"]), turn.report
+
+
+def test_a_changed_prefix_is_refused_once_not_retried_by_the_sdk(tmp_path: Path) -> None:
+    """The 409 prefix_changed is the same on every try; the SDKs retry a 409 twice, with back-off,
+    unless told not to: three refused round trips for one call."""
+    import httpx2
+
+    sent: list[str] = []
+    client = openai.OpenAI(
+        base_url="http://placeholder/v1",
+        api_key="k",
+        max_retries=2,
+        http_client=httpx2.Client(event_hooks={"request": [lambda request: sent.append(request.url.path)]}),
+    )
+    ask = [{"role": "user", "content": "When was notice given?"}]
+    with gateway_over_fake(tmp_path / "p.db", allowed_policies=("legal-review",)) as (_, url):
+        client = client.with_options(base_url=url + "/v1")
+        headers = {"X-Ctxbudget-Policy": "legal-review", "X-Ctxbudget-Session": "prefix-once"}
+        system = {"role": "system", "content": "You review contracts."}
+        client.chat.completions.create(model="gpt-4o", messages=[system, *ask], extra_headers=headers)
+        sent.clear()
+        changed = {"role": "system", "content": "You review leases."}
+        with pytest.raises(openai.ConflictError) as refused:
+            client.chat.completions.create(model="gpt-4o", messages=[changed, *ask], extra_headers=headers)
+    assert refused.value.response.headers["x-should-retry"] == "false" and len(sent) == 1

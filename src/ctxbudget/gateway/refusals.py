@@ -79,6 +79,10 @@ class Refusal(Exception):
         return Refusal(self.status, str(self), self.code, {**self.headers, **headers}, counted=self.counted)
 
 
+# The OpenAI and Anthropic SDKs retry 408, 409, 429 and 5xx unless the answer says not to.
+NO_RETRY = {"x-should-retry": "false"}
+
+
 def _same(code: str) -> Mapping[str, str]:
     """One code for both providers."""
     return {"anthropic": code, "openai": code}
@@ -95,6 +99,12 @@ class Rule:
     tail: str = ""  # added to the message
     counted: bool = True  # a refusal decision, not bad input
     renamed: Mapping[str, str] = field(default_factory=dict)  # library words -> the client's
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """What the answer says beside its body: a 409 is one the SDKs retry (twice, with back-off)
+        unless told not to, and the same request would be refused again."""
+        return NO_RETRY if self.status == 409 else {}
 
     def code(self, provider: str) -> str:
         """The error code ``provider``'s clients expect."""
@@ -158,14 +168,14 @@ def with_settings(message: str) -> str:
 def refusal_for(exc: CtxBudgetError, provider: str) -> Refusal:
     """What the client is told when the library refuses its request (its row of the table)."""
     rule = rule_for(type(exc))
-    return Refusal(rule.status, _message(exc, rule), rule.code(provider), counted=rule.counted)
+    return Refusal(rule.status, _message(exc, rule), rule.code(provider), rule.headers, counted=rule.counted)
 
 
 def refusal_as(kind: type[CtxBudgetError], provider: str, message: str) -> Refusal:
     """A refusal the gateway decides itself on a condition the library names as ``kind``: that
     row's status and code, with the gateway's own ``message``."""
     rule = rule_for(kind)
-    return Refusal(rule.status, message, rule.code(provider), counted=rule.counted)
+    return Refusal(rule.status, message, rule.code(provider), rule.headers, counted=rule.counted)
 
 
 def unknown_model(error: UnknownModelError) -> Refusal:
