@@ -1197,3 +1197,26 @@ def test_a_changed_prefix_is_refused_once_not_retried_by_the_sdk(tmp_path: Path)
         with pytest.raises(openai.ConflictError) as refused:
             client.chat.completions.create(model="gpt-4o", messages=[changed, *ask], extra_headers=headers)
     assert refused.value.response.headers["x-should-retry"] == "false" and len(sent) == 1
+
+
+def test_the_question_of_an_anthropic_tool_loop_turn_is_its_users_not_blank() -> None:
+    """A user message of tool results alone answers tool calls: the turn was stored with the
+    question " " (the results' missing texts joined)."""
+    from ctxbudget.gateway.bodies import last_user_text
+
+    body = {
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "When was notice given?"}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "s", "input": {}}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "EX-04"},
+                    {"type": "tool_result", "tool_use_id": "t2", "content": "EX-05"},
+                ],
+            },
+        ]
+    }
+    assert last_user_text(body) == "When was notice given?"
+    image_only = {"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}
+    assert last_user_text(image_only) == ""  # a question without text is not an earlier one's

@@ -50,13 +50,18 @@ def conversation(body: Mapping[str, Any]) -> list[Any]:
 
 
 def last_user_text(body: Mapping[str, Any]) -> str:
-    """The text of the last user message (the turn's question), "" when there is none."""
+    """The text of the last user message that asks something (the turn's question), "" when
+    there is none. An Anthropic user message of tool results alone answers tool calls: an agent
+    loop's turn was stored with a blank question (its blocks have no text)."""
     for message in reversed(conversation(body)):
         if isinstance(message, dict) and message.get("role") == "user":
             content = message.get("content")
             if isinstance(content, str):
                 return content
-            return " ".join(str(p.get("text", "")) for p in content or [] if isinstance(p, dict))
+            parts = [p for p in content or [] if isinstance(p, dict)]
+            if parts and all(p.get("type") == "tool_result" for p in parts):
+                continue
+            return " ".join(str(p["text"]) for p in parts if isinstance(p.get("text"), str))
     return ""
 
 
