@@ -1220,3 +1220,30 @@ def test_the_question_of_an_anthropic_tool_loop_turn_is_its_users_not_blank() ->
     assert last_user_text(body) == "When was notice given?"
     image_only = {"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}
     assert last_user_text(image_only) == ""  # a question without text is not an earlier one's
+
+
+@pytest.mark.parametrize(
+    ("base", "path", "url"),
+    [
+        ("https://api.openai.com", "/v1/chat/completions", "https://api.openai.com/v1/chat/completions"),
+        ("https://api.openai.com/v1/", "/v1/chat/completions", "https://api.openai.com/v1/chat/completions"),
+        # OPENAI_BASE_URL style with another path: Gemini's (was .../v1beta/openai/v1/..., a 404)
+        (
+            "https://g.example/v1beta/openai/",
+            "/v1/chat/completions",
+            "https://g.example/v1beta/openai/chat/completions",
+        ),
+        (
+            "https://a.example/openai/deployments/d",
+            "/v1/models",
+            "https://a.example/openai/deployments/d/models",
+        ),
+    ],
+)
+def test_an_openai_base_is_read_as_openai_base_url_is(base: str, path: str, url: str) -> None:
+    from ctxbudget.gateway.config import GatewayConfig
+    from ctxbudget.gateway.upstream import upstream_at
+
+    assert upstream_at(GatewayConfig(openai_upstream=base), OPENAI, path) == url
+    anthropic_base = GatewayConfig(anthropic_upstream="https://x.example/v1")
+    assert upstream_at(anthropic_base, ANTHROPIC, "/v1/messages") == "https://x.example/v1/messages"

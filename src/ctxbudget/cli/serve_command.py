@@ -76,7 +76,8 @@ if TYPE_CHECKING:
     show_default=True,
     envvar="CTXBUDGET_OPENAI_UPSTREAM",
     metavar="URL",
-    help="The OpenAI base URL, with or without /v1 (OPENAI_BASE_URL style works).",
+    help="The OpenAI base URL as OPENAI_BASE_URL takes it: with or without /v1, or with another "
+    "path holding the version (.../v1beta/openai/).",
 )
 @click.option("--max-body-bytes", default=8 * 1024 * 1024, show_default=True, type=click.IntRange(min=1024))
 @click.option(

@@ -31,7 +31,7 @@ from .recording import Commit, Recorder
 from .refusals import Refusal
 from .settings import RequestSettings, request_settings
 from .storehealth import StoreHealth, refusal
-from .upstream import Upstream, upstream_base, upstream_url
+from .upstream import Upstream, upstream_at, upstream_url
 from .writer import TurnWriter, committed
 
 __all__ = ["Gateway"]
@@ -161,9 +161,9 @@ class Gateway:
         """A request passed through as it came (:mod:`.passthrough`), its answer streamed."""
         return await self.upstream.send(url, content, headers, method)
 
-    def upstream_base(self, provider: Provider) -> str:
-        """The base URL of ``provider``'s upstream (from the configuration as it stands)."""
-        return upstream_base(self.config, provider)
+    def upstream_at(self, provider: Provider, path: str) -> str:
+        """The URL of ``path`` at ``provider``'s upstream (from the configuration as it stands)."""
+        return upstream_at(self.config, provider, path)
 
     async def read_answer(self, response: httpx.Response) -> bytes:
         """The upstream's whole answer (a fault while reading is a counted refusal)."""

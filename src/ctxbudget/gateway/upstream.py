@@ -21,6 +21,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -37,7 +38,7 @@ __all__ = [
     "UpstreamCounter",
     "forwarded_headers",
     "passed_back",
-    "upstream_base",
+    "upstream_at",
     "upstream_url",
 ]
 
@@ -91,15 +92,23 @@ def forwarded_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str
     return [*kept, ("content-type", "application/json")]
 
 
-def upstream_base(config: GatewayConfig, provider: Provider) -> str:
-    """The upstream's base URL, given with or without its ``/v1``, without it."""
-    base = config.anthropic_upstream if provider.name == "anthropic" else config.openai_upstream
-    return base.rstrip("/").removesuffix("/v1")
+def upstream_at(config: GatewayConfig, provider: Provider, path: str) -> str:
+    """The upstream URL of ``path`` (``/v1/...``, as the client sent it) at ``provider``'s base.
+
+    Anthropic's base is a host (``ANTHROPIC_BASE_URL`` style, ``/v1`` tolerated): the path
+    follows it whole. OpenAI's is ``OPENAI_BASE_URL`` style: a base with a path holds the version
+    (``/v1``; Gemini's ``/v1beta/openai``, Azure's ``/openai/deployments/NAME``), and the path
+    follows it after its own ``/v1`` (``/v1beta/openai/v1/chat/completions`` was a 404); a bare
+    host takes the whole path."""
+    if provider.name == "anthropic":
+        return config.anthropic_upstream.rstrip("/").removesuffix("/v1") + path
+    base = config.openai_upstream.rstrip("/")
+    return base + (path.removeprefix("/v1") if urlsplit(base).path else path)
 
 
 def upstream_url(config: GatewayConfig, provider: Provider) -> str:
-    """The upstream URL: the base, then the API's path."""
-    return upstream_base(config, provider) + provider.path
+    """The upstream URL of the API ``provider`` fits."""
+    return upstream_at(config, provider, provider.path)
 
 
 class Upstream:
