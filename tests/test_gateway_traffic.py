@@ -481,6 +481,18 @@ def test_a_refusal_after_the_body_was_read_names_its_session_and_figures(tmp_pat
         )
 
 
+@pytest.mark.parametrize("content", [b'{"model": "gpt-4o", "messages": [', b"[1, 2]", b'{"max_tokens": NaN}'])
+def test_a_body_that_cannot_be_read_is_refused_naming_the_session_its_header_names(
+    stack: tuple[FakeUpstream, str, Path], content: bytes
+) -> None:
+    """The docs say every answer once the request was read names its session: a truncated body,
+    an array or a NaN got a 400 without it."""
+    _, url, _ = stack
+    headers = {"content-type": "application/json", "X-Ctxbudget-Session": "matter-42"}
+    refused = httpx.post(url + "/v1/chat/completions", content=content, headers=headers)
+    assert refused.status_code == 400 and refused.headers["x-ctxbudget-session"] == "matter-42"
+
+
 def test_calibration_is_per_catalog_entry_and_one_answer_in_twenty_does_not_pin_it(
     stack: tuple[FakeUpstream, str, Path],
 ) -> None:

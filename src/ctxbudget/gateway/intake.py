@@ -11,6 +11,7 @@ thread switches against 0.15 ms for a short chat body's fit).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from ..catalog.catalog import MAX_SAFETY_FACTOR
 from ..errors import InvalidRequestError
 from ..formats.jsonvalue import decode_json
 from ..session.store import SQLiteStore
-from .bodies import session_id, with_stream_usage
+from .bodies import named_session, session_id, with_stream_usage
 from .prepared import Prepared
 from .providers import Provider
 from .refusals import Refusal
@@ -166,6 +167,10 @@ def first_pass(
     name its session, read its budgets from ``headers``, fit it, and render what is forwarded
     unless an exact count may change the fit. The gateway's routes and the in-process transport
     (:mod:`.transport`) both decide here."""
+    given = headers.get(SESSION_HEADER)
+    if given is not None:  # named on the answer even when the body cannot be read
+        with contextlib.suppress(InvalidRequestError):  # a bad name is refused below, at its header
+            progress.session = named_session(given)
     body = parse_json(parcel.pop())
     progress.stage = "prepare"
     try:
