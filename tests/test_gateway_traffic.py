@@ -1259,3 +1259,22 @@ def test_an_openai_base_is_read_as_openai_base_url_is(base: str, path: str, url:
     assert upstream_at(GatewayConfig(openai_upstream=base), OPENAI, path) == url
     anthropic_base = GatewayConfig(anthropic_upstream="https://x.example/v1")
     assert upstream_at(anthropic_base, ANTHROPIC, "/v1/messages") == "https://x.example/v1/messages"
+
+
+def test_a_non_streamed_answer_the_client_left_before_is_not_stored(tmp_path: Path) -> None:
+    """An SDK that timed out and retried had each abandoned try stored as an answered turn
+    (three turns for one question nobody was answered), where a stream left half-way stores none."""
+    body = {"model": "fault-timeout", "max_tokens": 10, "messages": _ask()}  # the upstream takes 3 s
+    headers = {"anthropic-version": "2023-06-01", "X-Ctxbudget-Session": "left-early"}
+    store = tmp_path / "left.db"
+    with gateway_over_fake(store, timeout_seconds=10) as (_, url):
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(url + "/v1/messages", json=body, headers=headers, timeout=1)
+        deadline = time.monotonic() + 30
+        while 'route="/v1/messages"' not in httpx.get(url + "/metrics").text:  # until it was handled
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert 'outcome="client_disconnected"' in httpx.get(url + "/metrics").text
+        assert "left-early" not in SQLiteStore(store).names()
+        answered = httpx.post(url + "/v1/messages", json=body, headers=headers, timeout=10)
+        assert answered.status_code == 200 and len(SQLiteStore(store).turns("left-early")) == 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -65,10 +65,20 @@ async def upstream_failure(provider: Provider, gateway: Gateway, response: httpx
     return Response(body, status_code=status, headers=headers, media_type="application/json")
 
 
+class ClientGone(Exception):
+    """The client left before its whole answer came: it is not stored (nobody received it)."""
+
+
 async def complete(
-    gateway: Gateway, provider: Provider, prepared: Prepared, upstream: httpx.Response
+    gateway: Gateway,
+    provider: Provider,
+    prepared: Prepared,
+    upstream: httpx.Response,
+    gone: Callable[[], Awaitable[bool]] | None = None,
 ) -> Response:
-    """A whole (non-streamed) answer, recorded, then passed to the client with its headers."""
+    """A whole (non-streamed) answer, recorded, then passed to the client with its headers;
+    :class:`ClientGone` when ``gone`` says the client left meanwhile (an SDK's timeout): the turn
+    is not stored, as a stream left half-way is not (its retry would be stored again)."""
     data = await gateway.read_answer(upstream)
     try:
         payload: Any = json.loads(data)
@@ -81,6 +91,9 @@ async def complete(
     usage = payload.get("usage") if isinstance(payload, dict) else None
     headers = {**passed_back(upstream.headers), **prepared.headers()}
     response = Response(data, status_code=upstream.status_code, headers=headers)  # before the turn is kept
+    if gone is not None and await gone():
+        logger.warning("session=%s client left before its answer: the turn is not stored", prepared.session)
+        raise ClientGone
     await gateway.answered(provider, prepared, answer, usage)
     return response
 

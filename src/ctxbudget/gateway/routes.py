@@ -17,7 +17,7 @@ from starlette.routing import Route
 
 from ..errors import CtxBudgetError, StoreError
 from ..session.store import SessionStore
-from .answers import complete, error_response, refused, relay, upstream_failure
+from .answers import ClientGone, complete, error_response, refused, relay, upstream_failure
 from .bodies import header_value
 from .config import GatewayConfig
 from .intake import Progress, outbound, read_json
@@ -71,7 +71,10 @@ async def _forward(
         answered_json = upstream.headers.get("content-type", "").lower().startswith("application/json")
         if ready.body.get("stream") and not answered_json:
             return relay(gateway, provider, ready.prepared, upstream, ready.usage_added), "streamed"
-        return await complete(gateway, provider, ready.prepared, upstream), "ok"
+        try:
+            return await complete(gateway, provider, ready.prepared, upstream, request.is_disconnected), "ok"
+        except ClientGone:  # nobody reads this answer
+            return Response(status_code=499), "client_disconnected"
     except BaseException:  # no answer made: its upstream connection is not left open
         await upstream.aclose()
         raise
