@@ -757,3 +757,33 @@ def test_budget_whole_documents_leave_unused_goes_to_a_component_still_cut() -> 
     assert report.tokens_after >= 2900 and used["system"] > 1800
     assert report.budgets["documents"] == used["documents"]  # what it left was handed on
     assert [i.action for i in report.items if i.component == "documents"] == ["kept", "dropped"]
+
+
+def test_on_overflow_empty_empties_when_no_plan_gets_under_the_window() -> None:
+    """When verification ran out of rounds (the smallest plan still over), on_overflow="empty"
+    raised BudgetExceeded anyway, whose message suggested on_overflow="empty"."""
+    body = {
+        "max_tokens": 51,
+        "messages": [
+            {"role": "user", "content": "the"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t0", "name": "f", "input": {"q": ""}}],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t0", "content": "the"}]},
+            {"role": "assistant", "content": "the"},
+            {"role": "user", "content": "the"},
+        ],
+        "tools": [
+            {
+                "name": "f",
+                "description": "d",
+                "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}},
+            }
+        ],
+    }
+    with pytest.raises(BudgetExceeded, match="the smallest request the plan could make needs"):
+        fit(body, model="gpt-4o", max_context_tokens=100)
+    emptied = fit(body, model="gpt-4o", max_context_tokens=100, on_overflow="empty")
+    assert emptied.report.tokens_after <= emptied.report.available_tokens
+    assert any("all four components were emptied" in w for w in emptied.report.warnings)

@@ -141,12 +141,14 @@ def _trim(ctx: FitContext, request: Mapping[str, Any], pool: int, *, on_empty: b
     claim = min(demand.question, max(0, pool))
     pool -= claim
 
-    def attempt(rest: int, kept_claim: int, needs: Mapping[Component, int] = demand.needs) -> Fitted:
+    def attempt(
+        rest: int, kept_claim: int, needs: Mapping[Component, int] = demand.needs, emptied: bool = on_empty
+    ) -> Fitted:
         shares = allocate(max(0, rest), ctx.split, needs)
         budgets = {
             c: shares[c] + demand.kept_framing[c] + (kept_claim if c == "query" else 0) for c in COMPONENTS
         }
-        plan = empty_plan(ctx) if on_empty else make_plan(ctx, budgets)
+        plan = empty_plan(ctx) if emptied else make_plan(ctx, budgets)
         out = ctx.fmt.apply(request, ctx.items, plan)
         return Fitted(
             out,
@@ -180,6 +182,18 @@ def _trim(ctx: FitContext, request: Mapping[str, Any], pool: int, *, on_empty: b
         # Boundary effects (a marker, a placeholder, a cut's rounding) went over: take back the
         # excess, more each round, so the plan converges instead of failing near the line.
         pool -= (fitted.tokens_raw - available_raw) * (round_ + 1)
+    if ctx.options.on_overflow == "empty":  # as asked: every component emptied, with a warning
+        ctx.warnings.append(
+            f"no plan got the request under the {ctx.window.available_tokens:,} tokens available: all "
+            'four components were emptied (on_overflow="empty")'
+        )
+        emptied = attempt(0, 0, emptied=True)
+        if emptied.tokens_raw > available_raw:
+            ctx.warnings.append(
+                f"the emptied request still needs {ctx.counter.scale(emptied.tokens_raw):,} tokens, "
+                f"more than the {ctx.window.available_tokens:,} available: it does not fit"
+            )
+        return emptied
     raise _still_over(ctx, fitted.tokens_raw)
 
 
