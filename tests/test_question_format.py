@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxbudget import InvalidRequestError, render_question
+from ctxbudget import InvalidRequestError, fit, render_question
 
 GOLDEN = Path(__file__).parent / "golden"
 CRLF = "\r\n"
@@ -97,3 +97,14 @@ def test_render_question_checks_the_body_as_fit_does() -> None:
         render_question({"messages": [{"role": "user", "content": "What is due?"}]})  # was ""
     with pytest.raises(InvalidRequestError, match=r"\$\.questions\[0\]\.text: .*lone surrogate"):
         render_question({"questions": [{"text": "a\ud800"}]})  # text no provider can be sent
+
+
+@pytest.mark.parametrize(("field", "value"), [("score", True), ("score", "0.95"), ("expectJson", "yes")])
+def test_a_score_or_a_flag_is_taken_as_json_writes_it(field: str, value: object) -> None:
+    """A score of true or "0.95" was read as a number (and ranked its document first), an
+    expectJson of "yes" as true."""
+    document: dict[str, object] = {"page_content": "a"}
+    body: dict[str, object] = {"questions": [{"text": "q"}], "documents": [document]}
+    (document if field == "score" else body)[field] = value
+    with pytest.raises(InvalidRequestError, match=field):
+        fit(body, model="gpt-4o")

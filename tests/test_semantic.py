@@ -174,3 +174,18 @@ def test_each_fit_asks_its_own_scorer_even_an_unhashable_one() -> None:
         == fit(_request(), passage_scorer=second, **options).request
     )
     assert (first.calls, second.calls) == (1, 1)
+
+
+def test_a_scorer_returning_an_int_past_floats_range_is_a_config_error() -> None:
+    """It raised a bare OverflowError (int too large to convert to float)."""
+    import ctxbudget
+
+    body = {"questions": [{"text": "q"}], "documents": [{"page_content": "word " * 3000}]}
+    with pytest.raises(ctxbudget.ConfigError, match="one number per passage"):
+        ctxbudget.fit(
+            body,
+            model="gpt-4o",
+            max_context_tokens=1000,
+            split_documents=True,
+            passage_scorer=lambda query, passages: [10**400] * len(passages),
+        )

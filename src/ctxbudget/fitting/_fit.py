@@ -96,7 +96,7 @@ def fit(
     - ``reserve_output_tokens``: tokens kept for the reply; by default the body's own
       ``max_tokens`` / ``max_completion_tokens`` / ``max_output_tokens``, else min(4,096, the
       model's output cap).
-    - ``budget``: percentages per component (``system``, ``question``, ``documents``, ``history``).
+    - ``budget``: percentages per component (``system``, ``query``, ``documents``, ``history``).
     - ``input_format``: the request's format (detected when None): ``question``, ``openai``,
       ``anthropic``, ``responses``; the fitted request has the same format. ``format`` is its
       former name, still accepted.

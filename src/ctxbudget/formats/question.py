@@ -13,7 +13,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationInfo, field_validator
+from pydantic import StrictBool, ValidationInfo, field_validator
 
 from ..errors import InvalidRequestError
 from ..items import PLACEHOLDER_TEMPLATE, Item, ItemKey, Owner, Plan, Rendering, Segment
@@ -43,6 +43,14 @@ class _Document(OpenModel):
     score: float | None = None
     metadata: dict[str, Any] | None = None  # copied onto each passage of a split document
 
+    @field_validator("score", mode="before")
+    @classmethod
+    def _a_number(cls, score: Any) -> Any:
+        """A number as JSON writes it: true or "0.95" read as one ranked a document first."""
+        if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
+            raise ValueError(f"a score is a number, got {json_kind(score)}")
+        return score
+
 
 class _History(OpenModel):
     role: str
@@ -68,7 +76,7 @@ class _Question(OpenModel):
     examples: list[_Example] = []
     context: list[str] = []
     goals: list[str] = []
-    expectJson: bool = False
+    expectJson: StrictBool = False  # "yes" turned the JSON instruction on
 
     @field_validator("*", mode="before")
     @classmethod

@@ -124,7 +124,7 @@ def _checked(values: Sequence[float], expected: int) -> list[float]:
         if isinstance(values, str | bytes):  # it would iterate as characters
             raise TypeError("a string is not a sequence of scores")
         out = [float(v) for v in values]
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:  # an int past float's range too
         raise ConfigError(
             f"the passage scorer must return one number per passage, got {type(values).__name__} {values!r:.60}"
         ) from exc
