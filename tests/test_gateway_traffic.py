@@ -1278,3 +1278,14 @@ def test_a_non_streamed_answer_the_client_left_before_is_not_stored(tmp_path: Pa
         assert "left-early" not in SQLiteStore(store).names()
         answered = httpx.post(url + "/v1/messages", json=body, headers=headers, timeout=10)
         assert answered.status_code == 200 and len(SQLiteStore(store).turns("left-early")) == 1
+
+
+def test_a_responses_framing_label_does_not_keep_calibration_from_learning() -> None:
+    """Labelling the Responses framing an estimate turned calibration off for every /v1/responses
+    request (any estimated part did)."""
+    from ctxbudget.formats.responses import FRAMING_ESTIMATE
+    from ctxbudget.gateway.usage import covered_by_estimate
+
+    framing = [f"framing: {FRAMING_ESTIMATE}"]
+    assert covered_by_estimate({"input": "hi"}, framing)
+    assert not covered_by_estimate({"input": "hi"}, [*framing, "$.input[0]: content[1]: image: 765 tokens"])

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..formats.responses import FRAMING_ESTIMATE
+
 __all__ = ["Usage", "covered_by_estimate", "normalize_usage"]
 
 
@@ -93,8 +95,10 @@ def normalize_usage(api: str, usage: Any) -> Usage | None:
 
 def covered_by_estimate(request: Mapping[str, Any], estimated_parts: Any) -> bool:
     """Whether the billed input is what the estimate counts: no part counted by a rule of thumb
-    (images, PDFs) and no server tool (web search, code execution: billed inputs of their own)."""
-    if estimated_parts:
+    (images, PDFs) and no server tool (web search, code execution: billed inputs of their own).
+    A Responses body's framing, labelled an estimate for want of a published recipe, is counted
+    all the same: it does not keep a model's calibration from learning."""
+    if any(not str(part).startswith(f"framing: {FRAMING_ESTIMATE}") for part in estimated_parts or ()):
         return False
     tools = request.get("tools") or []
     return not any(
