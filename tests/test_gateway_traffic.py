@@ -1179,11 +1179,17 @@ def test_policy_mode_holds_a_reply_to_the_models_output_cap(tmp_path: Path) -> N
         body = {"model": "gpt-4o", "max_tokens": 50_000, "messages": [{"role": "user", "content": "When?"}]}
         headers = {"X-Ctxbudget-Policy": "wide", "X-Ctxbudget-Session": "wide-1"}
         answer = httpx.post(url + "/v1/chat/completions", json=body, headers=headers)
-    assert answer.status_code == 200, answer.text
-    assert fake.received[-1]["max_tokens"] == 16_384
+        assert answer.status_code == 200, answer.text
+        assert fake.received[-1]["max_tokens"] == 16_384
+        small = {**body, "max_tokens": 500}  # the client's own smaller reply: nothing capped
+        httpx.post(
+            url + "/v1/chat/completions", json=small, headers={**headers, "X-Ctxbudget-Session": "wide-2"}
+        )
     # the turn's report says why (as assemble's does)
     (turn,) = SQLiteStore(tmp_path / "w.db").turns("wide-1")
     assert any("above gpt-4o's output cap (16,384)" in w for w in turn.report["warnings"]), turn.report
+    (asked,) = SQLiteStore(tmp_path / "w.db").turns("wide-2")
+    assert not any("output cap" in w for w in asked.report["warnings"]), asked.report
 
 
 def test_a_changed_prefix_is_refused_once_not_retried_by_the_sdk(tmp_path: Path) -> None:

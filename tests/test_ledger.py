@@ -182,3 +182,15 @@ def test_a_turn_on_two_issues_folds_into_both() -> None:
     assert folded["Notice"]["turns"] == [1, 2] and folded["Notice"]["cited_exhibits"] == ["EX-04", "EX-05"]
     assert folded["Breach"]["turns"] == [1, 1]
     assert folded["Breach"]["conclusions"] == ["Therefore the record shows breach (EX-04)."]
+
+
+def test_markers_keep_their_own_endings_and_rules_may_be_lists() -> None:
+    """Whole-word markers lost "findings" and "conclusions"; a citation's range took a bullet on
+    the next line ("47:12\\n- 3 exhibits" read 47:12-3); rules given as lists raised TypeError."""
+    for answer in ("Our findings: the lease was terminated (EX-04).", "The conclusions are clear (EX-04)."):
+        assert reduce_turn(Turn(index=1, question="Q?", answer=answer))["conclusions"] == [answer]
+    bullet = "Therefore Smith admitted notice at 47:12\n- 3 exhibits (EX-1) corroborate it."
+    assert reduce_turn(Turn(index=1, question="Q?", answer=bullet))["citations"] == ["47:12"]
+    rules = LedgerRules(conclusion_markers=["therefore", "we find"])  # type: ignore[arg-type]
+    answer = "We find the lease was breached."
+    assert reduce_turn(Turn(index=1, question="Q?", answer=answer), rules)["conclusions"] == [answer]

@@ -313,6 +313,7 @@ class Preparer:
         if spec is not None:  # a reply above the model's output cap is refused by the provider
             policy, capped = within_output_cap(policy, spec)
         asked = asked_output(body)
+        capped_to = policy.max_output_tokens  # the policy's reply, held to the model's cap
         if 0 < asked < policy.max_output_tokens:  # the reply sent is the client's: its room is held
             policy = dataclasses.replace(policy, max_output_tokens=asked)
         # the server's --cost-ceiling replaces the policy's (as assemble --cost-ceiling does); a
@@ -342,7 +343,7 @@ class Preparer:
             "passed_through": False,  # re-rendered into tiers, always
             "trimmed": _cut_anything(assembly),
         }
-        if capped and not 0 < asked < policy.max_output_tokens:  # the reply sent is the capped one
+        if capped and not 0 < asked < capped_to:  # the reply sent is the capped one, not the client's
             report["warnings"] = [*assembly["warnings"], capped]
         self.metrics.decisions.labels("assembled").inc()
         covered = covered_by_estimate(body, before.get("estimated_parts"))

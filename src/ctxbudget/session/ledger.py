@@ -56,7 +56,7 @@ class LedgerRules:
     exhibit_pattern: str = r"\bEX-\d+\b"
     # a range's dash may be an en dash, with a space either side ("47:12 – 48:3"): one citation,
     # written 47:12-48:3 in the entry
-    citation_pattern: str = r"\b\d{1,4}:\d{1,2}(?:\s?[-\u2013]\s?\d{1,4}(?::\d{1,2})?)?\b"
+    citation_pattern: str = r"\b\d{1,4}:\d{1,2}(?:[ \t]?[-\u2013][ \t]?\d{1,4}(?::\d{1,2})?)?\b"
     # "Status: CONFIRMED", "status - DENIED": the word in any case, the value in capitals.
     status_pattern: str = r"(?i:\bstatus\b)\W{0,3}\s*([A-Z][A-Z_]{2,})\b"
     conclusion_markers: tuple[str, ...] = (
@@ -133,9 +133,9 @@ def _is_conclusion(sentence: str, rules: LedgerRules) -> bool:
     """A sentence with a conclusion marker that is neither filler addressed to the user nor only
     a status line (the status has its own field)."""
     lowered = sentence.lower()
-    if not _phrases(rules.conclusion_markers).search(lowered):
+    if not _phrases(tuple(rules.conclusion_markers), inflected=True).search(lowered):
         return False
-    if _phrases(rules.filler).search(lowered):
+    if _phrases(tuple(rules.filler)).search(lowered):
         return False
     status = re.search(rules.status_pattern, sentence)
     return not (status and len(sentence) - len(status.group(0)) < 8)
@@ -143,15 +143,17 @@ def _is_conclusion(sentence: str, rules: LedgerRules) -> bool:
 
 def _dashed(citation: str) -> str:
     """A citation as the entry writes it: a range's dash a hyphen, without spaces."""
-    return re.sub(r"\s*[-\u2013]\s*", "-", citation)
+    return re.sub(r"[ \t]*[-\u2013][ \t]*", "-", citation)
 
 
 @functools.lru_cache(maxsize=32)
-def _phrases(phrases: tuple[str, ...]) -> re.Pattern[str]:
-    """Any of ``phrases`` as whole words (``there is`` does not hold "here is", nor ``Levi can``
-    "i can", nor "enthusiastic" "thus"); a phrase's own punctuation is matched as written."""
+def _phrases(phrases: tuple[str, ...], inflected: bool = False) -> re.Pattern[str]:
+    """Any of ``phrases`` starting a word (``there is`` does not hold "here is", nor ``Levi can``
+    "i can", nor "enthusiastic" "thus"), and ending one unless ``inflected`` (a marker's own
+    endings: "findings", "conclusions"); a phrase's own punctuation is matched as written."""
     words = [re.escape(p.strip()) for p in phrases if p.strip()]
-    return re.compile(r"(?<!\w)(?:" + "|".join(words) + r")(?!\w)" if words else r"(?!)")  # none: never
+    end = r"\w*" if inflected else r"(?!\w)"
+    return re.compile(r"(?<!\w)(?:" + "|".join(words) + r")" + end if words else r"(?!)")  # none: never
 
 
 def _conclusions(answer: str, rules: LedgerRules) -> list[str]:
