@@ -116,7 +116,9 @@ def test_models_json_lists_the_catalog() -> None:
     # an alias that is also an id never applies unscoped (gpt-4o-2024-05-13 is its own entry, at
     # twice gpt-4o's prices): it was listed as gpt-4o's
     ids = {m["id"].lower() for m in payload["models"]}
-    assert "gpt-4o-2024-05-13" in ids and not ids & {a.lower() for a in payload["aliases"]}
+    assert "gpt-4o-2024-05-13" in ids and "gpt-4o-2024-05-13" not in payload["aliases"]
+    # and one that is another provider's id but resolves by the alias (openai's own) is listed
+    assert payload["aliases"]["gpt-4-1106-preview"] == "gpt-4-turbo" and "gpt-4-1106-preview" in ids
 
 
 def test_catalog_env_var(tmp_path: Path) -> None:

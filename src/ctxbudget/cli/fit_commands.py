@@ -255,13 +255,12 @@ def models_command(as_json: bool, catalogs: tuple[str, ...], words: tuple[str, .
             )
             return
         if as_json:
-            ids = {model_id.lower() for _, model_id in catalog.models.keys}
-            aliases = {  # an alias that is also a model's id never applies unscoped: the id wins
+            aliases = {  # each as a client sending it gets it: an alias another entry's id wins over is left out
                 k: v[0][0]
                 for k, v in sorted(catalog.aliases.items())
                 if v
-                and k.lower() not in ids
                 and (not words or _matches(k, words[0]) or _matches(v[0][0], words[0]))
+                and _applies(catalog, k, v[0][0])
             }
             click.echo(json.dumps({"models": [_model_row(m) for m in models], "aliases": aliases}, indent=2))
             return
@@ -269,6 +268,13 @@ def models_command(as_json: bool, catalogs: tuple[str, ...], words: tuple[str, .
             click.echo(line)
 
     run_action(action)
+
+
+def _applies(catalog: Catalog, alias: str, target: str) -> bool:
+    """Whether ``alias`` sent unscoped resolves to its ``target`` (gpt-4o-2024-05-13, an alias of
+    one provider's gpt-4o, is another's own entry at twice the price: the entry wins)."""
+    spec = catalog.find_model(alias)
+    return spec is not None and spec.id.lower() == target.lower()
 
 
 def _matches(model_id: str, pattern: str) -> bool:
