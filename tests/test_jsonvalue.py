@@ -137,3 +137,9 @@ def test_the_first_value_that_is_not_json_is_the_one_named() -> None:
     with pytest.raises(InvalidRequestError) as refused:
         check_json_value({"documents": [Document(), "ok", Document()]})
     assert refused.value.path == "$.documents[0]"
+
+
+def test_a_tuple_is_named_a_tuple_not_an_array() -> None:
+    """ "expected a list of messages, got an array" contradicted itself for a Python tuple."""
+    with pytest.raises(InvalidRequestError, match=r"got a tuple \(give a list\)"):
+        fit({"messages": ({"role": "user", "content": "hi"},)}, model="gpt-4o")

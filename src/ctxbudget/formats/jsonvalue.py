@@ -44,7 +44,9 @@ def json_kind(value: object) -> str:
         return "null"
     if isinstance(value, bool):
         return "a boolean"
-    for kinds, name in (((list, tuple), "an array"), (str, "a string"), ((int, float), "a number")):
+    if isinstance(value, tuple):  # not what JSON decoding gives: a list is its array
+        return "a tuple (give a list)"
+    for kinds, name in ((list, "an array"), (str, "a string"), ((int, float), "a number")):
         if isinstance(value, kinds):
             return name
     return f"a {type(value).__name__}"
