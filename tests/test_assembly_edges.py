@@ -390,3 +390,13 @@ def test_a_tier_over_its_ceiling_says_the_ceiling_the_policy_wrote(eviction: str
     with pytest.raises(BudgetExceeded) as refused:
         assemble(request, policy=policy, model="claude-sonnet-4-5")
     assert refused.value.available_tokens == 4000 and "only 4,000 are available" in str(refused.value)
+
+
+@pytest.mark.parametrize("tier", [1.0, True])
+def test_a_tier_given_as_a_float_or_a_boolean_is_told_what_a_tier_is(tier: object) -> None:
+    """It was told "Input should be a valid string", though an index is a tier too."""
+    request = {"items": [{"id": "a", "tier": tier, "kind": "evidence", "text": "x"}]}
+    with pytest.raises(
+        InvalidRequestError, match=r"\$\.items\[0\]\.tier: a tier is a name or a whole-number index"
+    ):
+        assemble(request, policy="legal-review", model="claude-sonnet-4-5")

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator, model_validator
 
 from ..errors import InvalidRequestError
 from ..formats import detect_format, get_format
@@ -66,6 +66,14 @@ class _Item(BaseModel):
     supersedes: str | None = None
     group: str | None = None
     metadata: dict[str, Any] = {}
+
+    @field_validator("tier", mode="before")
+    @classmethod
+    def _a_tier(cls, tier: Any) -> Any:
+        """A name or a whole-number index: 1.0 or true was told "Input should be a valid string"."""
+        if tier is not None and (isinstance(tier, bool) or not isinstance(tier, str | int)):
+            raise ValueError("a tier is a name or a whole-number index")
+        return tier
 
     @model_validator(mode="after")
     def _has_text(self) -> _Item:
