@@ -236,3 +236,16 @@ def test_a_compressed_body_is_refused_as_the_served_gateway_refuses_it() -> None
         )
     assert refused.status_code == 415 and refused.json()["error"]["code"] == "unsupported_content_encoding"
     assert fake.received == []
+
+
+def test_the_last_reports_warnings_name_the_transports_options() -> None:
+    """An unknown id's warning said "set max_context_tokens= or add the model with
+    catalog=load_catalog(FILE)": the library's arguments, not the transport's."""
+    fake = FakeUpstream()
+    transport = _transport(unknown_model="floor")
+    with Served(fake.app) as upstream:
+        _gpt(upstream.url, transport).chat.completions.create(
+            model="house-llm-1", messages=[{"role": "user", "content": "hi"}]
+        )
+    warnings = " ".join((transport.last_report or {})["warnings"])
+    assert "FittingTransport(catalog_paths=[FILE])" in warnings and "load_catalog" not in warnings

@@ -35,7 +35,7 @@ from .config import GatewayConfig
 from .intake import INLINE_BYTES, Progress, check_coding, first_pass
 from .prepared import Prepared
 from .providers import ANTHROPIC, OPENAI, RESPONSES, Provider
-from .refusals import Refusal
+from .refusals import Refusal, with_settings
 from .service import Gateway
 from .settings import HEADER_PREFIX
 
@@ -58,6 +58,15 @@ TRANSPORT_WORDS = (
         "(a FittingTransport fits requests; policies are ctxbudget serve's: --allow-policy NAME)",
     ),
 )
+
+
+def _in_transport_words(report: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The report as this transport's caller reads it: its warnings name the transport's options
+    (an unknown id's warning said `set max_context_tokens=`, a library argument)."""
+    warnings = report.get("warnings")
+    if not warnings:
+        return report
+    return {**report, "warnings": [reworded(with_settings(str(w)), TRANSPORT_WORDS) for w in warnings]}
 
 
 class _Decider:
@@ -86,7 +95,7 @@ class _Decider:
         except Refusal as refusal:
             return _refused(provider, refusal, request)
         with self._lock:
-            self.last_report = ready.prepared.report
+            self.last_report = _in_transport_words(ready.prepared.report)
         kept = [(k, v) for k, v in request.headers.multi_items() if not _dropped(k)]
         content = json.dumps(ready.prepared.body).encode("utf-8")
         outgoing: httpx.Request = _module(request).Request(
