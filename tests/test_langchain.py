@@ -329,3 +329,30 @@ def test_a_bad_message_is_named_by_its_index_in_the_list_given() -> None:
     with pytest.raises(ctxbudget.InvalidRequestError) as refused:
         fit_messages(messages, model="gpt-4o", max_tokens=1000)
     assert refused.value.path == "messages[2].role"  # not the converted body's $.messages[4]
+
+
+def test_a_bad_block_is_named_at_its_index_in_the_message_given() -> None:
+    """A HumanMessage's tool results become tool messages: the bad block, content[3] of the message
+    given, was named content[1] (its index in the converted user message), with a class name."""
+    messages = [
+        HumanMessage("q"),
+        AIMessage(
+            content=[
+                {"type": "tool_use", "id": "t1", "name": "s", "input": {}},
+                {"type": "tool_use", "id": "t2", "name": "s", "input": {}},
+            ],
+            tool_calls=[{"name": "s", "args": {}, "id": "t1"}, {"name": "s", "args": {}, "id": "t2"}],
+        ),
+        HumanMessage(
+            content=[
+                {"type": "tool_result", "tool_use_id": "t1", "content": "a"},
+                {"type": "tool_result", "tool_use_id": "t2", "content": "b"},
+                {"type": "text", "text": "and"},
+                {"type": "image_url", "image_url": "not-a-dict"},
+            ]
+        ),
+    ]
+    with pytest.raises(ctxbudget.InvalidRequestError) as refused:
+        fit_messages(messages, model="gpt-4o", max_tokens=1000)
+    assert refused.value.path == "messages[2].content[3].image_url"
+    assert "instance of" not in str(refused.value)

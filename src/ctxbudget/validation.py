@@ -22,6 +22,9 @@ def json_path(location: tuple[int | str, ...]) -> str:
 _NOT_IN_JSON = re.compile(r"^(str|int|float|bool|none|(list|dict|tuple)\[.*\]|_\w+|function-.*)$")
 
 
+_INSTANCE_OF = re.compile(r" or instance of \w+")
+
+
 def first_error(error: ValidationError) -> tuple[str, str, object]:
     """The most specific error's JSON path, message and offending input: where a union failed
     every branch, the branch that got deepest into the value says best what is wrong."""
@@ -36,4 +39,6 @@ def first_error(error: ValidationError) -> tuple[str, str, object]:
     )
     location = tuple(p for p in deepest["loc"] if not (isinstance(p, str) and _NOT_IN_JSON.match(p)))
     message = str(deepest["msg"]).removeprefix("Value error, ")  # our own validators' messages
+    # "a valid dictionary or instance of _ImageURL": the class is ours, not the client's
+    message = _INSTANCE_OF.sub("", message)
     return json_path(location), message, deepest.get("input")

@@ -79,6 +79,9 @@ class _Chat:
     owner: tuple[int, ...]
     units: tuple[tuple[int, ...], ...]
     always: frozenset[tuple[int, ...]]
+    # for each converted message whose content is a list: the index in the given message's content
+    # of each of its parts (a HumanMessage's tool results become tool messages, the rest a user one)
+    parts: tuple[tuple[int, ...] | None, ...] = ()
 
     def body(self, keep: set[int] | None = None) -> dict[str, Any]:
         """The chat body of the messages in ``keep`` (all when None)."""
@@ -182,6 +185,7 @@ def _chat_of(messages: Sequence[BaseMessage], model: str) -> _Chat:
         raise InvalidRequestError("there are no messages to fit", "messages")
     converted: list[dict[str, Any]] = []
     owner: list[int] = []
+    parts: list[tuple[int, ...] | None] = []
     for i, message in enumerate(messages):
         if not isinstance(message, BaseMessage):
             raise InvalidRequestError(
@@ -195,13 +199,14 @@ def _chat_of(messages: Sequence[BaseMessage], model: str) -> _Chat:
             raise InvalidRequestError("the message converts to no chat message", f"messages[{i}]")
         converted.extend(dicts)
         owner.extend([i] * len(dicts))
-    chat = _Chat(model, tuple(converted), tuple(owner), (), frozenset())
+        parts.extend(_given_parts(message, d) for d in dicts)
+    chat = _Chat(model, tuple(converted), tuple(owner), (), frozenset(), tuple(parts))
     try:
         items = get_format("openai").parse(chat.body())
     except InvalidRequestError as exc:  # named by the message given, not the converted one
         raise InvalidRequestError(exc.reason, _given_path(exc.path, chat)) from None
     units = _units(items, chat.owner)
-    return _Chat(model, chat.converted, chat.owner, units, _always(items, chat.owner, units))
+    return _Chat(model, chat.converted, chat.owner, units, _always(items, chat.owner, units), chat.parts)
 
 
 def _position(item: Item) -> int:
@@ -336,7 +341,27 @@ def _roles(chat: _Chat, index: int) -> str:
     return "+".join(dict.fromkeys(roles))
 
 
+def _given_parts(message: BaseMessage, converted: Mapping[str, Any]) -> tuple[int, ...] | None:
+    """Where each part of ``converted``'s content list stands in ``message``'s content: its parts
+    that are not tool calls or results, in order (None when they do not line up one to one)."""
+    given, content = message.content, converted.get("content")
+    if not (isinstance(given, list) and isinstance(content, list)):
+        return None
+    kept = tuple(
+        i
+        for i, p in enumerate(given)
+        if not (isinstance(p, dict) and p.get("type") in ("tool_result", "tool_use"))
+    )
+    return kept if len(kept) == len(content) else None
+
+
 def _given_path(path: str, chat: _Chat) -> str:
-    """A JSON path into the converted body (``$.messages[4].role``) as the message given it
-    names (``messages[2].role``)."""
+    """A JSON path into the converted body (``$.messages[4].content[1]``) as the message given it
+    names (``messages[2].content[3]``: a block's index in the content given, when it is known)."""
+    found = re.match(r"\$\.messages\[(\d+)\]\.content\[(\d+)\]", path)
+    if found and int(found.group(1)) < len(chat.parts):
+        known = chat.parts[int(found.group(1))]
+        part = int(found.group(2))
+        if known is not None and part < len(known):
+            path = f"{path[: found.start(2)]}{known[part]}{path[found.end(2) :]}"
     return re.sub(r"\$\.messages\[(\d+)\]", lambda m: f"messages[{chat.owner[int(m.group(1))]}]", path)
