@@ -278,6 +278,33 @@ def test_after_a_commit_failed_the_store_serves_again_only_once_it_takes_a_write
     assert pings == ["write", "write", "read"]
 
 
+def test_a_failure_after_a_passed_check_is_not_answered_by_that_check() -> None:
+    """/healthz said "ok" for its cached round trip after a commit found the store file removed,
+    and the next request went upstream (billed) for its answer to be withheld."""
+    import asyncio
+
+    from ctxbudget.gateway.metrics import Metrics
+    from ctxbudget.gateway.storehealth import StoreHealth
+
+    removed = [False]
+
+    def ping() -> None:
+        if removed[0]:
+            raise StoreError("s.db", "was removed or replaced while it was open", "put it back")
+
+    async def run() -> tuple[StoreError | None, StoreError | None]:
+        health = StoreHealth(Metrics(), ping, "s.db")
+        before = await health.probe()
+        removed[0] = True
+        health.failed(
+            StoreError("s.db", "was removed or replaced while it was open", "put it back"), "commit"
+        )
+        return before, await health.probe()
+
+    before, after = asyncio.run(run())
+    assert before is None and after is not None and "removed" in str(after)
+
+
 class SlowlyUnreachableStore(SwitchedStore):
     """While down, each operation waits out a connection timeout (0.5 s) and then fails as an
     unreachable server's does."""

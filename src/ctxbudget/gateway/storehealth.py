@@ -67,6 +67,8 @@ class StoreHealth:
         if self.up:
             logger.error("the session store failed: %s", exc)
         self.up, self.last_failure = False, exc
+        if self._probe is not None and self._probe.done():  # its "ok" is older than this failure
+            self._probe = None
         self.commit_failed = self.commit_failed or operation == "commit"
         self.metrics.store_up.set(0)
         self.metrics.store_errors.labels(operation).inc()
