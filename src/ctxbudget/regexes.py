@@ -48,9 +48,8 @@ def repeats_a_repetition(pattern: str) -> bool:
     whose characters overlap (``\\w*\\w*X``: 11 s on 3,000 characters; ``\\d+\\s*`` is fine).
     Conservative (``(foo|bar)*`` is refused too, though its
     alternatives never overlap); possessive repeats and atomic groups never backtrack into
-    themselves, so they are safe."""
-    parsed = _sre.parse(pattern)
-    return _nested(parsed) or _adjacent(parsed)
+    themselves, so they are safe. :func:`slow_pattern_hint` says which of these it is."""
+    return slow_pattern_hint(pattern) is not None
 
 
 def _nested(parsed: Any, inside: bool = False, counted: bool = False, exponential_only: bool = False) -> bool:
@@ -95,8 +94,6 @@ def _adjacent(parsed: Any) -> bool:
     for op, value in _flat(parsed):
         matched = _unbounded_chars(op, value)
         if matched is not None and matched & before:
-            return True
-        if op == _sre_c.SUBPATTERN and _adjacent(value[-1]):
             return True
         if op == _sre_c.BRANCH and any(_adjacent(branch) for branch in value[1]):
             return True
