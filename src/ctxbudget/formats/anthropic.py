@@ -32,7 +32,7 @@ from .chat import (
     with_content_text,
 )
 from .detection import is_anthropic
-from .media import Estimate, anthropic_document_tokens, anthropic_image_tokens, image_size, inline_bytes
+from .media import anthropic_block_estimate
 
 __all__ = ["AnthropicFormat", "block_tokens"]
 
@@ -130,23 +130,12 @@ def _tool_groups(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     return groups
 
 
-def _media_estimate(block: Mapping[str, Any]) -> Estimate | None:
-    """Images by Anthropic's area rule; PDF documents by pages (text documents are counted as text)."""
-    source = block.get("source")
-    if block.get("type") == "image":
-        data = inline_bytes(source.get("data")) if isinstance(source, dict) else None
-        return anthropic_image_tokens(image_size(data) if data else None)
-    if block.get("type") == "document":
-        return anthropic_document_tokens(source)
-    return None
-
-
 def _block_chunks(
     block: Mapping[str, Any], owner: Owner, content: bool, estimated: list[tuple[Owner, str]]
 ) -> tuple[list[tuple[Segment, ...]], int]:
     """The block's texts; with ``content``, its texts (see :func:`text_locations`) are the item's
     trimmable text. Images and PDFs add an estimate to ``estimated``."""
-    estimate = _media_estimate(block)
+    estimate = anthropic_block_estimate(block)
     if estimate is not None:
         estimated.append((owner, f"{block.get('type')}: {estimate.how}: {estimate.tokens:,} tokens"))
         return [], estimate.tokens

@@ -18,10 +18,13 @@ import binascii
 import math
 import re
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "Estimate",
+    "anthropic_block_estimate",
     "anthropic_document_tokens",
     "anthropic_image_tokens",
     "image_size",
@@ -177,3 +180,15 @@ def anthropic_document_tokens(source: object) -> Estimate | None:
         return None
     data = inline_bytes(source.get("data")) if source.get("type") == "base64" else None
     return pdf_tokens(data, "document by URL or file")
+
+
+def anthropic_block_estimate(block: Mapping[str, Any]) -> Estimate | None:
+    """An Anthropic image block by the area rule, a PDF document block by its pages; None for any
+    other block (a text document is counted as text)."""
+    source = block.get("source")
+    if block.get("type") == "image":
+        data = inline_bytes(source.get("data")) if isinstance(source, dict) else None
+        return anthropic_image_tokens(image_size(data) if data else None)
+    if block.get("type") == "document":
+        return anthropic_document_tokens(source)
+    return None

@@ -27,8 +27,7 @@ from .chat import (
 from .detection import is_openai
 from .media import (
     Estimate,
-    anthropic_document_tokens,
-    anthropic_image_tokens,
+    anthropic_block_estimate,
     image_size,
     inline_bytes,
     openai_image_tokens,
@@ -120,12 +119,8 @@ def _part_estimate(part: Mapping[str, Any]) -> Estimate | None:
     file = part.get("file")
     if kind == "file" and isinstance(file, dict):  # a PDF: its text and a page image each
         return pdf_tokens(inline_bytes(file.get("file_data")), "file by id")
-    source = part.get("source")
-    if kind == "image" and isinstance(source, dict):
-        data = inline_bytes(source.get("data"))
-        return anthropic_image_tokens(image_size(data) if data else None)
-    if kind == "document" and (pdf := anthropic_document_tokens(source)) is not None:
-        return pdf
+    if isinstance(part.get("source"), dict) and (block := anthropic_block_estimate(part)) is not None:
+        return block
     if kind in ("input_audio", "image_url", "file"):
         return Estimate(IMAGE_LOW_DETAIL, f"{kind}: counted at 85 tokens")
     return None
