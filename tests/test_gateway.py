@@ -501,3 +501,44 @@ def test_the_served_gateway_never_logs_an_upstream_url_with_its_query(
         )
         logging.getLogger("ctxbudget.gateway").info("request=1 status=200")
     assert "sk-SECRET" not in caplog.text and "request=1" in caplog.text
+
+
+def test_a_session_started_by_session_new_is_not_given_chat_turns(stack: tuple[FakeUpstream, str, Path]) -> None:
+    from ctxbudget.session import Session
+
+    fake, url, store = stack
+    Session.create(SQLiteStore(store), "matter-7", policy="legal-review", model="claude-sonnet-4-5", base={})
+    client = _anthropic(url, **{"X-Ctxbudget-Session": "matter-7"})
+    with pytest.raises(anthropic.ConflictError) as info:  # 409, told not to retry: sent once
+        client.messages.create(
+            model="claude-sonnet-4-6", max_tokens=50, messages=[{"role": "user", "content": "When?"}]
+        )
+    assert "`session new`" in info.value.message and "legal-review" in info.value.message
+    assert info.value.response.headers["x-should-retry"] == "false"
+    assert fake.received == []  # refused before it was sent
+    # the policy's session goes on as it was, and a session of the gateway's own still records
+    prepared, turn = Session(SQLiteStore(store), "matter-7").add("Was notice given?", answer="Yes.")
+    assert turn.index == 1
+    _anthropic(url, **{"X-Ctxbudget-Session": "chat-7"}).messages.create(
+        model="claude-sonnet-4-6", max_tokens=50, messages=[{"role": "user", "content": "When?"}]
+    )
+    assert [t.index for t in SQLiteStore(store).turns("chat-7")] == [1]
+    assert [t.question for t in SQLiteStore(store).turns("matter-7")] == ["Was notice given?"]
+
+
+def test_session_kinds_read_a_name_until_it_exists_then_remember_it(tmp_path: Path) -> None:
+    from ctxbudget.gateway.memory import SessionKinds
+    from ctxbudget.session import Session, SessionMeta
+    from ctxbudget.session.store import GATEWAY_RECORDED
+
+    store = SQLiteStore(tmp_path / "k.db")
+    up = [True]
+    kinds = SessionKinds(store, 8, lambda: up[0])
+    assert kinds.foreign_policy("matter-7") is None  # no such session yet: read again next time
+    Session.create(store, "matter-7", policy="legal-review", model="claude-sonnet-4-5", base={})
+    assert kinds.foreign_policy("matter-7") == "legal-review"  # `session new` took the name since
+    store.create(SessionMeta(name="chat-1", policy=GATEWAY_RECORDED, model="gpt-4o", base={}))
+    assert kinds.foreign_policy("chat-1") is None
+    up[0] = False  # a store known to be down is not asked; what was read stands
+    Session.create(store, "matter-8", policy="legal-review", model="claude-sonnet-4-5", base={})
+    assert kinds.foreign_policy("matter-7") == "legal-review" and kinds.foreign_policy("matter-8") is None

@@ -36,6 +36,8 @@ def test_create_meta_names_and_a_duplicate(store: SessionStore) -> None:
         store.create(META)
     with pytest.raises(ConfigError, match=r"no session 'zzz' in .*; sessions: B, a"):
         store.meta("zzz")
+    assert store.policy_of("a") == "legal-review" and store.policy_of("B") == "p"
+    assert store.policy_of("zzz") is None  # read alone: no list of the known names
     assert store.schema_version() == 2
 
 

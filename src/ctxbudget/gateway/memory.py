@@ -13,11 +13,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import StoreError
-from ..session.store import SessionStore
+from ..session.store import GATEWAY_RECORDED, SessionStore
 from .caching import ConversationState, state_of
 from .prepared import Prepared, for_next_turn
 
-__all__ = ["Bounded", "TurnMemory"]
+__all__ = ["Bounded", "SessionKinds", "TurnMemory"]
 
 
 class Bounded(OrderedDict[str, Any]):
@@ -90,3 +90,28 @@ class TurnMemory:
         if prepared.next_turn is not None and index is not None:
             key, state = prepared.next_turn
             self.previous.put(key, (index, state))
+
+
+class SessionKinds:
+    """Whose each named session is: the gateway's own (created by the first turn it recorded), or
+    one that ``session new`` started under a policy, whose turns ``session add`` appends. The
+    gateway records no chat turn in the latter: a turn it appended there broke the session's next
+    ``session add``. A session's kind never changes (sessions are not deleted), so each name is
+    read from the store once; a name not in the store yet is read again next time."""
+
+    def __init__(self, store: SessionStore, limit: int, store_up: Callable[[], bool] = lambda: True) -> None:
+        self.store = store
+        self.kinds = Bounded(limit)  # name -> the policy it was created under
+        self.store_up = store_up
+
+    def foreign_policy(self, session: str) -> str | None:
+        """The policy ``session`` was started under when it is not the gateway's; None when it is,
+        when there is no such session yet, or when the store cannot say now (down, or a failed
+        read: the turn's commit answers for the store then)."""
+        policy = self.kinds.get(session)
+        if policy is None and self.store_up():
+            with contextlib.suppress(StoreError):
+                policy = self.store.policy_of(session)
+            if policy is not None:
+                self.kinds.put(session, policy)
+        return policy if policy is not None and policy != GATEWAY_RECORDED else None

@@ -34,12 +34,12 @@ from .bodies import (
 )
 from .caching import ConversationState, cache_turn
 from .calibration import Calibration
-from .memory import TurnMemory
+from .memory import SessionKinds, TurnMemory
 from .metrics import Metrics
 from .prepared import Prepared, build_prepared, for_next_turn
 from .pricing import ceiling_refusal, estimate_usd, window_budget
 from .providers import Provider
-from .refusals import Refusal, refusal_as, refusal_for, unknown_model
+from .refusals import NO_RETRY, Refusal, refusal_as, refusal_for, unknown_model
 from .settings import RequestSettings
 from .usage import covered_by_estimate
 
@@ -108,6 +108,7 @@ class Preparer:
         policies: Mapping[str, Policy],
         store: SessionStore,
         memory: TurnMemory,
+        kinds: SessionKinds,
         unknown_model: Literal["error", "floor"],
         low_water: float | None = None,
         server_ceiling: bool = False,
@@ -118,6 +119,7 @@ class Preparer:
         self.policies = policies
         self.store = store
         self.memory = memory
+        self.kinds = kinds
         self.unknown_model = unknown_model
         self.low_water = low_water  # None: no conversation caching (the system prompt's mark only)
         self.server_ceiling = server_ceiling  # the server set --cost-ceiling: it replaces a policy's
@@ -169,6 +171,7 @@ class Preparer:
                     "send this request to /v1/chat/completions, or without a policy"
                 )
                 raise Refusal(400, message, "invalid_request")
+            self._recordable(session)
             if settings.policy is not None:
                 return self._assemble(provider, body, session, model, settings)
             return self._fit(provider, body, session, model, settings, exact_factor)
@@ -176,6 +179,19 @@ class Preparer:
             if refusal.counted:
                 self.metrics.decisions.labels("refused").inc()
             raise
+
+    def _recordable(self, session: str) -> None:
+        """Refused before it is sent: a turn for a session that ``session new`` started under a
+        policy (:class:`.memory.SessionKinds`), where its answer could not be recorded."""
+        policy = self.kinds.foreign_policy(session)
+        if policy is not None:
+            message = (
+                f"ctxbudget: session {session!r} was started by `session new` under the policy "
+                f"{policy!r}: its turns are added by `session add`, and the gateway records the chat "
+                f"turns it answers in sessions of its own; name another session in X-Ctxbudget-Session. "
+                "Nothing was sent upstream"
+            )
+            raise Refusal(409, message, "session_conflict", NO_RETRY)
 
     # ---- fit ---------------------------------------------------------------------------------
     def _fit(

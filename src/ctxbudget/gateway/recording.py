@@ -25,6 +25,7 @@ from ..errors import ConfigError, StoreError, StoreUnavailable
 from ..session.store import GATEWAY_RECORDED, SessionMeta, SessionStore
 from ..session.turns import Turn
 from .calibration import Calibration
+from .memory import SessionKinds
 from .metrics import Metrics
 from .prepared import Prepared
 from .pricing import actual_cost_usd, rounded
@@ -62,6 +63,7 @@ class Recorder:
         calibration: Calibration,
         metrics: Metrics,
         writer: TurnWriter,
+        kinds: SessionKinds,
         reached_since: Callable[[float], bool] = lambda _at: True,
     ) -> None:
         self.catalog = catalog
@@ -69,6 +71,7 @@ class Recorder:
         self.calibration = calibration
         self.metrics = metrics
         self.writer = writer
+        self.kinds = kinds  # whose each session is: the gateway's own, or a policy's
         self.reached_since = reached_since  # whether the store served after a (monotonic) time
         # when a commit last found the store's server unreachable, and what it raised
         self._unreached: tuple[float, StoreUnavailable] | None = None
@@ -140,6 +143,13 @@ class Recorder:
                 self.store.create(
                     SessionMeta(name=prepared.session, policy=GATEWAY_RECORDED, model=prepared.model, base={})
                 )
+        # checked before the turn was sent, unless the store could not say then, or `session new`
+        # took the name since: a policy's session never gets a chat turn
+        policy = self.kinds.foreign_policy(prepared.session)
+        if policy is not None:
+            raise ConfigError(
+                f"session {prepared.session!r} is a session of the policy {policy!r} (`session new`)"
+            )
         turn = Turn(
             index=index,
             question=prepared.question,

@@ -22,7 +22,7 @@ from ..session import connect_store
 from ..session.store import SessionStore
 from .calibration import Calibration
 from .config import GatewayConfig
-from .memory import TurnMemory
+from .memory import SessionKinds, TurnMemory
 from .metrics import Metrics
 from .prepared import Prepared
 from .preparing import Preparer
@@ -66,6 +66,7 @@ class Gateway:
         self.client = httpx.AsyncClient(timeout=timeout, transport=transport, limits=limits)
         # Per-session state (the previous turn's) is bounded: the oldest sessions are forgotten.
         self.memory = TurnMemory(self.store, config.max_sessions_in_memory, lambda: self.health.up)
+        self.kinds = SessionKinds(self.store, config.max_sessions_in_memory, lambda: self.health.up)
         names = {config.policy, *config.allowed_policies} - {None}
         self.policies: dict[str, Policy] = {str(n): load_policy(str(n)) for n in sorted(names, key=str)}
         # what a client names an allowed policy by (its name, not a file's path on this server)
@@ -81,6 +82,7 @@ class Gateway:
             policies=self.policies,
             store=self.store,
             memory=self.memory,
+            kinds=self.kinds,
             unknown_model=config.unknown_model,
             low_water=config.low_water if config.conversation_cache else None,
             server_ceiling=config.cost_ceiling_usd is not None,
@@ -91,6 +93,7 @@ class Gateway:
             calibration=self.calibration,
             metrics=self.metrics,
             writer=self.writer,
+            kinds=self.kinds,
             reached_since=lambda at: self.health.reached_at > at,
         )
 

@@ -243,6 +243,12 @@ class PostgresStore:
             raise no_session(name, self.url, self.names())
         return SessionMeta(name=name, policy=row[0], model=row[1], base=json.loads(row[2]))
 
+    def policy_of(self, name: str) -> str | None:
+        """The policy a session was created under (None: no such session)."""
+        with self._connection() as conn:
+            row = conn.execute("SELECT policy FROM sessions WHERE name = %s", (name,)).fetchone()
+        return str(row[0]) if row is not None else None
+
     def names(self) -> list[str]:
         """Every session name, sorted."""
         with self._connection() as conn:

@@ -117,6 +117,11 @@ class SessionStore(Protocol):
         """A session's metadata; unknown names raise ConfigError listing the known ones."""
         ...
 
+    def policy_of(self, name: str) -> str | None:
+        """The policy a session was created under (None: no such session), read alone: what the
+        gateway checks before it records a turn in a session (see :attr:`SessionMeta.recorded_by_gateway`)."""
+        ...
+
     def names(self) -> list[str]:
         """Every session name, sorted."""
         ...
@@ -401,6 +406,12 @@ class SQLiteStore:
                 raise no_session(name, self.path, self.names())
             policy, model, base = rows[0]
             return SessionMeta(name=name, policy=policy, model=model, base=self._get(base))
+
+    def policy_of(self, name: str) -> str | None:
+        """The policy a session was created under (None: no such session)."""
+        with self._failures():
+            rows = self._rows("SELECT policy FROM sessions WHERE name = ?", (name,))
+            return str(rows[0][0]) if rows else None
 
     def names(self) -> list[str]:
         """Every session name, sorted."""
