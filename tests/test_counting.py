@@ -399,3 +399,25 @@ def test_fits_leaves_room_for_the_reply_the_body_asks_for() -> None:
     # an explicit window under gpt-5's input cap is what bounds it, and what the CLI names
     capped = ctxbudget.count({"messages": body["messages"]}, model="gpt-5", max_context_tokens=100)
     assert capped["available_tokens"] == 100 and capped["max_input_tokens"] == 272_000
+
+
+def test_an_openai_messages_tool_calls_are_labelled_an_estimate() -> None:
+    """Their names and arguments are counted; the framing of a call is not published: the count
+    says it is an estimate there (and only there)."""
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "EX-4"}'}}
+    body = {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "user", "content": "Find EX-4."},
+            {"role": "assistant", "content": None, "tool_calls": [call, {**call, "id": "c2"}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "EX-4: the notice letter."},
+            {"role": "tool", "tool_call_id": "c2", "content": "EX-4: the notice letter."},
+        ],
+    }
+    report = ctxbudget.fit(body, model="gpt-4o").report
+    assert report.exact is False
+    assert report.estimated_parts == (
+        "$.messages[1]: 2 tool call(s): names and arguments counted; the framing of a call is not published",
+    )
+    plain = {"model": "gpt-4o", "messages": body["messages"][:1]}
+    assert ctxbudget.fit(plain, model="gpt-4o").report.exact is True

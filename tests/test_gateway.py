@@ -503,7 +503,9 @@ def test_the_served_gateway_never_logs_an_upstream_url_with_its_query(
     assert "sk-SECRET" not in caplog.text and "request=1" in caplog.text
 
 
-def test_a_session_started_by_session_new_is_not_given_chat_turns(stack: tuple[FakeUpstream, str, Path]) -> None:
+def test_a_session_started_by_session_new_is_not_given_chat_turns(
+    stack: tuple[FakeUpstream, str, Path],
+) -> None:
     from ctxbudget.session import Session
 
     fake, url, store = stack
@@ -517,7 +519,7 @@ def test_a_session_started_by_session_new_is_not_given_chat_turns(stack: tuple[F
     assert info.value.response.headers["x-should-retry"] == "false"
     assert fake.received == []  # refused before it was sent
     # the policy's session goes on as it was, and a session of the gateway's own still records
-    prepared, turn = Session(SQLiteStore(store), "matter-7").add("Was notice given?", answer="Yes.")
+    _, turn = Session(SQLiteStore(store), "matter-7").add("Was notice given?", answer="Yes.")
     assert turn.index == 1
     _anthropic(url, **{"X-Ctxbudget-Session": "chat-7"}).messages.create(
         model="claude-sonnet-4-6", max_tokens=50, messages=[{"role": "user", "content": "When?"}]

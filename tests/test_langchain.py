@@ -103,7 +103,12 @@ def test_the_budget_is_respected_with_the_same_objects_in_order(model: str, max_
     )
     # The system prompt, the latest human message and the newest message are always kept, whole.
     assert kept[0] is messages[0] and kept[-1] is messages[-1] and kept[-2] is messages[-2]
-    assert fitted.report.exact is model.startswith("gpt")
+    # a Claude model's count is an estimate; an OpenAI model's too, for the framing of its tool calls alone
+    assert fitted.report.exact is False
+    if model.startswith("gpt"):
+        assert fitted.report.fit.estimated_parts and all(
+            "tool call(s): names and arguments counted" in part for part in fitted.report.fit.estimated_parts
+        )
 
 
 def test_a_tool_call_and_its_results_are_dropped_together() -> None:

@@ -39,6 +39,9 @@ __all__ = ["OpenAIFormat", "function_tool_chunks"]
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
 REPLY_PRIMING = 3
+# An assistant message's tool calls: their names and arguments are counted, the tokens the API
+# frames each call with are not (OpenAI publishes no recipe for them), so the count is an estimate.
+CALL_FRAMING_ESTIMATE = "names and arguments counted; the framing of a call is not published"
 IMAGE_LOW_DETAIL = 85
 # Cookbook function-definition recipe constants (o200k models; cl100k models use 10 for FUNC_INIT:
 # the rendering's `functions` carry the difference, see items.FUNCTION_INIT_EXTRA).
@@ -173,6 +176,10 @@ def _message_chunks(
         function = custom if isinstance(custom, dict) else call.get("function") or {}
         chunks.append((Segment(str(function.get("name", "")), owner),))
         chunks.append((Segment(str(function.get("input" if custom else "arguments", "")), owner),))
+    if (
+        calls
+    ):  # each call's name and arguments are counted exactly; how the API frames a call is not published
+        estimated.append((owner, f"{len(calls)} tool call(s): {CALL_FRAMING_ESTIMATE}"))
     return chunks, constant
 
 

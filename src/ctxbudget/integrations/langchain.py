@@ -42,7 +42,7 @@ class MessagesReport:
 
     ``tokens_before`` / ``tokens_after`` count the whole request (framing included) as
     :func:`ctxbudget.count` does; ``exact`` is False when that count is an estimate (a model with
-    no public tokenizer). ``available_tokens`` is ``max_tokens``, or the model's window (its input
+    no public tokenizer, or tool calls, whose framing OpenAI does not publish). ``available_tokens`` is ``max_tokens``, or the model's window (its input
     cap when it has one) when lower: a request over it could not be sent. ``reasons`` says why
     each dropped message was dropped; ``fit`` is the underlying fit's own report (its paths index
     the converted OpenAI messages).
