@@ -178,6 +178,22 @@ def test_family_rule_lands_on_the_longest_catalog_id_with_a_warning() -> None:
 
 
 @pytest.mark.parametrize(
+    ("sent", "model"),
+    [
+        ("gpt-5-pro-2025-10-06-x", "gpt-5-pro"),  # by its dated alias (was gpt-5: 12x cheaper)
+        ("gpt-4o-mini-2024-07-18-batch", "gpt-4o-mini"),  # was gpt-4o
+        ("o3-mini-2025-01-31-high", "o3-mini"),  # was o3
+        ("gpt-4o-mini:free", "gpt-4o-mini"),  # a `:` variant (was gpt-4o)
+        ("gpt-4o-mini-2024-07-18:free", "gpt-4o-mini"),
+    ],
+)
+def test_family_is_the_longest_id_or_alias_the_id_starts_with(sent: str, model: str) -> None:
+    resolution = bundled_catalog().resolve_window(sent)
+    assert (resolution.rule, resolution.catalog_id) == ("family", model)
+    assert resolution.warning is not None and repr(model) in resolution.warning
+
+
+@pytest.mark.parametrize(
     "sent",
     [
         "gpt-4.5-preview",

@@ -245,7 +245,7 @@ def _family_warning(model_id: str, found: Found) -> str | None:
         return None
     return (
         f"model {model_id!r} is not in the catalog; budgeting it as {found.spec.id!r}, the longest "
-        "catalog id it starts with (its window and prices); add it with catalog=load_catalog(FILE) if "
+        "catalog id or alias it starts with (its window and prices); add it with catalog=load_catalog(FILE) if "
         "that is wrong"
     )
 

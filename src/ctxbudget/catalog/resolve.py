@@ -13,8 +13,8 @@
 4. dated or versioned snapshot: ``-YYYYMMDD``, ``-YYYY-MM-DD``, ``@20250929`` (Vertex),
    ``-latest``, ``-v1:0`` / ``:0`` (Bedrock), ``-0613`` / ``-001`` / ``-09-2025`` are taken off;
 5. genai-prices' match rules (``starts_with``, ``contains``, ``regex``), in provider order;
-6. family: the longest catalog id that starts the id at a separator (``gpt-4o-mini-foo`` ->
-   ``gpt-4o-mini``), with a warning.
+6. family: the longest catalog id or alias (or a dated one) that starts the id at a separator
+   (``gpt-4o-mini-foo`` and ``gpt-4o-mini:free`` -> ``gpt-4o-mini``), with a warning.
 An OpenAI fine-tuned id (``ft:gpt-4o-mini-2024-07-18:org:name:id``) resolves as its base model by
 these rules: the base's window, input cap and tokenizer, but no prices (a fine-tuned model is
 billed at its own rates, which the catalog does not list).
@@ -214,15 +214,31 @@ def _snapshot(index: Index, name: str, provider: str | None, depth: int) -> Foun
 
 
 def _family(index: Index, name: str, provider: str | None) -> Found | None:
-    """The longest catalog id that starts ``name`` before a ``-`` and a word (not a version
-    number, not a different kind of model such as ``-tts`` or ``-transcribe``)."""
-    for cut in reversed([m.start() for m in re.finditer("-", name)]):
+    """The longest catalog id or alias that starts ``name`` before a ``-`` or ``:`` and a word
+    (not a version number, not a different kind of model such as ``-tts`` or ``-transcribe``):
+    ``gpt-5-pro-2025-10-06-x`` is read as ``gpt-5-pro`` by its dated alias, and
+    ``gpt-4o-mini:free`` as ``gpt-4o-mini`` (both were read as their shorter base, gpt-5 and gpt-4o,
+    at other windows, caps and prices)."""
+    for cut in reversed([m.start() for m in re.finditer("[-:]", name)]):
         suffix = name[cut + 1 :]
         if not suffix or suffix[0].isdigit() or _OTHER_KINDS.search(suffix):
             continue
-        spec = _pick(index.by_id.get(name[:cut], ()), provider)
+        head = name[:cut]
+        spec = _pick(index.by_id.get(head, ()), provider)
         if spec is not None:
             return _step("family", f"{name} starts with {spec.id}", spec)
+        inner = _alias(index, head, provider) or _stripped(index, head, provider)
+        if inner is not None:
+            return _then("family", f"{name} starts with {head}", inner)
+    return None
+
+
+def _stripped(index: Index, name: str, provider: str | None) -> Found | None:
+    """``name``'s id or alias once its snapshot suffixes are taken off (``-2025-10-06``)."""
+    for stripped, suffix in _strip_steps(name):
+        inner = _exact(index, stripped, provider) or _alias(index, stripped, provider)
+        if inner is not None:
+            return _then("snapshot", suffix, inner)
     return None
 
 
