@@ -14,7 +14,7 @@ from ctxbudget.items import Cut, Item
 from ctxbudget.trim import bm25
 from ctxbudget.trim.bm25 import bm25_from_profile, bm25_scores, term_profile
 from ctxbudget.trim.history import select_history
-from ctxbudget.trim.shares import proportional_shares
+from ctxbudget.trim.shares import proportional_shares, shares_keeping_short
 
 
 def _messages(n: int, groups: dict[int, int] | None = None) -> list[Item]:
@@ -89,6 +89,24 @@ def test_shares_never_exceed_the_budget_or_an_entry(budget: int, sizes: list[int
     assert all(0 <= s <= size for s, size in zip(shares, sizes, strict=True))
     if sum(sizes) > budget > 0:
         assert sum(shares) == budget
+
+
+@given(st.integers(0, 10_000), st.lists(st.integers(0, 5_000), max_size=8))
+def test_shares_keeping_short_spend_the_budget_and_keep_short_entries_whole(
+    budget: int, sizes: list[int]
+) -> None:
+    shares = shares_keeping_short(budget, sizes)
+    assert all(0 <= s <= size for s, size in zip(shares, sizes, strict=True))
+    if sum(sizes) <= budget:
+        assert shares == sizes
+        return
+    assert sum(shares) == max(budget, 0)
+    # an entry no larger than an equal share of the budget is never cut
+    assert all(s == size for s, size in zip(shares, sizes, strict=True) if size * len(sizes) <= budget)
+    # the entries cut share what the whole ones leave in proportion to their sizes
+    cut = [i for i, (s, size) in enumerate(zip(shares, sizes, strict=True)) if s < size]
+    left = budget - sum(size for s, size in zip(shares, sizes, strict=True) if s == size and size)
+    assert [shares[i] for i in cut] == proportional_shares(left, [sizes[i] for i in cut])
 
 
 @given(

@@ -108,3 +108,20 @@ def test_a_score_or_a_flag_is_taken_as_json_writes_it(field: str, value: object)
     (document if field == "score" else body)[field] = value
     with pytest.raises(InvalidRequestError, match=field):
         fit(body, model="gpt-4o")
+
+
+def test_a_short_question_after_a_long_pasted_one_is_kept_whole() -> None:
+    pasted = "The supplier shipped lot 44 late and the buyer wrote about it. " * 300
+    body = {
+        "questions": [
+            {"text": "Read this correspondence: " + pasted},
+            {"text": "Who signed the notice letter?"},
+        ],
+        "documents": [
+            {"page_content": "Exhibit EX-17 is the notice letter of March 9, signed by Ms. Okafor."}
+        ],
+    }
+    result = fit(body, model="gpt-4o", max_context_tokens=4000)
+    assert result.request["questions"][1]["text"] == "Who signed the notice letter?"  # was "Who signed"
+    first = result.report.items[0]
+    assert first.action == "truncated" and result.report.tokens_after <= 4000

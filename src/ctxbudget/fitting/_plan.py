@@ -16,7 +16,7 @@ from ..items import COMPONENTS, PIECE_SEP, PLACEHOLDER_TEMPLATE, Component, Cut,
 from ..trim.documents import select_documents
 from ..trim.history import select_history
 from ..trim.messages import cut_message
-from ..trim.shares import proportional_shares
+from ..trim.shares import shares_keeping_short
 from ..trim.split import split_documents
 from ..trim.steps import Steps
 from ..trim.text import PiecesSpan, TextSpan, truncate_text
@@ -157,12 +157,13 @@ def _plan_documents(ctx: FitContext, budget: int, *, split: bool) -> _DocumentPl
 def _shared_texts(
     ctx: FitContext, component: Component, budget: int, droppable: bool
 ) -> dict[ItemKey, Decision]:
-    """The component's texts sharing ``budget`` in proportion to their costs, each cut to its share
+    """The component's texts sharing ``budget`` (short ones kept whole, the others in proportion
+    to their costs: :func:`~ctxbudget.trim.shares.shares_keeping_short`), each cut to its share
     (and dropped, when ``droppable``, if nothing of it is left)."""
     items = ctx.of(component)
     # One text takes the whole budget: when its bound is over it, it is cut without a count.
     alone = len(items) == 1 and ctx.at_least(items[0]) > budget
-    shares = [budget] if alone else proportional_shares(budget, [ctx.cost(i) for i in items])
+    shares = [budget] if alone else shares_keeping_short(budget, [ctx.cost(i) for i in items])
     decisions: dict[ItemKey, Decision] = {}
     for item, share in zip(items, shares, strict=True):
         if not alone and share >= ctx.cost(item):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["exceeds", "proportional_shares", "water_level"]
+__all__ = ["exceeds", "proportional_shares", "shares_keeping_short", "water_level"]
 
 
 def proportional_shares(budget: int, sizes: list[int]) -> list[int]:
@@ -23,6 +23,29 @@ def proportional_shares(budget: int, sizes: list[int]) -> list[int]:
         if shares[i] < sizes[i]:
             shares[i] += 1
             left -= 1
+    return shares
+
+
+def shares_keeping_short(budget: int, sizes: list[int]) -> list[int]:
+    """Each entry's share when entries share ``budget``: an entry no larger than an equal share of
+    what the others kept whole leave is kept whole (again, until none is), and the larger ones
+    share the rest in proportion to their sizes (:func:`proportional_shares`). A short question
+    asked after a long pasted text is kept whole, where shares in proportion to size cut it
+    with the long one ("Who signed the notice letter?" to "Who signed")."""
+    whole: set[int] = set()
+    while True:
+        rest = budget - sum(sizes[i] for i in whole)
+        open_ = [i for i in range(len(sizes)) if i not in whole]
+        if not open_ or rest <= 0:
+            break
+        short = {i for i in open_ if sizes[i] * len(open_) <= rest}
+        if not short:
+            break
+        whole |= short
+    shares = [sizes[i] if i in whole else 0 for i in range(len(sizes))]
+    cut = [i for i in range(len(sizes)) if i not in whole]
+    for i, share in zip(cut, proportional_shares(max(0, rest), [sizes[i] for i in cut]), strict=True):
+        shares[i] = share
     return shares
 
 
