@@ -194,3 +194,25 @@ def test_markers_keep_their_own_endings_and_rules_may_be_lists() -> None:
     rules = LedgerRules(conclusion_markers=["therefore", "we find"])  # type: ignore[arg-type]
     answer = "We find the lease was breached."
     assert reduce_turn(Turn(index=1, question="Q?", answer=answer), rules)["conclusions"] == [answer]
+
+
+@pytest.mark.parametrize(
+    ("answer", "exhibits", "status"),
+    [
+        (
+            "Therefore notice was given in EX-4.1 and EX-12A, not EX-4. Status: NOT CONFIRMED.",
+            ["EX-4", "EX-4.1", "EX-12A"],  # EX-4.1 was read as EX-4, EX-12A not at all
+            "NOT CONFIRMED",  # was NOT
+        ),
+        (
+            "Therefore Ex-05 and EX-06 show notice. Status: PARTIALLY CONFIRMED.",
+            ["Ex-05", "EX-06"],
+            "PARTIALLY CONFIRMED",
+        ),
+        ("Thus EX-12 shows it. Status: CONFIRMED BY EX-12.", ["EX-12"], "CONFIRMED"),
+    ],
+)
+def test_exhibits_and_statuses_are_read_whole(answer: str, exhibits: list[str], status: str) -> None:
+    entry = reduce_turn(Turn(index=1, question="Was notice given?", answer=answer, tags=("Notice",)))
+    assert entry["cited_exhibits"] == exhibits
+    assert entry["status"] == status

@@ -46,9 +46,11 @@ class Counting(Protocol):
     def scale(self, raw_tokens: int) -> int: ...
 
 
-def exhibit_key(exhibit: str) -> tuple[str, int]:
-    digits = re.findall(r"\d+", exhibit)
-    return (re.sub(r"\d+", "", exhibit), int(digits[-1]) if digits else 0)
+def exhibit_key(exhibit: str) -> tuple[str, tuple[int, ...], str]:
+    """How exhibits sort: by their prefix, then their numbers (EX-4 < EX-4.1 < EX-12 < EX-12A)."""
+    head = re.match(r"\D*", exhibit)
+    prefix = head.group(0).upper() if head else ""
+    return (prefix, tuple(int(d) for d in re.findall(r"\d+", exhibit)), exhibit)
 
 
 def _first_turn(entry: Mapping[str, Any]) -> int:

@@ -53,12 +53,15 @@ __all__ = [
 class LedgerRules:
     """What the reducer extracts; every pattern is configurable."""
 
-    exhibit_pattern: str = r"\bEX-\d+\b"
+    # EX-04, Ex-05, a sub-exhibit EX-4.1 and a lettered one EX-12A, each whole (EX-4.1 was read as
+    # EX-4, another exhibit, and EX-12A not at all); a sentence's full stop is not a sub-number
+    exhibit_pattern: str = r"\b(?:EX|Ex)-\d+(?:\.\d+)*[A-Za-z]?\b"
     # a range's dash may be an en dash, with a space either side ("47:12 – 48:3"): one citation,
     # written 47:12-48:3 in the entry
     citation_pattern: str = r"\b\d{1,4}:\d{1,2}(?:[ \t]?[-\u2013][ \t]?\d{1,4}(?::\d{1,2})?)?\b"
-    # "Status: CONFIRMED", "status - DENIED": the word in any case, the value in capitals.
-    status_pattern: str = r"(?i:\bstatus\b)\W{0,3}\s*([A-Z][A-Z_]{2,})\b"
+    # "Status: CONFIRMED", "status - DENIED", "Status: NOT CONFIRMED": the word in any case, the
+    # value in capitals, its words of three letters or more (not the EX of an exhibit after it)
+    status_pattern: str = r"(?i:\bstatus\b)\W{0,3}\s*([A-Z][A-Z_]{2,}(?: [A-Z][A-Z_]{2,}\b(?!-))*)\b"
     conclusion_markers: tuple[str, ...] = (
         "conclusion",
         "therefore",
