@@ -67,7 +67,7 @@ class _Group:
     def __init__(self, issue: str | None, first: Mapping[str, Any]) -> None:
         self.issue, self.first, self.last = issue, first, first
         self.seen: set[str] = set()
-        self.keys: list[tuple[str, int]] = []  # the exhibits' sort keys, in order
+        self.keys: list[tuple[str, tuple[int, ...], str]] = []  # the exhibits' sort keys, in order
         self.exhibits: list[str] = []  # sorted by key; equal keys in order of first appearance
         self.more, self.status, self.conclusion = 0, None, None
 
