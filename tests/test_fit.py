@@ -787,3 +787,11 @@ def test_on_overflow_empty_empties_when_no_plan_gets_under_the_window() -> None:
     emptied = fit(body, model="gpt-4o", max_context_tokens=100, on_overflow="empty")
     assert emptied.report.tokens_after <= emptied.report.available_tokens
     assert any("all four components were emptied" in w for w in emptied.report.warnings)
+
+
+def test_a_body_giving_two_reply_sizes_is_reserved_at_the_larger() -> None:
+    body = {"messages": [{"role": "user", "content": "x"}], "max_tokens": 10, "max_completion_tokens": 5_000}
+    report = fit(body, model="gpt-4o").report
+    assert report.reserve_output_tokens == 5_000
+    with pytest.raises(InvalidRequestError, match=r"\$\.max_completion_tokens"):
+        fit({**body, "max_completion_tokens": 1.5}, model="gpt-4o")  # each field is checked

@@ -544,3 +544,22 @@ def test_session_kinds_read_a_name_until_it_exists_then_remember_it(tmp_path: Pa
     up[0] = False  # a store known to be down is not asked; what was read stands
     Session.create(store, "matter-8", policy="legal-review", model="claude-sonnet-4-5", base={})
     assert kinds.foreign_policy("matter-7") == "legal-review" and kinds.foreign_policy("matter-8") is None
+
+
+def test_a_ceiling_prices_the_largest_reply_field_and_every_reply(tmp_path: Path) -> None:
+    """A body that gives max_tokens and max_completion_tokens is priced at the larger (a server may
+    honour either), and n = 10.0 is ten replies."""
+    with gateway_over_fake(tmp_path / "c.db", cost_ceiling_usd=0.05) as (fake, url):
+        client = _openai(url)
+        messages = [{"role": "user", "content": "x"}]
+        with pytest.raises(openai.BadRequestError, match="ceiling"):
+            client.chat.completions.create(
+                model="gpt-4o", messages=messages, max_tokens=10, max_completion_tokens=100_000
+            )
+        with pytest.raises(openai.BadRequestError, match="ceiling"):
+            client.chat.completions.create(
+                model="gpt-4o", messages=messages, max_tokens=1_000, extra_body={"n": 10.0}
+            )
+        assert fake.received == []
+        client.chat.completions.create(model="gpt-4o", messages=messages, max_tokens=1_000)  # one reply fits
+        assert len(fake.received) == 1

@@ -172,7 +172,11 @@ def body_reserve(request: Mapping[str, Any]) -> int | None:
 
 
 def body_reserve_field(request: Mapping[str, Any]) -> tuple[int | None, str]:
-    """:func:`body_reserve` and the JSON path it was read from (``""`` when the body has none)."""
+    """:func:`body_reserve` and the JSON path it was read from (``""`` when the body has none).
+    A body that gives two of the fields (``max_tokens`` and ``max_completion_tokens``) is read at
+    the larger: a server may honour either, and the reply is reserved and priced at the most it
+    can be (reading the first, a ceiling was checked at 10 tokens of a 100,000-token reply)."""
+    found: tuple[int | None, str] = (None, "")
     for name in BODY_OUTPUT_FIELDS:
         value = request.get(name)
         if value is None:
@@ -182,5 +186,6 @@ def body_reserve_field(request: Mapping[str, Any]) -> tuple[int | None, str]:
                 json.dumps(value)[:40] if isinstance(value, bool | int | float | str) else json_kind(value)
             )
             raise InvalidRequestError(f"must be a whole number of tokens >= 0, got {shown}", f"$.{name}")
-        return value, f"$.{name}"
-    return None, ""
+        if found[0] is None or value > found[0]:
+            found = (value, f"$.{name}")
+    return found

@@ -155,17 +155,18 @@ def with_system_breakpoint(body: dict[str, Any], tokens: int, spec: ModelSpec | 
 
 
 def asked_output(body: Mapping[str, Any]) -> int:
-    """The reply size the client asks for (0 when it does not say)."""
-    for name in BODY_OUTPUT_FIELDS:
-        value = body.get(name)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return 0
+    """The reply size the client asks for (0 when it does not say): the largest of the fields it
+    gives (see :func:`ctxbudget.fitting.body_reserve`)."""
+    values = [body.get(name) for name in BODY_OUTPUT_FIELDS]
+    return max((v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0), default=0)
 
 
 def reply_count(body: Mapping[str, Any]) -> int:
-    """How many replies the client asks for (OpenAI's ``n``; each one is priced)."""
+    """How many replies the client asks for (OpenAI's ``n``; each one is priced): ``10.0`` is ten
+    (it was priced as one reply)."""
     n = body.get("n")
+    if isinstance(n, float) and n.is_integer() and n <= 1_000_000:
+        n = int(n)
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
 
 
