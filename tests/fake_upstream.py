@@ -53,6 +53,7 @@ class FakeUpstream:
         self.betas: list[list[str]] = []
         self.count_fails = False
         self.arrived = 0  # requests of a ``crowd-N`` model so far
+        self.slow_ends: list[bool] = []  # each fault-timeout request's end: whether its caller had left
         self.gathered: asyncio.Event | None = None
         self.app = Starlette(
             routes=[
@@ -83,7 +84,7 @@ class FakeUpstream:
                 return [{k: v for k, v in b.items() if k != "cache_control"} for b in system[: marks[-1] + 1]]
         return None
 
-    async def _fault(self, model: str) -> Response | None:
+    async def _fault(self, model: str, request: Request | None = None) -> Response | None:
         limits = {"retry-after": "7", "request-id": "req_fake_1", "x-ratelimit-remaining-requests": "0"}
         faults: dict[str, Response] = {
             "fault-500": JSONResponse({"error": "boom"}, status_code=500),
@@ -121,6 +122,7 @@ class FakeUpstream:
             return answer
         if model == "fault-timeout":
             await asyncio.sleep(3)
+            self.slow_ends.append(request is not None and await request.is_disconnected())
         if model.startswith("crowd-"):
             return await self._crowd(int(model.removeprefix("crowd-")))
         return faults.get(model)
@@ -159,7 +161,7 @@ class FakeUpstream:
         self.paths.append(request.url.path + (f"?{request.url.query}" if request.url.query else ""))
         self.betas.append(request.headers.getlist("anthropic-beta"))
         self.headers.append(dict(request.headers))
-        return body, await self._fault(body.get("model", ""))
+        return body, await self._fault(body.get("model", ""), request)
 
     async def other(self, request: Request) -> Response:
         """Any other path (what a gateway passes through): models, embeddings, a stored response,

@@ -1273,7 +1273,7 @@ def test_a_non_streamed_answer_the_client_left_before_is_not_stored(tmp_path: Pa
     body = {"model": "fault-timeout", "max_tokens": 10, "messages": _ask()}  # the upstream takes 3 s
     headers = {"anthropic-version": "2023-06-01", "X-Ctxbudget-Session": "left-early"}
     store = tmp_path / "left.db"
-    with gateway_over_fake(store, timeout_seconds=10) as (_, url):
+    with gateway_over_fake(store, timeout_seconds=10) as (fake, url):
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(url + "/v1/messages", json=body, headers=headers, timeout=1)
         deadline = time.monotonic() + 30
@@ -1282,6 +1282,11 @@ def test_a_non_streamed_answer_the_client_left_before_is_not_stored(tmp_path: Pa
             time.sleep(0.2)
         assert 'outcome="client_disconnected"' in httpx.get(url + "/metrics").text
         assert "left-early" not in SQLiteStore(store).names()
+        while not fake.slow_ends:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        # the upstream call was given up with the client (the provider stops, and bills no more)
+        assert fake.slow_ends == [True]
         answered = httpx.post(url + "/v1/messages", json=body, headers=headers, timeout=10)
         assert answered.status_code == 200 and len(SQLiteStore(store).turns("left-early")) == 1
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -61,7 +62,12 @@ async def _forward(
     assert ready.content is not None
     progress.stage = "send"
     headers = forwarded_headers(request.headers.items())
-    upstream = await gateway.send(provider, ready.content, headers, request.url.query)
+    try:
+        upstream = await _unless_gone(
+            request, gateway.send(provider, ready.content, headers, request.url.query)
+        )
+    except ClientGone:  # the upstream call was given up with it: the provider stops generating
+        return Response(status_code=499), "client_disconnected"
     progress.stage = "answer"
     try:
         if upstream.status_code >= 400:
@@ -78,6 +84,38 @@ async def _forward(
     except BaseException:  # no answer made: its upstream connection is not left open
         await upstream.aclose()
         raise
+
+
+async def _unless_gone(request: Request, sending: Awaitable[httpx.Response]) -> httpx.Response:
+    """The upstream's answer to ``sending``, or :class:`ClientGone` once the client disconnects
+    first, the upstream call cancelled (its connection closed). A client whose SDK timed out left a
+    non-streamed call running upstream until it answered (billed, then dropped), and its retry
+    started a second one. The request's body was read whole: the next message the server gives is
+    its disconnect."""
+    call = asyncio.ensure_future(sending)
+    watch = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait((call, watch), return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # this request itself was cancelled: so is its upstream call
+        call.cancel()
+        raise
+    finally:
+        watch.cancel()
+    if call.done():
+        return call.result()
+    call.cancel()
+    try:
+        late = await call  # it may have answered meanwhile: that answer's connection is closed
+    except (asyncio.CancelledError, Exception):
+        raise ClientGone from None
+    await late.aclose()
+    raise ClientGone
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client disconnects."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _internal_error(
