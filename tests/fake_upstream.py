@@ -358,6 +358,9 @@ class FakeUpstream:
             "total_tokens": tokens([body.get("instructions"), items]) + 5,
         }
         response = self._response(body, text, usage)
+        if body["model"] == "fault-failed":  # the API's failed turn: 200, status failed, no output
+            error = {"code": "server_error", "message": "The model failed to generate a response."}
+            response = {**response, "status": "failed", "error": error, "output": [], "usage": None}
         if not body.get("stream"):
             return JSONResponse(response)
         return StreamingResponse(self._responses_events(body, response), media_type="text/event-stream")
@@ -393,6 +396,9 @@ class FakeUpstream:
             return f"event: {kind}\ndata: {json.dumps(payload)}\n\n".encode()
 
         yield event("response.created", {"response": self._response(body, "", None)})
+        if response["status"] == "failed":
+            yield event("response.failed", {"response": response})
+            return
         message = response["output"][0]
         text = message["content"][0]["text"]
         where = {"item_id": "msg_1", "output_index": 0, "content_index": 0}

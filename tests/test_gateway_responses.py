@@ -168,3 +168,18 @@ def test_responses_usage_and_stream_events_are_read_in_their_own_shape() -> None
         )
         == "ab"
     )
+
+
+def test_a_turn_the_upstream_failed_is_passed_on_and_not_stored(
+    stack: tuple[FakeUpstream, str, Path],
+) -> None:
+    """A Responses answer with status failed (200, no output) was stored as an answered turn, priced
+    at its estimate and made the session's next baseline; streamed, response.failed ended the turn."""
+    _, url, store = stack
+    client = openai_client(url, **{"X-Ctxbudget-Session": "failing"})
+    failed = client.responses.create(model="fault-failed", input="When was notice given?")
+    assert failed.status == "failed" and failed.error is not None  # the client has it as it came
+    events = list(client.responses.create(model="fault-failed", input="When?", stream=True))
+    assert events[-1].type == "response.failed"  # the upstream's own event, with no error added after it
+    client.responses.create(model="gpt-4o", input="When was notice given?")
+    assert [t.index for t in SQLiteStore(store).turns("failing")] == [1]  # the answered one alone

@@ -17,7 +17,7 @@ import httpx
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from .prepared import Prepared
-from .providers import Provider, StreamState
+from .providers import Provider, StreamState, failed_answer
 from .refusals import Refusal
 from .service import Gateway
 from .upstream import passed_back
@@ -94,6 +94,10 @@ async def complete(
     if gone is not None and await gone():
         logger.warning("session=%s client left before its answer: the turn is not stored", prepared.session)
         raise ClientGone
+    if failed_answer(provider, payload):  # passed on as it came; no answered turn to store
+        gateway.note_upstream_error("failed_response")
+        logger.warning("session=%s the upstream failed the turn: it is not stored", prepared.session)
+        return response
     await gateway.answered(provider, prepared, answer, usage)
     return response
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["ANTHROPIC", "OPENAI", "RESPONSES", "Provider", "StreamState"]
+__all__ = ["ANTHROPIC", "OPENAI", "RESPONSES", "Provider", "StreamState", "failed_answer"]
 
 ProviderName = Literal["anthropic", "openai"]
 
@@ -81,8 +81,19 @@ ANTHROPIC = Provider("anthropic", "/v1/messages", "anthropic")
 OPENAI = Provider("openai", "/v1/chat/completions", "openai")
 RESPONSES = Provider("openai", "/v1/responses", "responses")
 
-# The events that end a Responses stream (each carries the response, with its usage).
-_RESPONSES_ENDS = ("response.completed", "response.incomplete", "response.failed")
+# The events that end a Responses stream with its answer (each carries the response, with its
+# usage); ``response.failed`` ends it without one (an answered turn is not stored for it).
+_RESPONSES_ENDS = ("response.completed", "response.incomplete")
+
+
+def failed_answer(provider: Provider, payload: Any) -> bool:
+    """Whether a whole answer says the upstream failed the turn: a Responses body with status
+    ``failed`` (the API answers 200 with it; it has no answer to store)."""
+    return (
+        provider.input_format == "responses"
+        and isinstance(payload, dict)
+        and payload.get("status") == "failed"
+    )
 
 
 def _responses_text(response: Mapping[str, Any]) -> str:
@@ -220,6 +231,8 @@ class StreamState:
         elif kind in _RESPONSES_ENDS:
             self._usage(_dict(_dict(event.get("response")).get("usage")))
             self.finished = True
+        elif kind == "response.failed":  # the upstream's own failure event (the client has it)
+            self.failed = True
 
     def _openai(self, event: Mapping[str, Any]) -> bool:
         choices = event.get("choices")
