@@ -563,3 +563,25 @@ def test_a_ceiling_prices_the_largest_reply_field_and_every_reply(tmp_path: Path
         assert fake.received == []
         client.chat.completions.create(model="gpt-4o", messages=messages, max_tokens=1_000)  # one reply fits
         assert len(fake.received) == 1
+
+
+def test_a_refused_requests_log_line_names_its_session_and_tokens(tmp_path: Path, caplog: Any) -> None:
+    """The answer to a ceiling refusal names the session and the tokens; its log line said
+    session=- tokens=-."""
+    import logging
+
+    with (
+        caplog.at_level(logging.INFO, logger="ctxbudget.gateway"),
+        gateway_over_fake(tmp_path / "l.db", cost_ceiling_usd=0.001) as (_, url),
+    ):
+        headers = {"anthropic-version": "2023-06-01", "X-Ctxbudget-Session": "case-9"}
+        body = {
+            "model": "claude-sonnet-4-6",
+            "max_tokens": 4000,
+            "messages": [{"role": "user", "content": "x"}],
+        }
+        answer = httpx.post(url + "/v1/messages", json=body, headers=headers)
+    lines = [r.getMessage() for r in caplog.records if "outcome=cost_ceiling_exceeded" in r.getMessage()]
+    assert answer.status_code == 400 and len(lines) == 1
+    tokens = f"{answer.headers['x-ctxbudget-tokens-before']}->{answer.headers['x-ctxbudget-tokens-after']}"
+    assert "session=case-9 " in lines[0] and f"tokens={tokens} " in lines[0]

@@ -35,19 +35,20 @@ logger = logging.getLogger("ctxbudget.gateway")
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def _log(provider: Provider, progress: Progress, status: int, outcome: str) -> None:
-    """The request's one INFO line."""
-    prepared = progress.prepared
-    tokens = f"{prepared.report['tokens_before']}->{prepared.report['tokens_after']}" if prepared else "-"
-    session = prepared.session if prepared else "-"
+def _log(provider: Provider, progress: Progress, response: Response, outcome: str) -> None:
+    """The request's one INFO line: what its answer's headers say (a refusal after the fit, such
+    as a ceiling's, names the session and the tokens there too)."""
+    headers = response.headers
+    before, after = headers.get("x-ctxbudget-tokens-before"), headers.get("x-ctxbudget-tokens-after")
+    tokens = f"{before}->{after}" if before is not None and after is not None else "-"
     logger.info(
         "request=%d api=%s session=%s bytes=%d tokens=%s status=%d outcome=%s ms=%.1f",
         progress.rid,
         provider.name,
-        session,
+        progress.session or "-",
         progress.size,
         tokens,
-        status,
+        response.status_code,
         outcome,
         (time.perf_counter() - progress.started) * 1000,
     )
@@ -160,7 +161,7 @@ def _proxy(provider: Provider) -> Handler:
             response, outcome = _internal_error(gateway, provider, progress, exc)
         _named(response, progress)
         gateway.note_request(provider.path, outcome)
-        _log(provider, progress, response.status_code, outcome)
+        _log(provider, progress, response, outcome)
         return response
 
     return handler
