@@ -127,6 +127,15 @@ def test_count_tokens_is_answered_locally(stack: tuple[FakeUpstream, str, Path])
             numbered.status_code == 400
             and "`model` must be a string (a model id), got a number" in numbered.text
         )
+    for route in ("/v1/messages/count_tokens", "/v1/messages"):  # a session name every route refuses
+        for name in ("m" * 300, "a\tb"):
+            body = {
+                "model": "claude-sonnet-4-6",
+                "max_tokens": 5,
+                "messages": [{"role": "user", "content": "x"}],
+            }
+            named = httpx.post(url + route, json=body, headers={"X-Ctxbudget-Session": name})
+            assert named.status_code == 400 and "X-Ctxbudget-Session" in named.json()["error"]["message"]
     assert fake.received == []
 
 

@@ -19,7 +19,7 @@ from starlette.routing import Route
 from ..errors import CtxBudgetError, StoreError
 from ..session.store import SessionStore
 from .answers import ClientGone, complete, error_response, refused, relay, upstream_failure
-from .bodies import header_value
+from .bodies import header_value, named_session
 from .config import GatewayConfig
 from .intake import Progress, outbound, read_json
 from .passthrough import pass_through, passed_to
@@ -172,6 +172,8 @@ async def _count_tokens(request: Request) -> Response:
     gateway: Gateway = request.app.state.gateway
     try:
         gateway.settings_for(request.headers)  # its X-Ctxbudget-* headers checked as every route's
+        if (named := request.headers.get(SESSION_HEADER)) is not None:
+            named_session(named)  # a name the other routes refuse is refused here too (400)
         body = await read_json(request, gateway)
         result = await run_in_threadpool(gateway.count_tokens, body)
     except SettingsError as exc:
