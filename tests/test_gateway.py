@@ -448,11 +448,13 @@ def test_pass_through_keeps_bytes_apis_and_paths_apart(tmp_path: Path) -> None:
             "/v1/MESSAGES",
         ]
         respelled = {path: httpx.post(url + path, json=body) for path in spellings}
+        listed = httpx.get(url + "/v1/chat/completions", params={"limit": 2})  # OpenAI's stored completions
+    assert listed.status_code == 200 and "/v1/chat/completions?limit=2" in fake.paths  # a GET is not fitted
     assert thread.status_code == 200 and "/v1/threads/t1/messages" in fake.paths
     for path, answer in respelled.items():  # a fitted API by another spelling never goes unfitted
         assert answer.status_code == 400 and "names the fitted" in answer.json()["error"]["message"], path
     assert sneaky.status_code == 400 and "'..' segment" in sneaky.json()["error"]["message"]
-    assert not any("chat" in p for p in fake.paths)
+    assert [p for p in fake.paths if "chat" in p] == ["/v1/chat/completions?limit=2"]
     assert odd.status_code == 200 and odd.headers.get_list("date") == odd.headers.get_list("date")[:1]
     assert odd.headers.raw.count((b"content-disposition", 'attachment; filename="文件.pdf"'.encode())) == 1
     assert [k for k, _ in odd.headers.raw].count(b"server") <= 1

@@ -57,7 +57,9 @@ async def pass_through(gateway: Gateway, request: Request) -> StreamingResponse:
         raise Refusal(
             400, "ctxbudget: a path with a '.' or '..' segment is not passed through", "invalid_request"
         )
-    fitted = _fitted_route(unquote(path.decode("latin-1")))
+    # only a POST is fitted: a GET of the same path (OpenAI's list of stored chat completions) is
+    # another API, passed through
+    fitted = _fitted_route(unquote(path.decode("latin-1"))) if request.method == "POST" else None
     if fitted is not None:
         raise Refusal(
             400,
