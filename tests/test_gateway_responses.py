@@ -103,6 +103,10 @@ def test_refusals_and_upstream_errors_come_in_openai_shape(tmp_path: Path) -> No
         with pytest.raises(openai.BadRequestError) as malformed:
             openai_client(url).responses.create(model="gpt-4o", input=[{"type": "function_call"}])  # type: ignore[list-item]
         assert "$.input[0]" in malformed.value.message
+        misnamed = httpx.post(
+            url + "/v1/responses", json={"model": "gpt-4o", "input": "hi", "max_tokens": "5"}
+        )
+        assert "$.max_tokens: must be a whole number" in misnamed.json()["error"]["message"]  # its own field
         unrouted = httpx.get(url + "/v1/responses/resp_1")
     assert unrouted.status_code == 404 and "POST /v1/responses" in unrouted.json()["error"]["message"]
 

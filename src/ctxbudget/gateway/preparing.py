@@ -65,7 +65,8 @@ def _refusal(exc: CtxBudgetError, provider: Provider) -> Refusal:
     refusal = refusal_for(exc, provider.name)
     if provider.input_format != "responses":
         return refusal
-    message = re.sub(r"\bmax_tokens\b", "max_output_tokens", str(refusal))
+    # the library's reserve, named max_tokens for the chat APIs; a body's own $.max_tokens stays
+    message = re.sub(r"(?<!\$\.)\bmax_tokens\b", "max_output_tokens", str(refusal))
     return Refusal(refusal.status, message, refusal.code, refusal.headers, counted=refusal.counted)
 
 
