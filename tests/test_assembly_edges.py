@@ -400,3 +400,24 @@ def test_a_tier_given_as_a_float_or_a_boolean_is_told_what_a_tier_is(tier: objec
         InvalidRequestError, match=r"\$\.items\[0\]\.tier: a tier is a name or a whole-number index"
     ):
         assemble(request, policy="legal-review", model="claude-sonnet-4-5")
+
+
+def test_the_parts_a_body_cannot_fit_add_up_to_its_need() -> None:
+    """The parts listed were 7 tokens short of the total: the framing around the blocks is a part."""
+    from ctxbudget.assembly._policy import parse_policy
+
+    tiers = "".join(
+        f'[[tiers]]\nname = "{name}"\nceiling_tokens = 20000\neviction = "{eviction}"\n'
+        for name, eviction in (("pinned", "never"), ("critical", "protected"))
+    )
+    policy = parse_policy(f'name = "p"\nenvelope_tokens = 1000\n{tiers}', "p.toml")
+    request = {
+        "items": [
+            {"id": "P", "tier": "pinned", "kind": "playbook", "text": "Clause 1. Cite page:line. " * 300},
+            {"id": "EV-1", "tier": "critical", "kind": "evidence", "text": "Q. Notice?\nA. Yes. " * 100},
+            {"id": "q", "kind": "question", "text": "Was notice given?"},
+        ]
+    }
+    with pytest.raises(BudgetExceeded) as refused:
+        assemble(request, policy=policy, model="claude-sonnet-4-5")
+    assert sum(refused.value.parts.values()) == refused.value.required_tokens > 1000

@@ -52,9 +52,12 @@ def _shrink(setup: Setup, current: Draft, targets: dict[int, int], limit: int) -
     labels |= {LEDGER: "ledger (Block 3)", CURRENT: "current turn (Block 4)"}
     fixed = {label: setup.counter.scale(current.raw_of(name)) for name, label in labels.items()}
     fixed["the request's tool definitions and fields"] = setup.carried_tokens
+    required = setup.counter.scale(current.total_raw) + setup.carried_tokens
+    # what no block holds (the messages' framing around them), so that the parts add up to the need
+    fixed["the body's framing around the blocks"] = max(0, required - sum(fixed.values()))
     raise BudgetExceeded(
         available_tokens=setup.policy.prompt_tokens,
-        required_tokens=setup.counter.scale(current.total_raw) + setup.carried_tokens,
+        required_tokens=max(required, sum(fixed.values())),
         parts={k: v for k, v in fixed.items() if v},
         hint=TIER_HINT,
     )
