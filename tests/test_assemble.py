@@ -183,6 +183,11 @@ def test_cost_ceiling_refuses_or_degrades() -> None:
     ceiling = full - 30 * 2.5e-6  # 30 input tokens below the undegraded estimate
     cheap = run(model="gpt-4o", cost_ceiling_usd=ceiling, expected_output_tokens=100)
     assert cheap.report.to_dict()["degraded"] and cheap.report.to_dict()["cost_usd"] <= ceiling
+    # the last line says what the degraded tier holds as sent (a target is a limit, not a size)
+    held = {t.name: t.tokens for t in cheap.report.tiers}
+    last = cheap.report.degraded[-1]
+    assert last.startswith(f"under the ceiling at ${cheap.report.cost_usd:.4f} with ")
+    assert any(f"{name} {tokens:,} tokens" in last for name, tokens in held.items())
 
 
 def test_pinned_prefix_is_byte_identical_across_turns_of_a_session() -> None:

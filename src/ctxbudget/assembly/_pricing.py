@@ -87,7 +87,7 @@ def within_ceiling(
         if priced.cost is None:
             raise PriceUnknown(model_id=setup.model, ceiling_usd=ceiling)
         if round(priced.cost.total_usd, 6) <= ceiling:  # the cost as reported (to the micro-dollar)
-            return priced, degraded
+            return priced, degraded + _degraded_to(setup, priced, degraded)
         compact = [t for t in setup.policy.tiers if t.eviction == "compact" and targets[t.index] > 0]
         if "compact" not in setup.policy.degrade or not compact:
             raise CostCeilingExceeded(
@@ -99,5 +99,20 @@ def within_ceiling(
         tier = compact[0]
         targets[tier.index] //= 2
         degraded.append(
-            f"cost ${priced.cost.total_usd:.4f} over ${ceiling:.4f}: compacted {tier.name} to {targets[tier.index]} tokens"
+            f"cost ${priced.cost.total_usd:.4f} over ${ceiling:.4f}: {tier.name}'s target halved to "
+            f"{targets[tier.index]} tokens"
         )
+
+
+def _degraded_to(setup: Setup, priced: Priced, degraded: list[str]) -> list[str]:
+    """What the degraded tiers hold in the body priced under the ceiling (a target is a limit:
+    a tier whose items could not be cut to it holds less, down to nothing)."""
+    if not degraded:
+        return []
+    tiers = [
+        t
+        for t in setup.policy.tiers
+        if t.eviction == "compact" and f"{t.name}'s target" in " ".join(degraded)
+    ]
+    held = ", ".join(f"{t.name} {setup.counter.scale(priced.draft.raw_of(t.name)):,}" for t in tiers)
+    return [f"under the ceiling at ${priced.cost.total_usd:.4f} with {held} tokens"] if priced.cost else []
