@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from ctxbudget.cache import Block, Breakpoint, plan_breakpoints, predict_cache, prefix_hashes
 from ctxbudget.catalog.values import CacheRules
 
@@ -117,3 +119,46 @@ def test_a_model_taking_one_breakpoint_gets_one() -> None:
     points, warnings = plan_breakpoints(blocks, prefix, prefix_hashes("m", blocks), one)
     assert [p.block for p in points] == [0]  # the earliest, longest-lived; not every region
     assert any("at most 1 breakpoint (" in w for w in warnings)
+
+
+def test_a_cached_prefix_lives_from_its_last_use_not_from_the_last_turn() -> None:
+    """A call uses the prefix it reads and those it writes; a shorter prefix it only passes over
+    is not refreshed. The prediction took every breakpoint of the previous turn as used, and over-
+    predicted reads once such an entry had expired (as the simulation's billing found)."""
+    from ctxbudget import assemble
+
+    def request(history: str, background: str) -> dict[str, Any]:
+        items = [
+            {"id": "p", "tier": "pinned", "kind": "playbook", "text": "Clause 1. Cite page:line. " * 800},
+            {"id": "EV-1", "tier": "critical", "kind": "evidence", "text": "Q. Notice?\nA. Yes. " * 300},
+            {"id": "bg", "tier": "contextual", "kind": "document", "text": background},
+            {"id": "h", "tier": "volatile", "kind": "history", "text": history},
+            {"id": "q", "kind": "question", "text": "Was notice given?"},
+        ]
+        return {"items": items}
+
+    def turn(
+        history: str, previous: Any = None, idle: float | None = None, background: str = "Lot 44. " * 600
+    ) -> Any:
+        body = request(history, background)
+        return assemble(
+            body, policy="legal-review", model="claude-sonnet-4-5", previous=previous, idle_seconds=idle
+        ).report
+
+    first = turn("We reviewed EX-04. " * 40)
+    second = turn("We reviewed EX-04. " * 40 + "Then EX-05. " * 40, first, 200)
+    ages = {e.prefix_sha256: e.age_seconds for e in second.cache_entries}
+    by_tier = {b.tier: b for b in first.breakpoints}
+    read = max((b for b in second.breakpoints if b.status == "read"), key=lambda b: b.prefix_tokens)
+    assert ages[read.prefix_sha256] == 0  # read: used now
+    assert ages[by_tier["critical"].prefix_sha256] == 200  # passed over: as old as its last use
+    # 200 s later, the background changed: the critical tier's entry is 400 s old and gone (5
+    # minutes), so only the playbook's (an hour) is read
+    third = turn("Another account. " * 40, second, 200, background="Lot 45 shipped on time. " * 300)
+    assert third.cache.read_tokens == by_tier["pinned"].prefix_tokens < by_tier["critical"].prefix_tokens
+    # an older report (breakpoints alone) is read as before: each one used by its call
+    legacy = {k: v for k, v in first.to_dict().items() if k != "cache_entries"}
+    assert (
+        turn("We reviewed EX-04. " * 40, legacy, 0).cache.read_tokens
+        == turn("We reviewed EX-04. " * 40, first, 0).cache.read_tokens
+    )

@@ -75,6 +75,7 @@ class CachePrediction:
     uncached_tokens: int
     statuses: tuple[str, ...]
     per_breakpoint: tuple[tuple[int, int], ...] = ()  # (read, written) tokens of each span
+    read_sha256: str | None = None  # the cached prefix read (its lifetime starts again)
 
     @property
     def write_tokens(self) -> int:
@@ -188,20 +189,22 @@ def read_block(
     return best
 
 
-def _read_tokens(
+def _read_prefix(
     breakpoints: Sequence[Breakpoint],
     previous_hashes: frozenset[str],
     block_hashes: Sequence[str] | None,
     block_tokens: Sequence[int] | None,
     reach: int | None = LOOKBACK_BLOCKS,
-) -> int:
-    """The longest prefix the provider finds cached: from each breakpoint it looks back up to
-    ``reach`` blocks (Anthropic: 20; automatic caching: to the start) for a prefix the previous
-    turn cached (with no block data: the breakpoints only)."""
+) -> tuple[int, str | None]:
+    """The longest prefix the provider finds cached, its tokens and hash: from each breakpoint it
+    looks back up to ``reach`` blocks (Anthropic: 20; automatic caching: to the start) for a
+    prefix cached before (with no block data: the breakpoints only)."""
     if block_hashes is None or block_tokens is None:
-        return max((p.prefix_tokens for p in breakpoints if p.prefix_sha256 in previous_hashes), default=0)
-    found = read_block([p.block for p in breakpoints], previous_hashes, block_hashes, reach)
-    return block_tokens[found] if found >= 0 else 0
+        found = [p for p in breakpoints if p.prefix_sha256 in previous_hashes]
+        best = max(found, key=lambda p: p.prefix_tokens, default=None)
+        return (best.prefix_tokens, best.prefix_sha256) if best else (0, None)
+    at = read_block([p.block for p in breakpoints], previous_hashes, block_hashes, reach)
+    return (block_tokens[at], block_hashes[at]) if at >= 0 else (0, None)
 
 
 def predict_cache(
@@ -215,7 +218,7 @@ def predict_cache(
     """Reads the longest previously cached prefix; writes the rest up to the last breakpoint (at
     each span's TTL); everything after it is sent uncached."""
     reach = None if mode == "automatic" else LOOKBACK_BLOCKS
-    read = _read_tokens(breakpoints, previous_hashes, block_hashes, block_tokens, reach)
+    read, read_sha256 = _read_prefix(breakpoints, previous_hashes, block_hashes, block_tokens, reach)
     if mode == "automatic" and read:
         read = read // AUTOMATIC_STEP * AUTOMATIC_STEP
     writes = {"5m": 0, "1h": 0}
@@ -241,4 +244,5 @@ def predict_cache(
         uncached_tokens=total_tokens - max(last, read),
         statuses=tuple(statuses),
         per_breakpoint=tuple(spans),
+        read_sha256=read_sha256 if read else None,
     )

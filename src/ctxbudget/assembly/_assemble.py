@@ -28,7 +28,7 @@ from ._current_turn import bound_current
 from ._draft import Setup
 from ._pinned import check_carried_tools, check_pinned_items, check_pinned_prefix
 from ._policy import Policy, load_policy
-from ._previous import live_hashes, read_previous
+from ._previous import live_entries, read_previous
 from ._pricing import Priced, within_ceiling
 from ._render import OutputFormat, block_texts
 from ._report import AssemblyReport
@@ -291,7 +291,8 @@ def assemble(
             allow_prefix_change=allow_prefix_change,
         )
         previous_report = read_previous(previous)
-        previous_hashes = live_hashes(previous_report, idle_seconds)
+        alive = live_entries(previous_report, idle_seconds)
+        previous_hashes = frozenset(alive)
         output_tokens = min(  # no more than the body lets the reply be (the model's cap holds it)
             policy.expected_output_tokens if expected_output_tokens is None else expected_output_tokens,
             setup.policy.max_output_tokens,
@@ -301,7 +302,7 @@ def assemble(
         priced, degraded = within_ceiling(setup, targets, previous_hashes, output_tokens, ceiling)
         _check_evidence(priced)
         pinned = check_pinned_prefix(setup, priced.draft, previous_report)
-        report = build_report(setup, priced, pinned, degraded, output_tokens, ceiling)
+        report = build_report(setup, priced, pinned, degraded, output_tokens, ceiling, alive)
         body, report = carried_fields(request, input_format, setup, priced.body, report, ceiling)
         _check_prompt_limit(report, policy)
         _check_reply_room(body, report, setup)

@@ -1,17 +1,17 @@
 """Reading the previous turn's report: an :class:`AssemblyReport`, its dict, or ``{"report": ...}``
-as ``assemble --json`` writes it, checked to be an assembly's; and the cached prefixes of it still
-alive, from which this turn's cache reads are predicted."""
+as ``assemble --json`` writes it, checked to be an assembly's; the cached prefixes of it still
+alive, from which this turn's cache reads are predicted; and what this turn leaves cached."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..cache import TTL_SECONDS
 from ..errors import InvalidRequestError
 from ._report import AssemblyReport
 
-__all__ = ["live_hashes", "read_previous"]
+__all__ = ["MAX_CACHE_ENTRIES", "entries_after", "live_entries", "read_previous"]
 
 
 def _as_mapping(value: object) -> object:
@@ -39,9 +39,34 @@ def read_previous(previous: Mapping[str, Any] | AssemblyReport | None) -> Mappin
     return report
 
 
-def live_hashes(previous: Mapping[str, Any] | None, idle_seconds: float | None) -> frozenset[str]:
-    """The previous turn's cached prefixes still alive after ``idle_seconds`` (None: all): an
-    entry lives its TTL from its last use, and the previous turn used every one of its breakpoints."""
+# At most this many cached prefixes are carried from turn to turn (the most recently used).
+MAX_CACHE_ENTRIES = 32
+
+
+def live_entries(
+    previous: Mapping[str, Any] | None, idle_seconds: float | None
+) -> dict[str, tuple[str, float]]:
+    """The prefixes the previous turn left cached that are still alive after ``idle_seconds``
+    (None: no time is known to have passed), each with its TTL and the seconds since its last use.
+
+    A report carries ``cache_entries`` (what the provider holds after its call: an entry lives its
+    TTL from its last use, and a call uses only the prefix it reads and those it writes); an older
+    report has only its breakpoints, taken as used by its call."""
+    given = (previous or {}).get("cache_entries")
+    if given is None:
+        points = _breakpoints(previous)
+        entries = [(b["prefix_sha256"], str(b.get("ttl", "5m")), 0.0) for b in points]
+    else:
+        entries = _entries(given)
+    idle = idle_seconds or 0.0
+    return {
+        digest: (ttl, age + idle)
+        for digest, ttl, age in entries
+        if age + idle <= TTL_SECONDS.get(ttl, TTL_SECONDS["5m"])
+    }
+
+
+def _breakpoints(previous: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     points = (previous or {}).get("breakpoints", [])
     if not isinstance(points, list) or not all(
         isinstance(b, Mapping) and isinstance(b.get("prefix_sha256"), str) for b in points
@@ -50,8 +75,41 @@ def live_hashes(previous: Mapping[str, Any] | None, idle_seconds: float | None) 
             "previous.breakpoints must be a list of objects with a prefix_sha256 string (an assemble report's)",
             "$.breakpoints",
         )
-    return frozenset(
-        b["prefix_sha256"]
-        for b in points
-        if idle_seconds is None or idle_seconds <= TTL_SECONDS.get(str(b.get("ttl", "5m")), 300.0)
-    )
+    return points
+
+
+def _entries(given: object) -> list[tuple[str, str, float]]:
+    """The report's ``cache_entries``, checked."""
+    out = []
+    for n, entry in enumerate(given if isinstance(given, list) else [None]):
+        age = entry.get("age_seconds") if isinstance(entry, Mapping) else None
+        if (
+            not isinstance(entry, Mapping)
+            or not isinstance(entry.get("prefix_sha256"), str)
+            or entry.get("ttl") not in TTL_SECONDS
+            or isinstance(age, bool)
+            or not isinstance(age, int | float)
+            or not 0 <= age < float("inf")
+        ):
+            raise InvalidRequestError(
+                "each cache entry is an object with a prefix_sha256 string, a ttl (5m or 1h) and an "
+                "age_seconds >= 0 (an assemble report's)",
+                f"$.cache_entries[{n}]" if isinstance(given, list) else "$.cache_entries",
+            )
+        out.append((entry["prefix_sha256"], str(entry["ttl"]), float(age)))
+    return out
+
+
+def entries_after(
+    alive: Mapping[str, tuple[str, float]], read_sha256: str | None, written: Sequence[tuple[str, str]]
+) -> list[tuple[str, str, float]]:
+    """What the provider holds after this call: the entries alive before it, the one it reads and
+    those it writes (``(prefix_sha256, ttl)``) used now; the :data:`MAX_CACHE_ENTRIES` most
+    recently used, newest first."""
+    entries = dict(alive)
+    if read_sha256 is not None and read_sha256 in entries:
+        entries[read_sha256] = (entries[read_sha256][0], 0.0)
+    for digest, ttl in written:
+        entries[digest] = (ttl, 0.0)
+    ranked = sorted(entries.items(), key=lambda kv: (kv[1][1], kv[0]))[:MAX_CACHE_ENTRIES]
+    return [(digest, ttl, age) for digest, (ttl, age) in ranked]

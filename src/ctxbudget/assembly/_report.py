@@ -78,6 +78,16 @@ class BreakpointReport:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CacheEntryReport:
+    """A prefix the provider holds cached after the call (as predicted): its TTL, and the seconds
+    since its last use (0: the call reads or writes it; the next turn's ``idle_seconds`` add up)."""
+
+    prefix_sha256: str
+    ttl: str
+    age_seconds: float
+
+
+@dataclass(frozen=True, kw_only=True)
 class CacheReport:
     """Tokens the call is predicted to write to the cache (by TTL), read from it, and send uncached."""
 
@@ -111,6 +121,7 @@ class AssemblyReport:
     current_turn_tokens: int
     breakpoints: tuple[BreakpointReport, ...]
     cache: CacheReport
+    cache_entries: tuple[CacheEntryReport, ...]
     expected_output_tokens: int
     cost_usd: float | None
     cost: Mapping[str, Any] | None

@@ -5,14 +5,23 @@ the cost, the invariants' statuses and the pinned prefix for the next turn to co
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..cache import CachePrediction
 from ..cost import price_unknown_note
 from ._draft import CURRENT, LEDGER, Draft, Setup
 from ._pinned import PinnedPrefix
+from ._previous import entries_after
 from ._pricing import Priced
-from ._report import AssemblyReport, BlockReport, BreakpointReport, CacheReport, DecisionReport, TierReport
+from ._report import (
+    AssemblyReport,
+    BlockReport,
+    BreakpointReport,
+    CacheEntryReport,
+    CacheReport,
+    DecisionReport,
+    TierReport,
+)
 from ._tiers import ItemDecision
 
 __all__ = ["build_report"]
@@ -115,6 +124,20 @@ def _invariants(pinned: PinnedPrefix, total: int, prompt_tokens: int) -> dict[st
     }
 
 
+def _cache_entries(priced: Priced, alive: Mapping[str, tuple[str, float]]) -> tuple[CacheEntryReport, ...]:
+    """What the provider holds cached after the call (:func:`._previous.entries_after`)."""
+    prediction = priced.prediction
+    written = [
+        (p.prefix_sha256, p.ttl)
+        for p, status in zip(priced.breakpoints, prediction.statuses, strict=True)
+        if status == "write"
+    ]
+    return tuple(
+        CacheEntryReport(prefix_sha256=digest, ttl=ttl, age_seconds=age)
+        for digest, ttl, age in entries_after(alive, prediction.read_sha256, written)
+    )
+
+
 def build_report(
     setup: Setup,
     priced: Priced,
@@ -122,6 +145,7 @@ def build_report(
     degraded: Sequence[str],
     output_tokens: int,
     ceiling: float | None,
+    alive: Mapping[str, tuple[str, float]],
 ) -> AssemblyReport:
     """The report of the priced assembly, once its pinned prefix is checked."""
     draft, policy, counter = priced.draft, setup.policy, setup.counter
@@ -144,6 +168,7 @@ def build_report(
         current_turn_tokens=_block_tokens(setup, draft, CURRENT),
         breakpoints=_breakpoint_reports(priced),
         cache=_cache_report(priced.prediction),
+        cache_entries=_cache_entries(priced, alive),
         expected_output_tokens=output_tokens,
         cost_usd=round(priced.cost.total_usd, 6) if priced.cost else None,
         cost=priced.cost.to_dict() if priced.cost else None,

@@ -102,6 +102,8 @@ def for_next_turn(report: Mapping[str, Any]) -> dict[str, Any]:
     pinned prefix (not the whole report: sessions held in memory stay small)."""
     return {
         "breakpoints": [{"prefix_sha256": b["prefix_sha256"]} for b in report.get("breakpoints", [])],
+        # what the provider holds after the turn (an older stored report has its breakpoints only)
+        **({"cache_entries": list(report["cache_entries"])} if "cache_entries" in report else {}),
         "pinned_prefix_sha256": report.get("pinned_prefix_sha256"),
         "pinned_prefix_text": report.get("pinned_prefix_text", ""),
     }
