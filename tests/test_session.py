@@ -527,3 +527,52 @@ def test_a_session_the_gateway_recorded_is_read_not_continued(tmp_path: Path) ->
     )  # not "unknown policy 'gateway'"
     with pytest.raises(ConfigError, match="recorded by the gateway"):
         Session(SQLiteStore(path), "chat-1")
+
+
+def test_session_add_takes_the_time_since_the_previous_turn(tmp_path: Path) -> None:
+    """Without it a turn after six idle minutes was priced as reading both 5-minute tiers."""
+    base = tmp_path / "base.json"
+    items = [
+        {"id": "p", "tier": "pinned", "kind": "playbook", "text": "Clause 1. Cite page:line. " * 800},
+        {
+            "id": "EV-1",
+            "tier": "critical",
+            "kind": "evidence",
+            "text": "Q. Notice?\nA. Yes. " * 300,
+            "citation": "1:1",
+        },
+    ]
+    base.write_text(json.dumps({"items": items}))
+    runner = CliRunner()
+
+    def second_turn(*idle: str) -> dict[str, Any]:
+        store = str(tmp_path / f"idle{len(idle)}.db")
+        new = ["session", "new", "s", "--base", str(base), "--model", "claude-sonnet-4-5", "--store", store]
+        assert runner.invoke(main, new).exit_code == 0
+        add = ["session", "add", "s", "--store", store, "--json", "--question"]
+        assert runner.invoke(main, [*add, "Was notice given?"]).exit_code == 0
+        added = runner.invoke(main, [*add, "When?", *idle])
+        assert added.exit_code == 0, added.output
+        report: dict[str, Any] = json.loads(added.output)["report"]
+        return report
+
+    warm, idle = second_turn(), second_turn("--idle-seconds", "370")
+    pinned = next(b for b in warm["breakpoints"] if b["tier"] == "pinned")
+    assert warm["cache"]["read_tokens"] > pinned["prefix_tokens"]  # both tiers read
+    assert idle["cache"]["read_tokens"] == pinned["prefix_tokens"]  # the playbook's hour alone
+    assert idle["cost_usd"] > warm["cost_usd"]
+    bad = runner.invoke(
+        main,
+        [
+            "session",
+            "add",
+            "s",
+            "--store",
+            str(tmp_path / "idle0.db"),
+            "--question",
+            "q",
+            "--idle-seconds",
+            "-1",
+        ],
+    )
+    assert bad.exit_code == 2 and "--idle-seconds" in bad.output

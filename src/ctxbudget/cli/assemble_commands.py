@@ -20,6 +20,7 @@ from .base import (
     CATALOG_OPTION,
     EXIT_DIFFERS,
     EXIT_USAGE,
+    IDLE_SECONDS_OPTION,
     JSON_OPTION,
     USD,
     echo_body,
@@ -99,6 +100,7 @@ def policies_command(as_json: bool) -> None:
     help="OpenAI prompt_cache_key to set.",
 )
 @ALLOW_PREFIX_CHANGE_OPTION
+@IDLE_SECONDS_OPTION
 @click.argument("source", default="-", metavar="[FILE|-]")
 def assemble_command(
     source: str,
@@ -111,6 +113,7 @@ def assemble_command(
     expected_output_tokens: int | None,
     prompt_cache_key: str | None,
     allow_prefix_change: bool,
+    idle_seconds: float | None,
     catalogs: tuple[str, ...],
     as_json: bool,
 ) -> None:
@@ -135,6 +138,7 @@ def assemble_command(
             prompt_cache_key=prompt_cache_key,
             input_format=input_format,
             allow_prefix_change=allow_prefix_change,
+            idle_seconds=idle_seconds,
             catalog=load_catalog(catalogs),
         )
         if as_json:

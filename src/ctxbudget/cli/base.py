@@ -217,6 +217,13 @@ ALLOW_PREFIX_CHANGE_OPTION = click.option(
     help="Let the pinned prefix differ from the previous turn's (a new playbook version); without "
     "it a change fails closed with exit 5 (INV-CTX-01).",
 )
+IDLE_SECONDS_OPTION = click.option(
+    "--idle-seconds",
+    type=click.FloatRange(min=0, max=1e9),
+    metavar="S",
+    help="Seconds since the previous turn's call: its cached prefixes expire 5 minutes or an hour "
+    "after their last use in the predicted reads and the cost [default: none taken to have passed].",
+)
 CATALOG_OPTION = click.option(
     "--catalog",
     "catalogs",

@@ -15,6 +15,7 @@ from .base import (
     BODY_FORMAT_OPTION,
     CATALOG_OPTION,
     EXIT_USAGE,
+    IDLE_SECONDS_OPTION,
     JSON_OPTION,
     STORE_OPTION,
     echo_body,
@@ -242,6 +243,7 @@ def session_new(
 )
 @click.option("--tag", "tags", multiple=True, help="An issue tag for this turn (repeatable).")
 @ALLOW_PREFIX_CHANGE_OPTION
+@IDLE_SECONDS_OPTION
 @BODY_FORMAT_OPTION
 @STORE_OPTION
 @CATALOG_OPTION
@@ -257,6 +259,7 @@ def session_add(
     catalogs: tuple[str, ...],
     as_json: bool,
     allow_prefix_change: bool,
+    idle_seconds: float | None,
 ) -> None:
     """Assemble the next turn of a session, print it, and record the turn (compacting when due)."""
     from pathlib import Path
@@ -287,6 +290,7 @@ def session_add(
             tags=tags,
             output_format=format_,
             allow_prefix_change=allow_prefix_change,
+            idle_seconds=idle_seconds,
         )
         if as_json:
             click.echo(
