@@ -217,3 +217,65 @@ def test_a_percentage_given_as_a_boolean_is_junk_not_one_percent() -> None:
     split = BudgetSplit.from_mapping({"system": True, "history": False})
     assert split.percentages["system"] == 0 and split.percentages["history"] == 0
     assert any("system budget True is not a number" in w for w in split.warnings)
+
+
+_CLUSTERED = st.text(
+    alphabet=st.sampled_from(
+        [
+            "a",
+            "e",
+            " ",
+            "\u0301",
+            "\u200d",
+            "👨",
+            "👩",
+            "\ufe0f",
+            "ก",
+            "\u0e49",
+            "\u0e39",
+            "🇫",
+            "🇷",
+            "\r",
+            "\n",
+            "é",
+        ]
+    ),
+    max_size=40,
+)
+
+
+@given(_CLUSTERED, st.integers(0, 40))
+def test_a_cut_moved_to_a_grapheme_boundary_never_splits_a_character(text: str, at: int) -> None:
+    import regex
+
+    from ctxbudget.trim.text import grapheme_ceil, grapheme_floor
+
+    at = min(at, len(text))
+    boundaries = {0, *(m.end() for m in regex.finditer(r"\X", text, flags=regex.DOTALL))}
+    floor, ceil = grapheme_floor(text, at), grapheme_ceil(text, at)
+    assert floor in boundaries and ceil in boundaries
+    assert floor <= at <= ceil and (at in boundaries) == (floor == at == ceil)
+
+
+def test_a_question_formats_role_cut_keeps_accents_emoji_and_thai_marks_whole() -> None:
+    """NFD "Café" was cut to "Cafe", a family emoji to a dangling joiner, a Thai consonant from its vowel."""
+    import unicodedata
+
+    from ctxbudget import fit
+
+    texts = (
+        "Cafe\u0301" * 3000,
+        "👨\u200d👩\u200d👧\u200d👦" * 2000,
+        "ผู้ซื้อได้ส่งหนังสือแจ้งเตือนเรื่องสินค้าที่ชำรุด" * 200,
+    )
+    for text in texts:
+        for window in range(300, 700, 37):
+            kept = fit(
+                {"questions": [{"text": "Q?"}], "role": text}, model="gpt-4o", max_context_tokens=window
+            )
+            out = kept.request["role"]
+            after = text[len(out) : len(out) + 1]
+            assert text.startswith(out) and not out.endswith("\u200d")
+            assert not after or not (
+                unicodedata.combining(after) or unicodedata.category(after) in ("Mn", "Mc")
+            )

@@ -18,7 +18,7 @@ from ctxbudget.trim.passages import (
     select_regions,
     split_passages,
 )
-from ctxbudget.trim.passages._passage import citation_of, reads_as_lines
+from ctxbudget.trim.passages._passage import citation_of, reads_as_chat_log, reads_as_lines
 from ctxbudget.trim.passages._windows import _best_window, _edge_weighted_mass, _next_taken, _run_from, _Sums
 
 TRANSCRIPT = "".join(
@@ -466,3 +466,32 @@ def test_a_line_start_is_looked_for_only_a_line_s_length_back() -> None:
     near, far = text.index("word", 4_000), text.index("word", 9_000)
     assert citation_of(text, near, near + 20) == "12:3"
     assert citation_of(text, far, far + 20) == f"chars {far}-{far + 20}"
+
+
+def _chat_log() -> str:
+    sessions = []
+    for n in range(1, 61):
+        if n in (8, 22, 36):  # near misses, apart: a cat, but not its name
+            turns = ["User: My cat keeps scratching the sofa. How do I stop a cat scratching it?"]
+        elif n == 50:  # the fact asked about, said once
+            turns = ["User: By the way, our cat is named Miso, after the soup."]
+        else:
+            turns = [f"User: Can you suggest a recipe for dinner number {n}?"]
+        turns.append("Assistant: Sure, here is an idea for you to try tonight.")
+        sessions.append(f"Session {n} — 2023/01/{n % 28 + 1:02d}\n\n" + "\n".join(turns))
+    return "\n\n".join(sessions) + "\n"
+
+
+def test_a_chat_log_is_read_for_the_users_single_statements_not_one_stretch() -> None:
+    """A log of conversations with an assistant is selected as prose is: the fact a question asks
+    about is one of the user's turns; one window over the densest stretch of near misses lost it."""
+    log = _chat_log()
+    assert reads_as_lines(log) and reads_as_chat_log(log)
+    assert not reads_as_chat_log(TRANSCRIPT)  # a meeting's speakers are people
+    meeting = log.replace("User:", "User Interface:").replace("Assistant:", "Marketing:")
+    assert not reads_as_chat_log(meeting)
+    passages = split_passages(log, _count(log), max_tokens=40)
+    costs = [max(1, (p.end - p.start) // 4) for p in passages]
+    regions = select_regions(log, passages, costs, 160, query="What is my cat's name?")
+    kept = "".join(log[r.start : r.end] for r in regions)
+    assert "our cat is named Miso" in kept

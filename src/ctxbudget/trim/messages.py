@@ -30,7 +30,7 @@ from .passages import (
 )
 from .sentences import iter_sentence_ends
 from .shares import water_level
-from .text import Span
+from .text import Span, grapheme_ceil, grapheme_floor
 
 __all__ = ["GAP", "asks_a_question", "cut_message", "question_of", "question_spans"]
 
@@ -306,7 +306,7 @@ def _keep_head(
         else:
             high = mid - 1
     space = text.rfind(" ", start, low)
-    return (start, space if space > start and low < end else low)
+    return (start, space if space > start and low < end else max(start, grapheme_floor(text, low)))
 
 
 def _joined(text: str, regions: list[tuple[int, int]], lo: int, hi: int) -> str:
@@ -347,4 +347,4 @@ def _keep_end(text: str, start: int, count: Callable[[int, int], int], budget: i
             high = mid
         else:
             low = mid + 1
-    return low, len(text)
+    return grapheme_ceil(text, low), len(text)

@@ -2,8 +2,8 @@
 
 Candidates are sentence ends; the cost of each prefix is read from the analysis of the text as
 it is rendered (no new tokenization). When even the first sentence is over budget, the cut
-falls on a token boundary, never inside a character, and moves back to a word boundary when
-one is near.
+falls on a token boundary, never inside a user-perceived character (a letter and its accents, an
+emoji sequence), and moves back to a word boundary when one is near.
 """
 
 from __future__ import annotations
@@ -11,9 +11,17 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 
+import regex
+
 from ..tokens.counter import ChunkAnalysis
 
-__all__ = ["PiecesSpan", "Span", "TextSpan", "truncate_text"]
+__all__ = ["PiecesSpan", "Span", "TextSpan", "grapheme_ceil", "grapheme_floor", "truncate_text"]
+
+# A user-perceived character (Unicode's extended grapheme cluster, by the regex module's \X): a
+# cut between a letter and its accent, inside an emoji's ZWJ sequence or between a Thai
+# consonant and its vowel sign changes the text that is sent (NFD "Café" became "Cafe").
+_CLUSTER = regex.compile(r"\X", regex.DOTALL)
+_CLUSTER_REACH = 64  # characters read either side of a cut to find its cluster
 
 # A word boundary is preferred if it keeps at least this share of the token-level cut.
 WORD_BOUNDARY_KEEP = 0.7
@@ -128,7 +136,34 @@ def _token_cut(text: str, span: TextSpan, budget: int) -> int:
     space = max(text.rfind(" ", 0, chars), text.rfind("\n", 0, chars))
     if space > 0 and space >= WORD_BOUNDARY_KEEP * chars:
         return space
-    return chars
+    return grapheme_floor(text, chars)
+
+
+def _cluster_at(text: str, at: int) -> tuple[int, int] | None:
+    """The grapheme cluster ``at`` falls inside (start < at < end), else None (``at`` is a
+    boundary). ASCII characters side by side are two clusters (but CR LF)."""
+    if at <= 0 or at >= len(text):
+        return None
+    before, after = text[at - 1], text[at]
+    if before < "\x7f" and after < "\x7f" and before != "\r":
+        return None
+    start = max(0, at - _CLUSTER_REACH)
+    for cluster in _CLUSTER.finditer(text, start, min(len(text), at + _CLUSTER_REACH)):
+        if cluster.end() > at:
+            return (cluster.start(), cluster.end()) if cluster.start() < at else None
+    return None
+
+
+def grapheme_floor(text: str, at: int) -> int:
+    """``at``, or the start of the user-perceived character it would cut."""
+    cluster = _cluster_at(text, at)
+    return cluster[0] if cluster else at
+
+
+def grapheme_ceil(text: str, at: int) -> int:
+    """``at``, or the end of the user-perceived character it would cut."""
+    cluster = _cluster_at(text, at)
+    return cluster[1] if cluster else at
 
 
 def truncate_text(text: str, span: TextSpan, budget: int) -> tuple[str, int]:

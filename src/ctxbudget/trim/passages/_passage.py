@@ -15,7 +15,15 @@ from dataclasses import dataclass
 
 from ..sentences import iter_sentence_ends
 
-__all__ = ["PASSAGE_TOKENS", "Passage", "citation_of", "passage_tokens", "reads_as_lines", "split_passages"]
+__all__ = [
+    "PASSAGE_TOKENS",
+    "Passage",
+    "citation_of",
+    "passage_tokens",
+    "reads_as_chat_log",
+    "reads_as_lines",
+    "split_passages",
+]
 
 # Lines that start with a speaker's label (``Name: ``) or a ``page:line`` mark. Each is found from
 # the newline before it (the text's own start is matched apart): a pattern that begins with a
@@ -50,6 +58,22 @@ def reads_as_lines(text: str) -> bool:
         text, _PAGE_LINE_HERE, _PAGE_LINE_AFTER
     )
     return starts > 0 and starts > len(text.splitlines()) * 0.3
+
+
+# The roles of a conversation with an assistant, as logs label its turns.
+_CHAT_ROLES = frozenset({"user", "human", "assistant", "ai", "bot", "system", "model"})
+_LABEL = re.compile(r"(?:^|\n)([^\s:][^\n:]{0,40}):\s")
+
+
+@functools.lru_cache(maxsize=8)
+def reads_as_chat_log(text: str) -> bool:
+    """Whether ``text`` is a log of conversations with an assistant: speaker turns, 80% or more of
+    them labelled by a chat role (``User:``, ``Assistant:``, ``Human:``, ``AI:``). Its evidence is
+    what the user said once, a turn in one session among many, not a discussion that runs over
+    many turns as in a meeting: it is selected as prose is (:func:`reads_as_lines` still holds)."""
+    labels = [label.strip().lower() for label in _LABEL.findall(text)]
+    roles = sum(label in _CHAT_ROLES for label in labels)
+    return roles > 0 and roles >= 0.8 * len(labels) and reads_as_lines(text)
 
 
 def _line_starts(text: str, here: re.Pattern[str], after: re.Pattern[str]) -> int:

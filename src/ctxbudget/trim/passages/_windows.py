@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from ._grown import grown_regions
-from ._passage import Passage, citation_of, reads_as_lines
+from ._passage import Passage, citation_of, reads_as_chat_log, reads_as_lines
 from ._query import asks_about_the_document, asks_for_summary
 from ._score import PassageScorer, PassageWeights, passage_scores
 
@@ -176,14 +176,16 @@ def select_regions(
     room from the windows' weakest edges (:func:`_with_strong`). In prose, where that evidence is
     a sentence or a paragraph rather than an exchange of lines, regions grow around the best
     passages instead (:func:`~._grown.grown_regions`), after the document's first passage when
-    the question is about the document as a whole (``weights.head_share``).
+    the question is about the document as a whole (``weights.head_share``); so they do in a log
+    of conversations with an assistant (:func:`~._passage.reads_as_chat_log`), whose evidence is
+    one of the user's turns.
     """
     weights = weights or PassageWeights()
     relevance = passage_scores(text, passages, query, protected_tags, weights, scorer)
     if not any(s > 0 for s in relevance):
         return _regions(text, passages, _head(costs, budget - region_cost))
     summary = asks_for_summary(query)
-    if not summary and weights.prose_regions and not reads_as_lines(text):
+    if not summary and weights.prose_regions and (not reads_as_lines(text) or reads_as_chat_log(text)):
         head = weights.head_share if asks_about_the_document(query, text) else 0.0
         grown = grown_regions(relevance, costs, budget, region_cost, weights, head=head)
         return _regions(text, passages, grown)
