@@ -648,3 +648,18 @@ def test_a_bad_reply_size_is_written_as_json_and_stdin_is_named_so() -> None:
     )
     empty = CliRunner().invoke(main, ["count", "-", "--model", "gpt-4o"], input="")
     assert empty.exit_code == 2 and "ctxbudget: stdin: not valid JSON" in empty.output, empty.output
+
+
+def test_a_file_that_gives_a_key_twice_is_refused_not_read_as_its_last(tmp_path: Path) -> None:
+    """A body whose `messages` came twice was fitted on the second list, the first lost in silence."""
+    body = tmp_path / "dup.json"
+    body.write_text(
+        '{"messages": [{"role": "user", "content": "first"}], "messages": [{"role": "user", "content": "Hi"}]}'
+    )
+    for command in (["fit", str(body), "--model", "gpt-4o"], ["count", str(body), "--model", "gpt-4o"]):
+        result = CliRunner().invoke(main, command)
+        assert result.exit_code == 2 and "the key 'messages' is given twice" in result.output, command
+    nested = tmp_path / "nested.json"
+    nested.write_text('{"messages": [{"role": "user", "content": "a", "content": "b"}]}')
+    result = CliRunner().invoke(main, ["fit", str(nested), "--model", "gpt-4o"])
+    assert result.exit_code == 2 and "'content' is given twice" in result.output

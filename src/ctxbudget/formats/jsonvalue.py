@@ -179,8 +179,27 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number (NaN and Infinity are refused)")
 
 
-def decode_json(data: bytes, source: str) -> Any:
-    """Decode UTF-8 JSON bytes strictly; errors say where (byte offset, line and column)."""
+class _RepeatedKey(ValueError):
+    """An object that gives one key twice."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are all different (JSON itself keeps the last of a repeated one)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(f"the key {key!r} is given twice in one object (JSON keeps only the last)")
+            seen.add(key)
+    return out
+
+
+def decode_json(data: bytes, source: str, *, unique_keys: bool = False) -> Any:
+    """Decode UTF-8 JSON bytes strictly; errors say where (byte offset, line and column). With
+    ``unique_keys`` an object that gives a key twice is an error (the CLI's files: a body whose
+    ``messages`` came twice lost the first list in silence), where the gateway reads a body as the
+    providers do, the last one kept."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -189,7 +208,9 @@ def decode_json(data: bytes, source: str) -> Any:
         ) from None
     text = text.removeprefix("\ufeff")
     try:
-        value = json.loads(text, parse_constant=_refuse_constant)
+        value = json.loads(
+            text, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys if unique_keys else None
+        )
     except json.JSONDecodeError as exc:
         raise InvalidRequestError(
             f"{source}: not valid JSON at line {exc.lineno} column {exc.colno} (byte {exc.pos}): {exc.msg}",
