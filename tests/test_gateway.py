@@ -14,6 +14,7 @@ import httpx
 import openai
 import pytest
 
+from ctxbudget import StoreError
 from ctxbudget.session import SQLiteStore
 
 from .fake_upstream import FakeUpstream, anthropic_client, gateway_over_fake, openai_client
@@ -555,6 +556,15 @@ def test_session_kinds_read_a_name_until_it_exists_then_remember_it(tmp_path: Pa
     up[0] = False  # a store known to be down is not asked; what was read stands
     Session.create(store, "matter-8", policy="legal-review", model="claude-sonnet-4-5", base={})
     assert kinds.foreign_policy("matter-7") == "legal-review" and kinds.foreign_policy("matter-8") is None
+
+    class Unreachable:  # a store server that stopped (a fake of the store interface)
+        def policy_of(self, name: str) -> str | None:
+            raise StoreError("postgresql://db/x", "is unreachable: connection refused", "start it")
+
+    # a read that fails refuses the turn before it is sent (its commit would fail too), unless failing open
+    with pytest.raises(StoreError):
+        SessionKinds(Unreachable(), 8).foreign_policy("new-9")  # type: ignore[arg-type]
+    assert SessionKinds(Unreachable(), 8, fail_open=True).foreign_policy("new-9") is None  # type: ignore[arg-type]
 
 
 def test_a_ceiling_prices_the_largest_reply_field_and_every_reply(tmp_path: Path) -> None:

@@ -146,7 +146,8 @@ def test_a_stream_whose_turn_cannot_be_stored_ends_with_an_error_event(tmp_path:
     store = SwitchedStore(tmp_path / "s.db")
     with gateway_over_fake(tmp_path / "unused.db", session_store=store) as (_, url):
         gpt = openai_client(url, **{"X-Ctxbudget-Session": "s"})
-        store.down = True
+        gpt.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "first"}])
+        store.down = True  # after the session's first turn: the store fails at the commit
         with pytest.raises(openai.APIError, match="not stored"):
             for _ in gpt.chat.completions.create(
                 model="gpt-4o", stream=True, messages=[{"role": "user", "content": "hi"}]
@@ -343,3 +344,19 @@ def test_commits_queued_behind_one_that_found_the_store_unreachable_fail_at_once
     tried = re.search(r"ctxbudget_store_commit_seconds_count (\d+)", metrics)
     assert tried is not None and int(tried.group(1)) <= 2, metrics
     assert after.status_code == 200  # served again once the store answers
+
+
+def test_a_new_sessions_turn_is_refused_before_it_is_sent_when_the_store_cannot_be_read(
+    tmp_path: Path,
+) -> None:
+    """Whose a named session is (the gateway's, or a policy's) is read before its first turn is
+    sent: a store that fails that read cannot take the turn either, so nothing is sent (503)."""
+    store = SwitchedStore(tmp_path / "s.db")
+    with gateway_over_fake(tmp_path / "unused.db", session_store=store) as (fake, url):
+        store.down = True
+        with pytest.raises(openai.APIStatusError) as refused:
+            openai_client(url, **{"X-Ctxbudget-Session": "new-1"}).chat.completions.create(
+                model="gpt-4o", messages=[{"role": "user", "content": "hi"}]
+            )
+    assert refused.value.status_code == 503 and "nothing was sent" in refused.value.message
+    assert fake.received == []

@@ -99,19 +99,31 @@ class SessionKinds:
     ``session add``. A session's kind never changes (sessions are not deleted), so each name is
     read from the store once; a name not in the store yet is read again next time."""
 
-    def __init__(self, store: SessionStore, limit: int, store_up: Callable[[], bool] = lambda: True) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        limit: int,
+        store_up: Callable[[], bool] = lambda: True,
+        *,
+        fail_open: bool = False,
+    ) -> None:
         self.store = store
         self.kinds = Bounded(limit)  # name -> the policy it was created under
         self.store_up = store_up
+        self.fail_open = fail_open
 
     def foreign_policy(self, session: str) -> str | None:
         """The policy ``session`` was started under when it is not the gateway's; None when it is,
-        when there is no such session yet, or when the store cannot say now (down, or a failed
-        read: the turn's commit answers for the store then)."""
+        or when there is no such session yet. A read that fails raises its :class:`StoreError`
+        (the turn could not be recorded either: refused before it is sent), unless the gateway
+        fails open; a store known to be down is not asked."""
         policy = self.kinds.get(session)
         if policy is None and self.store_up():
-            with contextlib.suppress(StoreError):
+            try:
                 policy = self.store.policy_of(session)
+            except StoreError:
+                if not self.fail_open:
+                    raise
             if policy is not None:
                 self.kinds.put(session, policy)
         return policy if policy is not None and policy != GATEWAY_RECORDED else None

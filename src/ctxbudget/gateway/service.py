@@ -66,7 +66,12 @@ class Gateway:
         self.client = httpx.AsyncClient(timeout=timeout, transport=transport, limits=limits)
         # Per-session state (the previous turn's) is bounded: the oldest sessions are forgotten.
         self.memory = TurnMemory(self.store, config.max_sessions_in_memory, lambda: self.health.up)
-        self.kinds = SessionKinds(self.store, config.max_sessions_in_memory, lambda: self.health.up)
+        self.kinds = SessionKinds(
+            self.store,
+            config.max_sessions_in_memory,
+            lambda: self.health.up,
+            fail_open=config.store_fail_open,
+        )
         names = {config.policy, *config.allowed_policies} - {None}
         self.policies: dict[str, Policy] = {str(n): load_policy(str(n)) for n in sorted(names, key=str)}
         # what a client names an allowed policy by (its name, not a file's path on this server)
