@@ -584,6 +584,17 @@ def test_a_ceiling_prices_the_largest_reply_field_and_every_reply(tmp_path: Path
         assert fake.received == []
         client.chat.completions.create(model="gpt-4o", messages=messages, max_tokens=1_000)  # one reply fits
         assert len(fake.received) == 1
+    with gateway_over_fake(tmp_path / "p.db", cost_ceiling_usd=0.05, allowed_policies=("legal-review",)) as (
+        fake,
+        url,
+    ):
+        policy = _openai(url, **{"X-Ctxbudget-Policy": "legal-review"})  # priced by the assembly
+        for n in (10, 10.0):
+            with pytest.raises(openai.BadRequestError, match="ceiling"):
+                policy.chat.completions.create(
+                    model="gpt-4o", messages=messages, max_tokens=1_500, extra_body={"n": n}
+                )
+        assert fake.received == []
 
 
 def test_a_refused_requests_log_line_names_its_session_and_tokens(tmp_path: Path, caplog: Any) -> None:

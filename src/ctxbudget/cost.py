@@ -8,13 +8,22 @@ no cost: callers report ``cost_usd: null`` and refuse a turn that a ceiling must
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from .catalog.values import Prices
 from .errors import ConfigError
 
-__all__ = ["CacheFigures", "TurnCost", "check_amount", "price_cached", "price_turn", "price_unknown_note"]
+__all__ = [
+    "CacheFigures",
+    "TurnCost",
+    "check_amount",
+    "price_cached",
+    "price_turn",
+    "price_unknown_note",
+    "replies_asked",
+]
 
 
 def check_amount(name: str, value: object, *, whole: bool = False) -> None:
@@ -128,3 +137,12 @@ def price_cached(prices: Prices | None, figures: CacheFigures, output_tokens: in
 def price_unknown_note(model_id: str) -> str:
     """Why a turn has no cost figure."""
     return f"no published price for {model_id!r} in the catalog: cost_usd is null"
+
+
+def replies_asked(body: Mapping[str, Any]) -> int:
+    """How many replies a body asks for (OpenAI's ``n``; each one is billed): a whole number above
+    1, written ``10`` or ``10.0``; else 1 (``10.0`` was priced as one reply)."""
+    n = body.get("n")
+    if isinstance(n, float) and n.is_integer() and n <= 1_000_000:
+        n = int(n)
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1

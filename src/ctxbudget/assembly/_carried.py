@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..cost import price_cached
+from ..cost import price_cached, replies_asked
 from ..errors import BudgetExceeded, CostCeilingExceeded, InvalidRequestError, usd
 from ..formats import detect_format, get_format
 from ..formats.anthropic_rules import without_cache_marks
@@ -66,11 +66,12 @@ def carried_fields(
     carried = {k: v for k, v in _own_fields(request, setup.fmt).items() if k not in body}
     if not carried:
         return body, report
-    reply = positive(body.get("max_tokens")) or positive(body.get("max_completion_tokens"))
+    # the larger reply size when the body gives two (a server may honour either)
+    reply = max((v for v in (positive(body.get(k)) for k in _REPLY) if v is not None), default=None)
     out = {**body, **carried}
     if reply is not None:
         out = thinking_within(out, positive(request.get("max_tokens")), reply)
-    replies = positive(carried.get("n")) or 1  # OpenAI's n: each reply is billed
+    replies = replies_asked(carried)  # OpenAI's n: each reply is billed
     return out, _with_extra(setup, report, (setup.carried_tokens, replies), sorted(carried), ceiling)
 
 

@@ -27,7 +27,6 @@ __all__ = [
     "header_value",
     "last_user_text",
     "named_session",
-    "reply_count",
     "session_id",
     "with_stream_usage",
     "with_system_breakpoint",
@@ -159,15 +158,6 @@ def asked_output(body: Mapping[str, Any]) -> int:
     gives (see :func:`ctxbudget.fitting.body_reserve`)."""
     values = [body.get(name) for name in BODY_OUTPUT_FIELDS]
     return max((v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0), default=0)
-
-
-def reply_count(body: Mapping[str, Any]) -> int:
-    """How many replies the client asks for (OpenAI's ``n``; each one is priced): ``10.0`` is ten
-    (it was priced as one reply)."""
-    n = body.get("n")
-    if isinstance(n, float) and n.is_integer() and n <= 1_000_000:
-        n = int(n)
-    return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
 
 
 def capped_output(body: dict[str, Any], policy: Policy) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from ..assembly import AssemblyResult, Policy, assemble, within_output_cap
 from ..catalog.catalog import Catalog
 from ..catalog.values import ModelSpec
+from ..cost import replies_asked
 from ..errors import BudgetExceeded, CostCeilingExceeded, CtxBudgetError, StoreError, UnknownModelError, usd
 from ..fitting import BODY_OUTPUT_FIELDS, FitResult, fit
 from ..fitting import count as fit_count
@@ -28,7 +29,6 @@ from .bodies import (
     asked_output,
     capped_output,
     filled_output,
-    reply_count,
     with_system_breakpoint,
     without_tool_marks,
 )
@@ -214,7 +214,7 @@ class Preparer:
         report = {**result.report.to_dict(), "counted_by": counted_by}
         out, state = self._cached(provider, result.request, report, (model, spec), previous)
         next_turn = (f"fit\x00{session}", state) if state is not None else None
-        reserve = result.report.reserve_output_tokens * reply_count(body)  # n replies, each priced
+        reserve = result.report.reserve_output_tokens * replies_asked(body)  # n replies, each priced
         # tokens_after holds the tool-use system prompt Anthropic adds (and bills) to a body with tools
         estimate = estimate_usd(spec, report["tokens_after"], reserve, report.get("cache"))
         refusal = ceiling_refusal(model, provider.name, estimate, settings.cost_ceiling_usd)
