@@ -1300,3 +1300,21 @@ def test_a_responses_framing_label_does_not_keep_calibration_from_learning() -> 
     framing = [f"framing: {FRAMING_ESTIMATE}"]
     assert covered_by_estimate({"input": "hi"}, framing)
     assert not covered_by_estimate({"input": "hi"}, [*framing, "$.input[0]: content[1]: image: 765 tokens"])
+
+
+def test_a_chat_messages_tool_calls_do_not_keep_calibration_from_learning() -> None:
+    """Labelling tool calls' framing an estimate turned calibration off for every agent's traffic."""
+    from ctxbudget import fit
+    from ctxbudget.gateway.usage import covered_by_estimate
+
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    body = {
+        "messages": [
+            {"role": "user", "content": "Find EX-4."},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "EX-4: the notice letter."},
+        ]
+    }
+    parts = fit(body, model="gemini-2.5-pro").report.estimated_parts
+    assert parts and covered_by_estimate(body, parts)
+    assert not covered_by_estimate(body, [*parts, "$.messages[0]: content[1]: image: 765 tokens"])

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..formats.openai import CALL_FRAMING_ESTIMATE
 from ..formats.responses import FRAMING_ESTIMATE
 
 __all__ = ["Usage", "covered_by_estimate", "normalize_usage"]
@@ -96,11 +97,17 @@ def normalize_usage(api: str, usage: Any) -> Usage | None:
 def covered_by_estimate(request: Mapping[str, Any], estimated_parts: Any) -> bool:
     """Whether the billed input is what the estimate counts: no part counted by a rule of thumb
     (images, PDFs) and no server tool (web search, code execution: billed inputs of their own).
-    A Responses body's framing, labelled an estimate for want of a published recipe, is counted
-    all the same: it does not keep a model's calibration from learning."""
-    if any(not str(part).startswith(f"framing: {FRAMING_ESTIMATE}") for part in estimated_parts or ()):
+    A Responses body's framing and a chat message's tool calls, labelled estimates for want of a
+    published recipe for their framing, are counted all the same: they do not keep a model's
+    calibration from learning (an agent's traffic never calibrated)."""
+    if not all(_framing_only(str(part)) for part in estimated_parts or ()):
         return False
     tools = request.get("tools") or []
     return not any(
         isinstance(t, Mapping) and t.get("type") not in (None, "custom", "function") for t in tools
     )
+
+
+def _framing_only(part: str) -> bool:
+    """Whether an estimated part is text counted exactly but framed by an unpublished recipe."""
+    return part.startswith(f"framing: {FRAMING_ESTIMATE}") or part.endswith(f": {CALL_FRAMING_ESTIMATE}")
