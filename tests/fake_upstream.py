@@ -123,9 +123,33 @@ class FakeUpstream:
         if model == "fault-timeout":
             await asyncio.sleep(3)
             self.slow_ends.append(request is not None and await request.is_disconnected())
+        if model == "fault-early-headers":  # headers and a blank at once, the JSON 3 s later
+            return StreamingResponse(self._early_headers(), media_type="application/json")
         if model.startswith("crowd-"):
             return await self._crowd(int(model.removeprefix("crowd-")))
         return faults.get(model)
+
+    async def _early_headers(self) -> AsyncIterator[bytes]:
+        """A whole answer whose headers come at once (as proxies that keep a long call alive
+        send them); ``slow_ends`` says whether its caller left before the body was done."""
+        ended = False
+        try:
+            yield b" "
+            await asyncio.sleep(3)
+            ended = True
+            yield json.dumps(self._message_answer_body()).encode()
+        finally:
+            self.slow_ends.append(not ended)
+
+    @staticmethod
+    def _message_answer_body() -> dict[str, Any]:
+        return {
+            "id": "msg_early",
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "text", "text": "fine"}],
+            "usage": {"input_tokens": 9, "output_tokens": 1},
+        }
 
     @staticmethod
     def _message_answer() -> Response:

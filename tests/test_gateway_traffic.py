@@ -1291,6 +1291,21 @@ def test_a_non_streamed_answer_the_client_left_before_is_not_stored(tmp_path: Pa
         assert answered.status_code == 200 and len(SQLiteStore(store).turns("left-early")) == 1
 
 
+def test_a_client_that_leaves_while_the_answers_body_is_awaited_has_the_call_closed(tmp_path: Path) -> None:
+    """An upstream that sends its headers at once (a proxy keeping a long call alive) was read to
+    its end after the client had left: only the wait for the headers was given up."""
+    body = {"model": "fault-early-headers", "max_tokens": 10, "messages": _ask()}
+    headers = {"anthropic-version": "2023-06-01", "X-Ctxbudget-Session": "early"}
+    with gateway_over_fake(tmp_path / "e.db", timeout_seconds=10) as (fake, url):
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(url + "/v1/messages", json=body, headers=headers, timeout=1)
+        deadline = time.monotonic() + 30
+        while not fake.slow_ends:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+    assert fake.slow_ends == [True]  # the gateway left before the body was done
+
+
 def test_a_responses_framing_label_does_not_keep_calibration_from_learning() -> None:
     """Labelling the Responses framing an estimate turned calibration off for every /v1/responses
     request (any estimated part did)."""

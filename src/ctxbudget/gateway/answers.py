@@ -75,11 +75,15 @@ async def complete(
     prepared: Prepared,
     upstream: httpx.Response,
     gone: Callable[[], Awaitable[bool]] | None = None,
+    reading: Callable[[Awaitable[bytes]], Awaitable[bytes]] | None = None,
 ) -> Response:
     """A whole (non-streamed) answer, recorded, then passed to the client with its headers;
     :class:`ClientGone` when ``gone`` says the client left meanwhile (an SDK's timeout): the turn
-    is not stored, as a stream left half-way is not (its retry would be stored again)."""
-    data = await gateway.read_answer(upstream)
+    is not stored, as a stream left half-way is not (its retry would be stored again). The body is
+    read through ``reading`` (the route's: given up once the client is gone), the turn's commit
+    never is."""
+    read = gateway.read_answer(upstream)
+    data = await (reading(read) if reading is not None else read)
     try:
         payload: Any = json.loads(data)
     except RecursionError:  # nested past what Python reads: passed on as it came, its text unread

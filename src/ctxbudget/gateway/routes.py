@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import TypeVar
 
 import httpx
 from starlette.applications import Starlette
@@ -33,6 +35,7 @@ __all__ = ["create_app"]
 
 logger = logging.getLogger("ctxbudget.gateway")
 Handler = Callable[[Request], Awaitable[Response]]
+T = TypeVar("T")
 
 
 def _log(provider: Provider, progress: Progress, response: Response, outcome: str) -> None:
@@ -79,7 +82,11 @@ async def _forward(
         if ready.body.get("stream") and not answered_json:
             return relay(gateway, provider, ready.prepared, upstream, ready.usage_added), "streamed"
         try:
-            return await complete(gateway, provider, ready.prepared, upstream, request.is_disconnected), "ok"
+            reading = functools.partial(_unless_gone, request)  # the answer's body is waited on too
+            answer = await complete(
+                gateway, provider, ready.prepared, upstream, request.is_disconnected, reading
+            )
+            return answer, "ok"
         except ClientGone:  # nobody reads this answer
             return Response(status_code=499), "client_disconnected"
     except BaseException:  # no answer made: its upstream connection is not left open
@@ -87,7 +94,7 @@ async def _forward(
         raise
 
 
-async def _unless_gone(request: Request, sending: Awaitable[httpx.Response]) -> httpx.Response:
+async def _unless_gone(request: Request, sending: Awaitable[T]) -> T:
     """The upstream's answer to ``sending``, or :class:`ClientGone` once the client disconnects
     first: the call is cancelled (its connection closed). A client whose SDK timed out left a
     non-streamed call running upstream until it answered (billed, then dropped), and its retry
