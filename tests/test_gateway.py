@@ -566,6 +566,16 @@ def test_session_kinds_read_a_name_until_it_exists_then_remember_it(tmp_path: Pa
         SessionKinds(Unreachable(), 8).foreign_policy("new-9")  # type: ignore[arg-type]
     assert SessionKinds(Unreachable(), 8, fail_open=True).foreign_policy("new-9") is None  # type: ignore[arg-type]
 
+    class Older:  # a store written before policy_of: read by its meta
+        def __init__(self) -> None:
+            self.inner = store
+
+        def meta(self, name: str) -> Any:
+            return self.inner.meta(name)
+
+    older = SessionKinds(Older(), 8)  # type: ignore[arg-type]
+    assert older.foreign_policy("matter-8") == "legal-review" and older.foreign_policy("none-yet") is None
+
 
 def test_a_ceiling_prices_the_largest_reply_field_and_every_reply(tmp_path: Path) -> None:
     """A body that gives max_tokens and max_completion_tokens is priced at the larger (a server may

@@ -12,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..errors import StoreError
+from ..errors import ConfigError, StoreError
 from ..session.store import GATEWAY_RECORDED, SessionStore
 from .caching import ConversationState, state_of
 from .prepared import Prepared, for_next_turn
@@ -120,10 +120,23 @@ class SessionKinds:
         policy = self.kinds.get(session)
         if policy is None and self.store_up():
             try:
-                policy = self.store.policy_of(session)
+                policy = _policy_of(self.store, session)
             except StoreError:
                 if not self.fail_open:
                     raise
             if policy is not None:
                 self.kinds.put(session, policy)
         return policy if policy is not None and policy != GATEWAY_RECORDED else None
+
+
+def _policy_of(store: SessionStore, session: str) -> str | None:
+    """The store's :meth:`~ctxbudget.session.store.SessionStore.policy_of`; a store written before
+    it had one is read by its ``meta`` (None: no such session)."""
+    read = getattr(store, "policy_of", None)
+    if read is not None:
+        found: str | None = read(session)
+        return found
+    try:
+        return store.meta(session).policy
+    except ConfigError:
+        return None
