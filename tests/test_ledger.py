@@ -205,11 +205,13 @@ def test_markers_keep_their_own_endings_and_rules_may_be_lists() -> None:
             "NOT CONFIRMED",  # was NOT
         ),
         (
-            "Therefore Ex-05 and EX-06 show notice. Status: PARTIALLY CONFIRMED.",
-            ["Ex-05", "EX-06"],
+            "Therefore Ex-05, EX-05 and EX-06 show notice. Status: PARTIALLY CONFIRMED.",
+            ["EX-05", "EX-06"],  # one exhibit however it is cased
             "PARTIALLY CONFIRMED",
         ),
         ("Thus EX-12 shows it. Status: CONFIRMED BY EX-12.", ["EX-12"], "CONFIRMED"),
+        ("Thus EX-12 shows it. Status: CONFIRMED NDA signed.", ["EX-12"], "CONFIRMED"),  # not the acronym
+        ("Thus EX-12 shows it. Status: UNDER REVIEW.", ["EX-12"], "UNDER REVIEW"),
     ],
 )
 def test_exhibits_and_statuses_are_read_whole(answer: str, exhibits: list[str], status: str) -> None:

@@ -60,8 +60,12 @@ class LedgerRules:
     # written 47:12-48:3 in the entry
     citation_pattern: str = r"\b\d{1,4}:\d{1,2}(?:[ \t]?[-\u2013][ \t]?\d{1,4}(?::\d{1,2})?)?\b"
     # "Status: CONFIRMED", "status - DENIED", "Status: NOT CONFIRMED": the word in any case, the
-    # value in capitals, its words of three letters or more (not the EX of an exhibit after it)
-    status_pattern: str = r"(?i:\bstatus\b)\W{0,3}\s*([A-Z][A-Z_]{2,}(?: [A-Z][A-Z_]{2,}\b(?!-))*)\b"
+    # value in capitals, with a qualifier before it when it has one (NOT, PARTIALLY, UNDER, ...),
+    # never the acronym after it ("CONFIRMED NDA signed" is CONFIRMED)
+    status_pattern: str = (
+        r"(?i:\bstatus\b)\W{0,3}\s*((?:(?:NOT|PARTIALLY|PARTLY|STILL|UNDER|IN|NO|AWAITING|NEEDS) )?"
+        r"[A-Z][A-Z_]{2,})\b"
+    )
     conclusion_markers: tuple[str, ...] = (
         "conclusion",
         "therefore",
@@ -175,7 +179,8 @@ def reduce_turn(turn: Turn, rules: LedgerRules = LedgerRules()) -> dict[str, Any
     # over the cap, the exhibits the answer cites are kept first, then the question's, then those
     # the tool logs only mention (EX-01..EX-60 listed by a search must not push out the answer's)
     texts = [turn.answer, turn.question, *(r.content for r in turn.tool_results)]
-    exhibits = _unique(m for t in texts for m in re.findall(rules.exhibit_pattern, t))
+    # one exhibit however its id is cased (Ex-05 and EX-05), written as the record writes ids
+    exhibits = _unique(m.upper() for t in texts for m in re.findall(rules.exhibit_pattern, t))
     kept = sorted(exhibits[: rules.max_exhibits], key=exhibit_key)
     # What the answer cites; the raw tool logs' line numbers are pruned with the logs.
     citations = _unique(_dashed(c) for c in re.findall(rules.citation_pattern, turn.answer))
