@@ -257,6 +257,15 @@ def test_a_cut_moved_to_a_grapheme_boundary_never_splits_a_character(text: str, 
     assert floor <= at <= ceil and (at in boundaries) == (floor == at == ceil)
 
 
+def test_a_character_longer_than_the_window_read_around_a_cut_is_found_whole() -> None:
+    """Two hundred accents on one letter: the cut's window was inside the cluster."""
+    from ctxbudget.trim.text import grapheme_ceil, grapheme_floor
+
+    text = "x" * 100 + "a" + "\u0301" * 300 + "b"
+    assert {grapheme_floor(text, at) for at in range(101, 401)} == {100}
+    assert {grapheme_ceil(text, at) for at in range(101, 401)} == {401}
+
+
 def test_a_question_formats_role_cut_keeps_accents_emoji_and_thai_marks_whole() -> None:
     """NFD "Café" was cut to "Cafe", a family emoji to a dangling joiner, a Thai consonant from its vowel."""
     import unicodedata

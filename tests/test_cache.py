@@ -162,3 +162,15 @@ def test_a_cached_prefix_lives_from_its_last_use_not_from_the_last_turn() -> Non
         turn("We reviewed EX-04. " * 40, legacy, 0).cache.read_tokens
         == turn("We reviewed EX-04. " * 40, first, 0).cache.read_tokens
     )
+
+
+def test_an_older_reports_unknown_ttl_is_read_as_five_minutes_and_not_carried_on() -> None:
+    """A legacy report's breakpoint with ttl "2h" was carried into cache_entries, and the next
+    turn refused it."""
+    from ctxbudget.assembly._previous import live_entries
+
+    legacy = {
+        "breakpoints": [{"prefix_sha256": "a" * 64, "ttl": "2h"}, {"prefix_sha256": "b" * 64, "ttl": "1h"}]
+    }
+    assert live_entries(legacy, None) == {"a" * 64: ("5m", 0.0), "b" * 64: ("1h", 0.0)}
+    assert set(live_entries(legacy, 600)) == {"b" * 64}  # ten minutes: the five-minute one is gone

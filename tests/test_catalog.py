@@ -200,6 +200,8 @@ def test_family_is_the_longest_id_or_alias_the_id_starts_with(sent: str, model: 
         "gpt-5.7",
         "gpt-4o-transcribe",
         "gpt-4o-mini-tts",
+        "gpt-4o-mini:search",  # a kind after a `:` as after a `-`
+        "gpt-4o-mini-tts:free",
         "/gpt-4o",
         "azure//gpt-4o",
         "gpt-4o@@",

@@ -55,15 +55,17 @@ def live_entries(
     given = (previous or {}).get("cache_entries")
     if given is None:
         points = _breakpoints(previous)
-        entries = [(b["prefix_sha256"], str(b.get("ttl", "5m")), 0.0) for b in points]
+        # a TTL the provider does not have is read as the shorter one (it is not carried on)
+        entries = [(b["prefix_sha256"], _known_ttl(b.get("ttl")), 0.0) for b in points]
     else:
         entries = _entries(given)
     idle = idle_seconds or 0.0
-    return {
-        digest: (ttl, age + idle)
-        for digest, ttl, age in entries
-        if age + idle <= TTL_SECONDS.get(ttl, TTL_SECONDS["5m"])
-    }
+    return {digest: (ttl, age + idle) for digest, ttl, age in entries if age + idle <= TTL_SECONDS[ttl]}
+
+
+def _known_ttl(ttl: object) -> str:
+    """A breakpoint's TTL as the provider has it: ``1h``, else ``5m``."""
+    return "1h" if ttl == "1h" else "5m"
 
 
 def _breakpoints(previous: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:

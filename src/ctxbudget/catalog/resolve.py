@@ -62,7 +62,7 @@ _BEDROCK = re.compile(
     r"|zai|minimax|twelvelabs)\.(?P<rest>[^/]+)$"
 )
 _OTHER_KINDS = re.compile(
-    r"(^|-)(tts|transcribe|realtime|audio|image|embed\w*|moderation|whisper|speech|search)(-|$)"
+    r"(^|[-:])(tts|transcribe|realtime|audio|image|embed\w*|moderation|whisper|speech|search)([-:]|$)"
 )
 _UNPRINTABLE = re.compile(r"[\s\x00-\x1f\x7f]")
 _FINE_TUNED = re.compile(r"^ft:(?P<base>[^:]+)(?::|$)")

@@ -147,11 +147,13 @@ def _cluster_at(text: str, at: int) -> tuple[int, int] | None:
     before, after = text[at - 1], text[at]
     if before < "\x7f" and after < "\x7f" and before != "\r":
         return None
-    start = max(0, at - _CLUSTER_REACH)
-    for cluster in _CLUSTER.finditer(text, start, min(len(text), at + _CLUSTER_REACH)):
-        if cluster.end() > at:
+    reach = _CLUSTER_REACH
+    while True:  # a window that cuts the cluster itself (200 accents on one letter) is widened
+        start, stop = max(0, at - reach), min(len(text), at + reach)
+        cluster = next(c for c in _CLUSTER.finditer(text, start, stop) if c.end() > at)
+        if (cluster.start() > start or start == 0) and (cluster.end() < stop or stop == len(text)):
             return (cluster.start(), cluster.end()) if cluster.start() < at else None
-    return None
+        reach *= 4
 
 
 def grapheme_floor(text: str, at: int) -> int:
