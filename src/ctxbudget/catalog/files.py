@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ConfigError, unreadable_file
+from ..formats.jsonvalue import RepeatedKey, unique_keys
 from ..tokens.registry import list_encodings
 from .bundled import entry_heads, read_document
 from .catalog import Catalog
@@ -139,29 +140,13 @@ def _decode(text: str, source: str) -> Any:
 
     kind = "JSON" if source.lower().endswith(".json") else "TOML"
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys) if kind == "JSON" else tomllib.loads(text)
+        return json.loads(text, object_pairs_hook=unique_keys) if kind == "JSON" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{source}: not valid {kind}: {exc}") from exc
-    except _DuplicateKey as exc:  # TOML refuses them itself
-        raise ConfigError(f"{source}: the key {exc.args[0]!r} is given twice in one object") from None
+    except RepeatedKey as exc:  # TOML refuses them itself
+        raise ConfigError(f"{source}: the key {exc.key!r} is given twice in one object") from None
     except (RecursionError, ValueError) as exc:  # nesting too deep, an integer of thousands of digits
         raise unreadable_file(source, exc) from exc
-
-
-class _DuplicateKey(Exception):
-    pass
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object whose keys are all different (JSON itself keeps the last of a repeated one)."""
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _DuplicateKey(key)
-            seen.add(key)
-    return out
 
 
 def _check_ids(raw: Mapping[str, Any], source: str) -> None:

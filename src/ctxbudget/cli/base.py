@@ -100,7 +100,7 @@ def read_json(source: str) -> Any:
         except OSError as exc:
             fail(f"cannot read {source}: {exc.strerror or exc}", EXIT_USAGE)
         try:
-            return decode_json(data, "stdin" if source == "-" else source, unique_keys=True)
+            return decode_json(data, "stdin" if source == "-" else source, refuse_repeats=True)
         except InvalidRequestError as exc:
             fail(str(exc), EXIT_USAGE)
 

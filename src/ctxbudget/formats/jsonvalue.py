@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import InvalidRequestError
 
-__all__ = ["MAX_DEPTH", "JsonShape", "check_json_value", "decode_json"]
+__all__ = ["MAX_DEPTH", "JsonShape", "RepeatedKey", "check_json_value", "decode_json", "unique_keys"]
 
 MAX_DEPTH = 100
 
@@ -179,25 +179,30 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number (NaN and Infinity are refused)")
 
 
-class _RepeatedKey(ValueError):
-    """An object that gives one key twice."""
+class RepeatedKey(ValueError):
+    """An object that gives one key twice (``key``)."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(f"the key {key!r} is given twice in one object (JSON keeps only the last)")
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """An object whose keys are all different (JSON itself keeps the last of a repeated one)."""
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are all different (``json.loads``'s ``object_pairs_hook``; JSON
+    itself keeps the last of a repeated one): :class:`RepeatedKey` otherwise."""
     out = dict(pairs)
     if len(out) != len(pairs):
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise _RepeatedKey(f"the key {key!r} is given twice in one object (JSON keeps only the last)")
+                raise RepeatedKey(key)
             seen.add(key)
     return out
 
 
-def decode_json(data: bytes, source: str, *, unique_keys: bool = False) -> Any:
+def decode_json(data: bytes, source: str, *, refuse_repeats: bool = False) -> Any:
     """Decode UTF-8 JSON bytes strictly; errors say where (byte offset, line and column). With
-    ``unique_keys`` an object that gives a key twice is an error (the CLI's files: a body whose
+    ``refuse_repeats`` an object that gives a key twice is an error (the CLI's files: a body whose
     ``messages`` came twice lost the first list in silence), where the gateway reads a body as the
     providers do, the last one kept."""
     try:
@@ -209,7 +214,7 @@ def decode_json(data: bytes, source: str, *, unique_keys: bool = False) -> Any:
     text = text.removeprefix("\ufeff")
     try:
         value = json.loads(
-            text, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys if unique_keys else None
+            text, parse_constant=_refuse_constant, object_pairs_hook=unique_keys if refuse_repeats else None
         )
     except json.JSONDecodeError as exc:
         raise InvalidRequestError(
