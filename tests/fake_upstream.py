@@ -29,6 +29,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ctxbudget.gateway import GatewayConfig, create_app
+from ctxbudget.gateway.config import KEEP_ALIVE_SECONDS
 
 
 def tokens(value: Any) -> int:
@@ -468,7 +469,14 @@ class Served:
     def __init__(self, app: Any) -> None:
         self.port = free_port()
         self.server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
+            uvicorn.Config(
+                app,
+                host="127.0.0.1",
+                port=self.port,
+                log_level="warning",
+                lifespan="off",
+                timeout_keep_alive=KEEP_ALIVE_SECONDS,  # as `ctxbudget serve` serves
+            )
         )
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

@@ -203,6 +203,7 @@ def _serve(config: GatewayConfig) -> None:
     import uvicorn
 
     from ..gateway import create_app
+    from ..gateway.config import KEEP_ALIVE_SECONDS
 
     configure_logging()
     app = create_app(config)  # opens the store: a store that cannot serve fails here, before the banner
@@ -210,4 +211,6 @@ def _serve(config: GatewayConfig) -> None:
         f"ctxbudget gateway on http://{config.host}:{config.port} -> "
         f"anthropic {config.anthropic_upstream}, openai {config.openai_upstream}"
     )
-    uvicorn.run(app, host=config.host, port=config.port, log_level="warning")
+    uvicorn.run(
+        app, host=config.host, port=config.port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_SECONDS
+    )

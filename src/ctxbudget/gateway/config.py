@@ -11,7 +11,15 @@ from urllib.parse import urlsplit
 from ..errors import ConfigError
 from ..trim.steps import DEFAULT_LOW_WATER
 
-__all__ = ["GatewayConfig"]
+__all__ = ["KEEP_ALIVE_SECONDS", "UPSTREAM_IDLE_SECONDS", "GatewayConfig"]
+
+# A connection kept open between requests is closed by one side when idle: a request sent on it as
+# the other side closes it fails (a read error, a 502 here). So the gateway keeps its clients'
+# connections longer than their pools do (the SDKs' httpx pools drop them after 5 s, aiohttp
+# after 15), and drops its own to an upstream sooner than common servers close them (uvicorn,
+# behind vLLM and LiteLLM proxies, and Node after 5 s): each side lets go first where it should.
+KEEP_ALIVE_SECONDS = 75
+UPSTREAM_IDLE_SECONDS = 4.0
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,7 +21,7 @@ from ..errors import ConfigError, StoreError
 from ..session import connect_store
 from ..session.store import SessionStore
 from .calibration import Calibration
-from .config import GatewayConfig
+from .config import UPSTREAM_IDLE_SECONDS, GatewayConfig
 from .memory import SessionKinds, TurnMemory
 from .metrics import Metrics
 from .prepared import Prepared
@@ -62,7 +62,9 @@ class Gateway:
         timeout = httpx.Timeout(config.timeout_seconds, connect=min(10.0, config.timeout_seconds))
         # No cap on connections: a pool of httpx's default 100 queued the 101st concurrent request
         # here until --timeout, then blamed the upstream; the provider's rate limits are the cap.
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=100)
+        limits = httpx.Limits(
+            max_connections=None, max_keepalive_connections=100, keepalive_expiry=UPSTREAM_IDLE_SECONDS
+        )
         self.client = httpx.AsyncClient(timeout=timeout, transport=transport, limits=limits)
         # Per-session state (the previous turn's) is bounded: the oldest sessions are forgotten.
         self.memory = TurnMemory(self.store, config.max_sessions_in_memory, lambda: self.health.up)
