@@ -87,7 +87,8 @@ async def _forward(
                 gateway, provider, ready.prepared, upstream, request.is_disconnected, reading
             )
             return answer, "ok"
-        except ClientGone:  # nobody reads this answer
+        except ClientGone:  # nobody reads this answer (its body may have been given up half-read)
+            await upstream.aclose()
             return Response(status_code=499), "client_disconnected"
     except BaseException:  # no answer made: its upstream connection is not left open
         await upstream.aclose()
@@ -95,8 +96,8 @@ async def _forward(
 
 
 async def _unless_gone(request: Request, sending: Awaitable[T]) -> T:
-    """The upstream's answer to ``sending``, or :class:`ClientGone` once the client disconnects
-    first: the call is cancelled (its connection closed). A client whose SDK timed out left a
+    """What ``sending`` gives (the upstream's answer, or its body), or :class:`ClientGone` once the
+    client disconnects first: the call is cancelled (its connection closed). A client whose SDK timed out left a
     non-streamed call running upstream until it answered (billed, then dropped), and its retry
     started a second one. The request's body was read whole: the next message the server gives is
     its disconnect, awaited by a watcher that cancels this task (one task a request: 20 us, where
