@@ -62,7 +62,10 @@ def reads_as_lines(text: str) -> bool:
 
 # The roles of a conversation with an assistant, as logs label its turns.
 _CHAT_ROLES = frozenset({"user", "human", "assistant", "ai", "bot", "system", "model"})
-_LABEL = re.compile(r"(?:^|\n)([^\s:][^\n:]{0,40}):\s")
+# A line's speaker label, found from the newline before it as _SPEAKER_AFTER is (4x faster than
+# starting the pattern with (?:^|\n): 0.07 against 0.31 s over 9.5 MB of turns)
+_LABEL_HERE = re.compile(r"([^\s:][^\n:]{0,40}):\s")
+_LABEL_AFTER = re.compile(r"\n([^\s:][^\n:]{0,40}):\s")
 
 
 @functools.lru_cache(maxsize=8)
@@ -71,7 +74,9 @@ def reads_as_chat_log(text: str) -> bool:
     them labelled by a chat role (``User:``, ``Assistant:``, ``Human:``, ``AI:``). Its evidence is
     what the user said once, a turn in one session among many, not a discussion that runs over
     many turns as in a meeting: it is selected as prose is (:func:`reads_as_lines` still holds)."""
-    labels = [label.strip().lower() for label in _LABEL.findall(text)]
+    first = _LABEL_HERE.match(text)
+    found = ([first.group(1)] if first else []) + _LABEL_AFTER.findall(text)
+    labels = [label.strip().lower() for label in found]
     roles = sum(label in _CHAT_ROLES for label in labels)
     return roles > 0 and roles >= 0.8 * len(labels) and reads_as_lines(text)
 
