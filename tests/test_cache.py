@@ -174,3 +174,22 @@ def test_an_older_reports_unknown_ttl_is_read_as_five_minutes_and_not_carried_on
     }
     assert live_entries(legacy, None) == {"a" * 64: ("5m", 0.0), "b" * 64: ("1h", 0.0)}
     assert set(live_entries(legacy, 600)) == {"b" * 64}  # ten minutes: the five-minute one is gone
+
+
+def test_a_reports_cache_entries_are_checked_before_they_are_read() -> None:
+    import pytest
+
+    from ctxbudget import InvalidRequestError
+    from ctxbudget.assembly._previous import live_entries
+
+    good = {"prefix_sha256": "a" * 64, "ttl": "5m", "age_seconds": 10}
+    assert live_entries({"cache_entries": [good]}, 100) == {"a" * 64: ("5m", 110.0)}
+    for bad in (
+        {**good, "ttl": []},
+        {**good, "ttl": "2h"},
+        {**good, "age_seconds": -1},
+        {**good, "age_seconds": True},
+        "x",
+    ):
+        with pytest.raises(InvalidRequestError, match=r"\$\.cache_entries\[0\]"):
+            live_entries({"cache_entries": [bad]}, None)

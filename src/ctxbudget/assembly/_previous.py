@@ -88,7 +88,8 @@ def _entries(given: object) -> list[tuple[str, str, float]]:
         if (
             not isinstance(entry, Mapping)
             or not isinstance(entry.get("prefix_sha256"), str)
-            or entry.get("ttl") not in TTL_SECONDS
+            or not isinstance(entry.get("ttl"), str)
+            or entry["ttl"] not in TTL_SECONDS
             or isinstance(age, bool)
             or not isinstance(age, int | float)
             or not 0 <= age < float("inf")
