@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from .catalog.values import Prices
 from .errors import ConfigError
+from .formats import BODY_OUTPUT_FIELDS
 
 __all__ = [
     "CacheFigures",
@@ -23,6 +24,7 @@ __all__ = [
     "price_turn",
     "price_unknown_note",
     "replies_asked",
+    "reply_tokens_asked",
 ]
 
 
@@ -146,3 +148,11 @@ def replies_asked(body: Mapping[str, Any]) -> int:
     if isinstance(n, float) and n.is_integer() and n <= 1_000_000:
         n = int(n)
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
+
+
+def reply_tokens_asked(body: Mapping[str, Any]) -> int:
+    """The reply size a body asks for (0 when it does not say): the largest of the fields it gives
+    (``max_tokens`` beside ``max_completion_tokens``: a server may honour either), each a positive
+    whole number (see :func:`ctxbudget.fitting.body_reserve`, which also refuses a bad one)."""
+    values = [body.get(name) for name in BODY_OUTPUT_FIELDS]
+    return max((v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0), default=0)

@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..cost import price_cached, replies_asked
+from ..cost import price_cached, replies_asked, reply_tokens_asked
 from ..errors import BudgetExceeded, CostCeilingExceeded, InvalidRequestError, usd
 from ..formats import detect_format, get_format
 from ..formats.anthropic_rules import without_cache_marks
@@ -66,8 +66,7 @@ def carried_fields(
     carried = {k: v for k, v in _own_fields(request, setup.fmt).items() if k not in body}
     if not carried:
         return body, report
-    # the larger reply size when the body gives two (a server may honour either)
-    reply = max((v for v in (positive(body.get(k)) for k in _REPLY) if v is not None), default=None)
+    reply = reply_tokens_asked(body) or None
     out = {**body, **carried}
     if reply is not None:
         out = thinking_within(out, positive(request.get("max_tokens")), reply)

@@ -19,7 +19,6 @@ from .providers import Provider
 from .refusals import Refusal
 
 __all__ = [
-    "asked_output",
     "capped_output",
     "conversation",
     "filled_output",
@@ -151,13 +150,6 @@ def with_system_breakpoint(body: dict[str, Any], tokens: int, spec: ModelSpec | 
     )
     blocks[-1] = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
     return {**body, "system": blocks}
-
-
-def asked_output(body: Mapping[str, Any]) -> int:
-    """The reply size the client asks for (0 when it does not say): the largest of the fields it
-    gives (see :func:`ctxbudget.fitting.body_reserve`)."""
-    values = [body.get(name) for name in BODY_OUTPUT_FIELDS]
-    return max((v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0), default=0)
 
 
 def capped_output(body: dict[str, Any], policy: Policy) -> dict[str, Any]:

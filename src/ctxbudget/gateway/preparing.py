@@ -19,14 +19,13 @@ from typing import Any, Literal
 from ..assembly import AssemblyResult, Policy, assemble, within_output_cap
 from ..catalog.catalog import Catalog
 from ..catalog.values import ModelSpec
-from ..cost import replies_asked
+from ..cost import replies_asked, reply_tokens_asked
 from ..errors import BudgetExceeded, CostCeilingExceeded, CtxBudgetError, StoreError, UnknownModelError, usd
 from ..fitting import BODY_OUTPUT_FIELDS, FitResult, fit
 from ..fitting import count as fit_count
 from ..formats.jsonvalue import json_kind
 from ..session.store import SessionStore
 from .bodies import (
-    asked_output,
     capped_output,
     filled_output,
     with_system_breakpoint,
@@ -329,7 +328,7 @@ class Preparer:
         capped = None
         if spec is not None:  # a reply above the model's output cap is refused by the provider
             policy, capped = within_output_cap(policy, spec)
-        asked = asked_output(body)
+        asked = reply_tokens_asked(body)
         capped_to = policy.max_output_tokens  # the policy's reply, held to the model's cap
         if 0 < asked < policy.max_output_tokens:  # the reply sent is the client's: its room is held
             policy = dataclasses.replace(policy, max_output_tokens=asked)
@@ -342,7 +341,7 @@ class Preparer:
         assert isinstance(assembled, dict)
         keys = ("system", "messages") if provider.name == "anthropic" else ("messages",)
         out = capped_output({**body, **{k: assembled[k] for k in keys if k in assembled}}, policy)
-        if not asked_output(body):  # no reply size asked for: the policy's cap, as it is priced
+        if not reply_tokens_asked(body):  # no reply size asked for: the policy's cap, as it is priced
             for name in (k for k in BODY_OUTPUT_FIELDS if k in assembled):
                 out = filled_output(out, name, policy.max_output_tokens)
         out = without_tool_marks(out)  # the plan owns the breakpoints (1h marks must come first)
@@ -392,7 +391,7 @@ class Preparer:
         """The client's body counted, and the library's assembly of it; a refusal in the
         provider's terms."""
         assert settings.policy is not None
-        output = asked_output(body)
+        output = reply_tokens_asked(body)
         before: dict[str, Any] | None = None
         try:
             before = self._count(provider, body, factor)
