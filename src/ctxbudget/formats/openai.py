@@ -176,9 +176,7 @@ def _message_chunks(
         function = custom if isinstance(custom, dict) else call.get("function") or {}
         chunks.append((Segment(str(function.get("name", "")), owner),))
         chunks.append((Segment(str(function.get("input" if custom else "arguments", "")), owner),))
-    if (
-        calls
-    ):  # each call's name and arguments are counted exactly; how the API frames a call is not published
+    if calls:  # names and arguments are counted exactly; how the API frames a call is not published
         estimated.append((owner, f"{len(calls)} tool call(s): {CALL_FRAMING_ESTIMATE}"))
     return chunks, constant
 

@@ -48,8 +48,7 @@ class Counting(Protocol):
 
 def exhibit_key(exhibit: str) -> tuple[str, tuple[int, ...], str]:
     """How exhibits sort: by their prefix, then their numbers (EX-4 < EX-4.1 < EX-12 < EX-12A)."""
-    head = re.match(r"\D*", exhibit)
-    prefix = head.group(0).upper() if head else ""
+    prefix = re.split(r"\d", exhibit, maxsplit=1)[0].upper()
     return (prefix, tuple(int(d) for d in re.findall(r"\d+", exhibit)), exhibit)
 
 
