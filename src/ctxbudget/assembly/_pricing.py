@@ -80,6 +80,7 @@ def within_ceiling(
     """Fit and price the request until it costs at most ``ceiling`` (None: any cost), halving the
     first compact tier's target each time the policy lets it degrade; returns what was degraded."""
     degraded: list[str] = []
+    halved: dict[str, None] = {}  # the tiers degraded, in order
     while True:
         priced = _price(setup, fit_envelope(setup, targets), previous_hashes, output_tokens)
         if ceiling is None:
@@ -87,7 +88,7 @@ def within_ceiling(
         if priced.cost is None:
             raise PriceUnknown(model_id=setup.model, ceiling_usd=ceiling)
         if round(priced.cost.total_usd, 6) <= ceiling:  # the cost as reported (to the micro-dollar)
-            return priced, degraded + _degraded_to(setup, priced, degraded)
+            return priced, degraded + _degraded_to(setup, priced, list(halved))
         compact = [t for t in setup.policy.tiers if t.eviction == "compact" and targets[t.index] > 0]
         if "compact" not in setup.policy.degrade or not compact:
             raise CostCeilingExceeded(
@@ -98,21 +99,17 @@ def within_ceiling(
             )
         tier = compact[0]
         targets[tier.index] //= 2
+        halved[tier.name] = None
         degraded.append(
             f"cost ${priced.cost.total_usd:.4f} over ${ceiling:.4f}: {tier.name}'s target halved to "
             f"{targets[tier.index]} tokens"
         )
 
 
-def _degraded_to(setup: Setup, priced: Priced, degraded: list[str]) -> list[str]:
-    """What the degraded tiers hold in the body priced under the ceiling (a target is a limit:
+def _degraded_to(setup: Setup, priced: Priced, tiers: list[str]) -> list[str]:
+    """What the degraded ``tiers`` hold in the body priced under the ceiling (a target is a limit:
     a tier whose items could not be cut to it holds less, down to nothing)."""
-    if not degraded:
+    if not tiers or priced.cost is None:
         return []
-    tiers = [
-        t
-        for t in setup.policy.tiers
-        if t.eviction == "compact" and f"{t.name}'s target" in " ".join(degraded)
-    ]
-    held = ", ".join(f"{t.name} {setup.counter.scale(priced.draft.raw_of(t.name)):,}" for t in tiers)
-    return [f"under the ceiling at ${priced.cost.total_usd:.4f} with {held} tokens"] if priced.cost else []
+    held = ", ".join(f"{name} {setup.counter.scale(priced.draft.raw_of(name)):,}" for name in tiers)
+    return [f"under the ceiling at ${priced.cost.total_usd:.4f} with {held} tokens"]

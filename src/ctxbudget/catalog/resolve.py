@@ -157,10 +157,8 @@ def _own(index: Index, provider: str, *names: str) -> Found | None:
         if found is not None:
             return found
     for name in names:
-        for stripped, suffix in _strip_steps(name):
-            inner = _exact(index, stripped, provider, True) or _alias(index, stripped, provider, True)
-            if inner is not None:
-                return _then("snapshot", suffix, inner)
+        if (inner := _stripped(index, name, provider, True)) is not None:
+            return inner
     return next((m for name in names if (m := _match(index, name, provider, True))), None)
 
 
@@ -233,10 +231,11 @@ def _family(index: Index, name: str, provider: str | None) -> Found | None:
     return None
 
 
-def _stripped(index: Index, name: str, provider: str | None) -> Found | None:
-    """``name``'s id or alias once its snapshot suffixes are taken off (``-2025-10-06``)."""
+def _stripped(index: Index, name: str, provider: str | None, strict: bool = False) -> Found | None:
+    """``name``'s id or alias once its snapshot suffixes are taken off (``-2025-10-06``); with
+    ``strict``, the provider's own only."""
     for stripped, suffix in _strip_steps(name):
-        inner = _exact(index, stripped, provider) or _alias(index, stripped, provider)
+        inner = _exact(index, stripped, provider, strict) or _alias(index, stripped, provider, strict)
         if inner is not None:
             return _then("snapshot", suffix, inner)
     return None
