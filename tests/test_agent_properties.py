@@ -274,3 +274,17 @@ def test_a_question_at_the_edge_of_the_room_is_kept_or_refused_never_cut_to_a_ma
             for block in (m["content"] if isinstance(m["content"], list) else [{"text": m["content"]}])
         ]
         assert "QUESTION " in asked, window  # whole (a placeholder before it joins its turn)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.lists(st.text(alphabet="ab?\n .Q:", max_size=80), min_size=1, max_size=6))
+def test_question_spans_remembered_answer_is_the_read_one(texts: list[str]) -> None:
+    """The remembered answer (the same message asked again) is what reading it gives, and a
+    caller's change to a returned list does not reach the next caller."""
+    from ctxbudget.trim.messages import _question_spans
+
+    for text in [*texts, *texts[::-1], texts[0]]:
+        first = question_spans(text)
+        assert first == _question_spans(text)
+        first.append((-1, -1))
+        assert question_spans(text) == _question_spans(text)
