@@ -379,7 +379,8 @@ def _split_aliases(
     for entry in models:
         out.append(entry)
         scopes = facts["litellm_scopes"].get(entry["provider"], [])
-        kept = []
+        kept: list[str] = []
+        split: list[dict[str, Any]] = []
         for alias in entry.get("aliases", []):
             lite = next(
                 (litellm[k] for k in [*(f"{s}/{alias}" for s in scopes), alias] if k in litellm), None
@@ -400,11 +401,33 @@ def _split_aliases(
                 "max_output_tokens": "litellm",
             }
             out.append(variant)
+            split.append(variant)
+        kept = _to_variants(kept, split)
         if kept:
             entry["aliases"] = kept
         else:
             entry.pop("aliases", None)
     return out
+
+
+def _spelling(model_id: str) -> str:
+    """An id as its spellings share it: lower case, a dot written as a dash, no ``-latest``
+    (``gpt-5-1-chat-latest``, ``gpt-5.1-chat`` and ``gpt-5.1-chat-latest`` are one)."""
+    return model_id.lower().replace(".", "-").removesuffix("-latest")
+
+
+def _to_variants(aliases: list[str], variants: list[dict[str, Any]]) -> list[str]:
+    """``aliases`` less those that spell a variant split off their group: each moves to its
+    variant (``gpt-5.1-chat`` is gpt-5.1-chat-latest's 128,000-token window, not gpt-5.1's)."""
+    by_spelling = {_spelling(v["id"]): v for v in variants}
+    kept = []
+    for alias in aliases:
+        variant = by_spelling.get(_spelling(alias))
+        if variant is None:
+            kept.append(alias)
+        else:
+            variant.setdefault("aliases", []).append(alias)
+    return kept
 
 
 def _apply_input_cap_rules(models: list[dict[str, Any]], facts: dict[str, Any]) -> None:
@@ -444,6 +467,49 @@ def _inherit_input_caps(models: list[dict[str, Any]], facts: dict[str, Any]) -> 
                 _lower_caps(hosted, min(capped, key=lambda e: e["max_input_tokens"]))
 
 
+def _inherit_output_caps(models: list[dict[str, Any]]) -> None:
+    """An entry with no output cap takes the one its model has under another entry of the same
+    window: the first party's (under its id or an alias: Bedrock's dated ids), or the smallest of
+    its own provider's other hosts: Bedrock's `us.` and `eu.` ids
+    of a Claude model had none where its `global.` id and Anthropic's own had 64,000, so a fit
+    let through a reply size the model refuses. The cap belongs to the model, as the input cap."""
+    first_party = {"openai", "anthropic", "google", "mistral", "deepseek", "x-ai", "cohere"}
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for entry in models:
+        groups.setdefault((_bare(entry["id"]), entry["context_window"]), []).append(entry)
+    named: dict[tuple[str, int], list[dict[str, Any]]] = {}  # a first party's ids and aliases
+    for entry in models:
+        if entry["provider"] in first_party and entry.get("max_output_tokens"):
+            for name in {entry["id"], *entry.get("aliases", [])}:
+                named.setdefault((_bare(name), entry["context_window"]), []).append(entry)
+    for key, group in groups.items():
+        own = named.get(key, [])
+        if own:
+            _give_output_cap(group, min(own, key=lambda e: e["max_output_tokens"]))
+        for provider in {e["provider"] for e in group} - first_party:
+            hosted = [e for e in group if e["provider"] == provider]
+            capped = [e for e in hosted if e.get("max_output_tokens")]
+            if capped:
+                _give_output_cap(hosted, min(capped, key=lambda e: e["max_output_tokens"]))
+
+
+def _give_output_cap(entries: list[dict[str, Any]], origin: dict[str, Any]) -> None:
+    """Give each of ``entries`` without an output cap ``origin``'s (a host's own cap stays)."""
+    source = origin["sources"].get("max_output_tokens", "curated")
+    for entry in entries:
+        if not entry.get("max_output_tokens"):
+            entry["max_output_tokens"] = origin["max_output_tokens"]
+            entry["sources"]["max_output_tokens"] = f"{source} (as {origin['id']})"
+
+
+def _bare(model_id: str) -> str:
+    """A model id without its host's scope, region and provider prefixes (``openrouter/openai/``,
+    ``us.anthropic.``, ``vertex_ai/``), its snapshot date (``-20250929``, ``@20250929``) or Bedrock's
+    version suffix (``-v1:0``)."""
+    bare = re.sub(r"^(?:[\w-]+/)+|^(?:[a-z-]+\.)?[a-z]+\.", "", model_id.lower())
+    return re.sub(r"(?:[-@]\d{8})?(?:-v\d+(?::\d+)?)?$", "", bare)
+
+
 def _lower_caps(entries: list[dict[str, Any]], origin: dict[str, Any]) -> None:
     """Give each of ``entries`` without a cap, or with a larger one, ``origin``'s cap."""
     cap = origin["max_input_tokens"]
@@ -478,6 +544,7 @@ def build(litellm_wheel: Path) -> dict[str, Any]:
     models = _split_aliases(models, litellm, facts)
     _apply_input_cap_rules(models, facts)
     _inherit_input_caps(models, facts)
+    _inherit_output_caps(models)
     models = _without_dead_aliases(_without_replaced(models, facts))
     ids = {m["id"].lower() for m in models}
     for alias in facts["aliases"]:

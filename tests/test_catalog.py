@@ -212,9 +212,7 @@ def test_family_never_crosses_a_version_or_a_kind(sent: str) -> None:
         bundled_catalog().resolve_window(sent)
 
 
-@pytest.mark.parametrize(
-    "sent", ["x-" * 50_000, "gpt-4o\nanything", "gpt 4o", "", "   ", "claude-" + "3-" * 400]
-)
+@pytest.mark.parametrize("sent", ["x-" * 50_000, "gpt-4o\nanything", "gpt 4o", "claude-" + "3-" * 400])
 def test_ids_no_client_sends_are_unknown_at_once(sent: str) -> None:
     with pytest.raises(UnknownModelError):
         bundled_catalog().resolve_window(sent)
@@ -224,6 +222,12 @@ def test_ids_no_client_sends_are_unknown_at_once(sent: str) -> None:
 def test_a_model_id_that_is_not_a_string_is_a_config_error(bad: object) -> None:
     with pytest.raises(ConfigError, match="a model id is a string"):
         bundled_catalog().resolve_window(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("blank", ["", " ", "\t\n"])
+def test_a_blank_model_id_is_a_config_error_even_with_the_floor(blank: str) -> None:
+    with pytest.raises(ConfigError, match="model id is blank"):
+        bundled_catalog().resolve_window(blank, unknown_model="floor")
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, "8000", None, True, float("inf")])
@@ -302,6 +306,54 @@ def test_an_input_cap_belongs_to_the_model_on_every_host() -> None:
     for host in ("global", "us", "eu"):
         assert catalog.resolve_window(f"{host}.openai.gpt-5.6-luna").input_limit == 922_000
     assert catalog.resolve_window("gpt-4o").input_limit == 128_000  # not a reseller's own 64,000
+
+
+@pytest.mark.parametrize(
+    "sent",
+    ["gpt-5.1-chat", "gpt-5-1-chat-latest", "gpt-5.1-chat-latest", "azure/gpt-5.1-chat", "gpt-5.2-chat"],
+)
+def test_a_chat_variant_has_its_own_window_in_every_spelling(sent: str) -> None:
+    """genai-prices groups gpt-5.1-chat with gpt-5.1 for its price: the spellings without
+    `-latest` or with a dash for the dot were budgeted at the reasoning model's 400,000 tokens."""
+    spec = bundled_catalog().get_model(sent)
+    assert spec.id.endswith("-chat-latest")
+    assert (spec.context_window, spec.max_output_tokens) == (128_000, 16_384)
+
+
+@pytest.mark.parametrize(
+    ("sent", "cap"),
+    [
+        ("claude-opus-4-1", 32_000),
+        ("eu.anthropic.claude-opus-4-1-20250805-v1:0", 32_000),  # dated on Bedrock, undated first-party
+        ("us.anthropic.claude-sonnet-4-5-20250929-v1:0", 64_000),  # the global id had it, us. had none
+        ("anthropic.claude-3-5-haiku-20241022-v1:0", 8_192),
+        ("claude-3-opus-20240229", 4_096),
+        ("chatgpt-4o-latest", 16_384),
+        ("openrouter/openai/gpt-4o", 16_384),
+    ],
+)
+def test_an_output_cap_belongs_to_the_model_on_every_host(sent: str, cap: int) -> None:
+    assert bundled_catalog().get_model(sent).max_output_tokens == cap
+
+
+def test_a_scoped_id_read_as_another_providers_entry_is_warned() -> None:
+    """`openrouter/meta-llama/llama-3.3-70b-instruct` was budgeted with a Hugging Face host's
+    entry and prices in silence; OpenRouter's own entries and Bedrock's stay quiet."""
+    catalog = bundled_catalog()
+    other = catalog.resolve_window("openrouter/meta-llama/llama-3.3-70b-instruct")
+    assert other.spec is not None and other.spec.provider != "openrouter"
+    assert other.warning and "openrouter has no entry for it" in other.warning
+    for quiet in (
+        "openrouter/openai/gpt-4o",
+        "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        "deepseek/deepseek-chat",
+    ):
+        assert catalog.resolve_window(quiet).warning is None, quiet
+
+
+def test_the_instruct_model_has_its_own_small_window() -> None:
+    spec = bundled_catalog().get_model("gpt-3.5-turbo-instruct")
+    assert (spec.context_window, spec.max_output_tokens) == (4_096, 4_096)
 
 
 def _entry(model_id: str, window: int, prices: bool = True) -> str:

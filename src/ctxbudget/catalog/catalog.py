@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import importlib.resources
 import logging
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -172,7 +173,7 @@ class Catalog:
                 spec=found.spec,
                 max_input_tokens=cap,
                 path=found.path,
-                warning=_family_warning(model_id, found),
+                warning=_family_warning(model_id, found, self._owner),
             )
         if unknown_model != "floor":
             raise UnknownModelError(model_id, self.closest(model_id))
@@ -224,7 +225,10 @@ _MAX_REMEMBERED = 4096
 def _model_key(model_id: object) -> str:
     if not isinstance(model_id, str):
         raise ConfigError(f"a model id is a string, got {type(model_id).__name__} {model_id!r:.60}")
-    return model_id.strip().lower()
+    key = model_id.strip().lower()
+    if not key:  # not an unknown id: the floor must not budget a model no one named
+        raise ConfigError(f"the model id is blank ({model_id!r}): name the model the request is for")
+    return key
 
 
 def _check_window_options(max_context_tokens: object, unknown_model: object) -> None:
@@ -240,13 +244,32 @@ def _check_window_options(max_context_tokens: object, unknown_model: object) -> 
         raise ConfigError(f"unknown_model must be 'error' or 'floor', got {unknown_model!r}")
 
 
-def _family_warning(model_id: str, found: Found) -> str | None:
+def _family_warning(model_id: str, found: Found, owner: Callable[[str], str | None]) -> str | None:
+    """What to say of a resolution by family, or of a scoped id read as another host's entry."""
     if found.rule != "family":
-        return None
+        return _other_host_warning(model_id, found, owner)
     return (
         f"model {model_id!r} is not in the catalog; budgeting it as {found.spec.id!r}, the longest "
         "catalog id or alias it starts with (its window and prices); add it with catalog=load_catalog(FILE) if "
         "that is wrong"
+    )
+
+
+_SCOPED_TO = re.compile(r"scoped (?:\S+/|bedrock id) -> (?P<provider>\S+)$")
+
+
+def _other_host_warning(model_id: str, found: Found, owner: Callable[[str], str | None]) -> str | None:
+    """A warning when an id scoped to one provider (``openrouter/...``) is budgeted with a third
+    host's entry because the named one has none: its window may match, its prices need not. The
+    model's maker's own entry (``azure/gpt-4o`` read as OpenAI's gpt-4o) is what hosts follow."""
+    scoped = _SCOPED_TO.match(found.path[0]) if found.path else None
+    spec = found.spec
+    if scoped is None or spec.provider in (scoped["provider"], owner(spec.id.lower())):
+        return None
+    return (
+        f"model {model_id!r}: {scoped['provider']} has no entry for it in the catalog; budgeting it "
+        f"with {found.spec.provider}'s entry {found.spec.id!r} (its window and prices); add it with "
+        "catalog=load_catalog(FILE) if that is wrong"
     )
 
 
