@@ -553,6 +553,20 @@ def test_an_explicit_window_over_the_models_is_honoured_with_a_warning() -> None
     assert any("128,000-token window" in w for w in counted["warnings"])
 
 
+def test_a_reply_asked_above_the_models_output_cap_is_warned() -> None:
+    """The provider refuses a max_tokens over the model's cap however well the input fits: count
+    and fit said it fits with no word. A reserve given as an option is a budget, not sent."""
+    body = {"max_tokens": 100_000, "messages": [{"role": "user", "content": "hello there"}]}
+    counted = count(body, model="claude-sonnet-4-5")
+    assert any("$.max_tokens asks for 100,000" in w and "64,000" in w for w in counted["warnings"])
+    fitted = fit(body, model="claude-sonnet-4-5").report
+    assert any("output limit of 64,000" in w for w in fitted.warnings)
+    assert not count({**body, "max_tokens": 64_000}, model="claude-sonnet-4-5")["warnings"]
+    assert not fit(
+        body | {"max_tokens": 100}, model="claude-sonnet-4-5", reserve_output_tokens=100_000
+    ).report.warnings
+
+
 def test_a_fits_answer_shares_nothing_with_the_callers_request() -> None:
     """Cold or from the memo alike: changing the answer never changes the request given, so the
     same request fitted again gives the same answer."""

@@ -24,7 +24,7 @@ from ..trim.passages import PassageScorer
 from ..trim.text import Span
 from ._budget import BudgetSplit
 from ._count import estimated_parts
-from ._options import FitOptions, FitSetup
+from ._options import FitOptions, FitSetup, above_output_cap
 
 __all__ = ["DEFAULT_RESERVE_OUTPUT_TOKENS", "FitContext", "Window", "open_context"]
 
@@ -217,4 +217,7 @@ def open_context(request: Mapping[str, Any], setup: FitSetup) -> FitContext:
     )
     if setup.resolution.warning:
         ctx.warnings.append(setup.resolution.warning)
+    above = above_output_cap(setup.resolution, window.reserve_output_tokens, options.reserve_source)
+    if above:
+        ctx.warnings.append(above)
     return ctx

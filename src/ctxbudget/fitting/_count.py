@@ -16,7 +16,14 @@ from ..gcpause import collector_paused
 from ..items import Item, Rendering
 from ..measure import measure_total
 from ..tokens.encoding import long_blank_run
-from ._options import body_reserve, catalog_of, check_chat_model, check_request, input_format_of
+from ._options import (
+    above_output_cap,
+    body_reserve_field,
+    catalog_of,
+    check_chat_model,
+    check_request,
+    input_format_of,
+)
 
 __all__ = ["count", "estimated_parts", "untokenizable_located"]
 
@@ -45,7 +52,8 @@ def count(
     """
     input_format = input_format_of(input_format, format)
     check_request(request)
-    reply = body_reserve(request) or 0  # validated here too: a bad max_tokens is a bad request
+    asked, field = body_reserve_field(request)  # validated here too: a bad max_tokens is a bad request
+    reply = asked or 0
     checked = catalog_of(catalog)
     resolution = checked.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
     check_chat_model(resolution)
@@ -76,7 +84,7 @@ def count(
         "reserve_output_tokens": reply,
         "available_tokens": available,
         "fits": counter.scale(total) <= available,
-        "warnings": [resolution.warning] if resolution.warning else [],
+        "warnings": [w for w in (resolution.warning, above_output_cap(resolution, reply, field)) if w],
     }
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "FitOptions",
     "FitSetup",
     "OnOverflow",
+    "above_output_cap",
     "body_reserve",
     "body_reserve_field",
     "catalog_of",
@@ -189,3 +190,17 @@ def body_reserve_field(request: Mapping[str, Any]) -> tuple[int | None, str]:
         if found[0] is None or value > found[0]:
             found = (value, f"$.{name}")
     return found
+
+
+def above_output_cap(resolution: WindowResolution, reserve: int, source: str) -> str:
+    """A warning when the body asks for a longer reply (``source``: its field) than the model's
+    output cap: the provider refuses such a request, however well its input fits. ("" when not;
+    a reserve given as an option is a budget, not what is sent.)"""
+    cap = resolution.spec.max_output_tokens if resolution.spec else None
+    if cap is None or reserve <= cap or not source.startswith("$."):
+        return ""
+    model = resolution.catalog_id or "the model"
+    return (
+        f"{source} asks for {reserve:,} reply tokens, above {model}'s output limit of {cap:,}: "
+        f"the provider refuses the request unless the field is lowered (or the catalog's limit is out of date)"
+    )
