@@ -741,8 +741,29 @@ def test_a_part_too_long_for_any_passage_keeps_its_head_cut_at_a_word() -> None:
     assert kept[0] == parts[0]  # no part asks: the first, short, is kept whole as the instruction
     for original, text in zip(parts[1:-1], kept[1:-1], strict=True):
         head = text.removesuffix("\n[…]")
-        assert text.endswith("[…]") and original.startswith(head) and original[len(head)] == " "
+        word = head.rstrip()  # a passage cut hard keeps the space it was cut after
+        assert text.endswith("[…]") and original.startswith(head) and original[len(word)] == " "
     assert result.report.tokens_after >= 0.9 * result.report.available_tokens
+
+
+def test_a_tool_result_whose_only_space_is_near_its_start_keeps_its_room() -> None:
+    """ "Result: <a base64 screenshot>" was cut back to its one space, "Result:", leaving most of
+    its room unused: a cut ends after a word only when that keeps most of what fits."""
+    blob = "Result: " + "".join(chr(65 + (i * 7919) % 26) for i in range(60_000))
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 100,
+        "messages": [
+            {"role": "user", "content": "When was the notice given?"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "shot", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": blob}]},
+        ],
+    }
+    # a room under the smallest passage: the result keeps its head
+    result = fit(body, model="claude-sonnet-4-5", max_context_tokens=60, reserve_output_tokens=0)
+    kept = result.request["messages"][-1]["content"][0]["content"]
+    assert kept.startswith("Result: ") and len(kept.removesuffix("\n[…]")) > 30
+    assert result.report.tokens_after >= 0.8 * result.report.available_tokens
 
 
 def _agent_history() -> dict[str, Any]:

@@ -3,10 +3,12 @@ from __future__ import annotations
 import itertools
 import re
 
+import pytest
+import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxbudget import fit, render_question
+from ctxbudget import fit, get_encoding, render_question
 from ctxbudget.trim.passages import (
     Passage,
     PassageWeights,
@@ -495,3 +497,72 @@ def test_a_chat_log_is_read_for_the_users_single_statements_not_one_stretch() ->
     regions = select_regions(log, passages, costs, 160, query="What is my cat's name?")
     kept = "".join(log[r.start : r.end] for r in regions)
     assert "our cat is named Miso" in kept
+
+
+def _o200k(text: str):
+    encoding = get_encoding("o200k_base").tiktoken  # type: ignore[attr-defined]
+    return lambda a, b: len(encoding.encode_ordinary(text[a:b]))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "የዋስትና ማስታወቂያ መጋቢት ሦስት ቀን ተሰጥቷል። " * 300,  # Amharic: a token a character or more
+        "🇺🇸🇯🇵" * 2000,
+        "a\n" * 3000,
+    ],
+)
+def test_a_dense_script_is_cut_into_passages_a_budget_can_hold(text: str) -> None:
+    """Passages were sized in characters only: at a token a character or more every passage was
+    larger than the budget, and a fit kept nothing of the document."""
+    count = _o200k(text)
+    passages = split_passages(text, count, max_tokens=64)
+    assert passages[0].start == 0 and passages[-1].end == len(text)
+    assert all(a.end == b.start for a, b in itertools.pairwise(passages))
+    assert max(count(p.start, p.end) for p in passages) <= 2 * 64
+    request = {"questions": [{"text": "When was notice given?"}], "documents": [{"page_content": text}]}
+    result = fit(
+        request, model="gpt-4o", max_context_tokens=1000, reserve_output_tokens=0, split_documents=True
+    )
+    assert result.request["documents"], result.report.items[-1].reason
+    assert result.report.tokens_after > 500
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["word ", "👨‍👩‍👧‍👦", "🇺🇸", "a\u0301\u0302", "\r\n", ". ", "ไทย", "x"]),
+            st.integers(1, 300),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.integers(32, 80),
+)
+def test_passages_never_start_or_end_inside_a_character(runs: list[tuple[str, int]], cap: int) -> None:
+    """Runs of one piece: a long stretch with no space or sentence end is cut hard, and was cut
+    at a code point (a flag halved, an accent or the rest of an emoji sequence cut off, CR from LF)."""
+    text = "".join(piece * n for piece, n in runs)
+    clusters = {m.end() for m in regex.finditer(r"\X", text)} | {0}
+    passages = split_passages(text, _o200k(text), max_tokens=cap)
+    assert passages[-1].end == len(text)
+    assert all(p.start in clusters and p.end in clusters for p in passages)
+
+
+def test_a_split_documents_own_citation_and_offsets_are_kept_beside_the_passages() -> None:
+    text = "The warranty notice was given on March 3. " * 500
+    own = {"source": "deposition.pdf", "citation": "Smith v. Jones, p. 4", "offsets": [120, 9000]}
+    request = {
+        "questions": [{"text": "When was the warranty notice given?"}],
+        "documents": [{"page_content": text, "metadata": own}],
+    }
+    result = fit(
+        request, model="gpt-4o", max_context_tokens=500, reserve_output_tokens=0, split_documents=True
+    )
+    for document in result.request["documents"]:
+        meta = document["metadata"]
+        start, end = meta["offsets"]
+        assert text[start:end] == document["page_content"] and meta["citation"].startswith("chars ")
+        assert meta["document_citation"] == "Smith v. Jones, p. 4" and meta["document_offsets"] == [120, 9000]
+        assert meta["source"] == "deposition.pdf"

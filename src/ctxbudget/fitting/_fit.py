@@ -22,7 +22,7 @@ from ..tokens.counter import clear_count_cache
 from ..tokens.registry import registry_version
 from ..trim.documents import OutputOrder, ScoreOrder
 from ..trim.extract import clear_sentence_cache
-from ..trim.passages import PassageScorer, reads_as_lines
+from ..trim.passages import PassageScorer, clear_query_cache, reads_as_lines
 from ..volatile import find_volatile
 from ._context import FitContext, open_context
 from ._count import untokenizable_located
@@ -63,6 +63,7 @@ def clear_caches(*, counts: bool = True, fits: bool = True) -> None:
         clear_sentence_cache()
         find_volatile.cache_clear()
         reads_as_lines.cache_clear()
+        clear_query_cache()
     if fits:
         _MEMO.clear()
 

@@ -7,6 +7,7 @@ A small own implementation: on this machine kind it gave the same top 10 as ``bm
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import string
@@ -21,6 +22,7 @@ __all__ = [
     "bm25_from_profile",
     "bm25_scores",
     "bm25_span_scores",
+    "clear_query_cache",
     "query_terms",
     "span_word_counts",
     "term_profile",
@@ -55,10 +57,25 @@ def span_word_counts(mask: str, spans: Sequence[tuple[int, int]]) -> list[int]:
     return [mask.count(" a", a, b) + (mask[a : a + 1] == "a") for a, b in spans]
 
 
+@functools.lru_cache(maxsize=64)
 def query_terms(query: str) -> tuple[str, ...]:
     """The query's distinct terms in their first-seen order: a score sums over them in this order,
-    so it is the same float in every process (a set's order of strings changes with the hash seed)."""
+    so it is the same float in every process (a set's order of strings changes with the hash seed).
+    Remembered: a request's question is scored against each of its documents in turn (a question
+    of 10,000 words was read again for each of 200 documents)."""
     return tuple(dict.fromkeys(terms(query)))
+
+
+def clear_query_cache() -> None:
+    """Forget remembered query terms (benchmarks time cold fits)."""
+    query_terms.cache_clear()
+    _ranks.cache_clear()
+
+
+@functools.lru_cache(maxsize=64)
+def _ranks(wanted: tuple[str, ...]) -> Mapping[str, int]:
+    """Each term's place in ``wanted`` (read only; remembered as :func:`query_terms` is)."""
+    return {term: k for k, term in enumerate(wanted)}
 
 
 def term_profile(passages: list[str]) -> tuple[list[Counter[str]], list[int]]:
@@ -74,15 +91,21 @@ def bm25_from_profile(query: str, counts: list[Counter[str]], lengths: list[int]
         return [0.0] * len(counts)
     average = sum(lengths) / len(lengths) or 1.0
     n = len(counts)
-    rank = {term: k for k, term in enumerate(wanted)}
+    rank = _ranks(tuple(wanted))
     held = [_held(c, wanted, rank) for c in counts]
     df = Counter(term for terms_ in held for term in terms_)
-    idf = {term: math.log((n - df[term] + 0.5) / (df[term] + 0.5) + 1.0) for term in wanted}
+    idf = _idf(df, n)
     scores = []
     for c, length, terms_ in zip(counts, lengths, held, strict=True):
         norm = K1 * (1 - B + B * length / average)
         scores.append(sum(idf[t] * c[t] * (K1 + 1) / (c[t] + norm) for t in terms_))
     return scores
+
+
+def _idf(df: Mapping[str, int], n: int) -> dict[str, float]:
+    """The IDF of each term some passage holds (a term none holds adds to no score: a question of
+    10,000 words computed 10,000 logarithms a document for the few it shares with each)."""
+    return {term: math.log((n - k + 0.5) / (k + 0.5) + 1.0) for term, k in df.items()}
 
 
 def _held(counts: Mapping[str, int], wanted: Sequence[str], rank: Mapping[str, int]) -> list[str]:
@@ -110,8 +133,8 @@ def bm25_from_hits(
     # terms in ``wanted``'s order: walking every term for every passage was quadratic when both
     # grow (a question of thousands of words over a long document).
     df = Counter(term for c in hits.values() for term in c)
-    idf = {term: math.log((n - df[term] + 0.5) / (df[term] + 0.5) + 1.0) for term in wanted}
-    rank = {term: k for k, term in enumerate(wanted)}
+    idf = _idf(df, n)
+    rank = _ranks(tuple(wanted))
     for i, c in hits.items():
         norm = K1 * (1 - B + B * lengths[i] / average)
         scores[i] = sum(idf[t] * c[t] * (K1 + 1) / (c[t] + norm) for t in _held(c, wanted, rank))

@@ -30,7 +30,7 @@ from .passages import (
 )
 from .sentences import iter_sentence_ends
 from .shares import water_level
-from .text import Span, grapheme_ceil, grapheme_floor
+from .text import WORD_BOUNDARY_KEEP, Span, grapheme_ceil, grapheme_floor
 
 __all__ = ["GAP", "asks_a_question", "cut_message", "question_of", "question_spans"]
 
@@ -316,7 +316,8 @@ def _keep_head(
     text: str, start: int, end: int, count: Callable[[int, int], int], budget: int
 ) -> tuple[int, int]:
     """The longest start of ``text[start:end]`` within ``budget`` tokens, ending after a word
-    when one ends in it."""
+    when one ends in its last part (:data:`~.text.WORD_BOUNDARY_KEEP`, as a system prompt's cut:
+    "Result: <a base64 screenshot>" was kept as "Result:", most of its room left unused)."""
     low, high = start, end
     while low < high:
         mid = (low + high + 1) // 2
@@ -325,7 +326,8 @@ def _keep_head(
         else:
             high = mid - 1
     space = text.rfind(" ", start, low)
-    return (start, space if space > start and low < end else max(start, grapheme_floor(text, low)))
+    near = space > start and space - start >= WORD_BOUNDARY_KEEP * (low - start)
+    return (start, space if near and low < end else max(start, grapheme_floor(text, low)))
 
 
 def _joined(text: str, regions: list[tuple[int, int]], lo: int, hi: int) -> str:

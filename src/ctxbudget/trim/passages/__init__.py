@@ -25,7 +25,13 @@ from ._passage import (
     reads_as_lines,
     split_passages,
 )
-from ._query import QUERY_STOPWORDS, asks_about_the_document, asks_for_summary, content_query
+from ._query import (
+    QUERY_STOPWORDS,
+    asks_about_the_document,
+    asks_for_summary,
+    clear_query_cache,
+    content_query,
+)
 from ._score import PassageScorer, PassageWeights, ranking
 from ._windows import Region, select_regions
 
@@ -39,6 +45,7 @@ __all__ = [
     "Region",
     "asks_about_the_document",
     "asks_for_summary",
+    "clear_query_cache",
     "content_query",
     "passage_tokens",
     "ranking",

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..sentences import iter_sentence_ends
+from ..text import grapheme_ceil, grapheme_floor
 
 __all__ = [
     "PASSAGE_TOKENS",
@@ -116,7 +117,23 @@ def _cut(text: str, start: int, end: int, max_chars: int) -> list[tuple[int, int
     out: list[tuple[int, int]] = []
     for a, b in pieces:
         out += _hard_cut(text, a, b, max_chars) if b - a > 2 * max_chars else [(a, b)]
-    return [(a, b) for a, b in out if b > a]
+    return [(a, b) for a, b in _on_graphemes(text, out) if b > a]
+
+
+def _on_graphemes(text: str, pieces: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Consecutive pieces with each boundary moved back to the start of the user-perceived
+    character it falls in (a sentence end taken at the ``\r`` of ``\r\n``; an accent, a flag's
+    second half): no passage starts or ends inside one."""
+    out: list[tuple[int, int]] = []
+    begin = pieces[0][0] if pieces else 0
+    for n, (_, stop) in enumerate(pieces):
+        if n + 1 < len(pieces):
+            stop = grapheme_floor(text, stop)
+            if stop <= begin:
+                continue  # the piece was inside one character: it joins the next
+        out.append((begin, stop))
+        begin = stop
+    return out
 
 
 def _hard_cut(text: str, start: int, end: int, max_chars: int) -> list[tuple[int, int]]:
@@ -129,7 +146,9 @@ def _hard_cut(text: str, start: int, end: int, max_chars: int) -> list[tuple[int
         space = max(
             text.rfind(" ", stop - max_chars // 5, stop), text.rfind("\n", stop - max_chars // 5, stop)
         )
-        cut = space + 1 if space > begin else stop
+        cut = space + 1 if space > begin else grapheme_floor(text, stop)
+        if cut <= begin:  # one character longer than the cap: kept whole
+            cut = grapheme_ceil(text, stop)
         pieces.append((begin, cut))
         begin = cut
     return [*pieces, (begin, end)]
@@ -172,9 +191,32 @@ def split_passages(
         units += _cut(text, start, end, max_chars) if end - start > max_chars else [(start, end)]
     passages: list[Passage] = []
     begin = units[0][0] if units else 0
-    for n, (_, end) in enumerate(units):
+    for n, (first, end) in enumerate(units):
         last = n + 1 == len(units)
         if last or count(begin, units[n + 1][1]) > max_tokens:
-            passages.append(Passage(begin, end, citation_of(text, begin, end)))
+            # a passage of several units was checked as it grew; one unit alone was not (a piece
+            # may run a sentence past its cap: only one twice the size is cut again)
+            alone = begin == first and count(begin, end) > 2 * max_tokens
+            for a, b in _by_tokens(text, begin, end, count, max_tokens) if alone else [(begin, end)]:
+                passages.append(Passage(a, b, citation_of(text, a, b)))
             begin = end
     return passages
+
+
+def _by_tokens(
+    text: str, start: int, end: int, count: Callable[[int, int], int], max_tokens: int
+) -> list[tuple[int, int]]:
+    """A unit over ``max_tokens`` tokens though within its character cap (a dense script, such as
+    Amharic or Tibetan at a token a character or more, or emoji): cut again, the cap in characters
+    scaled by the unit's own characters per token until every piece fits (a piece of one
+    character is kept whole). Such a document was kept not at all: no passage fitted the budget."""
+    pieces = [(start, end)]
+    for _ in range(8):  # each round scales by the worst piece; a few rounds settle any text
+        costs = [count(a, b) for a, b in pieces]
+        worst = max(range(len(pieces)), key=lambda i: costs[i] / max(1, pieces[i][1] - pieces[i][0]))
+        if costs[worst] <= max_tokens:
+            break
+        a, b = pieces[worst]
+        chars = max(1, (b - a) * max_tokens // costs[worst] * 9 // 10)
+        pieces = [p for a, b in pieces for p in _hard_cut(text, a, b, chars)]
+    return pieces
