@@ -351,9 +351,10 @@ def test_a_scoped_id_read_as_another_providers_entry_is_warned() -> None:
         assert catalog.resolve_window(quiet).warning is None, quiet
 
 
-def test_the_instruct_model_has_its_own_small_window() -> None:
-    spec = bundled_catalog().get_model("gpt-3.5-turbo-instruct")
-    assert (spec.context_window, spec.max_output_tokens) == (4_096, 4_096)
+@pytest.mark.parametrize(("sent", "window"), [("gpt-3.5-turbo-instruct", 4_096), ("gpt-4-32k", 32_768)])
+def test_older_openai_models_have_the_window_openai_gives(sent: str, window: int) -> None:
+    """The sources list 16,385 for the instruct model (the chat model's) and 32,000 for gpt-4-32k."""
+    assert bundled_catalog().get_model(sent).context_window == window
 
 
 def _entry(model_id: str, window: int, prices: bool = True) -> str:

@@ -179,17 +179,28 @@ def _documents_out(document: Mapping[str, Any], index: int, plan: Plan) -> list[
     text = str(document["page_content"])
     lead = len(text) - len(text.lstrip())
     out = []
+    own = _callers_own(document.get("metadata") or {})
     for start, end, citation in regions:
         entry = copy.deepcopy(dict(document))
         entry["page_content"] = text[lead + start : lead + end]
         entry["metadata"] = {
             **(document.get("metadata") or {}),
+            **own,
             "offsets": [lead + start, lead + end],
             "citation": citation,
             "passage_of": index,
         }
         out.append(entry)
     return out
+
+
+def _callers_own(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The caller's own ``citation`` and ``offsets`` of a split document (a retriever's "Smith v.
+    Jones, p. 4"), kept as ``document_citation`` and ``document_offsets``: a passage's own take
+    those names, and the caller's were lost."""
+    return {
+        f"document_{key}": copy.deepcopy(metadata[key]) for key in ("citation", "offsets") if key in metadata
+    }
 
 
 class QuestionFormat:
