@@ -626,3 +626,21 @@ def test_a_user_entry_with_no_tokenizer_falls_in_the_bundled_family_of_its_id(tm
     catalog = load_catalog(path)
     bundled = load_catalog()
     assert catalog.get_model("gemini-house").tokenizer == bundled.get_model("gemini-2.5-pro").tokenizer
+
+
+@pytest.mark.parametrize(
+    ("sent", "said"),
+    [
+        ("gpt\u20114o", "character 4 is NON-BREAKING HYPHEN (U+2011)"),
+        ("\uff47\uff50\uff54-\uff14\uff4f", "FULLWIDTH LATIN SMALL LETTER G"),
+        ("gpt-4o\u200b", "ZERO WIDTH SPACE"),
+        ("x-" * 200, "longer than the 256 characters"),
+    ],
+)
+def test_an_unknown_id_says_what_is_wrong_with_it_and_what_it_looks_like(sent: str, said: str) -> None:
+    with pytest.raises(UnknownModelError) as raised:
+        bundled_catalog().resolve_window(sent)
+    assert said in str(raised.value)
+    if "x-" not in sent:
+        assert raised.value.closest[0] == "gpt-4o"  # read as the ASCII it looks like
+    assert len(str(raised.value)) < 500

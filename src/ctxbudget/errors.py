@@ -87,11 +87,17 @@ class UnknownModelError(ConfigError):
     ``windowed`` says whether the caller could also give the model's window or budget it at the
     floor (a fit or a count can; an assembly prices the model, so it needs the catalog entry)."""
 
-    def __init__(self, model_id: str, closest: list[str], *, windowed: bool = True) -> None:
+    def __init__(
+        self, model_id: str, closest: list[str], *, windowed: bool = True, problem: str = ""
+    ) -> None:
         self.model_id = model_id
         self.closest = closest
         near = f" (closest: {', '.join(closest)})" if closest else ""
-        self.summary = f"unknown model {model_id!r}{near}"
+        why = f" ({problem})" if problem else ""
+        shown = (
+            repr(model_id) if len(model_id) <= 80 else f"{model_id[:60]!r}... ({len(model_id):,} characters)"
+        )
+        self.summary = f"unknown model {shown}{why}{near}"
         catalog = "add it in a user catalog (catalog=load_catalog(FILE))"  # the CLI: --catalog FILE
         hint = (
             f"give its window (max_context_tokens=), {catalog}, or budget it at the 8,191-token "

@@ -25,7 +25,7 @@ from ..tokens.counter import TokenCounter
 from ..tokens.registry import get_encoding
 from .entries import ModelEntries, SpecsById
 from .matching import compile_clause
-from .resolve import Found, Index, Matcher, find
+from .resolve import Found, Index, Matcher, find, id_problem, plain_lookalike
 from .values import FALLBACK_TOKENIZER, Family, ModelSpec, TokenizerSpec, WindowResolution, family_tokenizer
 
 __all__ = [
@@ -136,15 +136,23 @@ class Catalog:
         """Like :meth:`find_model`, but raises :class:`UnknownModelError` naming the closest ids."""
         spec = self.find_model(model_id)
         if spec is None:
-            raise UnknownModelError(model_id, self.closest(model_id), windowed=False)
+            raise self.unknown(model_id, windowed=False)
         return spec
 
     def closest(self, model_id: str, n: int = 3) -> list[str]:
-        """The catalog ids and aliases that look most like ``model_id``."""
+        """The catalog ids and aliases that look most like ``model_id`` (read as plain ASCII:
+        ``ｇｐｔ-４ｏ`` or ``gpt‑4o`` with a non-breaking hyphen looks like gpt-4o)."""
         import difflib  # only an unknown id needs it
 
         names = sorted({model_id for _, model_id in self.models.keys} | set(self.aliases))
-        return difflib.get_close_matches(_model_key(model_id)[:64], names, n=n, cutoff=0.6)
+        return difflib.get_close_matches(_model_key(plain_lookalike(model_id))[:64], names, n=n, cutoff=0.6)
+
+    def unknown(self, model_id: str, *, windowed: bool = True) -> UnknownModelError:
+        """The error for an id no rule resolves: the ids closest to it, and what is wrong with it
+        when something is (too long, a space, a character that only looks like ASCII)."""
+        return UnknownModelError(
+            model_id, self.closest(model_id), windowed=windowed, problem=id_problem(model_id)
+        )
 
     def resolve_window(
         self, model_id: str, max_context_tokens: int = 0, *, unknown_model: UnknownModel = "error"
@@ -176,7 +184,7 @@ class Catalog:
                 warning=_family_warning(model_id, found, self._owner),
             )
         if unknown_model != "floor":
-            raise UnknownModelError(model_id, self.closest(model_id))
+            raise self.unknown(model_id)
         return _floor(model_id)
 
     def tokenizer_for(self, model_id: str, safety_factor: float | None = None) -> TokenizerSpec:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from ..errors import ConfigError, InvalidRequestError, UnknownModelError
+from ..errors import ConfigError, InvalidRequestError
 from ..formats.jsonvalue import check_json_value
 from ..tokens.counter import TokenCounter
 from ..tokens.encoding import Encoding
@@ -101,7 +101,7 @@ def encoding_for_model(model: str, *, catalog: Catalog | None = None) -> ModelEn
         raise ConfigError(f"model must be a string, got {type(model).__name__}")
     spec = checked.find_model(model)
     if spec is None:
-        raise UnknownModelError(model, checked.closest(model), windowed=False)
+        raise checked.unknown(model, windowed=False)
     counter = checked.counter_for(model)
     return ModelEncoding(
         model=model,

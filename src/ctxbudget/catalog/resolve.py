@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from .values import ModelSpec, ResolutionRule
 
-__all__ = ["MAX_ID_CHARS", "Found", "Index", "Matcher", "find"]
+__all__ = ["MAX_ID_CHARS", "Found", "Index", "Matcher", "find", "id_problem", "plain_lookalike"]
 
 # How far a rule strays from the id as sent; a path is labelled by its farthest step.
 _SEVERITY: dict[ResolutionRule, int] = {
@@ -282,6 +283,34 @@ def find(index: Index, model_id: str) -> Found | None:
         if found is not None:
             return _then("scoped", scope[2], found) if scope else found
     return None
+
+
+# Characters that stand for ASCII in pasted ids: dashes and minus signs, and invisible ones.
+_LOOKALIKES = str.maketrans(
+    {
+        **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212", "-"),
+        **dict.fromkeys("\u200b\u200c\u200d\u2060\ufeff", ""),
+    }
+)
+
+
+def plain_lookalike(model_id: str) -> str:
+    """``model_id`` as the ASCII it looks like (NFKC: fullwidth letters; dashes; no zero-width
+    characters), for the ids an unknown one is compared with."""
+    return unicodedata.normalize("NFKC", model_id).translate(_LOOKALIKES)
+
+
+def id_problem(model_id: str) -> str:
+    """What makes ``model_id`` one no client sends, or "" (an unknown id may be merely new)."""
+    name = model_id.strip()
+    if len(name) > MAX_ID_CHARS:
+        return f"longer than the {MAX_ID_CHARS} characters a model id can have"
+    odd = _UNPRINTABLE.search(name) or re.search(r"[^\x20-\x7e]", name)
+    if odd is None:
+        return ""
+    char = odd.group()
+    named = unicodedata.name(char, f"U+{ord(char):04X}")
+    return f"character {odd.start() + 1} is {named} (U+{ord(char):04X}): model ids are plain ASCII"
 
 
 def _fine_tuned_base(name: str) -> str | None:

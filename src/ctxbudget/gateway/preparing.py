@@ -20,7 +20,7 @@ from ..assembly import AssemblyResult, Policy, assemble, within_output_cap
 from ..catalog.catalog import Catalog
 from ..catalog.values import ModelSpec
 from ..cost import replies_asked, reply_tokens_asked
-from ..errors import BudgetExceeded, CostCeilingExceeded, CtxBudgetError, StoreError, UnknownModelError, usd
+from ..errors import BudgetExceeded, CostCeilingExceeded, CtxBudgetError, StoreError, usd
 from ..fitting import BODY_OUTPUT_FIELDS, FitResult, fit
 from ..fitting import count as fit_count
 from ..formats.jsonvalue import json_kind
@@ -134,7 +134,7 @@ class Preparer:
         """
         spec = self.catalog.find_model(model)
         if spec is None and self.unknown_model != "floor":
-            error = UnknownModelError(model, self.catalog.closest(model))
+            error = self.catalog.unknown(model)
             raise unknown_model(error) from error
         tokenizer = self.catalog.tokenizer_for(model)
         if tokenizer.exact or spec is None:
