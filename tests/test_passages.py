@@ -566,3 +566,48 @@ def test_a_split_documents_own_citation_and_offsets_are_kept_beside_the_passages
         assert text[start:end] == document["page_content"] and meta["citation"].startswith("chars ")
         assert meta["document_citation"] == "Smith v. Jones, p. 4" and meta["document_offsets"] == [120, 9000]
         assert meta["source"] == "deposition.pdf"
+
+
+def test_a_dense_run_beside_words_leaves_the_words_in_whole_passages() -> None:
+    """A unit cut again for its dense run (flags) cut its plain words too, by the run's density:
+    passages of 4-8 tokens, some starting mid-word."""
+    text = "🇺🇸" * 300 + " " + " ".join(["alpha", "bravo", "charlie", "delta", "echo"] * 120)
+    count = _o200k(text)
+    words = [p for p in split_passages(text, count, max_tokens=64) if p.start > 600]
+    assert not [p for p in words if text[p.start - 1].isalpha() and text[p.start].isalpha()]
+    assert sum(count(p.start, p.end) < 32 for p in words) <= 1  # the run's last piece at most
+
+
+def test_a_dense_unit_cut_again_keeps_a_space_with_its_combining_mark() -> None:
+    text = "".join("ሀሁሂሃሄህሆ" * 3 + " \u0301" for _ in range(60))  # one paragraph, no sentence end
+    clusters = {m.end() for m in regex.finditer(r"\X", text)} | {0}
+    passages = split_passages(text, _o200k(text), max_tokens=64)
+    assert len(passages) > 1 and all(p.start in clusters and p.end in clusters for p in passages)
+
+
+def test_a_passage_split_again_keeps_the_documents_own_citation() -> None:
+    text = "The warranty notice was given on March 3. " * 500
+    first = fit(
+        {
+            "questions": [{"text": "When was the warranty notice given?"}],
+            "documents": [{"page_content": text, "metadata": {"citation": "Smith v. Jones, p. 4"}}],
+        },
+        model="gpt-4o",
+        max_context_tokens=6000,
+        reserve_output_tokens=0,
+        split_documents=True,
+    )
+    again = fit(
+        {
+            "questions": [{"text": "When was the warranty notice given?"}],
+            "documents": first.request["documents"],
+        },
+        model="gpt-4o",
+        max_context_tokens=400,
+        reserve_output_tokens=0,
+        split_documents=True,
+    )
+    assert again.request["documents"]
+    assert {d["metadata"]["document_citation"] for d in again.request["documents"]} == {
+        "Smith v. Jones, p. 4"
+    }

@@ -22,7 +22,8 @@ from ..tokens.counter import clear_count_cache
 from ..tokens.registry import registry_version
 from ..trim.documents import OutputOrder, ScoreOrder
 from ..trim.extract import clear_sentence_cache
-from ..trim.passages import PassageScorer, clear_query_cache, reads_as_lines
+from ..trim.memo import fit_memo
+from ..trim.passages import PassageScorer, reads_as_lines
 from ..volatile import find_volatile
 from ._context import FitContext, open_context
 from ._count import untokenizable_located
@@ -63,7 +64,6 @@ def clear_caches(*, counts: bool = True, fits: bool = True) -> None:
         clear_sentence_cache()
         find_volatile.cache_clear()
         reads_as_lines.cache_clear()
-        clear_query_cache()
     if fits:
         _MEMO.clear()
 
@@ -175,7 +175,8 @@ def _remembered_fit(request: Mapping[str, Any], shape: JsonShape, setup: FitSetu
         remembered = _MEMO.get(key) if setup.passage_scorer is None else None
         if remembered is not None:
             return FitResult(*remembered)
-        result = _fit(request, setup)
+        with fit_memo():
+            result = _fit(request, setup)
         # The answer shares nothing with the caller's request (fields passed through, messages
         # kept whole), as a memo hit shares nothing: changing one never changes the other.
         frozen = freeze(result.request)

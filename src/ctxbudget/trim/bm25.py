@@ -7,7 +7,6 @@ A small own implementation: on this machine kind it gave the same top 10 as ``bm
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 import string
@@ -16,13 +15,14 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import accumulate
 
+from .memo import per_fit
+
 __all__ = [
     "ascii_term_hits",
     "bm25_from_hits",
     "bm25_from_profile",
     "bm25_scores",
     "bm25_span_scores",
-    "clear_query_cache",
     "query_terms",
     "span_word_counts",
     "term_profile",
@@ -57,22 +57,16 @@ def span_word_counts(mask: str, spans: Sequence[tuple[int, int]]) -> list[int]:
     return [mask.count(" a", a, b) + (mask[a : a + 1] == "a") for a, b in spans]
 
 
-@functools.lru_cache(maxsize=64)
+@per_fit
 def query_terms(query: str) -> tuple[str, ...]:
     """The query's distinct terms in their first-seen order: a score sums over them in this order,
     so it is the same float in every process (a set's order of strings changes with the hash seed).
-    Remembered: a request's question is scored against each of its documents in turn (a question
-    of 10,000 words was read again for each of 200 documents)."""
+    Remembered for the fit (:mod:`.memo`): a request's question is scored against each of its
+    documents in turn."""
     return tuple(dict.fromkeys(terms(query)))
 
 
-def clear_query_cache() -> None:
-    """Forget remembered query terms (benchmarks time cold fits)."""
-    query_terms.cache_clear()
-    _ranks.cache_clear()
-
-
-@functools.lru_cache(maxsize=64)
+@per_fit
 def _ranks(wanted: tuple[str, ...]) -> Mapping[str, int]:
     """Each term's place in ``wanted`` (read only; remembered as :func:`query_terms` is)."""
     return {term: k for k, term in enumerate(wanted)}

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 
 from ..items import GAP
 from .bm25 import bm25_span_scores
+from .memo import per_fit_by_identity
 from .passages import (
     MIN_PASSAGE_TOKENS,
     PassageScorer,
@@ -66,23 +67,17 @@ def _asks(text: str, strongly: bool) -> bool:
     return stripped.endswith(("?", "？")) if strongly else "?" in stripped or "？" in stripped
 
 
-# The last text :func:`question_spans` read, and its answer: a fit asks it of the same message
-# up to five times (its query, its protected tokens, whether it asks, its cut), and each answer
-# scanned the whole text for paragraphs (3 ms a time for a 500 kB message). Keyed by identity,
-# one entry: the text is the fit's own (held by its request meanwhile), and a tuple is swapped
-# in whole, so threads never see half of one.
-_LAST_QUESTION: tuple[str, tuple[tuple[int, int], ...]] | None = None
-
-
 def question_spans(text: str) -> list[tuple[int, int]]:
     """The character ranges that hold the message's question (see the module docstring)."""
-    global _LAST_QUESTION
-    last = _LAST_QUESTION
-    if last is not None and last[0] is text:
-        return list(last[1])
-    spans = _question_spans(text)
-    _LAST_QUESTION = (text, tuple(spans))
-    return spans
+    return list(_remembered_question_spans(text))
+
+
+@per_fit_by_identity
+def _remembered_question_spans(text: str) -> tuple[tuple[int, int], ...]:
+    """:func:`_question_spans`, remembered for the fit (:mod:`.memo`): a fit asks it of one
+    message up to five times (its query, its protected tokens, whether it asks, its cut), and
+    each answer scanned the whole text for paragraphs (3 ms a time for a 500 kB message)."""
+    return tuple(_question_spans(text))
 
 
 def _question_spans(text: str) -> list[tuple[int, int]]:

@@ -21,7 +21,7 @@ __all__ = ["PiecesSpan", "Span", "TextSpan", "grapheme_ceil", "grapheme_floor", 
 # cut between a letter and its accent, inside an emoji's ZWJ sequence or between a Thai
 # consonant and its vowel sign changes the text that is sent (NFD "Café" became "Cafe").
 _CLUSTER = regex.compile(r"\X", regex.DOTALL)
-_CLUSTER_REACH = 64  # characters read either side of a cut to find its cluster
+_CLUSTER_REACH = 16  # characters read either side of a cut to find its cluster (widened as needed)
 
 # A word boundary is preferred if it keeps at least this share of the token-level cut.
 WORD_BOUNDARY_KEEP = 0.7

@@ -29,7 +29,6 @@ from ._query import (
     QUERY_STOPWORDS,
     asks_about_the_document,
     asks_for_summary,
-    clear_query_cache,
     content_query,
 )
 from ._score import PassageScorer, PassageWeights, ranking
@@ -45,7 +44,6 @@ __all__ = [
     "Region",
     "asks_about_the_document",
     "asks_for_summary",
-    "clear_query_cache",
     "content_query",
     "passage_tokens",
     "ranking",

@@ -146,13 +146,17 @@ def _hard_cut(text: str, start: int, end: int, max_chars: int) -> list[tuple[int
         space = max(
             text.rfind(" ", stop - max_chars // 5, stop), text.rfind("\n", stop - max_chars // 5, stop)
         )
-        cut = space + 1 if space > begin else grapheme_floor(text, stop)
+        cut = grapheme_floor(text, space + 1 if space > begin else stop)  # a space may carry a mark
         if cut <= begin:  # one character longer than the cap: kept whole
             cut = grapheme_ceil(text, stop)
         pieces.append((begin, cut))
         begin = cut
     return [*pieces, (begin, end)]
 
+
+# A dense unit's piece is looked for at most this many characters a token ahead (a piece of text
+# sparser than that, a run of "=" say, is cut shorter than the cap, never longer).
+_DENSE_REACH = 8
 
 # How far back a stretch's line start is looked for: a numbered line is short, and searching a
 # text without newlines back to its start for each passage was quadratic (40 MB on one line: 21 s).
@@ -195,8 +199,9 @@ def split_passages(
         last = n + 1 == len(units)
         if last or count(begin, units[n + 1][1]) > max_tokens:
             # a passage of several units was checked as it grew; one unit alone was not (a piece
-            # may run a sentence past its cap: only one twice the size is cut again)
-            alone = begin == first and count(begin, end) > 2 * max_tokens
+            # may run a sentence past its character cap: only one twice the tokens that cap
+            # stands for, at four characters a token, is cut again)
+            alone = begin == first and count(begin, end) > 2 * max(max_tokens, max_chars // 4)
             for a, b in _by_tokens(text, begin, end, count, max_tokens) if alone else [(begin, end)]:
                 passages.append(Passage(a, b, citation_of(text, a, b)))
             begin = end
@@ -207,16 +212,28 @@ def _by_tokens(
     text: str, start: int, end: int, count: Callable[[int, int], int], max_tokens: int
 ) -> list[tuple[int, int]]:
     """A unit over ``max_tokens`` tokens though within its character cap (a dense script, such as
-    Amharic or Tibetan at a token a character or more, or emoji): cut again, the cap in characters
-    scaled by the unit's own characters per token until every piece fits (a piece of one
-    character is kept whole). Such a document was kept not at all: no passage fitted the budget."""
-    pieces = [(start, end)]
-    for _ in range(8):  # each round scales by the worst piece; a few rounds settle any text
-        costs = [count(a, b) for a, b in pieces]
-        worst = max(range(len(pieces)), key=lambda i: costs[i] / max(1, pieces[i][1] - pieces[i][0]))
-        if costs[worst] <= max_tokens:
+    Amharic or Tibetan at a token a character or more, or emoji), cut into the longest pieces
+    within ``max_tokens``, each found by halving (at most :data:`_DENSE_REACH` characters a token
+    ahead) and ending after a space in its last fifth when there is one, never inside a
+    user-perceived character (one longer than the cap is kept whole). Such a document was kept not
+    at all: no passage of it fitted the budget."""
+    pieces: list[tuple[int, int]] = []
+    begin = start
+    while begin < end:
+        low, high = begin, min(end, begin + _DENSE_REACH * max_tokens)
+        while low < high:  # the furthest stop within the cap
+            middle = (low + high + 1) // 2
+            if count(begin, middle) <= max_tokens:
+                low = middle
+            else:
+                high = middle - 1
+        if low >= end:
+            pieces.append((begin, end))
             break
-        a, b = pieces[worst]
-        chars = max(1, (b - a) * max_tokens // costs[worst] * 9 // 10)
-        pieces = [p for a, b in pieces for p in _hard_cut(text, a, b, chars)]
+        space = text.rfind(" ", begin + 4 * (low - begin) // 5, low)
+        stop = grapheme_floor(text, space + 1 if space > begin else low)
+        if stop <= begin:  # one character over the cap (or none fits): it is kept whole
+            stop = grapheme_ceil(text, max(low, begin + 1))
+        pieces.append((begin, stop))
+        begin = stop
     return pieces

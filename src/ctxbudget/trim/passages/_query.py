@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 from itertools import pairwise
 
-from ..bm25 import clear_query_cache as _clear_terms
 from ..bm25 import terms
+from ..memo import per_fit
 
 __all__ = [
     "QUERY_STOPWORDS",
     "asks_about_the_document",
     "asks_for_summary",
-    "clear_query_cache",
     "content_query",
 ]
 
@@ -150,7 +148,7 @@ QUERY_STOPWORDS = frozenset(
 )
 
 
-@functools.lru_cache(maxsize=64)
+@per_fit
 def content_query(query: str) -> str:
     """The query without function words and question framing (the query itself if nothing is left)."""
     kept = [t for t in terms(query) if t not in QUERY_STOPWORDS]
@@ -182,22 +180,14 @@ def asks_about_the_document(query: str, text: str) -> bool:
     return _names_the_document(query) or not _content_terms(query).isdisjoint(terms(title))
 
 
-@functools.lru_cache(maxsize=64)
+@per_fit
 def _names_the_document(query: str) -> bool:
     """Whether the question names its document ("this contract", "the article"); remembered, as
     one question is asked of each document of its request."""
     return any(a in ("this", "the") and b in _DOCUMENT_NOUNS for a, b in pairwise(terms(query)))
 
 
-@functools.lru_cache(maxsize=64)
+@per_fit
 def _content_terms(query: str) -> frozenset[str]:
     """The terms of :func:`content_query` (remembered, as :func:`_names_the_document`)."""
     return frozenset(terms(content_query(query)))
-
-
-def clear_query_cache() -> None:
-    """Forget what was read from questions (their terms, content words and document names)."""
-    _clear_terms()
-    content_query.cache_clear()
-    _names_the_document.cache_clear()
-    _content_terms.cache_clear()

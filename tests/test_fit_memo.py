@@ -1,0 +1,64 @@
+"""What a fit reads from its question is remembered for that fit alone (ctxbudget.trim.memo)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from ctxbudget import fit
+from ctxbudget.trim.memo import _ACTIVE, fit_memo, per_fit, per_fit_by_identity
+
+
+def _counting() -> tuple[list[str], Callable[[str], str]]:
+    calls: list[str] = []
+
+    @per_fit
+    def upper(text: str) -> str:
+        calls.append(text)
+        return text.upper()
+
+    return calls, upper
+
+
+def test_a_function_is_read_once_a_fit_and_again_in_the_next() -> None:
+    calls, upper = _counting()
+    with fit_memo():
+        assert upper("question") == upper("question") == "QUESTION"
+        with fit_memo():  # a fit inside an assembly shares the assembly's memo
+            upper("question")
+    assert calls == ["question"]
+    with fit_memo():
+        upper("question")
+    upper("question")
+    upper("question")
+    assert calls == ["question"] * 4  # a new memo, then none: read each time
+
+
+def test_by_identity_a_different_text_of_the_same_id_is_read_again() -> None:
+    seen: list[int] = []
+
+    @per_fit_by_identity
+    def size(text: str) -> int:
+        seen.append(len(text))
+        return len(text)
+
+    with fit_memo():
+        first = "x" * 1000
+        assert size(first) == size(first) == 1000
+        second = "y" * 2000
+        assert size(second) == 2000
+    assert seen == [1000, 2000]
+
+
+def test_nothing_is_held_after_a_fit_or_seen_by_another_thread() -> None:
+    """A 2 MB question's terms stayed in module caches after its fit (50 MB each)."""
+    question = " ".join(f"word{i}" for i in range(5000))
+    request = {"questions": [{"text": question}], "documents": [{"page_content": "word1 text " * 4000}]}
+    fit(request, model="gpt-4o", max_context_tokens=8000, reserve_output_tokens=0, split_documents=True)
+    assert _ACTIVE.get() is None
+    seen: list[object] = []
+    with fit_memo():
+        worker = threading.Thread(target=lambda: seen.append(_ACTIVE.get()))
+        worker.start()
+        worker.join()
+    assert seen == [None]
