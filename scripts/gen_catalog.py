@@ -22,12 +22,14 @@ import re
 import sys
 import tomllib
 import zipfile
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from genai_prices import data_snapshot
 
+from ctxbudget.catalog.matching import compile_clause
 from ctxbudget.tokens.registry import encoding_name_for_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -467,26 +469,31 @@ def _inherit_input_caps(models: list[dict[str, Any]], facts: dict[str, Any]) -> 
                 _lower_caps(hosted, min(capped, key=lambda e: e["max_input_tokens"]))
 
 
-def _inherit_output_caps(models: list[dict[str, Any]]) -> None:
+def _inherit_output_caps(models: list[dict[str, Any]], maker: Callable[[str], str | None]) -> None:
     """An entry with no output cap takes the one its model has under another entry of the same
-    window: the first party's (under its id or an alias: Bedrock's dated ids), or the smallest of
-    its own provider's other hosts: Bedrock's `us.` and `eu.` ids
-    of a Claude model had none where its `global.` id and Anthropic's own had 64,000, so a fit
-    let through a reply size the model refuses. The cap belongs to the model, as the input cap."""
-    first_party = {"openai", "anthropic", "google", "mistral", "deepseek", "x-ai", "cohere"}
+    window: the first party's, or the smallest of its own provider's other hosts. Bedrock's `us.`
+    and `eu.` ids of a Claude model had none where its `global.` id and Anthropic's own had 64,000,
+    so a fit let through a reply size the model refuses: the cap belongs to the model, as the
+    input cap. A snapshot is its own model: a dated id is matched to the first party's dated name
+    when it has one (claude-3-5-sonnet-20240620 is not the October model), and to its undated
+    name only when the first party lists that date under no name (Anthropic lists Bedrock's
+    claude-opus-4-1-20250805 as claude-opus-4-1). The first party is the model's maker by the
+    providers' rules (``maker``): Google's entry of a Claude model is a host's."""
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for entry in models:
         groups.setdefault((_bare(entry["id"]), entry["context_window"]), []).append(entry)
-    named: dict[tuple[str, int], list[dict[str, Any]]] = {}  # a first party's ids and aliases
+    named: dict[tuple[str, int], list[dict[str, Any]]] = {}  # the makers' ids and aliases
     for entry in models:
-        if entry["provider"] in first_party and entry.get("max_output_tokens"):
-            for name in {entry["id"], *entry.get("aliases", [])}:
-                named.setdefault((_bare(name), entry["context_window"]), []).append(entry)
-    for key, group in groups.items():
-        own = named.get(key, [])
-        if own:
-            _give_output_cap(group, min(own, key=lambda e: e["max_output_tokens"]))
-        for provider in {e["provider"] for e in group} - first_party:
+        if entry["provider"] == maker(_bare(entry["id"])):
+            names = {_bare(n) for n in (entry["id"], *entry.get("aliases", []))}
+            for name in names | {n.removesuffix("-latest") for n in names}:  # claude-3-5-haiku-latest
+                named.setdefault((name, entry["context_window"]), []).append(entry)
+    for (bare, window), group in groups.items():
+        own = named.get((bare, window)) or named.get((_undated(bare), window), [])
+        capped = [e for e in own if e.get("max_output_tokens")]
+        if capped:
+            _give_output_cap(group, min(capped, key=lambda e: e["max_output_tokens"]))
+        for provider in {e["provider"] for e in group} - {e["provider"] for e in own}:
             hosted = [e for e in group if e["provider"] == provider]
             capped = [e for e in hosted if e.get("max_output_tokens")]
             if capped:
@@ -504,10 +511,15 @@ def _give_output_cap(entries: list[dict[str, Any]], origin: dict[str, Any]) -> N
 
 def _bare(model_id: str) -> str:
     """A model id without its host's scope, region and provider prefixes (``openrouter/openai/``,
-    ``us.anthropic.``, ``vertex_ai/``), its snapshot date (``-20250929``, ``@20250929``) or Bedrock's
-    version suffix (``-v1:0``)."""
+    ``us.anthropic.``, ``vertex_ai/``) or Bedrock's version suffix (``-v1:0``); its snapshot date
+    stays (:func:`_undated` takes it off)."""
     bare = re.sub(r"^(?:[\w-]+/)+|^(?:[a-z-]+\.)?[a-z]+\.", "", model_id.lower())
-    return re.sub(r"(?:[-@]\d{8})?(?:-v\d+(?::\d+)?)?$", "", bare)
+    return re.sub(r"-v\d+(?::\d+)?$", "", bare)
+
+
+def _undated(bare: str) -> str:
+    """A bare id without its snapshot date (``-20250929``, ``@20250929``)."""
+    return re.sub(r"[-@]\d{8}$", "", bare)
 
 
 def _lower_caps(entries: list[dict[str, Any]], origin: dict[str, Any]) -> None:
@@ -544,7 +556,8 @@ def build(litellm_wheel: Path) -> dict[str, Any]:
     models = _split_aliases(models, litellm, facts)
     _apply_input_cap_rules(models, facts)
     _inherit_input_caps(models, facts)
-    _inherit_output_caps(models)
+    makers = [(p.id, compile_clause(_clause(p.model_match))) for p in providers if p.model_match is not None]
+    _inherit_output_caps(models, lambda bare: next((p for p, rule in makers if rule(bare)), None))
     models = _without_dead_aliases(_without_replaced(models, facts))
     ids = {m["id"].lower() for m in models}
     for alias in facts["aliases"]:

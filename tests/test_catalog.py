@@ -328,12 +328,20 @@ def test_a_chat_variant_has_its_own_window_in_every_spelling(sent: str) -> None:
         ("us.anthropic.claude-sonnet-4-5-20250929-v1:0", 64_000),  # the global id had it, us. had none
         ("anthropic.claude-3-5-haiku-20241022-v1:0", 8_192),
         ("claude-3-opus-20240229", 4_096),
+        ("us.anthropic.claude-3-haiku-20240307-v1:0", 4_096),
         ("chatgpt-4o-latest", 16_384),
         ("openrouter/openai/gpt-4o", 16_384),
     ],
 )
 def test_an_output_cap_belongs_to_the_model_on_every_host(sent: str, cap: int) -> None:
     assert bundled_catalog().get_model(sent).max_output_tokens == cap
+
+
+def test_an_output_cap_is_not_taken_from_another_snapshot_or_a_host() -> None:
+    """Bedrock's June 2024 Claude 3.5 Sonnet took the October model's 8,192 (a date taken off
+    the id to match it), from Google's entry of the model taken for a first party's."""
+    spec = bundled_catalog().get_model("us.anthropic.claude-3-5-sonnet-20240620-v1:0")
+    assert spec.max_output_tokens != 8_192
 
 
 def test_a_scoped_id_read_as_another_providers_entry_is_warned() -> None:
@@ -644,3 +652,8 @@ def test_an_unknown_id_says_what_is_wrong_with_it_and_what_it_looks_like(sent: s
     if "x-" not in sent:
         assert raised.value.closest[0] == "gpt-4o"  # read as the ASCII it looks like
     assert len(str(raised.value)) < 500
+
+
+def test_an_id_of_invisible_characters_only_is_unknown_and_named() -> None:
+    with pytest.raises(UnknownModelError, match="ZERO WIDTH SPACE"):
+        bundled_catalog().resolve_window("\u200b")

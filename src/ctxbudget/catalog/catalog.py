@@ -145,7 +145,8 @@ class Catalog:
         import difflib  # only an unknown id needs it
 
         names = sorted({model_id for _, model_id in self.models.keys} | set(self.aliases))
-        return difflib.get_close_matches(_model_key(plain_lookalike(model_id))[:64], names, n=n, cutoff=0.6)
+        looks = plain_lookalike(model_id).strip().lower()  # may be blank: zero-width characters only
+        return difflib.get_close_matches(looks[:64], names, n=n, cutoff=0.6)
 
     def unknown(self, model_id: str, *, windowed: bool = True) -> UnknownModelError:
         """The error for an id no rule resolves: the ids closest to it, and what is wrong with it
