@@ -1113,3 +1113,30 @@ def test_interleaved_thinking_keeps_its_place_when_two_assistant_messages_merge(
     kinds = [b["type"] for b in merged["content"]]
     # as the API merges the two: each block where the model wrote it, thinking still first
     assert kinds == ["thinking", "server_tool_use", "web_search_tool_result", "thinking", "text", "tool_use"]
+
+
+def test_results_whose_call_was_cut_stay_after_the_task_and_before_their_question() -> None:
+    """Merging user turns puts tool results first, as the API combines them; results whose call
+    was cut (made text) went first too, ahead of the task, the summary note and the question."""
+    filler = "alpha beta gamma delta epsilon zeta eta theta. " * 300
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Task: fix the failing test in the repo."}]
+    for turn in range(6):
+        calls = [{"type": "tool_use", "id": f"t{turn}_{k}", "name": "read", "input": {}} for k in range(3)]
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": f"reply {turn}"}, *calls]})
+        results: list[dict[str, Any]] = [
+            {"type": "tool_result", "tool_use_id": f"t{turn}_{k}", "content": filler * (1 + k)}
+            for k in range(3)
+        ]
+        if turn == 4:
+            results.append({"type": "text", "text": "Also: what is the status of the build?"})
+        messages.append({"role": "user", "content": results})
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1000,
+        "system": "You are an agent.",
+        "messages": messages,
+    }
+    sent = fit(body, model="claude-sonnet-4-5", max_context_tokens=30_000).request["messages"]
+    first = [b.get("text", b.get("type")) for b in sent[0]["content"]]
+    assert first[0].startswith("Task:") and first[-1].startswith("Also:"), first
+    assert any(t.startswith("[result of tool call t4_") for t in first[1:-1]), first

@@ -565,6 +565,12 @@ def test_a_reply_asked_above_the_models_output_cap_is_warned() -> None:
     assert not fit(
         body | {"max_tokens": 100}, model="claude-sonnet-4-5", reserve_output_tokens=100_000
     ).report.warnings
+    # the reply is reserved at the cap, all the model can write: the prompt is not cut to make
+    # room for 199,000 tokens the provider would refuse all the same (cut to 994 tokens)
+    long = {"max_tokens": 199_000, "messages": [{"role": "user", "content": "word " * 100_000}]}
+    kept = fit(long, model="claude-sonnet-4-5").report
+    assert kept.reserve_output_tokens == 64_000 and kept.tokens_after > 100_000
+    assert count(long, model="claude-sonnet-4-5")["available_tokens"] == 200_000 - 64_000
 
 
 def test_a_fits_answer_shares_nothing_with_the_callers_request() -> None:

@@ -24,7 +24,7 @@ from ..trim.passages import PassageScorer
 from ..trim.text import Span
 from ._budget import BudgetSplit
 from ._count import estimated_parts
-from ._options import FitOptions, FitSetup, above_output_cap
+from ._options import FitOptions, FitSetup, above_output_cap, within_output_cap
 
 __all__ = ["DEFAULT_RESERVE_OUTPUT_TOKENS", "FitContext", "Window", "open_context"]
 
@@ -44,7 +44,7 @@ class Window:
     def of(cls, resolution: WindowResolution, reserve_output_tokens: int | None, source: str = "") -> Window:
         """The room left by ``reserve_output_tokens`` (None: the default reserve), given by
         ``source`` (the option, the body's field; "" for the default), which errors name."""
-        reserve = _reserve(resolution, reserve_output_tokens)
+        reserve = within_output_cap(resolution, _reserve(resolution, reserve_output_tokens), source)
         return cls(resolution, reserve, _available(resolution, reserve, source))
 
 
@@ -217,7 +217,8 @@ def open_context(request: Mapping[str, Any], setup: FitSetup) -> FitContext:
     )
     if setup.resolution.warning:
         ctx.warnings.append(setup.resolution.warning)
-    above = above_output_cap(setup.resolution, window.reserve_output_tokens, options.reserve_source)
+    asked = options.reserve_output_tokens or 0  # as the body asked it (the window's is held to the cap)
+    above = above_output_cap(setup.resolution, asked, options.reserve_source)
     if above:
         ctx.warnings.append(above)
     return ctx

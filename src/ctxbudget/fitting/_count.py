@@ -23,6 +23,7 @@ from ._options import (
     check_chat_model,
     check_request,
     input_format_of,
+    within_output_cap,
 )
 
 __all__ = ["count", "estimated_parts", "untokenizable_located"]
@@ -53,10 +54,10 @@ def count(
     input_format = input_format_of(input_format, format)
     check_request(request)
     asked, field = body_reserve_field(request)  # validated here too: a bad max_tokens is a bad request
-    reply = asked or 0
     checked = catalog_of(catalog)
     resolution = checked.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
     check_chat_model(resolution)
+    reply = within_output_cap(resolution, asked or 0, field)  # the model writes no more
     fmt = resolve_format(request, input_format, model)
     counter = checked.counter_for(model, safety_factor)
     with collector_paused():
@@ -84,7 +85,7 @@ def count(
         "reserve_output_tokens": reply,
         "available_tokens": available,
         "fits": counter.scale(total) <= available,
-        "warnings": [w for w in (resolution.warning, above_output_cap(resolution, reply, field)) if w],
+        "warnings": [w for w in (resolution.warning, above_output_cap(resolution, asked or 0, field)) if w],
     }
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "check_options",
     "check_request",
     "input_format_of",
+    "within_output_cap",
 ]
 
 OnOverflow = Literal["error", "empty"]
@@ -202,5 +203,15 @@ def above_output_cap(resolution: WindowResolution, reserve: int, source: str) ->
     model = resolution.catalog_id or "the model"
     return (
         f"{source} asks for {reserve:,} reply tokens, above {model}'s output limit of {cap:,}: "
-        f"the provider refuses the request unless the field is lowered (or the catalog's limit is out of date)"
+        f"the provider refuses the request unless the field is lowered (or the catalog's limit is out of date); "
+        f"the prompt is budgeted with {cap:,} for the reply, all the model can write"
     )
+
+
+def within_output_cap(resolution: WindowResolution, reserve: int, source: str) -> int:
+    """The reply reserve a body asks for (``source``: its field), held to the model's output cap:
+    the model writes no more, and a ``max_tokens`` of 199,000 for a 64,000-token model cut a
+    143,000-token prompt to 994 tokens that the provider refused all the same
+    (:func:`above_output_cap` warns). A reserve given as an option is a budget: it stands."""
+    cap = resolution.spec.max_output_tokens if resolution.spec else None
+    return cap if cap is not None and reserve > cap and source.startswith("$.") else reserve

@@ -97,7 +97,7 @@ def alternate(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     assistant message gets a user message before it."""
     gap = {"role": "user", "content": PLACEHOLDER_TEMPLATE.format(omitted="some")}
     out: list[dict[str, Any]] = []
-    for message in messages:
+    for message in _unpaired_as_text(messages):
         role = message.get("role")
         if not out and role == "assistant":
             out.append(dict(gap))
@@ -106,6 +106,37 @@ def alternate(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         out.append(message)
     return _paired(out)
+
+
+def _unpaired_as_text(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages with each tool result whose call is not in the last assistant turn before it
+    (user turns between them merge into one) made blocks of its user turn where it stands. Done
+    before turns merge: merging puts tool results first, and a result whose call was cut, merged
+    into the task's turn, was moved ahead of the task and the question it came with."""
+    out: list[dict[str, Any]] = []
+    asked: set[Any] = set()
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") == "assistant":
+            asked = {
+                b.get("id")
+                for b in content_blocks(content)
+                if isinstance(b, dict) and b.get("type") == "tool_use"
+            }
+        elif isinstance(content, list) and any(_orphan(b, asked) for b in content):
+            blocks = [c for b in content for c in (_unpaired(b) if _orphan(b, asked) else [b])]
+            message = {**message, "content": blocks}
+        out.append(message)
+    return out
+
+
+def _orphan(block: Any, asked: set[Any]) -> bool:
+    """Whether ``block`` is a tool result whose call is not among ``asked``."""
+    return (
+        isinstance(block, dict)
+        and block.get("type") == "tool_result"
+        and block.get("tool_use_id") not in asked
+    )
 
 
 def _paired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

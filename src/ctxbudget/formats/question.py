@@ -198,9 +198,13 @@ def _callers_own(metadata: Mapping[str, Any]) -> dict[str, Any]:
     """The caller's own ``citation`` and ``offsets`` of a split document (a retriever's "Smith v.
     Jones, p. 4"), kept as ``document_citation`` and ``document_offsets``: a passage's own take
     those names, and the caller's were lost."""
-    return {
-        f"document_{key}": copy.deepcopy(metadata[key]) for key in ("citation", "offsets") if key in metadata
-    }
+    own = {}
+    for key in ("citation", "offsets"):
+        if f"document_{key}" in metadata:  # a passage split again: the document's is already kept
+            own[f"document_{key}"] = copy.deepcopy(metadata[f"document_{key}"])
+        elif key in metadata and "passage_of" not in metadata:
+            own[f"document_{key}"] = copy.deepcopy(metadata[key])
+    return own
 
 
 class QuestionFormat:
