@@ -935,10 +935,12 @@ def test_a_result_whose_call_was_left_out_keeps_its_image_and_error() -> None:
     }
     sent = fit(body, model="claude-sonnet-4-5", max_context_tokens=1_000, reserve_output_tokens=200).request
     turn = next(m for m in sent["messages"] if "right colour" in json.dumps(m))
-    assert turn["content"][0]["text"].startswith(
-        "[result of tool call shot, an error]\nRendered with warnings."
-    )
-    assert turn["content"][1] == {**image, "cache_control": {"type": "ephemeral"}}
+    texts = [b.get("text", "") for b in turn["content"]]
+    at = next(i for i, t in enumerate(texts) if t.startswith("[result of tool call shot, an error]"))
+    assert texts[at].startswith("[result of tool call shot, an error]\nRendered with warnings.")
+    assert turn["content"][at + 1] == {**image, "cache_control": {"type": "ephemeral"}}
+    # where it stood: after the task (the turn it merged into), before the question it came with
+    assert "Check the login page" in texts[0] and "right colour" in texts[-1]
     assert not any(b.get("type") == "tool_result" for b in turn["content"])
 
 

@@ -497,13 +497,17 @@ def test_the_default_reply_reserve_leaves_a_small_window_room_for_the_input() ->
 
 @pytest.mark.parametrize(
     ("extra", "source"),
-    [({"max_tokens": 200_000}, r"\(\$\.max_tokens\)"), ({}, r"\(reserve_output_tokens=\)")],
+    # the body's field is held to gpt-4o's 16,384-token output cap; the option stands as given
+    [
+        ({"max_tokens": 200_000}, r"16,384 tokens \(\$\.max_tokens\)"),
+        ({}, r"200,000 tokens \(reserve_output_tokens=\)"),
+    ],
 )
 def test_a_reserve_that_leaves_nothing_names_where_it_came_from(extra: dict[str, int], source: str) -> None:
     body = {"messages": [{"role": "user", "content": "hello"}], **extra}
     reserve = None if extra else 200_000
-    with pytest.raises(ConfigError, match=rf"200,000 tokens {source} leaves nothing"):
-        fit(body, model="gpt-4o", reserve_output_tokens=reserve)
+    with pytest.raises(ConfigError, match=rf"{source} leaves nothing"):
+        fit(body, model="gpt-4o", max_context_tokens=16_000, reserve_output_tokens=reserve)
 
 
 def test_a_malformed_body_is_told_before_a_reserve_that_leaves_nothing() -> None:

@@ -110,19 +110,20 @@ def alternate(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _unpaired_as_text(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The messages with each tool result whose call is not in the last assistant turn before it
-    (user turns between them merge into one) made blocks of its user turn where it stands. Done
+    (turns of one role in a row merge into one) made blocks of its user turn where it stands. Done
     before turns merge: merging puts tool results first, and a result whose call was cut, merged
     into the task's turn, was moved ahead of the task and the question it came with."""
     out: list[dict[str, Any]] = []
     asked: set[Any] = set()
     for message in messages:
         content = message.get("content")
-        if message.get("role") == "assistant":
-            asked = {
+        if message.get("role") == "assistant":  # assistant turns in a row merge: their calls too
+            calls = {
                 b.get("id")
                 for b in content_blocks(content)
                 if isinstance(b, dict) and b.get("type") == "tool_use"
             }
+            asked = asked | calls if out and out[-1].get("role") == "assistant" else calls
         elif isinstance(content, list) and any(_orphan(b, asked) for b in content):
             blocks = [c for b in content for c in (_unpaired(b) if _orphan(b, asked) else [b])]
             message = {**message, "content": blocks}
