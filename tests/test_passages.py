@@ -21,6 +21,7 @@ from ctxbudget.trim.passages import (
     split_passages,
 )
 from ctxbudget.trim.passages._passage import citation_of, reads_as_chat_log, reads_as_lines
+from ctxbudget.trim.passages._score import reads_as_references
 from ctxbudget.trim.passages._windows import _best_window, _edge_weighted_mass, _next_taken, _run_from, _Sums
 
 TRANSCRIPT = "".join(
@@ -611,3 +612,30 @@ def test_a_passage_split_again_keeps_the_documents_own_citation() -> None:
     assert {d["metadata"]["document_citation"] for d in again.request["documents"]} == {
         "Smith v. Jones, p. 4"
     }
+
+
+def test_a_reference_list_naming_the_subject_does_not_outrank_the_evidence() -> None:
+    """An encyclopedia page's references name its subject in every line: the region grown from
+    them ran through the whole list before the one sentence that answers was seeded."""
+    filler = "The town grew slowly over the following decades as trade moved along the river.\n\n"
+    evidence = "The Ford Bridge appears in the 1959 film On the Statistics of Crop Yields.\n\n"
+    references = "".join(
+        f"^ Perry, Ravi ({1950 + i}). The Ford Bridge on film, part {i}. Sandfeld: Academic. p. {i + 3}. "
+        f"ISBN 978-5-783-{i:05d}-7. Retrieved 1 May 2017.\n"
+        for i in range(120)
+    )
+    text = "The Ford Bridge is a bridge over the Inn.\n\n" + filler * 40 + evidence + filler * 40 + references
+    passages = split_passages(text, _count(text), max_tokens=256)
+    costs = [max(1, (p.end - p.start) // 4) for p in passages]
+    query = "what film was filmed at the ford bridge"
+    regions = select_regions(text, passages, costs, 600, query=query)
+    assert any(evidence.strip() in text[r.start : r.end] for r in regions)
+    plain = select_regions(
+        text, passages, costs, 600, query=query, weights=PassageWeights(reference_list=1.0)
+    )
+    assert not any(evidence.strip() in text[r.start : r.end] for r in plain)  # the list's own weight
+    listed = [p for p in passages if p.start >= text.index("^ Perry")]
+    assert all(reads_as_references(text, p.start, p.end) for p in listed[:-1])
+    assert not any(
+        reads_as_references(text, p.start, p.end) for p in passages if p.end <= text.index("^ Perry")
+    )
