@@ -470,26 +470,28 @@ def _inherit_input_caps(models: list[dict[str, Any]], facts: dict[str, Any]) -> 
 
 
 def _inherit_output_caps(models: list[dict[str, Any]], maker: Callable[[str], str | None]) -> None:
-    """An entry with no output cap takes the one its model has under another entry of the same
-    window: the first party's, or the smallest of its own provider's other hosts. Bedrock's `us.`
-    and `eu.` ids of a Claude model had none where its `global.` id and Anthropic's own had 64,000,
-    so a fit let through a reply size the model refuses: the cap belongs to the model, as the
-    input cap. A snapshot is its own model: a dated id is matched to the first party's dated name
-    when it has one (claude-3-5-sonnet-20240620 is not the October model), and to its undated
-    name only when the first party lists that date under no name (Anthropic lists Bedrock's
-    claude-opus-4-1-20250805 as claude-opus-4-1). The first party is the model's maker by the
-    providers' rules (``maker``): Google's entry of a Claude model is a host's."""
-    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    """An entry with no output cap takes the one its model has under another entry: its maker's,
+    or the smallest of its own provider's other hosts. Bedrock's `us.` and `eu.` ids of a Claude
+    model had none where its `global.` id and Anthropic's own had 64,000, so a fit let through a
+    reply size the model refuses: the cap belongs to the model, whatever window a host gives it
+    (Bedrock's 1M-token Claude 4.6). A snapshot is its own model: a dated id is matched to its
+    maker's dated name when it has one, else to the undated name (Anthropic lists Bedrock's
+    claude-opus-4-1-20250805 as claude-opus-4-1). The maker is the provider whose rule claims
+    the id (Google's entry of a Claude model is a host's); an id no rule claims (Gemma) takes a
+    first party's entry."""
+    first_party = {"openai", "anthropic", "google", "mistral", "deepseek", "x-ai", "cohere"}
+    groups: dict[str, list[dict[str, Any]]] = {}
     for entry in models:
-        groups.setdefault((_bare(entry["id"]), entry["context_window"]), []).append(entry)
-    named: dict[tuple[str, int], list[dict[str, Any]]] = {}  # the makers' ids and aliases
+        groups.setdefault(_bare(entry["id"]), []).append(entry)
+    named: dict[str, list[dict[str, Any]]] = {}  # the makers' ids and aliases
     for entry in models:
-        if entry["provider"] == maker(_bare(entry["id"])):
+        claimed = maker(_bare(entry["id"]))
+        if entry["provider"] == claimed or (claimed is None and entry["provider"] in first_party):
             names = {_bare(n) for n in (entry["id"], *entry.get("aliases", []))}
             for name in names | {n.removesuffix("-latest") for n in names}:  # claude-3-5-haiku-latest
-                named.setdefault((name, entry["context_window"]), []).append(entry)
-    for (bare, window), group in groups.items():
-        own = named.get((bare, window)) or named.get((_undated(bare), window), [])
+                named.setdefault(name, []).append(entry)
+    for bare, group in groups.items():
+        own = named.get(bare) or named.get(_undated(bare), [])
         capped = [e for e in own if e.get("max_output_tokens")]
         if capped:
             _give_output_cap(group, min(capped, key=lambda e: e["max_output_tokens"]))
@@ -504,7 +506,8 @@ def _give_output_cap(entries: list[dict[str, Any]], origin: dict[str, Any]) -> N
     """Give each of ``entries`` without an output cap ``origin``'s (a host's own cap stays)."""
     source = origin["sources"].get("max_output_tokens", "curated")
     for entry in entries:
-        if not entry.get("max_output_tokens"):
+        # a host's smaller window holds no larger a reply: its own limit is unknown, not the maker's
+        if not entry.get("max_output_tokens") and origin["max_output_tokens"] <= entry["context_window"]:
             entry["max_output_tokens"] = origin["max_output_tokens"]
             entry["sources"]["max_output_tokens"] = f"{source} (as {origin['id']})"
 

@@ -337,11 +337,16 @@ def test_an_output_cap_belongs_to_the_model_on_every_host(sent: str, cap: int) -
     assert bundled_catalog().get_model(sent).max_output_tokens == cap
 
 
-def test_an_output_cap_is_not_taken_from_another_snapshot_or_a_host() -> None:
-    """Bedrock's June 2024 Claude 3.5 Sonnet took the October model's 8,192 (a date taken off
-    the id to match it), from Google's entry of the model taken for a first party's."""
-    spec = bundled_catalog().get_model("us.anthropic.claude-3-5-sonnet-20240620-v1:0")
-    assert spec.max_output_tokens != 8_192
+def test_an_output_cap_comes_from_the_models_maker_whatever_window_a_host_gives_it() -> None:
+    """Bedrock lists Claude Sonnet 4.6 with a 1M-token window (Anthropic's entry: 200,000): keyed
+    by window, it took Google's host entry's cap or none; an id no provider rule claims (Gemma)
+    takes a first party's."""
+    catalog = bundled_catalog()
+    maker = catalog.get_model("claude-sonnet-4-6").max_output_tokens
+    assert maker is not None
+    for host in ("us.anthropic.claude-sonnet-4-6-v1:0", "global.anthropic.claude-sonnet-4-6-v1:0"):
+        assert catalog.get_model(host).max_output_tokens == maker
+    assert catalog.get_model("openrouter/google/gemma-4-31b-it").max_output_tokens is not None
 
 
 def test_a_scoped_id_read_as_another_providers_entry_is_warned() -> None:
@@ -640,6 +645,7 @@ def test_a_user_entry_with_no_tokenizer_falls_in_the_bundled_family_of_its_id(tm
     ("sent", "said"),
     [
         ("gpt\u20114o", "character 4 is NON-BREAKING HYPHEN (U+2011)"),
+        ("  gpt\u20114o", "character 6 is NON-BREAKING HYPHEN"),  # counted in the id as sent
         ("\uff47\uff50\uff54-\uff14\uff4f", "FULLWIDTH LATIN SMALL LETTER G"),
         ("gpt-4o\u200b", "ZERO WIDTH SPACE"),
         ("x-" * 200, "longer than the 256 characters"),

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import threading
+import tracemalloc
 from collections.abc import Callable
 
-from ctxbudget import fit
+from ctxbudget import clear_caches, fit
 from ctxbudget.trim.memo import _ACTIVE, fit_memo, per_fit, per_fit_by_identity
 
 
@@ -51,10 +53,23 @@ def test_by_identity_a_different_text_of_the_same_id_is_read_again() -> None:
 
 
 def test_nothing_is_held_after_a_fit_or_seen_by_another_thread() -> None:
-    """A 2 MB question's terms stayed in module caches after its fit (50 MB each)."""
-    question = " ".join(f"word{i}" for i in range(5000))
-    request = {"questions": [{"text": question}], "documents": [{"page_content": "word1 text " * 4000}]}
-    fit(request, model="gpt-4o", max_context_tokens=8000, reserve_output_tokens=0, split_documents=True)
+    """A 2 MB question's terms stayed in module caches after its fit (50 MB each); the memo goes
+    with the fit, and another thread never sees an open one."""
+    question = " ".join(f"term{i}x" for i in range(150_000))
+    request = {"questions": [{"text": question}], "documents": [{"page_content": "term1x text " * 4000}]}
+    small = {"questions": [{"text": "term1x?"}], "documents": [{"page_content": "term1x text " * 4000}]}
+    fit(small, model="gpt-4o", max_context_tokens=8000, reserve_output_tokens=0, split_documents=True)
+    gc.collect()  # the tokenizer and the catalog loaded by a first fit are not what is measured
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        fit(request, model="gpt-4o", max_context_tokens=8000, reserve_output_tokens=0, split_documents=True)
+        clear_caches()  # remembered fits and counts hold the request itself: not what is measured
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 4 * len(question), f"{held:,} bytes held after the fit"
     assert _ACTIVE.get() is None
     seen: list[object] = []
     with fit_memo():

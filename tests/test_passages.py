@@ -639,3 +639,21 @@ def test_a_reference_list_naming_the_subject_does_not_outrank_the_evidence() -> 
     assert not any(
         reads_as_references(text, p.start, p.end) for p in passages if p.end <= text.index("^ Perry")
     )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Filmography\n- The Quiet Harbour (1952), as the ferryman\n- North of the Inn (1961), lead role\n"
+        "- Winter Accounts (1964), supporting role\n",
+        "| Quarter | Revenue |\n|---|---|\n| Q1 (2023) | 4.1M |\n| Q2 (2023) | 4.8M |\n",
+        "Manchester office: (0161) 496 0000\nLeeds office: (0113) 496 0000\nBristol office: (0117) 496 0000\n",
+        "server.listen(8080)\nretry.backoff(1000)\nbuf = bytearray(4096)\n",
+        "1. Rent is set out in Schedule 2, p. 14.\n2. Interest accrues under the Late Payment Act (1998).\n"
+        "3. This lease is governed by the Landlord and Tenant Act (1954).\n",
+        "Warming is reached by 2040 (IPCC 2018), as Smith et al. found.\n\nJones et al. give the series.\n",
+        "Install from https://example.com/cli and run init.\nLog in at https://example.com/login.\n",
+    ],
+)
+def test_lists_of_films_tables_clauses_and_code_are_not_reference_lists(text: str) -> None:
+    assert not reads_as_references(text, 0, len(text))

@@ -310,7 +310,8 @@ def id_problem(model_id: str) -> str:
         return ""
     char = odd.group()
     named = unicodedata.name(char, f"U+{ord(char):04X}")
-    return f"character {odd.start() + 1} is {named} (U+{ord(char):04X}): model ids are plain ASCII"
+    at = odd.start() + 1 + len(model_id) - len(model_id.lstrip())  # counted in the id as sent
+    return f"character {at} is {named} (U+{ord(char):04X}): model ids are plain ASCII"
 
 
 def _fine_tuned_base(name: str) -> str | None:

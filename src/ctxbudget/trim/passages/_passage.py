@@ -198,14 +198,22 @@ def split_passages(
     for n, (first, end) in enumerate(units):
         last = n + 1 == len(units)
         if last or count(begin, units[n + 1][1]) > max_tokens:
-            # a passage of several units was checked as it grew; one unit alone was not (a piece
-            # may run a sentence past its character cap: only one twice the tokens that cap
-            # stands for, at four characters a token, is cut again)
-            alone = begin == first and count(begin, end) > 2 * max(max_tokens, max_chars // 4)
+            # a passage of several units was checked as it grew; one unit alone was not
+            alone = begin == first and _over(begin, end, count(begin, end), max_tokens, max_chars)
             for a, b in _by_tokens(text, begin, end, count, max_tokens) if alone else [(begin, end)]:
                 passages.append(Passage(a, b, citation_of(text, a, b)))
             begin = end
     return passages
+
+
+def _over(start: int, end: int, tokens: int, max_tokens: int, max_chars: int) -> bool:
+    """Whether a lone unit is cut again by tokens: a dense one (under two characters a token: a
+    script such as Amharic, emoji, digits) over twice the cap, any over twice what its character
+    cap stands for at four characters a token (a piece may run a sentence past that cap; English
+    at a small budget's 200-character floor is kept as it was cut)."""
+    if tokens <= 2 * max_tokens:
+        return False
+    return end - start < 2 * tokens or tokens > 2 * max(max_tokens, max_chars // 4)
 
 
 def _by_tokens(
