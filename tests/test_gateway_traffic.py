@@ -196,6 +196,17 @@ def test_openai_code_for_a_request_that_cannot_fit(stack: tuple[FakeUpstream, st
         "--reserve-output-tokens" not in refused.value.message
         and "--on-overflow" not in refused.value.message
     )
+    # with no budget below the model's window, raising one is not offered: it cannot help
+    whole = "word " * 140_000  # over gpt-4o's 128,000 tokens
+    with pytest.raises(openai.BadRequestError) as at_window:
+        _openai(url).chat.completions.create(
+            model="gpt-4o", max_tokens=10, messages=[{"role": "system", "content": whole}, *_ask()]
+        )
+    assert at_window.value.code == "context_length_exceeded"
+    assert (
+        "Max-Context-Tokens" not in at_window.value.message
+        and "already the model's window" in at_window.value.message
+    )
 
 
 def test_upstream_urls_work_with_or_without_v1(tmp_path: Path) -> None:

@@ -58,10 +58,11 @@ class ToolDefinitions:
     cost_usd: float | None
 
 
-def _refusal(exc: CtxBudgetError, provider: Provider) -> Refusal:
+def _refusal(exc: CtxBudgetError, provider: Provider, *, narrowed: bool = True) -> Refusal:
     """The library's refusal as ``provider``'s client is told it: the reply size named by the
-    body's own field (``max_output_tokens`` in a Responses body)."""
-    refusal = refusal_for(exc, provider.name)
+    body's own field (``max_output_tokens`` in a Responses body); ``narrowed``: whether a budget
+    below the model's window was in force."""
+    refusal = refusal_for(exc, provider.name, narrowed=narrowed)
     if provider.input_format != "responses":
         return refusal
     # the library's reserve, named max_tokens for the chat APIs; a body's own $.max_tokens stays
@@ -283,7 +284,7 @@ class Preparer:
             raise  # the store, not the request: the route answers 503
         except CtxBudgetError as exc:
             told = _told_of(self._counted(provider, body, factor) if _about_size(exc) else None, exc)
-            raise _refusal(exc, provider).with_headers(told) from exc
+            raise _refusal(exc, provider, narrowed=budget > 0).with_headers(told) from exc
 
     def _counted(
         self, provider: Provider, body: Mapping[str, Any], factor: float | None

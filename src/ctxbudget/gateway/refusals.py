@@ -23,6 +23,7 @@ from ..errors import (
 )
 
 __all__ = [
+    "AT_WINDOW_HINT",
     "GATEWAY_HINT",
     "LIBRARY_ERRORS",
     "Refusal",
@@ -38,6 +39,8 @@ GATEWAY_HINT = (
     "shorten them, raise X-Ctxbudget-Max-Context-Tokens (or serve --max-context-tokens) up to the "
     "model's window, or lower max_tokens"
 )
+# With no budget narrowing the model's window, raising one cannot help.
+AT_WINDOW_HINT = "shorten them, or lower max_tokens (the budget is already the model's window)"
 PREFIX_HINT = "header X-Ctxbudget-Allow-Prefix-Change: true"
 # The library's hints name its options; through the gateway the same things are set by a header
 # (the client) or by a flag of ``ctxbudget serve`` (the operator).
@@ -151,10 +154,11 @@ def rule_for(kind: type[CtxBudgetError]) -> Rule:
     return next(rule for rule in LIBRARY_ERRORS if issubclass(kind, rule.error))
 
 
-def _message(exc: CtxBudgetError, rule: Rule) -> str:
-    """The library's message as the client reads it: hinted, its words renamed, with the tail."""
+def _message(exc: CtxBudgetError, rule: Rule, hint: str | None = None) -> str:
+    """The library's message as the client reads it: hinted (``hint`` in the rule's place when
+    given), its words renamed, with the tail."""
     if rule.hint is not None and isinstance(exc, (BudgetExceeded, PinnedPrefixChanged)):
-        text = exc.with_hint(rule.hint)
+        text = exc.with_hint(hint or rule.hint)
     else:
         text = str(exc)
     return f"ctxbudget: {with_settings(reworded(text, rule.renamed.items()))}{rule.tail}"
@@ -165,10 +169,15 @@ def with_settings(message: str) -> str:
     return reworded(message, GATEWAY_OPTIONS)
 
 
-def refusal_for(exc: CtxBudgetError, provider: str) -> Refusal:
-    """What the client is told when the library refuses its request (its row of the table)."""
+def refusal_for(exc: CtxBudgetError, provider: str, *, narrowed: bool = True) -> Refusal:
+    """What the client is told when the library refuses its request (its row of the table);
+    ``narrowed``: whether a budget below the model's window was in force (else raising one is
+    not offered)."""
     rule = rule_for(type(exc))
-    return Refusal(rule.status, _message(exc, rule), rule.code(provider), rule.headers, counted=rule.counted)
+    hint = None if narrowed else AT_WINDOW_HINT
+    return Refusal(
+        rule.status, _message(exc, rule, hint), rule.code(provider), rule.headers, counted=rule.counted
+    )
 
 
 def refusal_as(kind: type[CtxBudgetError], provider: str, message: str) -> Refusal:
