@@ -646,6 +646,7 @@ def test_a_user_entry_with_no_tokenizer_falls_in_the_bundled_family_of_its_id(tm
     [
         ("gpt\u20114o", "character 4 is NON-BREAKING HYPHEN (U+2011)"),
         ("  gpt\u20114o", "character 6 is NON-BREAKING HYPHEN"),  # counted in the id as sent
+        ("gpt 4o", "character 4 is SPACE (U+0020): model ids hold no spaces"),
         ("\uff47\uff50\uff54-\uff14\uff4f", "FULLWIDTH LATIN SMALL LETTER G"),
         ("gpt-4o\u200b", "ZERO WIDTH SPACE"),
         ("x-" * 200, "longer than the 256 characters"),

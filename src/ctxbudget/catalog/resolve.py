@@ -311,7 +311,8 @@ def id_problem(model_id: str) -> str:
     char = odd.group()
     named = unicodedata.name(char, f"U+{ord(char):04X}")
     at = odd.start() + 1 + len(model_id) - len(model_id.lstrip())  # counted in the id as sent
-    return f"character {at} is {named} (U+{ord(char):04X}): model ids are plain ASCII"
+    rule = "model ids are plain ASCII" if char > "\x7f" else "model ids hold no spaces or control characters"
+    return f"character {at} is {named} (U+{ord(char):04X}): {rule}"
 
 
 def _fine_tuned_base(name: str) -> str | None:
