@@ -456,8 +456,7 @@ def _inherit_input_caps(models: list[dict[str, Any]], facts: dict[str, Any]) -> 
     first_party = {"openai", "anthropic", "google", "mistral", "deepseek", "x-ai", "cohere"}
     groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for entry in models:
-        bare = re.sub(r"^(?:[\w-]+/)+|^(?:[a-z-]+\.)?[a-z]+\.", "", entry["id"].lower())
-        groups.setdefault((bare, entry["context_window"]), []).append(entry)
+        groups.setdefault((_unscoped(entry["id"]), entry["context_window"]), []).append(entry)
     for group in groups.values():
         own = [e for e in group if e["provider"] in first_party and e.get("max_input_tokens")]
         if own:
@@ -516,8 +515,12 @@ def _bare(model_id: str) -> str:
     """A model id without its host's scope, region and provider prefixes (``openrouter/openai/``,
     ``us.anthropic.``, ``vertex_ai/``) or Bedrock's version suffix (``-v1:0``); its snapshot date
     stays (:func:`_undated` takes it off)."""
-    bare = re.sub(r"^(?:[\w-]+/)+|^(?:[a-z-]+\.)?[a-z]+\.", "", model_id.lower())
-    return re.sub(r"-v\d+(?::\d+)?$", "", bare)
+    return re.sub(r"-v\d+(?::\d+)?$", "", _unscoped(model_id))
+
+
+def _unscoped(model_id: str) -> str:
+    """A model id, lower case, without its host's scope, region and provider prefixes."""
+    return re.sub(r"^(?:[\w-]+/)+|^(?:[a-z-]+\.)?[a-z]+\.", "", model_id.lower())
 
 
 def _undated(bare: str) -> str:

@@ -197,8 +197,8 @@ def above_output_cap(resolution: WindowResolution, reserve: int, source: str) ->
     """A warning when the body asks for a longer reply (``source``: its field) than the model's
     output cap: the provider refuses such a request, however well its input fits. ("" when not;
     a reserve given as an option is a budget, not what is sent.)"""
-    cap = resolution.spec.max_output_tokens if resolution.spec else None
-    if cap is None or reserve <= cap or not source.startswith("$."):
+    cap = within_output_cap(resolution, reserve, source)
+    if cap == reserve:
         return ""
     model = resolution.catalog_id or "the model"
     return (

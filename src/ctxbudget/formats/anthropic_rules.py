@@ -118,17 +118,25 @@ def _unpaired_as_text(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for message in messages:
         content = message.get("content")
         if message.get("role") == "assistant":  # assistant turns in a row merge: their calls too
-            calls = {
-                b.get("id")
-                for b in content_blocks(content)
-                if isinstance(b, dict) and b.get("type") == "tool_use"
-            }
+            calls = _calls(content)
             asked = asked | calls if out and out[-1].get("role") == "assistant" else calls
         elif isinstance(content, list) and any(_orphan(b, asked) for b in content):
-            blocks = [c for b in content for c in (_unpaired(b) if _orphan(b, asked) else [b])]
-            message = {**message, "content": blocks}
+            message = {**message, "content": _with_orphans_as_text(content, asked)}
         out.append(message)
     return out
+
+
+def _calls(content: Any) -> set[Any]:
+    """The ids of the tool calls an assistant turn's ``content`` makes."""
+    return {
+        b.get("id") for b in content_blocks(content) if isinstance(b, dict) and b.get("type") == "tool_use"
+    }
+
+
+def _with_orphans_as_text(content: list[Any], asked: set[Any]) -> list[Any]:
+    """``content`` with each tool result whose call is not among ``asked`` as blocks a user turn
+    may hold (:func:`_unpaired`), where it stands."""
+    return [c for b in content for c in (_unpaired(b) if _orphan(b, asked) else [b])]
 
 
 def _orphan(block: Any, asked: set[Any]) -> bool:
@@ -149,19 +157,8 @@ def _paired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if message.get("role") != "user" or not isinstance(content, list):
             out.append(message)
             continue
-        before = content_blocks(out[-1].get("content")) if out and out[-1].get("role") == "assistant" else []
-        asked = {b.get("id") for b in before if isinstance(b, dict) and b.get("type") == "tool_use"}
-        blocks = []
-        for block in content:
-            if (
-                isinstance(block, dict)
-                and block.get("type") == "tool_result"
-                and block.get("tool_use_id") not in asked
-            ):
-                blocks += _unpaired(block)
-            else:
-                blocks.append(block)
-        blocks = _lead_first(blocks, ("tool_result",))  # results first, as the API wants them
+        asked = _calls(out[-1].get("content")) if out and out[-1].get("role") == "assistant" else set()
+        blocks = _lead_first(_with_orphans_as_text(content, asked), ("tool_result",))  # results first
         out.append({**message, "content": blocks} if blocks != content else message)
     return out
 
