@@ -97,3 +97,44 @@ def test_stored_text_is_the_unescaped_canonical_json_whichever_encoder_wrote_it(
 def test_stored_text_of_non_ascii_and_escapes_is_written_as_they_are() -> None:
     for text in ("é", "\x7f", "\u2028", "😀", "a\\u00e9", "\x01", "plain"):
         assert _canonical({"q": text}) == json.dumps({"q": text}, ensure_ascii=False, separators=(",", ":"))
+
+
+def _big_turns(store: SQLiteStore, count: int) -> None:
+    """``count`` turns of 0.5 MB each (a gateway's 100,000-token questions)."""
+    for n in range(count):
+        store.append_turn("a", Turn(index=n + 1, question=f"{n} " + "lorem ipsum " * 44_000, answer="a"), [])
+
+
+def test_with_background_checkpoints_a_commit_never_copies_the_log_into_the_file(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db", background_checkpoints=True)
+    store.create(SessionMeta(name="a", policy="legal-review", model="gpt-4o", base={}))
+    assert store._checkpoints is not None
+    store._checkpoints.close()  # no thread checkpoints: only a commit could
+    _big_turns(store, 10)  # 5 MB: SQLite's automatic checkpoint would have run at 4 MB
+    assert (tmp_path / "s.db").stat().st_size < 1_000_000
+    assert (tmp_path / "s.db-wal").stat().st_size > 4_000_000
+    store._checkpoints = None
+    store.close()
+    assert [t.index for t in SQLiteStore(tmp_path / "s.db").turns("a")] == list(range(1, 11))
+
+
+def test_background_checkpoints_copy_the_log_into_the_file_once_enough_was_written(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db", background_checkpoints=True)
+    store.create(SessionMeta(name="a", policy="legal-review", model="gpt-4o", base={}))
+    _big_turns(store, 10)
+    checkpoints = store._checkpoints
+    assert checkpoints is not None
+    deadline = time.monotonic() + 30
+    while checkpoints.done == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert checkpoints.done >= 1 and (tmp_path / "s.db").stat().st_size > 4_000_000
+    store.close()
+    assert not (tmp_path / "s.db-wal").exists()  # the last connection closed with its own checkpoint
+    assert len(SQLiteStore(tmp_path / "s.db").turns("a")) == 10
+
+
+def test_a_store_without_background_checkpoints_checkpoints_as_sqlite_does(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    assert store._checkpoints is None
+    _big_turns(store, 10)
+    assert (tmp_path / "s.db").stat().st_size > 4_000_000  # the commit that crossed 4 MB copied the log

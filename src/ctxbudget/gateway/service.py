@@ -49,8 +49,11 @@ class Gateway:
     ) -> None:
         self.config = config
         self.catalog = load_catalog(config.catalog_paths)
+        # its answers wait for their commits: none of them waits for a checkpoint of the file too
         self.store = store or connect_store(
-            config.store_path, busy_timeout_seconds=config.store_busy_timeout_seconds
+            config.store_path,
+            busy_timeout_seconds=config.store_busy_timeout_seconds,
+            background_checkpoints=True,
         )
         self.writer = TurnWriter()
         self.calibration = Calibration(store=self.store)

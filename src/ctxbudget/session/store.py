@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ..errors import ConfigError, StoreError
+from ._checkpoints import BackgroundCheckpoints
 from ._sqlite_file import (
     DAMAGED_HINT,
     MIGRATIONS,
@@ -232,12 +233,17 @@ def state_text(key: str, state: Any) -> str:
 
 
 def connect_store(
-    target: str | os.PathLike[str], *, mode: StoreMode = "create", busy_timeout_seconds: float = 30.0
+    target: str | os.PathLike[str],
+    *,
+    mode: StoreMode = "create",
+    busy_timeout_seconds: float = 30.0,
+    background_checkpoints: bool = False,
 ) -> SessionStore:
     """The store at ``target``: a ``postgresql://`` (or ``postgres://``, any case) URL opens a
     :class:`~ctxbudget.session.postgres.PostgresStore` (needs the ``postgres`` extra), anything
     else is the path of an :class:`SQLiteStore` file. ``mode`` and ``busy_timeout_seconds`` mean
-    the same for both (how long a write waits for another writer's lock)."""
+    the same for both (how long a write waits for another writer's lock);
+    ``background_checkpoints`` is the SQLite store's (a PostgreSQL server checkpoints on its own)."""
     if not isinstance(target, str | os.PathLike):
         raise ConfigError(f"a store is a file's path or a postgresql:// URL, got {type(target).__name__}")
     location = os.fspath(target)
@@ -245,7 +251,12 @@ def connect_store(
         from .postgres import PostgresStore
 
         return PostgresStore(location, mode=mode, busy_timeout_seconds=busy_timeout_seconds)
-    return SQLiteStore(location, mode=mode, busy_timeout_seconds=busy_timeout_seconds)
+    return SQLiteStore(
+        location,
+        mode=mode,
+        busy_timeout_seconds=busy_timeout_seconds,
+        background_checkpoints=background_checkpoints,
+    )
 
 
 PING_WRITE_SECONDS = 0.2  # how long a health check waits for the file's write lock
@@ -258,10 +269,18 @@ class SQLiteStore:
     ``"write"`` needs the file to exist, ``"read"`` needs it and opens it read-only (commands that
     only read never create a store). A file that cannot serve as a store, and any failure of it
     later (locked past ``busy_timeout_seconds``, full, read-only, damaged), is a
-    :class:`~ctxbudget.errors.StoreError` naming the file and the cause."""
+    :class:`~ctxbudget.errors.StoreError` naming the file and the cause. With
+    ``background_checkpoints`` a commit never copies the write-ahead log into the file: a thread
+    of the store does, off the committing thread (see :mod:`._checkpoints`; the gateway's stores,
+    whose answers wait for their commits)."""
 
     def __init__(
-        self, path: str | Path, *, mode: StoreMode = "create", busy_timeout_seconds: float = 30.0
+        self,
+        path: str | Path,
+        *,
+        mode: StoreMode = "create",
+        busy_timeout_seconds: float = 30.0,
+        background_checkpoints: bool = False,
     ) -> None:
         self.path = str(path)
         self.mode = mode
@@ -275,6 +294,12 @@ class SQLiteStore:
         self._reads = Readers(
             self._absolute, self._db, self._lock, mode, busy_timeout_seconds, self._check_file
         )
+        self._written = 0  # characters of bodies stored by the open transaction
+        self._checkpoints: BackgroundCheckpoints | None = None
+        if background_checkpoints and self.path != ":memory:" and mode != "read":
+            self._db.execute("PRAGMA wal_autocheckpoint=0")  # a commit never copies the log
+            page_size = int(self._db.execute("PRAGMA page_size").fetchone()[0])
+            self._checkpoints = BackgroundCheckpoints(self._absolute, page_size, busy_timeout_seconds)
 
     def _check_file(self) -> None:
         """The file opened is still the one at the path: a store removed or replaced while open
@@ -298,8 +323,11 @@ class SQLiteStore:
                     yield
             else:
                 self._check_file()
+                self._written = 0
                 with transaction(self._db, self.busy_timeout_seconds):
                     yield
+                if self._checkpoints is not None:
+                    self._checkpoints.wrote(self._written)
 
     @contextmanager
     def serialized(self, name: str) -> Iterator[None]:
@@ -374,6 +402,7 @@ class SQLiteStore:
         body = _canonical(value)
         sha = content_key(body)
         self._db.execute("INSERT OR IGNORE INTO content (sha256, body) VALUES (?, ?)", (sha, body))
+        self._written += len(body)
         return sha
 
     def _get(self, sha: str) -> Any:
@@ -477,6 +506,8 @@ class SQLiteStore:
             return [self._get(row[0]) for row in rows]
 
     def close(self) -> None:
-        """Close the connections."""
+        """Close the connections (the checkpointer's first: the last to close checkpoints)."""
+        if self._checkpoints is not None:
+            self._checkpoints.close()
         self._reads.close()
         self._db.close()
