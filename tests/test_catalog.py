@@ -664,3 +664,35 @@ def test_an_unknown_id_says_what_is_wrong_with_it_and_what_it_looks_like(sent: s
 def test_an_id_of_invisible_characters_only_is_unknown_and_named() -> None:
     with pytest.raises(UnknownModelError, match="ZERO WIDTH SPACE"):
         bundled_catalog().resolve_window("\u200b")
+
+
+@pytest.mark.parametrize(
+    "sent", ["gpt-4o-2024-13-45", "gpt-4o-2024-02-30", "gpt-4o-9999-99-99", "gpt-4o-19990101"]
+)
+def test_a_snapshot_suffix_that_is_no_date_is_not_read_as_a_snapshot(sent: str) -> None:
+    with pytest.raises(UnknownModelError) as raised:
+        bundled_catalog().resolve_window(sent)
+    assert f"its snapshot suffix -{sent.split('-', 2)[2]} is not a date" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("sent", "model"),
+    [
+        ("gpt-4o-2024-02-29", "gpt-4o"),  # a leap day
+        ("gpt-4o-2026-12-31", "gpt-4o"),  # a snapshot newer than the catalog
+        ("claude-opus-4-1-20991231", "claude-opus-4-1"),
+        ("cohere/command-r-plus-13-2024", "command-r-plus"),  # month-year suffixes are not dates checked
+    ],
+)
+def test_a_dated_snapshot_of_a_real_date_resolves_to_its_model(sent: str, model: str) -> None:
+    resolution = bundled_catalog().resolve_window(sent)
+    assert resolution.spec is not None and resolution.spec.id == model
+
+
+def test_models_resolve_says_what_is_wrong_with_an_unknown_id(capsys: pytest.CaptureFixture[str]) -> None:
+    from ctxbudget.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["models", "resolve", "gpt-4o-2024-13-45"])
+    assert exited.value.code == 2
+    assert "its snapshot suffix -2024-13-45 is not a date" in capsys.readouterr().err

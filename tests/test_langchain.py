@@ -223,6 +223,8 @@ def test_bad_input_is_a_misuse_error() -> None:
             trim_messages([HumanMessage("hi")], model="gpt-4o", max_tokens=bad)  # type: ignore[arg-type]
     with pytest.raises(ctxbudget.UnknownModelError, match="closest"):
         trim_messages([HumanMessage("hi")], model="gpt-4oo", max_tokens=100)
+    with pytest.raises(ctxbudget.UnknownModelError, match=r"SPACE \(U\+0020\): model ids hold no spaces"):
+        trim_messages([HumanMessage("hi")], model="gpt 4o", max_tokens=100)
 
 
 def _python(code: str) -> subprocess.CompletedProcess[str]:

@@ -92,6 +92,7 @@ class UnknownModelError(ConfigError):
     ) -> None:
         self.model_id = model_id
         self.closest = closest
+        self.problem = problem
         near = f" (closest: {', '.join(closest)})" if closest else ""
         why = f" ({problem})" if problem else ""
         shown = (

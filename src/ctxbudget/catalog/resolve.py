@@ -10,7 +10,7 @@
    match rules come first, then the rest of the id is resolved by these same rules. An unscoped
    id belongs to the provider whose provider rule it matches (``claude-*`` -> anthropic,
    ``gpt-*`` -> openai, ``gemini-*`` -> google): that provider's ids, aliases and match rules;
-4. dated or versioned snapshot: ``-YYYYMMDD``, ``-YYYY-MM-DD``, ``@20250929`` (Vertex),
+4. dated or versioned snapshot: ``-YYYYMMDD``, ``-YYYY-MM-DD`` (dates of 2000-2099), ``@20250929`` (Vertex),
    ``-latest``, ``-v1:0`` / ``:0`` (Bedrock), ``-0613`` / ``-001`` / ``-09-2025`` are taken off;
 5. genai-prices' match rules (``starts_with``, ``contains``, ``regex``), in provider order;
 6. family: the longest catalog id or alias (or a dated one) that starts the id at a separator
@@ -24,9 +24,10 @@ Each step is recorded, so a report can name the rule and the path.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import re
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -48,8 +49,8 @@ _SNAPSHOTS = tuple(
     re.compile(p)
     for p in (
         r"@[^@/]+$",
-        r"-\d{4}-\d{2}-\d{2}$",
-        r"-\d{8}$",
+        r"-(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})$",
+        r"-(?P<y>\d{4})(?P<m>\d{2})(?P<d>\d{2})$",
         r"-latest$",
         r"-v\d+(?::\d+)?$",
         r":\d+$",
@@ -201,11 +202,39 @@ def _owned(index: Index, name: str) -> Found | None:
     return _then("scoped", f"-> {owner} (its provider rule)", own) if own else None
 
 
-def _snapshot(index: Index, name: str, provider: str | None, depth: int) -> Found | None:
+def _snapshot_suffixes(name: str) -> Iterator[re.Match[str]]:
+    """The snapshot suffixes ``name`` ends with, in the rules' order. A dated one (``-YYYY-MM-DD``,
+    ``-YYYYMMDD``) only when its date is one: ``gpt-4o-2024-13-45`` is no snapshot of gpt-4o (the
+    provider refuses it), and was read as one."""
     for pattern in _SNAPSHOTS:
         suffix = pattern.search(name)
-        if suffix is None or suffix.start() == 0:
-            continue
+        if suffix is not None and suffix.start() > 0 and _calendar_date(suffix):
+            yield suffix
+
+
+def _calendar_date(suffix: re.Match[str]) -> bool:
+    """Whether a suffix's year, month and day make a date of 2000-2099 (True: not a dated one)."""
+    parts = suffix.groupdict()
+    if not parts:
+        return True
+    try:
+        datetime.date(int(parts["y"]), int(parts["m"]), int(parts["d"]))
+    except ValueError:
+        return False
+    return parts["y"].startswith("20")
+
+
+def _not_a_date(name: str) -> str:
+    """A dated snapshot suffix that ``name`` ends with and that is no date, or ""."""
+    for pattern in _SNAPSHOTS:
+        suffix = pattern.search(name)
+        if suffix is not None and suffix.start() > 0 and not _calendar_date(suffix):
+            return suffix.group()
+    return ""
+
+
+def _snapshot(index: Index, name: str, provider: str | None, depth: int) -> Found | None:
+    for suffix in _snapshot_suffixes(name):
         inner = _find(index, name[: suffix.start()], provider, depth + 1)
         if inner is not None:
             return _then("snapshot", suffix.group(0), inner)
@@ -307,7 +336,8 @@ def id_problem(model_id: str) -> str:
         return f"longer than the {MAX_ID_CHARS} characters a model id can have"
     odd = _UNPRINTABLE.search(name) or re.search(r"[^\x20-\x7e]", name)
     if odd is None:
-        return ""
+        undated = _not_a_date(name)
+        return f"its snapshot suffix {undated} is not a date of 2000-2099" if undated else ""
     char = odd.group()
     named = unicodedata.name(char, f"U+{ord(char):04X}")
     at = odd.start() + 1 + len(model_id) - len(model_id.lstrip())  # counted in the id as sent
@@ -330,12 +360,8 @@ def _strip_steps(name: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     current = name
     while True:
-        for pattern in _SNAPSHOTS:
-            suffix = pattern.search(current)
-            if suffix is not None and suffix.start() > 0:
-                current = current[: suffix.start()]
-                taken = name[len(current) :]
-                out.append((current, taken))
-                break
-        else:
+        suffix = next(_snapshot_suffixes(current), None)
+        if suffix is None:
             return out
+        current = current[: suffix.start()]
+        out.append((current, name[len(current) :]))

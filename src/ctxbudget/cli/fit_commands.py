@@ -314,7 +314,7 @@ def _print_resolution(catalog: Catalog, model_id: str, as_json: bool) -> None:
     try:
         resolution = catalog.resolve_window(model_id)
     except UnknownModelError as exc:  # here only a catalog can help: no window to give
-        raise UnknownModelError(exc.model_id, exc.closest, windowed=False) from exc
+        raise UnknownModelError(exc.model_id, exc.closest, windowed=False, problem=exc.problem) from exc
     spec = resolution.spec
     assert spec is not None  # an unresolved id raised UnknownModelError above
     if as_json:

@@ -168,7 +168,7 @@ def _check_model(model: str, catalog: Catalog | None) -> int:
     try:
         return catalog_of(catalog).resolve_window(model).input_limit
     except UnknownModelError as exc:
-        raise UnknownModelError(exc.model_id, exc.closest, windowed=False) from None
+        raise UnknownModelError(exc.model_id, exc.closest, windowed=False, problem=exc.problem) from None
 
 
 def _check_max_tokens(max_tokens: object) -> int:
