@@ -14,11 +14,14 @@ import anthropic
 import httpx
 import openai
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ctxbudget import get_policy
 from ctxbudget.errors import InvalidRequestError
 from ctxbudget.gateway.bodies import capped_output, named_session, session_id
 from ctxbudget.gateway.calibration import Calibration
+from ctxbudget.gateway.prepared import WARNINGS_HEADER_CHARS, warnings_header
 from ctxbudget.gateway.providers import ANTHROPIC, OPENAI, RESPONSES
 from ctxbudget.gateway.refusals import Refusal
 from ctxbudget.gateway.upstream import UpstreamCounter
@@ -1201,6 +1204,29 @@ def test_policy_mode_holds_a_reply_to_the_models_output_cap(tmp_path: Path) -> N
     assert any("above gpt-4o's output cap (16,384)" in w for w in turn.report["warnings"]), turn.report
     (asked,) = SQLiteStore(tmp_path / "w.db").turns("wide-2")
     assert not any("output cap" in w for w in asked.report["warnings"]), asked.report
+
+
+def test_the_reports_warnings_are_told_in_a_header(tmp_path: Path) -> None:
+    """A reply asked above the model's output cap was warned in the stored report only: the client
+    that sent it never saw why its prompt was budgeted for less."""
+    with gateway_over_fake(tmp_path / "w.db") as (_fake, url):
+        body = {"model": "gpt-4o", "max_tokens": 50_000, "messages": [{"role": "user", "content": "When?"}]}
+        capped = httpx.post(url + "/v1/chat/completions", json=body)
+        plain = httpx.post(url + "/v1/chat/completions", json={**body, "max_tokens": 500})
+        unknown = httpx.post(url + "/v1/chat/completions", json={**body, "model": "gpt-4o-mini-house"})
+    assert capped.status_code == 200
+    assert "above gpt-4o's output limit of 16,384" in capped.headers["x-ctxbudget-warnings"]
+    assert "x-ctxbudget-warnings" not in plain.headers
+    told = unknown.headers["x-ctxbudget-warnings"]
+    assert "gpt-4o-mini" in told and "--catalog FILE" in told and "load_catalog" not in told
+
+
+@given(st.lists(st.text(max_size=800), min_size=1, max_size=4))
+def test_a_warnings_header_is_always_a_value_a_header_can_carry(warnings: list[str]) -> None:
+    value = warnings_header(warnings)
+    assert len(value) <= WARNINGS_HEADER_CHARS
+    assert all(" " <= c <= "~" for c in value)
+    httpx.Headers({"x-ctxbudget-warnings": value})  # a client sends and reads it as it is
 
 
 def test_a_changed_prefix_is_refused_once_not_retried_by_the_sdk(tmp_path: Path) -> None:

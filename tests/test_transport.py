@@ -249,3 +249,15 @@ def test_the_last_reports_warnings_name_the_transports_options() -> None:
         )
     warnings = " ".join((transport.last_report or {})["warnings"])
     assert "FittingTransport(catalog_paths=[FILE])" in warnings and "load_catalog" not in warnings
+
+
+def test_the_answers_warnings_header_names_the_transports_options() -> None:
+    fake = FakeUpstream()
+    transport = _transport(unknown_model="floor")
+    with Served(fake.app) as upstream:
+        raw = _gpt(upstream.url, transport).chat.completions.with_raw_response.create(
+            model="house-llm-1", messages=[{"role": "user", "content": "hi"}]
+        )
+    told = raw.headers["x-ctxbudget-warnings"]
+    assert "house-llm-1" in told and "FittingTransport(catalog_paths=[FILE])" in told
+    assert "load_catalog" not in told and "--catalog" not in told

@@ -2,15 +2,40 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..catalog.values import ModelSpec
 from ..formats.tool_prompt import tool_prompt_tokens
 from .bodies import header_value, last_user_text
+from .refusals import with_settings
 
-__all__ = ["Prepared", "build_prepared", "for_next_turn", "proxy_tokens"]
+__all__ = [
+    "WARNINGS_HEADER_CHARS",
+    "Prepared",
+    "build_prepared",
+    "for_next_turn",
+    "proxy_tokens",
+    "warnings_header",
+]
+
+# The longest X-Ctxbudget-Warnings value (clients and proxies refuse headers past a few kB).
+WARNINGS_HEADER_CHARS = 1000
+# What every client reads back as it was written: printable ASCII (httpx sends and reads header
+# values as ASCII; the server would write Latin-1)
+_NOT_IN_HEADERS = re.compile(r"[^\x20-\x7e]")
+
+
+def warnings_header(warnings: Sequence[object], told: Callable[[str], str] = with_settings) -> str:
+    """A report's warnings as one header value, each as the client is told it (``told``: the
+    gateway's options by their headers and serve flags), joined by `` | ``: runs of whitespace one
+    space, any other character but printable ASCII ``?``, at most :data:`WARNINGS_HEADER_CHARS`."""
+    text = " | ".join(" ".join(told(str(w)).split()) for w in warnings)
+    if len(text) > WARNINGS_HEADER_CHARS:
+        text = text[: WARNINGS_HEADER_CHARS - 3] + "..."
+    return _NOT_IN_HEADERS.sub("?", text)
 
 
 @dataclass(frozen=True)
@@ -38,8 +63,8 @@ class Prepared:
         safety factor), the tool-use system prompt aside (:func:`proxy_tokens`)."""
         return proxy_tokens(self.report, "tokens_before", self.overhead_tokens)
 
-    def headers(self) -> dict[str, str]:
-        """What the client is told about its request."""
+    def headers(self, told: Callable[[str], str] = with_settings) -> dict[str, str]:
+        """What the client is told about its request (its warnings worded by ``told``)."""
         report = self.report
         out = {
             "x-ctxbudget-session": header_value(self.session),
@@ -51,6 +76,9 @@ class Prepared:
         }
         if self.estimate_usd is not None:
             out["x-ctxbudget-estimated-cost-usd"] = f"{self.estimate_usd:.6f}"
+        warnings = report.get("warnings")
+        if warnings:
+            out["x-ctxbudget-warnings"] = warnings_header(warnings, told)
         cache = report.get("cache")
         if isinstance(cache, Mapping) and "read_tokens" in cache:  # fit mode's conversation caching
             out["x-ctxbudget-cache-read-predicted"] = str(cache["read_tokens"])

@@ -66,7 +66,12 @@ def _in_transport_words(report: Mapping[str, Any]) -> Mapping[str, Any]:
     warnings = report.get("warnings")
     if not warnings:
         return report
-    return {**report, "warnings": [reworded(with_settings(str(w)), TRANSPORT_WORDS) for w in warnings]}
+    return {**report, "warnings": [_in_transport_wording(str(w)) for w in warnings]}
+
+
+def _in_transport_wording(message: str) -> str:
+    """A library message as this transport's caller reads it: options named as the transport's."""
+    return reworded(with_settings(message), TRANSPORT_WORDS)
 
 
 class _Decider:
@@ -111,7 +116,7 @@ class _Decider:
 
 def _told(response: httpx.Response, prepared: Prepared) -> httpx.Response:
     """The upstream's answer with the decision's ``x-ctxbudget-*`` headers."""
-    for key, value in prepared.headers().items():
+    for key, value in prepared.headers(_in_transport_wording).items():
         response.headers.setdefault(key, value)
     return response
 
