@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from ctxbudget import get_policy
 from ctxbudget.errors import InvalidRequestError
-from ctxbudget.gateway.bodies import capped_output, named_session, session_id
+from ctxbudget.gateway.bodies import capped_output, encoded, named_session, session_id
 from ctxbudget.gateway.calibration import Calibration
 from ctxbudget.gateway.prepared import WARNINGS_HEADER_CHARS, warnings_header
 from ctxbudget.gateway.providers import ANTHROPIC, OPENAI, RESPONSES
@@ -1227,6 +1227,41 @@ def test_a_warnings_header_is_always_a_value_a_header_can_carry(warnings: list[s
     assert len(value) <= WARNINGS_HEADER_CHARS
     assert all(" " <= c <= "~" for c in value)
     httpx.Headers({"x-ctxbudget-warnings": value})  # a client sends and reads it as it is
+
+
+_json_values = st.recursive(
+    st.one_of(
+        st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False), st.text()
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=4), inner, max_size=4)
+    ),
+    max_leaves=25,
+)
+
+
+def _typed(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    return (type(value).__name__, value)
+
+
+@given(st.dictionaries(st.text(max_size=6), _json_values, max_size=5))
+def test_the_bytes_sent_upstream_read_back_as_the_body_type_for_type(body: dict[str, Any]) -> None:
+    try:
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return  # a lone surrogate: refused at the boundary, never sent
+    assert _typed(json.loads(encoded(body))) == _typed(body)
+
+
+def test_the_bytes_sent_upstream_are_compact_utf8_and_hold_any_integer() -> None:
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Größe: 東京"}], "seed": 2**70}
+    sent = encoded(body)
+    assert "Größe: 東京".encode() in sent and b'"seed":1180591620717411303424' in sent
+    assert json.loads(sent) == body
 
 
 def test_a_changed_prefix_is_refused_once_not_retried_by_the_sdk(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from ctxbudget import InvalidRequestError, fit
 from ctxbudget.fitting._memo import content_key, freeze
-from ctxbudget.formats.jsonvalue import MAX_DEPTH, _check_with_paths, check_json_value
+from ctxbudget.formats.jsonvalue import MAX_DEPTH, _check_with_paths, check_json_value, decode_json
 
 
 class Label(str):
@@ -76,7 +76,70 @@ def test_what_json_decoding_returns_takes_the_fast_walk(value: Any) -> None:
     if _refused(value) is not None:
         return
     decoded = json.loads(json.dumps(value))
-    assert check_json_value(decoded).plain
+    # a float of 2**63 or more may be an integer a 64-bit reader took for a float: not plain
+    assert check_json_value(decoded).plain != _has_huge_float(decoded)
+
+
+def _has_huge_float(value: Any) -> bool:
+    if isinstance(value, float):
+        return abs(value) >= 2.0**63
+    if isinstance(value, dict):
+        return any(_has_huge_float(v) for v in value.values())
+    return isinstance(value, list) and any(_has_huge_float(v) for v in value)
+
+
+def _typed(value: Any) -> Any:
+    """``value`` with each scalar's type beside it (1 and 1.0 and True compare equal)."""
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_typed(v) for v in value]
+    return (type(value).__name__, value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values, st.sampled_from([{}, {"ensure_ascii": False}, {"indent": 1}]))
+def test_decoding_reads_what_json_reads_type_for_type(value: Any, options: dict[str, Any]) -> None:
+    if _refused(value) is not None:
+        return
+    data = json.dumps(value, **options).encode("utf-8")
+    assert _typed(decode_json(data, "body")) == _typed(json.loads(data))
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b'{"a": 18446744073709551616}', 18446744073709551616),  # past 64 bits: still an integer
+        (b'{"a": -9223372036854775809}', -9223372036854775809),
+        (b'{"a": 9223372036854775807}', 9223372036854775807),
+        (b'{"a": 1e19}', 1e19),
+        (b'{"a": 1e-400}', 0.0),
+    ],
+)
+def test_numbers_are_read_as_json_reads_them(data: bytes, expected: Any) -> None:
+    read = decode_json(data, "body")["a"]
+    assert read == expected and type(read) is type(expected)
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        (b'{"a": NaN}', "NaN is not a JSON number"),
+        (b'{"a": 1e400}', "Infinity"),
+        (b'{"a": "\\ud800"}', "lone surrogate"),
+        (b'{"a": "\xff"}', "not UTF-8 text at byte 7"),
+        (b'{"a": 1} x', "not valid JSON at line 1 column 10"),
+        (b"[" * 1100 + b"]" * 1100, "nested deeper than 100 levels"),
+        (b"[" * 500 + b"]" * 500, "nested deeper than 100 levels"),
+    ],
+)
+def test_what_cannot_be_read_is_said_as_before(data: bytes, said: str) -> None:
+    with pytest.raises(InvalidRequestError, match=said):
+        decode_json(data, "body")
+
+
+def test_a_byte_order_mark_is_read_past() -> None:
+    assert decode_json(b'\xef\xbb\xbf{"a": 1}', "body") == {"a": 1}
 
 
 def test_depth_is_refused_past_the_limit_by_both_walks() -> None:

@@ -12,9 +12,16 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from ..errors import InvalidRequestError
+
+orjson: ModuleType | None
+try:  # the gateway extra's: a faster reader of the same values (see decode_json)
+    import orjson
+except ImportError:  # pragma: no cover - the default install reads with json alone
+    orjson = None
 
 __all__ = ["MAX_DEPTH", "JsonShape", "RepeatedKey", "check_json_value", "decode_json", "unique_keys"]
 
@@ -73,7 +80,8 @@ def _check_scalar(value: object, path: str) -> None:
 @dataclass(frozen=True)
 class JsonShape:
     """What one check saw of a value: ``plain`` when it is made only of dicts with str keys, lists,
-    str, int, float, bool and None (exactly those types: what ``json.loads`` returns), and the
+    str, int, float, bool and None (exactly those types: what ``json.loads`` returns), no float of
+    2**63 or more either way (it may be an integer a 64-bit reader took for a float), and the
     characters of its strings (keys included)."""
 
     plain: bool
@@ -97,6 +105,7 @@ def check_json_value(value: Any, root: str = "$") -> JsonShape:
 
 
 _SCALARS = frozenset([int, bool, type(None)])
+_HUGE = 2.0**63
 
 
 def _plain_string(text: str) -> bool:
@@ -142,7 +151,7 @@ def _plain_chars(value: Any) -> int | None:
             elif kind is dict or kind is list:
                 stack.append((child, depth + 1))
             elif kind is float:
-                if not math.isfinite(child):
+                if not -_HUGE < child < _HUGE:  # also NaN, which compares false
                     return None
             elif kind is int:
                 if _long_int(child):
@@ -175,6 +184,24 @@ def _check_with_paths(value: Any, root: str) -> None:
         stack.extend((child, _child_path(path, key), depth + 1) for key, child in reversed(children))
 
 
+_UNREAD = object()
+
+
+def _read_fast(data: bytes) -> Any:
+    """``data`` read by orjson when it reads it as :func:`decode_json` does, else ``_UNREAD`` (the
+    strict reader then decides, and names what is wrong): 1.2 against 2.7 ms for a 500 kB chat
+    body (a 100,000-token document). orjson refuses what the strict reader refuses or rejects
+    (NaN, Infinity, 1e400, a byte-order mark, a lone surrogate, invalid UTF-8, nesting past 1,024
+    levels), but reads an integer past 64 bits as a float: a value holding a float of 2**63 or more
+    is read again."""
+    assert orjson is not None
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return _UNREAD
+    return value if check_json_value(value).plain else _UNREAD
+
+
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number (NaN and Infinity are refused)")
 
@@ -205,6 +232,10 @@ def decode_json(data: bytes, source: str, *, refuse_repeats: bool = False) -> An
     ``refuse_repeats`` an object that gives a key twice is an error (the CLI's files: a body whose
     ``messages`` came twice lost the first list in silence), where the gateway reads a body as the
     providers do, the last one kept."""
+    if orjson is not None and not refuse_repeats:
+        read = _read_fast(data)
+        if read is not _UNREAD:
+            return read
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -24,7 +23,7 @@ from ..catalog.catalog import MAX_SAFETY_FACTOR
 from ..errors import InvalidRequestError
 from ..formats.jsonvalue import decode_json
 from ..session.store import SQLiteStore
-from .bodies import named_session, session_id, with_stream_usage
+from .bodies import encoded, named_session, session_id, with_stream_usage
 from .prepared import Prepared
 from .providers import Provider
 from .refusals import Refusal
@@ -199,7 +198,7 @@ def first_pass(
 def rendered(provider: Provider, outbound: Outbound) -> Outbound:
     """``outbound`` with its bytes as sent upstream (serialised once)."""
     forwarded, usage_added = with_stream_usage(provider, outbound.prepared.body)
-    content = json.dumps(forwarded).encode("utf-8")
+    content = encoded(forwarded)
     return Outbound(outbound.body, outbound.settings, outbound.prepared, content, usage_added)
 
 

@@ -19,7 +19,6 @@ asking the upstream to count. The report of the latest decision is :attr:`last_r
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 from collections.abc import Mapping
@@ -31,6 +30,7 @@ import httpx
 
 from ..errors import ConfigError, reworded
 from ..session.store import SQLiteStore
+from .bodies import encoded
 from .config import GatewayConfig
 from .intake import INLINE_BYTES, Progress, check_coding, first_pass
 from .prepared import Prepared
@@ -102,7 +102,7 @@ class _Decider:
         with self._lock:
             self.last_report = _in_transport_words(ready.prepared.report)
         kept = [(k, v) for k, v in request.headers.multi_items() if not _dropped(k)]
-        content = json.dumps(ready.prepared.body).encode("utf-8")
+        content = encoded(ready.prepared.body)
         outgoing: httpx.Request = _module(request).Request(
             request.method, request.url, headers=kept, content=content, extensions=request.extensions
         )
