@@ -103,6 +103,17 @@ class FakeUpstream:
             ),
             "fault-badjson": Response(b'{"id": "msg_1", "content": [', media_type="application/json"),
             "fault-html-200": Response(b"<html>captive portal</html>", media_type="text/html"),
+            "fault-redirect": Response(
+                b'{"error": "moved"}',
+                status_code=307,
+                media_type="application/json",
+                headers={"location": "https://api.example.com/v1/messages"},
+            ),
+            "fault-lone-surrogate": Response(  # valid JSON: a reply cut mid-emoji
+                b'{"id": "msg_1", "type": "message", "role": "assistant", "content": [{"type": "text", '
+                b'"text": "cut emoji \\ud83d here"}], "usage": {"input_tokens": 9, "output_tokens": 4}}',
+                media_type="application/json",
+            ),
             "fault-list": JSONResponse([1, 2, 3]),
             "fault-nan-usage": Response(
                 b'{"id": "m", "type": "message", "role": "assistant", "content": [{"type": "text", '

@@ -129,6 +129,35 @@ def test_upstream_status_codes_and_headers_pass_through(stack: tuple[FakeUpstrea
     assert body["type"] == "error" and "Internal Server Error" in body["error"]["message"]
 
 
+def test_an_upstream_redirect_is_a_502_naming_it_and_no_turn_is_stored(tmp_path: Path) -> None:
+    """A 3xx was passed on without its Location (nothing could follow it) and stored as a turn."""
+    with gateway_over_fake(tmp_path / "r.db") as (_fake, url):
+        client = anthropic_client(url, **{"X-Ctxbudget-Session": "moved"})
+        for _ in range(2):
+            with pytest.raises(anthropic.APIStatusError) as moved:
+                client.messages.create(model="fault-redirect", max_tokens=10, messages=_ask())
+            assert moved.value.status_code == 502
+            message = moved.value.response.json()["error"]["message"]
+            assert "307" in message and "https://api.example.com/v1/messages" in message
+            assert "--anthropic-upstream" in message
+        metrics = httpx.get(url + "/metrics").text
+    assert 'ctxbudget_upstream_errors_total{kind="redirect"} 2.0' in metrics
+    assert SQLiteStore(tmp_path / "r.db").count_turns("moved") == 0
+
+
+def test_an_answer_cut_mid_emoji_is_stored(tmp_path: Path) -> None:
+    """A lone surrogate escape in the answer's text (valid JSON) reached the client and was never
+    stored: the store could not encode it."""
+    with gateway_over_fake(tmp_path / "e.db") as (_fake, url):
+        client = anthropic_client(url, **{"X-Ctxbudget-Session": "emoji"})
+        reply = client.messages.create(model="fault-lone-surrogate", max_tokens=10, messages=_ask())
+        metrics = httpx.get(url + "/metrics").text
+    assert reply.content[0].text == "cut emoji \ud83d here"  # type: ignore[union-attr]
+    (turn,) = SQLiteStore(tmp_path / "e.db").turns("emoji")
+    assert turn.answer == "cut emoji \ufffd here"
+    assert "ctxbudget_record_failures_total{" not in metrics
+
+
 def test_a_broken_upstream_answer_is_a_502_and_a_given_answer_always_arrives(
     stack: tuple[FakeUpstream, str, Path],
 ) -> None:

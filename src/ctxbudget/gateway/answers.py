@@ -45,12 +45,22 @@ def refused(provider: Provider, refusal: Refusal) -> JSONResponse:
 
 async def upstream_failure(provider: Provider, gateway: Gateway, response: httpx.Response) -> Response:
     """The upstream's error answered as it came: its status (429, 503, 529 stay what they are),
-    its rate-limit and retry headers, and its body when that is JSON (else the provider's shape)."""
+    its rate-limit and retry headers, and its body when that is JSON (else the provider's shape).
+    A redirect is a 502 naming it: it is not followed (a request is not sent twice), and an SDK
+    given a 3xx without its ``Location`` could do nothing with it."""
     try:
         body = await response.aread()
     finally:
         await response.aclose()
     status = response.status_code
+    if status < 400:
+        gateway.note_upstream_error("redirect")
+        target = response.headers.get("location", "nowhere")
+        message = (
+            f"upstream answered {status}, a redirect to {target[:200]}: the gateway does not follow "
+            f"redirects; check --{provider.name}-upstream (its scheme, host and path)"
+        )
+        return JSONResponse(provider.error_body(502, message, "upstream_error"), 502)
     if status >= 500:
         gateway.note_upstream_error(f"http_{status}")
     headers = {k: v for k, v in passed_back(response.headers).items() if k.lower() != "content-type"}

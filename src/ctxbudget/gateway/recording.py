@@ -33,9 +33,20 @@ from .providers import Provider
 from .usage import Usage, normalize_usage
 from .writer import TurnWriter
 
-__all__ = ["Commit", "Recorder", "model_label"]
+__all__ = ["Commit", "Recorder", "model_label", "storable"]
 
 logger = logging.getLogger(__name__)
+
+
+def storable(text: str) -> str:
+    """An answer's text as it can be stored (UTF-8): a surrogate pair split across two streamed
+    pieces joined into its character, a lone surrogate (valid JSON escape, ``"\\ud83d"``, in a
+    reply cut mid-emoji) as U+FFFD. Such an answer reached the client and was never stored."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 def model_label(spec: ModelSpec | None) -> str:
@@ -84,6 +95,7 @@ class Recorder:
         ``store`` it: a store known to be down, failing open). Never raises: a failure to record
         is logged and counted."""
         try:
+            answer = storable(answer)
             usage = normalize_usage(provider.input_format, raw_usage)
             self._observe(prepared, usage)
             if not store:

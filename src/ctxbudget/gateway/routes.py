@@ -74,7 +74,7 @@ async def _forward(
         return Response(status_code=499), "client_disconnected"
     progress.stage = "answer"
     try:
-        if upstream.status_code >= 400:
+        if upstream.status_code >= 300:  # an error, or a redirect that is not followed (a 502)
             return await upstream_failure(provider, gateway, upstream), "upstream_error"
         # An upstream that ignores `stream` (some compatible servers) answers JSON: relayed as it
         # came, where reading it as events dropped it for a "closed before it finished" error.
