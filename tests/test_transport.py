@@ -261,3 +261,34 @@ def test_the_answers_warnings_header_names_the_transports_options() -> None:
     told = raw.headers["x-ctxbudget-warnings"]
     assert "house-llm-1" in told and "FittingTransport(catalog_paths=[FILE])" in told
     assert "load_catalog" not in told and "--catalog" not in told
+
+
+def test_a_sessions_history_cut_is_held_from_turn_to_turn_as_through_the_gateway() -> None:
+    """The transport stores nothing, and it remembered nothing either: each turn cut the history
+    afresh (the cut moved every turn, so no cached prefix was ever read again: a predicted read of
+    0 on every turn), where the gateway holds its cut."""
+    fake = FakeUpstream()
+    transport = _transport()
+    cuts: list[int | None] = []
+    reads: list[int] = []
+    with Served(fake.app) as upstream:
+        client = _claude(upstream.url, transport)
+        messages: list[dict[str, Any]] = []
+        for n in range(12):
+            messages.append(
+                {"role": "user", "content": f"Question {n}: " + "what did the witness say? " * 150}
+            )
+            raw = client.messages.with_raw_response.create(
+                model="claude-sonnet-4-6",
+                max_tokens=512,
+                system="You are careful. " * 300,
+                messages=messages,
+                extra_headers={"X-Ctxbudget-Session": "held", "X-Ctxbudget-Max-Context-Tokens": "12000"},
+            )
+            cut = (transport.last_report or {}).get("history_cut")
+            cuts.append(cut["index"] if cut else None)
+            reads.append(int(raw.headers["x-ctxbudget-cache-read-predicted"]))
+            messages.append({"role": "assistant", "content": "The witness said so. " * 80})
+    made = [c for c in cuts if c is not None]
+    assert len(made) >= 6 and len(set(made)) < len(made) / 2  # held over several turns, cut in steps
+    assert sum(r > 0 for r in reads[1:]) >= len(reads) // 2

@@ -36,12 +36,22 @@ class Bounded(OrderedDict[str, Any]):
 
 
 class TurnMemory:
-    """Each session's previous turn state, by mode: in memory while the store agrees."""
+    """Each session's previous turn state, by mode: in memory while the store agrees. Unless
+    ``stored`` (nothing is recorded: the in-process transport), the memory alone: a session's next
+    turn then holds its history cut and finds its cached prefixes, as through the gateway."""
 
-    def __init__(self, store: SessionStore, limit: int, store_up: Callable[[], bool] = lambda: True) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        limit: int,
+        store_up: Callable[[], bool] = lambda: True,
+        *,
+        stored: bool = True,
+    ) -> None:
         self.store = store
         self.previous = Bounded(limit)
         self.store_up = store_up
+        self.stored = stored
 
     def previous_turn(self, policy: str, session: str) -> Mapping[str, Any] | None:
         """The session's previous answered turn under ``policy`` (see :meth:`_previous_state`)."""
@@ -74,6 +84,8 @@ class TurnMemory:
         restart, once the session left the bounded memory, or when another replica answered it).
         Every answered turn was committed before its answer, so the count is current."""
         found = self.previous.get(key)
+        if not self.stored:
+            return found[1] if found is not None else None
         count = self.store.count_turns(session)
         if found is not None and found[0] == count:
             return found[1]
@@ -86,8 +98,9 @@ class TurnMemory:
 
     def remember(self, prepared: Prepared, index: int | None) -> None:
         """Keep an answered turn's state, stored as turn ``index``, as its session's next
-        baseline (a turn not stored is not remembered: the store's last turn stands)."""
-        if prepared.next_turn is not None and index is not None:
+        baseline (a turn not stored is not remembered: the store's last turn stands; where nothing
+        is stored, every answered turn is)."""
+        if prepared.next_turn is not None and (index is not None or not self.stored):
             key, state = prepared.next_turn
             self.previous.put(key, (index, state))
 

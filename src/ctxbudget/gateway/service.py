@@ -46,7 +46,11 @@ class Gateway:
         config: GatewayConfig,
         transport: httpx.AsyncBaseTransport | None = None,
         store: SessionStore | None = None,
+        *,
+        records: bool = True,
     ) -> None:
+        """``records``: answered turns are stored (the served gateway); without, each session's
+        previous turn is only remembered (:meth:`remember`: the in-process transport)."""
         self.config = config
         self.catalog = load_catalog(config.catalog_paths)
         # its answers wait for their commits: none of them waits for a checkpoint of the file too
@@ -70,7 +74,9 @@ class Gateway:
         )
         self.client = httpx.AsyncClient(timeout=timeout, transport=transport, limits=limits)
         # Per-session state (the previous turn's) is bounded: the oldest sessions are forgotten.
-        self.memory = TurnMemory(self.store, config.max_sessions_in_memory, lambda: self.health.up)
+        self.memory = TurnMemory(
+            self.store, config.max_sessions_in_memory, lambda: self.health.up, stored=records
+        )
         self.kinds = SessionKinds(
             self.store,
             config.max_sessions_in_memory,

@@ -78,7 +78,8 @@ class _Decider:
     """What both transports share: a gateway's decision path with no server around it."""
 
     def __init__(self, config: GatewayConfig) -> None:
-        self._gateway = Gateway(config, store=SQLiteStore(":memory:"))
+        # nothing is stored: each session's previous turn is remembered (its held history cut)
+        self._gateway = Gateway(config, store=SQLiteStore(":memory:"), records=False)
         self._lock = threading.Lock()
         self.last_report: Mapping[str, Any] | None = None
 
@@ -108,17 +109,20 @@ class _Decider:
         )
         return outgoing, ready.prepared
 
+    def answered(self, response: httpx.Response, prepared: Prepared) -> httpx.Response:
+        """The upstream's answer with the decision's ``x-ctxbudget-*`` headers; an answer given
+        (2xx) makes the request its session's previous turn (the history cut the next one holds)."""
+        if response.status_code < 300:
+            with self._lock:
+                self._gateway.memory.remember(prepared, None)
+        for key, value in prepared.headers(_in_transport_wording).items():
+            response.headers.setdefault(key, value)
+        return response
+
     def close(self) -> None:
         """Release the decision path's resources."""
         self._gateway.close()
         self._gateway.store.close()
-
-
-def _told(response: httpx.Response, prepared: Prepared) -> httpx.Response:
-    """The upstream's answer with the decision's ``x-ctxbudget-*`` headers."""
-    for key, value in prepared.headers(_in_transport_wording).items():
-        response.headers.setdefault(key, value)
-    return response
 
 
 class _Fitting:
@@ -200,7 +204,7 @@ class FittingTransport(_Fitting, httpx.BaseTransport):
         if not isinstance(decided, tuple):
             return decided
         outgoing, prepared = decided
-        return _told(self._inner(request).handle_request(outgoing), prepared)
+        return self._decider.answered(self._inner(request).handle_request(outgoing), prepared)
 
     def close(self) -> None:
         for inner in self._sent_through():
@@ -227,7 +231,7 @@ class AsyncFittingTransport(_Fitting, httpx.AsyncBaseTransport):
         if not isinstance(decided, tuple):
             return decided
         outgoing, prepared = decided
-        return _told(await self._inner(request).handle_async_request(outgoing), prepared)
+        return self._decider.answered(await self._inner(request).handle_async_request(outgoing), prepared)
 
     async def aclose(self) -> None:
         for inner in self._sent_through():
