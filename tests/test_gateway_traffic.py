@@ -895,11 +895,24 @@ def test_headers_the_clients_connection_header_names_are_not_passed_upstream() -
         ("anthropic-beta", "b"),
         ("x-api-key", "k"),
     ]
-    sent = forwarded_headers(given)
+    sent = [(k.decode(), v.decode()) for k, v in forwarded_headers(given)]
     assert ("x-hop", "this connection only") not in sent and not any(
         k.lower() == "connection" for k, _ in sent
     )
     assert [v for k, v in sent if k == "anthropic-beta"] == ["a", "b"] and ("x-api-key", "k") in sent
+
+
+def test_a_header_value_outside_ascii_reaches_the_upstream_as_sent(tmp_path: Path) -> None:
+    """``X-Title: Café`` (OpenRouter's app name) was refused: 400, UnicodeEncodeError while send."""
+    with gateway_over_fake(tmp_path / "h.db") as (fake, url):
+        for value in ("Café".encode(), "Zürich".encode("latin-1")):
+            answer = httpx.post(
+                url + "/v1/chat/completions",
+                json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
+                headers=[(b"x-title", value)],
+            )
+            assert answer.status_code == 200, answer.text
+            assert fake.headers[-1]["x-title"].encode("latin-1") == value  # the server reads Latin-1
 
 
 def test_policy_mode_drops_the_clients_top_level_cache_mark(tmp_path: Path) -> None:

@@ -157,13 +157,13 @@ class Gateway:
         return upstream_url(self.config, provider)
 
     async def exact_count(
-        self, body: Mapping[str, Any], headers: list[tuple[str, str]], proxy: int
+        self, body: Mapping[str, Any], headers: list[tuple[bytes, bytes]], proxy: int
     ) -> int | None:
         """The upstream's own count of ``body`` (``--count-with-upstream``), or None."""
         return await self.upstream.counter.count(body, headers, proxy)
 
     async def send(
-        self, provider: Provider, content: bytes, headers: list[tuple[str, str]], query: str = ""
+        self, provider: Provider, content: bytes, headers: list[tuple[bytes, bytes]], query: str = ""
     ) -> httpx.Response:
         """Forward ``content`` (the rendered JSON body) to the provider's upstream (streamed); a
         timeout or an unreachable upstream is a :class:`~.refusals.Refusal` (504, 502), counted."""

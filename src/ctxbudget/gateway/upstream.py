@@ -74,11 +74,13 @@ def passed_back(headers: httpx.Headers) -> dict[str, str]:
     return out
 
 
-def forwarded_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+def forwarded_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
     """The client's headers, as sent (a header given twice, such as ``anthropic-beta``, stays
     twice), less hop-by-hop ones and ctxbudget's own (never sent upstream); the body the gateway
     sends is JSON of its own making, labelled so whatever label the client's had. A header the
-    client's ``Connection`` header names is that connection's own (RFC 9110 7.6.1): not passed on."""
+    client's ``Connection`` header names is that connection's own (RFC 9110 7.6.1): not passed on.
+    Each is sent as the bytes that came (the server reads them as Latin-1): a value such as
+    ``X-Title: Café`` was refused, as text httpx sends only in ASCII."""
     given = list(headers)
     own = {n.strip().lower() for k, v in given if k.lower() == "connection" for n in v.split(",")}
     kept = [
@@ -89,7 +91,9 @@ def forwarded_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str
         and k.lower() not in ("content-type", "content-encoding")
         and not k.lower().startswith(HEADER_PREFIX)
     ]
-    return [*kept, ("content-type", "application/json")]
+    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in kept] + [
+        (b"content-type", b"application/json")
+    ]
 
 
 def upstream_at(config: GatewayConfig, provider: Provider, path: str) -> str:
@@ -127,7 +131,7 @@ class Upstream:
         self,
         url: str,
         content: bytes | AsyncIterator[bytes],
-        headers: list[tuple[str, str]] | list[tuple[bytes, bytes]],
+        headers: list[tuple[bytes, bytes]],
         method: str = "POST",
     ) -> httpx.Response:
         """Send ``content`` (a JSON body, rendered once by the caller, or a stream of bytes) to
@@ -185,7 +189,7 @@ class UpstreamCounter:
         self._known: OrderedDict[str, int] = OrderedDict()
 
     async def count(
-        self, body: Mapping[str, Any], headers: Sequence[tuple[str, str]], proxy_tokens: int
+        self, body: Mapping[str, Any], headers: Sequence[tuple[bytes, bytes]], proxy_tokens: int
     ) -> int | None:
         """The upstream's count of ``body``'s input, or None when it cannot be had. An answer
         far from the proxy count (below half of it, above four times it) is not a count of this
@@ -204,7 +208,7 @@ class UpstreamCounter:
             self._known.popitem(last=False)
         return tokens
 
-    async def _ask(self, payload: Mapping[str, Any], headers: Sequence[tuple[str, str]]) -> int | None:
+    async def _ask(self, payload: Mapping[str, Any], headers: Sequence[tuple[bytes, bytes]]) -> int | None:
         """One call to the counting endpoint: its ``input_tokens``, or None on any failure."""
         self.asked += 1
         try:
