@@ -61,6 +61,7 @@ class FakeUpstream:
                 Route("/v1/messages", self.messages, methods=["POST"]),
                 Route("/v1/messages/count_tokens", self.count_tokens, methods=["POST"]),
                 Route("/v1/chat/completions", self.chat, methods=["POST"]),
+                Route("/openai/deployments/{name}/chat/completions", self.azure_chat, methods=["POST"]),
                 Route("/v1/responses", self.responses, methods=["POST"]),
                 Route("/v1/{rest:path}", self.other, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
             ]
@@ -313,6 +314,12 @@ class FakeUpstream:
         yield event("message_stop", {})
         if body["model"] == "fault-drop-after-end":
             raise RuntimeError("connection dropped after the stream's end")
+
+    async def azure_chat(self, request: Request) -> Response:
+        """Azure OpenAI's deployment route: the API version is a query parameter it requires."""
+        if "api-version" not in request.query_params:
+            return JSONResponse({"error": {"message": "Missing api-version", "code": "404"}}, status_code=404)
+        return await self.chat(request)
 
     async def chat(self, request: Request) -> Response:
         body, fault = await self._receive(request)

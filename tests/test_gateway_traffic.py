@@ -28,7 +28,7 @@ from ctxbudget.gateway.upstream import UpstreamCounter
 from ctxbudget.gateway.usage import normalize_usage
 from ctxbudget.session import SQLiteStore
 
-from .fake_upstream import FakeUpstream, anthropic_client, gateway_over_fake, openai_client, unmarked
+from .fake_upstream import FakeUpstream, Served, anthropic_client, gateway_over_fake, openai_client, unmarked
 
 LONG = "The lease was signed in March and the deposit was paid in April. " * 400
 
@@ -1379,6 +1379,30 @@ def test_an_openai_base_is_read_as_openai_base_url_is(base: str, path: str, url:
     assert upstream_at(GatewayConfig(openai_upstream=base), OPENAI, path) == url
     anthropic_base = GatewayConfig(anthropic_upstream="https://x.example/v1")
     assert upstream_at(anthropic_base, ANTHROPIC, "/v1/messages") == "https://x.example/v1/messages"
+
+
+def test_a_base_with_a_query_keeps_it_after_the_path(tmp_path: Path) -> None:
+    """Azure's deployment base holds ?api-version=: the path was joined after the query
+    (``.../d?api-version=2024-10-21/chat/completions``, every request a 404)."""
+    from ctxbudget.gateway.config import GatewayConfig
+    from ctxbudget.gateway.upstream import upstream_at
+
+    azure = GatewayConfig(openai_upstream="https://a.example/openai/deployments/d?api-version=2024-10-21")
+    assert upstream_at(azure, OPENAI, "/v1/chat/completions") == (
+        "https://a.example/openai/deployments/d/chat/completions?api-version=2024-10-21"
+    )
+    tagged = GatewayConfig(anthropic_upstream="https://x.example/?team=a#frag")
+    assert upstream_at(tagged, ANTHROPIC, "/v1/messages", "beta=true") == (
+        "https://x.example/v1/messages?team=a&beta=true"
+    )
+    with Served(FakeUpstream().app) as upstream:
+        base = upstream.url + "/openai/deployments/d?api-version=2024-10-21"
+        with gateway_over_fake(tmp_path / "q.db", openai_upstream=base) as (_fake, url):
+            answer = httpx.post(
+                url + "/v1/chat/completions",
+                json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
+            )
+    assert answer.status_code == 200, answer.text
 
 
 def test_a_non_streamed_answer_the_client_left_before_is_not_stored(tmp_path: Path) -> None:

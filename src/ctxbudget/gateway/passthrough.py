@@ -68,7 +68,7 @@ async def pass_through(gateway: Gateway, request: Request) -> StreamingResponse:
             "invalid_request",
         )
     query = request.url.query
-    url = gateway.upstream_at(passed_to(request), path.decode("latin-1")) + (f"?{query}" if query else "")
+    url = gateway.upstream_at(passed_to(request), path.decode("latin-1"), query)
     headers = _forwarded(request.headers.raw)
     length = request.headers.get("content-length")
     body = _body(request) if length is not None or "transfer-encoding" in request.headers else b""

@@ -90,7 +90,9 @@ class Gateway:
         if len(self.policy_names) < len(set(config.allowed_policies)):
             raise ConfigError("two allowed policies have one name: a client could not tell them apart")
         self._ids = itertools.count(1)
-        self.upstream = Upstream(self.client, self.metrics, upstream_url(config, ANTHROPIC) + "/count_tokens")
+        self.upstream = Upstream(
+            self.client, self.metrics, upstream_at(config, ANTHROPIC, ANTHROPIC.path + "/count_tokens")
+        )
         self.preparer = Preparer(
             catalog=self.catalog,
             calibration=self.calibration,
@@ -167,7 +169,7 @@ class Gateway:
     ) -> httpx.Response:
         """Forward ``content`` (the rendered JSON body) to the provider's upstream (streamed); a
         timeout or an unreachable upstream is a :class:`~.refusals.Refusal` (504, 502), counted."""
-        url = self.upstream_url(provider) + (f"?{query}" if query else "")  # e.g. the SDK's ?beta=true
+        url = upstream_url(self.config, provider, query)  # e.g. the SDK's ?beta=true
         return await self.upstream.send(url, content, headers)
 
     async def forward(
@@ -180,9 +182,10 @@ class Gateway:
         """A request passed through as it came (:mod:`.passthrough`), its answer streamed."""
         return await self.upstream.send(url, content, headers, method)
 
-    def upstream_at(self, provider: Provider, path: str) -> str:
-        """The URL of ``path`` at ``provider``'s upstream (from the configuration as it stands)."""
-        return upstream_at(self.config, provider, path)
+    def upstream_at(self, provider: Provider, path: str, query: str = "") -> str:
+        """The URL of ``path`` (with ``query``) at ``provider``'s upstream (from the configuration
+        as it stands)."""
+        return upstream_at(self.config, provider, path, query)
 
     async def read_answer(self, response: httpx.Response) -> bytes:
         """The upstream's whole answer (a fault while reading is a counted refusal)."""

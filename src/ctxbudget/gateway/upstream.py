@@ -21,7 +21,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -96,23 +96,29 @@ def forwarded_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[bytes, b
     ]
 
 
-def upstream_at(config: GatewayConfig, provider: Provider, path: str) -> str:
+def upstream_at(config: GatewayConfig, provider: Provider, path: str, query: str = "") -> str:
     """The upstream URL of ``path`` (``/v1/...``, as the client sent it) at ``provider``'s base.
 
     Anthropic's base is a host (``ANTHROPIC_BASE_URL`` style, ``/v1`` tolerated): the path
     follows it whole. OpenAI's is ``OPENAI_BASE_URL`` style: a base with a path holds the version
     (``/v1``; Gemini's ``/v1beta/openai``, Azure's ``/openai/deployments/NAME``), and the path
     follows it after its own ``/v1`` (``/v1beta/openai/v1/chat/completions`` was a 404); a bare
-    host takes the whole path."""
-    if provider.name == "anthropic":
-        return config.anthropic_upstream.rstrip("/").removesuffix("/v1") + path
-    base = config.openai_upstream.rstrip("/")
-    return base + (path.removeprefix("/v1") if urlsplit(base).path else path)
+    host takes the whole path. A query the base holds (Azure's ``?api-version=...``) comes before
+    the request's own ``query`` (it was joined to the path: ``?api-version=.../chat/completions``)."""
+    anthropic = provider.name == "anthropic"
+    base = urlsplit(config.anthropic_upstream if anthropic else config.openai_upstream)
+    root = base.path.rstrip("/")
+    if anthropic:
+        full = root.removesuffix("/v1") + path
+    else:
+        full = root + (path.removeprefix("/v1") if root else path)
+    joined = "&".join(q for q in (base.query, query) if q)
+    return urlunsplit((base.scheme, base.netloc, full, joined, ""))
 
 
-def upstream_url(config: GatewayConfig, provider: Provider) -> str:
-    """The upstream URL of the API ``provider`` fits."""
-    return upstream_at(config, provider, provider.path)
+def upstream_url(config: GatewayConfig, provider: Provider, query: str = "") -> str:
+    """The upstream URL of the API ``provider`` fits (with the request's ``query``)."""
+    return upstream_at(config, provider, provider.path, query)
 
 
 class Upstream:
