@@ -128,6 +128,13 @@ def test_count_tokens_is_answered_locally(stack: tuple[FakeUpstream, str, Path])
             numbered.status_code == 400
             and "`model` must be a string (a model id), got a number" in numbered.text
         )
+        for blank in (" ", "\t", "\u3000"):  # was a ConfigError down the internal-error path
+            told = httpx.post(
+                url + route,
+                json={"model": blank, "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]},
+            )
+            assert told.status_code == 400 and "`model` is required (it is blank" in told.text, told.text
+    assert "ctxbudget_internal_errors_total{" not in httpx.get(url + "/metrics").text
     for route in ("/v1/messages/count_tokens", "/v1/messages"):  # a session name every route refuses
         for name in ("m" * 300, "a\tb"):
             body = {

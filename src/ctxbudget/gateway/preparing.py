@@ -93,6 +93,8 @@ def model_of(body: Mapping[str, Any]) -> str:
         raise Refusal(
             400, f"`model` must be a string (a model id), got {json_kind(model)}", "invalid_request"
         )
+    if not model.strip():  # the library refuses it too, as a misuse: here it is the body's
+        raise Refusal(400, f"`model` is required (it is blank: {model!r})", "invalid_request")
     return model
 
 
