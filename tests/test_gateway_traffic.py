@@ -1248,6 +1248,30 @@ def test_policy_mode_holds_a_reply_to_the_models_output_cap(tmp_path: Path) -> N
     assert not any("output cap" in w for w in asked.report["warnings"]), asked.report
 
 
+def test_a_reply_as_large_as_the_budget_is_a_request_too_large(tmp_path: Path) -> None:
+    """Claude Code asks 32,000 reply tokens: under a 20,000-token header every request was refused
+    as bad input (invalid_request), where a client falls back on context_length_exceeded, and
+    told of a "20,000-token window" that was the header's budget."""
+    with gateway_over_fake(tmp_path / "b.db") as (fake, url):
+        body = {"model": "gpt-4o", "max_tokens": 16_000, "messages": [{"role": "user", "content": "hi"}]}
+        refused = httpx.post(
+            url + "/v1/chat/completions", json=body, headers={"X-Ctxbudget-Max-Context-Tokens": "12000"}
+        )
+        claude = {**body, "model": "claude-sonnet-4-6", "max_tokens": 32_000}
+        anthropic_refused = httpx.post(
+            url + "/v1/messages", json=claude, headers={"X-Ctxbudget-Max-Context-Tokens": "20000"}
+        )
+    error = refused.json()["error"]
+    assert refused.status_code == 400 and error["code"] == "context_length_exceeded"
+    assert "16,000 tokens ($.max_tokens) leaves nothing of the 12,000-token budget" in error["message"]
+    assert (
+        "header X-Ctxbudget-Max-Context-Tokens" in error["message"] and "lower max_tokens" in error["message"]
+    )
+    assert anthropic_refused.status_code == 400
+    assert anthropic_refused.json()["error"]["type"] == "invalid_request_error"
+    assert fake.received == []
+
+
 def test_the_reports_warnings_are_told_in_a_header(tmp_path: Path) -> None:
     """A reply asked above the model's output cap was warned in the stored report only: the client
     that sent it never saw why its prompt was budgeted for less."""

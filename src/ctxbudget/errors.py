@@ -37,6 +37,7 @@ __all__ = [
     "PinnedPrefixChanged",
     "PrefixChanged",
     "PriceUnknown",
+    "ReplyLeavesNothing",
     "StoreError",
     "StoreUnavailable",
     "SupersedeUnverified",
@@ -62,6 +63,19 @@ class CtxBudgetError(Exception):
 
 class ConfigError(CtxBudgetError):
     """An option, policy or catalog value is invalid; the message names it and the fix."""
+
+
+class ReplyLeavesNothing(ConfigError):
+    """The reply's reserve (a body's ``max_tokens``, or ``reserve_output_tokens=``) takes the whole
+    window, or the budget below it: nothing is left for the prompt. A misuse of the options, and
+    also a request that cannot fit (the gateway answers it as a provider answers one too long)."""
+
+    def __init__(self, reserve: int, source: str, window: int, budgeted: bool) -> None:
+        self.reserve = reserve
+        self.window = window
+        given = f" ({source})" if source else ""
+        room = f"{window:,}-token budget (max_context_tokens=)" if budgeted else f"{window:,}-token window"
+        super().__init__(f"the output reserve of {reserve:,} tokens{given} leaves nothing of the {room}")
 
 
 def unreadable_file(source: str, exc: RecursionError | ValueError) -> ConfigError:

@@ -11,7 +11,7 @@ from functools import cached_property
 from typing import Any
 
 from ..catalog.values import WindowResolution
-from ..errors import ConfigError
+from ..errors import ConfigError, ReplyLeavesNothing
 from ..formats import resolve_format
 from ..formats.responses_items import opens_with_stored_answers
 from ..formats.tool_prompt import with_tool_prompt
@@ -64,11 +64,8 @@ def _available(resolution: WindowResolution, reserve: int, source: str) -> int:
     """Input tokens that may be sent: the window less the reply, and never above an input cap."""
     available = resolution.context_window - reserve
     if available <= 0:
-        given = f" ({source})" if source else ""
-        raise ConfigError(
-            f"the output reserve of {reserve:,} tokens{given} leaves nothing of the "
-            f"{resolution.context_window:,}-token window"
-        )
+        budgeted = resolution.rule == "explicit"
+        raise ReplyLeavesNothing(reserve, source, resolution.context_window, budgeted)
     if resolution.max_input_tokens is not None:
         available = min(available, resolution.max_input_tokens)
     return available

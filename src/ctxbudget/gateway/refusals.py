@@ -18,6 +18,7 @@ from ..errors import (
     CtxBudgetError,
     PinnedPrefixChanged,
     PriceUnknown,
+    ReplyLeavesNothing,
     UnknownModelError,
     reworded,
 )
@@ -138,6 +139,15 @@ LIBRARY_ERRORS: tuple[Rule, ...] = (
     Rule(PriceUnknown, 400, _same(PRICE_UNKNOWN_CODE)),
     # Above the cost ceiling.
     Rule(CostCeilingExceeded, 400, _same("cost_ceiling_exceeded"), tail=NOTHING_SENT),
+    # A reply asked as large as the budget (Claude Code's 32,000 under a 20,000-token header): too
+    # large a request, as the provider says of one (a client that falls back on it does here too).
+    Rule(
+        ReplyLeavesNothing,
+        400,
+        {"anthropic": "context_too_large", "openai": "context_length_exceeded"},
+        tail="; lower max_tokens, or raise X-Ctxbudget-Max-Context-Tokens (or serve --max-context-tokens)",
+        renamed={"reserve_output_tokens": "max_tokens"},
+    ),
     # Anything else is bad input; the library's reserve_output_tokens is the client's max_tokens.
     Rule(
         CtxBudgetError,
