@@ -1495,3 +1495,35 @@ def test_a_chat_messages_tool_calls_do_not_keep_calibration_from_learning() -> N
     parts = fit(body, model="gemini-2.5-pro").report.estimated_parts
     assert parts and covered_by_estimate(body, parts)
     assert not covered_by_estimate(body, [*parts, "$.messages[0]: content[1]: image: 765 tokens"])
+
+
+def test_an_upstream_that_closes_without_answering_is_told_as_such(tmp_path: Path) -> None:
+    """It was told "upstream unreachable": the upstream was reached, took the request and closed."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+
+    def hang_up() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.recv(65536)
+            conn.close()
+
+    threading.Thread(target=hang_up, daemon=True).start()
+    base = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        with gateway_over_fake(tmp_path / "c.db", openai_upstream=base) as (_fake, url):
+            answer = httpx.post(
+                url + "/v1/chat/completions",
+                json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
+            )
+    finally:
+        listener.close()
+    assert answer.status_code == 502
+    assert "upstream closed the connection without an answer" in answer.json()["error"]["message"]

@@ -149,6 +149,10 @@ class Upstream:
         except httpx.TimeoutException as exc:
             self.note_error("timeout")
             raise Refusal(504, f"upstream timed out: {type(exc).__name__}", "upstream_timeout") from exc
+        except httpx.RemoteProtocolError as exc:  # reached: it took the request and closed unanswered
+            self.note_error("connection")
+            message = f"upstream closed the connection without an answer: {type(exc).__name__}"
+            raise Refusal(502, message, "upstream_unreachable") from exc
         except httpx.HTTPError as exc:
             self.note_error("connection")
             raise Refusal(502, f"upstream unreachable: {type(exc).__name__}", "upstream_unreachable") from exc
