@@ -663,3 +663,47 @@ def test_a_file_that_gives_a_key_twice_is_refused_not_read_as_its_last(tmp_path:
     nested.write_text('{"messages": [{"role": "user", "content": "a", "content": "b"}]}')
     result = CliRunner().invoke(main, ["fit", str(nested), "--model", "gpt-4o"])
     assert result.exit_code == 2 and "'content' is given twice" in result.output
+
+
+def _cli_process(args: list[str], tmp_path: Path, env: dict[str, str] | None = None, **options: Any) -> Any:
+    import subprocess
+    import sys
+
+    src = str(Path(ctxbudget.__file__).resolve().parent.parent)
+    environment = {**os.environ, "PYTHONPATH": src, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "ctxbudget", *args],
+        capture_output=True,
+        cwd=tmp_path,
+        env=environment,
+        timeout=120,
+        **options,
+    )
+
+
+def test_a_stdout_that_cannot_write_every_character_gets_escaped_json(tmp_path: Path) -> None:
+    """Windows writes redirected output in cp1252: a Japanese body ended in a traceback (exit 1), and
+    `session add` had stored its turn before it failed to print it."""
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "契約はいつ署名されましたか？ 😀"}]}
+    (tmp_path / "b.json").write_text(json.dumps(body, ensure_ascii=False), "utf-8")
+    done = _cli_process(["fit", "b.json", "--body"], tmp_path, {"PYTHONIOENCODING": "cp1252"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == body and done.stdout.isascii()
+    shown = _cli_process(["models", "gpt-4o-mini"], tmp_path, {"PYTHONIOENCODING": "ascii"})
+    assert shown.returncode == 0, shown.stderr
+
+
+def test_a_closed_stdin_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    done = _cli_process(
+        ["fit", "-", "--model", "gpt-4o"],
+        tmp_path,
+        stdin=None,
+        pass_fds=(),
+        close_fds=True,
+        preexec_fn=lambda: os.close(0),
+    )
+    assert done.returncode == 2, done.stderr
+    assert (
+        done.stderr.decode().strip()
+        == "ctxbudget: cannot read stdin: it is closed (give the input's FILE instead)"
+    )

@@ -31,6 +31,7 @@ from .base import (
     read_json,
     run_action,
     table_console,
+    utf8_out,
 )
 
 
@@ -144,7 +145,7 @@ def assemble_command(
         if as_json:
             echo_warnings(result.report.warnings)  # as fit does: stdout holds only the JSON
             report = result.report.to_dict()
-            click.echo(json.dumps({"request": result.request, "report": report}, ensure_ascii=False))
+            click.echo(json.dumps({"request": result.request, "report": report}, ensure_ascii=not utf8_out()))
             return
         echo_body(result.request)
         print_assembly(result.report.to_dict())

@@ -8,8 +8,10 @@ environment (``CTXBUDGET_*``) > default.
 from __future__ import annotations
 
 import atexit
+import codecs
 import gc
 import importlib
+import io
 import json
 import math
 import os
@@ -95,6 +97,8 @@ def fail(message: str, code: int, flags: Sequence[tuple[str, str]] = FLAGS) -> N
 def read_json(source: str) -> Any:
     """The JSON value in a file or stdin (``-``); exit 2 with one line naming what and where."""
     with working(source, "reading"):
+        if source == "-" and sys.stdin is None:
+            fail("cannot read stdin: it is closed (give the input's FILE instead)", EXIT_USAGE)
         try:
             data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
         except OSError as exc:
@@ -316,6 +320,7 @@ class OneLineGroup(click.Group):
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
+        _escaping_streams()
         try:
             return super().main(*args, **kwargs)
         except click.exceptions.UsageError as exc:
@@ -332,6 +337,29 @@ class OneLineGroup(click.Group):
             sys.exit(exc.exit_code)
         except click.exceptions.ClickException as exc:
             fail(exc.format_message(), EXIT_USAGE)
+
+
+def _escaping_streams() -> None:
+    """Standard streams that cannot write every character (Windows writes redirected output in
+    cp1252; ``PYTHONIOENCODING=ascii``) write what they cannot as escapes: a Japanese body ended
+    ``fit --body`` in a traceback (and ``session add`` after it had stored the turn). JSON is
+    written escaped to ASCII there (:func:`utf8_out`), so it stays exact."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and not _writes_utf8(stream):
+            stream.reconfigure(errors="backslashreplace")
+
+
+def _writes_utf8(stream: Any) -> bool:
+    try:
+        return codecs.lookup(stream.encoding or "ascii").name == "utf-8"
+    except LookupError:
+        return False
+
+
+def utf8_out() -> bool:
+    """Whether stdout writes UTF-8 (JSON is printed with its characters as they are), else JSON
+    escapes every character past ASCII (``\\u00e9``): valid JSON in any encoding."""
+    return sys.stdout is not None and _writes_utf8(sys.stdout)
 
 
 @click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -362,4 +390,4 @@ BODY_FORMAT_OPTION = click.option(
 
 def echo_body(body: Any) -> None:
     """Print a rendered body: plain text as it is, a provider body as JSON."""
-    click.echo(body if isinstance(body, str) else json.dumps(body, ensure_ascii=False))
+    click.echo(body if isinstance(body, str) else json.dumps(body, ensure_ascii=not utf8_out()))

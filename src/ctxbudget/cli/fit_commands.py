@@ -24,6 +24,7 @@ from .base import (
     run_action,
     skip_collection_at_exit,
     table_console,
+    utf8_out,
     with_flags,
     working,
 )
@@ -165,12 +166,12 @@ def _print_fit(result: FitResult, *, body_only: bool, as_json: bool) -> None:
     """The fitted request alone (``--body``), request and report (``--json``), or the report."""
     echo_warnings(result.report.warnings)
     if body_only:
-        click.echo(json.dumps(result.request, ensure_ascii=False, allow_nan=False))
+        click.echo(json.dumps(result.request, ensure_ascii=not utf8_out(), allow_nan=False))
     elif as_json:
         report = result.report.to_dict()
         report["warnings"] = [with_flags(w) for w in report["warnings"]]  # as stderr words them
         payload = {"request": result.request, "report": report}
-        click.echo(json.dumps(payload, ensure_ascii=False, allow_nan=False))
+        click.echo(json.dumps(payload, ensure_ascii=not utf8_out(), allow_nan=False))
     else:
         _print_report(result.report)
 

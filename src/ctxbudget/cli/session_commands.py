@@ -25,6 +25,7 @@ from .base import (
     read_json,
     run_action,
     table_console,
+    utf8_out,
 )
 
 
@@ -294,7 +295,9 @@ def session_add(
         )
         if as_json:
             click.echo(
-                json.dumps({"request": prepared.assembly.request, "report": turn.report}, ensure_ascii=False)
+                json.dumps(
+                    {"request": prepared.assembly.request, "report": turn.report}, ensure_ascii=not utf8_out()
+                )
             )
         else:
             echo_body(prepared.assembly.request)
@@ -326,7 +329,7 @@ def session_list(store_path: str, as_json: bool) -> None:
                 }
             )
         if as_json:
-            click.echo(json.dumps(rows, ensure_ascii=False))
+            click.echo(json.dumps(rows, ensure_ascii=not utf8_out()))
         for row in [] if as_json else rows:
             click.echo(
                 f"{row['name']}\t{row['turns']} turns\t{row['input_tokens']:,} input tokens\t{_cost_of(row)}"
@@ -367,7 +370,7 @@ def session_show(name: str, store_path: str, as_json: bool) -> None:
                         ],
                         "ledger": store.ledger(name),
                     },
-                    ensure_ascii=False,
+                    ensure_ascii=not utf8_out(),
                 )
             )
             return
@@ -386,7 +389,7 @@ def session_show(name: str, store_path: str, as_json: bool) -> None:
                 f"{turn.question[:60]}"
             )
         for entry in store.ledger(name):
-            click.echo("ledger " + json.dumps(entry, ensure_ascii=False))
+            click.echo("ledger " + json.dumps(entry, ensure_ascii=not utf8_out()))
 
     run_action(action)
 
@@ -411,7 +414,7 @@ def session_export(name: str, store_path: str) -> None:
                     "turns": [{**t.to_dict(), "figures": t.figures().to_dict()} for t in store.turns(name)],
                     "ledger": store.ledger(name),
                 },
-                ensure_ascii=False,
+                ensure_ascii=not utf8_out(),
             )
         )
 
