@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import random
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ctxbudget import BudgetExceeded, ConfigError, count
+from ctxbudget import BudgetExceeded, ConfigError, CtxBudgetError, count
 from ctxbudget.cli import main
 from ctxbudget.session import Session, SQLiteStore, ToolCall, ToolResult
 from ctxbudget.simulation.runner import run_simulation
@@ -576,3 +577,28 @@ def test_session_add_takes_the_time_since_the_previous_turn(tmp_path: Path) -> N
         ],
     )
     assert bad.exit_code == 2 and "--idle-seconds" in bad.output
+
+
+@pytest.mark.parametrize(
+    ("answer", "usage", "said"),
+    [
+        ("ok", {"input_tokens": math.nan}, r"usage\.input_tokens"),
+        ("ok", {"input_tokens": -5}, r"usage\.input_tokens.*whole number >= 0"),
+        ("ok", {"input_tokens": 1.5}, r"usage\.input_tokens.*whole number >= 0"),
+        ("ok", "x", "usage must be a JSON object of token counts, got a string"),
+        ("ok", {"x": object()}, r"object is not a JSON value"),
+        (["not", "text"], None, "answer must be the reply's text"),
+        (5, None, "answer must be the reply's text"),
+    ],
+)
+def test_a_turns_answer_and_usage_are_checked_before_anything_is_stored(
+    tmp_path: Path, answer: Any, usage: Any, said: str
+) -> None:
+    """A NaN usage was stored and exported as NaN (not JSON); a list's repr was stored as the answer."""
+    store = SQLiteStore(tmp_path / "s.db")
+    session = Session.create(store, "s", policy=_policy(tmp_path), model="claude-sonnet-4-5", base=_base())
+    with pytest.raises(CtxBudgetError, match=said):
+        session.add("When was notice given?", answer=answer, usage=usage)
+    assert store.count_turns("s") == 0
+    session.add("When was notice given?", answer="On March 3.", usage={"input_tokens": 10, "cost_usd": 0.5})
+    assert store.count_turns("s") == 1

@@ -30,6 +30,7 @@ from ..assembly import (
 )
 from ..catalog.catalog import Catalog, bundled_catalog
 from ..errors import BudgetExceeded, ConfigError, InvalidRequestError, PriceUnknown
+from ..formats.jsonvalue import check_json_value, json_kind
 from ..items import MESSAGE_FRAMING_TOKENS
 from .checks import check_base_items, rolling_tier
 from .ledger import LedgerRules, fold_ledger, ledger_blocks, reduce_turn, render_entries
@@ -385,7 +386,10 @@ class Session:
             return prepared, self.record(prepared, answer, usage)
 
     def record(self, prepared: PreparedTurn, answer: str, usage: Mapping[str, Any] | None = None) -> Turn:
-        """Store the turn (with its report and usage) and the ledger entries it added, atomically."""
+        """Store the turn (with its report and usage) and the ledger entries it added, atomically.
+        An answer that is not text, or a usage that is not a JSON object of token counts and
+        finite numbers, is refused before anything is stored."""
+        usage = _checked_usage(answer, usage)
         report = prepared.assembly.report.to_dict()
         if prepared.compaction:
             cache = report["cache"]
@@ -403,7 +407,7 @@ class Session:
             tool_results=prepared.tool_results,
             tags=prepared.tags,
             report=as_stored(report),
-            usage=as_stored(dict(usage or {})),
+            usage=as_stored(usage),
         )
         entries = [as_stored(e) for e in prepared.new_entries]
         self.store.append_turn(self.meta.name, turn, entries)
@@ -411,3 +415,23 @@ class Session:
         self._ledger += entries
         self._previous = turn.report
         return turn
+
+
+def _checked_usage(answer: object, usage: object) -> dict[str, Any]:
+    """The usage to store, once ``answer`` is text and ``usage`` a JSON object whose ``*_tokens``
+    are counts: a NaN was stored and exported as ``NaN`` (not JSON), a list's repr stored as the
+    answer, a string usage ended in a ValueError."""
+    if not isinstance(answer, str):
+        raise ConfigError(f"answer must be the reply's text (a string), got {json_kind(answer)}")
+    if usage is None:
+        return {}
+    if not isinstance(usage, Mapping):
+        raise ConfigError(f"usage must be a JSON object of token counts, got {json_kind(usage)}")
+    checked = dict(usage)
+    check_json_value(checked, "usage")  # keys are strings; numbers finite; nothing but JSON
+    for key, value in checked.items():
+        if key.endswith("_tokens") and (type(value) is not int or value < 0):
+            raise InvalidRequestError(
+                f"a token count is a whole number >= 0, got {value!r:.40}", f"usage.{key}"
+            )
+    return checked
