@@ -10,7 +10,7 @@ from ctxbudget import BudgetExceeded, ConfigError, CostCeilingExceeded
 from ctxbudget.assembly._assemble import assemble
 from ctxbudget.assembly._policy import get_policy, list_policies, parse_policy
 from ctxbudget.assembly._prefix import compare_prefixes
-from ctxbudget.errors import PinnedPrefixChanged, VolatileValueError
+from ctxbudget.errors import PinnedPrefixChanged, PrefixChanged, VolatileValueError
 
 GOLDEN = Path(__file__).parent / "golden"
 SMALL = """
@@ -422,3 +422,16 @@ def test_a_previous_report_whose_hash_is_not_its_texts_is_refused_as_such() -> N
     with pytest.raises(InvalidRequestError, match=r"pinned_prefix_sha256: the previous report does not hold"):
         run(previous=damaged)
     assert run(previous=previous).report.pinned_prefix_sha256 == previous["pinned_prefix_sha256"]
+
+
+def test_a_prefix_for_another_model_is_not_read_from_the_cache() -> None:
+    """verify-prefix said the cached prefixes of two models were identical: a provider caches per model."""
+    system = [{"type": "text", "text": "Cite the record. " * 200, "cache_control": {"type": "ephemeral"}}]
+    a = {"model": "claude-sonnet-4-5", "system": system, "messages": [{"role": "user", "content": "q"}]}
+    b = {**a, "model": "claude-haiku-4-5"}
+    with pytest.raises(PrefixChanged, match="'model claude-sonnet-4-5' became 'model claude-haiku-4-5'"):
+        compare_prefixes(a, b)
+    assert compare_prefixes(a, b, strict=False).offset == 0
+    assert compare_prefixes(a, {**a}).offset is None
+    unnamed = {k: v for k, v in a.items() if k != "model"}  # a body that names no model: bytes alone
+    assert compare_prefixes(unnamed, b).offset is None

@@ -32,6 +32,7 @@ class PrefixComparison:
     sha256_a: str
     sha256_b: str
     offset: int | None
+    models: tuple[str | None, str | None] = (None, None)  # each request's model, when it names one
 
     @property
     def grown(self) -> bool:
@@ -116,24 +117,41 @@ def cached_prefix(document: Any) -> str:
 
 def compare_prefixes(a: Any, b: Any, *, strict: bool = True) -> PrefixComparison:
     """Compare the cached prefixes of ``a`` and ``b``: the same when ``b``'s starts with ``a``'s
-    (``b`` reads what ``a`` cached). With ``strict`` a difference raises :class:`PrefixChanged`
-    naming the first differing byte."""
+    (``b`` reads what ``a`` cached) and both are for one model (when both name theirs: a provider
+    caches per model; another model differs at byte 0). With ``strict`` a difference raises
+    :class:`PrefixChanged` naming the first differing byte."""
     # a lone surrogate (a JSON escape of half a pair) is compared as the bytes it stands for
     pa, pb = (cached_prefix(d).encode("utf-8", "surrogatepass") for d in (a, b))
     offset = next((i for i, (x, y) in enumerate(zip(pa, pb, strict=False)) if x != y), None)
     if offset is None and len(pb) < len(pa):
         offset = len(pb)
+    models = (_model(a), _model(b))
+    other_model = None not in models and models[0] != models[1]
+    if other_model:  # a provider caches a prefix for one model: another reads none of it
+        offset = 0
     result = PrefixComparison(
-        len(pa), len(pb), hashlib.sha256(pa).hexdigest(), hashlib.sha256(pb).hexdigest(), offset
+        len(pa), len(pb), hashlib.sha256(pa).hexdigest(), hashlib.sha256(pb).hexdigest(), offset, models
     )
     if strict and offset is not None:
         raise PrefixChanged(
             breakpoint=0,
             offset=offset,
-            before=_shown(pa, offset),
-            after=_shown(pb, offset),
+            before=f"model {models[0]}" if other_model else _shown(pa, offset),
+            after=f"model {models[1]}" if other_model else _shown(pb, offset),
         )
     return result
+
+
+def _model(document: Any) -> str | None:
+    """The model a request is for (its body's ``model``, or an ``assemble --json`` output's
+    report's), or None when it names none."""
+    if not isinstance(document, Mapping):
+        return None
+    body = document.get("request") if "request" in document else document
+    found = body.get("model") if isinstance(body, Mapping) else None
+    if found is None and isinstance(document.get("report"), Mapping):
+        found = document["report"].get("model")
+    return found if isinstance(found, str) else None
 
 
 def _shown(prefix: bytes, offset: int) -> str:

@@ -212,6 +212,7 @@ def verify_prefix_command(first: str, second: str, as_json: bool) -> None:
                         "offset": result.offset,
                         "bytes": [result.bytes_a, result.bytes_b],
                         "sha256": [result.sha256_a, result.sha256_b],
+                        "models": list(result.models),
                     }
                 )
             )
