@@ -707,3 +707,20 @@ def test_a_closed_stdin_is_one_line_and_exit_2(tmp_path: Path) -> None:
         done.stderr.decode().strip()
         == "ctxbudget: cannot read stdin: it is closed (give the input's FILE instead)"
     )
+
+
+def test_serve_on_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """It printed its banner, then uvicorn's own error, and exited 3 (the README's "cannot fit")."""
+    import socket
+
+    taken = socket.create_server(("127.0.0.1", 0))
+    port = taken.getsockname()[1]
+    try:
+        done = _cli_process(["serve", "--port", str(port), "--store", str(tmp_path / "s.db")], tmp_path)
+    finally:
+        taken.close()
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == b""
+    assert done.stderr.decode().strip() == (
+        f"ctxbudget: cannot listen on 127.0.0.1:{port}: Address already in use (--host, --port)"
+    )

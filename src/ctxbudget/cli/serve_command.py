@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from typing import TYPE_CHECKING
 
 import click
@@ -207,10 +209,22 @@ def _serve(config: GatewayConfig) -> None:
 
     configure_logging()
     app = create_app(config)  # opens the store: a store that cannot serve fails here, before the banner
+    listening = _listening(config.host, config.port)
     click.echo(
         f"ctxbudget gateway on http://{config.host}:{config.port} -> "
         f"anthropic {config.anthropic_upstream}, openai {config.openai_upstream}"
     )
-    uvicorn.run(
-        app, host=config.host, port=config.port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_SECONDS
-    )
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_keep_alive=KEEP_ALIVE_SECONDS))
+    server.run(sockets=[listening])
+
+
+def _listening(host: str, port: int) -> socket.socket:
+    """The gateway's socket, bound before the banner: a port in use, or a host this machine does
+    not have, is one line and exit 2 (uvicorn printed its own error after the banner, exit 3)."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        fail(f"cannot listen on {host}:{port}: {reason} (--host, --port)", EXIT_USAGE)
+        raise AssertionError("unreachable") from exc
