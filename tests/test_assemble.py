@@ -435,3 +435,26 @@ def test_a_prefix_for_another_model_is_not_read_from_the_cache() -> None:
     assert compare_prefixes(a, {**a}).offset is None
     unnamed = {k: v for k, v in a.items() if k != "model"}  # a body that names no model: bytes alone
     assert compare_prefixes(unnamed, b).offset is None
+
+
+def test_a_chat_body_assembled_into_another_format_is_told_what_it_loses() -> None:
+    """An OpenAI agent body assembled for Anthropic lost its tool definitions (its call went as
+    text), and nothing said so."""
+    body = {
+        "model": "gpt-4o",
+        "tools": [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}],
+        "tool_choice": "auto",
+        "messages": [
+            {"role": "system", "content": "You review deposition records."},
+            {"role": "user", "content": "When was notice given?"},
+        ],
+    }
+    other = assemble(body, policy="legal-review", model="claude-sonnet-4-5", output_format="anthropic")
+    assert "tools" not in other.request
+    told = [w for w in other.report.warnings if w.startswith("not carried")]
+    assert told == [
+        "not carried into the anthropic body: tool_choice, tools (the request is in the openai format; "
+        "its tool calls and results, if any, go as text): assemble the openai format to keep them"
+    ]
+    own = assemble(body, policy="legal-review", model="claude-sonnet-4-5", output_format="openai")
+    assert "tools" in own.request and not any(w.startswith("not carried") for w in own.report.warnings)

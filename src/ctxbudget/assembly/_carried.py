@@ -61,8 +61,10 @@ def carried_fields(
     """``body`` with the chat request's fields the assembly does not build, and ``report`` with
     their tokens and cost (raises :class:`BudgetExceeded` past the prompt limit and
     :class:`CostCeilingExceeded` past ``ceiling``)."""
-    if not _in_own_format(request, input_format, setup.fmt) or not isinstance(body, dict):
+    if not isinstance(body, dict):
         return body, report
+    if not _in_own_format(request, input_format, setup.fmt):
+        return body, _with_lost(request, input_format, setup.fmt, body, report)
     carried = {k: v for k, v in _own_fields(request, setup.fmt).items() if k not in body}
     if not carried:
         return body, report
@@ -72,6 +74,29 @@ def carried_fields(
         out = thinking_within(out, positive(request.get("max_tokens")), reply)
     replies = replies_asked(carried)  # OpenAI's n: each reply is billed
     return out, _with_extra(setup, report, (setup.carried_tokens, replies), sorted(carried), ceiling)
+
+
+def _with_lost(
+    request: Mapping[str, Any],
+    input_format: str | None,
+    fmt: str,
+    body: Mapping[str, Any],
+    report: AssemblyReport,
+) -> AssemblyReport:
+    """``report`` warned of what a chat body assembled into another format does not carry: its
+    tool definitions and other fields (an OpenAI body's tools were dropped from its Anthropic
+    body, its calls sent as text, and nothing said so)."""
+    source = input_format or ("context" if "items" in request else detect_format(request).name)
+    if source not in _BUILT:
+        return report
+    lost = sorted(k for k in request if k not in _BUILT[source] and k not in body)
+    if not lost:
+        return report
+    note = (
+        f"not carried into the {fmt} body: {', '.join(lost)} (the request is in the {source} format; its "
+        f"tool calls and results, if any, go as text): assemble the {source} format to keep them"
+    )
+    return dataclasses.replace(report, warnings=(*report.warnings, note))
 
 
 def _own_fields(request: Mapping[str, Any], fmt: str) -> dict[str, Any]:
