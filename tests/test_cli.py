@@ -724,3 +724,8 @@ def test_serve_on_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert done.stderr.decode().strip() == (
         f"ctxbudget: cannot listen on 127.0.0.1:{port}: Address already in use (--host, --port)"
     )
+
+
+def test_an_empty_input_name_is_told_as_such() -> None:
+    result = CliRunner().invoke(main, ["count", "", "--model", "gpt-4o"])
+    assert result.exit_code == 2 and "the input's FILE is an empty name" in result.output

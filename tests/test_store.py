@@ -138,3 +138,23 @@ def test_a_store_without_background_checkpoints_checkpoints_as_sqlite_does(tmp_p
     assert store._checkpoints is None
     _big_turns(store, 10)
     assert (tmp_path / "s.db").stat().st_size > 4_000_000  # the commit that crossed 4 MB copied the log
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ({"mode": "bogus"}, "a store's mode is"),
+        ({"busy_timeout_seconds": float("nan")}, "busy_timeout_seconds is a finite number"),
+        ({"busy_timeout_seconds": -1}, "busy_timeout_seconds is a finite number"),
+    ],
+)
+def test_store_options_are_checked_before_the_file_is_looked_at(
+    tmp_path: Path, options: dict, said: str
+) -> None:
+    from ctxbudget import connect_store
+
+    with pytest.raises(ConfigError, match=said):
+        connect_store(tmp_path / "s.db", **options)
+    with pytest.raises(ConfigError, match="got an empty one"):
+        connect_store("")
+    assert not (tmp_path / "s.db").exists()

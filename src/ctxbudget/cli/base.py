@@ -97,6 +97,8 @@ def fail(message: str, code: int, flags: Sequence[tuple[str, str]] = FLAGS) -> N
 def read_json(source: str) -> Any:
     """The JSON value in a file or stdin (``-``); exit 2 with one line naming what and where."""
     with working(source, "reading"):
+        if not source:  # Path("") is the working folder: "cannot read : Is a directory"
+            fail("the input's FILE is an empty name (give a file, or - for stdin)", EXIT_USAGE)
         if source == "-" and sys.stdin is None:
             fail("cannot read stdin: it is closed (give the input's FILE instead)", EXIT_USAGE)
         try:

@@ -246,7 +246,10 @@ def connect_store(
     ``background_checkpoints`` is the SQLite store's (a PostgreSQL server checkpoints on its own)."""
     if not isinstance(target, str | os.PathLike):
         raise ConfigError(f"a store is a file's path or a postgresql:// URL, got {type(target).__name__}")
+    check_store_options(mode, busy_timeout_seconds)
     location = os.fspath(target)
+    if not str(location).strip():
+        raise ConfigError("a store is a file's path or a postgresql:// URL, got an empty one")
     if location.lower().startswith(POSTGRES_SCHEMES):
         from .postgres import PostgresStore
 
@@ -257,6 +260,16 @@ def connect_store(
         busy_timeout_seconds=busy_timeout_seconds,
         background_checkpoints=background_checkpoints,
     )
+
+
+def check_store_options(mode: object, busy_timeout_seconds: object) -> None:
+    """A mode opening knows and a finite wait of 0 or more (``mode="bogus"`` was told the store
+    did not exist; a NaN or negative wait was taken)."""
+    if mode not in ("create", "write", "read"):
+        raise ConfigError(f'a store\'s mode is "create", "write" or "read", got {mode!r:.40}')
+    wait = busy_timeout_seconds
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait < float("inf"):
+        raise ConfigError(f"busy_timeout_seconds is a finite number of seconds >= 0, got {wait!r:.40}")
 
 
 PING_WRITE_SECONDS = 0.2  # how long a health check waits for the file's write lock
@@ -282,6 +295,7 @@ class SQLiteStore:
         busy_timeout_seconds: float = 30.0,
         background_checkpoints: bool = False,
     ) -> None:
+        check_store_options(mode, busy_timeout_seconds)
         self.path = str(path)
         self.mode = mode
         self.busy_timeout_seconds = busy_timeout_seconds
