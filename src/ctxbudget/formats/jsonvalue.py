@@ -23,9 +23,20 @@ try:  # the gateway extra's: a faster reader of the same values (see decode_json
 except ImportError:  # pragma: no cover - the default install reads with json alone
     orjson = None
 
-__all__ = ["MAX_DEPTH", "JsonShape", "RepeatedKey", "check_json_value", "decode_json", "unique_keys"]
+__all__ = [
+    "FAST_JSON_BYTES",
+    "MAX_DEPTH",
+    "JsonShape",
+    "RepeatedKey",
+    "check_json_value",
+    "decode_json",
+    "unique_keys",
+]
 
 MAX_DEPTH = 100
+# The largest body orjson reads or writes (see _read_fast): it reserves 13-16x a body's size, json
+# 2x; under this the 1-2 ms it saves a megabyte is worth the 16 MB it may take at most.
+FAST_JSON_BYTES = 1 << 20
 
 
 def _child_path(path: str, key: object) -> str:
@@ -190,7 +201,8 @@ _UNREAD = object()
 def _read_fast(data: bytes) -> Any:
     """``data`` read by orjson when it reads it as :func:`decode_json` does, else ``_UNREAD`` (the
     strict reader then decides, and names what is wrong): 1.2 against 2.7 ms for a 500 kB chat
-    body (a 100,000-token document). orjson refuses what the strict reader refuses or rejects
+    body (a 100,000-token document), for bodies up to :data:`FAST_JSON_BYTES` (it peaks at 13x a
+    body's size, json at 2x). orjson refuses what the strict reader refuses or rejects
     (NaN, Infinity, 1e400, a byte-order mark, a lone surrogate, invalid UTF-8, nesting past 1,024
     levels), but reads an integer past 64 bits as a float: a value holding a float of 2**63 or more
     is read again."""
@@ -232,7 +244,7 @@ def decode_json(data: bytes, source: str, *, refuse_repeats: bool = False) -> An
     ``refuse_repeats`` an object that gives a key twice is an error (the CLI's files: a body whose
     ``messages`` came twice lost the first list in silence), where the gateway reads a body as the
     providers do, the last one kept."""
-    if orjson is not None and not refuse_repeats:
+    if orjson is not None and not refuse_repeats and len(data) <= FAST_JSON_BYTES:
         read = _read_fast(data)
         if read is not _UNREAD:
             return read

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -69,6 +70,7 @@ class Outbound:
     prepared: Prepared
     content: bytes | None = None
     usage_added: bool = False  # an OpenAI stream was asked for usage the client did not ask for
+    size: int = 0  # the client's body in bytes (how the forwarded one is written: bodies.encoded)
 
 
 def check_coding(headers: Mapping[str, str]) -> None:
@@ -170,6 +172,7 @@ def first_pass(
     if given is not None:  # named on the answer even when the body cannot be read
         with contextlib.suppress(InvalidRequestError):  # a bad name is refused below, at its header
             progress.session = named_session(given)
+    size = len(parcel[0])
     body = parse_json(parcel.pop())
     progress.stage = "prepare"
     try:
@@ -191,15 +194,15 @@ def first_pass(
         raise Refusal(400, f"ctxbudget: {exc}", "invalid_request") from exc
     prepared = gateway.prepare(provider, body, progress.session, settings)
     progress.prepared = prepared
-    outbound = Outbound(body, settings, prepared)
+    outbound = Outbound(body, settings, prepared, size=size)
     return outbound if gateway.depends_on_estimate(provider, prepared) else rendered(provider, outbound)
 
 
 def rendered(provider: Provider, outbound: Outbound) -> Outbound:
     """``outbound`` with its bytes as sent upstream (serialised once)."""
     forwarded, usage_added = with_stream_usage(provider, outbound.prepared.body)
-    content = encoded(forwarded)
-    return Outbound(outbound.body, outbound.settings, outbound.prepared, content, usage_added)
+    content = encoded(forwarded, outbound.size)
+    return dataclasses.replace(outbound, content=content, usage_added=usage_added)
 
 
 async def outbound(gateway: Gateway, provider: Provider, request: Request, progress: Progress) -> Outbound:
@@ -227,4 +230,4 @@ def _refit(
     """The fit again with the upstream's count of the body (``factor`` over its proxy count)."""
     prepared = gateway.prepare(provider, ready.body, progress.session, ready.settings, factor)
     progress.prepared = prepared
-    return rendered(provider, Outbound(ready.body, ready.settings, prepared))
+    return rendered(provider, dataclasses.replace(ready, prepared=prepared))
