@@ -601,4 +601,9 @@ def test_a_turns_answer_and_usage_are_checked_before_anything_is_stored(
         session.add("When was notice given?", answer=answer, usage=usage)
     assert store.count_turns("s") == 0
     session.add("When was notice given?", answer="On March 3.", usage={"input_tokens": 10, "cost_usd": 0.5})
-    assert store.count_turns("s") == 1
+    # an SDK's usage as it dumps it: what was not billed is null
+    billed = {"input_tokens": 10, "output_tokens": 3, "cache_creation_input_tokens": None}
+    session.add("And the second notice?", answer="On April 2.", usage=billed)
+    assert store.count_turns("s") == 2
+    with pytest.raises(CtxBudgetError, match=r"usage\.actual\.input_tokens"):
+        session.add("And a third?", answer="No.", usage={"actual": {"input_tokens": -5}})

@@ -3,21 +3,18 @@ cache marks, and the usage an OpenAI stream is asked for."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import itertools
 import json
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
 from ..assembly import Policy, thinking_within
 from ..catalog.values import ModelSpec
 from ..errors import InvalidRequestError
 from ..fitting import BODY_OUTPUT_FIELDS
 from ..formats.anthropic_rules import without_cache_marks
-from ..formats.jsonvalue import FAST_JSON_BYTES
+from ..formats.jsonvalue import compact_json
 from ..session import name_problem
 from .providers import Provider
 from .refusals import Refusal
@@ -68,17 +65,11 @@ def last_user_text(body: Mapping[str, Any]) -> str:
     return ""
 
 
-def encoded(body: Mapping[str, Any], size: int) -> bytes:
-    """The bytes sent upstream for ``body``, a request of ``size`` bytes as the client sent it:
-    compact UTF-8 JSON (a non-English text is not escaped to six bytes a character). Written by
-    orjson up to :data:`~ctxbudget.formats.jsonvalue.FAST_JSON_BYTES` (0.4 against 4.4 ms for a
-    500 kB chat body), by ``json`` above it (orjson reserves 13-16x the body as it writes, where
-    ``json`` takes 2x: a 1,000,000-token request peaked at 16x its size) and for an integer past 64
-    bits, which orjson does not write."""
-    if size <= FAST_JSON_BYTES:
-        with contextlib.suppress(TypeError):
-            return orjson.dumps(body)
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+def encoded(body: Mapping[str, Any]) -> bytes:
+    """The bytes sent upstream for ``body``: compact UTF-8 JSON, a non-English text not escaped to
+    six bytes a character (:func:`~ctxbudget.formats.jsonvalue.compact_json`: one writer, so one
+    body is always the same bytes, and a cached prefix with them)."""
+    return compact_json(body).encode("utf-8")
 
 
 def session_id(given: str | None, provider: Provider, body: Mapping[str, Any]) -> str:

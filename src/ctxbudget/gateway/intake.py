@@ -70,7 +70,6 @@ class Outbound:
     prepared: Prepared
     content: bytes | None = None
     usage_added: bool = False  # an OpenAI stream was asked for usage the client did not ask for
-    size: int = 0  # the client's body in bytes (how the forwarded one is written: bodies.encoded)
 
 
 def check_coding(headers: Mapping[str, str]) -> None:
@@ -172,7 +171,6 @@ def first_pass(
     if given is not None:  # named on the answer even when the body cannot be read
         with contextlib.suppress(InvalidRequestError):  # a bad name is refused below, at its header
             progress.session = named_session(given)
-    size = len(parcel[0])
     body = parse_json(parcel.pop())
     progress.stage = "prepare"
     try:
@@ -194,14 +192,14 @@ def first_pass(
         raise Refusal(400, f"ctxbudget: {exc}", "invalid_request") from exc
     prepared = gateway.prepare(provider, body, progress.session, settings)
     progress.prepared = prepared
-    outbound = Outbound(body, settings, prepared, size=size)
+    outbound = Outbound(body, settings, prepared)
     return outbound if gateway.depends_on_estimate(provider, prepared) else rendered(provider, outbound)
 
 
 def rendered(provider: Provider, outbound: Outbound) -> Outbound:
     """``outbound`` with its bytes as sent upstream (serialised once)."""
     forwarded, usage_added = with_stream_usage(provider, outbound.prepared.body)
-    content = encoded(forwarded, outbound.size)
+    content = encoded(forwarded)
     return dataclasses.replace(outbound, content=content, usage_added=usage_added)
 
 

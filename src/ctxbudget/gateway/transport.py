@@ -103,7 +103,7 @@ class _Decider:
         with self._lock:
             self.last_report = _in_transport_words(ready.prepared.report)
         kept = [(k, v) for k, v in request.headers.multi_items() if not _dropped(k)]
-        content = encoded(ready.prepared.body, len(data))
+        content = encoded(ready.prepared.body)
         outgoing: httpx.Request = _module(request).Request(
             request.method, request.url, headers=kept, content=content, extensions=request.extensions
         )

@@ -419,7 +419,7 @@ class Session:
 
 def _checked_usage(answer: object, usage: object) -> dict[str, Any]:
     """The usage to store, once ``answer`` is text and ``usage`` a JSON object whose ``*_tokens``
-    are counts: a NaN was stored and exported as ``NaN`` (not JSON), a list's repr stored as the
+    (and ``actual``'s) are counts or null: a NaN was stored and exported as ``NaN`` (not JSON), a list's repr stored as the
     answer, a string usage ended in a ValueError."""
     if not isinstance(answer, str):
         raise ConfigError(f"answer must be the reply's text (a string), got {json_kind(answer)}")
@@ -429,9 +429,12 @@ def _checked_usage(answer: object, usage: object) -> dict[str, Any]:
         raise ConfigError(f"usage must be a JSON object of token counts, got {json_kind(usage)}")
     checked = dict(usage)
     check_json_value(checked, "usage")  # keys are strings; numbers finite; nothing but JSON
-    for key, value in checked.items():
-        if key.endswith("_tokens") and (type(value) is not int or value < 0):
-            raise InvalidRequestError(
-                f"a token count is a whole number >= 0, got {value!r:.40}", f"usage.{key}"
-            )
+    actual = checked.get("actual")  # the shape a gateway stores: {"estimated": ..., "actual": ...}
+    for path, counts in (("usage", checked), ("usage.actual", actual if isinstance(actual, Mapping) else {})):
+        for key, value in counts.items():
+            # None: an SDK's usage leaves out what it did not bill (cache_creation_input_tokens)
+            if key.endswith("_tokens") and value is not None and (type(value) is not int or value < 0):
+                raise InvalidRequestError(
+                    f"a token count is a whole number >= 0, got {value!r:.40}", f"{path}.{key}"
+                )
     return checked

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ..errors import ConfigError, StoreError
+from ..formats.jsonvalue import compact_json
 from ._checkpoints import BackgroundCheckpoints
 from ._sqlite_file import (
     DAMAGED_HINT,
@@ -184,16 +185,10 @@ class SessionStore(Protocol):
 
 
 def _canonical(value: Any) -> str:
-    """The stored text of ``value``: keys sorted, no spaces, characters as they are (not escaped).
-
-    JSON's escaping encoder is the faster (0.7 ms against 1.9 ms for a turn holding a 500 kB
-    question, which a gateway commits before it answers), and it writes the same text whenever
-    what it wrote holds no ``\\u`` escape: only characters from U+007F up are escaped by the one
-    and written as they are by the other. Otherwise the value is written again, unescaped."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"))
-    if "\\u" not in text:
-        return text
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    """The stored text of ``value``: keys sorted, no spaces, characters as they are (not escaped;
+    :func:`~ctxbudget.formats.jsonvalue.compact_json`: 0.7 ms against 1.9 ms for a turn holding a
+    500 kB question, which a gateway commits before it answers)."""
+    return compact_json(value, sort_keys=True)
 
 
 def as_stored(value: Any) -> Any:
