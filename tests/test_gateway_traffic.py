@@ -1530,3 +1530,21 @@ def test_an_upstream_that_closes_without_answering_is_told_as_such(tmp_path: Pat
         listener.close()
     assert answer.status_code == 502
     assert "upstream closed the connection without an answer" in answer.json()["error"]["message"]
+
+
+def test_a_stopped_gateway_leaves_its_store_whole_in_one_file(tmp_path: Path) -> None:
+    """The checkpoint thread's connection was never closed: after a clean stop the newest turns
+    were still in the write-ahead log beside the file (a copy of the file alone had 8 of 12)."""
+    import threading
+
+    before = {t for t in threading.enumerate() if t.name == "ctxbudget-checkpoint"}
+    with gateway_over_fake(tmp_path / "w.db") as (fake, url):
+        for n in range(10):
+            body = {"model": "gpt-4o", "messages": [{"role": "user", "content": f"{n} " + LONG * 3}]}
+            answer = httpx.post(url + "/v1/chat/completions", json=body, headers={"X-Ctxbudget-Session": "w"})
+            assert answer.status_code == 200
+    fake.gateway.close()  # what the app's lifespan does at shutdown (these tests serve without it)
+    assert not (tmp_path / "w.db-wal").exists()
+    assert SQLiteStore(tmp_path / "w.db").count_turns("w") == 10
+    after = {t for t in threading.enumerate() if t.name == "ctxbudget-checkpoint"}
+    assert after <= before  # this gateway's checkpoint thread stopped with it

@@ -53,15 +53,26 @@ class Gateway:
         previous turn is only remembered (:meth:`remember`: the in-process transport)."""
         self.config = config
         self.catalog = load_catalog(config.catalog_paths)
+        names = {config.policy, *config.allowed_policies} - {None}
+        self.policies: dict[str, Policy] = {str(n): load_policy(str(n)) for n in sorted(names, key=str)}
+        # what a client names an allowed policy by (its name, not a file's path on this server)
+        self.policy_names = {self.policies[p].name: p for p in config.allowed_policies}
+        if len(self.policy_names) < len(set(config.allowed_policies)):
+            raise ConfigError("two allowed policies have one name: a client could not tell them apart")
         # its answers wait for their commits: none of them waits for a checkpoint of the file too
         self.store = store or connect_store(
             config.store_path,
             busy_timeout_seconds=config.store_busy_timeout_seconds,
             background_checkpoints=True,
         )
-        self.writer = TurnWriter()
+        self._own_store = store is None  # opened here: closed by close()
         self.calibration = Calibration(store=self.store)
-        self.calibration.refresh()  # what earlier runs and the other replicas learned
+        try:
+            self.calibration.refresh()  # what earlier runs and the other replicas learned
+        except BaseException:
+            self._close_store()
+            raise
+        self.writer = TurnWriter()
         self.metrics = Metrics()
         # a store that can tell whether it takes a write now (an SQLite file) says so after a commit failed
         ping_write = getattr(self.store, "ping_write", None)
@@ -83,12 +94,6 @@ class Gateway:
             lambda: self.health.up,
             fail_open=config.store_fail_open,
         )
-        names = {config.policy, *config.allowed_policies} - {None}
-        self.policies: dict[str, Policy] = {str(n): load_policy(str(n)) for n in sorted(names, key=str)}
-        # what a client names an allowed policy by (its name, not a file's path on this server)
-        self.policy_names = {self.policies[p].name: p for p in config.allowed_policies}
-        if len(self.policy_names) < len(set(config.allowed_policies)):
-            raise ConfigError("two allowed policies have one name: a client could not tell them apart")
         self._ids = itertools.count(1)
         self.upstream = Upstream(
             self.client, self.metrics, upstream_at(config, ANTHROPIC, ANTHROPIC.path + "/count_tokens")
@@ -239,8 +244,14 @@ class Gateway:
         self.memory.remember(prepared, commit.index)  # only an answered turn is the next one's baseline
 
     def close(self) -> None:
-        """At shutdown: commit every turn handed over, then stop the writer."""
+        """At shutdown: commit every turn handed over, stop the writer, and close the store it
+        opened (its last connection checkpoints the write-ahead log into the file)."""
         self.writer.close()
+        self._close_store()
+
+    def _close_store(self) -> None:
+        if self._own_store:
+            self.store.close()
 
     def note_upstream_error(self, kind: str) -> None:
         """Count an upstream fault of ``kind``."""
