@@ -724,6 +724,10 @@ def test_serve_on_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert done.stderr.decode().strip() == (
         f"ctxbudget: cannot listen on 127.0.0.1:{port}: Address already in use (--host, --port)"
     )
+    # an address this machine does not have (TEST-NET-1: no name to look up, nothing sent)
+    absent = _cli_process(["serve", "--host", "192.0.2.1", "--store", str(tmp_path / "s.db")], tmp_path)
+    assert absent.returncode == 2 and absent.stdout == b""
+    assert "cannot listen on 192.0.2.1:8787: Cannot assign requested address" in absent.stderr.decode()
 
 
 def test_an_empty_input_name_is_told_as_such() -> None:

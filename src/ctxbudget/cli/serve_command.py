@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 from typing import TYPE_CHECKING
 
@@ -215,16 +214,27 @@ def _serve(config: GatewayConfig) -> None:
         f"anthropic {config.anthropic_upstream}, openai {config.openai_upstream}"
     )
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_keep_alive=KEEP_ALIVE_SECONDS))
-    server.run(sockets=[listening])
+    server.run(sockets=listening)
 
 
-def _listening(host: str, port: int) -> socket.socket:
-    """The gateway's socket, bound before the banner: a port in use, or a host this machine does
-    not have, is one line and exit 2 (uvicorn printed its own error after the banner, exit 3)."""
+def _listening(host: str, port: int) -> list[socket.socket]:
+    """The gateway's sockets, one for each address ``host`` resolves to (``localhost``: its IPv4
+    and IPv6 addresses, as uvicorn binds them), bound before the banner: a port in use, or a host
+    this machine cannot resolve or does not have, is one line and exit 2 (uvicorn printed its own
+    error after the banner, and exited 3)."""
+    sockets: list[socket.socket] = []
     try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
-        return socket.create_server((host, port), family=family)
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, address in dict.fromkeys(found):
+            listening = socket.socket(family, kind, proto)
+            sockets.append(listening)
+            listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:  # its own address only: the IPv4 one has its socket
+                listening.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            listening.bind(address)
+            listening.listen(2048)
     except OSError as exc:
-        reason = os.strerror(exc.errno) if exc.errno else str(exc)
-        fail(f"cannot listen on {host}:{port}: {reason} (--host, --port)", EXIT_USAGE)
-        raise AssertionError("unreachable") from exc
+        for opened in sockets:
+            opened.close()
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc} (--host, --port)", EXIT_USAGE)
+    return sockets
