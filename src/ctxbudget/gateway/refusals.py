@@ -146,7 +146,11 @@ LIBRARY_ERRORS: tuple[Rule, ...] = (
         400,
         {"anthropic": "context_too_large", "openai": "context_length_exceeded"},
         tail="; lower max_tokens, or raise X-Ctxbudget-Max-Context-Tokens (or serve --max-context-tokens)",
-        renamed={"reserve_output_tokens": "max_tokens"},
+        # the budget may be the client's header or the server's: both are named, not one
+        renamed={
+            "reserve_output_tokens": "max_tokens",
+            "budget (max_context_tokens=)": "budget (X-Ctxbudget-Max-Context-Tokens, or serve --max-context-tokens)",
+        },
     ),
     # Anything else is bad input; the library's reserve_output_tokens is the client's max_tokens.
     Rule(

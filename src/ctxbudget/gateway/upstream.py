@@ -149,9 +149,9 @@ class Upstream:
         except httpx.TimeoutException as exc:
             self.note_error("timeout")
             raise Refusal(504, f"upstream timed out: {type(exc).__name__}", "upstream_timeout") from exc
-        except httpx.RemoteProtocolError as exc:  # reached: it took the request and closed unanswered
+        except httpx.RemoteProtocolError as exc:  # reached: it closed unanswered, or answered no HTTP
             self.note_error("connection")
-            message = f"upstream closed the connection without an answer: {type(exc).__name__}"
+            message = f"upstream gave no HTTP answer ({str(exc)[:120] or type(exc).__name__})"
             raise Refusal(502, message, "upstream_unreachable") from exc
         except httpx.HTTPError as exc:
             self.note_error("connection")
