@@ -351,3 +351,45 @@ def test_a_text_the_tokenizer_refuses_is_named_by_its_field() -> None:
         with pytest.raises(InvalidRequestError, match="cannot be tokenized") as info:
             call()
         assert info.value.path == "$.messages[2]"
+
+
+def test_every_error_pickles_and_copies_as_it_was_made(tmp_path: Path) -> None:
+    """An error made with keywords, or with arguments other than its message, could not be made
+    again from its message: a fit raising one in a worker process failed in the pool instead."""
+    import copy
+    import pickle
+
+    from ctxbudget.errors import ReplyLeavesNothing, StoreError
+
+    caught: list[Exception] = []
+    for attempt in (
+        lambda: fit(
+            {
+                "messages": [
+                    {"role": "system", "content": "a word " * 2000},
+                    {"role": "user", "content": "hi"},
+                ]
+            },
+            model="gpt-4o",
+            max_context_tokens=500,
+            reserve_output_tokens=0,
+        ),
+        lambda: fit({"messages": []}, model="gpt-4oo"),
+        lambda: fit(
+            {"messages": [{"role": "user", "content": "hi"}]},
+            model="gpt-4o",
+            max_context_tokens=100,
+            reserve_output_tokens=200,
+        ),
+        lambda: fit({"messages": [{"role": "robot", "content": "hi"}]}, model="gpt-4o"),
+    ):
+        try:
+            attempt()
+        except CtxBudgetError as exc:
+            caught.append(exc)
+    caught += [StoreError(str(tmp_path), "is busy", "retry"), ReplyLeavesNothing(5, "x", 10, True)]
+    assert len(caught) == 6
+    for error in caught:
+        for again in (pickle.loads(pickle.dumps(error)), copy.copy(error)):
+            assert type(again) is type(error) and str(again) == str(error)
+            assert vars(again) == vars(error)

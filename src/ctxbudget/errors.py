@@ -24,8 +24,10 @@ are wrapped with ``raise ... from exc`` at the boundary where they enter.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
+from typing import Any, Self
 
 __all__ = [
     "BudgetExceeded",
@@ -58,7 +60,22 @@ def reworded(message: str, words: Iterable[tuple[str, str]]) -> str:
 
 
 class CtxBudgetError(Exception):
-    """Base class of every error ctxbudget raises on purpose."""
+    """Base class of every error ctxbudget raises on purpose.
+
+    Each keeps the arguments it was made with, so that it pickles and copies as it was made (an
+    error raised in a worker process reaches its pool): an error made with keywords, or with
+    arguments other than its message, could not be made again from its message alone."""
+
+    _made_with: tuple[tuple[Any, ...], dict[str, Any]]
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        made = super().__new__(cls, *args)
+        made._made_with = (args, kwargs)
+        return made
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        args, kwargs = self._made_with
+        return (functools.partial(type(self), **kwargs), args, self.__dict__)
 
 
 class ConfigError(CtxBudgetError):
