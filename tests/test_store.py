@@ -157,4 +157,6 @@ def test_store_options_are_checked_before_the_file_is_looked_at(
         connect_store(tmp_path / "s.db", **options)
     with pytest.raises(ConfigError, match="got an empty one"):
         connect_store("")
+    with pytest.raises(ConfigError, match="got an empty one"):
+        SQLiteStore("")
     assert not (tmp_path / "s.db").exists()

@@ -13,8 +13,8 @@ checkpoint on a connection of its own. A passive checkpoint takes no lock a writ
 commits go on while it copies. The pages a commit writes are estimated (its stored bodies over
 the page size, plus the few b-tree pages every commit touches); the estimate only says when to
 checkpoint. A checkpoint that fails is logged and tried again at the next threshold; the log
-then grows meanwhile, as it does while a reader holds it, and the store closes with SQLite's own
-last checkpoint.
+then grows meanwhile, as it does while a reader holds it. Closing the store stops the thread
+first, so that its own connection's close is the last and checkpoints the log into the file.
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ class BackgroundCheckpoints:
         self._thread = threading.Thread(target=self._run, name="ctxbudget-checkpoint", daemon=True)
         self._thread.start()
 
-    def wrote(self, characters: int) -> None:
-        """After a commit that stored ``characters`` of bodies: a checkpoint once enough was written."""
-        self._pages += _PAGES_PER_COMMIT + characters // self._page_size
+    def wrote(self, size: int) -> None:
+        """After a commit that stored ``size`` bytes of bodies: a checkpoint once enough was written."""
+        self._pages += _PAGES_PER_COMMIT + size // self._page_size
         if self._pages >= CHECKPOINT_PAGES:
             self._pages = 0
             self._wake.set()

@@ -241,10 +241,8 @@ def connect_store(
     ``background_checkpoints`` is the SQLite store's (a PostgreSQL server checkpoints on its own)."""
     if not isinstance(target, str | os.PathLike):
         raise ConfigError(f"a store is a file's path or a postgresql:// URL, got {type(target).__name__}")
-    check_store_options(mode, busy_timeout_seconds)
     location = os.fspath(target)
-    if not str(location).strip():
-        raise ConfigError("a store is a file's path or a postgresql:// URL, got an empty one")
+    check_store_options(location, mode, busy_timeout_seconds)
     if location.lower().startswith(POSTGRES_SCHEMES):
         from .postgres import PostgresStore
 
@@ -257,9 +255,12 @@ def connect_store(
     )
 
 
-def check_store_options(mode: object, busy_timeout_seconds: object) -> None:
-    """A mode opening knows and a finite wait of 0 or more (``mode="bogus"`` was told the store
-    did not exist; a NaN or negative wait was taken)."""
+def check_store_options(location: object, mode: object, busy_timeout_seconds: object) -> None:
+    """A location that names something, a mode opening knows and a finite wait of 0 or more
+    (``mode="bogus"`` was told the store did not exist, ``""`` that it was a folder; a NaN or
+    negative wait was taken)."""
+    if location in ("", b""):
+        raise ConfigError("a store is a file's path or a postgresql:// URL, got an empty one")
     if mode not in ("create", "write", "read"):
         raise ConfigError(f'a store\'s mode is "create", "write" or "read", got {mode!r:.40}')
     wait = busy_timeout_seconds
@@ -290,7 +291,7 @@ class SQLiteStore:
         busy_timeout_seconds: float = 30.0,
         background_checkpoints: bool = False,
     ) -> None:
-        check_store_options(mode, busy_timeout_seconds)
+        check_store_options(os.fspath(path), mode, busy_timeout_seconds)
         self.path = str(path)
         self.mode = mode
         self.busy_timeout_seconds = busy_timeout_seconds
@@ -303,7 +304,7 @@ class SQLiteStore:
         self._reads = Readers(
             self._absolute, self._db, self._lock, mode, busy_timeout_seconds, self._check_file
         )
-        self._written = 0  # characters of bodies stored by the open transaction
+        self._written = 0  # bytes of bodies stored by the open transaction
         self._checkpoints: BackgroundCheckpoints | None = None
         if background_checkpoints and self.path != ":memory:" and mode != "read":
             self._db.execute("PRAGMA wal_autocheckpoint=0")  # a commit never copies the log
@@ -411,7 +412,7 @@ class SQLiteStore:
         body = _canonical(value)
         sha = content_key(body)
         self._db.execute("INSERT OR IGNORE INTO content (sha256, body) VALUES (?, ?)", (sha, body))
-        self._written += len(body)
+        self._written += len(body) if body.isascii() else len(body.encode("utf-8"))
         return sha
 
     def _get(self, sha: str) -> Any:
