@@ -50,7 +50,7 @@ class Gateway:
         records: bool = True,
     ) -> None:
         """``records``: answered turns are stored (the served gateway); without, each session's
-        previous turn is only remembered (:meth:`remember`: the in-process transport)."""
+        previous turn is only remembered (:class:`.memory.TurnMemory`: the in-process transport)."""
         self.config = config
         self.catalog = load_catalog(config.catalog_paths)
         names = {config.policy, *config.allowed_policies} - {None}
