@@ -10,7 +10,7 @@ from ctxbudget import BudgetExceeded, ConfigError, CostCeilingExceeded
 from ctxbudget.assembly._assemble import assemble
 from ctxbudget.assembly._policy import get_policy, list_policies, parse_policy
 from ctxbudget.assembly._prefix import compare_prefixes
-from ctxbudget.errors import PinnedPrefixChanged, PrefixChanged, VolatileValueError
+from ctxbudget.errors import InvalidRequestError, PinnedPrefixChanged, PrefixChanged, VolatileValueError
 
 GOLDEN = Path(__file__).parent / "golden"
 SMALL = """
@@ -458,3 +458,11 @@ def test_a_chat_body_assembled_into_another_format_is_told_what_it_loses() -> No
     ]
     own = assemble(body, policy="legal-review", model="claude-sonnet-4-5", output_format="openai")
     assert "tools" in own.request and not any(w.startswith("not carried") for w in own.report.warnings)
+
+
+def test_a_chat_body_of_system_messages_alone_is_told_in_chat_words() -> None:
+    """It was told to "end the items with the question (kind "question")": an items body's words."""
+    body = {"model": "gpt-4o", "messages": [{"role": "system", "content": "You review records."}]}
+    with pytest.raises(InvalidRequestError, match=r"\$\.messages: no user message to send") as told:
+        assemble(body, policy="legal-review", model="claude-sonnet-4-5", output_format="openai")
+    assert "items" not in str(told.value)

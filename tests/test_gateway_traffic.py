@@ -1551,3 +1551,15 @@ def test_a_stopped_gateway_leaves_its_store_whole_in_one_file(tmp_path: Path) ->
     assert SQLiteStore(tmp_path / "w.db").count_turns("w") == 10
     after = {t for t in threading.enumerate() if t.name == "ctxbudget-checkpoint"}
     assert after <= before  # this gateway's checkpoint thread stopped with it
+
+
+def test_a_policy_mode_refusal_gives_no_advice_only_the_library_can_take(tmp_path: Path) -> None:
+    with gateway_over_fake(tmp_path / "p.db", allowed_policies=("legal-review",)) as (fake, url):
+        refused = httpx.post(
+            url + "/v1/chat/completions",
+            json={"model": "gpt-4o", "messages": [{"role": "system", "content": "You review records."}]},
+            headers={"X-Ctxbudget-Policy": "legal-review"},
+        )
+    told = refused.json()["error"]["message"]
+    assert refused.status_code == 400 and "no user message to send as the current turn" in told
+    assert "output format" not in told and "items" not in told and fake.received == []

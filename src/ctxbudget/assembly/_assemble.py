@@ -34,7 +34,7 @@ from ._pricing import Priced, within_ceiling
 from ._render import OutputFormat, block_texts
 from ._report import AssemblyReport
 from ._reporting import build_report
-from ._request import ContextRequest, parse_context_request
+from ._request import ContextItem, ContextRequest, parse_context_request
 from ._tiers import select_ledger
 
 __all__ = ["AssemblyResult", "assemble", "check_envelope"]
@@ -113,10 +113,18 @@ def _queries(parsed: ContextRequest) -> tuple[str, str]:
     return " ".join([i.text for i in parsed.current] + [tags]), tags
 
 
+def _from_chat(item: ContextItem) -> bool:
+    """Whether an item is a chat body's: a message, or its system prompt (a body of system
+    messages alone was told to "end the items with the question (kind "question")")."""
+    return item.source is not None or (
+        item.origin is not None and item.origin[0].startswith(("$.messages", "$.system", "$.instructions"))
+    )
+
+
 def _check_question(parsed: ContextRequest, fmt: OutputFormat) -> None:
     """Fail on an empty question (one with neither text nor a provider message), and on a chat
     body with no current turn (a provider body needs the user's message)."""
-    if not parsed.current and fmt != "text" and any(i.source is not None for i in parsed.items):
+    if not parsed.current and fmt != "text" and any(_from_chat(i) for i in parsed.items):
         raise InvalidRequestError(  # a chat body whose messages hold no user turn (a prefill alone)
             f"no user message to send as the current turn of an {fmt} body: end the messages with "
             'the user\'s message, or render with output format "text"',

@@ -53,6 +53,8 @@ GATEWAY_OPTIONS = (
     ("catalog=load_catalog(FILE)", "serve --catalog FILE"),
     # the route names the body's format: there is nothing to name
     (", or name the body's format with input_format=", " (this route's API)"),
+    # the gateway sends a provider body: a text rendering is the library's
+    (', or render with output format "text"', ""),
 )
 NOTHING_SENT = "; nothing was sent"
 
