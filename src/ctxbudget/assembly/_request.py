@@ -61,11 +61,12 @@ class _Item(BaseModel):
     content: list[_TextBlock] | None = None
     role: Literal["user", "assistant"] | None = None
     score: float | None = None
-    tags: list[str] = []
+    # factories, not literal defaults: pydantic deep-copies those for each item (250 copies a turn)
+    tags: list[str] = Field(default_factory=list)
     citation: str | None = None
     supersedes: str | None = None
     group: str | None = None
-    metadata: dict[str, Any] = {}
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("tier", mode="before")
     @classmethod
@@ -85,7 +86,7 @@ class _Item(BaseModel):
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
     items: list[_Item]
-    confirm_evict: list[str] = []
+    confirm_evict: list[str] = Field(default_factory=list)
     issue_tags: list[str] | None = None
     session: str | None = None
 
