@@ -4,7 +4,6 @@ the cost, the invariants' statuses and the pinned prefix for the next turn to co
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 
 from ..cache import CachePrediction
@@ -33,9 +32,17 @@ def _block_tokens(setup: Setup, draft: Draft, tier: str) -> int:
 
 
 def _decision(setup: Setup, d: ItemDecision) -> DecisionReport:
-    """A decision in raw tokens, as the report gives it (scaled)."""
+    """A decision in raw tokens, as the report gives it (scaled). Made directly: a report holds a
+    decision an item (125 for the legal example's turn), and ``dataclasses.replace`` took 4.3 us
+    against 2.6 us a decision."""
     scale = setup.counter.scale
-    return dataclasses.replace(d, tokens_before=scale(d.tokens_before), tokens_after=scale(d.tokens_after))
+    return DecisionReport(
+        id=d.id,
+        action=d.action,
+        tokens_before=scale(d.tokens_before),
+        tokens_after=scale(d.tokens_after),
+        reason=d.reason,
+    )
 
 
 def _ledger_decisions(setup: Setup) -> tuple[ItemDecision, ...]:
