@@ -607,3 +607,27 @@ def test_a_turns_answer_and_usage_are_checked_before_anything_is_stored(
     assert store.count_turns("s") == 2
     with pytest.raises(CtxBudgetError, match=r"usage\.actual\.input_tokens"):
         session.add("And a third?", answer="No.", usage={"actual": {"input_tokens": -5}})
+
+
+def test_a_long_sessions_turns_keep_every_prefix_they_mark_cached(tmp_path: Path) -> None:
+    """Of the cached prefixes carried from turn to turn (at most 32) the kept ones were those whose
+    hashes sorted first when no idle time was given: from turn 30 a turn's own prefixes were
+    dropped, and later turns predicted the unchanged pinned playbook a miss (a 1-hour write of it,
+    five times the turn's cost, refused over a ceiling it never neared)."""
+    from ctxbudget.simulation.scenario import bundled_scenario
+
+    store = SQLiteStore(tmp_path / "s.db")
+    base = dict(bundled_scenario().base)
+    session = Session.create(store, "long", policy="legal-review", model="claude-sonnet-4-5", base=base)
+    pinned_reads = []
+    for n in range(1, 41):
+        _, turn = session.add(
+            f"Turn {n}: what does the record show on issue {n % 6}?",
+            answer=f"Therefore the record shows EX-{n:02d}. Status: CONFIRMED.",
+            tags=[f"Issue{n % 6}"],
+        )
+        report = turn.report
+        kept = {entry["prefix_sha256"] for entry in report["cache_entries"]}
+        assert {b["prefix_sha256"] for b in report["breakpoints"]} <= kept, n
+        pinned_reads.append(report["cache"]["read_tokens"] >= report["breakpoints"][0]["prefix_tokens"])
+    assert all(pinned_reads[1:])  # after the first turn, the pinned playbook is read every turn

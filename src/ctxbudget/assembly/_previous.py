@@ -104,15 +104,29 @@ def _entries(given: object) -> list[tuple[str, str, float]]:
 
 
 def entries_after(
-    alive: Mapping[str, tuple[str, float]], read_sha256: str | None, written: Sequence[tuple[str, str]]
+    alive: Mapping[str, tuple[str, float]],
+    read_sha256: str | None,
+    written: Sequence[tuple[str, str]],
+    marked: Sequence[str] = (),
 ) -> list[tuple[str, str, float]]:
-    """What the provider holds after this call: the entries alive before it, the one it reads and
-    those it writes (``(prefix_sha256, ttl)``) used now; the :data:`MAX_CACHE_ENTRIES` most
-    recently used, newest first."""
-    entries = dict(alive)
-    if read_sha256 is not None and read_sha256 in entries:
-        entries[read_sha256] = (entries[read_sha256][0], 0.0)
+    """What the provider holds after this call, at most :data:`MAX_CACHE_ENTRIES`: the prefix it
+    reads and those it writes (``(prefix_sha256, ttl)``), used now; then the call's other marked
+    prefixes still alive (``marked``: passed over, so as old as their last use, but what the next
+    turn can read); then the rest of ``alive`` (newest first), the most recently used first.
+
+    The cap is this record's, not the provider's: ranked by age alone (every age is 0 when no idle
+    time is given) the kept 32 were those whose hashes sorted first, and from turn 30 of a session
+    a turn's own prefixes were dropped; ranked by use alone the pinned playbook, read inside a
+    longer prefix every turn, aged out of the 32, and a turn whose longer prefix changed predicted
+    the playbook a miss (a 1-hour write, five times the turn's cost: refused over a ceiling)."""
+    used: dict[str, tuple[str, float]] = {}
+    if read_sha256 is not None and read_sha256 in alive:
+        used[read_sha256] = (alive[read_sha256][0], 0.0)
     for digest, ttl in written:
-        entries[digest] = (ttl, 0.0)
-    ranked = sorted(entries.items(), key=lambda kv: (kv[1][1], kv[0]))[:MAX_CACHE_ENTRIES]
+        used[digest] = (ttl, 0.0)
+    carried = {d: alive[d] for d in marked if d in alive and d not in used}
+    rest = sorted(
+        ((d, v) for d, v in alive.items() if d not in used and d not in carried), key=lambda kv: kv[1][1]
+    )
+    ranked = [*used.items(), *carried.items(), *rest][:MAX_CACHE_ENTRIES]  # the sort is stable: ties in order
     return [(digest, ttl, age) for digest, (ttl, age) in ranked]

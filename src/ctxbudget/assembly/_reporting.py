@@ -139,9 +139,10 @@ def _cache_entries(priced: Priced, alive: Mapping[str, tuple[str, float]]) -> tu
         for p, status in zip(priced.breakpoints, prediction.statuses, strict=True)
         if status == "write"
     ]
+    marked = [p.prefix_sha256 for p in priced.breakpoints]
     return tuple(
         CacheEntryReport(prefix_sha256=digest, ttl=ttl, age_seconds=age)
-        for digest, ttl, age in entries_after(alive, prediction.read_sha256, written)
+        for digest, ttl, age in entries_after(alive, prediction.read_sha256, written, marked)
     )
 
 
