@@ -466,3 +466,43 @@ def test_a_chat_body_of_system_messages_alone_is_told_in_chat_words() -> None:
     with pytest.raises(InvalidRequestError, match=r"\$\.messages: no user message to send") as told:
         assemble(body, policy="legal-review", model="claude-sonnet-4-5", output_format="openai")
     assert "items" not in str(told.value)
+
+
+def test_a_superseding_item_kept_for_the_one_it_replaces_says_so() -> None:
+    """An item kept in the place of a selected one it supersedes was said to match the issue tags
+    when its own did not."""
+    record = "47:12 Q. Did you send the notice?\n47:13 A. Yes, I sent it on March 3."
+    items = [
+        {"id": "p", "tier": "pinned", "kind": "playbook", "text": "Cite page:line. " * 50},
+        {
+            "id": "E1",
+            "tier": "critical",
+            "kind": "evidence",
+            "text": "A. I never sent notice.",
+            "tags": ["Notice"],
+        },
+        {
+            "id": "E2",
+            "tier": "critical",
+            "kind": "evidence",
+            "text": "A. Yes, I sent it on March 3.",
+            "citation": "47:13",
+            "supersedes": "E1",
+            "tags": ["Other"],
+        },
+        {
+            "id": "E3",
+            "tier": "critical",
+            "kind": "evidence",
+            "text": "A. The notice went out.",
+            "tags": ["Notice"],
+        },
+        {"id": "tr", "tier": "contextual", "kind": "document", "text": record},
+        {"id": "q", "kind": "question", "text": "When was notice given?"},
+    ]
+    report = assemble(
+        {"items": items, "issue_tags": ["Notice"]}, policy="legal-review", model="claude-sonnet-4-5"
+    ).report
+    reasons = {d.id: d.reason for t in report.tiers if t.name == "critical" for d in t.items}
+    assert reasons["E2"] == "protected, verbatim, in the place of E1, which the issue tags select"
+    assert reasons["E3"] == "protected, verbatim, tags match the issue tags"

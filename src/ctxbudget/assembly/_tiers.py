@@ -220,9 +220,19 @@ def _protected(
             parts={label: counter.scale(total)},
             hint=TIER_HINT,
         )
-    reason = "protected, verbatim" + (", tags match the issue tags" if request.issue_tags is not None else "")
-    decisions += [_kept(i, cost(i.text), reason if i.tags else "protected, verbatim") for i in kept]
+    decisions += [_kept(i, cost(i.text), _kept_reason(i, request.issue_tags)) for i in kept]
     return TierSelection(tier=tier, texts=tuple((i, i.text) for i in kept), decisions=tuple(decisions))
+
+
+def _kept_reason(item: ContextItem, issue_tags: frozenset[str] | None) -> str:
+    """Why a protected item is kept: verbatim, and selected by its tags, or in the place of the
+    selected item it supersedes (it was said to match the issue tags when its own did not)."""
+    if issue_tags is None or not item.tags:
+        return "protected, verbatim"
+    wanted = {t.casefold() for t in issue_tags}
+    if wanted.intersection(t.casefold() for t in item.tags):
+        return "protected, verbatim, tags match the issue tags"
+    return f"protected, verbatim, in the place of {item.supersedes}, which the issue tags select"
 
 
 def _compact(
