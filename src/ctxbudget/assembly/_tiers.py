@@ -123,13 +123,18 @@ def _check_supersede(item: ContextItem, tier: Tier, sources: Sources) -> str:
     return f"quote verified at {item.citation}"
 
 
+def _tags_match(item: ContextItem, tags: frozenset[str]) -> bool:
+    """Whether one of the item's tags is among ``tags``, case aside."""
+    wanted = {t.casefold() for t in tags}
+    return any(t.casefold() in wanted for t in item.tags)
+
+
 def _not_selected(items: list[ContextItem], tags: frozenset[str] | None) -> set[str]:
     """Ids of tagged items with no tag among the case's issue tags (case aside; untagged items
     always stay). An item that supersedes a selected one takes its place, selected too."""
     if tags is None:
         return set()
-    wanted = {t.casefold() for t in tags}
-    out = {i.id for i in items if i.tags and not wanted.intersection(t.casefold() for t in i.tags)}
+    out = {i.id for i in items if i.tags and not _tags_match(i, tags)}
     replaced = {i.id: i.supersedes for i in items if i.supersedes}
     changed = True
     while changed:  # along supersede chains: the newest quote of a selected one is selected
@@ -229,8 +234,7 @@ def _kept_reason(item: ContextItem, issue_tags: frozenset[str] | None) -> str:
     selected item it supersedes (it was said to match the issue tags when its own did not)."""
     if issue_tags is None or not item.tags:
         return "protected, verbatim"
-    wanted = {t.casefold() for t in issue_tags}
-    if wanted.intersection(t.casefold() for t in item.tags):
+    if _tags_match(item, issue_tags):
         return "protected, verbatim, tags match the issue tags"
     return f"protected, verbatim, in the place of {item.supersedes}, which the issue tags select"
 
