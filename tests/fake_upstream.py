@@ -352,7 +352,9 @@ class FakeUpstream:
                     "usage": usage,
                 }
             )
-        return StreamingResponse(self._openai_chunks(body, text, usage), media_type="text/event-stream")
+        # a server that labels its stream text/plain: its events still come
+        kind = "text/plain" if body["model"] == "fault-plain-events" else "text/event-stream"
+        return StreamingResponse(self._openai_chunks(body, text, usage), media_type=kind)
 
     async def _openai_chunks(
         self, body: dict[str, Any], text: str, usage: dict[str, Any]

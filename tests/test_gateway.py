@@ -236,6 +236,36 @@ def test_a_json_answer_to_a_stream_request_reaches_the_client(stack: tuple[FakeU
     assert [t.question for t in SQLiteStore(store).turns("json-stream")] == ["hi"]
 
 
+def test_a_page_answered_to_a_stream_request_is_a_502_naming_it(
+    stack: tuple[FakeUpstream, str, Path],
+) -> None:
+    # A captive portal's page with status 200 was relayed as events: the client got a 200 stream
+    # ending in "upstream closed the stream before it finished", which named the network.
+    _, url, store = stack
+    chat = {"model": "fault-html-200", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    answer = httpx.post(url + "/v1/chat/completions", json=chat, headers={"X-Ctxbudget-Session": "portal"})
+    assert answer.status_code == 502
+    message = answer.json()["error"]["message"]
+    assert "text/html to a streamed request" in message and "captive portal" in message
+    messages = {**chat, "max_tokens": 10}
+    headers = {"anthropic-version": "2023-06-01", "X-Ctxbudget-Session": "portal"}
+    answer = httpx.post(url + "/v1/messages", json=messages, headers=headers)
+    assert answer.status_code == 502 and answer.json()["type"] == "error"
+    assert 'kind="not_events"' in httpx.get(url + "/metrics").text
+    assert "portal" not in SQLiteStore(store).names()
+
+
+def test_a_stream_labelled_plain_text_is_relayed_as_events(stack: tuple[FakeUpstream, str, Path]) -> None:
+    _, url, store = stack
+    body = {"model": "fault-plain-events", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    with httpx.stream(
+        "POST", url + "/v1/chat/completions", json=body, headers={"X-Ctxbudget-Session": "plain"}
+    ) as answer:
+        lines = [line for line in answer.iter_lines() if line.startswith("data:")]
+    assert answer.status_code == 200 and lines[-1] == "data: [DONE]"
+    assert [t.answer for t in SQLiteStore(store).turns("plain")] == ["echo: hi"]
+
+
 def test_a_connection_dropped_after_the_streams_end_is_no_error(
     stack: tuple[FakeUpstream, str, Path],
 ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -24,7 +25,7 @@ from .upstream import passed_back
 
 logger = logging.getLogger("ctxbudget.gateway")
 
-__all__ = ["complete", "error_response", "refused", "relay", "upstream_failure"]
+__all__ = ["complete", "error_response", "not_events", "refused", "relay", "upstream_failure"]
 
 
 def error_response(provider: Provider, status: int, message: str, code: str) -> JSONResponse:
@@ -73,6 +74,33 @@ async def upstream_failure(provider: Provider, gateway: Gateway, response: httpx
         message = f"upstream answered {status}: {snippet}"
         return JSONResponse(provider.error_body(status, message, "upstream_error"), status, headers)
     return Response(body, status_code=status, headers=headers, media_type="application/json")
+
+
+async def not_events(gateway: Gateway, response: httpx.Response, kind: str) -> Refusal | None:
+    """For a streamed request answered with a content type other than events or JSON: None when
+    its body, read whole, still reads as events (a server that labels its stream ``text/plain``;
+    the caller relays what was read), else a 502 naming what came (a captive portal's or a
+    proxy's page with status 200; nothing is stored). Relayed as events, such a page ended in
+    "upstream closed the stream before it finished", which sent the user looking at the network
+    instead of at ``--*-upstream``."""
+    try:
+        body = await gateway.read_answer(response)
+    except BaseException:
+        await response.aclose()
+        raise
+    if _EVENT_LINE.match(body):
+        return None
+    await response.aclose()
+    snippet = " ".join(body[:120].decode("utf-8", "replace").split())
+    message = (
+        f"upstream answered {response.status_code} with {kind.split(';')[0].strip()} to a streamed "
+        f"request, neither an event stream nor JSON ({snippet!r}); check the upstream's address"
+    )
+    return gateway.upstream_fault(response, 502, "not_events", message, "upstream_error")
+
+
+# A body whose first line is a server-sent event's field or comment (after any blank lines).
+_EVENT_LINE = re.compile(rb"\s*(?:data|event|id|retry)?:")
 
 
 class ClientGone(Exception):

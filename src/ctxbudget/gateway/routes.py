@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from ..errors import CtxBudgetError, StoreError
 from ..session.store import SessionStore
-from .answers import ClientGone, complete, error_response, refused, relay, upstream_failure
+from .answers import ClientGone, complete, error_response, not_events, refused, relay, upstream_failure
 from .bodies import header_value, named_session
 from .config import GatewayConfig
 from .intake import Progress, outbound, read_json
@@ -78,8 +78,11 @@ async def _forward(
             return await upstream_failure(provider, gateway, upstream), "upstream_error"
         # An upstream that ignores `stream` (some compatible servers) answers JSON: relayed as it
         # came, where reading it as events dropped it for a "closed before it finished" error.
-        answered_json = upstream.headers.get("content-type", "").lower().startswith("application/json")
+        kind = upstream.headers.get("content-type", "").lower()
+        answered_json = kind.startswith("application/json")
         if ready.body.get("stream") and not answered_json:
+            if kind and "event-stream" not in kind and (fault := await not_events(gateway, upstream, kind)):
+                raise fault  # a portal's page with status 200: no events will come
             return relay(gateway, provider, ready.prepared, upstream, ready.usage_added), "streamed"
         try:
             reading = functools.partial(_unless_gone, request)  # the answer's body is waited on too
