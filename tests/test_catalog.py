@@ -465,6 +465,21 @@ def test_invalid_catalog_names_the_field(tmp_path: Path) -> None:
             b'"prices": {"input": 1, "output": Infinity}}]}',
             r"\$\.models\[0\]\.prices\.output: Input should be a finite number",
         ),
+        (  # read as a number by validation, then used as the string it is: a traceback at `models`
+            b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5, '
+            b'"prices": {"input": "0.5", "output": 1}}]}',
+            r"\$\.models\[0\]\.prices\.input: Input should be a valid number",
+        ),
+        (  # validated as false, then used as the string "false": a true value
+            b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5, '
+            b'"tokenizer": {"encoding": "o200k_base", "exact": "false"}}]}',
+            r"\$\.models\[0\]\.tokenizer\.exact: Input should be a valid boolean",
+        ),
+        (  # found in every id: any typo, and every id without an entry, resolved to this model
+            b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5, '
+            b'"match": {"regex": ".*"}}]}',
+            r"\$\.models\[0\]\.match: the rule matches any id, which would resolve every model id",
+        ),
         (  # JSON keeps the last of a repeated key: the window would silently be 5
             b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 9, '
             b'"context_window": 5}]}',

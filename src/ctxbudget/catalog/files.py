@@ -14,7 +14,7 @@ from ..tokens.registry import list_encodings
 from .bundled import entry_heads, read_document
 from .catalog import Catalog
 from .entries import ModelEntries
-from .matching import compile_clause
+from .matching import ANY_IDS, compile_clause
 from .values import (
     FALLBACK_TOKENIZER,
     NO_CACHE,
@@ -167,7 +167,11 @@ def _check_rules(raw: Mapping[str, Any], source: str) -> None:
     """Every match rule compiles; errors name the file and the JSON path."""
     for i, entry in enumerate(raw.get("models") or []):
         if entry.get("match") is not None:
-            compile_clause(entry["match"], f"{source}: $.models[{i}].match")
+            where = f"{source}: $.models[{i}].match"
+            if all(map(compile_clause(entry["match"], where), ANY_IDS)):  # {"regex": ".*"}
+                raise ConfigError(
+                    f"{where}: the rule matches any id, which would resolve every model id to this model"
+                )
     for i, entry in enumerate(raw.get("providers") or []):
         compile_clause(entry["model_match"], f"{source}: $.providers[{i}].model_match")
 

@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..regexes import slow_pattern_hint
 
-__all__ = ["Predicate", "compile_clause"]
+__all__ = ["ANY_IDS", "Predicate", "compile_clause"]
 
 Predicate = Callable[[str], bool]
 
@@ -33,6 +33,11 @@ def _regex(pattern: str, where: str) -> Predicate:
     if hint := slow_pattern_hint(pattern):  # a client's model id is matched against it
         raise ConfigError(f"{where}: match regex '{pattern}' {hint}")
     return lambda s: compiled.search(s) is not None
+
+
+# Ids no model's rule means to match all together (an empty one among them): a rule that holds for
+# each of them holds for every id, as an empty match string would.
+ANY_IDS = ("", "x", "Q-9", "._:/@~")
 
 
 def compile_clause(clause: Mapping[str, Any], where: str = "match") -> Predicate:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 class _Strict(BaseModel):
     # no NaN or Infinity: a price of `inf` made costs NaN and reports that are not strict JSON
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
 
 # A model id or alias a client can send: no blank or control character (the resolver gives such
