@@ -186,6 +186,19 @@ def test_items_with_no_current_turn_are_refused_for_a_chat_body_and_rendered_as_
     )
 
 
+def test_an_envelope_above_the_models_window_is_told_as_the_policys_not_as_what_was_assembled() -> None:
+    # The parts assembled were a few tokens: "the parts that cannot be trimmed need 32,000 tokens"
+    # named the policy's envelope as if the request needed it.
+    body = {"items": [{"id": "q", "kind": "question", "text": "When?"}]}
+    with pytest.raises(BudgetExceeded) as told:
+        assemble(body, policy="legal-review", model="gpt-4")
+    message = str(told.value)
+    assert message.startswith(
+        "cannot fit: the policy's envelope is 32,000 tokens but only 8,192 are available"
+    )
+    assert "'gpt-4' (gpt-4) has a 8,192-token window" in message and "need" not in message
+
+
 def test_confirm_evict_of_an_id_no_item_has_is_refused() -> None:
     body = {
         "items": [{"id": "q", "kind": "question", "text": "When?"}],

@@ -104,6 +104,9 @@ def check_envelope(policy: Policy, spec: ModelSpec, model: str) -> None:
                 parts={f"policy {policy.name!r} {part}": required},
                 hint=f"{model!r} ({spec.id}) {fact}; choose a model with a larger window, "
                 "or lower the policy's envelope_tokens",
+                # the policy's budget, not what was assembled ("the parts ... need" told a user
+                # whose assembly was 20,702 tokens that it needed 32,000)
+                needs=f"the policy's {part.split(' (')[0]} is",
             )
 
 
