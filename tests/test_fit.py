@@ -291,10 +291,10 @@ def test_budget_percentages_are_clamped_and_warned() -> None:
         model=MODEL,
         max_context_tokens=300,
         reserve_output_tokens=0,
-        budget={"system": "junk", "query": float("nan"), "documents": 250, "history": -5},
+        budget={"query": float("nan"), "documents": 250, "history": -5},
     )
     warnings = " ".join(result.report.warnings)
-    assert "not a number" in warnings and "NaN" in warnings and "clamped" in warnings
+    assert "NaN" in warnings and "clamped" in warnings  # a share that is no number is refused (below)
 
 
 def test_unused_budget_is_redistributed() -> None:
@@ -528,6 +528,16 @@ def test_emptying_what_cannot_fit_says_whether_the_emptied_request_fits() -> Non
 def test_a_negative_budget_share_is_not_a_percent() -> None:
     with pytest.raises(ConfigError, match="-5 is not a percent from 0 to 100"):
         parse_budget_spec("system=-5")
+
+
+@pytest.mark.parametrize("share", ["10", "ten", True, None, [10]])
+def test_a_budget_share_that_is_not_a_number_is_refused_naming_it(share: object) -> None:
+    # "10" was read as 10% in silence, True as 0% with a warning
+    body = {"messages": [{"role": "user", "content": "hi"}]}
+    with pytest.raises(
+        ConfigError, match=rf"budget\['system'\] must be a number .*got {re.escape(repr(share))}"
+    ):
+        fit(body, model="gpt-4o", budget={"system": share})
 
 
 def test_a_budget_that_would_leave_no_message_is_an_error() -> None:

@@ -103,6 +103,7 @@ def check_options(**options: Any) -> None:
         not isinstance(budget, Mapping) or not all(isinstance(k, str) for k in budget)
     ):
         raise ConfigError(f"budget must map component names to percentages, got {budget!r:.80}")
+    _check_percentages(budget)
     scorer = options["passage_scorer"]
     if scorer is not None and not callable(scorer):
         raise ConfigError(
@@ -113,6 +114,15 @@ def check_options(**options: Any) -> None:
             raise ConfigError(f"{flag} must be True or False, got {options[flag]!r}")
     if scorer is not None and not options["split_documents"]:
         raise ConfigError("passage_scorer is used only when split_documents=True; set both or neither")
+
+
+def _check_percentages(budget: Mapping[str, Any] | None) -> None:
+    """Each share is a number, int or float: a numeric string was read as its number (``"10"``:
+    10%, in silence) and a boolean as 0% with a warning; both are the caller's type error. A
+    number out of 0..100, or NaN, is still clamped with a warning (``BudgetSplit``)."""
+    for name, value in (budget or {}).items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"budget[{name!r}] must be a number (a percent, 0 to 100), got {value!r:.40}")
 
 
 def check_steps(low_water: Any, previous_cut: Any) -> HistoryCut | None:
