@@ -97,6 +97,14 @@ def test_a_malformed_budget_is_exit_2(tmp_path: Path, spec: str) -> None:
     assert result.output.count("\n") == 1 and "budget" in result.output
 
 
+@pytest.mark.parametrize("spec", ["", " ", ","])
+def test_a_budget_spec_with_no_entry_is_a_usage_error(tmp_path: Path, spec: str) -> None:
+    # it ran the fit at the default percentages, as if --budget had not been given
+    result = CliRunner().invoke(main, ["fit", _write(tmp_path, _chat(2)), "--budget", spec])
+    assert result.exit_code == 2, result.output
+    assert "--budget" in result.output and "names no component" in result.output
+
+
 def test_warnings_go_to_stderr_and_body_prints_only_the_request(tmp_path: Path) -> None:
     path = _write(tmp_path, _chat(30))
     args = [

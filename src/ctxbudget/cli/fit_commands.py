@@ -46,8 +46,9 @@ if TYPE_CHECKING:
 @click.option(
     "--budget",
     "budget_spec",
-    default="",
+    default=None,
     metavar="SPEC",
+    callback=lambda _ctx, _param, spec: _some_entry(spec),
     help="Percentages, e.g. system=10,query=15,documents=50,history=25.",
 )
 @click.option(
@@ -103,7 +104,7 @@ def fit_command(
     catalogs: tuple[str, ...],
     max_context_tokens: int,
     reserve_output_tokens: int | None,
-    budget_spec: str,
+    budget_spec: str | None,
     on_overflow: str,
     score_order: str,
     document_order: str,
@@ -129,7 +130,7 @@ def fit_command(
                 model=model,
                 max_context_tokens=max_context_tokens,
                 reserve_output_tokens=reserve_output_tokens,
-                budget=parse_budget_spec(budget_spec),
+                budget=parse_budget_spec(budget_spec or ""),
                 input_format=format_,
                 on_overflow=on_overflow,  # type: ignore[arg-type]
                 score_order=score_order,  # type: ignore[arg-type]
@@ -143,6 +144,14 @@ def fit_command(
         _print_fit(result, body_only=body_only, as_json=as_json)
 
     run_action(action)
+
+
+def _some_entry(spec: str | None) -> str | None:
+    """``--budget``'s spec, refused when it names no component (``""``, ``" "``, ``","`` ran the
+    fit at the default percentages, as if the flag had not been given)."""
+    if spec is not None and not spec.replace(",", "").strip():
+        raise click.BadParameter(f"{spec!r} names no component; give NAME=PERCENT entries, e.g. documents=50")
+    return spec
 
 
 def _check_fit_flags(*, semantic: bool, split_documents: bool, body_only: bool, as_json: bool) -> None:
