@@ -10,7 +10,7 @@ from ctxbudget import BudgetExceeded, ConfigError, CostCeilingExceeded
 from ctxbudget.assembly._assemble import assemble
 from ctxbudget.assembly._policy import get_policy, list_policies, parse_policy
 from ctxbudget.assembly._prefix import compare_prefixes
-from ctxbudget.errors import InvalidRequestError, PinnedPrefixChanged, PrefixChanged, VolatileValueError
+from ctxbudget.errors import InvalidRequestError, PinnedPrefixChanged, PrefixChanged, VolatileValueError, usd
 
 GOLDEN = Path(__file__).parent / "golden"
 SMALL = """
@@ -186,7 +186,7 @@ def test_cost_ceiling_refuses_or_degrades() -> None:
     # the last line says what the degraded tier holds as sent (a target is a limit, not a size)
     held = {t.name: t.tokens for t in cheap.report.tiers}
     last = cheap.report.degraded[-1]
-    assert last.startswith(f"under the ceiling at ${cheap.report.cost_usd:.4f} with ")
+    assert last.startswith(f"under the ceiling at {usd(cheap.report.cost_usd)} with ")
     assert any(f"{name} {tokens:,} tokens" in last for name, tokens in held.items())
 
 

@@ -577,16 +577,16 @@ def test_simulate_refuses_a_server_url_for_its_store_without_echoing_it() -> Non
 
 
 def test_session_list_never_shows_an_unknown_price_as_zero() -> None:
-    """An unpriced session was listed at $0.0000 while `session show` said "price unknown"."""
+    """An unpriced session was listed at $0.00 while `session show` said "price unknown"."""
     from ctxbudget.cli.session_commands import _cost_of
 
     def row(cost: float | None, turns: int, unpriced: int) -> dict[str, Any]:
         return {"cost_usd": cost, "turns": turns, "unpriced_turns": unpriced}
 
     assert _cost_of(row(None, 1, 1)) == "price unknown"
-    assert _cost_of(row(0.75, 3, 1)) == "$0.7500 (and 1 turns of unknown price)"
-    assert _cost_of(row(0.5, 1, 0)) == "$0.5000"
-    assert _cost_of(row(None, 0, 0)) == "$0.0000"
+    assert _cost_of(row(0.75, 3, 1)) == "$0.75 (and 1 turns of unknown price)"
+    assert _cost_of(row(0.5, 1, 0)) == "$0.50"
+    assert _cost_of(row(None, 0, 0)) == "$0.00"
 
 
 def test_models_resolve_words_its_warning_with_the_cli_flags(tmp_path: Path) -> None:

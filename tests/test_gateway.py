@@ -155,7 +155,7 @@ def test_cost_ceiling_refuses_before_sending(tmp_path: Path) -> None:
                 max_tokens=4000,
                 messages=[{"role": "user", "content": "expensive"}],
             )
-        assert "ceiling" in str(info.value) and "$0.0010" in str(info.value)
+        assert "ceiling" in str(info.value) and "the ceiling $0.001 per" in str(info.value)
         with pytest.raises(openai.BadRequestError, match="ceiling"):
             _openai(url).chat.completions.create(
                 model="gpt-4", max_tokens=4000, messages=[{"role": "user", "content": "x"}]

@@ -230,15 +230,17 @@ TIER_HINT = (
 
 
 def usd(amount: float) -> str:
-    """An amount in USD for a message: four decimals, or as many as show a smaller amount's first
-    three digits (a ceiling of $0.000001 is not "$0.0000"), in powers of ten below a millionth of
-    a dollar (a ceiling of 1e-300 was written with 300 zeros)."""
-    if amount == 0 or not math.isfinite(amount) or abs(amount) >= 0.01:
-        return f"${amount:.4f}"
-    if abs(amount) < 1e-6:
+    """An amount in USD for a message: to four decimals, or to a smaller amount's first three
+    digits (a ceiling of $0.000001 is not "$0.0000"), trailing zeros dropped down to two decimals
+    ("$0.45", "$0.001": it was "$0.4500" and "$0.00100"); below a millionth of a dollar in powers
+    of ten (a ceiling of 1e-300 was written with 300 zeros)."""
+    if not math.isfinite(amount):
+        return f"${amount}"
+    if amount != 0 and abs(amount) < 1e-6:
         return f"${amount:.3g}"
-    decimals = 2 - math.floor(math.log10(abs(amount)))
-    return f"${amount:.{decimals}f}"
+    decimals = 4 if amount == 0 or abs(amount) >= 0.01 else 2 - math.floor(math.log10(abs(amount)))
+    whole, _, fraction = f"{amount:.{decimals}f}".partition(".")
+    return f"${whole}.{fraction.rstrip('0'):0<2}"
 
 
 class CostCeilingExceeded(CtxBudgetError):

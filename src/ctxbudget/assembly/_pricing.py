@@ -12,7 +12,7 @@ from typing import Any
 from ..cache import Breakpoint, CachePrediction, plan_breakpoints, predict_cache, prefix_hashes
 from ..catalog.values import CacheRules
 from ..cost import TurnCost, price_cached
-from ..errors import CostCeilingExceeded, PriceUnknown
+from ..errors import CostCeilingExceeded, PriceUnknown, usd
 from ._draft import Draft, Setup, measure, render
 from ._envelope import fit_envelope
 
@@ -101,7 +101,7 @@ def within_ceiling(
         targets[tier.index] //= 2
         halved[tier.name] = None
         degraded.append(
-            f"cost ${priced.cost.total_usd:.4f} over ${ceiling:.4f}: {tier.name}'s target halved to "
+            f"cost {usd(priced.cost.total_usd)} over {usd(ceiling)}: {tier.name}'s target halved to "
             f"{targets[tier.index]} tokens"
         )
 
@@ -112,4 +112,4 @@ def _degraded_to(setup: Setup, priced: Priced, tiers: list[str]) -> list[str]:
     if not tiers or priced.cost is None:
         return []
     held = ", ".join(f"{name} {setup.counter.scale(priced.draft.raw_of(name)):,}" for name in tiers)
-    return [f"under the ceiling at ${priced.cost.total_usd:.4f} with {held} tokens"]
+    return [f"under the ceiling at {usd(priced.cost.total_usd)} with {held} tokens"]
