@@ -122,12 +122,14 @@ _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
 # scanned apart, as a class beyond Latin-1 scans slower). Checked against ``finditer`` in
 # tests/test_volatile.py.
 _WORD_START = r"(?<!\w[^@])"
+_LOWER_MONTH_STARTS = "jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec"
 _SCANNER_SOURCES: dict[str, tuple[str, ...]] = {
     name: tuple(f"{first}{_WORD_START}{then}" for first, then in parts)
     for name, parts in {
         "digit": [(r"\d", "")],
-        # the first letters of the day and month names, and of the month names in lower case
-        "date word": [("[ADFJMNOSTWadfjmnos]", "")],
+        # the first letters of the day and month names; in lower case only where a month's name
+        # starts (a class of its first letters took a third of the words of prose: +15% scan time)
+        "date word": [("[ADFJMNOSTW]", ""), ("[adfjmnos]", f"(?<=(?={_LOWER_MONTH_STARTS}).)")],
         "digit or date word": [(r"[\dADFJMNOSTW]", "")],
         "uuid": [("[0-9a-fA-F]", "(?=[0-9a-fA-F]{7}-)")],
         "hex": [("[0-9a-fA-F]", "(?=[0-9a-fA-F]{15})")],
