@@ -73,6 +73,24 @@ def test_count_json(tmp_path: Path) -> None:
     assert payload["exact"] is True and payload["encoding"] == "o200k_base" and payload["model"] == "gpt-5"
 
 
+def test_count_says_why_an_exact_tokenizer_gave_an_estimate(tmp_path: Path) -> None:
+    # "estimate (x1 safety factor)" gave no reason: a tool call's framing is not published
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": 1}'}}
+    body = {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "user", "content": "Look it up."},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "found"},
+        ],
+    }
+    result = CliRunner().invoke(main, ["count", _write(tmp_path, body), "--model", "gpt-4o"])
+    assert result.exit_code == 0, result.output
+    assert result.output.endswith("(o200k_base, exact but for 1 estimated part: --json lists them)\n")
+    claude = CliRunner().invoke(main, ["count", _write(tmp_path, body), "--model", "claude-sonnet-4-5"])
+    assert "(x1.3 safety factor)" in claude.output
+
+
 def test_bad_json_exits_2_with_location(tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
     path.write_text('{"questions": [')

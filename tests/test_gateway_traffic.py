@@ -376,7 +376,7 @@ def test_session_commands_report_gateway_turns_with_the_providers_usage(
     shown = runner.invoke(main, ["session", "show", "billed", "--store", str(store)]).output
     assert f"turn 1: {billed:,} tokens" in shown and "(provider)" in shown and "$0.0000" not in shown
     listed = runner.invoke(main, ["session", "list", "--store", str(store)]).output
-    assert f"billed\t1 turns\t{billed:,} input tokens" in listed
+    assert f"billed\t1 turn\t{billed:,} input tokens" in listed
     exported = json.loads(runner.invoke(main, ["session", "export", "billed", "--store", str(store)]).output)
     figures = exported["turns"][0]["figures"]
     assert figures["source"] == "provider" and figures["input_tokens"] == billed and figures["cost_usd"] > 0

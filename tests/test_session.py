@@ -235,7 +235,7 @@ def test_cli_session_commands(tmp_path: Path) -> None:
     assert added.exit_code == 0, added.output
     assert json.loads(added.output)["report"]["tokens"] > 0
     listed = runner.invoke(main, ["session", "list", "--store", store]).output.strip().split("\t")
-    assert listed[:2] == ["c", "1 turns"] and listed[3].startswith("$")
+    assert listed[:2] == ["c", "1 turn"] and listed[3].startswith("$")
     exported = json.loads(runner.invoke(main, ["session", "export", "c", "--store", store]).output)
     assert exported["turns"][0]["question"] == "Notice?"
     assert "turn 1" in runner.invoke(main, ["session", "show", "c", "--store", store]).output
@@ -247,7 +247,7 @@ def test_cli_session_commands(tmp_path: Path) -> None:
         )
         assert nameless.exit_code == 2 and "names no tool" in nameless.output
     listed = runner.invoke(main, ["session", "list", "--store", store]).output
-    assert listed.startswith("c\t1 turns")
+    assert listed.startswith("c\t1 turn\t")
     rows = json.loads(runner.invoke(main, ["session", "list", "--store", store, "--json"]).output)
     assert [(r["name"], r["turns"], r["unpriced_turns"]) for r in rows] == [("c", 1, 0)]
     assert rows[0]["input_tokens"] == exported["turns"][0]["figures"]["input_tokens"] > 0

@@ -23,6 +23,7 @@ from .base import (
     IDLE_SECONDS_OPTION,
     JSON_OPTION,
     USD,
+    accuracy,
     echo_body,
     echo_warnings,
     fail,
@@ -155,7 +156,7 @@ def assemble_command(
 
 def print_assembly(report: dict[str, Any]) -> None:
     out = table_console(stderr=True)
-    label = "exact" if report["exact"] else f"ESTIMATE x{report['safety_factor']:g}"
+    label = accuracy(report["exact"], report["safety_factor"])
     out.print(
         f"{report['model']} ({label}) policy {report['policy']}: {report['tokens']:,} of "
         f"{report['prompt_limit_tokens']:,} tokens"

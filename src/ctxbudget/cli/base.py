@@ -83,6 +83,18 @@ def priced(cost: float | None) -> str:
     return "price unknown" if cost is None else usd(cost)
 
 
+def accuracy(exact: bool, safety_factor: float, estimated_parts: Sequence[str] = ()) -> str:
+    """How a count was made, for a line of text: "exact"; exact but for parts whose framing the
+    provider does not publish (a tool call's: "estimate (x1 safety factor)" gave no reason); or an
+    estimate with its safety factor."""
+    if exact:
+        return "exact"
+    if safety_factor == 1 and estimated_parts:
+        n = len(estimated_parts)
+        return f"exact but for {n} estimated part{'s' if n > 1 else ''}: --json lists them"
+    return f"estimate (x{safety_factor:g} safety factor)"
+
+
 def with_flags(message: str, flags: Sequence[tuple[str, str]] = FLAGS) -> str:
     """A library message as the command line tells it: each option named by its flag."""
     return reworded(message, flags)

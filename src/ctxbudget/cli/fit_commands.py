@@ -15,6 +15,7 @@ from ..fitting import count
 from .base import (
     CATALOG_OPTION,
     JSON_OPTION,
+    accuracy,
     common_options,
     echo_warnings,
     main,
@@ -49,7 +50,8 @@ if TYPE_CHECKING:
     default=None,
     metavar="SPEC",
     callback=lambda _ctx, _param, spec: _some_entry(spec),
-    help="Percentages, e.g. system=10,query=15,documents=50,history=25.",
+    help="Percentages, e.g. system=10,query=15,documents=50,history=25; a component left out keeps "
+    "its default share (system 10, query 15, documents 50, history 25).",
 )
 @click.option(
     "--on-overflow",
@@ -216,7 +218,7 @@ def count_command(
         if as_json:
             click.echo(json.dumps({**result, "warnings": [with_flags(w) for w in result["warnings"]]}))
         else:
-            label = "exact" if result["exact"] else f"estimate (x{result['safety_factor']:g} safety factor)"
+            label = accuracy(result["exact"], result["safety_factor"], result.get("estimated_parts", ()))
             over = "" if result["fits"] else f"; over the {_limit(result)}: it does not fit"
             click.echo(f"{result['tokens']} tokens ({result['encoding']}, {label}){over}")
 
@@ -360,7 +362,7 @@ def _print_report(report: FitReport) -> None:
     from rich.table import Table  # only the fit table needs rich (count prints plain text)
 
     console = table_console()
-    label = "exact" if report.exact else f"ESTIMATE x{report.safety_factor:g}"
+    label = accuracy(report.exact, report.safety_factor, report.estimated_parts)
     click.echo(
         f"{report.model} ({report.encoding}, {label}): window {report.context_window:,} ({report.window_rule}), "
         f"reserve {report.reserve_output_tokens:,}, available {report.available_tokens:,}"

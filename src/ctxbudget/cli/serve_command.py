@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 @click.option(
     "--host", default="127.0.0.1", show_default=True, help="Interface to bind (loopback by default)."
 )
-@click.option("--port", default=8787, show_default=True, type=click.IntRange(1, 65535))
+@click.option(
+    "--port", default=8787, show_default=True, type=click.IntRange(1, 65535), help="TCP port to listen on."
+)
 @click.option(
     "--policy",
     "policy_ref",
@@ -80,7 +82,13 @@ if TYPE_CHECKING:
     help="The OpenAI base URL as OPENAI_BASE_URL takes it: with or without /v1, or with another "
     "path holding the version (.../v1beta/openai/).",
 )
-@click.option("--max-body-bytes", default=8 * 1024 * 1024, show_default=True, type=click.IntRange(min=1024))
+@click.option(
+    "--max-body-bytes",
+    default=8 * 1024 * 1024,
+    show_default=True,
+    type=click.IntRange(min=1024),
+    help="Largest request body read; a larger one is refused (413) before it is read whole.",
+)
 @click.option(
     "--timeout",
     "timeout_seconds",

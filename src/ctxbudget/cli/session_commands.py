@@ -332,7 +332,7 @@ def session_list(store_path: str, as_json: bool) -> None:
             click.echo(json.dumps(rows, ensure_ascii=not utf8_out()))
         for row in [] if as_json else rows:
             click.echo(
-                f"{row['name']}\t{row['turns']} turns\t{row['input_tokens']:,} input tokens\t{_cost_of(row)}"
+                f"{row['name']}\t{row['turns']} turn{'' if row['turns'] == 1 else 's'}\t{row['input_tokens']:,} input tokens\t{_cost_of(row)}"
             )
 
     run_action(action)
