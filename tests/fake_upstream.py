@@ -97,6 +97,9 @@ class FakeUpstream:
                 headers=limits,
             ),
             "fault-503": JSONResponse({"error": {"message": "unavailable"}}, status_code=503),
+            "fault-400": JSONResponse(
+                {"error": {"message": "bad request", "type": "invalid_request_error"}}, 400
+            ),
             "fault-529": JSONResponse(
                 {"type": "error", "error": {"type": "overloaded_error", "message": "overloaded"}},
                 status_code=529,
@@ -325,6 +328,12 @@ class FakeUpstream:
         body, fault = await self._receive(request)
         if fault:
             return fault
+        if body["model"] == "fault-no-stream-options" and "stream_options" in body:  # Azure before 2024-09-01
+            refused = {
+                "message": "Unrecognized request argument supplied: stream_options",
+                "type": "invalid_request_error",
+            }
+            return JSONResponse({"error": {**refused, "param": None, "code": None}}, status_code=400)
         messages = body["messages"]
         system = messages[0] if messages and messages[0]["role"] in ("system", "developer") else None
         read, _ = self._cache(system, 256)

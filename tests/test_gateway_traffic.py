@@ -267,6 +267,30 @@ def test_openai_streams_record_usage_the_client_did_not_ask_for(
     assert SQLiteStore(store).turns("stream")[0].usage["actual"]["input_tokens"] > 0
 
 
+def test_a_stream_refused_for_the_usage_the_gateway_asked_for_is_sent_as_the_client_sent_it(
+    tmp_path: Path,
+) -> None:
+    # Azure OpenAI before its 2024-09-01 API versions refuses stream_options: every stream through
+    # the gateway was a 400 where the client's own request was served.
+    with gateway_over_fake(tmp_path / "s.db") as (fake, url):
+        client = _openai(url, **{"X-Ctxbudget-Session": "azure"})
+        for _ in range(2):
+            chunks = list(
+                client.chat.completions.create(
+                    model="fault-no-stream-options", max_tokens=5, stream=True, messages=_ask()
+                )
+            )
+            assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices).startswith("echo")
+            assert "stream_options" not in fake.received[-1]
+        assert len(fake.received) == 3  # refused once; the second stream is not asked for usage
+        turns = SQLiteStore(tmp_path / "s.db").turns("azure")
+        assert len(turns) == 2 and "actual" not in turns[0].usage  # stored, its usage unknown
+    with gateway_over_fake(tmp_path / "t.db") as (fake, url):  # another 400 is the client's answer
+        with pytest.raises(openai.BadRequestError, match="bad request"):
+            list(_openai(url).chat.completions.create(model="fault-400", stream=True, messages=_ask()))
+        assert len(fake.received) == 1 and fake.received[0]["stream_options"] == {"include_usage": True}
+
+
 def test_one_poisoned_answer_cannot_lock_a_model_out(stack: tuple[FakeUpstream, str, Path]) -> None:
     _, url, _ = stack
     client = _anthropic(url)
@@ -468,6 +492,31 @@ def test_streams_are_parsed_by_the_eventsource_rules_and_passed_byte_for_byte(ne
         assert sent == expected
 
 
+def test_a_stream_asked_for_usage_by_the_gateway_reaches_the_client_without_its_null_usage() -> None:
+    # OpenAI adds "usage": null to every chunk of a stream that asks for usage: with the gateway's
+    # ask, the client got a key its request never asked for (a raw parser reads it as present).
+    from ctxbudget.gateway.providers import OPENAI, StreamState
+
+    quoted = '{"choices":[{"index":0,"delta":{"content":"say \\"usage\\":null,"}}],"usage":null}'
+    stream = (
+        b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"hi"}}],"usage":null}\n\n'
+        b'data: {"usage": null, "id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+        + b"data: "
+        + quoted.encode()
+        + b"\n\n"
+        b'data: {"id":"c","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2}}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    held = StreamState(OPENAI, hold_usage=True)
+    sent = held.feed(stream) + held.flush()
+    events = [json.loads(line[6:]) for line in sent.split(b"\n") if line.startswith(b"data: {")]
+    assert [("usage" in e) for e in events] == [False, False, False]
+    assert events[2]["choices"][0]["delta"]["content"] == 'say "usage":null,'  # text is text
+    assert held.usage["prompt_tokens"] == 9 and "".join(held.text).startswith("hi")
+    asked = StreamState(OPENAI)  # the client asked for it: its stream as it came
+    assert asked.feed(stream) + asked.flush() == stream
+
+
 def test_a_budget_header_cannot_lift_an_unknown_model_above_the_floor(tmp_path: Path) -> None:
     with gateway_over_fake(tmp_path / "f.db", unknown_model="floor") as (_, url):
         client = _openai(url, **{"X-Ctxbudget-Max-Context-Tokens": "1000000000"})
@@ -510,6 +559,24 @@ def test_policy_mode_refuses_thinking_its_reply_size_cannot_hold() -> None:
     assert refused.value.status == 400
     kept = {"max_tokens": 8000, "thinking": {"type": "enabled", "budget_tokens": 500}}
     assert capped_output(kept, policy)["thinking"] == kept["thinking"]  # already below the cap
+    assert "the policy's max_output_tokens" in str(refused.value)
+
+
+def test_policy_mode_names_the_requests_own_reply_size_when_it_leaves_no_room_for_thinking(
+    tmp_path: Path,
+) -> None:
+    # The 300 was the client's max_tokens: "(the policy's max_output_tokens)" sent the user to the policy.
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 300,
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "messages": [{"role": "user", "content": "When was notice given?"}],
+    }
+    headers = {"anthropic-version": "2023-06-01", "X-Ctxbudget-Policy": "legal-review"}
+    with gateway_over_fake(tmp_path / "t.db", allowed_policies=("legal-review",)) as (fake, url):
+        answer = httpx.post(url + "/v1/messages", json=body, headers=headers, timeout=30)
+    assert answer.status_code == 400 and not fake.received
+    assert "the reply of 300 tokens (the request's max_tokens)" in answer.json()["error"]["message"]
 
 
 def test_a_refusal_after_the_body_was_read_names_its_session_and_figures(tmp_path: Path) -> None:

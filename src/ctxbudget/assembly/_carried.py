@@ -71,7 +71,8 @@ def carried_fields(
     reply = reply_tokens_asked(body) or None
     out = {**body, **carried}
     if reply is not None:
-        out = thinking_within(out, positive(request.get("max_tokens")), reply)
+        asked = positive(request.get("max_tokens"))
+        out = thinking_within(out, asked, reply, policy_cap=asked != reply)
     replies = replies_asked(carried)  # OpenAI's n: each reply is billed
     return out, _with_extra(setup, report, (setup.carried_tokens, replies), sorted(carried), ceiling)
 
@@ -218,20 +219,28 @@ def _rate_of_prefix(setup: Setup, report: AssemblyReport) -> str:
     return "read" if first.status == "read" else f"write_{first.ttl}"
 
 
-def thinking_within(body: dict[str, Any], asked: int | None, cap: int) -> dict[str, Any]:
+def thinking_within(
+    body: dict[str, Any], asked: int | None, cap: int, *, policy_cap: bool = True
+) -> dict[str, Any]:
     """``body`` whose Anthropic thinking budget, set for a reply of ``asked`` tokens, fits a reply
-    of ``cap``: lowered in the client's proportion (at least 1,024, always below ``cap``: the API
-    refuses a budget at or above ``max_tokens``), or an :class:`InvalidRequestError` when ``cap``
-    cannot hold the least budget."""
+    of ``cap`` (the policy's ``max_output_tokens``, else the request's own ``max_tokens``):
+    lowered in the client's proportion (at least 1,024, always below ``cap``: the API refuses a
+    budget at or above ``max_tokens``), or an :class:`InvalidRequestError` when ``cap`` cannot
+    hold the least budget."""
     thinking = body.get("thinking")
     budget = positive(thinking.get("budget_tokens")) if isinstance(thinking, dict) else None
     if not isinstance(thinking, dict) or budget is None or budget < cap:
         return body
     if cap <= MIN_THINKING_TOKENS:
+        source, larger = (
+            ("the policy's max_output_tokens", "use a policy with a larger max_output_tokens")
+            if policy_cap
+            else ("the request's max_tokens", f"ask for a reply of more than {MIN_THINKING_TOKENS:,} tokens")
+        )
         raise InvalidRequestError(
-            f"the reply of {cap:,} tokens (the policy's max_output_tokens) leaves no room for extended "
-            f"thinking, which needs a budget of at least {MIN_THINKING_TOKENS:,} below max_tokens; turn "
-            "thinking off or use a policy with a larger max_output_tokens",
+            f"the reply of {cap:,} tokens ({source}) leaves no room for extended thinking, which "
+            f"needs a budget of at least {MIN_THINKING_TOKENS:,} below max_tokens; turn thinking off "
+            f"or {larger}",
             "$.thinking.budget_tokens",
         )
     share = budget * cap // asked if asked is not None and asked > cap else cap - 1

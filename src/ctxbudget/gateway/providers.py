@@ -113,6 +113,11 @@ def _responses_text(response: Mapping[str, Any]) -> str:
 _LINE_END = re.compile(rb"\r\n|\n|\r")
 
 
+# A chunk's `"usage": null`, which OpenAI adds to every chunk of a stream that asks for usage: a
+# key at an object's top level (inside a string its quotes are escaped: `\"usage\"` does not match).
+_NULL_USAGE = re.compile(rb',\s*"usage"\s*:\s*null(?=\s*[,}])|"usage"\s*:\s*null\s*,')
+
+
 @dataclass
 class StreamState:
     """Server-sent events parsed as they pass through, by the EventSource rules (any line ending;
@@ -155,7 +160,9 @@ class StreamState:
                 self._lines.append(line)
                 continue
             if self._event(self._lines) or not self.hold_usage:
-                out += self._pending[self._start : self._scan]
+                event = self._pending[self._start : self._scan]
+                # with the gateway's ask for usage, each chunk's "usage": null goes with it
+                out += _NULL_USAGE.sub(b"", event) if self.hold_usage else event
             self._start, self._lines = self._scan, []
         else:
             self._seen = len(self._pending)
@@ -181,6 +188,8 @@ class StreamState:
             return out + rest
         done = self.finished
         keep = self._event([line for line in lines if line])
+        if self.hold_usage:
+            rest = _NULL_USAGE.sub(b"", rest)
         return out + (rest if self.finished and not done and keep else b"")
 
     def _event(self, lines: list[bytes]) -> bool:

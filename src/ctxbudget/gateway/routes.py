@@ -23,7 +23,7 @@ from ..session.store import SessionStore
 from .answers import ClientGone, complete, error_response, not_events, refused, relay, upstream_failure
 from .bodies import header_value, named_session
 from .config import GatewayConfig
-from .intake import Progress, outbound, read_json
+from .intake import Outbound, Progress, outbound, read_json, rendered
 from .passthrough import pass_through, passed_to
 from .providers import ANTHROPIC, OPENAI, RESPONSES, Provider
 from .refusals import Refusal
@@ -70,6 +70,8 @@ async def _forward(
         upstream = await _unless_gone(
             request, gateway.send(provider, ready.content, headers, request.url.query)
         )
+        if ready.usage_added and upstream.status_code == 400:
+            upstream, ready = await _unless_usage_refused(request, gateway, provider, upstream, ready)
     except ClientGone:  # the upstream call was given up with it: the provider stops generating
         return Response(status_code=499), "client_disconnected"
     progress.stage = "answer"
@@ -96,6 +98,30 @@ async def _forward(
     except BaseException:  # no answer made: its upstream connection is not left open
         await upstream.aclose()
         raise
+
+
+async def _unless_usage_refused(
+    request: Request, gateway: Gateway, provider: Provider, upstream: httpx.Response, ready: Outbound
+) -> tuple[httpx.Response, Outbound]:
+    """A stream refused (400) for the ``stream_options`` the gateway added to learn its usage is
+    sent again as the client sent it (its turn is then stored without usage), and the gateway
+    asks no more; any other 400 stands. Azure OpenAI before its 2024-09-01 API versions refuses
+    the field: every stream through the gateway failed where the client's own request went."""
+    try:
+        body = await gateway.read_answer(upstream)
+    except BaseException:
+        await upstream.aclose()
+        raise
+    if b"stream_options" not in body:
+        return upstream, ready  # its body read: the failure is answered from it
+    await upstream.aclose()
+    gateway.stream_usage_refused = True
+    logger.warning("the upstream refused stream_options: streams are sent without it, their usage unknown")
+    ready = await run_in_threadpool(rendered, gateway, provider, ready, ask_usage=False)
+    assert ready.content is not None
+    headers = forwarded_headers(request.headers.items())
+    sending = gateway.send(provider, ready.content, headers, request.url.query)
+    return await _unless_gone(request, sending), ready
 
 
 async def _unless_gone(request: Request, sending: Awaitable[T]) -> T:
