@@ -398,6 +398,25 @@ def test_user_catalog_adds_and_overrides(tmp_path: Path) -> None:
     assert catalog.tokenizer_for("house-model").safety_factor == 1.2
 
 
+def test_user_catalogs_apply_in_order_the_last_first(tmp_path: Path) -> None:
+    """As docs/catalog.md says: a later file's entries and rules win; in a file, the first rule."""
+
+    def entry(model_id: str, prefix: str, window: int) -> str:
+        return (
+            f'[[models]]\nid = "{model_id}"\nprovider = "self-hosted"\ncontext_window = {window}\n'
+            f'match = {{ starts_with = "{prefix}" }}\n'
+        )
+
+    wide, narrow = entry("house-llm", "house-", 32768), entry("house-mini", "house-m", 16384)
+    (tmp_path / "a.toml").write_text("schema_version = 1\n" + wide)
+    (tmp_path / "b.toml").write_text("schema_version = 1\n" + narrow)
+    (tmp_path / "ab.toml").write_text("schema_version = 1\n" + wide + narrow)
+    a, b, ab = (tmp_path / n for n in ("a.toml", "b.toml", "ab.toml"))
+    assert load_catalog([a, b]).resolve_window("house-mini-x").spec.id == "house-mini"
+    assert load_catalog([b, a]).resolve_window("house-mini-x").spec.id == "house-llm"
+    assert load_catalog([ab]).resolve_window("house-mini-x").spec.id == "house-llm"
+
+
 def test_user_catalog_may_be_json_with_match_rules(tmp_path: Path) -> None:
     path = tmp_path / "mine.json"
     entry = {"id": "house", "provider": "me", "context_window": 5000, "match": {"starts_with": "house-"}}
