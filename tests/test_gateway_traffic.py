@@ -282,9 +282,22 @@ def test_a_stream_refused_for_the_usage_the_gateway_asked_for_is_sent_as_the_cli
             )
             assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices).startswith("echo")
             assert "stream_options" not in fake.received[-1]
-        assert len(fake.received) == 3  # refused once; the second stream is not asked for usage
+        assert len(fake.received) == 4  # each stream asked once, then sent without: no process-wide switch
         turns = SQLiteStore(tmp_path / "s.db").turns("azure")
         assert len(turns) == 2 and "actual" not in turns[0].usage  # stored, its usage unknown
+        own = {"include_usage": False}  # the client's own stream_options: its 400 is its answer
+        with pytest.raises(openai.BadRequestError, match="stream_options"):
+            list(
+                client.chat.completions.create(
+                    model="fault-no-stream-options",
+                    stream=True,
+                    stream_options=own,
+                    messages=_ask(),  # type: ignore[arg-type]
+                )
+            )
+        assert len(fake.received) == 5
+        usage_kept = list(client.chat.completions.create(model="gpt-4o", stream=True, messages=_ask()))
+        assert usage_kept and fake.received[-1]["stream_options"] == {"include_usage": True}
     with gateway_over_fake(tmp_path / "t.db") as (fake, url):  # another 400 is the client's answer
         with pytest.raises(openai.BadRequestError, match="bad request"):
             list(_openai(url).chat.completions.create(model="fault-400", stream=True, messages=_ask()))
@@ -515,6 +528,25 @@ def test_a_stream_asked_for_usage_by_the_gateway_reaches_the_client_without_its_
     assert held.usage["prompt_tokens"] == 9 and "".join(held.text).startswith("hi")
     asked = StreamState(OPENAI)  # the client asked for it: its stream as it came
     assert asked.feed(stream) + asked.flush() == stream
+
+
+def test_a_stream_not_labelled_as_events_is_looked_at_by_its_first_line_not_read_whole() -> None:
+    # Read whole before it was relayed, a text/plain stream reached its client only at its end.
+    from ctxbudget.gateway.answers import opening
+
+    async def first_then_wait() -> Any:
+        pending = asyncio.Event()
+        yield b"data: {}"
+        yield b"\n\n"
+        await pending.wait()  # the rest of the answer, not come yet
+        yield b"never"
+
+    async def look() -> bytes:
+        head, rest = await opening(httpx.Response(200, content=first_then_wait()))
+        await rest.aclose()  # type: ignore[attr-defined]
+        return head
+
+    assert asyncio.run(asyncio.wait_for(look(), timeout=10)) == b"data: {}\n\n"
 
 
 def test_a_budget_header_cannot_lift_an_unknown_model_above_the_floor(tmp_path: Path) -> None:

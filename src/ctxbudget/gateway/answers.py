@@ -25,7 +25,7 @@ from .upstream import passed_back
 
 logger = logging.getLogger("ctxbudget.gateway")
 
-__all__ = ["complete", "error_response", "not_events", "refused", "relay", "upstream_failure"]
+__all__ = ["complete", "error_response", "not_events", "opening", "refused", "relay", "upstream_failure"]
 
 
 def error_response(provider: Provider, status: int, message: str, code: str) -> JSONResponse:
@@ -76,25 +76,35 @@ async def upstream_failure(provider: Provider, gateway: Gateway, response: httpx
     return Response(body, status_code=status, headers=headers, media_type="application/json")
 
 
-async def not_events(gateway: Gateway, response: httpx.Response, kind: str) -> Refusal | None:
-    """For a streamed request answered with a content type other than events or JSON: None when
-    its body, read whole, still reads as events (a server that labels its stream ``text/plain``;
-    the caller relays what was read), else a 502 naming what came (a captive portal's or a
-    proxy's page with status 200; nothing is stored). Relayed as events, such a page ended in
-    "upstream closed the stream before it finished", which sent the user looking at the network
-    instead of at ``--*-upstream``."""
+async def opening(response: httpx.Response) -> tuple[bytes, AsyncIterator[bytes]]:
+    """The first bytes of a streamed answer (up to its first line end, or the stream's end) and an
+    iterator of the rest, so a stream whose content type does not say events can be looked at
+    before it is relayed as it arrives (nothing waits for the whole answer)."""
+    chunks = response.aiter_bytes()
+    head = b""
     try:
-        body = await gateway.read_answer(response)
+        async for chunk in chunks:
+            head += chunk
+            if b"\n" in head or b"\r" in head or len(head) >= 512:
+                break
     except BaseException:
         await response.aclose()
         raise
-    if _EVENT_LINE.match(body):
+    return head, chunks
+
+
+def not_events(gateway: Gateway, response: httpx.Response, kind: str, head: bytes) -> Refusal | None:
+    """For a streamed request answered with a content type other than events or JSON: None when
+    its first bytes ``head`` read as events (a server that labels its stream ``text/plain``: it is
+    relayed), else a 502 naming what came (a captive portal's or a proxy's page with status 200;
+    nothing is stored). Relayed as events, such a page ended in "upstream closed the stream before
+    it finished", which sent the user looking at the network instead of at ``--*-upstream``."""
+    if _EVENT_LINE.match(head):
         return None
-    await response.aclose()
-    snippet = " ".join(body[:120].decode("utf-8", "replace").split())
+    snippet = " ".join(head[:120].decode("utf-8", "replace").split())
     message = (
         f"upstream answered {response.status_code} with {kind.split(';')[0].strip()} to a streamed "
-        f"request, neither an event stream nor JSON ({snippet!r}); check the upstream's address"
+        f"request, not an event stream ({snippet!r}); check the upstream's address"
     )
     return gateway.upstream_fault(response, 502, "not_events", message, "upstream_error")
 
@@ -145,12 +155,18 @@ async def complete(
 
 
 def relay(
-    gateway: Gateway, provider: Provider, prepared: Prepared, upstream: httpx.Response, usage_added: bool
+    gateway: Gateway,
+    provider: Provider,
+    prepared: Prepared,
+    upstream: httpx.Response,
+    usage_added: bool,
+    opened: tuple[bytes, AsyncIterator[bytes]] | None = None,
 ) -> StreamingResponse:
-    """Stream the answer through as it arrives; with ``usage_added`` (the gateway asked an OpenAI
-    upstream for usage the client did not ask for), the usage-only chunk is held back."""
+    """Stream the answer through as it arrives (``opened``: its first bytes already read, and the
+    rest); with ``usage_added`` (the gateway asked an OpenAI upstream for usage the client did not
+    ask for), the usage-only chunk is held back."""
     state = StreamState(provider, hold_usage=usage_added)
-    events = _events(gateway, provider, prepared, upstream, state)
+    events = _events(gateway, provider, prepared, upstream, state, opened)
     headers = {"cache-control": "no-cache", **passed_back(upstream.headers), **prepared.headers()}
     headers.pop("content-type", None)
     return StreamingResponse(events, status_code=200, media_type="text/event-stream", headers=headers)
@@ -172,13 +188,15 @@ async def _events(
     prepared: Prepared,
     upstream: httpx.Response,
     state: StreamState,
+    opened: tuple[bytes, AsyncIterator[bytes]] | None = None,
 ) -> AsyncIterator[bytes]:
     """The stream's events as they arrive; the turn is stored before the client sees the end
     (an error event in its place when it could not be), and a stream dropped or truncated before
     its end ends with an error event (a drop after it is none of the client's concern)."""
     recorded = False
     try:
-        async for chunk in upstream.aiter_bytes():
+        head, chunks = opened if opened is not None else (b"", upstream.aiter_bytes())
+        async for chunk in _after(head, chunks):
             out = state.feed(chunk)
             if state.finished and not recorded:  # stored before the client sees the end
                 recorded = True
@@ -219,6 +237,14 @@ async def _events(
     elif not state.finished:
         _ended_early(gateway, prepared, "truncated_stream")
         yield provider.stream_error("upstream closed the stream before it finished")
+
+
+async def _after(head: bytes, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """``head``, then what ``chunks`` still holds."""
+    if head:
+        yield head
+    async for chunk in chunks:
+        yield chunk
 
 
 def _ended_early(gateway: Gateway, prepared: Prepared, kind: str) -> None:

@@ -193,18 +193,14 @@ def first_pass(
     prepared = gateway.prepare(provider, body, progress.session, settings)
     progress.prepared = prepared
     outbound = Outbound(body, settings, prepared)
-    return (
-        outbound if gateway.depends_on_estimate(provider, prepared) else rendered(gateway, provider, outbound)
-    )
+    return outbound if gateway.depends_on_estimate(provider, prepared) else rendered(provider, outbound)
 
 
-def rendered(gateway: Gateway, provider: Provider, outbound: Outbound, *, ask_usage: bool = True) -> Outbound:
+def rendered(provider: Provider, outbound: Outbound, *, ask_usage: bool = True) -> Outbound:
     """``outbound`` with its bytes as sent upstream (serialised once); an OpenAI stream asks for
-    its usage unless ``ask_usage`` is False or the upstream refused that before
-    (:attr:`.service.Gateway.stream_usage_refused`)."""
+    its usage unless ``ask_usage`` is False (an upstream refused the ask)."""
     body = outbound.prepared.body
-    asking = ask_usage and not gateway.stream_usage_refused
-    forwarded, usage_added = with_stream_usage(provider, body) if asking else (body, False)
+    forwarded, usage_added = with_stream_usage(provider, body) if ask_usage else (body, False)
     content = encoded(forwarded)
     return dataclasses.replace(outbound, content=content, usage_added=usage_added)
 
@@ -224,7 +220,7 @@ async def outbound(gateway: Gateway, provider: Provider, request: Request, progr
     exact = await gateway.exact_count(ready.body, forwarded_headers(request.headers.items()), proxy + prompt)
     factor = (exact - prompt) / max(1, proxy) if exact is not None else 0.0
     if not 0 < factor <= MAX_SAFETY_FACTOR:  # the upstream's count is not believable: keep the fit
-        return await run_in_threadpool(rendered, gateway, provider, ready)
+        return await run_in_threadpool(rendered, provider, ready)
     return await run_in_threadpool(_refit, gateway, provider, ready, progress, factor)
 
 
@@ -234,4 +230,4 @@ def _refit(
     """The fit again with the upstream's count of the body (``factor`` over its proxy count)."""
     prepared = gateway.prepare(provider, ready.body, progress.session, ready.settings, factor)
     progress.prepared = prepared
-    return rendered(gateway, provider, dataclasses.replace(ready, prepared=prepared))
+    return rendered(provider, dataclasses.replace(ready, prepared=prepared))

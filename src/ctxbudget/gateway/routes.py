@@ -20,7 +20,16 @@ from starlette.routing import Route
 
 from ..errors import CtxBudgetError, StoreError
 from ..session.store import SessionStore
-from .answers import ClientGone, complete, error_response, not_events, refused, relay, upstream_failure
+from .answers import (
+    ClientGone,
+    complete,
+    error_response,
+    not_events,
+    opening,
+    refused,
+    relay,
+    upstream_failure,
+)
 from .bodies import header_value, named_session
 from .config import GatewayConfig
 from .intake import Outbound, Progress, outbound, read_json, rendered
@@ -70,7 +79,7 @@ async def _forward(
         upstream = await _unless_gone(
             request, gateway.send(provider, ready.content, headers, request.url.query)
         )
-        if ready.usage_added and upstream.status_code == 400:
+        if ready.usage_added and upstream.status_code == 400 and "stream_options" not in ready.body:
             upstream, ready = await _unless_usage_refused(request, gateway, provider, upstream, ready)
     except ClientGone:  # the upstream call was given up with it: the provider stops generating
         return Response(status_code=499), "client_disconnected"
@@ -83,9 +92,7 @@ async def _forward(
         kind = upstream.headers.get("content-type", "").lower()
         answered_json = kind.startswith("application/json")
         if ready.body.get("stream") and not answered_json:
-            if kind and "event-stream" not in kind and (fault := await not_events(gateway, upstream, kind)):
-                raise fault  # a portal's page with status 200: no events will come
-            return relay(gateway, provider, ready.prepared, upstream, ready.usage_added), "streamed"
+            return await _streamed(gateway, provider, upstream, ready, kind), "streamed"
         try:
             reading = functools.partial(_unless_gone, request)  # the answer's body is waited on too
             answer = await complete(
@@ -100,13 +107,28 @@ async def _forward(
         raise
 
 
+async def _streamed(
+    gateway: Gateway, provider: Provider, upstream: httpx.Response, ready: Outbound, kind: str
+) -> Response:
+    """The stream relayed as it arrives; one whose content type does not say events is looked at
+    first (:func:`~.answers.not_events`): a portal's page with status 200 is a 502."""
+    opened = None
+    if kind and "event-stream" not in kind:
+        opened = await opening(upstream)
+        if fault := not_events(gateway, upstream, kind, opened[0]):
+            await upstream.aclose()
+            raise fault
+    return relay(gateway, provider, ready.prepared, upstream, ready.usage_added, opened)
+
+
 async def _unless_usage_refused(
     request: Request, gateway: Gateway, provider: Provider, upstream: httpx.Response, ready: Outbound
 ) -> tuple[httpx.Response, Outbound]:
-    """A stream refused (400) for the ``stream_options`` the gateway added to learn its usage is
-    sent again as the client sent it (its turn is then stored without usage), and the gateway
-    asks no more; any other 400 stands. Azure OpenAI before its 2024-09-01 API versions refuses
-    the field: every stream through the gateway failed where the client's own request went."""
+    """A stream refused (400) for the ``stream_options`` the gateway added to learn its usage (the
+    client sent none) is sent again without them, and its turn stored without usage; any other
+    400 stands. Azure OpenAI before its 2024-09-01 API versions refuses the field: every stream
+    through the gateway failed where the client's own request went. Each such stream is tried
+    with the ask first (a 400 is quick): a refusal is not taken for another deployment's."""
     try:
         body = await gateway.read_answer(upstream)
     except BaseException:
@@ -115,9 +137,8 @@ async def _unless_usage_refused(
     if b"stream_options" not in body:
         return upstream, ready  # its body read: the failure is answered from it
     await upstream.aclose()
-    gateway.stream_usage_refused = True
-    logger.warning("the upstream refused stream_options: streams are sent without it, their usage unknown")
-    ready = await run_in_threadpool(rendered, gateway, provider, ready, ask_usage=False)
+    logger.info("the upstream refused stream_options: the stream is sent without, its usage unknown")
+    ready = await run_in_threadpool(functools.partial(rendered, provider, ready, ask_usage=False))
     assert ready.content is not None
     headers = forwarded_headers(request.headers.items())
     sending = gateway.send(provider, ready.content, headers, request.url.query)

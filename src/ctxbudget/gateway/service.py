@@ -95,9 +95,6 @@ class Gateway:
             fail_open=config.store_fail_open,
         )
         self._ids = itertools.count(1)
-        # Whether the OpenAI upstream refused a stream's `stream_options` (Azure before its
-        # 2024-09-01 API versions, some compatible servers): its streams are then sent as they came.
-        self.stream_usage_refused = False
         self.upstream = Upstream(
             self.client, self.metrics, upstream_at(config, ANTHROPIC, ANTHROPIC.path + "/count_tokens")
         )
