@@ -208,42 +208,6 @@ def test_confirm_evict_of_an_id_no_item_has_is_refused() -> None:
         assemble(body, policy="legal-review", model="claude-sonnet-4-5")
 
 
-@pytest.mark.parametrize(
-    ("confirmed", "where"),
-    [
-        ("playbook", r"tier 0 'pinned', whose items are pinned, never evicted"),
-        ("page-7", r"tier 2 'contextual', whose items are compacted"),
-        ("t1", r"tier 3 'volatile', whose items are dropped oldest first"),
-        ("q", r"the current turn, never evicted"),
-    ],
-)
-def test_confirm_evict_of_an_item_outside_a_protected_tier_is_refused(confirmed: str, where: str) -> None:
-    # the pinned playbook named in confirm_evict was accepted and kept: the confirmation did nothing
-    body = {
-        "items": [
-            {"id": "playbook", "tier": "pinned", "kind": "playbook", "text": "Rules of review."},
-            {
-                "id": "EV-01",
-                "tier": "critical",
-                "kind": "evidence",
-                "text": "Q. Sent? A. Yes.",
-                "citation": "4:1",
-            },
-            {"id": "page-7", "tier": "contextual", "kind": "document", "text": "The letter."},
-            {"id": "t1", "tier": "volatile", "kind": "history", "role": "user", "text": "Hi."},
-            {"id": "q", "kind": "question", "text": "When?"},
-        ],
-        "confirm_evict": ["EV-01", confirmed],
-    }
-    with pytest.raises(
-        InvalidRequestError,
-        match=rf"\$\.confirm_evict\[1\]: '{confirmed}' is in {where}.*protected tier \('critical'\)",
-    ):
-        assemble(body, policy="legal-review", model="claude-sonnet-4-5")
-    body["confirm_evict"] = ["EV-01"]
-    assert assemble(body, policy="legal-review", model="claude-sonnet-4-5").request
-
-
 def test_an_out_folder_that_cannot_be_written_is_one_line(tmp_path: Path) -> None:
     scenario = {"name": "r", "base": {"items": []}, "turns": [{"question": "Notice?"}]}
     path = tmp_path / "s.json"

@@ -183,40 +183,9 @@ def _from_items(
             )
         )
     _check_order(items)
-    _check_confirmed(parsed.confirm_evict, items, policy)
     # an empty list names no issue to select by: every item stays (it dropped all tagged evidence)
     tags = frozenset(parsed.issue_tags) if parsed.issue_tags else None
     return ContextRequest(tuple(items), frozenset(parsed.confirm_evict), tags)
-
-
-# Why confirming an item of a tier that is not protected lets nothing go.
-_NOT_CONFIRMED = {
-    "never": "pinned, never evicted",
-    "compact": "compacted over its ceiling without confirmation",
-    "rolling": "dropped oldest first over its ceiling without confirmation",
-}
-
-
-def _check_confirmed(confirmed: list[str], items: list[ContextItem], policy: Policy) -> None:
-    """Every id in ``confirm_evict`` names an item of a protected tier: it is what lets one go
-    over the tier's ceiling. An item of another tier (the pinned playbook) was accepted and kept,
-    the confirmation doing nothing, silently."""
-    tiers = {i.id: i.tier for i in items}
-    protected = ", ".join(repr(t.name) for t in policy.tiers if t.eviction == "protected") or "none"
-    for n, item_id in enumerate(confirmed):
-        tier = tiers[item_id]
-        if tier is not None and tier.eviction == "protected":
-            continue
-        where = (
-            "the current turn, never evicted"
-            if tier is None
-            else f"tier {tier.index} {tier.name!r}, whose items are {_NOT_CONFIRMED[tier.eviction]}"
-        )
-        raise InvalidRequestError(
-            f"{item_id!r} is in {where}; confirm_evict names items of a protected tier "
-            f"({protected}) that may leave when their tier is over its ceiling",
-            f"$.confirm_evict[{n}]",
-        )
 
 
 def _tier_of(item: _Item, policy: Policy, n: int) -> Tier | None:
