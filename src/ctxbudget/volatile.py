@@ -4,8 +4,7 @@ Recognised: timestamps (ISO 8601, fractional seconds and ``Z`` too, compact ``20
 HTTP/RFC 2822 and ``Tue Sep 16 2026 10:32`` forms), dates (ISO, US ``09/16/2026``, European
 ``16.09.2026``, month names either way round, in capitals and in lower case too, and
 ``16-Sep-2026``, ``16SEP2026``, ``2026-Sep-16``, weekday forms), clock times, Unix timestamps,
-UUIDs, long hex nonces, request, trace and session ids (``request_id=...``, and generated ids
-such as ``req_01HZX3K9V2M8Q7R4T6Y8B0C2D4``), and case and docket numbers. A policy adds its own patterns and an allow-list
+UUIDs, long hex nonces, request, trace and session ids, and case and docket numbers. A policy adds its own patterns and an allow-list
 (``[volatile]`` in the policy file: regular expressions); a match that overlaps an allowed span is
 not reported.
 
@@ -69,13 +68,6 @@ _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
             r"[ _-]?id\b\s*[:=#]?\s*[\w.-]{0,64}?\d" + _ID_TAIL
         ),
     ),
-    # An API's generated id: a lower-case prefix, an underscore, then a long run of letters and
-    # digits (req_01HZX3K9V2M8Q7R4T6Y8B0C2D4, msg_01XFDUDYJgAACzvnptvVoYEL, ULIDs and base62);
-    # snake_case names (max_context_tokens, section_4_2_a) have no 16-character run with a digit.
-    (
-        "request or session id",
-        r"\b[a-z]{2,10}_(?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{16,}\b",
-    ),
     (
         "case or docket number",
         rf"(?i)\b(?:case|docket|matter|claim)\s*(?:id|no\.?|number|#)\s*[:#]?\s*{_CASE_NUMBER}",
@@ -134,7 +126,6 @@ _SCANNER_SOURCES: dict[str, tuple[str, ...]] = {
         "uuid": [("[0-9a-fA-F]", "(?=[0-9a-fA-F]{7}-)")],
         "hex": [("[0-9a-fA-F]", "(?=[0-9a-fA-F]{15})")],
         "id word": [("[xXrRsStTcCmM]", ""), ("\u017f", "")],
-        "id prefix": [("[a-z]", "(?=[a-z]{1,9}_)")],
         "case word": [("[cCdDmM]", "")],
         "court code": [("[ABCM]", "")],
         "time word": [("[aAtTuUgG@]", "")],
@@ -147,7 +138,6 @@ _STARTS: tuple[str, ...] = (
     "date word",
     "uuid",
     "id word",
-    "id prefix",
     "case word",
     "case word",
     "digit",
@@ -244,16 +234,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-# A character without which the scanner's patterns match nothing: a text without it is not
-# scanned (the id prefix's scanner tries every lower-case word start: 9 ms over the bundled
-# 324 kB request, which holds no underscore).
-_NEEDS = {"id prefix": "_"}
-
-
 def _candidates(name: str, text: str) -> list[int]:
     """Where a pattern served by the scanner ``name`` matches in ``text``, in order."""
-    if _NEEDS.get(name, "") not in text:
-        return []
     compiled = _compiled()
     finders = compiled.ascii_finders[name] if text.isascii() else compiled.finders[name]
     found = [m.start() for finder in finders for m in finder.finditer(text)]
