@@ -499,6 +499,11 @@ def test_invalid_catalog_names_the_field(tmp_path: Path) -> None:
             b'"match": {"regex": ".*"}}]}',
             r"\$\.models\[0\]\.match: the rule matches any id, which would resolve every model id",
         ),
+        (  # ".+" is found in every id that is not empty, as every real id is
+            b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5, '
+            b'"match": {"or": [{"equals": "y"}, {"regex": ".+"}]}}]}',
+            r"\$\.models\[0\]\.match: the rule matches any id",
+        ),
         (  # JSON keeps the last of a repeated key: the window would silently be 5
             b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 9, '
             b'"context_window": 5}]}',

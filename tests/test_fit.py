@@ -540,6 +540,17 @@ def test_a_budget_share_that_is_not_a_number_is_refused_naming_it(share: object)
         fit(body, model="gpt-4o", budget={"system": share})
 
 
+def test_a_budget_share_of_any_real_number_type_is_taken() -> None:
+    from fractions import Fraction
+
+    class Share(float):  # numpy's float64 is one: a float subclass
+        pass
+
+    body = {"messages": [{"role": "user", "content": "hi"}]}
+    for share in (Share(12.5), Fraction(1, 2)):  # accepted before shares were checked
+        assert fit(body, model="gpt-4o", budget={"system": share}).report.passed_through
+
+
 def test_a_budget_that_would_leave_no_message_is_an_error() -> None:
     body = {"messages": [{"role": "system", "content": "Be brief. " * 100}]}
     with pytest.raises(ConfigError, match=r"leaves no message to send \(budget system=0\)"):

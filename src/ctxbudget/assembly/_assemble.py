@@ -87,26 +87,28 @@ def check_envelope(policy: Policy, spec: ModelSpec, model: str) -> None:
             spec.context_window,
             policy.envelope_tokens,
             "envelope",
+            "",
             f"has a {spec.context_window:,}-token window",
         ),
         (
             spec.input_limit,
             policy.prompt_tokens,
-            "prompt (envelope less output reserve)",
+            "prompt",
+            " (envelope less output reserve)",
             f"accepts at most {spec.input_limit:,} input tokens",
         ),
     )
-    for limit, required, part, fact in checks:
+    for limit, required, part, told, fact in checks:
         if required > limit:
             raise BudgetExceeded(
                 available_tokens=limit,
                 required_tokens=required,
-                parts={f"policy {policy.name!r} {part}": required},
+                parts={f"policy {policy.name!r} {part}{told}": required},
                 hint=f"{model!r} ({spec.id}) {fact}; choose a model with a larger window, "
                 "or lower the policy's envelope_tokens",
                 # the policy's budget, not what was assembled ("the parts ... need" told a user
                 # whose assembly was 20,702 tokens that it needed 32,000)
-                needs=f"the policy's {part.split(' (')[0]} is",
+                needs=f"the policy's {part} is",
             )
 
 

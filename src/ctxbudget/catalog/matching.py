@@ -35,9 +35,9 @@ def _regex(pattern: str, where: str) -> Predicate:
     return lambda s: compiled.search(s) is not None
 
 
-# Ids no model's rule means to match all together (an empty one among them): a rule that holds for
-# each of them holds for every id, as an empty match string would.
-ANY_IDS = ("", "x", "Q-9", "._:/@~")
+# Ids no model's rule means to match all together: a rule that holds for each of them holds for
+# every id, as an empty match string would (".*", ".+", "\\w", "."). Real ids are never empty.
+ANY_IDS = ("x", "Q-9", "._:/@~", "zz")
 
 
 def compile_clause(clause: Mapping[str, Any], where: str = "match") -> Predicate:

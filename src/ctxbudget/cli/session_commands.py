@@ -426,4 +426,6 @@ def _cost_of(row: dict[str, Any]) -> str:
     cost, unknown = row["cost_usd"], row["unpriced_turns"]
     if cost is None:  # no turn priced; a session with no turns cost nothing
         return priced(0.0 if not row["turns"] else None)
-    return priced(cost) + (f" (and {unknown} turns of unknown price)" if unknown else "")
+    return priced(cost) + (
+        f" (and {unknown} turn{'' if unknown == 1 else 's'} of unknown price)" if unknown else ""
+    )

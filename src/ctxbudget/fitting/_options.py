@@ -9,6 +9,7 @@ key); :class:`FitSetup` adds what was resolved from it (the catalog, the window,
 from __future__ import annotations
 
 import json
+import numbers
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -121,7 +122,7 @@ def _check_percentages(budget: Mapping[str, Any] | None) -> None:
     10%, in silence) and a boolean as 0% with a warning; both are the caller's type error. A
     number out of 0..100, or NaN, is still clamped with a warning (``BudgetSplit``)."""
     for name, value in (budget or {}).items():
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy and Fraction too
             raise ConfigError(f"budget[{name!r}] must be a number (a percent, 0 to 100), got {value!r:.40}")
 
 
