@@ -602,7 +602,7 @@ def test_session_list_never_shows_an_unknown_price_as_zero() -> None:
         return {"cost_usd": cost, "turns": turns, "unpriced_turns": unpriced}
 
     assert _cost_of(row(None, 1, 1)) == "price unknown"
-    assert _cost_of(row(0.75, 3, 1)) == "$0.75 (and 1 turns of unknown price)"
+    assert _cost_of(row(0.75, 3, 1)) == "$0.75 (and 1 turn of unknown price)"
     assert _cost_of(row(0.5, 1, 0)) == "$0.50"
     assert _cost_of(row(None, 0, 0)) == "$0.00"
 

@@ -165,7 +165,7 @@ def test_the_session_commands_work_on_either_store(store_target: str, tmp_path: 
         "created session 'm' in"
     )
     run("session", "add", "m", "--question", "Was notice given?", "--json")
-    assert run("session", "list").startswith("m\t1 turns\t")
+    assert run("session", "list").startswith("m\t1 turn\t")
     assert "turn 1:" in run("session", "show", "m")
     assert json.loads(run("session", "export", "m"))["turns"][0]["question"] == "Was notice given?"
 
