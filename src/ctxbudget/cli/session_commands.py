@@ -332,7 +332,7 @@ def session_list(store_path: str, as_json: bool) -> None:
             click.echo(json.dumps(rows, ensure_ascii=not utf8_out()))
         for row in [] if as_json else rows:
             click.echo(
-                f"{row['name']}\t{row['turns']} turn{'' if row['turns'] == 1 else 's'}\t{row['input_tokens']:,} input tokens\t{_cost_of(row)}"
+                f"{row['name']}\t{_turns(row['turns'])}\t{row['input_tokens']:,} input tokens\t{_cost_of(row)}"
             )
 
     run_action(action)
@@ -421,11 +421,14 @@ def session_export(name: str, store_path: str) -> None:
     run_action(action)
 
 
+def _turns(n: object) -> str:
+    """``n`` turns, in words ("1 turn", "2 turns")."""
+    return f"{n} turn{'' if n == 1 else 's'}"
+
+
 def _cost_of(row: dict[str, Any]) -> str:
     """A session's cost as listed: never $0 for turns whose price is unknown."""
     cost, unknown = row["cost_usd"], row["unpriced_turns"]
     if cost is None:  # no turn priced; a session with no turns cost nothing
         return priced(0.0 if not row["turns"] else None)
-    return priced(cost) + (
-        f" (and {unknown} turn{'' if unknown == 1 else 's'} of unknown price)" if unknown else ""
-    )
+    return priced(cost) + (f" (and {_turns(unknown)} of unknown price)" if unknown else "")

@@ -118,7 +118,7 @@ def check_options(**options: Any) -> None:
 
 
 def _check_percentages(budget: Mapping[str, Any] | None) -> None:
-    """Each share is a number, int or float: a numeric string was read as its number (``"10"``:
+    """Each share is a real number (an int, a float, numpy's, a Fraction): a numeric string was read as its number (``"10"``:
     10%, in silence) and a boolean as 0% with a warning; both are the caller's type error. A
     number out of 0..100, or NaN, is still clamped with a warning (``BudgetSplit``)."""
     for name, value in (budget or {}).items():

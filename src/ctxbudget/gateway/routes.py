@@ -80,7 +80,9 @@ async def _forward(
             request, gateway.send(provider, ready.content, headers, request.url.query)
         )
         if ready.usage_added and upstream.status_code == 400 and "stream_options" not in ready.body:
-            upstream, ready = await _unless_usage_refused(request, gateway, provider, upstream, ready)
+            upstream, ready = await _unless_usage_refused(
+                request, gateway, provider, upstream, ready, headers
+            )
     except ClientGone:  # the upstream call was given up with it: the provider stops generating
         return Response(status_code=499), "client_disconnected"
     progress.stage = "answer"
@@ -122,7 +124,12 @@ async def _streamed(
 
 
 async def _unless_usage_refused(
-    request: Request, gateway: Gateway, provider: Provider, upstream: httpx.Response, ready: Outbound
+    request: Request,
+    gateway: Gateway,
+    provider: Provider,
+    upstream: httpx.Response,
+    ready: Outbound,
+    headers: list[tuple[bytes, bytes]],
 ) -> tuple[httpx.Response, Outbound]:
     """A stream refused (400) for the ``stream_options`` the gateway added to learn its usage (the
     client sent none) is sent again without them, and its turn stored without usage; any other
@@ -140,7 +147,6 @@ async def _unless_usage_refused(
     logger.info("the upstream refused stream_options: the stream is sent without, its usage unknown")
     ready = await run_in_threadpool(functools.partial(rendered, provider, ready, ask_usage=False))
     assert ready.content is not None
-    headers = forwarded_headers(request.headers.items())
     sending = gateway.send(provider, ready.content, headers, request.url.query)
     return await _unless_gone(request, sending), ready
 
