@@ -59,7 +59,7 @@ def test_a_wrong_index_stores_nothing_and_next_index_numbers_the_turn(store: Ses
     assert store.turns("a") == [] and store.ledger("a") == []
     stored = [store.append_turn("a", Turn(index=0, question=f"q{i}"), [], next_index=True) for i in range(3)]
     assert [t.index for t in stored] == [1, 2, 3] == [t.index for t in store.turns("a")]
-    with pytest.raises(ConfigError, match="no session 'other'"):
+    with pytest.raises(ConfigError, match=r"no session 'other' in .*; sessions: a$"):
         store.append_turn("other", Turn(index=1, question="q"), [])
 
 

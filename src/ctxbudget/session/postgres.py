@@ -259,35 +259,53 @@ class PostgresStore:
     ) -> Turn:
         """One transaction under the session's lock: the turn, its content, and the ledger
         entries it adds. With ``next_index`` the turn takes the session's next index."""
-        self.meta(name)
         with self._transaction(SESSION_LOCKS, lock_key(name)) as conn:
-            expected = self._count(conn, "turns", name) + 1
-            if next_index:
-                turn = dataclasses.replace(turn, index=expected)
-            if turn.index != expected:
-                raise ConfigError(f"session {name!r} expects turn {expected}, got turn {turn.index}")
+            known = conn.execute("SELECT 1 FROM sessions WHERE name = %s", (name,)).fetchone() is not None
+            if known:
+                turn = self._append(conn, name, turn, ledger_entries, next_index)
+        if not known:  # named after the transaction: listing the names takes a connection of its own
+            raise no_session(name, self.url, self.names())
+        return turn
+
+    def _append(
+        self,
+        conn: psycopg.Connection[Any],
+        name: str,
+        turn: Turn,
+        ledger_entries: list[dict[str, Any]],
+        next_index: bool,
+    ) -> Turn:
+        """:meth:`append_turn`'s writes, in its transaction, for a session that exists."""
+        expected = self._last(conn, "turns", name) + 1
+        if next_index:
+            turn = dataclasses.replace(turn, index=expected)
+        if turn.index != expected:
+            raise ConfigError(f"session {name!r} expects turn {expected}, got turn {turn.index}")
+        conn.execute(
+            "INSERT INTO turns (session, idx, turn_sha256) VALUES (%s, %s, %s)",
+            (name, turn.index, self._put(conn, turn.to_dict())),
+        )
+        seq = self._last(conn, "ledger", name) if ledger_entries else 0
+        for offset, entry in enumerate(ledger_entries, 1):
             conn.execute(
-                "INSERT INTO turns (session, idx, turn_sha256) VALUES (%s, %s, %s)",
-                (name, turn.index, self._put(conn, turn.to_dict())),
+                "INSERT INTO ledger (session, seq, entry_sha256) VALUES (%s, %s, %s)",
+                (name, seq + offset, self._put(conn, entry)),
             )
-            seq = self._count(conn, "ledger", name)
-            for offset, entry in enumerate(ledger_entries, 1):
-                conn.execute(
-                    "INSERT INTO ledger (session, seq, entry_sha256) VALUES (%s, %s, %s)",
-                    (name, seq + offset, self._put(conn, entry)),
-                )
         return turn
 
     @staticmethod
-    def _count(conn: psycopg.Connection[Any], table: Literal["turns", "ledger"], name: str) -> int:
-        query = f"SELECT COUNT(*) FROM {table} WHERE session = %s"  # table: one of two names, never input
-        row = conn.execute(query, (name,)).fetchone()
-        return int(row[0]) if row else 0
+    def _last(conn: psycopg.Connection[Any], table: Literal["turns", "ledger"], name: str) -> int:
+        """The session's highest turn index or ledger seq (0: none), which is how many it has
+        (see :meth:`ctxbudget.session.store.SQLiteStore._last`): the primary key's end, where
+        ``COUNT(*)`` read every row of the session."""
+        column = "idx" if table == "turns" else "seq"  # one of two names each, never input
+        row = conn.execute(f"SELECT MAX({column}) FROM {table} WHERE session = %s", (name,)).fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
 
     def count_turns(self, name: str) -> int:
         """How many turns a session has."""
         with self._connection() as conn:
-            return self._count(conn, "turns", name)
+            return self._last(conn, "turns", name)
 
     def _bodies(self, query: str, name: str) -> list[Any]:
         with self._connection() as conn:
