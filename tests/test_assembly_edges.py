@@ -434,3 +434,41 @@ def test_the_parts_a_body_cannot_fit_add_up_to_its_need() -> None:
     with pytest.raises(BudgetExceeded) as refused:
         assemble(request, policy=policy, model="claude-sonnet-4-5")
     assert sum(refused.value.parts.values()) == refused.value.required_tokens > 1000
+
+
+def test_confirm_evict_of_an_item_no_confirmation_holds_is_a_report_warning() -> None:
+    # Only a protected item waits for a confirmation: naming a pinned, compact, rolling or
+    # current-turn item changed nothing and said nothing.
+    body = {
+        "items": [
+            {"id": "pb", "kind": "playbook", "tier": "pinned", "text": "Rule one."},
+            {
+                "id": "EV-1",
+                "kind": "evidence",
+                "tier": "critical",
+                "text": "Sent March 3.",
+                "citation": "p. 4",
+            },
+            {"id": "d", "kind": "document", "tier": "contextual", "text": "Background."},
+            {"id": "q", "kind": "question", "text": "When?"},
+        ],
+        "confirm_evict": ["pb", "q", "EV-1", "d"],
+    }
+    warnings = assemble(body, policy="legal-review", model="claude-sonnet-4-5").report.warnings
+    told = [w for w in warnings if w.startswith("confirm_evict")]
+    assert told == [
+        "confirm_evict names 'pb', in tier 0 pinned (eviction: never): only a protected tier's items "
+        "wait for a confirmation to leave, so it changed nothing",
+        "confirm_evict names 'd', in tier 2 contextual (eviction: compact): only a protected tier's items "
+        "wait for a confirmation to leave, so it changed nothing",
+        "confirm_evict names 'q', in the current turn, which is never evicted: only a protected tier's "
+        "items wait for a confirmation to leave, so it changed nothing",
+    ]
+
+
+def test_an_item_without_a_tier_is_refused_with_its_kind_read_right() -> None:
+    body = {
+        "items": [{"id": "e", "kind": "evidence", "text": "x"}, {"id": "q", "kind": "question", "text": "?"}]
+    }
+    with pytest.raises(InvalidRequestError, match=r"\$\.items\[0\]\.tier: an evidence item needs a tier"):
+        assemble(body, policy="legal-review", model="claude-sonnet-4-5")

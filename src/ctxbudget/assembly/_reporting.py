@@ -21,6 +21,7 @@ from ._report import (
     DecisionReport,
     TierReport,
 )
+from ._request import unneeded_confirmations
 from ._tiers import ItemDecision
 
 __all__ = ["build_report"]
@@ -186,5 +187,9 @@ def build_report(
         pinned_prefix_sha256=pinned.sha256,
         pinned_prefix_text=pinned.text,
         degraded=tuple(degraded),
-        warnings=(*([setup.model_warning] if setup.model_warning else []), *priced.warnings),
+        warnings=(
+            *([setup.model_warning] if setup.model_warning else []),
+            *unneeded_confirmations(setup.request),
+            *priced.warnings,
+        ),
     )

@@ -30,7 +30,7 @@ from ..formats.wire import validate_body
 from ._origins import chat_origin, message_position, question_origins
 from ._policy import Policy, Tier
 
-__all__ = ["ContextItem", "ContextRequest", "parse_context_request"]
+__all__ = ["ContextItem", "ContextRequest", "parse_context_request", "unneeded_confirmations"]
 
 Kind = Literal[
     "playbook",
@@ -144,6 +144,26 @@ class ContextRequest:
         return [i for i in self.items if i.tier is None]
 
 
+def unneeded_confirmations(request: ContextRequest) -> tuple[str, ...]:
+    """A report warning for each ``confirm_evict`` id whose item is not in a protected tier: only
+    a protected item waits for a confirmation to leave, so naming another changed nothing (a
+    pinned item is never evicted, a compact or rolling tier's items leave by its own rule)."""
+    notes = []
+    for item in request.items:
+        if item.id not in request.confirm_evict or (item.tier and item.tier.eviction == "protected"):
+            continue
+        where = (
+            f"tier {item.tier.index} {item.tier.name} (eviction: {item.tier.eviction})"
+            if item.tier
+            else "the current turn, which is never evicted"
+        )
+        notes.append(
+            f"confirm_evict names {item.id!r}, in {where}: only a protected tier's items wait for "
+            "a confirmation to leave, so it changed nothing"
+        )
+    return tuple(notes)
+
+
 def _role(item: _Item) -> str:
     if item.role:
         return item.role
@@ -192,7 +212,7 @@ def _tier_of(item: _Item, policy: Policy, n: int) -> Tier | None:
     if item.tier is None:
         if item.kind not in CURRENT_KINDS:
             raise InvalidRequestError(
-                f"a {item.kind} item needs a tier; only {', '.join(CURRENT_KINDS)} items may omit it",
+                f"{'an' if item.kind[0] in 'aeiou' else 'a'} {item.kind} item needs a tier; only {', '.join(CURRENT_KINDS)} items may omit it",
                 f"$.items[{n}].tier",
             )
         return None
