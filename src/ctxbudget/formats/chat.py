@@ -229,14 +229,15 @@ def items_from_messages(
     groups: Sequence[int],
 ) -> tuple[Item, ...]:
     """Items for the messages as laid out by :func:`split_messages`."""
+    made = Item.of_message
     return tuple(
-        Item(
-            component=component,
-            index=index,
-            path=f"$.messages[{position}]",
-            text=text_of(messages[position]),
-            role=str(messages[position].get("role", "")),
-            group=groups[position],
+        made(
+            component,
+            index,
+            f"$.messages[{position}]",
+            text_of(messages[position]),
+            str(messages[position].get("role", "")),
+            groups[position],
         )
         for component, index, position in layout
     )
