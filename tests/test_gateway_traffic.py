@@ -635,6 +635,33 @@ def test_a_body_that_cannot_be_read_is_refused_naming_the_session_its_header_nam
     assert refused.status_code == 400 and refused.headers["x-ctxbudget-session"] == "matter-42"
 
 
+@pytest.mark.parametrize(
+    ("path", "content", "key"),
+    [
+        (
+            "/v1/chat/completions",
+            b'{"model":"gpt-4o","messages":[{"role":"user","content":"the long question"}],'
+            b'"messages":[{"role":"user","content":"second"}]}',
+            "messages",
+        ),
+        ("/v1/chat/completions", b'{"model":"gpt-4o","model" : "gpt-4","messages":[]}', "model"),
+        ("/v1/responses", b'{"model":"gpt-4o","input":"hi","input":"bye"}', "input"),
+    ],
+)
+def test_a_key_given_twice_is_refused_as_the_cli_refuses_it(
+    stack: tuple[FakeUpstream, str, Path], path: str, content: bytes, key: str
+) -> None:
+    # JSON keeps the last: the first messages were sent nowhere and no report said so, where the
+    # CLI refuses the same body.
+    fake, url, _ = stack
+    headers = {"content-type": "application/json", "X-Ctxbudget-Session": "twice"}
+    refused = httpx.post(url + path, content=content, headers=headers)
+    assert refused.status_code == 400 and not fake.received
+    assert f"the key '{key}' is given twice in one object" in refused.json()["error"]["message"]
+    escaped = b'{"model":"gpt-4o","messages":[{"role":"user","content":"a \\": b"}]}'  # a mark, no key
+    assert httpx.post(url + "/v1/chat/completions", content=escaped, headers=headers).status_code == 200
+
+
 def test_calibration_is_per_catalog_entry_and_one_answer_in_twenty_does_not_pin_it(
     stack: tuple[FakeUpstream, str, Path],
 ) -> None:

@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 
 from ctxbudget import InvalidRequestError, fit
 from ctxbudget.fitting._memo import content_key, freeze
-from ctxbudget.formats.jsonvalue import MAX_DEPTH, _check_with_paths, check_json_value, decode_json
+from ctxbudget.formats.jsonvalue import (
+    MAX_DEPTH,
+    RepeatedKey,
+    _check_with_paths,
+    check_json_value,
+    decode_json,
+    unique_keys,
+)
 
 
 class Label(str):
@@ -206,3 +213,43 @@ def test_a_tuple_is_named_a_tuple_not_an_array() -> None:
     """ "expected a list of messages, got an array" contradicted itself for a Python tuple."""
     with pytest.raises(InvalidRequestError, match=r"got a tuple \(give a list\)"):
         fit({"messages": ({"role": "user", "content": "hi"},)}, model="gpt-4o")
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """An object as written: its keys in order, a key possibly given twice."""
+
+
+# Keys from few characters, so that repeats are common; quotes, colons and backslashes make the
+# escaped quotes followed by a colon that look like a key's end.
+_key_text = st.text(alphabet='a"\\: ', max_size=3)
+_written = st.recursive(
+    st.one_of(st.integers(-5, 5), st.text(alphabet='x"\\: ', max_size=4), st.none()),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.lists(st.tuples(_key_text, inner), max_size=4).map(_Pairs)
+    ),
+    max_leaves=12,
+)
+
+
+def _text(value: Any, space: str) -> str:
+    if isinstance(value, _Pairs):
+        return "{" + ",".join(f"{json.dumps(k)}{space}:{space}{_text(v, space)}" for k, v in value) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_text(v, space) for v in value) + "]"
+    return json.dumps(value)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(_key_text, _written), max_size=4).map(_Pairs), st.sampled_from(["", " ", "\n\t"]))
+def test_a_repeated_key_is_refused_exactly_when_the_strict_reader_refuses_it(value: Any, space: str) -> None:
+    # The fast reader keeps the last of a repeated key in silence: its keys are held against the
+    # text's key marks, and the strict reader decides when they differ.
+    data = _text(value, space).encode("utf-8")
+    try:
+        expected: Any = json.loads(data, object_pairs_hook=unique_keys)
+    except RepeatedKey as exc:
+        with pytest.raises(InvalidRequestError) as told:
+            decode_json(data, "body", refuse_repeats=True)
+        assert str(told.value) == f"body: {exc}"
+        return
+    assert decode_json(data, "body", refuse_repeats=True) == expected

@@ -130,7 +130,7 @@ async def timely(chunks: AsyncIterator[bytes], idle: float | None = None) -> Asy
 def parse_json(data: bytes) -> dict[str, Any]:
     """The body's JSON object (400 for anything else)."""
     try:
-        body = decode_json(data, "request body")
+        body = decode_json(data, "request body", refuse_repeats=True)
     except InvalidRequestError as exc:
         raise Refusal(400, str(exc), "invalid_json") from exc
     if not isinstance(body, dict):
