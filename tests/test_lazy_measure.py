@@ -152,14 +152,14 @@ def test_a_fit_decides_the_same_whether_or_not_everything_is_counted(
     assert_lazy_is_exact(request, max_context_tokens=window + 4096)
 
 
-def assert_lazy_is_exact(request: dict[str, Any], **options: Any) -> None:
+def assert_lazy_is_exact(request: dict[str, Any], model: str = "gpt-4o", **options: Any) -> None:
     """The fit of ``request`` decides and sends the same with and without ``count_all`` (or
     refuses alike); an uncounted item's ``tokens_before`` is a lower bound of the exact one."""
     results: list[Any] = []
     for count_all in (False, True):
         clear_caches()
         try:
-            results.append(fit(request, model="gpt-4o", count_all=count_all, **options))
+            results.append(fit(request, model=model, count_all=count_all, **options))
         except Exception as exc:  # the same refusal either way
             results.append(type(exc).__name__)
     lazy, full = results
@@ -180,6 +180,47 @@ def assert_lazy_is_exact(request: dict[str, Any], **options: Any) -> None:
     assert lazy.report.uncounted_items == sum(not i.counted for i in lazy.report.items)
     assert full.report.uncounted_items == 0
     assert lazy.report.tokens_before <= full.report.tokens_before
+
+
+_WORDS = [
+    "notice",
+    "was",
+    "given",
+    "March",
+    "3.",
+    "EX-4",
+    "the",
+    "\n\n",
+    "?",
+    "Mr.",
+    "日本語",
+    "。",
+    "🙂",
+    "e\u0301",
+]
+
+
+def _words(n: int, seed: int) -> str:
+    return " ".join(_WORDS[(i * i * 7 + i * seed + seed) % len(_WORDS)] for i in range(n))
+
+
+def test_the_history_handed_the_documents_budget_takes_what_it_needs_however_counted() -> None:
+    # The document is over its share and dropped, and its budget handed on to the history: the
+    # history's need had been read as a partial sum of bounds, only until it was over its first
+    # share, and that sum (which depended on what was counted) capped what it was handed. With
+    # count_all the newest message was cut though it fitted whole (weak bounds: CJK, emoji).
+    request = {
+        "questions": [{"text": "When was notice given?"}],
+        "documents": [{"page_content": _words(350, 1)}],
+        "history": [
+            {"role": "user", "content": _words(350, 2)},
+            {"role": "assistant", "content": _words(450, 3)},
+        ],
+    }
+    for window in (1300, 1400, 1500):
+        assert_lazy_is_exact(request, model="claude-sonnet-4-5", max_context_tokens=window)
+    kept = fit(request, model="claude-sonnet-4-5", max_context_tokens=1400, count_all=True).report.items
+    assert [(i.path, i.action) for i in kept if i.component == "history"][-1] == ("$.history[1]", "kept")
 
 
 def test_documents_that_cannot_fit_are_dropped_uncounted() -> None:

@@ -173,7 +173,7 @@ def _trim(ctx: FitContext, request: Mapping[str, Any], pool: int, *, on_empty: b
                 again = attempt(0, min(claim, kept_claim + available_raw - fitted.tokens_raw))
                 if again.tokens_raw <= available_raw:
                     return again
-            needs = None if on_empty else _handed_on(ctx, fitted, demand)
+            needs = None if on_empty else _handed_on(ctx, fitted, demand, pool)
             if needs is not None:
                 refilled = attempt(pool, kept_claim, needs)
                 if fitted.tokens_raw < refilled.tokens_raw <= available_raw:
@@ -203,11 +203,16 @@ MIN_HANDED_ON = 64
 MIN_HANDED_ON_SHARE = 0.02
 
 
-def _handed_on(ctx: FitContext, fitted: Fitted, demand: _Demand) -> dict[Component, int] | None:
+def _handed_on(ctx: FitContext, fitted: Fitted, demand: _Demand, pool: int) -> dict[Component, int] | None:
     """Needs that hand on the budget the documents' plan left unused (they are taken whole: the
     next one larger than what is left) to another component still short of its need, or None
     when there is none worth a plan. Documents alone give: the history's use holds its
-    placeholder, which no item's line shows, and handed on it would lose a message to it."""
+    placeholder, which no item's line shows, and handed on it would lose a message to it.
+
+    A need read as a bound was read only until it was over the share the first allocation could
+    give; handed more, the component could take more than that bound, which then capped it (and
+    where a partial sum stopped depended on what was counted, so ``count_all`` kept more or less
+    history). The needs are read again until they are over the whole ``pool``, which no share is."""
     short = [
         c
         for c in COMPONENTS
@@ -218,7 +223,11 @@ def _handed_on(ctx: FitContext, fitted: Fitted, demand: _Demand) -> dict[Compone
     used = sum(tokens_after(ctx, d, fitted.plan.decisions.get(d.key)) for d in ctx.of("documents"))
     if fitted.budgets["documents"] - used < max(MIN_HANDED_ON, ctx.available_raw * MIN_HANDED_ON_SHARE):
         return None
-    return {**demand.needs, "documents": max(0, used - demand.kept_framing["documents"])}
+    framing = demand.kept_framing
+    needs = {
+        c: _need(ctx, c, max(0, pool) + framing[c]) - framing[c] for c in short if c in ("system", "history")
+    }
+    return {**demand.needs, **needs, "documents": max(0, used - framing["documents"])}
 
 
 def _still_over(ctx: FitContext, after_raw: int) -> BudgetExceeded:
