@@ -224,7 +224,7 @@ def _handed_on(ctx: FitContext, fitted: Fitted, demand: _Demand, pool: int) -> d
     if fitted.budgets["documents"] - used < max(MIN_HANDED_ON, ctx.available_raw * MIN_HANDED_ON_SHARE):
         return None
     framing = demand.kept_framing
-    needs = {
+    needs: dict[Component, int] = {
         c: _need(ctx, c, max(0, pool) + framing[c]) - framing[c] for c in short if c in ("system", "history")
     }
     return {**demand.needs, **needs, "documents": max(0, used - framing["documents"])}
