@@ -1150,3 +1150,77 @@ def test_results_whose_call_was_cut_stay_after_the_task_and_before_their_questio
     first = [b.get("text", b.get("type")) for b in sent[0]["content"]]
     assert first[0].startswith("Task:") and first[-1].startswith("Also:"), first
     assert any(t.startswith("[result of tool call t4_") for t in first[1:-1]), first
+
+
+def _agent_after_question(api: str, steps: int) -> dict[str, Any]:
+    """An earlier exchange, the question, then ``steps`` tool calls with their results."""
+    result = "row data, checked " * 150
+    ask = "Now, what is the status of all ten items?"
+    if api == "anthropic":
+        messages: list[dict[str, Any]] = [
+            {"role": "user", "content": "Earlier task: say hi."},
+            {"role": "assistant", "content": "hi"},
+            {"role": "user", "content": ask},
+        ]
+        for n in range(steps):
+            messages += [
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": f"c{n}", "name": "look", "input": {"n": n}}],
+                },
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": f"c{n}", "content": f"{n}: {result}"}],
+                },
+            ]
+        return {"model": "claude-sonnet-4-5", "max_tokens": 300, "messages": messages}
+    messages = [
+        {"role": "system", "content": "Agent."},
+        {"role": "user", "content": "Earlier task: say hi."},
+        {"role": "assistant", "content": "hi"},
+        {"role": "user", "content": ask},
+    ]
+    for n in range(steps):
+        call = {
+            "id": f"c{n}",
+            "type": "function",
+            "function": {"name": "look", "arguments": json.dumps({"n": n})},
+        }
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{n}", "content": f"{n}: {result}"},
+        ]
+    return {"model": "gpt-4o", "max_tokens": 300, "messages": messages}
+
+
+def _pieces(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Each message's texts and tool calls in order, as (role, text or "CALL")."""
+    out = []
+    for message in messages:
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content or ""}]
+        out += [(message["role"], b["text"]) for b in blocks if b.get("type") == "text" and b["text"]]
+        calls = [b for b in blocks if b.get("type") == "tool_use"] + (message.get("tool_calls") or [])
+        out += [(message["role"], "CALL")] * len(calls)
+    return out
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_tool_steps_dropped_after_the_question_are_noted_after_it(api: str) -> None:
+    # Steps c0..c7 taken after the question were summarized with the earlier answer by one
+    # placeholder before the question: the model read its first step as c8, as if it had not yet
+    # looked anything up for this question.
+    body = _agent_after_question(api, 10)
+    result = fit(body, model=body["model"], max_context_tokens=3000)
+    pieces = _pieces(result.request["messages"])
+    ask = next(n for n, (_, text) in enumerate(pieces) if text.startswith("Now, what is the status"))
+    notes = {n: text for n, (_, text) in enumerate(pieces) if text.startswith("[Earlier conversation")}
+    summarized = sum(i.action == "summarized" for i in result.report.items)
+    assert notes == {
+        ask - 1: "[Earlier conversation summarized: 1 messages omitted]",  # the earlier answer
+        ask + 1: f"[Earlier conversation summarized: {summarized - 1} messages omitted]",  # the first steps
+    }
+    assert summarized > 3
+    assert pieces[ask + 1][0] == "assistant" and pieces[ask + 2] == ("assistant", "CALL")
+    if api == "anthropic":
+        check_anthropic_rules(result.request)

@@ -251,21 +251,18 @@ def apply_history(
     replace_text: Callable[[Mapping[str, Any], str, tuple[str, ...]], dict[str, Any]],
     placeholder_role: str = "user",
 ) -> list[dict[str, Any]]:
-    """The message list after the plan: kept or truncated messages and the history placeholder."""
+    """The message list after the plan: kept or truncated messages and the history placeholder,
+    one for each run of summarized messages (:func:`_placeholder_runs`), where the run began."""
     by_key = {item.key: item for item in items}
-    placeholder = {
-        "role": placeholder_role,
-        "content": PLACEHOLDER_TEMPLATE.format(omitted=plan.placeholder_omitted),
-    }
+    runs = _placeholder_runs(layout, plan) if plan.placeholder_after is not None else {}
     out: list[dict[str, Any]] = []
     asked = False  # the query is out: a placeholder after it is an assistant note, not a user turn
-    for component, index, position in layout:
+    for slot, (component, index, position) in enumerate(layout):
         key = (component, index)
         asked = asked or component == "query"
-        if asked:
-            placeholder["role"] = "assistant"
-        if component == "history" and index == 0 and plan.placeholder_after == -1:
-            out.append(dict(placeholder))
+        if slot in runs:
+            text = PLACEHOLDER_TEMPLATE.format(omitted=runs[slot])
+            out.append({"role": "assistant" if asked else placeholder_role, "content": text})
         if plan.kept(key):
             item = by_key[key]
             new_text = plan.text_of(item)
@@ -273,6 +270,23 @@ def apply_history(
             pieces = plan.pieces_of(item)
             changed = new_text != item.text or pieces
             out.append(replace_text(message, new_text, pieces) if changed else _copy(message))
-        if component == "history" and plan.placeholder_after == index:
-            out.append(dict(placeholder))
     return out
+
+
+def _placeholder_runs(layout: list[tuple[Component, int, int]], plan: Plan) -> dict[int, int]:
+    """Where each run of summarized history messages begins (its slot in ``layout``) and how many
+    it holds. The query ends a run: the tool steps an agent took after the question, summarized
+    with the turns before it, were announced by one placeholder before the question, as if they
+    had never been taken (an assistant note after it says so); a kept message ends one too."""
+    runs: dict[int, int] = {}
+    start = None
+    for slot, (component, index, _) in enumerate(layout):
+        decision = plan.decisions.get((component, index))
+        if component == "history" and decision is not None and decision.action == "summarized":
+            if start is None:
+                start = slot
+                runs[slot] = 0
+            runs[start] += 1
+        elif component == "query" or (component == "history" and plan.kept((component, index))):
+            start = None
+    return runs
