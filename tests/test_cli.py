@@ -751,3 +751,34 @@ def test_serve_on_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
 def test_an_empty_input_name_is_told_as_such() -> None:
     result = CliRunner().invoke(main, ["count", "", "--model", "gpt-4o"])
     assert result.exit_code == 2 and "the input's FILE is an empty name" in result.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["session", "add", "t", "--question", "Notice?", "--tag", "Not\udce9ce"],
+        ["session", "add", "t", "--question", "Notice?", "--answer=Yes, caf\udce9."],
+        ["assemble", "-", "--model", "gpt-4o", "--format", "openai", "--prompt-cache-key", "k\udce9y"],
+    ],
+)
+def test_an_argument_that_is_not_utf8_is_one_line(tmp_path: Path, args: list[str]) -> None:
+    # Python reads a Latin-1 terminal's bytes as lone surrogates: --tag ended `session add` in a
+    # traceback once the turn was stored, and --prompt-cache-key wrote a body that is not UTF-8.
+    run = CliRunner().invoke(
+        main, [*args, "--store", str(tmp_path / "s.db")] if args[0] == "session" else args
+    )
+    assert run.exit_code == 2 and "Traceback" not in run.output
+    assert (
+        run.stderr
+        == f"ctxbudget: the argument {args[-1].encode('utf-8', 'surrogateescape').decode('utf-8', 'replace')!r} is not UTF-8 text (a terminal in another encoding?): give it in UTF-8\n"
+    )
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_an_existing_file_whose_name_is_not_utf8_is_read(tmp_path: Path) -> None:
+    name = tmp_path / "caf\udce9.json"
+    name.write_text(
+        json.dumps({"questions": [{"text": "When?"}], "documents": [{"page_content": "March 3."}]})
+    )
+    run = CliRunner().invoke(main, ["count", str(name), "--model", "gpt-4o"])
+    assert run.exit_code == 0, run.output

@@ -335,6 +335,8 @@ class OneLineGroup(click.Group):
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
         _escaping_streams()
+        given = kwargs["args"] if "args" in kwargs else (args[0] if args else None)
+        _utf8_arguments(sys.argv[1:] if given is None else given)
         try:
             return super().main(*args, **kwargs)
         except click.exceptions.UsageError as exc:
@@ -351,6 +353,30 @@ class OneLineGroup(click.Group):
             sys.exit(exc.exit_code)
         except click.exceptions.ClickException as exc:
             fail(exc.format_message(), EXIT_USAGE)
+
+
+def _utf8_arguments(args: Sequence[str]) -> None:
+    """Refuse an argument that is not UTF-8 text (one line, exit 2), unless it names a file that
+    exists. Python reads the command line's other bytes as lone surrogates: a ``--tag`` or
+    ``--answer`` typed on a Latin-1 terminal ended ``session add`` in a traceback when the turn was
+    stored, and ``--prompt-cache-key`` wrote a body that is not UTF-8."""
+    for arg in args:
+        value = arg.partition("=")[2] if arg.startswith("--") and "=" in arg else arg
+        if not isinstance(arg, str) or arg.isascii() or _utf8(arg) or os.path.lexists(value):
+            continue
+        shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        fail(
+            f"the argument {shown!r} is not UTF-8 text (a terminal in another encoding?): give it in UTF-8",
+            EXIT_USAGE,
+        )
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _escaping_streams() -> None:
