@@ -21,6 +21,7 @@ from .prepared import Prepared
 from .providers import Provider, StreamState, failed_answer
 from .refusals import Refusal
 from .service import Gateway
+from .tools import answered_calls
 from .upstream import passed_back
 
 logger = logging.getLogger("ctxbudget.gateway")
@@ -150,7 +151,8 @@ async def complete(
         gateway.note_upstream_error("failed_response")
         logger.warning("session=%s the upstream failed the turn: it is not stored", prepared.session)
         return response
-    await gateway.answered(provider, prepared, answer, usage)
+    calls = answered_calls(provider.input_format, payload)
+    await gateway.answered(provider, prepared, answer, usage, calls)
     return response
 
 
@@ -176,7 +178,7 @@ async def _record(gateway: Gateway, provider: Provider, prepared: Prepared, stat
     """Store the streamed turn: nothing to add when it is stored, else the error event that
     takes the place of the stream's end."""
     try:
-        await gateway.answered(provider, prepared, "".join(state.text), state.usage)
+        await gateway.answered(provider, prepared, "".join(state.text), state.usage, state.calls.calls())
     except Refusal as refusal:
         return provider.stream_error(str(refusal), refusal.status, refusal.code)
     return b""

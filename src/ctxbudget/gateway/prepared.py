@@ -9,8 +9,10 @@ from typing import Any
 
 from ..catalog.values import ModelSpec
 from ..formats.tool_prompt import tool_prompt_tokens
-from .bodies import header_value, last_user_text
+from ..session.turns import ToolResult
+from .bodies import conversation, header_value, last_user_text
 from .refusals import with_settings
+from .tools import sent_results
 
 __all__ = [
     "WARNINGS_HEADER_CHARS",
@@ -56,6 +58,8 @@ class Prepared:
     overhead_tokens: int = 0  # the tool-use system prompt the provider adds: counted, billed, not calibrated
     # Policy mode: what the session's next turn is compared with, kept once this turn is answered.
     next_turn: tuple[str, dict[str, Any]] | None = None
+    # The tool results the client's last turn sends back (stored with the turn: .tools).
+    tool_results: tuple[ToolResult, ...] = ()
 
     @property
     def proxy_before(self) -> int:
@@ -95,10 +99,11 @@ def build_prepared(
     spec: ModelSpec | None,
     *,
     calibrate: bool,
+    input_format: str,
     next_turn: tuple[str, dict[str, Any]] | None = None,
 ) -> Prepared:
     """What is forwarded and recorded for a fitted or assembled body (``out``) of the client's
-    ``body``."""
+    ``body`` (in ``input_format``: the provider API's)."""
     model = str(body["model"])
     prompt = tool_prompt_tokens(spec.id if spec else model, body)  # counts hold it (formats.tool_prompt)
     proxy = 0 if report["exact"] else proxy_tokens(report, "tokens_after", prompt)
@@ -114,6 +119,7 @@ def build_prepared(
         calibrate=calibrate,
         overhead_tokens=prompt,
         next_turn=next_turn,
+        tool_results=sent_results(input_format, conversation(body)),
     )
 
 

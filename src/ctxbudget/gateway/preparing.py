@@ -221,12 +221,29 @@ class Preparer:
         estimate = estimate_usd(spec, report["tokens_after"], reserve, report.get("cache"))
         refusal = ceiling_refusal(model, provider.name, estimate, settings.cost_ceiling_usd)
         if refusal is not None:
-            told = build_prepared(body, out, session, report, estimate, spec, calibrate=False)
+            told = build_prepared(
+                body,
+                out,
+                session,
+                report,
+                estimate,
+                spec,
+                calibrate=False,
+                input_format=provider.input_format,
+            )
             raise refusal.with_headers(told.headers())
         # an exact count is not the estimate's error: it does not calibrate
         covered = covered_by_estimate(body, report.get("estimated_parts")) and exact_factor is None
         return build_prepared(
-            body, out, session, report, estimate, spec, calibrate=covered, next_turn=next_turn
+            body,
+            out,
+            session,
+            report,
+            estimate,
+            spec,
+            calibrate=covered,
+            input_format=provider.input_format,
+            next_turn=next_turn,
         )
 
     def _cached(
@@ -368,7 +385,15 @@ class Preparer:
         covered = covered_by_estimate(body, before.get("estimated_parts"))
         next_turn = (f"{settings.policy}\x00{session}", for_next_turn(assembly))
         return build_prepared(
-            body, out, session, report, report["cost_usd"], spec, calibrate=covered, next_turn=next_turn
+            body,
+            out,
+            session,
+            report,
+            report["cost_usd"],
+            spec,
+            calibrate=covered,
+            input_format=provider.input_format,
+            next_turn=next_turn,
         )
 
     def _policy(self, settings: RequestSettings, spec: ModelSpec | None) -> Policy:

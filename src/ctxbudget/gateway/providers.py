@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .tools import StreamedCalls
+
 __all__ = ["ANTHROPIC", "OPENAI", "RESPONSES", "Provider", "StreamState", "failed_answer"]
 
 ProviderName = Literal["anthropic", "openai"]
@@ -131,6 +133,7 @@ class StreamState:
     hold_usage: bool = False
     text: list[str] = field(default_factory=list)
     usage: dict[str, Any] = field(default_factory=dict)
+    calls: StreamedCalls = field(default_factory=StreamedCalls)  # the tool calls, for the record
     finished: bool = False
     failed: bool = False  # the upstream sent its own error event (the client has it)
     _pending: bytearray = field(default_factory=bytearray)  # bytes not yet passed on or dropped
@@ -227,6 +230,9 @@ class StreamState:
             self._usage(_dict(_dict(event.get("message")).get("usage")))
         elif kind == "content_block_delta":
             self.text.append(str(_dict(event.get("delta")).get("text") or ""))
+            self.calls.anthropic(event)
+        elif kind == "content_block_start":
+            self.calls.anthropic(event)
         elif kind == "message_delta":
             self._usage(_dict(event.get("usage")))
         elif kind == "message_stop":
@@ -239,6 +245,7 @@ class StreamState:
             self.text.append(str(event.get("delta") or ""))
         elif kind in _RESPONSES_ENDS:
             self._usage(_dict(_dict(event.get("response")).get("usage")))
+            self.calls.responses(_dict(event.get("response")))
             self.finished = True
         elif kind == "response.failed":  # the upstream's own failure event (the client has it)
             self.failed = True
@@ -247,7 +254,9 @@ class StreamState:
         choices = event.get("choices")
         for choice in choices if isinstance(choices, list) else []:
             if _dict(choice).get("index", 0) == 0:  # the turn is the first reply, as when not streamed
-                self.text.append(str(_dict(_dict(choice).get("delta")).get("content") or ""))
+                delta = _dict(_dict(choice).get("delta"))
+                self.text.append(str(delta.get("content") or ""))
+                self.calls.openai(delta)
         if isinstance(event.get("usage"), dict):
             self._usage(event["usage"])
             return bool(choices)  # a usage-only chunk

@@ -23,7 +23,7 @@ from ..catalog.catalog import Catalog
 from ..catalog.values import ModelSpec
 from ..errors import ConfigError, StoreError, StoreUnavailable
 from ..session.store import GATEWAY_RECORDED, SessionMeta, SessionStore
-from ..session.turns import Turn
+from ..session.turns import ToolCall, Turn
 from .calibration import Calibration
 from .memory import SessionKinds
 from .metrics import Metrics
@@ -88,7 +88,14 @@ class Recorder:
         self._unreached: tuple[float, StoreUnavailable] | None = None
 
     def record(
-        self, provider: Provider, prepared: Prepared, answer: str, raw_usage: Any, *, store: bool = True
+        self,
+        provider: Provider,
+        prepared: Prepared,
+        answer: str,
+        raw_usage: Any,
+        calls: tuple[ToolCall, ...] = (),
+        *,
+        store: bool = True,
     ) -> Future[Commit] | None:
         """Metrics now, and the turn (and its calibration) handed to the writer: its commit's future
         (see the module docstring; None when the usage could not even be read, or when not to
@@ -101,12 +108,14 @@ class Recorder:
             if not store:
                 self._failed(prepared, StoreUnavailable(self.store.location, "is down", "failing open"))
                 return None
-            return self.writer.submit(prepared.session, lambda: self._commit(prepared, answer, usage))
+            return self.writer.submit(prepared.session, lambda: self._commit(prepared, answer, calls, usage))
         except Exception as exc:  # the answer was given: recording must not take it back
             self._failed(prepared, exc)
             return None
 
-    def _commit(self, prepared: Prepared, answer: str, usage: Usage | None) -> Commit:
+    def _commit(
+        self, prepared: Prepared, answer: str, calls: tuple[ToolCall, ...], usage: Usage | None
+    ) -> Commit:
         """The stored turn, in the writer's thread, and then its calibration. A failure of the
         store is logged, counted and returned; any other failure is logged and counted, and the
         answer stands. Once a commit found the store's server unreachable, the commits queued
@@ -119,7 +128,7 @@ class Recorder:
             return Commit(failure=unreached[1])
         try:
             with self.metrics.store_commit_seconds.time():
-                index: int | None = self._store_turn(prepared, answer, usage)
+                index: int | None = self._store_turn(prepared, answer, calls, usage)
         except StoreError as exc:
             if isinstance(exc, StoreUnavailable):
                 self._unreached = (time.monotonic(), exc)
@@ -145,7 +154,9 @@ class Recorder:
             "session=%s could not record the turn: %s: %s", prepared.session, type(exc).__name__, exc
         )
 
-    def _store_turn(self, prepared: Prepared, answer: str, usage: Usage | None) -> int:
+    def _store_turn(
+        self, prepared: Prepared, answer: str, calls: tuple[ToolCall, ...], usage: Usage | None
+    ) -> int:
         """Append the turn to its session (created by its first turn), numbered by the store:
         the index it was given."""
         index = self.store.count_turns(prepared.session) + 1
@@ -166,6 +177,8 @@ class Recorder:
             index=index,
             question=prepared.question,
             answer=answer,
+            tool_calls=calls,
+            tool_results=prepared.tool_results,
             report=prepared.report,
             usage=self._usage_record(prepared, usage),
         )

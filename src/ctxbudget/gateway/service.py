@@ -20,6 +20,7 @@ from ..catalog.catalog import load_catalog
 from ..errors import ConfigError, StoreError
 from ..session import connect_store
 from ..session.store import SessionStore
+from ..session.turns import ToolCall
 from .calibration import Calibration
 from .config import UPSTREAM_IDLE_SECONDS, GatewayConfig
 from .memory import SessionKinds, TurnMemory
@@ -226,14 +227,21 @@ class Gateway:
         return refusal(exc, answered=False)
 
     # ---- recording and metrics ---------------------------------------------------------------
-    async def answered(self, provider: Provider, prepared: Prepared, answer: str, raw_usage: Any) -> None:
+    async def answered(
+        self,
+        provider: Provider,
+        prepared: Prepared,
+        answer: str,
+        raw_usage: Any,
+        calls: tuple[ToolCall, ...] = (),
+    ) -> None:
         """Before the client gets an answer: metrics, the turn and its calibration stored
         (awaited without holding up the event loop), and only then the turn made the next one's
         baseline. A turn the store could not take is a :class:`~.refusals.Refusal` (503: the
         answer is withheld) unless the gateway fails open; failing open while the store is down,
         the turn is not handed to it at all (logged and counted)."""
         skip = self.config.store_fail_open and not self.health.up
-        future = self.recorder.record(provider, prepared, answer, raw_usage, store=not skip)
+        future = self.recorder.record(provider, prepared, answer, raw_usage, calls, store=not skip)
         commit = await committed(future) if future is not None else Commit()
         if commit.failure is not None:
             self.health.failed(commit.failure, "commit")
