@@ -4,6 +4,7 @@ clear error, or gives a body the provider accepts."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -472,3 +473,34 @@ def test_an_item_without_a_tier_is_refused_with_its_kind_read_right() -> None:
     }
     with pytest.raises(InvalidRequestError, match=r"\$\.items\[0\]\.tier: an evidence item needs a tier"):
         assemble(body, policy="legal-review", model="claude-sonnet-4-5")
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"name": ""}, r"s\.json: \$\.name: the session name is empty or blank"),
+        (
+            {"turns": [{"question": "A?"}, {"question": "B?", "idle_seconds": 1e300}]},
+            r"s\.json: \$\.turns\[1\]\.idle_seconds: must be below 1e18 seconds",
+        ),
+    ],
+)
+def test_a_scenario_value_refused_later_is_named_at_its_place(
+    tmp_path: Path, change: dict[str, Any], said: str
+) -> None:
+    # Both were one line without the file or the path: "session name '' is empty or blank",
+    # "idle_seconds must be ... got 1e+300".
+    scenario = {"name": "r", "base": {"items": []}, "turns": [{"question": "Notice?"}], **change}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(scenario))
+    run = CliRunner().invoke(main, ["simulate", str(path)])
+    assert run.exit_code == 2 and re.search(said, run.stderr), run.stderr
+
+
+def test_a_number_past_a_doubles_range_is_told_as_such(tmp_path: Path) -> None:
+    path = tmp_path / "b.json"
+    path.write_text(
+        '{"questions": [{"text": "When?"}], "documents": [{"page_content": "x", "score": 1e400}]}'
+    )
+    run = CliRunner().invoke(main, ["fit", str(path), "--model", "gpt-4o"])
+    assert run.exit_code == 2 and "such as 1e400, reads as one" in run.stderr

@@ -74,7 +74,11 @@ def json_kind(value: object) -> str:
 
 def _check_scalar(value: object, path: str) -> None:
     if isinstance(value, float) and not math.isfinite(value):
-        raise InvalidRequestError(f"{value!r} is not a JSON number (NaN and Infinity are refused)", path)
+        # a number past a double's range (1e400 in a file) is read as infinity: said so
+        past = "; a number past 1.8e308, such as 1e400, reads as one" if math.isinf(value) else ""
+        raise InvalidRequestError(
+            f"{value!r} is not a JSON number (NaN and Infinity are refused{past})", path
+        )
     if isinstance(value, int) and not isinstance(value, bool) and _long_int(value):
         raise InvalidRequestError(f"a number with more than {MAX_INT_DIGITS:,} digits", path)
     if isinstance(value, str):

@@ -16,7 +16,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..cost import MAX_AMOUNT
 from ..formats.wire import validate_body
+from ..session.store import name_problem
 from ..session.turns import ToolCall, ToolResult
 from .deposition import TOPICS, build_legal_context, transcript_pages
 
@@ -69,6 +71,13 @@ class _Turn(BaseModel):
     answer: str | None = None
     idle_seconds: float = Field(default=0.0, ge=0)
 
+    @field_validator("idle_seconds")
+    @classmethod
+    def _idle(cls, seconds: float) -> float:
+        if not seconds < MAX_AMOUNT:  # refused here, at its place, not by the session's clock
+            raise ValueError("must be below 1e18 seconds")
+        return seconds
+
     @field_validator("question")
     @classmethod
     def _asked(cls, question: str) -> str:
@@ -80,6 +89,15 @@ class _Turn(BaseModel):
 class _Scenario(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
+
+    @field_validator("name")
+    @classmethod
+    def _named(cls, name: str) -> str:
+        problem = name_problem(name)
+        if problem is not None:  # refused here, at its place, not by the session it starts
+            raise ValueError(f"the session name {problem}")
+        return name
+
     policy: str = "legal-review"
     model: str = "claude-sonnet-4-5"
     base: dict[str, Any]
