@@ -68,7 +68,11 @@ def simulate_command(
     """Replay a scenario (default: the bundled 10-turn deposition review, with idle gaps) through
     sessions, assembly and the gateway to a fake upstream that bills like Anthropic; print per-turn
     tokens, predicted and billed cache and cost, modelled latency, the summary, and the comparison
-    with raw injection and naive truncation."""
+    with raw injection and naive truncation.
+
+    SCENARIO is a JSON file: name, base ({"items": [...]}), optional policy and model, and turns,
+    each a question with optional tags, tool_calls, tool_results, answer and idle_seconds
+    (docs/sessions.md, "The simulation")."""
     try:
         from ..simulation.runner import run_simulation
     except ImportError:  # its turns go through the gateway
