@@ -735,3 +735,9 @@ def test_models_resolve_says_what_is_wrong_with_an_unknown_id(capsys: pytest.Cap
         main(["models", "resolve", "gpt-4o-2024-13-45"])
     assert exited.value.code == 2
     assert "its snapshot suffix -2024-13-45 is not a date" in capsys.readouterr().err
+
+
+def test_a_catalog_file_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + ("schema_version = 1\n" + _entry("house-model", 4321)).encode("utf-8"))
+    assert load_catalog([path]).resolve_window("house-model").context_window == 4321

@@ -289,3 +289,17 @@ def test_a_yaml_policy_that_is_not_a_table_says_so(tmp_path: Path, content: str,
     with pytest.raises(ConfigError, match=rf"p.yaml: a policy is a table of settings .*, {found}$") as caught:
         load_policy(str(path))
     assert "_PolicyFile" not in str(caught.value)
+
+
+def test_a_policy_file_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    # Windows editors write one; "not valid TOML: Invalid statement (at line 1, column 1)" said
+    # nothing of it, where a JSON body with one is read.
+    path = tmp_path / "bom.toml"
+    path.write_bytes(
+        b"\xef\xbb\xbf" + BUNDLED.replace('name = "legal-review"', 'name = "bom"').encode("utf-8")
+    )
+    assert load_policy(str(path)).name == "bom"
+    yaml_file = tmp_path / "bom.yaml"
+    yaml_file.write_bytes(b"\xef\xbb\xbfname: bom\n")
+    with pytest.raises(ConfigError, match=r"bom\.yaml: \$\.\w+: Field required"):  # read, then checked
+        load_policy(str(yaml_file))
