@@ -1131,7 +1131,8 @@ def test_results_whose_call_was_cut_stay_after_the_task_and_before_their_questio
     filler = "alpha beta gamma delta epsilon zeta eta theta. " * 300
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Task: fix the failing test in the repo."}]
     for turn in range(6):
-        calls = [{"type": "tool_use", "id": f"t{turn}_{k}", "name": "read", "input": {}} for k in range(3)]
+        given = {"diff": filler * 4} if turn == 4 else {}  # the question's calls: too large to keep
+        calls = [{"type": "tool_use", "id": f"t{turn}_{k}", "name": "read", "input": given} for k in range(3)]
         messages.append({"role": "assistant", "content": [{"type": "text", "text": f"reply {turn}"}, *calls]})
         results: list[dict[str, Any]] = [
             {"type": "tool_result", "tool_use_id": f"t{turn}_{k}", "content": filler * (1 + k)}
@@ -1224,3 +1225,60 @@ def test_tool_steps_dropped_after_the_question_are_noted_after_it(api: str) -> N
     assert pieces[ask + 1][0] == "assistant" and pieces[ask + 2] == ("assistant", "CALL")
     if api == "anthropic":
         check_anthropic_rules(result.request)
+
+
+def test_the_placeholder_is_priced_as_the_plain_message_it_is() -> None:
+    # Every history message carried server-tool results or documents, and the least framed one
+    # priced the placeholder (860 tokens): the newest step's texts were cut to nothing for room
+    # the placeholder then did not get either, with 560 tokens left unused.
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Research the topic. What is the latest status?"}
+    ]
+    for n in range(12):
+        found = {
+            "type": "web_search_result",
+            "url": f"https://example.com/{n}",
+            "title": f"R{n}",
+            "encrypted_content": "EnC" * 300,
+        }
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": f"Searching {n}."},
+                    {
+                        "type": "server_tool_use",
+                        "id": f"srvtoolu_{n}",
+                        "name": "web_search",
+                        "input": {"query": f"t {n}"},
+                    },
+                    {"type": "web_search_tool_result", "tool_use_id": f"srvtoolu_{n}", "content": [found]},
+                    {"type": "text", "text": f"Found things {n}. " * 30},
+                    {"type": "tool_use", "id": f"toolu_{n}", "name": "lookup", "input": {"n": n}},
+                ],
+            }
+        )
+        document = {
+            "type": "document",
+            "source": {"type": "text", "media_type": "text/plain", "data": "Body. " * 200},
+        }
+        messages.append(
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": f"toolu_{n}",
+                        "content": [{"type": "text", "text": "Passage ✓. " * 200}, document],
+                    }
+                ],
+            }
+        )
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 1000, "messages": messages}
+    result = fit(body, model="claude-sonnet-4-5", max_context_tokens=4000)
+    newest = result.request["messages"][1]["content"]
+    texts = [b["text"] for b in newest if b["type"] == "text"]
+    assert texts[0].startswith("[Earlier conversation summarized: 22 messages omitted]")
+    assert texts[1:] == ["Searching 11.", "Found things 11. " * 30]  # the step's own texts, whole
+    assert result.report.tokens_after <= result.report.available_tokens
+    check_anthropic_rules(result.request)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from ..items import COMPONENTS, PIECE_SEP, PLACEHOLDER_TEMPLATE, Component, Cut, Decision, Item, ItemKey, Plan
+from ..measure import measure_total
 from ..trim.documents import select_documents
 from ..trim.history import select_history
 from ..trim.messages import cut_message
@@ -223,13 +224,19 @@ def _is_prefill(ctx: FitContext, item: Item) -> bool:
 
 def _placeholder_cost(ctx: FitContext, history: list[Item]) -> int:
     """Raw tokens of the summary placeholder: its text, framed as a plain message of the role it
-    takes (a user or an assistant message). A message's framing only grows with what it carries
-    (a name, tool calls, images and documents by their estimate), so the least framed history
-    message of a role bounds a plain one's; the most framed of all is the bound when neither
-    role is in the history. (The most framed of all was the bound everywhere: a history of turns
-    with images or PDFs priced the placeholder at thousands of tokens, and cuts kept a turn
-    where two fitted.)"""
+    takes (a user turn before the question, an assistant note after it). In a chat body that is
+    measured: the placeholder of each role rendered alone as the format renders a message
+    (:func:`_plain_message_cost`). Elsewhere (the question format's history, plain role and
+    content pairs) a message's framing only grows with what it carries, so the least framed
+    history message of a role bounds a plain one's; the most framed of all is the bound when
+    neither role is in the history. (The least framed message bounded it in chat bodies too: an
+    agent's history, every message a tool call or a result with documents, priced the
+    placeholder at 860 tokens, and the newest step's texts were cut to nothing for room the
+    placeholder then did not even get.)"""
     text = PLACEHOLDER_TEMPLATE.format(omitted=len(history))
+    listed = _MESSAGE_LISTS.get(ctx.fmt.name)
+    if listed is not None:
+        return max(_plain_message_cost(ctx, listed, role, text) for role in ("user", "assistant"))
     least: dict[str, int] = {}
     for message in history:
         if message.role in ("user", "assistant"):
@@ -238,3 +245,15 @@ def _placeholder_cost(ctx: FitContext, history: list[Item]) -> int:
     if least:
         return ctx.counter.raw(text) + max(least.values())
     return ctx.counter.raw(text) + max((ctx.framing(m) for m in history), default=0)
+
+
+# The field a chat format's messages are in.
+_MESSAGE_LISTS = {"openai": "messages", "anthropic": "messages", "responses": "input"}
+
+
+def _plain_message_cost(ctx: FitContext, listed: str, role: str, text: str) -> int:
+    """Raw tokens a plain message of ``role`` holding ``text`` adds to a body of the format: a
+    body of that message alone less an empty one, both measured as sent."""
+    encoding, sources = ctx.counter.encoding, ctx.measured.sources
+    alone = measure_total(ctx.rendered({listed: [{"role": role, "content": text}]}), encoding, sources)
+    return alone - measure_total(ctx.rendered({listed: []}), encoding, sources)
