@@ -983,6 +983,17 @@ def test_a_compressed_body_is_refused_and_the_sent_body_is_labelled_json(
     assert packed.status_code == 415 and "Content-Encoding 'gzip'" in packed.text and not fake.received
     plain = httpx.post(url + "/v1/chat/completions", content=body, headers={"content-type": "text/plain"})
     assert plain.status_code == 200 and fake.headers[-1]["content-type"] == "application/json"
+    # every Content-Encoding header counts: the second of two was not read (a gzip body was then
+    # "invalid_json: not UTF-8 text at byte 1", a plain one sent as if unlabelled)
+    twice = [
+        ("content-type", "application/json"),
+        ("content-encoding", "identity"),
+        ("content-encoding", "gzip"),
+    ]
+    for content in (gzip.compress(body), body):
+        refused = httpx.post(url + "/v1/chat/completions", content=content, headers=twice)
+        assert refused.status_code == 415 and "Content-Encoding 'gzip'" in refused.text
+    assert len(fake.received) == 1
 
 
 def test_a_request_body_that_stalls_is_refused_not_waited_on_for_ever() -> None:
@@ -1020,8 +1031,11 @@ def test_headers_the_clients_connection_header_names_are_not_passed_upstream() -
         ("anthropic-beta", "a"),
         ("anthropic-beta", "b"),
         ("x-api-key", "k"),
+        ("Proxy-Authorization", "Basic cHJveHk6c2VjcmV0"),  # the proxy's in front: never the provider's
+        ("Expect", "100-continue"),
     ]
     sent = [(k.decode(), v.decode()) for k, v in forwarded_headers(given)]
+    assert not {k.lower() for k, _ in sent} & {"proxy-authorization", "expect"}
     assert ("x-hop", "this connection only") not in sent and not any(
         k.lower() == "connection" for k, _ in sent
     )

@@ -73,9 +73,14 @@ class Outbound:
 
 
 def check_coding(headers: Mapping[str, str]) -> None:
-    """A body in a content coding is not read (415: the provider APIs take JSON as it is)."""
-    coding = headers.get("content-encoding", "identity").strip().lower()
-    if coding not in ("", "identity"):
+    """A body in a content coding is not read (415: the provider APIs take JSON as it is). Every
+    Content-Encoding header counts: with ``identity`` and then ``gzip`` the second was not read,
+    and a gzip body was refused as JSON that is not UTF-8."""
+    given = headers.getlist("content-encoding") if hasattr(headers, "getlist") else None
+    listed = given if given is not None else [headers.get("content-encoding", "")]
+    codings = [c.strip().lower() for value in listed for c in value.split(",")]
+    coding = ", ".join(c for c in codings if c not in ("", "identity"))
+    if coding:
         raise Refusal(
             415,
             f"request body in Content-Encoding {coding[:40]!r}: send it uncompressed (JSON as it is)",

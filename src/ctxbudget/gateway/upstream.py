@@ -53,6 +53,11 @@ DROPPED_HEADERS = {
     "trailer",
     "upgrade",
     "accept-encoding",
+    # meant for a proxy in front of the gateway (RFC 9110 11.7.2): its credentials never go on to
+    # the provider; and the body was read whole, so there is nothing to expect
+    "proxy-authorization",
+    "proxy-connection",
+    "expect",
 }
 # Upstream headers a client relies on (rate limits, retry advice, request ids), passed back as given.
 PASSED_BACK_HEADERS = ("content-type", "request-id", "x-request-id", "retry-after", "x-should-retry")
