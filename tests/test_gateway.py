@@ -484,6 +484,14 @@ def test_pass_through_keeps_bytes_apis_and_paths_apart(tmp_path: Path) -> None:
             "/v1/chat/%2Fcompletions",
             "/v1/Chat/Completions",
             "/v1/MESSAGES",
+            # what a server may trim, drop or read as a slash (a hunt sent them unfitted)
+            "/v1/chat/completions.json",
+            "/v1/chat/completions%20",
+            "/v1/chat/completions%00",
+            "/v1/chat/completions%5C",
+            "/v1/messages%23x",
+            "/v1/chat/completions%3Fa=1",
+            "/v1/chat%5Ccompletions",
         ]
         respelled = {path: httpx.post(url + path, json=body) for path in spellings}
         listed = httpx.get(url + "/v1/chat/completions", params={"limit": 2})  # OpenAI's stored completions

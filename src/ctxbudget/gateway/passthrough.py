@@ -18,6 +18,7 @@ client too (its connection is dropped), never ended as if whole.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from urllib.parse import unquote
 
@@ -94,12 +95,17 @@ FITTED = frozenset(provider.path for provider in (ANTHROPIC, OPENAI, RESPONSES))
 
 def _fitted_route(path: str) -> str | None:
     """The fitted route ``path`` is another spelling of (an empty segment, a trailing slash, a
-    ``;parameter``, other letter case: upstreams and front proxies that merge slashes, drop
-    parameters or match paths in any case serve it as the API itself, unfitted and over any
-    ceiling), else None."""
-    segments = [segment.split(";", 1)[0] for segment in path.split("/")]
+    ``;parameter``, other letter case, a backslash for a slash, a segment with anything after its
+    word: ``completions.json``, ``completions%20``, ``%00``, ``%23x``, ``%3Fa=1``: upstreams and
+    front proxies that merge slashes, drop parameters, suffixes or what follows a NUL, or match
+    paths in any case serve it as the API itself, unfitted and over any ceiling), else None."""
+    segments = [_WORD.match(segment).group() for segment in _SEPARATORS.split(path)]  # type: ignore[union-attr]
     canonical = "/" + "/".join(segment.lower() for segment in segments if segment)
     return canonical if canonical in FITTED else None
+
+
+_SEPARATORS = re.compile(r"[/\\]")
+_WORD = re.compile(r"[A-Za-z0-9_-]*")  # a route's segment as the APIs spell them (count_tokens)
 
 
 def _forwarded(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
