@@ -1282,3 +1282,64 @@ def test_the_placeholder_is_priced_as_the_plain_message_it_is() -> None:
     assert texts[1:] == ["Searching 11.", "Found things 11. " * 30]  # the step's own texts, whole
     assert result.report.tokens_after <= result.report.available_tokens
     check_anthropic_rules(result.request)
+
+
+def _earlier_then_steps(api: str) -> dict[str, Any]:
+    """Three earlier exchanges, the question, then two tool steps with long results."""
+    earlier = [
+        m
+        for k in range(3)
+        for m in (
+            {"role": "user", "content": f"Earlier task {k}: say hi. " * 20},
+            {"role": "assistant", "content": f"hi {k} " * 20},
+        )
+    ]
+    ask = {"role": "user", "content": "Now, what is the status of all ten items?"}
+    result = "row data, checked " * 150
+    if api == "anthropic":
+        steps = [
+            m
+            for n in range(2)
+            for m in (
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": f"c{n}", "name": "look", "input": {"n": n}}],
+                },
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": f"c{n}", "content": f"{n}: {result}"}],
+                },
+            )
+        ]
+        return {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 300,
+            "system": "Agent.",
+            "messages": [*earlier, ask, *steps],
+        }
+    call = {"type": "function", "function": {"name": "look", "arguments": "{}"}}
+    steps = [
+        m
+        for n in range(2)
+        for m in (
+            {"role": "assistant", "content": None, "tool_calls": [{"id": f"c{n}", **call}]},
+            {"role": "tool", "tool_call_id": f"c{n}", "content": f"{n}: {result}"},
+        )
+    ]
+    system = {"role": "system", "content": "Agent."}
+    return {"model": "gpt-4o", "max_tokens": 300, "messages": [system, *earlier, ask, *steps]}
+
+
+@pytest.mark.parametrize(("api", "budgets"), [("openai", range(951, 975)), ("anthropic", range(1142, 1160))])
+def test_the_room_of_both_placeholders_is_held_or_one_kept(api: str, budgets: range) -> None:
+    # The selection held room for one placeholder where two were written either side of the
+    # question: the verified plan, a placeholder's width smaller, had room for none and dropped
+    # every earlier message without a trace (a band one placeholder wide; below it there is room
+    # for no placeholder at all, as before).
+    body = _earlier_then_steps(api)
+    for budget in budgets:
+        result = fit(body, model=body["model"], max_context_tokens=budget)
+        gone = [i for i in result.report.items if i.action in ("dropped", "summarized")]
+        notes = json.dumps(result.request).count("[Earlier conversation summarized")
+        no_room = all(i.reason.startswith("older message; no room") for i in gone)
+        assert notes or not gone, (budget, no_room)

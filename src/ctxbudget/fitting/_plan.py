@@ -79,6 +79,7 @@ def make_plan(ctx: FitContext, budgets: Budgets) -> Plan:
         at_least=_bounds(ctx, history),
         steps=_steps(ctx),
         first_required=ctx.first_unit_required,
+        after_question=_after_question(ctx),
     )
     decisions |= {("history", i): d for i, d in chosen.decisions.items()}
     return Plan(
@@ -89,6 +90,21 @@ def make_plan(ctx: FitContext, budgets: Budgets) -> Plan:
         document_slices=documents.slices,
         history_cut=chosen.cut,
     )
+
+
+def _after_question(ctx: FitContext) -> int | None:
+    """The index of the first history message after the question, when history comes before it
+    too (an agent's steps after the question): what the history omits there takes a placeholder
+    of its own (``formats.chat``)."""
+    asked, before = False, False
+    for item in ctx.items:
+        if item.component == "query":
+            asked = True
+        elif item.component == "history":
+            if asked and before:
+                return item.index
+            before = before or not asked
+    return None
 
 
 def _steps(ctx: FitContext) -> Steps | None:

@@ -119,13 +119,16 @@ def select_history(
     at_least: Mapping[int, int] | None = None,
     steps: Steps | None = None,
     first_required: bool = False,
+    after_question: int | None = None,
 ) -> HistorySelection:
     """Fit the history in ``budget`` tokens. ``shrink(message, tokens)`` cuts a message's text so
     that the whole message costs at most ``tokens``; ``fixed`` is what no cut of a message removes
     (its tokens that are not text); ``at_least`` (lower bounds of ``costs``) spares reading the
     costs of messages that cannot fit (reading one may mean tokenizing it). With ``steps`` the
     history is cut in steps that later turns hold (:mod:`.steps`). With ``first_required`` the
-    first unit is kept before any other, the newest too (:func:`_after_required_first`)."""
+    first unit is kept before any other, the newest too (:func:`_after_required_first`).
+    ``after_question``: the first message after the question when history comes before it too;
+    what is omitted on each side takes a placeholder of its own (:func:`_placeholders`)."""
     pricing = _Pricing(costs, fixed or {}, shrink, placeholder_cost, at_least)
     if pricing.fits(messages, budget):
         return HistorySelection(
@@ -149,14 +152,28 @@ def select_history(
     omitted = sum(len(units[u]) for u in range(len(units)) if u not in keep_units)
     decisions |= _unit_decisions(units, keep_units, decisions)
     placeholder_after = None
-    if omitted and placeholder_cost <= remaining:
-        placeholder_after = units[0][-1].index if 0 in keep_units else -1
-        remaining -= placeholder_cost
-    elif omitted:
-        for index, decision in list(decisions.items()):
-            if decision.action == "summarized":
-                decisions[index] = _NO_PLACEHOLDER
+    if omitted:
+        held = _placeholders(decisions, placeholder_cost, remaining, after_question)
+        if held:
+            placeholder_after = units[0][-1].index if 0 in keep_units else -1
+            remaining -= held
     return HistorySelection(decisions, placeholder_after, omitted, budget - remaining)
+
+
+def _placeholders(decisions: dict[int, Decision], cost: int, room: int, after_question: int | None) -> int:
+    """The tokens of the placeholders the summarized messages take: one, or one each side of the
+    question (``after_question``). When only one fits, the steps after the question keep theirs
+    (an agent's own steps on this question) and the turns before it are dropped; when none fits,
+    all are. ``decisions`` are changed in place to say so."""
+    summarized = [i for i, d in decisions.items() if d.action == "summarized"]
+    sides = {after_question is not None and i >= after_question for i in summarized}
+    if cost * len(sides) <= room:
+        return cost * len(sides)
+    keep = {True} if len(sides) == 2 and cost <= room else set()
+    for index in summarized:
+        if (after_question is not None and index >= after_question) not in keep:
+            decisions[index] = _NO_PLACEHOLDER
+    return cost * len(keep)
 
 
 REQUIRED_FIRST = "answers a call of the stored response: kept before any other message"
