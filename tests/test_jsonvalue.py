@@ -253,3 +253,20 @@ def test_a_repeated_key_is_refused_exactly_when_the_strict_reader_refuses_it(val
         assert str(told.value) == f"body: {exc}"
         return
     assert decode_json(data, "body", refuse_repeats=True) == expected
+
+
+def test_an_agent_bodys_escaped_quotes_leave_it_on_the_fast_reader() -> None:
+    # A tool call's arguments are JSON in a string ("{\"n\": 0}"): each escaped quote before a
+    # colon made a mark, so every agent body was read again by the strict reader (3x slower).
+    from ctxbudget.formats.jsonvalue import _key_marks
+
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "look", "arguments": json.dumps({"n": 0, "q": "a: b"})},
+    }
+    body = {"model": "gpt-4o", "messages": [{"role": "assistant", "content": None, "tool_calls": [call]}]}
+    data = json.dumps(body).encode()
+    assert b'\\":' in data and _key_marks(data) == check_json_value(body).keys
+    escaped_backslash = json.dumps({"a": 'x\\": y'}).encode()  # an escaped backslash: counted as marks
+    assert _key_marks(escaped_backslash) > check_json_value(json.loads(escaped_backslash)).keys
