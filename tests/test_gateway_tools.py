@@ -304,3 +304,47 @@ def test_an_agent_loops_turns_are_stored_with_their_calls_and_results(tmp_path: 
     )
     (claude,) = store.turns("claude")
     assert claude.tool_calls == BOTH and claude.answer == "Looking."
+
+
+def test_streamed_calls_come_in_the_providers_order_and_none_is_lost() -> None:
+    # A stream that sends index 1 before index 0 was stored reversed; a call whose name never came
+    # was dropped, arguments and all; an Anthropic call's input was kept as its pieces spelled it.
+    def piece(index: int, **function: str) -> dict[str, Any]:
+        return {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": index, "function": function}]}}]}
+
+    chunks = [
+        piece(1, name="stop", arguments="{}"),
+        piece(0, name="lookup", arguments='{"q":'),
+        piece(0, arguments='"item 7"}'),
+        piece(2, arguments="{}"),
+    ]
+    assert _streamed(OPENAI, _sse(chunks, named=False)) == (
+        LOOKUP,
+        ToolCall(name="stop", arguments="{}"),
+        ToolCall(name="", arguments="{}"),
+    )
+    spaced = [
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "tool_use", "id": "t1", "name": "lookup", "input": {}},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": '{"q": '},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": '"item 7"}'},
+        },
+    ]
+    assert (
+        _streamed(ANTHROPIC, _sse(spaced, named=True))
+        == (LOOKUP,)
+        == answered_calls(
+            "anthropic",
+            {"content": [{"type": "tool_use", "id": "t1", "name": "lookup", "input": {"q": "item 7"}}]},
+        )
+    )

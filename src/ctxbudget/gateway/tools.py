@@ -9,6 +9,7 @@ the same question again and again, and nothing of what was called or returned.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,8 +49,7 @@ class StreamedCalls:
         """An OpenAI chunk's ``delta``: its tool-call pieces."""
         for call in _dicts(delta.get("tool_calls")):
             position, function = call.get("index", 0), _dict(call.get("function"))
-            if isinstance(function.get("name"), str) and function["name"]:
-                self.names.setdefault(position, function["name"])
+            self.names[position] = self.names.get(position) or _text(function.get("name"))  # the first given
             self.pieces.setdefault(position, []).append(_text(function.get("arguments")))
 
     def anthropic(self, event: Mapping[str, Any]) -> None:
@@ -70,31 +70,43 @@ class StreamedCalls:
         self.whole = _responses_calls(response.get("output"))
 
     def calls(self) -> tuple[ToolCall, ...]:
-        """The calls gathered, in the order the provider numbered them."""
+        """The calls gathered, in the order the provider numbered them (a call whose name never
+        came is kept, nameless). An Anthropic call's input is written as a whole answer's is
+        (compact JSON), not as its pieces spelled it."""
         if self.whole:
             return self.whole
-        return tuple(
-            ToolCall(name=self.names[p], arguments="".join(self.pieces.get(p, ())) or self.given.get(p, ""))
-            for p in self.names
-        )
+        ordered = sorted(self.names, key=lambda p: (not isinstance(p, int), p if isinstance(p, int) else 0))
+        return tuple(ToolCall(name=self.names[p], arguments=self._arguments(p)) for p in ordered)
+
+    def _arguments(self, position: Any) -> str:
+        joined = "".join(self.pieces.get(position, ()))
+        if position not in self.given:  # an OpenAI call: its arguments are a string, kept as sent
+            return joined
+        if not joined:
+            return self.given[position]
+        try:
+            return compact_json(json.loads(joined))
+        except (ValueError, RecursionError):  # cut off: what came, as it came
+            return joined
 
 
 def sent_results(input_format: str, messages: Sequence[Any]) -> tuple[ToolResult, ...]:
     """The tool results the request's last turn sends back (after the model's latest message),
-    each named by the call it answers when the request holds that call."""
-    items = [m for m in messages if isinstance(m, Mapping)]
-    names = _call_names(items)
+    each named by the call it answers when the request holds that call just before them. A
+    request that sends none costs a look at its last message (every request comes here)."""
+    items = [m for m in messages[-_LOOK_BACK:] if isinstance(m, Mapping)]
     if input_format == "anthropic":
         last = items[-1] if items else {}
         blocks = _dicts(last.get("content")) if last.get("role") == "user" else []
+        results = [b for b in blocks if b.get("type") == "tool_result"]
+        names = _call_names(items[-2:-1]) if results else {}
         return tuple(
             ToolResult(
                 name=names.get(_text(b.get("tool_use_id")), _text(b.get("tool_use_id"))),
                 content=_content(b.get("content")),
                 status="error" if b.get("is_error") is True else None,
             )
-            for b in blocks
-            if b.get("type") == "tool_result"
+            for b in results
         )
     kind = "function_call_output" if input_format == "responses" else None
     trailing: list[Mapping[str, Any]] = []
@@ -103,11 +115,19 @@ def sent_results(input_format: str, messages: Sequence[Any]) -> tuple[ToolResult
             trailing.append(item)
         else:
             break
+    if not trailing:
+        return ()
+    names = _call_names(items[: len(items) - len(trailing)])
     key, text = ("call_id", "output") if kind else ("tool_call_id", "content")
     return tuple(
         ToolResult(name=names.get(_text(r.get(key)), _text(r.get(key))), content=_content(r.get(text)))
         for r in reversed(trailing)
     )
+
+
+# How far back from the end a request is read for its last turn's results and their calls: a
+# model's parallel calls and their results (a 2,000-message body was walked whole every request).
+_LOOK_BACK = 256
 
 
 def _call_names(items: list[Mapping[str, Any]]) -> dict[str, str]:
