@@ -775,6 +775,17 @@ def test_an_argument_that_is_not_utf8_is_one_line(tmp_path: Path, args: list[str
     assert not (tmp_path / "s.db").exists()
 
 
+def test_a_store_to_create_whose_name_is_not_utf8_is_created(tmp_path: Path) -> None:
+    (tmp_path / "b.json").write_text('{"items": []}')
+    store = str(tmp_path / "caf\udce9.db")
+    run = CliRunner().invoke(
+        main,
+        ["session", "new", "s1", "--base", str(tmp_path / "b.json"), "--model", "gpt-4o", "--store", store],
+    )
+    # (CliRunner's stdout is strict UTF-8: the line naming the store cannot be written there)
+    assert "not UTF-8 text" not in (run.stderr or "") and Path(store).exists(), run.output
+
+
 def test_an_existing_file_whose_name_is_not_utf8_is_read(tmp_path: Path) -> None:
     name = tmp_path / "caf\udce9.json"
     name.write_text(

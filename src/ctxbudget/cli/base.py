@@ -356,19 +356,33 @@ class OneLineGroup(click.Group):
 
 
 def _utf8_arguments(args: Sequence[str]) -> None:
-    """Refuse an argument that is not UTF-8 text (one line, exit 2), unless it names a file that
-    exists. Python reads the command line's other bytes as lone surrogates: a ``--tag`` or
-    ``--answer`` typed on a Latin-1 terminal ended ``session add`` in a traceback when the turn was
-    stored, and ``--prompt-cache-key`` wrote a body that is not UTF-8."""
-    for arg in args:
-        value = arg.partition("=")[2] if arg.startswith("--") and "=" in arg else arg
-        if not isinstance(arg, str) or arg.isascii() or _utf8(arg) or os.path.lexists(value):
+    """Refuse a text option's value that is not UTF-8 (one line, exit 2). Python reads the
+    command line's other bytes as lone surrogates: a ``--tag`` or ``--answer`` typed on a Latin-1
+    terminal ended ``session add`` in a traceback when the turn was stored, and
+    ``--prompt-cache-key`` wrote a body that is not UTF-8. Paths are not held to it (a file to
+    create, such as ``--store``, may have any name the system takes)."""
+    for n, arg in enumerate(args):
+        if not isinstance(arg, str):
             continue
-        shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        fail(
-            f"the argument {shown!r} is not UTF-8 text (a terminal in another encoding?): give it in UTF-8",
-            EXIT_USAGE,
-        )
+        name, given, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        if given and name in TEXT_OPTIONS:
+            _utf8_or_fail(value, arg)
+        elif arg in TEXT_OPTIONS and n + 1 < len(args) and isinstance(args[n + 1], str):
+            _utf8_or_fail(args[n + 1], args[n + 1])
+
+
+# The options whose values are text a turn records or a body carries (not paths).
+TEXT_OPTIONS = frozenset({"--question", "--answer", "--tag", "--tool-result", "--prompt-cache-key"})
+
+
+def _utf8_or_fail(value: str, arg: str) -> None:
+    if value.isascii() or _utf8(value):
+        return
+    shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    fail(
+        f"the argument {shown!r} is not UTF-8 text (a terminal in another encoding?): give it in UTF-8",
+        EXIT_USAGE,
+    )
 
 
 def _utf8(text: str) -> bool:
