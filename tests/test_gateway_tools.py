@@ -348,3 +348,17 @@ def test_streamed_calls_come_in_the_providers_order_and_none_is_lost() -> None:
             {"content": [{"type": "tool_use", "id": "t1", "name": "lookup", "input": {"q": "item 7"}}]},
         )
     )
+
+
+def test_an_odd_index_from_an_upstream_is_kept_not_a_failure_mid_stream() -> None:
+    odd = [
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"tool_calls": [{"index": [1], "function": {"name": "x", "arguments": "{}"}}]},
+                }
+            ]
+        }
+    ]
+    assert _streamed(OPENAI, _sse(odd, named=False)) == (ToolCall(name="x", arguments="{}"),)

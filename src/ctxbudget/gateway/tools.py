@@ -48,13 +48,13 @@ class StreamedCalls:
     def openai(self, delta: Mapping[str, Any]) -> None:
         """An OpenAI chunk's ``delta``: its tool-call pieces."""
         for call in _dicts(delta.get("tool_calls")):
-            position, function = call.get("index", 0), _dict(call.get("function"))
+            position, function = _position(call.get("index", 0)), _dict(call.get("function"))
             self.names[position] = self.names.get(position) or _text(function.get("name"))  # the first given
             self.pieces.setdefault(position, []).append(_text(function.get("arguments")))
 
     def anthropic(self, event: Mapping[str, Any]) -> None:
         """An Anthropic ``content_block_start`` or ``content_block_delta`` event."""
-        position = event.get("index", 0)
+        position = _position(event.get("index", 0))
         block = _dict(event.get("content_block"))
         if event.get("type") == "content_block_start" and block.get("type") == "tool_use":
             self.names[position] = _text(block.get("name"))
@@ -128,6 +128,12 @@ def sent_results(input_format: str, messages: Sequence[Any]) -> tuple[ToolResult
 # How far back from the end a request is read for its last turn's results and their calls: a
 # model's parallel calls and their results (a 2,000-message body was walked whole every request).
 _LOOK_BACK = 256
+
+
+def _position(value: Any) -> int | str:
+    """A call's position as a key: its number, or what an odd upstream sent written out (a list
+    for an index was a TypeError in the middle of a relayed stream)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else repr(value)
 
 
 def _call_names(items: list[Mapping[str, Any]]) -> dict[str, str]:
