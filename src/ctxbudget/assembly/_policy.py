@@ -266,9 +266,8 @@ def _load_text(text: str, source: str) -> object:
     """The document of a policy file; nesting too deep for the parser, or a number too long for
     Python's int, is an error naming the file (they were tracebacks)."""
     yaml_file = source.lower().endswith((".yaml", ".yml"))
-    text = text.removeprefix(
-        "\ufeff"
-    )  # a byte-order mark (Windows editors write one), as JSON bodies are read
+    # a byte-order mark (Windows editors write one) is read past, as a JSON body's is
+    text = text.removeprefix("\ufeff")
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader) if yaml_file else tomllib.loads(text)
     except yaml.YAMLError as exc:

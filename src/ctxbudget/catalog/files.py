@@ -139,9 +139,8 @@ def _decode(text: str, source: str) -> Any:
     import tomllib  # only a user's catalog reaches here (the bundled one is read on its own)
 
     kind = "JSON" if source.lower().endswith(".json") else "TOML"
-    text = text.removeprefix(
-        "\ufeff"
-    )  # a byte-order mark (Windows editors write one), as JSON bodies are read
+    # a byte-order mark (Windows editors write one) is read past, as a JSON body's is
+    text = text.removeprefix("\ufeff")
     try:
         return json.loads(text, object_pairs_hook=unique_keys) if kind == "JSON" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:

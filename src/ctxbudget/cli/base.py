@@ -34,7 +34,7 @@ from ..errors import (
     reworded,
     usd,
 )
-from ..formats.jsonvalue import decode_json
+from ..formats.jsonvalue import decode_json, encodes_as_utf8
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -376,21 +376,13 @@ TEXT_OPTIONS = frozenset({"--question", "--answer", "--tag", "--tool-result", "-
 
 
 def _utf8_or_fail(value: str, arg: str) -> None:
-    if value.isascii() or _utf8(value):
+    if encodes_as_utf8(value):
         return
     shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     fail(
         f"the argument {shown!r} is not UTF-8 text (a terminal in another encoding?): give it in UTF-8",
         EXIT_USAGE,
     )
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _escaping_streams() -> None:

@@ -252,7 +252,7 @@ def _placeholder_cost(ctx: FitContext, history: list[Item]) -> int:
     text = PLACEHOLDER_TEMPLATE.format(omitted=len(history))
     listed = _MESSAGE_LISTS.get(ctx.fmt.name)
     if listed is not None:
-        return max(_plain_message_cost(ctx, listed, role, text) for role in ("user", "assistant"))
+        return _plain_message_cost(ctx, listed, text)
     least: dict[str, int] = {}
     for message in history:
         if message.role in ("user", "assistant"):
@@ -267,9 +267,14 @@ def _placeholder_cost(ctx: FitContext, history: list[Item]) -> int:
 _MESSAGE_LISTS = {"openai": "messages", "anthropic": "messages", "responses": "input"}
 
 
-def _plain_message_cost(ctx: FitContext, listed: str, role: str, text: str) -> int:
-    """Raw tokens a plain message of ``role`` holding ``text`` adds to a body of the format: a
-    body of that message alone less an empty one, both measured as sent."""
+def _plain_message_cost(ctx: FitContext, listed: str, text: str) -> int:
+    """Raw tokens a plain message holding ``text`` adds to a body of the format, as a user turn or
+    an assistant note, whichever costs more: a body of that message alone less an empty one (read
+    once), each measured as sent."""
     encoding, sources = ctx.counter.encoding, ctx.measured.sources
-    alone = measure_total(ctx.rendered({listed: [{"role": role, "content": text}]}), encoding, sources)
-    return alone - measure_total(ctx.rendered({listed: []}), encoding, sources)
+    empty = measure_total(ctx.rendered({listed: []}), encoding, sources)
+    alone = (
+        measure_total(ctx.rendered({listed: [{"role": role, "content": text}]}), encoding, sources)
+        for role in ("user", "assistant")
+    )
+    return max(alone) - empty

@@ -32,6 +32,7 @@ __all__ = [
     "check_json_value",
     "compact_json",
     "decode_json",
+    "encodes_as_utf8",
     "unique_keys",
 ]
 
@@ -126,8 +127,9 @@ _SCALARS = frozenset([int, bool, type(None)])
 _HUGE = 2.0**63
 
 
-def _plain_string(text: str) -> bool:
-    """Whether ``text`` encodes as UTF-8 (no lone surrogate); ASCII is checked at memory speed."""
+def encodes_as_utf8(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (no lone surrogate: a JSON escape of half a pair, or a
+    command line's bytes that were not UTF-8); ASCII is checked at memory speed."""
     if text.isascii():
         return True
     try:
@@ -150,7 +152,7 @@ def _plain_chars(value: Any) -> tuple[int, int] | None:
                 return None
             keys += len(current)
             for key in current:
-                if type(key) is not str or not _plain_string(key):
+                if type(key) is not str or not encodes_as_utf8(key):
                     return None
                 chars += len(key)
             children: Any = current.values()
@@ -164,7 +166,7 @@ def _plain_chars(value: Any) -> tuple[int, int] | None:
         for child in children:
             kind = type(child)
             if kind is str:
-                if not child.isascii() and not _plain_string(child):  # ASCII: no call
+                if not child.isascii() and not encodes_as_utf8(child):  # ASCII: no call
                     return None
                 chars += len(child)
             elif kind is dict or kind is list:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ..errors import ConfigError, StoreError
-from ..formats.jsonvalue import compact_json
+from ..formats.jsonvalue import compact_json, encodes_as_utf8
 from ._checkpoints import BackgroundCheckpoints
 from ._sqlite_file import (
     DAMAGED_HINT,
@@ -80,11 +80,8 @@ def name_problem(name: str) -> str | None:
         return f"is {len(name):,} characters long; at most {MAX_SESSION_CHARS} are accepted"
     if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in name):
         return "holds a control character or a line break"
-    if not name.isascii():
-        try:
-            name.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate: bytes that were not UTF-8 (a shell argument)
-            return "is not valid UTF-8 text"
+    if not encodes_as_utf8(name):  # a lone surrogate: bytes that were not UTF-8 (a shell argument)
+        return "is not valid UTF-8 text"
     return None
 
 

@@ -89,6 +89,10 @@ class _Turn(BaseModel):
 class _Scenario(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
+    policy: str = "legal-review"
+    model: str = "claude-sonnet-4-5"
+    base: dict[str, Any]
+    turns: list[_Turn] = Field(min_length=1)
 
     @field_validator("name")
     @classmethod
@@ -97,11 +101,6 @@ class _Scenario(BaseModel):
         if problem is not None:  # refused here, at its place, not by the session it starts
             raise ValueError(f"the session name {problem}")
         return name
-
-    policy: str = "legal-review"
-    model: str = "claude-sonnet-4-5"
-    base: dict[str, Any]
-    turns: list[_Turn] = Field(min_length=1)
 
 
 def parse_scenario(body: Mapping[str, Any]) -> Scenario:
