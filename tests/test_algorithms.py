@@ -288,3 +288,38 @@ def test_a_question_formats_role_cut_keeps_accents_emoji_and_thai_marks_whole() 
             assert not after or not (
                 unicodedata.combining(after) or unicodedata.category(after) in ("Mn", "Mc")
             )
+
+
+wide_words = st.sampled_from(
+    [
+        "alpha",
+        "Beta",
+        "café",
+        "CAFÉ",
+        "naïve",
+        "Straße",
+        "İstanbul",
+        "ΣΟΦΙΑ",
+        "σοφία",
+        "東京",
+        "٣٤",
+        "e\u0301",
+        "x",
+    ]
+)
+wide_glue = st.sampled_from([" ", "—", "’", "\n", "\u00a0", "-", "…", "🙂", ""])
+
+
+@given(
+    st.lists(st.lists(st.tuples(wide_words, wide_glue), max_size=8), max_size=6),
+    st.lists(wide_words, max_size=4).map(" ".join),
+)
+def test_bm25_of_text_beyond_ascii_gives_the_floats_of_the_word_counters(
+    passages: list[list[tuple[str, str]]], query: str
+) -> None:
+    """Text with a curly quote, an accent or another script is read in C as ASCII text is (a mask
+    of the same length), unless lower-casing moves its offsets (a capital sigma, "İ"): the same
+    floats as counting each passage's words either way."""
+    texts = ["".join(word + glue for word, glue in passage) for passage in passages]
+    expected = bm25_from_profile(query, *term_profile(texts)) if texts else []
+    assert [repr(float(s)) for s in bm25_scores(query, texts)] == [repr(float(s)) for s in expected]
