@@ -20,8 +20,10 @@ from ctxbudget.trim.passages import (
     select_regions,
     split_passages,
 )
-from ctxbudget.trim.passages._passage import citation_of, reads_as_chat_log, reads_as_lines
-from ctxbudget.trim.passages._score import reads_as_references
+from ctxbudget.trim.passages._grown import grown_regions
+from ctxbudget.trim.passages._passage import citation_of, reads_as_chat_log, reads_as_lines, users_turns
+from ctxbudget.trim.passages._query import first_person_query, quoted_query
+from ctxbudget.trim.passages._score import passage_scores, reads_as_references
 from ctxbudget.trim.passages._windows import _best_window, _edge_weighted_mass, _next_taken, _run_from, _Sums
 
 TRANSCRIPT = "".join(
@@ -498,6 +500,101 @@ def test_a_chat_log_is_read_for_the_users_single_statements_not_one_stretch() ->
     regions = select_regions(log, passages, costs, 160, query="What is my cat's name?")
     kept = "".join(log[r.start : r.end] for r in regions)
     assert "our cat is named Miso" in kept
+
+
+def _laptop_log() -> str:
+    sessions = []
+    for n in range(1, 41):
+        if n in (5, 17, 29):  # near misses: the question's words, of no one in particular
+            turns = ["User: Which laptop should a student buy? Is a laptop worth it to buy in 2023?"]
+        elif n == 33:  # the fact asked about, in other words than the question's
+            turns = ["User: My new Dell XPS 13 cost me $1,275 and the battery already seems worse."]
+        else:
+            turns = [f"User: Can you suggest a recipe for dinner number {n}?"]
+        turns.append("Assistant: Sure, here is an idea for you to try tonight.")
+        sessions.append(f"Session {n} — 2023/02/{n % 28 + 1:02d}\n\n" + "\n".join(turns))
+    return "\n\n".join(sessions) + "\n"
+
+
+def test_in_a_chat_log_a_first_person_question_finds_what_the_user_said_of_themselves() -> None:
+    """ "Which laptop did I buy?" shares no content word with "My new Dell XPS 13 cost me ...":
+    in a log of the user's conversations its first-person words point at what the user said of
+    themselves, and the passages are taken best first, alone, so more places are read. With the
+    question's content words alone the near misses and their neighbours took the budget."""
+    log = _laptop_log()
+    passages = split_passages(log, _count(log), max_tokens=40)
+    costs = [max(1, (p.end - p.start) // 4) for p in passages]
+
+    def kept(weights: PassageWeights) -> str:
+        regions = select_regions(log, passages, costs, 170, query="Which laptop did I buy?", weights=weights)
+        return "".join(log[r.start : r.end] for r in regions)
+
+    assert "My new Dell XPS 13" in kept(PassageWeights())
+    assert "My new Dell XPS 13" not in kept(PassageWeights(first_person=0.0))
+    assert kept(PassageWeights()).count("Which laptop should a student buy?") == 3  # still kept
+
+
+def test_only_the_users_turns_speak_for_the_user() -> None:
+    """In a chat log "I" is the user in the user's turns and the assistant in its own: the
+    assistant's lines are blanked (same offsets), a user's turn runs on over its unlabelled lines
+    and a label that is not a chat role, and text before the first label is no one's."""
+    log = (
+        "Session 1\n"
+        "User: My cat is Miso.\nshe is two\nNote: I feed her twice\n"
+        "Assistant: I see. I can help.\nmore from me\n"
+        "Human: our flat is small\n"
+    )
+    blanked = users_turns(log)
+    assert len(blanked) == len(log)
+    kept = [line.strip() for line in blanked.splitlines() if line.strip()]
+    assert kept == [
+        "User: My cat is Miso.",
+        "she is two",
+        "Note: I feed her twice",
+        "Human: our flat is small",
+    ]
+    assert first_person_query("Which laptop did I buy?") == "i me my mine myself"
+    assert first_person_query("Where did we move to?") == "we us our ours ourselves"
+    assert first_person_query("Who wrote the report?") == ""
+
+
+def test_the_phrase_a_question_quotes_outweighs_its_templates_words() -> None:
+    """A clause-review question is a template around a quoted subject: the template's details
+    ("order size", "buy", "counterparty") matched a purchasing clause more often than the subject
+    matched its own clause, which the quoted words now lift above it."""
+    clauses = [
+        "Orders. Buyer may buy goods from the counterparty by purchase order of any size.",
+        *(f"Clause {n}. Notices are given in writing to the address of record." for n in range(2, 8)),
+        "Minimum Commitment. Buyer commits to a minimum of 500 units in each calendar quarter.",
+        *(f"Clause {n}. Notices are given in writing to the address of record." for n in range(9, 15)),
+    ]
+    text = "\n\n".join(clauses) + "\n"
+    passages = split_passages(text, _count(text), max_tokens=24)
+    question = (
+        'Highlight the parts (if any) of this contract related to "Minimum Commitment" that should be '
+        "reviewed by a lawyer. Details: Is there a minimum order size that one party must buy from "
+        "the counterparty?"
+    )
+    assert quoted_query(question) == "minimum commitment"
+
+    def best(weights: PassageWeights) -> str:
+        scores = passage_scores(text, passages, question, (), weights)
+        top = max(range(len(passages)), key=scores.__getitem__)
+        return text[passages[top].start : passages[top].end]
+
+    assert best(PassageWeights()).startswith("Minimum Commitment.")
+    assert best(PassageWeights(quoted=0.0)).startswith("Orders.")
+
+
+def test_passages_taken_alone_are_the_best_ones_without_their_neighbours() -> None:
+    """Regions grown around a seed take its neighbours; taken alone, the budget goes to the next
+    best passages wherever they are, down to those with no relevance at all."""
+    relevance = [0.0, 0.9, 0.6, 0.0, 1.0, 0.5, 0.0, 0.8]
+    costs = [10] * len(relevance)
+    weights = PassageWeights()
+    assert grown_regions(relevance, costs, 40, 0, weights, alone=True) == [(1, 1), (2, 2), (4, 4), (7, 7)]
+    assert grown_regions(relevance, costs, 40, 0, weights) == [(1, 1), (2, 2), (4, 4), (5, 5)]
+    assert grown_regions([0.0, 0.0, 1.0], [10] * 3, 30, 0, weights, alone=True) == [(0, 0), (1, 1), (2, 2)]
 
 
 def _o200k(text: str):

@@ -43,19 +43,22 @@ def grown_regions(
     weights: PassageWeights,
     *,
     head: float = 0.0,
+    alone: bool = False,
 ) -> list[tuple[int, int]]:
     """The passages within ``budget`` (each as a run of one, in order; adjacent runs merge into
     regions downstream): the first passage when it takes at most ``head`` of the budget, grown
-    regions around the best passages, then context."""
+    regions around the best passages, then context; with ``alone``, the passages best first, none
+    grown and none too weak to take (a chat log's evidence is one turn, often worded apart from
+    the question, so the most places are searched)."""
     pool = _Pool(costs, region_cost, budget, set())
-    top = max(relevance)
+    floor = 0.0 if alone else weights.seed_floor * max(relevance)
     if costs and costs[0] + region_cost <= head * budget:
         pool.take(0, 0)
     for seed in sorted(range(len(costs)), key=lambda i: (-relevance[i], i)):
-        if relevance[seed] < weights.seed_floor * top or pool.remaining <= region_cost:
+        if relevance[seed] < floor or pool.remaining <= region_cost:
             break
         if seed not in pool.taken and costs[seed] + region_cost <= pool.remaining:
-            pool.take(*_grown(seed, relevance, pool, weights.grow_share))
+            pool.take(*((seed, seed) if alone else _grown(seed, relevance, pool, weights.grow_share)))
     _add_context(relevance, pool)
     return [(i, i) for i in sorted(pool.taken)]  # adjacent ones merge into regions downstream
 

@@ -24,6 +24,7 @@ __all__ = [
     "reads_as_chat_log",
     "reads_as_lines",
     "split_passages",
+    "users_turns",
 ]
 
 # Lines that start with a speaker's label (``Name: ``) or a ``page:line`` mark. Each is found from
@@ -76,6 +77,22 @@ def reads_as_chat_log(text: str) -> bool:
     labels = [label.strip().lower() for label in found]
     roles = sum(label in _CHAT_ROLES for label in labels)
     return roles > 0 and roles >= 0.8 * len(labels) and reads_as_lines(text)
+
+
+_USER_ROLES = frozenset({"user", "human"})
+
+
+def users_turns(text: str) -> str:
+    """``text`` with every line outside the user's turns blanked (spaces, the same offsets): a
+    turn runs from its role label to the next one, a label that is not a chat role (``Note:``)
+    continuing it. In a chat log "I" is the user in the user's turns and the assistant in its own."""
+    kept, users = [], False
+    for line in text.splitlines(keepends=True):
+        label = _SPEAKER_HERE.match(line)
+        if label and (role := label.group(1).strip().lower()) in _CHAT_ROLES:
+            users = role in _USER_ROLES
+        kept.append(line if users else " " * len(line))
+    return "".join(kept)
 
 
 def _line_starts(text: str, here: re.Pattern[str], after: re.Pattern[str]) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from itertools import pairwise
 
 from ..bm25 import terms
@@ -12,6 +13,8 @@ __all__ = [
     "asks_about_the_document",
     "asks_for_summary",
     "content_query",
+    "first_person_query",
+    "quoted_query",
 ]
 
 # Function words and the words questions are framed with: they say nothing about where the answer is.
@@ -153,6 +156,37 @@ def content_query(query: str) -> str:
     """The query without function words and question framing (the query itself if nothing is left)."""
     kept = [t for t in terms(query) if t not in QUERY_STOPWORDS]
     return " ".join(kept) if kept else query
+
+
+# A phrase a question puts in quotation marks (straight, curly or angled) on one line.
+_QUOTED = re.compile(r'"([^"\n]+)"|“([^”\n]+)”|«([^»\n]+)»')
+
+
+@per_fit
+def quoted_query(query: str) -> str:
+    """The content words of the phrases the question quotes ("" when it quotes none): what it
+    quotes is its subject or the words it looks for ('Highlight the parts of this contract related
+    to "Minimum Commitment" that should be reviewed by a lawyer. Details: Is there a minimum order
+    size ...?'), where its other words may be a template's, shared with every question."""
+    phrases = " ".join(part for found in _QUOTED.findall(query) for part in found)
+    return " ".join(t for t in terms(phrases) if t not in QUERY_STOPWORDS)
+
+
+# The words a speaker names themselves by: in a question put to a log of the user's conversations
+# ("Which laptop did I buy?") they say the answer is something the user said of themselves, in any
+# of the forms ("My new Dell XPS 13 cost me ..."). Singular and plural apart: "we" is a household.
+_FIRST_PERSON = (
+    ("i", "me", "my", "mine", "myself"),
+    ("we", "us", "our", "ours", "ourselves"),
+)
+
+
+@per_fit
+def first_person_query(query: str) -> str:
+    """Every form of each person (singular, plural) the question speaks in ("" when none): "Which
+    laptop did I buy?" gives "i me my mine myself"."""
+    said = set(terms(query))
+    return " ".join(word for forms in _FIRST_PERSON if not said.isdisjoint(forms) for word in forms)
 
 
 _SUMMARY_WORDS = frozenset(["summarize", "summarise", "summary", "summaries", "overview", "recap"])

@@ -13,8 +13,8 @@ from typing import Protocol
 
 from ...errors import ConfigError
 from ..bm25 import bm25_span_scores
-from ._passage import Passage
-from ._query import content_query
+from ._passage import Passage, users_turns
+from ._query import content_query, first_person_query, quoted_query
 
 __all__ = ["PassageScorer", "PassageWeights", "passage_scores", "ranking"]
 
@@ -61,6 +61,15 @@ class PassageWeights:
     # share of its relevance: a bibliography names the page's subject in every line and is never
     # the evidence (1.0: as any passage; measured in bench/RETENTION_LOG.md).
     reference_list: float = 0.3
+    # In a log of conversations with an assistant (:func:`~._passage.reads_as_chat_log`) the
+    # evidence is something the user said of themselves once, often in other words than the
+    # question's ("Which laptop did I buy?" for "My new Dell XPS 13 cost me $1,275"): the question's
+    # first-person words count at this weight beside its content words, and passages are taken best
+    # first, alone (no neighbour bonus, no growth, no seed floor). 0: content words only.
+    first_person: float = 0.5
+    # The content words of the phrases a question quotes (its subject: 'related to "Minimum
+    # Commitment"') count again at this weight: they distinguish it from a template's words (0: no).
+    quoted: float = 0.5
 
 
 class PassageScorer(Protocol):
@@ -83,20 +92,30 @@ def passage_scores(
     protected_tags: Sequence[str],
     weights: PassageWeights,
     scorer: PassageScorer | None = None,
+    *,
+    chat_log: bool = False,
 ) -> list[float]:
+    """Each passage's relevance to ``query``: BM25 scaled to the best passage (its quoted words
+    again, :attr:`PassageWeights.quoted`), then the semantic scorer, the neighbour bonus (not in a
+    ``chat_log``, where the question's first-person words count too:
+    :attr:`PassageWeights.first_person`), reference lists and protected tags."""
     # read from the text in place: slicing every passage would copy the text (a million-token
     # message holds 4 MB of it)
-    scores = _to_unit(bm25_span_scores(content_query(query), text, [(p.start, p.end) for p in passages]))
+    spans = [(p.start, p.end) for p in passages]
+    scores = _to_unit(bm25_span_scores(content_query(query), text, spans))
+    if weights.quoted and (quoted := quoted_query(query)):
+        scores = _plus(scores, weights.quoted, bm25_span_scores(quoted, text, spans))
+    if chat_log and weights.first_person and (own := first_person_query(query)):
+        scores = _plus(scores, weights.first_person, bm25_span_scores(own, users_turns(text), spans))
     if scorer is not None:
         texts = [text[p.start : p.end] for p in passages]
         closeness = _above_median(_checked(scorer(query, texts), len(texts)))
         scores = _to_unit([s + weights.semantic * c for s, c in zip(scores, closeness, strict=True)])
+    neighbour = 0.0 if chat_log else weights.neighbour
     smoothed = []
     for i, score in enumerate(scores):
         neighbours = [scores[j] for j in (i - 1, i + 1) if 0 <= j < len(scores)]
-        smoothed.append(
-            score + weights.neighbour * (sum(neighbours) / len(neighbours) if neighbours else 0.0)
-        )
+        smoothed.append(score + neighbour * (sum(neighbours) / len(neighbours) if neighbours else 0.0))
     if weights.reference_list != 1.0:
         for i, passage in enumerate(passages):
             if reads_as_references(text, passage.start, passage.end):
@@ -145,6 +164,11 @@ def _cites(line: str) -> bool:
     if _STRONG_MARKS.search(line):
         return True
     return sum(1 for mark in _WEAK_MARKS if mark.search(line)) >= 2
+
+
+def _plus(scores: Sequence[float], weight: float, more: Sequence[float]) -> list[float]:
+    """``scores`` with ``more``, scaled to the best of it, added at ``weight``."""
+    return [s + weight * m for s, m in zip(scores, _to_unit(more), strict=True)]
 
 
 def _to_unit(scores: Sequence[float]) -> list[float]:

@@ -176,18 +176,21 @@ def select_regions(
     room from the windows' weakest edges (:func:`_with_strong`). In prose, where that evidence is
     a sentence or a paragraph rather than an exchange of lines, regions grow around the best
     passages instead (:func:`~._grown.grown_regions`), after the document's first passage when
-    the question is about the document as a whole (``weights.head_share``); so they do in a log
-    of conversations with an assistant (:func:`~._passage.reads_as_chat_log`), whose evidence is
-    one of the user's turns.
+    the question is about the document as a whole (``weights.head_share``). In a log of
+    conversations with an assistant (:func:`~._passage.reads_as_chat_log`), whose evidence is one of
+    the user's turns, the best passages are taken alone, best first, and the question's
+    first-person words count (``weights.first_person``).
     """
     weights = weights or PassageWeights()
-    relevance = passage_scores(text, passages, query, protected_tags, weights, scorer)
+    prose = not reads_as_lines(text)
+    chat_log = not prose and reads_as_chat_log(text)
+    relevance = passage_scores(text, passages, query, protected_tags, weights, scorer, chat_log=chat_log)
     if not any(s > 0 for s in relevance):
         return _regions(text, passages, _head(costs, budget - region_cost))
     summary = asks_for_summary(query)
-    if not summary and weights.prose_regions and (not reads_as_lines(text) or reads_as_chat_log(text)):
+    if not summary and weights.prose_regions and (prose or chat_log):
         head = weights.head_share if asks_about_the_document(query, text) else 0.0
-        grown = grown_regions(relevance, costs, budget, region_cost, weights, head=head)
+        grown = grown_regions(relevance, costs, budget, region_cost, weights, head=head, alone=chat_log)
         return _regions(text, passages, grown)
     scores = [s**weights.sharpness + 1e-6 for s in relevance]  # ties favour coverage
     runs = _windows(scores, costs, budget, region_cost, weights, weights.window_share)
