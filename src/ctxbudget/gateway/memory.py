@@ -53,14 +53,16 @@ class TurnMemory:
         self.store_up = store_up
         self.stored = stored
 
-    def previous_turn(self, policy: str, session: str) -> Mapping[str, Any] | None:
-        """The session's previous answered turn under ``policy`` (see :meth:`_previous_state`)."""
+    def previous_turn(self, policy: str, session: str) -> tuple[Mapping[str, Any] | None, int | None]:
+        """The session's previous answered turn under ``policy`` (see :meth:`_previous_state`),
+        and how many turns the store held (None where nothing is stored): a commit that finds more
+        checks the prefix again (:class:`~.prepared.Baseline`)."""
 
         def read(report: Mapping[str, Any]) -> Any:
             ok = report.get("policy") == policy and "pinned_prefix_sha256" in report
             return for_next_turn(report) if ok else None
 
-        return self._previous_state(f"{policy}\x00{session}", session, read)  # type: ignore[no-any-return]
+        return self._previous_state(f"{policy}\x00{session}", session, read)
 
     def previous_conversation(self, session: str) -> ConversationState | None:
         """What the session's previous fit-mode turn left for conversation caching. Only an
@@ -71,13 +73,16 @@ class TurnMemory:
         checked = False
         if self.store_up():
             with contextlib.suppress(StoreError):
-                found, checked = self._previous_state(key, session, lambda r: r.get("conversation")), True
+                found, checked = self._previous_state(key, session, lambda r: r.get("conversation"))[0], True
         if not checked and (remembered := self.previous.get(key)) is not None:
             found = remembered[1]
         return state_of({"conversation": found}) if isinstance(found, Mapping) else None
 
-    def _previous_state(self, key: str, session: str, read: Callable[[Mapping[str, Any]], Any]) -> Any:
-        """The state the session's previous answered turn left (``read`` from its report). The
+    def _previous_state(
+        self, key: str, session: str, read: Callable[[Mapping[str, Any]], Any]
+    ) -> tuple[Any, int | None]:
+        """The state the session's previous answered turn left (``read`` from its report), and
+        the store's count of the session's turns (None where nothing is stored). The
         store is the truth (another replica may have answered the session since): the memory
         holds the state of the turn the store numbered, and serves it while the store's count of
         the session's turns is that number; otherwise the store's last turn is read (after a
@@ -85,16 +90,16 @@ class TurnMemory:
         Every answered turn was committed before its answer, so the count is current."""
         found = self.previous.get(key)
         if not self.stored:
-            return found[1] if found is not None else None
+            return (found[1] if found is not None else None), None
         count = self.store.count_turns(session)
         if found is not None and found[0] == count:
-            return found[1]
+            return found[1], count
         last = self.store.last_turn(session) if count else None
         state = read(last.report) if last is not None else None
         if last is None or state is None:
-            return None
+            return None, count
         self.previous.put(key, (last.index, state))
-        return state
+        return state, count
 
     def remember(self, prepared: Prepared, index: int | None) -> None:
         """Keep an answered turn's state, stored as turn ``index``, as its session's next

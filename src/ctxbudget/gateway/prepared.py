@@ -16,6 +16,7 @@ from .tools import sent_results
 
 __all__ = [
     "WARNINGS_HEADER_CHARS",
+    "Baseline",
     "Prepared",
     "build_prepared",
     "for_next_turn",
@@ -41,6 +42,17 @@ def warnings_header(warnings: Sequence[object], told: Callable[[str], str] = wit
 
 
 @dataclass(frozen=True)
+class Baseline:
+    """Policy mode: how many turns the session's store held when a turn was assembled (its pinned
+    prefix compared with the last of them, if any) and whether the prefix may change (a new
+    playbook version). A commit that finds more turns stored since compares the prefix with the
+    last of them again: two turns sent at once were each checked against none of the other."""
+
+    turns: int
+    may_change: bool
+
+
+@dataclass(frozen=True)
 class Prepared:
     """A fitted request ready to forward, with what is needed to record it afterwards.
 
@@ -60,6 +72,8 @@ class Prepared:
     next_turn: tuple[str, dict[str, Any]] | None = None
     # The tool results the client's last turn sends back (stored with the turn: .tools).
     tool_results: tuple[ToolResult, ...] = ()
+    # Policy mode: what the pinned prefix was checked against (its commit checks again).
+    baseline: Baseline | None = None
 
     @property
     def proxy_before(self) -> int:
@@ -101,6 +115,7 @@ def build_prepared(
     calibrate: bool,
     input_format: str,
     next_turn: tuple[str, dict[str, Any]] | None = None,
+    baseline: Baseline | None = None,
 ) -> Prepared:
     """What is forwarded and recorded for a fitted or assembled body (``out``) of the client's
     ``body`` (in ``input_format``: the provider API's)."""
@@ -120,6 +135,7 @@ def build_prepared(
         overhead_tokens=prompt,
         next_turn=next_turn,
         tool_results=sent_results(input_format, conversation(body)),
+        baseline=baseline,
     )
 
 

@@ -35,7 +35,7 @@ from .caching import ConversationState, cache_turn
 from .calibration import Calibration
 from .memory import SessionKinds, TurnMemory
 from .metrics import Metrics
-from .prepared import Prepared, build_prepared, for_next_turn
+from .prepared import Baseline, Prepared, build_prepared, for_next_turn
 from .pricing import ceiling_refusal, estimate_usd, window_budget
 from .providers import Provider
 from .refusals import NO_RETRY, Refusal, refusal_as, refusal_for, unknown_model
@@ -356,7 +356,8 @@ class Preparer:
         # client's header only lowers whichever stands (settings holds it, narrowed)
         policy_ceiling = None if self.server_ceiling else policy.cost_ceiling_usd
         ceilings = [c for c in (settings.cost_ceiling_usd, policy_ceiling) if c is not None]
-        before, result = self._assembled(provider, body, session, model, settings, policy, factor, ceilings)
+        previous, turns = self.memory.previous_turn(settings.policy, session)
+        before, result = self._assembled(provider, body, model, settings, policy, factor, ceilings, previous)
         assembled = result.request
         assert isinstance(assembled, dict)
         keys = ("system", "messages") if provider.name == "anthropic" else ("messages",)
@@ -394,6 +395,7 @@ class Preparer:
             calibrate=covered,
             input_format=provider.input_format,
             next_turn=next_turn,
+            baseline=None if turns is None else Baseline(turns, settings.allow_prefix_change),
         )
 
     def _policy(self, settings: RequestSettings, spec: ModelSpec | None) -> Policy:
@@ -409,12 +411,12 @@ class Preparer:
         self,
         provider: Provider,
         body: dict[str, Any],
-        session: str,
         model: str,
         settings: RequestSettings,
         policy: Policy,
         factor: float | None,
         ceilings: list[float],
+        previous: Mapping[str, Any] | None,
     ) -> tuple[dict[str, Any], AssemblyResult]:
         """The client's body counted, and the library's assembly of it; a refusal in the
         provider's terms."""
@@ -429,7 +431,7 @@ class Preparer:
                 model=model,
                 output_format=provider.name,
                 input_format=provider.name,
-                previous=self.memory.previous_turn(settings.policy, session),
+                previous=previous,
                 catalog=self.catalog,
                 safety_factor=factor,
                 cost_ceiling_usd=min(ceilings) if ceilings else None,

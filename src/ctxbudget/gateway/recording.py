@@ -6,7 +6,9 @@ turn and the calibration are committed by the store's writer (:mod:`.writer`), a
 waits for that commit: a turn the client was answered is stored, so a replica killed the next moment, or the
 replica that serves the session's next turn, finds it. The commit's future holds the
 :class:`~ctxbudget.errors.StoreError` that kept the turn out of the store (None once stored): the
-gateway then withholds the answer (503) unless it was told to fail open.
+gateway then withholds the answer (503) unless it was told to fail open. A policy-mode turn whose
+session stored another pinned prefix while it was answered is not stored either, and withheld
+(409, :class:`PrefixRace`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from .providers import Provider
 from .usage import Usage, normalize_usage
 from .writer import TurnWriter
 
-__all__ = ["Commit", "Recorder", "model_label", "storable"]
+__all__ = ["Commit", "PrefixRace", "Recorder", "model_label", "storable"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +56,20 @@ def model_label(spec: ModelSpec | None) -> str:
     return spec.id if spec is not None else "other"
 
 
+class PrefixRace(Exception):
+    """A policy-mode turn whose session stored, while it was answered, a turn with another pinned
+    prefix (two sent at once, each assembled before the other was stored): it is not stored."""
+
+    def __init__(self, session: str) -> None:
+        super().__init__(
+            f"INV-CTX-01: while this turn of session {session!r} was answered, another turn of it "
+            "was stored with a different pinned prefix (the two were sent at once, each checked "
+            "against none of the other); this one was not stored and its answer is withheld. Send a "
+            "session's turns one at a time; for a new playbook version, allow the change "
+            "(X-Ctxbudget-Allow-Prefix-Change: true)"
+        )
+
+
 @dataclass(frozen=True)
 class Commit:
     """What became of a turn handed to the writer: the index the store gave it (None when it
@@ -61,6 +77,7 @@ class Commit:
 
     index: int | None = None
     failure: StoreError | None = None
+    race: PrefixRace | None = None
 
 
 class Recorder:
@@ -134,6 +151,9 @@ class Recorder:
                 self._unreached = (time.monotonic(), exc)
             self._failed(prepared, exc)
             return Commit(failure=exc)
+        except PrefixRace as race:
+            self._failed(prepared, race)
+            return Commit(race=race)
         except Exception as exc:
             index = None
             self._failed(prepared, exc)
@@ -160,6 +180,8 @@ class Recorder:
         """Append the turn to its session (created by its first turn), numbered by the store:
         the index it was given."""
         index = self.store.count_turns(prepared.session) + 1
+        if prepared.baseline is not None and index - 1 != prepared.baseline.turns:
+            self._check_prefix(prepared)  # stored since its assembly: by a turn sent beside it?
         if index == 1:
             # The first turn creates the session (a concurrent request may have created it already).
             with contextlib.suppress(ConfigError):
@@ -184,6 +206,22 @@ class Recorder:
         )
         # numbered by the store inside its transaction: concurrent turns of a session never collide
         return self.store.append_turn(prepared.session, turn, [], next_index=True).index
+
+    def _check_prefix(self, prepared: Prepared) -> None:
+        """Raise :class:`PrefixRace` when the session's last stored turn, under the same policy,
+        has another pinned prefix than ``prepared`` (unless the prefix may change): what its
+        assembly would have refused had that turn been stored first. Commits of a session run
+        one at a time in this replica (:mod:`.writer`), so none is stored between this and the
+        append."""
+        assert prepared.baseline is not None
+        last = self.store.last_turn(prepared.session)
+        if last is None or prepared.baseline.may_change:
+            return
+        before, now = last.report, prepared.report
+        if before.get("policy") != now.get("policy") or "pinned_prefix_sha256" not in before:
+            return
+        if before["pinned_prefix_sha256"] != now.get("pinned_prefix_sha256"):
+            raise PrefixRace(prepared.session)
 
     def _usage_record(self, prepared: Prepared, usage: Usage | None) -> dict[str, Any]:
         """The stored usage: the estimate, and what the provider billed when it said."""
