@@ -776,10 +776,12 @@ def test_session_names_are_taken_as_sent_or_refused_never_cut(tmp_path: Path) ->
         refused = [post(b"A" * 200 + b"-alice"), post(b"\xff\xfe-bad"), post(b"tab\there")]
         refused += [post("\u3000".encode()), post("a\u2028b".encode())]  # blank; a line break
         refused.append(post(b""))  # present but empty: refused, not taken for no name
+        refused.append(post("matter-\u202e24".encode()))  # logged, it reads "matter-42"
         assert len(fake.received) == 4
     assert ok.status_code == 200 and ok.headers["x-ctxbudget-session"] == unicode_name
     assert [a.headers["x-ctxbudget-session"] for a in answers] == spaced
-    assert [r.status_code for r in refused] == [400] * 6
+    assert [r.status_code for r in refused] == [400] * 7
+    assert "bidirectional control" in refused[-1].json()["error"]["message"]
     assert "206 characters long" in refused[0].json()["error"]["message"]
     with pytest.raises(InvalidRequestError, match="is empty"):  # blanks only (clients cannot send it)
         named_session(" \t ")

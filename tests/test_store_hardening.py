@@ -488,6 +488,10 @@ def test_a_session_name_that_is_not_utf8_is_refused_not_a_traceback(tmp_path: Pa
     from ctxbudget.session.store import name_problem
 
     assert name_problem("bad\udcff") == "is not valid UTF-8 text"
+    # printed, "matter-\u202e24" reads "matter-42": in a log line, a terminal, `session list`
+    for control in ("\u202e", "\u2066", "\u200f"):
+        assert "bidirectional control" in str(name_problem(f"matter-{control}24"))
+    assert name_problem("matter-42") is None and name_problem("👨\u200d👩\u200d👧 family") is None
     base = tmp_path / "base.json"
     base.write_text('{"items": []}')
     result = CliRunner().invoke(

@@ -69,17 +69,25 @@ def _identity(path: str) -> tuple[int, int] | None:
 MAX_SESSION_CHARS = 200
 
 
+# Characters that reorder how the text around them is displayed (embeddings, overrides, isolates,
+# marks): "matter-\u202e24" prints as "matter-42" in a log, a terminal or `session list`.
+_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
 def name_problem(name: str) -> str | None:
     """What is wrong with ``name`` as a session's name (None: nothing). Names are taken as
     given, never cut or altered, so two different names never become one session: a blank one,
-    one over :data:`MAX_SESSION_CHARS` and one with a control character or a line break (a tab,
-    a newline, U+2028: ``session list`` prints one name a line) are refused."""
+    one over :data:`MAX_SESSION_CHARS`, one with a control character or a line break (a tab,
+    a newline, U+2028: ``session list`` prints one name a line) and one with a bidirectional
+    control (it prints as another name) are refused."""
     if not name.strip():
         return "is empty or blank"
     if len(name) > MAX_SESSION_CHARS:
         return f"is {len(name):,} characters long; at most {MAX_SESSION_CHARS} are accepted"
     if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in name):
         return "holds a control character or a line break"
+    if not _BIDI_CONTROLS.isdisjoint(name):
+        return "holds a bidirectional control character (U+202E and its kind): it would print as another name"
     if not encodes_as_utf8(name):  # a lone surrogate: bytes that were not UTF-8 (a shell argument)
         return "is not valid UTF-8 text"
     return None
