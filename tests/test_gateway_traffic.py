@@ -1719,3 +1719,68 @@ def test_a_policy_mode_refusal_gives_no_advice_only_the_library_can_take(tmp_pat
     told = refused.json()["error"]["message"]
     assert refused.status_code == 400 and "no user message to send as the current turn" in told
     assert "output format" not in told and "items" not in told and fake.received == []
+
+
+def test_a_cookie_one_clients_answer_set_is_never_sent_with_another_clients_request(tmp_path: Path) -> None:
+    """The gateway's upstream client is shared by every client: a cookie an upstream set in one
+    answer (Cloudflare's __cf_bm and _cfuvid come with OpenAI's) was kept and sent upstream with
+    every later request, whoever sent it. A client's own Cookie header goes upstream with its own
+    request only."""
+    from ctxbudget.gateway import GatewayConfig, create_app
+
+    cookies_upstream: list[str | None] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        cookies_upstream.append(request.headers.get("cookie"))
+        body = {
+            "id": "c",
+            "object": "chat.completion",
+            "model": "gpt-4o",
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+            ],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+        }
+        set_cookies = [
+            ("set-cookie", "__cf_bm=alice; Path=/; Domain=api.example.com"),
+            ("set-cookie", "_cfuvid=a"),
+        ]
+        return httpx.Response(200, json=body, headers=set_cookies)
+
+    config = GatewayConfig(store_path=str(tmp_path / "c.db"), openai_upstream="https://api.example.com")
+    app = create_app(config, httpx.MockTransport(answer))
+
+    async def run() -> list[httpx.Response]:
+        body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://g") as client:
+            alice = await client.post(
+                "/v1/chat/completions", json=body, headers={"authorization": "Bearer a"}
+            )
+            bob = await client.post("/v1/chat/completions", json=body, headers={"authorization": "Bearer b"})
+            own = await client.post("/v1/chat/completions", json=body, headers={"cookie": "mine=1"})
+        app.state.gateway.close()
+        return [alice, bob, own]
+
+    alice, bob, own = asyncio.run(run())
+    assert [r.status_code for r in (alice, bob, own)] == [200, 200, 200]
+    assert cookies_upstream == [None, None, "mine=1"]
+
+
+def test_a_request_with_hundreds_of_headers_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """Each upstream call read the client's headers back once per header (httpx's cookie
+    handling): 8,000 headers held the event loop for seconds. Over 256 is a 431, nothing sent,
+    on the fitted routes and the pass-through alike."""
+    from ctxbudget.gateway.upstream import MAX_REQUEST_HEADERS
+
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+
+    def many(n: int) -> list[tuple[str, str]]:
+        return [(f"x-trace-{i}", "1") for i in range(n)]
+
+    with gateway_over_fake(tmp_path / "h.db", pass_through=True) as (fake, url):
+        refused = httpx.post(url + "/v1/chat/completions", json=body, headers=many(MAX_REQUEST_HEADERS))
+        passed = httpx.get(url + "/v1/models", headers=many(MAX_REQUEST_HEADERS))
+        taken = httpx.post(url + "/v1/chat/completions", json=body, headers=many(200))
+    assert refused.status_code == 431 and passed.status_code == 431
+    assert "at most 256 are accepted" in refused.json()["error"]["message"]
+    assert taken.status_code == 200 and len(fake.received) == 1 and fake.paths == ["/v1/chat/completions"]

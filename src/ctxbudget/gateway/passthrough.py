@@ -32,7 +32,7 @@ from .providers import ANTHROPIC, OPENAI, RESPONSES, Provider
 from .refusals import Refusal
 from .service import Gateway
 from .settings import HEADER_PREFIX
-from .upstream import DROPPED_HEADERS
+from .upstream import DROPPED_HEADERS, check_header_count
 
 __all__ = ["HOP_BY_HOP", "pass_through", "passed_to"]
 
@@ -53,6 +53,7 @@ def passed_to(request: Request) -> Provider:
 async def pass_through(gateway: Gateway, request: Request) -> StreamingResponse:
     """Send ``request`` to its upstream as it came and stream the answer back; a dot segment is a
     400, a timeout or an unreachable upstream a 504 or 502 (:class:`~.refusals.Refusal`, counted)."""
+    check_header_count(request.headers.raw)
     path = request.scope.get("raw_path") or request.url.path.encode("utf-8")
     if any(segment in (".", "..") for segment in unquote(path.decode("latin-1")).split("/")):
         raise Refusal(

@@ -38,7 +38,7 @@ from .providers import ANTHROPIC, OPENAI, RESPONSES, Provider
 from .refusals import Refusal
 from .service import Gateway
 from .settings import SESSION_HEADER, SettingsError
-from .upstream import forwarded_headers
+from .upstream import check_header_count, forwarded_headers
 
 __all__ = ["create_app"]
 
@@ -70,6 +70,7 @@ async def _forward(
     request: Request, gateway: Gateway, provider: Provider, progress: Progress
 ) -> tuple[Response, str]:
     """Read, prepare, send, and answer one request: the response and its outcome."""
+    check_header_count(request.headers.raw)
     await gateway.store_ready()  # nothing is prepared or sent that could not be recorded
     ready = await outbound(gateway, provider, request, progress)
     assert ready.content is not None

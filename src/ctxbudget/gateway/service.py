@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterator, Mapping
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 
 import httpx
@@ -84,7 +85,11 @@ class Gateway:
         limits = httpx.Limits(
             max_connections=None, max_keepalive_connections=100, keepalive_expiry=UPSTREAM_IDLE_SECONDS
         )
-        self.client = httpx.AsyncClient(timeout=timeout, transport=transport, limits=limits)
+        # Every client's requests share this one: a cookie an upstream set in one client's answer
+        # (Cloudflare's __cf_bm and _cfuvid, on every OpenAI answer) was kept and sent with every
+        # other client's requests. The gateway keeps none; a client's own Cookie header still goes.
+        cookies = CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
+        self.client = httpx.AsyncClient(timeout=timeout, transport=transport, limits=limits, cookies=cookies)
         # Per-session state (the previous turn's) is bounded: the oldest sessions are forgotten.
         self.memory = TurnMemory(
             self.store, config.max_sessions_in_memory, lambda: self.health.up, stored=records
