@@ -323,3 +323,32 @@ def test_bm25_of_text_beyond_ascii_gives_the_floats_of_the_word_counters(
     texts = ["".join(word + glue for word, glue in passage) for passage in passages]
     expected = bm25_from_profile(query, *term_profile(texts)) if texts else []
     assert [repr(float(s)) for s in bm25_scores(query, texts)] == [repr(float(s)) for s in expected]
+
+
+@given(
+    st.lists(st.tuples(wide_words, wide_glue), max_size=24),
+    st.lists(st.integers(min_value=0, max_value=200), max_size=8),
+    st.lists(wide_words | st.sampled_from(["a" * 20, "alpha" * 5]), max_size=4).map(" ".join),
+)
+def test_bm25_of_spans_gives_the_reference_floats_whatever_the_spans(
+    pieces: list[tuple[str, str]], cuts: list[int], query: str
+) -> None:
+    """Spans anywhere, empty ones too (one where a word starts was counted as a word), and terms
+    longer than the literal search takes (found by the pass over the words): the same floats, as
+    repr shows them (an int 0 is not 0.0), as each slice's word counters give."""
+    text = "".join(word + glue for word, glue in pieces)
+    bounds = sorted(min(c, len(text)) for c in cuts)
+    spans = list(zip(bounds[::2], bounds[1::2], strict=False))
+    expected = bm25_from_profile(query, *term_profile([text[a:b] for a, b in spans])) if spans else []
+    assert [repr(s) for s in bm25.bm25_span_scores(query, text, spans)] == [repr(s) for s in expected]
+
+
+def test_a_long_term_is_found_where_it_stands_alone_inside_runs_of_its_letters() -> None:
+    """A term over LONG_TERM characters is found by one pass over the words: inside a run of its
+    letter only where it stands alone; a run of underscores in a question is a blank, no term."""
+    term = "a" * (bm25.LONG_TERM + 4)
+    text = f"{'a' * 500} {term} x {term}{'a'} {term}"
+    spans = [(0, 500), (501, 501 + len(term)), (502 + len(term), len(text))]
+    hits = bm25.term_hits(text, [term, "x"], [a for a, _ in spans], [b for _, b in spans])
+    assert hits == {1: {term: 1}, 2: {"x": 1, term: 1}}
+    assert bm25.query_terms("Sign here: ________ on ____ _x_") == ("sign", "here", "on", "_x_")

@@ -13,7 +13,7 @@ import string
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import accumulate
+from itertools import accumulate, chain
 
 from .memo import per_fit
 
@@ -40,6 +40,10 @@ K1 = 1.5
 B = 0.75
 # More query terms than this are found by one pass over the text's words (:func:`ascii_term_hits`).
 MANY_TERMS = 32
+# A term longer than this is found by that pass too: a literal search stops at every place its
+# text repeats, and inside a run of one character (a form's "______" line) that is every place,
+# each checked back over the term's length (a 200-character blank against a 1.8 MB contract: 9 s).
+LONG_TERM = 16
 
 
 def terms(text: str) -> list[str]:
@@ -53,8 +57,9 @@ def word_mask(text: str) -> str:
 
 
 def span_word_counts(mask: str, spans: Sequence[tuple[int, int]]) -> list[int]:
-    """Words in each span of a :func:`word_mask`: word starts inside it, counted in C."""
-    return [mask.count(" a", a, b) + (mask[a : a + 1] == "a") for a, b in spans]
+    """Words in each span of a :func:`word_mask`: word starts inside it, counted in C (an empty
+    span holds none, even where a word starts)."""
+    return [mask.count(" a", a, b) + (b > a and mask[a] == "a") for a, b in spans]
 
 
 @per_fit
@@ -62,8 +67,8 @@ def query_terms(query: str) -> tuple[str, ...]:
     """The query's distinct terms in their first-seen order: a score sums over them in this order,
     so it is the same float in every process (a set's order of strings changes with the hash seed).
     Remembered for the fit (:mod:`.memo`): a request's question is scored against each of its
-    documents in turn."""
-    return tuple(dict.fromkeys(terms(query)))
+    documents in turn. A run of underscores is a form's blank, not a word: left out."""
+    return tuple(dict.fromkeys(t for t in terms(query) if t.strip("_")))
 
 
 @per_fit
@@ -92,7 +97,7 @@ def bm25_from_profile(query: str, counts: list[Counter[str]], lengths: list[int]
     scores = []
     for c, length, terms_ in zip(counts, lengths, held, strict=True):
         norm = K1 * (1 - B + B * length / average)
-        scores.append(sum(idf[t] * c[t] * (K1 + 1) / (c[t] + norm) for t in terms_))
+        scores.append(sum((idf[t] * c[t] * (K1 + 1) / (c[t] + norm) for t in terms_), 0.0))
     return scores
 
 
@@ -225,8 +230,11 @@ def term_hits(
     lowered: str, wanted: Sequence[str], starts: Sequence[int], ends: Sequence[int] | None = None
 ) -> dict[int, dict[str, int]]:
     """:func:`ascii_term_hits` for lower-cased text of any script, every term searched."""
+    short = [term for term in wanted if len(term) <= LONG_TERM]
     if len(wanted) > MANY_TERMS:
         found: Iterable[tuple[str, int]] = _words_among(lowered, frozenset(wanted))
+    elif len(short) < len(wanted):
+        found = chain(_each_term(lowered, short), _words_among(lowered, frozenset(wanted) - set(short)))
     else:
         found = _each_term(lowered, wanted)
     out: dict[int, dict[str, int]] = {}
