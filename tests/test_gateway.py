@@ -17,7 +17,14 @@ import pytest
 from ctxbudget import StoreError
 from ctxbudget.session import SQLiteStore
 
-from .fake_upstream import FAKE_MODELS, FakeUpstream, anthropic_client, gateway_over_fake, openai_client
+from .fake_upstream import (
+    FAKE_MODELS,
+    FakeUpstream,
+    Served,
+    anthropic_client,
+    gateway_over_fake,
+    openai_client,
+)
 
 SYSTEM = "You are a careful legal assistant. " * 200
 
@@ -324,41 +331,49 @@ def test_with_a_tiered_policy_requests_are_assembled(tmp_path: Path) -> None:
     assert len(fake.received) == 1  # the refused request never reached the upstream
 
 
+def _crowd_catalog(folder: Path) -> tuple[str, str]:
+    """The fake's control models and ``crowd-2`` (answered once two are in flight) with a window
+    and prices a policy can assemble for."""
+    (folder / "crowd.toml").write_text(
+        'schema_version = 1\n[[models]]\nid = "crowd-2"\nprovider = "anthropic"\n'
+        "context_window = 200000\nmax_output_tokens = 8192\nprices = { input = 3.0, output = 15.0 }\n",
+        "utf-8",
+    )
+    return (str(FAKE_MODELS), str(folder / "crowd.toml"))
+
+
+async def _at_once(urls: list[str], session: str, playbooks: tuple[str, str]) -> list[httpx.Response]:
+    """Two first turns of ``session`` with these system prompts, sent together (the n-th to the
+    n-th gateway of ``urls``, cycling): the fake answers once both are in flight, so each is
+    assembled before the other is stored."""
+    headers = {"x-api-key": "k", "anthropic-version": "2023-06-01", "X-Ctxbudget-Session": session}
+
+    async def post(url: str, playbook: str) -> httpx.Response:
+        body = {
+            "model": "crowd-2",
+            "max_tokens": 50,
+            "system": playbook * 20,
+            "messages": [{"role": "user", "content": "Was notice given?"}],
+        }
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            return await client.post("/v1/messages", json=body, headers=headers)
+
+    return list(await asyncio.gather(*(post(urls[n % len(urls)], p) for n, p in enumerate(playbooks))))
+
+
 def test_turns_of_a_policy_session_sent_at_once_never_store_two_pinned_prefixes(tmp_path: Path) -> None:
     """Two first turns of one session, sent at once with different playbooks, were each checked
     against no previous turn, and both were answered and stored: the session then held two pinned
     prefixes. The commit checks again once another turn was stored since the assembly: the second
     is a 409 (its answer withheld, not stored). The same playbook twice at once is no change."""
-    (tmp_path / "crowd.toml").write_text(
-        'schema_version = 1\n[[models]]\nid = "crowd-2"\nprovider = "anthropic"\n'
-        "context_window = 200000\nmax_output_tokens = 8192\nprices = { input = 3.0, output = 15.0 }\n",
-        "utf-8",
-    )
-
-    async def at_once(url: str, session: str, playbooks: tuple[str, str]) -> list[httpx.Response]:
-        headers = {"x-api-key": "k", "anthropic-version": "2023-06-01", "X-Ctxbudget-Session": session}
-        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
-            bodies = [
-                {
-                    "model": "crowd-2",
-                    "max_tokens": 50,
-                    "system": playbook * 20,
-                    "messages": [{"role": "user", "content": "Was notice given?"}],
-                }
-                for playbook in playbooks
-            ]  # the fake answers once both are in flight: each assembled before the other is stored
-            return list(
-                await asyncio.gather(*(client.post("/v1/messages", json=b, headers=headers) for b in bodies))
-            )
-
-    catalogs = (str(FAKE_MODELS), str(tmp_path / "crowd.toml"))
+    catalogs = _crowd_catalog(tmp_path)
     with gateway_over_fake(tmp_path / "race.db", policy="legal-review", catalog_paths=catalogs) as (
         fake,
         url,
     ):
-        raced = asyncio.run(at_once(url, "race", ("Playbook A: notices. ", "Playbook B: warranties. ")))
+        raced = asyncio.run(_at_once([url], "race", ("Playbook A: notices. ", "Playbook B: warranties. ")))
         fake.arrived, fake.gathered = 0, None
-        same = asyncio.run(at_once(url, "same", ("Playbook A: notices. ", "Playbook A: notices. ")))
+        same = asyncio.run(_at_once([url], "same", ("Playbook A: notices. ", "Playbook A: notices. ")))
     assert sorted(r.status_code for r in raced) == [200, 409]
     lost = next(r for r in raced if r.status_code == 409)
     assert "another turn of it was stored with a different pinned prefix" in lost.text
@@ -367,6 +382,33 @@ def test_turns_of_a_policy_session_sent_at_once_never_store_two_pinned_prefixes(
     assert len({t.report["pinned_prefix_sha256"] for t in store.turns("race")}) == 1
     assert len(store.turns("race")) == 1
     assert [r.status_code for r in same] == [200, 200] and len(store.turns("same")) == 2
+
+
+def test_two_replicas_sharing_a_store_never_store_two_pinned_prefixes_of_a_session(tmp_path: Path) -> None:
+    """The same two turns, one to each of two gateways sharing one store: each replica commits its
+    own turns in order, so the check holds only if it is made under the session's lock in the
+    store (both stored two prefixes in five runs of six when it was not)."""
+    from ctxbudget.gateway import GatewayConfig, create_app
+
+    fake = FakeUpstream()
+    with Served(fake.app) as upstream:
+        options = {
+            "anthropic_upstream": upstream.url,
+            "openai_upstream": upstream.url,
+            "policy": "legal-review",
+            "catalog_paths": _crowd_catalog(tmp_path),
+            "store_path": str(tmp_path / "shared.db"),
+        }
+        apps = [create_app(GatewayConfig(**options)) for _ in range(2)]
+        with Served(apps[0]) as first, Served(apps[1]) as second:
+            raced = asyncio.run(
+                _at_once(
+                    [first.url, second.url], "race", ("Playbook A: notices. ", "Playbook B: warranties. ")
+                )
+            )
+    assert sorted(r.status_code for r in raced) == [200, 409]
+    turns = SQLiteStore(tmp_path / "shared.db").turns("race")
+    assert len(turns) == 1
 
 
 def test_usage_is_normalized_and_calibration_rises_fast_and_falls_on_evidence() -> None:

@@ -178,7 +178,17 @@ class Recorder:
         self, prepared: Prepared, answer: str, calls: tuple[ToolCall, ...], usage: Usage | None
     ) -> int:
         """Append the turn to its session (created by its first turn), numbered by the store:
-        the index it was given."""
+        the index it was given. A policy-mode turn is counted, checked and appended holding the
+        session's lock in the store: another replica sharing it stores no turn in between."""
+        if prepared.baseline is None:
+            return self._append(prepared, answer, calls, usage)
+        with self.store.serialized(prepared.session):
+            return self._append(prepared, answer, calls, usage)
+
+    def _append(
+        self, prepared: Prepared, answer: str, calls: tuple[ToolCall, ...], usage: Usage | None
+    ) -> int:
+        """:meth:`_store_turn`'s reads and writes."""
         index = self.store.count_turns(prepared.session) + 1
         if prepared.baseline is not None and index - 1 != prepared.baseline.turns:
             self._check_prefix(prepared)  # stored since its assembly: by a turn sent beside it?
@@ -210,9 +220,7 @@ class Recorder:
     def _check_prefix(self, prepared: Prepared) -> None:
         """Raise :class:`PrefixRace` when the session's last stored turn, under the same policy,
         has another pinned prefix than ``prepared`` (unless the prefix may change): what its
-        assembly would have refused had that turn been stored first. Commits of a session run
-        one at a time in this replica (:mod:`.writer`), so none is stored between this and the
-        append."""
+        assembly would have refused had that turn been stored first."""
         assert prepared.baseline is not None
         last = self.store.last_turn(prepared.session)
         if last is None or prepared.baseline.may_change:
