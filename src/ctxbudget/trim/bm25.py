@@ -190,13 +190,25 @@ def _cuts_a_word(mask: str, spans: Sequence[tuple[int, int]]) -> bool:
 _WIDE_WORD_CHAR = re.compile(r"[^\x00-\x7f](?<=\w)")
 _WIDE_CHAR = re.compile(r"[^\x00-\x7f]")
 _CAPITAL_SIGMA = "\u03a3"  # lower-cased by what follows it (a word's end or not): not per character
+# The substitution costs a step per character beyond ASCII, the counters a step per word: past
+# about a quarter of the characters the counters are faster (Cyrillic prose, 588 kB: 42.5 against
+# 33.4 ms at 42%, 15.6 against 33.8 at 2%). Read from the text's head, so the probe stays cheap.
+_WIDE_SHARE = 0.15
+_SAMPLE_CHARS = 1 << 16
+
+
+def _mostly_ascii(text: str) -> bool:
+    """Whether at most :data:`_WIDE_SHARE` of the first characters of ``text`` are beyond ASCII."""
+    sample = text[:_SAMPLE_CHARS]
+    return len(sample) - len(sample.encode("ascii", "ignore")) <= _WIDE_SHARE * len(sample)
 
 
 def _wide_span_scores(query: str, text: str, spans: Sequence[tuple[int, int]]) -> list[float]:
     """:func:`bm25_span_scores` of text beyond ASCII: read in its lower-cased copy as ASCII text
-    is, when lower-casing is one character for one (no capital sigma, no letter that lower-cases
-    to two as "İ" does: else the copy's offsets are not the text's) and no span cuts a word."""
-    lowered = "" if _CAPITAL_SIGMA in text else text.lower()
+    is, when most of it is ASCII (:func:`_mostly_ascii`), lower-casing is one character for one
+    (no capital sigma, no letter that lower-cases to two as "İ" does: else the copy's offsets are
+    not the text's) and no span cuts a word."""
+    lowered = "" if _CAPITAL_SIGMA in text or not _mostly_ascii(text) else text.lower()
     if len(lowered) == len(text):
         mask = _WIDE_CHAR.sub(" ", _WIDE_WORD_CHAR.sub("a", lowered)).translate(_MASK)
         if not _cuts_a_word(mask, spans):
