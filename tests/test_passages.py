@@ -578,6 +578,8 @@ def test_the_phrase_a_question_quotes_outweighs_its_templates_words() -> None:
     assert quoted_query(question) == "minimum commitment"
     assert quoted_query("Was gilt für „Mindestmenge“ und «prix» und 「東京」?") == "mindestmenge prix 東京"
     assert quoted_query("Er sagte “nein“ “ja“ “doch“") == ""  # a German closing mark opens nothing
+    assert quoted_query('Is the 13" model lighter than the 15" one?') == ""  # inches
+    assert quoted_query('What does print("hello") show?') == "hello"
 
     def best(weights: PassageWeights) -> str:
         scores = passage_scores(text, passages, question, (), weights)

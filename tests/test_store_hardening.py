@@ -491,7 +491,13 @@ def test_a_session_name_that_is_not_utf8_is_refused_not_a_traceback(tmp_path: Pa
     # printed, "matter-\u202e24" reads "matter-42": in a log line, a terminal, `session list`
     for control in ("\u202e", "\u2066", "\u200f"):
         assert "bidirectional control" in str(name_problem(f"matter-{control}24"))
+    for invisible in ("\u200b", "\u00ad", "\ufeff", "\u2060"):  # zero-width, soft hyphen, BOM, joiner
+        assert "invisible character" in str(name_problem(f"matter-4{invisible}2"))
     assert name_problem("matter-42") is None and name_problem("👨\u200d👩\u200d👧 family") is None
+    assert name_problem("می\u200cخواهم") is None  # a Persian word's non-joiner
+    assert (
+        name_problem("🏴\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f") is None
+    )  # England's flag
     base = tmp_path / "base.json"
     base.write_text('{"items": []}')
     result = CliRunner().invoke(

@@ -72,6 +72,16 @@ MAX_SESSION_CHARS = 200
 # Characters that reorder how the text around them is displayed (embeddings, overrides, isolates,
 # marks): "matter-\u202e24" prints as "matter-42" in a log, a terminal or `session list`.
 _BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+# Format characters a name may hold: the joiners scripts and emoji need (an emoji family, a
+# Persian word) and the tags of a subdivision flag. Any other is invisible ("matter-4\u200b2",
+# a zero-width space, a soft hyphen, a byte-order mark: each prints as "matter-42").
+_JOINERS = frozenset("\u200c\u200d")
+_TAGS = range(0xE0020, 0xE0080)
+
+
+def _invisible(char: str) -> bool:
+    """Whether ``char`` is a format character no script or emoji needs in a name."""
+    return unicodedata.category(char) == "Cf" and char not in _JOINERS and ord(char) not in _TAGS
 
 
 def name_problem(name: str) -> str | None:
@@ -79,7 +89,7 @@ def name_problem(name: str) -> str | None:
     given, never cut or altered, so two different names never become one session: a blank one,
     one over :data:`MAX_SESSION_CHARS`, one with a control character or a line break (a tab,
     a newline, U+2028: ``session list`` prints one name a line) and one with a bidirectional
-    control (it prints as another name) are refused."""
+    control or an invisible character (it prints as another name) are refused."""
     if not name.strip():
         return "is empty or blank"
     if len(name) > MAX_SESSION_CHARS:
@@ -88,6 +98,8 @@ def name_problem(name: str) -> str | None:
         return "holds a control character or a line break"
     if not _BIDI_CONTROLS.isdisjoint(name):
         return "holds a bidirectional control character (U+202E and its kind): it would print as another name"
+    if any(_invisible(c) for c in name):
+        return "holds an invisible character (a zero-width space, a soft hyphen, ...): it would print as another name"
     if not encodes_as_utf8(name):  # a lone surrogate: bytes that were not UTF-8 (a shell argument)
         return "is not valid UTF-8 text"
     return None
