@@ -665,7 +665,9 @@ def test_a_bad_reply_size_is_written_as_json_and_stdin_is_named_so() -> None:
         and "$.max_tokens: must be a whole number of tokens >= 0, got true" in result.output
     )
     empty = CliRunner().invoke(main, ["count", "-", "--model", "gpt-4o"], input="")
-    assert empty.exit_code == 2 and "ctxbudget: stdin: not valid JSON" in empty.output, empty.output
+    assert empty.exit_code == 2 and "ctxbudget: stdin: is empty (no JSON value in it)" in empty.output, (
+        empty.output
+    )
 
 
 def test_a_file_that_gives_a_key_twice_is_refused_not_read_as_its_last(tmp_path: Path) -> None:
@@ -725,6 +727,34 @@ def test_a_closed_stdin_is_one_line_and_exit_2(tmp_path: Path) -> None:
         done.stderr.decode().strip()
         == "ctxbudget: cannot read stdin: it is closed (give the input's FILE instead)"
     )
+
+
+def test_a_terminal_on_stdin_is_told_what_is_awaited(tmp_path: Path) -> None:
+    """`fit --model gpt-4o` with no FILE waited on a terminal in silence: it says it reads stdin
+    (on a terminal only: a pipe's reader knows)."""
+    import pty
+    import subprocess
+    import sys
+
+    controller, terminal = pty.openpty()
+    src = str(Path(ctxbudget.__file__).resolve().parent.parent)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ctxbudget", "fit", "-", "--model", "gpt-4o", "--json"],
+        stdin=terminal,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": src},
+    )
+    os.close(terminal)
+    os.write(controller, b'{"messages": [{"role": "user", "content": "hi"}]}\n\x04')
+    out, err = process.communicate(timeout=120)
+    os.close(controller)
+    assert process.returncode == 0, err
+    assert "reading the request from stdin (end it with Ctrl-D)" in err.decode()
+    assert json.loads(out)["request"]["messages"][0]["content"] == "hi"
+    piped = _cli_process(["fit", "-", "--model", "gpt-4o", "--json"], tmp_path, input=b'{"messages": []}')
+    assert "reading the request" not in piped.stderr.decode()
 
 
 def test_serve_on_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:

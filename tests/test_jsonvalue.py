@@ -138,6 +138,10 @@ def test_numbers_are_read_as_json_reads_them(data: bytes, expected: Any) -> None
         (b'{"a": 1} x', "not valid JSON at line 1 column 10"),
         (b"[" * 1100 + b"]" * 1100, "nested deeper than 100 levels"),
         (b"[" * 500 + b"]" * 500, "nested deeper than 100 levels"),
+        (b"", "body: is empty"),  # was "Expecting value at line 1 column 1"
+        (b" \n\t", "body: is empty"),
+        ('{"a": 1}'.encode("utf-16"), "not UTF-8 text at byte 0 .*looks like UTF-16.*iconv"),
+        ('{"a": 1}'.encode("utf-16-le"), "not valid JSON .*looks like UTF-16"),
     ],
 )
 def test_what_cannot_be_read_is_said_as_before(data: bytes, said: str) -> None:

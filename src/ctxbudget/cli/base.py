@@ -113,6 +113,8 @@ def read_json(source: str) -> Any:
             fail("the input's FILE is an empty name (give a file, or - for stdin)", EXIT_USAGE)
         if source == "-" and sys.stdin is None:
             fail("cannot read stdin: it is closed (give the input's FILE instead)", EXIT_USAGE)
+        if source == "-" and sys.stdin.isatty():  # a terminal: say what is awaited
+            click.echo("ctxbudget: reading the request from stdin (end it with Ctrl-D)", err=True)
         try:
             data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
         except OSError as exc:
@@ -261,7 +263,7 @@ UNKNOWN_MODEL_OPTION = click.option(
     show_default=True,
     envvar="CTXBUDGET_UNKNOWN_MODEL",
     help="A model id the catalog cannot resolve: fail (exit 2), or budget it at 8,191 tokens "
-    "with a warning, as the seed node does (env CTXBUDGET_UNKNOWN_MODEL).",
+    "with a warning (env CTXBUDGET_UNKNOWN_MODEL).",
 )
 
 

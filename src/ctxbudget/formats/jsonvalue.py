@@ -291,6 +291,16 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _utf16_hint(data: bytes) -> str:
+    """What the bytes look like when they are UTF-16 (a byte-order mark, or a NUL beside each ASCII
+    character, as Windows tools write text): the way to convert them."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff") or (
+        len(data) >= 4 and (data[1] == 0 or data[0] == 0) and b"\x00" in data[:4]
+    ):
+        return "; it looks like UTF-16 (as Windows tools write): save it as UTF-8 (iconv -f UTF-16 -t UTF-8)"
+    return ""
+
+
 def decode_json(data: bytes, source: str, *, refuse_repeats: bool = False) -> Any:
     """Decode UTF-8 JSON bytes strictly; errors say where (byte offset, line and column). With
     ``refuse_repeats`` an object that gives a key twice is an error (a body whose ``messages``
@@ -304,16 +314,19 @@ def decode_json(data: bytes, source: str, *, refuse_repeats: bool = False) -> An
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidRequestError(
-            f"{source}: not UTF-8 text at byte {exc.start} ({exc.reason})", ""
+            f"{source}: not UTF-8 text at byte {exc.start} ({exc.reason}){_utf16_hint(data)}", ""
         ) from None
     text = text.removeprefix("\ufeff")
+    if not text.strip():
+        raise InvalidRequestError(f"{source}: is empty (no JSON value in it)", "")
     try:
         value = json.loads(
             text, parse_constant=_refuse_constant, object_pairs_hook=unique_keys if refuse_repeats else None
         )
     except json.JSONDecodeError as exc:
         raise InvalidRequestError(
-            f"{source}: not valid JSON at line {exc.lineno} column {exc.colno} (byte {exc.pos}): {exc.msg}",
+            f"{source}: not valid JSON at line {exc.lineno} column {exc.colno} (byte {exc.pos}): {exc.msg}"
+            + _utf16_hint(data),
             "",
         ) from None
     except (ValueError, RecursionError) as exc:
