@@ -239,6 +239,19 @@ def test_other_formats_map_onto_tiers() -> None:
     assert [t["name"] for t in report["tiers"] if t["tokens"]] == ["pinned", "contextual", "volatile"]
 
 
+def test_the_default_anthropic_body_for_an_openai_model_is_said_in_the_report() -> None:
+    """The body is Anthropic's unless asked otherwise, whatever the model: for gpt-4o it carries
+    system blocks and cache marks OpenAI refuses. Said when the format was not asked for."""
+
+    def noted(**kwargs: Any) -> bool:
+        return any("Anthropic's format (the default)" in w for w in run(**kwargs).report.warnings)
+
+    assert noted(model="gpt-4o")
+    assert not noted(model="gpt-4o", output_format="openai")
+    assert not noted(model="gpt-4o", output_format="anthropic")  # asked for: as asked
+    assert not noted(model="claude-sonnet-4-5")
+
+
 @pytest.mark.parametrize("fmt", ["anthropic", "openai", "text"])
 def test_golden_rendered_bodies(fmt: str) -> None:
     result = run(format=fmt, prompt_cache_key="matter-42" if fmt == "openai" else None)

@@ -57,6 +57,21 @@ def _output_format(output_format: OutputFormat | None, former: OutputFormat | No
     return chosen if chosen is not None else "anthropic"
 
 
+# Providers whose API reads OpenAI's body, not Anthropic's (the default format).
+_OPENAI_BODIES = frozenset(["openai", "azure", "azure_ai"])
+
+
+def _format_warning(fmt: OutputFormat, spec: ModelSpec | None, defaulted: bool) -> str | None:
+    """A warning when the default body, Anthropic's, is built for a model whose provider reads
+    OpenAI's (its cache marks and system blocks would be refused there)."""
+    if not defaulted or fmt != "anthropic" or spec is None or spec.provider not in _OPENAI_BODIES:
+        return None
+    return (
+        f"the body is in Anthropic's format (the default) but {spec.id} is served by {spec.provider}: "
+        "build it with output_format='openai' (assemble --format openai) to send it there"
+    )
+
+
 def _policy_of(policy: object) -> Policy:
     """The policy given, or the bundled or file policy a name points to."""
     if isinstance(policy, str):
@@ -158,8 +173,10 @@ def _setup(
     prompt_cache_key: str | None,
     passage_scorer: PassageScorer | None,
     allow_prefix_change: bool,
+    defaulted: bool = False,
 ) -> Setup:
-    """Check the format, the model's window and the request, and bound Blocks 3 and 4."""
+    """Check the format, the model's window and the request, and bound Blocks 3 and 4
+    (``defaulted``: the format was not asked for)."""
     if fmt not in ("anthropic", "openai", "text"):
         raise ConfigError(f"output format must be anthropic, openai or text, got {fmt!r}")
     spec = catalog.get_model(model)  # its error names only what an assembly can take (a catalog)
@@ -186,7 +203,12 @@ def _setup(
         current_decisions=decisions,
         passage_scorer=passage_scorer,
         allow_prefix_change=allow_prefix_change,
-        model_warning="; ".join(w for w in (catalog.resolve_window(model).warning, capped) if w) or None,
+        model_warning="; ".join(
+            w
+            for w in (catalog.resolve_window(model).warning, capped, _format_warning(fmt, spec, defaulted))
+            if w
+        )
+        or None,
         carried_tokens=carried_tokens(request, input_format, fmt, counter, spec.id if spec else model),
         cache_seed=cache_seed(request, input_format, fmt),
     )
@@ -303,6 +325,7 @@ def assemble(
             prompt_cache_key=prompt_cache_key,
             passage_scorer=passage_scorer,
             allow_prefix_change=allow_prefix_change,
+            defaulted=output_format is None and format is None,
         )
         previous_report = read_previous(previous)
         alive = live_entries(previous_report, idle_seconds)

@@ -108,7 +108,7 @@ def assemble_command(
     source: str,
     model: str,
     policy_ref: str,
-    format_: str,
+    format_: str | None,
     input_format: str | None,
     previous: str | None,
     cost_ceiling: float | None,

@@ -430,9 +430,8 @@ BODY_FORMAT_OPTION = click.option(
     "--format",
     "format_",
     type=click.Choice(["anthropic", "openai", "text"]),
-    default="anthropic",
-    show_default=True,
-    help="Body to render.",
+    default=None,
+    help="Body to render [default: anthropic; a report warning when the model is served by OpenAI].",
 )
 
 

@@ -267,7 +267,7 @@ def session_add(
     answer: str,
     tool_results: tuple[str, ...],
     tags: tuple[str, ...],
-    format_: str,
+    format_: str | None,
     store_path: str,
     catalogs: tuple[str, ...],
     as_json: bool,
