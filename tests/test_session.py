@@ -631,3 +631,42 @@ def test_a_long_sessions_turns_keep_every_prefix_they_mark_cached(tmp_path: Path
         assert {b["prefix_sha256"] for b in report["breakpoints"]} <= kept, n
         pinned_reads.append(report["cache"]["read_tokens"] >= report["breakpoints"][0]["prefix_tokens"])
     assert all(pinned_reads[1:])  # after the first turn, the pinned playbook is read every turn
+
+
+def test_a_session_new_refused_leaves_no_store_behind(tmp_path: Path) -> None:
+    """A base of the wrong shape or an unknown model was refused after the store was opened: an
+    empty store file stayed, and `session list` on it printed nothing, exit 0."""
+    (tmp_path / "chat.json").write_text('{"questions": [{"text": "When?"}]}', "utf-8")
+    (tmp_path / "base.json").write_text('{"items": []}', "utf-8")
+    runner = CliRunner()
+    for base, model in (("chat.json", "claude-sonnet-4-5"), ("base.json", "nope-9")):
+        store = tmp_path / f"{model}.db"
+        args = [
+            "session",
+            "new",
+            "m",
+            "--base",
+            str(tmp_path / base),
+            "--model",
+            model,
+            "--store",
+            str(store),
+        ]
+        refused = runner.invoke(main, args)
+        assert refused.exit_code == 2, refused.output
+        assert not store.exists()
+    made = runner.invoke(
+        main,
+        [
+            "session",
+            "new",
+            "m",
+            "--base",
+            str(tmp_path / "base.json"),
+            "--model",
+            "claude-sonnet-4-5",
+            "--store",
+            str(tmp_path / "ok.db"),
+        ],
+    )
+    assert made.exit_code == 0 and (tmp_path / "ok.db").exists(), made.output

@@ -193,6 +193,16 @@ class Session:
         """Create and open a session whose turns start from ``base`` (a ``{"items": [...]}`` body).
         The model must be in the catalog; a policy file is stored by its absolute path, so the
         session opens from any directory."""
+        meta = cls.checked_meta(name, policy=policy, model=model, base=base, catalog=catalog)
+        store.create(meta)
+        return cls(store, name, catalog=catalog)
+
+    @staticmethod
+    def checked_meta(
+        name: str, *, policy: str, model: str, base: Mapping[str, Any], catalog: Catalog | None = None
+    ) -> SessionMeta:
+        """What :meth:`create` stores, checked without a store (a command checks before it opens
+        one: a refused session left an empty store file behind)."""
         problem = name_problem(name) if isinstance(name, str) else "is not a string"
         if problem is not None:
             raise ConfigError(f"session name {name!r:.60} {problem}")
@@ -223,8 +233,7 @@ class Session:
         check_pinned_items(parsed, checked)  # a date in the playbook would fail every turn
         if policy not in list_policies() and Path(policy).exists():
             policy = str(Path(policy).resolve())
-        store.create(SessionMeta(name=name, policy=policy, model=model, base=dict(base)))
-        return cls(store, name, catalog=catalog)
+        return SessionMeta(name=name, policy=policy, model=model, base=dict(base))
 
     @property
     def turns(self) -> list[Turn]:
