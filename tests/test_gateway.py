@@ -411,6 +411,42 @@ def test_two_replicas_sharing_a_store_never_store_two_pinned_prefixes_of_a_sessi
     assert len(turns) == 1
 
 
+def test_a_policy_turn_whose_commit_failed_leaves_no_session_kind_behind(tmp_path: Path) -> None:
+    """A policy-mode first turn creates its session in the transaction that stores it. When the
+    append failed, the creation was rolled back with it, but the gateway remembered the name as a
+    session of its own: once `session new` took the name, a chat turn naming it was stored there
+    (200) where it is refused (409 session_conflict)."""
+    from ctxbudget.session import Session
+
+    class FailsOnce(SQLiteStore):
+        failed = False
+
+        def append_turn(self, *args: Any, **kwargs: Any) -> Any:
+            if not self.failed:
+                self.failed = True
+                raise StoreError(self.path, "disk I/O error", "retry")
+            return super().append_turn(*args, **kwargs)
+
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 50,
+        "system": SYSTEM,
+        "messages": [{"role": "user", "content": "Was notice given?"}],
+    }
+    store = tmp_path / "k.db"
+    with gateway_over_fake(store, FailsOnce(store), policy="legal-review") as (_fake, url):
+        headers = {"x-api-key": "k", "anthropic-version": "2023-06-01", "X-Ctxbudget-Session": "s1"}
+        first = httpx.post(url + "/v1/messages", json=body, headers=headers, timeout=30)
+        assert first.status_code == 503 and SQLiteStore(store).names() == []
+        Session.create(SQLiteStore(store), "s1", policy="legal-review", model="claude-sonnet-4-5", base={})
+        deadline = time.monotonic() + 10
+        while httpx.get(url + "/healthz").status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        chat = httpx.post(url + "/v1/messages", json=body, headers=headers, timeout=30)
+    assert chat.status_code == 409 and chat.json()["error"]["code"] == "session_conflict", chat.text
+    assert SQLiteStore(store).turns("s1") == []
+
+
 def test_usage_is_normalized_and_calibration_rises_fast_and_falls_on_evidence() -> None:
     from ctxbudget.gateway.calibration import Calibration
     from ctxbudget.gateway.usage import normalize_usage

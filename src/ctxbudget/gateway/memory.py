@@ -146,6 +146,11 @@ class SessionKinds:
                 self.kinds.put(session, policy)
         return policy if policy is not None and policy != GATEWAY_RECORDED else None
 
+    def forget(self, session: str) -> None:
+        """Read ``session``'s kind from the store again next time: what was read inside a
+        transaction that then rolled back (the session it created with it) is not the store's."""
+        self.kinds.pop(session, None)
+
 
 def _policy_of(store: SessionStore, session: str) -> str | None:
     """The store's :meth:`~ctxbudget.session.store.SessionStore.policy_of`; a store written before

@@ -182,8 +182,12 @@ class Recorder:
         session's lock in the store: another replica sharing it stores no turn in between."""
         if prepared.baseline is None:
             return self._append(prepared, answer, calls, usage)
-        with self.store.serialized(prepared.session):
-            return self._append(prepared, answer, calls, usage)
+        try:
+            with self.store.serialized(prepared.session):
+                return self._append(prepared, answer, calls, usage)
+        except BaseException:
+            self.kinds.forget(prepared.session)  # the session this block created is gone with it
+            raise
 
     def _append(
         self, prepared: Prepared, answer: str, calls: tuple[ToolCall, ...], usage: Usage | None
