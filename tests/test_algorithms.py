@@ -339,10 +339,15 @@ def test_bm25_of_spans_gives_the_reference_floats_whatever_the_spans(
     assert [repr(s) for s in bm25.bm25_span_scores(query, text, spans)] == [repr(s) for s in expected]
 
 
-def test_a_long_term_is_found_where_it_stands_alone_inside_runs_of_its_letters() -> None:
-    """A term over LONG_TERM characters is found by one pass over the words: inside a run of its
-    letter only where it stands alone; a run of underscores in a question is a blank, no term."""
-    term = "a" * (bm25.LONG_TERM + 4)
+def test_a_term_that_repeats_itself_is_found_where_it_stands_alone_inside_runs_of_it() -> None:
+    """A term that repeats itself ("aaaa", "hahaha") is found by one pass over the words (a
+    literal search stopped at every place inside a run of it): inside a run only where it stands
+    alone. A run of underscores in a question is a blank, no term."""
+    term = "a" * 20
+    assert bm25.repeats_itself(term) and bm25.repeats_itself("hahaha") and bm25.repeats_itself("abab")
+    assert not any(
+        bm25.repeats_itself(t) for t in ("banana", "max_output_tokens", "telecommunications", "aa")
+    )
     text = f"{'a' * 500} {term} x {term}{'a'} {term}"
     spans = [(0, 500), (501, 501 + len(term)), (502 + len(term), len(text))]
     hits = bm25.term_hits(text, [term, "x"], [a for a, _ in spans], [b for _, b in spans])

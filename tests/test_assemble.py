@@ -246,7 +246,7 @@ def test_the_default_anthropic_body_for_an_openai_model_is_said_in_the_report() 
     def noted(**kwargs: Any) -> bool:
         return any("Anthropic's format (the default)" in w for w in run(**kwargs).report.warnings)
 
-    assert noted(model="gpt-4o")
+    assert noted(model="gpt-4o") and noted(model="deepseek-chat")
     assert not noted(model="gpt-4o", output_format="openai")
     assert not noted(model="gpt-4o", output_format="anthropic")  # asked for: as asked
     assert not noted(model="claude-sonnet-4-5")

@@ -580,6 +580,8 @@ def test_the_phrase_a_question_quotes_outweighs_its_templates_words() -> None:
     assert quoted_query("Er sagte “nein“ “ja“ “doch“") == ""  # a German closing mark opens nothing
     assert quoted_query('Is the 13" model lighter than the 15" one?') == ""  # inches
     assert quoted_query('What does print("hello") show?') == "hello"
+    assert quoted_query('什么是"最低采购量"?') == "最低采购量"  # straight quotes right after CJK
+    assert quoted_query('"Force Majeure"とは何ですか') == "force majeure"
 
     def best(weights: PassageWeights) -> str:
         scores = passage_scores(text, passages, question, (), weights)

@@ -491,8 +491,21 @@ def test_a_session_name_that_is_not_utf8_is_refused_not_a_traceback(tmp_path: Pa
     # printed, "matter-\u202e24" reads "matter-42": in a log line, a terminal, `session list`
     for control in ("\u202e", "\u2066", "\u200f"):
         assert "bidirectional control" in str(name_problem(f"matter-{control}24"))
-    for invisible in ("\u200b", "\u00ad", "\ufeff", "\u2060"):  # zero-width, soft hyphen, BOM, joiner
-        assert "invisible character" in str(name_problem(f"matter-4{invisible}2"))
+    # zero-width space, soft hyphen, BOM, word joiner; joiners, a selector, a tag, fillers after ASCII
+    for invisible in (
+        "\u200b",
+        "\u00ad",
+        "\ufeff",
+        "\u2060",
+        "\u200d",
+        "\u200c",
+        "\ufe0f",
+        "\U000e0041",
+        "\u3164",
+        "\u034f",
+    ):
+        assert "invisible character" in str(name_problem(f"matter-4{invisible}2")), repr(invisible)
+    assert name_problem("❤\ufe0f matter") is None  # an emoji's presentation selector
     assert name_problem("matter-42") is None and name_problem("👨\u200d👩\u200d👧 family") is None
     assert name_problem("می\u200cخواهم") is None  # a Persian word's non-joiner
     assert (

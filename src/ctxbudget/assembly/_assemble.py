@@ -57,18 +57,18 @@ def _output_format(output_format: OutputFormat | None, former: OutputFormat | No
     return chosen if chosen is not None else "anthropic"
 
 
-# Providers whose API reads OpenAI's body, not Anthropic's (the default format).
-_OPENAI_BODIES = frozenset(["openai", "azure", "azure_ai"])
-
-
 def _format_warning(fmt: OutputFormat, spec: ModelSpec | None, defaulted: bool) -> str | None:
-    """A warning when the default body, Anthropic's, is built for a model whose provider reads
-    OpenAI's (its cache marks and system blocks would be refused there)."""
-    if not defaulted or fmt != "anthropic" or spec is None or spec.provider not in _OPENAI_BODIES:
+    """A warning when the default body, Anthropic's, is built for a model that is not Claude
+    (OpenAI, Azure, OpenRouter, DeepSeek, xAI, Mistral: their APIs read OpenAI's body, and
+    Anthropic's system blocks and cache marks are refused there)."""
+    if not defaulted or fmt != "anthropic" or spec is None:
+        return None
+    if spec.provider == "anthropic" or "claude" in spec.id.lower():
         return None
     return (
-        f"the body is in Anthropic's format (the default) but {spec.id} is served by {spec.provider}: "
-        "build it with output_format='openai' (assemble --format openai) to send it there"
+        f"the body is in Anthropic's format (the default) but {spec.id} ({spec.provider}) is not a "
+        "Claude model: build it with output_format='openai' (assemble --format openai) for an "
+        "OpenAI-compatible API"
     )
 
 

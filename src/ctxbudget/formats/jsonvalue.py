@@ -317,7 +317,7 @@ def decode_json(data: bytes, source: str, *, refuse_repeats: bool = False) -> An
             f"{source}: not UTF-8 text at byte {exc.start} ({exc.reason}){_utf16_hint(data)}", ""
         ) from None
     text = text.removeprefix("\ufeff")
-    if not text.strip():
+    if not text.strip(" \t\n\r"):  # JSON's whitespace only: another blank is bad JSON, said so
         raise InvalidRequestError(f"{source}: is empty (no JSON value in it)", "")
     try:
         value = json.loads(

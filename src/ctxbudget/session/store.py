@@ -72,16 +72,28 @@ MAX_SESSION_CHARS = 200
 # Characters that reorder how the text around them is displayed (embeddings, overrides, isolates,
 # marks): "matter-\u202e24" prints as "matter-42" in a log, a terminal or `session list`.
 _BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-# Format characters a name may hold: the joiners scripts and emoji need (an emoji family, a
-# Persian word) and the tags of a subdivision flag. Any other is invisible ("matter-4\u200b2",
-# a zero-width space, a soft hyphen, a byte-order mark: each prints as "matter-42").
+# Characters that print nothing ("matter-4\u200b2", a zero-width space, a soft hyphen, a
+# byte-order mark: each prints as "matter-42"): format characters, fillers, a combining grapheme
+# joiner. The joiners and variation selectors that scripts and emoji need (an emoji family, a
+# Persian word) may stand between characters beyond ASCII, and a subdivision flag's tags after it.
 _JOINERS = frozenset("\u200c\u200d")
+_SELECTORS = range(0xFE00, 0xFE10)
 _TAGS = range(0xE0020, 0xE0080)
+_BLACK_FLAG = "\U0001f3f4"
+_FILLERS = frozenset("\u034f\u115f\u1160\u3164\uffa0\u2800")
 
 
-def _invisible(char: str) -> bool:
-    """Whether ``char`` is a format character no script or emoji needs in a name."""
-    return unicodedata.category(char) == "Cf" and char not in _JOINERS and ord(char) not in _TAGS
+def _invisible(name: str, at: int) -> bool:
+    """Whether ``name[at]`` prints nothing where it stands (see :data:`_FILLERS`)."""
+    char = name[at]
+    if char in _FILLERS:
+        return True
+    if char in _JOINERS or ord(char) in _SELECTORS:  # needed after a character beyond ASCII
+        after = name[at + 1 : at + 2]
+        return name[at - 1 : at].isascii() or (char in _JOINERS and after.isascii())
+    if ord(char) in _TAGS:
+        return _BLACK_FLAG not in name
+    return unicodedata.category(char) == "Cf"
 
 
 def name_problem(name: str) -> str | None:
@@ -98,7 +110,7 @@ def name_problem(name: str) -> str | None:
         return "holds a control character or a line break"
     if not _BIDI_CONTROLS.isdisjoint(name):
         return "holds a bidirectional control character (U+202E and its kind): it would print as another name"
-    if any(_invisible(c) for c in name):
+    if any(_invisible(name, at) for at in range(len(name))):
         return "holds an invisible character (a zero-width space, a soft hyphen, ...): it would print as another name"
     if not encodes_as_utf8(name):  # a lone surrogate: bytes that were not UTF-8 (a shell argument)
         return "is not valid UTF-8 text"

@@ -24,6 +24,7 @@ __all__ = [
     "bm25_scores",
     "bm25_span_scores",
     "query_terms",
+    "repeats_itself",
     "span_word_counts",
     "term_profile",
     "terms",
@@ -40,10 +41,15 @@ K1 = 1.5
 B = 0.75
 # More query terms than this are found by one pass over the text's words (:func:`ascii_term_hits`).
 MANY_TERMS = 32
-# A term longer than this is found by that pass too: a literal search stops at every place its
-# text repeats, and inside a run of one character (a form's "______" line) that is every place,
-# each checked back over the term's length (a 200-character blank against a 1.8 MB contract: 9 s).
-LONG_TERM = 16
+
+
+def repeats_itself(term: str) -> bool:
+    """Whether ``term`` is its own head repeated ("aaaa", "hahaha": a period of at most half its
+    length). A literal search stops wherever such a term matches, and inside a run of it (a
+    form's "aaaa..." line) that is every place or every other, each checked back over the term's
+    length (a 200-letter run against a 1.8 MB contract: 9 s): such a term is found by the pass
+    over the words. Any other term's matches lie at least half its length apart."""
+    return len(term) >= 4 and any(term[p:] == term[:-p] for p in range(1, len(term) // 2 + 1))
 
 
 def terms(text: str) -> list[str]:
@@ -242,11 +248,11 @@ def term_hits(
     lowered: str, wanted: Sequence[str], starts: Sequence[int], ends: Sequence[int] | None = None
 ) -> dict[int, dict[str, int]]:
     """:func:`ascii_term_hits` for lower-cased text of any script, every term searched."""
-    short = [term for term in wanted if len(term) <= LONG_TERM]
+    searched = [term for term in wanted if not repeats_itself(term)]
     if len(wanted) > MANY_TERMS:
         found: Iterable[tuple[str, int]] = _words_among(lowered, frozenset(wanted))
-    elif len(short) < len(wanted):
-        found = chain(_each_term(lowered, short), _words_among(lowered, frozenset(wanted) - set(short)))
+    elif len(searched) < len(wanted):
+        found = chain(_each_term(lowered, searched), _words_among(lowered, frozenset(wanted) - set(searched)))
     else:
         found = _each_term(lowered, wanted)
     out: dict[int, dict[str, int]] = {}
