@@ -1784,3 +1784,79 @@ def test_a_request_with_hundreds_of_headers_is_refused_before_it_is_read(tmp_pat
     assert refused.status_code == 431 and passed.status_code == 431
     assert "at most 256 are accepted" in refused.json()["error"]["message"]
     assert taken.status_code == 200 and len(fake.received) == 1 and fake.paths == ["/v1/chat/completions"]
+
+
+def _answers_with(handler: Any, tmp_path: Path, **options: Any) -> tuple[Any, Path]:
+    """A gateway (an ASGI app) whose upstream is ``handler`` (an httpx MockTransport's), with its
+    store file."""
+    from ctxbudget.gateway import GatewayConfig, create_app
+
+    store = tmp_path / "t.db"
+    config = GatewayConfig(store_path=str(store), anthropic_upstream="https://api.example.com", **options)
+    return create_app(config, httpx.MockTransport(handler)), store
+
+
+def _post_messages(app: Any, session: str, **extra: Any) -> httpx.Response:
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 50,
+        "messages": [{"role": "user", "content": "hi"}],
+        **extra,
+    }
+    headers = {"x-api-key": "k", "anthropic-version": "2023-06-01", "X-Ctxbudget-Session": session}
+
+    async def run() -> httpx.Response:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://g") as client:
+            answer = await client.post("/v1/messages", json=body, headers=headers)
+        app.state.gateway.close()
+        return answer
+
+    return asyncio.run(run())
+
+
+def test_a_session_that_session_new_takes_while_its_turn_is_answered_gets_no_answer(tmp_path: Path) -> None:
+    """The turn was checked before it was sent (no such session yet); `session new` took the name
+    while it was answered, and the commit refused it, but the client got its 200 with nothing
+    stored. The answer is withheld: 409 session_conflict."""
+    from ctxbudget.session import Session
+
+    message = {"id": "m", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5"}
+    store: list[Path] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        Session.create(
+            SQLiteStore(store[0]), "taken", policy="legal-review", model="claude-sonnet-4-5", base={}
+        )
+        content = [{"type": "text", "text": "ok"}]
+        usage = {"input_tokens": 5, "output_tokens": 1}
+        return httpx.Response(
+            200, json={**message, "content": content, "stop_reason": "end_turn", "usage": usage}
+        )
+
+    app, path = _answers_with(answer, tmp_path)
+    store.append(path)
+    taken = _post_messages(app, "taken")
+    assert taken.status_code == 409 and taken.json()["error"]["code"] == "session_conflict", taken.text
+    assert "was started by `session new`" in taken.json()["error"]["message"]
+    assert SQLiteStore(path).turns("taken") == []
+
+
+def test_a_tool_call_cut_mid_emoji_is_stored_as_the_answer_text_is(tmp_path: Path) -> None:
+    """A lone surrogate (a valid JSON escape: a reply cut mid-emoji) in a tool call's name or
+    arguments failed the store's UTF-8: the client got its 200 and the turn was not stored. It is
+    stored with U+FFFD in its place, as an answer's text is."""
+    raw = (
+        '{"id":"m","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":'
+        '[{"type":"tool_use","id":"t1","name":"search\\ud83d","input":{"q":"cut \\ud83d"}}],'
+        '"stop_reason":"tool_use","usage":{"input_tokens":5,"output_tokens":3}}'
+    )
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=raw.encode(), headers={"content-type": "application/json"})
+
+    app, store = _answers_with(answer, tmp_path)
+    assert _post_messages(app, "cut").status_code == 200
+    (turn,) = SQLiteStore(store).turns("cut")
+    assert [(c.name, json.loads(c.arguments)) for c in turn.tool_calls] == [
+        ("search\ufffd", {"q": "cut \ufffd"})
+    ]

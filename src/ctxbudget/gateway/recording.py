@@ -6,9 +6,10 @@ turn and the calibration are committed by the store's writer (:mod:`.writer`), a
 waits for that commit: a turn the client was answered is stored, so a replica killed the next moment, or the
 replica that serves the session's next turn, finds it. The commit's future holds the
 :class:`~ctxbudget.errors.StoreError` that kept the turn out of the store (None once stored): the
-gateway then withholds the answer (503) unless it was told to fail open. A policy-mode turn whose
-session stored another pinned prefix while it was answered is not stored either, and withheld
-(409, :class:`PrefixRace`).
+gateway then withholds the answer (503) unless it was told to fail open. A turn the store refuses
+once it is answered is not stored either, and withheld (409, :class:`TurnRefused`): a policy-mode
+turn whose session stored another pinned prefix meanwhile, or one whose session ``session new``
+took meanwhile.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from .providers import Provider
 from .usage import Usage, normalize_usage
 from .writer import TurnWriter
 
-__all__ = ["Commit", "PrefixRace", "Recorder", "model_label", "storable"]
+__all__ = ["Commit", "PrefixRace", "Recorder", "SessionTaken", "TurnRefused", "model_label", "storable"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +57,18 @@ def model_label(spec: ModelSpec | None) -> str:
     return spec.id if spec is not None else "other"
 
 
-class PrefixRace(Exception):
+class TurnRefused(Exception):
+    """What the store found, once a turn was answered, that keeps it out (the answer is withheld:
+    a 409 ``code``)."""
+
+    code = "conflict"
+
+
+class PrefixRace(TurnRefused):
     """A policy-mode turn whose session stored, while it was answered, a turn with another pinned
     prefix (two sent at once, each assembled before the other was stored): it is not stored."""
+
+    code = "prefix_changed"
 
     def __init__(self, session: str) -> None:
         super().__init__(
@@ -70,6 +80,20 @@ class PrefixRace(Exception):
         )
 
 
+class SessionTaken(TurnRefused):
+    """The turn's session was started by ``session new`` while the turn was answered: a policy's
+    session gets no chat turn (the one it was checked against before it was sent was not there)."""
+
+    code = "session_conflict"
+
+    def __init__(self, session: str, policy: str) -> None:
+        super().__init__(
+            f"session {session!r} was started by `session new` under the policy {policy!r} while "
+            "this turn was answered: its turns are added by `session add`; this turn was not stored "
+            "and its answer is withheld. Name another session in X-Ctxbudget-Session"
+        )
+
+
 @dataclass(frozen=True)
 class Commit:
     """What became of a turn handed to the writer: the index the store gave it (None when it
@@ -77,7 +101,7 @@ class Commit:
 
     index: int | None = None
     failure: StoreError | None = None
-    race: PrefixRace | None = None
+    refused: TurnRefused | None = None
 
 
 class Recorder:
@@ -120,6 +144,7 @@ class Recorder:
         is logged and counted."""
         try:
             answer = storable(answer)
+            calls = tuple(ToolCall(name=storable(c.name), arguments=storable(c.arguments)) for c in calls)
             usage = normalize_usage(provider.input_format, raw_usage)
             self._observe(prepared, usage)
             if not store:
@@ -151,9 +176,9 @@ class Recorder:
                 self._unreached = (time.monotonic(), exc)
             self._failed(prepared, exc)
             return Commit(failure=exc)
-        except PrefixRace as race:
-            self._failed(prepared, race)
-            return Commit(race=race)
+        except TurnRefused as refused:
+            self._failed(prepared, refused)
+            return Commit(refused=refused)
         except Exception as exc:
             index = None
             self._failed(prepared, exc)
@@ -206,9 +231,7 @@ class Recorder:
         # took the name since: a policy's session never gets a chat turn
         policy = self.kinds.foreign_policy(prepared.session)
         if policy is not None:
-            raise ConfigError(
-                f"session {prepared.session!r} is a session of the policy {policy!r} (`session new`)"
-            )
+            raise SessionTaken(prepared.session, policy)
         turn = Turn(
             index=index,
             question=prepared.question,

@@ -244,13 +244,13 @@ class Gateway:
         (awaited without holding up the event loop), and only then the turn made the next one's
         baseline. A turn the store could not take is a :class:`~.refusals.Refusal` (503: the
         answer is withheld) unless the gateway fails open; failing open while the store is down,
-        the turn is not handed to it at all (logged and counted). A policy-mode turn that lost a
-        race to another pinned prefix is a 409 (:class:`~.recording.PrefixRace`)."""
+        the turn is not handed to it at all (logged and counted). A turn the store refused once
+        answered (:class:`~.recording.TurnRefused`) is a 409."""
         skip = self.config.store_fail_open and not self.health.up
         future = self.recorder.record(provider, prepared, answer, raw_usage, calls, store=not skip)
         commit = await committed(future) if future is not None else Commit()
-        if commit.race is not None:  # told whatever the store's failure mode: the store is fine
-            raise Refusal(409, f"ctxbudget: {commit.race}", "prefix_changed", NO_RETRY)
+        if commit.refused is not None:  # told whatever the store's failure mode: the store is fine
+            raise Refusal(409, f"ctxbudget: {commit.refused}", commit.refused.code, NO_RETRY)
         if commit.failure is not None:
             self.health.failed(commit.failure, "commit")
             if not self.config.store_fail_open:
