@@ -491,20 +491,17 @@ def test_a_session_name_that_is_not_utf8_is_refused_not_a_traceback(tmp_path: Pa
     # printed, "matter-\u202e24" reads "matter-42": in a log line, a terminal, `session list`
     for control in ("\u202e", "\u2066", "\u200f"):
         assert "bidirectional control" in str(name_problem(f"matter-{control}24"))
-    # zero-width space, soft hyphen, BOM, word joiner; joiners, a selector, a tag, fillers after ASCII
+    # zero-width space, soft hyphen, BOM, word joiner; joiners, selectors, a tag, fillers, a Khmer
+    # inherent vowel, a Mongolian selector, after ASCII; a tag away from its flag
     for invisible in (
-        "\u200b",
-        "\u00ad",
-        "\ufeff",
-        "\u2060",
-        "\u200d",
-        "\u200c",
-        "\ufe0f",
-        "\U000e0041",
-        "\u3164",
-        "\u034f",
-    ):
+        "\u200b", "\u00ad", "\ufeff", "\u2060", "\u200d", "\u200c", "\ufe0f", "\U000e0100",
+        "\U000e0041", "\u3164", "\u034f", "\u17b4", "\u180b", "\ufff0",
+    ):  # fmt: skip
         assert "invisible character" in str(name_problem(f"matter-4{invisible}2")), repr(invisible)
+    assert "invisible character" in str(name_problem("🏴 matter-4\U000e00412"))
+    assert "invisible character" in str(name_problem("akte-é\u200dé"))  # a joiner between letters
+    assert "composed form (NFC)" in str(name_problem("cafe\u0301"))  # prints as "café"
+    assert name_problem("café") is None and name_problem("1\ufe0f\u20e3 matter") is None  # a keycap
     assert name_problem("❤\ufe0f matter") is None  # an emoji's presentation selector
     assert name_problem("matter-42") is None and name_problem("👨\u200d👩\u200d👧 family") is None
     assert name_problem("می\u200cخواهم") is None  # a Persian word's non-joiner

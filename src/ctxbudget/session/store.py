@@ -72,28 +72,57 @@ MAX_SESSION_CHARS = 200
 # Characters that reorder how the text around them is displayed (embeddings, overrides, isolates,
 # marks): "matter-\u202e24" prints as "matter-42" in a log, a terminal or `session list`.
 _BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-# Characters that print nothing ("matter-4\u200b2", a zero-width space, a soft hyphen, a
-# byte-order mark: each prints as "matter-42"): format characters, fillers, a combining grapheme
-# joiner. The joiners and variation selectors that scripts and emoji need (an emoji family, a
-# Persian word) may stand between characters beyond ASCII, and a subdivision flag's tags after it.
+# Unicode's default-ignorable code points (DerivedCoreProperties.txt): they print nothing
+# ("matter-4\u200b2", a zero-width space, a soft hyphen, a byte-order mark, a filler, a variation
+# selector: each prints as "matter-42"). Scripts and emoji need some of them where they stand
+# (:func:`_needed`); anywhere else a name holding one is refused.
+_IGNORABLE = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+    (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
+    (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
+)  # fmt: skip
 _JOINERS = frozenset("\u200c\u200d")
-_SELECTORS = range(0xFE00, 0xFE10)
+_PRESENTATION = frozenset("\ufe0e\ufe0f")
+_KEYCAP_BASES = frozenset("0123456789#*")
 _TAGS = range(0xE0020, 0xE0080)
 _BLACK_FLAG = "\U0001f3f4"
-_FILLERS = frozenset("\u034f\u115f\u1160\u3164\uffa0\u2800")
 
 
-def _invisible(name: str, at: int) -> bool:
-    """Whether ``name[at]`` prints nothing where it stands (see :data:`_FILLERS`)."""
-    char = name[at]
-    if char in _FILLERS:
-        return True
-    if char in _JOINERS or ord(char) in _SELECTORS:  # needed after a character beyond ASCII
-        after = name[at + 1 : at + 2]
-        return name[at - 1 : at].isascii() or (char in _JOINERS and after.isascii())
+def _ignorable(char: str) -> bool:
+    """Whether ``char`` is a default-ignorable code point."""
+    point = ord(char)
+    return any(low <= point <= high for low, high in _IGNORABLE)
+
+
+def _shown_beyond_ascii(char: str) -> bool:
+    """Whether ``char`` (one character, or none) is a printed character beyond ASCII."""
+    return bool(char) and not char.isascii() and not _ignorable(char)
+
+
+def _joins(char: str) -> bool:
+    """Whether a joiner beside ``char`` can change what prints: an emoji's, or a letter of a
+    script that joins (Arabic, Persian, the Indic scripts), not one of the alphabets that never do."""
+    return _shown_beyond_ascii(char) and not unicodedata.name(char, "").startswith(
+        ("LATIN", "GREEK", "CYRILLIC")
+    )
+
+
+def _needed(name: str, at: int) -> bool:
+    """Whether the ignorable ``name[at]`` is one a script or an emoji needs there: a joiner
+    between two characters beyond ASCII (an emoji family, a Persian word), a presentation selector
+    after one or in a keycap (1\ufe0f\u20e3), a tag in a subdivision flag."""
+    char, before, after = name[at], name[at - 1 : at], name[at + 1 : at + 2]
+    if char in _JOINERS:
+        return _joins(before) and _joins(after)
+    if char in _PRESENTATION:
+        return _shown_beyond_ascii(before) or (before in _KEYCAP_BASES and bool(before) and after == "\u20e3")
     if ord(char) in _TAGS:
-        return _BLACK_FLAG not in name
-    return unicodedata.category(char) == "Cf"
+        head = at
+        while head > 0 and ord(name[head - 1]) in _TAGS:
+            head -= 1
+        return name[head - 1 : head] == _BLACK_FLAG
+    return False
 
 
 def name_problem(name: str) -> str | None:
@@ -110,8 +139,10 @@ def name_problem(name: str) -> str | None:
         return "holds a control character or a line break"
     if not _BIDI_CONTROLS.isdisjoint(name):
         return "holds a bidirectional control character (U+202E and its kind): it would print as another name"
-    if any(_invisible(name, at) for at in range(len(name))):
+    if any(_ignorable(c) and not _needed(name, at) for at, c in enumerate(name)):
         return "holds an invisible character (a zero-width space, a soft hyphen, ...): it would print as another name"
+    if not unicodedata.is_normalized("NFC", name):
+        return "is not in Unicode's composed form (NFC): 'cafe' and a combining accent print as 'café'"
     if not encodes_as_utf8(name):  # a lone surrogate: bytes that were not UTF-8 (a shell argument)
         return "is not valid UTF-8 text"
     return None
