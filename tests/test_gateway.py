@@ -447,6 +447,36 @@ def test_a_policy_turn_whose_commit_failed_leaves_no_session_kind_behind(tmp_pat
     assert SQLiteStore(store).turns("s1") == []
 
 
+def test_a_turn_in_between_in_fit_mode_does_not_reset_a_policys_pinned_prefix(tmp_path: Path) -> None:
+    """The baseline was the session's last turn: a turn in between in fit mode (no
+    X-Ctxbudget-Policy) held no pinned prefix, and the next legal-review turn with another
+    playbook was answered and stored. The baseline is the last turn under the same policy."""
+    with gateway_over_fake(tmp_path / "hop.db", allowed_policies=("legal-review",)) as (_fake, url):
+
+        def send(system: str, policy: str | None) -> int:
+            headers = {"x-api-key": "k", "anthropic-version": "2023-06-01", "X-Ctxbudget-Session": "hop"}
+            if policy:
+                headers["X-Ctxbudget-Policy"] = policy
+            body = {
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 50,
+                "system": system * 20,
+                "messages": [{"role": "user", "content": "Was notice given?"}],
+            }
+            return httpx.post(url + "/v1/messages", json=body, headers=headers, timeout=30).status_code
+
+        statuses = [
+            send("Playbook A. ", "legal-review"),
+            send("Playbook B. ", "legal-review"),
+            send("Unrelated. ", None),
+            send("Playbook B. ", "legal-review"),
+            send("Playbook A. ", "legal-review"),
+        ]
+    assert statuses == [200, 409, 200, 409, 200]
+    stored = SQLiteStore(tmp_path / "hop.db").turns("hop")
+    assert len({t.report["pinned_prefix_sha256"] for t in stored if t.report.get("policy")}) == 1
+
+
 def test_usage_is_normalized_and_calibration_rises_fast_and_falls_on_evidence() -> None:
     from ctxbudget.gateway.calibration import Calibration
     from ctxbudget.gateway.usage import normalize_usage

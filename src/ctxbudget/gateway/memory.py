@@ -14,10 +14,11 @@ from typing import Any
 
 from ..errors import ConfigError, StoreError
 from ..session.store import GATEWAY_RECORDED, SessionStore
+from ..session.turns import Turn
 from .caching import ConversationState, state_of
 from .prepared import Prepared, for_next_turn
 
-__all__ = ["Bounded", "SessionKinds", "TurnMemory"]
+__all__ = ["Bounded", "SessionKinds", "TurnMemory", "latest_read"]
 
 
 class Bounded(OrderedDict[str, Any]):
@@ -62,7 +63,7 @@ class TurnMemory:
             ok = report.get("policy") == policy and "pinned_prefix_sha256" in report
             return for_next_turn(report) if ok else None
 
-        return self._previous_state(f"{policy}\x00{session}", session, read)
+        return self._previous_state(f"{policy}\x00{session}", session, read, scan=True)
 
     def previous_conversation(self, session: str) -> ConversationState | None:
         """What the session's previous fit-mode turn left for conversation caching. Only an
@@ -79,7 +80,7 @@ class TurnMemory:
         return state_of({"conversation": found}) if isinstance(found, Mapping) else None
 
     def _previous_state(
-        self, key: str, session: str, read: Callable[[Mapping[str, Any]], Any]
+        self, key: str, session: str, read: Callable[[Mapping[str, Any]], Any], *, scan: bool = False
     ) -> tuple[Any, int | None]:
         """The state the session's previous answered turn left (``read`` from its report), and
         the store's count of the session's turns (None where nothing is stored). The
@@ -87,7 +88,9 @@ class TurnMemory:
         holds the state of the turn the store numbered, and serves it while the store's count of
         the session's turns is that number; otherwise the store's last turn is read (after a
         restart, once the session left the bounded memory, or when another replica answered it).
-        Every answered turn was committed before its answer, so the count is current."""
+        Every answered turn was committed before its answer, so the count is current. With
+        ``scan``, when the last turn holds nothing ``read`` reads (a turn in between under another
+        policy, or in fit mode), the latest one that does is the state (:func:`latest_read`)."""
         found = self.previous.get(key)
         if not self.stored:
             return (found[1] if found is not None else None), None
@@ -96,6 +99,8 @@ class TurnMemory:
             return found[1], count
         last = self.store.last_turn(session) if count else None
         state = read(last.report) if last is not None else None
+        if last is not None and state is None and scan:
+            last, state = latest_read(self.store, session, read)
         if last is None or state is None:
             return None, count
         self.previous.put(key, (last.index, state))
@@ -108,6 +113,18 @@ class TurnMemory:
         if prepared.next_turn is not None and (index is not None or not self.stored):
             key, state = prepared.next_turn
             self.previous.put(key, (index, state))
+
+
+def latest_read(
+    store: SessionStore, session: str, read: Callable[[Mapping[str, Any]], Any]
+) -> tuple[Turn | None, Any]:
+    """The latest turn of ``session`` whose report ``read`` reads, and what it reads (None and
+    None: no such turn). Read back from the newest, only when the last turn holds nothing for it."""
+    for turn in reversed(store.turns(session)):
+        state = read(turn.report)
+        if state is not None:
+            return turn, state
+    return None, None
 
 
 class SessionKinds:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +28,7 @@ from ..errors import ConfigError, StoreError, StoreUnavailable
 from ..session.store import GATEWAY_RECORDED, SessionMeta, SessionStore
 from ..session.turns import ToolCall, Turn
 from .calibration import Calibration
-from .memory import SessionKinds
+from .memory import SessionKinds, latest_read
 from .metrics import Metrics
 from .prepared import Prepared
 from .pricing import actual_cost_usd, rounded
@@ -249,13 +249,18 @@ class Recorder:
         has another pinned prefix than ``prepared`` (unless the prefix may change): what its
         assembly would have refused had that turn been stored first."""
         assert prepared.baseline is not None
+        if prepared.baseline.may_change:
+            return
+        now = prepared.report
+
+        def pinned(report: Mapping[str, Any]) -> Any:  # the prefix of a turn under this policy
+            return report.get("pinned_prefix_sha256") if report.get("policy") == now.get("policy") else None
+
         last = self.store.last_turn(prepared.session)
-        if last is None or prepared.baseline.may_change:
-            return
-        before, now = last.report, prepared.report
-        if before.get("policy") != now.get("policy") or "pinned_prefix_sha256" not in before:
-            return
-        if before["pinned_prefix_sha256"] != now.get("pinned_prefix_sha256"):
+        before = pinned(last.report) if last is not None else None
+        if last is not None and before is None:  # a turn under another policy, or in fit mode
+            before = latest_read(self.store, prepared.session, pinned)[1]
+        if before is not None and before != now.get("pinned_prefix_sha256"):
             raise PrefixRace(prepared.session)
 
     def _usage_record(self, prepared: Prepared, usage: Usage | None) -> dict[str, Any]:
