@@ -167,21 +167,25 @@ def bm25_span_scores(query: str, text: str, spans: Sequence[tuple[int, int]]) ->
     The lengths are word starts counted in a mask of the text, and the query's terms are found as
     whole words in its lower-cased copy (:func:`ascii_term_hits`): no slice of the text, no
     counter of every word, at most one copy of ASCII text held at a time (text beyond ASCII:
-    :func:`_wide_span_scores`)."""
+    :func:`_lowered_in_step`)."""
     if not spans:
         return []
     wanted = query_terms(query)
     if not wanted:
         return [0.0] * len(spans)
-    if not text.isascii():
-        return _wide_span_scores(query, text, spans)
-    mask = word_mask(text)
-    if _cuts_a_word(mask, spans):  # a word's pieces are words of their spans
+    if text.isascii():
+        mask, lowered = word_mask(text), None
+    else:
+        lowered = _lowered_in_step(text)
+        mask = _wide_mask(lowered) if lowered is not None else ""
+    if not mask or _cuts_a_word(mask, spans):  # a word's pieces are words of their spans
         return bm25_from_profile(query, *term_profile([text[a:b] for a, b in spans]))
     lengths = span_word_counts(mask, spans)
-    del mask
-    hits = ascii_term_hits(text.lower(), wanted, [a for a, _ in spans], [b for _, b in spans])
-    return bm25_from_hits(wanted, hits, lengths)
+    del mask  # ASCII text: one copy held at a time (the mask, then the lower-cased copy)
+    starts, ends = [a for a, _ in spans], [b for _, b in spans]
+    if lowered is None:
+        return bm25_from_hits(wanted, ascii_term_hits(text.lower(), wanted, starts, ends), lengths)
+    return bm25_from_hits(wanted, term_hits(lowered, wanted, starts, ends), lengths)
 
 
 def _cuts_a_word(mask: str, spans: Sequence[tuple[int, int]]) -> bool:
@@ -209,21 +213,20 @@ def _mostly_ascii(text: str) -> bool:
     return len(sample) - len(sample.encode("ascii", "ignore")) <= _WIDE_SHARE * len(sample)
 
 
-def _wide_span_scores(query: str, text: str, spans: Sequence[tuple[int, int]]) -> list[float]:
-    """:func:`bm25_span_scores` of text beyond ASCII: read in its lower-cased copy as ASCII text
-    is, when most of it is ASCII (:func:`_mostly_ascii`), lower-casing is one character for one
-    (no capital sigma, no letter that lower-cases to two as "İ" does: else the copy's offsets are
-    not the text's) and no span cuts a word."""
-    lowered = "" if _CAPITAL_SIGMA in text or not _mostly_ascii(text) else text.lower()
-    if len(lowered) == len(text):
-        mask = _WIDE_CHAR.sub(" ", _WIDE_WORD_CHAR.sub("a", lowered)).translate(_MASK)
-        if not _cuts_a_word(mask, spans):
-            lengths = span_word_counts(mask, spans)
-            del mask
-            wanted = query_terms(query)
-            hits = term_hits(lowered, wanted, [a for a, _ in spans], [b for _, b in spans])
-            return bm25_from_hits(wanted, hits, lengths)
-    return bm25_from_profile(query, *term_profile([text[a:b] for a, b in spans]))
+def _lowered_in_step(text: str) -> str | None:
+    """The lower-cased copy of text beyond ASCII, to read as ASCII text is read, or None (then
+    the counters read it): when most of it is beyond ASCII (:func:`_mostly_ascii`), or
+    lower-casing is not one character for one (a capital sigma; a letter that lower-cases to two,
+    as "İ" does), where the copy's offsets are not the text's."""
+    if _CAPITAL_SIGMA in text or not _mostly_ascii(text):
+        return None
+    lowered = text.lower()
+    return lowered if len(lowered) == len(text) else None
+
+
+def _wide_mask(lowered: str) -> str:
+    """:func:`word_mask` of lower-cased text beyond ASCII (the same length)."""
+    return _WIDE_CHAR.sub(" ", _WIDE_WORD_CHAR.sub("a", lowered)).translate(_MASK)
 
 
 def ascii_term_hits(
