@@ -154,8 +154,7 @@ QUERY_STOPWORDS = frozenset(
 @per_fit
 def content_query(query: str) -> str:
     """The query without function words and question framing (the query itself if nothing is left)."""
-    kept = [t for t in terms(query) if t not in QUERY_STOPWORDS]
-    return " ".join(kept) if kept else query
+    return _content_words(query) or query
 
 
 # A phrase a question puts in quotation marks on one line: straight, curly, German („...“), angled,
@@ -176,8 +175,12 @@ def quoted_query(query: str) -> str:
     quotes is its subject or the words it looks for ('Highlight the parts of this contract related
     to "Minimum Commitment" that should be reviewed by a lawyer. Details: Is there a minimum order
     size ...?'), where its other words may be a template's, shared with every question."""
-    phrases = " ".join(part for found in _QUOTED.findall(query) for part in found)
-    return " ".join(t for t in terms(phrases) if t not in QUERY_STOPWORDS)
+    return _content_words(" ".join(part for found in _QUOTED.findall(query) for part in found))
+
+
+def _content_words(text: str) -> str:
+    """The words of ``text`` that are not function words or question framing, space-separated."""
+    return " ".join(t for t in terms(text) if t not in QUERY_STOPWORDS)
 
 
 # The words a speaker names themselves by: in a question put to a log of the user's conversations
