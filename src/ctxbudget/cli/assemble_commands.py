@@ -28,6 +28,7 @@ from .base import (
     echo_warnings,
     fail,
     main,
+    policy_option,
     priced,
     read_json,
     run_action,
@@ -63,14 +64,7 @@ def policies_command(as_json: bool) -> None:
 @CATALOG_OPTION
 @JSON_OPTION
 @click.option("--model", required=True, help="Model id (must be in the catalog: the turn is priced).")
-@click.option(
-    "--policy",
-    "policy_ref",
-    default="legal-review",
-    show_default=True,
-    metavar="NAME|FILE",
-    help="A bundled policy name or a policy TOML file.",
-)
+@policy_option("")
 @BODY_FORMAT_OPTION
 @click.option(
     "--input-format",

@@ -278,6 +278,18 @@ def max_context_option(purpose: str) -> Callable[[F], F]:
     )
 
 
+def policy_option(purpose: str) -> Callable[[F], F]:
+    """``--policy``: a bundled policy's name or a policy file, legal-review unless given."""
+    return click.option(
+        "--policy",
+        "policy_ref",
+        default="legal-review",
+        show_default=True,
+        metavar="NAME|FILE",
+        help=f"A bundled policy's name (`ctxbudget policies`) or a policy file (TOML){purpose}.",
+    )
+
+
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 
 

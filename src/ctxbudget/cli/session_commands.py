@@ -21,6 +21,7 @@ from .base import (
     echo_body,
     fail,
     main,
+    policy_option,
     priced,
     read_json,
     run_action,
@@ -218,15 +219,7 @@ def session_group() -> None:
     metavar="FILE",
     help='The stable items every turn starts from ({"items": [...]}, e.g. playbook and evidence).',
 )
-@click.option(
-    "--policy",
-    "policy_ref",
-    default="legal-review",
-    show_default=True,
-    metavar="NAME|FILE",
-    help="The tiers, ceilings and caching every turn is assembled by: a bundled policy's name "
-    "(`ctxbudget policies`) or a policy file (TOML); read again at each turn.",
-)
+@policy_option(": the tiers, ceilings and caching every turn is assembled by, read again at each turn")
 @click.option("--model", required=True, help="Model id (in the catalog).")
 @STORE_OPTION
 @CATALOG_OPTION
