@@ -233,11 +233,12 @@ def session_new(
     base = read_json(base_file)
 
     def action() -> None:
-        catalog = load_catalog(catalogs)
         # checked before the store is opened: a session refused left an empty store file behind
-        Session.checked_meta(name, policy=policy_ref, model=model, base=base, catalog=catalog)
+        meta = Session.checked_meta(
+            name, policy=policy_ref, model=model, base=base, catalog=load_catalog(catalogs)
+        )
         store = connect_store(store_path)
-        Session.create(store, name, policy=policy_ref, model=model, base=base, catalog=catalog)
+        store.create(meta)
         click.echo(f"created session {name!r} in {store.location}")
 
     run_action(action)
