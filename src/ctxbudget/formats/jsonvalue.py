@@ -294,9 +294,7 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _utf16_hint(data: bytes) -> str:
     """What the bytes look like when they are UTF-16 (a byte-order mark, or a NUL beside each ASCII
     character, as Windows tools write text): the way to convert them."""
-    if data[:2] in (b"\xff\xfe", b"\xfe\xff") or (
-        len(data) >= 4 and (data[1] == 0 or data[0] == 0) and b"\x00" in data[:4]
-    ):
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(data) >= 4 and 0 in data[:2]):
         return "; it looks like UTF-16 (as Windows tools write): save it as UTF-8 (iconv -f UTF-16 -t UTF-8)"
     return ""
 
