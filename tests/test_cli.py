@@ -159,6 +159,19 @@ def test_catalog_env_var(tmp_path: Path) -> None:
     assert {"house", "shed"} <= {m["id"] for m in json.loads(result.output)["models"]}
 
 
+def test_a_bad_value_from_the_environment_names_the_variable(tmp_path: Path) -> None:
+    """CTXBUDGET_UNKNOWN_MODEL=bogus is the user's variable, not an option they gave: the error
+    names it (and the option it stands for); the same value given as the option names the option."""
+    path = _write(tmp_path, REQUEST)
+    from_env = CliRunner().invoke(main, ["count", path], env={"CTXBUDGET_UNKNOWN_MODEL": "bogus"})
+    assert from_env.exit_code == 2
+    assert "environment variable CTXBUDGET_UNKNOWN_MODEL" in from_env.output
+    assert "'bogus'" in from_env.output and "--unknown-model" in from_env.output
+    given = CliRunner().invoke(main, ["count", path, "--unknown-model", "bogus"])
+    assert given.exit_code == 2
+    assert "Invalid value for '--unknown-model'" in given.output and "environment" not in given.output
+
+
 def test_python_dash_m_runs_the_cli(tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -360,13 +360,26 @@ class OneLineGroup(click.Group):
                 click.echo(exc.ctx.get_help(), color=exc.ctx.color)
                 sys.exit(0)
             where = f" ({exc.ctx.command_path} --help)" if exc.ctx is not None else ""
-            fail(f"{exc.format_message()}{where}", EXIT_USAGE)
+            fail(f"{_from_environment(exc).format_message()}{where}", EXIT_USAGE)
         except click.exceptions.Abort:
             fail("aborted", EXIT_DIFFERS)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
         except click.exceptions.ClickException as exc:
             fail(exc.format_message(), EXIT_USAGE)
+
+
+def _from_environment(exc: click.exceptions.UsageError) -> click.exceptions.UsageError:
+    """A bad value that came from an environment variable, named as that variable: the user set
+    ``CTXBUDGET_UNKNOWN_MODEL=bogus``, not ``--unknown-model``, and looked for the option in vain."""
+    param, ctx = getattr(exc, "param", None), exc.ctx
+    if not isinstance(exc, click.BadParameter) or param is None or ctx is None or not param.name:
+        return exc
+    envvar = param.envvar if isinstance(param.envvar, str) else None
+    if envvar is None or ctx.get_parameter_source(param.name) is not click.core.ParameterSource.ENVIRONMENT:
+        return exc
+    exc.param_hint = f"the environment variable {envvar} (read for {param.get_error_hint(ctx)})"
+    return exc
 
 
 def _utf8_arguments(args: Sequence[str]) -> None:
