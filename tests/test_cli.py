@@ -159,6 +159,25 @@ def test_catalog_env_var(tmp_path: Path) -> None:
     assert {"house", "shed"} <= {m["id"] for m in json.loads(result.output)["models"]}
 
 
+def test_count_holds_back_the_reply_it_is_given(tmp_path: Path) -> None:
+    """count --reserve-output-tokens answers as fit would with that reserve, and says why not."""
+    path = _write(tmp_path, REQUEST)
+    tokens = json.loads(CliRunner().invoke(main, ["count", path, "--model", "gpt-4o", "--json"]).output)[
+        "tokens"
+    ]
+    window = ["--model", "gpt-4o", "--max-context-tokens", str(tokens + 100)]
+    plain = CliRunner().invoke(main, ["count", path, *window])
+    assert plain.exit_code == 0 and "does not fit" not in plain.output
+    held = CliRunner().invoke(main, ["count", path, *window, "--reserve-output-tokens", "101"])
+    assert held.exit_code == 0, held.output
+    assert (
+        f"over the {tokens - 1:,} tokens available" in held.output
+        and "less the 101-token reply" in held.output
+    )
+    bad = CliRunner().invoke(main, ["count", path, *window, "--reserve-output-tokens", "-1"])
+    assert bad.exit_code == 2 and "--reserve-output-tokens" in bad.output
+
+
 def test_a_bad_value_from_the_environment_names_the_variable(tmp_path: Path) -> None:
     """CTXBUDGET_UNKNOWN_MODEL=bogus is the user's variable, not an option they gave: the error
     names it (and the option it stands for); the same value given as the option names the option."""

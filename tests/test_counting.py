@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import ctxbudget
+from ctxbudget.errors import ConfigError
 
 TEXTS = ("hello", "Où est la gare ? 日本語のテキスト 🎉 — naïve café", "a " * 500, "<|endoftext|> is text")
 EXACT = ("gpt-4o", "gpt-4o-2024-08-06", "gpt-4", "gpt-5", "o3-mini", "openai/gpt-4.1")
@@ -399,6 +400,34 @@ def test_fits_leaves_room_for_the_reply_the_body_asks_for() -> None:
     # an explicit window under gpt-5's input cap is what bounds it, and what the CLI names
     capped = ctxbudget.count({"messages": body["messages"]}, model="gpt-5", max_context_tokens=100)
     assert capped["available_tokens"] == 100 and capped["max_input_tokens"] == 272_000
+
+
+def test_a_reserve_given_to_count_stands_in_for_the_bodys() -> None:
+    """count with reserve_output_tokens answers whether fit with that reserve keeps the body whole
+    (fit holds back 4,096 by default, where count read only the body's max_tokens); the option
+    stands as fit's does, above the model's output cap too, and a bad one is a ConfigError."""
+    body = {"messages": [{"role": "user", "content": "word " * 900}], "max_tokens": 200}
+    tokens = ctxbudget.count({"messages": body["messages"]}, model="gpt-4o")["tokens"]
+    window = tokens + 1_000
+    assert ctxbudget.count(body, model="gpt-4o", max_context_tokens=window)["fits"]
+    held = ctxbudget.count(body, model="gpt-4o", max_context_tokens=window, reserve_output_tokens=4_096)
+    assert not held["fits"] and held["reserve_output_tokens"] == 4_096 and held["available_tokens"] == 0
+    fitted = ctxbudget.fit(body, model="gpt-4o", max_context_tokens=window, reserve_output_tokens=1_000)
+    counted = ctxbudget.count(body, model="gpt-4o", max_context_tokens=window, reserve_output_tokens=1_000)
+    assert counted["fits"] and fitted.report.passed_through  # the two agree at the edge
+    over = ctxbudget.count(body, model="gpt-4o", max_context_tokens=window, reserve_output_tokens=1_001)
+    assert (
+        not over["fits"]
+        and not ctxbudget.fit(
+            body, model="gpt-4o", max_context_tokens=window, reserve_output_tokens=1_001
+        ).report.passed_through
+    )
+    # above gpt-4o's 16,384-token output cap: a budget, not what is sent, so it stands
+    big = ctxbudget.count(body, model="gpt-4o", reserve_output_tokens=100_000)
+    assert big["reserve_output_tokens"] == 100_000 and big["available_tokens"] == 28_000
+    for bad in (-1, 1.5, True, "4096"):
+        with pytest.raises(ConfigError, match="reserve_output_tokens"):
+            ctxbudget.count(body, model="gpt-4o", reserve_output_tokens=bad)  # type: ignore[arg-type]
 
 
 def test_an_openai_messages_tool_calls_are_labelled_an_estimate() -> None:

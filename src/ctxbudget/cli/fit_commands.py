@@ -190,6 +190,14 @@ def _print_fit(result: FitResult, *, body_only: bool, as_json: bool) -> None:
 @main.command("count")
 @common_options
 @max_context_option(" for `fits`")
+@click.option(
+    "--reserve-output-tokens",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Tokens held back for the reply when checking `fits` [default: what the body asks for, "
+    "its max_tokens or the like, else 0]. `fit` holds back min(4096, the model's max output, a "
+    "quarter of the window) by default: 4096 asks whether such a fit keeps the body whole.",
+)
 def count_command(
     source: str,
     model: str | None,
@@ -198,6 +206,7 @@ def count_command(
     unknown_model: str,
     catalogs: tuple[str, ...],
     max_context_tokens: int,
+    reserve_output_tokens: int | None,
 ) -> None:
     """Print the token count of the rendered request (exact, or a labelled estimate)."""
     skip_collection_at_exit()
@@ -213,6 +222,7 @@ def count_command(
                 catalog=load_catalog(catalogs),
                 unknown_model=unknown_model,  # type: ignore[arg-type]
                 max_context_tokens=max_context_tokens,
+                reserve_output_tokens=reserve_output_tokens,
             )
         echo_warnings(result["warnings"])
         if as_json:
@@ -230,7 +240,7 @@ def _limit(result: dict[str, Any]) -> str:
     window, cap, reply = result["context_window"], result["max_input_tokens"], result["reserve_output_tokens"]
     if cap is not None and cap < window - reply:
         return f"{result['available_tokens']:,}-token input cap"
-    less = f" less the body's {reply:,}-token reply" if reply else ""
+    less = f" less the {reply:,}-token reply" if reply else ""
     return f"{result['available_tokens']:,} tokens available (the {window:,}-token window{less})"
 
 

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..catalog.catalog import Catalog, UnknownModel
-from ..errors import InvalidRequestError
+from ..errors import ConfigError, InvalidRequestError
 from ..formats import resolve_format
 from ..formats.tool_prompt import with_tool_prompt
 from ..gcpause import collector_paused
@@ -39,6 +39,7 @@ def count(
     max_context_tokens: int = 0,
     safety_factor: float | None = None,
     format: str | None = None,
+    reserve_output_tokens: int | None = None,
 ) -> dict[str, Any]:
     """Tokens of the rendered request: ``{"tokens", "exact", "encoding", "model", "safety_factor",
     "format", "catalog_id", "window_rule", "context_window", "max_input_tokens",
@@ -47,17 +48,22 @@ def count(
 
     ``fits`` says whether the tokens are within ``available_tokens``: the window less the reply
     the body asks for (``reserve_output_tokens``: its ``max_tokens`` or the like, 0 when it asks
-    for none), and never above the input cap, as :func:`fit` reckons it. An id the catalog cannot resolve raises
+    for none; the option, when given, in its place, as :func:`fit` takes it: ``fit`` with no
+    reserve holds back min(4,096, the model's output cap, a quarter of the window), so
+    ``reserve_output_tokens=4096`` asks whether such a fit would leave the body whole), and never
+    above the input cap, as :func:`fit` reckons it. An id the catalog cannot resolve raises
     :class:`UnknownModelError` unless ``unknown_model="floor"``. The options mean what they
     mean for :func:`fit`.
     """
     input_format = input_format_of(input_format, format)
+    given = None if reserve_output_tokens is None else _checked_reserve(reserve_output_tokens)
     check_request(request)
     asked, field = body_reserve_field(request)  # validated here too: a bad max_tokens is a bad request
     checked = catalog_of(catalog)
     resolution = checked.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
     check_chat_model(resolution)
-    reply = within_output_cap(resolution, asked or 0, field)  # the model writes no more
+    # the model writes no more than its cap; a reserve given as an option is a budget: it stands
+    reply = within_output_cap(resolution, asked or 0, field) if given is None else given
     fmt = resolve_format(request, input_format, model)
     counter = checked.counter_for(model, safety_factor)
     with collector_paused():
@@ -87,6 +93,14 @@ def count(
         "fits": counter.scale(total) <= available,
         "warnings": [w for w in (resolution.warning, above_output_cap(resolution, asked or 0, field)) if w],
     }
+
+
+def _checked_reserve(reserve: object) -> int:
+    if isinstance(reserve, bool) or not isinstance(reserve, int) or reserve < 0:
+        raise ConfigError(
+            f"reserve_output_tokens must be a whole number of tokens >= 0 or None, got {reserve!r}"
+        )
+    return reserve
 
 
 @contextmanager
