@@ -142,6 +142,10 @@ def test_numbers_are_read_as_json_reads_them(data: bytes, expected: Any) -> None
         (b" \n\t", "body: is empty"),
         ('{"a": 1}'.encode("utf-16"), "not UTF-8 text at byte 0 .*looks like UTF-16.*iconv"),
         ('{"a": 1}'.encode("utf-16-le"), "not valid JSON .*looks like UTF-16"),
+        ('{"a": 1}'.encode("utf-32"), "looks like UTF-32.*iconv -f UTF-32"),  # was named UTF-16
+        ('{"a": 1}'.encode("utf-32-le"), "looks like UTF-32"),
+        ('{"a": 1}'.encode("utf-32-be"), "looks like UTF-32"),
+        ('{"a": 1}'.encode("utf-16-be"), "looks like UTF-16"),
     ],
 )
 def test_what_cannot_be_read_is_said_as_before(data: bytes, said: str) -> None:

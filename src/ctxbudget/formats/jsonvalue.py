@@ -291,10 +291,14 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _utf16_hint(data: bytes) -> str:
-    """What the bytes look like when they are UTF-16 (a byte-order mark, or a NUL beside each ASCII
-    character, as Windows tools write text): the way to convert them."""
-    if data[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(data) >= 4 and 0 in data[:2]):
+def _wide_text_hint(data: bytes) -> str:
+    """What the bytes look like when they are UTF-32 or UTF-16 (a byte-order mark, or NULs beside
+    each ASCII character: three in UTF-32, one in UTF-16, as Windows tools write text): the way to
+    convert them."""
+    head = data[:4]
+    if head in (b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff") or (len(head) == 4 and head.count(0) == 3):
+        return "; it looks like UTF-32: save it as UTF-8 (iconv -f UTF-32 -t UTF-8)"
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(head) == 4 and 0 in head[:2]):
         return "; it looks like UTF-16 (as Windows tools write): save it as UTF-8 (iconv -f UTF-16 -t UTF-8)"
     return ""
 
@@ -312,7 +316,7 @@ def decode_json(data: bytes, source: str, *, refuse_repeats: bool = False) -> An
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidRequestError(
-            f"{source}: not UTF-8 text at byte {exc.start} ({exc.reason}){_utf16_hint(data)}", ""
+            f"{source}: not UTF-8 text at byte {exc.start} ({exc.reason}){_wide_text_hint(data)}", ""
         ) from None
     text = text.removeprefix("\ufeff")
     if not text.strip(" \t\n\r"):  # JSON's whitespace only: another blank is bad JSON, said so
@@ -324,7 +328,7 @@ def decode_json(data: bytes, source: str, *, refuse_repeats: bool = False) -> An
     except json.JSONDecodeError as exc:
         raise InvalidRequestError(
             f"{source}: not valid JSON at line {exc.lineno} column {exc.colno} (byte {exc.pos}): {exc.msg}"
-            + _utf16_hint(data),
+            + _wide_text_hint(data),
             "",
         ) from None
     except (ValueError, RecursionError) as exc:
