@@ -242,6 +242,44 @@ def test_thinking_of_earlier_turns_is_no_part_of_a_predicted_prefix() -> None:
     assert loop.tokens[-1] > bare.tokens[-1]
 
 
+def _png_data_url(payload_bytes: int) -> str:
+    """A data URL of a 512x512 PNG header followed by ``payload_bytes`` of filler."""
+    import base64
+    import struct
+
+    header = (
+        b"\x89PNG\r\n\x1a\n"
+        + struct.pack(">I", 13)
+        + b"IHDR"
+        + struct.pack(">IIBBBBB", 512, 512, 8, 2, 0, 0, 0)
+    )
+    return "data:image/png;base64," + base64.b64encode(header + b"\0" * 4 + b"\x07" * payload_bytes).decode()
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_an_inline_image_is_predicted_at_its_tokens_not_its_base64(api: str) -> None:
+    """An OpenAI image part counted as its JSON text (the base64 tokenized: 1.3M tokens for a
+    1.5 MB PNG) made the predicted cache read 19x the request, priced a turn over the ceiling at
+    the read rate and let it through, and tokenized the base64 on every turn (seconds of CPU)."""
+    url = _png_data_url(300_000)
+    if api == "chat":
+        part = {"type": "image_url", "image_url": {"url": url}}
+        body: dict[str, Any] = {
+            "model": "gpt-5",
+            "messages": [{"role": "user", "content": [part, {"type": "text", "text": "What is it?"}]}],
+        }
+    else:
+        part = {"type": "input_image", "image_url": url}
+        message = {"role": "user", "content": [part, {"type": "input_text", "text": "What is it?"}]}
+        body = {"model": "gpt-5", "input": [message]}
+    catalog = load_catalog()
+    plan = mark_conversation(
+        body, model="gpt-5", rules=catalog.get_model("gpt-5").cache, counter=catalog.counter_for("gpt-5")
+    )
+    counted = count(body, model="gpt-5")["tokens"]
+    assert 200 < plan.tokens[-1] <= counted + 20  # the image's tile estimate (255-773), no base64
+
+
 def test_a_prediction_equals_what_the_caching_fake_bills_turn_after_turn() -> None:
     catalog = load_catalog()
     counter, rules = catalog.counter_for(MODEL), catalog.get_model(MODEL).cache

@@ -35,6 +35,8 @@ from .cache import AUTOMATIC_STEP, LOOKBACK_BLOCKS, Breakpoint, CachePrediction,
 from .catalog.values import CacheRules
 from .formats.anthropic import block_tokens, latest_user_turn
 from .formats.anthropic_rules import THINKING, nested_blocks
+from .formats.openai import chat_part_estimate
+from .formats.responses_items import item_chunks
 from .tokens.counter import TokenCounter
 
 __all__ = [
@@ -55,7 +57,10 @@ MAX_ALIVE = 12
 _UNMARKABLE = ("thinking", "redacted_thinking")
 # A block's keys that only this module reads; ``_stripped``: a thinking block of an earlier turn.
 _STRIPPED = {"_stripped": True}
-_NOT_SENT = ("cache_control", "_role", "_stripped")
+_NOT_SENT = ("cache_control", "_role", "_stripped", "_item")
+# An OpenAI chat message's parts that are counted by their rule (chat_part_estimate), as the fit
+# counts them: their JSON text holds the base64 of the image, file or audio.
+_CHAT_MEDIA = frozenset({"image_url", "input_audio", "file"})
 Where = tuple[Any, ...]  # ("tools", i) | ("system", i) | ("message", m, b)
 
 
@@ -128,7 +133,7 @@ def _responses_blocks(body: Mapping[str, Any]) -> list[tuple[Where, Mapping[str,
             text = (
                 content if isinstance(content, str) else json.dumps(item, ensure_ascii=False, sort_keys=True)
             )
-            out.append((("input", i), {"type": "input_item", "text": text, "_item": True}))
+            out.append((("input", i), {"type": "input_item", "text": text, "_item": item}))
     return out
 
 
@@ -170,6 +175,14 @@ def count_block(block: Mapping[str, Any], counter: TokenCounter) -> int:
     turn, which the API strips, by nothing."""
     if block.get("_stripped"):
         return 0
+    item = block.get("_item")
+    if isinstance(item, Mapping):  # a Responses item: its texts, an image or file by its rule
+        chunks, constant = item_chunks(item, "input", [])
+        return constant + sum(counter.count(segment.text) for chunk in chunks for segment in chunk)
+    if block.get("type") in _CHAT_MEDIA:  # an OpenAI image, file or audio part, not its base64
+        estimate = chat_part_estimate(block)
+        if estimate is not None:
+            return estimate.tokens
     if "_role" in block or block.get("type") in ("text", "image", "document"):
         return block_tokens({k: v for k, v in block.items() if k != "_role"}, counter.count)
     return counter.count(_block_text(block))

@@ -108,7 +108,7 @@ def _is_query(message: Mapping[str, Any]) -> bool:
     return message.get("role") == "user"
 
 
-def _part_estimate(part: Mapping[str, Any]) -> Estimate | None:
+def chat_part_estimate(part: Mapping[str, Any]) -> Estimate | None:
     """A non-text content part by its rule: an image by OpenAI's tile rule, a file by its pages,
     audio at the low rate; an Anthropic image or PDF block (passed through in an OpenAI message,
     as LangChain passes a Claude message's blocks) by Anthropic's rules. None for a part of no
@@ -157,7 +157,7 @@ def _message_chunks(
                 chunks.append((Segment(str(text or ""), owner, content=isinstance(text, str)),))
             elif isinstance(part, dict) and part.get("type") == "refusal":  # read as text, not cut
                 chunks.append((Segment(str(part.get("refusal") or ""), owner),))
-            elif (estimate := _part_estimate(part) if isinstance(part, dict) else None) is not None:
+            elif (estimate := chat_part_estimate(part) if isinstance(part, dict) else None) is not None:
                 constant += estimate.tokens
                 estimated.append((owner, f"content[{i}]: {estimate.how}: {estimate.tokens:,} tokens"))
             else:
