@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import click
 import httpx
 import openai
 import pytest
@@ -293,6 +294,13 @@ def test_body_limit_health_and_metrics(tmp_path: Path) -> None:
         big = {"model": "gpt-4o", "messages": [{"role": "user", "content": "x" * 5000}]}
         too_big = httpx.post(url + "/v1/chat/completions", json=big)
         assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "request_too_large"
+        # the gateway's own limit, named so (a client read the provider's 413 in it), and how to raise it
+        said = too_big.json()["error"]["message"]
+        assert (
+            said.startswith("ctxbudget: ")
+            and "gateway's 2,000-byte limit" in said
+            and "--max-body-bytes" in said
+        )
         assert httpx.get(url + "/healthz").json() == {"status": "ok", "store": "ok"}
         httpx.post(
             url + "/v1/chat/completions",
@@ -825,3 +833,16 @@ def test_a_refused_requests_log_line_names_its_session_and_tokens(tmp_path: Path
     assert answer.status_code == 400 and len(lines) == 1
     tokens = f"{answer.headers['x-ctxbudget-tokens-before']}->{answer.headers['x-ctxbudget-tokens-after']}"
     assert "session=case-9 " in lines[0] and f"tokens={tokens} " in lines[0]
+
+
+def test_the_body_limit_defaults_to_the_providers_own() -> None:
+    """Anthropic's Messages API takes 32 MB: a request with a few images or a PDF of 8-32 MB was
+    refused by the gateway (8 MiB) that the provider would have answered; serve's option agrees."""
+    from ctxbudget.cli import main
+    from ctxbudget.gateway import GatewayConfig
+
+    assert GatewayConfig().max_body_bytes == 32 * 1024 * 1024
+    serve = main.get_command(click.Context(main), "serve")
+    assert serve is not None
+    option = next(p for p in serve.params if p.name == "max_body_bytes")
+    assert option.default == GatewayConfig().max_body_bytes

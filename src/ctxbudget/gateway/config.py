@@ -22,6 +22,9 @@ KEEP_ALIVE_SECONDS = 75
 UPSTREAM_IDLE_SECONDS = 4.0
 
 
+MAX_BODY_BYTES = 32 * 1024 * 1024
+
+
 @dataclass(frozen=True, kw_only=True)
 class GatewayConfig:
     """Where to listen, where to forward (fixed: never taken from a request), and the limits."""
@@ -38,7 +41,9 @@ class GatewayConfig:
     # True sends and answers anyway, the turn unrecorded (logged and counted).
     store_fail_open: bool = False
     cost_ceiling_usd: float | None = None
-    max_body_bytes: int = 8 * 1024 * 1024
+    # The largest body read (413 above it): the providers' own limit (Anthropic's Messages API
+    # takes 32 MB), so a request with a few large images or a PDF is not refused here first.
+    max_body_bytes: int = MAX_BODY_BYTES
     timeout_seconds: float = 600.0
     catalog_paths: tuple[str, ...] = ()
     # "error": an id the catalog cannot resolve is answered 400; "floor": budgeted at 8,191 tokens.

@@ -95,19 +95,24 @@ async def read_body(request: Request, gateway: Gateway) -> bytes:
     declared = request.headers.get("content-length")
     limit = gateway.body_limit()
     if declared and declared.isdigit() and int(declared) > limit:
-        raise Refusal(
-            413,
-            f"request body of {int(declared):,} bytes is over the {limit:,}-byte limit",
-            "request_too_large",
-        )
+        raise Refusal(413, _too_large(f"request body of {int(declared):,} bytes", limit), "request_too_large")
     chunks: list[bytes] = []
     size = 0
     async for chunk in timely(request.stream()):
         size += len(chunk)
         if size > limit:
-            raise Refusal(413, f"request body is over the {limit:,}-byte limit", "request_too_large")
+            raise Refusal(413, _too_large("request body", limit), "request_too_large")
         chunks.append(chunk)
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _too_large(what: str, limit: int) -> str:
+    """The 413's message: the gateway's limit, named as its own (a client read the provider's
+    request_too_large in it) with the option that sets it."""
+    return (
+        f"ctxbudget: {what} is over the gateway's {limit:,}-byte limit "
+        "(ctxbudget serve --max-body-bytes, GatewayConfig.max_body_bytes)"
+    )
 
 
 # A client that sends its headers and then stalls mid-body would hold its connection and task
