@@ -456,16 +456,18 @@ def test_a_locked_store_delays_the_answer_or_withholds_it(tmp_path: Path, wait: 
         holder.execute("BEGIN IMMEDIATE")
         released = threading.Event()
         release = threading.Timer(1.0, lambda: (holder.execute("COMMIT"), released.set()))
-        release.start()
         client = _anthropic(url, **{"X-Ctxbudget-Session": "locked"})
         if wait > 1.0:
+            release.start()
             reply = client.messages.create(model="claude-sonnet-4-6", max_tokens=10, messages=_ask())
             assert released.is_set() and reply.content[0].text.startswith("echo")
         else:
+            # held until the answer is withheld (a timer could free it before a slow machine's
+            # request reached the store, and the answer then came)
             with pytest.raises(anthropic.APIStatusError) as refused:
                 client.messages.create(model="claude-sonnet-4-6", max_tokens=10, messages=_ask())
             assert refused.value.status_code == 503 and "withheld" in str(refused.value)
-            release.join()
+            holder.execute("COMMIT")
             deadline = time.monotonic() + 5  # the store is tried again once a second
             while httpx.get(url + "/healthz").status_code != 200 and time.monotonic() < deadline:
                 time.sleep(0.1)
