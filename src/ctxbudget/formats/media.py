@@ -29,6 +29,7 @@ __all__ = [
     "anthropic_image_tokens",
     "image_size",
     "inline_bytes",
+    "inline_image_size",
     "openai_image_tokens",
     "pdf_pages",
     "pdf_tokens",
@@ -57,7 +58,42 @@ def inline_bytes(data: object) -> bytes | None:
     """The bytes of a base64 payload or ``data:`` URL, or None (a URL, a file id, bad base64)."""
     if not isinstance(data, str):
         return None
-    payload = _DATA_URL.sub("", data, count=1) if data.startswith("data:") else data
+    return _decoded(data[_payload_start(data) :])
+
+
+def inline_image_size(data: object) -> tuple[int, int] | None:
+    """The width and height of the image a base64 payload or ``data:`` URL holds, or None.
+
+    Read from the payload's head when the header is there (a PNG's, GIF's or WebP's first bytes;
+    a JPEG's frame header after its EXIF and colour profile), else from all of it: decoding a
+    20 MB payload whole to read its first bytes took 80 ms of every fit and every gateway turn that
+    carries it. A payload whose head holds the header but whose tail is not valid base64 is read
+    by its head (it was sized as unknown: the provider refuses it either way)."""
+    if not isinstance(data, str):
+        return None
+    start = _payload_start(data)
+    if len(data) - start > IMAGE_HEAD_CHARS:
+        head = _decoded(data[start : start + IMAGE_HEAD_CHARS])
+        size = image_size(head) if head else None
+        if size is not None:
+            return size
+    whole = _decoded(data[start:])
+    return image_size(whole) if whole else None
+
+
+# Base64 characters of a payload's head read for an image's header: 192 kB of bytes, a multiple
+# of four characters (a quantum is never cut, unless the payload holds line breaks: it is then
+# read whole).
+IMAGE_HEAD_CHARS = 1 << 18
+
+
+def _payload_start(data: str) -> int:
+    """Where a ``data:`` URL's base64 begins (0 for a bare payload)."""
+    found = _DATA_URL.match(data) if data.startswith("data:") else None
+    return found.end() if found else 0
+
+
+def _decoded(payload: str) -> bytes | None:
     try:
         return base64.b64decode(payload, validate=False)
     except (binascii.Error, ValueError):
@@ -187,8 +223,9 @@ def anthropic_block_estimate(block: Mapping[str, Any]) -> Estimate | None:
     other block (a text document is counted as text)."""
     source = block.get("source")
     if block.get("type") == "image":
-        data = inline_bytes(source.get("data")) if isinstance(source, dict) else None
-        return anthropic_image_tokens(image_size(data) if data else None)
+        return anthropic_image_tokens(
+            inline_image_size(source.get("data")) if isinstance(source, dict) else None
+        )
     if block.get("type") == "document":
         return anthropic_document_tokens(source)
     return None

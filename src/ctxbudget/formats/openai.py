@@ -28,8 +28,8 @@ from .detection import is_openai
 from .media import (
     Estimate,
     anthropic_block_estimate,
-    image_size,
     inline_bytes,
+    inline_image_size,
     openai_image_tokens,
     pdf_tokens,
 )
@@ -117,8 +117,7 @@ def chat_part_estimate(part: Mapping[str, Any]) -> Estimate | None:
     kind = part.get("type")
     image = part.get("image_url")
     if kind == "image_url" and isinstance(image, dict):
-        data = inline_bytes(image.get("url"))
-        return openai_image_tokens(image.get("detail"), image_size(data) if data else None)
+        return openai_image_tokens(image.get("detail"), inline_image_size(image.get("url")))
     file = part.get("file")
     if kind == "file" and isinstance(file, dict):  # a PDF: its text and a page image each
         return pdf_tokens(inline_bytes(file.get("file_data")), "file by id")

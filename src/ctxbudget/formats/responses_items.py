@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..items import GAP, PIECE_SEP, Owner, Segment
-from .media import Estimate, image_size, inline_bytes, openai_image_tokens, pdf_tokens
+from .media import Estimate, inline_bytes, inline_image_size, openai_image_tokens, pdf_tokens
 
 __all__ = [
     "MESSAGE_TYPES",
@@ -240,8 +240,7 @@ def part_estimate(part: Mapping[str, Any]) -> Estimate:
     """A non-text part: an image by OpenAI's tile rule, a file as PDF pages, else the low rate."""
     kind = part.get("type")
     if kind == "input_image":
-        data = inline_bytes(part.get("image_url"))
-        return openai_image_tokens(part.get("detail"), image_size(data) if data else None)
+        return openai_image_tokens(part.get("detail"), inline_image_size(part.get("image_url")))
     if kind == "input_file":
         return pdf_tokens(inline_bytes(part.get("file_data")), "file by id or URL")
     return Estimate(PART_LOW_RATE, f"{kind or 'part'!s}: counted at {PART_LOW_RATE} tokens")
