@@ -840,3 +840,26 @@ def test_a_body_giving_two_reply_sizes_is_reserved_at_the_larger() -> None:
     assert report.reserve_output_tokens == 5_000
     with pytest.raises(InvalidRequestError, match=r"\$\.max_completion_tokens"):
         fit({**body, "max_completion_tokens": 1.5}, model="gpt-4o")  # each field is checked
+
+
+@pytest.mark.parametrize("blank", ["\n" * 100_000, " \n" * 50_000, "\t" * 100_000])
+@pytest.mark.parametrize("api", ["openai", "responses", "anthropic"])
+def test_a_long_blank_run_beside_the_question_is_left_out_not_kept_whole(blank: str, api: str) -> None:
+    """Whitespace beside a kept region was kept byte for byte, however long: 100,000 line breaks
+    before a question were kept whole, and a body that fits once they go was refused as over."""
+    text = blank + "What is clause 7?"
+    model = "claude-sonnet-4-5" if api == "anthropic" else "gpt-4o"
+    body: dict[str, Any] = {"model": model, "max_tokens": 10}
+    body.update({"input": text} if api == "responses" else {"messages": [{"role": "user", "content": text}]})
+    result = fit(body, model=model, max_context_tokens=4_000)
+    sent = result.request["input"] if api == "responses" else result.request["messages"][0]["content"]
+    assert sent.endswith("What is clause 7?") and len(sent) < 40 and "[…]" in sent
+    assert result.report.tokens_after < 40
+    # a few blank lines between kept texts are kept as they were
+    short = "Summarize clause 7.\n\n\n" + "Filler sentence about nothing. " * 2_000 + "\n\nWhat is clause 7?"
+    kept = fit(
+        {"model": "gpt-4o", "messages": [{"role": "user", "content": short}]},
+        model="gpt-4o",
+        max_context_tokens=400,
+    )
+    assert kept.request["messages"][0]["content"].endswith("What is clause 7?")

@@ -328,25 +328,50 @@ def _keep_head(
 def _joined(text: str, regions: list[tuple[int, int]], lo: int, hi: int) -> str:
     """The regions that lie in ``text[lo:hi]`` (one piece), in order, clipped to it, with a
     marker wherever text between or around them was left out; regions that touch, or are apart
-    only by whitespace, are joined by the text between them, as it was (the piece as it was if
-    nothing was left out)."""
+    only by a little whitespace (:data:`MAX_JOINED_BLANK`), are joined by the text between them,
+    as it was (the piece as it was if nothing was left out). A longer blank run is left out as
+    text is: 100,000 line breaks before a question were kept whole, and a body that fits once
+    they go was refused as over its budget."""
     out, last, cut = "", lo, False
     for start, end in sorted(regions):
-        start, end = max(start, lo, last), min(end, hi)
-        if start >= end or not text[start:end].strip():
+        start, end = _without_long_blanks(text, max(start, lo, last), min(end, hi))
+        if start >= end:
             continue
-        if _has_text(text, last, start):  # searched in place: the gap may be most of a long text
+        if _left_out(text, last, start):  # searched in place: the gap may be most of a long text
             cut = True
             out = (out.rstrip("\n") + GAP if out else GAP.lstrip("\n")) + text[start:end].lstrip("\n")
         else:
             out += text[last:start] + text[start:end]
         last = end
-    if _has_text(text, last, hi):
+    if _left_out(text, last, hi):
         return out.rstrip("\n") + GAP.rstrip("\n") if out else ""
     return out if cut else text[lo:hi]
 
 
 _NON_BLANK = re.compile(r"\S")
+# Whitespace between kept regions (or before the first, after the last) that is kept as it is:
+# a few blank lines or an indent; a longer run is layout no reader needs, at up to a token a
+# character or two.
+MAX_JOINED_BLANK = 64
+
+
+def _without_long_blanks(text: str, start: int, end: int) -> tuple[int, int]:
+    """A region less a blank run longer than :data:`MAX_JOINED_BLANK` at either end (a question
+    after 100,000 tabs was kept with as many of them as its room held); empty when it is blank."""
+    found = _NON_BLANK.search(text, start, end)
+    if found is None:
+        return start, start
+    if found.start() - start > MAX_JOINED_BLANK:
+        start = found.start()
+    if end - start > MAX_JOINED_BLANK and not _has_text(text, end - MAX_JOINED_BLANK - 1, end):
+        end = start + len(text[start:end].rstrip())
+    return start, end
+
+
+def _left_out(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]``, outside the kept regions, is left out (with a marker): it
+    holds text, or more whitespace than :data:`MAX_JOINED_BLANK`."""
+    return end - start > MAX_JOINED_BLANK or _has_text(text, start, end)
 
 
 def _has_text(text: str, start: int, end: int) -> bool:
