@@ -178,6 +178,25 @@ def test_count_holds_back_the_reply_it_is_given(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "--reserve-output-tokens" in bad.output
 
 
+def test_an_endless_or_huge_input_is_refused_not_read_to_the_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`fit /dev/zero` read until the kernel killed it (24 GB): a NUL ends the read (JSON text
+    holds none), and past the most the command reads it stops with one line."""
+    import ctxbudget.cli.base as base
+
+    if Path("/dev/zero").exists():
+        zeros = CliRunner().invoke(main, ["fit", "/dev/zero", "--model", "gpt-4o"])
+        assert zeros.exit_code == 2 and "not valid JSON" in zeros.output
+    monkeypatch.setattr(base, "MAX_INPUT_BYTES", 1024 * 1024)
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * (3 * 1024 * 1024) + b"{}")
+    refused = CliRunner().invoke(main, ["count", str(big), "--model", "gpt-4o"])
+    assert refused.exit_code == 2 and "over 1 MiB, the most the command reads" in refused.output
+    piped = CliRunner().invoke(main, ["count", "-", "--model", "gpt-4o"], input=b" " * (3 * 1024 * 1024))
+    assert piped.exit_code == 2 and "stdin is over 1 MiB" in piped.output
+
+
 def test_a_bad_value_from_the_environment_names_the_variable(tmp_path: Path) -> None:
     """CTXBUDGET_UNKNOWN_MODEL=bogus is the user's variable, not an option they gave: the error
     names it (and the option it stands for); the same value given as the option names the option."""

@@ -146,6 +146,7 @@ def test_numbers_are_read_as_json_reads_them(data: bytes, expected: Any) -> None
         ('{"a": 1}'.encode("utf-32-le"), "looks like UTF-32"),
         ('{"a": 1}'.encode("utf-32-be"), "looks like UTF-32"),
         ('{"a": 1}'.encode("utf-16-be"), "looks like UTF-16"),
+        (b"\0" * 64, "not valid JSON(?!.*looks like)"),  # NULs alone are no text of either
     ],
 )
 def test_what_cannot_be_read_is_said_as_before(data: bytes, said: str) -> None:

@@ -116,13 +116,43 @@ def read_json(source: str) -> Any:
         if source == "-" and sys.stdin.isatty():  # a terminal: say what is awaited
             click.echo("ctxbudget: reading the request from stdin (end it with Ctrl-D)", err=True)
         try:
-            data = sys.stdin.buffer.read() if source == "-" else Path(source).read_bytes()
+            if source == "-":
+                data = _bounded(sys.stdin.buffer, "stdin")
+            else:
+                with Path(source).open("rb") as stream:
+                    data = _bounded(stream, source)
         except OSError as exc:
             fail(f"cannot read {source}: {exc.strerror or exc}", EXIT_USAGE)
         try:
             return decode_json(data, "stdin" if source == "-" else source, refuse_repeats=True)
         except InvalidRequestError as exc:
             fail(str(exc), EXIT_USAGE)
+
+
+# The largest input read: 60 million tokens of text, eight times the providers' 32 MB request
+# limit. `fit /dev/zero` read until the kernel killed it (24 GB).
+MAX_INPUT_BYTES = 256 * 1024 * 1024
+_READ_CHUNK = 1024 * 1024
+
+
+def _bounded(stream: Any, name: str) -> bytes:
+    """The stream's bytes, read a chunk at a time: exit 2 past :data:`MAX_INPUT_BYTES`, and stop
+    at a NUL byte (JSON text holds none: the bytes read so far are what the error is told from,
+    so an endless stream of them is refused at once)."""
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := stream.read(_READ_CHUNK):
+        chunks.append(chunk)
+        size += len(chunk)
+        if b"\0" in chunk:
+            break
+        if size > MAX_INPUT_BYTES:
+            fail(
+                f"{name} is over {MAX_INPUT_BYTES // (1024 * 1024):,} MiB, the most the command reads "
+                "(a request that large is no JSON body a provider takes)",
+                EXIT_USAGE,
+            )
+    return b"".join(chunks)
 
 
 # An input this large takes about a second or more to read, count and fit.

@@ -296,9 +296,10 @@ def _wide_text_hint(data: bytes) -> str:
     each ASCII character: three in UTF-32, one in UTF-16, as Windows tools write text): the way to
     convert them."""
     head = data[:4]
-    if head in (b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff") or (len(head) == 4 and head.count(0) == 3):
+    zeros = bytes(b == 0 for b in head)  # 1 where the byte is NUL
+    if head in (b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff") or zeros in (b"\0\1\1\1", b"\1\1\1\0"):
         return "; it looks like UTF-32: save it as UTF-8 (iconv -f UTF-32 -t UTF-8)"
-    if head[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(head) == 4 and 0 in head[:2]):
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff") or zeros in (b"\0\1\0\1", b"\1\0\1\0"):
         return "; it looks like UTF-16 (as Windows tools write): save it as UTF-8 (iconv -f UTF-16 -t UTF-8)"
     return ""
 
