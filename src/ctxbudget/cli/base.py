@@ -144,14 +144,15 @@ def _bounded(stream: Any, name: str) -> bytes:
     while chunk := stream.read(_READ_CHUNK):
         chunks.append(chunk)
         size += len(chunk)
-        if b"\0" in chunk:
-            break
         if size > MAX_INPUT_BYTES:
             fail(
                 f"{name} is over {MAX_INPUT_BYTES // (1024 * 1024):,} MiB, the most the command reads "
                 "(a request that large is no JSON body a provider takes)",
                 EXIT_USAGE,
             )
+        # short: the end (a terminal's Ctrl-D is no lasting end: reading on would wait for more)
+        if b"\0" in chunk or len(chunk) < _READ_CHUNK:
+            break
     return b"".join(chunks)
 
 
