@@ -197,6 +197,19 @@ def test_an_endless_or_huge_input_is_refused_not_read_to_the_end(
     assert piped.exit_code == 2 and "stdin is over 1 MiB" in piped.output
 
 
+@pytest.mark.parametrize(
+    ("body", "kind"), [([1, 2], "an array"), ("hello", "a string"), (None, "null"), (42, "a number")]
+)
+def test_a_body_that_is_no_object_is_told_so_with_or_without_a_model(
+    tmp_path: Path, body: object, kind: str
+) -> None:
+    """Without --model it was told "no model: pass --model", and with one, what was wrong."""
+    path = _write(tmp_path, body)
+    for extra in ([], ["--model", "gpt-4o"]):
+        result = CliRunner().invoke(main, ["count", path, *extra])
+        assert result.exit_code == 2 and f"must be a JSON object, got {kind}" in result.output, extra
+
+
 def test_a_bad_value_from_the_environment_names_the_variable(tmp_path: Path) -> None:
     """CTXBUDGET_UNKNOWN_MODEL=bogus is the user's variable, not an option they gave: the error
     names it (and the option it stands for); the same value given as the option names the option."""

@@ -34,7 +34,7 @@ from ..errors import (
     reworded,
     usd,
 )
-from ..formats.jsonvalue import decode_json, encodes_as_utf8
+from ..formats.jsonvalue import decode_json, encodes_as_utf8, json_kind
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -194,10 +194,12 @@ def model_of(model: str | None, request: Any) -> str:
     """The model to budget for: ``--model``, else the body's ``model`` (exit 2 when neither)."""
     if model:
         return model
-    given = request.get("model") if isinstance(request, dict) else None
+    if not isinstance(request, dict):  # no body to take a model from: say what is wrong with it
+        fail(f"$: the request body must be a JSON object, got {json_kind(request)}", EXIT_USAGE)
+    given = request.get("model")
     if isinstance(given, str) and given.strip():
         return given
-    if isinstance(request, dict) and "model" in request:  # there, but no model id
+    if "model" in request:  # there, but no model id
         fail(
             f"$.model: a model id is a non-empty string, got {json.dumps(given)[:60]} (or pass --model)",
             EXIT_USAGE,
