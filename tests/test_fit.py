@@ -855,11 +855,37 @@ def test_a_long_blank_run_beside_the_question_is_left_out_not_kept_whole(blank: 
     sent = result.request["input"] if api == "responses" else result.request["messages"][0]["content"]
     assert sent.endswith("What is clause 7?") and len(sent) < 40 and "[…]" in sent
     assert result.report.tokens_after < 40
-    # a few blank lines between kept texts are kept as they were
-    short = "Summarize clause 7.\n\n\n" + "Filler sentence about nothing. " * 2_000 + "\n\nWhat is clause 7?"
-    kept = fit(
-        {"model": "gpt-4o", "messages": [{"role": "user", "content": short}]},
+    # a blank run after a kept text is left out too (the question's own paragraph follows it)
+    after = "Intro about clause 7.\t" + "\t" * 100_000 + "\n\nWhat is clause 7?"
+    tail = fit(
+        {"model": "gpt-4o", "messages": [{"role": "user", "content": after}]},
         model="gpt-4o",
-        max_context_tokens=400,
+        max_context_tokens=4_000,
     )
-    assert kept.request["messages"][0]["content"].endswith("What is clause 7?")
+    assert tail.request["messages"][0]["content"] == "Intro about clause 7.\n[…]\nWhat is clause 7?"
+
+
+@pytest.mark.parametrize(
+    ("text", "regions", "joined"),
+    [
+        (
+            "A" * 10 + "\n\n\n" + "B" * 10 + "C" * 50,
+            [(0, 10), (13, 23)],
+            "A" * 10 + "\n\n\n" + "B" * 10 + "\n[…]",
+        ),
+        ("A" * 10 + " " * 64 + "B" * 10, [(0, 10), (74, 84)], "A" * 10 + " " * 64 + "B" * 10),  # as it was
+        ("A" * 10 + " " * 65 + "B" * 10, [(0, 10), (75, 85)], "A" * 10 + "\n[…]\n" + "B" * 10),
+        ("A" * 10 + " " * 100 + "B" * 10, [(0, 40), (80, 120)], "A" * 10 + "\n[…]\n" + "B" * 10),  # straddled
+        (" " * 100 + "Q?", [(50, 102)], "[…]\nQ?"),  # a region begun halfway into a run
+        ("Q?" + "\t" * 100, [(0, 60)], "Q?\n[…]"),
+        ("x" * 10 + " " * 200 + "y" * 10, [(0, 220)], "x" * 10 + " " * 200 + "y" * 10),  # inside: layout
+        (" " * 100, [(0, 100)], ""),
+    ],
+)
+def test_blank_runs_beside_kept_regions(text: str, regions: list[tuple[int, int]], joined: str) -> None:
+    """Kept regions are joined by the whitespace between them as it was, up to 64 characters; a
+    longer run at a region's edge (measured whole, wherever the region begins) is left out with a
+    marker; a run inside a region, text on both sides, is the region's own layout and stays."""
+    from ctxbudget.trim.messages import _joined
+
+    assert _joined(text, regions, 0, len(text)) == joined

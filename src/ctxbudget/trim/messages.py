@@ -333,9 +333,12 @@ def _joined(text: str, regions: list[tuple[int, int]], lo: int, hi: int) -> str:
     text is: 100,000 line breaks before a question were kept whole, and a body that fits once
     they go was refused as over its budget."""
     out, last, cut = "", lo, False
-    for start, end in sorted(regions):
-        start, end = _without_long_blanks(text, max(start, lo, last), min(end, hi))
-        if start >= end:
+    pieces = [
+        p for a, b in sorted(regions) for p in _between_long_blanks(text, max(a, lo), min(b, hi), lo, hi)
+    ]
+    for start, end in pieces:
+        start = max(start, last)
+        if start >= end or not _has_text(text, start, end):
             continue
         if _left_out(text, last, start):  # searched in place: the gap may be most of a long text
             cut = True
@@ -353,19 +356,29 @@ _NON_BLANK = re.compile(r"\S")
 # a few blank lines or an indent; a longer run is layout no reader needs, at up to a token a
 # character or two.
 MAX_JOINED_BLANK = 64
+_LONG_BLANK = re.compile(rf"\s{{{MAX_JOINED_BLANK + 1},}}")
 
 
-def _without_long_blanks(text: str, start: int, end: int) -> tuple[int, int]:
-    """A region less a blank run longer than :data:`MAX_JOINED_BLANK` at either end (a question
-    after 100,000 tabs was kept with as many of them as its room held); empty when it is blank."""
-    found = _NON_BLANK.search(text, start, end)
-    if found is None:
-        return start, start
-    if found.start() - start > MAX_JOINED_BLANK:
-        start = found.start()
-    if end - start > MAX_JOINED_BLANK and not _has_text(text, end - MAX_JOINED_BLANK - 1, end):
-        end = start + len(text[start:end].rstrip())
-    return start, end
+def _between_long_blanks(text: str, start: int, end: int, lo: int, hi: int) -> list[tuple[int, int]]:
+    """The region ``text[start:end]`` less a blank run longer than :data:`MAX_JOINED_BLANK` at
+    either of its ends, the whole run measured (it may begin before the region or end after it,
+    within ``text[lo:hi]``): a question after 100,000 tabs was kept with as many of them as its
+    room held, and a region that began halfway into a run kept its half. A run inside the region,
+    text on both sides of it, is kept as it is (a table's or a program's layout is evidence)."""
+    if start >= end:
+        return []
+    reach = MAX_JOINED_BLANK + 1  # a run overlapping the region is longer than this inside the window
+    parts, pos = [], start
+    for run in _LONG_BLANK.finditer(text, max(lo, start - reach), min(hi, end + reach)):
+        a, b = run.span()
+        if b <= start or a >= end or start < a < b < end:  # apart from the region, or inside it
+            continue
+        if a > pos:
+            parts.append((pos, a))
+        pos = max(pos, b)
+    if pos < end:
+        parts.append((pos, end))
+    return parts
 
 
 def _left_out(text: str, start: int, end: int) -> bool:
