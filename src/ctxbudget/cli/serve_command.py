@@ -84,11 +84,11 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--max-body-bytes",
-    default=32 * 1024 * 1024,  # GatewayConfig.max_body_bytes (the gateway is imported only to serve)
+    default=8 * 1024 * 1024,  # GatewayConfig.max_body_bytes (the gateway is imported only to serve)
     show_default=True,
     type=click.IntRange(min=1024),
-    help="Largest request body read, the providers' own limit by default (Anthropic's: 32 MB); a "
-    "larger one is refused (413) before it is read whole.",
+    help="Largest request body read; a larger one is refused (413) before it is read whole. "
+    "Anthropic takes up to 32 MB (large images, PDFs); a fit holds 4-60x a body's bytes.",
 )
 @click.option(
     "--timeout",

@@ -22,7 +22,7 @@ KEEP_ALIVE_SECONDS = 75
 UPSTREAM_IDLE_SECONDS = 4.0
 
 
-MAX_BODY_BYTES = 32 * 1024 * 1024
+MAX_BODY_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,8 +41,10 @@ class GatewayConfig:
     # True sends and answers anyway, the turn unrecorded (logged and counted).
     store_fail_open: bool = False
     cost_ceiling_usd: float | None = None
-    # The largest body read (413 above it): the providers' own limit (Anthropic's Messages API
-    # takes 32 MB), so a request with a few large images or a PDF is not refused here first.
+    # The largest body read (413 above it). Below the providers' own (Anthropic's Messages API
+    # takes 32 MB) on purpose: a fit holds 4-5x an image's bytes, 9x a text's, and up to 60x for a
+    # body of many short messages (30 MB of them: 1.9 GB, 30 s), and requests run at once. Raise
+    # it for clients that send large images or PDFs, with the memory that takes.
     max_body_bytes: int = MAX_BODY_BYTES
     timeout_seconds: float = 600.0
     catalog_paths: tuple[str, ...] = ()
