@@ -76,6 +76,29 @@ def test_an_inline_image_is_sized_as_its_whole_bytes_are(image: bytes, form: str
     assert inline_image_size(payload) == image_size(whole)
 
 
+def test_an_image_is_sized_from_its_head_without_decoding_the_rest() -> None:
+    """The head holds the header: the size is read there, even when the tail would not decode
+    (one character too many: the whole payload has no bytes)."""
+    payload = base64.b64encode(_png(1234, 567) + b"\x07" * 600_000).decode() + "A"
+    assert inline_bytes(payload) is None
+    assert inline_image_size(payload) == (1234, 567)
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        "data:image/png;base64,",
+        "DATA:image/png;BASE64,",
+        "data:image/png;charset=utf-8;base64,",
+        "data:;base64,",
+    ],
+)
+def test_data_urls_with_parameters_or_in_capitals_are_read(head: str) -> None:
+    """RFC 2397 allows parameters before ;base64 and either case: such an image was priced at
+    the largest size the rule allows."""
+    assert inline_image_size(head + base64.b64encode(_png(10, 20)).decode()) == (10, 20)
+
+
 def test_an_image_payload_that_is_not_base64_has_no_size() -> None:
     assert inline_image_size("data:image/png;base64,%%%=") is None
     assert inline_image_size("https://example.com/a.png") is None

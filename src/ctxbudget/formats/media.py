@@ -41,7 +41,9 @@ OPENAI_MAX_TILES = 8  # 2048 x 768 after scaling: 4 x 2 tiles
 ANTHROPIC_MAX_EDGE, ANTHROPIC_MAX_PIXELS = 1568, 1_150_000
 ANTHROPIC_MAX_IMAGE = math.ceil(ANTHROPIC_MAX_PIXELS / 750)
 PDF_PAGE_TOKENS = 3_000
-_DATA_URL = re.compile(r"^data:[\w/+.-]+;base64,", re.IGNORECASE)
+# A data URL's head: a media type (or none) and parameters (``;charset=utf-8``, ``;name=a.png``)
+# before ``;base64,``, in any case (RFC 2397).
+_DATA_URL = re.compile(r"data:[^,]*;base64,", re.IGNORECASE)
 _PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
 _PDF_COUNT = re.compile(rb"/Count\s+(\d+)")
 
@@ -89,7 +91,7 @@ IMAGE_HEAD_CHARS = 1 << 18
 
 def _payload_start(data: str) -> int:
     """Where a ``data:`` URL's base64 begins (0 for a bare payload)."""
-    found = _DATA_URL.match(data) if data.startswith("data:") else None
+    found = _DATA_URL.match(data) if data[:5].lower() == "data:" else None
     return found.end() if found else 0
 
 
