@@ -196,7 +196,8 @@ def _print_fit(result: FitResult, *, body_only: bool, as_json: bool) -> None:
     default=None,
     help="Tokens held back for the reply when checking `fits` [default: what the body asks for, "
     "its max_tokens or the like, else 0]. `fit` holds back min(4096, the model's max output, a "
-    "quarter of the window) by default: 4096 asks whether such a fit keeps the body whole.",
+    "quarter of the window) when the body asks for none: give that (its report's "
+    "reserve_output_tokens) to ask whether such a fit keeps the body whole.",
 )
 def count_command(
     source: str,

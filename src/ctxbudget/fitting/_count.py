@@ -49,8 +49,9 @@ def count(
     ``fits`` says whether the tokens are within ``available_tokens``: the window less the reply
     the body asks for (``reserve_output_tokens``: its ``max_tokens`` or the like, 0 when it asks
     for none; the option, when given, in its place, as :func:`fit` takes it: ``fit`` with no
-    reserve holds back min(4,096, the model's output cap, a quarter of the window), so
-    ``reserve_output_tokens=4096`` asks whether such a fit would leave the body whole), and never
+    reserve holds back min(4,096, the model's output cap, a quarter of the window) when the body
+    asks for none: that figure, its report's ``reserve_output_tokens``, asks whether such a fit
+    would leave the body whole), and never
     above the input cap, as :func:`fit` reckons it. An id the catalog cannot resolve raises
     :class:`UnknownModelError` unless ``unknown_model="floor"``. The options mean what they
     mean for :func:`fit`.
