@@ -221,6 +221,12 @@ def test_a_bad_value_from_the_environment_names_the_variable(tmp_path: Path) -> 
     given = CliRunner().invoke(main, ["count", path, "--unknown-model", "bogus"])
     assert given.exit_code == 2
     assert "Invalid value for '--unknown-model'" in given.output and "environment" not in given.output
+    missing = str(tmp_path / "none.toml")
+    catalog = CliRunner().invoke(
+        main, ["count", path, "--model", "gpt-4o"], env={"CTXBUDGET_CATALOG": missing}
+    )
+    assert catalog.exit_code == 2 and "environment variable CTXBUDGET_CATALOG" in catalog.output
+    assert f"{missing!r} is no file" in catalog.output
 
 
 def test_python_dash_m_runs_the_cli(tmp_path: Path) -> None:

@@ -277,14 +277,27 @@ IDLE_SECONDS_OPTION = click.option(
     help="Seconds since the previous turn's call: its cached prefixes expire 5 minutes or an hour "
     "after their last use in the predicted reads and the cost [default: none taken to have passed].",
 )
+
+
+def _catalog_paths(ctx: click.Context, param: click.Parameter, paths: tuple[str, ...]) -> tuple[str, ...]:
+    """The catalog paths given: an empty entry (CTXBUDGET_CATALOG=":", a trailing separator)
+    names no file, as in PATH; a path from the variable that is no file is a bad value of the
+    variable (it was told as "cannot read catalog file", with nothing naming where it came from)."""
+    given = tuple(p for p in paths if p)
+    if param.name and ctx.get_parameter_source(param.name) is click.core.ParameterSource.ENVIRONMENT:
+        missing = next((p for p in given if not Path(p).is_file()), None)
+        if missing is not None:
+            raise click.BadParameter(f"{missing!r} is no file")
+    return given
+
+
 CATALOG_OPTION = click.option(
     "--catalog",
     "catalogs",
     multiple=True,
     envvar="CTXBUDGET_CATALOG",
     type=click.Path(),  # so the variable's paths are split at os.pathsep, as PATH is: not at spaces
-    # an empty entry (CTXBUDGET_CATALOG=":", a trailing separator) names no file, as in PATH
-    callback=lambda _ctx, _param, paths: tuple(p for p in paths if p),
+    callback=lambda ctx, param, paths: _catalog_paths(ctx, param, paths),
     metavar="FILE",
     help="Extra catalog file (TOML, or JSON by its .json name) adding or overriding models "
     f"(repeatable; env CTXBUDGET_CATALOG, several paths separated by {os.pathsep!r}).",
