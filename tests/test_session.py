@@ -488,6 +488,11 @@ def test_a_base_that_would_fail_every_turn_is_refused_when_created(tmp_path: Pat
     playbook = {"id": "p", "tier": "pinned", "kind": "playbook", "text": "Rules of review."}
     for extra, match in (
         ({"id": "turn-1-0", "tier": "pinned", "kind": "playbook", "text": "x"}, "one the session gives"),
+        # the ledger's header: turns ran until the first compaction, then failed ("ids must be unique")
+        (
+            {"id": "ledger", "tier": "contextual", "kind": "document", "text": "The general ledger."},
+            "one the session gives",
+        ),
         ({"id": "q", "kind": "question", "text": "Why?"}, "not a question"),
     ):
         with pytest.raises(InvalidRequestError, match=match):

@@ -21,8 +21,8 @@ def rolling_tier(policy: Policy) -> Tier:
     return found
 
 
-# The ids a session gives its turns' items, and the kinds each turn brings.
-_TURN_IDS = re.compile(r"question|(?:call|result)-\d+|turn-\d+-\d+|ledger-turn-\d+")
+# The ids a session gives its turns' items (and the ledger's header), and the kinds each turn brings.
+_TURN_IDS = re.compile(r"question|(?:call|result)-\d+|turn-\d+-\d+|ledger|ledger-turn-\d+")
 _TURN_KINDS = frozenset({"question", "tool_call", "tool_result"})
 
 
