@@ -135,6 +135,24 @@ def test_over_the_exhibit_cap_the_answers_exhibits_are_kept_before_those_a_tool_
     assert kept == sorted(kept, key=lambda e: int(e.split("-")[1]))  # laid out in exhibit order
 
 
+def test_an_entry_stays_bounded_whatever_its_tags_and_tool_names() -> None:
+    """A 30,000-character --tag (or tool name) went into the entry whole: every entry folded with
+    it was over the ledger's ceiling, and the session failed every turn after its compaction."""
+    huge = "Notice" * 5_000
+    turn = Turn(
+        index=1,
+        question="Was notice given?",
+        answer="Therefore yes (EX-04).",
+        tool_results=(ToolResult(name="lookup" * 5_000, content="status: CONFIRMED"),),
+        tags=(huge, *(f"Issue{n}" for n in range(20))),
+    )
+    entry = reduce_turn(turn)
+    assert len(entry["issue"]) <= 82 and entry["issue"].startswith("Notice") and entry["issue"].endswith("…")
+    assert len(entry["issues"]) == 8 and entry["issues"][1:] == [f"Issue{n}" for n in range(7)]
+    assert all(len(tool) <= 82 for tool in entry["tools"])
+    assert len(json.dumps(entry)) < 2_000
+
+
 @pytest.mark.parametrize(
     "answer",
     [

@@ -78,11 +78,15 @@ class LedgerRules:
     )
     max_conclusions: int = 3
     # One turn's entry stays bounded whatever the turn: at most this many exhibits (the rest are
-    # counted in ``more_exhibits``), citations, and characters per conclusion.
+    # counted in ``more_exhibits``), citations, characters per conclusion, tools, issue tags, and
+    # characters per tag or tool label (a 30,000-character --tag made every entry it folded into
+    # too large for the ledger's ceiling: the session failed every turn after).
     max_exhibits: int = 40
     max_citations: int = 16
     max_conclusion_chars: int = 400
     max_tools: int = 20
+    max_issues: int = 8
+    max_label_chars: int = 80
     # Conversational filler: a sentence holding one of these is not a conclusion.
     filler: tuple[str, ...] = (
         "here is",
@@ -185,14 +189,18 @@ def reduce_turn(turn: Turn, rules: LedgerRules = LedgerRules()) -> dict[str, Any
     # What the answer cites; the raw tool logs' line numbers are pruned with the logs.
     citations = _unique(_dashed(c) for c in re.findall(rules.citation_pattern, turn.answer))
     statuses_of = [_tool_status(r.content, r.status, rules) for r in turn.tool_results]
-    tools = [f"{r.name} {st}" if st else r.name for r, st in zip(turn.tool_results, statuses_of, strict=True)]
+    tools = [
+        _capped(f"{r.name} {st}" if st else r.name, rules.max_label_chars)
+        for r, st in zip(turn.tool_results, statuses_of, strict=True)
+    ]
+    tags = [_capped(tag, rules.max_label_chars) for tag in turn.tags[: rules.max_issues]]
     statuses = [st for st in statuses_of if st]
     answer_status = re.search(rules.status_pattern, turn.answer)
     status = answer_status.group(1).upper() if answer_status else (statuses[-1] if statuses else None)
     entry = {
         "turn": turn.index,
-        "issue": turn.tags[0] if turn.tags else None,
-        "issues": list(turn.tags) if len(turn.tags) > 1 else None,
+        "issue": tags[0] if tags else None,
+        "issues": tags if len(tags) > 1 else None,
         "cited_exhibits": kept,
         "more_exhibits": max(0, len(exhibits) - rules.max_exhibits) or None,
         "citations": citations[: rules.max_citations],
