@@ -114,6 +114,28 @@ def _tool(description: str, **extra: Any) -> dict[str, Any]:
     return {"name": "search", "description": description, "input_schema": {"type": "object"}, **extra}
 
 
+def test_tools_ahead_of_a_short_system_prompt_count_toward_the_cacheable_minimum() -> None:
+    """Anthropic caches the tool definitions first: 30,000 tokens of them ahead of a one-line
+    system prompt were never marked (the blocks alone were under the 1,024-token minimum), so
+    every turn paid for them uncached, and the warning said the prefix was too short."""
+    tools = [
+        {**_tool("Looks up records of the deposition and exhibits. " * 40), "name": f"t{i}"}
+        for i in range(60)
+    ]
+    first = assemble(_agent_body(tools), policy=POLICY, model="claude-sonnet-4-5")
+    assert "cache_control" in str(first.request["system"])
+    assert first.report.cache.write_tokens > 25_000 and first.report.cache.read_tokens == 0
+    assert not any("minimum cacheable" in w for w in first.report.warnings)
+    again = assemble(_agent_body(tools), policy=POLICY, model="claude-sonnet-4-5", previous=first.report)
+    assert again.report.cache.read_tokens > 25_000 and again.report.cache.write_tokens == 0
+    assert again.report.cost_usd is not None and first.report.cost_usd is not None
+    assert again.report.cost_usd < first.report.cost_usd / 3
+    # without them the same short prompt is under the minimum: no mark, and the warning says so
+    short = assemble(_agent_body([_tool("Search.")]), policy=POLICY, model="claude-sonnet-4-5")
+    assert "cache_control" not in str(short.request.get("system"))
+    assert any("minimum cacheable" in w for w in short.report.warnings)
+
+
 def test_a_chat_body_keeps_its_tools_and_settings_which_are_counted_and_priced() -> None:
     plain = assemble(_agent_body([_tool("Search.")]), policy=POLICY, model="claude-sonnet-4-5")
     marked = [_tool("Search the record. " * 800, cache_control={"type": "ephemeral"})]

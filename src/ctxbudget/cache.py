@@ -108,11 +108,20 @@ def _region_ends(blocks: Sequence[Block]) -> list[int]:
 
 
 def plan_breakpoints(
-    blocks: Sequence[Block], prefix_tokens: Sequence[int], hashes: Sequence[str], rules: CacheRules
+    blocks: Sequence[Block],
+    prefix_tokens: Sequence[int],
+    hashes: Sequence[str],
+    rules: CacheRules,
+    ahead: int = 0,
 ) -> tuple[list[Breakpoint], list[str]]:
-    """Breakpoints at the ends of stable regions that the provider will cache, and warnings."""
+    """Breakpoints at the ends of stable regions that the provider will cache, and warnings.
+
+    ``ahead``: tokens the provider caches before the blocks (a request's tool definitions, which
+    Anthropic puts first): they count toward the minimum cacheable length, not to the blocks'
+    prefixes (30,000 tokens of tools ahead of a short system prompt were never marked, so never
+    cached, and the warning said the prefix was under the minimum)."""
     warnings: list[str] = []
-    ends = [i for i in _region_ends(blocks) if prefix_tokens[i] >= rules.min_cacheable_tokens]
+    ends = [i for i in _region_ends(blocks) if prefix_tokens[i] + ahead >= rules.min_cacheable_tokens]
     skipped = [blocks[i].tier for i in _region_ends(blocks) if i not in ends]
     if skipped and rules.mode != "none":
         warnings.append(
