@@ -236,3 +236,21 @@ def test_exhibits_and_statuses_are_read_whole(answer: str, exhibits: list[str], 
     entry = reduce_turn(Turn(index=1, question="Was notice given?", answer=answer, tags=("Notice",)))
     assert entry["cited_exhibits"] == exhibits
     assert entry["status"] == status
+
+
+def test_a_folded_issue_keeps_its_most_recently_cited_exhibits() -> None:
+    """Past 60 exhibits a folded entry kept the lowest-numbered: a long issue's newest exhibits
+    (EX-61 to EX-100) left the prompt while EX-1 stayed. Now the 60 cited last, in exhibit order,
+    an exhibit cited again counting as recent; the rest counted."""
+    from ctxbudget.session.folding import fold_entries
+
+    entries = [
+        {"turn": n, "issue": "Notice", "cited_exhibits": [f"EX-{n}"], "status": None, "conclusions": []}
+        for n in range(1, 101)
+    ]
+    entries.append(
+        {"turn": 101, "issue": "Notice", "cited_exhibits": ["EX-3"], "status": None, "conclusions": []}
+    )
+    (folded,) = fold_entries(entries)
+    assert folded["cited_exhibits"] == ["EX-3", *(f"EX-{n}" for n in range(42, 101))]
+    assert folded["more_exhibits"] == 40 and folded["turns"] == [1, 101]

@@ -699,10 +699,16 @@ def _folded_plainly(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for issue, group in groups.items():
         exhibits = sorted(dict.fromkeys(x for e in group for x in e["cited_exhibits"]), key=exhibit_key)
         more = sum(int(e.get("more_exhibits") or 0) for e in group) + max(0, len(exhibits) - 60)
+        recency: dict[str, None] = {}
+        for x in (x for e in group for x in e["cited_exhibits"]):
+            recency.pop(x, None)
+            recency[x] = None
+        recent = set(list(recency)[-60:])  # the 60 most recently cited, laid out in exhibit order
+        exhibits = [x for x in exhibits if x in recent]
         statuses = [e["status"] for e in group if e.get("status")]
         conclusions = [c for e in group for c in e.get("conclusions", [])]
         entry = {"turns": [group[0]["turn"], group[-1]["turn"]], "issue": issue}
-        entry |= {"cited_exhibits": exhibits[:60], "more_exhibits": more or None}
+        entry |= {"cited_exhibits": exhibits, "more_exhibits": more or None}
         entry |= {"status": statuses[-1] if statuses else None, "conclusions": conclusions[-1:]}
         out.append({k: v for k, v in entry.items() if v is not None or k != "more_exhibits"})
     return out

@@ -68,11 +68,14 @@ class _Group:
         self.seen: set[str] = set()
         self.keys: list[tuple[str, tuple[int, ...], str]] = []  # the exhibits' sort keys, in order
         self.exhibits: list[str] = []  # sorted by key; equal keys in order of first appearance
+        self.cited: dict[str, None] = {}  # the exhibits, the most recently cited last
         self.more, self.status, self.conclusion = 0, None, None
 
     def add(self, entry: Mapping[str, Any]) -> None:
         self.last = entry
         for exhibit in entry.get("cited_exhibits", []):
+            self.cited.pop(exhibit, None)  # moved last: the dict's order is recency
+            self.cited[exhibit] = None
             if exhibit not in self.seen:
                 self.seen.add(exhibit)
                 key = exhibit_key(exhibit)
@@ -84,11 +87,18 @@ class _Group:
         self.conclusion = ([*entry.get("conclusions", [])] or [self.conclusion])[-1]
 
     def folded(self) -> dict[str, Any]:
+        """The folded entry: at most :data:`MAX_FOLDED_EXHIBITS` exhibits, the most recently
+        cited (the lowest-numbered were kept, so a long issue's newest exhibits left the prompt),
+        laid out in exhibit order; the rest counted in ``more_exhibits``."""
         more = self.more + max(0, len(self.exhibits) - MAX_FOLDED_EXHIBITS)
+        listed = self.exhibits
+        if len(listed) > MAX_FOLDED_EXHIBITS:
+            recent = set(list(self.cited)[-MAX_FOLDED_EXHIBITS:])
+            listed = [e for e in self.exhibits if e in recent]
         entry = FoldedEntry(
             turns=[_first_turn(self.first), _last_turn(self.last)],
             issue=self.issue,
-            cited_exhibits=self.exhibits[:MAX_FOLDED_EXHIBITS],
+            cited_exhibits=listed,
             more_exhibits=more or None,
             status=self.status,
             conclusions=[self.conclusion] if self.conclusion is not None else [],
