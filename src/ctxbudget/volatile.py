@@ -96,7 +96,8 @@ _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
         "time",
         rf"(?i)(?:\b(?=[atug]){_CITED_AT}(?:at|time|as of|updated|generated)|@)\s*{_CLOCK}(?![\d\-–:])",
     ),
-    ("time", r"\b(?:[01]?\d|2[0-3]):[0-5]\d:[0-5]\d\b"),
+    # with fractional seconds and a Z too ("Build stamp 10:32:11Z." passed INV-CTX-01)
+    ("time", r"\b(?:[01]?\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?Z?\b"),
     (
         "time",
         rf"\b(?=\d){_NOT_CITED}(?<!scale )(?<!ratio )(?:[01]?\d|2[0-3]):(?:29|[3-5]\d)\b(?![\-–:]?\d)",
