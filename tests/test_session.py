@@ -505,6 +505,10 @@ def test_a_base_that_would_fail_every_turn_is_refused_when_created(tmp_path: Pat
             )
     with pytest.raises(PriceUnknown):
         Session.create(store, "s", policy="legal-review", model="gemma-4-31b-it", base={"items": [playbook]})
+    # a playbook over the pinned tier's ceiling: every turn failed with exit 3, the session created
+    huge = {**playbook, "text": "Rule of review number one applies. " * 5_000}
+    with pytest.raises(BudgetExceeded, match="pinned"):
+        Session.create(store, "s", policy="legal-review", model="claude-sonnet-4-5", base={"items": [huge]})
     assert store.names() == []
     session = Session.create(
         store,

@@ -231,6 +231,14 @@ class Session:
             {**carried, "items": [*base.get("items", []), question]}, checked, "context"
         )
         check_pinned_items(parsed, checked)  # a date in the playbook would fail every turn
+        # a base over its tiers' ceilings or the envelope (a 36,000-token playbook under a
+        # 15,000-token pinned tier) fails every turn: assembled once now, with an empty question
+        assemble(
+            {**carried, "items": [*base.get("items", []), question]},
+            policy=checked,
+            model=model,
+            catalog=catalog,
+        )
         if policy not in list_policies() and Path(policy).exists():
             policy = str(Path(policy).resolve())
         return SessionMeta(name=name, policy=policy, model=model, base=dict(base))
