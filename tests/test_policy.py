@@ -95,6 +95,19 @@ def test_five_minute_tier_before_a_one_hour_tier_is_refused() -> None:
         parse_policy(text, "bad.toml")
 
 
+def test_a_pinned_tier_after_another_tier_is_refused() -> None:
+    """A never tier after a compact one: a second turn rewrote the whole prefix (read 0, written
+    20,468) while the report said the pinned prefix was byte-identical (INV-CTX-01)."""
+    text = (
+        'name = "order"\nenvelope_tokens = 32000\n'
+        '[[tiers]]\nname = "contextual"\nceiling_tokens = 4000\neviction = "compact"\ncached = true\n'
+        '[[tiers]]\nname = "pinned"\nceiling_tokens = 15000\neviction = "never"\ncached = true\n'
+        '[[tiers]]\nname = "volatile"\nceiling_tokens = 3000\neviction = "rolling"\n'
+    )
+    with pytest.raises(ConfigError, match=r"pinned.*before all others"):
+        parse_policy(text, "order.toml")
+
+
 @pytest.mark.parametrize("file_name", ["p.yaml", "p.YAML"])  # good.YAML was read as TOML
 def test_yaml_policy_files_are_accepted(tmp_path: Path, file_name: str) -> None:
     from ctxbudget.assembly._policy import load_policy

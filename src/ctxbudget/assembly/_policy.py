@@ -203,6 +203,12 @@ class _PolicyFile(BaseModel):
             )
         if self.reserve_output_tokens >= self.envelope_tokens:
             raise ValueError("reserve_output_tokens must be smaller than envelope_tokens")
+        pinned = [t.eviction == "never" for t in self.tiers]
+        if pinned != sorted(pinned, reverse=True):  # INV-CTX-01 holds the first bytes of the prompt
+            raise ValueError(
+                "never-evicted (pinned) tiers must come before all others: the pinned prefix is the "
+                "prompt's first bytes, and a tier before it that changes moves every byte after it"
+            )
         cached = [t.cached for t in self.tiers]
         if cached != sorted(cached, reverse=True):
             raise ValueError("cached tiers must come before uncached ones: the cached prefix is contiguous")
