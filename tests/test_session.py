@@ -679,3 +679,22 @@ def test_a_session_new_refused_leaves_no_store_behind(tmp_path: Path) -> None:
         ],
     )
     assert made.exit_code == 0 and (tmp_path / "ok.db").exists(), made.output
+
+
+def test_creation_prices_no_reply_a_turn_may_expect_a_shorter_one(tmp_path: Path) -> None:
+    """The trial assembly at creation priced the policy's default reply (1,500 tokens): a session
+    whose turns expect 100 and cost $0.080 was refused as over a $0.085 ceiling."""
+    policy = tmp_path / "tight.toml"
+    policy.write_text(
+        'name = "tight"\nenvelope_tokens = 32000\nexpected_output_tokens = 1500\ncost_ceiling_usd = 0.085\n'
+        '[[tiers]]\nname = "pinned"\nceiling_tokens = 15000\neviction = "never"\ncached = true\ncache_ttl = "1h"\n'
+        '[[tiers]]\nname = "volatile"\nceiling_tokens = 8000\neviction = "rolling"\ncached = true\n'
+    )
+    text = "Rule of review number one applies to every exhibit. " * 1000
+    base = {"items": [{"id": "p", "tier": "pinned", "kind": "playbook", "text": text}]}
+    session = Session.create(
+        SQLiteStore(tmp_path / "s.db"), "s", policy=str(policy), model="claude-sonnet-4-5", base=base
+    )
+    prepared, _ = session.add("Was notice given?", answer="Yes.", expected_output_tokens=100)
+    cost = prepared.assembly.report.cost_usd
+    assert cost is not None and cost <= 0.085

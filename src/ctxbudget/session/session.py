@@ -233,11 +233,14 @@ class Session:
         check_pinned_items(parsed, checked)  # a date in the playbook would fail every turn
         # a base over its tiers' ceilings or the envelope (a 36,000-token playbook under a
         # 15,000-token pinned tier) fails every turn: assembled once now, with an empty question
+        # and no reply priced (a turn may expect a shorter reply than the policy's default: the
+        # input alone is what every turn pays at least)
         assemble(
             {**carried, "items": [*base.get("items", []), question]},
             policy=checked,
             model=model,
             catalog=catalog,
+            expected_output_tokens=0,
         )
         if policy not in list_policies() and Path(policy).exists():
             policy = str(Path(policy).resolve())
