@@ -147,10 +147,18 @@ def test_an_entry_stays_bounded_whatever_its_tags_and_tool_names() -> None:
         tags=(huge, *(f"Issue{n}" for n in range(20))),
     )
     entry = reduce_turn(turn)
-    assert len(entry["issue"]) <= 82 and entry["issue"].startswith("Notice") and entry["issue"].endswith("…")
+    assert len(entry["issue"]) <= 80 and entry["issue"].startswith("Notice") and "… #" in entry["issue"]
     assert len(entry["issues"]) == 8 and entry["issues"][1:] == [f"Issue{n}" for n in range(7)]
-    assert all(len(tool) <= 82 for tool in entry["tools"])
+    assert all(len(tool) <= 80 + len(" CONFIRMED") for tool in entry["tools"])
+    assert entry["tools"][0].endswith(" CONFIRMED")  # the status is kept after a long name
     assert len(json.dumps(entry)) < 2_000
+    # two long tags with one start stay two issues (folding groups entries by their issue)
+    start = "Whether the supplier breached the notice provision of section 4.2 of the master agreement by "
+    late, bad = (
+        reduce_turn(Turn(index=n, question="?", answer="Yes.", tags=(start + end,)))["issue"]
+        for n, end in ((2, "late delivery"), (3, "defective goods"))
+    )
+    assert late != bad and late.startswith(start[:60]) and bad.startswith(start[:60])
 
 
 @pytest.mark.parametrize(

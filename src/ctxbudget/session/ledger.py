@@ -21,6 +21,7 @@ steps down to a low-water mark, so its bytes change rarely.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -190,10 +191,10 @@ def reduce_turn(turn: Turn, rules: LedgerRules = LedgerRules()) -> dict[str, Any
     citations = _unique(_dashed(c) for c in re.findall(rules.citation_pattern, turn.answer))
     statuses_of = [_tool_status(r.content, r.status, rules) for r in turn.tool_results]
     tools = [
-        _capped(f"{r.name} {st}" if st else r.name, rules.max_label_chars)
+        f"{_label(r.name, rules.max_label_chars)} {st}" if st else _label(r.name, rules.max_label_chars)
         for r, st in zip(turn.tool_results, statuses_of, strict=True)
     ]
-    tags = [_capped(tag, rules.max_label_chars) for tag in turn.tags[: rules.max_issues]]
+    tags = list(dict.fromkeys(_label(tag, rules.max_label_chars) for tag in turn.tags[: rules.max_issues]))
     statuses = [st for st in statuses_of if st]
     answer_status = re.search(rules.status_pattern, turn.answer)
     status = answer_status.group(1).upper() if answer_status else (statuses[-1] if statuses else None)
@@ -209,6 +210,16 @@ def reduce_turn(turn: Turn, rules: LedgerRules = LedgerRules()) -> dict[str, Any
         "conclusions": [_capped(c, rules.max_conclusion_chars) for c in _conclusions(turn.answer, rules)],
     }
     return validate_entry(entry)
+
+
+def _label(text: str, limit: int) -> str:
+    """A tag or tool name as an entry holds it: whole up to ``limit`` characters, else its start
+    and a digest of the whole, so that two long labels with one start stay two (folding groups
+    entries by their issue label)."""
+    if len(text) <= limit:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{text[: limit - 11].rstrip()}… #{digest}"
 
 
 def _capped(text: str, limit: int) -> str:
