@@ -48,7 +48,10 @@ def _price(setup: Setup, draft: Draft, previous_hashes: frozenset[str], output_t
     hashes = prefix_hashes(setup.model + setup.cache_seed, draft.blocks)
     prefix = [scale(n) for n in _prefix_raw(draft)]
     rules, warnings = _cache_rules(setup)
-    points, planned = plan_breakpoints(draft.blocks, prefix, hashes, rules, ahead=setup.carried_tokens)
+    # Tool definitions ahead of the blocks count toward the minimum where the body marks its
+    # breakpoints (Anthropic); automatic caching rounds the blocks' own prefix, which they miss.
+    ahead = setup.carried_tokens if rules.mode == "explicit" else 0
+    points, planned = plan_breakpoints(draft.blocks, prefix, hashes, rules, ahead=ahead)
     warnings += planned
     body = render(setup, draft.blocks, points)
     total = scale(measure(setup, body))
