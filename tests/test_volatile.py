@@ -48,7 +48,6 @@ VOLATILE = [
     "14:05 UTC",
     "10:32:11",
     "Build stamp 10:32:11Z.",  # a Z after the seconds passed INV-CTX-01
-    "built 10:32:11.250Z",
     "23:59",
     "Case ID: CV-2026-0412",
     "Docket No. 1:24-cv-01234",
