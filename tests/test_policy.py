@@ -108,6 +108,27 @@ def test_a_pinned_tier_after_another_tier_is_refused() -> None:
         parse_policy(text, "order.toml")
 
 
+@pytest.mark.parametrize("name", ["  ", "p\\u0000x", "a\\nb"])
+def test_a_policy_name_is_printable_and_not_blank(name: str) -> None:
+    """A blank name, or one with a NUL (printed into stderr) or a line break, was accepted."""
+    text = f'name = "{name}"\nenvelope_tokens = 1000\n[[tiers]]\nname = "v"\nceiling_tokens = 500\neviction = "rolling"\n'
+    with pytest.raises(ConfigError, match="name must be printable text, not blank"):
+        parse_policy(text, "p.toml")
+
+
+def test_a_yaml_merge_key_is_said_to_be_unsupported(tmp_path: Path) -> None:
+    """`<<: *defaults` failed with PyYAML's 'could not determine a constructor for the tag'."""
+    from ctxbudget.assembly._policy import load_policy
+
+    path = tmp_path / "m.yaml"
+    path.write_text(
+        "defaults: &d\n  ceiling_tokens: 100\nname: y\nenvelope_tokens: 900\n"
+        "tiers:\n  - <<: *d\n    name: p\n    eviction: never\n"
+    )
+    with pytest.raises(ConfigError, match=r"merge keys \(<<\) are not supported"):
+        load_policy(str(path))
+
+
 @pytest.mark.parametrize("file_name", ["p.yaml", "p.YAML"])  # good.YAML was read as TOML
 def test_yaml_policy_files_are_accepted(tmp_path: Path, file_name: str) -> None:
     from ctxbudget.assembly._policy import load_policy

@@ -193,6 +193,8 @@ class _PolicyFile(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> _PolicyFile:
+        if not self.name.strip() or not self.name.isprintable():
+            raise ValueError(f"name must be printable text, not blank, got {self.name!r:.60}")
         names = [t.name for t in self.tiers]
         if len(set(names)) != len(names):
             raise ValueError(f"tier names must be unique, got {names}")
@@ -225,6 +227,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # PyYAML said "could not determine a constructor"
+                raise yaml.constructor.ConstructorError(
+                    None, None, "merge keys (<<) are not supported: write the keys out", key_node.start_mark
+                )
             key = self.construct_object(key_node, deep=deep)
             if not isinstance(key, str | int | float | bool) and key is not None:  # a list or a map as a key
                 raise yaml.constructor.ConstructorError(
