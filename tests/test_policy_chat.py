@@ -130,6 +130,22 @@ def test_tools_ahead_of_a_short_system_prompt_count_toward_the_cacheable_minimum
     assert again.report.cache.read_tokens > 25_000 and again.report.cache.write_tokens == 0
     assert again.report.cost_usd is not None and first.report.cost_usd is not None
     assert again.report.cost_usd < first.report.cost_usd / 3
+    # automatic caching (OpenAI) rounds the blocks' own prefix: the tools do not make it one
+    openai_tools = [
+        {
+            "type": "function",
+            "function": {"name": f"t{i}", "description": "Looks up records. " * 80, "parameters": {}},
+        }
+        for i in range(60)
+    ]
+    chat = {
+        "model": "gpt-4.1",
+        "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Why?"}],
+    }
+    automatic = assemble(
+        {**chat, "tools": openai_tools}, policy=POLICY, model="gpt-4.1", output_format="openai"
+    )
+    assert automatic.report.breakpoints == () and automatic.report.cache.write_tokens == 0
     # without them the same short prompt is under the minimum: no mark, and the warning says so
     short = assemble(_agent_body([_tool("Search.")]), policy=POLICY, model="claude-sonnet-4-5")
     assert "cache_control" not in str(short.request.get("system"))
