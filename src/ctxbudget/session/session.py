@@ -23,10 +23,8 @@ from ..assembly import (
     Policy,
     assemble,
     check_envelope,
-    check_pinned_items,
     list_policies,
     load_policy,
-    parse_context_request,
 )
 from ..catalog.catalog import Catalog, bundled_catalog
 from ..errors import BudgetExceeded, ConfigError, InvalidRequestError, PriceUnknown
@@ -224,22 +222,19 @@ class Session:
         if checked.cost_ceiling_usd is not None and spec.prices is None:
             raise PriceUnknown(model_id=model, ceiling_usd=checked.cost_ceiling_usd)
         check_base_items(base.get("items", []))
-        # the base must be items an assembly accepts (tiers, kinds, ids), found now, not turn after turn
+        # the base must be items an assembly accepts (tiers, kinds, ids), no date in its pinned
+        # tier, and within its tiers' ceilings and the envelope (a 36,000-token playbook under a
+        # 15,000-token pinned tier): each would fail every turn, so the base is assembled once
+        # now, with an empty question and no reply priced (a turn may expect a shorter reply than
+        # the policy's default: the input alone is what every turn pays at least)
         question = {"id": "__question__", "kind": "question", "text": "?"}
         carried = {k: v for k, v in base.items() if k != "items"}
-        parsed = parse_context_request(
-            {**carried, "items": [*base.get("items", []), question]}, checked, "context"
-        )
-        check_pinned_items(parsed, checked)  # a date in the playbook would fail every turn
-        # a base over its tiers' ceilings or the envelope (a 36,000-token playbook under a
-        # 15,000-token pinned tier) fails every turn: assembled once now, with an empty question
-        # and no reply priced (a turn may expect a shorter reply than the policy's default: the
-        # input alone is what every turn pays at least)
         assemble(
             {**carried, "items": [*base.get("items", []), question]},
             policy=checked,
             model=model,
             catalog=catalog,
+            input_format="context",
             expected_output_tokens=0,
         )
         if policy not in list_policies() and Path(policy).exists():
