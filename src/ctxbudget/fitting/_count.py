@@ -9,7 +9,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..catalog.catalog import Catalog, UnknownModel
-from ..errors import ConfigError, InvalidRequestError
+from ..cost import check_amount
+from ..errors import InvalidRequestError
 from ..formats import resolve_format
 from ..formats.tool_prompt import with_tool_prompt
 from ..gcpause import collector_paused
@@ -57,14 +58,17 @@ def count(
     mean for :func:`fit`.
     """
     input_format = input_format_of(input_format, format)
-    given = None if reserve_output_tokens is None else _checked_reserve(reserve_output_tokens)
+    check_amount("reserve_output_tokens", reserve_output_tokens, whole=True)
     check_request(request)
     asked, field = body_reserve_field(request)  # validated here too: a bad max_tokens is a bad request
     checked = catalog_of(catalog)
     resolution = checked.resolve_window(model, max_context_tokens, unknown_model=unknown_model)
     check_chat_model(resolution)
     # the model writes no more than its cap; a reserve given as an option is a budget: it stands
-    reply = within_output_cap(resolution, asked or 0, field) if given is None else given
+    if reserve_output_tokens is None:
+        reply = within_output_cap(resolution, asked or 0, field)
+    else:
+        reply = reserve_output_tokens
     fmt = resolve_format(request, input_format, model)
     counter = checked.counter_for(model, safety_factor)
     with collector_paused():
@@ -94,14 +98,6 @@ def count(
         "fits": counter.scale(total) <= available,
         "warnings": [w for w in (resolution.warning, above_output_cap(resolution, asked or 0, field)) if w],
     }
-
-
-def _checked_reserve(reserve: object) -> int:
-    if isinstance(reserve, bool) or not isinstance(reserve, int) or reserve < 0:
-        raise ConfigError(
-            f"reserve_output_tokens must be a whole number of tokens >= 0 or None, got {reserve!r}"
-        )
-    return reserve
 
 
 @contextmanager
