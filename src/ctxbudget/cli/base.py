@@ -284,7 +284,7 @@ def _catalog_paths(ctx: click.Context, param: click.Parameter, paths: tuple[str,
     names no file, as in PATH; a path from the variable that is no file is a bad value of the
     variable (it was told as "cannot read catalog file", with nothing naming where it came from)."""
     given = tuple(p for p in paths if p)
-    if param.name and ctx.get_parameter_source(param.name) is click.core.ParameterSource.ENVIRONMENT:
+    if _from_envvar(ctx, param):
         missing = next((p for p in given if not Path(p).is_file()), None)
         if missing is not None:
             raise click.BadParameter(f"{missing!r} is no file")
@@ -421,11 +421,15 @@ def _from_environment(exc: click.exceptions.UsageError) -> click.exceptions.Usag
     param, ctx = getattr(exc, "param", None), exc.ctx
     if not isinstance(exc, click.BadParameter) or param is None or ctx is None or not param.name:
         return exc
-    envvar = param.envvar if isinstance(param.envvar, str) else None
-    if envvar is None or ctx.get_parameter_source(param.name) is not click.core.ParameterSource.ENVIRONMENT:
+    if not isinstance(param.envvar, str) or not _from_envvar(ctx, param):
         return exc
-    exc.param_hint = f"the environment variable {envvar} (read for {param.get_error_hint(ctx)})"
+    exc.param_hint = f"the environment variable {param.envvar} (read for {param.get_error_hint(ctx)})"
     return exc
+
+
+def _from_envvar(ctx: click.Context, param: click.Parameter) -> bool:
+    """Whether the parameter's value was read from its environment variable."""
+    return bool(param.name) and ctx.get_parameter_source(param.name) is click.core.ParameterSource.ENVIRONMENT
 
 
 def _utf8_arguments(args: Sequence[str]) -> None:
