@@ -1,15 +1,19 @@
 """Regular expressions given as data (a policy's volatile patterns, a catalog's match rules):
 refused before they run when they repeat a repetition, the backtracking that makes a pattern take
-exponential time on a text it does not match."""
+exponential time on a text it does not match, and searched over long texts so that a pattern
+opening with a repeat (``\\S+@``) reads each run of its characters once (:class:`TextSearch`)."""
 
 from __future__ import annotations
 
+import functools
+import re
 import re._constants as _sre_c  # type: ignore[import-not-found]  # a pattern parsed, checked before it runs
 import re._parser as _sre  # type: ignore[import-not-found]
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["NESTED_REPEAT_HINT", "repeats_a_repetition", "slow_pattern_hint"]
+__all__ = ["NESTED_REPEAT_HINT", "TextSearch", "repeats_a_repetition", "slow_pattern_hint", "text_search"]
 
 NESTED_REPEAT_HINT = (
     "repeats a repetition, alternatives or an optional part (such as (a+)+, (a?a?)* or (a|a)*): on "
@@ -20,6 +24,11 @@ COUNTED_REPEAT_HINT = (
     "holds an unbounded repeat inside a counted one (such as (.*a){12}): on a text it does not "
     "match it takes time of the count's power; bound the inner repeat, or make it possessive (.*+)"
 )
+SEPARATED_REPEAT_HINT = (
+    "repeats characters that the part after the repeat also matches, then repeats them again (such "
+    "as \\S+@\\S+, where \\S also matches the @): on a long run of such characters it takes "
+    "polynomial time; leave the separator out of the repeats ([^\\s@]+@[^\\s@]+)"
+)
 ADJACENT_REPEAT_HINT = (
     "has two unbounded repeats over the same characters with nothing between them that must match "
     "(such as \\w*\\w* or \\w+\\s?\\w+): on a long run of such characters it takes polynomial time; "
@@ -27,15 +36,20 @@ ADJACENT_REPEAT_HINT = (
 )
 
 
-def slow_pattern_hint(pattern: str) -> str | None:
+def slow_pattern_hint(pattern: str, long_texts: bool = False) -> str | None:
     """What makes ``pattern`` (which compiles) slow on a text it does not match, as a message's
-    end, or None when nothing does (see :func:`repeats_a_repetition`)."""
+    end, or None when nothing does (see :func:`repeats_a_repetition`). ``long_texts``: the
+    pattern is searched over whole documents (a policy's volatile patterns), not over a model id
+    of at most 256 characters, so two repeats that one separator's characters join (``\\S+@\\S+``
+    on a run of ``@``) are refused too: ``\\S+@\\S+\\.\\S+`` took 5 s on a 51 kB run of ``ab@``."""
     parsed = _sre.parse(pattern)
     if _nested(parsed, counted=False, inside=False, exponential_only=True):
         return NESTED_REPEAT_HINT
     if _nested(parsed):
         return COUNTED_REPEAT_HINT
-    return ADJACENT_REPEAT_HINT if _adjacent(parsed) else None
+    if _adjacent(parsed):
+        return ADJACENT_REPEAT_HINT
+    return SEPARATED_REPEAT_HINT if long_texts and _adjacent(parsed, separated=True) else None
 
 
 def repeats_a_repetition(pattern: str) -> bool:
@@ -84,29 +98,46 @@ def _risky_group(op: Any, value: Any, inside: bool, counted: bool, exponential_o
 _PROBES = [chr(c) for c in range(128)] + ["é", "ß", "日", "\u00a0", "\u2003", "\u0663", "\u200d"]
 
 
-def _adjacent(parsed: Any) -> bool:
+def _adjacent(parsed: Any, separated: bool = False) -> bool:
     """Whether two unbounded repeats of one-character matchers stand side by side (in any group),
     or with only optional parts between them (``\\w+\\s?\\w+``: the ``\\s?`` may match nothing),
     and some character matches both: the engine splits a run of such characters between them in
     as many ways as it is long, at every start (polynomial backtracking; three such repeats,
-    ``\\w+\\s?\\w+\\s?\\w+!``, took 52 s on 800 characters)."""
+    ``\\w+\\s?\\w+\\s?\\w+!``, took 52 s on 800 characters). ``separated``: also when what stands
+    between them is one-character matchers (``@``, ``.{1,2}``) that some character matches
+    together with both repeats: a run of it is split as many ways (``\\S+@\\S+`` on ``@@@...``)."""
     before: set[str] = set()  # what the unbounded repeats that may end right here match
     for op, value in _flat(parsed):
         matched = _unbounded_chars(op, value)
         if matched is not None and matched & before:
             return True
-        if op == _sre_c.BRANCH and any(_adjacent(branch) for branch in value[1]):
+        if op == _sre_c.BRANCH and any(_adjacent(branch, separated) for branch in value[1]):
             return True
-        if op in (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT) and _adjacent(value[2]):
+        if op in (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT) and _adjacent(value[2], separated):
             return True
         optional = (op in (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT) and value[0] == 0) or (
             op == _sre_c.BRANCH and any(not list(branch) for branch in value[1])  # (?:\s|)
         )
         if matched is not None:
             before = matched | (before if optional else set())
+        elif separated and (joined := _single_chars(op, value)) is not None:
+            before &= joined  # a run of what both match still joins the repeats around it
         elif not optional:  # a part that takes at least one character parts them
             before = set()
     return False
+
+
+def _single_chars(op: Any, value: Any) -> set[str] | None:
+    """The probe characters a one-character matcher, or a bounded repeat of one, matches (None
+    for anything else)."""
+    if op in (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT, _sre_c.POSSESSIVE_REPEAT):
+        body = list(value[2])
+        if value[1] == _sre_c.MAXREPEAT or len(body) != 1:
+            return None
+        op, value = body[0]
+    if op not in (_sre_c.LITERAL, _sre_c.NOT_LITERAL, _sre_c.ANY, _sre_c.IN):
+        return None
+    return {c for c in _PROBES if _matches(op, value, c)}
 
 
 def _flat(parsed: Any) -> Any:
@@ -171,3 +202,124 @@ def _in_item(kind: Any, arg: Any, char: str) -> bool:
         test = _CATEGORIES.get(str(arg))
         return True if test is None else bool(test(char))  # an unknown category: assume it may
     return True  # anything else: assume it may match
+
+
+_REPEATS = (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT, _sre_c.POSSESSIVE_REPEAT)
+_GLOBAL_FLAGS = re.compile(r"(?:\(\?[aiLmsux]+\))*")
+_CATEGORY_SOURCES = {
+    "CATEGORY_DIGIT": r"\d",
+    "CATEGORY_NOT_DIGIT": r"\D",
+    "CATEGORY_SPACE": r"\s",
+    "CATEGORY_NOT_SPACE": r"\S",
+    "CATEGORY_WORD": r"\w",
+    "CATEGORY_NOT_WORD": r"\W",
+}
+
+
+@dataclass(frozen=True)
+class TextSearch:
+    """A pattern to search long texts with, as ``finditer`` finds its matches.
+
+    CPython's ``re`` tries a pattern at every position, so one that opens with an unbounded repeat
+    of one character class (``\\S+@``, ``[^\\s@]+@[^\\s@]+\\.[a-z]+``, ``\\w+\\.\\w+``) reads a run of
+    that class from each of its positions to the run's end: on a 51 kB run without its separator,
+    4-11 s; a 1 MB minified JSON would take hours. A match that starts inside such a run also
+    starts one character earlier (the repeat takes that character as well, and what follows it
+    matches the same text), so the leftmost match starts where the search resumes or just after
+    a character the class does not match. ``run_start`` is the pattern behind a lookbehind that
+    says so; it is tried after the plain pattern at the resume position, and each run is read
+    once (the same 51 kB texts: under 10 ms). None when the pattern does not open with such a
+    repeat, or refers back to a group (what ``\\1`` matches depends on where the match starts)."""
+
+    pattern: re.Pattern[str]
+    run_start: re.Pattern[str] | None
+
+    def finditer(self, text: str) -> Iterator[re.Match[str]]:
+        """The matches ``self.pattern.finditer(text)`` yields, for patterns that match no empty
+        text (a policy refuses those); others are read by ``finditer`` itself."""
+        if self.run_start is None:
+            yield from self.pattern.finditer(text)
+            return
+        at = 0
+        while at <= len(text):
+            found = self.pattern.match(text, at) or self.run_start.search(text, at + 1)
+            if found is None:
+                return
+            if found.end() == found.start():  # a pattern that matches the empty text: re's own way
+                yield from self.pattern.finditer(text, at)
+                return
+            yield found
+            at = found.end()
+
+
+@functools.lru_cache(maxsize=256)
+def text_search(pattern: str, flags: int = 0) -> TextSearch:
+    """``pattern`` (which compiles) ready to search long texts (:class:`TextSearch`)."""
+    compiled = re.compile(pattern, flags)
+    atom = _leading_repeat_atom(_sre.parse(pattern, flags))
+    if atom is None:
+        return TextSearch(compiled, None)
+    cut = _GLOBAL_FLAGS.match(pattern)
+    head = cut.end() if cut else 0
+    return TextSearch(compiled, re.compile(f"{pattern[:head]}(?<!{atom}){pattern[head:]}", flags))
+
+
+def _leading_repeat_atom(parsed: Any) -> str | None:
+    """The source of the one-character class an unbounded repeat that opens ``parsed`` repeats
+    (within groups that set no flags), or None (also when the pattern refers back to a group)."""
+    if _refers_back(parsed):
+        return None
+    items = list(parsed)
+    while items:
+        op, value = items[0]
+        if op == _sre_c.SUBPATTERN and not value[1] and not value[2]:
+            items = list(value[-1])
+            continue
+        if op not in _REPEATS or value[1] != _sre_c.MAXREPEAT or len(value[2]) != 1:
+            return None
+        ((kind, arg),) = list(value[2])
+        source = _atom_source(kind, arg)
+        if source is None or list(_sre.parse(source, parsed.state.flags)) != [(kind, arg)]:
+            return None  # rendered otherwise than parsed: not used
+        return source
+    return None
+
+
+def _refers_back(parsed: Any) -> bool:
+    """Whether a backreference (``\\1``, ``(?P=name)``, ``(?(1)...)``) stands anywhere in ``parsed``."""
+    stack: list[Any] = [parsed]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _sre.SubPattern):
+            for op, value in node:
+                if op in (_sre_c.GROUPREF, _sre_c.GROUPREF_EXISTS):
+                    return True
+                stack.append(value)
+        elif isinstance(node, (tuple, list)):
+            stack.extend(node)
+    return False
+
+
+def _atom_source(kind: Any, arg: Any) -> str | None:
+    """A one-character matcher written back as a pattern, or None when it is of another kind."""
+    if kind == _sre_c.LITERAL:
+        return re.escape(chr(arg))
+    if kind == _sre_c.NOT_LITERAL:
+        return f"[^{re.escape(chr(arg))}]"
+    if kind == _sre_c.ANY:
+        return "."
+    if kind != _sre_c.IN:
+        return None
+    parts = []
+    for item_kind, item_arg in arg:
+        if item_kind == _sre_c.NEGATE:
+            parts.append("^")
+        elif item_kind == _sre_c.LITERAL:
+            parts.append(re.escape(chr(item_arg)))
+        elif item_kind == _sre_c.RANGE:
+            parts.append(f"{re.escape(chr(item_arg[0]))}-{re.escape(chr(item_arg[1]))}")
+        elif item_kind == _sre_c.CATEGORY and str(item_arg) in _CATEGORY_SOURCES:
+            parts.append(_CATEGORY_SOURCES[str(item_arg)])
+        else:
+            return None
+    return f"[{''.join(parts)}]"

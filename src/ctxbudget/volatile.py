@@ -27,6 +27,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .regexes import TextSearch, text_search
+
 __all__ = ["PATTERNS", "VolatileMatch", "VolatileRules", "find_volatile"]
 
 _MONTH_NAMES = r"Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?"
@@ -278,11 +280,11 @@ class _Allowed:
 
 
 def _allowed(text: str, allow: tuple[str, ...]) -> _Allowed:
-    return _Allowed([m.span() for regex in allow for m in re.finditer(regex, text)])
+    return _Allowed([m.span() for regex in allow for m in text_search(regex).finditer(text)])
 
 
-def _first(pattern: re.Pattern[str], text: str, allowed: _Allowed) -> re.Match[str] | None:
-    """The first match that does not overlap an allowed span."""
+def _first(pattern: TextSearch, text: str, allowed: _Allowed) -> re.Match[str] | None:
+    """The first match of a policy's pattern that does not overlap an allowed span."""
     for match in pattern.finditer(text):
         if match.end() > match.start() and not allowed.overlaps(match):  # no value of no characters
             return match
@@ -329,7 +331,7 @@ def find_volatile(text: str, rules: VolatileRules | None = None) -> VolatileMatc
         if match:
             found = VolatileMatch(kind, match.group().strip(), match.start(), match.end())
     for kind, regex in rules.patterns:
-        match = _first(re.compile(regex), text, allowed)
+        match = _first(text_search(regex), text, allowed)
         if match and (found is None or match.start() < found.start):
             found = VolatileMatch(kind, match.group().strip(), match.start(), match.end())
     return found

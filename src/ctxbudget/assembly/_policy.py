@@ -153,7 +153,7 @@ def _compiled(regex: str) -> None:
         # it would find a volatile value of no characters (every place of every text, or at each
         # word boundary, as \b does)
         raise ValueError(f"the regular expression {regex!r} matches the empty text")
-    if hint := slow_pattern_hint(regex):
+    if hint := slow_pattern_hint(regex, long_texts=True):  # searched over whole pinned texts
         raise ValueError(f"the regular expression '{regex}' {hint}")
 
 
