@@ -578,3 +578,17 @@ def test_adding_a_turn_to_an_empty_file_writes_nothing_to_it(tmp_path: Path) -> 
     result = CliRunner().invoke(main, ["session", "add", "m1", "--question", "hi", "--store", str(path)])
     assert result.exit_code == 2 and "is empty" in result.output
     assert path.stat().st_size == 0
+
+
+@pytest.mark.parametrize("name", [" matter-42", "matter-42 ", "matter-42\u00a0", "\u3000matter"])
+def test_a_session_name_that_begins_or_ends_with_a_blank_is_refused(name: str) -> None:
+    """It printed as the name without the blank, and the gateway could never name it: an HTTP
+    header's value loses its leading and trailing blanks."""
+    from ctxbudget.errors import ConfigError
+    from ctxbudget.session import Session
+
+    with pytest.raises(ConfigError, match="begins or ends with a blank"):
+        Session.checked_meta(name, policy="legal-review", model="claude-sonnet-4-5", base={"items": []})
+    assert Session.checked_meta(
+        "matter 42", policy="legal-review", model="claude-sonnet-4-5", base={"items": []}
+    )

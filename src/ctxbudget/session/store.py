@@ -129,10 +129,14 @@ def name_problem(name: str) -> str | None:
     """What is wrong with ``name`` as a session's name (None: nothing). Names are taken as
     given, never cut or altered, so two different names never become one session: a blank one,
     one over :data:`MAX_SESSION_CHARS`, one with a control character or a line break (a tab,
-    a newline, U+2028: ``session list`` prints one name a line) and one with a bidirectional
-    control or an invisible character (it prints as another name) are refused."""
+    a newline, U+2028: ``session list`` prints one name a line), one with a bidirectional
+    control or an invisible character (it prints as another name) and one that begins or ends
+    with a blank (it prints as the name without it, and an HTTP header's value loses it, so the
+    gateway could never name the session) are refused."""
     if not name.strip():
         return "is empty or blank"
+    if name != name.strip():
+        return "begins or ends with a blank: it prints as the name without it, and a header's value loses it"
     if len(name) > MAX_SESSION_CHARS:
         return f"is {len(name):,} characters long; at most {MAX_SESSION_CHARS} are accepted"
     if any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in name):
