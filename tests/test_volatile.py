@@ -86,6 +86,14 @@ VOLATILE = [
     "the 16th of september 2026",
     "sept. 16, 2026",
     "Generated 2026-09-16T10:32:11.123Z for this request.",
+    # dotted year first, month name first with dashes, a word processor's dashes, an ISO time
+    # alone (each passed INV-CTX-01)
+    "Effective 2026.09.16 for this matter.",
+    "Updated Sep-16-2026.",
+    "updated sep-16-2026",
+    "Updated 2026\u201309\u201316.",
+    "Updated 2026\u201109\u201116.",
+    "Build stamp T10:32:11Z.",
 ]
 
 LEGITIMATE = [
@@ -140,6 +148,9 @@ LEGITIMATE = [
     "File No. 333-12345",
     "Bates DEF 1600000123",
     "Section 10.09.2020",
+    "Section 2026.09.16",
+    "release 2024.1.3 of the tool",
+    "T10 of the schedule",
     "scale 1:50",
     "Rule 26(a)(1)",
     "§ 2-207",

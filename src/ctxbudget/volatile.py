@@ -1,9 +1,10 @@
 """Values that change from request to request and so must never sit in a cached prefix.
 
 Recognised: timestamps (ISO 8601, fractional seconds and ``Z`` too, compact ``20260916103211``,
-HTTP/RFC 2822 and ``Tue Sep 16 2026 10:32`` forms), dates (ISO, US ``09/16/2026``, European
-``16.09.2026``, month names either way round, in capitals and in lower case too, and
-``16-Sep-2026``, ``16SEP2026``, ``2026-Sep-16``, weekday forms), clock times, Unix timestamps,
+HTTP/RFC 2822 and ``Tue Sep 16 2026 10:32`` forms), dates (ISO, with en dashes too, US ``09/16/2026``,
+European ``16.09.2026``, ``2026.09.16``, month names either way round, in capitals and in lower
+case too, and ``16-Sep-2026``, ``Sep-16-2026``, ``16SEP2026``, ``2026-Sep-16``, weekday forms),
+clock times (and ``T10:32:11Z`` alone), Unix timestamps,
 UUIDs, long hex nonces, request, trace and session ids, and case and docket numbers. A policy adds its own patterns and an allow-list
 (``[volatile]`` in the policy file: regular expressions); a match that overlaps an allowed span is
 not reported.
@@ -78,7 +79,11 @@ _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
     ("case or docket number", r"(?i)\b(?:\d{1,2}:)?\d{2}-(?:cv|cr|mc|bk|ap|md|civ)-\d{3,6}\b"),
     ("case or docket number", r"\b(?:CV|CR|MC|BK|AP)-?\d{2,4}-\d{3,6}\b"),
     ("hex nonce", r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{16,}\b"),
-    ("date", rf"\b{_YEAR}[-/](?:0?[1-9]|1[0-2])[-/](?:0?[1-9]|[12]\d|3[01])\b"),
+    # a word processor's dashes too (en dash, non-breaking hyphen: "2026–09–16")
+    ("date", rf"\b{_YEAR}[-/\u2011\u2013](?:0?[1-9]|1[0-2])[-/\u2011\u2013](?:0?[1-9]|[12]\d|3[01])\b"),
+    # dotted, year first, as Hungarian, Korean and Chinese texts write it: two-digit month and
+    # day (a version such as 2024.1.3 stays one)
+    ("date", rf"\b(?=\d){_NOT_SECTION}{_YEAR}\.(?:0[1-9]|1[0-2])\.(?:0[1-9]|[12]\d|3[01])\b"),
     ("date", rf"\b{_YEAR}年\d{{1,2}}月\d{{1,2}}日"),
     ("date", r"\b(?:0?[1-9]|[12]\d|3[01])/(?:0?[1-9]|[12]\d|3[01])/(?:\d{4}|\d{2})\b"),
     (
@@ -92,6 +97,7 @@ _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
     ),
     ("date", rf"\b{_DAY}\s+{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?\b"),
     ("date", rf"\b{_DAY_OF_MONTH}[-/]?{_MONTH}[-/]?{_YEAR}\b"),  # 16-Sep-2026, 16SEP2026
+    ("date", rf"\b{_MONTH}[-/]{_DAY_OF_MONTH}[-/]{_YEAR}\b"),  # Sep-16-2026
     ("date", rf"\b{_YEAR}-{_MONTH}-{_DAY_OF_MONTH}\b"),  # 2026-Sep-16
     ("time", rf"\b(?=\d){_NOT_CITED}{_CLOCK}{_TIME_WORD}"),
     (
@@ -100,6 +106,7 @@ _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
     ),
     # with fractional seconds and a Z too ("Build stamp 10:32:11Z." passed INV-CTX-01)
     ("time", r"\b(?:[01]?\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?Z?\b"),
+    ("time", r"\bT(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?Z?\b"),  # an ISO time alone: T10:32:11Z
     (
         "time",
         rf"\b(?=\d){_NOT_CITED}(?<!scale )(?<!ratio )(?:[01]?\d|2[0-3]):(?:29|[3-5]\d)\b(?![\-–:]?\d)",
@@ -150,14 +157,17 @@ _STARTS: tuple[str, ...] = (
     "digit",
     "digit",
     "digit",
+    "digit",
     "date word",
     "digit or date word",
     "date word",
     "digit",
+    "date word",
     "digit",
     "digit",
     "time word",
     "digit",
+    "time word",
     "digit",
     "digit",
 )
