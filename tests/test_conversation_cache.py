@@ -755,3 +755,94 @@ def test_a_text_block_and_a_value_never_hash_alike() -> None:
     text = {"type": "text", "text": "v"}
     assert _hash_of(text) != _hash_of({"type": "image", "source": "v"})
     assert _hash_of(text) == _hash_of({"type": "text", "text": "v", "cache_control": {"type": "ephemeral"}})
+
+
+def _timed_turns(
+    store: Path, upstream: BillingUpstream, waits: list[float], ceiling: float | None = None, **config: Any
+) -> list[httpx.Response]:
+    """One turn per wait (seconds on the upstream's clock, which is the gateway's too, before
+    each), the same conversation each time, through a gateway over ``store``."""
+    app = create_app(
+        GatewayConfig(store_path=str(store), anthropic_upstream="http://billing.invalid", **config),
+        httpx.MockTransport(upstream.handle),
+        clock=lambda: upstream.now,
+    )
+    headers = {"X-Ctxbudget-Session": "idle"}
+    if ceiling is not None:
+        headers["X-Ctxbudget-Cost-Ceiling"] = str(ceiling)
+
+    async def run() -> list[httpx.Response]:
+        answers = []
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gateway.local") as client:
+            for n, wait in enumerate(waits):
+                upstream.now += wait
+                body = {
+                    "model": MODEL,
+                    "max_tokens": 100,
+                    "system": SYSTEM,
+                    "messages": [{"role": "user", "content": f"Q{n}"}],
+                }
+                answers.append(await client.post("/v1/messages", json=body, headers=headers))
+        app.state.gateway.close()
+        return answers
+
+    return asyncio.run(run())
+
+
+def _billing() -> BillingUpstream:
+    catalog = load_catalog()
+    return BillingUpstream(
+        counter=catalog.counter_for(MODEL), rules=catalog.get_model(MODEL).cache, answer="ok"
+    )
+
+
+def test_a_turn_after_the_cache_expired_is_predicted_as_the_provider_bills_it(tmp_path: Path) -> None:
+    """The prediction took the previous turn's prefixes as cached however long ago it was sent: a
+    turn 330 s later was priced as a cache read (12x under its bill) and let past a ceiling."""
+    upstream = _billing()
+    answers = _timed_turns(tmp_path / "c.db", upstream, [0, 60, 330, 10])
+    reads = [int(a.headers["x-ctxbudget-cache-read-predicted"]) for a in answers]
+    writes = [int(a.headers["x-ctxbudget-cache-write-predicted"]) for a in answers]
+    assert reads == [b.cache_read_input_tokens for b in upstream.bills]
+    assert writes == [b.cache_write_5m_tokens for b in upstream.bills]
+    assert reads[1] > 0 and reads[2] == 0 and writes[2] > 0 and reads[3] > 0
+
+
+def test_a_ceiling_holds_for_the_writes_when_the_caches_age_is_not_known(tmp_path: Path) -> None:
+    """After a restart the gateway cannot tell how long ago the previous turn was sent: it still
+    predicts a read, and a ceiling holds for the turn with that read written instead."""
+    store = tmp_path / "c.db"
+    _timed_turns(store, _billing(), [0])
+    (read_assumed,) = _timed_turns(store, _billing(), [5])
+    assert int(read_assumed.headers["x-ctxbudget-cache-read-predicted"]) > 0
+    cost = float(read_assumed.headers["x-ctxbudget-estimated-cost-usd"])
+    (refused,) = _timed_turns(store, _billing(), [5], ceiling=cost * 1.5)
+    assert refused.status_code == 400 and "cost_ceiling" in refused.text
+    assert "did not send the session's previous turn" in refused.json()["error"]["message"]
+    (passed,) = _timed_turns(store, _billing(), [5], ceiling=cost * 10)
+    assert passed.status_code == 200 and int(passed.headers["x-ctxbudget-cache-read-predicted"]) > 0
+
+
+def test_policy_mode_holds_a_ceiling_for_the_writes_when_the_caches_age_is_not_known(tmp_path: Path) -> None:
+    store = tmp_path / "p.db"
+    _timed_turns(store, _billing(), [0], policy="legal-review")
+    (read_assumed,) = _timed_turns(store, _billing(), [5], policy="legal-review")
+    cost = float(read_assumed.headers["x-ctxbudget-estimated-cost-usd"])
+    (refused,) = _timed_turns(store, _billing(), [5], ceiling=cost * 1.5, policy="legal-review")
+    assert refused.status_code == 400, refused.text
+    assert "did not send the session's previous turn" in refused.json()["error"]["message"]
+    (passed,) = _timed_turns(store, _billing(), [5], ceiling=cost * 20, policy="legal-review")
+    assert passed.status_code == 200
+    assert float(passed.headers["x-ctxbudget-estimated-cost-usd"]) == cost  # the prediction: a read
+
+
+def test_policy_mode_prices_a_turn_after_the_cache_expired_as_written(tmp_path: Path) -> None:
+    """legal-review's pinned tier is cached for an hour: read 400 s on, written again after it."""
+    upstream = _billing()
+    answers = _timed_turns(tmp_path / "p.db", upstream, [0, 60, 400, 3700], policy="legal-review")
+    assert [a.status_code for a in answers] == [200] * 4
+    costs = [float(a.headers["x-ctxbudget-estimated-cost-usd"]) for a in answers]
+    assert costs[1] < costs[0] and costs[2] < costs[0] and costs[3] > costs[2]
+    read = [b.cache_read_input_tokens for b in upstream.bills]
+    assert read[1] > 0 and read[2] > 0 and read[3] == 0

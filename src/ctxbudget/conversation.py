@@ -41,6 +41,7 @@ from .tokens.counter import TokenCounter
 
 __all__ = [
     "BLOCK_FRAMING_TOKENS",
+    "MAX_ALIVE",
     "ConversationCache",
     "Mark",
     "conversation_blocks",

@@ -3,7 +3,13 @@ rolling breakpoints on Anthropic bodies, and each turn's predicted cache read an
 
 What a session's next turn needs is kept in the stored turn's report, under ``conversation``: the
 history cut (``history_cut``: index and digest, given back to ``fit(previous_cut=...)``) and the
-prefixes the provider is taken to hold (``alive``: their hashes, newest first). The report's
+prefixes the provider is taken to hold (``alive``: their hashes, newest first; ``alive_1h``: those
+a one-hour mark wrote). They are taken to be held only as long as the provider keeps them: five
+minutes after the previous turn was sent (an hour for one-hour marks), by the gateway's own clock.
+Where this process did not send the previous turn (after a restart, or another replica did) it
+cannot tell: the prediction takes them to be held, and a cost ceiling is checked against the
+turn's price with them written instead (``reads_written``; a read priced where the cache had
+expired let a turn 12x over the ceiling through). The report's
 ``cache`` says what this turn is predicted to read and write (also sent as response headers); the
 stored usage says what the provider billed, and ``ctxbudget session show`` puts them side by side.
 """
@@ -14,20 +20,34 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..cache import TTL_SECONDS
 from ..catalog.values import ModelSpec
-from ..conversation import mark_conversation, predict_conversation
+from ..conversation import MAX_ALIVE, mark_conversation, predict_conversation
 from ..items import HistoryCut
 from ..tokens.counter import TokenCounter
 
-__all__ = ["ConversationState", "TurnCache", "cache_turn", "state_of"]
+__all__ = ["ConversationState", "TurnCache", "cache_turn", "reads_written", "state_of"]
 
 
 @dataclass(frozen=True)
 class ConversationState:
-    """What the previous turn of a session left for this one."""
+    """What the previous turn of a session left for this one; ``idle_seconds``: the time since it
+    was sent (None: not known here)."""
 
     history_cut: Mapping[str, Any] | None = None
     alive: tuple[str, ...] = ()
+    alive_1h: tuple[str, ...] = ()
+    idle_seconds: float | None = None
+
+    def cached(self) -> tuple[str, ...]:
+        """The prefixes the provider still holds: all within five minutes, those of one-hour
+        marks within the hour, none after it; all when the time is not known."""
+        idle = self.idle_seconds
+        if idle is None:
+            return self.alive
+        if idle > TTL_SECONDS["1h"]:
+            return ()
+        return self.alive if idle <= TTL_SECONDS["5m"] else self.alive_1h
 
 
 @dataclass(frozen=True)
@@ -39,17 +59,23 @@ class TurnCache:
     state: dict[str, Any]
 
 
-def state_of(report: Mapping[str, Any]) -> ConversationState | None:
-    """The state a stored turn's report left (None: it left none)."""
+def state_of(report: Mapping[str, Any], idle_seconds: float | None = None) -> ConversationState | None:
+    """The state a stored turn's report left (None: it left none), ``idle_seconds`` after it was
+    sent (None: not known)."""
     found = report.get("conversation")
     if not isinstance(found, Mapping):
         return None
     cut = found.get("history_cut")
-    alive = found.get("alive")
     return ConversationState(
         cut if HistoryCut.of(cut) else None,  # a stored value that is no cut is ignored, never refused
-        tuple(a for a in alive if isinstance(a, str)) if isinstance(alive, list) else (),
+        _hashes(found.get("alive")),
+        _hashes(found.get("alive_1h")),
+        idle_seconds,
     )
+
+
+def _hashes(listed: Any) -> tuple[str, ...]:
+    return tuple(a for a in listed if isinstance(a, str)) if isinstance(listed, list) else ()
 
 
 def cache_turn(
@@ -65,13 +91,21 @@ def cache_turn(
     """The fitted ``body`` with conversation breakpoints where the model caches explicitly and
     ``marks`` says the body can carry them (an Anthropic body), what it is predicted to read and
     write, and the state for the next turn."""
-    state: dict[str, Any] = {"history_cut": dict(history_cut) if history_cut else None, "alive": []}
+    state: dict[str, Any] = {
+        "history_cut": dict(history_cut) if history_cut else None,
+        "alive": [],
+        "alive_1h": [],
+    }
     if spec is None or spec.cache.mode == "none" or (spec.cache.mode == "explicit" and not marks):
         return TurnCache(body, {}, state)  # nothing is cached (explicit caching needs the marks)
     rules = spec.cache
     plan = mark_conversation(body, model=model, rules=rules, counter=counter)
-    prediction, alive = predict_conversation(plan, previous.alive if previous else (), rules.mode)
+    cached = previous.cached() if previous else ()
+    prediction, alive = predict_conversation(plan, cached, rules.mode)
     state["alive"] = list(alive)
+    held_1h = previous.alive_1h if previous and cached else ()
+    written_1h = [m.prefix_sha256 for m in reversed(plan.marks) if m.ttl == "1h"]
+    state["alive_1h"] = list(dict.fromkeys([*written_1h, *held_1h]))[:MAX_ALIVE]
     predicted = {
         "read_tokens": prediction.read_tokens,
         "write_tokens": prediction.write_tokens,
@@ -80,3 +114,15 @@ def cache_turn(
         "breakpoints": [{"block": m.block, "by": m.by, "prefix_tokens": m.prefix_tokens} for m in plan.marks],
     }
     return TurnCache(plan.body, predicted, state)
+
+
+def reads_written(cache: Mapping[str, Any]) -> dict[str, Any]:
+    """A turn's predicted cache use with its reads written instead (the provider no longer holds
+    what they read): at the one-hour price when the turn writes for an hour, else the 5-minute one."""
+    read = cache.get("read_tokens")
+    if not isinstance(read, int) or read <= 0:
+        return dict(cache)
+    out = {**cache, "read_tokens": 0, "write_tokens": int(cache.get("write_tokens", 0)) + read}
+    if int(cache.get("write_1h_tokens", 0)) > 0:
+        out["write_1h_tokens"] = int(cache["write_1h_tokens"]) + read
+    return out

@@ -8,6 +8,7 @@ keeps what conversation caching needs (the history cut and the prefixes taken to
 from __future__ import annotations
 
 import contextlib
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -39,7 +40,11 @@ class Bounded(OrderedDict[str, Any]):
 class TurnMemory:
     """Each session's previous turn state, by mode: in memory while the store agrees. Unless
     ``stored`` (nothing is recorded: the in-process transport), the memory alone: a session's next
-    turn then holds its history cut and finds its cached prefixes, as through the gateway."""
+    turn then holds its history cut and finds its cached prefixes, as through the gateway.
+
+    The memory also holds when (by ``clock``, monotonic seconds) each remembered turn was
+    prepared, so a turn knows how long the provider has held its session's cache entries; a turn
+    read back from the store has no such time (it is not stored: no clock reading is an output)."""
 
     def __init__(
         self,
@@ -48,16 +53,21 @@ class TurnMemory:
         store_up: Callable[[], bool] = lambda: True,
         *,
         stored: bool = True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         self.previous = Bounded(limit)
         self.store_up = store_up
         self.stored = stored
+        self.clock = clock
 
-    def previous_turn(self, policy: str, session: str) -> tuple[Mapping[str, Any] | None, int | None]:
+    def previous_turn(
+        self, policy: str, session: str
+    ) -> tuple[Mapping[str, Any] | None, int | None, float | None]:
         """The session's previous answered turn under ``policy`` (see :meth:`_previous_state`),
-        and how many turns the store held (None where nothing is stored): a commit that finds more
-        checks the prefix again (:class:`~.prepared.Baseline`)."""
+        how many turns the store held (None where nothing is stored: a commit that finds more
+        checks the prefix again, :class:`~.prepared.Baseline`), and the seconds since that turn
+        was prepared (None: not by this process)."""
 
         def read(report: Mapping[str, Any]) -> Any:
             ok = report.get("policy") == policy and "pinned_prefix_sha256" in report
@@ -66,22 +76,23 @@ class TurnMemory:
         return self._previous_state(f"{policy}\x00{session}", session, read, scan=True)
 
     def previous_conversation(self, session: str) -> ConversationState | None:
-        """What the session's previous fit-mode turn left for conversation caching. Only an
-        optimization: while the store is down, or when reading it fails, what this replica
-        remembers stands, unchecked (else there is none)."""
+        """What the session's previous fit-mode turn left for conversation caching, and the
+        seconds since it was prepared. Only an optimization: while the store is down, or when
+        reading it fails, what this replica remembers stands, unchecked (else there is none)."""
         key = f"fit\x00{session}"
-        found = None
+        found, idle = None, None
         checked = False
         if self.store_up():
             with contextlib.suppress(StoreError):
-                found, checked = self._previous_state(key, session, lambda r: r.get("conversation"))[0], True
+                found, _, idle = self._previous_state(key, session, lambda r: r.get("conversation"))
+                checked = True
         if not checked and (remembered := self.previous.get(key)) is not None:
-            found = remembered[1]
-        return state_of({"conversation": found}) if isinstance(found, Mapping) else None
+            found, idle = remembered[1], self._since(remembered[2])
+        return state_of({"conversation": found}, idle) if isinstance(found, Mapping) else None
 
     def _previous_state(
         self, key: str, session: str, read: Callable[[Mapping[str, Any]], Any], *, scan: bool = False
-    ) -> tuple[Any, int | None]:
+    ) -> tuple[Any, int | None, float | None]:
         """The state the session's previous answered turn left (``read`` from its report), and
         the store's count of the session's turns (None where nothing is stored). The
         store is the truth (another replica may have answered the session since): the memory
@@ -93,18 +104,21 @@ class TurnMemory:
         policy, or in fit mode), the latest one that does is the state (:func:`latest_read`)."""
         found = self.previous.get(key)
         if not self.stored:
-            return (found[1] if found is not None else None), None
+            return (found[1], None, self._since(found[2])) if found is not None else (None, None, None)
         count = self.store.count_turns(session)
         if found is not None and found[0] == count:
-            return found[1], count
+            return found[1], count, self._since(found[2])
         last = self.store.last_turn(session) if count else None
         state = read(last.report) if last is not None else None
         if last is not None and state is None and scan:
             last, state = latest_read(self.store, session, read)
         if last is None or state is None:
-            return None, count
-        self.previous.put(key, (last.index, state))
-        return state, count
+            return None, count, None
+        self.previous.put(key, (last.index, state, None))
+        return state, count, None
+
+    def _since(self, at: float | None) -> float | None:
+        return None if at is None else max(0.0, self.clock() - at)
 
     def remember(self, prepared: Prepared, index: int | None) -> None:
         """Keep an answered turn's state, stored as turn ``index``, as its session's next
@@ -112,7 +126,7 @@ class TurnMemory:
         is stored, every answered turn is)."""
         if prepared.next_turn is not None and (index is not None or not self.stored):
             key, state = prepared.next_turn
-            self.previous.put(key, (index, state))
+            self.previous.put(key, (index, state, prepared.prepared_at))
 
 
 def latest_read(

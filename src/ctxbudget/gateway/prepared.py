@@ -74,6 +74,8 @@ class Prepared:
     tool_results: tuple[ToolResult, ...] = ()
     # Policy mode: what the pinned prefix was checked against (its commit checks again).
     baseline: Baseline | None = None
+    # When it was prepared (the gateway's monotonic clock): the next turn's cache ages from it.
+    prepared_at: float | None = None
 
     @property
     def proxy_before(self) -> int:
@@ -116,6 +118,7 @@ def build_prepared(
     input_format: str,
     next_turn: tuple[str, dict[str, Any]] | None = None,
     baseline: Baseline | None = None,
+    prepared_at: float | None = None,
 ) -> Prepared:
     """What is forwarded and recorded for a fitted or assembled body (``out``) of the client's
     ``body`` (in ``input_format``: the provider API's)."""
@@ -136,6 +139,7 @@ def build_prepared(
         next_turn=next_turn,
         tool_results=sent_results(input_format, conversation(body)),
         baseline=baseline,
+        prepared_at=prepared_at,
     )
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..assembly import AssemblyResult, Policy, assemble, within_output_cap
+from ..cache import TTL_SECONDS
 from ..catalog.catalog import Catalog
 from ..catalog.values import ModelSpec
 from ..cost import replies_asked, reply_tokens_asked
@@ -31,12 +32,12 @@ from .bodies import (
     with_system_breakpoint,
     without_tool_marks,
 )
-from .caching import ConversationState, cache_turn
+from .caching import ConversationState, cache_turn, reads_written
 from .calibration import Calibration
 from .memory import SessionKinds, TurnMemory
 from .metrics import Metrics
 from .prepared import Baseline, Prepared, build_prepared, for_next_turn
-from .pricing import ceiling_refusal, estimate_usd, window_budget
+from .pricing import UNKNOWN_AGE, ceiling_refusal, estimate_usd, window_budget
 from .providers import Provider
 from .refusals import NO_RETRY, Refusal, refusal_as, refusal_for, unknown_model
 from .settings import RequestSettings
@@ -208,6 +209,7 @@ class Preparer:
     ) -> Prepared:
         """Fit the body into its window and hold it to the ceiling; with ``exact_factor`` (the
         provider's count of it over its proxy count) the estimate for this request is the exact one."""
+        prepared_at = self.memory.clock()  # the provider's cache entries of this turn age from here
         spec, factor = self.model_for(model, exact_factor)
         previous = self.memory.previous_conversation(session) if self.low_water else None
         result = self._fitted(provider, body, model, factor, window_budget(spec, settings), previous)
@@ -219,7 +221,16 @@ class Preparer:
         reserve = result.report.reserve_output_tokens * replies_asked(body)  # n replies, each priced
         # tokens_after holds the tool-use system prompt Anthropic adds (and bills) to a body with tools
         estimate = estimate_usd(spec, report["tokens_after"], reserve, report.get("cache"))
-        refusal = ceiling_refusal(model, provider.name, estimate, settings.cost_ceiling_usd)
+        checked, unknown_age = estimate, previous is not None and previous.idle_seconds is None
+        if unknown_age and report.get("cache"):  # a read this process cannot vouch for: priced as written
+            checked = estimate_usd(spec, report["tokens_after"], reserve, reads_written(report["cache"]))
+        refusal = ceiling_refusal(
+            model,
+            provider.name,
+            checked,
+            settings.cost_ceiling_usd,
+            UNKNOWN_AGE if checked != estimate else "",
+        )
         if refusal is not None:
             told = build_prepared(
                 body,
@@ -244,6 +255,7 @@ class Preparer:
             calibrate=covered,
             input_format=provider.input_format,
             next_turn=next_turn,
+            prepared_at=prepared_at,
         )
 
     def _cached(
@@ -356,8 +368,11 @@ class Preparer:
         # client's header only lowers whichever stands (settings holds it, narrowed)
         policy_ceiling = None if self.server_ceiling else policy.cost_ceiling_usd
         ceilings = [c for c in (settings.cost_ceiling_usd, policy_ceiling) if c is not None]
-        previous, turns = self.memory.previous_turn(settings.policy, session)
-        before, result = self._assembled(provider, body, model, settings, policy, factor, ceilings, previous)
+        prepared_at = self.memory.clock()
+        previous, turns, idle = self.memory.previous_turn(settings.policy, session)
+        before, result = self._assembled(
+            provider, body, model, settings, policy, factor, ceilings, (previous, idle)
+        )
         assembled = result.request
         assert isinstance(assembled, dict)
         keys = ("system", "messages") if provider.name == "anthropic" else ("messages",)
@@ -396,6 +411,7 @@ class Preparer:
             input_format=provider.input_format,
             next_turn=next_turn,
             baseline=None if turns is None else Baseline(turns, settings.allow_prefix_change),
+            prepared_at=prepared_at,
         )
 
     def _policy(self, settings: RequestSettings, spec: ModelSpec | None) -> Policy:
@@ -416,32 +432,49 @@ class Preparer:
         policy: Policy,
         factor: float | None,
         ceilings: list[float],
-        previous: Mapping[str, Any] | None,
+        previous: tuple[Mapping[str, Any] | None, float | None],
     ) -> tuple[dict[str, Any], AssemblyResult]:
-        """The client's body counted, and the library's assembly of it; a refusal in the
-        provider's terms."""
+        """The client's body counted, and the library's assembly of it after the session's
+        previous turn (its report, and the seconds since it was prepared: None where this process
+        did not prepare it); a refusal in the provider's terms. A previous turn of unknown age is
+        taken to have left its cache entries alive, and a ceiling then also holds for the turn
+        assembled with them expired (the provider may no longer hold them: :data:`UNKNOWN_AGE`)."""
         assert settings.policy is not None
         output = reply_tokens_asked(body)
         before: dict[str, Any] | None = None
-        try:
-            before = self._count(provider, body, factor)
-            result = assemble(
+        ceiling = min(ceilings) if ceilings else None
+
+        def run(idle: float | None) -> AssemblyResult:
+            return assemble(
                 body,
                 policy=policy,
                 model=model,
                 output_format=provider.name,
                 input_format=provider.name,
-                previous=previous,
+                previous=previous[0],
+                idle_seconds=idle,
                 catalog=self.catalog,
                 safety_factor=factor,
-                cost_ceiling_usd=min(ceilings) if ceilings else None,
+                cost_ceiling_usd=ceiling,
                 expected_output_tokens=min(output, policy.max_output_tokens) if output else None,
                 allow_prefix_change=settings.allow_prefix_change,
             )
+
+        try:
+            before = self._count(provider, body, factor)
+            result = run(previous[1])
         except StoreError:
             raise  # the store, not the request: the route answers 503
         except CtxBudgetError as exc:
             raise _refusal(exc, provider).with_headers(_told_of(before, exc)) from exc
+        unknown_age = previous[0] is not None and previous[1] is None
+        if unknown_age and ceiling is not None and result.report.cache.read_tokens:
+            try:
+                run(TTL_SECONDS["1h"] + 1.0)
+            except CostCeilingExceeded as exc:
+                message = f"ctxbudget: {exc} ({UNKNOWN_AGE}); nothing was sent"
+                refusal = refusal_as(CostCeilingExceeded, provider.name, message)
+                raise refusal.with_headers(_told_of(before, exc)) from exc
         return before, result
 
     def _count(self, provider: Provider, body: Mapping[str, Any], factor: float | None) -> dict[str, Any]:

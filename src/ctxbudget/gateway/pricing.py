@@ -16,6 +16,7 @@ from .usage import Usage
 
 __all__ = [
     "LONG_CONTEXT_TOKENS",
+    "UNKNOWN_AGE",
     "actual_cost_usd",
     "ceiling_refusal",
     "estimate_usd",
@@ -94,11 +95,19 @@ def rounded(usd: float | None) -> float | None:
     return None if usd is None else round(usd, 6)
 
 
+# Why a turn was priced with its cache reads written instead (gateway/caching.py).
+UNKNOWN_AGE = (
+    "its predicted cache reads priced as writes: this gateway process did not send the session's "
+    "previous turn (a restart, or another replica did), so it cannot tell whether the provider "
+    "still holds that turn's cache"
+)
+
+
 def ceiling_refusal(
-    model: str, provider: str, estimate: float | None, ceiling: float | None
+    model: str, provider: str, estimate: float | None, ceiling: float | None, why: str = ""
 ) -> Refusal | None:
     """The refusal of a fitted turn priced above the ceiling (or not priced under one); None when
-    the turn may be sent."""
+    the turn may be sent. ``why``: how the estimate was priced, when not as predicted."""
     if ceiling is None:
         return None
     if estimate is None:
@@ -106,7 +115,8 @@ def ceiling_refusal(
     if estimate > ceiling:
         message = (
             f"ctxbudget: estimated cost {usd(estimate)} is above the ceiling {usd(ceiling)} per "
-            "request; nothing was sent (X-Ctxbudget-Cost-Ceiling may only lower the server's)"
+            f"request{f' ({why})' if why else ''}; nothing was sent (X-Ctxbudget-Cost-Ceiling may only "
+            "lower the server's)"
         )
         return refusal_as(CostCeilingExceeded, provider, message)
     return None

@@ -354,10 +354,12 @@ def create_app(
     config: GatewayConfig,
     transport: httpx.AsyncBaseTransport | None = None,
     store: SessionStore | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Starlette:
     """The gateway as an ASGI app (``transport`` lets tests route upstream calls in-process;
-    ``store``, a store other than the configured one)."""
-    gateway = Gateway(config, transport, store)
+    ``store``, a store other than the configured one; ``clock``, the monotonic seconds the
+    provider's cache entries age by)."""
+    gateway = Gateway(config, transport, store, clock=clock)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -10,7 +10,8 @@ stores each answered turn and calibrates estimate factors from the provider's us
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 
@@ -50,6 +51,7 @@ class Gateway:
         store: SessionStore | None = None,
         *,
         records: bool = True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``records``: answered turns are stored (the served gateway); without, each session's
         previous turn is only remembered (:class:`.memory.TurnMemory`: the in-process transport)."""
@@ -92,7 +94,7 @@ class Gateway:
         self.client = httpx.AsyncClient(timeout=timeout, transport=transport, limits=limits, cookies=cookies)
         # Per-session state (the previous turn's) is bounded: the oldest sessions are forgotten.
         self.memory = TurnMemory(
-            self.store, config.max_sessions_in_memory, lambda: self.health.up, stored=records
+            self.store, config.max_sessions_in_memory, lambda: self.health.up, stored=records, clock=clock
         )
         self.kinds = SessionKinds(
             self.store,
