@@ -98,3 +98,16 @@ def test_a_policy_with_a_volatile_pattern_a_separator_joins_is_refused() -> None
     )
     with pytest.raises(ConfigError, match=r"leave the separator out of the repeats"):
         parse_policy(text, "p.toml")
+
+
+def test_a_slow_pattern_is_refused_before_anything_runs_it() -> None:
+    """The check that a pattern matches no empty text ran it on a 55-character probe first:
+    (.*){1,10}z took 52 s there before the policy was refused for it (12: over a minute)."""
+    from ctxbudget.assembly._policy import parse_policy
+
+    text = (
+        'name = "p"\nenvelope_tokens = 1000\n[[tiers]]\nname = "t"\nceiling_tokens = 500\n'
+        'eviction = "never"\n[volatile]\nallow = [\'(.*){1,14}z\']\n'
+    )
+    with pytest.raises(ConfigError, match=r"unbounded repeat inside a counted one"):
+        parse_policy(text, "p.toml")
