@@ -193,3 +193,33 @@ def test_a_reports_cache_entries_are_checked_before_they_are_read() -> None:
     ):
         with pytest.raises(InvalidRequestError, match=r"\$\.cache_entries\[0\]"):
             live_entries({"cache_entries": [bad]}, None)
+
+
+def test_verify_prefix_tells_apart_what_the_provider_renders_differently() -> None:
+    """A tool schema's keys reordered, a system message's name added, a system message sent as a
+    developer one: each was reported as the same cached prefix."""
+    from ctxbudget.assembly import compare_prefixes
+
+    tool = {"name": "search", "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}}}
+    reordered = {"input_schema": tool["input_schema"], "name": "search"}
+    system = [{"type": "text", "text": "Rules.", "cache_control": {"type": "ephemeral"}}]
+    a = {"model": "claude-sonnet-4-5", "tools": [tool], "system": system}
+    assert compare_prefixes(a, {**a, "tools": [reordered]}, strict=False).offset is not None
+    moved = [{"type": "text", "text": "Rules."}]  # the mark moved off: no cached byte changes
+    assert compare_prefixes(a, {**a, "system": moved}, strict=False).offset is None
+    chat = {
+        "model": "gpt-4o",
+        "messages": [{"role": "system", "content": "Rules."}, {"role": "user", "content": "q"}],
+    }
+    named = {**chat, "messages": [{"role": "system", "content": "Rules.", "name": "x"}, chat["messages"][1]]}
+    developer = {**chat, "messages": [{"role": "developer", "content": "Rules."}, chat["messages"][1]]}
+    assert compare_prefixes(chat, named, strict=False).offset is not None
+    assert compare_prefixes(chat, developer, strict=False).offset is not None
+    assert (
+        compare_prefixes(
+            chat,
+            {**chat, "messages": [*chat["messages"], {"role": "assistant", "content": "a"}]},
+            strict=False,
+        ).offset
+        is None
+    )

@@ -107,7 +107,7 @@ def test_a_slow_pattern_is_refused_before_anything_runs_it() -> None:
 
     text = (
         'name = "p"\nenvelope_tokens = 1000\n[[tiers]]\nname = "t"\nceiling_tokens = 500\n'
-        'eviction = "never"\n[volatile]\nallow = [\'(.*){1,14}z\']\n'
+        "eviction = \"never\"\n[volatile]\nallow = ['(.*){1,14}z']\n"
     )
     with pytest.raises(ConfigError, match=r"unbounded repeat inside a counted one"):
         parse_policy(text, "p.toml")

@@ -56,15 +56,21 @@ def _body(document: Any) -> Any:
 
 
 def _part(value: Any) -> str:
-    """A part's text: a text block's text, anything else (a tool, an image) as canonical JSON
-    without its cache mark (moving a mark changes no cached byte)."""
+    """A part's text: a text block's text, anything else (a tool, an image, a message's role and
+    name) as its JSON in the order given, without its cache mark (moving a mark changes no cached
+    byte; reordering a tool schema's keys changes what the provider renders, and was reported as
+    identical when keys were sorted)."""
     if isinstance(value, Mapping):
-        if value.get("type") == "text" and isinstance(value.get("text"), str):
-            return str(value["text"])
+        if set(value) - {"cache_control"} == {"type", "text"} and value.get("type") == "text":
+            return str(value["text"]) if isinstance(value["text"], str) else _json(value["text"])
         value = {k: v for k, v in value.items() if k != "cache_control"}
     elif isinstance(value, str):
         return value
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return _json(value)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _tools(body: Mapping[str, Any]) -> list[Any]:
@@ -97,6 +103,8 @@ def _system_parts(body: Mapping[str, Any]) -> list[Any]:
     for message in messages:
         if message.get("role") not in ("system", "developer"):
             break
+        # its role and name are rendered ahead of its text (a developer message is not a system one)
+        parts.append({k: v for k, v in message.items() if k != "content"})
         content = message.get("content")
         parts += (
             [p for p in content if isinstance(p, Mapping)] if isinstance(content, list) else [str(content)]
