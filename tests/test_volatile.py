@@ -94,6 +94,14 @@ VOLATILE = [
     "Updated 2026\u201309\u201316.",
     "Updated 2026\u201109\u201116.",
     "Build stamp T10:32:11Z.",
+    # a date without its year, an hour with its a.m. or p.m. (a daily "Today is ..." line passed
+    # session new and failed a later day's turn instead)
+    "Today is September 16.",
+    "Today: 16 September",
+    "Sept 16th",
+    "the 16th of September",
+    "Current time: 3pm",
+    "at 3 P.M. today",
 ]
 
 LEGITIMATE = [
@@ -151,6 +159,10 @@ LEGITIMATE = [
     "Section 2026.09.16",
     "release 2024.1.3 of the tool",
     "T10 of the schedule",
+    "May the parties agree to vary it?",
+    "Section 3. May the parties agree",
+    "within 10 months of notice",
+    "an Amendment 3 PMS form",
     "scale 1:50",
     "Rule 26(a)(1)",
     "§ 2-207",

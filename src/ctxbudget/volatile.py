@@ -3,8 +3,9 @@
 Recognised: timestamps (ISO 8601, fractional seconds and ``Z`` too, compact ``20260916103211``,
 HTTP/RFC 2822 and ``Tue Sep 16 2026 10:32`` forms), dates (ISO, with en dashes too, US ``09/16/2026``,
 European ``16.09.2026``, ``2026.09.16``, month names either way round, in capitals and in lower
-case too, and ``16-Sep-2026``, ``Sep-16-2026``, ``16SEP2026``, ``2026-Sep-16``, weekday forms),
-clock times (and ``T10:32:11Z`` alone), Unix timestamps,
+case too, and ``16-Sep-2026``, ``Sep-16-2026``, ``16SEP2026``, ``2026-Sep-16``, weekday forms, and
+without a year when the month's name is capitalized: ``September 16``, ``16 September``), clock
+times (and ``T10:32:11Z`` alone, and ``3pm``), Unix timestamps,
 UUIDs, long hex nonces, request, trace and session ids, and case and docket numbers. A policy adds its own patterns and an allow-list
 (``[volatile]`` in the policy file: regular expressions); a match that overlaps an allowed span is
 not reported.
@@ -38,6 +39,7 @@ _MONTH_NAMES = r"Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July
 # no date: every pattern wants a day and a year, or a weekday, next to the name.
 _MONTH = rf"(?:{_MONTH_NAMES}|{_MONTH_NAMES.upper()}|{_MONTH_NAMES.lower()})\.?"
 _DAY_OF_MONTH = r"(?:0?[1-9]|[12]\d|3[01])"
+_TITLED_MONTH = rf"(?:{_MONTH_NAMES}|{_MONTH_NAMES.upper()})\.?"
 _DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*\.?,?"
 _YEAR = r"(?:19|20)\d{2}"
 _CLOCK = r"(?:[01]?\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:\.\d+)?)?"
@@ -99,7 +101,13 @@ _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
     ("date", rf"\b{_DAY_OF_MONTH}[-/]?{_MONTH}[-/]?{_YEAR}\b"),  # 16-Sep-2026, 16SEP2026
     ("date", rf"\b{_MONTH}[-/]{_DAY_OF_MONTH}[-/]{_YEAR}\b"),  # Sep-16-2026
     ("date", rf"\b{_YEAR}-{_MONTH}-{_DAY_OF_MONTH}\b"),  # 2026-Sep-16
+    # without a year, the month's name capitalized ("Today is September 16", "16 September",
+    # "Sept 16th"); in lower case it is a word as often ("may 30 days")
+    ("date", rf"\b{_TITLED_MONTH}\s+{_DAY_OF_MONTH}(?:st|nd|rd|th)?\b(?![:.,]?\d)"),
+    ("date", rf"\b{_DAY_OF_MONTH}(?:st|nd|rd|th)?\s+(?:of\s+)?{_TITLED_MONTH}(?!\w)"),
     ("time", rf"\b(?=\d){_NOT_CITED}{_CLOCK}{_TIME_WORD}"),
+    # an hour alone with its a.m. or p.m. ("Current time: 3pm", "3 P.M.")
+    ("time", rf"\b(?=\d){_NOT_CITED}(?:1[0-2]|0?[1-9])\s?[AaPp]\.?[Mm]\b\.?"),
     (
         "time",
         rf"(?i)(?:\b(?=[atug]){_CITED_AT}(?:at|time|as of|updated|generated)|@)\s*{_CLOCK}(?![\d\-–:])",
@@ -163,6 +171,9 @@ _STARTS: tuple[str, ...] = (
     "date word",
     "digit",
     "date word",
+    "digit",
+    "date word",
+    "digit",
     "digit",
     "digit",
     "time word",
