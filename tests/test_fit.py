@@ -889,3 +889,17 @@ def test_blank_runs_beside_kept_regions(text: str, regions: list[tuple[int, int]
     from ctxbudget.trim.messages import _joined
 
     assert _joined(text, regions, 0, len(text)) == joined
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "claude-sonnet-4-5"])
+def test_a_question_ending_in_one_overlong_character_keeps_its_head(model: str) -> None:
+    """Its end is kept (where an ask is), at a character's bounds: a letter with 20,000 accents
+    is one character over the room, and the whole question was emptied, "Summarize this: " too."""
+    body = {
+        "model": model,
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": "Summarize this: e" + "\u0301" * 20_000}],
+    }
+    result = fit(body, model=model, max_context_tokens=4000)
+    content = result.request["messages"][0]["content"]
+    assert content.startswith("Summarize this:") and result.report.tokens_after <= 4000

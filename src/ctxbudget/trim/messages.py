@@ -191,8 +191,13 @@ def cut_message(
     if keep_end:
         regions = [_keep_end(text, 0, count, budget - gap)]
     elif keep_question and (not kept or kept_tokens > budget):
-        # no question to tell apart, or the question alone is too long: keep the end, where an ask is
-        regions = [_keep_end(text, kept[-1][0] if kept else 0, count, budget - gap)]
+        # no question to tell apart, or the question alone is too long: keep the end, where an ask
+        # is; its head when the end is one character too long for the room (a letter with 20,000
+        # accents emptied the whole question, "Summarize this: " and all)
+        start = kept[-1][0] if kept else 0
+        regions = [_keep_end(text, start, count, budget - gap)]
+        if regions[0][0] == regions[0][1]:
+            regions = [_keep_head(text, start, len(text), count, budget - gap)]
     else:
         if kept:
             query = " ".join(text[a:b] for a, b in kept) or query
