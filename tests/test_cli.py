@@ -555,6 +555,11 @@ def test_models_names_a_mistyped_option_and_says_when_nothing_matches() -> None:
     nothing = runner.invoke(main, ["models", "zzzz"])
     assert nothing.exit_code == 0 and "no model id matches 'zzzz'" in nothing.output
     assert "models resolve zzzz" in nothing.output
+    # the hint is a command to paste: quoted, and none for a pattern that does not print
+    spaced = runner.invoke(main, ["models", "foo bar*"])
+    assert "`ctxbudget models resolve 'foo bar*'`" in spaced.output
+    control = runner.invoke(main, ["models", "\x01"])
+    assert "no model id matches '\\x01'" in control.output and "\x01" not in control.output
 
 
 def test_models_resolve_suggests_only_what_it_takes() -> None:

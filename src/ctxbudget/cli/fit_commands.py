@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import shlex
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -271,9 +272,12 @@ def models_command(as_json: bool, catalogs: tuple[str, ...], words: tuple[str, .
             raise click.UsageError("give at most one PATTERN (or: models resolve ID)")
         models = [m for m in catalog.models if not words or _matches(m.id, words[0])]
         if not models and not as_json:
+            # the hint is a command to paste: shell-quoted, and left out for a pattern that does
+            # not print (a control character went to the terminal raw)
+            hint = f"; `ctxbudget models resolve {shlex.quote(words[0])}` shows how an id a client sends resolves"
             click.echo(
-                f"ctxbudget: no model id matches {words[0]!r} (of {len(catalog.models):,}); "
-                f"`ctxbudget models resolve {words[0]}` shows how an id a client sends resolves",
+                f"ctxbudget: no model id matches {words[0]!r} (of {len(catalog.models):,})"
+                + (hint if words[0].isprintable() else ""),
                 err=True,
             )
             return
