@@ -299,3 +299,49 @@ def test_a_volatile_value_in_a_carried_tool_definition_is_refused() -> None:
     with pytest.raises(VolatileValueError, match=r"tool definition 'search' contains a volatile timestamp"):
         assemble(stamped, policy=POLICY, model="claude-sonnet-4-5")
     assemble(stamped, policy=POLICY, model="claude-sonnet-4-5", output_format="openai")  # not carried there
+
+
+def _agent_body(task: str, steps: int) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
+    for i in range(steps):
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": f"t{i}", "name": "search", "input": {"q": f"q{i}"}}],
+            }
+        )
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": "result " * 300}],
+            }
+        )
+    messages.append({"role": "user", "content": "Also check the termination clause."})
+    return {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1000,
+        "system": "You are an agent.",
+        "messages": messages,
+    }
+
+
+def test_an_agents_opening_task_is_kept_ahead_of_its_recent_steps() -> None:
+    """The rolling tier kept a suffix of the conversation: forty tool steps rolled the task off,
+    and the agent went on from "[The conversation so far continues below.]"."""
+    body = _agent_body("TASK: audit the contract for notice clauses.", 40)
+    result = assemble(body, policy=POLICY, model="claude-sonnet-4-5")
+    sent = result.request["messages"]
+    assert sent[0] == body["messages"][0]  # the task, as it was
+    assert "Also check the termination clause." in str(sent[-1]["content"])
+    assert len(sent) < len(body["messages"])  # older steps rolled off between them
+    check_anthropic_rules(result.request)
+    reasons = [
+        i["reason"] for t in result.report.to_dict()["tiers"] for i in t["items"] if i["id"] == "history-0"
+    ]
+    assert reasons and "opening message" in reasons[0]
+
+
+def test_an_opening_message_over_the_rolling_window_rolls_off_as_before() -> None:
+    body = _agent_body("TASK: " + "read this first. " * 6000, 3)
+    result = assemble(body, policy=POLICY, model="claude-sonnet-4-5")
+    assert result.request["messages"][0] != body["messages"][0]

@@ -347,24 +347,35 @@ def _units(items: list[ContextItem]) -> list[list[ContextItem]]:
 def _rolling(tier: Tier, items: list[ContextItem], counter: TokenCounter, target: int) -> TierSelection:
     """The most recent raw turns that fit ``target`` raw tokens (the ledger is Block 3, selected by
     :func:`select_ledger`): a suffix of the conversation, so it ends at the first turn, newest
-    first, that does not fit, and each turn dropped is told which reason is its own."""
+    first, that does not fit, and each turn dropped is told which reason is its own. A chat body's
+    opening user message (an agent's task) is kept ahead of them when it fits, as a fit keeps a
+    history's first message: it was rolled off first, and the agent went on without its task."""
     cost = counter.raw
     items = [i for i in items if i.kind != "ledger"]
+    units = _units(items)
+
+    def unit_cost(unit: list[ContextItem]) -> int:
+        return sum(cost(i.text) + MESSAGE_FRAMING_TOKENS for i in unit)
+
+    opening = units[0] if units and _opens_a_chat(units[0]) and unit_cost(units[0]) <= target else None
     keep: list[list[ContextItem]] = []
-    used = 0
+    used = unit_cost(opening) if opening else 0
     stopped: tuple[list[ContextItem], int] | None = None  # the turn that did not fit, and its cost
-    for unit in reversed(_units(items)):
-        unit_cost = sum(cost(i.text) + MESSAGE_FRAMING_TOKENS for i in unit)
-        if used + unit_cost > target:
-            stopped = (unit, unit_cost)
+    for unit in reversed(units[1:] if opening else units):
+        needed = unit_cost(unit)
+        if used + needed > target:
+            stopped = (unit, needed)
             break
         keep.insert(0, unit)
-        used += unit_cost
-    kept_ids = {i.id for unit in keep for i in unit}
+        used += needed
+    opening_ids = {i.id for i in opening} if opening else set()
+    kept_ids = opening_ids | {i.id for unit in keep for i in unit}
     over_ids = {i.id for i in stopped[0]} if stopped else set()
     over = _over_the_window(tier, counter, target, target - used, stopped[1]) if stopped else ""
     decisions = [
-        _kept(i, cost(i.text), "recent; fits the rolling window")
+        _kept(i, cost(i.text), "the conversation's opening message (its task); fits the rolling window")
+        if i.id in opening_ids
+        else _kept(i, cost(i.text), "recent; fits the rolling window")
         if i.id in kept_ids
         else _gone(i, cost(i.text), "rolled_off", over)
         if i.id in over_ids
@@ -374,6 +385,12 @@ def _rolling(tier: Tier, items: list[ContextItem], counter: TokenCounter, target
     return TierSelection(
         tier=tier, texts=tuple((i, i.text) for i in items if i.id in kept_ids), decisions=tuple(decisions)
     )
+
+
+def _opens_a_chat(unit: list[ContextItem]) -> bool:
+    """Whether ``unit`` is a chat body's opening user message (not a tool result)."""
+    first = unit[0]
+    return len(unit) == 1 and first.source is not None and first.role == "user" and first.kind == "history"
 
 
 def _over_the_window(tier: Tier, counter: TokenCounter, target: int, left: int, need: int) -> str:
