@@ -25,9 +25,10 @@ COUNTED_REPEAT_HINT = (
     "match it takes time of the count's power; bound the inner repeat, or make it possessive (.*+)"
 )
 SEPARATED_REPEAT_HINT = (
-    "repeats characters that the part after the repeat also matches, then repeats them again (such "
-    "as \\S+@\\S+, where \\S also matches the @): on a long run of such characters it takes "
-    "polynomial time; leave the separator out of the repeats ([^\\s@]+@[^\\s@]+)"
+    "repeats characters that the part after the repeat also matches, then repeats them again before "
+    "a part that can fail (such as \\S+@\\S+\\.com, where \\S also matches the @): on a long run of "
+    "such characters it takes polynomial time; leave the separator out of the repeats "
+    "([^\\s@]+@[^\\s@]+\\.com)"
 )
 ADJACENT_REPEAT_HINT = (
     "has two unbounded repeats over the same characters with nothing between them that must match "
@@ -40,8 +41,9 @@ def slow_pattern_hint(pattern: str, long_texts: bool = False) -> str | None:
     """What makes ``pattern`` (which compiles) slow on a text it does not match, as a message's
     end, or None when nothing does (see :func:`repeats_a_repetition`). ``long_texts``: the
     pattern is searched over whole documents (a policy's volatile patterns), not over a model id
-    of at most 256 characters, so two repeats that one separator's characters join (``\\S+@\\S+``
-    on a run of ``@``) are refused too: ``\\S+@\\S+\\.\\S+`` took 5 s on a 51 kB run of ``ab@``."""
+    of at most 256 characters, so two repeats that a separator's characters join, before a part
+    that can fail, are refused too: ``\\S+@\\S+\\.\\S+`` took 5 s on a 51 kB run of ``ab@``
+    (``\\S+@\\S+`` alone matches at the first split it tries, and is kept)."""
     parsed = _sre.parse(pattern)
     if _nested(parsed, counted=False, inside=False, exponential_only=True):
         return NESTED_REPEAT_HINT
@@ -49,7 +51,7 @@ def slow_pattern_hint(pattern: str, long_texts: bool = False) -> str | None:
         return COUNTED_REPEAT_HINT
     if _adjacent(parsed):
         return ADJACENT_REPEAT_HINT
-    return SEPARATED_REPEAT_HINT if long_texts and _adjacent(parsed, separated=True) else None
+    return SEPARATED_REPEAT_HINT if long_texts and _adjacent(parsed, separated=True, whole=True) else None
 
 
 def repeats_a_repetition(pattern: str) -> bool:
@@ -98,33 +100,75 @@ def _risky_group(op: Any, value: Any, inside: bool, counted: bool, exponential_o
 _PROBES = [chr(c) for c in range(128)] + ["é", "ß", "日", "\u00a0", "\u2003", "\u0663", "\u200d"]
 
 
-def _adjacent(parsed: Any, separated: bool = False) -> bool:
+def _adjacent(parsed: Any, separated: bool = False, whole: bool = False) -> bool:
     """Whether two unbounded repeats of one-character matchers stand side by side (in any group),
     or with only optional parts between them (``\\w+\\s?\\w+``: the ``\\s?`` may match nothing),
     and some character matches both: the engine splits a run of such characters between them in
     as many ways as it is long, at every start (polynomial backtracking; three such repeats,
-    ``\\w+\\s?\\w+\\s?\\w+!``, took 52 s on 800 characters). ``separated``: also when what stands
-    between them is one-character matchers (``@``, ``.{1,2}``) that some character matches
-    together with both repeats: a run of it is split as many ways (``\\S+@\\S+`` on ``@@@...``)."""
+    ``\\w+\\s?\\w+\\s?\\w+!``, took 52 s on 800 characters).
+
+    ``separated``: also when what stands between them is one-character matchers (``@``,
+    ``.{1,2}``, ``(?:at|@)``), optional parts and assertions, and some character matches them
+    together with both repeats: a run of it is split as many ways (``\\S+@\\S+\\.x`` on ``@@@...``).
+    Such a pair is slow only when something after it can fail (``\\S+@\\S+`` alone matches at the
+    first split it tries), so in the ``whole`` pattern it is refused only when a part that must
+    match follows it; inside a group or a repeat, always (what follows the group is not seen)."""
+    parts = list(_flat(parsed))
     before: set[str] = set()  # what the unbounded repeats that may end right here match
-    for op, value in _flat(parsed):
+    joined: set[str] = set()  # the same, through separators (``separated``)
+    for at, (op, value) in enumerate(parts):
         matched = _unbounded_chars(op, value)
         if matched is not None and matched & before:
+            return True
+        if matched is not None and matched & joined and (not whole or _must_match(parts[at + 1 :])):
             return True
         if op == _sre_c.BRANCH and any(_adjacent(branch, separated) for branch in value[1]):
             return True
         if op in (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT) and _adjacent(value[2], separated):
             return True
-        optional = (op in (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT) and value[0] == 0) or (
-            op == _sre_c.BRANCH and any(not list(branch) for branch in value[1])  # (?:\s|)
-        )
+        optional = _optional(op, value)
         if matched is not None:
             before = matched | (before if optional else set())
-        elif separated and (joined := _single_chars(op, value)) is not None:
-            before &= joined  # a run of what both match still joins the repeats around it
-        elif not optional:  # a part that takes at least one character parts them
+            joined = matched | (joined if optional else set()) if separated else set()
+            continue
+        if not optional:  # a part that takes at least one character parts them
             before = set()
+        if separated and not optional and op not in _ZERO_WIDTH:
+            through = _separator_chars(op, value)
+            joined = joined & through if through is not None else set()
     return False
+
+
+_ZERO_WIDTH = (_sre_c.AT, _sre_c.ASSERT, _sre_c.ASSERT_NOT)
+
+
+def _optional(op: Any, value: Any) -> bool:
+    """Whether a part may match no characters (and so cannot fail): a repeat of at least none, or
+    alternatives one of which is empty."""
+    return (op in (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT, _sre_c.POSSESSIVE_REPEAT) and value[0] == 0) or (
+        op == _sre_c.BRANCH and any(not list(branch) for branch in value[1])  # (?:\s|)
+    )
+
+
+def _must_match(parts: list[tuple[Any, Any]]) -> bool:
+    """Whether any of ``parts`` can fail: one that is not optional (an assertion can fail too)."""
+    return any(not _optional(op, value) for op, value in parts)
+
+
+def _separator_chars(op: Any, value: Any) -> set[str] | None:
+    """The probe characters a required separator can consist of: a one-character matcher, a
+    bounded repeat of one, or alternatives made only of such matchers (``(?:at|@)``); None for
+    anything else (it parts the repeats)."""
+    if op == _sre_c.BRANCH:
+        chars: set[str] = set()
+        for branch in value[1]:
+            for inner_op, inner_value in _flat(branch):
+                found = _single_chars(inner_op, inner_value)
+                if found is None:
+                    return None
+                chars |= found
+        return chars
+    return _single_chars(op, value)
 
 
 def _single_chars(op: Any, value: Any) -> set[str] | None:
@@ -261,7 +305,11 @@ def text_search(pattern: str, flags: int = 0) -> TextSearch:
         return TextSearch(compiled, None)
     cut = _GLOBAL_FLAGS.match(pattern)
     head = cut.end() if cut else 0
-    return TextSearch(compiled, re.compile(f"{pattern[:head]}(?<!{atom}){pattern[head:]}", flags))
+    try:
+        run_start = re.compile(f"{pattern[:head]}(?<!{atom}){pattern[head:]}", flags)
+    except re.error:  # a global flag after a comment or a verbose blank ((?x) (?i)\w+@): finditer reads it
+        return TextSearch(compiled, None)
+    return TextSearch(compiled, run_start)
 
 
 def _leading_repeat_atom(parsed: Any) -> str | None:
