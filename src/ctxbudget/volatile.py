@@ -4,8 +4,8 @@ Recognised: timestamps (ISO 8601, fractional seconds and ``Z`` too, compact ``20
 HTTP/RFC 2822 and ``Tue Sep 16 2026 10:32`` forms), dates (ISO, with en dashes too, US ``09/16/2026``,
 European ``16.09.2026``, ``2026.09.16``, month names either way round, in capitals and in lower
 case too, and ``16-Sep-2026``, ``Sep-16-2026``, ``16SEP2026``, ``2026-Sep-16``, weekday forms, and
-without a year when the month's name is capitalized: ``September 16``, ``16 September``), clock
-times (and ``T10:32:11Z`` alone, and ``3pm``), Unix timestamps,
+without a year after a word saying it is today's: ``Today is September 16``), clock times (and
+``T10:32:11Z`` alone, and ``Current time: 3pm``), Unix timestamps,
 UUIDs, long hex nonces, request, trace and session ids, and case and docket numbers. A policy adds its own patterns and an allow-list
 (``[volatile]`` in the policy file: regular expressions); a match that overlaps an allowed span is
 not reported.
@@ -40,6 +40,9 @@ _MONTH_NAMES = r"Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July
 _MONTH = rf"(?:{_MONTH_NAMES}|{_MONTH_NAMES.upper()}|{_MONTH_NAMES.lower()})\.?"
 _DAY_OF_MONTH = r"(?:0?[1-9]|[12]\d|3[01])"
 _TITLED_MONTH = rf"(?:{_MONTH_NAMES}|{_MONTH_NAMES.upper()})\.?"
+_NOW_DATE = r"(?:[Tt]oday(?:'s date)?|TODAY|[Cc]urrent date|[Dd]ate today)(?:\s+is)?[:,]?\s+"
+_NOW_TIME = r"(?:[Cc]urrent time|[Tt]ime now|[Tt]he time|TIME|[Tt]ime)(?:\s+is)?\s*[:,]?\s*"
+_NO_YEAR = r"(?![,.]?\s*(?:19|20)\d{2}\b)"  # with its year, the dated patterns above report it
 _DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*\.?,?"
 _YEAR = r"(?:19|20)\d{2}"
 _CLOCK = r"(?:[01]?\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:\.\d+)?)?"
@@ -101,13 +104,18 @@ _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
     ("date", rf"\b{_DAY_OF_MONTH}[-/]?{_MONTH}[-/]?{_YEAR}\b"),  # 16-Sep-2026, 16SEP2026
     ("date", rf"\b{_MONTH}[-/]{_DAY_OF_MONTH}[-/]{_YEAR}\b"),  # Sep-16-2026
     ("date", rf"\b{_YEAR}-{_MONTH}-{_DAY_OF_MONTH}\b"),  # 2026-Sep-16
-    # without a year, the month's name capitalized ("Today is September 16", "16 September",
-    # "Sept 16th"); in lower case it is a word as often ("may 30 days")
-    ("date", rf"\b{_TITLED_MONTH}\s+{_DAY_OF_MONTH}(?:st|nd|rd|th)?\b(?![:.,]?\d)"),
-    ("date", rf"\b{_DAY_OF_MONTH}(?:st|nd|rd|th)?\s+(?:of\s+)?{_TITLED_MONTH}(?!\w)"),
+    # without a year after a word that says it is today's ("Today is September 16", "Current date:
+    # 16 September"): alone, a date without a year is as often a fixed one ("due April 15") or no
+    # date ("Clause 4 May not be assigned")
+    ("date", rf"\b{_NOW_DATE}{_TITLED_MONTH}\s+{_DAY_OF_MONTH}(?:st|nd|rd|th)?\b{_NO_YEAR}"),
+    (
+        "date",
+        rf"\b{_NOW_DATE}(?:the\s+)?{_DAY_OF_MONTH}(?:st|nd|rd|th)?\s+(?:of\s+)?{_TITLED_MONTH}(?!\w){_NO_YEAR}",
+    ),
     ("time", rf"\b(?=\d){_NOT_CITED}{_CLOCK}{_TIME_WORD}"),
-    # an hour alone with its a.m. or p.m. ("Current time: 3pm", "3 P.M.")
-    ("time", rf"\b(?=\d){_NOT_CITED}(?:1[0-2]|0?[1-9])\s?[AaPp]\.?[Mm]\b\.?"),
+    # an hour alone with its a.m. or p.m. after a word that says it is the time now ("Current
+    # time: 3pm"): alone it is as often a fixed hour ("open 9am to 5pm") or no time ("Item 3 PM")
+    ("time", rf"\b{_NOW_TIME}(?:1[0-2]|0?[1-9])\s?[AaPp]\.?[Mm]\b\.?"),
     (
         "time",
         rf"(?i)(?:\b(?=[atug]){_CITED_AT}(?:at|time|as of|updated|generated)|@)\s*{_CLOCK}(?![\d\-–:])",
@@ -147,6 +155,7 @@ _SCANNER_SOURCES: dict[str, tuple[str, ...]] = {
         "case word": [("[cCdDmM]", "")],
         "court code": [("[ABCM]", "")],
         "time word": [("[aAtTuUgG@]", "")],
+        "now word": [("[cCdDtT]", "")],
     }.items()
 }
 _STARTS: tuple[str, ...] = (
@@ -172,10 +181,10 @@ _STARTS: tuple[str, ...] = (
     "digit",
     "date word",
     "digit",
-    "date word",
+    "now word",
+    "now word",
     "digit",
-    "digit",
-    "digit",
+    "now word",
     "time word",
     "digit",
     "time word",
