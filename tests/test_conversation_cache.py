@@ -846,3 +846,59 @@ def test_policy_mode_prices_a_turn_after_the_cache_expired_as_written(tmp_path: 
     assert costs[1] < costs[0] and costs[2] < costs[0] and costs[3] > costs[2]
     read = [b.cache_read_input_tokens for b in upstream.bills]
     assert read[1] > 0 and read[2] > 0 and read[3] == 0
+
+
+def test_reads_written_instead_are_priced_by_the_ttl_of_the_mark_that_read_them() -> None:
+    """Every read was priced at the 5-minute write price, a one-hour mark's too (37% under)."""
+    from ctxbudget.gateway.caching import reads_written
+
+    cache = {
+        "read_tokens": 100,
+        "read_1h_tokens": 60,
+        "write_tokens": 10,
+        "write_1h_tokens": 0,
+        "uncached_tokens": 5,
+    }
+    written = reads_written(cache)
+    assert written["read_tokens"] == 0 and written["write_tokens"] == 110 and written["write_1h_tokens"] == 60
+    assert written["uncached_tokens"] == 5 and reads_written({**cache, "read_tokens": 0}) == {
+        **cache,
+        "read_tokens": 0,
+    }
+
+
+def test_a_read_by_a_clients_one_hour_mark_is_predicted_as_such() -> None:
+    from ctxbudget.gateway.caching import ConversationState, cache_turn
+
+    catalog = load_catalog()
+    system = [{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
+
+    def turn(previous: ConversationState | None, question: str) -> Any:
+        body = {
+            "model": MODEL,
+            "max_tokens": 100,
+            "system": system,
+            "messages": [{"role": "user", "content": question}],
+        }
+        counter = catalog.counter_for(MODEL)
+        return cache_turn(
+            body,
+            model=MODEL,
+            spec=catalog.get_model(MODEL),
+            counter=counter,
+            history_cut=None,
+            previous=previous,
+            marks=True,
+        )
+
+    first = turn(None, "Q1")
+    state = ConversationState(
+        None, tuple(first.state["alive"]), tuple(first.state["alive_1h"]), idle_seconds=1200.0
+    )
+    second = turn(state, "Q2")  # 20 minutes on: only the one-hour entry is held
+    assert (
+        second.predicted["read_tokens"] > 0
+        and second.predicted["read_1h_tokens"] == second.predicted["read_tokens"]
+    )
+    gone = turn(ConversationState(None, state.alive, state.alive_1h, idle_seconds=4000.0), "Q2")
+    assert gone.predicted["read_tokens"] == 0

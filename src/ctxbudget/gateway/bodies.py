@@ -118,8 +118,9 @@ def named_session(header: str) -> str:
     different names must never become one session."""
     raw = header.encode("latin-1", errors="replace")
     try:
-        # only HTTP's own blanks around a value are not part of it: Unicode spaces are characters
-        # of the name (`matter-42` and `matter-42\u3000` are two sessions)
+        # only HTTP's own blanks around a value are not part of it: a Unicode space left at an
+        # edge (`matter-42\u3000`) is the name's, and name_problem refuses it (it prints as
+        # `matter-42`); inside a name it is a character of it
         name = raw.decode("utf-8").strip(" \t")
     except UnicodeDecodeError as exc:
         raise InvalidRequestError("is not UTF-8 text", HEADER) from exc

@@ -106,8 +106,12 @@ def cache_turn(
     held_1h = previous.alive_1h if previous and cached else ()
     written_1h = [m.prefix_sha256 for m in reversed(plan.marks) if m.ttl == "1h"]
     state["alive_1h"] = list(dict.fromkeys([*written_1h, *held_1h]))[:MAX_ALIVE]
+    hourly = [m.ttl == "1h" for m in plan.marks]
     predicted = {
         "read_tokens": prediction.read_tokens,
+        "read_1h_tokens": sum(
+            read for (read, _), hour in zip(prediction.per_breakpoint, hourly, strict=False) if hour
+        ),
         "write_tokens": prediction.write_tokens,
         "write_1h_tokens": prediction.write_1h_tokens,
         "uncached_tokens": prediction.uncached_tokens,
@@ -118,11 +122,18 @@ def cache_turn(
 
 def reads_written(cache: Mapping[str, Any]) -> dict[str, Any]:
     """A turn's predicted cache use with its reads written instead (the provider no longer holds
-    what they read): at the one-hour price when the turn writes for an hour, else the 5-minute one."""
+    what they read), each at the write price of the mark it was read by (``read_1h_tokens``: those
+    read by one-hour marks)."""
     read = cache.get("read_tokens")
     if not isinstance(read, int) or read <= 0:
         return dict(cache)
-    out = {**cache, "read_tokens": 0, "write_tokens": int(cache.get("write_tokens", 0)) + read}
-    if int(cache.get("write_1h_tokens", 0)) > 0:
-        out["write_1h_tokens"] = int(cache["write_1h_tokens"]) + read
-    return out
+    hour = cache.get("read_1h_tokens")
+    hour = min(read, hour) if isinstance(hour, int) and hour > 0 else 0
+    written_1h = cache.get("write_1h_tokens")
+    return {
+        **cache,
+        "read_tokens": 0,
+        "read_1h_tokens": 0,
+        "write_tokens": int(cache.get("write_tokens", 0)) + read,
+        "write_1h_tokens": (written_1h if isinstance(written_1h, int) else 0) + hour,
+    }

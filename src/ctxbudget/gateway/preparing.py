@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..assembly import AssemblyResult, Policy, assemble, within_output_cap
-from ..cache import TTL_SECONDS
 from ..catalog.catalog import Catalog
 from ..catalog.values import ModelSpec
 from ..cost import replies_asked, reply_tokens_asked
@@ -387,6 +386,8 @@ class Preparer:
         assembly = result.report.to_dict()
         tools = self._tool_definitions(provider, out, assembly, spec, factor)
         self._check_tool_definitions(provider, tools, policy, ceilings)
+        if previous is not None and idle is None and ceilings:  # reads this process cannot vouch for
+            _check_reads_written(provider, assembly, tools, spec, min(ceilings))
         report = {
             **assembly,
             "cost_usd": tools.cost_usd,
@@ -436,45 +437,31 @@ class Preparer:
     ) -> tuple[dict[str, Any], AssemblyResult]:
         """The client's body counted, and the library's assembly of it after the session's
         previous turn (its report, and the seconds since it was prepared: None where this process
-        did not prepare it); a refusal in the provider's terms. A previous turn of unknown age is
-        taken to have left its cache entries alive, and a ceiling then also holds for the turn
-        assembled with them expired (the provider may no longer hold them: :data:`UNKNOWN_AGE`)."""
+        did not prepare it, and its cache entries are then taken to be alive); a refusal in the
+        provider's terms."""
         assert settings.policy is not None
         output = reply_tokens_asked(body)
         before: dict[str, Any] | None = None
-        ceiling = min(ceilings) if ceilings else None
-
-        def run(idle: float | None) -> AssemblyResult:
-            return assemble(
+        try:
+            before = self._count(provider, body, factor)
+            result = assemble(
                 body,
                 policy=policy,
                 model=model,
                 output_format=provider.name,
                 input_format=provider.name,
                 previous=previous[0],
-                idle_seconds=idle,
+                idle_seconds=previous[1],
                 catalog=self.catalog,
                 safety_factor=factor,
-                cost_ceiling_usd=ceiling,
+                cost_ceiling_usd=min(ceilings) if ceilings else None,
                 expected_output_tokens=min(output, policy.max_output_tokens) if output else None,
                 allow_prefix_change=settings.allow_prefix_change,
             )
-
-        try:
-            before = self._count(provider, body, factor)
-            result = run(previous[1])
         except StoreError:
             raise  # the store, not the request: the route answers 503
         except CtxBudgetError as exc:
             raise _refusal(exc, provider).with_headers(_told_of(before, exc)) from exc
-        unknown_age = previous[0] is not None and previous[1] is None
-        if unknown_age and ceiling is not None and result.report.cache.read_tokens:
-            try:
-                run(TTL_SECONDS["1h"] + 1.0)
-            except CostCeilingExceeded as exc:
-                message = f"ctxbudget: {exc} ({UNKNOWN_AGE}); nothing was sent"
-                refusal = refusal_as(CostCeilingExceeded, provider.name, message)
-                raise refusal.with_headers(_told_of(before, exc)) from exc
         return before, result
 
     def _count(self, provider: Provider, body: Mapping[str, Any], factor: float | None) -> dict[str, Any]:
@@ -533,3 +520,32 @@ def _cut_anything(assembly: Mapping[str, Any]) -> bool:
     items = [i for t in assembly["tiers"] for i in t["items"]]
     items += [i for block in ("ledger", "current_turn") for i in assembly[block]["items"]]
     return any(i["action"] != "kept" for i in items)
+
+
+def _check_reads_written(
+    provider: Provider,
+    assembly: Mapping[str, Any],
+    tools: ToolDefinitions,
+    spec: ModelSpec | None,
+    ceiling: float,
+) -> None:
+    """Refuse an assembled turn whose predicted cache reads, written instead, take it past the
+    ceiling: the session's previous turn was not prepared by this process, so the provider may no
+    longer hold what they read. The turn as sent is priced, its tool definitions included."""
+    cache = assembly.get("cache") or {}
+    if not cache.get("read_tokens") or assembly.get("cost_usd") is None or tools.cost_usd is None:
+        return
+    hour = sum(b["read_tokens"] for b in assembly.get("breakpoints", ()) if b.get("ttl") == "1h")
+    figures = {**cache, "read_1h_tokens": hour}
+    written = estimate_usd(
+        spec, int(assembly["tokens"]), int(assembly["expected_output_tokens"]), reads_written(figures)
+    )
+    if written is None:
+        return
+    cost = written + (tools.cost_usd - float(assembly["cost_usd"]))  # the tool definitions' share
+    if cost > ceiling:
+        message = (
+            f"ctxbudget: estimated cost {usd(cost)} is above the ceiling {usd(ceiling)} per turn "
+            f"({UNKNOWN_AGE}); nothing was sent"
+        )
+        raise refusal_as(CostCeilingExceeded, provider.name, message)
