@@ -902,3 +902,15 @@ def test_a_read_by_a_clients_one_hour_mark_is_predicted_as_such() -> None:
     )
     gone = turn(ConversationState(None, state.alive, state.alive_1h, idle_seconds=4000.0), "Q2")
     assert gone.predicted["read_tokens"] == 0
+
+
+def test_a_responses_items_role_is_part_of_its_prefix() -> None:
+    from ctxbudget.conversation import _prefixes, conversation_blocks
+
+    counter = load_catalog().counter_for("gpt-4o")
+
+    def hashes(role: str) -> list[str]:
+        body = {"model": "gpt-4o", "input": [{"role": role, "content": "ok"}]}
+        return _prefixes("gpt-4o", [b for _, b in conversation_blocks(body)], counter)[0]
+
+    assert hashes("user") != hashes("assistant")

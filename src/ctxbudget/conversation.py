@@ -131,8 +131,9 @@ def _responses_blocks(body: Mapping[str, Any]) -> list[tuple[Where, Mapping[str,
     for i, item in enumerate(items if isinstance(items, list) else []):
         if isinstance(item, Mapping):
             content = item.get("content")
-            if isinstance(content, str):
-                out.append((("input", i), {"type": "input_item", "text": content, "_item": item}))
+            if isinstance(content, str):  # its role hashed with it (a user's "ok" is not an assistant's)
+                block = {"type": "input_item", "text": content, "_item": item, "_role": item.get("role")}
+                out.append((("input", i), block))
             else:  # hashed as the item itself (_hash_block), counted by its parts' rules
                 out.append((("input", i), {"type": "input_item", "_item": item}))
     return out
