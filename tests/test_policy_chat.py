@@ -301,7 +301,7 @@ def test_a_volatile_value_in_a_carried_tool_definition_is_refused() -> None:
     assemble(stamped, policy=POLICY, model="claude-sonnet-4-5", output_format="openai")  # not carried there
 
 
-def _agent_body(task: str, steps: int) -> dict[str, Any]:
+def _tool_loop_body(task: str, steps: int) -> dict[str, Any]:
     messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
     for i in range(steps):
         messages.append(
@@ -328,7 +328,7 @@ def _agent_body(task: str, steps: int) -> dict[str, Any]:
 def test_an_agents_opening_task_is_kept_ahead_of_its_recent_steps() -> None:
     """The rolling tier kept a suffix of the conversation: forty tool steps rolled the task off,
     and the agent went on from "[The conversation so far continues below.]"."""
-    body = _agent_body("TASK: audit the contract for notice clauses.", 40)
+    body = _tool_loop_body("TASK: audit the contract for notice clauses.", 40)
     result = assemble(body, policy=POLICY, model="claude-sonnet-4-5")
     sent = result.request["messages"]
     assert sent[0] == body["messages"][0]  # the task, as it was
@@ -342,6 +342,6 @@ def test_an_agents_opening_task_is_kept_ahead_of_its_recent_steps() -> None:
 
 
 def test_an_opening_message_over_the_rolling_window_rolls_off_as_before() -> None:
-    body = _agent_body("TASK: " + "read this first. " * 6000, 3)
+    body = _tool_loop_body("TASK: " + "read this first. " * 6000, 3)
     result = assemble(body, policy=POLICY, model="claude-sonnet-4-5")
     assert result.request["messages"][0] != body["messages"][0]
