@@ -345,3 +345,12 @@ def test_an_opening_message_over_the_rolling_window_rolls_off_as_before() -> Non
     body = _tool_loop_body("TASK: " + "read this first. " * 6000, 3)
     result = assemble(body, policy=POLICY, model="claude-sonnet-4-5")
     assert result.request["messages"][0] != body["messages"][0]
+
+
+def test_an_opening_task_over_half_the_rolling_window_leaves_it_to_the_recent_steps() -> None:
+    """A task of 2,600 tokens in a 3,000-token window rolled off every recent step, the latest
+    tool result too: it is kept only when it takes at most half the window, as a fit keeps it."""
+    body = _tool_loop_body("TASK: " + "read this first. " * 650, 6)
+    result = assemble(body, policy=POLICY, model="claude-sonnet-4-5")
+    sent = result.request["messages"]
+    assert sent[0] != body["messages"][0] and len(sent) > 2

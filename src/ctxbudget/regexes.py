@@ -115,12 +115,21 @@ def _adjacent(parsed: Any, separated: bool = False, whole: bool = False) -> bool
     match follows it; inside a group or a repeat, always (what follows the group is not seen)."""
     parts = list(_flat(parsed))
     before: set[str] = set()  # what the unbounded repeats that may end right here match
-    joined: set[str] = set()  # the same, through separators (``separated``)
+    # ``separated``: what the repeats before the separators since match, and each separator's
+    # characters; a run of a string the separators can spell, in characters all three match,
+    # joins that repeat with the next one (``\\S+://\\S+`` on ``://://...``)
+    joined: set[str] = set()
+    separators: list[set[str]] = []
     for at, (op, value) in enumerate(parts):
         matched = _unbounded_chars(op, value)
         if matched is not None and matched & before:
             return True
-        if matched is not None and matched & joined and (not whole or _must_match(parts[at + 1 :])):
+        if (
+            matched is not None
+            and matched & joined
+            and all(sep & joined & matched for sep in separators)
+            and (not whole or _must_match(parts[at + 1 :]))
+        ):
             return True
         if op == _sre_c.BRANCH and any(_adjacent(branch, separated) for branch in value[1]):
             return True
@@ -129,13 +138,17 @@ def _adjacent(parsed: Any, separated: bool = False, whole: bool = False) -> bool
         optional = _optional(op, value)
         if matched is not None:
             before = matched | (before if optional else set())
-            joined = matched | (joined if optional else set()) if separated else set()
+            if separated:
+                joined, separators = (matched | joined, separators) if optional else (matched, [])
             continue
         if not optional:  # a part that takes at least one character parts them
             before = set()
         if separated and not optional and op not in _ZERO_WIDTH:
             through = _separator_chars(op, value)
-            joined = joined & through if through is not None else set()
+            if through is None or not joined:
+                joined, separators = set(), []
+            else:
+                separators.append(through)
     return False
 
 
@@ -145,7 +158,7 @@ _ZERO_WIDTH = (_sre_c.AT, _sre_c.ASSERT, _sre_c.ASSERT_NOT)
 def _optional(op: Any, value: Any) -> bool:
     """Whether a part may match no characters (and so cannot fail): a repeat of at least none, or
     alternatives one of which is empty."""
-    return (op in (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT, _sre_c.POSSESSIVE_REPEAT) and value[0] == 0) or (
+    return (op in (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT) and value[0] == 0) or (
         op == _sre_c.BRANCH and any(not list(branch) for branch in value[1])  # (?:\s|)
     )
 

@@ -4,7 +4,8 @@ Recognised: timestamps (ISO 8601, fractional seconds and ``Z`` too, compact ``20
 HTTP/RFC 2822 and ``Tue Sep 16 2026 10:32`` forms), dates (ISO, with en dashes too, US ``09/16/2026``,
 European ``16.09.2026``, ``2026.09.16``, month names either way round, in capitals and in lower
 case too, and ``16-Sep-2026``, ``Sep-16-2026``, ``16SEP2026``, ``2026-Sep-16``, weekday forms, and
-without a year after a word saying it is today's: ``Today is September 16``), clock times (and
+without a year after a word saying it is today's: ``Today is September 16``, ``Date: Sep 16``),
+clock times (and
 ``T10:32:11Z`` alone, and ``Current time: 3pm``), Unix timestamps,
 UUIDs, long hex nonces, request, trace and session ids, and case and docket numbers. A policy adds its own patterns and an allow-list
 (``[volatile]`` in the policy file: regular expressions); a match that overlaps an allowed span is
@@ -40,9 +41,14 @@ _MONTH_NAMES = r"Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July
 _MONTH = rf"(?:{_MONTH_NAMES}|{_MONTH_NAMES.upper()}|{_MONTH_NAMES.lower()})\.?"
 _DAY_OF_MONTH = r"(?:0?[1-9]|[12]\d|3[01])"
 _TITLED_MONTH = rf"(?:{_MONTH_NAMES}|{_MONTH_NAMES.upper()})\.?"
-_NOW_DATE = r"(?:[Tt]oday(?:'s date)?|TODAY|[Cc]urrent date|[Dd]ate today)(?:\s+is)?[:,]?\s+"
-_NOW_TIME = r"(?:[Cc]urrent time|[Tt]ime now|[Tt]he time|TIME|[Tt]ime)(?:\s+is)?\s*[:,]?\s*"
-_NO_YEAR = r"(?![,.]?\s*(?:19|20)\d{2}\b)"  # with its year, the dated patterns above report it
+_NOW_DATE = (  # a word that says the date is today's: today, current date, date, as of, updated
+    r"(?:(?i:today(?:['\u2019]s date)?|current date|date today|date|as of|updated|last updated))"
+    r"(?:\s+is\s+|\s*:\s*|\s+)"
+)
+_NOW_TIME = (  # a word that says the hour is now's (a bare "time" is as often a fixed one: "Start time: 9am")
+    r"(?:(?i:current time|time now|the time is|time is now))(?:\s+is\s+|\s*:\s*|\s+)"
+)
+_NO_YEAR = r"(?!,?\s*(?:19|20)\d{2}\b)"  # with its year, the dated patterns above report it
 _DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*\.?,?"
 _YEAR = r"(?:19|20)\d{2}"
 _CLOCK = r"(?:[01]?\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:\.\d+)?)?"
@@ -73,7 +79,7 @@ _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
         "request or session id",
         (
             r"(?i)\b(?:x-)?(?:request|req|session|sess|trace|span|run|correlation|conversation|message|msg)"
-            r"[ _-]?id\b\s*[:=#]?\s*[\w.-]{0,64}?\d" + _ID_TAIL
+            r"[ _-]?id\b(?:\s*[:=#])?\s*[\w.-]{0,64}?\d" + _ID_TAIL
         ),
     ),
     (
@@ -155,7 +161,7 @@ _SCANNER_SOURCES: dict[str, tuple[str, ...]] = {
         "case word": [("[cCdDmM]", "")],
         "court code": [("[ABCM]", "")],
         "time word": [("[aAtTuUgG@]", "")],
-        "now word": [("[cCdDtT]", "")],
+        "now word": [("[aAcCdDtTuUlL]", "")],
     }.items()
 }
 _STARTS: tuple[str, ...] = (

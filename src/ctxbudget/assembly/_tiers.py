@@ -348,8 +348,9 @@ def _rolling(tier: Tier, items: list[ContextItem], counter: TokenCounter, target
     """The most recent raw turns that fit ``target`` raw tokens (the ledger is Block 3, selected by
     :func:`select_ledger`): a suffix of the conversation, so it ends at the first turn, newest
     first, that does not fit, and each turn dropped is told which reason is its own. A chat body's
-    opening user message (an agent's task) is kept ahead of them when it fits, as a fit keeps a
-    history's first message: it was rolled off first, and the agent went on without its task."""
+    opening user message (an agent's task) is kept ahead of them when it takes at most half the
+    window, as a fit keeps a history's first message: it was rolled off first, and the agent went
+    on without its task."""
     cost = counter.raw
     items = [i for i in items if i.kind != "ledger"]
     units = _units(items)
@@ -357,7 +358,9 @@ def _rolling(tier: Tier, items: list[ContextItem], counter: TokenCounter, target
     def unit_cost(unit: list[ContextItem]) -> int:
         return sum(cost(i.text) + MESSAGE_FRAMING_TOKENS for i in unit)
 
-    opening = units[0] if units and _opens_a_chat(units[0]) and unit_cost(units[0]) <= target else None
+    # at most half the window, as a fit keeps a history's first message: a task of 2,600 tokens in
+    # a 3,000-token window rolled off every recent step, the latest tool result too
+    opening = units[0] if units and _opens_a_chat(units[0]) and unit_cost(units[0]) <= target // 2 else None
     keep: list[list[ContextItem]] = []
     used = unit_cost(opening) if opening else 0
     stopped: tuple[list[ContextItem], int] | None = None  # the turn that did not fit, and its cost
