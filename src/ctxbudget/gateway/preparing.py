@@ -542,7 +542,7 @@ def _check_reads_written(
     )
     if written is None:
         return
-    cost = written + (tools.cost_usd - float(assembly["cost_usd"]))  # the tool definitions' share
+    cost = round(written + (tools.cost_usd - float(assembly["cost_usd"])), 6)  # as the library rounds it
     if cost > ceiling:
         message = (
             f"ctxbudget: estimated cost {usd(cost)} is above the ceiling {usd(ceiling)} per turn "
