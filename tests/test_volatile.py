@@ -178,6 +178,8 @@ LEGITIMATE = [
     "Meetings are held at 2 p.m. on Tuesdays.",
     "Sept 16th",
     "Start time: 9am",
+    "Due date: April 15",
+    "Effective date June 1 of each year",
     "Closing time 5pm",
     "Time 10 AM slot",
     "as of today, April 15 is the deadline",

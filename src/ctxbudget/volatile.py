@@ -41,9 +41,10 @@ _MONTH_NAMES = r"Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July
 _MONTH = rf"(?:{_MONTH_NAMES}|{_MONTH_NAMES.upper()}|{_MONTH_NAMES.lower()})\.?"
 _DAY_OF_MONTH = r"(?:0?[1-9]|[12]\d|3[01])"
 _TITLED_MONTH = rf"(?:{_MONTH_NAMES}|{_MONTH_NAMES.upper()})\.?"
-_NOW_DATE = (  # a word that says the date is today's: today, current date, date, as of, updated
-    r"(?:(?i:today(?:['\u2019]s date)?|current date|date today|date|as of|updated|last updated))"
-    r"(?:\s+is\s+|\s*:\s*|\s+)"
+_NOW_DATE = (  # a word that says the date is today's: today, current date, as of, updated, or a
+    # "Date:" header opening a line ("Due date: April 15" is a fixed one)
+    r"(?:(?i:today(?:['\u2019]s date)?|current date|date today|as of|updated|last updated)"
+    r"(?:\s+is\s+|\s*:\s*|\s+)|(?m:^)(?:Date|DATE)\s*:\s*)"
 )
 _NOW_TIME = (  # a word that says the hour is now's (a bare "time" is as often a fixed one: "Start time: 9am")
     r"(?:(?i:current time|time now|the time is|time is now))(?:\s+is\s+|\s*:\s*|\s+)"
