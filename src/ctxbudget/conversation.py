@@ -140,11 +140,9 @@ def _responses_blocks(body: Mapping[str, Any]) -> list[tuple[Where, Mapping[str,
 
 
 def _block_text(block: Mapping[str, Any]) -> str:
-    """What a block is counted by: a text block's text, any other block's JSON."""
-    if block.get("type") == "text" or (block.get("type") == "input_item" and "text" in block):
-        return str(block.get("text", ""))
-    if block.get("type") == "input_item":
-        return json.dumps(block["_item"], ensure_ascii=False, sort_keys=True)
+    """What a block no other rule of :func:`count_block` counts (a tool definition) is counted by:
+    its JSON (message content and Responses items are counted by their own rules, and prefixes
+    are hashed by :func:`_hash_block`)."""
     return json.dumps({k: v for k, v in block.items() if k not in _NOT_SENT}, sort_keys=True)
 
 
