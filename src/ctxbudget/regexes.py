@@ -192,9 +192,7 @@ def _single_chars(op: Any, value: Any) -> set[str] | None:
         if value[1] == _sre_c.MAXREPEAT or len(body) != 1:
             return None
         op, value = body[0]
-    if op not in (_sre_c.LITERAL, _sre_c.NOT_LITERAL, _sre_c.ANY, _sre_c.IN):
-        return None
-    return {c for c in _PROBES if _matches(op, value, c)}
+    return _matcher_chars(op, value)
 
 
 def _flat(parsed: Any) -> Any:
@@ -214,9 +212,11 @@ def _unbounded_chars(op: Any, value: Any) -> set[str] | None:
     if op not in (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT) or value[1] != _sre_c.MAXREPEAT:
         return None
     body = list(value[2])
-    if len(body) != 1:
-        return None
-    kind, arg = body[0]
+    return _matcher_chars(*body[0]) if len(body) == 1 else None
+
+
+def _matcher_chars(kind: Any, arg: Any) -> set[str] | None:
+    """The probe characters a one-character matcher matches (None for anything else)."""
     if kind not in (_sre_c.LITERAL, _sre_c.NOT_LITERAL, _sre_c.ANY, _sre_c.IN):
         return None
     return {c for c in _PROBES if _matches(kind, arg, c)}

@@ -5,11 +5,10 @@ HTTP/RFC 2822 and ``Tue Sep 16 2026 10:32`` forms), dates (ISO, with en dashes t
 European ``16.09.2026``, ``2026.09.16``, month names either way round, in capitals and in lower
 case too, and ``16-Sep-2026``, ``Sep-16-2026``, ``16SEP2026``, ``2026-Sep-16``, weekday forms, and
 without a year after a word saying it is today's: ``Today is September 16``, ``Date: Sep 16``),
-clock times (and
-``T10:32:11Z`` alone, and ``Current time: 3pm``), Unix timestamps,
-UUIDs, long hex nonces, request, trace and session ids, and case and docket numbers. A policy adds its own patterns and an allow-list
-(``[volatile]`` in the policy file: regular expressions); a match that overlaps an allowed span is
-not reported.
+clock times (and ``T10:32:11Z`` alone, and ``Current time: 3pm``), Unix timestamps, UUIDs, long
+hex nonces, request, trace and session ids, and case and docket numbers. A policy adds its own
+patterns and an allow-list (``[volatile]`` in the policy file: regular expressions); a match that
+overlaps an allowed span is not reported.
 
 Clock times and ``page:line`` citations share a shape (``10:32``, ``47:12``). A bare ``H:MM`` is
 a time when its hour is at most 23 and its minutes are over 28 (a transcript page has 25 lines,
