@@ -543,9 +543,6 @@ def _check_reads_written(
     if written is None:
         return
     cost = round(written + (tools.cost_usd - float(assembly["cost_usd"])), 6)  # as the library rounds it
-    if cost > ceiling:
-        message = (
-            f"ctxbudget: estimated cost {usd(cost)} is above the ceiling {usd(ceiling)} per turn "
-            f"({UNKNOWN_AGE}); nothing was sent"
-        )
-        raise refusal_as(CostCeilingExceeded, provider.name, message)
+    refusal = ceiling_refusal(str(assembly["model"]), provider.name, cost, ceiling, UNKNOWN_AGE)
+    if refusal is not None:
+        raise refusal
