@@ -339,14 +339,23 @@ def bundled_text() -> str:
         return (importlib.resources.files("ctxbudget.catalog") / "models.json").read_text("utf-8")
 
 
+def bundled_document() -> dict[str, Any]:
+    """The bundled catalog document, its models read on use: by its index when the package is a
+    folder (:func:`~.bundled.read_bundled`), else from the text read whole."""
+    from .bundled import read_bundled, read_document
+
+    here = Path(__file__)
+    document = read_bundled(here.with_name("models.json"), here.with_name("models.index.json"))
+    return document if document is not None else read_document(bundled_text())
+
+
 def bundled_catalog() -> Catalog:
     """The catalog shipped with ctxbudget, loaded once (validated by the test suite, not here)."""
     global _BUNDLED
     if _BUNDLED is None:
-        from .bundled import read_document
         from .files import build_catalog
 
-        _BUNDLED = build_catalog(read_document(bundled_text()), "bundled catalog models.json")
+        _BUNDLED = build_catalog(bundled_document(), "bundled catalog models.json")
     return _BUNDLED
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from ..errors import ConfigError, unreadable_file
 from ..formats.jsonvalue import RepeatedKey, unique_keys
 from ..tokens.registry import list_encodings
-from .bundled import entry_heads, read_document
+from .bundled import entry_heads
 from .catalog import Catalog
 from .entries import ModelEntries
 from .matching import ANY_IDS, compile_clause
@@ -227,9 +227,9 @@ def _bundled_tables() -> tuple[Mapping[str, Mapping[str, Any]], list[Mapping[str
     """The bundled catalog's named tokenizers (``o200k_exact``, ``claude_estimate``, ...), which
     a user catalog's entries may name, and its families, which a user entry with no tokenizer of
     its own falls in (``gemini-house`` counts as Gemini, not at the default estimate)."""
-    from .catalog import bundled_text
+    from .catalog import bundled_document
 
-    document = read_document(bundled_text())
+    document = bundled_document()
     return document.get("tokenizers") or {}, list(document.get("families") or [])
 
 
