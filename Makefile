@@ -69,6 +69,7 @@ catalog: $(STAMP)
 	mkdir -p build/litellm
 	$(BIN)/python -m pip download -q --no-deps --only-binary=:all: -d build/litellm 'litellm==$(LITELLM_VERSION)'
 	$(BIN)/python scripts/gen_catalog.py build/litellm/litellm-$(LITELLM_VERSION)-*.whl
+	$(BIN)/python scripts/index_catalog.py
 
 clean:
 	rm -rf $(VENV) build .mypy_cache .pytest_cache .ruff_cache

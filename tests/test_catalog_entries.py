@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from ctxbudget.catalog.bundled import EntryHead, LazyEntries, entry_heads, read_document
-from ctxbudget.catalog.catalog import Catalog, bundled_text
+from ctxbudget.catalog.bundled import (
+    EntryHead,
+    LazyEntries,
+    entry_heads,
+    index_of,
+    read_bundled,
+    read_document,
+)
+from ctxbudget.catalog.catalog import Catalog, bundled_document, bundled_text
 from ctxbudget.catalog.entries import ModelEntries, SpecsById
 from ctxbudget.catalog.files import build_catalog
 from ctxbudget.catalog.values import NO_CACHE, ModelSpec, TokenizerSpec
+from ctxbudget.errors import ConfigError
 
 TOKENIZER = TokenizerSpec(encoding="o200k_base", exact=True, safety_factor=1.0)
 
@@ -128,15 +137,17 @@ def _document(models: list[dict[str, object]]) -> dict[str, object]:
     return {"schema_version": 1, "tokenizers": {}, "models": models}
 
 
-def _generated(document: dict[str, object], ordered: bool = True) -> str:
+def _generated(document: dict[str, object], ordered: bool = True, ensure_ascii: bool = True) -> str:
     """The layout scripts/gen_catalog.py writes: one entry a line, the models last, and (when
     ``ordered``) each entry's id, provider, aliases and match first."""
     first = ("id", "provider", "aliases", "match")
     models: list[dict[str, object]] = document["models"]  # type: ignore[assignment]
     if ordered:
         models = [{**{k: m[k] for k in first if k in m}, **m} for m in models]
-    head = json.dumps({k: v for k, v in document.items() if k != "models"}, indent=1)[:-2]
-    lines = [json.dumps(m, separators=(",", ":")) for m in models]
+    head = json.dumps(
+        {k: v for k, v in document.items() if k != "models"}, indent=1, ensure_ascii=ensure_ascii
+    )[:-2]
+    lines = [json.dumps(m, separators=(",", ":"), ensure_ascii=ensure_ascii) for m in models]
     return head + ',\n "models": [\n' + ",\n".join(lines) + "\n ]\n}\n"
 
 
@@ -188,3 +199,70 @@ def test_a_broken_document_is_json_s_error() -> None:
     text = _generated(_document([MODEL])).replace('"m"', '"m', 1)
     with pytest.raises(json.JSONDecodeError):
         read_document(text)
+
+
+CATALOG = Path(__file__).resolve().parent.parent / "src" / "ctxbudget" / "catalog"
+
+
+def test_the_shipped_index_describes_the_shipped_file() -> None:
+    """models.index.json is what scripts/index_catalog.py writes for models.json (run it after a
+    change to models.json)."""
+    shipped = json.loads((CATALOG / "models.index.json").read_bytes())
+    assert shipped == index_of((CATALOG / "models.json").read_bytes())
+
+
+def test_the_bundled_document_read_by_its_index_is_the_whole_document() -> None:
+    whole = json.loads(bundled_text())
+    read = bundled_document()
+    assert isinstance(read["models"], LazyEntries)
+    assert {k: v for k, v in read.items() if k != "models"} == {
+        k: v for k, v in whole.items() if k != "models"
+    }
+    assert list(read["models"]) == whole["models"]
+    expected = [EntryHead(e["id"], e["provider"], e.get("aliases"), e.get("match")) for e in whole["models"]]
+    assert list(entry_heads(read["models"])) == expected
+
+
+def _written(folder: Path, models: list[dict[str, object]]) -> tuple[Path, Path]:
+    document = {**_document(models), "aliases": [{"alias": "x", "target": "m"}]}
+    text = _generated(document, ensure_ascii=False)  # as scripts/gen_catalog.py writes it
+    (folder / "models.json").write_text(text, "utf-8")
+    (folder / "models.index.json").write_text(json.dumps(index_of(text.encode("utf-8"))), "utf-8")
+    return folder / "models.json", folder / "models.index.json"
+
+
+def test_an_index_reads_entries_beyond_ascii_from_their_lines(tmp_path: Path) -> None:
+    models = [{**MODEL, "id": "m\u00e9\u4e2d", "note": "\u00e9" * 50}, {**MODEL, "id": "n", "aliases": ["a"]}]
+    document = read_bundled(*_written(tmp_path, models))
+    assert document is not None
+    assert document["aliases"] == [{"alias": "x", "target": "m"}]
+    assert list(reversed(document["models"])) == list(reversed(models))  # each line found by its offset
+    assert build_catalog(document, "t").resolve_window("a").context_window == 10
+
+
+def test_an_index_of_another_file_is_not_used(tmp_path: Path) -> None:
+    models_path, index_path = _written(tmp_path, [MODEL])
+    models_path.write_text(
+        models_path.read_text("utf-8").replace('"context_window":10', '"context_window":100')
+    )
+    assert read_bundled(models_path, index_path) is None  # the size changed: the text is read whole
+    index_path.write_text("{not json", "utf-8")
+    assert read_bundled(models_path, index_path) is None
+    index_path.unlink()
+    assert read_bundled(models_path, index_path) is None
+
+
+def test_a_file_changed_in_place_under_its_index_is_an_error(tmp_path: Path) -> None:
+    models_path, index_path = _written(tmp_path, [MODEL, {**MODEL, "id": "n"}])
+    text = models_path.read_text("utf-8")
+    models_path.write_text(text.replace('{"id":"m"', '{"id":"q"'), "utf-8")  # the same size
+    document = read_bundled(models_path, index_path)
+    assert document is not None
+    assert document["models"][1]["id"] == "n"
+    with pytest.raises(ConfigError, match="does not match its index at model 'm'"):
+        document["models"][0]
+
+
+def test_a_document_not_in_the_generated_layout_has_no_index() -> None:
+    with pytest.raises(ValueError, match="generated layout"):
+        index_of(json.dumps(_document([MODEL])).encode("utf-8"))
