@@ -248,6 +248,13 @@ def test_an_index_of_another_file_is_not_used(tmp_path: Path) -> None:
     assert read_bundled(models_path, index_path) is None  # the size changed: the text is read whole
     index_path.write_text("{not json", "utf-8")
     assert read_bundled(models_path, index_path) is None
+    size = models_path.stat().st_size
+    for shape in ({"head": [], "models": []}, {"head": {}, "models": 5}, {"head": {}, "models": [5]}):
+        index_path.write_text(json.dumps({"format": 1, "bytes": size, **shape}), "utf-8")
+        assert read_bundled(models_path, index_path) is None  # not an index's shape
+    for row in (["m", "p", None, None], ["m", "p", None, None, "0"]):
+        index_path.write_text(json.dumps({"format": 1, "bytes": size, "head": {}, "models": [row]}), "utf-8")
+        assert read_bundled(models_path, index_path) is None
     index_path.unlink()
     assert read_bundled(models_path, index_path) is None
 

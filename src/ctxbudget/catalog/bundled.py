@@ -191,10 +191,14 @@ def read_bundled(models: Path, index: Path) -> dict[str, Any] | None:
         return None
     if not isinstance(found, dict) or found.get("format") != INDEX_FORMAT or found.get("bytes") != size:
         return None
-    rows = found["models"]
+    head, rows = found.get("head"), found.get("models")
+    if not isinstance(head, dict) or "models" in head or not isinstance(rows, list):
+        return None
+    if not all(isinstance(row, list) and len(row) == 5 and isinstance(row[4], int) for row in rows):
+        return None
     heads = [EntryHead(row[0], row[1], row[2], row[3]) for row in rows]
     offsets = [row[4] for row in rows]
-    return {**found["head"], "models": LazyEntries(_LineReader(models, heads, offsets), heads)}
+    return {**head, "models": LazyEntries(_LineReader(models, heads, offsets), heads)}
 
 
 class _LineReader:
