@@ -7,6 +7,7 @@ import pytest
 
 from ctxbudget import ConfigError, load_catalog
 from ctxbudget.catalog.catalog import FLOOR_WINDOW_TOKENS, bundled_catalog, bundled_text, parse_catalog
+from ctxbudget.catalog.files import check_rules
 from ctxbudget.catalog.schema import CatalogFile
 from ctxbudget.errors import UnknownModelError
 
@@ -234,6 +235,12 @@ def test_a_blank_model_id_is_a_config_error_even_with_the_floor(blank: str) -> N
 def test_a_bad_explicit_window_is_a_config_error(bad: object) -> None:
     with pytest.raises(ConfigError, match="max_context_tokens"):
         bundled_catalog().resolve_window("gpt-4o", bad)  # type: ignore[arg-type]
+
+
+def test_every_bundled_match_rule_passes_the_checks_a_user_catalog_s_rules_pass() -> None:
+    """A catalog compiles its rules without the slow-pattern check (run when its file is read):
+    the bundled file's rules are held to it here."""
+    check_rules(json.loads(bundled_text()), "bundled")
 
 
 def test_bundled_catalog_validates_and_every_value_has_a_source() -> None:

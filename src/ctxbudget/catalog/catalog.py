@@ -102,9 +102,10 @@ class Catalog:
                 return provider
         return None
 
+    # A catalog's rules were checked for slow patterns when its file was read (``checked``).
     @cached_property
     def _owner_rules(self) -> Sequence[tuple[str, Callable[[str], bool]]]:
-        return [(p, compile_clause(c, f"providers.{p}.model_match")) for p, c in self.owners]
+        return [(p, compile_clause(c, f"providers.{p}.model_match", checked=True)) for p, c in self.owners]
 
     @cached_property
     def _compiled(self) -> Sequence[Matcher]:
@@ -113,7 +114,7 @@ class Catalog:
             Matcher(
                 key[0],
                 functools.partial(self.models.__getitem__, by_key[key]),
-                compile_clause(clause, f"{key[0]}/{key[1]}.match"),
+                compile_clause(clause, f"{key[0]}/{key[1]}.match", checked=True),
             )
             for key, clause in self.matches.items()
             if key in by_key
