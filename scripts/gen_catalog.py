@@ -630,7 +630,7 @@ def main() -> None:
             f"{args.litellm_wheel.name} is not litellm {facts_version} (catalog_facts.toml's litellm_version)"
         )
     document = build(args.litellm_wheel)
-    OUT.write_text(dump(document), "utf-8")
+    OUT.write_text(dump(document), "utf-8", newline="")  # LF on every system: the index reads its bytes
     print(f"wrote {len(document['models'])} models to {OUT.relative_to(ROOT)}")
 
 

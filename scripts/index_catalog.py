@@ -23,7 +23,7 @@ def write_index(folder: Path = CATALOG) -> Path:
     """Write ``models.index.json`` beside ``models.json`` in ``folder``; the index's path."""
     index = index_of((folder / "models.json").read_bytes())
     out = folder / "models.index.json"
-    out.write_text(json.dumps(index, ensure_ascii=False, separators=(",", ":")) + "\n", "utf-8")
+    out.write_text(json.dumps(index, ensure_ascii=False, separators=(",", ":")) + "\n", "utf-8", newline="")
     return out
 
 

@@ -209,12 +209,14 @@ def test_the_shipped_index_describes_the_shipped_file() -> None:
     change to models.json)."""
     shipped = json.loads((CATALOG / "models.index.json").read_bytes())
     assert shipped == index_of((CATALOG / "models.json").read_bytes())
+    assert read_bundled(CATALOG / "models.json", CATALOG / "models.index.json") is not None  # used
 
 
 def test_the_bundled_document_read_by_its_index_is_the_whole_document() -> None:
     whole = json.loads(bundled_text())
     read = bundled_document()
     assert isinstance(read["models"], LazyEntries)
+    assert type(read["models"]._read).__name__ == "_LineReader"  # read by the index, not the text
     assert {k: v for k, v in read.items() if k != "models"} == {
         k: v for k, v in whole.items() if k != "models"
     }
@@ -241,28 +243,44 @@ def test_an_index_reads_entries_beyond_ascii_from_their_lines(tmp_path: Path) ->
 
 
 def test_an_index_of_another_file_is_not_used(tmp_path: Path) -> None:
-    models_path, index_path = _written(tmp_path, [MODEL])
-    models_path.write_text(
-        models_path.read_text("utf-8").replace('"context_window":10', '"context_window":100')
-    )
-    assert read_bundled(models_path, index_path) is None  # the size changed: the text is read whole
-    index_path.write_text("{not json", "utf-8")
-    assert read_bundled(models_path, index_path) is None
-    size = models_path.stat().st_size
-    for shape in ({"head": [], "models": []}, {"head": {}, "models": 5}, {"head": {}, "models": [5]}):
-        index_path.write_text(json.dumps({"format": 1, "bytes": size, **shape}), "utf-8")
-        assert read_bundled(models_path, index_path) is None  # not an index's shape
-    for row in (["m", "p", None, None], ["m", "p", None, None, "0"]):
-        index_path.write_text(json.dumps({"format": 1, "bytes": size, "head": {}, "models": [row]}), "utf-8")
+    models_path, index_path = _written(tmp_path, [MODEL, {**MODEL, "id": "n", "aliases": ["ab"]}])
+    text = models_path.read_text("utf-8")
+    models_path.write_text(text.replace('"context_window":10', '"context_window":100', 1), "utf-8")
+    assert read_bundled(models_path, index_path) is None  # the length changed: the text is read whole
+    models_path.write_text(text.replace('"ab"', '"cd"'), "utf-8")  # the same length
+    assert read_bundled(models_path, index_path) is None  # the CRC-32 changed
+    models_path.write_text(text, "utf-8")
+    index = json.loads(index_path.read_text("utf-8"))
+    for changed in (
+        {"head": []},
+        {"models": 5},
+        {"models": [5, 5]},
+        {"models": [["m", "p", None, None], ["n", "p", ["ab"], None]]},
+        {"models": [["m", "p", None, None, "0"], ["n", "p", ["ab"], None, 0]]},
+        {"format": 2},
+    ):
+        index_path.write_text(json.dumps({**index, **changed}), "utf-8")
+        assert read_bundled(models_path, index_path) is None  # not an index of this file's shape
+    for broken in ("{not json", "[" * 100_000 + "]" * 100_000):
+        index_path.write_text(broken, "utf-8")
         assert read_bundled(models_path, index_path) is None
     index_path.unlink()
     assert read_bundled(models_path, index_path) is None
 
 
-def test_a_file_changed_in_place_under_its_index_is_an_error(tmp_path: Path) -> None:
+def test_a_file_replaced_after_it_was_read_does_not_change_what_is_read(tmp_path: Path) -> None:
     models_path, index_path = _written(tmp_path, [MODEL, {**MODEL, "id": "n"}])
-    text = models_path.read_text("utf-8")
-    models_path.write_text(text.replace('{"id":"m"', '{"id":"q"'), "utf-8")  # the same size
+    document = read_bundled(models_path, index_path)
+    assert document is not None
+    models_path.write_text("\n" + models_path.read_text("utf-8"), "utf-8")  # a package upgraded
+    assert [m["id"] for m in document["models"]] == ["m", "n"]
+
+
+def test_an_index_whose_offsets_do_not_name_its_models_lines_is_an_error(tmp_path: Path) -> None:
+    models_path, index_path = _written(tmp_path, [MODEL, {**MODEL, "id": "n"}])
+    index = json.loads(index_path.read_text("utf-8"))
+    index["models"][0][4] = index["models"][1][4]  # model m's offset names n's line
+    index_path.write_text(json.dumps(index), "utf-8")
     document = read_bundled(models_path, index_path)
     assert document is not None
     assert document["models"][1]["id"] == "n"

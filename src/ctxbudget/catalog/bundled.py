@@ -16,9 +16,9 @@ checks that the shipped file reads as ``json.loads`` reads it.
 The bundled file also has an index beside it, ``models.index.json`` (written by
 ``scripts/index_catalog.py``, which ``make catalog`` runs): the document's other keys, each entry's
 head and the byte offset of its line. :func:`read_bundled` reads that (about 0.4 ms) and an entry's
-line from ``models.json`` when its model is first built, instead of decoding the 800 kB text and
-finding every line's head (about 3 ms of a process's first fit or count). An index that does not
-describe the file beside it (its size differs) is not used.
+line from ``models.json``'s bytes when its model is first built, instead of decoding the 800 kB
+text and finding every line's head (about 3 ms of a process's first fit or count). An index that
+does not describe the file beside it (its length or CRC-32 differs) is not used.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, overload
@@ -154,8 +155,8 @@ def _aliases(listed: str) -> list[str]:
 
 def index_of(data: bytes) -> dict[str, Any]:
     """The index of a catalog document in the generated layout (``data``, its UTF-8 bytes): the
-    document's other keys, and each model's id, provider, aliases, match rule and the byte offset
-    of its line. ``ValueError`` for a document not in that layout."""
+    bytes' length and CRC-32, the document's other keys, and each model's id, provider, aliases,
+    match rule and the byte offset of its line. ``ValueError`` for a document not in that layout."""
     text = data.decode("utf-8")
     whole = json.loads(text)
     document = read_document(text)
@@ -171,7 +172,13 @@ def index_of(data: bytes) -> dict[str, Any]:
             raise ValueError(f"model {entry.get('id')!r} is not on its own line")
         rows.append([entry["id"], entry["provider"], entry.get("aliases"), entry.get("match"), offset])
     head = {k: v for k, v in whole.items() if k != "models"}
-    return {"format": INDEX_FORMAT, "bytes": len(data), "head": head, "models": rows}
+    return {
+        "format": INDEX_FORMAT,
+        "bytes": len(data),
+        "crc32": zlib.crc32(data),
+        "head": head,
+        "models": rows,
+    }
 
 
 def _line_at(data: bytes, offset: int) -> Any:
@@ -183,13 +190,17 @@ def _line_at(data: bytes, offset: int) -> Any:
 def read_bundled(models: Path, index: Path) -> dict[str, Any] | None:
     """The document of the file ``models`` by the index ``index`` describes it with (see the
     module docstring), its entries read from their lines when first used; None when the index is
-    missing, of another format, or for a file of another size (then the text is read whole)."""
+    missing, broken, of another format, or of other bytes (their length or CRC-32: 0.1 ms), and
+    then the text is read whole. The file's bytes are read here, once: a file replaced later (a
+    package upgraded under a running gateway) does not change what this process reads."""
     try:
         found = json.loads(index.read_bytes())
-        size = models.stat().st_size
-    except (OSError, ValueError):
+        data = models.read_bytes()
+    except (OSError, ValueError, RecursionError):
         return None
-    if not isinstance(found, dict) or found.get("format") != INDEX_FORMAT or found.get("bytes") != size:
+    if not isinstance(found, dict) or found.get("format") != INDEX_FORMAT:
+        return None
+    if found.get("bytes") != len(data) or found.get("crc32") != zlib.crc32(data):
         return None
     head, rows = found.get("head"), found.get("models")
     if not isinstance(head, dict) or "models" in head or not isinstance(rows, list):
@@ -198,31 +209,28 @@ def read_bundled(models: Path, index: Path) -> dict[str, Any] | None:
         return None
     heads = [EntryHead(row[0], row[1], row[2], row[3]) for row in rows]
     offsets = [row[4] for row in rows]
-    return {**head, "models": LazyEntries(_LineReader(models, heads, offsets), heads)}
+    return {**head, "models": LazyEntries(_LineReader(models, data, heads, offsets), heads)}
 
 
 class _LineReader:
-    """Reads the entry of a position from its line of the file (``read_bundled``); the file's bytes
-    are read once, on the first entry's read (0.1 ms: they are not decoded as a whole)."""
+    """Reads the entry of a position from its line of the file's bytes (``read_bundled``)."""
 
-    def __init__(self, path: Path, heads: Sequence[EntryHead], offsets: Sequence[int]) -> None:
+    def __init__(self, path: Path, data: bytes, heads: Sequence[EntryHead], offsets: Sequence[int]) -> None:
         self._path = path
+        self._data = data
         self._heads = heads
         self._offsets = offsets
-        self._data: bytes | None = None
 
     def __call__(self, position: int) -> Mapping[str, Any]:
         head = self._heads[position]
         try:
-            if self._data is None:  # two threads may both read it: the same bytes
-                self._data = self._path.read_bytes()
             entry = _line_at(self._data, self._offsets[position])
-        except (OSError, ValueError):
+        except (ValueError, RecursionError):
             entry = None
         if not isinstance(entry, dict) or (entry.get("id"), entry.get("provider")) != head[:2]:
             raise ConfigError(
                 f"the bundled catalog {self._path} does not match its index at model {head.id!r}: "
-                "the file was changed after the index was written (python scripts/index_catalog.py "
-                "writes it again; a reinstall restores both)"
+                "an index written by hand? (python scripts/index_catalog.py writes it again; a "
+                "reinstall restores both)"
             )
         return entry
