@@ -354,9 +354,13 @@ def bundled_catalog() -> Catalog:
     """The catalog shipped with ctxbudget, loaded once (validated by the test suite, not here)."""
     global _BUNDLED
     if _BUNDLED is None:
+        from ..gcpause import collector_paused
         from .files import build_catalog
 
-        _BUNDLED = build_catalog(bundled_document(), "bundled catalog models.json")
+        # It lives as long as the process: the collector would only traverse it and whatever the
+        # caller holds, find nothing, and go on (a 2,000-message history's first fit: 27.0 -> 26.0 ms).
+        with collector_paused():
+            _BUNDLED = build_catalog(bundled_document(), "bundled catalog models.json")
     return _BUNDLED
 
 
