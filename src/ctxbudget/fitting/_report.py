@@ -188,31 +188,33 @@ def build_report(ctx: FitContext, fitted: Fitted) -> FitReport:
 def _item_reports(ctx: FitContext, plan: Plan) -> tuple[ItemReport, ...]:
     """Each item's decision with its tokens before and after (scaled as reported)."""
     reports = []
-    measured, scale, decisions, kept, line = (
-        ctx.measured,
-        ctx.counter.scale,
-        plan.decisions,
-        _KEPT,
-        ItemReport.of,
-    )
-    for item in ctx.items:  # a line per item of a long history: names bound once, outside the loop
+    counter = ctx.counter
+    # a line per item of a long history: names bound once, outside the loop (an exact count is
+    # reported unscaled: no call for it)
+    scale = None if counter.exact or counter.safety_factor == 1.0 else counter.scale
+    at_least, counted = ctx.measured.at_least, ctx.measured.counted
+    decisions, kept, line, gone = plan.decisions, _KEPT, ItemReport.of, _GONE
+    for item in ctx.items:
         key = item.key
         decision = decisions.get(key) or kept
         # first: it may count the item; a dropped item costs nothing after (most of a long history:
         # read here, without the call)
         after = (
-            0 if decision.action in _GONE and decision.tokens is None else tokens_after(ctx, item, decision)
+            0 if decision.action in gone and decision.tokens is None else tokens_after(ctx, item, decision)
         )
+        before = at_least(key)
+        if scale is not None:
+            before, after = scale(before), scale(after)
         reports.append(
             line(
                 item.component,
                 item.index,
                 item.path,
                 decision.action,
-                scale(measured.at_least(key)),
-                scale(after),
+                before,
+                after,
                 decision.reason,
-                measured.counted(key),
+                counted(key),
             )
         )
     return tuple(reports)
