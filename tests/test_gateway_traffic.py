@@ -758,6 +758,14 @@ def test_the_one_million_context_beta_widens_a_claude_window(stack: tuple[FakeUp
     beta = {"x-api-key": "k", "anthropic-beta": "context-1m-2025-08-07"}
     wide = httpx.post(url + "/v1/messages", json=body, headers=beta)
     assert wide.headers["x-ctxbudget-trimmed"] == "false"
+    # the window is the beta's, not one the client gave over the model's: nothing to warn of
+    assert "x-ctxbudget-warnings" not in wide.headers
+    narrowed = httpx.post(
+        url + "/v1/messages", json=body, headers={**beta, "x-ctxbudget-max-context-tokens": "900000"}
+    )
+    assert (
+        narrowed.headers["x-ctxbudget-trimmed"] == "false" and "x-ctxbudget-warnings" not in narrowed.headers
+    )
 
 
 def test_session_names_are_taken_as_sent_or_refused_never_cut(tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ __all__ = [
     "catalog_of",
     "check_safety_factor",
     "load_catalog",
+    "over_the_model",
 ]
 
 logger = logging.getLogger(__name__)
@@ -173,7 +174,7 @@ class Catalog:
                 spec=spec,
                 max_input_tokens=cap,
                 path=path,
-                warning=_over_the_model(max_context_tokens, spec),
+                warning=over_the_model(max_context_tokens, spec),
             )
         if found is not None:
             return WindowResolution(
@@ -301,7 +302,7 @@ def _floor(model_id: str) -> WindowResolution:
     )
 
 
-def _over_the_model(max_context_tokens: int, spec: ModelSpec | None) -> str | None:
+def over_the_model(max_context_tokens: int, spec: ModelSpec | None) -> str | None:
     """A warning when an explicit window is larger than the catalog's for the model: honoured
     (the catalog may be behind the provider), but said, since the provider refuses a request over
     its real limit."""

@@ -20,6 +20,7 @@ __all__ = [
     "actual_cost_usd",
     "ceiling_refusal",
     "estimate_usd",
+    "long_context",
     "rounded",
     "window_budget",
 ]
@@ -28,12 +29,17 @@ __all__ = [
 LONG_CONTEXT_TOKENS = 1_000_000
 
 
+def long_context(spec: ModelSpec | None, settings: RequestSettings) -> bool:
+    """Whether the client's 1M-context beta widens the model's window (a Claude model)."""
+    return settings.long_context and spec is not None and "claude" in spec.id
+
+
 def window_budget(spec: ModelSpec | None, settings: RequestSettings) -> int:
     """The request's window: the client's or server's budget, never above the model's own
     (a Claude model's is 1M tokens when the client turned on the 1M-context beta); 0 when no
     budget narrows the model's window."""
     window = spec.context_window if spec else FLOOR_WINDOW_TOKENS  # an unknown id: the floor
-    if settings.long_context and spec is not None and "claude" in spec.id:
+    if long_context(spec, settings):
         window = max(window, LONG_CONTEXT_TOKENS)
         return min(settings.max_context_tokens or window, window)
     return min(settings.max_context_tokens, window) if settings.max_context_tokens else 0
