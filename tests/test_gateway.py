@@ -153,6 +153,23 @@ def test_count_tokens_is_answered_locally(stack: tuple[FakeUpstream, str, Path])
             named = httpx.post(url + route, json=body, headers={"X-Ctxbudget-Session": name})
             assert named.status_code == 400 and "X-Ctxbudget-Session" in named.json()["error"]["message"]
     assert fake.received == []
+    # counted by outcome, refusals too, and naming its session, as every route's answer
+    session = {"X-Ctxbudget-Session": "matter-7"}
+    counted = httpx.post(
+        url + "/v1/messages/count_tokens",
+        json={"model": "claude-sonnet-4-6", "messages": [{"role": "user", "content": "x"}]},
+        headers=session,
+    )
+    unknown = httpx.post(
+        url + "/v1/messages/count_tokens",
+        json={"model": "no-such-model-xyz", "messages": [{"role": "user", "content": "x"}]},
+        headers=session,
+    )
+    assert counted.headers["x-ctxbudget-session"] == "matter-7" == unknown.headers["x-ctxbudget-session"]
+    metrics = httpx.get(url + "/metrics").text
+    route = 'route="/v1/messages/count_tokens"'
+    assert f'ctxbudget_requests_total{{outcome="unknown_model",{route}}} 1.0' in metrics
+    assert f'ctxbudget_requests_total{{outcome="invalid_request",{route}}}' in metrics  # the model-less ones
 
 
 def test_cost_ceiling_refuses_before_sending(tmp_path: Path) -> None:

@@ -237,31 +237,45 @@ def _proxy(provider: Provider) -> Handler:
     return handler
 
 
+COUNT_PATH = "/v1/messages/count_tokens"
+
+
 async def _count_tokens(request: Request) -> Response:
-    """Anthropic's count_tokens, answered by the gateway (calibrated estimate where not exact)."""
+    """Anthropic's count_tokens, answered by the gateway (calibrated estimate where not exact);
+    counted by outcome in the metrics, and naming its session (when its name is one), as every
+    route's answer."""
     gateway: Gateway = request.app.state.gateway
+    progress = Progress(gateway.next_request_id(), time.perf_counter())
+    response, outcome = await _counted(request, gateway, progress)
+    if progress.session:
+        response.headers.setdefault(SESSION_HEADER, header_value(progress.session))
+    gateway.note_request(COUNT_PATH, outcome)
+    return response
+
+
+async def _counted(request: Request, gateway: Gateway, progress: Progress) -> tuple[Response, str]:
+    """:func:`_count_tokens`'s answer and its outcome."""
     try:
         gateway.settings_for(request.headers)  # its X-Ctxbudget-* headers checked as every route's
         if (named := request.headers.get(SESSION_HEADER)) is not None:
-            named_session(named)  # a name the other routes refuse is refused here too (400)
+            progress.session = named_session(named)  # a name the other routes refuse is refused here too
         body = await read_json(request, gateway)
         result = await run_in_threadpool(gateway.count_tokens, body)
     except SettingsError as exc:
-        return error_response(ANTHROPIC, 400, f"ctxbudget: {exc}", "invalid_request")
+        return error_response(ANTHROPIC, 400, f"ctxbudget: {exc}", "invalid_request"), "invalid_request"
     except Refusal as refusal:
-        return refused(ANTHROPIC, refusal)
+        return refused(ANTHROPIC, refusal), refusal.code
     except CtxBudgetError as exc:
-        return error_response(ANTHROPIC, 400, f"ctxbudget: {exc}", "invalid_request")
+        return error_response(ANTHROPIC, 400, f"ctxbudget: {exc}", "invalid_request"), "invalid_request"
     except ClientDisconnect:
-        return Response(status_code=499)
+        return Response(status_code=499), "client_disconnected"
     except Exception as exc:  # never a bare 500
         gateway.note_internal_error("count")
         logger.exception("count_tokens failed")
         message = f"ctxbudget: {type(exc).__name__} while counting"
-        return error_response(ANTHROPIC, 400, message, "invalid_request")
-    gateway.note_request("/v1/messages/count_tokens", "ok")
+        return error_response(ANTHROPIC, 400, message, "invalid_request"), "invalid_request"
     keys = ("exact", "safety_factor", "encoding")
-    return JSONResponse({"input_tokens": result["tokens"], **{k: result[k] for k in keys}})
+    return JSONResponse({"input_tokens": result["tokens"], **{k: result[k] for k in keys}}), "ok"
 
 
 async def _healthz(request: Request) -> Response:
@@ -371,7 +385,7 @@ def create_app(
         exception_handlers={HTTPException: _http_error},
         routes=[
             Route("/v1/messages", _proxy(ANTHROPIC), methods=["POST"]),
-            Route("/v1/messages/count_tokens", _count_tokens, methods=["POST"]),
+            Route(COUNT_PATH, _count_tokens, methods=["POST"]),
             Route("/v1/chat/completions", _proxy(OPENAI), methods=["POST"]),
             Route("/v1/responses", _proxy(RESPONSES), methods=["POST"]),
             Route("/healthz", _healthz, methods=["GET"]),
