@@ -388,10 +388,13 @@ class FakeUpstream:
                 raise RuntimeError("connection dropped on purpose")
             yield chunk({"content": piece})
             await asyncio.sleep(0.01)
+        if body["model"] == "fault-no-finish":  # closed mid-answer, cleanly: no finish_reason, no [DONE]
+            return
         yield chunk({}, "stop")
         if (body.get("stream_options") or {}).get("include_usage"):
             yield f"data: {json.dumps({'id': 'chatcmpl-1', 'object': 'chat.completion.chunk', 'created': 0, 'model': body['model'], 'choices': [], 'usage': usage})}\n\n".encode()
-        yield b"data: [DONE]\n\n"
+        if body["model"] != "fault-no-done":  # some compatible servers end without it
+            yield b"data: [DONE]\n\n"
 
     async def responses(self, request: Request) -> Response:
         """The Responses API: an echo of the last user text, streamed as Responses events or not."""

@@ -291,6 +291,31 @@ def test_a_stream_labelled_plain_text_is_relayed_as_events(stack: tuple[FakeUpst
     assert [t.answer for t in SQLiteStore(store).turns("plain")] == ["echo: hi"]
 
 
+def test_a_chat_stream_whose_choices_all_finished_is_whole_without_done(
+    stack: tuple[FakeUpstream, str, Path],
+) -> None:
+    """A Chat Completions stream that ends cleanly after every choice's finish_reason (and the
+    usage chunk) but without ``data: [DONE]`` is a whole answer, as the OpenAI SDK reads it: relayed
+    and stored, not ended with an error event; one closed before a finish_reason still is one."""
+    _, url, store = stack
+    client = _openai(url, **{"X-Ctxbudget-Session": "no-done"})
+    chunks = list(
+        client.chat.completions.create(
+            model="fault-no-done", stream=True, messages=[{"role": "user", "content": "hi"}]
+        )
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "echo: hi"
+    assert chunks[-1].choices == [] or chunks[-1].choices[0].finish_reason == "stop"
+    turns = SQLiteStore(store).turns("no-done")
+    assert [t.answer for t in turns] == ["echo: hi"] and turns[0].usage["actual"]["input_tokens"] > 0
+    with pytest.raises(openai.APIError, match="before it finished"):
+        for _ in _openai(url, **{"X-Ctxbudget-Session": "no-finish"}).chat.completions.create(
+            model="fault-no-finish", stream=True, messages=[{"role": "user", "content": "hi"}]
+        ):
+            pass
+    assert "no-finish" not in SQLiteStore(store).names()
+
+
 def test_a_connection_dropped_after_the_streams_end_is_no_error(
     stack: tuple[FakeUpstream, str, Path],
 ) -> None:

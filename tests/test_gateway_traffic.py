@@ -750,6 +750,25 @@ def test_a_stream_cut_mid_event_ends_in_an_error_the_sdk_raises(tmp_path: Path) 
     assert sent == first and state.flush() == b""  # the cut-off event never reaches the client
 
 
+def test_a_chat_stream_is_whole_at_a_clean_close_once_every_choice_finished() -> None:
+    from ctxbudget.gateway.providers import OPENAI, StreamState
+
+    def chunk(index: int, finish: str | None) -> bytes:
+        choice = {"index": index, "delta": {"content": "x"}, "finish_reason": finish}
+        return b"data: " + json.dumps({"choices": [choice]}).encode() + b"\n\n"
+
+    state = StreamState(OPENAI)
+    state.feed(chunk(0, None) + chunk(1, None) + chunk(0, "stop"))
+    assert state.flush() == b"" and not state.finished  # choice 1 never finished: cut short
+    state = StreamState(OPENAI)
+    state.feed(chunk(0, None) + chunk(1, "stop") + chunk(0, "length"))
+    cut = b'data: {"choices": [], "usage": {"prompt'
+    assert state.feed(cut) == b"" and state.flush() == b"" and state.finished  # a cut event is not passed
+    state = StreamState(OPENAI)
+    state.feed(b'data: {"choices": [], "usage": {"prompt_tokens": 3}}\n\n')
+    assert state.flush() == b"" and not state.finished  # no choice at all: no answer
+
+
 def test_the_one_million_context_beta_widens_a_claude_window(stack: tuple[FakeUpstream, str, Path]) -> None:
     _, url, _ = stack
     body = {"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": _ask(LONG * 60)}  # ~290k tokens

@@ -141,6 +141,9 @@ class StreamState:
     _scan: int = 0  # where the next line starts
     _seen: int = 0  # how far they were searched for a line end: each byte is searched once
     _lines: list[bytes] = field(default_factory=list)
+    # A Chat Completions stream's choices (by index) and which have no finish_reason yet.
+    _choices: set[int] = field(default_factory=set)
+    _open: set[int] = field(default_factory=set)
 
     def feed(self, chunk: bytes) -> bytes:
         """Consume raw bytes; complete events are parsed, partial ones wait for more. Returns the
@@ -188,12 +191,22 @@ class StreamState:
         rest, lines = bytes(self._pending), [*self._lines, bytes(self._pending[self._scan :])]
         self._pending, self._scan, self._seen, self._lines = bytearray(), 0, 0, []
         if not rest.strip():
+            self._closed()
             return out + rest
         done = self.finished
         keep = self._event([line for line in lines if line])
+        ended = self.finished and not done  # this last event ended the stream
+        self._closed()
         if self.hold_usage:
             rest = _NULL_USAGE.sub(b"", rest)
-        return out + (rest if self.finished and not done and keep else b"")
+        return out + (rest if ended and keep else b"")
+
+    def _closed(self) -> None:
+        """At the upstream's clean close: a Chat Completions stream whose every choice has its
+        finish_reason is a whole answer without ``data: [DONE]`` (some compatible servers leave it
+        out; the OpenAI SDK reads such a stream as complete)."""
+        if self._choices and not self._open:
+            self.finished = True
 
     def _event(self, lines: list[bytes]) -> bool:
         """Parse one event; False when it is a usage-only chunk to hold back."""
@@ -253,7 +266,11 @@ class StreamState:
     def _openai(self, event: Mapping[str, Any]) -> bool:
         choices = event.get("choices")
         for choice in choices if isinstance(choices, list) else []:
-            if _dict(choice).get("index", 0) == 0:  # the turn is the first reply, as when not streamed
+            index = _dict(choice).get("index", 0)
+            if isinstance(index, int):
+                self._choices.add(index)
+                (self._open.discard if _dict(choice).get("finish_reason") else self._open.add)(index)
+            if index == 0:  # the turn is the first reply, as when not streamed
                 delta = _dict(_dict(choice).get("delta"))
                 self.text.append(str(delta.get("content") or ""))
                 self.calls.openai(delta)
