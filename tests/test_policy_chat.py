@@ -354,3 +354,32 @@ def test_an_opening_task_over_half_the_rolling_window_leaves_it_to_the_recent_st
     result = assemble(body, policy=POLICY, model="claude-sonnet-4-5")
     sent = result.request["messages"]
     assert sent[0] != body["messages"][0] and len(sent) > 2
+
+
+def test_a_current_user_message_with_nothing_to_send_is_an_empty_question() -> None:
+    """Blank text and no other part: refused at its path in every output format (as Anthropic, its
+    empty text was left out and the body ended with the previous assistant turn, which the model
+    would continue); a message of an image or of tool results alone is sent."""
+    history = [{"role": "user", "content": "earlier"}, {"role": "assistant", "content": "ok"}]
+    for blank in ("", "   ", [{"type": "text", "text": " "}]):
+        body = {"model": "gpt-4o", "messages": [*history, {"role": "user", "content": blank}]}
+        for fmt in ("anthropic", "openai"):
+            with pytest.raises(CtxBudgetError, match=r"\$\.messages\[2\]\.content: the question is empty"):
+                assemble(body, policy="legal-review", model="claude-sonnet-4-5", output_format=fmt)
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/scan.png"}}
+    pictured = {"model": "gpt-4o", "messages": [*history, {"role": "user", "content": [image]}]}
+    sent = assemble(pictured, policy="legal-review", model="gpt-4o", output_format="openai").request
+    assert sent["messages"][-1] == {"role": "user", "content": [image]}
+    call = {"type": "tool_use", "id": "t1", "name": "lookup", "input": {}}
+    answered = {"type": "tool_result", "tool_use_id": "t1", "content": "42"}
+    loop = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 100,
+        "messages": [
+            {"role": "user", "content": "look it up"},
+            {"role": "assistant", "content": [call]},
+            {"role": "user", "content": [answered]},
+        ],
+    }
+    sent = assemble(loop, policy="legal-review", model="claude-sonnet-4-5", output_format="anthropic").request
+    assert sent["messages"][-1]["content"][-1] == answered

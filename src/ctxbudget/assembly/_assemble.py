@@ -157,8 +157,24 @@ def _check_question(parsed: ContextRequest, fmt: OutputFormat) -> None:
             "$.items",
         )
     for item in parsed.current:
-        if item.kind == "question" and not item.text.strip() and item.source is None:
+        if item.kind == "question" and not item.text.strip() and _sends_nothing(item.source):
             raise InvalidRequestError("the question is empty", item.text_path)
+
+
+def _sends_nothing(message: Mapping[str, Any] | None) -> bool:
+    """Whether a question's chat message (None: a question item) holds nothing but blank text: no
+    image, tool result or other part to send. An Anthropic body cannot send it (its empty text
+    blocks are left out, and the body then ended with the previous assistant turn, which the model
+    continues), and it asks nothing in any format."""
+    content = None if message is None else message.get("content")
+    if isinstance(content, list):
+        return all(
+            isinstance(part, dict)
+            and part.get("type") in ("text", "input_text")
+            and not str(part.get("text") or "").strip()
+            for part in content
+        )
+    return not isinstance(content, str) or not content.strip()
 
 
 def _setup(
