@@ -383,3 +383,17 @@ def test_a_current_user_message_with_nothing_to_send_is_an_empty_question() -> N
     }
     sent = assemble(loop, policy="legal-review", model="claude-sonnet-4-5", output_format="anthropic").request
     assert sent["messages"][-1]["content"][-1] == answered
+    # a user message just before it is one turn with it (Anthropic joins them): its question
+    asked = {"model": "gpt-4o", "messages": [*history, {"role": "user", "content": "What is X?"}]}
+    asked["messages"].append({"role": "user", "content": ""})
+    for fmt in ("anthropic", "openai"):
+        sent = assemble(asked, policy="legal-review", model="claude-sonnet-4-5", output_format=fmt).request
+        assert "What is X?" in str(sent["messages"][-2:])
+    # an image sent only in its own format: another format would get no question at all
+    png = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
+    shown = {"role": "user", "content": [{"type": "text", "text": " "}, {"type": "image", "source": png}]}
+    claude = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": [*history, shown]}
+    kept = assemble(claude, policy="legal-review", model="claude-sonnet-4-5", output_format="anthropic")
+    assert kept.request["messages"][-1]["content"][-1]["type"] == "image"
+    with pytest.raises(CtxBudgetError, match=r"no text, and its other parts .* render it as anthropic"):
+        assemble(claude, policy="legal-review", model="claude-sonnet-4-5", output_format="openai")

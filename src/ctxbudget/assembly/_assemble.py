@@ -18,7 +18,7 @@ from typing import Any
 from ..catalog.catalog import Catalog, catalog_of
 from ..catalog.values import ModelSpec
 from ..cost import check_amount
-from ..errors import BudgetExceeded, ConfigError, InvalidRequestError, InvariantViolation
+from ..errors import BudgetExceeded, ConfigError, InvariantViolation
 from ..formats import BODY_OUTPUT_FIELDS
 from ..gcpause import collector_paused
 from ..tokens.counter import TokenCounter
@@ -31,10 +31,11 @@ from ._pinned import check_carried_tools, check_pinned_items, check_pinned_prefi
 from ._policy import Policy, load_policy
 from ._previous import live_entries, read_previous
 from ._pricing import Priced, within_ceiling
+from ._question import check_question
 from ._render import OutputFormat, block_texts
 from ._report import AssemblyReport
 from ._reporting import build_report
-from ._request import ContextItem, ContextRequest, parse_context_request
+from ._request import ContextRequest, parse_context_request
 from ._tiers import select_ledger
 
 __all__ = ["AssemblyResult", "assemble", "check_envelope"]
@@ -133,50 +134,6 @@ def _queries(parsed: ContextRequest) -> tuple[str, str]:
     return " ".join([i.text for i in parsed.current] + [tags]), tags
 
 
-def _from_chat(item: ContextItem) -> bool:
-    """Whether an item is a chat body's: a message, or its system prompt (a body of system
-    messages alone was told to "end the items with the question (kind "question")")."""
-    return item.source is not None or (
-        item.origin is not None and item.origin[0].startswith(("$.messages", "$.system", "$.instructions"))
-    )
-
-
-def _check_question(parsed: ContextRequest, fmt: OutputFormat) -> None:
-    """Fail on an empty question (one with neither text nor a provider message), and on a chat
-    body with no current turn (a provider body needs the user's message)."""
-    if not parsed.current and fmt != "text" and any(_from_chat(i) for i in parsed.items):
-        raise InvalidRequestError(  # a chat body whose messages hold no user turn (a prefill alone)
-            f"no user message to send as the current turn of an {fmt} body: end the messages with "
-            'the user\'s message, or render with output format "text"',
-            "$.messages",
-        )
-    if not parsed.current and fmt != "text":
-        raise InvalidRequestError(
-            f"there is no current turn to send as the user's message of an {fmt} body: end the items "
-            'with the question (kind "question"), or render with output format "text"',
-            "$.items",
-        )
-    for item in parsed.current:
-        if item.kind == "question" and not item.text.strip() and _sends_nothing(item.source):
-            raise InvalidRequestError("the question is empty", item.text_path)
-
-
-def _sends_nothing(message: Mapping[str, Any] | None) -> bool:
-    """Whether a question's chat message (None: a question item) holds nothing but blank text: no
-    image, tool result or other part to send. An Anthropic body cannot send it (its empty text
-    blocks are left out, and the body then ended with the previous assistant turn, which the model
-    continues), and it asks nothing in any format."""
-    content = None if message is None else message.get("content")
-    if isinstance(content, list):
-        return all(
-            isinstance(part, dict)
-            and part.get("type") in ("text", "input_text")
-            and not str(part.get("text") or "").strip()
-            for part in content
-        )
-    return not isinstance(content, str) or not content.strip()
-
-
 def _setup(
     request: Mapping[str, Any],
     policy: Policy,
@@ -202,7 +159,7 @@ def _setup(
     check_pinned_items(parsed, policy)
     check_carried_tools(carried_tools(request, input_format, fmt), policy)
     query, tags = _queries(parsed)
-    _check_question(parsed, fmt)
+    check_question(parsed, fmt, request)
     current, decisions = bound_current(parsed.current, counter, policy.current_turn_ceiling_tokens, query)
     return Setup(
         policy=policy,
