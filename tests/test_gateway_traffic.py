@@ -785,6 +785,11 @@ def test_the_one_million_context_beta_widens_a_claude_window(stack: tuple[FakeUp
     assert (
         narrowed.headers["x-ctxbudget-trimmed"] == "false" and "x-ctxbudget-warnings" not in narrowed.headers
     )
+    # a Claude model the catalog prices nothing above its window for: the beta may not be granted
+    haiku = httpx.post(url + "/v1/messages", json={**body, "model": "claude-3-haiku-20240307"}, headers=beta)
+    told = haiku.headers["x-ctxbudget-warnings"]
+    assert "1M-context beta (anthropic-beta) widened the window to 1,000,000 tokens" in told
+    assert "claude-3-haiku" in told and "X-Ctxbudget-Max-Context-Tokens" not in told
 
 
 def test_session_names_are_taken_as_sent_or_refused_never_cut(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..assembly import AssemblyResult, Policy, assemble, within_output_cap
-from ..catalog.catalog import Catalog, over_the_model
+from ..catalog.catalog import Catalog
 from ..catalog.values import ModelSpec
 from ..cost import replies_asked, reply_tokens_asked
 from ..errors import BudgetExceeded, CostCeilingExceeded, CtxBudgetError, StoreError, usd
@@ -36,7 +36,14 @@ from .calibration import Calibration
 from .memory import SessionKinds, TurnMemory
 from .metrics import Metrics
 from .prepared import Baseline, Prepared, build_prepared, for_next_turn
-from .pricing import UNKNOWN_AGE, ceiling_refusal, estimate_usd, long_context, window_budget
+from .pricing import (
+    UNKNOWN_AGE,
+    beta_window_warnings,
+    ceiling_refusal,
+    estimate_usd,
+    long_context,
+    window_budget,
+)
 from .providers import Provider
 from .refusals import NO_RETRY, Refusal, refusal_as, refusal_for, unknown_model
 from .settings import RequestSettings
@@ -216,8 +223,8 @@ class Preparer:
         self.metrics.decisions.labels("passed_through" if result.report.passed_through else "trimmed").inc()
         counted_by = "upstream" if exact_factor is not None else "estimate"
         report = {**result.report.to_dict(), "counted_by": counted_by}
-        if long_context(spec, settings):  # the client's beta grants the window the catalog's is below
-            report["warnings"] = [w for w in report["warnings"] if w != over_the_model(budget, spec)]
+        if long_context(spec, settings):
+            report["warnings"] = beta_window_warnings(report["warnings"], budget, spec)
         out, state = self._cached(provider, result.request, report, (model, spec), previous)
         next_turn = (f"fit\x00{session}", state) if state is not None else None
         reserve = result.report.reserve_output_tokens * replies_asked(body)  # n replies, each priced

@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ..catalog.catalog import FLOOR_WINDOW_TOKENS
+from ..catalog.catalog import FLOOR_WINDOW_TOKENS, over_the_model
 from ..catalog.values import ModelSpec
 from ..cost import price_turn
 from ..errors import CostCeilingExceeded, usd
@@ -18,6 +18,7 @@ __all__ = [
     "LONG_CONTEXT_TOKENS",
     "UNKNOWN_AGE",
     "actual_cost_usd",
+    "beta_window_warnings",
     "ceiling_refusal",
     "estimate_usd",
     "long_context",
@@ -32,6 +33,26 @@ LONG_CONTEXT_TOKENS = 1_000_000
 def long_context(spec: ModelSpec | None, settings: RequestSettings) -> bool:
     """Whether the client's 1M-context beta widens the model's window (a Claude model)."""
     return settings.long_context and spec is not None and "claude" in spec.id
+
+
+def beta_window_warnings(warnings: list[str], budget: int, spec: ModelSpec | None) -> list[str]:
+    """A fit's warnings when the client's 1M-context beta widened its window: the catalog's
+    warning that the window given is over the model's is not the client's doing (no window was
+    given), so it goes; for a model the catalog prices no tier above its window (the providers
+    price the beta's long requests), one saying the provider may not grant the beta takes its
+    place."""
+    told = over_the_model(budget, spec)
+    if told is None or told not in warnings or spec is None:
+        return warnings
+    kept = [w for w in warnings if w != told]
+    if spec.prices is not None and spec.prices.long_context is not None:
+        return kept
+    return [
+        *kept,
+        f"the 1M-context beta (anthropic-beta) widened the window to {budget:,} tokens, over "
+        f"{spec.id}'s {spec.context_window:,}-token window in the catalog, which prices no request "
+        "above it for this model: the provider refuses a longer one unless it grants the beta to it",
+    ]
 
 
 def window_budget(spec: ModelSpec | None, settings: RequestSettings) -> int:
