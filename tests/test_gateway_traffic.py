@@ -765,6 +765,10 @@ def test_a_chat_stream_is_whole_at_a_clean_close_once_every_choice_finished() ->
     cut = b'data: {"choices": [], "usage": {"prompt'
     assert state.feed(cut) == b"" and state.flush() == b"" and state.finished  # a cut event is not passed
     state = StreamState(OPENAI)
+    state.feed(chunk(0, None))
+    last = chunk(0, "stop").removesuffix(b"\n\n")  # the finishing event, closed before its blank line
+    assert state.feed(last) == b"" and state.flush() == last and state.finished  # passed, as it is stored
+    state = StreamState(OPENAI)
     state.feed(b'data: {"choices": [], "usage": {"prompt_tokens": 3}}\n\n')
     assert state.flush() == b"" and not state.finished  # no choice at all: no answer
 

@@ -193,9 +193,9 @@ class StreamState:
         if not rest.strip():
             self._closed()
             return out + rest
-        done = self.finished
+        done, chose = self.finished, self._chosen()
         keep = self._event([line for line in lines if line])
-        ended = self.finished and not done  # this last event ended the stream
+        ended = (self.finished and not done) or (self._chosen() and not chose)  # this last event ended it
         self._closed()
         if self.hold_usage:
             rest = _NULL_USAGE.sub(b"", rest)
@@ -205,8 +205,12 @@ class StreamState:
         """At the upstream's clean close: a Chat Completions stream whose every choice has its
         finish_reason is a whole answer without ``data: [DONE]`` (some compatible servers leave it
         out; the OpenAI SDK reads such a stream as complete)."""
-        if self._choices and not self._open:
+        if self._chosen():
             self.finished = True
+
+    def _chosen(self) -> bool:
+        """Whether every choice of a Chat Completions stream has its finish_reason."""
+        return bool(self._choices) and not self._open
 
     def _event(self, lines: list[bytes]) -> bool:
         """Parse one event; False when it is a usage-only chunk to hold back."""
