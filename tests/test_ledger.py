@@ -262,3 +262,37 @@ def test_a_folded_issue_keeps_its_most_recently_cited_exhibits() -> None:
     (folded,) = fold_entries(entries)
     assert folded["cited_exhibits"] == ["EX-3", *(f"EX-{n}" for n in range(42, 101))]
     assert folded["more_exhibits"] == 40 and folded["turns"] == [1, 101]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"result": {"status": "CONFIRMED"}}',  # json.dumps' own spacing: the pattern missed it
+        '{"result":{"status":"CONFIRMED"}}',
+        '[{"hits": 2, "status": "confirmed"}]',
+        '{"status": 200, "body": {"status": "CONFIRMED"}}',  # not a word: the nested one
+    ],
+)
+def test_a_tool_status_is_read_from_json_at_any_depth_and_spacing(content: str) -> None:
+    entry = reduce_turn(
+        Turn(index=1, question="q", tool_results=(ToolResult(name="search", content=content),))
+    )
+    assert entry["tools"] == ["search CONFIRMED"] and entry["status"] == "CONFIRMED"
+
+
+def test_tags_are_told_apart_before_they_are_capped() -> None:
+    entry = reduce_turn(Turn(index=1, question="q", tags=("Notice",) * 8 + ("Delay",)))
+    assert entry["issue"] == "Notice" and entry["issues"] == ["Notice", "Delay"]
+
+
+def test_a_long_conclusion_is_capped_at_its_limit_with_its_ellipsis() -> None:
+    for filler in ("y" * 1_000, "word " * 200):
+        conclusions = reduce_turn(Turn(index=1, question="q", answer=f"Therefore {filler}."))["conclusions"]
+        assert len(conclusions[0]) <= LedgerRules().max_conclusion_chars and conclusions[0].endswith(" …")
+
+
+def test_a_heading_alone_is_no_conclusion() -> None:
+    answer = "Findings:\n- EX-1 shows notice\n- EX-2 shows delay\nTherefore notice was late"
+    conclusions = reduce_turn(Turn(index=1, question="q", answer=answer))["conclusions"]
+    assert conclusions == ["- EX-1 shows notice", "- EX-2 shows delay", "Therefore notice was late"]
+    assert reduce_turn(Turn(index=1, question="q", answer="Conclusion: notice was late."))["conclusions"]

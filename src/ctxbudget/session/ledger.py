@@ -132,25 +132,47 @@ def _tool_status(result_content: str, given: str | None, rules: LedgerRules) -> 
     if given:
         return given.upper()
     try:
-        parsed = json.loads(result_content)
-        if isinstance(parsed, dict) and isinstance(parsed.get("status"), str):
-            return str(parsed["status"]).upper()
+        found = _json_status(json.loads(result_content))
     except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
-        pass
+        found = None
+    if found is not None:
+        return found.upper()
     match = re.search(rules.status_pattern, result_content)
     return match.group(1).upper() if match else None
+
+
+def _json_status(value: Any) -> str | None:
+    """The first ``status`` string of a JSON value, an object's own before its members', in
+    document order: ``{"result": {"status": "CONFIRMED"}}`` and ``[{"status": "FOUND"}]`` as
+    written with any spacing (the status pattern read them only when compact)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            if isinstance(item.get("status"), str) and item["status"].strip():
+                return str(item["status"]).strip()
+            pending.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            pending.extend(reversed(item))
+    return None
 
 
 def _is_conclusion(sentence: str, rules: LedgerRules) -> bool:
     """A sentence with a conclusion marker that is neither filler addressed to the user nor only
     a status line (the status has its own field)."""
     lowered = sentence.lower()
+    if _HEADING.fullmatch(sentence):  # "Findings:" heads what follows; it concludes nothing
+        return False
     if not _phrases(tuple(rules.conclusion_markers), inflected=True).search(lowered):
         return False
     if _phrases(tuple(rules.filler)).search(lowered):
         return False
     status = re.search(rules.status_pattern, sentence)
     return not (status and len(sentence) - len(status.group(0)) < 8)
+
+
+# A heading alone: at most three words and a colon ("Findings:", "Key conclusions:").
+_HEADING = re.compile(r"[^\w]*\w+(?:[ \t]+\w+){0,2}[ \t]*:")
 
 
 def _dashed(citation: str) -> str:
@@ -194,7 +216,7 @@ def reduce_turn(turn: Turn, rules: LedgerRules = LedgerRules()) -> dict[str, Any
         f"{_label(r.name, rules.max_label_chars)} {st}" if st else _label(r.name, rules.max_label_chars)
         for r, st in zip(turn.tool_results, statuses_of, strict=True)
     ]
-    tags = list(dict.fromkeys(_label(tag, rules.max_label_chars) for tag in turn.tags[: rules.max_issues]))
+    tags = list(dict.fromkeys(_label(tag, rules.max_label_chars) for tag in turn.tags))[: rules.max_issues]
     statuses = [st for st in statuses_of if st]
     answer_status = re.search(rules.status_pattern, turn.answer)
     status = answer_status.group(1).upper() if answer_status else (statuses[-1] if statuses else None)
@@ -223,11 +245,12 @@ def _label(text: str, limit: int) -> str:
 
 
 def _capped(text: str, limit: int) -> str:
-    """``text``, or its first ``limit`` characters (to a word) and an ellipsis."""
+    """``text``, or its start (to a word) and an ellipsis, ``limit`` characters at most in all."""
     if len(text) <= limit:
         return text
-    cut = text.rfind(" ", 0, limit)
-    return text[: cut if cut > limit // 2 else limit].rstrip() + " …"
+    room = limit - 2  # for " …"
+    cut = text.rfind(" ", 0, room)
+    return text[: cut if cut > room // 2 else room].rstrip() + " …"
 
 
 def validate_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
