@@ -257,6 +257,13 @@ def test_cli_session_commands(tmp_path: Path) -> None:
     assert [t["question"] for t in shown["turns"]] == ["Notice?"]
     assert shown["turns"][0]["input_tokens"] == rows[0]["input_tokens"]
     assert shown["ledger"] == exported["ledger"]
+    # a question's line break is shown escaped: printed, it read as another turn's line
+    forged = "first line\nturn 99: 1 tokens, read 0\u202e"
+    added = runner.invoke(main, ["session", "add", "c", "--question", forged, "--store", store])
+    assert added.exit_code == 0, added.output
+    lines = runner.invoke(main, ["session", "show", "c", "--store", store]).output.splitlines()
+    assert [line.split(":")[0] for line in lines if line.startswith("turn ")] == ["turn 1", "turn 2"]
+    assert lines[-1].endswith("- first line\\nturn 99: 1 tokens, read 0\\u202e")
 
 
 def test_a_turn_with_arguments_of_the_wrong_type_is_a_config_error(tmp_path: Path) -> None:

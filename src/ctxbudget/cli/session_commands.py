@@ -395,7 +395,7 @@ def session_show(name: str, store_path: str, as_json: bool) -> None:
             click.echo(
                 f"turn {turn.index}: {f.input_tokens:,} tokens, read {f.cache_read_tokens:,}, "
                 f"written {f.cache_write_tokens:,}{against}, {priced(f.cost_usd)} ({f.source}) - "
-                f"{turn.question[:60]}"
+                f"{_one_line(turn.question[:60])}"
             )
         for entry in store.ledger(name):
             click.echo("ledger " + json.dumps(entry, ensure_ascii=not utf8_out()))
@@ -441,3 +441,10 @@ def _cost_of(row: dict[str, Any]) -> str:
     if cost is None:  # no turn priced; a session with no turns cost nothing
         return priced(0.0 if not row["turns"] else None)
     return priced(cost) + (f" (and {_turns(unknown)} of unknown price)" if unknown else "")
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line as printed: a character that does not print (a line break, a tab, a
+    bidirectional control) written as its escape. A question is any client's text: a line break
+    in it printed a line of its own, which read as another turn."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
