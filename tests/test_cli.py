@@ -720,6 +720,18 @@ def test_models_resolve_words_its_warning_with_the_cli_flags(tmp_path: Path) -> 
             },
             "$.base.messages: a session base is",
         ),
+        (
+            {"name": "s", "model": "gpt-99", "base": {"items": []}, "turns": [{"question": "q"}]},
+            "$.model: unknown model 'gpt-99'",
+        ),
+        (
+            {"name": "s", "policy": "nope", "base": {"items": []}, "turns": [{"question": "q"}]},
+            "$.policy: unknown policy 'nope'",
+        ),
+        (  # a turn that cannot fit: exit 3, its place named
+            {"name": "s", "base": {"items": []}, "turns": [{"question": "q"}, {"question": "word " * 3_000}]},
+            "$.turns[1]: cannot fit",
+        ),
     ],
 )
 def test_a_scenarios_error_names_its_file_and_its_place(
@@ -729,7 +741,11 @@ def test_a_scenarios_error_names_its_file_and_its_place(
     path = tmp_path / "scenario.json"
     path.write_text(json.dumps(scenario))
     result = CliRunner().invoke(main, ["simulate", str(path)])
-    assert result.exit_code == 2 and f"{path}: {said}" in result.output, result.output
+    code = 3 if "cannot fit" in said else 2
+    assert result.exit_code == code and f"{path}: {said}" in result.output, result.output
+    if "$.model" in said:  # a model given as an option is the caller's, not the file's
+        given = CliRunner().invoke(main, ["simulate", str(path), "--model", "gpt-98"])
+        assert given.exit_code == 2 and str(path) not in given.output and "gpt-98" in given.output
 
 
 def test_a_bad_reply_size_is_written_as_json_and_stdin_is_named_so() -> None:

@@ -135,8 +135,14 @@ def test_short_simulation_keeps_its_invariants(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "sim.db")
     ledger = store.ledger("mini")
     assert [e["turn"] for e in ledger] == sorted(e["turn"] for e in ledger)
+    requests = tmp_path / "out" / "requests"
+    requests.mkdir(parents=True)
+    for left in ("turn-99.json", "turn-100.json", "notes.json"):  # an earlier run's, and the user's
+        (requests / left).write_text("{}")
     written = write_outputs(result, tmp_path / "out")
     names = [p.name for p in written]
+    on_disk = sorted(p.name for p in requests.iterdir())
+    assert on_disk == sorted(["notes.json", *(f"turn-{n:02d}.json" for n in range(1, len(rows) + 1))])
     assert names == ["turns.json", "summary.json", "chart.png"] + [
         f"turn-{n:02d}.json" for n in range(1, len(rows) + 1)
     ]

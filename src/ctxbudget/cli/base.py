@@ -220,7 +220,7 @@ def run_action(action: Callable[[], None], flags: Sequence[tuple[str, str]] = FL
     try:
         action()
     except CtxBudgetError as exc:
-        fail(str(exc), _exit_code(exc), flags)
+        fail(str(exc), exit_code(exc), flags)
     except BrokenPipeError:
         raise  # the reader went away: nobody to tell
     except OSError as exc:  # a file the command writes or reads (``--out`` under a file, read-only)
@@ -259,7 +259,7 @@ EXIT_CODES: tuple[tuple[type[CtxBudgetError], int], ...] = (
 )
 
 
-def _exit_code(exc: CtxBudgetError) -> int:
+def exit_code(exc: CtxBudgetError) -> int:
     """The exit code of a library error (:data:`EXIT_CODES`)."""
     return next((code for kind, code in EXIT_CODES if isinstance(exc, kind)), EXIT_USAGE)
 

@@ -8,7 +8,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from ..errors import InvalidRequestError
+from ..errors import CtxBudgetError, InvalidRequestError
 from .assemble_commands import print_assembly
 from .base import (
     ALLOW_PREFIX_CHANGE_OPTION,
@@ -19,6 +19,7 @@ from .base import (
     JSON_OPTION,
     STORE_OPTION,
     echo_body,
+    exit_code,
     fail,
     main,
     policy_option,
@@ -99,6 +100,11 @@ def simulate_command(
             )
         except InvalidRequestError as exc:  # a scenario's error names its file
             fail(f"{scenario}: {exc}" if scenario else str(exc), EXIT_USAGE)
+        except CtxBudgetError as exc:  # a turn's (cannot fit, over the ceiling): its file and place
+            places = [note for note in getattr(exc, "__notes__", ()) if note.startswith("$.")]
+            if not scenario or not places:
+                raise
+            fail(f"{scenario}: {places[0]}: {exc}", exit_code(exc))
         written = write_outputs(result, out_dir) if out_dir else []
         if as_json:
             payload = {"turns": result.turns, "summary": result.summary, "strategies": result.strategies}

@@ -25,7 +25,7 @@ import httpx
 from ..assembly import block_texts, load_policy
 from ..catalog.catalog import Catalog, load_catalog
 from ..cost import price_turn
-from ..errors import ConfigError, InvalidRequestError
+from ..errors import ConfigError, CtxBudgetError, InvalidRequestError
 from ..gateway.config import GatewayConfig
 from ..gateway.routes import create_app
 from ..gateway.service import Gateway
@@ -174,6 +174,22 @@ def _billed_cost(session: Session, usage: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _check_own_names(scenario: Scenario, catalog: Catalog, model: str | None, policy: str | None) -> None:
+    """The scenario's own model and policy (not the caller's options), refused at their place
+    (``$.model``, ``$.policy``), where the error named neither the place nor, through the CLI,
+    the file."""
+    own = (
+        ("$.policy", policy, scenario.policy, load_policy),
+        ("$.model", model, scenario.model, catalog.get_model),
+    )
+    for place, given, named, check in own:
+        if given is None:
+            try:
+                check(named)
+            except (ConfigError, InvalidRequestError) as exc:
+                raise InvalidRequestError(str(exc), place) from None
+
+
 def run_simulation(
     scenario: Scenario,
     *,
@@ -189,6 +205,7 @@ def run_simulation(
     upstream that bills and times like Anthropic (models that cache with explicit breakpoints;
     others are predicted only). Returns per-turn rows, the summary, the comparison and the bodies."""
     catalog = catalog or load_catalog(catalog_paths)
+    _check_own_names(scenario, catalog, model, policy)
     store = SQLiteStore(store_path)
     try:
         session = Session.create(
@@ -245,14 +262,18 @@ async def _play(
         if wire:
             wire.upstream.now += scripted.idle_seconds
         started = clock()
-        prepared = session.prepare(
-            scripted.question,
-            tool_calls=scripted.tool_calls,
-            tool_results=scripted.tool_results,
-            tags=scripted.tags,
-            output_format="openai" if provider == "openai" else "anthropic",
-            idle_seconds=reply_seconds + scripted.idle_seconds if n > 1 else None,
-        )
+        try:
+            prepared = session.prepare(
+                scripted.question,
+                tool_calls=scripted.tool_calls,
+                tool_results=scripted.tool_results,
+                tags=scripted.tags,
+                output_format="openai" if provider == "openai" else "anthropic",
+                idle_seconds=reply_seconds + scripted.idle_seconds if n > 1 else None,
+            )
+        except CtxBudgetError as exc:  # the turn's place in the scenario, for its file's error
+            exc.add_note(f"$.turns[{n - 1}]")
+            raise
         latency = (clock() - started) * 1000
         body = prepared.assembly.request
         bodies.append(body)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,14 @@ from .runner import SimulationResult
 __all__ = ["check_chart", "write_chart", "write_outputs"]
 
 
+_TURN_FILE = re.compile(r"turn-\d{2,}\.json")
+
+
 def write_outputs(result: SimulationResult, folder: str | Path) -> list[Path]:
     """Write ``turns.json``, ``summary.json`` (with the strategy comparison), ``chart.png`` and
-    each turn's request body as sent (``requests/turn-NN.json``); nothing when the chart cannot
-    be drawn (:func:`check_chart`)."""
+    each turn's request body as sent (``requests/turn-NN.json``, an earlier run's left there
+    removed: a 30-turn run's turn-30.json stood beside a 2-turn run's); nothing when the chart
+    cannot be drawn (:func:`check_chart`)."""
     check_chart()
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
@@ -28,6 +33,9 @@ def write_outputs(result: SimulationResult, folder: str | Path) -> list[Path]:
     chart = write_chart(result.turns, out / "chart.png")
     requests = out / "requests"
     requests.mkdir(exist_ok=True)
+    for stale in requests.glob("turn-*.json"):  # an earlier run's turns past this run's last
+        if _TURN_FILE.fullmatch(stale.name):
+            stale.unlink()
     bodies = []
     for n, body in enumerate(result.requests, 1):
         path = requests / f"turn-{n:02d}.json"
