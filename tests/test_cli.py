@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 import ctxbudget
 from ctxbudget.cli import main
+from ctxbudget.session.store import SQLiteStore
 
 REQUEST = {
     "role": "Be precise. " * 300,
@@ -724,6 +725,10 @@ def test_models_resolve_words_its_warning_with_the_cli_flags(tmp_path: Path) -> 
             {"name": "s", "model": "gpt-99", "base": {"items": []}, "turns": [{"question": "q"}]},
             "$.model: unknown model 'gpt-99'",
         ),
+        (  # a number of seconds, not a flag or a string pydantic would read as one
+            {"name": "s", "base": {"items": []}, "turns": [{"question": "q", "idle_seconds": True}]},
+            "$.turns[0].idle_seconds: Input should be a valid number",
+        ),
         (
             {"name": "s", "policy": "nope", "base": {"items": []}, "turns": [{"question": "q"}]},
             "$.policy: unknown policy 'nope'",
@@ -914,3 +919,16 @@ def test_an_existing_file_whose_name_is_not_utf8_is_read(tmp_path: Path) -> None
     )
     run = CliRunner().invoke(main, ["count", str(name), "--model", "gpt-4o"])
     assert run.exit_code == 0, run.output
+
+
+def test_a_one_turn_scenario_reads_its_cache_share_of_no_later_turn_and_keeps_its_empty_answer(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "one.json"
+    path.write_text(
+        json.dumps({"name": "one", "base": {"items": []}, "turns": [{"question": "q", "answer": ""}]})
+    )
+    result = CliRunner().invoke(main, ["simulate", str(path), "--store", str(tmp_path / "one.db")])
+    assert result.exit_code == 0, result.output
+    assert "no turn after the first read" in result.output and "turns 2..1" not in result.output
+    assert [t.answer for t in SQLiteStore(tmp_path / "one.db").turns("one")] == [""]  # as scripted

@@ -160,10 +160,15 @@ def _turn_table(turns: list[dict[str, Any]]) -> Table:
     return table
 
 
+def _later_turns(turns: int) -> str:
+    """The turns a cache share is of: the second on (a single turn has none to read)."""
+    return {1: "no turn after the first", 2: "turn 2"}.get(turns, f"turns 2..{turns}")
+
+
 def _summary_lines(s: dict[str, Any]) -> list[str]:
     """The predicted and billed summary, and each compaction."""
     lines = [
-        f"predicted: turns 2..{s['turns']} read {s['cache_hit_ratio']:.1%} of input from cache; cost mean "
+        f"predicted: {_later_turns(s['turns'])} read {s['cache_hit_ratio']:.1%} of input from cache; cost mean "
         f"{priced(s['mean_cost_usd'])}, max {priced(s['max_cost_usd'])}, {s['turns_over_ceiling']} over the ceiling; "
         f"p95 assembly {s['p95_assembly_ms']:.0f} ms; evidence verbatim {s['evidence_verbatim_ratio']:.0%}; "
         f"max input {s['max_input_tokens']:,} tokens"
@@ -176,7 +181,7 @@ def _summary_lines(s: dict[str, Any]) -> list[str]:
     else:
         verdict = "within" if b["latency_within_target"] else "OVER"
         lines.append(
-            f"billed (fake Anthropic upstream through the gateway): turns 2..{s['turns']} read "
+            f"billed (fake Anthropic upstream through the gateway): {_later_turns(s['turns'])} read "
             f"{b['cache_hit_ratio']:.1%} from cache; cost mean {priced(b['mean_cost_usd'])}, max {priced(b['max_cost_usd'])}; "
             f"p95 end-to-end {b['p95_end_to_end_ms']:,.0f} ms ({verdict} the {b['latency_target_ms']:,.0f} ms target, "
             "modelled latency: docs/sessions.md)"

@@ -277,8 +277,10 @@ async def _play(
         latency = (clock() - started) * 1000
         body = prepared.assembly.request
         bodies.append(body)
-        answer = scripted.answer or stand_in_answer(
-            scripted.question, scripted.tags, scripted.tool_results, evidence
+        answer = (
+            scripted.answer
+            if scripted.answer is not None
+            else stand_in_answer(scripted.question, scripted.tags, scripted.tool_results, evidence)
         )
         report = prepared.assembly.report.to_dict()
         usage = _estimated_usage(report, output_tokens)

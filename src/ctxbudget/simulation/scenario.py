@@ -69,7 +69,7 @@ class _Turn(BaseModel):
     tool_calls: list[_Call] = []
     tool_results: list[_Result] = []
     answer: str | None = None
-    idle_seconds: float = Field(default=0.0, ge=0)
+    idle_seconds: float = Field(default=0.0, ge=0, strict=True)  # a number: not true, not "45"
 
     @field_validator("idle_seconds")
     @classmethod
