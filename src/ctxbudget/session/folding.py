@@ -20,9 +20,20 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import BudgetExceeded
 
-__all__ = ["MAX_FOLDED_EXHIBITS", "Counting", "FoldedEntry", "exhibit_key", "fold_entries", "fold_ledger"]
+__all__ = [
+    "MAX_FOLDED_EXHIBITS",
+    "MIN_FOLDED_EXHIBITS",
+    "Counting",
+    "FoldedEntry",
+    "exhibit_key",
+    "fold_entries",
+    "fold_ledger",
+]
 
 MAX_FOLDED_EXHIBITS = 60
+# When every entry is folded and the ledger is still over its low-water mark (many issues, each
+# citing many exhibits), a folded entry lists half as many, down to this many (the rest counted).
+MIN_FOLDED_EXHIBITS = 8
 
 
 class FoldedEntry(BaseModel):
@@ -86,14 +97,14 @@ class _Group:
         self.status = entry.get("status") or self.status
         self.conclusion = ([*entry.get("conclusions", [])] or [self.conclusion])[-1]
 
-    def folded(self) -> dict[str, Any]:
-        """The folded entry: at most :data:`MAX_FOLDED_EXHIBITS` exhibits, the most recently
-        cited (the lowest-numbered were kept, so a long issue's newest exhibits left the prompt),
-        laid out in exhibit order; the rest counted in ``more_exhibits``."""
-        more = self.more + max(0, len(self.exhibits) - MAX_FOLDED_EXHIBITS)
+    def folded(self, cap: int = MAX_FOLDED_EXHIBITS) -> dict[str, Any]:
+        """The folded entry: at most ``cap`` exhibits, the most recently cited (the
+        lowest-numbered were kept, so a long issue's newest exhibits left the prompt), laid out in
+        exhibit order; the rest counted in ``more_exhibits``."""
+        more = self.more + max(0, len(self.exhibits) - cap)
         listed = self.exhibits
-        if len(listed) > MAX_FOLDED_EXHIBITS:
-            recent = set(list(self.cited)[-MAX_FOLDED_EXHIBITS:])
+        if len(listed) > cap:
+            recent = set(list(self.cited)[-cap:])
             listed = [e for e in self.exhibits if e in recent]
         entry = FoldedEntry(
             turns=[_first_turn(self.first), _last_turn(self.last)],
@@ -111,6 +122,7 @@ class _Folder:
 
     def __init__(self) -> None:
         self.groups: dict[str | None, _Group] = {}
+        self.cap = MAX_FOLDED_EXHIBITS  # the exhibits a folded entry lists
 
     def add(self, entry: Mapping[str, Any]) -> None:
         """``entry`` folded into the group of each of its issues (a turn on two issues, ``issues``,
@@ -122,7 +134,7 @@ class _Folder:
             group.add(entry)
 
     def entries(self) -> list[dict[str, Any]]:
-        return [group.folded() for group in self.groups.values()]
+        return [group.folded(self.cap) for group in self.groups.values()]
 
 
 def fold_entries(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -147,7 +159,9 @@ def fold_ledger(
 
     Replayed entry by entry, so the result depends on the entries alone: when adding one takes
     the ledger over the ceiling, the oldest unfolded entries fold (:func:`fold_entries`) until it
-    is at most ``low_water`` of the ceiling, then it grows again by appending. Raises
+    is at most ``low_water`` of the ceiling (with every entry folded and still over it, each
+    issue lists half as many exhibits, down to :data:`MIN_FOLDED_EXHIBITS`, for the rest of the
+    replay), then it grows again by appending. Raises
     :class:`BudgetExceeded` when even everything folded is over the ceiling."""
     if ceiling is None:
         return [dict(e) for e in entries]
@@ -164,6 +178,11 @@ def fold_ledger(
         while folded < upto and tokens(upto) > ceiling * low_water:
             folder.add(entries[folded])
             folded += 1
+            header = counting.raw(blocks(folder.entries())[0])
+        # everything folded and still over the mark: each issue lists fewer exhibits (else the
+        # next entry or two took it over the ceiling again, and every fold rewrote the ledger)
+        while tokens(upto) > ceiling * low_water and folder.cap > MIN_FOLDED_EXHIBITS:
+            folder.cap = max(MIN_FOLDED_EXHIBITS, folder.cap // 2)
             header = counting.raw(blocks(folder.entries())[0])
     result = folder.entries() + [dict(e) for e in entries[folded:]]
     total = tokens(len(entries))
