@@ -458,4 +458,4 @@ def _one_line(text: str) -> str:
     """``text`` on one line as printed: a character that does not print (a line break, a tab, a
     bidirectional control) written as its escape. A question is any client's text: a line break
     in it printed a line of its own, which read as another turn."""
-    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
