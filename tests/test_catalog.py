@@ -696,6 +696,10 @@ def test_a_user_entry_with_no_tokenizer_falls_in_the_bundled_family_of_its_id(tm
         ("\uff47\uff50\uff54-\uff14\uff4f", "FULLWIDTH LATIN SMALL LETTER G"),
         ("gpt-4o\u200b", "ZERO WIDTH SPACE"),
         ("x-" * 200, "longer than the 256 characters"),
+        # control characters Python's str.strip() takes for blanks: refused, not stripped
+        ("gpt-4o\x1f", "character 7 is U+001F: model ids hold no spaces or control characters"),
+        ("\x1cgpt-4o", "character 1 is U+001C:"),
+        ("gpt-4o\x85", "character 7 is U+0085: model ids are plain ASCII"),
     ],
 )
 def test_an_unknown_id_says_what_is_wrong_with_it_and_what_it_looks_like(sent: str, said: str) -> None:

@@ -25,7 +25,7 @@ from ..tokens.counter import TokenCounter
 from ..tokens.registry import get_encoding
 from .entries import ModelEntries, SpecsById
 from .matching import compile_clause
-from .resolve import Found, Index, Matcher, find, id_problem, plain_lookalike
+from .resolve import ID_BLANKS, Found, Index, Matcher, find, id_problem, plain_lookalike
 from .values import FALLBACK_TOKENIZER, Family, ModelSpec, TokenizerSpec, WindowResolution, family_tokenizer
 
 __all__ = [
@@ -236,7 +236,7 @@ _MAX_REMEMBERED = 4096
 def _model_key(model_id: object) -> str:
     if not isinstance(model_id, str):
         raise ConfigError(f"a model id is a string, got {type(model_id).__name__} {model_id!r:.60}")
-    key = model_id.strip().lower()
+    key = model_id.strip(ID_BLANKS).lower()
     if not key:  # not an unknown id: the floor must not budget a model no one named
         raise ConfigError(f"the model id is blank ({model_id!r}): name the model the request is for")
     return key

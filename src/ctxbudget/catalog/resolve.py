@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 from .values import ModelSpec, ResolutionRule
 
-__all__ = ["MAX_ID_CHARS", "Found", "Index", "Matcher", "find", "id_problem", "plain_lookalike"]
+__all__ = ["ID_BLANKS", "MAX_ID_CHARS", "Found", "Index", "Matcher", "find", "id_problem", "plain_lookalike"]
 
 # How far a rule strays from the id as sent; a path is labelled by its farthest step.
 _SEVERITY: dict[ResolutionRule, int] = {
@@ -67,6 +67,9 @@ _OTHER_KINDS = re.compile(
     r"(^|[-:])(tts|transcribe|realtime|audio|image|embed\w*|moderation|whisper|speech|search)([-:]|$)"
 )
 _UNPRINTABLE = re.compile(r"[\s\x00-\x1f\x7f]")
+# The blanks around an id that are not part of it (``"GPT-4o "`` is gpt-4o): ASCII's own. Python's
+# ``str.strip()`` also takes U+001C-U+001F and U+0085 for blanks: control characters, refused.
+ID_BLANKS = " \t\n\r\x0b\x0c"
 _FINE_TUNED = re.compile(r"^ft:(?P<base>[^:]+)(?::|$)")
 _MAX_DEPTH = 8
 MAX_ID_CHARS = 256
@@ -291,7 +294,7 @@ def _find(index: Index, name: str, provider: str | None, depth: int) -> Found | 
 def find(index: Index, model_id: str) -> Found | None:
     """The entry ``model_id`` resolves to by the rules above, or None (also for an id that no
     client sends: longer than 256 characters, or with spaces or control characters in it)."""
-    name = model_id.strip().lower()
+    name = model_id.strip(ID_BLANKS).lower()
     if len(name) > MAX_ID_CHARS or _UNPRINTABLE.search(name):
         return None
     tuned = _fine_tuned_base(name)
@@ -331,7 +334,7 @@ def plain_lookalike(model_id: str) -> str:
 
 def id_problem(model_id: str) -> str:
     """What makes ``model_id`` one no client sends, or "" (an unknown id may be merely new)."""
-    name = model_id.strip()
+    name = model_id.strip(ID_BLANKS)
     if len(name) > MAX_ID_CHARS:
         return f"longer than the {MAX_ID_CHARS} characters a model id can have"
     odd = _UNPRINTABLE.search(name) or re.search(r"[^\x20-\x7e]", name)
@@ -339,10 +342,11 @@ def id_problem(model_id: str) -> str:
         undated = _not_a_date(name)
         return f"its snapshot suffix {undated} is not a date of 2000-2099" if undated else ""
     char = odd.group()
-    named = unicodedata.name(char, f"U+{ord(char):04X}")
-    at = odd.start() + 1 + len(model_id) - len(model_id.lstrip())  # counted in the id as sent
+    named = unicodedata.name(char, "")
+    at = odd.start() + 1 + len(model_id) - len(model_id.lstrip(ID_BLANKS))  # counted in the id as sent
     rule = "model ids are plain ASCII" if char > "\x7f" else "model ids hold no spaces or control characters"
-    return f"character {at} is {named} (U+{ord(char):04X}): {rule}"
+    code = f"U+{ord(char):04X}"
+    return f"character {at} is {f'{named} ({code})' if named else code}: {rule}"
 
 
 def _fine_tuned_base(name: str) -> str | None:
