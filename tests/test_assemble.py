@@ -188,6 +188,15 @@ def test_cost_ceiling_refuses_or_degrades() -> None:
     last = cheap.report.degraded[-1]
     assert last.startswith(f"under the ceiling at {usd(cheap.report.cost_usd)} with ")
     assert any(f"{name} {tokens:,} tokens" in last for name, tokens in held.items())
+    # a halved target is told in the tokens every other figure is (a claude estimate: scaled)
+    claude = run(model="claude-sonnet-4-5", expected_output_tokens=100).report
+    ceilings = {t.name: t.ceiling_tokens for t in claude.tiers}
+    halved = run(
+        model="claude-sonnet-4-5", cost_ceiling_usd=claude.cost_usd - 1e-4, expected_output_tokens=100
+    )
+    first = halved.report.degraded[0]
+    name = first.split(": ")[1].split("'s target")[0]
+    assert f"target halved to {ceilings[name] // 2:,} tokens" in first, first
 
 
 def test_pinned_prefix_is_byte_identical_across_turns_of_a_session() -> None:

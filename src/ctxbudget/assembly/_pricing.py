@@ -105,7 +105,7 @@ def within_ceiling(
         halved[tier.name] = None
         degraded.append(
             f"cost {usd(priced.cost.total_usd)} over {usd(ceiling)}: {tier.name}'s target halved to "
-            f"{targets[tier.index]} tokens"
+            f"{setup.counter.scale(targets[tier.index]):,} tokens"  # the targets are raw tokens
         )
 
 
