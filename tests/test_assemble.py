@@ -195,8 +195,8 @@ def test_cost_ceiling_refuses_or_degrades() -> None:
         model="claude-sonnet-4-5", cost_ceiling_usd=claude.cost_usd - 1e-4, expected_output_tokens=100
     )
     first = halved.report.degraded[0]
-    name = first.split(": ")[1].split("'s target")[0]
-    assert f"target halved to {ceilings[name] // 2:,} tokens" in first, first
+    name, told = first.split(": ")[1].split("'s target halved to ")
+    assert abs(int(told.removesuffix(" tokens").replace(",", "")) - ceilings[name] // 2) <= 1, first
 
 
 def test_pinned_prefix_is_byte_identical_across_turns_of_a_session() -> None:
