@@ -397,3 +397,23 @@ def test_a_current_user_message_with_nothing_to_send_is_an_empty_question() -> N
     assert kept.request["messages"][-1]["content"][-1]["type"] == "image"
     with pytest.raises(CtxBudgetError, match=r"no text, and its other parts .* render it as anthropic"):
         assemble(claude, policy="legal-review", model="claude-sonnet-4-5", output_format="openai")
+
+
+@pytest.mark.parametrize("steps", [3, 8, 20])
+def test_a_tool_loops_cached_prefix_is_within_the_body_and_nothing_is_sent_below_zero(steps: int) -> None:
+    """A breakpoint's prefix summed the tool steps' item texts (a call written as its JSON), more
+    tokens than the body counts them: past the whole body, the prediction sent -19 tokens
+    uncached at 8 steps, priced below zero."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Find every page about notice."}]
+    for k in range(steps):
+        call = {"type": "tool_use", "id": f"toolu_{k}", "name": "read_page", "input": {"page": k}}
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{k}", "content": f"Page {k}: a delivery."}
+        messages += [{"role": "assistant", "content": [call]}, {"role": "user", "content": [result]}]
+    messages += [{"role": "assistant", "content": "Read."}, {"role": "user", "content": "Which page first?"}]
+    system = "You are a careful research agent. Use the tools to read the record. " * 150
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 2000, "system": system, "messages": messages}
+    report = assemble(body, policy="legal-review", model="claude-sonnet-4-5").report.to_dict()
+    cache, points = report["cache"], report["breakpoints"]
+    assert all(p["prefix_tokens"] <= report["tokens"] for p in points)
+    assert cache["uncached_tokens"] >= 0 and report["cost"]["uncached_input_usd"] >= 0
+    assert cache["read_tokens"] + cache["write_tokens"] + cache["uncached_tokens"] == report["tokens"]

@@ -168,6 +168,23 @@ def draft(setup: Setup, targets: Mapping[int, int]) -> Draft:
     )
     blocks = _blocks(selections, setup.ledger, setup.current, setup.fmt)
     body = render(setup, blocks, ())
-    return Draft(
-        selections, blocks, body, measure(setup, body), tuple(setup.counter.raw(b.text) for b in blocks)
-    )
+    return Draft(selections, blocks, body, measure(setup, body), tuple(_block_raw(setup, b) for b in blocks))
+
+
+def _block_raw(setup: Setup, block: Block) -> int:
+    """Raw tokens of a block as the body sends it: its text, or a provider message sent as it was
+    with more than text in it (tool calls and results, images) as its format counts the message,
+    less a message's framing. Its item's text (a tool call written as its JSON) counts otherwise:
+    summed up to a breakpoint, a history of tool steps gave a prefix longer than the whole body,
+    and the prediction sent a negative count uncached, priced below zero."""
+    message = block.message
+    content = None if message is None or setup.fmt not in FORMATS else message.get("content")
+    if not isinstance(content, list) or all(isinstance(p, dict) and p.get("type") == "text" for p in content):
+        return setup.counter.raw(block.text)
+
+    def tokens(sent: Mapping[str, Any]) -> int:
+        body = {"model": setup.model, "max_tokens": 1, "messages": [sent]}
+        return measure_total(FORMATS[setup.fmt].render(body), setup.counter.encoding)
+
+    assert message is not None
+    return max(0, tokens(message) - tokens({"role": message.get("role", "user"), "content": ""}))
