@@ -417,3 +417,32 @@ def test_a_tool_loops_cached_prefix_is_within_the_body_and_nothing_is_sent_below
     assert all(p["prefix_tokens"] <= report["tokens"] for p in points)
     assert cache["uncached_tokens"] >= 0 and report["cost"]["uncached_input_usd"] >= 0
     assert cache["read_tokens"] + cache["write_tokens"] + cache["uncached_tokens"] == report["tokens"]
+
+
+def _marks(value: Any) -> int:
+    if isinstance(value, dict):
+        return int("cache_control" in value) + sum(_marks(v) for v in value.values())
+    return sum(_marks(v) for v in value) if isinstance(value, list) else 0
+
+
+def test_a_history_ending_in_thinking_alone_is_marked_where_a_mark_can_go() -> None:
+    """A reply cut off while thinking is a message of a thinking block alone, which takes no mark:
+    the breakpoint planned on it was priced and predicted (a write, then a read) but never sent."""
+    thought = {"type": "thinking", "thinking": "Looking at the inspection pages. " * 40, "signature": "s"}
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 4096,
+        "system": "You are a careful legal assistant. Cite the record precisely. " * 250,
+        "messages": [
+            {"role": "user", "content": "Summarize the deposition of the site manager. " * 150},
+            {"role": "assistant", "content": [{"type": "text", "text": "Delivery dates were late. " * 150}]},
+            {"role": "user", "content": "And the inspection?"},
+            {"role": "assistant", "content": [thought]},
+            {"role": "user", "content": "Which page shows notice?"},
+        ],
+    }
+    first = assemble(body, policy="legal-review", model="claude-sonnet-4-5")
+    second = assemble(body, policy="legal-review", model="claude-sonnet-4-5", previous=first.report)
+    for result in (first, second):
+        assert _marks(result.request) == len(result.report.breakpoints) == 2
+    assert second.report.to_dict()["cache"]["read_tokens"] == second.report.breakpoints[-1].prefix_tokens

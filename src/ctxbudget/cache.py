@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -96,14 +96,21 @@ def prefix_hashes(model: str, blocks: Sequence[Block]) -> list[str]:
     return out
 
 
-def _region_ends(blocks: Sequence[Block]) -> list[int]:
-    """Last block of each cached tier (the stable regions), in order."""
+def _region_ends(blocks: Sequence[Block], markable: Callable[[Block], bool]) -> list[int]:
+    """Last block of each cached tier (the stable regions) that can carry a mark, in order: a
+    message of thinking blocks alone takes none (a reply cut off at max_tokens while thinking),
+    and a breakpoint planned there was priced and predicted but never sent."""
     ends = []
+    last: int | None = None  # the region's last block that takes a mark so far
     for i, block in enumerate(blocks):
+        if block.cached and markable(block):
+            last = i
         following = blocks[i + 1] if i + 1 < len(blocks) else None
         last_of_tier = following is None or (following.tier, following.cached) != (block.tier, block.cached)
-        if block.cached and last_of_tier:
-            ends.append(i)
+        if last_of_tier:
+            if block.cached and last is not None:
+                ends.append(last)
+            last = None
     return ends
 
 
@@ -113,6 +120,7 @@ def plan_breakpoints(
     hashes: Sequence[str],
     rules: CacheRules,
     ahead: int = 0,
+    markable: Callable[[Block], bool] = lambda block: True,
 ) -> tuple[list[Breakpoint], list[str]]:
     """Breakpoints at the ends of stable regions that the provider will cache, and warnings.
 
@@ -121,8 +129,9 @@ def plan_breakpoints(
     prefixes (30,000 tokens of tools ahead of a short system prompt were never marked, so never
     cached, and the warning said the prefix was under the minimum)."""
     warnings: list[str] = []
-    ends = [i for i in _region_ends(blocks) if prefix_tokens[i] + ahead >= rules.min_cacheable_tokens]
-    skipped = [blocks[i].tier for i in _region_ends(blocks) if i not in ends]
+    regions = _region_ends(blocks, markable)
+    ends = [i for i in regions if prefix_tokens[i] + ahead >= rules.min_cacheable_tokens]
+    skipped = [blocks[i].tier for i in regions if i not in ends]
     if skipped and rules.mode != "none":
         warnings.append(
             f"no cache breakpoint after {', '.join(skipped)}: the prefix there is below the model's "

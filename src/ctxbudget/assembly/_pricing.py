@@ -15,6 +15,7 @@ from ..cost import TurnCost, price_cached
 from ..errors import CostCeilingExceeded, PriceUnknown, usd
 from ._draft import Draft, Setup, measure, render
 from ._envelope import fit_envelope
+from ._render import takes_mark
 
 __all__ = ["Priced", "within_ceiling"]
 
@@ -51,7 +52,7 @@ def _price(setup: Setup, draft: Draft, previous_hashes: frozenset[str], output_t
     # Tool definitions ahead of the blocks count toward the minimum where the body marks its
     # breakpoints (Anthropic); automatic caching rounds the blocks' own prefix, which they miss.
     ahead = setup.carried_tokens if rules.mode == "explicit" else 0
-    points, planned = plan_breakpoints(draft.blocks, prefix, hashes, rules, ahead=ahead)
+    points, planned = plan_breakpoints(draft.blocks, prefix, hashes, rules, ahead=ahead, markable=takes_mark)
     warnings += planned
     body = render(setup, draft.blocks, points)
     total = scale(measure(setup, body))

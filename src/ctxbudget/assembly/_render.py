@@ -14,7 +14,7 @@ from typing import Any, Literal
 from ..cache import Block, Breakpoint
 from ..formats.anthropic_rules import THINKING, content_blocks, merged_turns, nested_blocks
 
-__all__ = ["OutputFormat", "block_texts", "render_blocks"]
+__all__ = ["OutputFormat", "block_texts", "render_blocks", "takes_mark"]
 
 OutputFormat = Literal["anthropic", "openai", "text"]
 CONTINUATION = "[The conversation so far continues below.]"
@@ -32,6 +32,15 @@ def _without_marks(message: Mapping[str, Any]) -> dict[str, Any]:
     for block in nested_blocks(out.get("content")):
         block.pop("cache_control", None)
     return out
+
+
+def takes_mark(block: Block) -> bool:
+    """Whether a block's rendering carries a cache mark: its text does; a provider message sent
+    as it was does when it holds a block other than thinking (:func:`_mark`)."""
+    if block.message is None:
+        return True
+    blocks = content_blocks(block.message.get("content"))
+    return any(isinstance(b, dict) and b.get("type") not in THINKING for b in blocks)
 
 
 def _mark(message: dict[str, Any], point: Breakpoint) -> None:
