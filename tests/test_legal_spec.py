@@ -4,6 +4,7 @@ fail-closed, verified supersede, issue-tag selection, cache expiry, and the redu
 from __future__ import annotations
 
 import base64
+import dataclasses
 import itertools
 import json
 import math
@@ -772,3 +773,33 @@ def test_the_fold_replayed_as_it_goes_is_the_fold_replayed_from_scratch(
         assert fold_ledger(entries, ceiling, counting) == expected
     except BudgetExceeded:
         assert counting.scale(sum(map(counting.raw, ledger_blocks(expected)))) > ceiling
+
+
+def test_the_ledger_sits_after_the_stable_tiers_before_one_left_uncached() -> None:
+    """A policy that leaves its question-ranked background uncached: the ledger came after that
+    block, and its breakpoint wrote the background (new every question) each turn, never read."""
+    policy = dataclasses.replace(
+        get_policy("legal-review"),
+        tiers=tuple(
+            dataclasses.replace(t, cached=False, compact_query="question") if t.name == "contextual" else t
+            for t in get_policy("legal-review").tiers
+        ),
+    )
+    ledger = {"id": "ledger-1", "tier": "volatile", "kind": "ledger", "text": '{"turn":1,"issue":"Notice"}'}
+
+    def asked(question: str) -> dict[str, Any]:
+        body = build_legal_context()
+        items = [i for i in body["items"] if i.get("kind") != "question"]
+        return {"items": [*items, ledger, {"id": "q", "kind": "question", "text": question}]}
+
+    first = assemble(asked("When was notice given?"), policy=policy, model="claude-sonnet-4-5")
+    second = assemble(
+        asked("Did the inspection find a breach?"),
+        policy=policy,
+        model="claude-sonnet-4-5",
+        previous=first.report,
+    )
+    points = {b.tier: b.status for b in second.report.breakpoints}
+    assert "contextual" not in points and points["pinned"] == points["ledger"] == "read"
+    texts = [b["text"] for b in second.request["system"]]
+    assert texts.index(next(t for t in texts if t.startswith('{"turn"'))) < len(texts) - 1  # before it

@@ -135,7 +135,10 @@ def _blocks(
         for i in current
         if i.text.strip() or _source(i, fmt) is not None
     ]
-    return (*system, *ledger, *messages)
+    # after the stable tiers, before a tier the policy leaves uncached (its text changes with the
+    # question): after it, the ledger's breakpoint wrote that text every turn and never read it
+    stable = next((n for n, block in enumerate(system) if not block.cached), len(system))
+    return (*system[:stable], *ledger, *system[stable:], *messages)
 
 
 def render(setup: Setup, blocks: Sequence[Block], points: Sequence[Breakpoint]) -> dict[str, Any] | str:
