@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 
 from ctxbudget import assemble
-from ctxbudget.assembly._policy import load_policy
+from ctxbudget.assembly._policy import load_policy, parse_policy
 from ctxbudget.errors import BudgetExceeded, CostCeilingExceeded, CtxBudgetError
 from ctxbudget.items import GAP
 
@@ -446,3 +446,48 @@ def test_a_history_ending_in_thinking_alone_is_marked_where_a_mark_can_go() -> N
     for result in (first, second):
         assert _marks(result.request) == len(result.report.breakpoints) == 2
     assert second.report.to_dict()["cache"]["read_tokens"] == second.report.breakpoints[-1].prefix_tokens
+
+
+def test_the_cache_lookback_is_counted_in_content_blocks_of_kept_messages() -> None:
+    """An agent's steps kept as they were hold several content blocks each (three tool calls, three
+    results): the provider's lookup walks back 20 content blocks, and turn 2's history mark, 26
+    blocks past turn 1's, cannot find it; it was predicted read (10 assembly blocks back)."""
+    policy = parse_policy(
+        'name = "agent"\nenvelope_tokens = 100000\nexpected_output_tokens = 500\n'
+        '[[tiers]]\nname = "pinned"\nceiling_tokens = 20000\neviction = "never"\ncached = true\n'
+        'cache_ttl = "1h"\n[[tiers]]\nname = "history"\nceiling_tokens = 60000\neviction = "rolling"\n'
+        "cached = true\n",
+        "agent.toml",
+    )
+
+    def step(k: int) -> list[dict[str, Any]]:
+        ids = [f"toolu_{k}_{j}" for j in range(3)]
+        calls = [
+            {"type": "tool_use", "id": i, "name": "read_page", "input": {"page": n}}
+            for n, i in enumerate(ids)
+        ]
+        results = [
+            {"type": "tool_result", "tool_use_id": i, "content": f"Page {n}: a delivery. " * 30}
+            for n, i in enumerate(ids)
+        ]
+        return [{"role": "assistant", "content": calls}, {"role": "user", "content": results}]
+
+    opening = [{"role": "user", "content": "Find every page where notice is discussed. " * 20}]
+    turn1 = [
+        *opening,
+        *step(0),
+        {"role": "assistant", "content": "Read."},
+        {"role": "user", "content": "Which?"},
+    ]
+    turn2 = [*turn1, *step(1), *step(2), *step(3), *step(4)]
+    turn2 += [{"role": "assistant", "content": "Read."}, {"role": "user", "content": "So which page?"}]
+    system = "You are a careful research agent. Use the tools to read the record. " * 150
+
+    def body(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"model": "claude-sonnet-4-5", "max_tokens": 2000, "system": system, "messages": messages}
+
+    first = assemble(body(turn1), policy=policy, model="claude-sonnet-4-5")
+    second = assemble(body(turn2), policy=policy, model="claude-sonnet-4-5", previous=first.report)
+    pinned, history = second.report.breakpoints
+    assert second.report.to_dict()["cache"]["read_tokens"] == pinned.prefix_tokens  # the pinned prefix only
+    assert history.prefix_tokens > pinned.prefix_tokens

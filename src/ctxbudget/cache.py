@@ -194,16 +194,22 @@ def read_block(
     previous_hashes: frozenset[str],
     block_hashes: Sequence[str],
     reach: int | None = LOOKBACK_BLOCKS,
+    widths: Sequence[int] | None = None,
 ) -> int:
     """The last block of the longest prefix cached before that a lookup from one of ``ends``
-    finds, walking back at most ``reach`` blocks (None: to the start); -1 when none is found."""
+    finds, walking back at most ``reach`` content blocks (None: to the start); -1 when none is
+    found. ``widths``: the content blocks each block is sent as (a kept message of three tool
+    calls is three; default one each): the provider's lookback counts those."""
     best = -1
     for end in ends:
-        low = -1 if reach is None else max(-1, end - reach - 1)
-        for j in range(end, low, -1):
+        walked = 0
+        for j in range(end, -1, -1):
+            if reach is not None and walked > reach:
+                break
             if block_hashes[j] in previous_hashes:
                 best = max(best, j)
                 break
+            walked += widths[j] if widths is not None else 1
     return best
 
 
@@ -213,6 +219,7 @@ def _read_prefix(
     block_hashes: Sequence[str] | None,
     block_tokens: Sequence[int] | None,
     reach: int | None = LOOKBACK_BLOCKS,
+    widths: Sequence[int] | None = None,
 ) -> tuple[int, str | None]:
     """The longest prefix the provider finds cached, its tokens and hash: from each breakpoint it
     looks back up to ``reach`` blocks (Anthropic: 20; automatic caching: to the start) for a
@@ -221,7 +228,7 @@ def _read_prefix(
         found = [p for p in breakpoints if p.prefix_sha256 in previous_hashes]
         best = max(found, key=lambda p: p.prefix_tokens, default=None)
         return (best.prefix_tokens, best.prefix_sha256) if best else (0, None)
-    at = read_block([p.block for p in breakpoints], previous_hashes, block_hashes, reach)
+    at = read_block([p.block for p in breakpoints], previous_hashes, block_hashes, reach, widths)
     return (block_tokens[at], block_hashes[at]) if at >= 0 else (0, None)
 
 
@@ -232,11 +239,12 @@ def predict_cache(
     mode: str,
     block_hashes: Sequence[str] | None = None,
     block_tokens: Sequence[int] | None = None,
+    widths: Sequence[int] | None = None,
 ) -> CachePrediction:
     """Reads the longest previously cached prefix; writes the rest up to the last breakpoint (at
-    each span's TTL); everything after it is sent uncached."""
+    each span's TTL); everything after it is sent uncached (``widths``: see :func:`read_block`)."""
     reach = None if mode == "automatic" else LOOKBACK_BLOCKS
-    read, read_sha256 = _read_prefix(breakpoints, previous_hashes, block_hashes, block_tokens, reach)
+    read, read_sha256 = _read_prefix(breakpoints, previous_hashes, block_hashes, block_tokens, reach, widths)
     if mode == "automatic" and read:
         read = read // AUTOMATIC_STEP * AUTOMATIC_STEP
     writes = {"5m": 0, "1h": 0}

@@ -15,7 +15,7 @@ from ..cost import TurnCost, price_cached
 from ..errors import CostCeilingExceeded, PriceUnknown, usd
 from ._draft import Draft, Setup, measure, render
 from ._envelope import fit_envelope
-from ._render import takes_mark
+from ._render import content_width, takes_mark
 
 __all__ = ["Priced", "within_ceiling"]
 
@@ -56,7 +56,8 @@ def _price(setup: Setup, draft: Draft, previous_hashes: frozenset[str], output_t
     warnings += planned
     body = render(setup, draft.blocks, points)
     total = scale(measure(setup, body))
-    prediction = predict_cache(points, total, previous_hashes, rules.mode, hashes, prefix)
+    widths = [content_width(b) for b in draft.blocks]  # the provider looks back over content blocks
+    prediction = predict_cache(points, total, previous_hashes, rules.mode, hashes, prefix, widths)
     cost = price_cached(setup.spec.prices, prediction, output_tokens)
     return Priced(draft, tuple(points), prediction, cost, body, tuple(warnings), total)
 

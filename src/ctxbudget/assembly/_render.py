@@ -14,7 +14,7 @@ from typing import Any, Literal
 from ..cache import Block, Breakpoint
 from ..formats.anthropic_rules import THINKING, content_blocks, merged_turns, nested_blocks
 
-__all__ = ["OutputFormat", "block_texts", "render_blocks", "takes_mark"]
+__all__ = ["OutputFormat", "block_texts", "content_width", "render_blocks", "takes_mark"]
 
 OutputFormat = Literal["anthropic", "openai", "text"]
 CONTINUATION = "[The conversation so far continues below.]"
@@ -41,6 +41,12 @@ def takes_mark(block: Block) -> bool:
         return True
     blocks = content_blocks(block.message.get("content"))
     return any(isinstance(b, dict) and b.get("type") not in THINKING for b in blocks)
+
+
+def content_width(block: Block) -> int:
+    """The content blocks a block is sent as: its text one, a provider message its own (an
+    assistant turn of three tool calls is three), which the provider's cache lookback counts."""
+    return 1 if block.message is None else max(1, len(content_blocks(block.message.get("content"))))
 
 
 def _mark(message: dict[str, Any], point: Breakpoint) -> None:
