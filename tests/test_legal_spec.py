@@ -558,6 +558,7 @@ def test_bad_inputs_fail_with_their_cause(tmp_path: Path) -> None:
         (lambda t: t + "\nClause 41. A new rule.", "appended text"),
         (lambda t: t.replace("\n", "\r\n", 3), "whitespace (line endings or spaces)"),
         (lambda t: t.replace("v2.1", "v2.2", 1), "value"),
+        (lambda t: t + "\n", "whitespace (line endings or spaces)"),  # appended: said 'appended text'
     ],
 )
 def test_a_changed_prefix_says_what_kind_of_change_it_was(change: Any, kind: str) -> None:
@@ -567,6 +568,23 @@ def test_a_changed_prefix_says_what_kind_of_change_it_was(change: Any, kind: str
     with pytest.raises(PinnedPrefixChanged) as info:
         assemble(body, policy=POLICY, model=MODEL, previous=first.report.to_dict())
     assert info.value.volatile is not None and info.value.volatile[0] == kind
+    assert info.value.before != info.value.after  # the two lines shown differ where the texts do
+    if kind.startswith("whitespace"):
+        assert info.value.volatile[1] and not info.value.volatile[1].strip()  # the blanks themselves
+
+
+def test_a_changed_prefix_on_a_long_line_is_shown_where_it_differs() -> None:
+    body = _request()
+    text = body["items"][0]["text"]
+    long_line = "Rule: " + "keep the record exact and cite it; " * 20 + "version 7."
+    body["items"][0]["text"] = text + "\n" + long_line
+    second = assemble(body, policy=POLICY, model=MODEL)
+    changed = _request()
+    changed["items"][0]["text"] = text + "\n" + long_line.replace("version 7.", "version 8.")
+    with pytest.raises(PinnedPrefixChanged) as info:
+        assemble(changed, policy=POLICY, model=MODEL, previous=second.report.to_dict())
+    assert "version 7." in info.value.before and "version 8." in info.value.after
+    assert info.value.before.startswith("…") and len(info.value.before) <= 161
 
 
 def test_a_tier_must_be_a_name_or_an_index_not_a_boolean() -> None:

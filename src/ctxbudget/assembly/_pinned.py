@@ -79,29 +79,49 @@ def _prefix_changed(setup: Setup, old: str, new: str) -> PinnedPrefixChanged:
     line = new[:at].count("\n") + 1
     before = old.split("\n")[line - 1] if line <= old.count("\n") + 1 else ""
     after = new.split("\n")[line - 1]
+    start = new.rfind("\n", 0, at) + 1  # the line's start, in both texts (they agree up to ``at``)
+    if before == after:  # the change is in the line's ending (a newline added or taken off): shown
+        before, after = old[start : at + 2], new[start : at + 2]
     return PinnedPrefixChanged(
         offset=len(new[:at].encode("utf-8")),
         line=line,
-        before=before[:160],
-        after=after[:160],
+        before=_around(before, at - start),
+        after=_around(after, at - start),
         volatile=_what_changed(setup, old, new, before, after),
     )
+
+
+def _around(line: str, at: int, width: int = 160) -> str:
+    """``line`` as an error shows it: whole up to ``width`` characters, else the ``width`` around
+    character ``at`` (where it differs), an ellipsis for what is left out before it."""
+    if len(line) <= width:
+        return line
+    start = max(0, min(at - width // 3, len(line) - width))
+    return ("…" if start else "") + line[start : start + width]
 
 
 def _what_changed(setup: Setup, old: str, new: str, before: str, after: str) -> tuple[str, str] | None:
     """The kind and text of the change: text appended or removed at the end, whitespace only (line
     endings, trailing spaces), or the changed value on the line (its volatile kind if known)."""
+    if "".join(old.split()) == "".join(new.split()):
+        return ("whitespace (line endings or spaces)", _whitespace_change(old, new))
     if new.startswith(old):
         return ("appended text", new[len(old) :].strip()[:80])
     if old.startswith(new):
         return ("removed text", old[len(new) :].strip()[:80])
-    if "".join(old.split()) == "".join(new.split()):
-        return ("whitespace (line endings or spaces)", repr(after[_first_difference(before, after) :][:20]))
     changed = _changed_value(before, after)
     if not changed:
         return None
     found = find_volatile(changed, setup.policy.volatile)
     return (found.kind if found else "value", changed)
+
+
+def _whitespace_change(old: str, new: str) -> str:
+    """The whitespace that differs: from the first difference, what the new text has there (or
+    what the old one had, when the new one ends there; the error shows it escaped)."""
+    at = _first_difference(old, new)
+    rest = new[at:] or old[at:]
+    return (rest[: len(rest) - len(rest.lstrip())] or rest[:1])[:20]  # the run of blanks there
 
 
 def _changed_value(before: str, after: str) -> str:
