@@ -18,6 +18,7 @@ from ..formats import FORMATS
 from ..items import JOINER
 from ..measure import measure_total
 from ..tokens.counter import TokenCounter
+from ..tokens.encoding import Encoding
 from ..trim.passages import PassageScorer
 from ._policy import CURRENT, LEDGER, Policy
 from ._render import OutputFormat, render_blocks
@@ -185,9 +186,27 @@ def _block_raw(setup: Setup, block: Block) -> int:
     if not isinstance(content, list) or all(isinstance(p, dict) and p.get("type") == "text" for p in content):
         return setup.counter.raw(block.text)
 
-    def tokens(sent: Mapping[str, Any]) -> int:
-        body = {"model": setup.model, "max_tokens": 1, "messages": [sent]}
-        return measure_total(FORMATS[setup.fmt].render(body), setup.counter.encoding)
-
     assert message is not None
-    return max(0, tokens(message) - tokens({"role": message.get("role", "user"), "content": ""}))
+    role = str(message.get("role", "user"))
+    return max(0, _message_raw(setup, message) - _framing_raw(setup.fmt, role, setup.counter.encoding))
+
+
+def _message_raw(setup: Setup, message: Mapping[str, Any]) -> int:
+    """Raw tokens of one provider message as its format renders it alone (it was parsed and
+    checked with its request: rendered as trusted)."""
+    body = {"model": setup.model, "max_tokens": 1, "messages": [message]}
+    return measure_total(FORMATS[setup.fmt].render(body, trusted=True), setup.counter.encoding)
+
+
+_FRAMING: dict[tuple[str, str, str], int] = {}
+
+
+def _framing_raw(fmt: str, role: str, encoding: Encoding) -> int:
+    """Raw tokens of an empty message of ``role``: a message's framing, by format and encoding
+    (remembered: a tool loop's every kept message asks for it)."""
+    key = (fmt, role, encoding.name)
+    found = _FRAMING.get(key)
+    if found is None:  # two threads may both count it: the same number
+        body = {"model": "m", "max_tokens": 1, "messages": [{"role": role, "content": ""}]}
+        found = _FRAMING[key] = measure_total(FORMATS[fmt].render(body, trusted=True), encoding)
+    return found
