@@ -269,8 +269,11 @@ def test_a_folded_issue_keeps_its_most_recently_cited_exhibits() -> None:
     [
         '{"result": {"status": "CONFIRMED"}}',  # json.dumps' own spacing: the pattern missed it
         '{"result":{"status":"CONFIRMED"}}',
-        '[{"hits": 2, "status": "confirmed"}]',
+        '[{"hits": 2, "status": "CONFIRMED"}]',
         '{"status": 200, "body": {"status": "CONFIRMED"}}',  # not a word: the nested one
+        # a nested record's own status ("filed") is not the tool's; nor a phrase
+        '{"hits": [{"doc": "EX-4", "status": "filed"}], "result": {"status": "CONFIRMED"}}',
+        '{"request": {"status": "ok"}, "finding": "status: CONFIRMED"}',
     ],
 )
 def test_a_tool_status_is_read_from_json_at_any_depth_and_spacing(content: str) -> None:
@@ -278,6 +281,17 @@ def test_a_tool_status_is_read_from_json_at_any_depth_and_spacing(content: str) 
         Turn(index=1, question="q", tool_results=(ToolResult(name="search", content=content),))
     )
     assert entry["tools"] == ["search CONFIRMED"] and entry["status"] == "CONFIRMED"
+
+
+def test_a_nested_record_status_or_phrase_is_not_a_tools_status() -> None:
+    for content in (
+        '[{"doc": "EX-1", "status": "active"}]',
+        '{"data": [{"status": "Superseded, see notes"}]}',
+    ):
+        entry = reduce_turn(
+            Turn(index=1, question="q", tool_results=(ToolResult(name="s", content=content),))
+        )
+        assert entry["tools"] == ["s"] and entry["status"] is None
 
 
 def test_tags_are_told_apart_before_they_are_capped() -> None:
@@ -296,3 +310,7 @@ def test_a_heading_alone_is_no_conclusion() -> None:
     conclusions = reduce_turn(Turn(index=1, question="q", answer=answer))["conclusions"]
     assert conclusions == ["- EX-1 shows notice", "- EX-2 shows delay", "Therefore notice was late"]
     assert reduce_turn(Turn(index=1, question="q", answer="Conclusion: notice was late."))["conclusions"]
+    marked = answer.replace("Findings:", "**Findings:**")
+    assert reduce_turn(Turn(index=1, question="q", answer=marked))["conclusions"] == conclusions
+    headed = reduce_turn(Turn(index=1, question="q", answer="Conclusion:\nNotice was late (EX-4)."))
+    assert headed["conclusions"] == ["Notice was late (EX-4)."]  # the sentence the heading heads

@@ -559,6 +559,7 @@ def test_bad_inputs_fail_with_their_cause(tmp_path: Path) -> None:
         (lambda t: t.replace("\n", "\r\n", 3), "whitespace (line endings or spaces)"),
         (lambda t: t.replace("v2.1", "v2.2", 1), "value"),
         (lambda t: t + "\n", "whitespace (line endings or spaces)"),  # appended: said 'appended text'
+        (lambda t: t.replace(" ", "", 1), "whitespace (line endings or spaces)"),  # a space taken out
     ],
 )
 def test_a_changed_prefix_says_what_kind_of_change_it_was(change: Any, kind: str) -> None:
@@ -821,3 +822,16 @@ def test_the_ledger_sits_after_the_stable_tiers_before_one_left_uncached() -> No
     assert "contextual" not in points and points["pinned"] == points["ledger"] == "read"
     texts = [b["text"] for b in second.request["system"]]
     assert texts.index(next(t for t in texts if t.startswith('{"turn"'))) < len(texts) - 1  # before it
+
+
+def test_with_no_tier_cached_the_ledger_follows_the_system_tiers() -> None:
+    policy = get_policy("legal-review")
+    policy = dataclasses.replace(
+        policy, tiers=tuple(dataclasses.replace(t, cached=False) for t in policy.tiers)
+    )
+    body = build_legal_context()
+    items = [i for i in body["items"] if i.get("kind") != "question"]
+    ledger = {"id": "ledger-1", "tier": "volatile", "kind": "ledger", "text": '{"turn":1,"issue":"Notice"}'}
+    asked = {"items": [*items, ledger, {"id": "q", "kind": "question", "text": "When was notice given?"}]}
+    texts = [b["text"] for b in assemble(asked, policy=policy, model="claude-sonnet-4-5").request["system"]]
+    assert not texts[0].startswith('{"turn"') and texts[-1].startswith('{"turn"')  # the playbook first

@@ -491,3 +491,54 @@ def test_the_cache_lookback_is_counted_in_content_blocks_of_kept_messages() -> N
     pinned, history = second.report.breakpoints
     assert second.report.to_dict()["cache"]["read_tokens"] == pinned.prefix_tokens  # the pinned prefix only
     assert history.prefix_tokens > pinned.prefix_tokens
+
+
+def _within_the_body(report: dict[str, Any]) -> None:
+    cache = report["cache"]
+    assert all(p["prefix_tokens"] <= report["tokens"] for p in report["breakpoints"])
+    assert cache["uncached_tokens"] >= 0 and report["cost"]["uncached_input_usd"] >= 0
+
+
+def test_a_history_turns_thinking_is_not_counted_in_its_block() -> None:
+    """The body leaves out thinking before the latest user turn; a kept message rendered alone
+    counted it (a review): a breakpoint past the body, and history rolled off for tokens not sent."""
+    thought = {
+        "type": "thinking",
+        "thinking": "Looking at the inspection pages carefully. " * 400,
+        "signature": "s",
+    }
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 4096,
+        "system": "You are a careful legal assistant. Cite the record precisely. " * 250,
+        "messages": [
+            {"role": "user", "content": "Summarize the deposition of the site manager. " * 20},
+            {"role": "assistant", "content": [thought, {"type": "text", "text": "Delivery was late. " * 20}]},
+            {"role": "user", "content": "Which page shows notice?"},
+        ],
+    }
+    result = assemble(body, policy="legal-review", model="claude-sonnet-4-5")
+    _within_the_body(result.report.to_dict())
+    assert len(result.request["messages"]) == 3  # both history messages kept
+
+
+def test_an_openai_tool_loops_cached_prefix_is_within_the_body() -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a careful research agent. Use the tools. " * 150},
+        {"role": "user", "content": "Find every page about notice."},
+    ]
+    for k in range(60):
+        call = {
+            "id": f"call_{k}",
+            "type": "function",
+            "function": {"name": "read_page", "arguments": f'{{"page": {k}}}'},
+        }
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"call_{k}", "content": f"Page {k}: a delivery."},
+        ]
+    messages += [{"role": "assistant", "content": "Read."}, {"role": "user", "content": "Which page first?"}]
+    body = {"model": "gpt-4o", "messages": messages}
+    _within_the_body(
+        assemble(body, policy="legal-review", model="gpt-4o", output_format="openai").report.to_dict()
+    )

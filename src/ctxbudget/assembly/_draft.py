@@ -15,6 +15,7 @@ from typing import Any
 from ..cache import Block, Breakpoint
 from ..catalog.values import ModelSpec
 from ..formats import FORMATS
+from ..formats.anthropic_rules import THINKING
 from ..items import JOINER
 from ..measure import measure_total
 from ..tokens.counter import TokenCounter
@@ -138,7 +139,7 @@ def _blocks(
     ]
     # after the stable tiers, before a tier the policy leaves uncached (its text changes with the
     # question): after it, the ledger's breakpoint wrote that text every turn and never read it
-    stable = next((n for n, block in enumerate(system) if not block.cached), len(system))
+    stable = next((n for n, block in enumerate(system) if not block.cached), len(system)) or len(system)
     return (*system[:stable], *ledger, *system[stable:], *messages)
 
 
@@ -180,15 +181,32 @@ def _block_raw(setup: Setup, block: Block) -> int:
     with more than text in it (tool calls and results, images) as its format counts the message,
     less a message's framing. Its item's text (a tool call written as its JSON) counts otherwise:
     summed up to a breakpoint, a history of tool steps gave a prefix longer than the whole body,
-    and the prediction sent a negative count uncached, priced below zero."""
+    and the prediction sent a negative count uncached, priced below zero. A history message's
+    thinking is left out, as the body's count leaves out thinking before the latest user turn."""
     message = block.message
-    content = None if message is None or setup.fmt not in FORMATS else message.get("content")
-    if not isinstance(content, list) or all(isinstance(p, dict) and p.get("type") == "text" for p in content):
+    if message is None or setup.fmt not in FORMATS or _text_alone(message):
         return setup.counter.raw(block.text)
-
-    assert message is not None
+    sent = message if block.tier == CURRENT else _without_thinking(message)
     role = str(message.get("role", "user"))
-    return max(0, _message_raw(setup, message) - _framing_raw(setup.fmt, role, setup.counter.encoding))
+    return max(0, _message_raw(setup, sent) - _framing_raw(setup.fmt, role, setup.counter.encoding))
+
+
+def _text_alone(message: Mapping[str, Any]) -> bool:
+    """Whether a message is its role, an optional name and text (counted as its item's text)."""
+    content = message.get("content")
+    text = isinstance(content, str) or (
+        isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" for p in content)
+    )
+    return text and set(message) <= {"role", "content", "name"}
+
+
+def _without_thinking(message: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``message`` without its thinking blocks (a history turn's: not counted where it is sent)."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    kept = [p for p in content if not (isinstance(p, dict) and p.get("type") in THINKING)]
+    return message if len(kept) == len(content) else {**message, "content": kept}
 
 
 def _message_raw(setup: Setup, message: Mapping[str, Any]) -> int:

@@ -117,11 +117,15 @@ def _what_changed(setup: Setup, old: str, new: str, before: str, after: str) -> 
 
 
 def _whitespace_change(old: str, new: str) -> str:
-    """The whitespace that differs: from the first difference, what the new text has there (or
-    what the old one had, when the new one ends there; the error shows it escaped)."""
+    """The whitespace that differs, from the first difference: the longer of the two texts' runs
+    of blanks there (a space taken out: the old one's; a CR added: the new one's ``\\r\\n``)."""
     at = _first_difference(old, new)
-    rest = new[at:] or old[at:]
-    return (rest[: len(rest) - len(rest.lstrip())] or rest[:1])[:20]  # the run of blanks there
+
+    def blanks(text: str) -> str:
+        rest = text[at : at + 20]
+        return rest[: len(rest) - len(rest.lstrip())]
+
+    return max(blanks(new), blanks(old), key=len)
 
 
 def _changed_value(before: str, after: str) -> str:

@@ -132,7 +132,7 @@ def _tool_status(result_content: str, given: str | None, rules: LedgerRules) -> 
     if given:
         return given.upper()
     try:
-        found = _json_status(json.loads(result_content))
+        found = _json_status(json.loads(result_content), rules)
     except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         found = None
     if found is not None:
@@ -141,28 +141,36 @@ def _tool_status(result_content: str, given: str | None, rules: LedgerRules) -> 
     return match.group(1).upper() if match else None
 
 
-def _json_status(value: Any) -> str | None:
-    """The first ``status`` string of a JSON value, an object's own before its members', in
-    document order: ``{"result": {"status": "CONFIRMED"}}`` and ``[{"status": "FOUND"}]`` as
-    written with any spacing (the status pattern read them only when compact)."""
+def _json_status(value: Any, rules: LedgerRules) -> str | None:
+    """A JSON result's status: its top-level ``status`` string, else the first nested one (in
+    document order, an object's own before its members') that is a status word as the pattern
+    reads one (``{"result": {"status": "CONFIRMED"}}`` with ``json.dumps``' own spacing, which the
+    pattern did not read); a nested record's ``"status": "filed"`` is not the tool's."""
+    if isinstance(value, dict) and isinstance(value.get("status"), str) and value["status"].strip():
+        return str(value["status"]).strip()
     pending = [value]
     while pending:
         item = pending.pop()
         if isinstance(item, dict):
-            if isinstance(item.get("status"), str) and item["status"].strip():
-                return str(item["status"]).strip()
+            status = item.get("status")
+            if isinstance(status, str) and _status_word(status, rules):
+                return status.strip()
             pending.extend(reversed(list(item.values())))
         elif isinstance(item, list):
             pending.extend(reversed(item))
     return None
 
 
+def _status_word(value: str, rules: LedgerRules) -> bool:
+    """Whether ``value`` is, whole, a status as the status pattern reads one after "status:"."""
+    found = re.match(rules.status_pattern, f"status: {value.strip()}")
+    return found is not None and found.group(1) == value.strip()
+
+
 def _is_conclusion(sentence: str, rules: LedgerRules) -> bool:
     """A sentence with a conclusion marker that is neither filler addressed to the user nor only
     a status line (the status has its own field)."""
     lowered = sentence.lower()
-    if _HEADING.fullmatch(sentence):  # "Findings:" heads what follows; it concludes nothing
-        return False
     if not _phrases(tuple(rules.conclusion_markers), inflected=True).search(lowered):
         return False
     if _phrases(tuple(rules.filler)).search(lowered):
@@ -171,8 +179,9 @@ def _is_conclusion(sentence: str, rules: LedgerRules) -> bool:
     return not (status and len(sentence) - len(status.group(0)) < 8)
 
 
-# A heading alone: at most three words and a colon ("Findings:", "Key conclusions:").
-_HEADING = re.compile(r"[^\w]*\w+(?:[ \t]+\w+){0,2}[ \t]*:")
+# A heading alone: at most three words and a colon, Markdown's marks around them or not
+# ("Findings:", "**Key conclusions:**", "## Findings:").
+_HEADING = re.compile(r"[^\w]*\w+(?:[ \t]+\w+){0,2}[*_`]*[ \t]*:[^\w]*")
 
 
 def _dashed(citation: str) -> str:
@@ -191,13 +200,24 @@ def _phrases(phrases: tuple[str, ...], inflected: bool = False) -> re.Pattern[st
 
 
 def _conclusions(answer: str, rules: LedgerRules) -> list[str]:
+    """The answer's conclusion sentences (:func:`_is_conclusion`); under a heading with a marker
+    ("Conclusion:"), the sentence it heads too, whatever its words."""
     out: list[str] = []
-    start = 0
+    start, headed = 0, False
+    markers = _phrases(tuple(rules.conclusion_markers), inflected=True)
     for end in [*iter_sentence_ends(answer), len(answer)]:
         sentence = answer[start:end].strip()
         start = end
-        if sentence and _is_conclusion(sentence, rules):
+        if not sentence:
+            continue
+        if _HEADING.fullmatch(sentence):
+            headed = markers.search(sentence.lower()) is not None
+            continue
+        if _is_conclusion(sentence, rules) or (
+            headed and not _phrases(tuple(rules.filler)).search(sentence.lower())
+        ):
             out.append(sentence)
+        headed = False
     return _unique(out)[: rules.max_conclusions]
 
 
