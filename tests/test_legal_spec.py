@@ -188,6 +188,7 @@ def test_a_fold_of_many_issues_citing_many_exhibits_gets_back_under_its_mark() -
     assert folded and all(len(e["cited_exhibits"]) < 60 and e["more_exhibits"] for e in folded)
     header = ledger_blocks(folded)[0]
     assert _fake_count(header) <= 0.6 * ceiling
+    assert shown == _replayed(entries, ceiling, _measure)  # the fold's definition, from scratch
     before, rewrites = ledger_blocks(fold_ledger(entries[:60], ceiling, _FakeCounting())), 0
     for n in range(61, len(entries) + 1):
         after = ledger_blocks(fold_ledger(entries[:n], ceiling, _FakeCounting()))
@@ -720,30 +721,32 @@ def _replayed(entries: list[dict[str, Any]], ceiling: int, measure: Any) -> list
     re-measures every block."""
 
     def shown(folded: int, upto: int) -> list[dict[str, Any]]:
-        return _folded_plainly(entries[:folded]) + [dict(e) for e in entries[folded:upto]]
+        return _folded_plainly(entries[:folded], cap) + [dict(e) for e in entries[folded:upto]]
 
-    folded = 0
+    folded, cap = 0, 60
     for upto in range(1, len(entries) + 1):
         if measure(ledger_blocks(shown(folded, upto))) <= ceiling:
             continue
         while folded < upto and measure(ledger_blocks(shown(folded, upto))) > ceiling * 0.6:
             folded += 1
+        while measure(ledger_blocks(shown(folded, upto))) > ceiling * 0.6 and cap > 8:
+            cap = max(8, cap // 2)  # every entry folded and still over: fewer exhibits listed
     return shown(folded, len(entries))
 
 
-def _folded_plainly(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _folded_plainly(entries: list[dict[str, Any]], cap: int = 60) -> list[dict[str, Any]]:
     groups: dict[Any, list[dict[str, Any]]] = {}
     for entry in entries:
         groups.setdefault(entry.get("issue"), []).append(entry)
     out = []
     for issue, group in groups.items():
         exhibits = sorted(dict.fromkeys(x for e in group for x in e["cited_exhibits"]), key=exhibit_key)
-        more = sum(int(e.get("more_exhibits") or 0) for e in group) + max(0, len(exhibits) - 60)
+        more = sum(int(e.get("more_exhibits") or 0) for e in group) + max(0, len(exhibits) - cap)
         recency: dict[str, None] = {}
         for x in (x for e in group for x in e["cited_exhibits"]):
             recency.pop(x, None)
             recency[x] = None
-        recent = set(list(recency)[-60:])  # the 60 most recently cited, laid out in exhibit order
+        recent = set(list(recency)[-cap:])  # the most recently cited, laid out in exhibit order
         exhibits = [x for x in exhibits if x in recent]
         statuses = [e["status"] for e in group if e.get("status")]
         conclusions = [c for e in group for c in e.get("conclusions", [])]
