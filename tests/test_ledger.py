@@ -314,3 +314,5 @@ def test_a_heading_alone_is_no_conclusion() -> None:
     assert reduce_turn(Turn(index=1, question="q", answer=marked))["conclusions"] == conclusions
     headed = reduce_turn(Turn(index=1, question="q", answer="Conclusion:\nNotice was late (EX-4)."))
     assert headed["conclusions"] == ["Notice was late (EX-4)."]  # the sentence the heading heads
+    status = reduce_turn(Turn(index=1, question="q", answer="Status:\nCONFIRMED"))
+    assert status["status"] == "CONFIRMED" and status["conclusions"] == []  # the status field's line

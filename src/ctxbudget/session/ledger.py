@@ -210,8 +210,8 @@ def _conclusions(answer: str, rules: LedgerRules) -> list[str]:
         start = end
         if not sentence:
             continue
-        if _HEADING.fullmatch(sentence):
-            headed = markers.search(sentence.lower()) is not None
+        if _HEADING.fullmatch(sentence):  # a "Status:" heading's line is the status field's
+            headed = markers.search(sentence.lower()) is not None and "status" not in sentence.lower()
             continue
         if _is_conclusion(sentence, rules) or (
             headed and not _phrases(tuple(rules.filler)).search(sentence.lower())
