@@ -162,7 +162,11 @@ def serve_command(
 
         from ..gateway import GatewayConfig
     except ImportError:
-        fail("the gateway needs its extra: pip install 'ctxbudget[gateway]'", EXIT_USAGE)
+        fail(
+            "the gateway needs its extra: pip install 'ctxbudget[gateway]' "
+            "(in a source checkout: pip install -e '.[gateway]')",
+            EXIT_USAGE,
+        )
 
     def action() -> None:
         config = GatewayConfig(

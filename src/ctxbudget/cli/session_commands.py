@@ -79,7 +79,8 @@ def simulate_command(
         from ..simulation.runner import run_simulation
     except ImportError:  # its turns go through the gateway
         fail(
-            "simulate sends its turns through the gateway, which needs its extra: pip install 'ctxbudget[gateway]'",
+            "simulate sends its turns through the gateway, which needs its extra: pip install 'ctxbudget[gateway]' "
+            "(in a source checkout: pip install -e '.[gateway,chart]')",
             EXIT_USAGE,
         )
     from ..simulation.scenario import bundled_scenario, parse_scenario

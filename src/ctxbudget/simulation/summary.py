@@ -44,13 +44,16 @@ def write_outputs(result: SimulationResult, folder: str | Path) -> list[Path]:
     return [turns, summary, chart, *bodies]
 
 
+_NO_CHART = "chart.png needs matplotlib: pip install 'ctxbudget[chart]' (in a source checkout: pip install -e '.[chart]')"
+
+
 def check_chart() -> None:
     """A ConfigError naming the extra when matplotlib is not installed: what a caller checks
     before a simulation whose outputs include the chart, not after it ran."""
     try:
         import matplotlib  # noqa: F401 - present, or the extra is missing
     except ImportError as exc:
-        raise ConfigError("chart.png needs matplotlib: pip install 'ctxbudget[chart]'") from exc
+        raise ConfigError(_NO_CHART) from exc
 
 
 def write_chart(turns: list[dict[str, Any]], path: Path) -> Path:
@@ -61,7 +64,7 @@ def write_chart(turns: list[dict[str, Any]], path: Path) -> Path:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise ConfigError("chart.png needs matplotlib: pip install 'ctxbudget[chart]'") from exc
+        raise ConfigError(_NO_CHART) from exc
     names = [*turns[0]["tiers"], "current turn"] if turns else []
     x = [t["turn"] for t in turns]
     figure, left = plt.subplots(figsize=(9, 4.5), dpi=100)
