@@ -20,11 +20,11 @@ from ..errors import BudgetExceeded
 from ..formats import FORMATS
 from ..formats.chat import Location, text_locations, with_content_text
 from ..items import PIECE_SEP
-from ..measure import measure_total
 from ..tokens.counter import TokenCounter, analyze
 from ..trim.messages import cut_message
 from ..trim.shares import water_level
 from ..trim.text import TextSpan
+from ._message_tokens import framing_raw, message_raw
 from ._request import ContextItem
 from ._tiers import ItemDecision
 
@@ -137,13 +137,9 @@ def _media_tokens(item: ContextItem, counter: TokenCounter) -> int:
     fmt = item.source_format
     if item.source is None or fmt is None or fmt not in FORMATS or not _has_media(item.source.get("content")):
         return 0
-    render = FORMATS[fmt].render
-
-    def total(message: Mapping[str, Any]) -> int:
-        return measure_total(render({"model": "m", "max_tokens": 1, "messages": [message]}), counter.encoding)
-
     emptied = with_content_text(item.source, "", ("",) * len(text_locations(item.source.get("content"))))
-    return max(0, total(emptied) - total({"role": item.source.get("role", "user"), "content": ""}))
+    role = str(item.source.get("role", "user"))
+    return max(0, message_raw(fmt, emptied, counter.encoding) - framing_raw(fmt, role, counter.encoding))
 
 
 def bound_current(

@@ -19,8 +19,8 @@ from ..formats.anthropic_rules import THINKING
 from ..items import JOINER
 from ..measure import measure_total
 from ..tokens.counter import TokenCounter
-from ..tokens.encoding import Encoding
 from ..trim.passages import PassageScorer
+from ._message_tokens import framing_raw, message_raw
 from ._policy import CURRENT, LEDGER, Policy
 from ._render import OutputFormat, render_blocks
 from ._request import ContextItem, ContextRequest
@@ -187,8 +187,8 @@ def _block_raw(setup: Setup, block: Block) -> int:
     if message is None or setup.fmt not in FORMATS or _text_alone(message):
         return setup.counter.raw(block.text)
     sent = message if block.tier == CURRENT else _without_thinking(message)
-    role = str(message.get("role", "user"))
-    return max(0, _message_raw(setup, sent) - _framing_raw(setup.fmt, role, setup.counter.encoding))
+    encoding, role = setup.counter.encoding, str(message.get("role", "user"))
+    return max(0, message_raw(setup.fmt, sent, encoding) - framing_raw(setup.fmt, role, encoding))
 
 
 def _text_alone(message: Mapping[str, Any]) -> bool:
@@ -207,24 +207,3 @@ def _without_thinking(message: Mapping[str, Any]) -> Mapping[str, Any]:
         return message
     kept = [p for p in content if not (isinstance(p, dict) and p.get("type") in THINKING)]
     return message if len(kept) == len(content) else {**message, "content": kept}
-
-
-def _message_raw(setup: Setup, message: Mapping[str, Any]) -> int:
-    """Raw tokens of one provider message as its format renders it alone (it was parsed and
-    checked with its request: rendered as trusted)."""
-    body = {"model": setup.model, "max_tokens": 1, "messages": [message]}
-    return measure_total(FORMATS[setup.fmt].render(body, trusted=True), setup.counter.encoding)
-
-
-_FRAMING: dict[tuple[str, str, str], int] = {}
-
-
-def _framing_raw(fmt: str, role: str, encoding: Encoding) -> int:
-    """Raw tokens of an empty message of ``role``: a message's framing, by format and encoding
-    (remembered: a tool loop's every kept message asks for it)."""
-    key = (fmt, role, encoding.name)
-    found = _FRAMING.get(key)
-    if found is None:  # two threads may both count it: the same number
-        body = {"model": "m", "max_tokens": 1, "messages": [{"role": role, "content": ""}]}
-        found = _FRAMING[key] = measure_total(FORMATS[fmt].render(body, trusted=True), encoding)
-    return found

@@ -39,8 +39,7 @@ def takes_mark(block: Block) -> bool:
     as it was does when it holds a block other than thinking (:func:`_mark`)."""
     if block.message is None:
         return True
-    blocks = content_blocks(block.message.get("content"))
-    return any(isinstance(b, dict) and b.get("type") not in THINKING for b in blocks)
+    return any(map(_takes_a_mark, content_blocks(block.message.get("content"))))
 
 
 def content_width(block: Block) -> int:
@@ -53,10 +52,15 @@ def _mark(message: dict[str, Any], point: Breakpoint) -> None:
     """A cache mark on a provider message's last block that takes one (not a thinking block)."""
     blocks = content_blocks(message.get("content"))
     for block in reversed(blocks):
-        if isinstance(block, dict) and block.get("type") not in THINKING:
+        if _takes_a_mark(block):
             block["cache_control"] = _cache_control(point)
             message["content"] = blocks
             return
+
+
+def _takes_a_mark(part: Any) -> bool:
+    """Whether a content block may carry a cache mark (the API refuses one on thinking)."""
+    return isinstance(part, dict) and part.get("type") not in THINKING
 
 
 def _append(messages: list[dict[str, Any]], message: dict[str, Any], parts: bool) -> None:
