@@ -425,22 +425,28 @@ def _marks(value: Any) -> int:
     return sum(_marks(v) for v in value) if isinstance(value, list) else 0
 
 
+def _legal_chat(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """A Claude body of ``messages`` under a system prompt long enough to be cached."""
+    system = "You are a careful legal assistant. Cite the record precisely. " * 250
+    return {"model": "claude-sonnet-4-5", "max_tokens": 4096, "system": system, "messages": messages}
+
+
+def _thought(repeats: int) -> dict[str, Any]:
+    return {"type": "thinking", "thinking": "Looking at the inspection pages. " * repeats, "signature": "s"}
+
+
 def test_a_history_ending_in_thinking_alone_is_marked_where_a_mark_can_go() -> None:
     """A reply cut off while thinking is a message of a thinking block alone, which takes no mark:
     the breakpoint planned on it was priced and predicted (a write, then a read) but never sent."""
-    thought = {"type": "thinking", "thinking": "Looking at the inspection pages. " * 40, "signature": "s"}
-    body = {
-        "model": "claude-sonnet-4-5",
-        "max_tokens": 4096,
-        "system": "You are a careful legal assistant. Cite the record precisely. " * 250,
-        "messages": [
+    body = _legal_chat(
+        [
             {"role": "user", "content": "Summarize the deposition of the site manager. " * 150},
             {"role": "assistant", "content": [{"type": "text", "text": "Delivery dates were late. " * 150}]},
             {"role": "user", "content": "And the inspection?"},
-            {"role": "assistant", "content": [thought]},
+            {"role": "assistant", "content": [_thought(40)]},
             {"role": "user", "content": "Which page shows notice?"},
-        ],
-    }
+        ]
+    )
     first = assemble(body, policy="legal-review", model="claude-sonnet-4-5")
     second = assemble(body, policy="legal-review", model="claude-sonnet-4-5", previous=first.report)
     for result in (first, second):
@@ -502,21 +508,16 @@ def _within_the_body(report: dict[str, Any]) -> None:
 def test_a_history_turns_thinking_is_not_counted_in_its_block() -> None:
     """The body leaves out thinking before the latest user turn; a kept message rendered alone
     counted it (a review): a breakpoint past the body, and history rolled off for tokens not sent."""
-    thought = {
-        "type": "thinking",
-        "thinking": "Looking at the inspection pages carefully. " * 400,
-        "signature": "s",
-    }
-    body = {
-        "model": "claude-sonnet-4-5",
-        "max_tokens": 4096,
-        "system": "You are a careful legal assistant. Cite the record precisely. " * 250,
-        "messages": [
+    body = _legal_chat(
+        [
             {"role": "user", "content": "Summarize the deposition of the site manager. " * 20},
-            {"role": "assistant", "content": [thought, {"type": "text", "text": "Delivery was late. " * 20}]},
+            {
+                "role": "assistant",
+                "content": [_thought(400), {"type": "text", "text": "Delivery was late. " * 20}],
+            },
             {"role": "user", "content": "Which page shows notice?"},
-        ],
-    }
+        ]
+    )
     result = assemble(body, policy="legal-review", model="claude-sonnet-4-5")
     _within_the_body(result.report.to_dict())
     assert len(result.request["messages"]) == 3  # both history messages kept
