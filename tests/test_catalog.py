@@ -726,6 +726,37 @@ def test_a_snapshot_suffix_that_is_no_date_is_not_read_as_a_snapshot(sent: str) 
 
 
 @pytest.mark.parametrize(
+    ("sent", "suffix"),
+    [
+        # genai-prices' match rules (claude-sonnet-4-5*, gemini-2.5-pro*) read every one of these
+        ("claude-sonnet-4-5-20251399", "-20251399"),
+        ("claude-3-5-sonnet-20240230", "-20240230"),
+        ("gemini-2.5-pro-2025-13-45", "-2025-13-45"),
+        ("anthropic.claude-sonnet-4-5-20251399-v1:0", "-20251399"),  # before Bedrock's version
+        ("claude-sonnet-4-5@20251399", "@20251399"),  # Vertex
+        ("anthropic/claude-opus-4-1-20250899", "-20250899"),
+    ],
+)
+def test_an_impossible_date_is_no_snapshot_by_any_rule(sent: str, suffix: str) -> None:
+    with pytest.raises(UnknownModelError) as raised:
+        bundled_catalog().resolve_window(sent)
+    assert f"its snapshot suffix {suffix} is not a date" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("sent", "model"),
+    [
+        ("claude-sonnet-4-5@20250929", "claude-sonnet-4-5"),
+        ("claude-sonnet-4-5@001", "claude-sonnet-4-5"),  # a Vertex version, not a date
+        ("anthropic.claude-sonnet-4-5-20250929-v1:0", "claude-sonnet-4-5"),
+    ],
+)
+def test_a_real_date_before_another_suffix_still_resolves(sent: str, model: str) -> None:
+    resolution = bundled_catalog().resolve_window(sent)
+    assert resolution.spec is not None and model in resolution.spec.id
+
+
+@pytest.mark.parametrize(
     ("sent", "model"),
     [
         ("gpt-4o-2024-02-29", "gpt-4o"),  # a leap day

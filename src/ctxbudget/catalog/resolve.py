@@ -10,11 +10,13 @@
    match rules come first, then the rest of the id is resolved by these same rules. An unscoped
    id belongs to the provider whose provider rule it matches (``claude-*`` -> anthropic,
    ``gpt-*`` -> openai, ``gemini-*`` -> google): that provider's ids, aliases and match rules;
-4. dated or versioned snapshot: ``-YYYYMMDD``, ``-YYYY-MM-DD`` (dates of 2000-2099), ``@20250929`` (Vertex),
+4. dated or versioned snapshot: ``-YYYYMMDD``, ``-YYYY-MM-DD``, ``@20250929`` (Vertex) (dates of 2000-2099),
    ``-latest``, ``-v1:0`` / ``:0`` (Bedrock), ``-0613`` / ``-001`` / ``-09-2025`` are taken off;
 5. genai-prices' match rules (``starts_with``, ``contains``, ``regex``), in provider order;
 6. family: the longest catalog id or alias (or a dated one) that starts the id at a separator
    (``gpt-4o-mini-foo`` and ``gpt-4o-mini:free`` -> ``gpt-4o-mini``), with a warning.
+An id whose dated suffix is no date (``claude-sonnet-4-5-20251399``) is only an exact id or alias:
+no rule after those reads it.
 An OpenAI fine-tuned id (``ft:gpt-4o-mini-2024-07-18:org:name:id``) resolves as its base model by
 these rules: the base's window, input cap and tokenizer, but no prices (a fine-tuned model is
 billed at its own rates, which the catalog does not list).
@@ -205,6 +207,9 @@ def _owned(index: Index, name: str) -> Found | None:
     return _then("scoped", f"-> {owner} (its provider rule)", own) if own else None
 
 
+_VERTEX_DATE = re.compile(r"@(?P<y>\d{4})(?P<m>\d{2})(?P<d>\d{2})")
+
+
 def _snapshot_suffixes(name: str) -> Iterator[re.Match[str]]:
     """The snapshot suffixes ``name`` ends with, in the rules' order. A dated one (``-YYYY-MM-DD``,
     ``-YYYYMMDD``) only when its date is one: ``gpt-4o-2024-13-45`` is no snapshot of gpt-4o (the
@@ -218,8 +223,11 @@ def _snapshot_suffixes(name: str) -> Iterator[re.Match[str]]:
 def _calendar_date(suffix: re.Match[str]) -> bool:
     """Whether a suffix's year, month and day make a date of 2000-2099 (True: not a dated one)."""
     parts = suffix.groupdict()
-    if not parts:
-        return True
+    if not parts:  # Vertex's @YYYYMMDD is a date too; its other versions (@001, @latest) are not
+        vertex = _VERTEX_DATE.fullmatch(suffix.group())
+        if vertex is None:
+            return True
+        parts = vertex.groupdict()
     try:
         datetime.date(int(parts["y"]), int(parts["m"]), int(parts["d"]))
     except ValueError:
@@ -228,11 +236,13 @@ def _calendar_date(suffix: re.Match[str]) -> bool:
 
 
 def _not_a_date(name: str) -> str:
-    """A dated snapshot suffix that ``name`` ends with and that is no date, or ""."""
-    for pattern in _SNAPSHOTS:
-        suffix = pattern.search(name)
-        if suffix is not None and suffix.start() > 0 and not _calendar_date(suffix):
-            return suffix.group()
+    """A dated snapshot suffix that is no date, ``name``'s last or one before a snapshot suffix
+    taken off (``-20251399`` of ``anthropic.claude-sonnet-4-5-20251399-v1:0``), or ""."""
+    for current in (name, *(rest for rest, _ in _strip_steps(name))):
+        for pattern in _SNAPSHOTS:
+            suffix = pattern.search(current)
+            if suffix is not None and suffix.start() > 0 and not _calendar_date(suffix):
+                return suffix.group()
     return ""
 
 
@@ -297,6 +307,10 @@ def find(index: Index, model_id: str) -> Found | None:
     name = model_id.strip(ID_BLANKS).lower()
     if len(name) > MAX_ID_CHARS or _UNPRINTABLE.search(name):
         return None
+    if _not_a_date(name):
+        # No provider serves it (OpenAI's and Anthropic's refuse such an id): a catalog's match
+        # rule (``claude-sonnet-4-5*``) or a family read claude-sonnet-4-5-20251399 as a model.
+        return _exact(index, name, None) or _alias(index, name, None)
     tuned = _fine_tuned_base(name)
     if tuned is not None:
         base = find(index, tuned)
