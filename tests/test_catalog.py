@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxbudget import ConfigError, load_catalog
+from ctxbudget import ConfigError, count, load_catalog
 from ctxbudget.catalog.catalog import FLOOR_WINDOW_TOKENS, bundled_catalog, bundled_text, parse_catalog
 from ctxbudget.catalog.files import check_rules
 from ctxbudget.catalog.schema import CatalogFile
@@ -403,6 +403,26 @@ def test_user_catalog_adds_and_overrides(tmp_path: Path) -> None:
     assert load_catalog(upper).resolve_window("gpt-4o-2024-08-06").context_window == 2345
     assert catalog.resolve_window("house-model").context_window == 4321
     assert catalog.tokenizer_for("house-model").safety_factor == 1.2
+
+
+def test_an_override_without_a_tokenizer_counts_as_the_entry_it_replaces(tmp_path: Path) -> None:
+    """Overriding gpt-4o's window must not turn its exact count into the x1.3 default estimate."""
+    entries = [("GPT-4o", "openai"), ("gemini-2.5-pro", "house"), ("gpt-4o-house", "self")]
+    path = tmp_path / "mine.toml"
+    path.write_text(
+        "schema_version = 1\n"
+        + "".join(f'[[models]]\nid = "{i}"\nprovider = "{p}"\ncontext_window = 64000\n' for i, p in entries)
+    )
+    catalog = load_catalog(path)
+    bundled = bundled_catalog()
+    assert catalog.get_model("gpt-4o").tokenizer == bundled.get_model("gpt-4o").tokenizer
+    assert catalog.get_model("gpt-4o").tokenizer.exact
+    assert catalog.get_model("gemini-2.5-pro").tokenizer == bundled.get_model("gemini-2.5-pro").tokenizer
+    # a new id replaces nothing: the family or the default estimate, as before
+    assert catalog.get_model("gpt-4o-house").tokenizer == catalog.default_tokenizer
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hello there"}]}
+    mine, theirs = count(body, model="gpt-4o", catalog=catalog), count(body, model="gpt-4o")
+    assert (mine["tokens"], mine["exact"]) == (theirs["tokens"], True)
 
 
 def test_user_catalogs_apply_in_order_the_last_first(tmp_path: Path) -> None:

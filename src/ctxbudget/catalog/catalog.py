@@ -129,6 +129,10 @@ class Catalog:
             self._found[key] = find(self._index, key)
         return self._found[key]
 
+    def models_named(self, model_id: str) -> Sequence[ModelSpec]:
+        """The entries whose id is ``model_id`` (case aside), in the catalog's order; no rule."""
+        return self._index.by_id.get(model_id.lower(), ())
+
     def find_model(self, model_id: str) -> ModelSpec | None:
         """The entry ``model_id`` resolves to, or None."""
         found = self._lookup(model_id)
@@ -320,12 +324,13 @@ def over_the_model(max_context_tokens: int, spec: ModelSpec | None) -> str | Non
     )
 
 
-def parse_catalog(text: str, source: str) -> Catalog:
+def parse_catalog(text: str, source: str, base: Catalog | None = None) -> Catalog:
     """Parse and validate a user catalog (TOML, or JSON by a ``.json`` name); errors name
-    ``source`` and the field path."""
+    ``source`` and the field path. An entry with no tokenizer that replaces an entry of ``base``
+    (the catalog it will be merged onto) counts with that entry's tokenizer."""
     from .files import validated
 
-    return validated(text, source)
+    return validated(text, source, base)
 
 
 _BUNDLED: Catalog | None = None
@@ -387,7 +392,7 @@ def load_catalog(paths: Iterable[str | Path] = ()) -> Catalog:
         except (OSError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise ConfigError(f"cannot read catalog file {str(path)!r}: {reason}") from exc
-        override = parse_catalog(text, str(path))
+        override = parse_catalog(text, str(path), catalog)
         merged = catalog.merged(override)
         check_merge(merged, override, str(path))
         catalog = merged

@@ -35,11 +35,14 @@ def build_catalog(
     source: str,
     named: Mapping[str, Mapping[str, Any]] | None = None,
     families: Sequence[Mapping[str, Any]] = (),
+    base: Catalog | None = None,
 ) -> Catalog:
     """The catalog a document describes (validated already, or the trusted bundled file);
     ``named``: tokenizers its entries may name besides its own table's (the bundled ones);
-    ``families``: the families its entries' ids fall in after its own (the bundled ones)."""
-    return _Builder(raw, source, named or {}, families).build()
+    ``families``: the families its entries' ids fall in after its own (the bundled ones);
+    ``base``: the catalog it will override, whose entry of an id gives the tokenizer of an entry
+    with that id and none of its own."""
+    return _Builder(raw, source, named or {}, families, base).build()
 
 
 class _Builder:
@@ -51,9 +54,11 @@ class _Builder:
         source: str,
         named: Mapping[str, Mapping[str, Any]],
         families: Sequence[Mapping[str, Any]] = (),
+        base: Catalog | None = None,
     ) -> None:
         self.raw = raw
         self.source = source
+        self.base = base
         table = {**named, **(raw.get("tokenizers") or {})}  # the file's own names first
         self.tokenizers = {k: _tokenizer_value(v) for k, v in table.items()}
         self.families = tuple(
@@ -79,7 +84,9 @@ class _Builder:
         tokenizer = (
             self.tokenizer(given, f"$.models[{position}].tokenizer")
             if given is not None
-            else family_tokenizer(self.families, name) or self.default
+            else self.replaced_tokenizer(name, entry["provider"])
+            or family_tokenizer(self.families, name)
+            or self.default
         )
         prices = entry.get("prices")
         cache = entry.get("cache")
@@ -96,6 +103,16 @@ class _Builder:
             deprecated=entry.get("deprecated"),
             sources=dict(entry.get("sources") or {}),
         )
+
+    def replaced_tokenizer(self, name: str, provider: str) -> TokenizerSpec | None:
+        """The tokenizer of the base catalog's entry that an entry of id ``name`` replaces (the
+        provider's own, else the first): an entry that overrides gpt-4o's window counted it at the
+        default x1.3 estimate where the bundled entry counts it exactly."""
+        if self.base is None:
+            return None
+        replaced = list(self.base.models_named(name))
+        own = [spec for spec in replaced if spec.provider == provider]
+        return (own or replaced)[0].tokenizer if replaced else None
 
     def build(self) -> Catalog:
         entries = self.raw.get("models") or []
@@ -234,8 +251,9 @@ def _bundled_tables() -> tuple[Mapping[str, Mapping[str, Any]], list[Mapping[str
     return document.get("tokenizers") or {}, list(document.get("families") or [])
 
 
-def validated(text: str, source: str) -> Catalog:
-    """A user catalog's text parsed, validated and built; errors name ``source`` and the path."""
+def validated(text: str, source: str, base: Catalog | None = None) -> Catalog:
+    """A user catalog's text parsed, validated and built; errors name ``source`` and the path.
+    An entry without a tokenizer that replaces one of ``base`` takes that one's."""
     from pydantic import ValidationError
 
     from ..validation import first_error
@@ -249,6 +267,6 @@ def validated(text: str, source: str) -> Catalog:
         raise ConfigError(f"{source}: {path}: {message}") from exc
     _check_ids(raw, source)
     check_rules(raw, source)
-    catalog = build_catalog(raw, source, *_bundled_tables())
+    catalog = build_catalog(raw, source, *_bundled_tables(), base=base)
     _check_encodings(catalog, source)
     return catalog
