@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import pytest
@@ -154,6 +155,40 @@ def test_what_cannot_be_read_is_said_as_before(data: bytes, said: str) -> None:
         decode_json(data, "body")
 
 
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        # the offset counts bytes: three characters of three bytes each, and a byte-order mark
+        ('{"a": "日本語"} x'.encode(), r"line 1 column 14 \(byte 19\): Extra data"),
+        (b'\xef\xbb\xbf{"a": x}', r"line 1 column 7 \(byte 9\): Expecting value"),
+        # the reader's messages that end in "at" (it names the place apart) are whole sentences
+        (b'{"a": "col1\tcol2"}', r"\(byte 11\): a control character inside a string \(a raw tab"),
+        (b'{"a": "abc', r"\(byte 6\): a string that is not closed"),
+        (b'{"a": "x\\qy"}', "an invalid escape in a string"),
+        (b'{"a": "\\u12"}', r"an invalid \\u escape"),
+    ],
+)
+def test_a_syntax_error_names_its_byte_and_its_cause(data: bytes, said: str) -> None:
+    with pytest.raises(InvalidRequestError, match=said) as raised:
+        decode_json(data, "body")
+    assert not str(raised.value).endswith(" at")
+
+
+@pytest.mark.parametrize(
+    ("data", "path"),
+    [
+        (b'{"m": [{"a": 1}, {"b": 1, "b": 2}]}', "$.m[1]: the key 'b' is given twice"),
+        (b'{"m": [{"a": 1}, {"b": [0, NaN]}]}', r"\$.m\[1\].b\[1\]: NaN is not a JSON number"),
+        (b'{"m": -Infinity}', "$.m: -Infinity is not a JSON number"),
+    ],
+)
+def test_a_repeated_key_or_a_constant_is_named_by_its_path(data: bytes, path: str) -> None:
+    with pytest.raises(InvalidRequestError) as raised:
+        decode_json(data, "body", refuse_repeats=True)
+    assert re.search(re.escape(path) if "\\" not in path else path, str(raised.value))
+    assert str(raised.value).startswith("body: $.m")
+
+
 def test_a_byte_order_mark_is_read_past() -> None:
     assert decode_json(b'\xef\xbb\xbf{"a": 1}', "body") == {"a": 1}
 
@@ -259,7 +294,8 @@ def test_a_repeated_key_is_refused_exactly_when_the_strict_reader_refuses_it(val
     except RepeatedKey as exc:
         with pytest.raises(InvalidRequestError) as told:
             decode_json(data, "body", refuse_repeats=True)
-        assert str(told.value) == f"body: {exc}"
+        said = str(told.value)  # the object's JSON path between them
+        assert said.startswith("body: $") and said.endswith(f": {exc}")
         return
     assert decode_json(data, "body", refuse_repeats=True) == expected
 

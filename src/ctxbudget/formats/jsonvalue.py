@@ -319,7 +319,9 @@ def decode_json(data: bytes, source: str, *, refuse_repeats: bool = False) -> An
         raise InvalidRequestError(
             f"{source}: not UTF-8 text at byte {exc.start} ({exc.reason}){_wide_text_hint(data)}", ""
         ) from None
+    marked = len(text)
     text = text.removeprefix("\ufeff")
+    marked -= len(text)  # 1 after a byte-order mark, which is 3 bytes
     if not text.strip(" \t\n\r"):  # JSON's whitespace only: another blank is bad JSON, said so
         raise InvalidRequestError(f"{source}: is empty (no JSON value in it)", "")
     try:
@@ -327,8 +329,10 @@ def decode_json(data: bytes, source: str, *, refuse_repeats: bool = False) -> An
             text, parse_constant=_refuse_constant, object_pairs_hook=unique_keys if refuse_repeats else None
         )
     except json.JSONDecodeError as exc:
+        where = len(text[: exc.pos].encode("utf-8", "surrogatepass")) + 3 * marked
         raise InvalidRequestError(
-            f"{source}: not valid JSON at line {exc.lineno} column {exc.colno} (byte {exc.pos}): {exc.msg}"
+            f"{source}: not valid JSON at line {exc.lineno} column {exc.colno} (byte {where}): "
+            + _decode_reason(exc.msg)
             + _wide_text_hint(data),
             "",
         ) from None
@@ -336,6 +340,60 @@ def decode_json(data: bytes, source: str, *, refuse_repeats: bool = False) -> An
         reason = str(exc) if isinstance(exc, ValueError) else f"nested deeper than {MAX_DEPTH} levels"
         if "integer string conversion" in reason:
             reason = "a number with more than 4,300 digits"
-        raise InvalidRequestError(f"{source}: {reason}", "") from None
+        where = _located(text) if isinstance(exc, ValueError) else ""
+        raise InvalidRequestError(f"{source}: {where + ': ' if where else ''}{reason}", "") from None
     check_json_value(value)
     return value
+
+
+# The reader's messages that end in "at" (it gives the place apart): said whole, with the cause.
+_DECODE_REASONS = {
+    "Invalid control character at": (
+        "a control character inside a string (a raw tab or line break: write it as \\t or \\n)"
+    ),
+    "Unterminated string starting at": "a string that is not closed (its closing quote is missing)",
+    "Invalid \\escape": "an invalid escape in a string (a backslash is written \\\\)",
+    "Invalid \\uXXXX escape": "an invalid \\u escape in a string (four hexadecimal digits follow \\u)",
+}
+
+
+def _decode_reason(message: str) -> str:
+    """The JSON reader's ``message`` as a whole sentence (see :data:`_DECODE_REASONS`)."""
+    return _DECODE_REASONS.get(message, message)
+
+
+class _Repeated(dict[str, Any]):
+    """An object read with a key given twice (:func:`_located`)."""
+
+
+class _Constant:
+    """NaN, Infinity or -Infinity where the text gives one (:func:`_located`)."""
+
+
+def _located(text: str) -> str:
+    """The JSON path of the first object that repeats a key or the first NaN or Infinity in
+    ``text`` (read again, marking them instead of refusing), or "" when there is neither. Only
+    a refused text is read twice."""
+
+    def pairs(given: list[tuple[str, Any]]) -> dict[str, Any]:
+        out = dict(given)
+        return _Repeated(out) if len(out) != len(given) else out
+
+    try:
+        value = json.loads(text, parse_constant=lambda _: _Constant(), object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return ""
+    stack: list[tuple[Any, str]] = [(value, "$")]
+    while stack:
+        current, path = stack.pop()
+        if isinstance(current, (_Repeated, _Constant)):
+            return path
+        children = (
+            current.items()
+            if isinstance(current, dict)
+            else enumerate(current)
+            if isinstance(current, list)
+            else ()
+        )
+        stack.extend((child, _child_path(path, key)) for key, child in reversed(list(children)))
+    return ""
