@@ -329,9 +329,9 @@ def decode_json(data: bytes, source: str, *, refuse_repeats: bool = False) -> An
             text, parse_constant=_refuse_constant, object_pairs_hook=unique_keys if refuse_repeats else None
         )
     except json.JSONDecodeError as exc:
-        where = len(text[: exc.pos].encode("utf-8", "surrogatepass")) + 3 * marked
+        offset = len(text[: exc.pos].encode("utf-8", "surrogatepass")) + 3 * marked
         raise InvalidRequestError(
-            f"{source}: not valid JSON at line {exc.lineno} column {exc.colno} (byte {where}): "
+            f"{source}: not valid JSON at line {exc.lineno} column {exc.colno} (byte {offset}): "
             + _decode_reason(exc.msg)
             + _wide_text_hint(data),
             "",
@@ -340,8 +340,8 @@ def decode_json(data: bytes, source: str, *, refuse_repeats: bool = False) -> An
         reason = str(exc) if isinstance(exc, ValueError) else f"nested deeper than {MAX_DEPTH} levels"
         if "integer string conversion" in reason:
             reason = "a number with more than 4,300 digits"
-        where = _located(text) if isinstance(exc, ValueError) else ""
-        raise InvalidRequestError(f"{source}: {where + ': ' if where else ''}{reason}", "") from None
+        path = _located(text) if isinstance(exc, ValueError) else ""
+        raise InvalidRequestError(f"{source}: {path + ': ' if path else ''}{reason}", "") from None
     check_json_value(value)
     return value
 
