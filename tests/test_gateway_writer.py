@@ -306,6 +306,34 @@ def test_a_failure_after_a_passed_check_is_not_answered_by_that_check() -> None:
     assert before is None and after is not None and "removed" in str(after)
 
 
+def test_a_round_trip_is_not_queued_behind_the_worker_pool() -> None:
+    """With the worker pool (which fits large bodies) busy, the store's round trip waited behind
+    it past PROBE_WAIT and /healthz answered 503 'did not answer' for a store that served."""
+    import asyncio
+    import threading
+
+    import anyio.to_thread
+    from starlette.concurrency import run_in_threadpool
+
+    from ctxbudget.gateway.metrics import Metrics
+    from ctxbudget.gateway.storehealth import StoreHealth
+
+    release = threading.Event()
+
+    async def run() -> StoreError | None:
+        health = StoreHealth(Metrics(), lambda: None, "s.db")
+        tokens = int(anyio.to_thread.current_default_thread_limiter().total_tokens)
+        busy = [asyncio.ensure_future(run_in_threadpool(release.wait, 30)) for _ in range(tokens)]
+        await asyncio.sleep(0.05)  # every worker taken
+        try:
+            return await health.probe()
+        finally:
+            release.set()
+            await asyncio.gather(*busy)
+
+    assert asyncio.run(run()) is None
+
+
 class SlowlyUnreachableStore(SwitchedStore):
     """While down, each operation waits out a connection timeout (0.5 s) and then fails as an
     unreachable server's does."""

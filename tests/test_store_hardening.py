@@ -484,6 +484,30 @@ def test_ping_write_tells_a_lock_held_elsewhere_which_a_read_does_not(tmp_path: 
     assert store.append_turn("a", Turn(index=1, question="q"), []).index == 1  # its timeout is back
 
 
+def test_ping_write_tells_a_disk_without_room_for_a_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Taking the lock writes nothing: after a commit failed on a full disk the check passed, and
+    every other request was sent upstream (billed) for its commit to fail and its answer to be
+    withheld. The disk (the operating system's figure) is what is faked here."""
+    import shutil
+
+    path = tmp_path / "s.db"
+    store = _store(path)
+    store.append_turn("a", Turn(index=1, question="q" * 300_000), [])  # the largest turn: ~300 kB
+    real = shutil.disk_usage(tmp_path)
+
+    def disk_with(free: int) -> Any:
+        return lambda _folder: type(real)(real.total, real.total - free, free)
+
+    monkeypatch.setattr(shutil, "disk_usage", disk_with(400_000))  # room for one such turn, not two
+    with pytest.raises(StoreError, match="400,000 bytes free on its disk"):
+        store.ping_write()
+    store.ping()  # a read needs no room
+    monkeypatch.setattr(shutil, "disk_usage", disk_with(4_000_000))
+    store.ping_write()
+
+
 def test_a_session_name_that_is_not_utf8_is_refused_not_a_traceback(tmp_path: Path) -> None:
     from ctxbudget.session.store import name_problem
 

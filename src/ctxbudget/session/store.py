@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
 import threading
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping
@@ -340,6 +341,9 @@ def check_store_options(location: object, mode: object, busy_timeout_seconds: ob
 
 
 PING_WRITE_SECONDS = 0.2  # how long a health check waits for the file's write lock
+# The room on the disk a write check asks for: twice the largest transaction's bodies tried (a
+# commit writes them to the log, and a checkpoint copies them into the file again), and this.
+MIN_FREE_BYTES = 1 << 20
 
 
 class SQLiteStore:
@@ -376,6 +380,7 @@ class SQLiteStore:
             self._absolute, self._db, self._lock, mode, busy_timeout_seconds, self._check_file
         )
         self._written = 0  # bytes of bodies stored by the open transaction
+        self._largest = 0  # the most any transaction tried to store
         self._checkpoints: BackgroundCheckpoints | None = None
         if background_checkpoints and self.path != ":memory:" and mode != "read":
             self._db.execute("PRAGMA wal_autocheckpoint=0")  # a commit never copies the log
@@ -405,8 +410,11 @@ class SQLiteStore:
             else:
                 self._check_file()
                 self._written = 0
-                with transaction(self._db, self.busy_timeout_seconds):
-                    yield
+                try:
+                    with transaction(self._db, self.busy_timeout_seconds):
+                        yield
+                finally:
+                    self._largest = max(self._largest, self._written)
                 if self._checkpoints is not None:
                     self._checkpoints.wrote(self._written)
 
@@ -442,6 +450,7 @@ class SQLiteStore:
         commit that timed out while another process held the lock, which a read does not show
         (under WAL it answers while the lock is held)."""
         self._check_file()
+        self._check_room()
         if not self._lock.acquire(blocking=False):
             raise StoreError(self.path, "is busy: a commit is waiting for the file's lock", "retry shortly")
         try:
@@ -456,6 +465,25 @@ class SQLiteStore:
                     self._db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_seconds * 1000)}")
         finally:
             self._lock.release()
+
+    def _check_room(self) -> None:
+        """StoreError when the file's disk has less room than :data:`MIN_FREE_BYTES` and twice the
+        largest transaction tried. Taking the lock writes nothing, so after a commit failed on a
+        full disk it passed, the next request was sent upstream (billed) and its commit failed
+        again: every other request was answered and withheld."""
+        if self.path == ":memory:":
+            return
+        try:
+            free = shutil.disk_usage(os.path.dirname(self._absolute)).free
+        except OSError:
+            return  # the file's own checks say what is wrong with its folder
+        needed = MIN_FREE_BYTES + 2 * self._largest
+        if free < needed:
+            raise StoreError(
+                self.path,
+                f"has {free:,} bytes free on its disk, less than the {needed:,} a turn may need",
+                "free space on the disk",
+            )
 
     def calibration_update(self, key: str, update: CalibrationUpdate) -> Mapping[str, Any]:
         """Read, update and store ``key``'s state in one write transaction (the file's lock)."""
