@@ -83,6 +83,41 @@ def test_answers_wait_for_their_turn_to_be_stored(tmp_path: Path) -> None:
     assert all(t.usage.get("actual") for t in turns)
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_client_that_leaves_while_its_commit_waits_gets_no_stored_turn(
+    tmp_path: Path, stream: bool
+) -> None:
+    """Another process holds the store's lock past the client's timeout: the turn its SDK never
+    received was stored when the lock came, and the SDK's retry stored it a second time."""
+    store = tmp_path / "w.db"
+    SQLiteStore(store).close()
+    holder = sqlite3.connect(store, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    with gateway_over_fake(store, store_busy_timeout_seconds=30) as (_, url):
+        claude = anthropic.Anthropic(
+            base_url=url,
+            api_key="k",
+            max_retries=0,
+            timeout=0.5,
+            default_headers={"X-Ctxbudget-Session": "w"},
+        )
+        question = [{"role": "user", "content": "one question"}]
+        with pytest.raises(Exception) as timed_out:  # the SDK's, or mid-stream its transport's
+            if stream:
+                with claude.messages.stream(model="claude-sonnet-4-6", max_tokens=10, messages=question) as s:
+                    s.get_final_message()
+            else:
+                claude.messages.create(model="claude-sonnet-4-6", max_tokens=10, messages=question)
+        assert "Timeout" in type(timed_out.value).__name__
+        time.sleep(0.5)  # the gateway sees the client gone
+        holder.execute("COMMIT")
+        time.sleep(0.5)  # the waiting commit takes the lock
+        fresh = anthropic_client(url, **{"X-Ctxbudget-Session": "w"})
+        fresh.messages.create(model="claude-sonnet-4-6", max_tokens=10, messages=question)  # the retry
+        turns = SQLiteStore(store, mode="read").turns("w")
+    assert [t.question for t in turns] == ["one question"]
+
+
 class SwitchedStore:
     """A real SQLite store behind a switch: while ``down``, every operation fails as an unreachable
     server's would (a fake of the store interface, not of the gateway)."""

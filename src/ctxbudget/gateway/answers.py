@@ -8,9 +8,12 @@ at the end of a stream) unless the gateway fails open.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import re
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -152,7 +155,20 @@ async def complete(
         logger.warning("session=%s the upstream failed the turn: it is not stored", prepared.session)
         return response
     calls = answered_calls(provider.input_format, payload)
-    await gateway.answered(provider, prepared, answer, usage, calls)
+    if reading is None:
+        await gateway.answered(provider, prepared, answer, usage, calls)
+        return response
+    # The commit may wait for the store's lock (another process writing): a client that leaves
+    # meanwhile gets no stored turn, as it gets none when it leaves before (its retry is the turn).
+    abandoned = threading.Event()
+    answering = asyncio.ensure_future(gateway.answered(provider, prepared, answer, usage, calls, abandoned))
+    try:
+        await reading(asyncio.shield(answering))  # type: ignore[arg-type]  # awaited for its end
+    except ClientGone:
+        abandoned.set()
+        with contextlib.suppress(Exception):  # a refusal nobody will read
+            await answering
+        raise
     return response
 
 
@@ -176,12 +192,29 @@ def relay(
 
 async def _record(gateway: Gateway, provider: Provider, prepared: Prepared, state: StreamState) -> bytes:
     """Store the streamed turn: nothing to add when it is stored, else the error event that
-    takes the place of the stream's end."""
+    takes the place of the stream's end. A client that leaves while the commit waits for the
+    store's lock (the stream is cancelled) gets no stored turn, as :func:`complete`'s does not."""
+    abandoned = threading.Event()
+    text, calls = "".join(state.text), state.calls.calls()
+    answering = asyncio.ensure_future(
+        gateway.answered(provider, prepared, text, state.usage, calls, abandoned)
+    )
+    answering.add_done_callback(_retrieved)
     try:
-        await gateway.answered(provider, prepared, "".join(state.text), state.usage, state.calls.calls())
+        await asyncio.shield(answering)
+    except asyncio.CancelledError:
+        abandoned.set()
+        raise
     except Refusal as refusal:
         return provider.stream_error(str(refusal), refusal.status, refusal.code)
     return b""
+
+
+def _retrieved(task: asyncio.Future[None]) -> None:
+    """A commit's outcome taken, so that one nobody awaits any more (its client left) is not
+    logged as an exception never retrieved."""
+    if not task.cancelled():
+        task.exception()
 
 
 async def _events(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
@@ -36,7 +37,16 @@ from .providers import Provider
 from .usage import Usage, normalize_usage
 from .writer import TurnWriter
 
-__all__ = ["Commit", "PrefixRace", "Recorder", "SessionTaken", "TurnRefused", "model_label", "storable"]
+__all__ = [
+    "ClientLeft",
+    "Commit",
+    "PrefixRace",
+    "Recorder",
+    "SessionTaken",
+    "TurnRefused",
+    "model_label",
+    "storable",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +104,17 @@ class SessionTaken(TurnRefused):
         )
 
 
+class ClientLeft(TurnRefused):
+    """The client left (an SDK's timeout) while the turn's commit waited for the store's lock: it
+    is not stored, as a turn whose answer was not received never is (the client's retry is the
+    turn, and was stored twice)."""
+
+    code = "client_disconnected"
+
+    def __init__(self, session: str) -> None:
+        super().__init__(f"session {session!r}: the client left while its turn waited to be stored")
+
+
 @dataclass(frozen=True)
 class Commit:
     """What became of a turn handed to the writer: the index the store gave it (None when it
@@ -137,11 +158,13 @@ class Recorder:
         calls: tuple[ToolCall, ...] = (),
         *,
         store: bool = True,
+        abandoned: threading.Event | None = None,
     ) -> Future[Commit] | None:
         """Metrics now, and the turn (and its calibration) handed to the writer: its commit's future
         (see the module docstring; None when the usage could not even be read, or when not to
         ``store`` it: a store known to be down, failing open). Never raises: a failure to record
-        is logged and counted."""
+        is logged and counted. Once ``abandoned`` is set (the client left) a commit that has not
+        taken the store's lock yet stores nothing (:class:`ClientLeft`)."""
         try:
             answer = storable(answer)
             calls = tuple(ToolCall(name=storable(c.name), arguments=storable(c.arguments)) for c in calls)
@@ -150,13 +173,20 @@ class Recorder:
             if not store:
                 self._failed(prepared, StoreUnavailable(self.store.location, "is down", "failing open"))
                 return None
-            return self.writer.submit(prepared.session, lambda: self._commit(prepared, answer, calls, usage))
+            return self.writer.submit(
+                prepared.session, lambda: self._commit(prepared, answer, calls, usage, abandoned)
+            )
         except Exception as exc:  # the answer was given: recording must not take it back
             self._failed(prepared, exc)
             return None
 
     def _commit(
-        self, prepared: Prepared, answer: str, calls: tuple[ToolCall, ...], usage: Usage | None
+        self,
+        prepared: Prepared,
+        answer: str,
+        calls: tuple[ToolCall, ...],
+        usage: Usage | None,
+        abandoned: threading.Event | None = None,
     ) -> Commit:
         """The stored turn, in the writer's thread, and then its calibration. A failure of the
         store is logged, counted and returned; any other failure is logged and counted, and the
@@ -170,12 +200,15 @@ class Recorder:
             return Commit(failure=unreached[1])
         try:
             with self.metrics.store_commit_seconds.time():
-                index: int | None = self._store_turn(prepared, answer, calls, usage)
+                index: int | None = self._store_turn(prepared, answer, calls, usage, abandoned)
         except StoreError as exc:
             if isinstance(exc, StoreUnavailable):
                 self._unreached = (time.monotonic(), exc)
             self._failed(prepared, exc)
             return Commit(failure=exc)
+        except ClientLeft as left:  # no failure: nobody waits for this answer
+            logger.warning("%s: it is not stored", left)
+            return Commit(refused=left)
         except TurnRefused as refused:
             self._failed(prepared, refused)
             return Commit(refused=refused)
@@ -200,15 +233,23 @@ class Recorder:
         )
 
     def _store_turn(
-        self, prepared: Prepared, answer: str, calls: tuple[ToolCall, ...], usage: Usage | None
+        self,
+        prepared: Prepared,
+        answer: str,
+        calls: tuple[ToolCall, ...],
+        usage: Usage | None,
+        abandoned: threading.Event | None = None,
     ) -> int:
         """Append the turn to its session (created by its first turn), numbered by the store:
         the index it was given. A policy-mode turn is counted, checked and appended holding the
-        session's lock in the store: another replica sharing it stores no turn in between."""
-        if prepared.baseline is None:
+        session's lock in the store: another replica sharing it stores no turn in between. So is
+        a turn whose client may leave (``abandoned``), which is looked at once the lock is held."""
+        if prepared.baseline is None and abandoned is None:
             return self._append(prepared, answer, calls, usage)
         try:
             with self.store.serialized(prepared.session):
+                if abandoned is not None and abandoned.is_set():
+                    raise ClientLeft(prepared.session)
                 return self._append(prepared, answer, calls, usage)
         except BaseException:
             self.kinds.forget(prepared.session)  # the session this block created is gone with it

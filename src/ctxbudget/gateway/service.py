@@ -10,6 +10,7 @@ stores each answered turn and calibrates estimate factors from the provider's us
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from http.cookiejar import CookieJar, DefaultCookiePolicy
@@ -241,15 +242,19 @@ class Gateway:
         answer: str,
         raw_usage: Any,
         calls: tuple[ToolCall, ...] = (),
+        abandoned: threading.Event | None = None,
     ) -> None:
         """Before the client gets an answer: metrics, the turn and its calibration stored
         (awaited without holding up the event loop), and only then the turn made the next one's
         baseline. A turn the store could not take is a :class:`~.refusals.Refusal` (503: the
         answer is withheld) unless the gateway fails open; failing open while the store is down,
         the turn is not handed to it at all (logged and counted). A turn the store refused once
-        answered (:class:`~.recording.TurnRefused`) is a 409."""
+        answered (:class:`~.recording.TurnRefused`) is a 409. ``abandoned``: once set (the client
+        left meanwhile), a commit still waiting for the store's lock stores nothing."""
         skip = self.config.store_fail_open and not self.health.up
-        future = self.recorder.record(provider, prepared, answer, raw_usage, calls, store=not skip)
+        future = self.recorder.record(
+            provider, prepared, answer, raw_usage, calls, store=not skip, abandoned=abandoned
+        )
         commit = await committed(future) if future is not None else Commit()
         if commit.refused is not None:  # told whatever the store's failure mode: the store is fine
             raise Refusal(409, f"ctxbudget: {commit.refused}", commit.refused.code, NO_RETRY)
