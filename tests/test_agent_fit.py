@@ -555,6 +555,37 @@ def test_format_detection_follows_the_body_not_only_the_model_id() -> None:
     assert count(hosted, model="claude-sonnet-4-5")["format"] == "anthropic"
 
 
+def test_tools_in_chat_completions_shape_make_a_body_with_a_claude_id_an_openai_one() -> None:
+    """An agent's first turn through LiteLLM has no OpenAI marker but its tools: it was read as a
+    Messages body (the function tools counted as Anthropic ones, 407 tokens for 410)."""
+    messages = [{"role": "user", "content": "hello"}]
+    function = {"name": "lookup", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}
+    for tool in (
+        {"type": "function", "function": function},
+        {"type": "custom", "custom": {"name": "run_sql"}},
+    ):
+        body = {"model": "claude-sonnet-4-5", "messages": messages, "tools": [tool]}
+        detected = count(body, model="claude-sonnet-4-5")
+        assert detected["format"] == "openai"
+        assert detected["tokens"] == count(body, model="claude-sonnet-4-5", input_format="openai")["tokens"]
+    # Anthropic's own tools stay Anthropic: a custom tool (typed or not) and a server tool
+    for tool in (
+        {"name": "lookup", "input_schema": {"type": "object"}},
+        {"type": "custom", "name": "lookup", "input_schema": {"type": "object"}},
+        {"type": "web_search_20250305", "name": "web_search", "max_uses": 3},
+        {"type": "text_editor_20250124", "name": "str_replace_editor"},
+    ):
+        body = {"model": "claude-sonnet-4-5", "messages": messages, "tools": [tool]}
+        assert count(body, model="claude-sonnet-4-5")["format"] == "anthropic"
+    forced = {
+        "model": "claude-sonnet-4-5",
+        "messages": messages,
+        "tools": [{"type": "function", "function": function}],
+    }
+    with pytest.raises(InvalidRequestError, match=r"\$\.tools\[0\]\.type: an OpenAI function tool"):
+        count(forced, model="claude-sonnet-4-5", input_format="anthropic")
+
+
 def test_legacy_function_calls_are_counted() -> None:
     call = {"name": "f", "arguments": json.dumps({"blob": "word " * 2000})}
     body = {

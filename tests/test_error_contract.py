@@ -247,6 +247,23 @@ _CHAT = [{"role": "user", "content": "When?"}]
             },
             r"\$\.messages\[1\]\.content\[0\]\.id",
         ),
+        ({"model": "claude-sonnet-4-5", "messages": _CHAT, "tools": [{}]}, r"\$\.tools\[0\]\.name"),
+        (
+            {"model": "claude-sonnet-4-5", "messages": _CHAT, "tools": [{"name": 5, "input_schema": {}}]},
+            r"\$\.tools\[0\]\.name",
+        ),
+        (
+            {"model": "claude-sonnet-4-5", "messages": _CHAT, "tools": [{"name": "x", "input_schema": "y"}]},
+            r"\$\.tools\[0\]\.input_schema",
+        ),
+        (
+            {
+                "model": "claude-sonnet-4-5",
+                "messages": _CHAT,
+                "tools": [{"type": "bash_20250124", "name": 5}],
+            },
+            r"\$\.tools\[0\]\.name",
+        ),
     ],
 )
 def test_shapes_the_formats_do_not_read_whole_are_refused_naming_the_field(

@@ -3,9 +3,9 @@ when :func:`.chat.plain_chat` cannot vouch for it (so a plain chat body never im
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from .wire import OpenModel
 
@@ -25,8 +25,48 @@ class _CacheControl(OpenModel):
     ttl: Literal["5m", "1h"] | None = None
 
 
-class _Tool(OpenModel):
+class _CustomTool(OpenModel):
+    """A tool the client defines and runs: ``{name, description?, input_schema, type?: "custom"}``."""
+
+    name: str
+    description: str | None = None
+    input_schema: dict[str, Any]
     cache_control: _CacheControl | None = None
+
+
+class _TypedTool(OpenModel):
+    """A tool of Anthropic's own, named by a versioned ``type`` (``web_search_20250305``,
+    ``bash_20250124``, ...): its other fields are the tool's, and new ones keep coming, so only
+    what every such tool shares is checked."""
+
+    type: str
+    name: str | None = None
+    cache_control: _CacheControl | None = None
+
+    @field_validator("type")
+    @classmethod
+    def _not_openai(cls, kind: str) -> str:
+        if kind == "function":
+            raise ValueError(
+                "an OpenAI function tool ({type, function}) in a Messages body: give it as "
+                "{name, description, input_schema}, or send the body as openai"
+            )
+        return kind
+
+
+def _tool_kind(tool: Any) -> str:
+    """A tool without a ``type`` (or ``"custom"``) is the client's; anything but an object is
+    left to the custom model, whose error says an object was expected."""
+    if isinstance(tool, dict) and tool.get("type") not in (None, "custom"):
+        return "_typed"
+    return "_custom"
+
+
+# The tags begin with an underscore so that a path leaves them out (:mod:`..validation`).
+_Tool = Annotated[
+    Annotated[_CustomTool, Tag("_custom")] | Annotated[_TypedTool, Tag("_typed")],
+    Discriminator(_tool_kind),
+]
 
 
 class _Block(OpenModel):

@@ -35,9 +35,22 @@ def _part_types(messages: list[Any]) -> set[str]:
     }
 
 
-def _looks_openai(messages: list[Any]) -> bool:
+def _openai_tool(tool: Any) -> bool:
+    """A Chat Completions tool: its definition under the key its type names (``{"type":
+    "function", "function": {...}}``, ``{"type": "custom", "custom": {...}}``); a Messages tool
+    has its fields at the top."""
+    return (
+        isinstance(tool, dict)
+        and tool.get("type") in ("function", "custom")
+        and isinstance(tool.get(tool["type"]), dict)
+    )
+
+
+def _looks_openai(request: Mapping[str, Any]) -> bool:
     """OpenAI markers that no Messages body has (a Claude model id may be sent in OpenAI shape):
-    system, developer, tool or function roles, tool calls, OpenAI-only content parts."""
+    system, developer, tool or function roles, tool calls, OpenAI-only content parts, tools
+    defined as Chat Completions defines them (an agent's first turn has no other marker)."""
+    messages = request["messages"]
     for message in messages:
         if isinstance(message, dict) and (
             message.get("role") in ("system", "developer", "tool", "function")
@@ -45,6 +58,9 @@ def _looks_openai(messages: list[Any]) -> bool:
             or "function_call" in message
         ):
             return True
+    tools = request.get("tools")
+    if isinstance(tools, list) and any(_openai_tool(tool) for tool in tools):
+        return True
     return not _part_types(messages).isdisjoint(_OPENAI_PARTS)
 
 
@@ -54,7 +70,7 @@ def is_anthropic(request: Mapping[str, Any]) -> bool:
     ``anthropic/claude-...``)."""
     if not isinstance(request.get("messages"), list):
         return False
-    if _looks_openai(request["messages"]):
+    if _looks_openai(request):
         return False
     if "system" in request or "claude" in str(request.get("model", "")).lower():
         return True
