@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -105,3 +106,99 @@ def test_pinned_bytes_never_change_between_two_assemblies_of_a_session(
     assert first.request["system"][0]["text"] == second.request["system"][0]["text"]
     assert first.report.to_dict()["pinned_prefix_sha256"] == second.report.to_dict()["pinned_prefix_sha256"]
     compare_prefixes({"system": first.request["system"][:1]}, {"system": second.request["system"][:1]})
+
+
+_CHAT_POLICY = """name = "p"
+envelope_tokens = {envelope}
+reserve_output_tokens = 0
+expected_output_tokens = 200
+[[tiers]]
+name = "pinned"
+ceiling_tokens = 3000
+eviction = "never"
+cached = true
+cache_ttl = "1h"
+[[tiers]]
+name = "roll"
+ceiling_tokens = 1000
+eviction = "rolling"
+"""
+
+
+@st.composite
+def tools(draw: Any, shape: str) -> list[dict[str, Any]]:
+    """Tool definitions in ``shape`` (anthropic or openai): functions with drawn descriptions and
+    properties, and in Anthropic's shape its server tool too."""
+    out: list[dict[str, Any]] = []
+    for n in range(draw(st.integers(1, 3))):
+        properties = {
+            f"p{k}": {"type": "string", "description": draw(sentences)}
+            for k in range(draw(st.integers(0, 2)))
+        }
+        schema = {"type": "object", "properties": properties}
+        description = draw(sentences)
+        if shape == "anthropic":
+            out.append({"name": f"tool_{n}", "description": description, "input_schema": schema})
+        else:
+            out.append(
+                {
+                    "type": "function",
+                    "function": {"name": f"tool_{n}", "description": description, "parameters": schema},
+                }
+            )
+    if shape == "anthropic" and draw(st.booleans()):
+        out.append({"type": "web_search_20250305", "name": "web_search", "max_uses": draw(st.integers(1, 5))})
+    return out
+
+
+@st.composite
+def chat_cases(draw: Any) -> tuple[dict[str, Any], str, str]:
+    """A chat body with tools (its model, its format) and a policy whose envelope is drawn near
+    what it needs, so that some land on the prompt limit."""
+    model, shape = draw(
+        st.sampled_from(
+            [("claude-sonnet-4-5", "anthropic"), ("claude-sonnet-4-5", "openai"), ("gpt-4o", "openai")]
+        )
+    )
+    system = draw(texts)
+    history = [
+        {"role": role, "content": draw(texts)}
+        for _, role in zip(range(draw(st.integers(0, 2)) * 2), itertools.cycle(("user", "assistant")))
+    ]
+    messages = [*history, {"role": "user", "content": draw(sentences)}]
+    body: dict[str, Any] = {"model": model, "max_tokens": 1024, "tools": draw(tools(shape))}
+    if shape == "anthropic":
+        body |= {"system": system, "messages": messages}
+        choices: list[Any] = [None, {"type": "auto"}, {"type": "any"}]
+    else:
+        body["messages"] = [{"role": "system", "content": system}, *messages]
+        choices = [None, "auto", "required"]
+    choice = draw(st.sampled_from(choices))
+    if choice is not None:
+        body["tool_choice"] = choice
+    needed = count(body, model=model)["tokens"]
+    envelope = needed + draw(st.integers(-3, 40))
+    return body, shape, _CHAT_POLICY.format(envelope=envelope)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chat_cases())
+def test_an_assembly_with_tools_reports_what_a_count_of_its_body_says(
+    case: tuple[dict[str, Any], str, str],
+) -> None:
+    """A Claude body with tools reported a figure one off its own count either way (the tools'
+    tokens and the tool-use prompt were scaled and rounded apart from the body's), and passed
+    INV-CTX-02 one token over the limit."""
+    body, shape, text = case
+    policy = parse_policy(text, "p")
+    try:
+        result = assemble(body, policy=policy, model=body["model"], output_format=shape)
+    except BudgetExceeded:
+        return
+    counted = count(result.request, model=body["model"])
+    assert counted["format"] == shape
+    assert result.report.tokens == counted["tokens"] <= policy.prompt_tokens
+    assert (
+        result.report.to_dict()["invariants"]["INV-CTX-02"]
+        == f"{counted['tokens']:,} <= {policy.prompt_tokens:,} tokens"
+    )

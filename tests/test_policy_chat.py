@@ -185,6 +185,41 @@ def test_tools_past_the_prompt_limit_or_the_ceiling_are_refused() -> None:
         assemble(costly, policy=POLICY, model="claude-sonnet-4-5", cost_ceiling_usd=0.03)
 
 
+def test_a_claude_body_with_tools_is_held_to_the_limit_by_its_own_count() -> None:
+    """Its tools and tool-use prompt were scaled and rounded up apart from the body: the report
+    said 399 of a body its count makes 400, and INV-CTX-02 passed it at an envelope of 399."""
+    from ctxbudget import count
+
+    tools = [
+        {"name": "lookup", "description": "d", "input_schema": {"type": "object"}},
+        {"type": "web_search_20250305", "name": "web_search"},
+    ]
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1024,
+        "system": "hello",
+        "messages": [{"role": "user", "content": "hello"}],
+        "tools": tools,
+    }
+    tiers = (
+        '[[tiers]]\nname = "pinned"\nceiling_tokens = 3000\neviction = "never"\ncached = true\n'
+        'cache_ttl = "1h"\n[[tiers]]\nname = "roll"\nceiling_tokens = 1000\neviction = "rolling"\n'
+    )
+
+    def policy(envelope: int) -> Any:
+        return parse_policy(
+            f'name = "p"\nenvelope_tokens = {envelope}\nreserve_output_tokens = 0\n{tiers}', "p"
+        )
+
+    needed = count(body, model="claude-sonnet-4-5")["tokens"]
+    with pytest.raises(BudgetExceeded, match=f"need {needed} tokens but only {needed - 1}"):
+        assemble(body, policy=policy(needed - 1), model="claude-sonnet-4-5")
+    for envelope in (needed, needed + 600):
+        result = assemble(body, policy=policy(envelope), model="claude-sonnet-4-5")
+        assert result.report.tokens == count(result.request, model="claude-sonnet-4-5")["tokens"] == needed
+        assert result.report.invariants["INV-CTX-02"] == f"{needed} <= {envelope:,} tokens"
+
+
 def test_a_thinking_budget_stays_below_the_policys_reply_size() -> None:
     body = _agent_body([], max_tokens=16_000, thinking={"type": "enabled", "budget_tokens": 8_000})
     sent = assemble(body, policy=POLICY, model="claude-sonnet-4-5").request

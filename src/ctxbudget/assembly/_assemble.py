@@ -24,7 +24,7 @@ from ..gcpause import collector_paused
 from ..tokens.counter import TokenCounter
 from ..trim.memo import fit_memo
 from ..trim.passages import PassageScorer
-from ._carried import cache_seed, carried_fields, carried_tokens, carried_tools
+from ._carried import cache_seed, carried_fields, carried_raw_tokens, carried_tools
 from ._current_turn import bound_current
 from ._draft import Setup
 from ._pinned import check_carried_tools, check_pinned_items, check_pinned_prefix
@@ -182,7 +182,9 @@ def _setup(
             if w
         )
         or None,
-        carried_tokens=carried_tokens(request, input_format, fmt, counter, spec.id if spec else model),
+        carried_raw_tokens=carried_raw_tokens(
+            request, input_format, fmt, counter, spec.id if spec else model
+        ),
         cache_seed=cache_seed(request, input_format, fmt),
     )
 
@@ -313,7 +315,7 @@ def assemble(
         _check_evidence(priced)
         pinned = check_pinned_prefix(setup, priced.draft, previous_report)
         report = build_report(setup, priced, pinned, degraded, output_tokens, ceiling, alive)
-        body, report = carried_fields(request, input_format, setup, priced.body, report, ceiling)
+        body, report = carried_fields(request, input_format, setup, priced, report, ceiling)
         _check_prompt_limit(report, policy)
         _check_reply_room(body, report, setup)
         return AssemblyResult(body, report)

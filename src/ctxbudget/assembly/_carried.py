@@ -23,17 +23,18 @@ from ..cost import price_cached, replies_asked, reply_tokens_asked
 from ..errors import BudgetExceeded, CostCeilingExceeded, InvalidRequestError, usd
 from ..formats import detect_format, get_format
 from ..formats.anthropic_rules import without_cache_marks
-from ..formats.tool_prompt import tool_prompt_tokens
+from ..formats.tool_prompt import with_tool_prompt
 from ..measure import measure_total
 from ..tokens.counter import TokenCounter
 from ._draft import Setup
+from ._pricing import Priced
 from ._report import AssemblyReport, CacheReport
 
 __all__ = [
     "MIN_THINKING_TOKENS",
     "cache_seed",
     "carried_fields",
-    "carried_tokens",
+    "carried_raw_tokens",
     "carried_tools",
     "positive",
     "thinking_within",
@@ -54,13 +55,14 @@ def carried_fields(
     request: Mapping[str, Any],
     input_format: str | None,
     setup: Setup,
-    body: dict[str, Any] | str,
+    priced: Priced,
     report: AssemblyReport,
     ceiling: float | None,
 ) -> tuple[dict[str, Any] | str, AssemblyReport]:
-    """``body`` with the chat request's fields the assembly does not build, and ``report`` with
-    their tokens and cost (raises :class:`BudgetExceeded` past the prompt limit and
+    """The priced body with the chat request's fields the assembly does not build, and ``report``
+    with their tokens and cost (raises :class:`BudgetExceeded` past the prompt limit and
     :class:`CostCeilingExceeded` past ``ceiling``)."""
+    body = priced.body
     if not isinstance(body, dict):
         return body, report
     if not _in_own_format(request, input_format, setup.fmt):
@@ -74,7 +76,10 @@ def carried_fields(
         asked = positive(request.get("max_tokens"))
         out = thinking_within(out, asked, reply, policy_cap=asked != reply)
     replies = replies_asked(carried)  # OpenAI's n: each reply is billed
-    return out, _with_extra(setup, report, (setup.carried_tokens, replies), sorted(carried), ceiling)
+    # The body's raw tokens and the fields' scaled once, as a count of the assembled body scales
+    # its total: two figures rounded up apart drifted from it by one either way.
+    extra = setup.counter.scale(priced.total_raw + setup.carried_raw_tokens) - report.tokens
+    return out, _with_extra(setup, report, (extra, replies), sorted(carried), ceiling)
 
 
 def _with_lost(
@@ -134,28 +139,29 @@ def cache_seed(request: Mapping[str, Any], input_format: str | None, fmt: str) -
     return "\x00tools " + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _rendered_tokens(fmt: str, counter: TokenCounter, body: Mapping[str, Any]) -> int:
-    """Tokens of a small body as the format renders it (tool definitions and read fields)."""
-    rendering = get_format(fmt).render(body)
-    return counter.scale(measure_total(rendering, counter.encoding))
+def _rendered_raw(fmt: str, counter: TokenCounter, body: Mapping[str, Any], model: str) -> int:
+    """Raw tokens of a small body as a count renders it: its tool definitions and read fields,
+    and the tool-use system prompt as the proxy tokens a count holds it as."""
+    rendering = with_tool_prompt(get_format(fmt).render(body), body, model, counter.safety_factor)
+    return measure_total(rendering, counter.encoding)
 
 
-def carried_tokens(
+def carried_raw_tokens(
     request: Mapping[str, Any], input_format: str | None, fmt: str, counter: TokenCounter, model: str
 ) -> int:
-    """The input tokens a chat body's own fields (tool definitions, a response format) add to
-    its assembled body, with the tool-use system prompt the provider adds for its tools: room the
+    """The raw tokens a chat body's own fields (tool definitions, a response format) add to its
+    assembled body, with the tool-use system prompt the provider adds for its tools: room the
     tiers leave them, so that the rolling tier gives way to them first, and what
-    :func:`carried_fields` counts and prices (0 unless the body goes out in its own format)."""
+    :func:`carried_fields` counts and prices (0 unless the body goes out in its own format). Raw,
+    as the rendering adds them: the body's figure is their sum scaled once, which is what
+    :func:`ctxbudget.count` says of the assembled body."""
     if not _in_own_format(request, input_format, fmt):
         return 0
     carried = _own_fields(request, fmt)
     if not carried:
         return 0
-    fields = _rendered_tokens(fmt, counter, {**_MINIMAL, **carried}) - _rendered_tokens(
-        fmt, counter, _MINIMAL
-    )
-    return max(0, fields) + tool_prompt_tokens(model, carried)
+    fields = _rendered_raw(fmt, counter, {**_MINIMAL, **carried}, model)
+    return max(0, fields - _rendered_raw(fmt, counter, _MINIMAL, model))
 
 
 def _with_extra(

@@ -53,8 +53,9 @@ class Setup:
     cache_seed: str = ""
     # Said in the report: the model was resolved by a guess (a family's longest id).
     model_warning: str | None = None
-    # A chat body's own fields carried into its assembled body (tools): room the tiers leave them.
-    carried_tokens: int = 0
+    # A chat body's own fields carried into its assembled body (tools): room the tiers leave them,
+    # in raw tokens, added to the body's raw tokens before the one scaling a count makes.
+    carried_raw_tokens: int = 0
 
 
 @dataclass(frozen=True)

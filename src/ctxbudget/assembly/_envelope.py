@@ -51,8 +51,8 @@ def _shrink(setup: Setup, current: Draft, targets: dict[int, int], limit: int) -
     labels = {t.name: f"tier {t.index} {t.name} ({t.eviction})" for t in setup.policy.tiers}
     labels |= {LEDGER: "ledger (Block 3)", CURRENT: "current turn (Block 4)"}
     fixed = {label: setup.counter.scale(current.raw_of(name)) for name, label in labels.items()}
-    fixed["the request's tool definitions and fields"] = setup.carried_tokens
-    required = setup.counter.scale(current.total_raw) + setup.carried_tokens
+    fixed["the request's tool definitions and fields"] = setup.counter.scale(setup.carried_raw_tokens)
+    required = setup.counter.scale(current.total_raw + setup.carried_raw_tokens)
     # what no block holds (the messages' framing around them), so that the parts add up to the need
     fixed["the body's framing around the blocks"] = max(0, required - sum(fixed.values()))
     raise BudgetExceeded(
@@ -66,7 +66,8 @@ def _shrink(setup: Setup, current: Draft, targets: dict[int, int], limit: int) -
 def fit_envelope(setup: Setup, targets: dict[int, int]) -> Draft:
     """Draft at ``targets`` (raw tokens per tier index, lowered in place) until the draft fits its
     tiers' ceilings and the prompt limit; at most :data:`MAX_ROUNDS` drafts."""
-    limit = setup.counter.unscale(setup.policy.prompt_tokens - setup.carried_tokens)
+    # the body and the carried fields are scaled as one total, as a count of the assembled body is
+    limit = setup.counter.unscale(setup.policy.prompt_tokens) - setup.carried_raw_tokens
     for _ in range(MAX_ROUNDS):
         current = draft(setup, targets)
         if _tier_excess(setup, current, targets):

@@ -32,6 +32,7 @@ class Priced:
     body: dict[str, Any] | str
     warnings: tuple[str, ...]
     total_tokens: int
+    total_raw: int  # before scaling: what the carried fields' raw tokens add to (_carried.py)
 
 
 def _prefix_raw(draft: Draft) -> list[int]:
@@ -51,15 +52,15 @@ def _price(setup: Setup, draft: Draft, previous_hashes: frozenset[str], output_t
     rules, warnings = _cache_rules(setup)
     # Tool definitions ahead of the blocks count toward the minimum where the body marks its
     # breakpoints (Anthropic); automatic caching rounds the blocks' own prefix, which they miss.
-    ahead = setup.carried_tokens if rules.mode == "explicit" else 0
+    ahead = scale(setup.carried_raw_tokens) if rules.mode == "explicit" else 0
     points, planned = plan_breakpoints(draft.blocks, prefix, hashes, rules, ahead=ahead, markable=takes_mark)
     warnings += planned
     body = render(setup, draft.blocks, points)
-    total = scale(measure(setup, body))
+    raw = measure(setup, body)
     widths = [content_width(b) for b in draft.blocks]  # the provider looks back over content blocks
-    prediction = predict_cache(points, total, previous_hashes, rules.mode, hashes, prefix, widths)
+    prediction = predict_cache(points, scale(raw), previous_hashes, rules.mode, hashes, prefix, widths)
     cost = price_cached(setup.spec.prices, prediction, output_tokens)
-    return Priced(draft, tuple(points), prediction, cost, body, tuple(warnings), total)
+    return Priced(draft, tuple(points), prediction, cost, body, tuple(warnings), scale(raw), raw)
 
 
 def _cache_rules(setup: Setup) -> tuple[CacheRules, list[str]]:
