@@ -311,6 +311,36 @@ def test_assemble_json_and_exit_codes(tmp_path: Path) -> None:
     assert costly.exit_code == 4 and "ceiling" in costly.output
 
 
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (
+            ["--prompt-cache-key", "abc"],
+            "--prompt-cache-key is written only into an OpenAI body: it needs --format openai",
+        ),
+        (["--prompt-cache-key", "abc", "--format", "anthropic"], "it needs --format openai"),
+        (
+            ["--idle-seconds", "5"],
+            "--idle-seconds says how long ago the previous turn was: it needs --previous",
+        ),
+    ],
+)
+def test_assemble_refuses_a_flag_it_would_ignore(tmp_path: Path, flags: list[str], said: str) -> None:
+    # the key was dropped from an Anthropic body, and the idle time had no previous turn to expire
+    result = CliRunner().invoke(
+        main, ["assemble", _context(tmp_path), "--model", "claude-sonnet-4-5", *flags]
+    )
+    assert result.exit_code == 2 and said in result.stderr and not result.stdout, result.output
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_assemble_writes_the_prompt_cache_key_with_format_openai(tmp_path: Path) -> None:
+    flags = ["--model", "gpt-4o", "--format", "openai", "--prompt-cache-key", "abc"]
+    result = CliRunner().invoke(main, ["assemble", _context(tmp_path), *flags])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["prompt_cache_key"] == "abc"
+
+
 def test_verify_prefix(tmp_path: Path) -> None:
     runner = CliRunner()
     a = tmp_path / "a.json"

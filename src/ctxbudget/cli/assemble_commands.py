@@ -93,7 +93,7 @@ def policies_command(as_json: bool) -> None:
     "--prompt-cache-key",
     metavar="KEY",
     callback=lambda _ctx, _param, key: _non_empty(key),
-    help="OpenAI prompt_cache_key to set.",
+    help="OpenAI prompt_cache_key to set (with --format openai: the only body that carries it).",
 )
 @ALLOW_PREFIX_CHANGE_OPTION
 @IDLE_SECONDS_OPTION
@@ -119,6 +119,9 @@ def assemble_command(
     Exit codes: 2 bad input (a volatile value in a pinned tier is bad input), 3 cannot fit (a
     tier, the ledger or the current turn over its ceiling), 4 over the cost ceiling, 5 the pinned
     prefix differs from --previous's (INV-CTX-01; --allow-prefix-change for a new playbook)."""
+    _check_assemble_flags(
+        format_=format_, prompt_cache_key=prompt_cache_key, idle_seconds=idle_seconds, previous=previous
+    )
     request = read_json(source)
     prior = read_json(previous) if previous else None
 
@@ -146,6 +149,19 @@ def assemble_command(
         print_assembly(result.report.to_dict())
 
     run_action(action, ASSEMBLE_FLAGS)
+
+
+def _check_assemble_flags(
+    *, format_: str | None, prompt_cache_key: str | None, idle_seconds: float | None, previous: str | None
+) -> None:
+    """Flags that mean nothing without another are a usage error, before any input is read (they
+    were ignored: no key in an Anthropic body, no expiry without a previous turn to expire)."""
+    if prompt_cache_key is not None and format_ != "openai":
+        raise click.UsageError(
+            "--prompt-cache-key is written only into an OpenAI body: it needs --format openai"
+        )
+    if idle_seconds is not None and previous is None:
+        raise click.UsageError("--idle-seconds says how long ago the previous turn was: it needs --previous")
 
 
 def print_assembly(report: dict[str, Any]) -> None:
