@@ -341,6 +341,77 @@ def test_assemble_writes_the_prompt_cache_key_with_format_openai(tmp_path: Path)
     assert json.loads(result.stdout)["prompt_cache_key"] == "abc"
 
 
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        (
+            ["count", "{request}", "--reserve-output-tokens", "9" * 23],
+            "--reserve-output-tokens must be a whole number",
+        ),
+        (
+            ["assemble", "{context}", "--expected-output-tokens", "9" * 20],
+            "--expected-output-tokens must be a whole",
+        ),
+        (["assemble", "{context}", "--cost-ceiling", "1e30"], "--cost-ceiling must be a number"),
+        (
+            ["assemble", "{context}", "--previous", "{context}", "--idle-seconds", "nan"],
+            "Invalid value for '--idle-seconds': 'nan' is not",
+        ),
+    ],
+)
+def test_a_bad_option_is_named_by_its_flag(tmp_path: Path, command: list[str], said: str) -> None:
+    # the library's checks named its parameters (reserve_output_tokens=...), and nan got past
+    # --idle-seconds' parsing to be told as idle_seconds: no one types those on the command line
+    (tmp_path / "request.json").write_text(json.dumps(REQUEST))
+    files = {"{request}": str(tmp_path / "request.json"), "{context}": _context(tmp_path)}
+    result = CliRunner().invoke(main, [*(files.get(a, a) for a in command), "--model", "gpt-4o"])
+    assert result.exit_code == 2 and f"ctxbudget: {said}" in result.stderr, result.output
+    assert not any(name in result.stderr for name in ("_tokens", "idle_seconds", "_usd"))
+
+
+def test_session_add_refuses_a_nan_idle_time_by_its_flag(tmp_path: Path) -> None:
+    add = [
+        "session",
+        "add",
+        "s",
+        "--question",
+        "q",
+        "--idle-seconds",
+        "nan",
+        "--store",
+        str(tmp_path / "s.db"),
+    ]
+    result = CliRunner().invoke(main, add)
+    assert result.exit_code == 2 and "'--idle-seconds': 'nan' is not a finite number" in result.stderr, (
+        result.output
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "said"),
+    [
+        (
+            ["--anthropic-upstream", "ftp://x"],
+            {},
+            "--anthropic-upstream (or CTXBUDGET_ANTHROPIC_UPSTREAM) must be",
+        ),
+        (
+            [],
+            {"CTXBUDGET_OPENAI_UPSTREAM": "notaurl"},
+            "--openai-upstream (or CTXBUDGET_OPENAI_UPSTREAM) must be",
+        ),
+    ],
+)
+def test_serve_names_a_bad_upstream_by_its_flag(
+    tmp_path: Path, args: list[str], env: dict[str, str], said: str
+) -> None:
+    pytest.importorskip("uvicorn")
+    serve = ["serve", "--port", "1", "--store", str(tmp_path / "gw.db"), *args]
+    result = CliRunner(env=env).invoke(main, serve)
+    assert result.exit_code == 2 and said in result.stderr, result.output
+    assert "_upstream" not in result.stderr
+
+
 def test_verify_prefix(tmp_path: Path) -> None:
     runner = CliRunner()
     a = tmp_path / "a.json"

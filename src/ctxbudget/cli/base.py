@@ -57,6 +57,11 @@ FLAGS = (
     ("input_format=", "--format"),
     ("allow_prefix_change=True", "--allow-prefix-change"),
     ("cost_ceiling_usd=", "--cost-ceiling"),
+    # an option's own check ("NAME must be ..."): the library's name, told by the flag
+    ("max_context_tokens must", "--max-context-tokens must"),
+    ("cost_ceiling_usd must", "--cost-ceiling must"),
+    ("expected_output_tokens must", "--expected-output-tokens must"),
+    ("idle_seconds must", "--idle-seconds must"),
 )
 
 
@@ -76,6 +81,17 @@ USD = FiniteRange(min=0, min_open=True)
 
 # `assemble` names the body it reads --input-format (its --format is the body it builds).
 ASSEMBLE_FLAGS = (("input_format=", "--input-format"), *FLAGS)
+
+# `fit` and `count` hold back --reserve-output-tokens (a policy file's reserve_output_tokens, which
+# `assemble` and `session` read, is no flag: its own errors keep its name).
+FIT_FLAGS = (*FLAGS, ("reserve_output_tokens must", "--reserve-output-tokens must"))
+
+# `serve`'s upstreams, each given by its flag or its environment variable.
+SERVE_FLAGS = (
+    *FLAGS,
+    ("anthropic_upstream must", "--anthropic-upstream (or CTXBUDGET_ANTHROPIC_UPSTREAM) must"),
+    ("openai_upstream must", "--openai-upstream (or CTXBUDGET_OPENAI_UPSTREAM) must"),
+)
 
 
 def priced(cost: float | None) -> str:
@@ -272,7 +288,7 @@ ALLOW_PREFIX_CHANGE_OPTION = click.option(
 )
 IDLE_SECONDS_OPTION = click.option(
     "--idle-seconds",
-    type=click.FloatRange(min=0, max=1e9),
+    type=FiniteRange(min=0, max=1e9),  # a plain FloatRange let nan through
     metavar="S",
     help="Seconds since the previous turn's call: its cached prefixes expire 5 minutes or an hour "
     "after their last use in the predicted reads and the cost [default: none taken to have passed].",

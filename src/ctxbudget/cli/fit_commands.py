@@ -15,6 +15,7 @@ from ..errors import UnknownModelError
 from ..fitting import count
 from .base import (
     CATALOG_OPTION,
+    FIT_FLAGS,
     JSON_OPTION,
     accuracy,
     common_options,
@@ -146,7 +147,7 @@ def fit_command(
             )
         _print_fit(result, body_only=body_only, as_json=as_json)
 
-    run_action(action)
+    run_action(action, FIT_FLAGS)
 
 
 def _some_entry(spec: str | None) -> str | None:
@@ -234,7 +235,7 @@ def count_command(
             over = "" if result["fits"] else f"; over the {_limit(result)}: it does not fit"
             click.echo(f"{result['tokens']} tokens ({result['encoding']}, {label}){over}")
 
-    run_action(action)
+    run_action(action, FIT_FLAGS)
 
 
 def _limit(result: dict[str, Any]) -> str:

@@ -12,6 +12,7 @@ from ..trim.steps import DEFAULT_LOW_WATER
 from .base import (
     CATALOG_OPTION,
     EXIT_USAGE,
+    SERVE_FLAGS,
     STORE_OPTION,
     UNKNOWN_MODEL_OPTION,
     USD,
@@ -191,7 +192,7 @@ def serve_command(
         )
         _serve(config)
 
-    run_action(action)
+    run_action(action, SERVE_FLAGS)
 
 
 def _ceiling(given: float | None, policy_ref: str | None) -> float | None:
