@@ -412,6 +412,26 @@ def test_serve_names_a_bad_upstream_by_its_flag(
     assert "_upstream" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        # the body's own max_tokens wins over the default reserve (fitting.md)
+        (["fit"], "[default: the body's max_tokens (or max_completion_tokens, max_output_tokens)"),
+        (["serve"], "cannot resolve: refuse the request (400 unknown_model, naming the closest ids)"),
+        (["serve"], "never taken from a request) (env CTXBUDGET_ANTHROPIC_UPSTREAM)."),
+        (["serve"], "(.../v1beta/openai/) (env CTXBUDGET_OPENAI_UPSTREAM)."),
+        (["assemble"], "Exit codes: 1 an invariant broke (the message names it), 2 bad input"),
+    ],
+)
+def test_help_says_what_the_command_does(command: list[str], said: str) -> None:
+    # fit's reserve left the body's max_tokens out, serve's --unknown-model said "fail (exit 2)"
+    # where the gateway answers 400, its upstreams left their variables out, and assemble's exit
+    # codes left 1 out
+    result = CliRunner().invoke(main, [*command, "--help"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert said in " ".join(result.output.split())
+
+
 def test_verify_prefix(tmp_path: Path) -> None:
     runner = CliRunner()
     a = tmp_path / "a.json"

@@ -116,9 +116,10 @@ def assemble_command(
     """Assemble a tiered request: the body to send on stdout, the report (tiers, breakpoints,
     predicted cache reads and writes, cost, invariants) on stderr, or both as JSON with --json.
 
-    Exit codes: 2 bad input (a volatile value in a pinned tier is bad input), 3 cannot fit (a
-    tier, the ledger or the current turn over its ceiling), 4 over the cost ceiling, 5 the pinned
-    prefix differs from --previous's (INV-CTX-01; --allow-prefix-change for a new playbook)."""
+    Exit codes: 1 an invariant broke (the message names it), 2 bad input (a volatile value in a
+    pinned tier is bad input), 3 cannot fit (a tier, the ledger or the current turn over its
+    ceiling), 4 over the cost ceiling, 5 the pinned prefix differs from --previous's (INV-CTX-01;
+    --allow-prefix-change for a new playbook)."""
     _check_assemble_flags(
         format_=format_, prompt_cache_key=prompt_cache_key, idle_seconds=idle_seconds, previous=previous
     )

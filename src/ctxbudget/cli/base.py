@@ -318,15 +318,23 @@ CATALOG_OPTION = click.option(
     help="Extra catalog file (TOML, or JSON by its .json name) adding or overriding models "
     f"(repeatable; env CTXBUDGET_CATALOG, several paths separated by {os.pathsep!r}).",
 )
-UNKNOWN_MODEL_OPTION = click.option(
-    "--unknown-model",
-    type=click.Choice(["error", "floor"]),
-    default="error",
-    show_default=True,
-    envvar="CTXBUDGET_UNKNOWN_MODEL",
-    help="A model id the catalog cannot resolve: fail (exit 2), or budget it at 8,191 tokens "
-    "with a warning (env CTXBUDGET_UNKNOWN_MODEL).",
-)
+
+
+def unknown_model_option(refusal: str) -> Callable[[F], F]:
+    """``--unknown-model``: ``refusal`` says what ``error`` does (a command exits, the gateway
+    answers the request)."""
+    return click.option(
+        "--unknown-model",
+        type=click.Choice(["error", "floor"]),
+        default="error",
+        show_default=True,
+        envvar="CTXBUDGET_UNKNOWN_MODEL",
+        help=f"A model id the catalog cannot resolve: {refusal}, or budget it at 8,191 tokens "
+        "with a warning (env CTXBUDGET_UNKNOWN_MODEL).",
+    )
+
+
+UNKNOWN_MODEL_OPTION = unknown_model_option("fail (exit 2)")
 
 
 def max_context_option(purpose: str) -> Callable[[F], F]:

@@ -44,7 +44,9 @@ if TYPE_CHECKING:
     "--reserve-output-tokens",
     type=click.IntRange(min=0),
     default=None,
-    help="Tokens held back for the reply [default: min(4096, the model's max output, a quarter of the window)].",
+    help="Tokens held back for the reply [default: the body's max_tokens (or max_completion_tokens, "
+    "max_output_tokens), held to the model's max output; when it gives none, min(4096, the model's max "
+    "output, a quarter of the window)].",
 )
 @click.option(
     "--budget",

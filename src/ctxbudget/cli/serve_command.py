@@ -14,12 +14,12 @@ from .base import (
     EXIT_USAGE,
     SERVE_FLAGS,
     STORE_OPTION,
-    UNKNOWN_MODEL_OPTION,
     USD,
     FiniteRange,
     fail,
     main,
     run_action,
+    unknown_model_option,
 )
 
 if TYPE_CHECKING:
@@ -72,7 +72,8 @@ if TYPE_CHECKING:
     show_default=True,
     envvar="CTXBUDGET_ANTHROPIC_UPSTREAM",
     metavar="URL",
-    help="The Anthropic base URL, with or without /v1 (fixed; never taken from a request).",
+    help="The Anthropic base URL, with or without /v1 (fixed; never taken from a request) "
+    "(env CTXBUDGET_ANTHROPIC_UPSTREAM).",
 )
 @click.option(
     "--openai-upstream",
@@ -81,7 +82,7 @@ if TYPE_CHECKING:
     envvar="CTXBUDGET_OPENAI_UPSTREAM",
     metavar="URL",
     help="The OpenAI base URL as OPENAI_BASE_URL takes it: with or without /v1, or with another "
-    "path holding the version (.../v1beta/openai/).",
+    "path holding the version (.../v1beta/openai/) (env CTXBUDGET_OPENAI_UPSTREAM).",
 )
 @click.option(
     "--max-body-bytes",
@@ -136,7 +137,7 @@ if TYPE_CHECKING:
     "reaches it. Off: those paths are a 404 (docs/gateway.md).",
 )
 @CATALOG_OPTION
-@UNKNOWN_MODEL_OPTION
+@unknown_model_option("refuse the request (400 unknown_model, naming the closest ids)")
 def serve_command(
     host: str,
     port: int,
