@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -903,18 +904,16 @@ def test_a_file_that_gives_a_key_twice_is_refused_not_read_as_its_last(tmp_path:
 
 
 def _cli_process(args: list[str], tmp_path: Path, env: dict[str, str] | None = None, **options: Any) -> Any:
-    import subprocess
     import sys
 
     src = str(Path(ctxbudget.__file__).resolve().parent.parent)
     environment = {**os.environ, "PYTHONPATH": src, **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "ctxbudget", *args],
-        capture_output=True,
+        **{"capture_output": True, **options},
         cwd=tmp_path,
         env=environment,
         timeout=120,
-        **options,
     )
 
 
@@ -928,6 +927,33 @@ def test_a_stdout_that_cannot_write_every_character_gets_escaped_json(tmp_path: 
     assert json.loads(done.stdout) == body and done.stdout.isascii()
     shown = _cli_process(["models", "gpt-4o-mini"], tmp_path, {"PYTHONIOENCODING": "ascii"})
     assert shown.returncode == 0, shown.stderr
+
+
+@pytest.mark.parametrize("args", [["models"], ["models", "--json"], ["fit", "req.json", "--model", "gpt-4o"]])
+def test_a_closed_reader_ends_the_command_quietly_with_exit_0(tmp_path: Path, args: list[str]) -> None:
+    # `ctxbudget models | head -1` exited 1, the code of a broken invariant (click's own code for
+    # a broken pipe), where the reader had taken what it wanted
+    _write(tmp_path, REQUEST)
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader is gone before the first write
+    try:
+        done = _cli_process(args, tmp_path, capture_output=False, stdout=writer, stderr=subprocess.PIPE)
+    finally:
+        os.close(writer)
+    assert done.returncode == 0 and done.stderr == b"", done.stderr
+
+
+def test_a_failed_write_to_stdout_names_stdout(tmp_path: Path) -> None:
+    # a full disk said "ctxbudget: cannot use: No space left on device", naming nothing
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    _write(tmp_path, REQUEST)
+    for mode in (["--body"], ["--json"], []):
+        with open("/dev/full", "wb") as full:
+            args = ["fit", "req.json", "--model", "gpt-4o", *mode]
+            done = _cli_process(args, tmp_path, capture_output=False, stdout=full, stderr=subprocess.PIPE)
+        said = "ctxbudget: cannot write the output to stdout: No space left on device\n"
+        assert done.returncode == 2 and done.stderr.decode() == said, (mode, done.stderr)
 
 
 def test_a_closed_stdin_is_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """Shared pieces of the ``ctxbudget`` command: the group, exit codes, input reading, options.
 
 Exit codes: 0 ok; 1 prefixes differ or an invariant broke; 2 bad input or usage (one line: what
-and where); 3 cannot fit; 4 over the cost ceiling. Configuration: an explicit option >
-environment (``CTXBUDGET_*``) > default.
+and where); 3 cannot fit; 4 over the cost ceiling; a closed reader of stdout (``| head``) ends a
+command quietly with 0. Configuration: an explicit option > environment (``CTXBUDGET_*``) >
+default.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -234,14 +235,78 @@ def run_action(action: Callable[[], None], flags: Sequence[tuple[str, str]] = FL
     """Run a command's work; a library error is one line and its exit code (``flags`` name the
     command's own flags for the library's options)."""
     try:
-        action()
+        with _named_stdout():
+            action()
     except CtxBudgetError as exc:
         fail(str(exc), exit_code(exc), flags)
     except BrokenPipeError:
-        raise  # the reader went away: nobody to tell
+        raise  # the reader went away: nobody to tell (OneLineGroup ends quietly)
+    except OutputError as exc:
+        fail(f"cannot write the output to stdout: {exc.strerror or exc}", EXIT_USAGE, flags)
     except OSError as exc:  # a file the command writes or reads (``--out`` under a file, read-only)
         where = f" {exc.filename}" if exc.filename else ""
         fail(f"cannot use{where}: {exc.strerror or exc}", EXIT_USAGE, flags)
+
+
+class OutputError(OSError):
+    """A write to stdout failed (a full disk, an I/O error): an OSError from a write names no file,
+    and was told as "cannot use: No space left on device"."""
+
+
+class _NamedStdout:
+    """``sys.stdout`` as the command's output goes through it (click's echo and rich's console
+    look it up at each write): a failed write or flush raises :class:`OutputError`, a closed
+    reader's :class:`BrokenPipeError` as it was; everything else is the stream's own."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        """Write ``text``, a failure told as stdout's."""
+        with _as_output_error():
+            written: int = self._stream.write(text)
+        return written
+
+    def flush(self) -> None:
+        """Flush, a failure told as stdout's."""
+        with _as_output_error():
+            self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def _as_output_error() -> Iterator[None]:
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputError(exc.errno, exc.strerror) from exc
+
+
+@contextmanager
+def _named_stdout() -> Iterator[None]:
+    """``sys.stdout`` wrapped in :class:`_NamedStdout` while a command's action runs."""
+    stream = sys.stdout
+    if stream is None:  # no stdout at all: nothing to name
+        yield
+        return
+    sys.stdout = _NamedStdout(stream)
+    try:
+        yield
+    finally:
+        sys.stdout = stream
+
+
+def end_quietly() -> None:
+    """The reader of stdout went away (``ctxbudget models | head -1``): end with exit 0 and no
+    message, as a command whose output was taken does; what is left unwritten goes to the null
+    device, so the interpreter's own flush at exit finds no closed pipe."""
+    with suppress(OSError, ValueError, AttributeError):  # no descriptor (a test's captured stream)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(0)
 
 
 _QUICK_EXIT = [False]
@@ -415,6 +480,14 @@ class OneLineGroup(click.Group):
         if cmd_name not in self.commands and module is not None:
             importlib.import_module(f"{__package__}.{module}")
         return self.commands.get(cmd_name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; a closed reader of its output ends it quietly (click exited 1, the
+        code of a broken invariant)."""
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            end_quietly()
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
