@@ -956,6 +956,32 @@ def test_a_failed_write_to_stdout_names_stdout(tmp_path: Path) -> None:
         assert done.returncode == 2 and done.stderr.decode() == said, (mode, done.stderr)
 
 
+INFINITE = '{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1e400}'
+SCENARIO = '{"name": "x", "base": {"items": []}, "turns": [{"question": "q", "idle_seconds": 1e400}]}'
+
+
+@pytest.mark.parametrize(
+    ("args", "text", "said"),
+    [
+        (["fit", "in.json"], INFINITE, "in.json: $.max_tokens: inf is not a JSON number"),
+        (["count", "in.json"], INFINITE, "in.json: $.max_tokens: inf is not a JSON number"),
+        (["assemble", "in.json", "--model", "gpt-4o"], INFINITE, "in.json: $.max_tokens: inf is not a JSON"),
+        (["count", "-"], INFINITE, "stdin: $.max_tokens: inf is not a JSON number"),
+        (["simulate", "in.json"], SCENARIO, "in.json: $.turns[0].idle_seconds: inf is not a JSON number"),
+    ],
+    ids=["fit", "count", "assemble", "stdin", "simulate"],
+)
+def test_a_value_refused_in_a_file_names_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], text: str, said: str
+) -> None:
+    # 1e400 reads as inf, refused by the value check, whose message gave the JSON path alone where
+    # every other error of the same file names it first ("sc4.json: $.turns[0]...")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "in.json").write_text(text)
+    result = CliRunner().invoke(main, args, input=text)
+    assert result.exit_code == 2 and result.stderr.startswith(f"ctxbudget: {said}"), result.output
+
+
 def test_a_closed_stdin_is_one_line_and_exit_2(tmp_path: Path) -> None:
     done = _cli_process(
         ["fit", "-", "--model", "gpt-4o"],

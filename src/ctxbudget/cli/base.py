@@ -140,10 +140,17 @@ def read_json(source: str) -> Any:
                     data = _bounded(stream, source)
         except OSError as exc:
             fail(f"cannot read {source}: {exc.strerror or exc}", EXIT_USAGE)
+        name = "stdin" if source == "-" else source
         try:
-            return decode_json(data, "stdin" if source == "-" else source, refuse_repeats=True)
+            return decode_json(data, name, refuse_repeats=True)
         except InvalidRequestError as exc:
-            fail(str(exc), EXIT_USAGE)
+            fail(_from_file(exc, name), EXIT_USAGE)
+
+
+def _from_file(exc: InvalidRequestError, name: str) -> str:
+    """A reading error as one line naming the input: the checks of the values read (``1e400``
+    read as inf) give their JSON path alone, where the reader's own errors start with the name."""
+    return f"{name}: {exc}" if exc.path else str(exc)
 
 
 # The largest input read: 60 million tokens of text, eight times the providers' 32 MB request
