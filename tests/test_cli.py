@@ -982,6 +982,25 @@ def test_a_value_refused_in_a_file_names_the_file(
     assert result.exit_code == 2 and result.stderr.startswith(f"ctxbudget: {said}"), result.output
 
 
+def test_a_model_flag_other_than_the_bodys_model_is_warned_of(tmp_path: Path) -> None:
+    # fit --model claude-sonnet-4-5 on a gpt-4o body wrote a "ready to send" body still naming
+    # gpt-4o, over gpt-4o's window, with exit 0 and no word
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "When was notice given?"}]}
+    path = _write(tmp_path, body)
+    said = '--model claude-sonnet-4-5 (anthropic/claude-sonnet-4-5) is another model than the body\'s "model": "gpt-4o"'
+    runner = CliRunner()
+    for command in (["fit", "--body"], ["count"]):
+        result = runner.invoke(main, [*command, path, "--model", "claude-sonnet-4-5"])
+        assert result.exit_code == 0 and f"ctxbudget: warning: {said}" in result.stderr, result.output
+    fitted = runner.invoke(main, ["fit", path, "--model", "claude-sonnet-4-5", "--json"])
+    assert any(w.startswith(said) for w in json.loads(fitted.stdout)["report"]["warnings"])
+    counted = runner.invoke(main, ["count", path, "--model", "claude-sonnet-4-5", "--json"])
+    assert any(w.startswith(said) for w in json.loads(counted.stdout)["warnings"])
+    for same in ("gpt-4o-2024-08-06", "openai/gpt-4o", "gpt-4o"):  # ids of the body's own entry
+        result = runner.invoke(main, ["fit", "--body", path, "--model", same])
+        assert result.exit_code == 0 and "another model" not in result.stderr, (same, result.stderr)
+
+
 def test_a_closed_stdin_is_one_line_and_exit_2(tmp_path: Path) -> None:
     done = _cli_process(
         ["fit", "-", "--model", "gpt-4o"],

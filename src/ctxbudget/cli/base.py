@@ -449,7 +449,8 @@ def common_options(func: F) -> F:
         click.option(
             "--model",
             default=None,
-            help="Model id, e.g. gpt-5, claude-sonnet-4-5, openai/gpt-4o [default: the body's `model`].",
+            help="Model id, e.g. gpt-5, claude-sonnet-4-5, openai/gpt-4o [default: the body's `model`; "
+            "another model than the body's is warned of: the body still names its own].",
         ),
         click.argument("source", default="-", metavar="[FILE|-]"),
     ]

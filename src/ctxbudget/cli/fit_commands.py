@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 import shlex
@@ -125,11 +126,12 @@ def fit_command(
         skip_collection_at_exit()
     _check_fit_flags(semantic=semantic, split_documents=split_documents, body_only=body_only, as_json=as_json)
     request = read_json(source)
-    model = model_of(model, request)
+    flag, model = model, model_of(model, request)
 
     def action() -> None:
         from ..fitting import fit, parse_budget_spec  # the trimming pipeline, for `fit` only
 
+        catalog = load_catalog(catalogs)
         with working(source, "fitting"):
             result = fit(
                 request,
@@ -143,13 +145,37 @@ def fit_command(
                 document_order=document_order,  # type: ignore[arg-type]
                 split_documents=split_documents,
                 passage_scorer=_scorer() if semantic else None,
-                catalog=load_catalog(catalogs),
+                catalog=catalog,
                 unknown_model=unknown_model,  # type: ignore[arg-type]
                 count_all=count_all,
             )
+        mismatch = other_body_model(catalog, flag, request)
+        if mismatch:
+            report = dataclasses.replace(result.report, warnings=(*result.report.warnings, mismatch))
+            result = dataclasses.replace(result, report=report)
         _print_fit(result, body_only=body_only, as_json=as_json)
 
     run_action(action, FIT_FLAGS)
+
+
+def other_body_model(catalog: Catalog, flag: str | None, request: Any) -> str | None:
+    """A warning when ``--model`` and the body's ``model`` resolve to different catalog entries:
+    the request was measured for the flag's model, but the body still names its own, and is sent
+    to it (a body for gpt-4o fitted with --model claude-sonnet-4-5 went out 16k tokens over
+    gpt-4o's window, without a word). Ids of one entry (gpt-4o, gpt-4o-2024-08-06), or a body's id
+    the catalog does not know (a deployment's name), give none: the flag says what it is."""
+    given = request.get("model") if flag and isinstance(request, dict) else None
+    if not isinstance(given, str) or not given.strip():
+        return None
+    chosen, named = catalog.find_model(flag or ""), catalog.find_model(given)
+    if chosen is None or named is None or (chosen.provider, chosen.id) == (named.provider, named.id):
+        return None
+    return (
+        f'--model {flag} ({chosen.provider}/{chosen.id}) is another model than the body\'s "model": '
+        f"{json.dumps(given)[:80]} ({named.provider}/{named.id}): the request is measured for "
+        f"{chosen.id}'s window, but the body still names {named.id}, which it is sent to (set the "
+        "body's model, or leave --model out)"
+    )
 
 
 def _some_entry(spec: str | None) -> str | None:
@@ -216,19 +242,23 @@ def count_command(
     """Print the token count of the rendered request (exact, or a labelled estimate)."""
     skip_collection_at_exit()
     request = read_json(source)
-    model = model_of(model, request)
+    flag, model = model, model_of(model, request)
 
     def action() -> None:
+        catalog = load_catalog(catalogs)
         with working(source, "counting"):
             result = count(
                 request,
                 model=model,
                 input_format=format_,
-                catalog=load_catalog(catalogs),
+                catalog=catalog,
                 unknown_model=unknown_model,  # type: ignore[arg-type]
                 max_context_tokens=max_context_tokens,
                 reserve_output_tokens=reserve_output_tokens,
             )
+        mismatch = other_body_model(catalog, flag, request)
+        if mismatch:
+            result["warnings"] = [*result["warnings"], mismatch]
         echo_warnings(result["warnings"])
         if as_json:
             click.echo(json.dumps({**result, "warnings": [with_flags(w) for w in result["warnings"]]}))
