@@ -294,7 +294,9 @@ def test_a_question_formats_role_cut_keeps_accents_emoji_and_thai_marks_whole() 
 # ASCII is read by the counters, the reference itself)
 wide_words = st.sampled_from(
     ["alpha", "Beta", "x", "notice", "café", "CAFÉ", "naïve", "Straße"]
-) | st.sampled_from(["İstanbul", "ΣΟΦΙΑ", "σοφία", "東京", "٣٤", "e\u0301", "ﬁle", "Ǆemal"])
+) | st.sampled_from(
+    ["İstanbul", "ΣΟΦΙΑ", "σοφία", "東京", "人口は", "gpt4東京", "٣٤", "e\u0301", "ﬁle", "Ǆemal"]
+)
 wide_glue = st.sampled_from([" ", " ", " ", "\n", "—", "’", "\u00a0", "-", "…", "🙂", ""])
 
 

@@ -12,6 +12,7 @@ import pytest
 import ctxbudget
 from ctxbudget import BudgetExceeded, ConfigError, InvalidRequestError, count, fit
 from ctxbudget.fitting._budget import parse_budget_spec
+from ctxbudget.trim.bm25 import bm25_scores, terms
 from ctxbudget.trim.sentences import sentence_ends
 
 from .conftest import question
@@ -387,6 +388,10 @@ def test_fields_without_content_of_another_format_pass() -> None:
         ("Under Fed. R. Civ. P. 26 it applies. Done.", ["Under Fed. R. Civ. P. 26 it applies.", " Done."]),
         ("Case No. 12 was filed. Then more.", ["Case No. 12 was filed.", " Then more."]),
         ("第一句。第二句！第三句？", ["第一句。", "第二句！", "第三句？"]),
+        # scripts with their own full stops: Hindi's danda, Arabic's question mark, Urdu's stop
+        ("यह समाप्त हुआ। सूचना दी गई।", ["यह समाप्त हुआ।", " सूचना दी गई।"]),
+        ("متى تم الإرسال؟ في مارس؟", ["متى تم الإرسال؟", " في مارس؟"]),
+        ("نوٹس دیا گیا۔ اطلاع ملی۔", ["نوٹس دیا گیا۔", " اطلاع ملی۔"]),
         ("line one\nline two", ["line one", "\nline two"]),
     ],
 )
@@ -903,3 +908,30 @@ def test_a_question_ending_in_one_overlong_character_keeps_its_head(model: str) 
     result = fit(body, model=model, max_context_tokens=4000)
     content = result.request["messages"][0]["content"]
     assert content.startswith("Summarize this:") and result.report.tokens_after <= 4000
+
+
+@pytest.mark.parametrize(
+    ("question", "weather", "answer"),
+    [
+        ("东京的人口是多少？", "今天天气很好，我们在公园散步。", "东京的人口大约是一千四百万。"),
+        (
+            "東京の人口は何人ですか？",
+            "今日は天気が良いので公園で散歩をしました。",
+            "東京の人口は約千四百万人です。",
+        ),
+    ],
+)
+def test_text_without_spaces_between_words_is_ranked_by_its_bigrams(
+    question: str, weather: str, answer: str
+) -> None:
+    """A run of Chinese or Japanese was one term that no document held: every score 0, and the
+    weather kept before the answer. Its bigrams are its terms, in a span and in a slice alike."""
+    assert terms("东京的人口 gpt4東京") == ["东京", "京的", "的人", "人口", "gpt4", "東京"]
+    scores = bm25_scores(question, [weather * 15, answer * 15])
+    assert scores[0] == 0.0 and scores[1] > 0.0
+    body = {
+        "questions": [{"text": question}],
+        "documents": [{"page_content": weather * 15}, {"page_content": answer * 15}],
+    }
+    fitted = fit(body, model="gpt-4o", max_context_tokens=400)
+    assert [d["page_content"] for d in fitted.request["documents"]] == [answer * 15]

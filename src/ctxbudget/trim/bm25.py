@@ -29,6 +29,7 @@ __all__ = [
     "term_profile",
     "terms",
     "word_mask",
+    "words",
 ]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -52,9 +53,46 @@ def repeats_itself(term: str) -> bool:
     return len(term) >= 4 and any(term[p:] == term[:-p] for p in range(1, len(term) // 2 + 1))
 
 
-def terms(text: str) -> list[str]:
-    """Lower-cased word terms."""
+# Scripts written without spaces between words (Chinese, Japanese kana and kanji): a run of
+# their characters is read as its character bigrams (one character alone as itself), the usual
+# BM25 terms for such text. Read as one word, 东京的人口是多少 was a term no document held: every
+# score was 0, and a document about the weather was kept before the one that answered.
+_UNSPACED = re.compile(
+    "[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]+"
+)
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased words (a run of unspaced script is one word here; :func:`terms` splits it)."""
     return _WORD.findall(text.lower())
+
+
+def terms(text: str) -> list[str]:
+    """Lower-cased word terms; a run of unspaced script (:data:`_UNSPACED`) as its bigrams."""
+    found = words(text)
+    if text.isascii() or _UNSPACED.search(text) is None:
+        return found
+    return [term for word in found for term in _unspaced_terms(word)]
+
+
+def _unspaced_terms(word: str) -> list[str]:
+    """``word``'s terms: its runs of unspaced script as their bigrams, the rest as it is."""
+    out: list[str] = []
+    at = 0
+    for run in _UNSPACED.finditer(word):
+        if run.start() > at:
+            out.append(word[at : run.start()])
+        chars = run.group()
+        out += [chars] if len(chars) == 1 else [chars[i : i + 2] for i in range(len(chars) - 1)]
+        at = run.end()
+    if at < len(word):
+        out.append(word[at:])
+    return out
+
+
+def has_unspaced(text: str) -> bool:
+    """Whether ``text`` holds a character of an unspaced script (its terms are not its words)."""
+    return not text.isascii() and _UNSPACED.search(text) is not None
 
 
 def word_mask(text: str) -> str:
@@ -175,6 +213,8 @@ def bm25_span_scores(query: str, text: str, spans: Sequence[tuple[int, int]]) ->
         return [0.0] * len(spans)
     if text.isascii():
         mask, lowered = word_mask(text), None
+    elif has_unspaced(text):  # its terms are bigrams, not the words a mask finds
+        return bm25_from_profile(query, *term_profile([text[a:b] for a, b in spans]))
     else:
         lowered = _lowered_in_step(text)
         mask = _wide_mask(lowered) if lowered is not None else ""

@@ -7,7 +7,9 @@ ran about 140x faster than pysbd on 400 KB (pysbd is also superlinear), so we ke
 A sentence ends after ``.``, ``!`` or ``?`` (and closing quotes or brackets) followed by
 whitespace, unless the word before the period is a known abbreviation ("Mr.", "No. 12",
 "Fed. R. Civ. P."), an initial ("J."), a dotted abbreviation ("U.S.C."), or the next word
-starts in lower case. A newline ends a sentence, and so do the CJK marks ``。！？``.
+starts in lower case. A newline ends a sentence, and so do the full stops of scripts that have
+their own (:data:`WIDE_ENDS`: the CJK marks ``。！？``, the Devanagari danda ``।``, the Arabic
+question mark ``؟`` and the Urdu full stop ``۔``, ...), which no abbreviation takes.
 """
 
 from __future__ import annotations
@@ -132,10 +134,15 @@ MAX_WORD = 40
 # characters back leaves a ``[.!?]`` that neither a closer nor whitespace matches), so the ends
 # are the same; a scan that starts inside a run is served by :func:`_end_matches`.
 _RUN_START = "(?<![.!?][.!?])"
+# The sentence ends of scripts with their own: CJK 。！？, Devanagari (Hindi, Marathi, Nepali,
+# and Bengali's) danda and double danda, Arabic question mark and Urdu full stop, Armenian full
+# stop, Ethiopic full stop and question mark, Myanmar section mark. Hindi was cut mid-sentence
+# by the token fallback, its 10-token sentences never found.
+WIDE_ENDS = "。！？\u0964\u0965\u061f\u06d4\u0589\u1362\u1367\u104b"
 
 
 _END = re.compile(
-    rf"[.!?。！？\n](?:(?<=[.!?]){_RUN_START}[.!?]*[\"'”’)\]]*(?=\s)|(?<=[。！？])[。！？]*[」』”’)]*|(?<=\n))"
+    rf"[.!?{WIDE_ENDS}\n](?:(?<=[.!?]){_RUN_START}[.!?]*[\"'”’)\]]*(?=\s)|(?<=[{WIDE_ENDS}])[{WIDE_ENDS}]*[」』”’)]*|(?<=\n))"
 )
 
 
@@ -231,9 +238,9 @@ def _settled_end_pattern(*, ascii_only: bool) -> re.Pattern[str]:
     def settled(group: str) -> str:  # not before ASCII lower case; before non-ASCII, ask Python
         return rf"(?!\s{{0,7}}[a-z])(?:(?=\s{{0,7}}[^\s\x00-\x7f])(?P<{group}>)|)"
 
-    cjk = "" if ascii_only else r"|(?<=[。！？])[。！？]*[」』”’)]*"
+    cjk = "" if ascii_only else rf"|(?<=[{WIDE_ENDS}])[{WIDE_ENDS}]*[」』”’)]*"
     return re.compile(
-        ("[.!?\n]" if ascii_only else "[.!?。！？\n]") + r"(?:(?<=\n)(?P<nl>)"
+        ("[.!?\n]" if ascii_only else f"[.!?{WIDE_ENDS}\n]") + r"(?:(?<=\n)(?P<nl>)"
         rf"|(?<=\.)(?![.!?])(?!{abbreviation})(?:(?={word}){closers}{settled('lower')}|(?!{word}){closers}(?P<check>))"
         rf"|(?<=[.!?])(?!(?<=\.)(?![.!?])){_RUN_START}[.!?]*{closers}{settled('lower_run')}"
         rf"{cjk})"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from itertools import pairwise
 
-from ..bm25 import terms
+from ..bm25 import terms, words
 from ..memo import per_fit
 
 __all__ = [
@@ -180,7 +180,7 @@ def quoted_query(query: str) -> str:
 
 def _content_words(text: str) -> str:
     """The words of ``text`` that are not function words or question framing, space-separated."""
-    return " ".join(t for t in terms(text) if t not in QUERY_STOPWORDS)
+    return " ".join(t for t in words(text) if t not in QUERY_STOPWORDS)
 
 
 # The words a speaker names themselves by: in a question put to a log of the user's conversations
