@@ -43,6 +43,11 @@ VOLATILE = [
     "the 16th of September 2026",
     "It is 10:32 now.",
     "Meeting at 9:05 today",
+    # a time word's colon or "is" before minutes that could be a transcript line (28 or less)
+    "Current time: 10:05",
+    "The time is 10:05",
+    "Local time: 09:12",
+    "Request time: 10:05",
     "10:32 a.m.",
     "3:15 PM",
     "14:05 UTC",

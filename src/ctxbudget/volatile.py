@@ -124,7 +124,9 @@ _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
     ("time", rf"\b{_NOW_TIME}(?:1[0-2]|0?[1-9])\s?[AaPp]\.?[Mm]\b\.?"),
     (
         "time",
-        rf"(?i)(?:\b(?=[atug]){_CITED_AT}(?:at|time|as of|updated|generated)|@)\s*{_CLOCK}(?![\d\-–:])",
+        # the word's colon or "is" too: "Current time: 10:05" and "The time is 10:05" passed
+        # INV-CTX-01 whenever the minutes could be a transcript line (28 or less)
+        rf"(?i)(?:\b(?=[atug]){_CITED_AT}(?:at|time|as of|updated|generated)(?:\s+is\b|\s*:)?|@)\s*{_CLOCK}(?![\d\-–:])",
     ),
     # with fractional seconds and a Z too ("Build stamp 10:32:11Z." passed INV-CTX-01)
     ("time", r"\b(?:[01]?\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?Z?\b"),
