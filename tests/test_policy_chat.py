@@ -10,7 +10,7 @@ from hypothesis import given, settings
 
 from ctxbudget import assemble
 from ctxbudget.assembly._policy import load_policy, parse_policy
-from ctxbudget.errors import BudgetExceeded, CostCeilingExceeded, CtxBudgetError
+from ctxbudget.errors import BudgetExceeded, CostCeilingExceeded, CtxBudgetError, PinnedPrefixChanged
 from ctxbudget.items import GAP
 
 from .test_agent_properties import _groups_whole, agent_requests, anthropic_requests, check_anthropic_rules
@@ -247,9 +247,16 @@ def test_new_tool_definitions_are_a_new_cached_prefix() -> None:
     same = assemble(body, policy=POLICY, model="claude-sonnet-4-5", previous=first.report)
     assert same.report.cache.read_tokens > 0  # the same tools: the prefix is read
     changed = {**_agent_body([_tool("Look the record up. " * 300)]), "system": playbook}
-    other = assemble(changed, policy=POLICY, model="claude-sonnet-4-5", previous=first.report)
-    assert other.report.cache.read_tokens == 0  # the provider caches tools first: a miss
-    assert other.report.pinned_prefix_sha256 == first.report.pinned_prefix_sha256  # the playbook held
+    # The provider caches tools ahead of the playbook: new ones write the whole prefix again,
+    # which INV-CTX-01 refuses as it refuses a playbook edit (it passed them as byte-identical).
+    with pytest.raises(PinnedPrefixChanged, match="line 1: 'tool definitions sha256:") as refused:
+        assemble(changed, policy=POLICY, model="claude-sonnet-4-5", previous=first.report)
+    assert refused.value.volatile is None  # no volatile value to blame: the definitions changed
+    other = assemble(
+        changed, policy=POLICY, model="claude-sonnet-4-5", previous=first.report, allow_prefix_change=True
+    )
+    assert other.report.cache.read_tokens == 0  # allowed: a miss, priced as a write
+    assert other.report.pinned_prefix_sha256 != first.report.pinned_prefix_sha256
     read_cost, write_cost = same.report.cost_usd, other.report.cost_usd
     assert read_cost is not None and write_cost is not None and read_cost < write_cost
 

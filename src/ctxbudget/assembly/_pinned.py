@@ -87,7 +87,10 @@ def _prefix_changed(setup: Setup, old: str, new: str) -> PinnedPrefixChanged:
         line=line,
         before=_around(before, at - start),
         after=_around(after, at - start),
-        volatile=_what_changed(setup, old, new, before, after),
+        # the tools' digest line changed: what changed is the tool definitions, no volatile value
+        volatile=None
+        if line == 1 and after.startswith(TOOLS_HEAD)
+        else _what_changed(setup, old, new, before, after),
     )
 
 
@@ -146,12 +149,20 @@ def _changed_value(before: str, after: str) -> str:
 # Between two blocks of the pinned prefix: the provider caches blocks, so the same text split at
 # another place is another prefix. One block (a policy's single pinned tier) reads as its text.
 BLOCK_END = "\x00"
+# The pinned prefix's first line when the body carries tool definitions: their digest.
+TOOLS_HEAD = "tool definitions sha256:"
 
 
-def _pinned_text(draft: Draft) -> str:
-    """The text of the ``never`` tiers' blocks, in order, NUL between blocks: the pinned prefix."""
+def _pinned_text(setup: Setup, draft: Draft) -> str:
+    """The text of the ``never`` tiers' blocks, in order, NUL between blocks: the pinned prefix.
+    A chat body's tool definitions (and tool choice) come first, as a line naming their digest:
+    the provider caches them ahead of the system prompt, so changing them writes the whole prefix
+    again, which INV-CTX-01 passed as byte-identical."""
     never = {sel.tier.name for sel in draft.selections if sel.tier.eviction == "never"}
-    return BLOCK_END.join(b.text for b in draft.blocks if b.tier in never)
+    text = BLOCK_END.join(b.text for b in draft.blocks if b.tier in never)
+    if not setup.cache_seed:
+        return text
+    return f"{TOOLS_HEAD}{setup.cache_seed.rpartition(' ')[2]}\n{BLOCK_END}{text}"
 
 
 def _pinned_digest(pinned: str) -> str:
@@ -164,7 +175,7 @@ def _pinned_digest(pinned: str) -> str:
 def check_pinned_prefix(setup: Setup, draft: Draft, previous: Mapping[str, Any] | None) -> PinnedPrefix:
     """The pinned prefix's hash and INV-CTX-01's status; a change from the previous turn fails
     closed unless the caller allows it (a new playbook version)."""
-    pinned = _pinned_text(draft)
+    pinned = _pinned_text(setup, draft)
     digest = _pinned_digest(pinned)
     if not previous or "pinned_prefix_sha256" not in previous:
         return PinnedPrefix(pinned, digest, "no previous turn to compare")
