@@ -88,6 +88,22 @@ def test_conclusions_are_verbatim_sentences_and_filler_is_pruned() -> None:
     assert not any("happy to help" in s or "Let me know" in s for s in entry["conclusions"])
 
 
+def test_exhibits_as_briefs_write_them_and_record_abbreviations_are_kept() -> None:
+    """The ledger dropped "Exhibit 11", "Ex. 4" and PX-101, and cut the conclusion at "Tr." (a
+    sentence end): the finding after it was lost from every later prompt."""
+    answer = (
+        "Therefore the testimony at Tr. 47:12-48:3 is dispositive: the buyer had notice "
+        "(Exhibit 11; Ex. 4; Exh. 7b; PX-101; DX-12; Exhibit B; Exhibit EX-33). Status: CONFIRMED."
+    )
+    entry = reduce_turn(Turn(index=1, question="q", answer=answer))
+    assert entry["cited_exhibits"] == ["DX-12", "EX-4", "EX-7B", "EX-11", "EX-33", "EX-B", "PX-101"]
+    assert entry["conclusions"] == [answer.removesuffix(" Status: CONFIRMED.")]
+    said = "Smith Dep. 12:3 and Jones Decl. 4 show it. Therefore notice was given."
+    assert reduce_turn(Turn(index=1, question="q", answer=said))["conclusions"] == [
+        "Therefore notice was given."
+    ]
+
+
 def test_patterns_are_configurable() -> None:
     rules = LedgerRules(exhibit_pattern=r"\bPX\d+\b")
     entry = reduce_turn(Turn(index=1, question="See PX7 and EX-1", answer=""), rules)

@@ -55,8 +55,13 @@ class LedgerRules:
     """What the reducer extracts; every pattern is configurable."""
 
     # EX-04, Ex-05, a sub-exhibit EX-4.1 and a lettered one EX-12A, each whole (EX-4.1 was read as
-    # EX-4, another exhibit, and EX-12A not at all); a sentence's full stop is not a sub-number
-    exhibit_pattern: str = r"\b(?:EX|Ex)-\d+(?:\.\d+)*[A-Za-z]?\b"
+    # EX-4, another exhibit, and EX-12A not at all); a sentence's full stop is not a sub-number.
+    # Also as briefs write them: "Exhibit 11", "Ex. 4", "Exh. 4", "Exhibit B" (recorded EX-11, EX-4,
+    # EX-B) and a party's or a joint exhibit, PX-101, DX-12, JX-3 (the ledger dropped all of them)
+    exhibit_pattern: str = (
+        r"\b(?:(?:EX|Ex|[PDJ]X)-\d+(?:\.\d+)*[A-Za-z]?\b|(?:Exhibit|EXHIBIT|Exh\.|Ex\.)[ \t]?\d+[A-Za-z]?\b"
+        r"|(?:Exhibit|EXHIBIT)[ \t][A-Z]{1,2}\b(?![-\d]))"
+    )
     # a range's dash may be an en dash, with a space either side ("47:12 – 48:3"): one citation,
     # written 47:12-48:3 in the entry
     citation_pattern: str = r"\b\d{1,4}:\d{1,2}(?:[ \t]?[-\u2013][ \t]?\d{1,4}(?::\d{1,2})?)?\b"
@@ -227,7 +232,7 @@ def reduce_turn(turn: Turn, rules: LedgerRules = LedgerRules()) -> dict[str, Any
     # the tool logs only mention (EX-01..EX-60 listed by a search must not push out the answer's)
     texts = [turn.answer, turn.question, *(r.content for r in turn.tool_results)]
     # one exhibit however its id is cased (Ex-05 and EX-05), written as the record writes ids
-    exhibits = _unique(m.upper() for t in texts for m in re.findall(rules.exhibit_pattern, t))
+    exhibits = _unique(exhibit_id(m) for t in texts for m in re.findall(rules.exhibit_pattern, t))
     kept = sorted(exhibits[: rules.max_exhibits], key=exhibit_key)
     # What the answer cites; the raw tool logs' line numbers are pruned with the logs.
     citations = _unique(_dashed(c) for c in re.findall(rules.citation_pattern, turn.answer))
@@ -252,6 +257,20 @@ def reduce_turn(turn: Turn, rules: LedgerRules = LedgerRules()) -> dict[str, Any
         "conclusions": [_capped(c, rules.max_conclusion_chars) for c in _conclusions(turn.answer, rules)],
     }
     return validate_entry(entry)
+
+
+# How a brief writes an exhibit ("Exhibit 11", "Ex. 4", "Exh. 4"): the record writes EX-11.
+_WRITTEN_EXHIBIT = re.compile(r"(?i)(?:exhibit|exh\.|ex\.)[ \t]?")
+
+
+def exhibit_id(found: str) -> str:
+    """An exhibit as the record writes it: upper case, and "Exhibit 11" or "Ex. 4" as EX-11, EX-4
+    (one exhibit however it is written or cased)."""
+    return (
+        _WRITTEN_EXHIBIT.sub("EX-", found, count=1).upper()
+        if _WRITTEN_EXHIBIT.match(found)
+        else found.upper()
+    )
 
 
 def _label(text: str, limit: int) -> str:
