@@ -54,6 +54,20 @@ def test_protected_items_leave_only_when_superseded_or_confirmed() -> None:
             "supersedes": "EV-1",
         },
     )
+    # No numbered transcript in the request to verify the newer quote: nothing is evicted (the
+    # spec evicts protected evidence only for a verified quote; an unchecked one replaced it).
+    result = run(body)
+    decisions = {i["id"]: i for t in result.report.to_dict()["tiers"] for i in t["items"]}
+    assert decisions["EV-1"]["action"] == "kept" and decisions["EV-1b"]["action"] == "kept"
+    assert "no numbered transcript in the request verifies its quote" in decisions["EV-1"]["reason"]
+    assert "on the 3rd" in json.dumps(result.request) and "on the 4th" in json.dumps(result.request)
+    transcript = {
+        "id": "tr",
+        "tier": "contextual",
+        "kind": "document",
+        "text": "12:3 A. Corrected: on the 4th.",
+    }
+    body["items"].insert(3, transcript)
     result = run(body)
     actions = {i["id"]: i["action"] for t in result.report.to_dict()["tiers"] for i in t["items"]}
     assert actions["EV-1"] == "superseded"

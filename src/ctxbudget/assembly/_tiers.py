@@ -86,10 +86,12 @@ def _never(tier: Tier, items: list[ContextItem], counter: TokenCounter, limit: i
     )
 
 
-def _check_supersede(item: ContextItem, tier: Tier, sources: Sources) -> str:
+def _check_supersede(item: ContextItem, tier: Tier, sources: Sources) -> str | None:
     """A superseding item must be protected evidence with a citation; where the cited transcript
     is in the request, the cited lines must hold its text verbatim. Otherwise fail closed. Returns
-    how the quote was checked (for the report)."""
+    how the quote was checked (for the report), or None when the request holds no numbered
+    transcript to check it against: then nothing is evicted (the spec evicts protected evidence
+    only for a verified quote; an unchecked one replaced it, and the report said so)."""
     where = f"{item.path}.supersedes"
     if item.kind != "evidence" or not item.citation:
         raise SupersedeUnverified(
@@ -104,7 +106,7 @@ def _check_supersede(item: ContextItem, tier: Tier, sources: Sources) -> str:
             where,
         )
     if not sources.any_numbered():
-        return f"cited {item.citation}; no numbered transcript in the request to check it against"
+        return None
     cited = parse_citation(item.citation)
     if cited is None:
         raise SupersedeUnverified(
@@ -169,17 +171,25 @@ def _check_order(items: list[ContextItem], tier: Tier) -> None:
 
 def _superseded(
     tier: Tier, items: list[ContextItem], request: ContextRequest, cost: Callable[[str], int]
-) -> tuple[set[str], list[ItemDecision]]:
-    """The items replaced by a verified newer quote, and their decisions."""
+) -> tuple[set[str], list[ItemDecision], dict[str, str]]:
+    """The items replaced by a verified newer quote, and their decisions; and the reasons the items
+    whose newer quote could not be checked are kept for."""
     _check_order(items, tier)
     sources = Sources([i.text for i in request.items if i.kind == "document"])
     checks = {i.supersedes: (i.id, _check_supersede(i, tier, sources)) for i in items if i.supersedes}
+    verified = {old: (new, how) for old, (new, how) in checks.items() if how is not None}
     decisions = [
-        _gone(i, cost(i.text), "superseded", f"superseded by {checks[i.id][0]} ({checks[i.id][1]})")
+        _gone(i, cost(i.text), "superseded", f"superseded by {verified[i.id][0]} ({verified[i.id][1]})")
         for i in items
-        if i.id in checks
+        if i.id in verified
     ]
-    return set(checks), decisions
+    unchecked = {
+        old: f"protected, verbatim; kept beside {new}, which supersedes it citing {_citation_of(items, new)}: "
+        "no numbered transcript in the request verifies its quote"
+        for old, (new, how) in checks.items()
+        if how is None
+    }
+    return set(verified), decisions, unchecked
 
 
 def _unselected(
@@ -202,7 +212,7 @@ def _protected(
     tier: Tier, items: list[ContextItem], counter: TokenCounter, limit: int, request: ContextRequest
 ) -> TierSelection:
     cost = counter.raw
-    superseded, decisions = _superseded(tier, items, request, cost)
+    superseded, decisions, unchecked = _superseded(tier, items, request, cost)
     unselected, left_out = _unselected(items, request, superseded, cost)
     decisions += left_out
     kept = [i for i in items if i.id not in superseded and i.id not in unselected]
@@ -225,8 +235,15 @@ def _protected(
             parts={label: counter.scale(total)},
             hint=TIER_HINT,
         )
-    decisions += [_kept(i, cost(i.text), _kept_reason(i, request.issue_tags)) for i in kept]
+    decisions += [
+        _kept(i, cost(i.text), unchecked.get(i.id) or _kept_reason(i, request.issue_tags)) for i in kept
+    ]
     return TierSelection(tier=tier, texts=tuple((i, i.text) for i in kept), decisions=tuple(decisions))
+
+
+def _citation_of(items: list[ContextItem], item_id: str) -> str:
+    """The citation of the item ``item_id`` among ``items``."""
+    return next((str(i.citation) for i in items if i.id == item_id), "")
 
 
 def _kept_reason(item: ContextItem, issue_tags: frozenset[str] | None) -> str:
