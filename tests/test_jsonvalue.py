@@ -180,6 +180,8 @@ def test_a_syntax_error_names_its_byte_and_its_cause(data: bytes, said: str) -> 
         (b'{"m": [{"a": 1}, {"b": 1, "b": 2}]}', "$.m[1]: the key 'b' is given twice"),
         (b'{"m": [{"a": 1}, {"b": [0, NaN]}]}', r"\$.m\[1\].b\[1\]: NaN is not a JSON number"),
         (b'{"m": -Infinity}', "$.m: -Infinity is not a JSON number"),
+        # a NaN met before the object that repeats a key closes: the NaN is named, not the object
+        (b'{"n": 1, "n": 2, "m": NaN}', "$.m: NaN is not a JSON number"),
     ],
 )
 def test_a_repeated_key_or_a_constant_is_named_by_its_path(data: bytes, path: str) -> None:

@@ -340,7 +340,11 @@ def decode_json(data: bytes, source: str, *, refuse_repeats: bool = False) -> An
         reason = str(exc) if isinstance(exc, ValueError) else f"nested deeper than {MAX_DEPTH} levels"
         if "integer string conversion" in reason:
             reason = "a number with more than 4,300 digits"
-        path = _located(text) if isinstance(exc, ValueError) else ""
+        path = (
+            _located(text, RepeatedKey if isinstance(exc, RepeatedKey) else _Constant)
+            if isinstance(exc, ValueError)
+            else ""
+        )
         raise InvalidRequestError(f"{source}: {path + ': ' if path else ''}{reason}", "") from None
     check_json_value(value)
     return value
@@ -370,10 +374,11 @@ class _Constant:
     """NaN, Infinity or -Infinity where the text gives one (:func:`_located`)."""
 
 
-def _located(text: str) -> str:
-    """The JSON path of the first object that repeats a key or the first NaN or Infinity in
-    ``text`` (read again, marking them instead of refusing), or "" when there is neither. Only
-    a refused text is read twice."""
+def _located(text: str, kind: type) -> str:
+    """The JSON path of the first object that repeats a key (``kind`` :class:`RepeatedKey`) or the
+    first NaN or Infinity (:class:`_Constant`) in ``text`` (read again, marking them instead of
+    refusing), or "" when there is none. Only a refused text is read twice."""
+    wanted = _Repeated if kind is RepeatedKey else _Constant
 
     def pairs(given: list[tuple[str, Any]]) -> dict[str, Any]:
         out = dict(given)
@@ -386,7 +391,7 @@ def _located(text: str) -> str:
     stack: list[tuple[Any, str]] = [(value, "$")]
     while stack:
         current, path = stack.pop()
-        if isinstance(current, (_Repeated, _Constant)):
+        if isinstance(current, wanted):
             return path
         children = (
             current.items()
