@@ -406,8 +406,14 @@ def test_user_catalog_adds_and_overrides(tmp_path: Path) -> None:
 
 
 def test_an_override_without_a_tokenizer_counts_as_the_entry_it_replaces(tmp_path: Path) -> None:
-    """Overriding gpt-4o's window must not turn its exact count into the x1.3 default estimate."""
-    entries = [("GPT-4o", "openai"), ("gemini-2.5-pro", "house"), ("gpt-4o-house", "self")]
+    """Overriding gpt-4o's window must not turn its exact count into the x1.3 default estimate,
+    nor overriding a dated id of it (an alias in the bundled catalog)."""
+    entries = [
+        ("GPT-4o", "openai"),
+        ("gpt-4.1-2025-04-14", "openai"),
+        ("gemini-2.5-pro", "house"),
+        ("gpt-4o-house", "self"),
+    ]
     path = tmp_path / "mine.toml"
     path.write_text(
         "schema_version = 1\n"
@@ -417,12 +423,31 @@ def test_an_override_without_a_tokenizer_counts_as_the_entry_it_replaces(tmp_pat
     bundled = bundled_catalog()
     assert catalog.get_model("gpt-4o").tokenizer == bundled.get_model("gpt-4o").tokenizer
     assert catalog.get_model("gpt-4o").tokenizer.exact
+    assert catalog.get_model("gpt-4.1-2025-04-14").tokenizer == bundled.get_model("gpt-4.1").tokenizer
     assert catalog.get_model("gemini-2.5-pro").tokenizer == bundled.get_model("gemini-2.5-pro").tokenizer
     # a new id replaces nothing: the family or the default estimate, as before
     assert catalog.get_model("gpt-4o-house").tokenizer == catalog.default_tokenizer
     body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hello there"}]}
     mine, theirs = count(body, model="gpt-4o", catalog=catalog), count(body, model="gpt-4o")
     assert (mine["tokens"], mine["exact"]) == (theirs["tokens"], True)
+
+
+def test_a_known_id_of_another_provider_counts_by_the_files_own_rules(tmp_path: Path) -> None:
+    """A self-hosted model under a known id is not that entry: the file's default tokenizer (or
+    its families) count it, never the bundled entry's exact tokenizer (a review of the above)."""
+    path = tmp_path / "mine.toml"
+    path.write_text(
+        "schema_version = 1\n"
+        'default_tokenizer = { encoding = "cl100k_base", exact = false, safety_factor = 1.1 }\n'
+        '[[models]]\nid = "gpt-4o"\nprovider = "my-vllm"\ncontext_window = 32000\n'
+    )
+    spec = load_catalog(path).get_model("gpt-4o")
+    assert spec.provider == "my-vllm"
+    assert (spec.tokenizer.encoding, spec.tokenizer.exact, spec.tokenizer.safety_factor) == (
+        "cl100k_base",
+        False,
+        1.1,
+    )
 
 
 def test_user_catalogs_apply_in_order_the_last_first(tmp_path: Path) -> None:

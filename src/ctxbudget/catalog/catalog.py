@@ -133,6 +133,11 @@ class Catalog:
         """The entries whose id is ``model_id`` (case aside), in the catalog's order; no rule."""
         return self._index.by_id.get(model_id.lower(), ())
 
+    def resolution_rule(self, model_id: str) -> str | None:
+        """The rule ``model_id`` resolves by (its farthest step: exact, alias, snapshot, ...), or None."""
+        found = self._lookup(model_id)
+        return found.rule if found else None
+
     def find_model(self, model_id: str) -> ModelSpec | None:
         """The entry ``model_id`` resolves to, or None."""
         found = self._lookup(model_id)

@@ -65,8 +65,10 @@ class _Builder:
             Family(prefix=f["prefix"], tokenizer=self.tokenizer(f["tokenizer"], "families"))
             for f in [*(raw.get("families") or []), *families]
         )
+        self.own_families = self.families[: len(raw.get("families") or [])]
         default = raw.get("default_tokenizer")
-        self.default = self.tokenizer(default, "default_tokenizer") if default else FALLBACK_TOKENIZER
+        self.own_default = self.tokenizer(default, "default_tokenizer") if default else None
+        self.default = self.own_default or FALLBACK_TOKENIZER
 
     def tokenizer(self, given: str | Mapping[str, Any], where: str) -> TokenizerSpec:
         if not isinstance(given, str):
@@ -84,7 +86,9 @@ class _Builder:
         tokenizer = (
             self.tokenizer(given, f"$.models[{position}].tokenizer")
             if given is not None
-            else self.replaced_tokenizer(name, entry["provider"])
+            else family_tokenizer(self.own_families, name)
+            or self.own_default
+            or self.replaced_tokenizer(name, entry["provider"])
             or family_tokenizer(self.families, name)
             or self.default
         )
@@ -105,14 +109,21 @@ class _Builder:
         )
 
     def replaced_tokenizer(self, name: str, provider: str) -> TokenizerSpec | None:
-        """The tokenizer of the base catalog's entry that an entry of id ``name`` replaces (the
-        provider's own, else the first): an entry that overrides gpt-4o's window counted it at the
-        default x1.3 estimate where the bundled entry counts it exactly."""
+        """The tokenizer of the base catalog's entry of the same provider that id ``name`` is (its
+        id, an alias such as a dated snapshot, or a snapshot of it): an entry that overrides
+        gpt-4o's window counted it at the default x1.3 estimate where the bundled entry counts it
+        exactly. Another provider's model under a known id (a self-hosted ``gpt-4o``) is not
+        counted as that entry (the file's own families and default come first, then the bundled
+        families, as before)."""
         if self.base is None:
             return None
-        replaced = list(self.base.models_named(name))
-        own = [spec for spec in replaced if spec.provider == provider]
-        return (own or replaced)[0].tokenizer if replaced else None
+        own = [spec for spec in self.base.models_named(name) if spec.provider == provider]
+        if own:
+            return own[0].tokenizer
+        found = self.base.find_model(name)
+        if found is None or found.provider != provider:
+            return None
+        return found.tokenizer if self.base.resolution_rule(name) in _SAME_MODEL_RULES else None
 
     def build(self) -> Catalog:
         entries = self.raw.get("models") or []
@@ -133,6 +144,10 @@ class _Builder:
             owners=tuple((p["id"], p["model_match"]) for p in self.raw.get("providers") or []),
             default_tokenizer=self.default,
         )
+
+
+# How an id names a model it is (not one it only resembles: a match rule, a family).
+_SAME_MODEL_RULES = frozenset({"exact", "alias", "snapshot", "scoped"})
 
 
 def _prices_value(given: Mapping[str, Any]) -> Prices:
