@@ -999,6 +999,10 @@ def test_a_model_flag_other_than_the_bodys_model_is_warned_of(tmp_path: Path) ->
     for same in ("gpt-4o-2024-08-06", "openai/gpt-4o", "gpt-4o"):  # ids of the body's own entry
         result = runner.invoke(main, ["fit", "--body", path, "--model", same])
         assert result.exit_code == 0 and "another model" not in result.stderr, (same, result.stderr)
+    # one model on another host, measured alike (a review: Bedrock's Claude was "another model")
+    claude = _write(tmp_path, {**body, "model": "claude-sonnet-4-5"})
+    hosted = runner.invoke(main, ["count", claude, "--model", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"])
+    assert hosted.exit_code == 0 and "another model" not in hosted.stderr, hosted.stderr
 
 
 def test_a_closed_stdin_is_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -168,7 +168,7 @@ def other_body_model(catalog: Catalog, flag: str | None, request: Any) -> str | 
     if not isinstance(given, str) or not given.strip():
         return None
     chosen, named = catalog.find_model(flag or ""), catalog.find_model(given)
-    if chosen is None or named is None or (chosen.provider, chosen.id) == (named.provider, named.id):
+    if chosen is None or named is None or _measured_alike(chosen, named):
         return None
     return (
         f'--model {flag} ({chosen.provider}/{chosen.id}) is another model than the body\'s "model": '
@@ -176,6 +176,17 @@ def other_body_model(catalog: Catalog, flag: str | None, request: Any) -> str | 
         f"{chosen.id}'s window, but the body still names {named.id}, which it is sent to (set the "
         "body's model, or leave --model out)"
     )
+
+
+def _measured_alike(one: ModelSpec, other: ModelSpec) -> bool:
+    """Whether a fit for ``one`` is the fit for ``other``: one entry, or one model on two hosts
+    (Claude on Bedrock and Anthropic's own, routed by LiteLLM): the same window, caps and
+    tokenizer, which is all a fit reads of a model."""
+
+    def measured(spec: ModelSpec) -> tuple[object, ...]:
+        return (spec.context_window, spec.max_input_tokens, spec.max_output_tokens, spec.tokenizer)
+
+    return (one.provider, one.id) == (other.provider, other.id) or measured(one) == measured(other)
 
 
 def _some_entry(spec: str | None) -> str | None:
