@@ -97,11 +97,20 @@ def within_ceiling(
             return priced, degraded + _degraded_to(setup, priced, list(halved))
         compact = [t for t in setup.policy.tiers if t.eviction == "compact" and targets[t.index] > 0]
         if "compact" not in setup.policy.degrade or not compact:
+            # the request's tool definitions are priced after this (carried_fields): said, so the
+            # figure is not taken for the whole turn's (a review: $0.1104 refused, $0.1134 accepted)
+            carried = setup.carried_raw_tokens
             raise CostCeilingExceeded(
                 estimate_usd=priced.cost.total_usd,
                 ceiling_usd=ceiling,
                 detail=f"{priced.prediction.uncached_tokens:,} uncached, {priced.prediction.write_tokens:,} written, "
-                f"{priced.prediction.read_tokens:,} read, {output_tokens:,} output tokens expected",
+                f"{priced.prediction.read_tokens:,} read, {output_tokens:,} output tokens expected"
+                + (
+                    f"; before the request's tool definitions and fields (about {setup.counter.scale(carried):,} "
+                    "tokens), which cost more"
+                    if carried
+                    else ""
+                ),
             )
         tier = compact[0]
         targets[tier.index] //= 2
