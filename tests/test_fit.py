@@ -583,6 +583,21 @@ def test_an_explicit_window_over_the_models_is_honoured_with_a_warning() -> None
     assert any("128,000-token window" in w for w in counted["warnings"])
 
 
+def test_a_window_within_the_models_own_is_no_mistake_though_over_its_input_limit() -> None:
+    """gpt-5's real window is 400,000 tokens, its input limit 272,000: giving the window (the spec
+    says to) was warned of as over the limit, though the limit holds the request all the same."""
+    body = {"messages": [{"role": "user", "content": "hello"}]}
+    for window in (300_000, 400_000):
+        report = fit(body, model="gpt-5", max_context_tokens=window).report
+        assert report.available_tokens == 272_000 and not report.warnings
+    over = fit(body, model="gpt-5", max_context_tokens=500_000).report
+    assert over.available_tokens == 272_000
+    assert list(over.warnings) == [
+        "the window given, 500,000 tokens (max_context_tokens=), is over gpt-5's 400,000-token window "
+        "in the catalog; the request is held to its 272,000-token input limit (a user catalog sets other limits)"
+    ]
+
+
 def test_a_reply_asked_above_the_models_output_cap_is_warned() -> None:
     """The provider refuses a max_tokens over the model's cap however well the input fits: count
     and fit said it fits with no word. A reserve given as an option is a budget, not sent."""

@@ -314,18 +314,20 @@ def _floor(model_id: str) -> WindowResolution:
 def over_the_model(max_context_tokens: int, spec: ModelSpec | None) -> str | None:
     """A warning when an explicit window is larger than the catalog's for the model: honoured
     (the catalog may be behind the provider), but said, since the provider refuses a request over
-    its real limit."""
-    if spec is None:
+    its real limit; for a model with an input limit, which still holds the request, that it does.
+    A window at most the model's own is no mistake (gpt-5's 400,000 tokens, over its 272,000-token
+    input limit, was warned of)."""
+    if spec is None or max_context_tokens <= spec.context_window:
         return None
-    limit, what = (
-        (spec.max_input_tokens, "input limit") if spec.max_input_tokens else (spec.context_window, "window")
-    )
-    if max_context_tokens <= limit:
-        return None
+    given = f"the window given, {max_context_tokens:,} tokens (max_context_tokens=), is over {spec.id}'s "
+    if spec.max_input_tokens:  # the input limit still holds the request (gpt-5's real 400k window: none)
+        return (
+            f"{given}{spec.context_window:,}-token window in the catalog; the request is held to its "
+            f"{spec.max_input_tokens:,}-token input limit (a user catalog sets other limits)"
+        )
     return (
-        f"the window given, {max_context_tokens:,} tokens (max_context_tokens=), is over {spec.id}'s "
-        f"{limit:,}-token {what} in the catalog: the provider refuses a request over its limit, "
-        "unless it grants a larger one (as Anthropic's 1M-token context beta does)"
+        f"{given}{spec.context_window:,}-token window in the catalog: the provider refuses a request "
+        "over its limit, unless it grants a larger one (as Anthropic's 1M-token context beta does)"
     )
 
 
