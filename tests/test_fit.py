@@ -528,6 +528,14 @@ def test_emptying_what_cannot_fit_says_whether_the_emptied_request_fits() -> Non
     assert emptied.report.tokens_after <= 5000
     assert not any("does not fit" in w for w in emptied.report.warnings)
     assert any("all four components were emptied" in w for w in emptied.report.warnings)
+    # what no emptying removes is over: one warning says both, as the seed warns once
+    seed = {"role": "Be helpful.", "questions": [{"text": "When?"}], "context": ["ctx " * 400]}
+    over = fit(seed, model="gpt-4o", max_context_tokens=400, on_overflow="empty").report.warnings
+    assert (
+        len(over) == 1
+        and "all four components were emptied" in over[0]
+        and over[0].endswith("it does not fit")
+    )
 
 
 def test_a_negative_budget_share_is_not_a_percent() -> None:

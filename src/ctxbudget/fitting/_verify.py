@@ -67,7 +67,7 @@ def _fixed_or_fail(ctx: FitContext) -> int:
         raise BudgetExceeded(available_tokens=available, required_tokens=sum(parts.values()), parts=parts)
     ctx.warnings.append(
         f"the parts that cannot be trimmed need {ctx.counter.scale(fixed_raw):,} tokens, more than the "
-        f'{available:,} available: all four components were emptied (on_overflow="empty")'
+        f"{available:,} available: {_EMPTIED}"
     )
     return fixed_raw
 
@@ -163,10 +163,7 @@ def _trim(ctx: FitContext, request: Mapping[str, Any], pool: int, *, on_empty: b
         fitted = attempt(pool, kept_claim)
         if fitted.tokens_raw <= available_raw or on_empty:
             if on_empty and fitted.tokens_raw > available_raw:
-                ctx.warnings.append(
-                    f"the emptied request still needs {ctx.counter.scale(fitted.tokens_raw):,} tokens, "
-                    f"more than the {ctx.window.available_tokens:,} available: it does not fit"
-                )
+                _still_over_emptied(ctx, fitted.tokens_raw)
             if kept_claim < claim and not on_empty:
                 # The question gave way to boundary effects that its own cut removed: with the
                 # room the plan left, try it whole again.
@@ -184,17 +181,30 @@ def _trim(ctx: FitContext, request: Mapping[str, Any], pool: int, *, on_empty: b
         pool -= (fitted.tokens_raw - available_raw) * (round_ + 1)
     if ctx.options.on_overflow == "empty":  # as asked: every component emptied, with a warning
         ctx.warnings.append(
-            f"no plan got the request under the {ctx.window.available_tokens:,} tokens available: all "
-            'four components were emptied (on_overflow="empty")'
+            f"no plan got the request under the {ctx.window.available_tokens:,} tokens available: {_EMPTIED}"
         )
         emptied = attempt(0, 0, emptied=True)
         if emptied.tokens_raw > available_raw:
-            ctx.warnings.append(
-                f"the emptied request still needs {ctx.counter.scale(emptied.tokens_raw):,} tokens, "
-                f"more than the {ctx.window.available_tokens:,} available: it does not fit"
-            )
+            _still_over_emptied(ctx, emptied.tokens_raw)
         return emptied
     raise _still_over(ctx, fitted.tokens_raw)
+
+
+_EMPTIED = 'all four components were emptied (on_overflow="empty")'
+
+
+def _still_over_emptied(ctx: FitContext, tokens_raw: int) -> None:
+    """The warning that the components were emptied, told that the emptied request still does
+    not fit: one warning naming the cost, as the seed gives (a second one repeated the first)."""
+    still = (
+        f"; the emptied request still needs {ctx.counter.scale(tokens_raw):,} tokens, more than the "
+        f"{ctx.window.available_tokens:,} available: it does not fit"
+    )
+    for at in range(len(ctx.warnings) - 1, -1, -1):
+        if ctx.warnings[at].endswith(_EMPTIED):
+            ctx.warnings[at] += still
+            return
+    ctx.warnings.append(still.removeprefix("; "))
 
 
 # Budget a plan leaves unused below this, or below this share of the available tokens, is not
