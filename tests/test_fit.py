@@ -392,6 +392,12 @@ def test_fields_without_content_of_another_format_pass() -> None:
         ("यह समाप्त हुआ। सूचना दी गई।", ["यह समाप्त हुआ।", " सूचना दी गई।"]),
         ("متى تم الإرسال؟ في مارس؟", ["متى تم الإرسال؟", " في مارس؟"]),
         ("نوٹس دیا گیا۔ اطلاع ملی۔", ["نوٹس دیا گیا۔", " اطلاع ملی۔"]),
+        # a record's and German legal abbreviations end no sentence
+        (
+            "See Tr. 47:12 and Smith Dep. 3:4 here. Next.",
+            ["See Tr. 47:12 and Smith Dep. 3:4 here.", " Next."],
+        ),
+        ("Gem. § 5 Abs. 2 Nr. 3 BGB gilt. Das ist so.", ["Gem. § 5 Abs. 2 Nr. 3 BGB gilt.", " Das ist so."]),
         ("line one\nline two", ["line one", "\nline two"]),
     ],
 )
