@@ -177,6 +177,12 @@ class Upstream:
             self.note_error("connection")
             message = f"upstream gave no HTTP answer ({str(exc)[:120] or type(exc).__name__})"
             raise Refusal(502, message, "upstream_unreachable") from exc
+        except (httpx.ReadError, httpx.WriteError) as exc:
+            # reached too: it reset the connection while taking the request or before answering
+            # (a close with the request unread resets it; told "unreachable", as a refused connect)
+            self.note_error("connection")
+            message = f"upstream gave no HTTP answer (it reset the connection: {type(exc).__name__})"
+            raise Refusal(502, message, "upstream_unreachable") from exc
         except httpx.HTTPError as exc:
             self.note_error("connection")
             raise Refusal(502, f"upstream unreachable: {type(exc).__name__}", "upstream_unreachable") from exc
