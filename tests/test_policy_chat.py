@@ -268,6 +268,32 @@ def test_new_tool_definitions_are_a_new_cached_prefix() -> None:
     assert other.report.pinned_prefix_sha256 != first.report.pinned_prefix_sha256
     read_cost, write_cost = same.report.cost_usd, other.report.cost_usd
     assert read_cost is not None and write_cost is not None and read_cost < write_cost
+    # the tool choice is no part of it: agents change it from turn to turn (a review)
+    chosen = assemble(
+        {**body, "tool_choice": {"type": "auto"}},
+        policy=POLICY,
+        model="claude-sonnet-4-5",
+        previous=first.report,
+    )
+    assert chosen.report.pinned_prefix_sha256 == first.report.pinned_prefix_sha256
+    # tools taken away: told as the definitions' line, not as a volatile value of the playbook
+    bare = {k: v for k, v in body.items() if k != "tools"}
+    with pytest.raises(PinnedPrefixChanged, match="line 1: 'tool definitions sha256:") as removed:
+        assemble(bare, policy=POLICY, model="claude-sonnet-4-5", previous=first.report)
+    assert removed.value.volatile is None
+
+
+def test_a_report_from_before_the_tools_line_holds_the_same_prefix() -> None:
+    """A session stored by a version whose pinned prefix had no tool definitions' line: its next
+    turn, the same body, was refused as a changed prefix (a review)."""
+    from ctxbudget.assembly._pinned import BLOCK_END, _pinned_digest
+
+    body = {**_agent_body([_tool("Search the record.")]), "system": "Playbook rule: cite the record. " * 300}
+    before = assemble(body, policy=POLICY, model="claude-sonnet-4-5").report.to_dict()
+    older = before["pinned_prefix_text"].partition(BLOCK_END)[2]
+    before |= {"pinned_prefix_text": older, "pinned_prefix_sha256": _pinned_digest(older)}
+    again = assemble(body, policy=POLICY, model="claude-sonnet-4-5", previous=before).report
+    assert "byte-identical" in again.invariants["INV-CTX-01"]
 
 
 @pytest.mark.parametrize(

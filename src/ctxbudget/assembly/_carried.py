@@ -38,6 +38,7 @@ __all__ = [
     "carried_tools",
     "positive",
     "thinking_within",
+    "tools_digest",
 ]
 
 # What the assembly builds, by the format the body goes out in (the reply size is the policy's).
@@ -124,6 +125,17 @@ def carried_tools(request: Mapping[str, Any], input_format: str | None, fmt: str
     """The tool definitions a chat body carries into its assembled body (none in another format)."""
     tools = request.get("tools")
     return tools if isinstance(tools, list) and _in_own_format(request, input_format, fmt) else []
+
+
+def tools_digest(request: Mapping[str, Any], input_format: str | None, fmt: str) -> str:
+    """The digest of the tool definitions a chat body carries in its own format ("" when none):
+    what the provider caches ahead of the system prompt (the tool choice is not: changing it,
+    as agents do from turn to turn, leaves the tools' and the system prompt's cache whole)."""
+    tools = request.get("tools")
+    if not isinstance(tools, list) or not tools or not _in_own_format(request, input_format, fmt):
+        return ""
+    text = json.dumps(without_cache_marks(tools), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def cache_seed(request: Mapping[str, Any], input_format: str | None, fmt: str) -> str:

@@ -89,7 +89,7 @@ def _prefix_changed(setup: Setup, old: str, new: str) -> PinnedPrefixChanged:
         after=_around(after, at - start),
         # the tools' digest line changed: what changed is the tool definitions, no volatile value
         volatile=None
-        if line == 1 and after.startswith(TOOLS_HEAD)
+        if line == 1 and TOOLS_HEAD in (before[: len(TOOLS_HEAD)], after[: len(TOOLS_HEAD)])
         else _what_changed(setup, old, new, before, after),
     )
 
@@ -160,9 +160,9 @@ def _pinned_text(setup: Setup, draft: Draft) -> str:
     again, which INV-CTX-01 passed as byte-identical."""
     never = {sel.tier.name for sel in draft.selections if sel.tier.eviction == "never"}
     text = BLOCK_END.join(b.text for b in draft.blocks if b.tier in never)
-    if not setup.cache_seed:
+    if not setup.tools_digest:
         return text
-    return f"{TOOLS_HEAD}{setup.cache_seed.rpartition(' ')[2]}\n{BLOCK_END}{text}"
+    return f"{TOOLS_HEAD}{setup.tools_digest}\n{BLOCK_END}{text}"
 
 
 def _pinned_digest(pinned: str) -> str:
@@ -170,6 +170,16 @@ def _pinned_digest(pinned: str) -> str:
     return prefix_hashes(
         "", [Block(region="system", role="system", text=pinned, tier="pinned", cached=True)]
     )[0]
+
+
+def _before_tools_were_held(before: object, pinned: str, previous: Mapping[str, Any]) -> bool:
+    """Whether the previous turn's report, made before the pinned prefix held the tools' digest
+    line (an older version), holds this prefix less that line: the same prefix (a session stored
+    before held tools otherwise was refused on its next turn, nothing changed)."""
+    if not isinstance(before, str) or before.startswith(TOOLS_HEAD) or not pinned.startswith(TOOLS_HEAD):
+        return False
+    rest = pinned.partition(BLOCK_END)[2]
+    return bool(previous.get("pinned_prefix_sha256") == _pinned_digest(rest))
 
 
 def check_pinned_prefix(setup: Setup, draft: Draft, previous: Mapping[str, Any] | None) -> PinnedPrefix:
@@ -182,6 +192,8 @@ def check_pinned_prefix(setup: Setup, draft: Draft, previous: Mapping[str, Any] 
     if previous.get("pinned_prefix_sha256") == digest:
         return PinnedPrefix(pinned, digest, "pinned prefix byte-identical to the previous turn")
     before = previous.get("pinned_prefix_text")
+    if _before_tools_were_held(before, pinned, previous):
+        return PinnedPrefix(pinned, digest, "pinned prefix byte-identical to the previous turn")
     if isinstance(before, str) and _pinned_digest(before) != previous.get("pinned_prefix_sha256"):
         raise InvalidRequestError(
             "the previous report does not hold together: its pinned_prefix_sha256 is not the hash of "
