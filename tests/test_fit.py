@@ -392,6 +392,9 @@ def test_fields_without_content_of_another_format_pass() -> None:
         ("यह समाप्त हुआ। सूचना दी गई।", ["यह समाप्त हुआ।", " सूचना दी गई।"]),
         ("متى تم الإرسال؟ في مارس؟", ["متى تم الإرسال؟", " في مارس؟"]),
         ("نوٹس دیا گیا۔ اطلاع ملی۔", ["نوٹس دیا گیا۔", " اطلاع ملی۔"]),
+        ("قال: «هل وصل؟» ثم سكت.", ["قال: «هل وصل؟»", " ثم سكت."]),  # the closing guillemet stays
+        ('कहा "दिया गया।" फिर गया।', ['कहा "दिया गया।"', " फिर गया।"]),
+        ("See Def.'s Mot. The motion is denied.", ["See Def.'s Mot.", " The motion is denied."]),
         # a record's and German legal abbreviations end no sentence
         (
             "See Tr. 47:12 and Smith Dep. 3:4 here. Next.",

@@ -98,6 +98,13 @@ def test_exhibits_as_briefs_write_them_and_record_abbreviations_are_kept() -> No
     entry = reduce_turn(Turn(index=1, question="q", answer=answer))
     assert entry["cited_exhibits"] == ["DX-12", "EX-4", "EX-7B", "EX-11", "EX-33", "EX-B", "PX-101"]
     assert entry["conclusions"] == [answer.removesuffix(" Status: CONFIRMED.")]
+    written = "PLAINTIFF'S EXHIBIT NO. 12, EXHIBIT TO DECLARATION, Exhibit 4.1, Exhibit A-1, Exhibit A."
+    assert reduce_turn(Turn(index=1, question=written, answer=""))["cited_exhibits"] == [
+        "EX-4.1",
+        "EX-12",
+        "EX-A",
+        "EX-A-1",
+    ]  # no "EX-NO" or "EX-TO", and a sub-exhibit whole (a review)
     said = "Smith Dep. 12:3 and Jones Decl. 4 show it. Therefore notice was given."
     assert reduce_turn(Turn(index=1, question="q", answer=said))["conclusions"] == [
         "Therefore notice was given."

@@ -59,8 +59,10 @@ class LedgerRules:
     # Also as briefs write them: "Exhibit 11", "Ex. 4", "Exh. 4", "Exhibit B" (recorded EX-11, EX-4,
     # EX-B) and a party's or a joint exhibit, PX-101, DX-12, JX-3 (the ledger dropped all of them)
     exhibit_pattern: str = (
-        r"\b(?:(?:EX|Ex|[PDJ]X)-\d+(?:\.\d+)*[A-Za-z]?\b|(?:Exhibit|EXHIBIT|Exh\.|Ex\.)[ \t]?\d+[A-Za-z]?\b"
-        r"|(?:Exhibit|EXHIBIT)[ \t][A-Z]{1,2}\b(?![-\d]))"
+        r"\b(?:(?:EX|Ex|[PDJ]X)-\d+(?:\.\d+)*[A-Za-z]?\b"
+        r"|(?:Exhibit|EXHIBIT|Exh\.|Ex\.)[ \t]?(?:(?:No|NO)\.?[ \t]?)?\d+(?:\.\d+)*[A-Za-z]?\b"
+        r"|(?:Exhibit|EXHIBIT)[ \t](?!(?:NO|TO|OF|IN|IS|AN|AS|AT|BY|ON|OR|IT|IF|BE|SO|UP|US|WE)\b|[EPDJ]X-)"
+        r"[A-Z]{1,2}(?:-\d+)?\b(?![-\d]))"
     )
     # a range's dash may be an en dash, with a space either side ("47:12 – 48:3"): one citation,
     # written 47:12-48:3 in the entry
@@ -260,7 +262,7 @@ def reduce_turn(turn: Turn, rules: LedgerRules = LedgerRules()) -> dict[str, Any
 
 
 # How a brief writes an exhibit ("Exhibit 11", "Ex. 4", "Exh. 4"): the record writes EX-11.
-_WRITTEN_EXHIBIT = re.compile(r"(?i)(?:exhibit|exh\.|ex\.)[ \t]?")
+_WRITTEN_EXHIBIT = re.compile(r"(?i)(?:exhibit|exh\.|ex\.)[ \t]?(?:no\.?[ \t]?(?=\d))?")
 
 
 def exhibit_id(found: str) -> str:

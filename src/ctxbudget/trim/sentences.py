@@ -75,24 +75,16 @@ ABBREVIATIONS = frozenset(
         "ex",
         "exs",
         "exh",
-        # a record's and a brief's: Tr. 47:12, Smith Dep. 12:3, Jones Decl. ¶ 4, Compl. ¶ 12
+        # a record's: Tr. 47:12, Smith Dep. 12:3, Jones Decl. ¶ 4, Compl. ¶ 12 (not a brief's Mot.,
+        # Opp., Def., Pl.: "See Def.'s Mot. The motion is denied." is two sentences)
         "tr",
         "dep",
         "depo",
         "decl",
         "compl",
         "aff",
-        "pl",
-        "pls",
-        "def",
-        "defs",
-        "mot",
-        "opp",
-        "mem",
-        "resp",
         "pp",
         "ln",
-        "stip",
         # German legal and everyday ones: gem. § 5 Abs. 2 Nr. 3, vgl., bzw., ggf., usw.
         "abs",
         "nr",
@@ -169,10 +161,13 @@ _RUN_START = "(?<![.!?][.!?])"
 # stop, Ethiopic full stop and question mark, Myanmar section mark. Hindi was cut mid-sentence
 # by the token fallback, its 10-token sentences never found.
 WIDE_ENDS = "。！？\u0964\u0965\u061f\u06d4\u0589\u1362\u1367\u104b"
+# What closes a quote or a bracket after such an end, kept with its sentence: CJK corner brackets,
+# curly and straight quotes, guillemets (Arabic and French quote with them).
+WIDE_CLOSERS = "」』”’)\"'»›"
 
 
 _END = re.compile(
-    rf"[.!?{WIDE_ENDS}\n](?:(?<=[.!?]){_RUN_START}[.!?]*[\"'”’)\]]*(?=\s)|(?<=[{WIDE_ENDS}])[{WIDE_ENDS}]*[」』”’)]*|(?<=\n))"
+    rf"[.!?{WIDE_ENDS}\n](?:(?<=[.!?]){_RUN_START}[.!?]*[\"'”’)\]]*(?=\s)|(?<=[{WIDE_ENDS}])[{WIDE_ENDS}]*[{WIDE_CLOSERS}]*|(?<=\n))"
 )
 
 
@@ -268,7 +263,7 @@ def _settled_end_pattern(*, ascii_only: bool) -> re.Pattern[str]:
     def settled(group: str) -> str:  # not before ASCII lower case; before non-ASCII, ask Python
         return rf"(?!\s{{0,7}}[a-z])(?:(?=\s{{0,7}}[^\s\x00-\x7f])(?P<{group}>)|)"
 
-    cjk = "" if ascii_only else rf"|(?<=[{WIDE_ENDS}])[{WIDE_ENDS}]*[」』”’)]*"
+    cjk = "" if ascii_only else rf"|(?<=[{WIDE_ENDS}])[{WIDE_ENDS}]*[{WIDE_CLOSERS}]*"
     return re.compile(
         ("[.!?\n]" if ascii_only else f"[.!?{WIDE_ENDS}\n]") + r"(?:(?<=\n)(?P<nl>)"
         rf"|(?<=\.)(?![.!?])(?!{abbreviation})(?:(?={word}){closers}{settled('lower')}|(?!{word}){closers}(?P<check>))"
