@@ -48,6 +48,7 @@ VOLATILE = [
     "The time is 10:05",
     "Local time: 09:12",
     "Request time: 10:05",
+    "Time: 10:05",  # a header opening a line, as "Date:" is
     "10:32 a.m.",
     "3:15 PM",
     "14:05 UTC",
@@ -113,6 +114,9 @@ VOLATILE = [
 ]
 
 LEGITIMATE = [
+    "Hearing time: 10:00",  # a bare "time" before a colon is as often a fixed one (a review)
+    "Deposition start time: 9:15",
+    "Turnaround time is 2:00 hours",
     "Cite testimony as page:line, for example 47:12-48:3.",
     "See 47:12.",
     "at 12:05-12:20 the witness said",

@@ -48,6 +48,8 @@ _NOW_DATE = (  # a word that says the date is today's: today, current date, as o
 _NOW_TIME = (  # a word that says the hour is now's (a bare "time" is as often a fixed one: "Start time: 9am")
     r"(?:(?i:current time|time now|the time is|time is now))(?:\s+is\s+|\s*:\s*|\s+)"
 )
+# before "time", what says it is now's: a now word, or the start of a line (a "Time:" header)
+_NOW_TIME_WORD = r"(?:(?<=current )|(?<=local )|(?<=request )|(?<=server )|(?<=system )|(?<=the )|(?<![^\n]))"
 _NO_YEAR = r"(?!,?\s*(?:19|20)\d{2}\b)"  # with its year, the dated patterns above report it
 _DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*\.?,?"
 _YEAR = r"(?:19|20)\d{2}"
@@ -124,9 +126,12 @@ _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
     ("time", rf"\b{_NOW_TIME}(?:1[0-2]|0?[1-9])\s?[AaPp]\.?[Mm]\b\.?"),
     (
         "time",
-        # the word's colon or "is" too: "Current time: 10:05" and "The time is 10:05" passed
-        # INV-CTX-01 whenever the minutes could be a transcript line (28 or less)
-        rf"(?i)(?:\b(?=[atug]){_CITED_AT}(?:at|time|as of|updated|generated)(?:\s+is\b|\s*:)?|@)\s*{_CLOCK}(?![\d\-–:])",
+        # a colon or "is" after a word that says the time is now's ("Current time: 10:05", "The
+        # time is 10:05", a "Time:" header opening a line, "Updated: 10:05") passed INV-CTX-01
+        # whenever the minutes could be a transcript line (28 or less); after a bare "time" it
+        # is as often a fixed one ("Hearing time: 10:00")
+        rf"(?i)(?:\b(?=[atug]){_CITED_AT}(?:at|{_NOW_TIME_WORD}time(?:\s*:|\s+is\b)|time"
+        rf"|(?:as of|updated|generated)(?:\s*:)?)|@)\s*{_CLOCK}(?![\d\-–:])",
     ),
     # with fractional seconds and a Z too ("Build stamp 10:32:11Z." passed INV-CTX-01)
     ("time", r"\b(?:[01]?\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?Z?\b"),
