@@ -448,6 +448,13 @@ def test_a_known_id_of_another_provider_counts_by_the_files_own_rules(tmp_path: 
         False,
         1.1,
     )
+    # the same provider's override keeps the exact tokenizer whatever the file's default (a review)
+    path.write_text(path.read_text().replace('"my-vllm"', '"openai"'))
+    assert load_catalog(path).get_model("gpt-4o").tokenizer == bundled_catalog().get_model("gpt-4o").tokenizer
+    # the file's own family for the id comes first
+    family = '[[families]]\nprefix = "gpt-4o"\ntokenizer = { encoding = "cl100k_base", exact = false, safety_factor = 1.2 }\n'
+    path.write_text(path.read_text().replace("[[models]]", family + "[[models]]", 1))
+    assert load_catalog(path).get_model("gpt-4o").tokenizer.safety_factor == 1.2
 
 
 def test_user_catalogs_apply_in_order_the_last_first(tmp_path: Path) -> None:

@@ -87,8 +87,8 @@ class _Builder:
             self.tokenizer(given, f"$.models[{position}].tokenizer")
             if given is not None
             else family_tokenizer(self.own_families, name)
-            or self.own_default
             or self.replaced_tokenizer(name, entry["provider"])
+            or self.own_default
             or family_tokenizer(self.families, name)
             or self.default
         )
