@@ -1003,6 +1003,9 @@ def test_a_model_flag_other_than_the_bodys_model_is_warned_of(tmp_path: Path) ->
     claude = _write(tmp_path, {**body, "model": "claude-sonnet-4-5"})
     hosted = runner.invoke(main, ["count", claude, "--model", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"])
     assert hosted.exit_code == 0 and "another model" not in hosted.stderr, hosted.stderr
+    # two models measured alike are still two (a review: gpt-4o-mini for a gpt-4o body was silent)
+    mini = runner.invoke(main, ["count", path, "--model", "claude-haiku-4-5"])
+    assert "another model" in mini.stderr, mini.stderr
 
 
 def test_a_closed_stdin_is_one_line_and_exit_2(tmp_path: Path) -> None:

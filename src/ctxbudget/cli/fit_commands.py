@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import json
+import re
 import shlex
 from typing import TYPE_CHECKING, Any
 
@@ -180,13 +181,33 @@ def other_body_model(catalog: Catalog, flag: str | None, request: Any) -> str | 
 
 def _measured_alike(one: ModelSpec, other: ModelSpec) -> bool:
     """Whether a fit for ``one`` is the fit for ``other``: one entry, or one model on two hosts
-    (Claude on Bedrock and Anthropic's own, routed by LiteLLM): the same window, caps and
-    tokenizer, which is all a fit reads of a model."""
+    (Claude on Bedrock and Anthropic's own, routed by LiteLLM: one id holds the other, after a
+    host's prefix and before a snapshot or version suffix) with the same window, caps and
+    tokenizer, which is all a fit reads of a model. Two models of one family measured alike
+    (gpt-4o and gpt-4o-mini) are two models."""
 
     def measured(spec: ModelSpec) -> tuple[object, ...]:
         return (spec.context_window, spec.max_input_tokens, spec.max_output_tokens, spec.tokenizer)
 
-    return (one.provider, one.id) == (other.provider, other.id) or measured(one) == measured(other)
+    if (one.provider, one.id) == (other.provider, other.id):
+        return True
+    return measured(one) == measured(other) and _one_model(one.id.lower(), other.id.lower())
+
+
+# What a host adds after a model's id: a date, a Vertex @date, a Bedrock version (-v1:0).
+_VERSION_TAIL = re.compile(r"(?:-\d{8}|-\d{4}-\d{2}-\d{2}|@\d{8})?(?:-v\d+(?::\d+)?)?(?::\d+)?")
+
+
+def _one_model(first: str, second: str) -> bool:
+    """Whether one id is the other as a host names it (``regional.anthropic.claude-sonnet-4-5-
+    20250929-v1:0`` and ``claude-sonnet-4-5``)."""
+    for outer, inner in ((first, second), (second, first)):
+        at = outer.find(inner)
+        while at >= 0:
+            if (at == 0 or outer[at - 1] in "./") and _VERSION_TAIL.fullmatch(outer[at + len(inner) :]):
+                return True
+            at = outer.find(inner, at + 1)
+    return False
 
 
 def _some_entry(spec: str | None) -> str | None:
