@@ -236,7 +236,12 @@ def _protected(
             hint=TIER_HINT,
         )
     decisions += [
-        _kept(i, cost(i.text), unchecked.get(i.id) or _kept_reason(i, request.issue_tags)) for i in kept
+        _kept(
+            i,
+            cost(i.text),
+            unchecked.get(i.id) or _kept_reason(i, request.issue_tags, beside=i.supersedes in unchecked),
+        )
+        for i in kept
     ]
     return TierSelection(tier=tier, texts=tuple((i, i.text) for i in kept), decisions=tuple(decisions))
 
@@ -246,14 +251,16 @@ def _citation_of(items: list[ContextItem], item_id: str) -> str:
     return next((str(i.citation) for i in items if i.id == item_id), "")
 
 
-def _kept_reason(item: ContextItem, issue_tags: frozenset[str] | None) -> str:
+def _kept_reason(item: ContextItem, issue_tags: frozenset[str] | None, beside: bool = False) -> str:
     """Why a protected item is kept: verbatim, and selected by its tags, or in the place of the
-    selected item it supersedes (it was said to match the issue tags when its own did not)."""
+    selected item it supersedes (it was said to match the issue tags when its own did not);
+    ``beside`` it when that item stays too (its quote was not verified)."""
     if issue_tags is None or not item.tags:
         return "protected, verbatim"
     if _tags_match(item, issue_tags):
         return "protected, verbatim, tags match the issue tags"
-    return f"protected, verbatim, in the place of {item.supersedes}, which the issue tags select"
+    where = "beside" if beside else "in the place of"
+    return f"protected, verbatim, {where} {item.supersedes}, which the issue tags select"
 
 
 def _compact(
