@@ -61,6 +61,14 @@ def test_protected_items_leave_only_when_superseded_or_confirmed() -> None:
     assert decisions["EV-1"]["action"] == "kept" and decisions["EV-1b"]["action"] == "kept"
     assert "no numbered transcript in the request verifies its quote" in decisions["EV-1"]["reason"]
     assert "on the 3rd" in json.dumps(result.request) and "on the 4th" in json.dumps(result.request)
+    # selected by the issue tags in the place of EV-1, it says it stands beside it: EV-1 stayed
+    tagged = json.loads(json.dumps(body))
+    tagged["issue_tags"] = ["notice"]
+    for item in tagged["items"]:
+        if item["id"] in ("EV-1", "EV-1b"):
+            item["tags"] = ["notice"] if item["id"] == "EV-1" else ["other"]
+    reasons = {i["id"]: i["reason"] for t in run(tagged).report.to_dict()["tiers"] for i in t["items"]}
+    assert reasons["EV-1b"] == "protected, verbatim, beside EV-1, which the issue tags select"
     transcript = {
         "id": "tr",
         "tier": "contextual",
