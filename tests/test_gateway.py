@@ -381,6 +381,29 @@ def test_with_a_tiered_policy_requests_are_assembled(tmp_path: Path) -> None:
     assert len(fake.received) == 1  # the refused request never reached the upstream
 
 
+def test_a_policy_sessions_new_tool_definitions_are_refused_as_a_prefix_change(tmp_path: Path) -> None:
+    """The provider caches tools ahead of the playbook: new ones write the whole cached prefix
+    again, which the next turn passed as byte-identical (a hunt of the legal spec)."""
+    tool = {"name": "search", "description": "Search the transcript.", "input_schema": {"type": "object"}}
+    with gateway_over_fake(tmp_path / "t.db", policy="legal-review") as (_fake, url):
+        client = _anthropic(url, **{"X-Ctxbudget-Session": "tools"})
+
+        def ask(description: str) -> None:
+            client.messages.create(
+                model="claude-sonnet-4-6",
+                max_tokens=200,
+                system=SYSTEM,
+                tools=[{**tool, "description": description}],
+                messages=[{"role": "user", "content": "Was notice given?"}],
+            )
+
+        ask("Search the transcript.")
+        ask("Search the transcript.")  # the same tools: no change
+        with pytest.raises(anthropic.APIStatusError) as refused:
+            ask("Search the transcript by keyword.")
+    assert refused.value.status_code == 409 and "tool definitions sha256:" in str(refused.value)
+
+
 def _crowd_catalog(folder: Path) -> tuple[str, str]:
     """The fake's control models and ``crowd-2`` (answered once two are in flight) with a window
     and prices a policy can assemble for."""

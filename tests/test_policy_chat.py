@@ -265,7 +265,9 @@ def test_new_tool_definitions_are_a_new_cached_prefix() -> None:
         changed, policy=POLICY, model="claude-sonnet-4-5", previous=first.report, allow_prefix_change=True
     )
     assert other.report.cache.read_tokens == 0  # allowed: a miss, priced as a write
-    assert other.report.pinned_prefix_sha256 != first.report.pinned_prefix_sha256
+    assert other.report.pinned_prefix_sha256 == first.report.pinned_prefix_sha256  # the playbook held
+    assert other.report.tools_sha256 != first.report.tools_sha256
+    assert "the tool definitions changed (allowed)" in other.report.invariants["INV-CTX-01"]
     read_cost, write_cost = same.report.cost_usd, other.report.cost_usd
     assert read_cost is not None and write_cost is not None and read_cost < write_cost
     # the tool choice is no part of it: agents change it from turn to turn (a review)
@@ -275,25 +277,25 @@ def test_new_tool_definitions_are_a_new_cached_prefix() -> None:
         model="claude-sonnet-4-5",
         previous=first.report,
     )
-    assert chosen.report.pinned_prefix_sha256 == first.report.pinned_prefix_sha256
-    # tools taken away: told as the definitions' line, not as a volatile value of the playbook
+    assert chosen.report.tools_sha256 == first.report.tools_sha256
+    # tools taken away, or added to a session that had none: each a new cached prefix
     bare = {k: v for k, v in body.items() if k != "tools"}
-    with pytest.raises(PinnedPrefixChanged, match="line 1: 'tool definitions sha256:") as removed:
+    with pytest.raises(PinnedPrefixChanged, match="became 'no tool definitions'") as removed:
         assemble(bare, policy=POLICY, model="claude-sonnet-4-5", previous=first.report)
     assert removed.value.volatile is None
+    without = assemble(bare, policy=POLICY, model="claude-sonnet-4-5")
+    with pytest.raises(PinnedPrefixChanged, match="'no tool definitions' became 'tool definitions sha256:"):
+        assemble(body, policy=POLICY, model="claude-sonnet-4-5", previous=without.report)
 
 
-def test_a_report_from_before_the_tools_line_holds_the_same_prefix() -> None:
-    """A session stored by a version whose pinned prefix had no tool definitions' line: its next
-    turn, the same body, was refused as a changed prefix (a review)."""
-    from ctxbudget.assembly._pinned import BLOCK_END, _pinned_digest
-
+def test_a_report_from_before_tools_were_held_is_not_compared_for_them() -> None:
+    """A session stored by a version whose reports had no tools_sha256: its next turn, the same
+    body, is not refused for tools it cannot tell (a review)."""
     body = {**_agent_body([_tool("Search the record.")]), "system": "Playbook rule: cite the record. " * 300}
     before = assemble(body, policy=POLICY, model="claude-sonnet-4-5").report.to_dict()
-    older = before["pinned_prefix_text"].partition(BLOCK_END)[2]
-    before |= {"pinned_prefix_text": older, "pinned_prefix_sha256": _pinned_digest(older)}
+    del before["tools_sha256"]
     again = assemble(body, policy=POLICY, model="claude-sonnet-4-5", previous=before).report
-    assert "byte-identical" in again.invariants["INV-CTX-01"]
+    assert again.invariants["INV-CTX-01"].endswith("byte-identical to the previous turn")
 
 
 @pytest.mark.parametrize(

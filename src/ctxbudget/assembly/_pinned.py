@@ -88,9 +88,7 @@ def _prefix_changed(setup: Setup, old: str, new: str) -> PinnedPrefixChanged:
         before=_around(before, at - start),
         after=_around(after, at - start),
         # the tools' digest line changed: what changed is the tool definitions, no volatile value
-        volatile=None
-        if line == 1 and TOOLS_HEAD in (before[: len(TOOLS_HEAD)], after[: len(TOOLS_HEAD)])
-        else _what_changed(setup, old, new, before, after),
+        volatile=_what_changed(setup, old, new, before, after),
     )
 
 
@@ -149,20 +147,12 @@ def _changed_value(before: str, after: str) -> str:
 # Between two blocks of the pinned prefix: the provider caches blocks, so the same text split at
 # another place is another prefix. One block (a policy's single pinned tier) reads as its text.
 BLOCK_END = "\x00"
-# The pinned prefix's first line when the body carries tool definitions: their digest.
-TOOLS_HEAD = "tool definitions sha256:"
 
 
-def _pinned_text(setup: Setup, draft: Draft) -> str:
-    """The text of the ``never`` tiers' blocks, in order, NUL between blocks: the pinned prefix.
-    A chat body's tool definitions (and tool choice) come first, as a line naming their digest:
-    the provider caches them ahead of the system prompt, so changing them writes the whole prefix
-    again, which INV-CTX-01 passed as byte-identical."""
+def _pinned_text(draft: Draft) -> str:
+    """The text of the ``never`` tiers' blocks, in order, NUL between blocks: the pinned prefix."""
     never = {sel.tier.name for sel in draft.selections if sel.tier.eviction == "never"}
-    text = BLOCK_END.join(b.text for b in draft.blocks if b.tier in never)
-    if not setup.tools_digest:
-        return text
-    return f"{TOOLS_HEAD}{setup.tools_digest}\n{BLOCK_END}{text}"
+    return BLOCK_END.join(b.text for b in draft.blocks if b.tier in never)
 
 
 def _pinned_digest(pinned: str) -> str:
@@ -172,28 +162,37 @@ def _pinned_digest(pinned: str) -> str:
     )[0]
 
 
-def _before_tools_were_held(before: object, pinned: str, previous: Mapping[str, Any]) -> bool:
-    """Whether the previous turn's report, made before the pinned prefix held the tools' digest
-    line (an older version), holds this prefix less that line: the same prefix (a session stored
-    before held tools otherwise was refused on its next turn, nothing changed)."""
-    if not isinstance(before, str) or before.startswith(TOOLS_HEAD) or not pinned.startswith(TOOLS_HEAD):
-        return False
-    rest = pinned.partition(BLOCK_END)[2]
-    return bool(previous.get("pinned_prefix_sha256") == _pinned_digest(rest))
+def _tools_changed(setup: Setup, previous: Mapping[str, Any]) -> PinnedPrefixChanged | None:
+    """INV-CTX-01's error when the tool definitions differ from the previous turn's (added,
+    changed or taken away): the provider caches them ahead of the pinned prefix, so new ones write
+    it all again, which passed as byte-identical. A report from before ``tools_sha256`` was kept
+    (no such key) is not compared: its session's tools are taken as they are."""
+    if "tools_sha256" not in previous:
+        return None
+    before, now = previous.get("tools_sha256") or "", setup.tools_digest
+    if before == now:
+        return None
+
+    def line(digest: str) -> str:
+        return f"tool definitions sha256:{digest}" if digest else "no tool definitions"
+
+    return PinnedPrefixChanged(offset=0, line=1, before=line(before), after=line(now), volatile=None)
 
 
 def check_pinned_prefix(setup: Setup, draft: Draft, previous: Mapping[str, Any] | None) -> PinnedPrefix:
     """The pinned prefix's hash and INV-CTX-01's status; a change from the previous turn fails
     closed unless the caller allows it (a new playbook version)."""
-    pinned = _pinned_text(setup, draft)
+    pinned = _pinned_text(draft)
     digest = _pinned_digest(pinned)
     if not previous or "pinned_prefix_sha256" not in previous:
         return PinnedPrefix(pinned, digest, "no previous turn to compare")
+    tools = _tools_changed(setup, previous)
+    if tools is not None and not setup.allow_prefix_change:
+        raise tools
+    allowed = "; the tool definitions changed (allowed)" if tools is not None else ""
     if previous.get("pinned_prefix_sha256") == digest:
-        return PinnedPrefix(pinned, digest, "pinned prefix byte-identical to the previous turn")
+        return PinnedPrefix(pinned, digest, "pinned prefix byte-identical to the previous turn" + allowed)
     before = previous.get("pinned_prefix_text")
-    if _before_tools_were_held(before, pinned, previous):
-        return PinnedPrefix(pinned, digest, "pinned prefix byte-identical to the previous turn")
     if isinstance(before, str) and _pinned_digest(before) != previous.get("pinned_prefix_sha256"):
         raise InvalidRequestError(
             "the previous report does not hold together: its pinned_prefix_sha256 is not the hash of "
@@ -205,5 +204,7 @@ def check_pinned_prefix(setup: Setup, draft: Draft, previous: Mapping[str, Any] 
     if not setup.allow_prefix_change:
         raise error
     return PinnedPrefix(
-        pinned, digest, f"pinned prefix changed from the previous turn at byte {error.offset} (allowed)"
+        pinned,
+        digest,
+        f"pinned prefix changed from the previous turn at byte {error.offset} (allowed){allowed}",
     )

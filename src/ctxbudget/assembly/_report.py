@@ -130,6 +130,9 @@ class AssemblyReport:
     invariants: Mapping[str, str]
     pinned_prefix_sha256: str
     pinned_prefix_text: str
+    # The digest of the tool definitions carried ahead of the pinned prefix (None: none), which
+    # the next turn's INV-CTX-01 holds to.
+    tools_sha256: str | None
     degraded: tuple[str, ...]
     warnings: tuple[str, ...]
 

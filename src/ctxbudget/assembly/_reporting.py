@@ -186,6 +186,7 @@ def build_report(
         invariants=_invariants(pinned, priced.total_tokens, policy.prompt_tokens),
         pinned_prefix_sha256=pinned.sha256,
         pinned_prefix_text=pinned.text,
+        tools_sha256=setup.tools_digest or None,
         degraded=tuple(degraded),
         warnings=(
             *([setup.model_warning] if setup.model_warning else []),

@@ -160,4 +160,6 @@ def for_next_turn(report: Mapping[str, Any]) -> dict[str, Any]:
         **({"cache_entries": list(report["cache_entries"])} if "cache_entries" in report else {}),
         "pinned_prefix_sha256": report.get("pinned_prefix_sha256"),
         "pinned_prefix_text": report.get("pinned_prefix_text", ""),
+        # the tool definitions INV-CTX-01 holds the next turn to (an older stored report: none)
+        **({"tools_sha256": report["tools_sha256"]} if "tools_sha256" in report else {}),
     }
