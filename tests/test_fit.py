@@ -400,7 +400,12 @@ def test_fields_without_content_of_another_format_pass() -> None:
             "See Tr. 47:12 and Smith Dep. 3:4 here. Next.",
             ["See Tr. 47:12 and Smith Dep. 3:4 here.", " Next."],
         ),
-        ("Gem. § 5 Abs. 2 Nr. 3 BGB gilt. Das ist so.", ["Gem. § 5 Abs. 2 Nr. 3 BGB gilt.", " Das ist so."]),
+        (
+            "Vgl. § 5 Nr. 3 BGB, bzw. Ziff. 4 gilt. Das ist so.",
+            ["Vgl. § 5 Nr. 3 BGB, bzw. Ziff. 4 gilt.", " Das ist so."],
+        ),
+        ("The ruling was a gem. The court agreed.", ["The ruling was a gem.", " The court agreed."]),
+        ("As Def. Mot. at 4 argues. Next.", ["As Def. Mot. at 4 argues.", " Next."]),
         ("line one\nline two", ["line one", "\nline two"]),
     ],
 )

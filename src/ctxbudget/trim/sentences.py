@@ -75,8 +75,13 @@ ABBREVIATIONS = frozenset(
         "ex",
         "exs",
         "exh",
-        # a record's: Tr. 47:12, Smith Dep. 12:3, Jones Decl. ¶ 4, Compl. ¶ 12 (not a brief's Mot.,
-        # Opp., Def., Pl.: "See Def.'s Mot. The motion is denied." is two sentences)
+        # a record's and a party's: Tr. 47:12, Smith Dep. 12:3, Jones Decl. ¶ 4, Compl. ¶ 12,
+        # Def. Mot. at 4, Pl. Ex. 4 (not a brief's Mot., Opp., Stip., words that end sentences:
+        # "See Def.'s Mot. The motion is denied." is two)
+        "def",
+        "defs",
+        "pl",
+        "pls",
         "tr",
         "dep",
         "depo",
@@ -85,10 +90,9 @@ ABBREVIATIONS = frozenset(
         "aff",
         "pp",
         "ln",
-        # German legal and everyday ones: gem. § 5 Abs. 2 Nr. 3, vgl., bzw., ggf., usw.
-        "abs",
+        # German legal and everyday ones: § 5 Nr. 3, vgl., bzw., ggf., usw. (not "Abs." or "gem.",
+        # English words too: "The ruling was a gem. The court agreed." is two sentences)
         "nr",
-        "gem",
         "vgl",
         "bzw",
         "ggf",
