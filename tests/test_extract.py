@@ -103,7 +103,7 @@ def test_a_profile_counts_each_sentence_as_bm25_reads_it(text: str, query: str) 
 
 
 # The sentence-end pattern as first written: a repeat or a newline, tried at every position.
-PLAIN_END = re.compile(rf"[.!?]+[\"'”’)\]]*(?=\s)|[{sentences.WIDE_ENDS}]+[{sentences.WIDE_CLOSERS}]*|\n")
+PLAIN_END = re.compile(rf"[.!?]+[\"'”’)\]]*(?=\s)|[{sentences.WIDE_ENDS}]+{sentences.WIDE_CLOSING}|\n")
 END_PIECES = st.sampled_from([*".!?。！？\n \t\"'”’)]」』»x\u0964\u061f\u06d4", "Mr", "a b"])
 
 

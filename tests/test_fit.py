@@ -394,6 +394,7 @@ def test_fields_without_content_of_another_format_pass() -> None:
         ("نوٹس دیا گیا۔ اطلاع ملی۔", ["نوٹس دیا گیا۔", " اطلاع ملی۔"]),
         ("قال: «هل وصل؟» ثم سكت.", ["قال: «هل وصل؟»", " ثم سكت."]),  # the closing guillemet stays
         ('कहा "दिया गया।" फिर गया।', ['कहा "दिया गया।"', " फिर गया।"]),
+        ('他走了。"你好，"她说。', ["他走了。", '"你好，"她说。']),  # a straight quote opening the next
         ("See Def.'s Mot. The motion is denied.", ["See Def.'s Mot.", " The motion is denied."]),
         # a record's and German legal abbreviations end no sentence
         (

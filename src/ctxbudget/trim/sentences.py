@@ -166,12 +166,13 @@ _RUN_START = "(?<![.!?][.!?])"
 # by the token fallback, its 10-token sentences never found.
 WIDE_ENDS = "。！？\u0964\u0965\u061f\u06d4\u0589\u1362\u1367\u104b"
 # What closes a quote or a bracket after such an end, kept with its sentence: CJK corner brackets,
-# curly and straight quotes, guillemets (Arabic and French quote with them).
-WIDE_CLOSERS = "」』”’)\"'»›"
+# curly quotes, guillemets (Arabic and French quote with them), and a straight quote before
+# whitespace or the end (with none it opens the next sentence: 他走了。"你好，"她说。).
+WIDE_CLOSING = "(?:[」』”’)»›]|[\"'](?=\\s|\\Z))*"
 
 
 _END = re.compile(
-    rf"[.!?{WIDE_ENDS}\n](?:(?<=[.!?]){_RUN_START}[.!?]*[\"'”’)\]]*(?=\s)|(?<=[{WIDE_ENDS}])[{WIDE_ENDS}]*[{WIDE_CLOSERS}]*|(?<=\n))"
+    rf"[.!?{WIDE_ENDS}\n](?:(?<=[.!?]){_RUN_START}[.!?]*[\"'”’)\]]*(?=\s)|(?<=[{WIDE_ENDS}])[{WIDE_ENDS}]*{WIDE_CLOSING}|(?<=\n))"
 )
 
 
@@ -267,7 +268,7 @@ def _settled_end_pattern(*, ascii_only: bool) -> re.Pattern[str]:
     def settled(group: str) -> str:  # not before ASCII lower case; before non-ASCII, ask Python
         return rf"(?!\s{{0,7}}[a-z])(?:(?=\s{{0,7}}[^\s\x00-\x7f])(?P<{group}>)|)"
 
-    cjk = "" if ascii_only else rf"|(?<=[{WIDE_ENDS}])[{WIDE_ENDS}]*[{WIDE_CLOSERS}]*"
+    cjk = "" if ascii_only else rf"|(?<=[{WIDE_ENDS}])[{WIDE_ENDS}]*{WIDE_CLOSING}"
     return re.compile(
         ("[.!?\n]" if ascii_only else f"[.!?{WIDE_ENDS}\n]") + r"(?:(?<=\n)(?P<nl>)"
         rf"|(?<=\.)(?![.!?])(?!{abbreviation})(?:(?={word}){closers}{settled('lower')}|(?!{word}){closers}(?P<check>))"
