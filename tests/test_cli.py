@@ -1006,6 +1006,10 @@ def test_a_model_flag_other_than_the_bodys_model_is_warned_of(tmp_path: Path) ->
     # two models measured alike are still two (a review: gpt-4o-mini for a gpt-4o body was silent)
     mini = runner.invoke(main, ["count", path, "--model", "claude-haiku-4-5"])
     assert "another model" in mini.stderr, mini.stderr
+    # a snapshot against its -latest name, measured alike: one model (a review)
+    latest = _write(tmp_path, {**body, "model": "mistral-large-latest"})
+    snapshot = runner.invoke(main, ["count", latest, "--model", "mistral-large-2512"])
+    assert "another model" not in snapshot.stderr, snapshot.stderr
 
 
 def test_a_closed_stdin_is_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -194,8 +194,11 @@ def _measured_alike(one: ModelSpec, other: ModelSpec) -> bool:
     return measured(one) == measured(other) and _one_model(one.id.lower(), other.id.lower())
 
 
-# What a host adds after a model's id: a date, a Vertex @date, a Bedrock version (-v1:0).
-_VERSION_TAIL = re.compile(r"(?:-\d{8}|-\d{4}-\d{2}-\d{2}|@\d{8})?(?:-v\d+(?::\d+)?)?(?::\d+)?")
+# What a host or a snapshot adds after a model's id: a date, a Vertex @date, a four-digit
+# snapshot (mistral-large-2512), -latest, a Bedrock version (-v1:0).
+_VERSION_TAIL = re.compile(
+    r"(?:-\d{8}|-\d{4}-\d{2}-\d{2}|@\d{8}|-\d{4}|-latest)?(?:-v\d+(?::\d+)?)?(?::\d+)?"
+)
 
 
 def _one_model(first: str, second: str) -> bool:
