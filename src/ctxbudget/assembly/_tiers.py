@@ -235,11 +235,12 @@ def _protected(
             parts={label: counter.scale(total)},
             hint=TIER_HINT,
         )
+    kept_ids = {i.id for i in kept}  # an unverified supersede's older quote, unless evicted
     decisions += [
         _kept(
             i,
             cost(i.text),
-            unchecked.get(i.id) or _kept_reason(i, request.issue_tags, beside=i.supersedes in unchecked),
+            unchecked.get(i.id) or _kept_reason(i, request.issue_tags, beside=i.supersedes in kept_ids),
         )
         for i in kept
     ]
