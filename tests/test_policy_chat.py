@@ -278,6 +278,10 @@ def test_new_tool_definitions_are_a_new_cached_prefix() -> None:
         previous=first.report,
     )
     assert chosen.report.tools_sha256 == first.report.tools_sha256
+    # and misses the messages' cache only: the tools and the playbook are read (a review: it was
+    # folded into every prefix hash, and priced as writing them all again)
+    assert chosen.report.cache.read_tokens >= same.report.cache.read_tokens - 50
+    assert chosen.report.cache.write_tokens < 100
     # tools taken away, or added to a session that had none: each a new cached prefix
     bare = {k: v for k, v in body.items() if k != "tools"}
     with pytest.raises(PinnedPrefixChanged, match="became 'no tool definitions'") as removed:

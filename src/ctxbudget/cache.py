@@ -83,11 +83,17 @@ class CachePrediction:
         return self.write_5m_tokens + self.write_1h_tokens
 
 
-def prefix_hashes(model: str, blocks: Sequence[Block]) -> list[str]:
-    """sha256 of everything up to and including each block (model, roles and text, in order)."""
+def prefix_hashes(model: str, blocks: Sequence[Block], message_seed: str = "") -> list[str]:
+    """sha256 of everything up to and including each block (model, roles and text, in order);
+    ``message_seed`` is folded in at the first message block: what changes the messages' cache
+    and not the system prompt's (Anthropic's tool choice)."""
     digest = hashlib.sha256(json.dumps({"model": model}, sort_keys=True).encode("utf-8"))
     out = []
+    seeded = not message_seed
     for block in blocks:
+        if not seeded and block.region == "message":
+            digest.update(message_seed.encode("utf-8"))
+            seeded = True
         parts: list[Any] = [block.region, block.role, block.text]
         if block.message is not None:
             parts.append(block.message)

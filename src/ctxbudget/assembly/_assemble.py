@@ -24,7 +24,14 @@ from ..gcpause import collector_paused
 from ..tokens.counter import TokenCounter
 from ..trim.memo import fit_memo
 from ..trim.passages import PassageScorer
-from ._carried import cache_seed, carried_fields, carried_raw_tokens, carried_tools, tools_digest
+from ._carried import (
+    cache_seed,
+    carried_fields,
+    carried_raw_tokens,
+    carried_tools,
+    message_seed,
+    tools_digest,
+)
 from ._current_turn import bound_current
 from ._draft import Setup
 from ._pinned import check_carried_tools, check_pinned_items, check_pinned_prefix
@@ -186,6 +193,7 @@ def _setup(
             request, input_format, fmt, counter, spec.id if spec else model
         ),
         cache_seed=cache_seed(request, input_format, fmt),
+        message_seed=message_seed(request, input_format, fmt),
         tools_digest=tools_digest(request, input_format, fmt),
     )
 

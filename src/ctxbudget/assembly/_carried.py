@@ -36,6 +36,7 @@ __all__ = [
     "carried_fields",
     "carried_raw_tokens",
     "carried_tools",
+    "message_seed",
     "positive",
     "thinking_within",
     "tools_digest",
@@ -140,15 +141,24 @@ def tools_digest(request: Mapping[str, Any], input_format: str | None, fmt: str)
 
 def cache_seed(request: Mapping[str, Any], input_format: str | None, fmt: str) -> str:
     """What a chat body carried in its own format puts ahead of the cached blocks: its tool
-    definitions and tool choice (Anthropic caches tools first; changing them, or the tool
-    choice, misses the cache), as a digest ("" when none)."""
-    ahead = {k: request[k] for k in ("tools", "tool_choice") if k in request}
-    if not ahead or not _in_own_format(request, input_format, fmt):
+    definitions (Anthropic caches tools first; changing them misses the whole cache), as a
+    digest ("" when none)."""
+    if "tools" not in request or not _in_own_format(request, input_format, fmt):
         return ""
-    if isinstance(ahead.get("tools"), list):
-        ahead["tools"] = without_cache_marks(ahead["tools"])
+    tools = request["tools"]
+    ahead = {"tools": without_cache_marks(tools) if isinstance(tools, list) else tools}
     text = json.dumps(ahead, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return "\x00tools " + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def message_seed(request: Mapping[str, Any], input_format: str | None, fmt: str) -> str:
+    """A chat body's tool choice ("" when none): changing it misses the messages' cache only,
+    not the tools' or the system prompt's (Anthropic's caching rules), so it is folded into the
+    prefix hashes from the first message block on (it was folded into every one: a changed
+    choice was priced as writing the whole prefix again)."""
+    if "tool_choice" not in request or not _in_own_format(request, input_format, fmt):
+        return ""
+    return json.dumps({"tool_choice": request["tool_choice"]}, ensure_ascii=False, sort_keys=True)
 
 
 def _rendered_raw(fmt: str, counter: TokenCounter, body: Mapping[str, Any], model: str) -> int:

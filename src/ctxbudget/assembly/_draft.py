@@ -51,6 +51,8 @@ class Setup:
     # What the provider caches ahead of the blocks (a chat body's tool definitions), folded into
     # every prefix hash: new tools are a new prefix, never predicted as read.
     cache_seed: str = ""
+    # What is folded into the prefix hashes from the first message block on (the tool choice).
+    message_seed: str = ""
     # The digest of the tool definitions carried ahead of the pinned prefix ("" when none).
     tools_digest: str = ""
     # Said in the report: the model was resolved by a guess (a family's longest id).

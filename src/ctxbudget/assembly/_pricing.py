@@ -47,7 +47,7 @@ def _prefix_raw(draft: Draft) -> list[int]:
 def _price(setup: Setup, draft: Draft, previous_hashes: frozenset[str], output_tokens: int) -> Priced:
     """Plan the breakpoints of ``draft``, render it with them, predict its cache use and price it."""
     scale = setup.counter.scale
-    hashes = prefix_hashes(setup.model + setup.cache_seed, draft.blocks)
+    hashes = prefix_hashes(setup.model + setup.cache_seed, draft.blocks, setup.message_seed)
     prefix = [scale(n) for n in _prefix_raw(draft)]
     rules, warnings = _cache_rules(setup)
     # Tool definitions ahead of the blocks count toward the minimum where the body marks its
