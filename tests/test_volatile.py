@@ -49,6 +49,9 @@ VOLATILE = [
     "Local time: 09:12",
     "Request time: 10:05",
     "Time: 10:05",  # a header opening a line, as "Date:" is
+    "Current date and time: 10:05",
+    "notes\n- Time: 10:05",
+    "current-time: 10:05",
     "10:32 a.m.",
     "3:15 PM",
     "14:05 UTC",

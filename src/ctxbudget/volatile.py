@@ -49,7 +49,11 @@ _NOW_TIME = (  # a word that says the hour is now's (a bare "time" is as often a
     r"(?:(?i:current time|time now|the time is|time is now))(?:\s+is\s+|\s*:\s*|\s+)"
 )
 # before "time", what says it is now's: a now word, or the start of a line (a "Time:" header)
-_NOW_TIME_WORD = r"(?:(?<=current )|(?<=local )|(?<=request )|(?<=server )|(?<=system )|(?<=the )|(?<![^\n]))"
+_NOW_TIME_WORD = (
+    r"(?:(?<=current[ \t_-])|(?<=local[ \t_-])|(?<=request[ \t_-])|(?<=server[ \t_-])"
+    r"|(?<=system[ \t_-])|(?<=the )|(?<=date and )|(?<=date & )|(?<=date/)"
+    r"|(?<![^\n])|(?<=\n[-*#> \t])|(?<=\n[-*#>] ))"  # a header: a line's start, bulleted or indented
+)
 _NO_YEAR = r"(?!,?\s*(?:19|20)\d{2}\b)"  # with its year, the dated patterns above report it
 _DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*\.?,?"
 _YEAR = r"(?:19|20)\d{2}"
