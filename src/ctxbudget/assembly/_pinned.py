@@ -87,7 +87,6 @@ def _prefix_changed(setup: Setup, old: str, new: str) -> PinnedPrefixChanged:
         line=line,
         before=_around(before, at - start),
         after=_around(after, at - start),
-        # the tools' digest line changed: what changed is the tool definitions, no volatile value
         volatile=_what_changed(setup, old, new, before, after),
     )
 
