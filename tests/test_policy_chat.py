@@ -183,15 +183,15 @@ def test_tools_past_the_prompt_limit_or_the_ceiling_are_refused() -> None:
     costly = _agent_body([_tool("Search the record. " * 2_000)])
     with pytest.raises(CostCeilingExceeded, match="tool definitions"):
         assemble(costly, policy=POLICY, model="claude-sonnet-4-5", cost_ceiling_usd=0.03)
-    # far over the ceiling before the tools are priced: the figure says it leaves them out (it was
-    # taken for the whole turn's, below the estimate the same body is accepted at)
+    # far over the ceiling: the refusal's figure is the whole turn's, the tools in it, as the
+    # same body is accepted at (it was the tiers' alone, below it; a review)
     playbook = {**costly, "system": "Playbook rule: cite the record. " * 1_000}
     accepted = assemble(playbook, policy=POLICY, model="claude-sonnet-4-5").report.cost_usd
     with pytest.raises(
-        CostCeilingExceeded, match=r"before the request's tool definitions and fields \(about [\d,]+ tokens\)"
+        CostCeilingExceeded, match=r"the request's tool definitions and fields are [\d,]+ of them"
     ) as refused:
         assemble(playbook, policy=POLICY, model="claude-sonnet-4-5", cost_ceiling_usd=0.001)
-    assert accepted is not None and refused.value.estimate_usd < accepted
+    assert accepted is not None and round(refused.value.estimate_usd or 0, 6) == accepted
 
 
 def test_a_claude_body_with_tools_is_held_to_the_limit_by_its_own_count() -> None:

@@ -28,6 +28,7 @@ from ._carried import (
     cache_seed,
     carried_fields,
     carried_raw_tokens,
+    carried_replies,
     carried_tools,
     message_seed,
     tools_digest,
@@ -192,6 +193,7 @@ def _setup(
         carried_raw_tokens=carried_raw_tokens(
             request, input_format, fmt, counter, spec.id if spec else model
         ),
+        carried_replies=carried_replies(request, input_format, fmt),
         cache_seed=cache_seed(request, input_format, fmt),
         message_seed=message_seed(request, input_format, fmt),
         tools_digest=tools_digest(request, input_format, fmt),

@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..cost import price_cached, replies_asked, reply_tokens_asked
+from ..cost import replies_asked, reply_tokens_asked
 from ..errors import BudgetExceeded, CostCeilingExceeded, InvalidRequestError, usd
 from ..formats import detect_format, get_format
 from ..formats.anthropic_rules import without_cache_marks
@@ -27,14 +27,15 @@ from ..formats.tool_prompt import with_tool_prompt
 from ..measure import measure_total
 from ..tokens.counter import TokenCounter
 from ._draft import Setup
-from ._pricing import Priced
-from ._report import AssemblyReport, CacheReport
+from ._pricing import Priced, carried_extra, carried_rate, whole_turn
+from ._report import AssemblyReport
 
 __all__ = [
     "MIN_THINKING_TOKENS",
     "cache_seed",
     "carried_fields",
     "carried_raw_tokens",
+    "carried_replies",
     "carried_tools",
     "message_seed",
     "positive",
@@ -77,11 +78,7 @@ def carried_fields(
     if reply is not None:
         asked = positive(request.get("max_tokens"))
         out = thinking_within(out, asked, reply, policy_cap=asked != reply)
-    replies = replies_asked(carried)  # OpenAI's n: each reply is billed
-    # The body's raw tokens and the fields' scaled once, as a count of the assembled body scales
-    # its total: two figures rounded up apart drifted from it by one either way.
-    extra = setup.counter.scale(priced.total_raw + setup.carried_raw_tokens) - report.tokens
-    return out, _with_extra(setup, report, (extra, replies), sorted(carried), ceiling)
+    return out, _with_extra(setup, priced, report, sorted(carried), ceiling)
 
 
 def _with_lost(
@@ -187,12 +184,13 @@ def carried_raw_tokens(
 
 
 def _with_extra(
-    setup: Setup, report: AssemblyReport, added: tuple[int, int], names: list[str], ceiling: float | None
+    setup: Setup, priced: Priced, report: AssemblyReport, names: list[str], ceiling: float | None
 ) -> AssemblyReport:
-    """The report with ``added`` (input tokens, replies) counted and priced: the extra input at
-    the rate of what precedes the first cached block, each reply at the expected output; its
-    cache figures, cost breakdown and INV-CTX-02 line with them; checked against the limits."""
-    extra, replies = added
+    """The report with the carried fields' tokens and replies counted and priced
+    (:func:`._pricing.whole_turn`: the extra input at the rate of what precedes the first cached
+    block, each reply at the expected output); its cache figures, cost breakdown and INV-CTX-02
+    line with them; checked against the limits."""
+    extra, replies = carried_extra(setup, priced), setup.carried_replies
     tokens = report.tokens + extra
     if tokens > setup.policy.prompt_tokens:
         raise BudgetExceeded(
@@ -201,14 +199,13 @@ def _with_extra(
             parts={"assembled tiers": report.tokens, "the request's tool definitions and fields": extra},
             hint="send fewer or shorter tool definitions, or raise the policy's envelope",
         )
-    rate = _rate_of_prefix(setup, report)
-    cache = _cache_with(report.cache, rate, extra)
-    turn = price_cached(setup.spec.prices, cache, report.expected_output_tokens * replies)
+    cache, turn = whole_turn(setup, priced, report.expected_output_tokens)
     cost = round(turn.total_usd, 6) if turn is not None and report.cost_usd is not None else report.cost_usd
     if ceiling is not None and cost is not None and cost > ceiling:
         raise CostCeilingExceeded(
             estimate_usd=cost, ceiling_usd=ceiling, detail=f"with the request's tool definitions, {usd(cost)}"
         )
+    rate = carried_rate(setup, priced)
     note = (
         f"carried from the request: {', '.join(names)} ({extra:,} tokens counted and priced as "
         f"{rate.replace('_', ' ')} input"
@@ -226,25 +223,11 @@ def _with_extra(
     )
 
 
-def _cache_with(cache: CacheReport, rate: str, tokens: int) -> CacheReport:
-    """The cache prediction with ``tokens`` more input billed at ``rate``."""
-    if rate == "uncached":
-        return dataclasses.replace(cache, uncached_tokens=cache.uncached_tokens + tokens)
-    if rate == "read":
-        return dataclasses.replace(cache, read_tokens=cache.read_tokens + tokens)
-    ttl = "write_1h_tokens" if rate == "write_1h" else "write_5m_tokens"
-    return dataclasses.replace(
-        cache, write_tokens=cache.write_tokens + tokens, **{ttl: getattr(cache, ttl) + tokens}
-    )
-
-
-def _rate_of_prefix(setup: Setup, report: AssemblyReport) -> str:
-    """How the provider bills what precedes the first cached block (the tool definitions): as
-    that block is billed, a read or a write at its TTL; uncached when nothing is cached."""
-    if setup.spec.cache.mode == "none" or not report.breakpoints:
-        return "uncached"
-    first = report.breakpoints[0]
-    return "read" if first.status == "read" else f"write_{first.ttl}"
+def carried_replies(request: Mapping[str, Any], input_format: str | None, fmt: str) -> int:
+    """The replies a chat body going out in its own format asks for (OpenAI's ``n``), each billed."""
+    if not _in_own_format(request, input_format, fmt):
+        return 1
+    return replies_asked(_own_fields(request, fmt))
 
 
 def thinking_within(

@@ -60,6 +60,8 @@ class Setup:
     # A chat body's own fields carried into its assembled body (tools): room the tiers leave them,
     # in raw tokens, added to the body's raw tokens before the one scaling a count makes.
     carried_raw_tokens: int = 0
+    # The replies a chat body asks for (OpenAI's n), each billed at the expected output.
+    carried_replies: int = 1
 
 
 @dataclass(frozen=True)

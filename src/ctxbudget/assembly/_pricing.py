@@ -16,6 +16,7 @@ from ..errors import CostCeilingExceeded, PriceUnknown, usd
 from ._draft import Draft, Setup, measure, render
 from ._envelope import fit_envelope
 from ._render import content_width, takes_mark
+from ._report import CacheReport
 
 __all__ = ["Priced", "within_ceiling"]
 
@@ -93,38 +94,86 @@ def within_ceiling(
             return priced, degraded
         if priced.cost is None:
             raise PriceUnknown(model_id=setup.model, ceiling_usd=ceiling)
-        if round(priced.cost.total_usd, 6) <= ceiling:  # the cost as reported (to the micro-dollar)
-            return priced, degraded + _degraded_to(setup, priced, list(halved))
+        # the whole turn's, the request's tool definitions and replies with it: the figure a
+        # refusal gives and the loop compares (a review: $0.1104 refused, $0.1134 accepted)
+        cache, turn = whole_turn(setup, priced, output_tokens)
+        whole = turn.total_usd if turn is not None else priced.cost.total_usd
+        if round(whole, 6) <= ceiling:  # the cost as reported (to the micro-dollar)
+            return priced, degraded + _degraded_to(setup, priced, whole, list(halved))
         compact = [t for t in setup.policy.tiers if t.eviction == "compact" and targets[t.index] > 0]
         if "compact" not in setup.policy.degrade or not compact:
-            # the request's tool definitions are priced after this (carried_fields): said, so the
-            # figure is not taken for the whole turn's (a review: $0.1104 refused, $0.1134 accepted)
-            carried = setup.carried_raw_tokens
+            replies = f" x {setup.carried_replies} replies" if setup.carried_replies > 1 else ""
+            tools = carried_extra(setup, priced) if setup.carried_raw_tokens else 0
             raise CostCeilingExceeded(
-                estimate_usd=priced.cost.total_usd,
+                estimate_usd=whole,
                 ceiling_usd=ceiling,
-                detail=f"{priced.prediction.uncached_tokens:,} uncached, {priced.prediction.write_tokens:,} written, "
-                f"{priced.prediction.read_tokens:,} read, {output_tokens:,} output tokens expected"
-                + (
-                    f"; before the request's tool definitions and fields (about {setup.counter.scale(carried):,} "
-                    "tokens), which cost more"
-                    if carried
-                    else ""
-                ),
+                detail=f"{cache.uncached_tokens:,} uncached, {cache.write_tokens:,} written, "
+                f"{cache.read_tokens:,} read, {output_tokens:,} output tokens expected{replies}"
+                + (f"; the request's tool definitions and fields are {tools:,} of them" if tools else ""),
             )
         tier = compact[0]
         targets[tier.index] //= 2
         halved[tier.name] = None
         degraded.append(
-            f"cost {usd(priced.cost.total_usd)} over {usd(ceiling)}: {tier.name}'s target halved to "
+            f"cost {usd(whole)} over {usd(ceiling)}: {tier.name}'s target halved to "
             f"{setup.counter.scale(targets[tier.index]):,} tokens"  # the targets are raw tokens
         )
 
 
-def _degraded_to(setup: Setup, priced: Priced, tiers: list[str]) -> list[str]:
+def cache_totals(prediction: CachePrediction) -> CacheReport:
+    """The prediction's totals of cache writes, reads and uncached tokens."""
+    return CacheReport(
+        write_tokens=prediction.write_tokens,
+        write_5m_tokens=prediction.write_5m_tokens,
+        write_1h_tokens=prediction.write_1h_tokens,
+        read_tokens=prediction.read_tokens,
+        uncached_tokens=prediction.uncached_tokens,
+    )
+
+
+def carried_rate(setup: Setup, priced: Priced) -> str:
+    """How the provider bills what precedes the first cached block (a chat body's tool
+    definitions): as that block is billed, a read or a write at its TTL; uncached when nothing
+    is cached."""
+    if setup.spec.cache.mode == "none" or not priced.breakpoints:
+        return "uncached"
+    read = priced.prediction.statuses[0] == "read"
+    return "read" if read else f"write_{priced.breakpoints[0].ttl}"
+
+
+def with_tokens_at(cache: CacheReport, rate: str, tokens: int) -> CacheReport:
+    """The cache figures with ``tokens`` more input billed at ``rate``."""
+    if rate == "uncached":
+        return dataclasses.replace(cache, uncached_tokens=cache.uncached_tokens + tokens)
+    if rate == "read":
+        return dataclasses.replace(cache, read_tokens=cache.read_tokens + tokens)
+    ttl = "write_1h_tokens" if rate == "write_1h" else "write_5m_tokens"
+    return dataclasses.replace(
+        cache, write_tokens=cache.write_tokens + tokens, **{ttl: getattr(cache, ttl) + tokens}
+    )
+
+
+def carried_extra(setup: Setup, priced: Priced) -> int:
+    """The tokens a chat body's carried fields add to the priced body: its raw tokens and theirs
+    scaled once, as a count of the assembled body scales its total (two figures rounded up
+    apart drifted from it by one either way)."""
+    return setup.counter.scale(priced.total_raw + setup.carried_raw_tokens) - priced.total_tokens
+
+
+def whole_turn(setup: Setup, priced: Priced, output_tokens: int) -> tuple[CacheReport, TurnCost | None]:
+    """The turn's cache figures and cost with the request's carried fields (tool definitions,
+    each of ``n`` replies): what the report states and the ceiling holds to."""
+    cache = cache_totals(priced.prediction)
+    if not setup.carried_raw_tokens and setup.carried_replies == 1:
+        return cache, priced.cost
+    cache = with_tokens_at(cache, carried_rate(setup, priced), carried_extra(setup, priced))
+    return cache, price_cached(setup.spec.prices, cache, output_tokens * setup.carried_replies)
+
+
+def _degraded_to(setup: Setup, priced: Priced, whole: float, tiers: list[str]) -> list[str]:
     """What the degraded ``tiers`` hold in the body priced under the ceiling (a target is a limit:
     a tier whose items could not be cut to it holds less, down to nothing)."""
     if not tiers or priced.cost is None:
         return []
     held = ", ".join(f"{name} {setup.counter.scale(priced.draft.raw_of(name)):,}" for name in tiers)
-    return [f"under the ceiling at {usd(priced.cost.total_usd)} with {held} tokens"]
+    return [f"under the ceiling at {usd(whole)} with {held} tokens"]

@@ -6,18 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..cache import CachePrediction
 from ..cost import price_unknown_note
 from ._draft import CURRENT, LEDGER, Draft, Setup
 from ._pinned import PinnedPrefix
 from ._previous import entries_after
-from ._pricing import Priced
+from ._pricing import Priced, cache_totals
 from ._report import (
     AssemblyReport,
     BlockReport,
     BreakpointReport,
     CacheEntryReport,
-    CacheReport,
     DecisionReport,
     TierReport,
 )
@@ -112,17 +110,6 @@ def _breakpoint_reports(priced: Priced) -> tuple[BreakpointReport, ...]:
     )
 
 
-def _cache_report(prediction: CachePrediction) -> CacheReport:
-    """The prediction's totals of cache writes, reads and uncached tokens."""
-    return CacheReport(
-        write_tokens=prediction.write_tokens,
-        write_5m_tokens=prediction.write_5m_tokens,
-        write_1h_tokens=prediction.write_1h_tokens,
-        read_tokens=prediction.read_tokens,
-        uncached_tokens=prediction.uncached_tokens,
-    )
-
-
 def _invariants(pinned: PinnedPrefix, total: int, prompt_tokens: int) -> dict[str, str]:
     """The statuses of INV-CTX-01 to 03 as the report states them."""
     return {
@@ -176,7 +163,7 @@ def build_report(
         ),
         current_turn_tokens=_block_tokens(setup, draft, CURRENT),
         breakpoints=_breakpoint_reports(priced),
-        cache=_cache_report(priced.prediction),
+        cache=cache_totals(priced.prediction),
         cache_entries=_cache_entries(priced, alive),
         expected_output_tokens=output_tokens,
         cost_usd=round(priced.cost.total_usd, 6) if priced.cost else None,
