@@ -169,6 +169,7 @@ def _setup(
     query, tags = _queries(parsed)
     check_question(parsed, fmt, request)
     current, decisions = bound_current(parsed.current, counter, policy.current_turn_ceiling_tokens, query)
+    seed = cache_seed(request, input_format, fmt)  # the tools hashed once, for both
     return Setup(
         policy=policy,
         spec=spec,
@@ -194,9 +195,9 @@ def _setup(
             request, input_format, fmt, counter, spec.id if spec else model
         ),
         carried_replies=carried_replies(request, input_format, fmt),
-        cache_seed=cache_seed(request, input_format, fmt),
+        cache_seed=seed,
         message_seed=message_seed(request, input_format, fmt),
-        tools_digest=tools_digest(request, input_format, fmt),
+        tools_digest=tools_digest(request, seed),
     )
 
 

@@ -125,15 +125,13 @@ def carried_tools(request: Mapping[str, Any], input_format: str | None, fmt: str
     return tools if isinstance(tools, list) and _in_own_format(request, input_format, fmt) else []
 
 
-def tools_digest(request: Mapping[str, Any], input_format: str | None, fmt: str) -> str:
-    """The digest of the tool definitions a chat body carries in its own format ("" when none):
-    what the provider caches ahead of the system prompt (the tool choice is not: changing it,
-    as agents do from turn to turn, leaves the tools' and the system prompt's cache whole)."""
+def tools_digest(request: Mapping[str, Any], seed: str) -> str:
+    """The digest of the tool definitions a chat body carries in its own format ("" when it
+    carries none), read off its :func:`cache_seed` (which hashes them): what the provider caches
+    ahead of the system prompt (the tool choice is not: changing it, as agents do from turn to
+    turn, leaves the tools' and the system prompt's cache whole)."""
     tools = request.get("tools")
-    if not isinstance(tools, list) or not tools or not _in_own_format(request, input_format, fmt):
-        return ""
-    text = json.dumps(without_cache_marks(tools), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return seed.rpartition(" ")[2] if seed and isinstance(tools, list) and tools else ""
 
 
 def cache_seed(request: Mapping[str, Any], input_format: str | None, fmt: str) -> str:
