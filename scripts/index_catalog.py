@@ -2,8 +2,8 @@
 
 `make catalog` runs it after scripts/gen_catalog.py; run it alone after changing models.json by
 hand (the test suite fails while the index does not describe the file). The index is data derived
-from models.json: its other keys, each model's id, provider, aliases and match rule, and the byte
-offset of the model's line (see ctxbudget.catalog.bundled).
+from models.json: its other keys, the models' ids and providers, the byte offset of each model's
+line, and the aliases and match rules as a JSON text of their own (see ctxbudget.catalog.bundled).
 
     python scripts/index_catalog.py
 """

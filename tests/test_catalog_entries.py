@@ -253,11 +253,13 @@ def test_an_index_of_another_file_is_not_used(tmp_path: Path) -> None:
     index = json.loads(index_path.read_text("utf-8"))
     for changed in (
         {"head": []},
-        {"models": 5},
-        {"models": [5, 5]},
-        {"models": [["m", "p", None, None], ["n", "p", ["ab"], None]]},
-        {"models": [["m", "p", None, None, "0"], ["n", "p", ["ab"], None, 0]]},
-        {"format": 2},
+        {"ids": 5},
+        {"ids": "m"},  # one id for two offsets
+        {"providers": ["p", "p"]},
+        {"offsets": [0]},
+        {"offsets": ["0", 5]},
+        {"rules": []},
+        {"format": 1},
     ):
         index_path.write_text(json.dumps({**index, **changed}), "utf-8")
         assert read_bundled(models_path, index_path) is None  # not an index of this file's shape
@@ -279,13 +281,48 @@ def test_a_file_replaced_after_it_was_read_does_not_change_what_is_read(tmp_path
 def test_an_index_whose_offsets_do_not_name_its_models_lines_is_an_error(tmp_path: Path) -> None:
     models_path, index_path = _written(tmp_path, [MODEL, {**MODEL, "id": "n"}])
     index = json.loads(index_path.read_text("utf-8"))
-    index["models"][0][4] = index["models"][1][4]  # model m's offset names n's line
+    index["offsets"][0] = index["offsets"][1]  # model m's offset names n's line
     index_path.write_text(json.dumps(index), "utf-8")
     document = read_bundled(models_path, index_path)
     assert document is not None
     assert document["models"][1]["id"] == "n"
     with pytest.raises(ConfigError, match="does not match its index at model 'm'"):
         document["models"][0]
+
+
+@pytest.mark.parametrize(
+    "rules",
+    [
+        "[",
+        "[[0, 5, null]]",
+        "[[2, null, null]]",
+        "[[0, [3], null]]",
+        "[[0, null, []]]",
+        "{}",
+        "[[-1, null, null]]",
+    ],
+)
+def test_an_index_whose_rules_cannot_be_read_is_an_error_when_they_are_first_needed(
+    tmp_path: Path, rules: str
+) -> None:
+    models_path, index_path = _written(tmp_path, [MODEL, {**MODEL, "id": "n", "aliases": ["ab"]}])
+    index = json.loads(index_path.read_text("utf-8"))
+    index_path.write_text(json.dumps({**index, "rules": rules}), "utf-8")
+    document = read_bundled(models_path, index_path)
+    assert document is not None  # read without its rules: an id the catalog lists needs none
+    catalog = build_catalog(document, "t")
+    assert catalog.resolve_window("n").context_window == 10
+    with pytest.raises(ConfigError, match="aliases and match rules it cannot read"):
+        catalog.resolve_window("ab")
+
+
+def test_an_index_reads_no_alias_or_rule_for_an_id_the_catalog_lists() -> None:
+    document = bundled_document()
+    catalog = build_catalog(document, "bundled")
+    assert catalog.resolve_window("gpt-4o").rule == "exact"
+    assert document["models"].heads._rules is None  # the rules' text was never parsed
+    assert catalog.resolve_window("gpt-4o-2024-08-06").rule == "alias"
+    assert document["models"].heads._rules is not None
 
 
 def test_a_document_not_in_the_generated_layout_has_no_index() -> None:

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from ..errors import ConfigError, UnknownModelError
 from ..tokens.counter import TokenCounter
 from ..tokens.registry import get_encoding
-from .entries import ModelEntries, SpecsById
+from .entries import Deferred, ModelEntries, SpecsById
 from .matching import compile_clause
 from .resolve import ID_BLANKS, Found, Index, Matcher, find, id_problem, plain_lookalike
 from .values import FALLBACK_TOKENIZER, Family, ModelSpec, TokenizerSpec, WindowResolution, family_tokenizer
@@ -91,7 +91,7 @@ class Catalog:
     def _index(self) -> Index:
         return Index(
             by_id=SpecsById(self.models),
-            aliases={k.lower(): v for k, v in self.aliases.items()},
+            aliases=Deferred(lambda: {k.lower(): v for k, v in self.aliases.items()}),
             matchers=lambda: self._compiled,  # compiled at the first id that needs a match rule
             scopes={k.lower(): v for k, v in self.scopes.items()},
             owner=self._owner,

@@ -10,13 +10,51 @@ without building anything.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import overload
+from typing import TypeVar, overload
 
 from .values import ModelSpec
 
-__all__ = ["ModelEntries", "SpecsById"]
+__all__ = ["Deferred", "ModelEntries", "SpecsById"]
 
 Key = tuple[str, str]  # (provider, id) as the entry spells them
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class Deferred(Mapping[K, V]):
+    """A mapping made by ``make`` when it is first read: a catalog's aliases and match rules,
+    which resolving an id the catalog lists never reads (the bundled catalog's 633 alias lists
+    and 251 rules were most of what its index held)."""
+
+    def __init__(self, make: Callable[[], Mapping[K, V]]) -> None:
+        self._make = make
+        self._made: Mapping[K, V] | None = None
+
+    def _mapping(self) -> Mapping[K, V]:
+        made = self._made
+        if made is None:  # two threads may both make it: equal values
+            made = self._made = self._make()
+        return made
+
+    def __getitem__(self, key: K) -> V:
+        return self._mapping()[key]
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(self._mapping())
+
+    def __len__(self) -> int:
+        return len(self._mapping())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._mapping()
+
+    def __eq__(self, other: object) -> bool:
+        return dict(self._mapping()) == (dict(other) if isinstance(other, Mapping) else other)
+
+    __hash__ = None  # type: ignore[assignment]  # a mapping: unhashable, as dict is
+
+    def __repr__(self) -> str:
+        return repr(dict(self._mapping()))
 
 
 class ModelEntries(Sequence[ModelSpec]):

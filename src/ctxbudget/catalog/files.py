@@ -11,9 +11,9 @@ from typing import Any
 from ..errors import ConfigError, unreadable_file
 from ..formats.jsonvalue import RepeatedKey, unique_keys
 from ..tokens.registry import list_encodings
-from .bundled import entry_heads
+from .bundled import entry_heads, entry_keys
 from .catalog import Catalog
-from .entries import ModelEntries
+from .entries import Deferred, ModelEntries
 from .matching import ANY_IDS, compile_clause
 from .values import (
     FALLBACK_TOKENIZER,
@@ -127,23 +127,26 @@ class _Builder:
 
     def build(self) -> Catalog:
         entries = self.raw.get("models") or []
-        heads = entry_heads(entries)
-        models = ModelEntries(((h.provider, h.id) for h in heads), lambda i: self.model(entries[i], i))
+        models = ModelEntries(entry_keys(entries), lambda i: self.model(entries[i], i))
+        return Catalog(
+            models=models,
+            aliases=Deferred(lambda: self._aliases(entries)),
+            families=self.families,
+            scopes=dict(self.raw.get("scopes") or {}),
+            matches=Deferred(lambda: {(h.provider, h.id): h.match for h in entry_heads(entries) if h.match}),
+            owners=tuple((p["id"], p["model_match"]) for p in self.raw.get("providers") or []),
+            default_tokenizer=self.default,
+        )
+
+    def _aliases(self, entries: Sequence[Mapping[str, Any]]) -> dict[str, tuple[tuple[str, str | None], ...]]:
+        """The entries' own aliases, then the document's table (an alias there names one target)."""
         aliases: dict[str, list[tuple[str, str | None]]] = {}
-        for head in heads:
+        for head in entry_heads(entries):
             for alias in head.aliases or ():
                 aliases.setdefault(alias, []).append((head.id, head.provider))
         for given in self.raw.get("aliases") or []:
             aliases[given["alias"]] = [(given["target"], None)]
-        return Catalog(
-            models=models,
-            aliases={k: tuple(v) for k, v in aliases.items()},
-            families=self.families,
-            scopes=dict(self.raw.get("scopes") or {}),
-            matches={(h.provider, h.id): h.match for h in heads if h.match},
-            owners=tuple((p["id"], p["model_match"]) for p in self.raw.get("providers") or []),
-            default_tokenizer=self.default,
-        )
+        return {k: tuple(v) for k, v in aliases.items()}
 
 
 # How an id names a model it is (not one it only resembles: a match rule, a family).
