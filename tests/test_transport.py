@@ -104,6 +104,48 @@ def test_other_requests_pass_through_untouched() -> None:
     assert counted.input_tokens > 1000
 
 
+def test_the_transports_own_headers_are_not_sent_on_with_what_passes_through() -> None:
+    """A client's default X-Ctxbudget-* headers went on to every request passed through (models,
+    embeddings, files, an Azure deployment's chat), where the gateway drops them: never sent on."""
+    fake = FakeUpstream()
+    own = {"X-Ctxbudget-Session": "mine", "X-Ctxbudget-Max-Context-Tokens": "1000", "X-Other": "kept"}
+    with Served(fake.app) as upstream:
+        client = openai.OpenAI(
+            base_url=upstream.url + "/v1",
+            api_key="k",
+            max_retries=0,
+            default_headers=own,
+            http_client=httpx2.Client(transport=_transport()),
+        )
+        client.models.list()
+        client.embeddings.create(model="text-embedding-3-small", input="hi")
+        azure = openai.AzureOpenAI(
+            azure_endpoint=upstream.url,
+            api_key="k",
+            api_version="2024-10-21",
+            azure_deployment="dep",
+            max_retries=0,
+            default_headers=own,
+            http_client=httpx2.Client(transport=_transport()),
+        )
+        azure.chat.completions.create(model="gpt-4o", messages=ASK[-1:])  # type: ignore[arg-type]
+
+        async def embed() -> None:
+            transport = ctxbudget.AsyncFittingTransport()
+            async with openai.AsyncOpenAI(
+                base_url=upstream.url + "/v1",
+                api_key="k",
+                default_headers=own,
+                http_client=httpx2.AsyncClient(transport=transport),
+            ) as client:
+                await client.embeddings.create(model="text-embedding-3-small", input="hi")
+
+        asyncio.run(embed())
+    assert len(fake.headers) == 4
+    for headers in fake.headers:
+        assert headers["x-other"] == "kept" and not any(k.startswith("x-ctxbudget") for k in headers)
+
+
 def test_the_inner_transport_is_built_once_and_its_connections_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     # A new inner transport (its pool, its SSL context) was built for every request and dropped.
     built: list[object] = []

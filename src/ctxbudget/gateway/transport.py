@@ -199,7 +199,7 @@ class FittingTransport(_Fitting, httpx.BaseTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         provider = self._decider.provider(request)
         if provider is None:
-            return self._inner(request).handle_request(request)  # type: ignore[no-any-return]
+            return self._inner(request).handle_request(_unmarked(request))  # type: ignore[no-any-return]
         decided = self._decider.decide(provider, request, request.read())
         if not isinstance(decided, tuple):
             return decided
@@ -222,7 +222,7 @@ class AsyncFittingTransport(_Fitting, httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         provider = self._decider.provider(request)
         if provider is None:
-            return await self._inner(request).handle_async_request(request)  # type: ignore[no-any-return]
+            return await self._inner(request).handle_async_request(_unmarked(request))  # type: ignore[no-any-return]
         data = await request.aread()
         if len(data) <= INLINE_BYTES:
             decided = self._decider.decide(provider, request, data)
@@ -246,8 +246,24 @@ def _module(request: httpx.Request) -> ModuleType:
 
 def _dropped(header: str) -> bool:
     """Headers not forwarded: ctxbudget's own, and the length of the body that was replaced."""
-    name = header.lower()
-    return name.startswith(HEADER_PREFIX) or name in ("content-length", "transfer-encoding")
+    return _own(header) or header.lower() in ("content-length", "transfer-encoding")
+
+
+def _unmarked(request: httpx.Request) -> httpx.Request:
+    """A request passed through, less ctxbudget's own headers (never sent on, as the gateway's
+    pass-through drops them: a client's ``default_headers`` carried them to every models, files or
+    Azure deployment request); the rest as it came, its body unread."""
+    if not any(_own(k) for k in request.headers):
+        return request
+    kept = [(k, v) for k, v in request.headers.multi_items() if not _own(k)]
+    passed: httpx.Request = _module(request).Request(
+        request.method, request.url, headers=kept, stream=request.stream, extensions=request.extensions
+    )
+    return passed
+
+
+def _own(header: str) -> bool:
+    return header.lower().startswith(HEADER_PREFIX)
 
 
 def _refused(provider: Provider, refusal: Refusal, request: httpx.Request) -> httpx.Response:
