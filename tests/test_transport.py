@@ -5,6 +5,7 @@ nothing sent, other requests passed through."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +164,35 @@ def test_the_inner_transport_is_built_once_and_its_connections_kept(monkeypatch:
             client.messages.count_tokens(model="claude-sonnet-4-6", messages=ASK[-1:])  # type: ignore[arg-type]
             client.messages.create(model="claude-sonnet-4-6", max_tokens=10, messages=ASK[-1:])  # type: ignore[arg-type]
     assert len(built) == 1
+
+
+def test_threads_sending_their_first_requests_at_once_share_one_inner_transport(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """16 threads of one client, each with its first request: 16 inner transports were built, 15
+    of them (their pools, their connections) never closed."""
+    built: list[object] = []
+
+    class Counted(httpx2.HTTPTransport):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            built.append(self)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(httpx2, "HTTPTransport", Counted)
+    fake = FakeUpstream()
+    start = threading.Barrier(16)
+    with Served(fake.app) as upstream, httpx2.Client(transport=_transport()) as client:
+
+        def first() -> None:
+            start.wait()
+            client.get(upstream.url + "/v1/models")
+
+        threads = [threading.Thread(target=first) for _ in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert len(fake.paths) == 16 and len(built) == 1
 
 
 def test_an_async_openai_client_streams_through_the_async_transport() -> None:

@@ -163,6 +163,7 @@ class _Fitting:
             )
         self._given = transport
         self._inners: dict[str, Any] = {}  # the default transport of each HTTP library seen
+        self._building = threading.Lock()
 
     @property
     def last_report(self) -> Mapping[str, Any] | None:
@@ -182,7 +183,10 @@ class _Fitting:
             return self._given
         inner = self._inners.get(module.__name__)
         if inner is None:  # built once a library (``setdefault`` built one every request, never closed)
-            inner = self._inners[module.__name__] = getattr(module, self._default)()
+            with self._building:  # threads sending their first requests at once built one each
+                inner = self._inners.get(module.__name__)
+                if inner is None:
+                    inner = self._inners[module.__name__] = getattr(module, self._default)()
         return inner
 
     def _sent_through(self) -> list[Any]:
