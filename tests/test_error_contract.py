@@ -247,6 +247,15 @@ _CHAT = [{"role": "user", "content": "When?"}]
             },
             r"\$\.messages\[1\]\.content\[0\]\.id",
         ),
+        # a result that names no call: a fit kept it apart from its call and sent it orphaned
+        (
+            {"messages": [*_CHAT, {"role": "tool", "content": "x"}]},
+            r"\$\.messages\[1\]: a tool message needs its `tool_call_id`",
+        ),
+        (
+            {"messages": [*_CHAT, {"role": "function", "content": "x"}]},
+            r"\$\.messages\[1\]: a function message needs its `name`",
+        ),
         ({"model": "claude-sonnet-4-5", "messages": _CHAT, "tools": [{}]}, r"\$\.tools\[0\]\.name"),
         (
             {"model": "claude-sonnet-4-5", "messages": _CHAT, "tools": [{"name": 5, "input_schema": {}}]},

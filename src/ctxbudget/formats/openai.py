@@ -46,7 +46,8 @@ IMAGE_LOW_DETAIL = 85
 # Cookbook function-definition recipe constants (o200k models; cl100k models use 10 for FUNC_INIT:
 # the rendering's `functions` carry the difference, see items.FUNCTION_INIT_EXTRA).
 FUNC_INIT, PROP_INIT, PROP_KEY, ENUM_INIT, ENUM_ITEM, FUNC_END = 7, 3, 3, -3, 3, 12
-_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+# A tool or function message names the call it answers (a field the shortcut does not vouch for).
+_ROLES = frozenset({"system", "developer", "user", "assistant"})
 _PLAIN_KEYS = frozenset({"role", "content", "name"})
 _TYPED_FIELDS = ("tools", "functions", "prediction")  # the body's fields its model reads
 

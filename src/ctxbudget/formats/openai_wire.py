@@ -65,6 +65,16 @@ class _Message(OpenModel):
     tool_calls: list[_ToolCall] | None = None
     tool_call_id: str | None = None
 
+    @model_validator(mode="after")
+    def _names_what_it_answers(self) -> _Message:
+        # the API refuses either without it, and a fit cannot pair it with its call: kept apart
+        # from it, it was sent after a placeholder, its call left unanswered
+        if self.role == "tool" and self.tool_call_id is None:
+            raise ValueError("a tool message needs its `tool_call_id` (the id of the call it answers)")
+        if self.role == "function" and self.name is None:
+            raise ValueError("a function message needs its `name` (the function whose call it answers)")
+        return self
+
 
 class _Property(OpenModel):
     type: str | list[str] | None = None
