@@ -256,6 +256,23 @@ _CHAT = [{"role": "user", "content": "When?"}]
             {"messages": [*_CHAT, {"role": "function", "content": "x"}]},
             r"\$\.messages\[1\]: a function message needs its `name`",
         ),
+        (
+            {
+                "model": "claude-sonnet-4-5",
+                "messages": [
+                    *_CHAT,
+                    {"role": "assistant", "content": [{"type": "tool_use", "name": "f", "input": {}}]},
+                ],
+            },
+            r"\$\.messages\[1\]\.content\[0\]: a tool_use block needs its `id`",
+        ),
+        (
+            {
+                "model": "claude-sonnet-4-5",
+                "messages": [{"role": "user", "content": [{"type": "tool_result", "content": "x"}]}],
+            },
+            r"\$\.messages\[0\]\.content\[0\]: a tool_result block needs its `tool_use_id`",
+        ),
         ({"model": "claude-sonnet-4-5", "messages": _CHAT, "tools": [{}]}, r"\$\.tools\[0\]\.name"),
         (
             {"model": "claude-sonnet-4-5", "messages": _CHAT, "tools": [{"name": 5, "input_schema": {}}]},

@@ -102,6 +102,13 @@ class _Block(OpenModel):
             raise ValueError("a text document needs a string `source.data`")
         if self.type == "tool_result" and isinstance(self.content, dict):
             raise ValueError("a tool_result's content is a string or a list of blocks")
+        # the API refuses either without its id, and a fit pairs a call and its result by it
+        if self.type == "tool_use" and self.id is None:
+            raise ValueError("a tool_use block needs its `id` (which its tool_result names)")
+        if self.type == "tool_result" and self.tool_use_id is None:
+            raise ValueError(
+                "a tool_result block needs its `tool_use_id` (the id of the tool_use it answers)"
+            )
         return self
 
 
