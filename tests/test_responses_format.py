@@ -325,6 +325,10 @@ def test_a_budget_that_drops_a_stored_calls_output_is_an_error() -> None:
     }
     with pytest.raises(ConfigError, match="drops the output of call_a"):
         fit(body, model="gpt-4o", max_context_tokens=1500, budget={"history": 0})
+    # asked for emptying: sent on as asked, but not without a word (it was silent)
+    emptied = fit(body, model="gpt-4o", max_context_tokens=1500, budget={"history": 0}, on_overflow="empty")
+    assert all(i.get("call_id") != "call_a" for i in emptied.request["input"])
+    assert any("drops the output of call_a" in w for w in emptied.report.warnings)
 
 
 def test_a_reasoning_item_goes_with_every_call_of_its_response() -> None:

@@ -222,30 +222,34 @@ def _fit_in(ctx: FitContext, request: Mapping[str, Any], setup: FitSetup) -> Fit
     else:
         fitted = trim_to_window(ctx, request)
         _something_left(fitted.request, setup.options)
-        _stored_calls_answered(request, fitted.request, setup.options)
+        _stored_calls_answered(request, fitted.request, setup.options, ctx.warnings)
     return FitResult(_marked(fitted.request, ctx, setup), build_report(ctx, fitted))
 
 
 def _stored_calls_answered(
-    request: Mapping[str, Any], fitted: Mapping[str, Any], options: FitOptions
+    request: Mapping[str, Any], fitted: Mapping[str, Any], options: FitOptions, warnings: list[str]
 ) -> None:
     """A Responses body that continues a stored response keeps every output answering that
     response's calls (:func:`~ctxbudget.formats.responses_items.stored_answers`; the API refuses a
-    stored call left unanswered): a budget that dropped one is an error naming it, unless the
-    caller asked for emptying."""
+    stored call left unanswered): a budget that dropped one is an error naming it, or, when the
+    caller asked for emptying, a warning naming it (the body was sent on without a word)."""
     given, sent = request.get("input"), fitted.get("input")
-    if options.on_overflow == "empty" or not continues_stored(request):
-        return
-    if not isinstance(given, list) or not isinstance(sent, list):
+    if not continues_stored(request) or not isinstance(given, list) or not isinstance(sent, list):
         return
     kept = {answer_key(i) for i in sent if isinstance(i, dict)}
     missing = [key for key in stored_answers([i for i in given if isinstance(i, dict)]) if key not in kept]
-    if missing:
-        raise ConfigError(
-            f"the budget drops the output of {', '.join(k[1] for k in missing)}, which answers a call of "
-            "the stored response (previous_response_id, conversation): give history a share that holds it, "
-            "or a larger window"
+    if not missing:
+        return
+    dropped = (
+        f"the budget drops the output of {', '.join(k[1] for k in missing)}, which answers a call of "
+        "the stored response (previous_response_id, conversation)"
+    )
+    if options.on_overflow == "empty":
+        warnings.append(
+            f'{dropped}: the API refuses the body while that call is unanswered (on_overflow="empty")'
         )
+        return
+    raise ConfigError(f"{dropped}: give history a share that holds it, or a larger window")
 
 
 def _something_left(fitted: Mapping[str, Any], options: FitOptions) -> None:
