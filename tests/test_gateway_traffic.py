@@ -1907,3 +1907,53 @@ def test_a_tool_call_cut_mid_emoji_is_stored_as_the_answer_text_is(tmp_path: Pat
     assert [(c.name, json.loads(c.arguments)) for c in turn.tool_calls] == [
         ("search\ufffd", {"q": "cut \ufffd"})
     ]
+
+
+class _CutBody(httpx.AsyncByteStream):
+    """An upstream body that gives its first bytes and then fails as ``fault`` says (a read that
+    timed out, a connection dropped)."""
+
+    def __init__(self, fault: Exception, head: bytes) -> None:
+        self.fault, self.head = fault, head
+
+    async def __aiter__(self) -> Any:
+        yield self.head
+        raise self.fault
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "fault", "told", "code"),
+    [
+        (429, "application/json", httpx.ReadTimeout("stalled"), 504, "upstream_timeout"),
+        (503, "application/json", httpx.RemoteProtocolError("peer closed"), 502, "upstream_disconnected"),
+        (200, "text/plain", httpx.ReadTimeout("stalled"), 504, "upstream_timeout"),  # a stream's first line
+        (200, "text/plain", httpx.RemoteProtocolError("peer closed"), 502, "upstream_disconnected"),
+    ],
+)
+def test_an_upstream_answer_that_stalls_or_is_cut_off_before_it_is_read_is_a_504_or_502(
+    tmp_path: Path, status: int, kind: str, fault: Exception, told: int, code: str
+) -> None:
+    """An error answer (429, 503) whose body stalled past --timeout or was cut off, or a stream
+    labelled text/plain that did so before its first line, was an internal error: 502 "ctxbudget:
+    ReadTimeout while answer", logged with a traceback, counted in ctxbudget_internal_errors_total,
+    the upstream's retry-after lost. It is the upstream's fault, as for any other answer: a 504 or
+    502 with the upstream's retry headers, counted as an upstream error."""
+    headers = {"content-type": kind, "retry-after": "3", "request-id": "req_1"}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, headers=headers, stream=_CutBody(fault, b'{"type": "err'))
+
+    app, store = _answers_with(answer, tmp_path)
+    with Served(app) as served:
+        client = _anthropic(served.url)
+        with pytest.raises(anthropic.APIStatusError) as raised:
+            client.messages.create(
+                model="claude-sonnet-4-5", max_tokens=50, messages=_ask(), stream=kind == "text/plain"
+            )
+        metrics = httpx.get(served.url + "/metrics").text
+    app.state.gateway.close()
+    answered = raised.value.response
+    assert answered.status_code == told and answered.json()["error"]["code"] == code
+    assert answered.headers["retry-after"] == "3" and answered.headers["request-id"] == "req_1"
+    assert "ctxbudget_internal_errors_total{" not in metrics
+    assert SQLiteStore(store).names() == []

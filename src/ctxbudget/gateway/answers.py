@@ -53,10 +53,7 @@ async def upstream_failure(provider: Provider, gateway: Gateway, response: httpx
     its rate-limit and retry headers, and its body when that is JSON (else the provider's shape).
     A redirect is a 502 naming it: it is not followed (a request is not sent twice), and an SDK
     given a 3xx without its ``Location`` could do nothing with it."""
-    try:
-        body = await response.aread()
-    finally:
-        await response.aclose()
+    body = await gateway.read_answer(response)  # a body that stalls or is cut off: a 504 or 502
     status = response.status_code
     if status < 400:
         gateway.note_upstream_error("redirect")

@@ -117,7 +117,10 @@ async def _streamed(
     first (:func:`~.answers.not_events`): a portal's page with status 200 is a 502."""
     opened = None
     if kind and "event-stream" not in kind:
-        opened = await opening(upstream)
+        try:
+            opened = await opening(upstream)
+        except httpx.HTTPError as exc:  # it stalled or dropped before its first line: a 504 or 502
+            raise gateway.unread(upstream, exc) from exc
         if fault := not_events(gateway, upstream, kind, opened[0]):
             await upstream.aclose()
             raise fault

@@ -205,6 +205,10 @@ class Gateway:
         """The upstream's whole answer (a fault while reading is a counted refusal)."""
         return await self.upstream.read(response)
 
+    def unread(self, response: httpx.Response, exc: httpx.HTTPError) -> Refusal:
+        """A failure while reading the upstream's answer: a counted refusal (504, 502)."""
+        return self.upstream.unread(response, exc)
+
     def upstream_fault(
         self, response: httpx.Response, status: int, kind: str, message: str, code: str
     ) -> Refusal:

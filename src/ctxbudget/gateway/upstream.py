@@ -192,14 +192,19 @@ class Upstream:
         (502) while reading is a :class:`Refusal` with the upstream's own headers, counted."""
         try:
             return await response.aread()
-        except httpx.TimeoutException as exc:
-            message = f"upstream timed out: {type(exc).__name__}"
-            raise self.fault(response, 504, "timeout", message, "upstream_timeout") from exc
         except httpx.HTTPError as exc:
-            message = f"upstream dropped the connection: {type(exc).__name__}"
-            raise self.fault(response, 502, "disconnected", message, "upstream_disconnected") from exc
+            raise self.unread(response, exc) from exc
         finally:
             await response.aclose()
+
+    def unread(self, response: httpx.Response, exc: httpx.HTTPError) -> Refusal:
+        """A failure while reading ``response``'s body: a timeout (504) or a dropped connection
+        (502), counted, with the upstream's own headers."""
+        if isinstance(exc, httpx.TimeoutException):
+            message = f"upstream timed out: {type(exc).__name__}"
+            return self.fault(response, 504, "timeout", message, "upstream_timeout")
+        message = f"upstream dropped the connection: {type(exc).__name__}"
+        return self.fault(response, 502, "disconnected", message, "upstream_disconnected")
 
     def fault(self, response: httpx.Response, status: int, kind: str, message: str, code: str) -> Refusal:
         """An upstream fault after it answered: counted, and told with the upstream's own headers."""
