@@ -219,6 +219,14 @@ class FakeUpstream:
         if path.startswith("/v1/responses/"):
             usage = {"input_tokens": 1, "output_tokens": 4, "total_tokens": 5}
             return JSONResponse(self._response({"model": "gpt-4o"}, "done in the background", usage))
+        if path == "/v1/slow":  # an answer that takes long: given once its caller left (or after 20 s)
+            left = False
+            for _ in range(200):
+                if left := await request.is_disconnected():
+                    break
+                await asyncio.sleep(0.1)
+            self.slow_ends.append(left)
+            return JSONResponse({"slow": True})
         if path == "/v1/gzip":
             packed = gzip.compress(b'{"packed": true}')
             return Response(packed, media_type="application/json", headers={"content-encoding": "gzip"})

@@ -1957,3 +1957,34 @@ def test_an_upstream_answer_that_stalls_or_is_cut_off_before_it_is_read_is_a_504
     assert answered.headers["retry-after"] == "3" and answered.headers["request-id"] == "req_1"
     assert "ctxbudget_internal_errors_total{" not in metrics
     assert SQLiteStore(store).names() == []
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_a_passed_through_call_is_given_up_when_its_client_leaves(tmp_path: Path, method: str) -> None:
+    """A client that left a pass-through (an SDK's timeout on an embedding, an image, a file) left
+    the upstream call running until it answered: billed, then dropped, while the SDK's retry
+    started a second one. It is closed with its client, as a fitted route's is."""
+    import socket
+    from urllib.parse import urlsplit
+
+    content = b'{"input": "x"}' if method == "POST" else b""
+    with gateway_over_fake(tmp_path / "p.db", pass_through=True, timeout_seconds=60) as (fake, url):
+        where = urlsplit(url)
+        client = socket.create_connection((where.hostname, where.port))
+        client.sendall(
+            f"{method} /v1/slow HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n".encode()
+            + (f"Content-Length: {len(content)}\r\n".encode() if content else b"")
+            + b"\r\n"
+            + content
+        )
+        deadline = time.monotonic() + 30
+        while "/v1/slow" not in fake.paths:
+            assert time.monotonic() < deadline, "the request never reached the upstream"
+            time.sleep(0.05)
+        client.close()  # before the upstream answers
+        while not fake.slow_ends:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        metrics = httpx.get(url + "/metrics").text
+    assert fake.slow_ends == [True]  # the gateway closed the upstream call with its client
+    assert 'outcome="client_disconnected",route="/v1/* passed through"' in metrics

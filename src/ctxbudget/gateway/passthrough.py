@@ -18,8 +18,9 @@ client too (its connection is dropped), never ended as if whole.
 
 from __future__ import annotations
 
+import asyncio
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from urllib.parse import unquote
 
 import httpx
@@ -43,6 +44,9 @@ HOP_BY_HOP = frozenset(
     name.encode("ascii") for name in DROPPED_HEADERS - {"content-length", "accept-encoding"}
 ) | {b"proxy-connection"}
 _SET_BY_SERVER = frozenset([b"date", b"server"])
+# The route's watch for a client that leaves while the upstream call is awaited (given the call,
+# and an event set once the request's body was read whole).
+Guard = Callable[[Awaitable[httpx.Response], asyncio.Event], Awaitable[httpx.Response]]
 
 
 def passed_to(request: Request) -> Provider:
@@ -50,9 +54,13 @@ def passed_to(request: Request) -> Provider:
     return ANTHROPIC if "anthropic-version" in request.headers else OPENAI
 
 
-async def pass_through(gateway: Gateway, request: Request) -> StreamingResponse:
+async def pass_through(gateway: Gateway, request: Request, unless_gone: Guard) -> StreamingResponse:
     """Send ``request`` to its upstream as it came and stream the answer back; a dot segment is a
-    400, a timeout or an unreachable upstream a 504 or 502 (:class:`~.refusals.Refusal`, counted)."""
+    400, a timeout or an unreachable upstream a 504 or 502 (:class:`~.refusals.Refusal`, counted).
+    The upstream call is awaited through ``unless_gone`` (the route's), which gives it up once the
+    client leaves after sending its body: a client whose SDK timed out left the call running
+    upstream until it answered (an embedding or an image billed, then dropped), and its retry
+    started a second one."""
     check_header_count(request.headers.raw)
     path = request.scope.get("raw_path") or request.url.path.encode("utf-8")
     if any(segment in (".", "..") for segment in unquote(path.decode("latin-1")).split("/")):
@@ -73,8 +81,13 @@ async def pass_through(gateway: Gateway, request: Request) -> StreamingResponse:
     url = gateway.upstream_at(passed_to(request), path.decode("latin-1"), query)
     headers = _forwarded(request.headers.raw)
     length = request.headers.get("content-length")
-    body = _body(request) if length is not None or "transfer-encoding" in request.headers else b""
-    upstream = await gateway.forward(request.method, url, headers, body)
+    sent = asyncio.Event()
+    if length is not None or "transfer-encoding" in request.headers:
+        body: bytes | AsyncIterator[bytes] = _body(request, sent)
+    else:
+        body = b""
+        sent.set()
+    upstream = await unless_gone(gateway.forward(request.method, url, headers, body), sent)
     response = StreamingResponse(
         _raw(gateway, upstream), status_code=upstream.status_code, background=BackgroundTask(upstream.aclose)
     )
@@ -121,12 +134,14 @@ def _forwarded(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     return out
 
 
-async def _body(request: Request) -> AsyncIterator[bytes]:
-    """The body as it comes, sent on chunk by chunk; one that stalls is refused (408) as a fitted
-    route's is, not waited on for ever with the upstream's connection held."""
+async def _body(request: Request, sent: asyncio.Event) -> AsyncIterator[bytes]:
+    """The body as it comes, sent on chunk by chunk (``sent`` set once it was read whole); one that
+    stalls is refused (408) as a fitted route's is, not waited on for ever with the upstream's
+    connection held."""
     async for chunk in timely(request.stream()):
         if chunk:
             yield chunk
+    sent.set()
 
 
 async def _raw(gateway: Gateway, upstream: httpx.Response) -> AsyncIterator[bytes]:

@@ -155,13 +155,14 @@ async def _unless_usage_refused(
     return await _unless_gone(request, sending), ready
 
 
-async def _unless_gone(request: Request, sending: Awaitable[T]) -> T:
+async def _unless_gone(request: Request, sending: Awaitable[T], sent: asyncio.Event | None = None) -> T:
     """What ``sending`` gives (the upstream's answer, or its body), or :class:`ClientGone` once the
     client disconnects first: the call is cancelled (its connection closed). A client whose SDK timed out left a
     non-streamed call running upstream until it answered (billed, then dropped), and its retry
     started a second one. The request's body was read whole: the next message the server gives is
     its disconnect, awaited by a watcher that cancels this task (one task a request: 20 us, where
-    racing the call in a task of its own took 55)."""
+    racing the call in a task of its own took 55). ``sent``: the body is still being sent (a
+    pass-through streams it) until it is set, and only then is the disconnect watched for."""
     task = asyncio.current_task()
     assert task is not None
     state = {"done": False, "gone": False}
@@ -172,7 +173,7 @@ async def _unless_gone(request: Request, sending: Awaitable[T]) -> T:
         state["gone"] = True
         task.cancel()
 
-    watch = asyncio.ensure_future(_disconnected(request))
+    watch = asyncio.ensure_future(_disconnected(request, sent))
     watch.add_done_callback(leave)
     try:
         return await sending
@@ -186,8 +187,10 @@ async def _unless_gone(request: Request, sending: Awaitable[T]) -> T:
         watch.cancel()
 
 
-async def _disconnected(request: Request) -> None:
-    """Returns when the client disconnects."""
+async def _disconnected(request: Request, sent: asyncio.Event | None = None) -> None:
+    """Returns when the client disconnects (watched once ``sent`` is set: the body read whole)."""
+    if sent is not None:
+        await sent.wait()
     while (await request.receive())["type"] != "http.disconnect":
         pass
 
@@ -344,11 +347,11 @@ async def _passed_through(gateway: Gateway, request: Request) -> tuple[Response,
     """A pass-through and its outcome; every failure in the upstream API's shape, never a bare 500."""
     provider = passed_to(request)
     try:
-        response: Response = await pass_through(gateway, request)
+        response: Response = await pass_through(gateway, request, functools.partial(_unless_gone, request))
         return response, "ok" if response.status_code < 400 else "upstream_error"
     except Refusal as refusal:
         return refused(provider, refusal), refusal.code
-    except ClientDisconnect:  # nobody to answer
+    except (ClientDisconnect, ClientGone):  # nobody to answer (the upstream call was given up with it)
         return Response(status_code=499), "client_disconnected"
     except Exception as exc:
         progress = Progress(gateway.next_request_id(), time.perf_counter())
