@@ -553,6 +553,11 @@ def test_invalid_catalog_names_the_field(tmp_path: Path) -> None:
             b'"tokenizer": {"encoding": "o200k_base", "exact": "false"}}]}',
             r"\$\.models\[0\]\.tokenizer\.exact: Input should be a valid boolean",
         ),
+        (  # not the POSIX class it looks like: Python warned (FutureWarning) on stderr, then matched a set
+            b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5, '
+            b'"match": {"regex": "^house[[:digit:]]+"}}]}',
+            r"\$\.models\[0\]\.match: match regex .* is ambiguous to Python \(Possible nested set",
+        ),
         (  # found in every id: any typo, and every id without an entry, resolved to this model
             b'{"schema_version": 1, "models": [{"id": "x", "provider": "p", "context_window": 5, '
             b'"match": {"regex": ".*"}}]}',

@@ -172,6 +172,11 @@ def test_yaml_policy_files_are_accepted(tmp_path: Path, file_name: str) -> None:
             '[volatile]\npatterns = [{kind = "t", regex = "(TKT-\\\\d+)?"}]\n[compaction]',
             "matches the empty text",
         ),
+        (  # not the POSIX class it looks like: Python warned (FutureWarning) on stderr, then matched a set
+            "[compaction]",
+            '[volatile]\npatterns = [{kind = "t", regex = "TKT-[[:digit:]]+"}]\n[compaction]',
+            r"\$\.volatile\.patterns\[0\]: .* is ambiguous to Python \(Possible nested set",
+        ),
         (  # named at its place, not at $.volatile
             "[compaction]",
             '[volatile]\nallow = ["EX-\\\\d+", "("]\n[compaction]',

@@ -9,11 +9,19 @@ import functools
 import re
 import re._constants as _sre_c  # type: ignore[import-not-found]  # a pattern parsed, checked before it runs
 import re._parser as _sre  # type: ignore[import-not-found]
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["NESTED_REPEAT_HINT", "TextSearch", "repeats_a_repetition", "slow_pattern_hint", "text_search"]
+__all__ = [
+    "NESTED_REPEAT_HINT",
+    "TextSearch",
+    "parse_warning",
+    "repeats_a_repetition",
+    "slow_pattern_hint",
+    "text_search",
+]
 
 NESTED_REPEAT_HINT = (
     "repeats a repetition, alternatives or an optional part (such as (a+)+, (a?a?)* or (a|a)*): on "
@@ -35,6 +43,22 @@ ADJACENT_REPEAT_HINT = (
     "(such as \\w*\\w* or \\w+\\s?\\w+): on a long run of such characters it takes polynomial time; "
     "join them into one, put a required character between them, or make the first possessive (\\w++)"
 )
+
+
+def parse_warning(pattern: str, flags: int = 0) -> str | None:
+    """What Python warns of when it parses ``pattern``, or None (also when it does not parse:
+    compiling it says why). ``[[:digit:]]`` is "Possible nested set at position 1": a set whose
+    meaning later Pythons change, and not the POSIX class it looks like. Checked before the
+    pattern is compiled, so the warning, with its file and source line, never reaches stderr."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            _sre.parse(pattern, flags)
+        except (FutureWarning, DeprecationWarning) as exc:
+            return str(exc)
+        except re.error:
+            return None
+    return None
 
 
 def slow_pattern_hint(pattern: str, long_texts: bool = False) -> str | None:

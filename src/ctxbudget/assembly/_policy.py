@@ -18,7 +18,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import ConfigError, unreadable_file
-from ..regexes import slow_pattern_hint
+from ..regexes import parse_warning, slow_pattern_hint
 from ..validation import first_error
 from ..volatile import VolatileRules
 
@@ -145,6 +145,8 @@ def _checked_regex(regex: str) -> str:
 
 
 def _compiled(regex: str) -> None:
+    if warned := parse_warning(regex):
+        raise ValueError(f"the regular expression {regex!r} is ambiguous to Python ({warned}); escape it")
     try:
         pattern = re.compile(regex)
     except re.error as exc:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import ConfigError
-from ..regexes import slow_pattern_hint
+from ..regexes import parse_warning, slow_pattern_hint
 
 __all__ = ["ANY_IDS", "Predicate", "compile_clause"]
 
@@ -28,6 +28,8 @@ _LEAVES: dict[str, Callable[[str], Predicate]] = {
 def _regex(pattern: str, where: str, checked: bool) -> Predicate:
     if checked:  # it compiled when its catalog was read: compiled when first matched against
         return _Deferred(pattern)
+    if warned := parse_warning(pattern, re.IGNORECASE):
+        raise ConfigError(f"{where}: match regex {pattern!r} is ambiguous to Python ({warned}); escape it")
     try:
         compiled = re.compile(pattern, re.IGNORECASE)
     except re.error as exc:
