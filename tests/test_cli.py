@@ -956,6 +956,55 @@ def test_a_failed_write_to_stdout_names_stdout(tmp_path: Path) -> None:
         assert done.returncode == 2 and done.stderr.decode() == said, (mode, done.stderr)
 
 
+def test_a_closed_stdout_is_a_failed_write_not_a_silent_success(tmp_path: Path) -> None:
+    # `ctxbudget fit req.json --json >&-` ended with 0 and its answer went nowhere
+    _write(tmp_path, REQUEST)
+    for mode in (["--body"], ["--json"], []):
+        args = ["fit", "req.json", "--model", "gpt-4o", *mode]
+        done = _cli_process(
+            args, tmp_path, capture_output=False, stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1)
+        )
+        said = (
+            "ctxbudget: cannot write the output to stdout: it is not open (closed when the command started)\n"
+        )
+        assert done.returncode == 2 and done.stderr.decode() == said, (mode, done.stderr)
+
+
+def test_the_gateway_serves_without_a_stdout(tmp_path: Path) -> None:
+    # started with stdout closed (a daemon's), `serve` ended in a traceback from uvicorn's logging
+    # set-up ("Unable to configure formatter 'default'"): its lines go to the null device instead
+    import sys
+    import time
+
+    import httpx
+
+    from tests.fake_upstream import free_port
+
+    port = free_port()
+    src = str(Path(ctxbudget.__file__).resolve().parent.parent)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ctxbudget", "serve", "--port", str(port), "--store", str(tmp_path / "gw.db")],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": src},
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: os.close(1),
+    )
+    try:
+        status = None
+        for _ in range(300):
+            try:
+                status = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code
+                break
+            except httpx.TransportError:
+                if server.poll() is not None:
+                    break
+                time.sleep(0.1)
+        assert status == 200, server.stderr.read() if server.poll() is not None else "no answer"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 INFINITE = '{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1e400}'
 SCENARIO = '{"name": "x", "base": {"items": []}, "turns": [{"question": "q", "idle_seconds": 1e400}]}'
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import codecs
+import errno
 import gc
 import importlib
 import io
@@ -238,11 +239,14 @@ def echo_warnings(warnings: Any) -> None:
         click.echo(f"ctxbudget: warning: {with_flags(warning)}", err=True)
 
 
-def run_action(action: Callable[[], None], flags: Sequence[tuple[str, str]] = FLAGS) -> None:
+def run_action(
+    action: Callable[[], None], flags: Sequence[tuple[str, str]] = FLAGS, *, output: bool = True
+) -> None:
     """Run a command's work; a library error is one line and its exit code (``flags`` name the
-    command's own flags for the library's options)."""
+    command's own flags for the library's options). ``output``: what the command writes to stdout
+    is its answer (a server's lines are not: it runs without a stdout too)."""
     try:
-        with _named_stdout():
+        with _named_stdout(output):
             action()
     except CtxBudgetError as exc:
         fail(str(exc), exit_code(exc), flags)
@@ -283,6 +287,21 @@ class _NamedStdout:
         return getattr(self._stream, name)
 
 
+class _NoStdout:
+    """The stdout of a process started without one: every write fails."""
+
+    encoding = "utf-8"
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "it is not open (closed when the command started)")
+
+    def flush(self) -> None:
+        """Nothing was written."""
+
+    def isatty(self) -> bool:
+        return False
+
+
 @contextmanager
 def _as_output_error() -> Iterator[None]:
     try:
@@ -294,13 +313,20 @@ def _as_output_error() -> Iterator[None]:
 
 
 @contextmanager
-def _named_stdout() -> Iterator[None]:
+def _named_stdout(output: bool) -> Iterator[None]:
     """``sys.stdout`` wrapped in :class:`_NamedStdout` while a command's action runs."""
     stream = sys.stdout
-    if stream is None:  # no stdout at all: nothing to name
-        yield
+    if stream is None and not output:  # none, and none needed: its lines go to the null device
+        with open(os.devnull, "w", encoding="utf-8") as nowhere:  # (uvicorn's logging read None's isatty)
+            sys.stdout = nowhere
+            try:
+                yield
+            finally:
+                sys.stdout = stream
         return
-    sys.stdout = _NamedStdout(stream)
+    # No stdout at all (``>&-``): click and rich wrote nothing and the command ended with 0, its
+    # answer lost without a word; a write now fails as a failed write does (exit 2, naming stdout).
+    sys.stdout = _NamedStdout(stream if stream is not None else _NoStdout())
     try:
         yield
     finally:

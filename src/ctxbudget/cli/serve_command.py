@@ -193,7 +193,7 @@ def serve_command(
         )
         _serve(config)
 
-    run_action(action, SERVE_FLAGS)
+    run_action(action, SERVE_FLAGS, output=False)
 
 
 def _ceiling(given: float | None, policy_ref: str | None) -> float | None:
