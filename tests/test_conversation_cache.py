@@ -848,6 +848,62 @@ def test_policy_mode_prices_a_turn_after_the_cache_expired_as_written(tmp_path: 
     assert read[1] > 0 and read[2] > 0 and read[3] == 0
 
 
+def _openai_policy_turn(store: Path, ceiling: float | None = None) -> httpx.Response:
+    """One Chat Completions turn asking for 4 replies, in policy mode, through a new gateway over
+    ``store`` (a new process: it did not send the session's previous turn)."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        replies = json.loads(request.content).get("n", 1)
+        choices = [
+            {"index": i, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+            for i in range(replies)
+        ]
+        usage = {"prompt_tokens": 10, "completion_tokens": replies, "total_tokens": 10 + replies}
+        return httpx.Response(
+            200, json={"id": "c", "object": "chat.completion", "choices": choices, "usage": usage}
+        )
+
+    config = GatewayConfig(store_path=str(store), openai_upstream="http://up.invalid", policy="legal-review")
+    app = create_app(config, httpx.MockTransport(answer))
+    headers = {"X-Ctxbudget-Session": "replies"}
+    if ceiling is not None:
+        headers["X-Ctxbudget-Cost-Ceiling"] = str(ceiling)
+    body = {
+        "model": "gpt-4o",
+        "n": 4,
+        "max_tokens": 1500,
+        "messages": [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": "When was notice given?"},
+        ],
+    }
+
+    async def run() -> httpx.Response:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://g") as client:
+            return await client.post("/v1/chat/completions", json=body, headers=headers)
+
+    try:
+        return asyncio.run(run())
+    finally:
+        app.state.gateway.close()
+
+
+def test_policy_mode_holds_a_ceiling_for_the_writes_of_every_reply_asked_for(tmp_path: Path) -> None:
+    """With its reads written instead, the turn was priced with one reply of the 4 asked for
+    (``n``): a turn whose every reply the assembly prices, over the ceiling that way, was sent."""
+    store = tmp_path / "n.db"
+    first = _openai_policy_turn(store)  # nothing cached before it: all its input is uncached
+    assumed = _openai_policy_turn(store)  # a read assumed (the previous turn's age is not known)
+    assert int(assumed.headers["x-ctxbudget-cache-read-predicted"]) > 0
+    written = float(first.headers["x-ctxbudget-estimated-cost-usd"])  # gpt-4o writes at the input price
+    read = float(assumed.headers["x-ctxbudget-estimated-cost-usd"])
+    assert read < written
+    refused = _openai_policy_turn(store, ceiling=round((read + written) / 2, 6))
+    assert refused.status_code == 400, refused.text
+    assert "did not send the session's previous turn" in refused.json()["error"]["message"]
+    assert _openai_policy_turn(store, ceiling=written).status_code == 200
+
+
 def test_reads_written_instead_are_priced_by_the_ttl_of_the_mark_that_read_them() -> None:
     """Every read was priced at the 5-minute write price, a one-hour mark's too (37% under)."""
     from ctxbudget.gateway.caching import reads_written

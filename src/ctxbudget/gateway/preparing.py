@@ -397,7 +397,7 @@ class Preparer:
         tools = self._tool_definitions(provider, out, assembly, spec, factor)
         self._check_tool_definitions(provider, tools, policy, ceilings)
         if previous is not None and idle is None and ceilings:  # reads this process cannot vouch for
-            _check_reads_written(provider, assembly, tools, spec, min(ceilings))
+            _check_reads_written(provider, assembly, tools, spec, min(ceilings), replies_asked(out))
         report = {
             **assembly,
             "cost_usd": tools.cost_usd,
@@ -538,18 +538,19 @@ def _check_reads_written(
     tools: ToolDefinitions,
     spec: ModelSpec | None,
     ceiling: float,
+    replies: int = 1,
 ) -> None:
     """Refuse an assembled turn whose predicted cache reads, written instead, take it past the
     ceiling: the session's previous turn was not prepared by this process, so the provider may no
-    longer hold what they read. The turn as sent is priced, its tool definitions included."""
+    longer hold what they read. The turn as sent is priced, its tool definitions and each of its
+    ``replies`` (OpenAI's ``n``, as the assembly prices them) included."""
     cache = assembly.get("cache") or {}
     if not cache.get("read_tokens") or assembly.get("cost_usd") is None or tools.cost_usd is None:
         return
     hour = sum(b["read_tokens"] for b in assembly.get("breakpoints", ()) if b.get("ttl") == "1h")
     figures = {**cache, "read_1h_tokens": hour}
-    written = estimate_usd(
-        spec, int(assembly["tokens"]), int(assembly["expected_output_tokens"]), reads_written(figures)
-    )
+    output = int(assembly["expected_output_tokens"]) * replies
+    written = estimate_usd(spec, int(assembly["tokens"]), output, reads_written(figures))
     if written is None:
         return
     cost = round(written + (tools.cost_usd - float(assembly["cost_usd"])), 6)  # as the library rounds it
