@@ -904,6 +904,62 @@ def test_policy_mode_holds_a_ceiling_for_the_writes_of_every_reply_asked_for(tmp
     assert _openai_policy_turn(store, ceiling=written).status_code == 200
 
 
+def _unfollowed_turn(
+    tmp_path: Path, ttl: str, ceiling: float | None
+) -> tuple[BillingUpstream, httpx.Response]:
+    """One Anthropic turn with the client's own mark on a long system prompt, through a gateway
+    without conversation caching."""
+    upstream = _billing()
+    config = GatewayConfig(
+        store_path=str(tmp_path / f"{ttl}-{ceiling}.db"),
+        anthropic_upstream="http://billing.invalid",
+        conversation_cache=False,
+    )
+    app = create_app(config, httpx.MockTransport(upstream.handle))
+    headers = {"X-Ctxbudget-Session": "marked"}
+    if ceiling is not None:
+        headers["X-Ctxbudget-Cost-Ceiling"] = str(ceiling)
+    mark = {"type": "ephemeral", "ttl": ttl}
+    body = {
+        "model": MODEL,
+        "max_tokens": 100,
+        "system": [{"type": "text", "text": SYSTEM * 10, "cache_control": mark}],
+        "messages": [{"role": "user", "content": "When was notice given?"}],
+    }
+
+    async def run() -> httpx.Response:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://g") as client:
+            return await client.post("/v1/messages", json=body, headers=headers)
+
+    try:
+        return upstream, asyncio.run(run())
+    finally:
+        app.state.gateway.close()
+
+
+@pytest.mark.parametrize("ttl", ["5m", "1h"])
+def test_without_conversation_caching_a_ceiling_holds_for_what_the_marks_write(
+    tmp_path: Path, ttl: str
+) -> None:
+    """With conversation caching off, the turn was priced as uncached input: a client's one-hour
+    mark on a 54,000-token system prompt was billed twice the estimate the ceiling let through."""
+    prices = load_catalog().get_model(MODEL).prices
+    assert prices is not None and prices.cache_write_1h is not None and prices.cache_write_5m is not None
+    upstream, answer = _unfollowed_turn(tmp_path, ttl, None)
+    (bill,) = upstream.bills
+    written = bill.cache_write_1h_tokens if ttl == "1h" else bill.cache_write_5m_tokens
+    assert written > 30_000
+    rate = prices.cache_write_1h if ttl == "1h" else prices.cache_write_5m
+    billed = (written * rate + bill.input_tokens * prices.input + 100 * prices.output) / 1e6
+    estimate = float(answer.headers["x-ctxbudget-estimated-cost-usd"])
+    assert estimate < billed
+    upstream, refused = _unfollowed_turn(tmp_path, ttl, round((estimate + billed) / 2, 6))
+    assert refused.status_code == 400, refused.text
+    assert "priced as written" in refused.json()["error"]["message"] and upstream.bills == []
+    upstream, passed = _unfollowed_turn(tmp_path, ttl, round(billed * 1.02, 6))
+    assert passed.status_code == 200 and len(upstream.bills) == 1
+
+
 def test_reads_written_instead_are_priced_by_the_ttl_of_the_mark_that_read_them() -> None:
     """Every read was priced at the 5-minute write price, a one-hour mark's too (37% under)."""
     from ctxbudget.gateway.caching import reads_written

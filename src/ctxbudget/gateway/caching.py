@@ -16,17 +16,18 @@ stored usage says what the provider billed, and ``ctxbudget session show`` puts 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..cache import TTL_SECONDS
 from ..catalog.values import ModelSpec
-from ..conversation import MAX_ALIVE, mark_conversation, predict_conversation
+from ..conversation import MAX_ALIVE, client_marks, mark_conversation, predict_conversation
 from ..items import HistoryCut
 from ..tokens.counter import TokenCounter
 
-__all__ = ["ConversationState", "TurnCache", "cache_turn", "reads_written", "state_of"]
+__all__ = ["ConversationState", "TurnCache", "cache_turn", "marks_written", "reads_written", "state_of"]
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,31 @@ def cache_turn(
         "breakpoints": [{"block": m.block, "by": m.by, "prefix_tokens": m.prefix_tokens} for m in plan.marks],
     }
     return TurnCache(plan.body, predicted, state)
+
+
+def marks_written(
+    body: Mapping[str, Any], *, model: str, spec: ModelSpec | None, counter: TokenCounter
+) -> dict[str, Any]:
+    """The cache use of an Anthropic ``body`` sent without conversation caching, were every prefix
+    its own marks cache written (the client's, and the system prompt's the gateway adds), at each
+    mark's TTL: what a cost ceiling holds to, as nothing then follows what the provider holds (a
+    write is dearer than a read or uncached input; priced as uncached, a turn writing a one-hour
+    prefix was let past a ceiling at half its bill). Empty where the model caches no marks."""
+    if spec is None or spec.cache.mode != "explicit":
+        return {}
+    # no room for a mark of the gateway's own: the body's marks only
+    rules = dataclasses.replace(
+        spec.cache, max_breakpoints=min(spec.cache.max_breakpoints, client_marks(body))
+    )
+    plan = mark_conversation(body, model=model, rules=rules, counter=counter)
+    prediction, _ = predict_conversation(plan, (), rules.mode)
+    return {
+        "read_tokens": 0,
+        "read_1h_tokens": 0,
+        "write_tokens": prediction.write_tokens,
+        "write_1h_tokens": prediction.write_1h_tokens,
+        "uncached_tokens": prediction.uncached_tokens,
+    }
 
 
 def reads_written(cache: Mapping[str, Any]) -> dict[str, Any]:

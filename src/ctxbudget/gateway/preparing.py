@@ -31,12 +31,13 @@ from .bodies import (
     with_system_breakpoint,
     without_tool_marks,
 )
-from .caching import ConversationState, cache_turn, reads_written
+from .caching import ConversationState, cache_turn, marks_written, reads_written
 from .calibration import Calibration
 from .memory import SessionKinds, TurnMemory
 from .metrics import Metrics
 from .prepared import Baseline, Prepared, build_prepared, for_next_turn
 from .pricing import (
+    MARKS_WRITTEN,
     UNKNOWN_AGE,
     beta_window_warnings,
     ceiling_refusal,
@@ -230,15 +231,25 @@ class Preparer:
         reserve = result.report.reserve_output_tokens * replies_asked(body)  # n replies, each priced
         # tokens_after holds the tool-use system prompt Anthropic adds (and bills) to a body with tools
         estimate = estimate_usd(spec, report["tokens_after"], reserve, report.get("cache"))
-        checked, unknown_age = estimate, previous is not None and previous.idle_seconds is None
+        checked, why = estimate, ""
+        unknown_age = previous is not None and previous.idle_seconds is None
         if unknown_age and report.get("cache"):  # a read this process cannot vouch for: priced as written
             checked = estimate_usd(spec, report["tokens_after"], reserve, reads_written(report["cache"]))
+            why = UNKNOWN_AGE
+        elif (
+            self.low_water is None and provider.name == "anthropic" and settings.cost_ceiling_usd is not None
+        ):
+            # no prediction: what the body's marks cache is priced as written (never below its bill)
+            counter = self.catalog.counter_for(model)
+            written = marks_written(out, model=model, spec=spec, counter=counter)
+            if written:
+                checked, why = estimate_usd(spec, report["tokens_after"], reserve, written), MARKS_WRITTEN
         refusal = ceiling_refusal(
             model,
             provider.name,
             checked,
             settings.cost_ceiling_usd,
-            UNKNOWN_AGE if checked != estimate else "",
+            why if checked != estimate else "",
         )
         if refusal is not None:
             told = build_prepared(

@@ -16,6 +16,7 @@ from .usage import Usage
 
 __all__ = [
     "LONG_CONTEXT_TOKENS",
+    "MARKS_WRITTEN",
     "UNKNOWN_AGE",
     "actual_cost_usd",
     "beta_window_warnings",
@@ -127,6 +128,13 @@ UNKNOWN_AGE = (
     "its predicted cache reads priced as writes: this gateway process did not send the session's "
     "previous turn (a restart, or another replica did), so it cannot tell whether the provider "
     "still holds that turn's cache"
+)
+
+
+# Why a turn sent without conversation caching was priced with its marked prefixes written.
+MARKS_WRITTEN = (
+    "its cache marks' prefixes priced as written: without conversation caching the gateway does not "
+    "follow what the provider holds, and a write costs more than the input it caches"
 )
 
 
