@@ -960,6 +960,48 @@ def test_without_conversation_caching_a_ceiling_holds_for_what_the_marks_write(
     assert passed.status_code == 200 and len(upstream.bills) == 1
 
 
+def test_automatic_caching_prices_its_writes_at_the_models_write_price(tmp_path: Path) -> None:
+    """A model that caches automatically and charges for the writes (OpenAI's gpt-6-sol: $2.50
+    a million written against $2 of input) was estimated with every written token at the input
+    price: the prediction said nothing was written."""
+    catalog = tmp_path / "mine.toml"
+    catalog.write_text(
+        'schema_version = 1\n[[models]]\nid = "house-auto"\nprovider = "house"\ncontext_window = 200000\n'
+        'tokenizer = "o200k_exact"\n'
+        "prices = { input = 2.0, output = 10.0, cache_write_5m = 2.5, cache_read = 0.2 }\n"
+        'cache = { mode = "automatic", min_cacheable_tokens = 1024, max_breakpoints = 0 }\n'
+    )
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        message = {"role": "assistant", "content": "ok"}
+        usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+        choices = [{"index": 0, "message": message, "finish_reason": "stop"}]
+        return httpx.Response(
+            200, json={"id": "c", "object": "chat.completion", "choices": choices, "usage": usage}
+        )
+
+    config = GatewayConfig(
+        store_path=str(tmp_path / "w.db"), openai_upstream="http://up.invalid", catalog_paths=(str(catalog),)
+    )
+    app = create_app(config, httpx.MockTransport(answer))
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "When was notice given?"}]
+    body = {"model": "house-auto", "max_tokens": 100, "messages": messages}
+
+    async def run() -> httpx.Response:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://g") as client:
+            return await client.post("/v1/chat/completions", json=body, headers={"X-Ctxbudget-Session": "w"})
+
+    try:
+        first = asyncio.run(run())
+    finally:
+        app.state.gateway.close()
+    tokens = int(first.headers["x-ctxbudget-tokens-after"])
+    written = int(first.headers["x-ctxbudget-cache-write-predicted"])
+    assert tokens - 16 <= written <= tokens  # a first turn writes its whole prompt
+    expected = (written * 2.5 + (tokens - written) * 2.0 + 100 * 10.0) / 1e6
+    assert float(first.headers["x-ctxbudget-estimated-cost-usd"]) == pytest.approx(expected, abs=1e-5)
+
+
 def test_reads_written_instead_are_priced_by_the_ttl_of_the_mark_that_read_them() -> None:
     """Every read was priced at the 5-minute write price, a one-hour mark's too (37% under)."""
     from ctxbudget.gateway.caching import reads_written

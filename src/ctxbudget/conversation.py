@@ -401,15 +401,18 @@ def _read_hash(plan: ConversationCache, alive: frozenset[str], mode: str) -> lis
 
 def _automatic(plan: ConversationCache, alive: frozenset[str], total: int) -> CachePrediction:
     """Automatic caching: the longest prefix seen before (any block), in 128-token steps; the
-    whole prompt is written for the next turn."""
+    whole prompt is written for the next turn (at the catalog's write price: the input price
+    where the provider charges no premium, as OpenAI did before GPT-5.6; priced as uncached
+    input, the writes of a model that charges one, such as gpt-6-sol's $2.50 against $2, were
+    under the estimate a ceiling holds to)."""
     found = read_block([len(plan.hashes) - 1], alive, plan.hashes, None) if plan.hashes else -1
     read = plan.tokens[found] // AUTOMATIC_STEP * AUTOMATIC_STEP if found >= 0 else 0
     written = max(0, plan.marks[-1].prefix_tokens - read) if plan.marks else 0
     return CachePrediction(
         read_tokens=read,
-        write_5m_tokens=0,
+        write_5m_tokens=written,
         write_1h_tokens=0,
-        uncached_tokens=total - read,
+        uncached_tokens=total - read - written,
         statuses=("read" if read else "write",) if plan.marks else (),
         per_breakpoint=((read, written),) if plan.marks else (),
     )
