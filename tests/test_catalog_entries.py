@@ -328,3 +328,17 @@ def test_an_index_reads_no_alias_or_rule_for_an_id_the_catalog_lists() -> None:
 def test_a_document_not_in_the_generated_layout_has_no_index() -> None:
     with pytest.raises(ValueError, match="generated layout"):
         index_of(json.dumps(_document([MODEL])).encode("utf-8"))
+
+
+@pytest.mark.parametrize(
+    "given",
+    [{"matches": {("p", "m1"): {"regex": "m1("}}}, {"owners": (("p", {"regex": "m1("}),)}],
+)
+def test_a_catalog_built_in_code_whose_rule_does_not_compile_is_a_config_error(
+    given: dict[str, object],
+) -> None:
+    # its rules were never read from a file: the regex compiles when first matched, and a bad one
+    # is the ConfigError it was when the catalog's rules compiled together (not re.error)
+    catalog = Catalog(models=[_spec("p", "m1")], **given)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"match regex 'm1\(' does not compile"):
+        catalog.resolve_window("m1-x")

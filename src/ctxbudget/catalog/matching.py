@@ -27,13 +27,10 @@ _LEAVES: dict[str, Callable[[str], Predicate]] = {
 
 def _regex(pattern: str, where: str, checked: bool) -> Predicate:
     if checked:  # it compiled when its catalog was read: compiled when first matched against
-        return _Deferred(pattern)
+        return _Deferred(pattern, where)
     if warned := parse_warning(pattern, re.IGNORECASE):
         raise ConfigError(f"{where}: match regex {pattern!r} is ambiguous to Python ({warned}); escape it")
-    try:
-        compiled = re.compile(pattern, re.IGNORECASE)
-    except re.error as exc:
-        raise ConfigError(f"{where}: match regex {pattern!r} does not compile: {exc}") from exc
+    compiled = _compiled(pattern, where)
     if hint := slow_pattern_hint(pattern):  # a client's model id is matched against it
         raise ConfigError(f"{where}: match regex '{pattern}' {hint}")
     return lambda s: compiled.search(s) is not None
@@ -45,15 +42,25 @@ class _Deferred:
     (compiling the two the bundled rules reached for ``gpt-5``: a fifth of a process's first fit
     of a two-word body, by instruction count)."""
 
-    def __init__(self, pattern: str) -> None:
+    def __init__(self, pattern: str, where: str) -> None:
         self._pattern = pattern
+        self._where = where
         self._compiled: re.Pattern[str] | None = None
 
     def __call__(self, model_id: str) -> bool:
         compiled = self._compiled
         if compiled is None:  # two threads may both compile it: equal patterns
-            compiled = self._compiled = re.compile(self._pattern, re.IGNORECASE)
+            # a Catalog built in code (its rules not read from a file) may hold one that does not
+            # compile: a ConfigError naming it, as when rules compiled with their catalog's index
+            compiled = self._compiled = _compiled(self._pattern, self._where)
         return compiled.search(model_id) is not None
+
+
+def _compiled(pattern: str, where: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern, re.IGNORECASE)
+    except re.error as exc:
+        raise ConfigError(f"{where}: match regex {pattern!r} does not compile: {exc}") from exc
 
 
 # Ids no model's rule means to match all together: a rule that holds for each of them holds for
