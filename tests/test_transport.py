@@ -147,6 +147,29 @@ def test_the_transports_own_headers_are_not_sent_on_with_what_passes_through() -
         assert headers["x-other"] == "kept" and not any(k.startswith("x-ctxbudget") for k in headers)
 
 
+@pytest.mark.parametrize("path", ["/v1/models", "/v1/chat/completions"])
+@pytest.mark.parametrize("ours", [{}, {"X-Ctxbudget-Session": "mine"}])
+def test_a_header_value_that_is_not_ascii_is_sent_on_as_its_bytes(path: str, ours: dict[str, str]) -> None:
+    """``X-Title: Café`` (OpenRouter's app title) went on as it came only when nothing was taken
+    out: a request re-made without the transport's own headers, or fitted, re-encoded every
+    header as ASCII text (UnicodeEncodeError)."""
+    seen: list[list[tuple[bytes, bytes]]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.raw)
+        return httpx.Response(200, json={"data": []})
+
+    transport = ctxbudget.FittingTransport(transport=httpx.MockTransport(answer))
+    with httpx.Client(transport=transport, base_url="https://api.openai.com") as client:
+        headers = {**ours, "X-Title": "Café".encode()}
+        if path == "/v1/models":
+            client.get(path, headers=headers)
+        else:
+            client.post(path, headers=headers, json={"model": "gpt-4o", "messages": ASK[-1:]})
+    assert (b"X-Title", "Café".encode()) in seen[0]
+    assert not any(k.lower().startswith(b"x-ctxbudget") for k, _ in seen[0])
+
+
 def test_the_inner_transport_is_built_once_and_its_connections_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     # A new inner transport (its pool, its SSL context) was built for every request and dropped.
     built: list[object] = []

@@ -102,7 +102,7 @@ class _Decider:
             return _refused(provider, refusal, request)
         with self._lock:
             self.last_report = _in_transport_words(ready.prepared.report)
-        kept = [(k, v) for k, v in request.headers.multi_items() if not _dropped(k)]
+        kept = [(k, v) for k, v in request.headers.raw if not _dropped(k.decode("latin-1"))]
         content = encoded(ready.prepared.body)
         outgoing: httpx.Request = _module(request).Request(
             request.method, request.url, headers=kept, content=content, extensions=request.extensions
@@ -259,7 +259,9 @@ def _unmarked(request: httpx.Request) -> httpx.Request:
     Azure deployment request); the rest as it came, its body unread."""
     if not any(_own(k) for k in request.headers):
         return request
-    kept = [(k, v) for k, v in request.headers.multi_items() if not _own(k)]
+    # as their bytes: a value that is not ASCII (``X-Title: Café``) was refused, as text httpx
+    # encodes only in ASCII
+    kept = [(k, v) for k, v in request.headers.raw if not _own(k.decode("latin-1"))]
     passed: httpx.Request = _module(request).Request(
         request.method, request.url, headers=kept, stream=request.stream, extensions=request.extensions
     )
