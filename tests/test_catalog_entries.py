@@ -342,3 +342,32 @@ def test_a_catalog_built_in_code_whose_rule_does_not_compile_is_a_config_error(
     catalog = Catalog(models=[_spec("p", "m1")], **given)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"match regex 'm1\(' does not compile"):
         catalog.resolve_window("m1-x")
+
+
+def test_threads_reading_a_position_first_at_once_get_one_spec() -> None:
+    # two threads that each built it held equal specs, not the same one: resolution tells an id's
+    # readings apart by identity (an alias was read as 'scoped' by its provider rule)
+    import threading
+    import time
+
+    built: list[int] = []
+
+    def slow(position: int) -> ModelSpec:
+        built.append(position)
+        time.sleep(0.02)
+        return _spec("p", f"m{position}")
+
+    entries = ModelEntries([("p", "m0")], slow)
+    start = threading.Barrier(8)
+    got: list[ModelSpec] = []
+
+    def read() -> None:
+        start.wait()
+        got.append(entries[0])
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert built == [0] and len({id(spec) for spec in got}) == 1

@@ -9,6 +9,7 @@ without building anything.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TypeVar, overload
 
@@ -17,6 +18,10 @@ from .values import ModelSpec
 __all__ = ["Deferred", "ModelEntries", "SpecsById"]
 
 Key = tuple[str, str]  # (provider, id) as the entry spells them
+# One lock for every catalog's first builds (one a position, a few microseconds each): reentrant,
+# as a merged catalog's entry is built by its part's, and an override's by reading its base; held
+# by no instance, so a catalog still copies (copy.deepcopy).
+_BUILDING = threading.RLock()
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -100,8 +105,14 @@ class ModelEntries(Sequence[ModelSpec]):
         if not 0 <= position < len(self):
             raise IndexError(f"model position {index} is out of range")
         spec = self._specs[position]
-        if spec is None:  # two threads may both build it: the specs are equal values
-            spec = self._specs[position] = self._build(position)
+        if spec is None:
+            # built once, under a lock: two threads that each built one held equal specs that are
+            # not the same object, and resolution tells an id's readings apart by identity (an
+            # alias read as 'scoped' by its provider rule when first resolved from many threads)
+            with _BUILDING:
+                spec = self._specs[position]
+                if spec is None:
+                    spec = self._specs[position] = self._build(position)
         return spec
 
     def __iter__(self) -> Iterator[ModelSpec]:
