@@ -371,3 +371,18 @@ def test_threads_reading_a_position_first_at_once_get_one_spec() -> None:
     for thread in threads:
         thread.join()
     assert built == [0] and len({id(spec) for spec in got}) == 1
+
+
+def test_a_lookup_answers_though_another_thread_clears_the_memo_meanwhile() -> None:
+    """Another thread's lookup may clear the bounded memo between this one's store and its read
+    (it read the memo back: a KeyError)."""
+
+    class ClearedAfterEachStore(dict):  # type: ignore[type-arg]
+        def __setitem__(self, key: object, value: object) -> None:
+            super().__setitem__(key, value)
+            self.clear()  # as another thread's lookup over the bound does
+
+    catalog = build_catalog(json.loads(bundled_text()), "bundled")
+    object.__setattr__(catalog, "_found", ClearedAfterEachStore())
+    assert catalog.resolve_window("gpt-4o").context_window == catalog.get_model("gpt-4o").context_window
+    assert catalog.find_model("no-such-model-here") is None

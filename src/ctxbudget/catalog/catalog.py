@@ -123,11 +123,13 @@ class Catalog:
 
     def _lookup(self, model_id: str) -> Found | None:
         key = _model_key(model_id)
-        if key not in self._found:
+        found: Found | None = self._found.get(key, _NOT_LOOKED_UP)
+        if found is _NOT_LOOKED_UP:
             if len(self._found) >= _MAX_REMEMBERED:  # ids are client input: bound what is kept
                 self._found.clear()
-            self._found[key] = find(self._index, key)
-        return self._found[key]
+            # kept here, not read back: another thread may clear the memo in between (a KeyError)
+            found = self._found[key] = find(self._index, key)
+        return found
 
     def models_named(self, model_id: str) -> Sequence[ModelSpec]:
         """The entries whose id is ``model_id`` (case aside), in the catalog's order; no rule."""
@@ -240,6 +242,7 @@ class Catalog:
 
 
 _MAX_REMEMBERED = 4096
+_NOT_LOOKED_UP: Any = object()  # the memo's "not there" (None is a lookup's answer: unknown)
 
 
 def _model_key(model_id: object) -> str:
