@@ -101,14 +101,48 @@ def test_the_budget_is_respected_with_the_same_objects_in_order(model: str, max_
         == set(fitted.report.reasons)
         == set(range(len(messages))) - set(fitted.report.kept)
     )
-    # The system prompt, the latest human message and the newest message are always kept, whole.
-    assert kept[0] is messages[0] and kept[-1] is messages[-1] and kept[-2] is messages[-2]
+    # The system prompt, the latest human message and the newest message are always kept, whole;
+    # for Claude the newest message only with its human turn (its conversation opens on one)
+    assert kept[0] is messages[0] and kept[-1] is messages[-1]
+    if model.startswith("claude"):
+        assert next(m for m in kept if m.type != "system").type == "human"
+    else:
+        assert kept[-2] is messages[-2]
     # a Claude model's count is an estimate; an OpenAI model's too, for the framing of its tool calls alone
     assert fitted.report.exact is False
     if model.startswith("gpt"):
         assert fitted.report.fit.estimated_parts and all(
             "tool call(s): names and arguments counted" in part for part in fitted.report.fit.estimated_parts
         )
+
+
+@pytest.mark.parametrize("model", ["claude-sonnet-4-5", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"])
+def test_a_claude_conversation_opens_on_a_human_message(model: str) -> None:
+    """Claude's API refuses a conversation whose first message is the assistant's: an AI message
+    (or a tool-call unit) whose human turn the fit left out was kept first."""
+    messages = [
+        SystemMessage("Be brief."),
+        HumanMessage("Tell me about the lease. " + LONG),
+        AIMessage("The lease runs to 2027."),
+        HumanMessage("And the deposit?"),
+    ]
+    fitted = fit_messages(messages, model=model, max_tokens=120)
+    assert fitted.messages == [messages[0], messages[3]]
+    assert "opens with a human message" in fitted.report.reasons[2]
+    assert fitted.report.tokens_after == _tokens(fitted.messages, model) <= 120
+    # OpenAI takes an assistant message first: kept there, as before
+    assert fit_messages(messages, model="gpt-4o", max_tokens=120).messages == [messages[0], *messages[2:]]
+    agent = [
+        SystemMessage("Use the tools."),
+        HumanMessage("Old question. " + LONG),
+        AIMessage("", tool_calls=[{"name": "look", "args": {}, "id": "c1"}]),
+        ToolMessage("found it", tool_call_id="c1"),
+        HumanMessage("New question?"),
+        AIMessage("", tool_calls=[{"name": "look", "args": {}, "id": "c2"}]),
+        ToolMessage("found more", tool_call_id="c2"),
+    ]
+    kept = fit_messages(agent, model=model, max_tokens=200).messages
+    assert kept == [agent[0], *agent[4:]]  # the older call and its result went with their question
 
 
 def test_a_tool_call_and_its_results_are_dropped_together() -> None:

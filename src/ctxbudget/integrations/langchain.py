@@ -7,7 +7,8 @@ body (one message may become more than one, as ``convert_to_openai_messages`` ma
 order. A message is never cut: one the fit would cut is dropped whole, and a tool call with its
 results is kept or dropped as one unit. The system messages, the latest human message and the
 newest message or tool-call unit are always kept (as the fit keeps them); when they cannot fit
-whole, :class:`ctxbudget.BudgetExceeded` is raised.
+whole, :class:`ctxbudget.BudgetExceeded` is raised. For a Claude model the kept messages open on a
+human message (system messages aside), as its API requires.
 """
 
 from __future__ import annotations
@@ -143,6 +144,8 @@ def fit_messages(
     report = fitted.report
     keep, reasons = _kept_by_fit(chat, report)
     keep = _within(chat, keep, reasons, report.available_tokens, catalog)
+    if _is_claude(model, catalog):
+        keep = _opening_on_human(messages, chat, keep, reasons)
     return FittedMessages(
         [m for i, m in enumerate(messages) if i in keep],
         MessagesReport(
@@ -263,6 +266,37 @@ def _kept_by_fit(chat: _Chat, report: FitReport) -> tuple[set[int], dict[int, st
         why = f"the fit cuts it ({cut.reason}): dropped whole" if cut else _left_out(changed[0])
         reasons.update(dict.fromkeys(unit, why if len(unit) == 1 else f"{why}, with its tool-call unit"))
     return keep, reasons
+
+
+def _is_claude(model: str, catalog: Catalog | None) -> bool:
+    """Whether ``model`` is a Claude model (Anthropic's, or a host's: Bedrock, Vertex)."""
+    spec = catalog_of(catalog).resolve_window(model).spec
+    return spec is not None and (spec.provider == "anthropic" or "claude" in spec.id.lower())
+
+
+_OPENS_ON_HUMAN = (
+    "Claude's conversation opens with a human message (the API refuses one whose first message is "
+    "the assistant's): dropped with the older messages the fit left out"
+)
+
+
+def _opening_on_human(
+    messages: Sequence[BaseMessage], chat: _Chat, keep: set[int], reasons: dict[int, str]
+) -> set[int]:
+    """``keep`` less the units that would open the conversation before its first human message
+    (system messages aside: Claude takes them apart): an AI message, or a tool call with its
+    results, whose human turn the fit left out, even the newest history unit, which is otherwise
+    always kept. LangChain's own ``trim_messages`` has ``start_on="human"`` for this; a Claude
+    model always needs it."""
+    kept = set(keep)
+    for unit in chat.units:
+        if not kept & set(unit) or all(messages[i].type == "system" for i in unit):
+            continue
+        if messages[unit[0]].type == "human":  # the latest is always kept: the loop ends there at last
+            break
+        kept -= set(unit)
+        reasons.update(dict.fromkeys(unit, _OPENS_ON_HUMAN))
+    return kept
 
 
 def _left_out(decision: ItemReport) -> str:
