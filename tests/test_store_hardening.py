@@ -364,6 +364,24 @@ def test_a_record_damaged_inside_is_found_by_its_hash(tmp_path: Path) -> None:
     assert code == 2 and "is damaged (stored content" in error and "does not match its hash" in error
 
 
+def test_a_record_damaged_into_bytes_that_are_not_utf8_is_damage_not_quoted(tmp_path: Path) -> None:
+    # A damaged byte that leaves the text not UTF-8 fails in Python's decoding before the hash is
+    # checked: "failed (Could not decode to UTF-8 column 'body' with text '<the turn>'); check the
+    # file" quoted the client's text and gave no way out.
+    path = _filled(tmp_path / "s.db", turns=3)
+    with sqlite3.connect(path) as db:
+        sha, body = db.execute("SELECT sha256, body FROM content ORDER BY length(body) DESC").fetchone()
+        damaged = body.encode("utf-8")[:40] + b"\xff\xfe" + body.encode("utf-8")[42:]
+        db.execute("UPDATE content SET body = CAST(? AS TEXT) WHERE sha256 = ?", (damaged, sha))
+    db.close()
+    for command in ("show", "export"):
+        code, error = _cli("session", command, "a", "--store", str(path))
+        assert code == 2 and "is damaged (a stored body is not UTF-8 text)" in error, error
+        assert "sqlite3 FILE .recover" in error and "qqqq" not in error
+    with pytest.raises(StoreError, match="is damaged"):
+        SQLiteStore(path, mode="read").turns("a")
+
+
 def test_an_unknown_session_among_many_names_the_closest_not_all(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "many.db")
     for k in range(40):

@@ -22,6 +22,7 @@ on 3,000 short turns (7 MB), 6 ms. A command opens the store once; the gateway a
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -122,8 +123,16 @@ _EXTENDED: dict[int, tuple[str, str, str]] = {
 }
 
 
+# Python's own error for a stored text that is not UTF-8 (a damaged byte inside a record, which
+# quick_check passes): it quotes the text, a client's question or answer, and has no SQLite code.
+_NOT_UTF8 = re.compile(r"Could not decode to UTF-8 column '([^']*)'")
+
+
 def store_error(path: str, exc: sqlite3.Error, busy_timeout_seconds: float) -> StoreError:
     """The store error for an SQLite one: what it says about the file, in one line."""
+    not_utf8 = _NOT_UTF8.match(str(exc))
+    if not_utf8 is not None:  # "failed (...<the stored text>...); check the file"
+        return StoreError(path, f"is damaged (a stored {not_utf8.group(1)} is not UTF-8 text)", DAMAGED_HINT)
     code = _primary_code(exc)
     what, hint = _CAUSES.get(code if code is not None else -1, ("failed", "check the file"))
     detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
