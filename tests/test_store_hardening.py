@@ -569,6 +569,19 @@ def test_a_session_name_that_is_not_utf8_is_refused_not_a_traceback(tmp_path: Pa
     assert result.exit_code == 2 and "UTF-8" in result.output, result.output
 
 
+@pytest.mark.parametrize("command", [["show"], ["export"], ["add", "--question", "q"]])
+def test_a_session_looked_up_by_a_name_that_is_not_utf8_is_one_line_not_a_traceback(
+    tmp_path: Path, command: list[str]
+) -> None:
+    # `session new` refused such a name; the commands that look one up ended in a
+    # UnicodeEncodeError traceback (exit 1) when the store encoded it for the query.
+    path = _filled(tmp_path / "s.db", turns=1)
+    verb, *rest = command
+    result = CliRunner().invoke(main, ["session", verb, "bad\udcff", *rest, "--store", str(path)])
+    assert result.exit_code == 2 and "is not UTF-8 text" in result.stderr, result.output
+    assert result.stderr.count("\n") == 1
+
+
 @pytest.mark.parametrize("password", ["e", "valid"])
 def test_a_short_password_is_not_starred_inside_the_words_of_an_error(password: str) -> None:
     """A password masked wherever its letters appeared turned libpq's "invalid URI query

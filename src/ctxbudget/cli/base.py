@@ -583,6 +583,18 @@ def _utf8_arguments(args: Sequence[str]) -> None:
 TEXT_OPTIONS = frozenset({"--question", "--answer", "--tag", "--tool-result", "--prompt-cache-key"})
 
 
+def session_name_argument(function: F) -> F:
+    """A session's NAME, refused as a text option is when it is not UTF-8: a name typed on a
+    Latin-1 terminal ended `session show`, `add` and `export` in a traceback (the store could not
+    encode it to look it up; `session new` refuses such a name)."""
+
+    def utf8_name(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+        _utf8_or_fail(value, value)
+        return value
+
+    return click.argument("name", callback=utf8_name)(function)
+
+
 def _utf8_or_fail(value: str, arg: str) -> None:
     if encodes_as_utf8(value):
         return

@@ -26,6 +26,7 @@ from .base import (
     priced,
     read_json,
     run_action,
+    session_name_argument,
     table_console,
     utf8_out,
 )
@@ -257,7 +258,7 @@ def session_new(
 
 
 @session_group.command("add")
-@click.argument("name")
+@session_name_argument
 @click.option("--question", required=True, help="The user's question for this turn.")
 @click.option("--answer", default="", help="The model's answer, when known (recorded with the turn).")
 @click.option(
@@ -360,7 +361,7 @@ def session_list(store_path: str, as_json: bool) -> None:
 
 
 @session_group.command("show")
-@click.argument("name")
+@session_name_argument
 @STORE_OPTION
 @JSON_OPTION
 def session_show(name: str, store_path: str, as_json: bool) -> None:
@@ -416,7 +417,7 @@ def session_show(name: str, store_path: str, as_json: bool) -> None:
 
 
 @session_group.command("export")
-@click.argument("name")
+@session_name_argument
 @STORE_OPTION
 def session_export(name: str, store_path: str) -> None:
     """Print a session as JSON: metadata, turns (with reports and usage) and ledger."""
