@@ -533,6 +533,36 @@ def test_a_base_that_would_fail_every_turn_is_refused_when_created(tmp_path: Pat
     assert session.prepare("Was notice given?").request["confirm_evict"] == ["p"]  # the base's, every turn
 
 
+def test_a_base_with_a_ledger_item_is_refused_when_created(tmp_path: Path) -> None:
+    """A ledger item of the base shares Block 3 with the session's own ledger, which folds under
+    the policy's ceiling without it: created (it was under the ceiling alone), the session then
+    failed every turn from the one its entries took Block 3 over (exit 3, at turn 18 of questions on
+    nine issues under this policy)."""
+    from ctxbudget import InvalidRequestError
+
+    policy = tmp_path / "ledger.toml"
+    policy.write_text(POLICY.replace("[compaction]", "ledger_ceiling_tokens = 1500\n[compaction]"))
+
+    notes = {
+        "id": "prior-notes",
+        "tier": "volatile",
+        "kind": "ledger",
+        "text": "Prior matter notes: " + " ".join(f"EX-{i} was reviewed." for i in range(150)),
+    }
+    store = SQLiteStore(tmp_path / "s.db")
+    with pytest.raises(
+        InvalidRequestError, match=r"\$\.items\[1\]\.kind: a base holds standing items, not a ledger"
+    ):
+        Session.create(
+            store,
+            "s",
+            policy=str(policy),
+            model="claude-sonnet-4-5",
+            base={"items": [_base()["items"][0], notes]},
+        )
+    assert store.names() == []
+
+
 def test_a_session_the_gateway_recorded_is_read_not_continued(tmp_path: Path) -> None:
     from ctxbudget.session import SessionMeta, Turn
     from ctxbudget.session.store import GATEWAY_RECORDED

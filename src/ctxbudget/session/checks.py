@@ -27,8 +27,9 @@ _TURN_KINDS = frozenset({"question", "tool_call", "tool_result"})
 
 
 def check_base_items(items: Sequence[Any]) -> None:
-    """A base holds standing items: none with an id the session gives its turns' items, and no
-    question or tool call of its own (each turn brings those): found now, not at every turn."""
+    """A base holds standing items: none with an id the session gives its turns' items, no
+    question or tool call of its own (each turn brings those), and no ledger item (the session
+    keeps its own): found now, not at every turn."""
     for n, item in enumerate(items):
         if not isinstance(item, Mapping):
             continue
@@ -40,5 +41,13 @@ def check_base_items(items: Sequence[Any]) -> None:
         if item.get("kind") in _TURN_KINDS:
             raise InvalidRequestError(
                 f"a base holds standing items, not a {item['kind']}: each turn brings its question and tool calls",
+                f"$.items[{n}].kind",
+            )
+        if item.get("kind") == "ledger":
+            # Block 3 is the session's own ledger, folded under the policy's ceiling without it:
+            # once the session's entries joined it, every turn was over that ceiling (exit 3)
+            raise InvalidRequestError(
+                "a base holds standing items, not a ledger: the session keeps its own ledger (Block 3) "
+                "under the policy's ledger_ceiling_tokens; give standing notes another kind (document)",
                 f"$.items[{n}].kind",
             )
