@@ -3,6 +3,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import random
 import subprocess
 import sys
@@ -561,6 +562,35 @@ def test_a_base_with_a_ledger_item_is_refused_when_created(tmp_path: Path) -> No
             base={"items": [_base()["items"][0], notes]},
         )
     assert store.names() == []
+
+
+def test_session_add_whose_output_cannot_be_written_says_the_turn_was_stored(tmp_path: Path) -> None:
+    """The turn is stored before its body is printed: a full disk under stdout said only "cannot
+    write the output to stdout" (exit 2), and the command run again stored the turn twice."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    store_path = tmp_path / "s.db"
+    store = SQLiteStore(store_path)
+    Session.create(store, "s", policy=_policy(tmp_path), model="claude-sonnet-4-5", base=_base())
+    store.close()
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    for n, mode in enumerate(([], ["--json"]), 1):
+        with open("/dev/full", "wb") as full:
+            args = ["session", "add", "s", "--question", "Why?", "--store", str(store_path), *mode]
+            done = subprocess.run(
+                [sys.executable, "-m", "ctxbudget", *args],
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "PYTHONPATH": src},
+            )
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith(
+            "ctxbudget: cannot write the output to stdout: No space left on device;"
+        )
+        assert f"turn {n} of session 's' was stored all the same: do not add it again" in done.stderr
+        assert done.stderr.count("\n") == 1
+    assert [t.index for t in SQLiteStore(store_path, mode="read").turns("s")] == [1, 2]
 
 
 def test_a_session_the_gateway_recorded_is_read_not_continued(tmp_path: Path) -> None:

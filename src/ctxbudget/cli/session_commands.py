@@ -18,6 +18,7 @@ from .base import (
     IDLE_SECONDS_OPTION,
     JSON_OPTION,
     STORE_OPTION,
+    OutputError,
     echo_body,
     exit_code,
     fail,
@@ -315,14 +316,25 @@ def session_add(
             allow_prefix_change=allow_prefix_change,
             idle_seconds=idle_seconds,
         )
-        if as_json:
-            click.echo(
-                json.dumps(
-                    {"request": prepared.assembly.request, "report": turn.report}, ensure_ascii=not utf8_out()
+        try:
+            if as_json:
+                click.echo(
+                    json.dumps(
+                        {"request": prepared.assembly.request, "report": turn.report},
+                        ensure_ascii=not utf8_out(),
+                    )
                 )
+            else:
+                echo_body(prepared.assembly.request)
+        except OutputError as exc:
+            # the turn is stored: told only "cannot write the output", the command was run again
+            # and stored the turn twice
+            fail(
+                f"cannot write the output to stdout: {exc.strerror or exc}; turn {turn.index} of session "
+                f"{name!r} was stored all the same: do not add it again (`session show` lists it)",
+                EXIT_USAGE,
             )
-        else:
-            echo_body(prepared.assembly.request)
+        if not as_json:
             print_assembly(dict(turn.report))
 
     run_action(action)
