@@ -671,6 +671,8 @@ def test_session_add_takes_the_time_since_the_previous_turn(tmp_path: Path) -> N
         ("ok", {"x": object()}, r"object is not a JSON value"),
         (["not", "text"], None, "answer must be the reply's text"),
         (5, None, "answer must be the reply's text"),
+        # half an emoji (a reply cut mid-pair): a UnicodeEncodeError from the store's write
+        ("cut \ud83d", None, r"^answer: a string with a lone surrogate"),
     ],
 )
 def test_a_turns_answer_and_usage_are_checked_before_anything_is_stored(
@@ -689,6 +691,9 @@ def test_a_turns_answer_and_usage_are_checked_before_anything_is_stored(
     assert store.count_turns("s") == 2
     with pytest.raises(CtxBudgetError, match=r"usage\.actual\.input_tokens"):
         session.add("And a third?", answer="No.", usage={"actual": {"input_tokens": -5}})
+    with pytest.raises(CtxBudgetError, match=r"^tags\[1\]: a string with a lone surrogate"):
+        session.add("And a fourth?", answer="No.", tags=["Notice", "Not\udce9ce"])
+    assert store.count_turns("s") == 2
 
 
 def test_a_long_sessions_turns_keep_every_prefix_they_mark_cached(tmp_path: Path) -> None:

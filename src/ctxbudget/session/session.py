@@ -137,6 +137,9 @@ def _check_turn(
             raise ConfigError(f"{name} must be a list of ctxbudget.{kind.__name__} values, got {given!r:.80}")
     if not _all_of(tags, str):
         raise ConfigError(f"tags must be a list of strings, got {tags!r:.80}")
+    # the tags reach no assembly, which refuses a question's lone surrogate: one ended the store's
+    # write in a UnicodeEncodeError
+    check_json_value(list(tags) if isinstance(tags, list | tuple) else tags, "tags")
     if not isinstance(allow_prefix_change, bool):
         raise ConfigError(f"allow_prefix_change must be True or False, got {allow_prefix_change!r}")
 
@@ -438,6 +441,7 @@ def _checked_usage(answer: object, usage: object) -> dict[str, Any]:
     answer, a string usage ended in a ValueError."""
     if not isinstance(answer, str):
         raise ConfigError(f"answer must be the reply's text (a string), got {json_kind(answer)}")
+    check_json_value(answer, "answer")  # a lone surrogate (half an emoji) is no UTF-8 to store
     if usage is None:
         return {}
     if not isinstance(usage, Mapping):
