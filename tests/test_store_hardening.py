@@ -382,6 +382,24 @@ def test_a_record_damaged_into_bytes_that_are_not_utf8_is_damage_not_quoted(tmp_
         SQLiteStore(path, mode="read").turns("a")
 
 
+def test_a_damaged_schema_whose_error_quotes_bytes_that_are_not_utf8_is_damage(tmp_path: Path) -> None:
+    # SQLite's "malformed database schema (ledger) - near "<damaged text>"" quoted bytes Python
+    # could not decode: every command ended in a UnicodeDecodeError traceback (exit 1)
+    path = _filled(tmp_path / "s.db", turns=1)
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA writable_schema=ON")
+        damaged = b"CREATE TABX\xc2E ledger (x)"
+        db.execute("UPDATE sqlite_master SET sql = CAST(? AS TEXT) WHERE name = 'ledger'", (damaged,))
+    db.close()
+    for command in (["list"], ["show", "a"], ["add", "a", "--question", "q"]):
+        code, error = _cli("session", *command, "--store", str(path))
+        assert code == 2 and "is damaged (SQLite's error about it quotes text that is not UTF-8)" in error, (
+            error
+        )
+    with pytest.raises(StoreError, match="is damaged"):
+        SQLiteStore(path, mode="read")
+
+
 def test_an_unknown_session_among_many_names_the_closest_not_all(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "many.db")
     for k in range(40):

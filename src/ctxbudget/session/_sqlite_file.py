@@ -152,6 +152,12 @@ def mapped_errors(path: str, busy_timeout_seconds: float) -> Iterator[None]:
         yield
     except sqlite3.Error as exc:
         raise store_error(path, exc, busy_timeout_seconds) from exc
+    except UnicodeDecodeError as exc:
+        # SQLite's message quoted bytes of the file that are not UTF-8 ("malformed database
+        # schema (...) - near "<damaged text>""), which Python could not decode: a traceback
+        raise StoreError(
+            path, "is damaged (SQLite's error about it quotes text that is not UTF-8)", DAMAGED_HINT
+        ) from exc
 
 
 def _retrying(action: Callable[[], T], busy_timeout_seconds: float) -> T:
