@@ -1004,11 +1004,13 @@ def test_an_anthropic_client_is_told_the_refusals_code() -> None:
         "type": "error",
         "error": {
             "type": "invalid_request_error",
-            "message": "the pinned prefix changed",
+            "message": "ctxbudget: the pinned prefix changed",  # the gateway's, not Anthropic's
             "code": "prefix_changed",
         },
     }
     assert ANTHROPIC.error_body(500, "boom", "internal")["error"]["type"] == "api_error"
+    # said once, when the message already names ctxbudget
+    assert ANTHROPIC.error_body(400, "ctxbudget: no", "x")["error"]["message"] == "ctxbudget: no"
 
 
 def test_a_compressed_body_is_refused_and_the_sent_body_is_labelled_json(

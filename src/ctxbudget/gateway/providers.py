@@ -29,6 +29,9 @@ _ANTHROPIC_ERROR_TYPES = {
 }
 
 
+_OURS = "ctxbudget: "  # what every error the gateway (not the upstream) tells begins with
+
+
 @dataclass(frozen=True)
 class Provider:
     """One upstream API: the provider (its errors, its upstream, its refusal codes), the path,
@@ -39,7 +42,10 @@ class Provider:
     input_format: str
 
     def error_body(self, status: int, message: str, code: str) -> dict[str, Any]:
-        """An error in this provider's own shape, so SDKs raise their usual exceptions."""
+        """An error in this provider's own shape, so SDKs raise their usual exceptions; its message
+        says it is ctxbudget's (``ctxbudget: ...``): "request body must be a JSON object" read as
+        the provider's own words, and a client could not tell where to look."""
+        message = message if message.startswith(_OURS) else _OURS + message
         if self.name == "anthropic":  # its shape has no code: given beside the type, as ours
             kind = _ANTHROPIC_ERROR_TYPES.get(status) or (
                 "invalid_request_error" if status < 500 else "api_error"
