@@ -114,6 +114,16 @@ VOLATILE = [
     "As of September 16",
     "Current time: 3pm",
     "The time is 3 P.M.",
+    # a key and its value quoted, as a JSON or YAML template writes them (each passed INV-CTX-01)
+    '{"request_id": "a8f3"}',
+    '"sessionId": "xyz9"',
+    "trace_id: 'abc7'",
+    '{"current_time": "10:05"}',
+    "current_time: 10:05",
+    'Current time: "10:05"',
+    '"updated": "10:05"',
+    '{"today": "December 3"}',
+    'current_date: "Dec 3"',
 ]
 
 LEGITIMATE = [
@@ -215,6 +225,11 @@ LEGITIMATE = [
     "price_1MoBy5LkdIwHu7ixZhnattbh",
     "asst_abc123DEF456ghi789",
     "lookup_customerAccount2Details",
+    # a key quoted with no id, time or date after it
+    '{"request_id": {"type": "string"}}',
+    '"session_id": "the caller\'s session id"',
+    '{"time": "10:05"}',
+    '"current_time": "the hour now, as HH:MM"',
 ]
 
 

@@ -6,7 +6,8 @@ European ``16.09.2026``, ``2026.09.16``, month names either way round, in capita
 case too, and ``16-Sep-2026``, ``Sep-16-2026``, ``16SEP2026``, ``2026-Sep-16``, weekday forms, and
 without a year after a word saying it is today's: ``Today is September 16``, ``Date: Sep 16``),
 clock times (and ``T10:32:11Z`` alone, and ``Current time: 3pm``), Unix timestamps, UUIDs, long
-hex nonces, request, trace and session ids, and case and docket numbers. A policy adds its own
+hex nonces, request, trace and session ids (quoted too, as JSON and YAML write a key and its
+value: ``"request_id": "r9"``, ``"current_time": "10:05"``), and case and docket numbers. A policy adds its own
 patterns and an allow-list (``[volatile]`` in the policy file: regular expressions); a match that
 overlaps an allowed span is not reported.
 
@@ -42,8 +43,8 @@ _DAY_OF_MONTH = r"(?:0?[1-9]|[12]\d|3[01])"
 _TITLED_MONTH = rf"(?:{_MONTH_NAMES}|{_MONTH_NAMES.upper()})\.?"
 _NOW_DATE = (  # a word that says the date is today's: today, current date, as of, updated, or a
     # "Date:" header opening a line ("Due date: April 15" is a fixed one)
-    r"(?:(?i:today(?:['\u2019]s date)?|current date|date today|as of|updated|last updated)"
-    r"(?:\s+is\s+|\s*:\s*|\s+)|(?m:^)(?:Date|DATE)\s*:\s*)"
+    r"(?:(?i:today(?:['\u2019]s date)?|current[ _]date|date today|as of|updated|last updated)"
+    r"[\"']?(?:\s+is\s+|\s*:\s*|\s+)[\"']?|(?m:^)(?:Date|DATE)\s*:\s*)"
 )
 _NOW_TIME = (  # a word that says the hour is now's (a bare "time" is as often a fixed one: "Start time: 9am")
     r"(?:(?i:current time|time now|the time is|time is now))(?:\s+is\s+|\s*:\s*|\s+)"
@@ -85,7 +86,7 @@ _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
         "request or session id",
         (
             r"(?i)\b(?:x-)?(?:request|req|session|sess|trace|span|run|correlation|conversation|message|msg)"
-            r"[ _-]?id\b(?:\s*[:=#])?\s*[\w.-]{0,64}?\d" + _ID_TAIL
+            r"[ _-]?id\b[\"']?(?:\s*[:=#])?\s*[\"']?[\w.-]{0,64}?\d" + _ID_TAIL
         ),
     ),
     (
@@ -134,9 +135,13 @@ _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
         # time is 10:05", a "Time:" header opening a line, "Updated: 10:05") passed INV-CTX-01
         # whenever the minutes could be a transcript line (28 or less); after a bare "time" it
         # is as often a fixed one ("Hearing time: 10:00")
-        rf"(?i)(?:\b(?=[atug]){_CITED_AT}(?:at|{_NOW_TIME_WORD}time(?:\s*:|\s+is\b)|time"
-        rf"|(?:as of|updated|generated)(?:\s*:)?)|@)\s*{_CLOCK}(?![\d\-–:])",
+        # (quoted too, as JSON and YAML write a key and its value: "current_time": "10:05")
+        rf"(?i)(?:\b(?=[atug]){_CITED_AT}(?:at\s*|time\s*|(?:{_NOW_TIME_WORD}time[\"']?(?:\s*:|\s+is\b)"
+        rf"|(?:as of|updated|generated)[\"']?(?:\s*:)?)\s*[\"']?)|@\s*){_CLOCK}(?![\d\-–:])",
     ),
+    # a snake_case key naming the time now, as JSON and YAML write it ("current_time": "10:05"):
+    # the word start a "time" above wants is not there after an underscore
+    ("time", rf"(?i)\b(?:current|local)_time[\"']?\s*[:=]\s*[\"']?{_CLOCK}(?![\d\-–:])"),
     # with fractional seconds and a Z too ("Build stamp 10:32:11Z." passed INV-CTX-01)
     ("time", r"\b(?:[01]?\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?Z?\b"),
     ("time", r"\bT(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?Z?\b"),  # an ISO time alone: T10:32:11Z
@@ -203,6 +208,7 @@ _STARTS: tuple[str, ...] = (
     "digit",
     "now word",
     "time word",
+    "now word",
     "digit",
     "time word",
     "digit",
