@@ -66,6 +66,8 @@ VOLATILE = [
     "1:24-cv-01234",
     "snapshot 20260916103211",
     "20260916T103211",
+    "X-Amz-Date: 20260916T103211Z",  # with its Z, the word start after it was not there
+    "snapshot 20260916T103211+0200",
     "nonce 9f86d081884c7d659a2feaa0c55ad015",
     "etag a3f5c9e2b7d14f6088aa",
     "X-Request-ID abc123",

@@ -78,7 +78,11 @@ _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
         "timestamp",
         rf"\b{_YEAR}-\d{{2}}-\d{{2}}[T ]{_CLOCK}(?:Z|[+-]\d{{2}}:?\d{{2}})?",
     ),
-    ("timestamp", rf"\b{_YEAR}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])T?[0-2]\d[0-5]\d[0-5]\d\b"),
+    # ISO 8601's basic form, with its Z or offset too (AWS's X-Amz-Date: 20260916T103211Z)
+    (
+        "timestamp",
+        rf"\b{_YEAR}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])T?[0-2]\d[0-5]\d[0-5]\d(?:Z|[+-]\d{{4}})?\b",
+    ),
     ("timestamp", rf"\b(?:{_DAY}\s+)?{_MONTH}\s+\d{{1,2}},?\s+{_YEAR}\s+{_CLOCK}\b"),
     ("timestamp", rf"\b{_DAY}\s+\d{{1,2}}\s+{_MONTH}\s+{_YEAR}\s+{_CLOCK}\b"),
     ("UUID", r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"),
