@@ -86,6 +86,11 @@ VOLATILE = [
     "2026/09/16",
     "16/9/26",
     "2026年9月16日",
+    # in a sentence, with no space before it (each passed INV-CTX-01), full-width, Korean
+    "今日は2026年9月16日です。",
+    "今天是2026年9月16日。",
+    "本日は２０２６年９月１６日です。",
+    "오늘은 2026년 9월 16일입니다.",
     "Civil Action No. 24-cv-1234",
     "Docket 24-1234",
     "No. 24-cv-01234-ABC",
@@ -227,6 +232,8 @@ LEGITIMATE = [
     "price_1MoBy5LkdIwHu7ixZhnattbh",
     "asst_abc123DEF456ghi789",
     "lookup_customerAccount2Details",
+    "第12026年",
+    "平成3年の改正",
     # a key quoted with no id, time or date after it
     '{"request_id": {"type": "string"}}',
     '"session_id": "the caller\'s session id"',

@@ -2,7 +2,7 @@
 
 Recognised: timestamps (ISO 8601, fractional seconds and ``Z`` too, compact ``20260916103211``,
 HTTP/RFC 2822 and ``Tue Sep 16 2026 10:32`` forms), dates (ISO, with en dashes too, US ``09/16/2026``,
-European ``16.09.2026``, ``2026.09.16``, month names either way round, in capitals and in lower
+European ``16.09.2026``, ``2026.09.16``, ``2026年9月16日`` (in a sentence, full-width, Korean too), month names either way round, in capitals and in lower
 case too, and ``16-Sep-2026``, ``Sep-16-2026``, ``16SEP2026``, ``2026-Sep-16``, weekday forms, and
 without a year after a word saying it is today's: ``Today is September 16``, ``Date: Sep 16``),
 clock times (and ``T10:32:11Z`` alone, and ``Current time: 3pm``), Unix timestamps, UUIDs, long
@@ -58,6 +58,7 @@ _NOW_TIME_WORD = (
 _NO_YEAR = r"(?!,?\s*(?:19|20)\d{2}\b)"  # with its year, the dated patterns above report it
 _DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*\.?,?"
 _YEAR = r"(?:19|20)\d{2}"
+_CJK_YEAR = r"(?:[1\uff11][9\uff19]|[2\uff12][0\uff10])\d{2}"  # ASCII or full-width digits
 _CLOCK = r"(?:[01]?\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:\.\d+)?)?"
 _NOT_CITED = r"(?<![\d:.\-–])(?<!page )(?<!p\. )(?<!Tr\. )(?<!Dep\. )"
 _TIME_WORD = r"\s?(?:[AaPp]\.?[Mm]\b\.?|UTC\b|GMT\b|o'clock\b|hrs\b|h\b)"
@@ -106,7 +107,10 @@ _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
     # dotted, year first, as Hungarian, Korean and Chinese texts write it: two-digit month and
     # day (a version such as 2024.1.3 stays one)
     ("date", rf"\b(?=\d){_NOT_SECTION}{_YEAR}\.(?:0[1-9]|1[0-2])\.(?:0[1-9]|[12]\d|3[01])\b"),
-    ("date", rf"\b{_YEAR}年\d{{1,2}}月\d{{1,2}}日"),
+    # in characters, as Chinese and Japanese write it (Korean too: 2026년 9월 16일), in ASCII or
+    # full-width digits, and with no word start before it: written with no space in a sentence
+    # ("今日は2026年9月16日です" passed INV-CTX-01), so only no digit before it is wanted
+    ("date", rf"(?<!\d){_CJK_YEAR} ?[年년] ?\d{{1,2}} ?[月월] ?\d{{1,2}} ?[日일]"),
     ("date", r"\b(?:0?[1-9]|[12]\d|3[01])/(?:0?[1-9]|[12]\d|3[01])/(?:\d{4}|\d{2})\b"),
     (
         "date",
@@ -184,6 +188,12 @@ _SCANNER_SOURCES: dict[str, tuple[str, ...]] = {
         "now word": [("[aAcCdDtTuUlL]", "")],
     }.items()
 }
+# a year in characters has no word start before it (a sentence runs on without a space): its
+# first digit, not after a digit
+_SCANNER_SOURCES["year in characters"] = ("[12\uff11\uff12](?<!\\d.)(?=\\d{3} ?[年년])",)
+# scanners whose patterns all need a character beyond ASCII (年, 년): nothing to scan in an ASCII
+# text (a scan of its digits cost 5% on the bundled request)
+_NOT_IN_ASCII = frozenset({"year in characters"})
 _STARTS: tuple[str, ...] = (
     "digit",
     "digit",
@@ -198,7 +208,7 @@ _STARTS: tuple[str, ...] = (
     "hex",
     "digit",
     "digit",
-    "digit",
+    "year in characters",
     "digit",
     "digit",
     "date word",
@@ -269,7 +279,9 @@ def _compiled() -> _Compiled:
         patterns=tuple((kind, re.compile(text)) for kind, text in _PATTERN_SOURCES),
         scanners={name: tuple(map(re.compile, texts)) for name, texts in _SCANNER_SOURCES.items()},
         finders=finders,
-        ascii_finders={name: _for_ascii(found) for name, found in finders.items()},
+        ascii_finders={
+            name: () if name in _NOT_IN_ASCII else _for_ascii(found) for name, found in finders.items()
+        },
     )
 
 
