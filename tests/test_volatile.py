@@ -214,6 +214,9 @@ LEGITIMATE = [
     "as of today, April 15 is the deadline",
     "Starting today, May 1 deliveries begin",
     "scale 1:50",
+    "a 1:50 scale model",  # the word after it too (a time)
+    "mix at a 1:30 ratio",
+    "1:40-scale drawings",
     "Rule 26(a)(1)",
     "§ 2-207",
     "in march the parties met",

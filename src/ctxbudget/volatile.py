@@ -16,7 +16,7 @@ a time when its hour is at most 23 and its minutes are over 28 (a transcript pag
 28 in some formats), or when a time word (``a.m.``, ``UTC``, ``o'clock``, ``at``, ``time``)
 stands next to it; it is never a time inside a citation range (``47:12-48:3``) or after
 ``page``, ``p.``, ``Tr.``, ``Dep.`` or ``id. at`` (``Smith Dep. at 12:15``), nor a ratio
-(``scale 1:50``). Dotted dates after ``Section`` or ``§`` are section numbers, ten digits after
+(``scale 1:50``, ``a 1:50 scale``). Dotted dates after ``Section`` or ``§`` are section numbers, ten digits after
 capital letters (``DEF 1600000123``) a Bates number, and a case number needs a separator or four
 digits (``case no. 30(b)(6)`` is a rule).
 """
@@ -155,7 +155,7 @@ _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
     ("time", r"\bT(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?Z?\b"),  # an ISO time alone: T10:32:11Z
     (
         "time",
-        rf"\b(?=\d){_NOT_CITED}(?<!scale )(?<!ratio )(?:[01]?\d|2[0-3]):(?:29|[3-5]\d)\b(?![\-–:]?\d)",
+        rf"\b(?=\d){_NOT_CITED}(?<!scale )(?<!ratio )(?:[01]?\d|2[0-3]):(?:29|[3-5]\d)\b(?![\-–:]?\d|[ -](?:scale|ratio)\b)",
     ),
     ("unix timestamp", r"\b(?=1)(?<![A-Z] )(?<![A-Z]-)(?<![A-Z]_)1[5-9]\d{8}(?:\d{3})?\b"),
 )
