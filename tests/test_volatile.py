@@ -91,6 +91,12 @@ VOLATILE = [
     "今天是2026年9月16日。",
     "本日は２０２６年９月１６日です。",
     "오늘은 2026년 9월 16일입니다.",
+    # month names in German, French and Spanish (each passed INV-CTX-01)
+    "Heute ist der 16. September 2026.",
+    "Stand: 3. Dezember 2026",
+    "Nous sommes le 1er décembre 2026.",
+    "Hoy es 3 de diciembre de 2026.",
+    "Datum: 3. März 2026",
     "Civil Action No. 24-cv-1234",
     "Docket 24-1234",
     "No. 24-cv-01234-ABC",
@@ -237,6 +243,9 @@ LEGITIMATE = [
     "lookup_customerAccount2Details",
     "第12026年",
     "平成3年の改正",
+    "Art. 3 Abs. 2 DSGVO",
+    "im März 2026 geschlossen",
+    "en diciembre de 2026",
     # a key quoted with no id, time or date after it
     '{"request_id": {"type": "string"}}',
     '"session_id": "the caller\'s session id"',

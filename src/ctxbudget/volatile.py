@@ -2,7 +2,7 @@
 
 Recognised: timestamps (ISO 8601, fractional seconds and ``Z`` too, compact ``20260916103211``,
 HTTP/RFC 2822 and ``Tue Sep 16 2026 10:32`` forms), dates (ISO, with en dashes too, US ``09/16/2026``,
-European ``16.09.2026``, ``2026.09.16``, ``2026年9月16日`` (in a sentence, full-width, Korean too), month names either way round, in capitals and in lower
+European ``16.09.2026``, ``2026.09.16``, ``2026年9月16日`` (in a sentence, full-width, Korean too), month names either way round (German, French and Spanish ones too: ``3. Dezember 2026``), in capitals and in lower
 case too, and ``16-Sep-2026``, ``Sep-16-2026``, ``16SEP2026``, ``2026-Sep-16``, weekday forms, and
 without a year after a word saying it is today's: ``Today is September 16``, ``Date: Sep 16``),
 clock times (and ``T10:32:11Z`` alone, and ``Current time: 3pm``), Unix timestamps, UUIDs, long
@@ -40,6 +40,14 @@ _MONTH_NAMES = r"Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July
 # no date: every pattern wants a day and a year, or a weekday, next to the name.
 _MONTH = rf"(?:{_MONTH_NAMES}|{_MONTH_NAMES.upper()}|{_MONTH_NAMES.lower()})\.?"
 _DAY_OF_MONTH = r"(?:0?[1-9]|[12]\d|3[01])"
+# German, French and Spanish month names, as a day and a year stand around them: "3. Dezember
+# 2026", "le 1er décembre 2026", "3 de diciembre de 2026" (each passed INV-CTX-01)
+_OTHER_MONTH = (
+    r"(?i:januar|jänner|februar|märz|maerz|april|mai|juni|juli|august|september|oktober|november|dezember"
+    r"|janvier|février|fevrier|mars|avril|juin|juillet|août|aout|septembre|octobre|novembre"
+    r"|décembre|decembre|enero|febrero|marzo|abril|mayo|junio|julio|agosto|septiembre|setiembre"
+    r"|octubre|noviembre|diciembre)"
+)
 _TITLED_MONTH = rf"(?:{_MONTH_NAMES}|{_MONTH_NAMES.upper()})\.?"
 _NOW_DATE = (  # a word that says the date is today's: today, current date, as of, updated, or a
     # "Date:" header opening a line ("Due date: April 15" is a fixed one)
@@ -122,6 +130,7 @@ _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
         rf"\b(?:{_DAY}\s+)?\d{{1,2}}(?:st|nd|rd|th)?\s+(?:day\s+)?(?:of\s+)?{_MONTH},?\s+{_YEAR}\b",
     ),
     ("date", rf"\b{_DAY}\s+{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?\b"),
+    ("date", rf"\b{_DAY_OF_MONTH}(?:\.|er)?\s+(?:de\s+)?{_OTHER_MONTH}(?:\s+de)?\s+{_YEAR}\b"),
     ("date", rf"\b{_DAY_OF_MONTH}[-/]?{_MONTH}[-/]?{_YEAR}\b"),  # 16-Sep-2026, 16SEP2026
     ("date", rf"\b{_MONTH}[-/]{_DAY_OF_MONTH}[-/]{_YEAR}\b"),  # Sep-16-2026
     ("date", rf"\b{_YEAR}-{_MONTH}-{_DAY_OF_MONTH}\b"),  # 2026-Sep-16
@@ -214,6 +223,7 @@ _STARTS: tuple[str, ...] = (
     "date word",
     "digit or date word",
     "date word",
+    "digit",
     "digit",
     "date word",
     "digit",
