@@ -170,8 +170,8 @@ def test_a_header_value_that_is_not_ascii_is_sent_on_as_its_bytes(path: str, our
     assert not any(k.lower().startswith(b"x-ctxbudget") for k, _ in seen[0])
 
 
-def test_the_inner_transport_is_built_once_and_its_connections_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    # A new inner transport (its pool, its SSL context) was built for every request and dropped.
+def _counted_inner_transports(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The inner transports the fitting transport builds from now on (httpx2's, counted)."""
     built: list[object] = []
 
     class Counted(httpx2.HTTPTransport):
@@ -180,6 +180,12 @@ def test_the_inner_transport_is_built_once_and_its_connections_kept(monkeypatch:
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(httpx2, "HTTPTransport", Counted)
+    return built
+
+
+def test_the_inner_transport_is_built_once_and_its_connections_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A new inner transport (its pool, its SSL context) was built for every request and dropped.
+    built = _counted_inner_transports(monkeypatch)
     fake = FakeUpstream()
     with Served(fake.app) as upstream:
         client = _claude(upstream.url, _transport(max_context_tokens=1000))
@@ -194,14 +200,7 @@ def test_threads_sending_their_first_requests_at_once_share_one_inner_transport(
 ) -> None:
     """16 threads of one client, each with its first request: 16 inner transports were built, 15
     of them (their pools, their connections) never closed."""
-    built: list[object] = []
-
-    class Counted(httpx2.HTTPTransport):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            built.append(self)
-            super().__init__(*args, **kwargs)
-
-    monkeypatch.setattr(httpx2, "HTTPTransport", Counted)
+    built = _counted_inner_transports(monkeypatch)
     fake = FakeUpstream()
     start = threading.Barrier(16)
     with Served(fake.app) as upstream, httpx2.Client(transport=_transport()) as client:
