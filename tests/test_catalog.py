@@ -148,6 +148,17 @@ def test_a_scope_chooses_the_provider_entry() -> None:
     assert catalog.resolve_window("vertex_ai/claude-sonnet-4-5").spec.provider == "google"  # type: ignore[union-attr]
 
 
+def test_a_providers_own_name_is_a_scope() -> None:
+    """A provider's name as `ctxbudget models` prints it scopes an id to that provider's entry:
+    `github-copilot/gpt-4o` was an unknown scope, read as OpenAI's gpt-4o without Copilot's
+    64,000-token input cap, while `github_copilot/gpt-4o` had it."""
+    catalog = bundled_catalog()
+    for provider in set(catalog.scopes.values()):
+        assert catalog.scopes.get(provider) == provider, provider
+    copilot = catalog.resolve_window("github-copilot/gpt-4o")
+    assert (copilot.spec.provider, copilot.input_limit) == ("github-copilot", 64_000)  # type: ignore[union-attr]
+
+
 def test_unknown_id_is_an_error_naming_the_closest_ids_and_the_ways_out() -> None:
     with pytest.raises(UnknownModelError) as caught:
         bundled_catalog().resolve_window("gtp-4o")
