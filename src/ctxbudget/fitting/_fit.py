@@ -96,7 +96,7 @@ def fit(
     - ``max_context_tokens``: a budget below the model's window (0: the window).
     - ``reserve_output_tokens``: tokens kept for the reply; by default the body's own
       ``max_tokens`` / ``max_completion_tokens`` / ``max_output_tokens``, else min(4,096, the
-      model's output cap).
+      model's output cap, a quarter of the window).
     - ``budget``: percentages per component (``system``, ``query``, ``documents``, ``history``).
     - ``input_format``: the request's format (detected when None): ``question``, ``openai``,
       ``anthropic``, ``responses``; the fitted request has the same format. ``format`` is its
