@@ -15,9 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import (
     AIMessage,
+    AIMessageChunk,
     BaseMessage,
+    ChatMessage,
     HumanMessage,
+    HumanMessageChunk,
     SystemMessage,
+    SystemMessageChunk,
     ToolMessage,
     convert_to_openai_messages,
 )
@@ -143,6 +147,30 @@ def test_a_claude_conversation_opens_on_a_human_message(model: str) -> None:
     ]
     kept = fit_messages(agent, model=model, max_tokens=200).messages
     assert kept == [agent[0], *agent[4:]]  # the older call and its result went with their question
+
+
+def test_a_claude_conversation_opens_on_a_human_message_of_any_class() -> None:
+    """A human message is told by its role, not its ``type``: a HumanMessageChunk's type is
+    "HumanMessageChunk", a ChatMessage's "chat"; read by type, the latest human message was dropped
+    and only the system message was left."""
+    for human in (
+        HumanMessageChunk(content="And the deposit?"),
+        ChatMessage(role="user", content="And the deposit?"),
+    ):
+        messages = [SystemMessage("Be brief."), HumanMessage("Tell me. " + LONG), AIMessage("Done."), human]
+        kept = fit_messages(messages, model="claude-sonnet-4-5", max_tokens=120).messages
+        assert kept == [messages[0], messages[3]]
+        whole = fit_messages(messages, model="claude-sonnet-4-5", max_tokens=100_000).messages
+        assert whole == messages
+    system = [SystemMessageChunk(content="Be brief."), ChatMessage(role="system", content="Cite.")]
+    messages = [*system, AIMessageChunk(content="Hello."), HumanMessage("Hi")]
+    assert fit_messages(messages, model="claude-sonnet-4-5", max_tokens=100_000).messages == [
+        *system,
+        messages[3],
+    ]
+    # no human message at all: nothing to open on, so nothing is dropped for it
+    alone = [SystemMessage("Be brief."), AIMessage("Hello.")]
+    assert fit_messages(alone, model="claude-sonnet-4-5", max_tokens=100_000).messages == alone
 
 
 def test_a_tool_call_and_its_results_are_dropped_together() -> None:

@@ -288,15 +288,28 @@ def _opening_on_human(
     results, whose human turn the fit left out, even the newest history unit, which is otherwise
     always kept. LangChain's own ``trim_messages`` has ``start_on="human"`` for this; a Claude
     model always needs it."""
+    # told by the roles a message converts to, not its ``type``: a HumanMessageChunk's is
+    # "HumanMessageChunk", a ChatMessage's "chat" (role "user" or "system"); read by ``type``, the
+    # latest human message was dropped and only the system messages were left
+    roles = {i: _roles(chat, i).split("+") for i in range(len(messages))}
     kept = set(keep)
-    for unit in chat.units:
-        if not kept & set(unit) or all(messages[i].type == "system" for i in unit):
-            continue
-        if messages[unit[0]].type == "human":  # the latest is always kept: the loop ends there at last
+    opening = [u for u in chat.units if kept & set(u) and not all(_is_system(roles[i]) for i in u)]
+    if not any(_is_human(messages[u[0]], roles[u[0]]) for u in opening):
+        return kept  # no human message to open on: nothing dropped for it (the newest stays)
+    for unit in opening:
+        if _is_human(messages[unit[0]], roles[unit[0]]):
             break
         kept -= set(unit)
         reasons.update(dict.fromkeys(unit, _OPENS_ON_HUMAN))
     return kept
+
+
+def _is_system(roles: Sequence[str]) -> bool:
+    return all(role in ("system", "developer") for role in roles)
+
+
+def _is_human(message: BaseMessage, roles: Sequence[str]) -> bool:
+    return message.type == "human" or "user" in roles
 
 
 def _left_out(decision: ItemReport) -> str:
