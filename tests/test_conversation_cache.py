@@ -1002,6 +1002,47 @@ def test_automatic_caching_prices_its_writes_at_the_models_write_price(tmp_path:
     assert float(first.headers["x-ctxbudget-estimated-cost-usd"]) == pytest.approx(expected, abs=1e-5)
 
 
+def test_automatic_caching_prices_its_writes_never_below_the_input_price(tmp_path: Path) -> None:
+    """A catalog's write price below the input price is a storage charge alone (OpenRouter's
+    Gemini 2.5 Flash: $0.0833 against $0.30 of input): the predicted writes priced at it put a
+    first turn's estimate at a third of what it was before, and of what is billed."""
+    catalog = tmp_path / "mine.toml"
+    catalog.write_text(
+        'schema_version = 1\n[[models]]\nid = "house-storage"\nprovider = "house"\ncontext_window = 200000\n'
+        'tokenizer = "o200k_exact"\n'
+        "prices = { input = 2.0, output = 10.0, cache_write_5m = 0.5, cache_read = 0.2 }\n"
+        'cache = { mode = "automatic", min_cacheable_tokens = 1024, max_breakpoints = 0 }\n'
+    )
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        message = {"role": "assistant", "content": "ok"}
+        usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+        choices = [{"index": 0, "message": message, "finish_reason": "stop"}]
+        return httpx.Response(
+            200, json={"id": "c", "object": "chat.completion", "choices": choices, "usage": usage}
+        )
+
+    config = GatewayConfig(
+        store_path=str(tmp_path / "w.db"), openai_upstream="http://up.invalid", catalog_paths=(str(catalog),)
+    )
+    app = create_app(config, httpx.MockTransport(answer))
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "When was notice given?"}]
+    body = {"model": "house-storage", "max_tokens": 100, "messages": messages}
+
+    async def run() -> httpx.Response:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://g") as client:
+            return await client.post("/v1/chat/completions", json=body, headers={"X-Ctxbudget-Session": "w"})
+
+    try:
+        first = asyncio.run(run())
+    finally:
+        app.state.gateway.close()
+    tokens = int(first.headers["x-ctxbudget-tokens-after"])
+    assert int(first.headers["x-ctxbudget-cache-write-predicted"]) > 1024
+    expected = (tokens * 2.0 + 100 * 10.0) / 1e6  # every token at least at the input price
+    assert float(first.headers["x-ctxbudget-estimated-cost-usd"]) == pytest.approx(expected, abs=1e-5)
+
+
 def test_reads_written_instead_are_priced_by_the_ttl_of_the_mark_that_read_them() -> None:
     """Every read was priced at the 5-minute write price, a one-hour mark's too (37% under)."""
     from ctxbudget.gateway.caching import reads_written

@@ -94,8 +94,12 @@ def price_turn(
     """The cost of a turn with these token counts at ``prices`` (its long-context prices when
     its input is over their threshold: every token of the request at those)."""
     prices = prices.for_input(uncached_tokens + write_5m_tokens + write_1h_tokens + read_tokens)
-    write_5m = prices.input if prices.cache_write_5m is None else prices.cache_write_5m
-    write_1h = write_5m if prices.cache_write_1h is None else prices.cache_write_1h
+    # a write is billed at least as the input it caches: a catalog's write price below the input
+    # price is a storage charge alone (OpenRouter's Gemini 2.5 Flash: $0.0833 of storage for five
+    # minutes beside $0.30 of input), and an automatic cache's predicted writes priced at it put a
+    # first turn's estimate at a third of what was billed, under the ceiling that holds to it
+    write_5m = prices.input if prices.cache_write_5m is None else max(prices.cache_write_5m, prices.input)
+    write_1h = write_5m if prices.cache_write_1h is None else max(prices.cache_write_1h, prices.input)
     read = prices.input if prices.cache_read is None else prices.cache_read
     return TurnCost(
         uncached_input_usd=uncached_tokens * prices.input * PER_TOKEN,
