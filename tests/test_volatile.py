@@ -223,6 +223,9 @@ LEGITIMATE = [
     "a 1:50 scale model",  # the word after it too (a time)
     "mix at a 1:30 ratio",
     "1:40-scale drawings",
+    "the plan is drawn at 1:50 scale",  # "at" before it too (it read as "at 1:50")
+    "printed at 1:20 Scale",
+    "mixed at 1:30 ratio",
     "Rule 26(a)(1)",
     "§ 2-207",
     "in march the parties met",

@@ -16,7 +16,7 @@ a time when its hour is at most 23 and its minutes are over 28 (a transcript pag
 28 in some formats), or when a time word (``a.m.``, ``UTC``, ``o'clock``, ``at``, ``time``)
 stands next to it; it is never a time inside a citation range (``47:12-48:3``) or after
 ``page``, ``p.``, ``Tr.``, ``Dep.`` or ``id. at`` (``Smith Dep. at 12:15``), nor a ratio
-(``scale 1:50``, ``a 1:50 scale``). Dotted dates after ``Section`` or ``§`` are section numbers, ten digits after
+(``scale 1:50``, ``a 1:50 scale``, ``at 1:50 scale``). Dotted dates after ``Section`` or ``§`` are section numbers, ten digits after
 capital letters (``DEF 1600000123``) a Bates number, and a case number needs a separator or four
 digits (``case no. 30(b)(6)`` is a rule).
 """
@@ -69,6 +69,7 @@ _YEAR = r"(?:19|20)\d{2}"
 _CJK_YEAR = r"(?:[1\uff11][9\uff19]|[2\uff12][0\uff10])\d{2}"  # ASCII or full-width digits
 _CLOCK = r"(?:[01]?\d|2[0-3]):[0-5]\d(?::[0-5]\d(?:\.\d+)?)?"
 _NOT_CITED = r"(?<![\d:.\-–])(?<!page )(?<!p\. )(?<!Tr\. )(?<!Dep\. )"
+_RATIO_WORD = r"[ -](?i:scale|ratio)\b"  # after H:MM, a ratio's word: "a 1:50 scale", "at 1:50 scale"
 _TIME_WORD = r"\s?(?:[AaPp]\.?[Mm]\b\.?|UTC\b|GMT\b|o'clock\b|hrs\b|h\b)"
 
 _CITED_AT = r"(?<!Tr\. )(?<!Dep\. )(?<!Depo\. )(?<!id\. )(?<!Id\. )(?<!Tr )(?<!Dep )"
@@ -154,7 +155,8 @@ _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
         # is as often a fixed one ("Hearing time: 10:00")
         # (quoted too, as JSON and YAML write a key and its value: "current_time": "10:05")
         rf"(?i)(?:\b(?=[atug]){_CITED_AT}(?:at\s*|time\s*|(?:{_NOW_TIME_WORD}time[\"']?(?:\s*:|\s+is\b)"
-        rf"|(?:as of|updated|generated)[\"']?(?:\s*:)?)\s*[\"']?)|@\s*){_CLOCK}(?![\d\-–:])",
+        # (a ratio with its word after it is none: "drawn at 1:50 scale", as "a 1:50 scale" below)
+        rf"|(?:as of|updated|generated)[\"']?(?:\s*:)?)\s*[\"']?)|@\s*){_CLOCK}(?![\d\-–:]|{_RATIO_WORD})",
     ),
     # a snake_case key naming the time now, as JSON and YAML write it ("current_time": "10:05"):
     # the word start a "time" above wants is not there after an underscore
@@ -164,7 +166,7 @@ _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
     ("time", r"\bT(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d(?:\.\d+)?Z?\b"),  # an ISO time alone: T10:32:11Z
     (
         "time",
-        rf"\b(?=\d){_NOT_CITED}(?<!scale )(?<!ratio )(?:[01]?\d|2[0-3]):(?:29|[3-5]\d)\b(?![\-–:]?\d|[ -](?:scale|ratio)\b)",
+        rf"\b(?=\d){_NOT_CITED}(?<!scale )(?<!ratio )(?:[01]?\d|2[0-3]):(?:29|[3-5]\d)\b(?![\-–:]?\d|{_RATIO_WORD})",
     ),
     ("unix timestamp", r"\b(?=1)(?<![A-Z] )(?<![A-Z]-)(?<![A-Z]_)1[5-9]\d{8}(?:\d{3})?\b"),
 )
