@@ -1374,3 +1374,25 @@ def test_the_room_of_both_placeholders_is_held_or_one_kept(api: str, budgets: ra
         notes = json.dumps(result.request).count("[Earlier conversation summarized")
         no_room = all(i.reason.startswith("older message; no room") for i in gone)
         assert notes or not gone, (budget, no_room)
+
+
+def test_a_query_kept_by_its_end_begins_at_a_word() -> None:
+    """A query with no ask, cut to its end, keeps whole words: "I really like Hopelessly Devoted
+    to You ..." was kept as "lessly Devoted to You ..." (the end's cut fell inside a word)."""
+    query = "I really like Hopelessly Devoted to You and Let's Get Physical"
+    body = {
+        "messages": [
+            {
+                "role": "system",
+                "content": "You are a careful, helpful assistant. Answer honestly and concisely.",
+            },
+            {"role": "user", "content": "What are some good songs by Olivia Newton-John?"},
+            {"role": "assistant", "content": "Some of her best known songs are Physical and Xanadu."},
+            {"role": "user", "content": query},
+        ]
+    }
+    split = {"system": 10, "query": 15, "documents": 50, "history": 25}
+    fitted = fit(body, model="gpt-4o", max_context_tokens=30, budget=split).request
+    kept = fitted["messages"][-1]["content"].removeprefix("[…]\n")
+    assert kept != query and query.endswith(kept)
+    assert query[len(query) - len(kept) - 1] == " ", kept

@@ -398,7 +398,10 @@ def _has_text(text: str, start: int, end: int) -> bool:
 
 
 def _keep_end(text: str, start: int, count: Callable[[int, int], int], budget: int) -> tuple[int, int]:
-    """The longest end of ``text[start:]`` within ``budget`` tokens (a question ends with its ask)."""
+    """The longest end of ``text[start:]`` within ``budget`` tokens (a question ends with its ask),
+    beginning at a word when one begins in its first part (:data:`~.text.WORD_BOUNDARY_KEEP`, as
+    a head's cut ends after one): "I really like Hopelessly Devoted to You" was kept as "lessly
+    Devoted to You"."""
     low, high = start, len(text)
     while low < high:
         mid = (low + high) // 2
@@ -406,4 +409,18 @@ def _keep_end(text: str, start: int, count: Callable[[int, int], int], budget: i
             high = mid
         else:
             low = mid + 1
-    return grapheme_ceil(text, low), len(text)
+    end = len(text)
+    if low > start and not text[low - 1].isspace():  # it begins inside a word
+        space = _next_space(text, low, end)
+        if space is not None and end - (space + 1) >= WORD_BOUNDARY_KEEP * (end - low):
+            return space + 1, end
+    return grapheme_ceil(text, low), end
+
+
+def _next_space(text: str, start: int, end: int) -> int | None:
+    """Where the first whitespace of ``text[start:end]`` stands, else None."""
+    found = _SPACE.search(text, start, end)
+    return found.start() if found else None
+
+
+_SPACE = re.compile(r"\s")
