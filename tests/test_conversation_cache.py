@@ -960,15 +960,14 @@ def test_without_conversation_caching_a_ceiling_holds_for_what_the_marks_write(
     assert passed.status_code == 200 and len(upstream.bills) == 1
 
 
-def test_automatic_caching_prices_its_writes_at_the_models_write_price(tmp_path: Path) -> None:
-    """A model that caches automatically and charges for the writes (OpenAI's gpt-6-sol: $2.50
-    a million written against $2 of input) was estimated with every written token at the input
-    price: the prediction said nothing was written."""
+def _first_automatic_turn(tmp_path: Path, write_price: float) -> httpx.Response:
+    """The gateway's answer to a first chat turn for a user catalog's model that caches
+    automatically, $2 a million of input, ``write_price`` a million written (the upstream faked)."""
     catalog = tmp_path / "mine.toml"
     catalog.write_text(
         'schema_version = 1\n[[models]]\nid = "house-auto"\nprovider = "house"\ncontext_window = 200000\n'
         'tokenizer = "o200k_exact"\n'
-        "prices = { input = 2.0, output = 10.0, cache_write_5m = 2.5, cache_read = 0.2 }\n"
+        f"prices = {{ input = 2.0, output = 10.0, cache_write_5m = {write_price}, cache_read = 0.2 }}\n"
         'cache = { mode = "automatic", min_cacheable_tokens = 1024, max_breakpoints = 0 }\n'
     )
 
@@ -992,9 +991,16 @@ def test_automatic_caching_prices_its_writes_at_the_models_write_price(tmp_path:
             return await client.post("/v1/chat/completions", json=body, headers={"X-Ctxbudget-Session": "w"})
 
     try:
-        first = asyncio.run(run())
+        return asyncio.run(run())
     finally:
         app.state.gateway.close()
+
+
+def test_automatic_caching_prices_its_writes_at_the_models_write_price(tmp_path: Path) -> None:
+    """A model that caches automatically and charges for the writes (OpenAI's gpt-6-sol: $2.50
+    a million written against $2 of input) was estimated with every written token at the input
+    price: the prediction said nothing was written."""
+    first = _first_automatic_turn(tmp_path, 2.5)
     tokens = int(first.headers["x-ctxbudget-tokens-after"])
     written = int(first.headers["x-ctxbudget-cache-write-predicted"])
     assert tokens - 16 <= written <= tokens  # a first turn writes its whole prompt
@@ -1006,37 +1012,7 @@ def test_automatic_caching_prices_its_writes_never_below_the_input_price(tmp_pat
     """A catalog's write price below the input price is a storage charge alone (OpenRouter's
     Gemini 2.5 Flash: $0.0833 against $0.30 of input): the predicted writes priced at it put a
     first turn's estimate at a third of what it was before, and of what is billed."""
-    catalog = tmp_path / "mine.toml"
-    catalog.write_text(
-        'schema_version = 1\n[[models]]\nid = "house-storage"\nprovider = "house"\ncontext_window = 200000\n'
-        'tokenizer = "o200k_exact"\n'
-        "prices = { input = 2.0, output = 10.0, cache_write_5m = 0.5, cache_read = 0.2 }\n"
-        'cache = { mode = "automatic", min_cacheable_tokens = 1024, max_breakpoints = 0 }\n'
-    )
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        message = {"role": "assistant", "content": "ok"}
-        usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
-        choices = [{"index": 0, "message": message, "finish_reason": "stop"}]
-        return httpx.Response(
-            200, json={"id": "c", "object": "chat.completion", "choices": choices, "usage": usage}
-        )
-
-    config = GatewayConfig(
-        store_path=str(tmp_path / "w.db"), openai_upstream="http://up.invalid", catalog_paths=(str(catalog),)
-    )
-    app = create_app(config, httpx.MockTransport(answer))
-    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "When was notice given?"}]
-    body = {"model": "house-storage", "max_tokens": 100, "messages": messages}
-
-    async def run() -> httpx.Response:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://g") as client:
-            return await client.post("/v1/chat/completions", json=body, headers={"X-Ctxbudget-Session": "w"})
-
-    try:
-        first = asyncio.run(run())
-    finally:
-        app.state.gateway.close()
+    first = _first_automatic_turn(tmp_path, 0.5)
     tokens = int(first.headers["x-ctxbudget-tokens-after"])
     assert int(first.headers["x-ctxbudget-cache-write-predicted"]) > 1024
     expected = (tokens * 2.0 + 100 * 10.0) / 1e6  # every token at least at the input price
