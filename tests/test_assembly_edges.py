@@ -504,3 +504,24 @@ def test_a_number_past_a_doubles_range_is_told_as_such(tmp_path: Path) -> None:
     )
     run = CliRunner().invoke(main, ["fit", str(path), "--model", "gpt-4o"])
     assert run.exit_code == 2 and "such as 1e400, reads as one" in run.stderr
+
+
+def test_no_cache_mark_lands_on_an_empty_text_block() -> None:
+    """A kept message that ends in an empty text block (an image pasted with no text) is marked
+    on its last block that takes a mark: the API refuses ``cache_control`` on empty text."""
+    words = "The deposition covered the delivery schedule and exhibit EX-12. "
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1024,
+        "system": words * 300,
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": words * 5}, {"type": "text", "text": ""}]},
+            {"role": "assistant", "content": words * 3000},  # over the rolling tier: left out
+            {"role": "user", "content": "And then?"},
+        ],
+    }
+    request = assemble(body, policy=POLICY, model="claude-sonnet-4-5").request
+    blocks = [b for m in request["messages"] if isinstance(m["content"], list) for b in m["content"]]
+    marked = [b for b in blocks if "cache_control" in b]
+    assert marked and all(b["text"] for b in marked)
+    assert {"type": "text", "text": ""} in blocks  # the client's block is sent as it was

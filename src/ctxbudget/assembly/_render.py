@@ -36,7 +36,7 @@ def _without_marks(message: Mapping[str, Any]) -> dict[str, Any]:
 
 def takes_mark(block: Block) -> bool:
     """Whether a block's rendering carries a cache mark: its text does; a provider message sent
-    as it was does when it holds a block other than thinking (:func:`_mark`)."""
+    as it was does when it holds a block other than thinking or empty text (:func:`_mark`)."""
     if block.message is None:
         return True
     return any(map(_takes_a_mark, content_blocks(block.message.get("content"))))
@@ -59,8 +59,11 @@ def _mark(message: dict[str, Any], point: Breakpoint) -> None:
 
 
 def _takes_a_mark(part: Any) -> bool:
-    """Whether a content block may carry a cache mark (the API refuses one on thinking)."""
-    return isinstance(part, dict) and part.get("type") not in THINKING
+    """Whether a content block may carry a cache mark: the API refuses one on thinking, and on an
+    empty text block (an image pasted with no text), which it otherwise takes."""
+    if not isinstance(part, dict) or part.get("type") in THINKING:
+        return False
+    return part.get("type") != "text" or bool(part.get("text"))
 
 
 def _append(messages: list[dict[str, Any]], message: dict[str, Any], parts: bool) -> None:
