@@ -1990,3 +1990,26 @@ def test_a_passed_through_call_is_given_up_when_its_client_leaves(tmp_path: Path
         metrics = httpx.get(url + "/metrics").text
     assert fake.slow_ends == [True]  # the gateway closed the upstream call with its client
     assert 'outcome="client_disconnected",route="/v1/* passed through"' in metrics
+
+
+def test_without_conversation_caching_the_system_mark_skips_an_empty_text_block(tmp_path: Path) -> None:
+    """The API refuses ``cache_control`` on an empty text block: the system prompt's mark goes on
+    its last block with text."""
+    from ctxbudget.gateway.config import GatewayConfig
+    from ctxbudget.gateway.service import Gateway
+    from ctxbudget.gateway.settings import RequestSettings
+
+    gateway = Gateway(GatewayConfig(store_path=str(tmp_path / "s.db"), conversation_cache=False))
+    prompt = "You are a careful legal assistant. Cite the record. " * 300
+    body: dict[str, Any] = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 100,
+        "system": [{"type": "text", "text": prompt}, {"type": "text", "text": ""}],
+        "messages": [{"role": "user", "content": "When was notice given?"}],
+    }
+    sent = gateway.prepare(ANTHROPIC, body, "t", RequestSettings(0, None)).body
+    assert sent["system"] == [
+        {"type": "text", "text": prompt, "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": ""},
+    ]
+    gateway.close()

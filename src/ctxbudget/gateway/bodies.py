@@ -158,7 +158,11 @@ def with_system_breakpoint(body: dict[str, Any], tokens: int, spec: ModelSpec | 
     blocks: list[dict[str, Any]] = (
         [{"type": "text", "text": system}] if isinstance(system, str) else [dict(b) for b in system]
     )
-    blocks[-1] = {**blocks[-1], "cache_control": {"type": "ephemeral"}}
+    # the last block that takes a mark: the API refuses one on an empty text block
+    takes = [n for n, b in enumerate(blocks) if b.get("type") != "text" or b.get("text")]
+    if not takes:
+        return body
+    blocks[takes[-1]] = {**blocks[takes[-1]], "cache_control": {"type": "ephemeral"}}
     return {**body, "system": blocks}
 
 
