@@ -291,7 +291,9 @@ def _opening_on_human(
     # told by the roles a message converts to, not its ``type``: a HumanMessageChunk's is
     # "HumanMessageChunk", a ChatMessage's "chat" (role "user" or "system"); read by ``type``, the
     # latest human message was dropped and only the system messages were left
-    roles = {i: _roles(chat, i).split("+") for i in range(len(messages))}
+    roles: dict[int, list[str]] = {}  # one pass: asked of each message, _roles read them all (n^2)
+    for converted, owner in zip(chat.converted, chat.owner, strict=True):
+        roles.setdefault(owner, []).append(converted["role"])
     kept = set(keep)
     opening = [u for u in chat.units if kept & set(u) and not all(_is_system(roles[i]) for i in u)]
     if not any(_is_human(messages[u[0]], roles[u[0]]) for u in opening):
