@@ -47,6 +47,7 @@ class FakeUpstream:
     def __init__(self) -> None:
         self.cached: set[str] = set()
         self.received: list[dict[str, Any]] = []
+        self.raw: list[bytes] = []  # each body's bytes as they arrived
         self.headers: list[dict[str, str]] = []
         self.gateway: Any = None
         self.counted: list[dict[str, Any]] = []
@@ -196,6 +197,7 @@ class FakeUpstream:
 
     async def _receive(self, request: Request) -> tuple[dict[str, Any], Response | None]:
         """Record the request; the body and the injected fault for its model, if any."""
+        self.raw.append(await request.body())
         body = await request.json()
         self.received.append(body)
         self.paths.append(request.url.path + (f"?{request.url.query}" if request.url.query else ""))

@@ -1522,6 +1522,27 @@ def test_the_bytes_sent_upstream_are_compact_utf8_and_hold_any_integer() -> None
     assert json.loads(sent) == body
 
 
+def test_a_body_sent_on_unchanged_is_sent_as_the_clients_own_bytes(tmp_path: Path) -> None:
+    """A body the fit passes through whole went upstream as its JSON written again (1.1 ms for a
+    524 kB body): now as the client's bytes (its spacing, key order and escapes). A body trimmed,
+    or given something (a stream's usage), is written; a byte-order mark is not sent upstream."""
+    given = b'{ "messages": [{"role": "user", "content": "caf\\u00e9?"}],\n  "model": "gpt-4o" }'
+    stream = b'{"model": "gpt-4o", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
+    history = [{"role": "user", "content": f"turn {n}: " + "notice was late. " * 40} for n in range(30)]
+    long = json.dumps({"model": "gpt-4o", "messages": history}, indent=1).encode()
+    plain = {"content-type": "application/json"}
+    with gateway_over_fake(tmp_path / "b.db") as (fake, url):
+        for content in (given, b"\xef\xbb\xbf" + given, stream, long):
+            extra = {"x-ctxbudget-max-context-tokens": "2000"} if content is long else {}
+            answer = httpx.post(url + "/v1/chat/completions", content=content, headers={**plain, **extra})
+            assert answer.status_code == 200, answer.text
+    as_given, unmarked_bom, streamed, trimmed = fake.raw
+    assert as_given == given
+    assert unmarked_bom == encoded(json.loads(given)) and fake.received[1] == json.loads(given)
+    assert b'"stream_options":{"include_usage":true}' in streamed
+    assert trimmed == encoded(fake.received[3]) and len(fake.received[3]["messages"]) < len(history)
+
+
 def test_a_changed_prefix_is_refused_once_not_retried_by_the_sdk(tmp_path: Path) -> None:
     """The 409 prefix_changed is the same on every try; the SDKs retry a 409 twice, with back-off,
     unless told not to: three refused round trips for one call."""

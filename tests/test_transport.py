@@ -5,6 +5,7 @@ nothing sent, other requests passed through."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import openai
 import pytest
 
 import ctxbudget
+from ctxbudget.gateway.bodies import encoded
 
 from .fake_upstream import FAKE_MODELS, FakeUpstream, Served, gateway_over_fake, unmarked
 
@@ -80,6 +82,19 @@ def test_the_transport_sends_the_bytes_the_gateway_sends(tmp_path: Path) -> None
     assert fake.received[-1] == fake.received[-2]
     for header in ("x-ctxbudget-tokens-before", "x-ctxbudget-tokens-after", "x-ctxbudget-trimmed"):
         assert through_gateway.headers[header] == in_process.headers[header]
+
+
+def test_a_body_the_transport_passes_through_is_sent_as_the_callers_bytes() -> None:
+    """The transport wrote every body's JSON again, twice (once to decide, once to send); a body
+    that fits is sent as the client library wrote it, and a trimmed one as the gateway writes it."""
+    fake = FakeUpstream()
+    given = b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "When?"}]}'
+    long = json.dumps({"model": "gpt-4o", "max_tokens": 100, "messages": ASK}).encode()
+    with Served(fake.app) as upstream, httpx.Client(transport=_transport(max_context_tokens=3000)) as client:
+        for content in (given, long):
+            client.post(upstream.url + "/v1/chat/completions", content=content).raise_for_status()
+    assert fake.raw[0] == given
+    assert fake.raw[1] == encoded(fake.received[1]) and len(fake.received[1]["messages"]) < len(ASK)
 
 
 def test_a_refusal_is_the_providers_error_and_nothing_is_sent() -> None:

@@ -1,8 +1,10 @@
 """A proxied request from its bytes to the bytes sent upstream: read, parse once, prepare, render once.
 
 The body is read as chunks joined once (appending to one ``bytes`` copies the whole body at every
-chunk: quadratic on a 50 MB body), decoded once, and its raw bytes dropped before the fit so they
-are not held through it. Decoding, the fit and the rendering of what is forwarded run in one
+chunk: quadratic on a 50 MB body) and decoded once. A body that goes on unchanged (a fit that
+passed it through, nothing added) is sent as the client's own bytes, not written again (1.1 ms for
+a 524 kB chat body); those bytes are held through the fit only up to ``FAST_JSON_BYTES`` (1 MiB):
+a larger body's are dropped once decoded, so they do not add to its peak memory. Decoding, the fit and the rendering of what is forwarded run in one
 worker thread for a large body (none of it then holds up the event loop); a small one is handled
 on the event loop, where handing it to a thread and back costs more than the work (0.3-0.4 ms of
 thread switches against 0.15 ms for a short chat body's fit).
@@ -22,7 +24,7 @@ from starlette.requests import Request
 
 from ..catalog.catalog import MAX_SAFETY_FACTOR
 from ..errors import InvalidRequestError
-from ..formats.jsonvalue import decode_json
+from ..formats.jsonvalue import FAST_JSON_BYTES, decode_json
 from ..session.store import SQLiteStore
 from .bodies import encoded, named_session, session_id, with_stream_usage
 from .prepared import Prepared
@@ -70,6 +72,22 @@ class Outbound:
     prepared: Prepared
     content: bytes | None = None
     usage_added: bool = False  # an OpenAI stream was asked for usage the client did not ask for
+    given: bytes | None = None  # the client's bytes of ``body``, when held (see the module docstring)
+
+
+_BYTE_ORDER_MARK = b"\xef\xbb\xbf"  # read past by the reader; an upstream may refuse it
+
+
+def _held(data: bytes) -> bytes | None:
+    """The client's bytes when they may be sent in place of the body's rendering."""
+    return data if len(data) <= FAST_JSON_BYTES and not data.startswith(_BYTE_ORDER_MARK) else None
+
+
+def sent_bytes(outbound: Outbound, body: Mapping[str, Any]) -> bytes:
+    """The bytes to send for ``body``: the client's own when it is the body they decode to (same
+    JSON value: nothing trimmed, marked or added), else ``body`` rendered (:func:`.bodies.encoded`)."""
+    given = outbound.given
+    return given if given is not None and body == outbound.body else encoded(body)
 
 
 def check_coding(headers: Mapping[str, str]) -> None:
@@ -181,7 +199,10 @@ def first_pass(
     if given is not None:  # named on the answer even when the body cannot be read
         with contextlib.suppress(InvalidRequestError):  # a bad name is refused below, at its header
             progress.session = named_session(given)
-    body = parse_json(parcel.pop())
+    data = parcel.pop()
+    body = parse_json(data)
+    held = _held(data)
+    del data
     progress.stage = "prepare"
     try:
         progress.session = session_id(headers.get(SESSION_HEADER), provider, body)
@@ -202,7 +223,7 @@ def first_pass(
         raise Refusal(400, f"ctxbudget: {exc}", "invalid_request") from exc
     prepared = gateway.prepare(provider, body, progress.session, settings)
     progress.prepared = prepared
-    outbound = Outbound(body, settings, prepared)
+    outbound = Outbound(body, settings, prepared, given=held)
     return outbound if gateway.depends_on_estimate(provider, prepared) else rendered(provider, outbound)
 
 
@@ -211,8 +232,7 @@ def rendered(provider: Provider, outbound: Outbound, *, ask_usage: bool = True) 
     its usage unless ``ask_usage`` is False (an upstream refused the ask)."""
     body = outbound.prepared.body
     forwarded, usage_added = with_stream_usage(provider, body) if ask_usage else (body, False)
-    content = encoded(forwarded)
-    return dataclasses.replace(outbound, content=content, usage_added=usage_added)
+    return dataclasses.replace(outbound, content=sent_bytes(outbound, forwarded), usage_added=usage_added)
 
 
 async def outbound(gateway: Gateway, provider: Provider, request: Request, progress: Progress) -> Outbound:
