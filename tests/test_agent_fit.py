@@ -1396,3 +1396,37 @@ def test_a_query_kept_by_its_end_begins_at_a_word() -> None:
     kept = fitted["messages"][-1]["content"].removeprefix("[…]\n")
     assert kept != query and query.endswith(kept)
     assert query[len(query) - len(kept) - 1] == " ", kept
+
+
+def _parallel_calls_loop(seed: int, steps: int) -> dict[str, Any]:
+    """An agent's Claude tool loop: one to three parallel calls a step, results of 5 to 200 words'
+    worth, and now and then a follow-up asked beside the results (the query then stands mid-loop)."""
+    pick = random.Random(seed)
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Read the whole record please. " + "task detail " * pick.randint(5, 50)}
+    ]
+    for n in range(steps):
+        ids = [f"t{n}_{j}" for j in range(pick.randint(1, 3))]
+        text = {"type": "text", "text": f"step {n} " + "thinking " * pick.randint(0, 60)}
+        uses = [{"type": "tool_use", "id": i, "name": "read", "input": {"page": n}} for i in ids]
+        results = [
+            {"type": "tool_result", "tool_use_id": i, "content": "page text " * pick.randint(5, 200)}
+            for i in ids
+        ]
+        messages += [{"role": "assistant", "content": [text, *uses]}, {"role": "user", "content": results}]
+        if pick.random() < 0.2:
+            messages[-1]["content"].append({"type": "text", "text": "also consider this"})
+    schema = {"type": "object", "properties": {"page": {"type": "integer"}}}
+    tool = {"name": "read", "description": "read a page", "input_schema": schema}
+    return {"max_tokens": 300, "system": "You are careful.", "tools": [tool], "messages": messages}
+
+
+def test_a_budget_between_two_that_fit_is_not_refused() -> None:
+    """A plan the verification's take-backs all left as it was (they went to history that had
+    slack: a unit dropped whole, not cut) ran out of rounds over by a token or two: a 20-step
+    loop fitted at 1,790 and 1,810 tokens was refused at 1,800 ("needs 1,501 tokens but only
+    1,499 are available"), a gateway's agent refused mid-session."""
+    body = _parallel_calls_loop(3, 20)
+    for budget in (1790, 1800, 1810, 2620, 2630, 2640):
+        report = fit(body, model="claude-sonnet-4-5", max_context_tokens=budget).report
+        assert report.tokens_after <= report.available_tokens

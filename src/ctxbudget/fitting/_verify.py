@@ -158,7 +158,8 @@ def _trim(ctx: FitContext, request: Mapping[str, Any], pool: int, *, on_empty: b
         )
 
     keep_whole = ctx.options.on_overflow == "error"  # the question stays whole, or the fit refuses
-    for round_ in range(MAX_VERIFY_ROUNDS):
+    taken = 0  # what the last round took back
+    for round_ in range(2 * MAX_VERIFY_ROUNDS):
         kept_claim = claim if keep_whole else max(0, claim + min(0, pool))
         fitted = attempt(pool, kept_claim)
         if fitted.tokens_raw <= available_raw or on_empty:
@@ -177,8 +178,13 @@ def _trim(ctx: FitContext, request: Mapping[str, Any], pool: int, *, on_empty: b
                     return refilled
             return fitted
         # Boundary effects (a marker, a placeholder, a cut's rounding) went over: take back the
-        # excess, more each round, so the plan converges instead of failing near the line.
-        pool -= (fitted.tokens_raw - available_raw) * (round_ + 1)
+        # excess, more each round, so the plan converges instead of failing near the line. Past
+        # the usual rounds, twice as much each round: a plan they all left as it was had slack
+        # where they took back (a unit dropped whole, not cut), and a request that fits at budgets
+        # either side of this one was refused, over by a token.
+        over = fitted.tokens_raw - available_raw
+        taken = over * (round_ + 1) if round_ < MAX_VERIFY_ROUNDS else taken * 2
+        pool -= taken
     if ctx.options.on_overflow == "empty":  # as asked: every component emptied, with a warning
         ctx.warnings.append(
             f"no plan got the request under the {ctx.window.available_tokens:,} tokens available: {_EMPTIED}"
