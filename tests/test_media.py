@@ -234,3 +234,32 @@ def test_an_inline_document_that_is_not_a_pdf_is_not_told_to_be_sent_inline() ->
     parts = count(body, model="claude-sonnet-4-5")["estimated_parts"]
     assert any("inline document whose pages cannot be read here" in p for p in parts), parts
     assert not any("send it inline" in p for p in parts)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        {"type": "text", "media_type": "text/plain", "data": "The letter went out on March 3."},
+        {"type": "content", "content": [{"type": "text", "text": "The letter went out on March 3."}]},
+        {"type": "base64", "media_type": "application/pdf", "data": base64.b64encode(_pdf(1)).decode()},
+        {"type": "url", "url": "https://example.com/letter.pdf"},
+    ],
+)
+def test_a_documents_title_and_context_are_counted(source: dict[str, object]) -> None:
+    """Anthropic passes a document's `title` and `context` to the model (its citations guide:
+    `context` is the place for a document's metadata, as text or stringified JSON); they were not
+    counted at all, so 500 words of metadata cost nothing and a fit could overflow the window."""
+    metadata = "custodian: records office; " * 100
+
+    def tokens(**fields: str) -> int:
+        document = {"type": "document", "source": source, **fields}
+        body = {
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 100,
+            "messages": [{"role": "user", "content": [document, {"type": "text", "text": "When?"}]}],
+        }
+        return int(count(body, model="claude-sonnet-4-5")["tokens"])
+
+    bare = tokens()
+    assert tokens(title="Letter of notice") > bare
+    assert tokens(context=metadata) >= bare + 500

@@ -130,6 +130,14 @@ def _tool_groups(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     return groups
 
 
+def _document_notes(block: Mapping[str, Any], owner: Owner) -> list[tuple[Segment, ...]]:
+    """A document block's ``title`` and ``context``: Anthropic passes both to the model (only
+    not as citable content), so they are counted, never trimmed."""
+    if block.get("type") != "document":
+        return []
+    return [(Segment(block[key], owner),) for key in ("title", "context") if isinstance(block.get(key), str)]
+
+
 def _block_chunks(
     block: Mapping[str, Any], owner: Owner, content: bool, estimated: list[tuple[Owner, str]]
 ) -> tuple[list[tuple[Segment, ...]], int]:
@@ -138,7 +146,7 @@ def _block_chunks(
     estimate = anthropic_block_estimate(block)
     if estimate is not None:
         estimated.append((owner, f"{block.get('type')}: {estimate.how}: {estimate.tokens:,} tokens"))
-        return [], estimate.tokens
+        return _document_notes(block, owner), estimate.tokens
     kind = block.get("type")
     if kind == "text":
         text = block.get("text")
@@ -159,10 +167,11 @@ def _block_chunks(
         return chunks, constant
     if kind == "document" and isinstance(block.get("source"), dict):
         source = block["source"]
+        notes = _document_notes(block, owner)
         if source.get("type") == "text":
             data = source.get("data")
-            return [(Segment(str(data or ""), owner, content=content and isinstance(data, str)),)], 0
-        return [(Segment(json.dumps(source.get("content"), ensure_ascii=False), owner),)], 0
+            return [(Segment(str(data or ""), owner, content=content and isinstance(data, str)),), *notes], 0
+        return [(Segment(json.dumps(source.get("content"), ensure_ascii=False), owner),), *notes], 0
     other = json.dumps({k: v for k, v in block.items() if k != "cache_control"}, ensure_ascii=False)
     return [(Segment(other, owner),)], 0
 
