@@ -263,3 +263,19 @@ def test_a_documents_title_and_context_are_counted(source: dict[str, object]) ->
     bare = tokens()
     assert tokens(title="Letter of notice") > bare
     assert tokens(context=metadata) >= bare + 500
+
+
+def test_a_pdf_documents_title_and_context_are_counted_in_an_openai_message_too() -> None:
+    """An Anthropic PDF document passed through in an OpenAI message (as LangChain passes a
+    Claude message's blocks) is counted by Anthropic's page rule; its context was left out."""
+    pdf = base64.b64encode(_pdf(1)).decode()
+    document = {
+        "type": "document",
+        "source": {"type": "base64", "media_type": "application/pdf", "data": pdf},
+    }
+
+    def tokens(block: dict[str, object]) -> int:
+        body = {"messages": [{"role": "user", "content": [block, {"type": "text", "text": "When?"}]}]}
+        return int(count(body, model="gpt-4o", input_format="openai")["tokens"])
+
+    assert tokens({**document, "context": "custodian: records office; " * 100}) >= tokens(document) + 500

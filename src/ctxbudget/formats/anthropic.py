@@ -32,7 +32,7 @@ from .chat import (
     with_content_text,
 )
 from .detection import is_anthropic
-from .media import anthropic_block_estimate
+from .media import anthropic_block_estimate, document_notes
 
 __all__ = ["AnthropicFormat", "block_tokens"]
 
@@ -131,11 +131,7 @@ def _tool_groups(messages: Sequence[Mapping[str, Any]]) -> list[int]:
 
 
 def _document_notes(block: Mapping[str, Any], owner: Owner) -> list[tuple[Segment, ...]]:
-    """A document block's ``title`` and ``context``: Anthropic passes both to the model (only
-    not as citable content), so they are counted, never trimmed."""
-    if block.get("type") != "document":
-        return []
-    return [(Segment(block[key], owner),) for key in ("title", "context") if isinstance(block.get(key), str)]
+    return [(Segment(note, owner),) for note in document_notes(block)]
 
 
 def _block_chunks(

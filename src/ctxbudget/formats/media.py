@@ -27,6 +27,7 @@ __all__ = [
     "anthropic_block_estimate",
     "anthropic_document_tokens",
     "anthropic_image_tokens",
+    "document_notes",
     "image_size",
     "inline_bytes",
     "inline_image_size",
@@ -231,3 +232,11 @@ def anthropic_block_estimate(block: Mapping[str, Any]) -> Estimate | None:
     if block.get("type") == "document":
         return anthropic_document_tokens(source)
     return None
+
+
+def document_notes(block: Mapping[str, Any]) -> list[str]:
+    """An Anthropic document block's ``title`` and ``context``: the provider passes both to the
+    model (only not as citable content), so they are counted as text, never trimmed."""
+    if block.get("type") != "document":
+        return []
+    return [block[key] for key in ("title", "context") if isinstance(block.get(key), str)]

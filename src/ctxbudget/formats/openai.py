@@ -28,6 +28,7 @@ from .detection import is_openai
 from .media import (
     Estimate,
     anthropic_block_estimate,
+    document_notes,
     inline_bytes,
     inline_image_size,
     openai_image_tokens,
@@ -160,6 +161,7 @@ def _message_chunks(
             elif (estimate := chat_part_estimate(part) if isinstance(part, dict) else None) is not None:
                 constant += estimate.tokens
                 estimated.append((owner, f"content[{i}]: {estimate.how}: {estimate.tokens:,} tokens"))
+                chunks += [(Segment(note, owner),) for note in document_notes(part)]
             else:
                 chunks.append((Segment(_part_text(part), owner),))
                 estimated.append((owner, f"content[{i}]: {_kind(part)}: counted as its JSON text"))
