@@ -97,6 +97,45 @@ def test_a_body_the_transport_passes_through_is_sent_as_the_callers_bytes() -> N
     assert fake.raw[1] == encoded(fake.received[1]) and len(fake.received[1]["messages"]) < len(ASK)
 
 
+def test_a_transport_closed_with_its_client_serves_the_next_client() -> None:
+    """httpx's own transports open new connections after a close; a client's close closes its
+    transport, and a second client over the same FittingTransport had every fitted request fail
+    on a closed store (those passed through went on)."""
+    fake = FakeUpstream()
+    transport = _transport(max_context_tokens=3000)
+    with Served(fake.app) as upstream:
+        with _gpt(upstream.url, transport) as first:
+            first.chat.completions.create(model="gpt-4o", max_tokens=100, messages=ASK)  # type: ignore[arg-type]
+        told = transport.last_report
+        with _gpt(upstream.url, transport) as second:
+            assert transport.last_report == told  # still the last request's, until the next one
+            raw = second.chat.completions.with_raw_response.create(
+                model="gpt-4o",
+                max_tokens=100,
+                messages=ASK,  # type: ignore[arg-type]
+            )
+    assert raw.http_response.status_code == 200 and raw.headers["x-ctxbudget-trimmed"] == "true"
+    assert len(fake.received) == 2 and fake.received[0] == fake.received[1]
+
+
+def test_an_async_transport_closed_with_its_client_serves_the_next_client() -> None:
+    fake = FakeUpstream()
+    transport = ctxbudget.AsyncFittingTransport(catalog_paths=(str(FAKE_MODELS),), max_context_tokens=3000)
+
+    async def twice(url: str) -> list[int]:
+        statuses = []
+        for _ in range(2):
+            async with httpx2.AsyncClient(transport=transport) as client:
+                body = {"model": "gpt-4o", "max_tokens": 100, "messages": ASK}
+                answer = await client.post(url + "/v1/chat/completions", json=body)
+                statuses.append(answer.status_code)
+        return statuses
+
+    with Served(fake.app) as upstream:
+        assert asyncio.run(twice(upstream.url)) == [200, 200]
+    assert len(fake.received) == 2 and len(fake.received[1]["messages"]) < len(ASK)
+
+
 def test_a_refusal_is_the_providers_error_and_nothing_is_sent() -> None:
     fake = FakeUpstream()
     with Served(fake.app) as upstream:

@@ -154,7 +154,9 @@ class _Fitting:
             store_path=":memory:",
             pass_through=True,  # what it does not fit it sends on as it came (a background response too)
         )
-        self._decider = _Decider(config)
+        self._config = config
+        self._decider: _Decider | None = _Decider(config)
+        self._closed_report: Mapping[str, Any] | None = None  # the last report of a decider closed
         if transport is not None and not callable(getattr(transport, self._sends, None)):
             raise ConfigError(
                 f"transport must be an httpx (or httpx2) transport, one with {self._sends}(), "
@@ -167,7 +169,28 @@ class _Fitting:
     @property
     def last_report(self) -> Mapping[str, Any] | None:
         """The report of the latest request fitted (the gateway's ``tokens_before`` and the rest)."""
-        return self._decider.last_report
+        decider = self._decider
+        return decider.last_report if decider is not None else self._closed_report
+
+    def _deciding(self) -> _Decider:
+        """The decision path; one closed with the transport (a client's ``close`` closes its
+        transport) is made again for the next request, as httpx's own transports open new
+        connections after theirs were closed: a second client over the same transport had its
+        fitted requests fail on a closed store. What a closed one remembered (each session's
+        previous turn) went with it."""
+        with self._building:
+            if self._decider is None:
+                self._decider = _Decider(self._config)
+                self._decider.last_report = self._closed_report
+            return self._decider
+
+    def _close_decider(self) -> None:
+        with self._building:
+            decider, self._decider = self._decider, None
+            if decider is not None:
+                self._closed_report = decider.last_report
+        if decider is not None:
+            decider.close()
 
     def _inner(self, request: httpx.Request) -> Any:
         module = _module(request)
@@ -200,19 +223,20 @@ class FittingTransport(_Fitting, httpx.BaseTransport):
     _sends = "handle_request"
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        provider = self._decider.provider(request)
+        provider = _Decider.provider(request)
         if provider is None:
             return self._inner(request).handle_request(_unmarked(request))  # type: ignore[no-any-return]
-        decided = self._decider.decide(provider, request, request.read())
+        decider = self._deciding()
+        decided = decider.decide(provider, request, request.read())
         if not isinstance(decided, tuple):
             return decided
         outgoing, prepared = decided
-        return self._decider.answered(self._inner(request).handle_request(outgoing), prepared)
+        return decider.answered(self._inner(request).handle_request(outgoing), prepared)
 
     def close(self) -> None:
         for inner in self._sent_through():
             inner.close()
-        self._decider.close()
+        self._close_decider()
 
 
 class AsyncFittingTransport(_Fitting, httpx.AsyncBaseTransport):
@@ -223,23 +247,24 @@ class AsyncFittingTransport(_Fitting, httpx.AsyncBaseTransport):
     _sends = "handle_async_request"
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        provider = self._decider.provider(request)
+        provider = _Decider.provider(request)
         if provider is None:
             return await self._inner(request).handle_async_request(_unmarked(request))  # type: ignore[no-any-return]
         data = await request.aread()
+        decider = self._deciding()
         if len(data) <= INLINE_BYTES:
-            decided = self._decider.decide(provider, request, data)
+            decided = decider.decide(provider, request, data)
         else:
-            decided = await anyio.to_thread.run_sync(self._decider.decide, provider, request, data)
+            decided = await anyio.to_thread.run_sync(decider.decide, provider, request, data)
         if not isinstance(decided, tuple):
             return decided
         outgoing, prepared = decided
-        return self._decider.answered(await self._inner(request).handle_async_request(outgoing), prepared)
+        return decider.answered(await self._inner(request).handle_async_request(outgoing), prepared)
 
     async def aclose(self) -> None:
         for inner in self._sent_through():
             await inner.aclose()
-        self._decider.close()
+        self._close_decider()
 
 
 def _module(request: httpx.Request) -> ModuleType:
