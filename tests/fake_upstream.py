@@ -401,6 +401,9 @@ class FakeUpstream:
         if body["model"] == "fault-no-finish":  # closed mid-answer, cleanly: no finish_reason, no [DONE]
             return
         yield chunk({}, "stop")
+        if body["model"] == "fault-error-after-finish":  # finished, then an error, closed cleanly
+            yield f"data: {json.dumps({'error': {'message': 'boom', 'type': 'server_error'}})}\n\n".encode()
+            return
         if (body.get("stream_options") or {}).get("include_usage"):
             yield f"data: {json.dumps({'id': 'chatcmpl-1', 'object': 'chat.completion.chunk', 'created': 0, 'model': body['model'], 'choices': [], 'usage': usage})}\n\n".encode()
         if body["model"] != "fault-no-done":  # some compatible servers end without it

@@ -248,6 +248,28 @@ def test_the_upstreams_own_error_event_ends_the_stream_alone(
     assert ended == ["session=error-event stream ended without its answer: stream_error"]
 
 
+def test_an_error_after_every_choice_finished_is_no_answered_turn(
+    stack: tuple[FakeUpstream, str, Path],
+) -> None:
+    # A Chat Completions stream whose choices all had their finish_reason, then the upstream's
+    # error chunk and a clean close (no [DONE]), was stored as an answered turn.
+    _, url, store = stack
+    body = {
+        "model": "fault-error-after-finish",
+        "stream": True,
+        "messages": [{"role": "user", "content": "x"}],
+    }
+    with httpx.stream(
+        "POST", url + "/v1/chat/completions", json=body, headers={"X-Ctxbudget-Session": "late-error"}
+    ) as answer:
+        lines = [line for line in answer.iter_lines() if line.startswith("data:")]
+    assert [line for line in lines if '"error"' in line] == [lines[-1]]  # the upstream's, alone
+    assert "boom" in lines[-1]
+    metrics = httpx.get(url + "/metrics").text
+    assert 'kind="stream_error"' in metrics and 'kind="truncated_stream"' not in metrics
+    assert "late-error" not in SQLiteStore(store).names()
+
+
 def test_a_json_answer_to_a_stream_request_reaches_the_client(stack: tuple[FakeUpstream, str, Path]) -> None:
     # An upstream that ignores `stream` answers JSON: read as events, the answer was dropped for
     # an error event saying the stream closed before it finished.

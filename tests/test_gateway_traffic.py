@@ -774,6 +774,22 @@ def test_a_chat_stream_is_whole_at_a_clean_close_once_every_choice_finished() ->
     assert state.flush() == b"" and not state.finished  # no choice at all: no answer
 
 
+def test_a_chat_stream_with_an_error_after_its_finish_is_not_whole() -> None:
+    from ctxbudget.gateway.providers import OPENAI, StreamState
+
+    done = b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]}\n\n'
+    error = b'data: {"error": {"message": "boom"}}'
+    for tail in (b"\n\n", b"\n\ndata: [DONE]\n\n"):  # closed cleanly, or with [DONE] (vLLM's way)
+        state = StreamState(OPENAI)
+        state.feed(done)
+        assert state.feed(error + tail).startswith(error) and state.flush() == b""
+        assert state.failed and not state.finished  # the upstream's error: no answer to store
+    state = StreamState(OPENAI)
+    state.feed(done)
+    assert state.feed(error) == b"" and state.flush() == error  # its last event, unended: passed on
+    assert state.failed and not state.finished
+
+
 def test_the_one_million_context_beta_widens_a_claude_window(stack: tuple[FakeUpstream, str, Path]) -> None:
     _, url, _ = stack
     body = {"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": _ask(LONG * 60)}  # ~290k tokens

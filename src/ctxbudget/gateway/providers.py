@@ -199,9 +199,10 @@ class StreamState:
         if not rest.strip():
             self._closed()
             return out + rest
-        done, chose = self.finished, self._chosen()
+        done, chose, failed = self.finished, self._chosen(), self.failed
         keep = self._event([line for line in lines if line])
-        ended = (self.finished and not done) or (self._chosen() and not chose)  # this last event ended it
+        # this last event ended it (the upstream's error among them: the client is told)
+        ended = (self.finished and not done) or (self._chosen() and not chose) or (self.failed and not failed)
         self._closed()
         if self.hold_usage:
             rest = _NULL_USAGE.sub(b"", rest)
@@ -210,8 +211,8 @@ class StreamState:
     def _closed(self) -> None:
         """At the upstream's clean close: a Chat Completions stream whose every choice has its
         finish_reason is a whole answer without ``data: [DONE]`` (some compatible servers leave it
-        out; the OpenAI SDK reads such a stream as complete)."""
-        if self._chosen():
+        out; the OpenAI SDK reads such a stream as complete), unless the upstream's error came in it."""
+        if self._chosen() and not self.failed:
             self.finished = True
 
     def _chosen(self) -> bool:
@@ -227,8 +228,8 @@ class StreamState:
         return self._data(payload.decode("utf-8", "replace").strip())
 
     def _data(self, data: str) -> bool:
-        if data == "[DONE]":
-            self.finished = True
+        if data == "[DONE]":  # after the upstream's own error (vLLM sends both): no answer
+            self.finished = not self.failed
             return True
         try:
             event = json.loads(data)
