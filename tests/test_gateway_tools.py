@@ -362,3 +362,26 @@ def test_an_odd_index_from_an_upstream_is_kept_not_a_failure_mid_stream() -> Non
         }
     ]
     assert _streamed(OPENAI, _sse(odd, named=False)) == (ToolCall(name="x", arguments="{}"),)
+
+
+def test_streamed_calls_without_an_index_are_told_apart_by_their_ids_and_names() -> None:
+    # An OpenAI-compatible server that leaves out each tool-call delta's `index`: parallel calls
+    # were one, the first's name with every call's arguments run together ('{"a":1}{"b":2}').
+    def piece(**call: Any) -> dict[str, Any]:
+        return {"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}
+
+    chunks = [
+        piece(id="c1", type="function", function={"name": "lookup", "arguments": '{"q":'}),
+        piece(function={"arguments": '"item 7"}'}),  # neither an id nor a name: the last call's
+        piece(id="c2", type="function", function={"name": "lookup", "arguments": "{}"}),  # a new id
+        piece(id="c2", function={"arguments": ""}),  # its id again: the same call
+        piece(function={"name": "stop", "arguments": "{}"}),  # a new name
+    ]
+    assert _streamed(OPENAI, _sse(chunks, named=False)) == (
+        LOOKUP,
+        ToolCall(name="lookup", arguments="{}"),
+        ToolCall(name="stop", arguments="{}"),
+    )
+    first = piece(id="c1", type="function", function={"name": "", "arguments": ""})  # named later
+    named = piece(function={"name": "lookup", "arguments": '{"q":"item 7"}'})
+    assert _streamed(OPENAI, _sse([first, named], named=False)) == (LOOKUP,)

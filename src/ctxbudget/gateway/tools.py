@@ -36,21 +36,42 @@ def answered_calls(input_format: str, payload: Any) -> tuple[ToolCall, ...]:
 @dataclass
 class StreamedCalls:
     """Tool calls gathered from a stream's events: each call's name and its arguments' pieces, by
-    the position the provider gives it (an OpenAI chunk's ``index``, an Anthropic content block's
-    ``index``); a Responses stream's calls come whole with its final response."""
+    the position the provider gives it (an OpenAI chunk's ``index``, or without one its ``id`` and
+    name, an Anthropic content block's ``index``); a Responses stream's calls come whole with its final response."""
 
     names: dict[Any, str] = field(default_factory=dict)
     pieces: dict[Any, list[str]] = field(default_factory=dict)
     whole: tuple[ToolCall, ...] = ()
     # An Anthropic call whose input came whole with its start, or never (``{}``, as unstreamed).
     given: dict[Any, str] = field(default_factory=dict)
+    # An OpenAI call's id, and the call the last piece went to: for pieces that come without an index.
+    ids: dict[Any, str] = field(default_factory=dict)
+    last: Any = None
 
     def openai(self, delta: Mapping[str, Any]) -> None:
         """An OpenAI chunk's ``delta``: its tool-call pieces."""
         for call in _dicts(delta.get("tool_calls")):
-            position, function = _position(call.get("index", 0)), _dict(call.get("function"))
-            self.names[position] = self.names.get(position) or _text(function.get("name"))  # the first given
+            function, ident = _dict(call.get("function")), _text(call.get("id"))
+            name = _text(function.get("name"))
+            index = call.get("index")
+            position = _position(index) if index is not None else self._unnumbered(ident, name)
+            self.names[position] = self.names.get(position) or name  # the first given
+            self.ids[position] = self.ids.get(position) or ident
             self.pieces.setdefault(position, []).append(_text(function.get("arguments")))
+            self.last = position
+
+    def _unnumbered(self, ident: str, name: str) -> Any:
+        """The position of an OpenAI call piece without an ``index`` (some compatible servers leave
+        it out): the last call's, unless it carries another id or another name than that call's,
+        which starts the next call (parallel calls were one, their arguments run together)."""
+        last = self.last
+        if (
+            last is not None
+            and ident in ("", self.ids[last] or ident)
+            and name in ("", self.names[last] or name)
+        ):
+            return last
+        return max((p for p in self.names if isinstance(p, int)), default=-1) + 1
 
     def anthropic(self, event: Mapping[str, Any]) -> None:
         """An Anthropic ``content_block_start`` or ``content_block_delta`` event."""
