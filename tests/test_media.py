@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import base64
+import re
 import struct
 import zlib
 
 import pytest
 
 from ctxbudget import count, fit
+from ctxbudget.errors import InvalidRequestError
 from ctxbudget.formats.media import (
     IMAGE_HEAD_CHARS,
     anthropic_image_tokens,
@@ -279,3 +281,29 @@ def test_a_pdf_documents_title_and_context_are_counted_in_an_openai_message_too(
         return int(count(body, model="gpt-4o", input_format="openai")["tokens"])
 
     assert tokens({**document, "context": "custodian: records office; " * 100}) >= tokens(document) + 500
+
+
+@pytest.mark.parametrize("field", ["title", "context"])
+def test_a_document_whose_title_or_context_is_not_a_string_is_refused_naming_it(field: str) -> None:
+    """Anthropic refuses a document whose `title` or `context` is not a string; it was accepted
+    (and left out of the count)."""
+    source = {"type": "text", "media_type": "text/plain", "data": "The letter went out on March 3."}
+    document = {"type": "document", "source": source, field: 5}
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": [document]}],
+    }
+    with pytest.raises(InvalidRequestError, match=re.escape(f"$.messages[0].content[0].{field}: ")):
+        count(body, model="claude-sonnet-4-5")
+    count(
+        {**body, "messages": [{"role": "user", "content": [{**document, field: None}]}]},
+        model="claude-sonnet-4-5",
+    )
+
+
+def test_a_block_without_its_source_is_named_with_its_article() -> None:
+    for kind, named in (("document", "a document block"), ("image", "an image block")):
+        body = {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": [{"type": kind}]}]}
+        with pytest.raises(InvalidRequestError, match=f"{named} needs a `source` object"):
+            count(body, model="claude-sonnet-4-5")

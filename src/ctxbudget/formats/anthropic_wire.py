@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 
 from .wire import OpenModel
 
@@ -84,7 +84,17 @@ class _Block(OpenModel):
     data: str | None = None  # redacted_thinking
     # An image's or document's source; a search_result's source is its URL.
     source: _Source | str | None = None
+    # A document's title and the context given with it (Anthropic refuses either unless a string).
+    title: Any = None
+    context: Any = None
     cache_control: _CacheControl | None = None
+
+    @field_validator("title", "context")
+    @classmethod
+    def _document_notes_are_text(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.data.get("type") == "document" and value is not None and not isinstance(value, str):
+            raise ValueError(f"a document block's `{info.field_name}` is a string")
+        return value
 
     @model_validator(mode="after")
     def _text_has_text(self) -> _Block:
@@ -92,7 +102,8 @@ class _Block(OpenModel):
             raise ValueError("a text block needs a string `text`")
         source = self.source
         if self.type in ("image", "document") and not isinstance(source, _Source):
-            raise ValueError(f"an {self.type} block needs a `source` object")
+            article = "an" if self.type[0] in "aeiou" else "a"
+            raise ValueError(f"{article} {self.type} block needs a `source` object")
         if (
             self.type == "document"
             and isinstance(source, _Source)
