@@ -11,12 +11,14 @@ from hypothesis import strategies as st
 from ctxbudget.assembly._policy import get_policy
 from ctxbudget.simulation.deposition import build_legal_context
 from ctxbudget.volatile import (
+    _READ_AS_WRITTEN,
     _SCANNERS,
     _STARTS,
     PATTERNS,
     VolatileMatch,
     VolatileRules,
     _candidates,
+    _spaced,
     find_volatile,
 )
 
@@ -91,6 +93,13 @@ VOLATILE = [
     "今天是2026年9月16日。",
     "本日は２０２６年９月１６日です。",
     "오늘은 2026년 9월 16일입니다.",
+    # glued to an unspaced script's letters, as those write a value in a sentence (each passed)
+    "今日は2026-09-16です。",
+    "会议于2026-09-16举行",
+    "時刻は10:32:11です",
+    "ID是550e8400-e29b-41d4-a716-446655440000的请求",
+    "时间戳1726480331秒",
+    "생성 시각2026-09-16T10:32:11Z입니다",
     # month names in German, French and Spanish (each passed INV-CTX-01)
     "Heute ist der 16. September 2026.",
     "Stand: 3. Dezember 2026",
@@ -246,6 +255,9 @@ LEGITIMATE = [
     "lookup_customerAccount2Details",
     "第12026年",
     "平成3年の改正",
+    "第3条规定",
+    "価格は1,500円です",
+    "见第47:12页",  # page:line, as in English
     "Art. 3 Abs. 2 DSGVO",
     "im März 2026 geschlossen",
     "en diciembre de 2026",
@@ -287,11 +299,15 @@ def _by_finditer(text: str, rules: VolatileRules) -> VolatileMatch | None:
     """find_volatile as first written: every pattern's finditer over the whole text."""
     allowed = [m.span() for regex in rules.allow for m in re.finditer(regex, text)]
     found = None
-    for kind, pattern in [*PATTERNS, *((k, re.compile(r)) for k, r in rules.patterns)]:
-        for match in pattern.finditer(text):
+    # the built-in patterns read an unspaced script's letters as spaces (but the one written in them)
+    read = [text if name in _READ_AS_WRITTEN else _spaced(text) for name in _STARTS]
+    own = [(k, re.compile(r)) for k, r in rules.patterns]
+    for (kind, pattern), seen in zip([*PATTERNS, *own], [*read, *(text for _ in own)], strict=True):
+        for match in pattern.finditer(seen):
             if not any(match.start() < b and a < match.end() for a, b in allowed):
                 if found is None or match.start() < found.start:
-                    found = VolatileMatch(kind, match.group().strip(), match.start(), match.end())
+                    value = text[match.start() : match.end()].strip()
+                    found = VolatileMatch(kind, value, match.start(), match.end())
                 break
     return found
 
@@ -299,7 +315,24 @@ def _by_finditer(text: str, rules: VolatileRules) -> VolatileMatch | None:
 # Pieces of volatile and legitimate text, and characters that match case aside (ſ, K, İ) or
 # are digits beyond ASCII, so that matches start, overlap and abut in every way.
 PIECES = st.sampled_from(
-    [*VOLATILE, *LEGITIMATE, " ", "\n", "ſession id 7", "Kase", "İ", "٣", "@ 10:45", "x@9:31", "-", ":", "§"]
+    [
+        *VOLATILE,
+        *LEGITIMATE,
+        " ",
+        "\n",
+        "ſession id 7",
+        "Kase",
+        "İ",
+        "٣",
+        "@ 10:45",
+        "x@9:31",
+        "-",
+        ":",
+        "§",
+        "は",
+        "年",
+        "的请求",
+    ]
 )
 # the last two open with an unbounded repeat: searched a run at a time (regexes.TextSearch)
 ALLOW = st.sampled_from(

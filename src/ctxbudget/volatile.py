@@ -2,7 +2,8 @@
 
 Recognised: timestamps (ISO 8601, fractional seconds and ``Z`` too, compact ``20260916103211``,
 HTTP/RFC 2822 and ``Tue Sep 16 2026 10:32`` forms), dates (ISO, with en dashes too, US ``09/16/2026``,
-European ``16.09.2026``, ``2026.09.16``, ``2026年9月16日`` (in a sentence, full-width, Korean too), month names either way round (German, French and Spanish ones too: ``3. Dezember 2026``), in capitals and in lower
+European ``16.09.2026``, ``2026.09.16``, ``2026年9月16日`` (in a sentence, full-width, Korean too; and any value glued to Chinese,
+Japanese or Korean letters: ``今日は2026-09-16です``), month names either way round (German, French and Spanish ones too: ``3. Dezember 2026``), in capitals and in lower
 case too, and ``16-Sep-2026``, ``Sep-16-2026``, ``16SEP2026``, ``2026-Sep-16``, weekday forms, and
 without a year after a word saying it is today's: ``Today is September 16``, ``Date: Sep 16``),
 clock times (and ``T10:32:11Z`` alone, and ``Current time: 3pm``), Unix timestamps, UUIDs, long
@@ -205,6 +206,8 @@ _SCANNER_SOURCES["year in characters"] = ("[12\uff11\uff12](?<!\\d.)(?=\\d{3} ?[
 # scanners whose patterns all need a character beyond ASCII (年, 년): nothing to scan in an ASCII
 # text (a scan of its digits cost 5% on the bundled request)
 _NOT_IN_ASCII = frozenset({"year in characters"})
+# scanners whose patterns read the unspaced scripts' characters themselves (not as spaces)
+_READ_AS_WRITTEN = frozenset({"year in characters"})
 _STARTS: tuple[str, ...] = (
     "digit",
     "digit",
@@ -318,6 +321,21 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+# Scripts written without spaces between words (Han, kana, Hangul syllables): a value glued to
+# them ("今日は2026-09-16です", "时间戳1726480331秒") stands apart from them as from spaces, where
+# ``\b`` reads a letter of theirs as one of the value's word ("今日は2026-09-16です" passed).
+_UNSPACED = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+
+
+def _spaced(text: str) -> str:
+    """``text`` with each character of an unspaced script as a space (the same length, so every
+    offset is the text's own): what the patterns read, but for the one whose value is written in
+    those characters (``2026年9月16日``), which reads the text itself."""
+    if text.isascii() or not _UNSPACED.search(text):
+        return text
+    return _UNSPACED.sub(" ", text)
+
+
 def _candidates(name: str, text: str) -> list[int]:
     """Where a pattern served by the scanner ``name`` matches in ``text``, in order."""
     compiled = _compiled()
@@ -405,12 +423,15 @@ def find_volatile(text: str, rules: VolatileRules | None = None) -> VolatileMatc
     rules = rules or VolatileRules()
     allowed = _allowed(text, rules.allow)
     found: VolatileMatch | None = None
-    candidates = {name: _candidates(name, text) for name in dict.fromkeys(_STARTS)}
+    spaced = _spaced(text)
+    read = {name: text if name in _READ_AS_WRITTEN else spaced for name in dict.fromkeys(_STARTS)}
+    candidates = {name: _candidates(name, read[name]) for name in read}
     for (kind, pattern), name in zip(_compiled().patterns, _STARTS, strict=True):
         limit = len(text) + 1 if found is None else found.start
-        match = _first_scanned(pattern, candidates[name], text, allowed, limit)
+        match = _first_scanned(pattern, candidates[name], read[name], allowed, limit)
         if match:
-            found = VolatileMatch(kind, match.group().strip(), match.start(), match.end())
+            value = text[match.start() : match.end()].strip()
+            found = VolatileMatch(kind, value, match.start(), match.end())
     for kind, regex in rules.patterns:
         match = _first(text_search(regex), text, allowed)
         if match and (found is None or match.start() < found.start):
