@@ -253,7 +253,7 @@ def _scoped(text: str) -> str:
     return f"(?i:{text[4:]})" if text.startswith("(?i)") else text
 
 
-def _finders(name: str) -> tuple[re.Pattern[str], ...]:
+def _finder_sources(name: str) -> tuple[str, ...]:
     """The scanner ``name`` kept only where one of the patterns it serves matches (an alternation
     of them read from the candidate's first character: ``(?<=(?=...).)``), so a candidate is
     settled inside ``re``: on the bundled 51 kB playbook 10.5k candidates, ~100k Python
@@ -264,43 +264,35 @@ def _finders(name: str) -> tuple[re.Pattern[str], ...]:
         for (_, p), n in zip(_PATTERN_SOURCES, _STARTS, strict=True)
         if n == name
     )
-    return tuple(re.compile(f"{scanner}(?<=(?=(?:{served})).)") for scanner in _SCANNER_SOURCES[name])
+    return tuple(f"{scanner}(?<=(?=(?:{served})).)" for scanner in _SCANNER_SOURCES[name])
 
 
-def _for_ascii(finders: tuple[re.Pattern[str], ...]) -> tuple[re.Pattern[str], ...]:
+def _for_ascii(sources: tuple[str, ...]) -> tuple[str, ...]:
     """The finders that can match ASCII text, opening with ``[0-9]`` for ``\\d``: the same
     candidates there, and ``re`` scans a Latin-1 class faster than a category (``\\d`` over the
     51 kB playbook: 0.78 ms, ``[0-9]``: 0.52 ms)."""
-    kept = [p for p in (f.pattern for f in finders) if p[0].isascii()]
     return tuple(
-        re.compile("[0-9]" + p[2:] if p.startswith("\\d") else "[0-9" + p[3:] if p.startswith("[\\d") else p)
-        for p in kept
+        "[0-9]" + p[2:] if p.startswith("\\d") else "[0-9" + p[3:] if p.startswith("[\\d") else p
+        for p in sources
+        if p[0].isascii()
     )
 
 
-@dataclass(frozen=True)
-class _Compiled:
-    """Every regex above, compiled (:func:`_compiled`)."""
-
-    patterns: tuple[tuple[str, re.Pattern[str]], ...]
-    scanners: dict[str, tuple[re.Pattern[str], ...]]
-    finders: dict[str, tuple[re.Pattern[str], ...]]
-    ascii_finders: dict[str, tuple[re.Pattern[str], ...]]
+# Each regex is compiled when first needed, not all at a process's first check: an ASCII text
+# never needs the finders of other text, and a pattern whose scanner found no candidate is never
+# tried (compiling them all took 19-24 ms of a `ctxbudget assemble` process, regex compilation
+# being Python code; the bundled playbook's check compiles about a third of them).
+@functools.cache
+def _pattern(index: int) -> re.Pattern[str]:
+    return re.compile(_PATTERN_SOURCES[index][1])
 
 
 @functools.cache
-def _compiled() -> _Compiled:
-    """The regexes, compiled on first use rather than at import (about 10 ms: a program that
-    never looks for volatile values, such as ``ctxbudget count``, does not pay for them)."""
-    finders = {name: _finders(name) for name in dict.fromkeys(_STARTS)}
-    return _Compiled(
-        patterns=tuple((kind, re.compile(text)) for kind, text in _PATTERN_SOURCES),
-        scanners={name: tuple(map(re.compile, texts)) for name, texts in _SCANNER_SOURCES.items()},
-        finders=finders,
-        ascii_finders={
-            name: () if name in _NOT_IN_ASCII else _for_ascii(found) for name, found in finders.items()
-        },
-    )
+def _finders(name: str, ascii_only: bool) -> tuple[re.Pattern[str], ...]:
+    if ascii_only and name in _NOT_IN_ASCII:
+        return ()
+    sources = _finder_sources(name)
+    return tuple(map(re.compile, _for_ascii(sources) if ascii_only else sources))
 
 
 if TYPE_CHECKING:
@@ -308,19 +300,12 @@ if TYPE_CHECKING:
     _SCANNERS: dict[str, tuple[re.Pattern[str], ...]]
 
 
-_LAZY_NAMES = {
-    "PATTERNS": "patterns",
-    "_SCANNERS": "scanners",
-    "_FINDERS": "finders",
-    "_ASCII_FINDERS": "ascii_finders",
-}
-
-
 def __getattr__(name: str) -> Any:
     """``PATTERNS`` (and the scanners), compiled on first use."""
-    field = _LAZY_NAMES.get(name)
-    if field is not None:
-        return getattr(_compiled(), field)
+    if name == "PATTERNS":
+        return tuple((kind, _pattern(i)) for i, (kind, _) in enumerate(_PATTERN_SOURCES))
+    if name == "_SCANNERS":
+        return {name: tuple(map(re.compile, texts)) for name, texts in _SCANNER_SOURCES.items()}
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -355,8 +340,7 @@ def _spaced(text: str) -> str:
 
 def _candidates(name: str, text: str) -> list[int]:
     """Where a pattern served by the scanner ``name`` matches in ``text``, in order."""
-    compiled = _compiled()
-    finders = compiled.ascii_finders[name] if text.isascii() else compiled.finders[name]
+    finders = _finders(name, text.isascii())
     found = [m.start() for finder in finders for m in finder.finditer(text)]
     return sorted(found) if len(finders) > 1 else found
 
@@ -443,9 +427,12 @@ def find_volatile(text: str, rules: VolatileRules | None = None) -> VolatileMatc
     spaced = _spaced(text)
     read = {name: text if name in _READ_AS_WRITTEN else spaced for name in dict.fromkeys(_STARTS)}
     candidates = {name: _candidates(name, read[name]) for name in read}
-    for (kind, pattern), name in zip(_compiled().patterns, _STARTS, strict=True):
+    for index, ((kind, _), name) in enumerate(zip(_PATTERN_SOURCES, _STARTS, strict=True)):
         limit = len(text) + 1 if found is None else found.start
-        match = _first_scanned(pattern, candidates[name], read[name], allowed, limit)
+        starts = candidates[name]
+        if not starts or starts[0] >= limit:
+            continue  # not tried: not compiled
+        match = _first_scanned(_pattern(index), starts, read[name], allowed, limit)
         if match:
             value = text[match.start() : match.end()].strip()
             found = VolatileMatch(kind, value, match.start(), match.end())
