@@ -271,7 +271,8 @@ try:
 except SystemExit as exc:
     assert exc.code in (0, None), exc.code
 from ctxbudget import volatile
-print(json.dumps([early, sorted(sys.modules), volatile._compiled.cache_info().currsize]))
+compiled = volatile._finders.cache_info().currsize + volatile._pattern.cache_info().currsize
+print(json.dumps([early, sorted(sys.modules), compiled]))
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     printed, report = done.stdout.splitlines()
