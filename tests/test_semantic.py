@@ -189,3 +189,42 @@ def test_a_scorer_returning_an_int_past_floats_range_is_a_config_error() -> None
             split_documents=True,
             passage_scorer=lambda query, passages: [10**400] * len(passages),
         )
+
+
+def test_one_embedding_scorer_serves_threads_while_its_cache_evicts() -> None:
+    """One scorer shared by a server's threads: a call whose passages another call evicts from the
+    cache while it embeds still scores them (it raised KeyError once the cache was full)."""
+    import threading
+
+    import numpy as np
+
+    from ctxbudget.semantic import EmbeddingScorer
+
+    other_done = threading.Event()
+
+    class Model:
+        def encode(self, texts: list[str], **_: Any) -> Any:
+            if "new" in texts:  # the first call is embedding: the other call runs meanwhile
+                other_done.wait(5)
+            return np.array([[float(len(t)), 1.0] for t in texts])
+
+    scorer = EmbeddingScorer(cache_size=2)
+    scorer._model = Model()
+    expected = EmbeddingScorer(cache_size=2)
+    expected._model = Model()
+    scorer("q", ["old"])
+    found: list[Any] = []
+    first = threading.Thread(target=lambda: found.append(_guarded(lambda: scorer("q", ["old", "new"]))))
+    first.start()
+    scorer("q", ["b1", "b2"])  # evicts "old" while the first call embeds "new"
+    other_done.set()
+    first.join()
+    other_done.set()
+    assert found == [expected("q", ["old", "new"])]
+
+
+def _guarded(call: Any) -> Any:
+    try:
+        return call()
+    except Exception as exc:  # the thread's failure, compared in the test
+        return repr(exc)

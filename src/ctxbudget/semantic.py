@@ -13,6 +13,7 @@ install that first). BM25 stays the default: this scorer is measured in docs/ret
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -62,12 +63,16 @@ class EmbeddingScorer:
         self._cache_size = cache_size
         self._model: Any = None
         self._vectors: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()  # the cache; held neither while loading nor while embedding
+        self._loading = threading.Lock()
 
     def load(self) -> EmbeddingScorer:
         """Load the model now (it loads on first use otherwise); :class:`ConfigError` when the
         extra or the model directory is missing."""
         if self._model is None:
-            self._model = _load(self._model_dir or _bundled_model_dir())
+            with self._loading:
+                if self._model is None:
+                    self._model = _load(self._model_dir or _bundled_model_dir())
         return self
 
     def _embed(self, texts: Sequence[str]) -> Any:
@@ -76,14 +81,18 @@ class EmbeddingScorer:
         )
 
     def __call__(self, query: str, passages: Sequence[str]) -> list[float]:
-        missing = list(dict.fromkeys(p for p in passages if p not in self._vectors))
+        # This call's vectors are read into its own dict: another thread's call may evict them
+        # from the cache while this one embeds (a KeyError once the cache was full).
+        with self._lock:
+            vectors = {p: self._vectors[p] for p in passages if p in self._vectors}
+        missing = list(dict.fromkeys(p for p in passages if p not in vectors))
         if missing:
-            for text, vector in zip(missing, self._embed(missing), strict=True):
-                self._vectors[text] = vector
-        for text in passages:
-            self._vectors.move_to_end(text)
+            vectors.update(zip(missing, self._embed(missing), strict=True))
+        with self._lock:
+            for text in passages:
+                self._vectors[text] = vectors[text]
+                self._vectors.move_to_end(text)
+            while len(self._vectors) > self._cache_size:
+                self._vectors.popitem(last=False)
         question = self._embed([query])[0]
-        scores = [round(float(self._vectors[p] @ question), 4) for p in passages]
-        while len(self._vectors) > self._cache_size:
-            self._vectors.popitem(last=False)
-        return scores
+        return [round(float(vectors[p] @ question), 4) for p in passages]
