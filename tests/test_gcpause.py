@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import gc
 import threading
+import weakref
 
-from ctxbudget import fit
+import pytest
+
+from ctxbudget import fit, gcpause
 from ctxbudget.gcpause import collector_paused
 
 
@@ -63,3 +66,34 @@ def test_a_fit_leaves_the_collector_as_it_found_it() -> None:
     body = {"messages": [{"role": "user", "content": "hello " * 50}]}
     fit(body, model="gpt-4o", max_context_tokens=40, reserve_output_tokens=0, on_overflow="empty")
     assert gc.isenabled()
+
+
+def test_overlapping_bodies_do_not_hold_the_collector_off_for_ever(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server fitting on several threads always has a fit running: bodies that overlap in a
+    chain (each starts before the last ends) kept the collector paused for the whole chain, and
+    the cyclic garbage made meanwhile was never collected. A pause admits bodies for
+    LONGEST_JOIN seconds; then it ends with its last member and the collector runs."""
+
+    class Node:
+        def __init__(self) -> None:
+            self.me = self
+
+    made: weakref.WeakSet[Node] = weakref.WeakSet()
+    now = [0.0]
+    monkeypatch.setattr(gcpause, "_clock", lambda: now[0], raising=False)
+    gc.collect()
+    running = collector_paused()
+    running.__enter__()
+    enabled = []
+    for _ in range(100):  # a body every 0.02 s, each lasting 0.04 s
+        now[0] += 0.02
+        following = collector_paused()
+        following.__enter__()
+        made.update(Node() for _ in range(1000))  # what a request leaves: cycles (tracebacks, ...)
+        running.__exit__(None, None, None)
+        running = following
+        enabled.append(gc.isenabled())
+    alive = len(made)
+    running.__exit__(None, None, None)
+    assert any(enabled)
+    assert alive < 20_000, f"{alive:,} of 100,000 garbage cycles uncollected while bodies overlapped"
