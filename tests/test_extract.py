@@ -5,6 +5,7 @@ definition (split, count each sentence, BM25 over every sentence's terms), cold 
 from __future__ import annotations
 
 import re
+import tracemalloc
 from collections import Counter
 
 import pytest
@@ -13,8 +14,8 @@ from hypothesis import strategies as st
 
 from ctxbudget import clear_caches, get_encoding
 from ctxbudget.simulation.deposition import build_legal_context
-from ctxbudget.tokens.counter import TokenCounter
-from ctxbudget.trim import extract, sentences
+from ctxbudget.tokens.counter import TokenCounter, clear_count_cache
+from ctxbudget.trim import extract, profile, sentences
 from ctxbudget.trim.bm25 import bm25_scores, terms
 from ctxbudget.trim.extract import Extract, extract_sentences
 from ctxbudget.trim.profile import sentence_profile, sentence_spans
@@ -85,10 +86,30 @@ def test_spans_are_the_trimmed_sentences() -> None:
 
 def test_clear_caches_empties_profiles_and_remembered_extractions() -> None:
     extract_sentences(["Mr. Hale was late. The shipment was late too."], 5, "late", COUNTER)
-    assert extract._MEMO and sentence_profile.cache_info().currsize and sentence_spans.cache_info().currsize
+    assert extract._MEMO and len(profile._PROFILES)
     clear_caches()
     assert not extract._MEMO
-    assert sentence_profile.cache_info().currsize == 0 and sentence_spans.cache_info().currsize == 0
+    assert len(profile._PROFILES) == 0
+
+
+def test_cached_profiles_are_bounded_by_the_characters_they_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server profiling distinct documents: the cache held 1,024 profiles (and 4,096 sentence
+    splits) whatever their size, each with its text and a lower-cased copy: 1 MB documents grew
+    it towards gigabytes. It holds PROFILE_CHARS characters of text (8 million; 200,000 here)."""
+    monkeypatch.setattr(profile, "PROFILE_CHARS", 200_000, raising=False)
+    clear_caches()
+    page = "The letter went out on March 3. Notice was given to the buyer in writing.\n" * 500
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(50):  # 50 distinct documents of 37 kB: 1.9 million characters
+            sentence_profile("o200k_base", f"Document {n}.\n{page}")
+        clear_count_cache()  # the count cache has its own bound (tokens)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+        clear_caches()
+    assert held < 2_000_000, f"{held:,} bytes held by the profiles of 1.9 million characters"
 
 
 @settings(max_examples=300, deadline=None)
