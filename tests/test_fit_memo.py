@@ -7,6 +7,8 @@ import threading
 import tracemalloc
 from collections.abc import Callable
 
+import pytest
+
 from ctxbudget import clear_caches, fit
 from ctxbudget.trim.memo import _ACTIVE, fit_memo, per_fit, per_fit_by_identity
 
@@ -77,3 +79,30 @@ def test_nothing_is_held_after_a_fit_or_seen_by_another_thread() -> None:
         worker.start()
         worker.join()
     assert seen == [None]
+
+
+def test_remembered_fits_are_bounded_by_the_characters_of_their_requests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server fitting distinct large requests: the memo kept 32 of them whatever their size
+    (their strings, after the callers let them go: 32 requests of 5 MB held 160 MB). It keeps
+    MEMO_CHARS characters of requests (16 million; 400,000 here)."""
+    from ctxbudget.fitting import _memo
+
+    monkeypatch.setattr(_memo, "MEMO_CHARS", 400_000, raising=False)
+    long = "The letter went out on March 3, notice was given. " * 2_000
+    fit({"messages": [{"role": "user", "content": long}]}, model="gpt-4o", max_context_tokens=128_000)
+    clear_caches()  # the encoder is built: what follows is what the caches keep
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(30):  # 30 distinct requests of 100 kB: 3 million characters
+            text = f"Request {n}. {long}"
+            fit({"messages": [{"role": "user", "content": text}]}, model="gpt-4o", max_context_tokens=128_000)
+        clear_caches(fits=False)  # the count cache has its own bound (tokens)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+        clear_caches()
+    assert held < 1_500_000, f"{held:,} bytes held by 30 remembered fits of 100 kB"

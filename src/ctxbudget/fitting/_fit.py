@@ -181,7 +181,7 @@ def _remembered_fit(request: Mapping[str, Any], shape: JsonShape, setup: FitSetu
         # kept whole), as a memo hit shares nothing: changing one never changes the other.
         frozen = freeze(result.request)
         if setup.passage_scorer is None:
-            _MEMO.put(key, frozen, result.report)
+            _MEMO.put(key, frozen, result.report, shape.chars)
         return FitResult(thaw(frozen), result.report)
 
 
