@@ -113,6 +113,31 @@ def test_cached_profiles_are_bounded_by_the_characters_they_hold(monkeypatch: py
     assert held < 2_000_000, f"{held:,} bytes held by the profiles of 1.9 million characters"
 
 
+def test_remembered_extractions_are_bounded_by_the_characters_they_hold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each remembered extraction's key holds its source texts: 32 of them were kept whatever
+    their size (32 compact tiers of distinct multi-megabyte transcripts). They are bounded by the
+    characters of their texts too (16 million; 200,000 here)."""
+    monkeypatch.setattr(extract, "_MEMO_CHARS", 200_000, raising=False)
+    counter = TokenCounter(get_encoding("o200k_base"), exact=True)
+    page = "The letter went out on March 3. Notice was given to the buyer in writing.\n" * 500
+    extract_sentences([page], 50, "notice", counter)
+    clear_caches()  # the encoder is built: what follows is what the caches keep
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(30):  # 30 distinct transcripts of 37 kB: 1.1 million characters
+            extract_sentences([f"Page {n}.\n{page}"], 50, "notice", counter)
+            profile.clear_profile_cache()  # its own bound (characters), tested above
+            clear_count_cache()  # its own bound (tokens)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+        clear_caches()
+    assert held < 600_000, f"{held:,} bytes held by extractions of 1.1 million characters"
+
+
 @settings(max_examples=300, deadline=None)
 @given(text=st.lists(PIECES, max_size=80).map("".join), query=st.lists(PIECES, max_size=8).map("".join))
 def test_a_profile_counts_each_sentence_as_bm25_reads_it(text: str, query: str) -> None:

@@ -23,6 +23,9 @@ from .profile import SentenceProfile, clear_profile_cache, sentence_profile
 __all__ = ["Extract", "clear_sentence_cache", "extract_sentences"]
 
 _MEMO_SIZE = 32  # extractions kept (a key holds its source texts, shared with the request)
+# and at most this many characters of source texts (one extraction of more is kept alone): by
+# entries alone, 32 compact tiers of distinct multi-megabyte transcripts were held for nothing
+_MEMO_CHARS = 16_000_000
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class Extract:
 
 _MemoKey = tuple[str, tuple[str, ...], int, str]
 _MEMO: OrderedDict[_MemoKey, Extract] = OrderedDict()
+_MEMO_HELD = [0]  # the characters of the kept keys' texts
 _MEMO_LOCK = threading.Lock()
 _EMPTY = SentenceProfile("", (), (), (), "", None)
 
@@ -106,10 +110,16 @@ def extract_sentences(texts: list[str], budget: int, query: str, counter: TokenC
             return found
     result = _extract(key[1], budget, query, counter)
     with _MEMO_LOCK:
+        if key not in _MEMO:
+            _MEMO_HELD[0] += _chars(key)
         _MEMO[key] = result
-        while len(_MEMO) > _MEMO_SIZE:
-            _MEMO.popitem(last=False)
+        while len(_MEMO) > _MEMO_SIZE or (_MEMO_HELD[0] > _MEMO_CHARS and len(_MEMO) > 1):
+            _MEMO_HELD[0] -= _chars(_MEMO.popitem(last=False)[0])
     return result
+
+
+def _chars(key: _MemoKey) -> int:
+    return sum(map(len, key[1])) + len(key[3])
 
 
 def clear_sentence_cache() -> None:
@@ -117,6 +127,7 @@ def clear_sentence_cache() -> None:
     clear_profile_cache()
     with _MEMO_LOCK:
         _MEMO.clear()
+        _MEMO_HELD[0] = 0
 
 
 when_replaced(clear_sentence_cache)
