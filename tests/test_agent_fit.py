@@ -1430,3 +1430,30 @@ def test_a_budget_between_two_that_fit_is_not_refused() -> None:
     for budget in (1790, 1800, 1810, 2620, 2630, 2640):
         report = fit(body, model="claude-sonnet-4-5", max_context_tokens=budget).report
         assert report.tokens_after <= report.available_tokens
+
+
+def test_a_query_that_does_not_ask_gives_way_to_boundary_effects() -> None:
+    """The claim of a query whose paragraphs do not ask (no ``?``, no label) was held whole
+    through verification as an asking question's is: when its cut's markers went over, no round
+    could take anything back, and a request that fits at smaller budgets was refused at larger
+    ones, over by a token or two ("needs 22 tokens but only 20 are available")."""
+    words = lambda n, w: " ".join(f"{w}{i}" for i in range(n)) + "."  # noqa: E731
+    query = "\n\n".join(
+        [
+            words(40, "log"),
+            words(60, "entry"),
+            words(30, "line"),
+            "Please summarize the log above for the team",
+        ]
+    )
+    body = {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "user", "content": words(300, "old")},
+            {"role": "assistant", "content": words(300, "ans")},
+            {"role": "user", "content": query},
+        ],
+    }
+    for budget in range(20, 130):
+        report = fit(body, model="gpt-4o", max_context_tokens=budget, reserve_output_tokens=0).report
+        assert report.tokens_after <= report.available_tokens

@@ -6,12 +6,12 @@ over, the pool shrinks by the excess and the plan is redone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BudgetExceeded
-from ..items import COMPONENTS, Component, Plan
+from ..items import COMPONENTS, GAP, Component, Plan
 from ..measure import measure_total
 from ._budget import allocate, budget_ceiling
 from ._context import FitContext
@@ -157,34 +157,54 @@ def _trim(ctx: FitContext, request: Mapping[str, Any], pool: int, *, on_empty: b
             measure_total(ctx.rendered(out), ctx.counter.encoding, ctx.measured.sources),
         )
 
+    def settled(fitted: Fitted, pool: int, kept_claim: int) -> Fitted:
+        """A plan that fits, with the room it left handed back where that keeps more."""
+        if on_empty and fitted.tokens_raw > available_raw:
+            _still_over_emptied(ctx, fitted.tokens_raw)
+        if kept_claim < claim and not on_empty:
+            # The question gave way to boundary effects that its own cut removed: with the
+            # room the plan left, try it whole again.
+            again = attempt(0, min(claim, kept_claim + available_raw - fitted.tokens_raw))
+            if again.tokens_raw <= available_raw:
+                return again
+        needs = None if on_empty else _handed_on(ctx, fitted, demand, pool)
+        if needs is not None:
+            refilled = attempt(pool, kept_claim, needs)
+            if fitted.tokens_raw < refilled.tokens_raw <= available_raw:
+                return refilled
+        return fitted
+
+    def rounds(pool: int, floor: int) -> tuple[Fitted, bool]:
+        """Plan and verify with the question's claim kept down to ``floor`` at least: the plan
+        that fits (True), or the last one when the rounds ran out (False)."""
+        taken = 0  # what the last round took back
+        for round_ in range(2 * MAX_VERIFY_ROUNDS):
+            kept_claim = max(floor, claim + min(0, pool))
+            fitted = attempt(pool, kept_claim)
+            if fitted.tokens_raw <= available_raw or on_empty:
+                return settled(fitted, pool, kept_claim), True
+            # Boundary effects (a marker, a placeholder, a cut's rounding) went over: take back the
+            # excess, more each round, so the plan converges instead of failing near the line. Past
+            # the usual rounds, twice as much each round: a plan they all left as it was had slack
+            # where they took back (a unit dropped whole, not cut), and a request that fits at
+            # budgets either side of this one was refused, over by a token.
+            over = fitted.tokens_raw - available_raw
+            taken = over * (round_ + 1) if round_ < MAX_VERIFY_ROUNDS else taken * 2
+            pool -= taken
+        return fitted, False
+
     keep_whole = ctx.options.on_overflow == "error"  # the question stays whole, or the fit refuses
-    taken = 0  # what the last round took back
-    for round_ in range(2 * MAX_VERIFY_ROUNDS):
-        kept_claim = claim if keep_whole else max(0, claim + min(0, pool))
-        fitted = attempt(pool, kept_claim)
-        if fitted.tokens_raw <= available_raw or on_empty:
-            if on_empty and fitted.tokens_raw > available_raw:
-                _still_over_emptied(ctx, fitted.tokens_raw)
-            if kept_claim < claim and not on_empty:
-                # The question gave way to boundary effects that its own cut removed: with the
-                # room the plan left, try it whole again.
-                again = attempt(0, min(claim, kept_claim + available_raw - fitted.tokens_raw))
-                if again.tokens_raw <= available_raw:
-                    return again
-            needs = None if on_empty else _handed_on(ctx, fitted, demand, pool)
-            if needs is not None:
-                refilled = attempt(pool, kept_claim, needs)
-                if fitted.tokens_raw < refilled.tokens_raw <= available_raw:
-                    return refilled
-            return fitted
-        # Boundary effects (a marker, a placeholder, a cut's rounding) went over: take back the
-        # excess, more each round, so the plan converges instead of failing near the line. Past
-        # the usual rounds, twice as much each round: a plan they all left as it was had slack
-        # where they took back (a unit dropped whole, not cut), and a request that fits at budgets
-        # either side of this one was refused, over by a token.
-        over = fitted.tokens_raw - available_raw
-        taken = over * (round_ + 1) if round_ < MAX_VERIFY_ROUNDS else taken * 2
-        pool -= taken
+    fitted, fits = rounds(pool, claim if keep_whole else 0)
+    if fits:
+        return fitted
+    whole = min(claim, sum(ctx.protected_question().values()))
+    if keep_whole and whole < claim:
+        # A question that does not ask (no "?", no label) is cut when the pool is smaller than it:
+        # at the edge it gives way too, as little as will fit, as long as some of it is kept (never
+        # to a marker alone); a request that fits at a smaller budget was refused at a larger one.
+        given = _most_of_the_claim(lambda kept: attempt(0, kept), whole, claim, available_raw)
+        if given is not None and _keeps_its_question(ctx, given[1].plan):
+            return settled(given[1], 0, given[0])
     if ctx.options.on_overflow == "empty":  # as asked: every component emptied, with a warning
         ctx.warnings.append(
             f"no plan got the request under the {ctx.window.available_tokens:,} tokens available: {_EMPTIED}"
@@ -197,6 +217,31 @@ def _trim(ctx: FitContext, request: Mapping[str, Any], pool: int, *, on_empty: b
 
 
 _EMPTIED = 'all four components were emptied (on_overflow="empty")'
+
+
+def _most_of_the_claim(
+    attempt: Callable[[int], Fitted], low: int, high: int, available_raw: int
+) -> tuple[int, Fitted] | None:
+    """The largest claim of the question below ``high`` (``low`` at least) whose plan, with
+    nothing else of the pool, fits, and that plan (by bisection: a smaller claim sends less)."""
+    best = None
+    while low < high:
+        middle = (low + high) // 2
+        fitted = attempt(middle)
+        if fitted.tokens_raw <= available_raw:
+            best, low = (middle, fitted), middle + 1
+        else:
+            high = middle
+    return best
+
+
+def _keeps_its_question(ctx: FitContext, plan: Plan) -> bool:
+    """Whether every query text with a question keeps some of it (not only markers)."""
+    return all(
+        plan.text_of(item).replace(GAP.strip(), "").strip()
+        for item in ctx.of("query")
+        if ctx.question_tokens(item)
+    )
 
 
 def _still_over_emptied(ctx: FitContext, tokens_raw: int) -> None:
