@@ -258,6 +258,12 @@ LEGITIMATE = [
     "第3条规定",
     "価格は1,500円です",
     "见第47:12页",  # page:line, as in English
+    # an English word glued to a run of CJK letters: the run is no whitespace for the pattern's
+    # \s* to cross to a digit further on (each was flagged as an id, a case number or a time)
+    "请在日志中记录session id的前8位",
+    "每个请求的request id都不同第2步",
+    "案件case number在第1234页",
+    "会议安排at之后10:15",
     "Art. 3 Abs. 2 DSGVO",
     "im März 2026 geschlossen",
     "en diciembre de 2026",

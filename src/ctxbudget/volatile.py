@@ -209,7 +209,7 @@ _SCANNER_SOURCES["year in characters"] = ("[12\uff11\uff12](?<!\\d.)(?=\\d{3} ?[
 # scanners whose patterns all need a character beyond ASCII (年, 년): nothing to scan in an ASCII
 # text (a scan of its digits cost 5% on the bundled request)
 _NOT_IN_ASCII = frozenset({"year in characters"})
-# scanners whose patterns read the unspaced scripts' characters themselves (not as spaces)
+# scanners whose patterns read the unspaced scripts' characters themselves (not as separators)
 _READ_AS_WRITTEN = frozenset({"year in characters"})
 _STARTS: tuple[str, ...] = (
     "digit",
@@ -310,7 +310,7 @@ def __getattr__(name: str) -> Any:
 
 
 # Scripts written without spaces between words (Han, kana, Hangul syllables): a value glued to
-# them ("今日は2026-09-16です", "时间戳1726480331秒") stands apart from them as from spaces, where
+# them ("今日は2026-09-16です", "时间戳1726480331秒") stands apart from them as from punctuation, where
 # ``\b`` reads a letter of theirs as one of the value's word ("今日は2026-09-16です" passed).
 _UNSPACED = "[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]"
 
@@ -326,16 +326,22 @@ def _unspaced() -> tuple[re.Pattern[str], regex.Pattern[str]]:
     return re.compile("[^\x00-\u303f]"), regex.compile(_UNSPACED)
 
 
+# What such a letter is read as: neither a word character (``\b`` parts it from a value) nor
+# whitespace (read as a space, a run of CJK words was one gap that a pattern's ``\s*`` crossed:
+# "session id的前8位" was a session id, "case number在第1234页" a case number).
+_APART = "\x00"
+
+
 def _spaced(text: str) -> str:
-    """``text`` with each character of an unspaced script as a space (the same length, so every
-    offset is the text's own): what the patterns read, but for the one whose value is written in
-    those characters (``2026年9月16日``), which reads the text itself."""
+    """``text`` with each character of an unspaced script as :data:`_APART` (the same length, so
+    every offset is the text's own): what the patterns read, but for the one whose value is
+    written in those characters (``2026年9月16日``), which reads the text itself."""
     if text.isascii():
         return text
     wide, letters = _unspaced()
     if not wide.search(text) or not letters.search(text):
         return text
-    return letters.sub(" ", text)
+    return letters.sub(_APART, text)
 
 
 def _candidates(name: str, text: str) -> list[int]:
