@@ -385,3 +385,19 @@ def test_streamed_calls_without_an_index_are_told_apart_by_their_ids_and_names()
     first = piece(id="c1", type="function", function={"name": "", "arguments": ""})  # named later
     named = piece(function={"name": "lookup", "arguments": '{"q":"item 7"}'})
     assert _streamed(OPENAI, _sse([first, named], named=False)) == (LOOKUP,)
+
+
+def test_streamed_calls_without_an_index_go_back_to_a_call_by_its_id() -> None:
+    # Parallel calls' pieces interleaved, each carrying its call's id (no index): a piece whose id
+    # was an earlier call's, not the last one's, started a call of its own, nameless, so two
+    # calls were stored as four, each with half its arguments.
+    def piece(**call: Any) -> dict[str, Any]:
+        return {"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}
+
+    chunks = [
+        piece(id="c1", type="function", function={"name": "lookup", "arguments": '{"q":'}),
+        piece(id="c2", type="function", function={"name": "stop", "arguments": "{"}),
+        piece(id="c1", function={"arguments": '"item 7"}'}),
+        piece(id="c2", function={"arguments": "}"}),
+    ]
+    assert _streamed(OPENAI, _sse(chunks, named=False)) == (LOOKUP, ToolCall(name="stop", arguments="{}"))

@@ -63,7 +63,12 @@ class StreamedCalls:
     def _unnumbered(self, ident: str, name: str) -> Any:
         """The position of an OpenAI call piece without an ``index`` (some compatible servers leave
         it out): the last call's, unless it carries another id or another name than that call's,
-        which starts the next call (parallel calls were one, their arguments run together)."""
+        which starts the next call (parallel calls were one, their arguments run together). A
+        piece with an earlier call's id goes to that call (pieces of parallel calls interleaved)."""
+        if ident:
+            known = next((p for p, given in self.ids.items() if given == ident), None)
+            if known is not None:
+                return known
         last = self.last
         if (
             last is not None
