@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from ctxbudget import BudgetExceeded, InvalidRequestError, fit
 from ctxbudget.cli import main
 from ctxbudget.fitting import count
+from ctxbudget.items import GAP
 from ctxbudget.trim.messages import question_spans
 
 from .test_agent_properties import check_anthropic_rules
@@ -1035,6 +1036,29 @@ def test_an_instruction_before_pasted_text_is_kept(model: str) -> None:
     paragraph = "Some pasted paragraph that is long. " * 20  # over 500 characters: not an instruction
     longer = paragraph + text
     assert [longer[a:b] for a, b in question_spans(longer)] == [lines[-1]]
+
+
+def test_the_last_paragraph_of_a_query_that_does_not_ask_is_kept_before_its_first() -> None:
+    """A query that does not ask keeps its short first paragraph and its last one (usually the
+    instruction): when they do not fit together, the last is kept first and the head of the first
+    takes the room left. The first paragraph alone was kept at some budgets, the instruction
+    dropped, and at a larger budget kept again."""
+    words = [
+        " ".join(f"{w}{n}" for n in range(k)) + "." for w, k in (("log", 40), ("entry", 60), ("line", 30))
+    ]
+    instruction = "Please summarize the log above in three short bullet points for the team"
+    text = "\n\n".join([*words, instruction])
+    assert [text[a:b] for a, b in question_spans(text)] == [words[0], instruction]
+    body = {"messages": [{"role": "user", "content": text}]}
+    shortest = 0
+    for window in range(24, 140):
+        content = fit(body, model="gpt-4o", max_context_tokens=window, reserve_output_tokens=0).request[
+            "messages"
+        ][0]["content"]
+        assert content.endswith("\n" + instruction), window
+        assert all(part.strip("\n") in text for part in content.split(GAP.strip())), window
+        assert len(content) >= shortest, window  # more room never keeps less
+        shortest = len(content)
 
 
 def test_an_instruction_before_text_with_no_sentence_end_is_kept() -> None:

@@ -6,7 +6,8 @@ whatever instructions follow it, or, when the message asks near its start (``Que
 then ``Context: ...``, or a greeting, the question, then a pasted document), that paragraph; with
 no such paragraph, a last sentence that asks, else opening sentences that ask ("What is clause 4?
 <the contract, as one long paragraph>"), else its last paragraph or last sentence, with its first
-paragraph when that is short (an instruction for what was pasted after it). From the rest, and from any other long message (a tool result), the passages that match
+paragraph when that is short (an instruction for what was pasted after it; when both do not
+fit, the last is kept, then the first one's head). From the rest, and from any other long message (a tool result), the passages that match
 the question best are kept, verbatim, in their order, with a marker where text was left out. The
 selection is the one ``split_documents`` uses for documents
 (:func:`ctxbudget.trim.passages.select_regions`).
@@ -185,9 +186,17 @@ def cut_message(
     gap = count_text(GAP)
     kept = question_spans(text) if keep_question else []
     kept_tokens = sum(count(a, b) for a, b in kept)
-    if kept and kept_tokens > budget:  # the ask with what follows it is too long: the ask alone
-        kept = [_first_paragraph(text, *kept[0])]
-        kept_tokens = count(*kept[0])
+    lead = None
+    if kept and kept_tokens > budget:
+        if len(kept) > 1:
+            # an instruction before what was pasted and the ending after it, too long together: the
+            # ending first (the ask is usually there) with the marker before it, the instruction's
+            # head in the room left (the instruction alone dropped the ask at some budgets)
+            lead, kept = kept[0], kept[1:]
+            kept_tokens = count(*kept[0]) + gap
+        else:  # the ask with what follows it is too long: the ask alone
+            kept = [_first_paragraph(text, *kept[0])]
+            kept_tokens = count(*kept[0])
     if keep_end:
         regions = [_keep_end(text, 0, count, budget - gap)]
     elif keep_question and (not kept or kept_tokens > budget):
@@ -198,6 +207,9 @@ def cut_message(
         regions = [_keep_end(text, start, count, budget - gap)]
         if regions[0][0] == regions[0][1]:
             regions = [_keep_head(text, start, len(text), count, budget - gap)]
+    elif lead is not None:
+        head = _keep_head(text, *lead, count, budget - kept_tokens)
+        regions = [head, *kept] if budget - kept_tokens >= MIN_HEAD_TOKENS else kept
     else:
         if kept:
             query = " ".join(text[a:b] for a, b in kept) or query
