@@ -78,16 +78,16 @@ class Outbound:
 _BYTE_ORDER_MARK = b"\xef\xbb\xbf"  # read past by the reader; an upstream may refuse it
 
 
-def _held(data: bytes) -> bytes | None:
+def held_bytes(data: bytes) -> bytes | None:
     """The client's bytes when they may be sent in place of the body's rendering."""
     return data if len(data) <= FAST_JSON_BYTES and not data.startswith(_BYTE_ORDER_MARK) else None
 
 
-def sent_bytes(outbound: Outbound, body: Mapping[str, Any]) -> bytes:
-    """The bytes to send for ``body``: the client's own when it is the body they decode to (same
-    JSON value: nothing trimmed, marked or added), else ``body`` rendered (:func:`.bodies.encoded`)."""
-    given = outbound.given
-    return given if given is not None and body == outbound.body else encoded(body)
+def sent_bytes(given: bytes | None, decoded: Mapping[str, Any], body: Mapping[str, Any]) -> bytes:
+    """The bytes to send for ``body``: the client's own (``given``, which decode to ``decoded``)
+    when ``body`` is that same JSON value (nothing trimmed, marked or added), else ``body``
+    rendered (:func:`.bodies.encoded`)."""
+    return given if given is not None and body == decoded else encoded(body)
 
 
 def check_coding(headers: Mapping[str, str]) -> None:
@@ -201,7 +201,7 @@ def first_pass(
             progress.session = named_session(given)
     data = parcel.pop()
     body = parse_json(data)
-    held = _held(data)
+    held = held_bytes(data)
     del data
     progress.stage = "prepare"
     try:
@@ -232,7 +232,10 @@ def rendered(provider: Provider, outbound: Outbound, *, ask_usage: bool = True) 
     its usage unless ``ask_usage`` is False (an upstream refused the ask)."""
     body = outbound.prepared.body
     forwarded, usage_added = with_stream_usage(provider, body) if ask_usage else (body, False)
-    return dataclasses.replace(outbound, content=sent_bytes(outbound, forwarded), usage_added=usage_added)
+    content = sent_bytes(outbound.given, outbound.body, forwarded)
+    # the client's bytes are let go once rendered: held through the answer (a stream's minutes)
+    # with the bytes sent, a changed body's were twice its size for nothing
+    return dataclasses.replace(outbound, content=content, usage_added=usage_added, given=None)
 
 
 async def outbound(gateway: Gateway, provider: Provider, request: Request, progress: Progress) -> Outbound:

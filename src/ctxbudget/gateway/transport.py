@@ -31,7 +31,7 @@ import httpx
 from ..errors import ConfigError, reworded
 from ..session.store import SQLiteStore
 from .config import GatewayConfig
-from .intake import INLINE_BYTES, Progress, check_coding, first_pass, sent_bytes
+from .intake import INLINE_BYTES, Progress, check_coding, first_pass, held_bytes, sent_bytes
 from .prepared import Prepared
 from .providers import ANTHROPIC, OPENAI, RESPONSES, Provider
 from .refusals import Refusal, with_settings
@@ -102,7 +102,7 @@ class _Decider:
         with self._lock:
             self.last_report = _in_transport_words(ready.prepared.report)
         kept = [(k, v) for k, v in request.headers.raw if not _dropped(k.decode("latin-1"))]
-        content = sent_bytes(ready, ready.prepared.body)
+        content = sent_bytes(held_bytes(data), ready.body, ready.prepared.body)
         outgoing: httpx.Request = _module(request).Request(
             request.method, request.url, headers=kept, content=content, extensions=request.extensions
         )
