@@ -964,7 +964,10 @@ def test_text_without_spaces_between_words_is_ranked_by_its_bigrams(
 ) -> None:
     """A run of Chinese or Japanese was one term that no document held: every score 0, and the
     weather kept before the answer. Its bigrams are its terms, in a span and in a slice alike."""
-    assert terms("东京的人口 gpt4東京") == ["东京", "京的", "的人", "人口", "gpt4", "東京"]
+    assert terms("东京的人口 gpt4東京") == [
+        *("东", "东京", "京", "京的", "的", "的人", "人", "人口", "口"),
+        *("gpt4", "東", "東京", "京"),
+    ]
     scores = bm25_scores(question, [weather * 15, answer * 15])
     assert scores[0] == 0.0 and scores[1] > 0.0
     body = {
@@ -972,4 +975,30 @@ def test_text_without_spaces_between_words_is_ranked_by_its_bigrams(
         "documents": [{"page_content": weather * 15}, {"page_content": answer * 15}],
     }
     fitted = fit(body, model="gpt-4o", max_context_tokens=400)
+    assert [d["page_content"] for d in fitted.request["documents"]] == [answer * 15]
+
+
+@pytest.mark.parametrize(
+    ("question", "weather", "answer"),
+    [
+        ("猫吃什么？", "今天天气很好，阳光明媚，适合出去散步。", "猫是一种小型的肉食性哺乳动物，常被人类饲养。"),
+        (
+            "猫について教えて",
+            "今日は天気が良いので散歩に行きます。",
+            "猫は小型の肉食哺乳類で、ペットとして飼われています。",
+        ),
+    ],
+)
+def test_a_one_character_chinese_or_japanese_word_is_a_term(question: str, weather: str, answer: str) -> None:
+    """A word of one Han character (猫, 税, 法) inside a run was in no bigram the document held
+    beside other characters (猫吃 against 猫是; 猫に against 猫は, a particle after it): every score
+    0, and the weather kept before the answer. A run's Han characters are terms of their own too."""
+    assert terms("猫吃") == ["猫", "猫吃", "吃"] and terms("猫は") == ["猫", "猫は"]
+    scores = bm25_scores(question, [weather * 15, answer * 15])
+    assert scores[0] == 0.0 and scores[1] > 0.0
+    body = {
+        "questions": [{"text": question}],
+        "documents": [{"page_content": weather * 15}, {"page_content": answer * 15}],
+    }
+    fitted = fit(body, model="gpt-4o", max_context_tokens=500)
     assert [d["page_content"] for d in fitted.request["documents"]] == [answer * 15]

@@ -55,8 +55,11 @@ def repeats_itself(term: str) -> bool:
 
 # Scripts written without spaces between words (Chinese, Japanese kana and kanji): a run of
 # their characters is read as its character bigrams (one character alone as itself), the usual
-# BM25 terms for such text. Read as one word, 东京的人口是多少 was a term no document held: every
-# score was 0, and a document about the weather was kept before the one that answered.
+# BM25 terms for such text, and each Han character of a longer run as itself too (Lucene's CJK
+# bigrams with unigrams; not kana, whose single characters are particles: は, の, に). Read as one
+# word, 东京的人口是多少 was a term no document held: every score was 0, and a document about the
+# weather was kept before the one that answered; with bigrams alone, a word of one character
+# (猫, 税, 法) matched only beside the same neighbour (猫吃 is not in 猫是, 猫に not in 猫は).
 _UNSPACED = re.compile(
     "[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]+"
 )
@@ -83,7 +86,14 @@ def _unspaced_terms(word: str) -> list[str]:
         if run.start() > at:
             out.append(word[at : run.start()])
         chars = run.group()
-        out += [chars] if len(chars) == 1 else [chars[i : i + 2] for i in range(len(chars) - 1)]
+        if len(chars) == 1:
+            out.append(chars)
+        else:
+            for i, char in enumerate(chars):
+                if char >= "\u3400" and not "\uff66" <= char <= "\uff9f":  # Han, not kana
+                    out.append(char)
+                if i + 1 < len(chars):
+                    out.append(chars[i : i + 2])
         at = run.end()
     if at < len(word):
         out.append(word[at:])
