@@ -199,6 +199,7 @@ SETTLED_EXTRA += [
     "\u2003",
 ]
 SETTLED_EXTRA += ["\x0b", "a", "ü", "Z", " é"]
+SETTLED_EXTRA += ["3.", "12.", " März", " Okt.", " 2025", " der", "(Rn.", " Abs.", " 2", "L'art.", " Ärger"]
 SETTLED_PIECES = st.sampled_from([*WORDS, *SETTLED_EXTRA])
 
 

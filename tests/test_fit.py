@@ -406,6 +406,24 @@ def test_fields_without_content_of_another_format_pass() -> None:
             ["Vgl. § 5 Nr. 3 BGB, bzw. Ziff. 4 gilt.", " Das ist so."],
         ),
         ("The ruling was a gem. The court agreed.", ["The ruling was a gem.", " The court agreed."]),
+        # a German ordinal or a citation's number ends no sentence ("am 3." and "März 2026 ..."
+        # were two), a year or a number after an English word still does
+        (
+            "Der Vertrag wurde am 3. März 2026 unterzeichnet. Der 2. Senat folgte. Ende.",
+            ["Der Vertrag wurde am 3. März 2026 unterzeichnet.", " Der 2. Senat folgte.", " Ende."],
+        ),
+        (
+            "Gemäß § 3 Abs. 2 BGB, Rn. 12. Berlin, 1. Okt. 2025 gilt. Fin.",
+            ["Gemäß § 3 Abs. 2 BGB, Rn. 12.", " Berlin, 1. Okt. 2025 gilt.", " Fin."],
+        ),
+        (
+            "It was 2019. The court agreed. See page 3. Then abs. The end.",
+            ["It was 2019.", " The court agreed.", " See page 3.", " Then abs.", " The end."],
+        ),
+        (
+            "L'art. 1240 s'applique. Según núm. 3 vale. Fin.",
+            ["L'art. 1240 s'applique.", " Según núm. 3 vale.", " Fin."],
+        ),
         ("As Def. Mot. at 4 argues. Next.", ["As Def. Mot. at 4 argues.", " Next."]),
         ("line one\nline two", ["line one", "\nline two"]),
     ],
@@ -981,7 +999,11 @@ def test_text_without_spaces_between_words_is_ranked_by_its_bigrams(
 @pytest.mark.parametrize(
     ("question", "weather", "answer"),
     [
-        ("猫吃什么？", "今天天气很好，阳光明媚，适合出去散步。", "猫是一种小型的肉食性哺乳动物，常被人类饲养。"),
+        (
+            "猫吃什么？",
+            "今天天气很好，阳光明媚，适合出去散步。",
+            "猫是一种小型的肉食性哺乳动物，常被人类饲养。",
+        ),
         (
             "猫について教えて",
             "今日は天気が良いので散歩に行きます。",

@@ -101,6 +101,10 @@ ABBREVIATIONS = frozenset(
         "ziff",
         "evtl",
         "sog",
+        # Spanish and French numbered ones: núm. 3, pág. 12 (art., p., chap. are above)
+        "núm",
+        "pág",
+        "págs",
         "v",
         "vs",
         "etc",
@@ -143,6 +147,10 @@ ABBREVIATIONS = frozenset(
         "oct",
         "nov",
         "dec",
+        "jän",
+        "mär",
+        "okt",
+        "dez",
         "am",
         "pm",
         "est",
@@ -209,11 +217,59 @@ def _is_abbreviation(text: str, dot: int) -> bool:
     lo = max(0, dot - MAX_WORD)
     start = max(text.rfind(" ", lo, dot), text.rfind("\n", lo, dot), text.rfind("\t", lo, dot)) + 1
     word = text[max(start, lo) : dot].lstrip("([\"'“‘").lower()
+    if word[1:2] in ("'", "’") and word[0] in "ld":  # French elision: L'art. 1240, d'al. 2
+        word = word[2:]
     if not word:
         return False
     if word in ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
         return True
     return "." in word and bool(_DOTTED.fullmatch(word))
+
+
+# A German ordinal (a day, a chamber: "am 3. März 2026", "der 2. Senat") or a German citation's
+# number after its word ("§ 3 Abs. 2", "Rn. 12"): the dot is no sentence end, though a capital or
+# a digit follows (each was cut as a sentence: "Der Vertrag wurde am 3." and "März 2026 ...").
+# A day before a German month's name, or a year after a name English shares (April, August, ...);
+# an ordinal after an article or a preposition of German's; "Abs.", "Rn." before a number ("abs"
+# is an English word too: "Abs. The" still ends).
+_GERMAN_MONTH = re.compile(
+    r"\s+(?:(?:Januar|Jänner|Februar|Feber|März|Mai|Juni|Juli|Oktober|Dezember)\b"
+    r"|(?:April|August|September|November|Jan\.|Feb\.|Apr\.|Aug\.|Sept?\.|Okt\.|Nov\.|Dez\.)\s+\d{4}\b)"
+)
+_GERMAN_ORDINAL_WORDS = frozenset(
+    ["der", "die", "das", "den", "dem", "des", "am", "im", "vom", "zum", "zur", "beim"]
+)
+_NUMBERED_WORDS = frozenset(["abs", "rn", "rdnr", "rz"])
+_CAPITAL = re.compile(r"\s+[^\W\d_]")
+_NUMBER = re.compile(r"\s+\d")
+
+
+def _word_before(text: str, end: int) -> str:
+    """The lower-cased word ending at ``end`` (after a blank or a bracket), or "" when it is longer
+    than any listed word (only 8 characters are read)."""
+    start = max(0, end - 8)
+    head = text[start:end]
+    cut = max(head.rfind(" "), head.rfind("\n"), head.rfind("\t"), head.rfind("("))
+    return "" if cut < 0 and start > 0 else head[cut + 1 :].lower()
+
+
+def _is_german_number(text: str, dot: int) -> bool:
+    """Whether the dot at ``dot`` closes a German ordinal or a citation word before its number."""
+    digits = dot
+    while digits > 0 and dot - digits < 3 and "0" <= text[digits - 1] <= "9":
+        digits -= 1
+    if dot - digits in (1, 2):  # a day or an ordinal, not a year
+        if digits and (text[digits - 1].isalnum() or text[digits - 1] in "._"):
+            return False
+        if _GERMAN_MONTH.match(text, dot + 1):
+            return True
+        return (
+            digits > 0
+            and text[digits - 1] == " "
+            and _word_before(text, digits - 1) in _GERMAN_ORDINAL_WORDS
+            and bool(_CAPITAL.match(text, dot + 1))
+        )
+    return dot == digits and _word_before(text, dot) in _NUMBERED_WORDS and bool(_NUMBER.match(text, dot + 1))
 
 
 def _continues_lowercase(text: str, end: int) -> bool:
@@ -224,7 +280,7 @@ def _continues_lowercase(text: str, end: int) -> bool:
 def _is_end(text: str, begin: int, end: int) -> bool:
     """Whether the ``[.!?]`` run matched at ``begin:end`` ends a sentence (the plain rule)."""
     single = end - begin == 1 or text[begin:end].rstrip(_CLOSERS) == "."
-    if text[begin] == "." and single and _is_abbreviation(text, begin):
+    if text[begin] == "." and single and (_is_abbreviation(text, begin) or _is_german_number(text, begin)):
         return False
     return not _continues_lowercase(text, end)
 
@@ -240,6 +296,30 @@ def _either_case(words: list[str]) -> str:
         rests.setdefault(word[0], []).append(word[1:])
     branches = [f"[{c}{c.upper()}]{_either_case(rest)}" for c, rest in sorted(rests.items())]
     return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+
+
+def _german_candidates() -> str:
+    """What :func:`_is_german_number` may take, to ask it in Python (a lookaround after the dot):
+    a day before a month's first letters, an ordinal after a listed word and before a capital,
+    a listed citation word before a digit. Narrowed in ``re`` so that a transcript's sentence end
+    before a line number, or "page 3. The", is settled there as before."""
+
+    def after(words: frozenset[str], tail: str) -> str:
+        by_length: dict[int, list[str]] = {}
+        for w in sorted(words):
+            by_length.setdefault(len(w), []).append(w)
+        return "|".join(
+            rf"(?<=(?<![^ \n\t(]){_either_case(ws)}{tail})" for _, ws in sorted(by_length.items())
+        )
+
+    months = r"(?=\s+(?:Jan|Jän|Feb|Mär|Apr|Mai|Jun|Jul|Aug|Sep|Okt|Nov|Dez))"
+    ordinal = "|".join(after(_GERMAN_ORDINAL_WORDS, rf" {d}\.") for d in ("[0-9]", "[0-9]{2}"))
+    numbered = after(_NUMBERED_WORDS, r"\.")
+    # one character's test first (most dots follow neither a digit nor these letters)
+    return (
+        rf"(?<=[0-9nrszNRSZ]\.)(?:(?<=[0-9]\.)(?<![0-9]{{3}}\.)(?:{months}|(?=\s+[^\W\d_])(?:{ordinal}))"
+        rf"|(?=\s+[0-9])(?:{numbered}))"
+    )
 
 
 @functools.cache  # compiled when a text of its kind is first split (2.6 ms each, in Python)
@@ -265,6 +345,7 @@ def _settled_end_pattern(*, ascii_only: bool) -> re.Pattern[str]:
     plain = "".join(rf"|(?<=[ \n\t][A-Za-z]{{{k}}}\.)" for k in range(2, longest + 1))
     word = rf"(?:(?<=[\x00-\x2d\x2f-\x40\x5b-\x60\x7b-\x7f]\.)|(?<=[A-Za-z]{{{longest + 1}}}\.){plain})"
     closers = "[\"'”’)\\]]*(?=\\s)"
+    german = _german_candidates()
 
     def settled(group: str) -> str:  # not before ASCII lower case; before non-ASCII, ask Python
         return rf"(?!\s{{0,7}}[a-z])(?:(?=\s{{0,7}}[^\s\x00-\x7f])(?P<{group}>)|)"
@@ -272,7 +353,7 @@ def _settled_end_pattern(*, ascii_only: bool) -> re.Pattern[str]:
     cjk = "" if ascii_only else rf"|(?<=[{WIDE_ENDS}])[{WIDE_ENDS}]*{WIDE_CLOSING}"
     return re.compile(
         ("[.!?\n]" if ascii_only else f"[.!?{WIDE_ENDS}\n]") + r"(?:(?<=\n)(?P<nl>)"
-        rf"|(?<=\.)(?![.!?])(?!{abbreviation})(?:(?={word}){closers}{settled('lower')}|(?!{word}){closers}(?P<check>))"
+        rf"|(?<=\.)(?![.!?])(?!{abbreviation})(?:(?={word})(?!{german}){closers}{settled('lower')}|(?!{word}){closers}(?P<check>)|(?={german})(?P<german>))"
         rf"|(?<=[.!?])(?!(?<=\.)(?![.!?])){_RUN_START}[.!?]*{closers}{settled('lower_run')}"
         rf"{cjk})"
     )
