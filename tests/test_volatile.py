@@ -100,6 +100,13 @@ VOLATILE = [
     "ID是550e8400-e29b-41d4-a716-446655440000的请求",
     "时间戳1726480331秒",
     "생성 시각2026-09-16T10:32:11Z입니다",
+    # in full-width forms, and in the digits of other scripts (each passed)
+    "今日は２０２６－０９－１６です",
+    "Date：Sep 16",
+    "Current time：3pm",
+    "session_id：abc123def456",
+    "التاريخ: ١٦/٠٩/٢٠٢٦",
+    "दिनांक १६/०९/२०२६",
     # month names in German, French and Spanish (each passed INV-CTX-01)
     "Heute ist der 16. September 2026.",
     "Stand: 3. Dezember 2026",
@@ -256,6 +263,9 @@ LEGITIMATE = [
     "第12026年",
     "平成3年の改正",
     "第3条规定",
+    "第３条",
+    "価格は１，５００円です",
+    "المادة ٣",
     "価格は1,500円です",
     "见第47:12页",  # page:line, as in English
     # an English word glued to a run of CJK letters: the run is no whitespace for the pattern's
@@ -338,6 +348,9 @@ PIECES = st.sampled_from(
         "は",
         "年",
         "的请求",
+        "２",
+        "：",
+        "١",
     ]
 )
 # the last two open with an unbounded repeat: searched a run at a time (regexes.TextSearch)

@@ -28,6 +28,7 @@ import bisect
 import functools
 import itertools
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -332,12 +333,37 @@ def _unspaced() -> tuple[re.Pattern[str], regex.Pattern[str]]:
 _APART = "\x00"
 
 
+class _AsciiForms(dict[int, int]):
+    """``str.translate``'s table of the characters a value is also written in: a full-width form
+    (``２０２６－０９－１６``, ``Date：``) as its ASCII one, a decimal digit of any script (``١٦``,
+    ``१६``) as its ASCII digit, any other character as itself (each looked up once)."""
+
+    def __missing__(self, code: int) -> int:
+        digit = unicodedata.decimal(chr(code), None)
+        found = 0xFF01 <= code <= 0xFF5E
+        value = code - 0xFEE0 if found else 0x30 + digit if digit is not None else code
+        self[code] = value
+        return value
+
+
+_ASCII_FORMS = _AsciiForms()
+
+
+@functools.cache
+def _other_forms() -> re.Pattern[str]:
+    """A full-width form, or a digit beyond ASCII (compiled on first use)."""
+    return re.compile(r"[\uff01-\uff5e]|[^\x00-\x7f](?<=\d)")
+
+
 def _spaced(text: str) -> str:
-    """``text`` with each character of an unspaced script as :data:`_APART` (the same length, so
-    every offset is the text's own): what the patterns read, but for the one whose value is
-    written in those characters (``2026年9月16日``), which reads the text itself."""
+    """``text`` as the patterns read it, the same length (so every offset is the text's own):
+    full-width forms and digits of other scripts as ASCII, and each letter of an unspaced script
+    as :data:`_APART`; but for the pattern whose value is written in those characters
+    (``2026年9月16日``), which reads the text itself."""
     if text.isascii():
         return text
+    if _other_forms().search(text):
+        text = text.translate(_ASCII_FORMS)
     wide, letters = _unspaced()
     if not wide.search(text) or not letters.search(text):
         return text
