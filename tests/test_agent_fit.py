@@ -1481,3 +1481,41 @@ def test_a_query_that_does_not_ask_gives_way_to_boundary_effects() -> None:
     for budget in range(20, 130):
         report = fit(body, model="gpt-4o", max_context_tokens=budget, reserve_output_tokens=0).report
         assert report.tokens_after <= report.available_tokens
+
+
+def test_a_query_that_does_not_ask_is_not_cut_to_a_marker_below_the_edge() -> None:
+    """Below the edge where the bisection gives way, a pool smaller than a query that does not ask
+    cut it to a marker alone and that was sent ("[…]" at 389-391 tokens), while the bisection
+    refused the marker at 392, and 393 kept "Smith lorem": refused at a budget between two that
+    fit. A query is kept in part or refused, at every budget."""
+    words = lambda n, w: " ".join(f"{w}{i}" for i in range(n)) + "."  # noqa: E731
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 256,
+        "tools": [{"name": "lookup", "input_schema": {"type": "object"}}],
+        "messages": [
+            {"role": "user", "content": words(30, "old")},
+            {"role": "assistant", "content": words(30, "ans")},
+            {
+                "role": "user",
+                "content": words(5, "entry") + "\n\nList the dates mentioned record Smith lorem",
+            },
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t0", "name": "lookup", "input": {"q": "x"}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t0", "content": words(50, "res")}],
+            },
+        ],
+    }
+    fitted = False
+    for budget in range(380, 420):
+        try:
+            sent = fit(body, model="claude-sonnet-4-5", max_context_tokens=budget, reserve_output_tokens=0)
+        except BudgetExceeded:
+            assert not fitted, budget  # refused at a budget above one that fits
+            continue
+        fitted = True
+        assert sent.request["messages"][-3]["content"].replace("[…]", "").strip(), budget

@@ -195,7 +195,7 @@ def _trim(ctx: FitContext, request: Mapping[str, Any], pool: int, *, on_empty: b
 
     keep_whole = ctx.options.on_overflow == "error"  # the question stays whole, or the fit refuses
     fitted, fits = rounds(pool, claim if keep_whole else 0)
-    if fits:
+    if fits and (not keep_whole or _keeps_its_question(ctx, fitted.plan)):
         return fitted
     whole = min(claim, sum(ctx.protected_question().values()))
     if keep_whole and whole < claim:
@@ -213,7 +213,11 @@ def _trim(ctx: FitContext, request: Mapping[str, Any], pool: int, *, on_empty: b
         if emptied.tokens_raw > available_raw:
             _still_over_emptied(ctx, emptied.tokens_raw)
         return emptied
-    raise _still_over(ctx, fitted.tokens_raw)
+    if fitted.tokens_raw <= available_raw:
+        # it fits only with the question cut to a marker (a pool smaller than the question): the
+        # smallest request that keeps the question is the one to name
+        fitted = attempt(0, demand.question)
+    raise _still_over(ctx, max(fitted.tokens_raw, available_raw + 1))
 
 
 _EMPTIED = 'all four components were emptied (on_overflow="empty")'
@@ -236,11 +240,12 @@ def _most_of_the_claim(
 
 
 def _keeps_its_question(ctx: FitContext, plan: Plan) -> bool:
-    """Whether every query text with a question keeps some of it (not only markers)."""
+    """Whether every query text with a question keeps some of it (not only markers) when it held
+    more than markers."""
     return all(
         plan.text_of(item).replace(GAP.strip(), "").strip()
         for item in ctx.of("query")
-        if ctx.question_tokens(item)
+        if ctx.question_tokens(item) and item.text.replace(GAP.strip(), "").strip()
     )
 
 
