@@ -96,7 +96,7 @@ def test_cached_profiles_are_bounded_by_the_characters_they_hold(monkeypatch: py
     """A server profiling distinct documents: the cache held 1,024 profiles (and 4,096 sentence
     splits) whatever their size, each with its text and a lower-cased copy: 1 MB documents grew
     it towards gigabytes. It holds PROFILE_CHARS characters of text (8 million; 200,000 here)."""
-    monkeypatch.setattr(profile, "PROFILE_CHARS", 200_000, raising=False)
+    monkeypatch.setattr(profile._PROFILES, "max_weight", 200_000)
     page = "The letter went out on March 3. Notice was given to the buyer in writing.\n" * 500
     sentence_profile("o200k_base", page)
     clear_caches()  # the encoder is built: what follows is what the caches keep

@@ -8,15 +8,14 @@ prefix of it (a sentence boundary, a token-level cut) without tokenizing again.
 from __future__ import annotations
 
 import math
-import threading
 from array import array
 from bisect import bisect_left
-from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import accumulate
 from zlib import adler32
 
+from ..weighed import WeighedLRU
 from .encoding import Encoding
 from .registry import when_replaced
 
@@ -116,41 +115,11 @@ class ChunkAnalysis:
         return start if last <= first else self._byte_end(last - 1)
 
 
-class _AnalysisCache:
-    """An LRU of analyses keyed by (encoding, text), bounded by the tokens it holds."""
-
-    def __init__(self, max_tokens: int) -> None:
-        self.max_tokens = max_tokens
-        self._entries: OrderedDict[tuple[str, str], ChunkAnalysis] = OrderedDict()
-        self._held = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[str, str]) -> ChunkAnalysis | None:
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-            return found
-
-    def put(self, key: tuple[str, str], value: ChunkAnalysis) -> None:
-        with self._lock:
-            if key in self._entries:
-                return
-            self._entries[key] = value
-            self._held += value.tokens + 1
-            while self._held > self.max_tokens and len(self._entries) > 1:
-                _, dropped = self._entries.popitem(last=False)
-                self._held -= dropped.tokens + 1
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._held = 0
-
-
 # About 9 bytes a cached token (its length byte, the text as key and as UTF-8), plus ~36 for
 # each token of a block that was looked up: 2M tokens is 18-90 MB.
-_CACHE = _AnalysisCache(max_tokens=2_000_000)
+_CACHE: WeighedLRU[tuple[str, str], ChunkAnalysis] = WeighedLRU(
+    2_000_000, lambda _, analysis: analysis.tokens + 1
+)
 
 
 def clear_count_cache() -> None:

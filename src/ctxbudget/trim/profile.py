@@ -15,14 +15,14 @@ the length of non-ASCII text and depends on context, so offsets would not line u
 from __future__ import annotations
 
 import re
-import threading
 from bisect import bisect_left
-from collections import Counter, OrderedDict
+from collections import Counter
 from dataclasses import dataclass
 from itertools import accumulate
 
 from ..tokens.counter import analyze
 from ..tokens.registry import get_encoding
+from ..weighed import WeighedLRU
 from .bm25 import ascii_term_hits, span_word_counts, terms, word_mask
 from .sentences import sentence_ends
 
@@ -90,48 +90,12 @@ def _costs(encoding_name: str, text: str, spans: tuple[tuple[int, int], ...]) ->
     return tuple(costs)
 
 
-class _Profiles:
-    """An LRU of profiles keyed by (encoding, text), bounded by the characters of their texts.
-
-    A profile holds its text, the lower-cased copy and a span, a cost and a length a sentence:
-    a few bytes a character. Bounded by entries alone (1,024 profiles, and 4,096 sentence splits
-    each holding its text), a server assembling distinct 1 MB documents grew towards gigabytes."""
-
-    def __init__(self) -> None:
-        self._entries: OrderedDict[tuple[str, str], SentenceProfile] = OrderedDict()
-        self._held = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[str, str]) -> SentenceProfile | None:
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-            return found
-
-    def put(self, key: tuple[str, str], value: SentenceProfile) -> None:
-        with self._lock:
-            if key in self._entries:
-                return
-            self._entries[key] = value
-            self._held += len(key[1]) + 1
-            while self._held > PROFILE_CHARS and len(self._entries) > 1:
-                (_, dropped), _ = self._entries.popitem(last=False)
-                self._held -= len(dropped) + 1
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._held = 0
-
-
 # Characters of the texts profiled that are kept: about the count cache's 2M tokens of text,
 # 30-80 MB of profiles (one text longer than this is kept alone).
 PROFILE_CHARS = 8_000_000
-_PROFILES = _Profiles()
+_PROFILES: WeighedLRU[tuple[str, str], SentenceProfile] = WeighedLRU(
+    PROFILE_CHARS, lambda key, _: len(key[1]) + 1
+)
 
 
 def sentence_profile(encoding_name: str, text: str) -> SentenceProfile:
