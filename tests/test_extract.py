@@ -119,7 +119,7 @@ def test_remembered_extractions_are_bounded_by_the_characters_they_hold(
     """Each remembered extraction's key holds its source texts: 32 of them were kept whatever
     their size (32 compact tiers of distinct multi-megabyte transcripts). They are bounded by the
     characters of their texts too (16 million; 200,000 here)."""
-    monkeypatch.setattr(extract, "_MEMO_CHARS", 200_000, raising=False)
+    monkeypatch.setattr(extract._MEMO, "max_weight", 200_000)
     counter = TokenCounter(get_encoding("o200k_base"), exact=True)
     page = "The letter went out on March 3. Notice was given to the buyer in writing.\n" * 500
     extract_sentences([page], 50, "notice", counter)

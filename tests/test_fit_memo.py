@@ -87,9 +87,9 @@ def test_remembered_fits_are_bounded_by_the_characters_of_their_requests(
     """A server fitting distinct large requests: the memo kept 32 of them whatever their size
     (their strings, after the callers let them go: 32 requests of 5 MB held 160 MB). It keeps
     MEMO_CHARS characters of requests (16 million; 400,000 here)."""
-    from ctxbudget.fitting import _memo
+    from ctxbudget.fitting import _fit
 
-    monkeypatch.setattr(_memo, "MEMO_CHARS", 400_000, raising=False)
+    monkeypatch.setattr(_fit._MEMO._kept, "max_weight", 400_000)
     long = "The letter went out on March 3, notice was given. " * 2_000
     fit({"messages": [{"role": "user", "content": long}]}, model="gpt-4o", max_context_tokens=128_000)
     clear_caches()  # the encoder is built: what follows is what the caches keep

@@ -19,11 +19,13 @@ V = TypeVar("V")
 
 
 class WeighedLRU(Generic[K, V]):
-    """Entries kept while their weights (``weigh(key, value)``) sum to at most ``max_weight``,
-    the least recently used dropped first; safe to share between threads."""
+    """Entries kept while their weights (``weigh(key, value)``) sum to at most ``max_weight``
+    (and, given ``max_entries``, while there are at most that many), the least recently used
+    dropped first; safe to share between threads."""
 
-    def __init__(self, max_weight: int, weigh: Callable[[K, V], int]) -> None:
+    def __init__(self, max_weight: int, weigh: Callable[[K, V], int], max_entries: int | None = None) -> None:
         self.max_weight = max_weight
+        self.max_entries = max_entries
         self._weigh = weigh
         self._entries: OrderedDict[K, tuple[V, int]] = OrderedDict()
         self._held = 0
@@ -45,7 +47,10 @@ class WeighedLRU(Generic[K, V]):
                 return
             self._entries[key] = (value, weight)
             self._held += weight
-            while self._held > self.max_weight and len(self._entries) > 1:
+            most = self.max_entries
+            while (self._held > self.max_weight and len(self._entries) > 1) or (
+                most is not None and len(self._entries) > most
+            ):
                 self._held -= self._entries.popitem(last=False)[1][1]
 
     def __len__(self) -> int:

@@ -8,12 +8,11 @@ own strings, so a hit compares content, never trusts a hash alone.
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
 from ..formats.jsonvalue import JsonShape
+from ..weighed import WeighedLRU
 
 __all__ = ["MAX_TEXT_KEY_CHARS", "MEMO_CHARS", "FitMemo", "content_key", "freeze", "thaw"]
 
@@ -80,36 +79,23 @@ class FitMemo:
     after their callers let them go.
     """
 
-    def __init__(self, max_entries: int = 32) -> None:
-        self.max_entries = max_entries
-        self._entries: OrderedDict[Hashable, tuple[Any, Any, int]] = OrderedDict()
-        self._held = 0
-        self._lock = threading.Lock()
+    def __init__(self, max_entries: int = 32, max_chars: int = MEMO_CHARS) -> None:
+        # each fit kept as (frozen request, report, the characters of the request's strings)
+        self._kept: WeighedLRU[Hashable, tuple[Hashable, Any, int]] = WeighedLRU(
+            max_chars, lambda _, kept: kept[2], max_entries
+        )
 
     def get(self, key: Hashable) -> tuple[Any, Any] | None:
-        with self._lock:
-            found = self._entries.get(key)
-            if found is None:
-                return None
-            self._entries.move_to_end(key)
+        found = self._kept.get(key)
+        if found is None:
+            return None
         request, report, _ = found
         return thaw(request), report
 
     def put(self, key: Hashable, frozen: Hashable, report: Any, chars: int = 0) -> None:
         """Keep a fit: its request's :func:`freeze` image and its report (``chars``: the
         characters of the request's strings)."""
-        with self._lock:
-            replaced = self._entries.pop(key, None)
-            if replaced is not None:
-                self._held -= replaced[2]
-            self._entries[key] = (frozen, report, chars)
-            self._held += chars
-            while len(self._entries) > self.max_entries or (
-                self._held > MEMO_CHARS and len(self._entries) > 1
-            ):
-                self._held -= self._entries.popitem(last=False)[1][2]
+        self._kept.put(key, (frozen, report, chars))
 
     def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._held = 0
+        self._kept.clear()

@@ -10,13 +10,12 @@ conversation asks for the same transcript under the same question and budget aga
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import chain, repeat
 
 from ..tokens.counter import TokenCounter
 from ..tokens.registry import when_replaced
+from ..weighed import WeighedLRU
 from .bm25 import ascii_term_hits, bm25_from_hits, query_terms
 from .profile import SentenceProfile, clear_profile_cache, sentence_profile
 
@@ -39,9 +38,13 @@ class Extract:
 
 
 _MemoKey = tuple[str, tuple[str, ...], int, str]
-_MEMO: OrderedDict[_MemoKey, Extract] = OrderedDict()
-_MEMO_HELD = [0]  # the characters of the kept keys' texts
-_MEMO_LOCK = threading.Lock()
+
+
+def _chars(key: _MemoKey, _: Extract) -> int:
+    return sum(map(len, key[1])) + len(key[3])
+
+
+_MEMO: WeighedLRU[_MemoKey, Extract] = WeighedLRU(_MEMO_CHARS, _chars, _MEMO_SIZE)
 _EMPTY = SentenceProfile("", (), (), (), "", None)
 
 
@@ -103,31 +106,17 @@ def _extract(texts: tuple[str, ...], budget: int, query: str, counter: TokenCoun
 def extract_sentences(texts: list[str], budget: int, query: str, counter: TokenCounter) -> Extract:
     """The best sentences of ``texts`` within ``budget`` raw tokens (remembered by content)."""
     key = (counter.encoding_name, tuple(texts), budget, query)
-    with _MEMO_LOCK:
-        found = _MEMO.get(key)
-        if found is not None:
-            _MEMO.move_to_end(key)
-            return found
-    result = _extract(key[1], budget, query, counter)
-    with _MEMO_LOCK:
-        if key not in _MEMO:
-            _MEMO_HELD[0] += _chars(key)
-        _MEMO[key] = result
-        while len(_MEMO) > _MEMO_SIZE or (_MEMO_HELD[0] > _MEMO_CHARS and len(_MEMO) > 1):
-            _MEMO_HELD[0] -= _chars(_MEMO.popitem(last=False)[0])
-    return result
-
-
-def _chars(key: _MemoKey) -> int:
-    return sum(map(len, key[1])) + len(key[3])
+    found = _MEMO.get(key)
+    if found is None:
+        found = _extract(key[1], budget, query, counter)
+        _MEMO.put(key, found)
+    return found
 
 
 def clear_sentence_cache() -> None:
     """Forget cached sentence splits, profiles and extractions (benchmarks time cold runs)."""
     clear_profile_cache()
-    with _MEMO_LOCK:
-        _MEMO.clear()
-        _MEMO_HELD[0] = 0
+    _MEMO.clear()
 
 
 when_replaced(clear_sentence_cache)
