@@ -966,6 +966,18 @@ def test_a_question_ending_in_one_overlong_character_keeps_its_head(model: str) 
     assert content.startswith("Summarize this:") and result.report.tokens_after <= 4000
 
 
+def _the_answer_is_ranked_first(question: str, weather: str, answer: str, budget: int) -> None:
+    """BM25 gives the weather 0 and the answer more; a fit of both keeps the answer alone."""
+    scores = bm25_scores(question, [weather * 15, answer * 15])
+    assert scores[0] == 0.0 and scores[1] > 0.0
+    body = {
+        "questions": [{"text": question}],
+        "documents": [{"page_content": weather * 15}, {"page_content": answer * 15}],
+    }
+    fitted = fit(body, model="gpt-4o", max_context_tokens=budget)
+    assert [d["page_content"] for d in fitted.request["documents"]] == [answer * 15]
+
+
 @pytest.mark.parametrize(
     ("question", "weather", "answer"),
     [
@@ -986,14 +998,7 @@ def test_text_without_spaces_between_words_is_ranked_by_its_bigrams(
         *("东", "东京", "京", "京的", "的", "的人", "人", "人口", "口"),
         *("gpt4", "東", "東京", "京"),
     ]
-    scores = bm25_scores(question, [weather * 15, answer * 15])
-    assert scores[0] == 0.0 and scores[1] > 0.0
-    body = {
-        "questions": [{"text": question}],
-        "documents": [{"page_content": weather * 15}, {"page_content": answer * 15}],
-    }
-    fitted = fit(body, model="gpt-4o", max_context_tokens=400)
-    assert [d["page_content"] for d in fitted.request["documents"]] == [answer * 15]
+    _the_answer_is_ranked_first(question, weather, answer, 400)
 
 
 @pytest.mark.parametrize(
@@ -1016,11 +1021,4 @@ def test_a_one_character_chinese_or_japanese_word_is_a_term(question: str, weath
     beside other characters (猫吃 against 猫是; 猫に against 猫は, a particle after it): every score
     0, and the weather kept before the answer. A run's Han characters are terms of their own too."""
     assert terms("猫吃") == ["猫", "猫吃", "吃"] and terms("猫は") == ["猫", "猫は"]
-    scores = bm25_scores(question, [weather * 15, answer * 15])
-    assert scores[0] == 0.0 and scores[1] > 0.0
-    body = {
-        "questions": [{"text": question}],
-        "documents": [{"page_content": weather * 15}, {"page_content": answer * 15}],
-    }
-    fitted = fit(body, model="gpt-4o", max_context_tokens=500)
-    assert [d["page_content"] for d in fitted.request["documents"]] == [answer * 15]
+    _the_answer_is_ranked_first(question, weather, answer, 500)
