@@ -207,10 +207,9 @@ _SCANNER_SOURCES: dict[str, tuple[str, ...]] = {
 # a year in characters has no word start before it (a sentence runs on without a space): its
 # first digit, not after a digit
 _SCANNER_SOURCES["year in characters"] = ("[12\uff11\uff12](?<!\\d.)(?=\\d{3} ?[年년])",)
-# scanners whose patterns all need a character beyond ASCII (年, 년): nothing to scan in an ASCII
-# text (a scan of its digits cost 5% on the bundled request)
-_NOT_IN_ASCII = frozenset({"year in characters"})
-# scanners whose patterns read the unspaced scripts' characters themselves (not as separators)
+# scanners whose patterns are written in an unspaced script's own letters (年, 년): they read
+# the text as it is (not its letters as separators), and find nothing to scan in an ASCII text
+# (a scan of its digits cost 5% on the bundled request)
 _READ_AS_WRITTEN = frozenset({"year in characters"})
 _STARTS: tuple[str, ...] = (
     "digit",
@@ -290,7 +289,7 @@ def _pattern(index: int) -> re.Pattern[str]:
 
 @functools.cache
 def _finders(name: str, ascii_only: bool) -> tuple[re.Pattern[str], ...]:
-    if ascii_only and name in _NOT_IN_ASCII:
+    if ascii_only and name in _READ_AS_WRITTEN:
         return ()
     sources = _finder_sources(name)
     return tuple(map(re.compile, _for_ascii(sources) if ascii_only else sources))
