@@ -21,7 +21,9 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from ctxbudget import get_encoding
 from ctxbudget.gateway import GatewayConfig, create_app
+from ctxbudget.tokens.fast import FAST_ENCODINGS, use_fast_tokenizer
 from tests.fake_upstream import FakeUpstream, Served
 
 REQUESTS = 400
@@ -40,15 +42,22 @@ def percentile(values: list[float], q: float) -> float:
 
 
 @contextmanager
-def gateway_and_upstream(timeout: float = 30) -> Iterator[tuple[FakeUpstream, Any, Any, httpx.Client]]:
+def gateway_and_upstream(
+    timeout: float = 30, fast_tokenizer: bool = True
+) -> Iterator[tuple[FakeUpstream, Any, Any, httpx.Client]]:
     """The fake upstream and a gateway in front of it (a throwaway store), both on loopback, and
-    a client: (fake, upstream server, gateway server, client)."""
+    a client: (fake, upstream server, gateway server, client). The tokenizer as ``ctxbudget
+    serve`` sets it at start-up (quicktok when installed, unless ``fast_tokenizer`` is False):
+    these servers run without the app's lifespan."""
+    for name in FAST_ENCODINGS:
+        use_fast_tokenizer(name, enabled=fast_tokenizer)
     fake = FakeUpstream()
     with tempfile.TemporaryDirectory() as folder, Served(fake.app) as upstream:
         config = GatewayConfig(
             anthropic_upstream=upstream.url,
             openai_upstream=upstream.url,
             store_path=str(Path(folder) / "bench.db"),
+            fast_tokenizer=fast_tokenizer,
         )
         with Served(create_app(config)) as gateway, httpx.Client(timeout=timeout) as client:
             yield fake, upstream, gateway, client
@@ -71,6 +80,7 @@ def main() -> None:
                     sink.append(elapsed)
     d50, d95 = percentile(direct, 0.5), percentile(direct, 0.95)
     p50, p95 = percentile(proxied, 0.5), percentile(proxied, 0.95)
+    print(f"tokenizer: {get_encoding('o200k_base').engine}")
     print(f"{'path':32} {'p50 ms':>8} {'p95 ms':>8}")
     print(f"{'fake upstream directly':32} {d50:8.2f} {d95:8.2f}")
     print(f"{'through the gateway':32} {p50:8.2f} {p95:8.2f}")

@@ -10,11 +10,15 @@ Memory: a fresh subprocess sends a 1,000,000-token body through the gateway's AS
 answered in-process without parsing the body), trimmed and whole, and reports tracemalloc's peak
 above what existed before the request, as a multiple of the body's UTF-8 size (target: 5x).
 
-    python bench/bench_gateway_large.py [ROUNDS]
+The gateway counts as ``ctxbudget serve`` does, with quicktok when it is installed (loaded before
+anything is timed); ``--tiktoken`` measures it with tiktoken alone. The floor is tiktoken's pass.
+
+    python bench/bench_gateway_large.py [ROUNDS] [--tiktoken]
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import statistics
@@ -33,6 +37,7 @@ from bench_gateway import gateway_and_upstream
 
 from ctxbudget import get_encoding
 from ctxbudget.gateway import GatewayConfig, create_app
+from ctxbudget.tokens.fast import use_fast_tokenizers
 
 # The vocabulary of the generated document (split into words where it is used).
 VOCABULARY = (
@@ -86,12 +91,17 @@ def timed_post(client: httpx.Client, url: str, content: bytes, headers: dict[str
     return elapsed
 
 
-def measure(rounds: int, text: str) -> dict[str, dict[str, list[float]]]:
+def measure(rounds: int, text: str, fast_tokenizer: bool) -> dict[str, dict[str, list[float]]]:
     """Per case, the direct and proxied times and the floor, alternating, in ms."""
     tk = get_encoding("o200k_base").tiktoken  # type: ignore[attr-defined]
     cases = {"fits (passed through)": {}, "trimmed to 50,000": {"x-ctxbudget-max-context-tokens": "50000"}}
     out: dict[str, dict[str, list[float]]] = {c: {"direct": [], "gateway": [], "floor": []} for c in cases}
-    with gateway_and_upstream(timeout=120) as (fake, upstream, gateway, client):
+    with gateway_and_upstream(timeout=120, fast_tokenizer=fast_tokenizer) as (
+        fake,
+        upstream,
+        gateway,
+        client,
+    ):
         for n in range(rounds + 3):
             for case, extra in cases.items():
                 # a new body each time: the fit's memo of a body it saw is not what is measured
@@ -114,7 +124,8 @@ def measure(rounds: int, text: str) -> dict[str, dict[str, list[float]]]:
 
 
 def report(results: dict[str, dict[str, list[float]]], tokens: int, size: int) -> None:
-    print(f"body: {tokens:,} tokens of document, {size:,} bytes of JSON")
+    engine = get_encoding("o200k_base").engine  # type: ignore[attr-defined]
+    print(f"body: {tokens:,} tokens of document, {size:,} bytes of JSON; the gateway counts with {engine}")
     print(
         f"{'case':24} {'floor p50':>9} {'direct p95':>10} {'gateway p95':>11} {'overhead p95':>12} {'target':>8}"
     )
@@ -151,12 +162,17 @@ class CannedUpstream(httpx.AsyncBaseTransport):
 
 
 async def through_app(app: Any, content: bytes, headers: list[tuple[bytes, bytes]]) -> int:
-    """One request through the ASGI app, the body given in 64 KiB chunks as a server would; its status."""
+    """One request through the ASGI app, the body given in 64 KiB chunks as a server would; its status.
+    (Once the body is read, ``receive`` waits as a server's does until the client leaves: it
+    answered an empty body again and again, and the gateway's watch for a client that leaves
+    spun on it for good.)"""
     chunks = [content[i : i + 65536] for i in range(0, len(content), 65536)] or [b""]
     status = 0
 
     async def receive() -> dict[str, Any]:
-        chunk = chunks.pop(0) if chunks else b""
+        if not chunks:  # the body read whole: a server's receive waits for the client to leave
+            await asyncio.Event().wait()
+        chunk = chunks.pop(0)
         return {"type": "http.request", "body": chunk, "more_body": bool(chunks)}
 
     async def send(message: dict[str, Any]) -> None:
@@ -181,10 +197,12 @@ async def through_app(app: Any, content: bytes, headers: list[tuple[bytes, bytes
     return status
 
 
-def memory(text: str) -> None:
+def memory(text: str, fast_tokenizer: bool) -> None:
     """Peak memory of 1,000,000-token requests through the gateway, over the body's UTF-8 size."""
-    import asyncio
     import tracemalloc
+
+    if fast_tokenizer:
+        use_fast_tokenizers()  # as `ctxbudget serve` does at start-up
 
     content = json.dumps(body_for(text, "gpt-4.1")).encode("utf-8")  # a 1,047,576-token window
     cases = {
@@ -210,16 +228,18 @@ def memory(text: str) -> None:
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["--memory"]:
-        memory(document(1_000_000))
+    fast = "--tiktoken" not in sys.argv
+    arguments = [a for a in sys.argv[1:] if a != "--tiktoken"]
+    if arguments[:1] == ["--memory"]:
+        memory(document(1_000_000), fast)
         return
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+    rounds = int(arguments[0]) if arguments else 30
     text = document(100_000)
     tokens = len(get_encoding("o200k_base").tiktoken.encode_ordinary(text))  # type: ignore[attr-defined]
     size = len(json.dumps(body_for(text)).encode("utf-8"))
-    report(measure(rounds, text), tokens, size)
+    report(measure(rounds, text, fast), tokens, size)
     script = str(Path(__file__).resolve())
-    subprocess.run([sys.executable, script, "--memory"], check=True)
+    subprocess.run([sys.executable, script, "--memory", *([] if fast else ["--tiktoken"])], check=True)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ if _typing.TYPE_CHECKING:
     from .gateway.transport import AsyncFittingTransport, FittingTransport
     from .session import Session, SQLiteStore, ToolCall, ToolResult, connect_store
     from .tokens import Encoding, TokenCounter, get_encoding, list_encodings, register_encoding
+    from .tokens.fast import use_fast_tokenizer, use_fast_tokenizers
     from .trim.passages import PassageScorer
 
 __version__ = "0.1.0"
@@ -110,6 +111,8 @@ __all__ = [
     "load_policy",
     "register_encoding",
     "render_question",
+    "use_fast_tokenizer",
+    "use_fast_tokenizers",
 ]
 
 
@@ -153,6 +156,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "load_policy": (".assembly", "load_policy"),
     "register_encoding": (".tokens", "register_encoding"),
     "render_question": (".formats.question", "render_text"),
+    "use_fast_tokenizer": (".tokens.fast", "use_fast_tokenizer"),
+    "use_fast_tokenizers": (".tokens.fast", "use_fast_tokenizers"),
     "AsyncFittingTransport": (".gateway.transport", "AsyncFittingTransport"),
     "FittingTransport": (".gateway.transport", "FittingTransport"),
 }

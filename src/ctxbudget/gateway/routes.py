@@ -20,6 +20,7 @@ from starlette.routing import Route
 
 from ..errors import CtxBudgetError, StoreError
 from ..session.store import SessionStore
+from ..tokens.fast import use_fast_tokenizers
 from .answers import (
     ClientGone,
     complete,
@@ -383,6 +384,11 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if config.fast_tokenizer:  # before the first request: the load holds the GIL for ~1 s
+            fast = await run_in_threadpool(use_fast_tokenizers)
+            logger.info(
+                "tokenizer: %s", f"quicktok ({', '.join(fast)})" if fast else "tiktoken (no quicktok)"
+            )
         yield
         await run_in_threadpool(gateway.close)  # every answered turn committed before the process ends
 

@@ -22,7 +22,7 @@ from .encoding import TiktokenEncoding
 from .image import read_image, write_image
 from .small import SmallTexts
 
-__all__ = ["IMAGE_SHA256", "VOCABULARY_SHA256", "load_bundled_encoding"]
+__all__ = ["IMAGE_SHA256", "VOCABULARY_SHA256", "bundled_tokens", "load_bundled_encoding"]
 
 # The hashes tiktoken_ext.openai_public pins for the official files.
 VOCABULARY_SHA256 = {
@@ -70,7 +70,7 @@ def _parse_tokens(name: str, raw: bytes) -> tuple[bytes, ...]:
     return tuple(tokens)
 
 
-def _tokens(name: str) -> tuple[bytes, ...]:
+def bundled_tokens(name: str) -> tuple[bytes, ...]:
     """The vocabulary's tokens in rank order: from its image when its payload is the pinned one
     (:mod:`.image`), else parsed from the bundled file (checked against the pinned sha256) and
     kept as an image."""
@@ -84,7 +84,7 @@ def _tokens(name: str) -> tuple[bytes, ...]:
 
 def _ranks(name: str) -> tuple[dict[bytes, int], list[int]]:
     """The token -> rank dict tiktoken builds from, and each rank's token length in bytes."""
-    tokens = _tokens(name)
+    tokens = bundled_tokens(name)
     ranks = dict(zip(tokens, range(len(tokens)), strict=True))
     if len(ranks) != len(tokens):
         raise ConfigError(f"the {name} vocabulary repeats a token")

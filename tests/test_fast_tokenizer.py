@@ -1,0 +1,233 @@
+"""quicktok as the bundled encodings' engine: the same ids as tiktoken, or never attached."""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxbudget import ConfigError, fit, get_encoding
+from ctxbudget.tokens.bundled import bundled_tokens
+from ctxbudget.tokens.counter import clear_count_cache
+from ctxbudget.tokens.encoding import PIECE_CHARS, TiktokenEncoding
+from ctxbudget.tokens.fast import FAST_ENCODINGS, check_engine, use_fast_tokenizer, use_fast_tokenizers
+
+quicktok = pytest.importorskip("quicktok")
+
+
+@pytest.fixture(autouse=True)
+def back_to_tiktoken() -> Iterator[None]:
+    """Every test starts and ends with the process's encodings on tiktoken."""
+    _tiktoken_again()
+    yield
+    _tiktoken_again()
+
+
+def _tiktoken_again() -> None:
+    for name in FAST_ENCODINGS:
+        use_fast_tokenizer(name, enabled=False)
+    clear_count_cache()
+
+
+def _bundled(name: str) -> TiktokenEncoding:
+    encoding = get_encoding(name)
+    assert isinstance(encoding, TiktokenEncoding)
+    return encoding
+
+
+# Characters at the split patterns' edges: letters of both cases, marks, digits of several
+# scripts, newline kinds, exotic whitespace, CJK, emoji parts, apostrophes of contractions.
+ALPHABET = [
+    *"aAzZ09 '\n\r\t.,;:!?-_/\\\"()[]{}<>|@#$%^&*~`+=",
+    *"éßñüİıſ\u0301\u200b\u00a0\u3000日本語ア한😀👍🏽\u2028\x85\x1c\x0b\x0c’–§¶٣६Ⅻ½ǅʰـ\ufeff",
+    "'s",
+    "'T",
+    "'ll",
+    "'RE",
+    " \n",
+    " \r\n",
+    "   ",
+    "\n\n",
+    "\U00031350",  # CJK Extension H (Unicode 15)
+    "\U00011f04",  # Kawi (Unicode 15)
+]
+tricky_texts = st.lists(st.sampled_from(ALPHABET), max_size=60).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=200) | tricky_texts)
+def test_quicktok_gives_tiktokens_ids(text: str) -> None:
+    for name in FAST_ENCODINGS:
+        reference = _bundled(name).tiktoken
+        ids = check_engine(name, quicktok.get_encoding(name), _bundled(name)).encode(text)
+        assert ids is None or ids == reference.encode_ordinary(text)
+        if text.isascii():
+            assert ids is not None  # only text beyond ASCII is ever left to tiktoken
+
+
+CONTEXTS = [
+    ".{c}a",
+    "{c}.a",
+    "a{c}",
+    " {c}",
+    "1{c}",
+    "{c}'s",
+    "\n{c}",
+    "{c} x",
+    "A{c}b",
+    "a{c}B",
+    "{c}{c}",
+    "'{c}",
+]
+
+
+@pytest.mark.parametrize("name", FAST_ENCODINGS)
+def test_an_attached_engine_gives_tiktokens_ids_around_sampled_code_points(name: str) -> None:
+    """Code points in the contexts the split patterns tell apart (all 1,112,064 were compared
+    before adopting quicktok; a stride keeps the suite quick), one text per code point: a text
+    that holds one quicktok would read otherwise (a letter of Unicode 17.0) goes to tiktoken."""
+    encoding = _bundled(name)
+    reference = encoding.tiktoken
+    use_fast_tokenizer(name)
+    points = [*range(0x80, 0x110000, 97), 0x88F, 0x11DB3, 0x323B0, 0x1E6C0, 0x16EA0, 0xD800]
+    for c in map(chr, points):
+        text = "\x00".join(f.format(c=c) for f in CONTEXTS)
+        assert encoding.encode(text) == reference.encode_ordinary(text), hex(ord(c))
+
+
+def test_only_text_quicktok_reads_as_tiktoken_does_is_given_to_it() -> None:
+    engine = check_engine("o200k_base", quicktok.get_encoding("o200k_base"), _bundled("o200k_base"))
+    for taken in ["plain ASCII", "naïve 日本語 😀 Ѐ"]:
+        assert engine.encode(taken) is not None
+    for left in [".\U00011db3a", "CJK J \U000323b0", "\u088f", "lone \ud800"]:  # Unicode 17.0, a surrogate
+        assert engine.encode(left) is None
+
+
+@pytest.mark.parametrize("name", FAST_ENCODINGS)
+def test_an_attached_engine_encodes_as_tiktoken_also_long_texts_in_pieces(name: str) -> None:
+    rng = random.Random(5)
+    words = ["lease", "Tenant", "12", "30.5", "日本語", "naïve", "\n", "\n\n", "—", "'s", "  "]
+    text = " ".join(rng.choice(words) for _ in range(2 * PIECE_CHARS // 4))  # over two pieces
+    encoding = _bundled(name)
+    expected_ids = encoding.tiktoken.encode_ordinary(text)
+    assert use_fast_tokenizer(name) is True and encoding.engine == "quicktok"
+    assert encoding.encode(text) == expected_ids
+    assert encoding.token_lengths(text) == bytes(
+        len(t) for t in map(bundled_tokens(name).__getitem__, expected_ids)
+    )
+    assert encoding.encode("Hi there") == encoding.tiktoken.encode_ordinary("Hi there")
+
+
+def test_a_lone_surrogate_is_encoded_by_tiktoken_as_before() -> None:
+    """quicktok refuses a text that is not UTF-8; tiktoken reads a lone surrogate as U+FFFD."""
+    encoding = _bundled("o200k_base")
+    text = "before \ud800 after"
+    expected = encoding.tiktoken.encode_ordinary(text)
+    use_fast_tokenizer("o200k_base")
+    assert encoding.encode(text) == expected
+    assert len(encoding.token_lengths(text)) == len(expected)
+
+
+def test_a_fit_is_the_same_whichever_engine_counts() -> None:
+    rng = random.Random(11)
+    words = [
+        "the",
+        "deposit",
+        "was",
+        "paid",
+        "on",
+        "March",
+        "3",
+        "and",
+        "returned",
+        "late",
+        "however",
+        "the",
+        "court",
+        "found",
+    ]
+    document = ". ".join(" ".join(rng.choice(words) for _ in range(12)) for _ in range(6000))
+    request = {
+        "messages": [
+            {"role": "system", "content": "Answer from the record."},
+            {"role": "user", "content": document + "\n\nWhen was the deposit returned?"},
+        ]
+    }
+    before = fit(request, model="gpt-4o", max_context_tokens=20_000)
+    clear_count_cache()
+    assert use_fast_tokenizers() == FAST_ENCODINGS
+    after = fit(request, model="gpt-4o", max_context_tokens=20_000)
+    assert after.request == before.request
+    assert after.report.to_dict() == before.report.to_dict()
+
+
+def test_going_back_to_tiktoken_and_copies_keep_counting() -> None:
+    encoding = _bundled("cl100k_base")
+    use_fast_tokenizer("cl100k_base")
+    copied = copy.deepcopy(encoding)  # the engine is not copied: the copy counts with tiktoken
+    assert copied.engine == "tiktoken" and copied.encode("a copy") == encoding.encode("a copy")
+    assert use_fast_tokenizer("cl100k_base", enabled=False) is False
+    assert encoding.engine == "tiktoken"
+
+
+def test_an_encoding_quicktok_does_not_cover_is_refused() -> None:
+    with pytest.raises(ConfigError, match="no fast tokenizer for 'p50k_base'"):
+        use_fast_tokenizer("p50k_base")
+
+
+class _Engine:
+    """quicktok's interface over a vocabulary and a split that a test alters."""
+
+    def __init__(self, tokens: list[bytes], encode: Any) -> None:
+        self._tokens = tokens
+        self._encode = encode
+
+    def decode_single_token_bytes(self, rank: int) -> bytes:
+        return self._tokens[rank]
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        return list(self._encode(text))
+
+
+def test_an_engine_with_another_vocabulary_is_never_attached() -> None:
+    encoding = _bundled("o200k_base")
+    tokens = list(bundled_tokens("o200k_base"))
+    tokens[500], tokens[501] = tokens[501], tokens[500]
+    with pytest.raises(ConfigError, match="differs from the bundled one at rank 500"):
+        check_engine("o200k_base", _Engine(tokens, encoding.tiktoken.encode_ordinary), encoding)
+    with pytest.raises(ConfigError, match="smaller than the bundled one"):
+        check_engine("o200k_base", _Engine(tokens[:1000], encoding.tiktoken.encode_ordinary), encoding)
+    assert encoding.engine == "tiktoken"
+
+
+def test_an_engine_that_splits_otherwise_is_never_attached() -> None:
+    encoding = _bundled("o200k_base")
+    tokens = list(bundled_tokens("o200k_base"))
+
+    def split_otherwise(text: str) -> list[int]:
+        ids = encoding.tiktoken.encode_ordinary(text)
+        return ids if "'s" not in text else [*ids, 0]
+
+    with pytest.raises(ConfigError, match=r"splits .* differently from tiktoken"):
+        check_engine("o200k_base", _Engine(tokens, split_otherwise), encoding)
+    check_engine(
+        "o200k_base", _Engine(tokens, encoding.tiktoken.encode_ordinary), encoding
+    )  # the same: no error
+
+
+def test_the_gateway_loads_it_at_start_up_unless_told_not_to(tmp_path: Any) -> None:
+    from starlette.testclient import TestClient
+
+    from ctxbudget.gateway import GatewayConfig, create_app
+
+    for fast, engine in ((False, "tiktoken"), (True, "quicktok")):
+        config = GatewayConfig(store_path=str(tmp_path / f"{fast}.db"), fast_tokenizer=fast)
+        with TestClient(create_app(config)) as client:
+            assert client.get("/healthz").status_code == 200
+            assert get_encoding("o200k_base").engine == engine  # type: ignore[attr-defined]
+            assert get_encoding("cl100k_base").engine == engine  # type: ignore[attr-defined]
