@@ -14,10 +14,12 @@ vocabulary, with no cache. Two figures:
 - after a warm-up: each side first handles an unrelated two-message list, so the figure is the
   per-call cost of a long-running process.
 
-The sides alternate, RUNS times; each figure is the ratio of the medians.
+The sides alternate, RUNS times; each figure is the ratio of the medians. The first call is then
+measured again with both sides counting with quicktok (the ``fast`` extra), loaded before the
+timed call: ctxbudget's engine attached, LangChain's counter calling quicktok's encoder.
 
-    python bench/bench_history.py            # prints both figures
-    python bench/bench_history.py --side ctxbudget|langchain [--warm]   # one child measurement
+    python bench/bench_history.py            # prints the figures
+    python bench/bench_history.py --side ctxbudget|langchain [--warm] [--engine quicktok]   # one child
 """
 
 from __future__ import annotations
@@ -35,15 +37,17 @@ BUDGET = 8_000
 MESSAGES = 2_000
 
 
-def _ctxbudget(warm: bool) -> float:
+def _ctxbudget(warm: bool, engine: str) -> float:
     from histories import MODEL, chat_history
 
-    from ctxbudget import fit, get_encoding
+    from ctxbudget import fit, get_encoding, use_fast_tokenizer
 
     # The tokenizer built, as LangChain's side has it: a short text alone is encoded by
     # ctxbudget's small-text path, which never builds tiktoken's Encoding (tokens/small.py), and
     # then this process's fit would count with that slower path where LangChain uses tiktoken.
     get_encoding("o200k_base").tiktoken.encode_ordinary("load")  # type: ignore[attr-defined]
+    if engine == "quicktok":
+        use_fast_tokenizer("o200k_base")
     history = chat_history(MESSAGES)
     if warm:
         fit({"messages": [{"role": "user", "content": "warm up"}]}, model=MODEL)
@@ -52,7 +56,7 @@ def _ctxbudget(warm: bool) -> float:
     return time.perf_counter() - started
 
 
-def _langchain(warm: bool) -> float:
+def _langchain(warm: bool, engine: str) -> float:
     from histories import chat_history
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, trim_messages
 
@@ -62,8 +66,14 @@ def _langchain(warm: bool) -> float:
     kinds = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
     history = chat_history(MESSAGES)
 
+    encode = tiktoken_encoding.encode_ordinary
+    if engine == "quicktok":
+        import quicktok
+
+        encode = quicktok.get_encoding("o200k_base").encode_ordinary
+
     def counter(messages: list[Any]) -> int:
-        return sum(3 + len(tiktoken_encoding.encode_ordinary(str(m.content))) for m in messages) + 3
+        return sum(3 + len(encode(str(m.content))) for m in messages) + 3
 
     def trim(messages: list[Any]) -> Any:
         return trim_messages(
@@ -75,7 +85,7 @@ def _langchain(warm: bool) -> float:
             start_on="human",
         )
 
-    tiktoken_encoding.encode_ordinary("load")
+    encode("load")
     if warm:
         trim([SystemMessage(content="warm"), HumanMessage(content="up")])
     messages = [kinds[m["role"]](content=m["content"]) for m in history["messages"]]
@@ -84,19 +94,22 @@ def _langchain(warm: bool) -> float:
     return time.perf_counter() - started
 
 
-def _child(side: str, warm: bool) -> float:
-    command = [sys.executable, __file__, "--side", side, *(["--warm"] if warm else [])]
+def _child(side: str, warm: bool, engine: str) -> float:
+    command = [sys.executable, __file__, "--side", side, "--engine", engine, *(["--warm"] if warm else [])]
     return float(subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip())
 
 
-def _compare(warm: bool) -> None:
+def _compare(warm: bool, engine: str = "tiktoken") -> None:
     ours: list[float] = []
     theirs: list[float] = []
     for _ in range(RUNS):
-        ours.append(_child("ctxbudget", warm))
-        theirs.append(_child("langchain", warm))
+        ours.append(_child("ctxbudget", warm, engine))
+        theirs.append(_child("langchain", warm, engine))
     mine, peer = statistics.median(ours), statistics.median(theirs)
-    print("after a warm-up call on each side:" if warm else "first call of each library in its process:")
+    print(
+        ("after a warm-up call on each side" if warm else "first call of each library in its process")
+        + f", both counting with {engine}:"
+    )
     print(f"  ctxbudget fit:              median {mine * 1000:7.1f} ms  (min {min(ours) * 1000:.1f})")
     print(f"  LangChain trim_messages:    median {peer * 1000:7.1f} ms  (min {min(theirs) * 1000:.1f})")
     print(f"  ratio: {mine / peer:.3f}x LangChain's time")
@@ -120,10 +133,12 @@ def main() -> None:
     )
     parser.add_argument("--side", choices=["ctxbudget", "langchain"])
     parser.add_argument("--warm", action="store_true", help="one warm-up call before the timed one")
+    parser.add_argument("--engine", choices=["tiktoken", "quicktok"], default="tiktoken")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     if args.side:
-        print(_ctxbudget(args.warm) if args.side == "ctxbudget" else _langchain(args.warm))
+        side = _ctxbudget if args.side == "ctxbudget" else _langchain
+        print(side(args.warm, args.engine))
         return
     try:
         import langchain_core  # noqa: F401
@@ -136,6 +151,12 @@ def main() -> None:
     )
     _compare(warm=False)
     _compare(warm=True)
+    try:
+        import quicktok  # noqa: F401
+    except ImportError:
+        print("no rows with quicktok: it is not installed (pip install -e '.[fast]')")
+        return
+    _compare(warm=False, engine="quicktok")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -15,7 +16,13 @@ from ctxbudget import ConfigError, fit, get_encoding
 from ctxbudget.tokens.bundled import bundled_tokens
 from ctxbudget.tokens.counter import clear_count_cache
 from ctxbudget.tokens.encoding import PIECE_CHARS, TiktokenEncoding
-from ctxbudget.tokens.fast import FAST_ENCODINGS, check_engine, use_fast_tokenizer, use_fast_tokenizers
+from ctxbudget.tokens.fast import (
+    FAST_ENCODINGS,
+    FastEngine,
+    check_engine,
+    use_fast_tokenizer,
+    use_fast_tokenizers,
+)
 
 quicktok = pytest.importorskip("quicktok")
 
@@ -32,6 +39,11 @@ def _tiktoken_again() -> None:
     for name in FAST_ENCODINGS:
         use_fast_tokenizer(name, enabled=False)
     clear_count_cache()
+
+
+@functools.cache
+def _checked(name: str) -> FastEngine:
+    return check_engine(name, quicktok.get_encoding(name), _bundled(name))
 
 
 def _bundled(name: str) -> TiktokenEncoding:
@@ -64,10 +76,14 @@ tricky_texts = st.lists(st.sampled_from(ALPHABET), max_size=60).map("".join)
 def test_quicktok_gives_tiktokens_ids(text: str) -> None:
     for name in FAST_ENCODINGS:
         reference = _bundled(name).tiktoken
-        ids = check_engine(name, quicktok.get_encoding(name), _bundled(name)).encode(text)
-        assert ids is None or ids == reference.encode_ordinary(text)
+        engine = _checked(name)
+        ids, lengths, expected = engine.encode(text), engine.lengths(text), reference.encode_ordinary(text)
+        assert ids is None or ids == expected
+        assert lengths is None or lengths == bytes(
+            len(reference.decode_single_token_bytes(i)) for i in expected
+        )
         if text.isascii():
-            assert ids is not None  # only text beyond ASCII is ever left to tiktoken
+            assert ids is not None and lengths is not None  # only text beyond ASCII is left to tiktoken
 
 
 CONTEXTS = [
@@ -101,7 +117,7 @@ def test_an_attached_engine_gives_tiktokens_ids_around_sampled_code_points(name:
 
 
 def test_only_text_quicktok_reads_as_tiktoken_does_is_given_to_it() -> None:
-    engine = check_engine("o200k_base", quicktok.get_encoding("o200k_base"), _bundled("o200k_base"))
+    engine = _checked("o200k_base")
     for taken in ["plain ASCII", "naïve 日本語 😀 Ѐ"]:
         assert engine.encode(taken) is not None
     for left in [".\U00011db3a", "CJK J \U000323b0", "\u088f", "lone \ud800"]:  # Unicode 17.0, a surrogate
@@ -192,6 +208,13 @@ class _Engine:
 
     def encode_ordinary(self, text: str) -> list[int]:
         return list(self._encode(text))
+
+    def encode_batch(self, texts: list[str], threads: int) -> tuple[Any, Any]:
+        import numpy
+
+        ids = [self._encode(text) for text in texts]
+        ends = numpy.cumsum([0, *map(len, ids)])
+        return numpy.array([i for one in ids for i in one], dtype=numpy.uint32), ends
 
 
 def test_an_engine_with_another_vocabulary_is_never_attached() -> None:

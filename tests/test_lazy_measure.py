@@ -13,7 +13,7 @@ from ctxbudget import clear_caches, fit, get_encoding
 from ctxbudget.items import Rendering, Segment
 from ctxbudget.lazy_measure import LazyMeasurement
 from ctxbudget.measure import measure
-from ctxbudget.tokens.bounds import SHORT_TEXT, tokens_at_least
+from ctxbudget.tokens.bounds import SHORT_TEXT, at_least_ceiling, tokens_at_least
 from ctxbudget.tokens.encoding import _HARD_BOUNDARY, last_boundary
 
 pieces = st.sampled_from(
@@ -67,6 +67,14 @@ def test_the_bound_never_exceeds_the_tokens_starting_in_the_text(
         return
     counted = measure(Rendering(chunks=(segments,)), encoding).by_owner["text"]
     assert tokens_at_least(text) <= counted
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts | ascii_texts)
+def test_the_bounds_ceiling_is_never_below_the_bound(text: str) -> None:
+    ceiling = at_least_ceiling(text)
+    assert ceiling is None or ceiling >= tokens_at_least(text)
+    assert (ceiling is None) == (len(text) >= SHORT_TEXT and not text.isascii())
 
 
 def test_the_bound_is_close_on_prose() -> None:
