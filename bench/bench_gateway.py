@@ -43,12 +43,12 @@ def percentile(values: list[float], q: float) -> float:
 
 @contextmanager
 def gateway_and_upstream(
-    timeout: float = 30, fast_tokenizer: bool = True
+    timeout: float = 30, fast_tokenizer: bool = False
 ) -> Iterator[tuple[FakeUpstream, Any, Any, httpx.Client]]:
     """The fake upstream and a gateway in front of it (a throwaway store), both on loopback, and
-    a client: (fake, upstream server, gateway server, client). The tokenizer as ``ctxbudget
-    serve`` sets it at start-up (quicktok when installed, unless ``fast_tokenizer`` is False):
-    these servers run without the app's lifespan."""
+    a client: (fake, upstream server, gateway server, client). With ``fast_tokenizer``, the
+    tokenizer as ``ctxbudget serve --fast-tokenizer`` sets it at start-up (quicktok when
+    installed; these servers run without the app's lifespan), else tiktoken as by default."""
     for name in FAST_ENCODINGS:
         use_fast_tokenizer(name, enabled=fast_tokenizer)
     fake = FakeUpstream()

@@ -10,8 +10,9 @@ Memory: a fresh subprocess sends a 1,000,000-token body through the gateway's AS
 answered in-process without parsing the body), trimmed and whole, and reports tracemalloc's peak
 above what existed before the request, as a multiple of the body's UTF-8 size (target: 5x).
 
-The gateway counts as ``ctxbudget serve`` does, with quicktok when it is installed (loaded before
-anything is timed); ``--tiktoken`` measures it with tiktoken alone. The floor is tiktoken's pass.
+The gateway counts as ``ctxbudget serve --fast-tokenizer`` does, with quicktok when it is
+installed (loaded before anything is timed); ``--tiktoken`` measures it as ``serve`` counts by
+default, with tiktoken alone. The floor is tiktoken's pass either way.
 
     python bench/bench_gateway_large.py [ROUNDS] [--tiktoken]
 """
@@ -202,7 +203,7 @@ def memory(text: str, fast_tokenizer: bool) -> None:
     import tracemalloc
 
     if fast_tokenizer:
-        use_fast_tokenizers()  # as `ctxbudget serve` does at start-up
+        use_fast_tokenizers()  # as `ctxbudget serve --fast-tokenizer` does at start-up
 
     content = json.dumps(body_for(text, "gpt-4.1")).encode("utf-8")  # a 1,047,576-token window
     cases = {

@@ -68,8 +68,9 @@ class GatewayConfig:
     # sent to the upstream as it came, unfitted and unpriced (:mod:`.passthrough`); else a 404.
     pass_through: bool = False
     # Encode o200k_base and cl100k_base with quicktok (same ids, a third of tiktoken's time on a
-    # large body) when it is installed: loaded at start-up, about 1 s and 117 MB (tokens/fast.py).
-    fast_tokenizer: bool = True
+    # large body) when it is installed: loaded at start-up, about 1 s and 117 MB (tokens/fast.py),
+    # so off by default (a worker answers within 1 s of its start: bench_startup.py).
+    fast_tokenizer: bool = False
 
     def __post_init__(self) -> None:
         """Every option checked where it is given (the in-process transport builds one from its

@@ -384,7 +384,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        if config.fast_tokenizer:  # before the first request: the load holds the GIL for ~1 s
+        if config.fast_tokenizer:  # before the first request: the load holds the GIL for about 1 s
             fast = await run_in_threadpool(use_fast_tokenizers)
             logger.info(
                 "tokenizer: %s", f"quicktok ({', '.join(fast)})" if fast else "tiktoken (no quicktok)"

@@ -5,8 +5,9 @@ this machine kind: a 100,000-token document in 5.2 ms against tiktoken's 18.1 ms
 legal request's 84,005 tokens in 2.5 against 17.1 ms, 2,000 short chat lines in 0.8 against
 2.0 ms. Its load is the price: 0.6-0.8 s and about 78 MB for ``o200k_base`` (0.14-0.3 s and
 39 MB for ``cl100k_base``), with the GIL held throughout, where tiktoken's takes about 0.15 s.
-So it is never loaded by itself: a long-running process asks for it at start-up (the gateway
-does, ``GatewayConfig.fast_tokenizer``); a one-shot CLI call keeps tiktoken.
+So it is never loaded by itself: a long-running process asks for it at start-up (``ctxbudget
+serve --fast-tokenizer``, ``GatewayConfig.fast_tokenizer``); a one-shot CLI call, or a worker
+that must answer within a second of its start, keeps tiktoken.
 
 The ids must be tiktoken's, or every count is wrong. Before an engine is attached its vocabulary
 is checked token by token, in rank order, against the bundled one (itself checked against
