@@ -196,6 +196,13 @@ def test_an_encoding_quicktok_does_not_cover_is_refused() -> None:
         use_fast_tokenizer("p50k_base")
 
 
+def test_an_encoding_registered_under_a_bundled_name_with_another_vocabulary_is_refused() -> None:
+    bundled = _bundled("cl100k_base")
+    other = TiktokenEncoding(bundled.tiktoken, [*bundled.byte_lengths[:-1], 1], name="cl100k_base")
+    with pytest.raises(ConfigError, match="does not hold the bundled vocabulary"):
+        check_engine("cl100k_base", quicktok.get_encoding("cl100k_base"), other)
+
+
 class _Engine:
     """quicktok's interface over a vocabulary and a split that a test alters."""
 

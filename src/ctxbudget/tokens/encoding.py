@@ -219,6 +219,11 @@ class TiktokenEncoding:
         return self._proven
 
     @property
+    def byte_lengths(self) -> Sequence[int]:
+        """Each token's length in bytes, by rank."""
+        return self._byte_lengths
+
+    @property
     def engine(self) -> str:
         """What encodes texts now: ``"tiktoken"``, or ``"quicktok"`` once attached (:mod:`.fast`)."""
         return "tiktoken" if self._fast is None else "quicktok"

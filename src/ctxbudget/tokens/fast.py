@@ -148,6 +148,9 @@ def check_engine(name: str, engine: Any, encoding: TiktokenEncoding) -> FastEngi
     """``engine`` ready to attach, or :class:`ConfigError` unless it holds the bundled vocabulary
     of ``name`` in rank order and splits the probe texts as tiktoken does."""
     tokens = bundled_tokens(name)
+    lengths = list(map(len, tokens))
+    if list(encoding.byte_lengths) != lengths:
+        raise ConfigError(f"encoding {name!r} does not hold the bundled vocabulary: no fast tokenizer for it")
     try:
         theirs = list(map(engine.decode_single_token_bytes, range(len(tokens))))
     except (KeyError, IndexError, ValueError) as exc:
@@ -158,11 +161,11 @@ def check_engine(name: str, engine: Any, encoding: TiktokenEncoding) -> FastEngi
             f"quicktok's {name} vocabulary differs from the bundled one at rank {rank:,} "
             f"({theirs[rank]!r} against {tokens[rank]!r}): not used, reinstall a matching quicktok-v1"
         )
-    fast, reference = FastEngine(engine, list(map(len, tokens))), encoding.tiktoken
+    fast, reference = FastEngine(engine, lengths), encoding.tiktoken
     for probe in _PROBES:
-        ids, lengths, expected = fast.encode(probe), fast.lengths(probe), reference.encode_ordinary(probe)
+        ids, sizes, expected = fast.encode(probe), fast.lengths(probe), reference.encode_ordinary(probe)
         if (ids is not None and list(ids) != expected) or (
-            lengths is not None and lengths != bytes(len(tokens[i]) for i in expected)
+            sizes is not None and sizes != bytes(lengths[i] for i in expected)
         ):
             raise ConfigError(
                 f"quicktok splits {probe[:40]!r} differently from tiktoken ({name}): not used, "
