@@ -142,7 +142,7 @@ if TYPE_CHECKING:
     is_flag=True,
     help="Encode o200k_base and cl100k_base with quicktok (installed with the gateway extra): "
     "the same token ids in about a third of tiktoken's time on large bodies, for about 1 s and "
-    "117 MB at start-up. Off: tiktoken, and a first answer within half a second of the start.",
+    "117 MB at start-up. Off: tiktoken, and a first answer within 1 s of the start.",
 )
 @CATALOG_OPTION
 @unknown_model_option("refuse the request (400 unknown_model, naming the closest ids)")
@@ -232,6 +232,10 @@ def _serve(config: GatewayConfig) -> None:
     from ..gateway.config import KEEP_ALIVE_SECONDS
 
     configure_logging()
+    if config.fast_tokenizer:  # loaded and checked before the banner: a failure is one line, exit 2
+        from ..tokens.fast import use_fast_tokenizers
+
+        use_fast_tokenizers(required=True)
     app = create_app(config)  # opens the store: a store that cannot serve fails here, before the banner
     listening = _listening(config.host, config.port)
     click.echo(

@@ -385,10 +385,8 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if config.fast_tokenizer:  # before the first request: the load holds the GIL for about 1 s
-            fast = await run_in_threadpool(use_fast_tokenizers)
-            logger.info(
-                "tokenizer: %s", f"quicktok ({', '.join(fast)})" if fast else "tiktoken (no quicktok)"
-            )
+            fast = await run_in_threadpool(functools.partial(use_fast_tokenizers, required=True))
+            logger.info("tokenizer: quicktok (%s)", ", ".join(fast))
         yield
         await run_in_threadpool(gateway.close)  # every answered turn committed before the process ends
 

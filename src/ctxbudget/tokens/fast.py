@@ -18,26 +18,28 @@ two differ on 4,699 (o200k_base) and 4,657 (cl100k_base), every one a character 
 17.0 (Tolong Siki, CJK Extension J, ...), which quicktok reads as a letter and tiktoken, on
 older tables, as unassigned. So a text holding a character this interpreter's ``unicodedata``
 calls unassigned (Python 3.11 knows Unicode 14.0; every difference is among them), or a lone
-surrogate (which quicktok refuses and tiktoken reads as U+FFFD), is encoded by tiktoken; and an
-engine that splits a probe text differently once routed so is never attached (a later Python
-that knows Unicode 17.0 would send those letters to quicktok). No other difference over 400,000
-random texts of a tricky alphabet; the test suite compares the two on every run.
+surrogate (which quicktok refuses and tiktoken reads as U+FFFD), is encoded by tiktoken. Letters
+of each recent Unicode version are probed where the two split differently: on a Python whose
+tables know Unicode 17.0 (and so would send those letters to quicktok) the engine is refused
+while tiktoken reads them otherwise. No other difference over 400,000 random texts of a tricky
+alphabet; the test suite compares the two on every run.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import threading
 import unicodedata
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import ConfigError
-from .bundled import VOCABULARY_SHA256, bundled_tokens
+from .bundled import bundled_tokens
 from .encoding import TiktokenEncoding
 from .registry import get_encoding
 
-__all__ = ["FAST_ENCODINGS", "use_fast_tokenizer", "use_fast_tokenizers"]
+__all__ = ["FAST_ENCODINGS", "FastEngine", "check_engine", "use_fast_tokenizer", "use_fast_tokenizers"]
 
 FAST_ENCODINGS = ("o200k_base", "cl100k_base")
 
@@ -49,65 +51,100 @@ _PROBES = (
     "line one\nline two\r\n\r\n  indented\t\ttabs   \n\n\n/path/to/file.txt //comment",
     "日本語のテキスト。中文句子，还有标点！한국어 문장입니다. ภาษาไทย العربية עברית",
     "e\u0301 a\u0308\u0323 क्षि 😀👍🏽👨‍👩‍👧 \u200b\u00a0\u3000\u2028\u0085 \ufeff",
-    "\U00031350\U00031351 \U00011f04\U00011f05 \U0001e5d0 ǅungla ʰ ـ",
-    # letters of Unicode 17.0, which the two engines read differently: routed to tiktoken
-    ".\u088fa .\U00011db3a .\U000323b0a .\U0001e6c0a x\U00016ea0y \ud800.a",
     '<|endoftext|> <|fim_prefix|> {"key": [1, 2.5e-3, null]} a-b_c.d@e.f #x $y %z ^&*()',
 )
+# Letters of recent Unicode versions (15.0: Kawi, CJK Extension H; 15.1: CJK Extension I; 16.0:
+# Ol Onal, Garay; 17.0: Arabic Extended-B's U+088F, Tolong Siki, CJK Extension J), each in the
+# contexts where an engine that reads it as a letter splits otherwise than one that does not
+# (before punctuation, an apostrophe). This Python sends them to tiktoken when its tables do
+# not know them; one whose tables do (3.15 should know 17.0) sends them to quicktok, and they
+# must then give tiktoken's ids (tiktoken 0.14 reads 17.0's letters as unassigned: refused).
+_RECENT_LETTERS = (
+    "\U00011f04",
+    "\U00031350",
+    "\U0002ebf0",
+    "\U0001e5d0",
+    "\U00010d4a",
+    "\u088f",
+    "\U00011db3",
+    "\U000323b0",
+)
+_LOCK = threading.Lock()
+
+
+class _Tables(Protocol):
+    """What reading a character's class needs of :mod:`unicodedata` (a test gives newer tables)."""
+
+    def category(self, character: str, /) -> str: ...
+
+    def __hash__(self) -> int: ...
 
 
 def use_fast_tokenizer(name: str, *, enabled: bool = True) -> bool:
     """Encode the bundled encoding ``name`` with quicktok from now on, in this process (the
-    same token ids, faster); ``enabled=False`` goes back to tiktoken. False when quicktok is not
-    installed (tiktoken stays). Raises :class:`ConfigError` for an encoding quicktok does not
-    cover, or a quicktok whose vocabulary or pre-tokenizer differs from tiktoken's (an engine
-    that would miscount is never used)."""
+    same token ids, faster); ``enabled=False`` goes back to tiktoken (quicktok keeps what it
+    loaded: enabling again takes about 0.04 s). False when quicktok is not installed (tiktoken
+    stays). Raises :class:`ConfigError` for an encoding quicktok does not cover (also one
+    registered again under a bundled name), or a quicktok whose vocabulary or splits differ
+    from tiktoken's: an engine that would miscount is never used."""
     if name not in FAST_ENCODINGS:
         raise ConfigError(f"no fast tokenizer for {name!r}; it covers {', '.join(FAST_ENCODINGS)}")
     encoding = get_encoding(name)
-    if not isinstance(encoding, TiktokenEncoding) or name not in VOCABULARY_SHA256:
+    if not isinstance(encoding, TiktokenEncoding):
         raise ConfigError(
             f"encoding {name!r} is not the bundled one (registered again): no fast tokenizer for it"
         )
-    if not enabled:
-        encoding.attach_fast(None)
-        return False
-    if encoding.engine == "quicktok":
+    with _LOCK:  # one load and check at a time; an enable and a disable never interleave
+        if not enabled:
+            encoding.attach_fast(None)
+            return False
+        if encoding.engine == "quicktok":
+            return True
+        try:
+            import quicktok
+        except ImportError:
+            return False
+        try:
+            engine = quicktok.get_encoding(name)
+        except (RuntimeError, OSError) as exc:  # its data files missing or damaged
+            raise ConfigError(f"quicktok cannot load {name}: {exc}; reinstall quicktok-v1") from exc
+        encoding.attach_fast(check_engine(name, engine, encoding))
         return True
-    try:
-        import quicktok
-    except ImportError:
-        return False
-    try:
-        engine = quicktok.get_encoding(name)
-    except (RuntimeError, OSError) as exc:  # its data files missing or damaged
-        raise ConfigError(f"quicktok cannot load {name}: {exc}; reinstall quicktok-v1") from exc
-    encoding.attach_fast(check_engine(name, engine, encoding))
-    return True
 
 
-def use_fast_tokenizers(names: Iterable[str] = FAST_ENCODINGS) -> tuple[str, ...]:
-    """:func:`use_fast_tokenizer` for each of ``names``; those now encoded by quicktok."""
-    return tuple(name for name in names if use_fast_tokenizer(name))
+def use_fast_tokenizers(names: Iterable[str] = FAST_ENCODINGS, *, required: bool = False) -> tuple[str, ...]:
+    """:func:`use_fast_tokenizer` for each of ``names``; those now encoded by quicktok. With
+    ``required``, quicktok not installed is a :class:`ConfigError` (a server told to use it)."""
+    names = tuple(names)
+    used = tuple(name for name in names if use_fast_tokenizer(name))
+    if required and used != names:
+        raise ConfigError("the fast tokenizer needs quicktok: pip install 'ctxbudget[fast]'")
+    return used
 
 
 class FastEngine:
-    """quicktok's encoder, for the texts it encodes as tiktoken does (see the module docstring)."""
+    """quicktok's encoder, for the texts it encodes as tiktoken does (see the module docstring):
+    what :meth:`TiktokenEncoding.attach_fast` takes."""
 
-    def __init__(self, engine: Any, byte_lengths: Sequence[int]) -> None:
+    def __init__(self, engine: Any, byte_lengths: Sequence[int], tables: _Tables = unicodedata) -> None:
         import numpy  # quicktok's own dependency
 
         self._engine = engine
         self._table = numpy.array(byte_lengths, dtype=numpy.uint8)
+        self._unsure_bmp = _unsure_bmp(tables)
+        self._tables = tables
 
     def encode(self, text: str) -> list[int] | None:
-        """The token ids of ``text``, or None: tiktoken encodes it (a character this interpreter
-        calls unassigned, or a lone surrogate). ASCII text is taken at once; other text is
-        checked by one scan of its BMP characters (2.2 ms over 380,000 CJK characters) and a
-        look at each distinct one beyond."""
+        """The token ids of ``text``, or None: tiktoken encodes it (a character these Unicode
+        tables call unassigned, a lone surrogate, or a text quicktok fails on). ASCII text is
+        taken at once; other text is checked by one scan of its BMP characters (2.2 ms over
+        380,000 CJK characters) and a look at each distinct one beyond."""
         if not self._takes(text):
             return None
-        return self._engine.encode_ordinary(text)  # type: ignore[no-any-return]
+        try:
+            return self._engine.encode_ordinary(text)  # type: ignore[no-any-return]
+        except (TypeError, ValueError, RuntimeError):
+            return None
 
     def lengths(self, text: str) -> bytes | None:
         """Each token's byte length, one byte a token, or None (as :meth:`encode`). The ids come
@@ -115,21 +152,27 @@ class FastEngine:
         against 11.0 ms for the ids as a list looked up with ``itemgetter``)."""
         if not self._takes(text):
             return None
-        ids, _ = self._engine.encode_batch([text], 1)
+        try:
+            ids, _ = self._engine.encode_batch([text], 1)
+        except (TypeError, ValueError, RuntimeError):
+            return None
         return bytes(self._table[ids].tobytes())
 
-    @staticmethod
-    def _takes(text: str) -> bool:
-        return text.isascii() or not (_unsure_bmp().search(text) or _unsure_astral(text))
+    def _takes(self, text: str) -> bool:
+        if text.isascii():
+            return True
+        if self._unsure_bmp.search(text):
+            return False
+        return not any(self._tables.category(c) == "Cn" for c in set(_ASTRAL.findall(text)))
 
 
 @functools.cache
-def _unsure_bmp() -> re.Pattern[str]:
-    """The BMP characters this interpreter calls unassigned, and the surrogates (12 ms, once: a
-    class of the BMP compiles to a bitmap; one with the astral ranges took 212 ms to scan)."""
+def _unsure_bmp(tables: _Tables) -> re.Pattern[str]:
+    """The BMP characters ``tables`` call unassigned, and the surrogates (12 ms, once: a class of
+    the BMP compiles to a bitmap; one with the astral ranges too took 212 ms to scan)."""
     ranges: list[list[int]] = []
     for point in range(0x80, 0x10000):
-        if unicodedata.category(chr(point)) in ("Cn", "Cs"):
+        if tables.category(chr(point)) in ("Cn", "Cs"):
             if ranges and ranges[-1][1] == point - 1:
                 ranges[-1][1] = point
             else:
@@ -137,19 +180,18 @@ def _unsure_bmp() -> re.Pattern[str]:
     return re.compile("[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges) + "]")
 
 
-_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+_ASTRAL = re.compile("[\\U00010000-\\U0010ffff]")
 
 
-def _unsure_astral(text: str) -> bool:
-    return any(unicodedata.category(c) == "Cn" for c in set(_ASTRAL.findall(text)))
-
-
-def check_engine(name: str, engine: Any, encoding: TiktokenEncoding) -> FastEngine:
+def check_engine(
+    name: str, engine: Any, encoding: TiktokenEncoding, tables: _Tables = unicodedata
+) -> FastEngine:
     """``engine`` ready to attach, or :class:`ConfigError` unless it holds the bundled vocabulary
-    of ``name`` in rank order and splits the probe texts as tiktoken does."""
+    of ``name`` in rank order (and ``encoding`` does) and splits every probe text it is given as
+    tiktoken does (those ``tables`` send to it: the recent letters only where they know them)."""
     tokens = bundled_tokens(name)
-    lengths = list(map(len, tokens))
-    if list(encoding.byte_lengths) != lengths:
+    lengths = encoding.byte_lengths
+    if list(lengths) != list(map(len, tokens)):
         raise ConfigError(f"encoding {name!r} does not hold the bundled vocabulary: no fast tokenizer for it")
     try:
         theirs = list(map(engine.decode_single_token_bytes, range(len(tokens))))
@@ -161,14 +203,15 @@ def check_engine(name: str, engine: Any, encoding: TiktokenEncoding) -> FastEngi
             f"quicktok's {name} vocabulary differs from the bundled one at rank {rank:,} "
             f"({theirs[rank]!r} against {tokens[rank]!r}): not used, reinstall a matching quicktok-v1"
         )
-    fast, reference = FastEngine(engine, lengths), encoding.tiktoken
-    for probe in _PROBES:
+    fast, reference = FastEngine(engine, lengths, tables), encoding.tiktoken
+    probes = [*_PROBES, *(f"{c}.a {c}'s x{c}. {c}{c}" for c in _RECENT_LETTERS)]
+    for probe in probes:
         ids, sizes, expected = fast.encode(probe), fast.lengths(probe), reference.encode_ordinary(probe)
         if (ids is not None and list(ids) != expected) or (
             sizes is not None and sizes != bytes(lengths[i] for i in expected)
         ):
             raise ConfigError(
-                f"quicktok splits {probe[:40]!r} differently from tiktoken ({name}): not used, "
-                "reinstall a matching quicktok-v1"
+                f"quicktok splits {probe[:40]!r} differently from tiktoken ({name}): not used "
+                "(a quicktok-v1 or an interpreter whose Unicode tables are newer than tiktoken's)"
             )
     return fast
