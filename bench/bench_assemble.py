@@ -137,6 +137,8 @@ def fast(actions: dict[str, Callable[[], Any]], turn_1: Callable[[], float], tex
     floor is still tiktoken's pass); skipped without the ``fast`` extra."""
     if use_fast_tokenizers() != FAST_ENCODINGS:
         print("quicktok is not installed: no rows with it (pip install -e '.[fast]')")
+        for name in FAST_ENCODINGS:
+            use_fast_tokenizer(name, enabled=False)
         return
     quick = get_encoding("o200k_base")
     samples = interleaved({**actions, "quicktok": lambda: quick.encode(text)}, turn_1)

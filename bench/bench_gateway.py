@@ -52,15 +52,18 @@ def gateway_and_upstream(
     for name in FAST_ENCODINGS:
         use_fast_tokenizer(name, enabled=fast_tokenizer)
     fake = FakeUpstream()
-    with tempfile.TemporaryDirectory() as folder, Served(fake.app) as upstream:
-        config = GatewayConfig(
-            anthropic_upstream=upstream.url,
-            openai_upstream=upstream.url,
-            store_path=str(Path(folder) / "bench.db"),
-            fast_tokenizer=fast_tokenizer,
-        )
-        with Served(create_app(config)) as gateway, httpx.Client(timeout=timeout) as client:
-            yield fake, upstream, gateway, client
+    try:
+        with tempfile.TemporaryDirectory() as folder, Served(fake.app) as upstream:
+            config = GatewayConfig(
+                anthropic_upstream=upstream.url,
+                openai_upstream=upstream.url,
+                store_path=str(Path(folder) / "bench.db"),
+            )
+            with Served(create_app(config)) as gateway, httpx.Client(timeout=timeout) as client:
+                yield fake, upstream, gateway, client
+    finally:
+        for name in FAST_ENCODINGS:
+            use_fast_tokenizer(name, enabled=False)
 
 
 def main() -> None:

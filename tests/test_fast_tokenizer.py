@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import functools
 import random
+import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxbudget import ConfigError, fit, get_encoding
+from ctxbudget import ConfigError, fit, get_encoding, register_encoding
 from ctxbudget.tokens.bundled import bundled_tokens
 from ctxbudget.tokens.counter import clear_count_cache
 from ctxbudget.tokens.encoding import PIECE_CHARS, TiktokenEncoding
@@ -250,7 +251,7 @@ def test_an_engine_that_splits_otherwise_is_never_attached() -> None:
     )  # the same: no error
 
 
-def test_the_gateway_loads_it_at_start_up_unless_told_not_to(tmp_path: Any) -> None:
+def test_the_gateway_loads_it_at_start_up_only_when_asked(tmp_path: Any) -> None:
     from starlette.testclient import TestClient
 
     from ctxbudget.gateway import GatewayConfig, create_app
@@ -261,3 +262,159 @@ def test_the_gateway_loads_it_at_start_up_unless_told_not_to(tmp_path: Any) -> N
             assert client.get("/healthz").status_code == 200
             assert get_encoding("o200k_base").engine == engine  # type: ignore[attr-defined]
             assert get_encoding("cl100k_base").engine == engine  # type: ignore[attr-defined]
+
+
+class _Newer:
+    """Unicode tables as an interpreter that knows Unicode 17.0 reads them: its letters assigned."""
+
+    def category(self, character: str, /) -> str:
+        point = ord(character)
+        if point == 0x88F or 0x11DB0 <= point <= 0x11DDB or 0x323B0 <= point <= 0x33479:
+            return "Lo"
+        return unicodedata.category(character)
+
+
+@pytest.mark.parametrize("name", FAST_ENCODINGS)
+def test_an_interpreter_that_knows_letters_tiktoken_does_not_gets_no_quicktok(name: str) -> None:
+    """Its routing would send Unicode 17.0's letters to quicktok, which reads them as letters
+    where tiktoken does not: the probes find it and the engine is refused."""
+    with pytest.raises(ConfigError, match="differently from tiktoken"):
+        check_engine(name, quicktok.get_encoding(name), _bundled(name), _Newer())
+
+
+class _Recording:
+    """quicktok's engine, noting the texts it is given."""
+
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+        self.texts: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        self.texts.append(text)
+        return list(self._engine.encode_ordinary(text))
+
+    def encode_batch(self, texts: list[str], threads: int) -> Any:
+        self.texts.extend(texts)
+        return self._engine.encode_batch(texts, threads)
+
+
+def test_an_attached_engine_is_what_encodes_and_measures_what_it_takes() -> None:
+    encoding = _bundled("o200k_base")
+    recording = _Recording(quicktok.get_encoding("o200k_base"))
+    encoding.attach_fast(check_engine("o200k_base", recording, encoding))
+    recording.texts.clear()
+    taken, left = "Notice was given on March 3. " * 40, "Tolong Siki \U00011db3.a and more"
+    assert encoding.encode(taken) == encoding.tiktoken.encode_ordinary(taken)
+    assert len(encoding.token_lengths(taken + "x")) == len(encoding.tiktoken.encode_ordinary(taken + "x"))
+    assert recording.texts == [taken, taken + "x"]
+    assert encoding.encode(left) == encoding.tiktoken.encode_ordinary(left)
+    assert encoding.token_lengths(left) == bytes(
+        len(encoding.tiktoken.decode_single_token_bytes(i)) for i in encoding.tiktoken.encode_ordinary(left)
+    )
+    assert recording.texts == [taken, taken + "x"]  # left to tiktoken
+
+
+@pytest.fixture
+def registered_again() -> Iterator[None]:
+    """A test that registers o200k_base again gets the bundled one back afterwards."""
+    original = _bundled("o200k_base")
+    yield
+    register_encoding("o200k_base", lambda: original)
+
+
+def test_an_encoding_registered_again_keeps_its_own_ids(registered_again: None) -> None:
+    """A replacement named o200k_base with the bundled tokens, and so the same length table, but
+    two of them ranked otherwise: it encodes "importtime`);" in 6 tokens, quicktok in 4."""
+    import tiktoken
+
+    base = _bundled("o200k_base").tiktoken
+    ranks = dict(base._mergeable_ranks)
+    ranks[b"or"], ranks[b"?|"] = ranks[b"?|"], ranks[b"or"]
+    custom = tiktoken.Encoding(
+        name="o200k_base", pat_str=base._pat_str, mergeable_ranks=ranks, special_tokens={}
+    )
+    lengths = _bundled("o200k_base").byte_lengths
+    register_encoding("o200k_base", lambda: TiktokenEncoding(custom, lengths, proven_boundaries=True))
+    replacement = get_encoding("o200k_base")
+    text = "importtime`);"
+    expected = custom.encode_ordinary(text)
+    assert len(expected) == 6 and len(base.encode_ordinary(text)) == 4
+    with pytest.raises(ConfigError, match="'o200k_base' is not the bundled one"):
+        use_fast_tokenizer("o200k_base")
+    assert replacement.engine == "tiktoken" and replacement.encode(text) == expected  # type: ignore[attr-defined]
+    assert use_fast_tokenizer("o200k_base", enabled=False) is False  # nothing to detach: no error
+    assert use_fast_tokenizers() == ("cl100k_base",)  # the replacement keeps its own tokenizer
+
+
+def test_the_gateway_starts_beside_a_plug_in_registered_as_a_bundled_name(
+    tmp_path: Any, registered_again: None
+) -> None:
+    from starlette.testclient import TestClient
+
+    from ctxbudget.gateway import GatewayConfig, create_app
+
+    class Plugin:
+        name = "o200k_base"
+        proven_boundaries = False
+
+        def encode(self, text: str) -> list[int]:
+            return list(text.encode())
+
+        def token_lengths(self, text: str) -> bytes:
+            return bytes([1] * len(text.encode()))
+
+    register_encoding("o200k_base", Plugin)
+    config = GatewayConfig(store_path=str(tmp_path / "g.db"), fast_tokenizer=True)
+    with TestClient(create_app(config)) as client:
+        assert client.get("/healthz").status_code == 200
+        assert isinstance(get_encoding("o200k_base"), Plugin)
+        assert get_encoding("cl100k_base").engine == "quicktok"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: use_fast_tokenizer("o200k_base", enabled="false"), "enabled must be True or False"),
+        (lambda: use_fast_tokenizers("o200k_base"), "a list of encoding names"),
+        (lambda: use_fast_tokenizers(None), "a list of encoding names"),
+        (lambda: use_fast_tokenizers(["o200k_base", "p50k_base"]), "no fast tokenizer for 'p50k_base'"),
+    ],
+)
+def test_wrong_arguments_are_named(call: Any, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        call()
+    assert all(_bundled(name).engine == "tiktoken" for name in FAST_ENCODINGS)  # none attached
+
+
+def test_what_is_not_text_is_refused_whichever_engine_encodes() -> None:
+    """tiktoken refuses bytes; quicktok would encode them (their UTF-8 read as a text)."""
+    encoding = _bundled("o200k_base")
+    use_fast_tokenizer("o200k_base")
+    for wrong in (b"abc", bytearray(b"abc"), ["a"]):
+        with pytest.raises(TypeError):
+            encoding.encode(wrong)  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            encoding.token_lengths(wrong)  # type: ignore[arg-type]
+
+
+def test_astral_text_is_routed_without_a_copy_of_each_character() -> None:
+    """Characters beyond the BMP are tested by one class from the first on: a list of them held
+    about 65 bytes each (177 MB over 2.75 million emoji)."""
+    import tracemalloc
+
+    engine = _checked("o200k_base")
+    text = "😀👍🏽🇫🇷👨‍👩‍👧 x" * 20_000
+    tracemalloc.start()
+    try:
+        assert engine._takes(text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 200_000
+    assert not engine._takes(text + "\U000323b0") and engine._takes("plain text")
+    for point in [*range(0x10000, 0x110000, 7), 0xFFFFD, 0xFFFFE, 0x10FFFD, 0x10FFFF, 0x2A6DF, 0x2A6E0]:
+        character = chr(point)  # exactly those this interpreter calls unassigned are left
+        assert engine._takes(f"a{character}b") == (unicodedata.category(character) != "Cn"), hex(point)

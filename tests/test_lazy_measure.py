@@ -127,6 +127,19 @@ def test_lazy_counts_equal_a_whole_measure_in_any_order(
     assert lazy.fixed_parts() == whole.fixed_parts()
 
 
+@settings(max_examples=300, deadline=None)
+@given(renderings(), st.sampled_from(ENCODINGS), st.integers(0, 400), st.integers(0, 200))
+def test_the_bound_decision_is_the_sum_of_the_bounds(
+    rendering: Rendering, name: str, limit: int, lazy_min_chars: int
+) -> None:
+    """``bound_exceeds`` reads ceilings first; its answer is still whether the bounds sum past
+    ``limit`` (constants included: a ceiling without them would count everything needlessly)."""
+    lazy = LazyMeasurement(rendering, get_encoding(name), lazy_min_chars=lazy_min_chars)
+    keys = {s.owner for chunk in rendering.chunks for s in chunk} | {o for o, _ in rendering.constants}
+    bounds = sum(LazyMeasurement(rendering, get_encoding(name)).at_least(owner) for owner in keys)
+    assert lazy.bound_exceeds(limit) == (bounds > limit)
+
+
 documents = st.lists(
     st.lists(
         st.sampled_from(["Deposition", "of", "the", "witness", "on", "notice.", "EX-12", "\n", "日本"]),

@@ -134,4 +134,6 @@ def load_bundled_encoding(name: str) -> TiktokenEncoding:
         )
 
     small = SmallTexts.for_encoding(name, ranks)
-    return TiktokenEncoding(None, byte_lengths, proven_boundaries=True, name=name, build=build, small=small)
+    return TiktokenEncoding(
+        None, byte_lengths, proven_boundaries=True, name=name, build=build, small=small, bundled=True
+    )

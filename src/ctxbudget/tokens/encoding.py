@@ -193,9 +193,11 @@ class TiktokenEncoding:
         name: str | None = None,
         build: Callable[[], Any] | None = None,
         small: SmallTexts | None = None,
+        bundled: bool = False,
     ) -> None:
         """``encoding`` a ``tiktoken.Encoding``, or None with its ``name`` and a ``build`` that
-        makes it when a text first needs it (``small`` encodes short texts until then)."""
+        makes it when a text first needs it (``small`` encodes short texts until then).
+        ``bundled``: built from the bundled vocabulary of ``name`` (:mod:`.bundled` says so)."""
         self._name = str(encoding.name if encoding is not None else name)
         longest = max(byte_lengths, default=0)
         if longest > MAX_TOKEN_BYTES:
@@ -210,6 +212,7 @@ class TiktokenEncoding:
         self._build = build
         self._small = small if encoding is None else None
         self._fast: FastEncoder | None = None  # a faster engine of the same ids (:mod:`.fast`)
+        self._bundled = bundled
         self._build_lock = threading.Lock()
 
     @property
@@ -232,6 +235,13 @@ class TiktokenEncoding:
     def byte_lengths(self) -> Sequence[int]:
         """Each token's length in bytes, by rank."""
         return self._byte_lengths
+
+    @property
+    def bundled(self) -> bool:
+        """Whether this is the bundled vocabulary and split of its name, the only encodings a
+        faster engine may be attached to (one registered again under the name may rank other
+        tokens, with the same length table)."""
+        return self._bundled
 
     @property
     def engine(self) -> Literal["tiktoken", "quicktok"]:
