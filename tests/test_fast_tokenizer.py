@@ -418,3 +418,20 @@ def test_astral_text_is_routed_without_a_copy_of_each_character() -> None:
     for point in [*range(0x10000, 0x110000, 7), 0xFFFFD, 0xFFFFE, 0x10FFFD, 0x10FFFF, 0x2A6DF, 0x2A6E0]:
         character = chr(point)  # exactly those this interpreter calls unassigned are left
         assert engine._takes(f"a{character}b") == (unicodedata.category(character) != "Cn"), hex(point)
+
+
+def test_serve_told_to_use_it_without_quicktok_says_so_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """Checked before the banner and the sockets: exit 2 and the extra to install."""
+    import sys
+
+    from click.testing import CliRunner
+
+    from ctxbudget.cli import main
+
+    monkeypatch.setitem(sys.modules, "quicktok", None)  # as if not installed
+    result = CliRunner().invoke(main, ["serve", "--fast-tokenizer", "--store", str(tmp_path / "s.db")])
+    assert result.exit_code == 2
+    assert "needs quicktok: pip install 'ctxbudget[fast]'" in result.output
+    assert "gateway on" not in result.output
