@@ -376,6 +376,79 @@ def test_every_match_start_is_a_candidate(pieces: list[str]) -> None:
         assert starts <= set(_candidates(name, text))
 
 
+# The words the time and now-word patterns open with, in any case and glued in every way.
+OPENINGS = st.sampled_from(
+    [
+        "Today",
+        "today's date",
+        "TODAY",
+        "Current date",
+        "current_date",
+        "CURRENT TIME",
+        "current_time",
+        "local_time",
+        "Local time",
+        "Date",
+        "DATE",
+        "date today",
+        "As of",
+        "as OF",
+        "Updated",
+        "LAST UPDATED",
+        "generated",
+        "Generated",
+        "at",
+        "AT",
+        "At",
+        "the time is",
+        "The Time Is",
+        "time now",
+        "Time is now",
+        "time",
+        "Time",
+        "@",
+        "T10:32:11Z",
+        "T09:00:00",
+        "Tr. ",
+        "Dep. ",
+        "request ",
+        "server_",
+        "x",
+        "_",
+        "1",
+        ":",
+        " ",
+        "\n",
+        "\n- ",
+        '"',
+        "'",
+        "=",
+        " is ",
+        "10:05",
+        "3pm",
+        "9:31",
+        "2026-09-16",
+        "September 16",
+        "16 September",
+        "12:30:45.5",
+        "1:50 scale",
+    ]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(pieces=st.lists(OPENINGS, max_size=8))
+def test_every_match_start_of_a_word_opened_pattern_is_a_candidate(pieces: list[str]) -> None:
+    """In ASCII text the time and now-word scanners look for their opening words with
+    ``str.find``: every place one of their patterns matches is still a candidate."""
+    text = "".join(pieces)
+    for (_, pattern), name in zip(PATTERNS, _STARTS, strict=True):
+        if name in ("time word", "now word"):
+            starts = {m.start() for at in range(len(text) + 1) if (m := pattern.match(text, at))}
+            assert starts <= set(_candidates(name, text)), name
+    assert find_volatile.__wrapped__(text, VolatileRules()) == _by_finditer(text, VolatileRules())
+
+
 def test_scanning_finds_what_finditer_finds_on_the_bundled_request() -> None:
     for item in build_legal_context()["items"]:
         assert find_volatile.__wrapped__(item["text"], VolatileRules()) == _by_finditer(

@@ -369,11 +369,58 @@ def _spaced(text: str) -> str:
     return letters.sub(_APART, text)
 
 
+# Scanners whose patterns all open, at a word start, with one of a few words (any case): in
+# ASCII text their candidates are those words' word-start occurrences in the lower-cased text,
+# found by ``str.find`` in C (a superset: each is then matched). Their finders, one class of
+# frequent first letters (a, c, d, t, u, l), stopped at a third of the playbook's words: 2.2 and
+# 1.8 ms of its 7.8 ms check, against 0.1-0.2 ms this way. "time word" also serves an ISO time
+# alone (``T10:32:11Z``), looked for as a capital T before a digit, and an ``@`` before a time.
+_OPENING_WORDS = {
+    "now word": (
+        "today",
+        "current",
+        "date",
+        "as of",
+        "updated",
+        "last updated",
+        "the time is",
+        "time",
+        "local",
+    ),
+    "time word": ("at", "time", "as of", "updated", "generated"),
+}
+_ISO_TIME_START = re.compile(r"T(?=[0-2])")
+_WORD_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
 def _candidates(name: str, text: str) -> list[int]:
     """Where a pattern served by the scanner ``name`` matches in ``text``, in order."""
+    words = _OPENING_WORDS.get(name)
+    if words is not None and text.isascii():
+        return _word_starts(name, text, words)
     finders = _finders(name, text.isascii())
     found = [m.start() for finder in finders for m in finder.finditer(text)]
     return sorted(found) if len(finders) > 1 else found
+
+
+def _word_starts(name: str, text: str, words: tuple[str, ...]) -> list[int]:
+    """The word-start occurrences of ``words`` in the lower-cased ASCII ``text`` (and, for the
+    time scanner, its ``@`` and ``T`` before a digit), sorted."""
+    lowered = text.lower()
+    found: set[int] = set()
+    for word in words:
+        at = lowered.find(word)
+        while at >= 0:
+            if at == 0 or text[at - 1] not in _WORD_CHARACTERS:
+                found.add(at)
+            at = lowered.find(word, at + 1)
+    if name == "time word":
+        at = text.find("@")
+        while at >= 0:
+            found.add(at)
+            at = text.find("@", at + 1)
+        found.update(m.start() for m in _ISO_TIME_START.finditer(text))
+    return sorted(found)
 
 
 @dataclass(frozen=True, kw_only=True)
