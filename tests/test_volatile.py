@@ -23,6 +23,27 @@ from ctxbudget.volatile import (
 )
 
 VOLATILE = [
+    # one for each word an id, case, time or now-word pattern opens with (found with str.find)
+    "x-trace-id: 88af1",
+    "req_id=4711",
+    "sessid 8812",
+    "span id 9",
+    "run-id 4711",
+    "Correlation ID abc123",
+    "conversation_id: c-77",
+    "message id 5",
+    "msgid 12",
+    "case no. 2024-117",
+    "Docket 24-117",
+    "Matter # 2024-117",
+    "claim id 88231",
+    "Civil Action No. 1:24-cv-00117",
+    "generated: 10:05",
+    "Updated 10:05",
+    "last updated: September 16",
+    "as of 10:05",
+    "local_time = 10:05",
+    "today's date is September 16",
     "SEPTEMBER 16, 2026",  # capitals, as in court captions and forms
     "filed SEP 16, 2026",
     "Date: 16-Sep-2026",
@@ -432,6 +453,29 @@ OPENINGS = st.sampled_from(
         "16 September",
         "12:30:45.5",
         "1:50 scale",
+        "X-Request-ID",
+        "request_id",
+        "req-id",
+        "Session ID",
+        "sessid",
+        "trace id",
+        "SPAN_ID",
+        "run-id",
+        "Correlation ID",
+        "conversation_id",
+        "message id",
+        "msgid",
+        "Case No.",
+        "case number",
+        "DOCKET",
+        "Docket No. ",
+        "matter #",
+        "Claim ID",
+        "Civil Action No. ",
+        "12-cv-3456",
+        "AB-12",
+        "4711",
+        "# ",
     ]
 )
 
@@ -439,11 +483,11 @@ OPENINGS = st.sampled_from(
 @settings(max_examples=500, deadline=None)
 @given(pieces=st.lists(OPENINGS, max_size=8))
 def test_every_match_start_of_a_word_opened_pattern_is_a_candidate(pieces: list[str]) -> None:
-    """In ASCII text the time and now-word scanners look for their opening words with
+    """In ASCII text the time, now-word, id and case scanners look for their opening words with
     ``str.find``: every place one of their patterns matches is still a candidate."""
     text = "".join(pieces)
     for (_, pattern), name in zip(PATTERNS, _STARTS, strict=True):
-        if name in ("time word", "now word"):
+        if name in ("time word", "now word", "id word", "case word"):
             starts = {m.start() for at in range(len(text) + 1) if (m := pattern.match(text, at))}
             assert starts <= set(_candidates(name, text)), name
     assert find_volatile.__wrapped__(text, VolatileRules()) == _by_finditer(text, VolatileRules())
