@@ -183,6 +183,16 @@ def test_a_fit_is_the_same_whichever_engine_counts() -> None:
     assert after.report.to_dict() == before.report.to_dict()
 
 
+def test_a_pickle_made_before_the_engine_existed_still_counts() -> None:
+    encoding = _bundled("cl100k_base")
+    old = dict(encoding.__getstate__())
+    del old["_fast"], old["_bundled"]
+    restored = TiktokenEncoding.__new__(TiktokenEncoding)
+    restored.__setstate__(old)
+    assert restored.engine == "tiktoken" and not restored.bundled
+    assert restored.encode("an old pickle") == encoding.encode("an old pickle")
+
+
 def test_going_back_to_tiktoken_and_copies_keep_counting() -> None:
     encoding = _bundled("cl100k_base")
     use_fast_tokenizer("cl100k_base")

@@ -265,7 +265,9 @@ class TiktokenEncoding:
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
+        self.__dict__.update(
+            {"_fast": None, "_bundled": False, **state}
+        )  # also a pickle of a version before them
         self._build_lock = threading.Lock()
 
     def _built(self) -> Any:
