@@ -12,8 +12,8 @@ turn against the floor, the billed cache share, the ledger's cut and the p95 end
 (modelled upstream time plus the measured assembly and gateway time) against the spec's 4,500 ms.
 
 The cold, next-turn and turn-1 rows are then taken again with quicktok counting (the ``fast``
-extra, loaded before anything is timed, as ``ctxbudget serve`` loads it at start-up), against
-the same tiktoken floor.
+extra, loaded before anything is timed, as ``ctxbudget serve --fast-tokenizer`` loads it at
+start-up), against the same tiktoken floor.
 
 The floor and the assemblies are sampled in turns (one of each per round, ``REPEATS`` rounds) and
 each row is the median of its own samples over the median floor: the machine's state (the floor
