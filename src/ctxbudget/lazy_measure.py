@@ -216,8 +216,10 @@ class LazyMeasurement:
     def _bound_ceiling(self, owner: Owner) -> int:
         """A number :meth:`at_least` does not exceed (the bound itself where nothing is cheaper)."""
         known = self._costs.get(owner, self._bounds.get(owner))
-        if known is not None or not self._proven:
-            return self.at_least(owner) if known is None else known
+        if known is not None:
+            return known
+        if not self._proven:
+            return self.at_least(owner)
         ceiling = self._constants.get(owner, 0)
         for place in self._places.get(owner, ()):
             found = at_least_ceiling(place.segment.text)

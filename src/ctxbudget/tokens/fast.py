@@ -187,18 +187,24 @@ class FastEngine:
         return first is None or self._unsure_astral.search(text, first.start()) is None
 
 
+def _runs(tables: _Tables, start: int, stop: int, categories: str) -> list[tuple[int, int]]:
+    """The runs of code points in ``[start, stop)`` whose categories (by ``tables``) the regex
+    ``categories`` matches, one two-letter category a code point, as (first, last) pairs. The
+    categories are read as one text of two letters a code point (a match never straddles two: a
+    category's second letter is lower case), so the runs are found in C."""
+    read = "".join(map(tables.category, map(chr, range(start, stop))))
+    return [(start + m.start() // 2, start + m.end() // 2 - 1) for m in re.finditer(categories, read)]
+
+
+def _class(ranges: Iterable[tuple[int, int]]) -> str:
+    return "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges)
+
+
 @functools.cache
 def _unsure_bmp(tables: _Tables) -> re.Pattern[str]:
     """The BMP characters ``tables`` call unassigned, and the surrogates (12 ms, once: a class of
     the BMP compiles to a bitmap; one with the astral ranges too took 212 ms to scan)."""
-    ranges: list[list[int]] = []
-    for point in range(0x80, 0x10000):
-        if tables.category(chr(point)) in ("Cn", "Cs"):
-            if ranges and ranges[-1][1] == point - 1:
-                ranges[-1][1] = point
-            else:
-                ranges.append([point, point])
-    return re.compile("[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges) + "]")
+    return re.compile(f"[{_class(_runs(tables, 0x80, 0x10000, '(?:C[ns])+'))}]")
 
 
 _ASTRAL = re.compile("[\\U00010000-\\U0010ffff]")
@@ -220,18 +226,9 @@ def _unsure_astral(tables: _Tables) -> re.Pattern[str]:
     (177 MB over 2.75 million). Built in about 40 ms."""
     ranges = list(_PRIVATE_USE_PLANES)
     for start, stop in _ASSIGNED_PLANES:
-        # two letters a code point; "Cn" never straddles two, as a category's second letter is lowercase
-        categories = "".join(map(tables.category, map(chr, range(start, stop))))
-        at = 0
-        for unassigned in re.finditer("(?:Cn)+", categories):
-            if unassigned.start() > at:
-                ranges.append((start + at // 2, start + unassigned.start() // 2 - 1))
-            at = unassigned.end()
-        if at < len(categories):
-            ranges.append((start + at // 2, stop - 1))
+        ranges += _runs(tables, start, stop, "(?:(?!Cn)[A-Z][a-z])+")
     ranges.sort(key=lambda span: span[0] - span[1])
-    assigned = "".join(f"{chr(a)}-{chr(b)}" for a, b in ranges)
-    return re.compile(f"(?=[\U00010000-\U0010ffff])[^\x00-\uffff{assigned}]")
+    return re.compile(f"(?=[\U00010000-\U0010ffff])[^\x00-\uffff{_class(ranges)}]")
 
 
 def check_engine(
