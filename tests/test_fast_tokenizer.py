@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxbudget import ConfigError, fit, get_encoding, register_encoding
+from ctxbudget import ConfigError, assemble, clear_caches, fit, get_encoding, register_encoding
+from ctxbudget.simulation.deposition import build_legal_context
 from ctxbudget.tokens.bundled import bundled_tokens
-from ctxbudget.tokens.counter import clear_count_cache
+from ctxbudget.tokens.counter import AHEAD_MIN_CHARS, cached_analysis, clear_count_cache, count_ahead
 from ctxbudget.tokens.encoding import PIECE_CHARS, TiktokenEncoding
 from ctxbudget.tokens.fast import (
     FAST_ENCODINGS,
@@ -39,7 +40,7 @@ def back_to_tiktoken() -> Iterator[None]:
 def _tiktoken_again() -> None:
     for name in FAST_ENCODINGS:
         use_fast_tokenizer(name, enabled=False)
-    clear_count_cache()
+    clear_caches()
 
 
 @functools.cache
@@ -298,6 +299,8 @@ class _Recording:
     def __init__(self, engine: Any) -> None:
         self._engine = engine
         self.texts: list[str] = []
+        self.batches: list[list[str]] = []
+        self.fail: Exception | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._engine, name)
@@ -307,7 +310,10 @@ class _Recording:
         return list(self._engine.encode_ordinary(text))
 
     def encode_batch(self, texts: list[str], threads: int) -> Any:
+        if self.fail is not None:
+            raise self.fail
         self.texts.extend(texts)
+        self.batches.append(list(texts))
         return self._engine.encode_batch(texts, threads)
 
 
@@ -325,6 +331,72 @@ def test_an_attached_engine_is_what_encodes_and_measures_what_it_takes() -> None
         len(encoding.tiktoken.decode_single_token_bytes(i)) for i in encoding.tiktoken.encode_ordinary(left)
     )
     assert recording.texts == [taken, taken + "x"]  # left to tiktoken
+
+
+def _recorded(name: str) -> _Recording:
+    """The bundled encoding ``name`` with quicktok attached through a recording engine."""
+    encoding = _bundled(name)
+    recording = _Recording(quicktok.get_encoding(name))
+    encoding.attach_fast(check_engine(name, recording, encoding))
+    recording.texts.clear()
+    recording.batches.clear()
+    return recording
+
+
+def _tiktoken_lengths(encoding: TiktokenEncoding, text: str) -> bytes:
+    tk = encoding.tiktoken
+    return bytes(len(tk.decode_single_token_bytes(i)) for i in tk.encode_ordinary(text))
+
+
+LONG = "The witness was shown Exhibit 12 and said she had not seen it before. " * 1000
+
+
+def test_counting_ahead_caches_in_one_call_what_counting_would() -> None:
+    encoding = _bundled("o200k_base")
+    recording = _recorded("o200k_base")
+    left = "Tolong Siki \U00011db3.a and more"  # unassigned to this Python: tiktoken's
+    blank = "x" + " " * 400_001 + "y"  # refused by tiktoken's check, which raises
+    short = "Asked and answered."
+    count_ahead(encoding, [LONG, left, "", LONG, short, blank]).wait()
+    assert recording.batches == [[LONG, short]]
+    for text in (LONG, short):
+        found = cached_analysis(encoding, text)
+        assert found is not None and found.lengths == _tiktoken_lengths(encoding, text)
+    assert cached_analysis(encoding, left) is None
+    assert cached_analysis(encoding, blank) is None
+
+
+def test_nothing_is_counted_ahead_without_an_engine_for_little_text_or_twice() -> None:
+    encoding = _bundled("o200k_base")
+    count_ahead(encoding, [LONG]).wait()  # tiktoken: one call a text, each taking the GIL back
+    assert cached_analysis(encoding, LONG) is None
+    recording = _recorded("o200k_base")
+    little = "Asked and answered. " * (AHEAD_MIN_CHARS // 20 - 1)
+    count_ahead(encoding, [little]).wait()
+    assert recording.batches == [] and cached_analysis(encoding, little) is None
+    count_ahead(encoding, [LONG]).wait()
+    count_ahead(encoding, [LONG, little]).wait()  # what is cached is not counted again
+    assert recording.batches == [[LONG]]
+
+
+def test_an_engine_failing_ahead_fails_the_wait() -> None:
+    encoding = _bundled("o200k_base")
+    recording = _recorded("o200k_base")
+    recording.fail = KeyError("broken engine")
+    ahead = count_ahead(encoding, [LONG])
+    with pytest.raises(KeyError, match="broken engine"):
+        ahead.wait()
+
+
+def test_an_assembly_counted_ahead_is_the_same() -> None:
+    request = build_legal_context()
+    before = assemble(request, policy="legal-review", model="claude-sonnet-4-5")
+    clear_caches()
+    recording = _recorded("o200k_base")
+    after = assemble(request, policy="legal-review", model="claude-sonnet-4-5")
+    assert recording.batches[0] == list(dict.fromkeys(i["text"] for i in request["items"] if i["text"]))
+    assert after.request == before.request
+    assert after.report.to_dict() == before.report.to_dict()
 
 
 @pytest.fixture

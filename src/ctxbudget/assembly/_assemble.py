@@ -21,7 +21,7 @@ from ..cost import check_amount
 from ..errors import BudgetExceeded, ConfigError, InvariantViolation
 from ..formats import BODY_OUTPUT_FIELDS
 from ..gcpause import collector_paused
-from ..tokens.counter import TokenCounter
+from ..tokens.counter import TokenCounter, count_ahead
 from ..trim.memo import fit_memo
 from ..trim.passages import PassageScorer
 from ._carried import (
@@ -164,8 +164,14 @@ def _setup(
     check_envelope(policy, spec, model)
     policy, capped = within_output_cap(policy, spec)
     parsed = parse_context_request(request, policy, input_format)
-    check_pinned_items(parsed, policy)
-    check_carried_tools(carried_tools(request, input_format, fmt), policy)
+    # every item is counted below: with quicktok attached, on a worker while the checks' regexes
+    # hold the GIL here (the legal example's cold assembly: 22.5 -> 20.6 ms)
+    ahead = count_ahead(counter.encoding, [item.text for item in parsed.items])
+    try:
+        check_pinned_items(parsed, policy)
+        check_carried_tools(carried_tools(request, input_format, fmt), policy)
+    finally:
+        ahead.wait()
     query, tags = _queries(parsed)
     check_question(parsed, fmt, request)
     current, decisions = bound_current(parsed.current, counter, policy.current_turn_ceiling_tokens, query)

@@ -8,6 +8,7 @@ prefix of it (a sentence boundary, a token-level cut) without tokenizing again.
 from __future__ import annotations
 
 import math
+import threading
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable
@@ -16,10 +17,19 @@ from itertools import accumulate
 from zlib import adler32
 
 from ..weighed import WeighedLRU
-from .encoding import Encoding
+from .encoding import Encoding, TiktokenEncoding
 from .registry import when_replaced
 
-__all__ = ["ChunkAnalysis", "TokenCounter", "analyze", "cached_analysis", "clear_count_cache"]
+__all__ = [
+    "AHEAD_MIN_CHARS",
+    "ChunkAnalysis",
+    "CountingAhead",
+    "TokenCounter",
+    "analyze",
+    "cached_analysis",
+    "clear_count_cache",
+    "count_ahead",
+]
 
 
 BLOCK = 64  # tokens a block; at most 255 bytes a token keeps a block's byte sum below 65,521
@@ -144,6 +154,62 @@ def analyze(encoding: Encoding, text: str) -> ChunkAnalysis:
     result = ChunkAnalysis(text, encoding.token_lengths(text))
     _CACHE.put(key, result)
     return result
+
+
+# Below this many characters counted ahead, the hand-off to a worker costs more than it saves.
+AHEAD_MIN_CHARS = 64_000
+
+
+class CountingAhead:
+    """Texts being counted on a thread of their own (:func:`count_ahead`)."""
+
+    __slots__ = ("_failed", "_thread")
+
+    def __init__(self, encoding: TiktokenEncoding | None = None, texts: list[str] | None = None) -> None:
+        self._failed: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        if encoding is not None and texts:
+            # A thread of its own, not a pool's: ``start`` hands it the GIL at once, and it keeps
+            # it until the engine's call releases it. A pool's worker, woken while the caller's
+            # regexes hold the GIL, got it only at the next switch (5 ms): after the checks.
+            self._thread = threading.Thread(
+                target=self._count, args=(encoding, texts), name="ctxbudget-ahead"
+            )
+            self._thread.start()
+
+    def _count(self, encoding: TiktokenEncoding, texts: list[str]) -> None:
+        try:
+            for text, lengths in zip(texts, encoding.token_lengths_each(texts) or (), strict=False):
+                if lengths is not None:
+                    _CACHE.put((encoding.name, text), ChunkAnalysis(text, lengths))
+        except BaseException as exc:  # raised in the caller's thread by wait()
+            self._failed = exc
+
+    def wait(self) -> None:
+        """Return once the texts are in the content cache (those the engine leaves to tiktoken
+        are counted when needed, as without this)."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._failed is not None:
+            raise self._failed
+
+
+def count_ahead(encoding: Encoding, texts: Iterable[str]) -> CountingAhead:
+    """Start counting ``texts`` (those not in the content cache) on a thread, in one call of the
+    encoding's attached engine (:mod:`.fast`), which releases the GIL: the caller's thread goes
+    on with what holds the GIL meanwhile (an assembly's volatile-value check), then calls
+    :meth:`CountingAhead.wait`. The counts are the ones :func:`analyze` would make: only who
+    makes them, and when, changes. Nothing is started without an attached engine (tiktoken
+    would be called once a text, each call taking the GIL back from the caller's thread: the
+    legal example's texts took 29-35 ms so, against 23 ms one after the other), nor for fewer
+    than :data:`AHEAD_MIN_CHARS` characters."""
+    if not isinstance(encoding, TiktokenEncoding) or encoding.engine == "tiktoken":
+        return CountingAhead()
+    wanted = [t for t in dict.fromkeys(texts) if t and _CACHE.get((encoding.name, t)) is None]
+    if sum(map(len, wanted)) < AHEAD_MIN_CHARS:
+        return CountingAhead()
+    return CountingAhead(encoding, wanted)
 
 
 @dataclass(frozen=True)

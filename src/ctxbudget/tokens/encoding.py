@@ -49,7 +49,9 @@ _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
 
-def _pool() -> ThreadPoolExecutor:
+def worker_pool() -> ThreadPoolExecutor:
+    """The two threads that encode while the caller's thread goes on (tiktoken and quicktok
+    release the GIL while they encode): a long text's pieces, a request's texts counted ahead."""
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
@@ -144,6 +146,8 @@ class FastEncoder(Protocol):
     def encode(self, text: str) -> list[int] | None: ...
 
     def lengths(self, text: str) -> bytes | None: ...
+
+    def lengths_each(self, texts: Sequence[str]) -> list[bytes | None]: ...
 
 
 @runtime_checkable
@@ -289,7 +293,7 @@ class TiktokenEncoding:
         if cuts is None:
             return self._ordinary(text)
         result: list[int] = []
-        for ids in _pool().map(lambda span: self._ordinary(text[span[0] : span[1]]), pairwise(cuts)):
+        for ids in worker_pool().map(lambda span: self._ordinary(text[span[0] : span[1]]), pairwise(cuts)):
             result.extend(ids)
         return result
 
@@ -314,7 +318,19 @@ class TiktokenEncoding:
         cuts = self._cuts(text)
         if cuts is None:
             return self._lengths_of(text)
-        return b"".join(_pool().map(lambda span: self._lengths_of(text[span[0] : span[1]]), pairwise(cuts)))
+        return b"".join(
+            worker_pool().map(lambda span: self._lengths_of(text[span[0] : span[1]]), pairwise(cuts))
+        )
+
+    def token_lengths_each(self, texts: Sequence[str]) -> list[bytes | None] | None:
+        """:meth:`token_lengths` of each text from the attached engine, in one call that releases
+        the GIL (None for a text it leaves to tiktoken), or None when none is attached."""
+        fast = self._fast
+        if fast is None:
+            return None
+        refused = [bool(long_blank_run(t)) for t in texts]  # left to tiktoken's check, which raises
+        found = iter(fast.lengths_each([t for t, no in zip(texts, refused, strict=True) if not no]))
+        return [None if no else next(found) for no in refused]
 
     def _ordinary(self, text: str) -> list[int]:
         """tiktoken's ``encode_ordinary``; its Rust panic on a pathological text (a run of about a

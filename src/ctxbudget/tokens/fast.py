@@ -176,6 +176,24 @@ class FastEngine:
             return None
         return bytes(self._table[ids].tobytes())
 
+    def lengths_each(self, texts: Sequence[str]) -> list[bytes | None]:
+        """:meth:`lengths` of each text, the texts taken encoded in one call, which releases the
+        GIL throughout (the legal example's 125 texts: 1.4 ms, against about 3 ms as 125 calls),
+        so that another thread runs meanwhile (:func:`ctxbudget.tokens.counter.count_ahead`)."""
+        found: list[bytes | None] = [None] * len(texts)
+        taken = [i for i, text in enumerate(texts) if self._takes(text)]
+        if not taken:
+            return found
+        try:
+            ids, offsets = self._engine.encode_batch([texts[i] for i in taken], 1)
+        except (TypeError, ValueError, RuntimeError):
+            return found
+        lengths = bytes(self._table[ids].tobytes())
+        bounds = offsets.tolist()
+        for k, i in enumerate(taken):
+            found[i] = lengths[bounds[k] : bounds[k + 1]]
+        return found
+
     def _takes(self, text: str) -> bool:
         if not isinstance(text, str):  # tiktoken's TypeError (quicktok reads bytes as UTF-8)
             return False
