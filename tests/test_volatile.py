@@ -493,6 +493,41 @@ def test_every_match_start_of_a_word_opened_pattern_is_a_candidate(pieces: list[
     assert find_volatile.__wrapped__(text, VolatileRules()) == _by_finditer(text, VolatileRules())
 
 
+# Hex digits in runs of every length around a nonce's 16, glued to word characters or not, and
+# the UUID's groups and hyphens in and out of shape.
+HEX_PIECES = st.sampled_from(
+    ["deadbeef", "0123456789abcdef", "DEADBEEF", "a1b2", "9", "f", "-", "--", "_", "g", "x", " ", "\n"]
+    + ["a1b2c3d4-e5f6-7a8b-9c0d-e1f2a3b4c5d6", "A1B2C3D4-", "e5f6-", "e1f2a3b4c5d6", "=", "."]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(pieces=st.lists(HEX_PIECES, max_size=10))
+def test_every_match_start_of_a_hex_shaped_pattern_is_a_candidate(pieces: list[str]) -> None:
+    """In ASCII text the UUID and nonce scanners look for their shapes in the text with its hex
+    digits marked: every place one of their patterns matches is still a candidate."""
+    text = "".join(pieces)
+    for (_, pattern), name in zip(PATTERNS, _STARTS, strict=True):
+        if name in ("uuid", "hex"):
+            starts = {m.start() for at in range(len(text) + 1) if (m := pattern.match(text, at))}
+            assert starts <= set(_candidates(name, text)), name
+    assert find_volatile.__wrapped__(text, VolatileRules()) == _by_finditer(text, VolatileRules())
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("id a1b2c3d4-e5f6-7a8b-9c0d-e1f2a3b4c5d6 here", "UUID"),
+        ("nonce 9f86d081884c7d659a2feaa0c55ad015 set", "hex nonce"),
+        ("g9f86d081884c7d659a2feaa0 glued to a word", None),
+        ("deadbeefdeadbeefdeadbeef without a digit", None),
+    ],
+)
+def test_hex_shaped_values_are_found_where_they_stand_alone(text: str, kind: str | None) -> None:
+    found = find_volatile.__wrapped__(text, VolatileRules())
+    assert (found.kind if found else None) == kind
+
+
 def test_scanning_finds_what_finditer_finds_on_the_bundled_request() -> None:
     for item in build_legal_context()["items"]:
         assert find_volatile.__wrapped__(item["text"], VolatileRules()) == _by_finditer(
