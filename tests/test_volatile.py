@@ -528,6 +528,30 @@ def test_hex_shaped_values_are_found_where_they_stand_alone(text: str, kind: str
     assert (found.kind if found else None) == kind
 
 
+# Digits in runs of every length the patterns read, with the separators, suffixes, words and
+# month names (three languages, three cases) that may follow them, and digits beyond ASCII.
+DATED_PIECES = st.sampled_from(
+    ["1", "12", "31", "2026", "20260916", "1726480331", "9", "0", ":", "-", "/", ".", ",", " ", "  ", "\n"]
+    + ["er", "de ", "Dezember", "décembre", "diciembre", "Sep", "SEP", "sept", "March", "march", "may"]
+    + ["Mon", "Monday", "Tue", "st", "th", "of ", "day ", "days", "cv", "x", "T", "Z", "am", "UTC", "at "]
+    + ["\u2013", "\u2011", "١", "ſ", "Section ", "§ ", "page ", "a"]
+)
+
+
+@settings(max_examples=800, deadline=None)
+@given(pieces=st.lists(DATED_PIECES, max_size=10))
+def test_every_match_start_of_a_dated_pattern_is_a_candidate(pieces: list[str]) -> None:
+    """The digit and date-word scanners check what their patterns open with before trying them
+    (``_PRECHECKS``): every place one of their patterns matches is still a candidate."""
+    text = "".join(pieces)
+    for (_, pattern), name in zip(PATTERNS, _STARTS, strict=True):
+        if name in ("digit", "date word", "digit or date word"):
+            seen = _spaced(text)
+            starts = {m.start() for at in range(len(seen) + 1) if (m := pattern.match(seen, at))}
+            assert starts <= set(_candidates(name, seen)), name
+    assert find_volatile.__wrapped__(text, VolatileRules()) == _by_finditer(text, VolatileRules())
+
+
 def test_scanning_finds_what_finditer_finds_on_the_bundled_request() -> None:
     for item in build_legal_context()["items"]:
         assert find_volatile.__wrapped__(item["text"], VolatileRules()) == _by_finditer(
