@@ -496,8 +496,27 @@ def test_every_match_start_of_a_word_opened_pattern_is_a_candidate(pieces: list[
 # Hex digits in runs of every length around a nonce's 16, glued to word characters or not, and
 # the UUID's groups and hyphens in and out of shape.
 HEX_PIECES = st.sampled_from(
-    ["deadbeef", "0123456789abcdef", "DEADBEEF", "a1b2", "9", "f", "-", "--", "_", "g", "x", " ", "\n"]
-    + ["a1b2c3d4-e5f6-7a8b-9c0d-e1f2a3b4c5d6", "A1B2C3D4-", "e5f6-", "e1f2a3b4c5d6", "=", "."]
+    [
+        "deadbeef",
+        "0123456789abcdef",
+        "DEADBEEF",
+        "a1b2",
+        "9",
+        "f",
+        "-",
+        "--",
+        "_",
+        "g",
+        "x",
+        " ",
+        "\n",
+        "a1b2c3d4-e5f6-7a8b-9c0d-e1f2a3b4c5d6",
+        "A1B2C3D4-",
+        "e5f6-",
+        "e1f2a3b4c5d6",
+        "=",
+        ".",
+    ]
 )
 
 
@@ -531,10 +550,58 @@ def test_hex_shaped_values_are_found_where_they_stand_alone(text: str, kind: str
 # Digits in runs of every length the patterns read, with the separators, suffixes, words and
 # month names (three languages, three cases) that may follow them, and digits beyond ASCII.
 DATED_PIECES = st.sampled_from(
-    ["1", "12", "31", "2026", "20260916", "1726480331", "9", "0", ":", "-", "/", ".", ",", " ", "  ", "\n"]
-    + ["er", "de ", "Dezember", "décembre", "diciembre", "Sep", "SEP", "sept", "March", "march", "may"]
-    + ["Mon", "Monday", "Tue", "st", "th", "of ", "day ", "days", "cv", "x", "T", "Z", "am", "UTC", "at "]
-    + ["\u2013", "\u2011", "١", "ſ", "Section ", "§ ", "page ", "a"]
+    [
+        "1",
+        "12",
+        "31",
+        "2026",
+        "20260916",
+        "1726480331",
+        "9",
+        "0",
+        ":",
+        "-",
+        "/",
+        ".",
+        ",",
+        " ",
+        "  ",
+        "\n",
+        "er",
+        "de ",
+        "Dezember",
+        "décembre",
+        "diciembre",
+        "Sep",
+        "SEP",
+        "sept",
+        "March",
+        "march",
+        "may",
+        "Mon",
+        "Monday",
+        "Tue",
+        "st",
+        "th",
+        "of ",
+        "day ",
+        "days",
+        "cv",
+        "x",
+        "T",
+        "Z",
+        "am",
+        "UTC",
+        "at ",
+        "\u2013",
+        "\u2011",
+        "١",
+        "ſ",
+        "Section ",
+        "§ ",
+        "page ",
+        "a",
+    ]
 )
 
 
