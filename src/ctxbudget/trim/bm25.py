@@ -23,6 +23,7 @@ __all__ = [
     "bm25_from_profile",
     "bm25_scores",
     "bm25_span_scores",
+    "bounded_word_counts",
     "query_terms",
     "repeats_itself",
     "span_word_counts",
@@ -114,6 +115,11 @@ def span_word_counts(mask: str, spans: Sequence[tuple[int, int]]) -> list[int]:
     """Words in each span of a :func:`word_mask`: word starts inside it, counted in C (an empty
     span holds none, even where a word starts)."""
     return [mask.count(" a", a, b) + (b > a and mask[a] == "a") for a, b in spans]
+
+
+def bounded_word_counts(mask: str, starts: Sequence[int], ends: Sequence[int]) -> list[int]:
+    """:func:`span_word_counts` of the spans from ``starts`` to ``ends``."""
+    return [mask.count(" a", a, b) + (b > a and mask[a] == "a") for a, b in zip(starts, ends, strict=True)]
 
 
 @per_fit

@@ -45,7 +45,7 @@ def _chars(key: _MemoKey, _: Extract) -> int:
 
 
 _MEMO: WeighedLRU[_MemoKey, Extract] = WeighedLRU(_MEMO_CHARS, _chars, _MEMO_SIZE)
-_EMPTY = SentenceProfile("", (), (), (), "", None)
+_EMPTY = SentenceProfile("", (), (), (), (), "", None)
 
 
 def _ascii_hits(profiles: list[SentenceProfile], wanted: tuple[str, ...]) -> dict[int, dict[str, int]]:
@@ -58,12 +58,12 @@ def _ascii_hits(profiles: list[SentenceProfile], wanted: tuple[str, ...]) -> dic
     numbers: list[int] = []
     at = number = 0
     for profile in profiles:
-        if profile.lowered is not None and profile.spans:
+        if profile.lowered is not None and profile.starts:
             lowered.append(profile.lowered)
-            starts += [at + a for a, _ in profile.spans]
-            numbers += range(number, number + len(profile.spans))
+            starts += map(at.__add__, profile.starts)
+            numbers += range(number, number + len(profile.starts))
             at += len(profile.lowered) + 1
-        number += len(profile.spans)
+        number += len(profile.starts)
     found = ascii_term_hits(" ".join(lowered), wanted, starts)
     return {numbers[k]: counts for k, counts in found.items()}
 
@@ -77,15 +77,16 @@ def _scores(profiles: list[SentenceProfile], query: str) -> list[float]:
     for profile in profiles:
         if profile.lowered is None:
             hits.update((offset + i, c) for i, c in profile.hits(set(wanted)).items())
-        offset += len(profile.spans)
+        offset += len(profile.starts)
     return bm25_from_hits(wanted, hits, [n for p in profiles for n in p.lengths])
 
 
 def _extract(texts: tuple[str, ...], budget: int, query: str, counter: TokenCounter) -> Extract:
     profiles = [sentence_profile(counter.encoding_name, t) if t else _EMPTY for t in texts]
-    spans = list(chain.from_iterable(p.spans for p in profiles))
+    starts = list(chain.from_iterable(p.starts for p in profiles))
+    ends = list(chain.from_iterable(p.ends for p in profiles))
     costs = list(chain.from_iterable(p.costs for p in profiles))
-    sources = list(chain.from_iterable(repeat(s, len(p.spans)) for s, p in enumerate(profiles)))
+    sources = list(chain.from_iterable(repeat(s, len(p.starts)) for s, p in enumerate(profiles)))
     negated = [-score for score in _scores(profiles, query)]
     # Best first, ties earlier first: a stable sort on the score alone keeps ties in index order.
     order = sorted(range(len(costs)), key=negated.__getitem__)
@@ -98,8 +99,7 @@ def _extract(texts: tuple[str, ...], budget: int, query: str, counter: TokenCoun
             used += cost
     kept: list[list[str]] = [[] for _ in texts]
     for i in sorted(chosen):
-        start, end = spans[i]
-        kept[sources[i]].append(texts[sources[i]][start:end])
+        kept[sources[i]].append(texts[sources[i]][starts[i] : ends[i]])
     return Extract(tuple("\n".join(k) for k in kept), used, len(chosen), len(costs))
 
 
