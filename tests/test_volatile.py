@@ -619,6 +619,19 @@ def test_every_match_start_of_a_dated_pattern_is_a_candidate(pieces: list[str]) 
     assert find_volatile.__wrapped__(text, VolatileRules()) == _by_finditer(text, VolatileRules())
 
 
+MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September"]
+MONTHS += ["October", "November", "December", "Sept"]
+
+
+@pytest.mark.parametrize("month", [*MONTHS, *map(str.upper, MONTHS), *map(str.lower, MONTHS)])
+@pytest.mark.parametrize("form", ["Signed {} 16, 2026.", "Signed 16 {} 2026.", "Due Monday, {} 16, 2026"])
+def test_a_date_with_each_months_name_in_each_case_is_found(month: str, form: str) -> None:
+    text = form.format(month)
+    found = find_volatile.__wrapped__(text, VolatileRules())
+    assert found is not None and found.kind == "date" and month in found.value
+    assert found == _by_finditer(text, VolatileRules())
+
+
 def test_scanning_finds_what_finditer_finds_on_the_bundled_request() -> None:
     for item in build_legal_context()["items"]:
         assert find_volatile.__wrapped__(item["text"], VolatileRules()) == _by_finditer(

@@ -29,6 +29,7 @@ import functools
 import itertools
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -455,8 +456,29 @@ def _candidates(name: str, text: str) -> list[int]:
     if shape is not None and text.isascii():
         return _shape_starts(text.translate(_HEX_MARKS), shape, runs_only=name == "hex")
     finders = _finders(name, text.isascii())
-    found = [m.start() for finder in finders for m in finder.finditer(text)]
+    found: list[int] = []
+    for k, finder in enumerate(finders):
+        words = _MATCHED_AT.get((name, k))
+        if words is None:
+            found += map(re.Match.start, finder.finditer(text))
+        else:
+            found += (at for at in _occurrences(text, words) if finder.match(text, at))
     return sorted(found) if len(finders) > 1 else found
+
+
+# Finders tried only where one of their words occurs (found by ``str.find``), not scanned for:
+# the date-word scanner's second finder opens with a class of the lower-case months' first
+# letters, which stopped at a third of a playbook's letters (0.51 of its 0.74 ms scan; 0.06 ms so).
+_MATCHED_AT = {("date word", 1): tuple(_LOWER_MONTH_STARTS.split("|"))}
+
+
+def _occurrences(text: str, words: tuple[str, ...]) -> Iterator[int]:
+    """Where each of ``words`` occurs in ``text`` (a word at a time)."""
+    for word in words:
+        at = text.find(word)
+        while at >= 0:
+            yield at
+            at = text.find(word, at + 1)
 
 
 def _shape_starts(marked: str, shape: str, *, runs_only: bool) -> list[int]:
