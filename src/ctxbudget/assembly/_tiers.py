@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..errors import TIER_HINT, BudgetExceeded, InvalidRequestError, SupersedeUnverified
 from ..items import JOINER, JOINER_TOKENS, MESSAGE_FRAMING_TOKENS
-from ..tokens.counter import TokenCounter, analyze
+from ..tokens.counter import TokenCounter, analyze, count_together
 from ..trim.extract import extract_sentences
 from ..trim.passages import PassageScorer, passage_tokens, ranking, select_regions, split_passages
 from ..trim.text import TextSpan
@@ -285,6 +285,7 @@ def _compact(
     if tier.compact_method == "passages":
         return _compact_passages(tier, items, counter, target - wrappers, query, costs, scorer)
     extract = extract_sentences([i.text for i in items], max(0, target - fixed), query, counter)
+    count_together(counter.encoding, extract.texts)  # each is counted below
     texts: list[tuple[ContextItem, str]] = []
     decisions = []
     for item, text in zip(items, extract.texts, strict=True):

@@ -29,6 +29,7 @@ __all__ = [
     "cached_analysis",
     "clear_count_cache",
     "count_ahead",
+    "count_together",
 ]
 
 
@@ -179,9 +180,7 @@ class CountingAhead:
 
     def _count(self, encoding: TiktokenEncoding, texts: list[str]) -> None:
         try:
-            for text, lengths in zip(texts, encoding.token_lengths_each(texts) or (), strict=False):
-                if lengths is not None:
-                    _CACHE.put((encoding.name, text), ChunkAnalysis(text, lengths))
+            _cache_each(encoding, texts)
         except BaseException as exc:  # raised in the caller's thread by wait()
             self._failed = exc
 
@@ -195,6 +194,29 @@ class CountingAhead:
             raise self._failed
 
 
+def _cache_each(encoding: TiktokenEncoding, texts: list[str]) -> None:
+    for text, lengths in zip(texts, encoding.token_lengths_each(texts) or (), strict=False):
+        if lengths is not None:
+            _CACHE.put((encoding.name, text), ChunkAnalysis(text, lengths))
+
+
+def _uncached(encoding: Encoding, texts: Iterable[str]) -> list[str] | None:
+    """The distinct texts of ``texts`` not in the content cache, or None: the encoding has no
+    attached engine to count several in one call."""
+    if not isinstance(encoding, TiktokenEncoding) or encoding.engine == "tiktoken":
+        return None
+    return [t for t in dict.fromkeys(texts) if t and _CACHE.get((encoding.name, t)) is None]
+
+
+def count_together(encoding: Encoding, texts: Iterable[str]) -> None:
+    """Count ``texts`` (those not in the content cache) in one call of the encoding's attached
+    engine, where each would be a call of its own when first needed: a compacted tier's 75 kept
+    texts took 0.72 ms as calls of their own. Without an attached engine, nothing is done here."""
+    wanted = _uncached(encoding, texts)
+    if wanted and isinstance(encoding, TiktokenEncoding):
+        _cache_each(encoding, wanted)
+
+
 def count_ahead(encoding: Encoding, texts: Iterable[str]) -> CountingAhead:
     """Start counting ``texts`` (those not in the content cache) on a thread, in one call of the
     encoding's attached engine (:mod:`.fast`), which releases the GIL: the caller's thread goes
@@ -204,10 +226,12 @@ def count_ahead(encoding: Encoding, texts: Iterable[str]) -> CountingAhead:
     would be called once a text, each call taking the GIL back from the caller's thread: the
     legal example's texts took 29-35 ms so, against 23 ms one after the other), nor for fewer
     than :data:`AHEAD_MIN_CHARS` characters."""
-    if not isinstance(encoding, TiktokenEncoding) or encoding.engine == "tiktoken":
-        return CountingAhead()
-    wanted = [t for t in dict.fromkeys(texts) if t and _CACHE.get((encoding.name, t)) is None]
-    if sum(map(len, wanted)) < AHEAD_MIN_CHARS:
+    wanted = _uncached(encoding, texts)
+    if (
+        wanted is None
+        or sum(map(len, wanted)) < AHEAD_MIN_CHARS
+        or not isinstance(encoding, TiktokenEncoding)
+    ):
         return CountingAhead()
     return CountingAhead(encoding, wanted)
 
