@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import sys
 import tracemalloc
 from collections import Counter
 
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 
 from ctxbudget import clear_caches, get_encoding
 from ctxbudget.simulation.deposition import build_legal_context
-from ctxbudget.tokens.counter import TokenCounter, clear_count_cache
+from ctxbudget.tokens.counter import TokenCounter, analyze, clear_count_cache
 from ctxbudget.trim import extract, profile, sentences
 from ctxbudget.trim.bm25 import bm25_scores, terms
 from ctxbudget.trim.extract import Extract, extract_sentences
@@ -78,6 +79,33 @@ def test_extraction_equals_the_naive_definition_cold_and_cached(
     assert extract_sentences(list(texts), budget, query, COUNTER) == cold  # remembered
     extract._MEMO.clear()
     assert extract_sentences(texts, budget, query, COUNTER) == cold  # from cached profiles
+
+
+def _costs_apart(texts: list[str]) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
+    """Each text's sentence costs read together (:func:`profile._costs_each`), and one text at a time."""
+    encoding = get_encoding("o200k_base")
+    analyses = [analyze(encoding, t) for t in texts]
+    bounds = [profile.sentence_bounds(t) for t in texts]
+    return profile._costs_each(analyses, bounds), [
+        profile._costs(a, *b) for a, b in zip(analyses, bounds, strict=True)
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=TEXTS)
+def test_sentence_costs_read_together_are_each_texts_own(texts: list[str]) -> None:
+    pytest.importorskip("numpy")  # loaded: the ASCII texts' costs are read by one lookup
+    together, apart = _costs_apart([t for t in texts if t])
+    assert together == apart
+
+
+def test_sentence_costs_without_numpy_loaded_are_read_a_text_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "numpy", None)  # as in a process that never imported it
+    texts = ["Mr. Hale was late. It was. ", "Ünïcode text. Next one!", "A. No.\nQ. Why?", "x"]
+    together, apart = _costs_apart(texts)
+    assert together == apart
 
 
 def test_spans_are_the_trimmed_sentences() -> None:

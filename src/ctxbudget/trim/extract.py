@@ -17,7 +17,7 @@ from ..tokens.counter import TokenCounter
 from ..tokens.registry import when_replaced
 from ..weighed import WeighedLRU
 from .bm25 import ascii_term_hits, bm25_from_hits, query_terms
-from .profile import SentenceProfile, clear_profile_cache, sentence_profile
+from .profile import SentenceProfile, clear_profile_cache, sentence_profiles
 
 __all__ = ["Extract", "clear_sentence_cache", "extract_sentences"]
 
@@ -82,7 +82,8 @@ def _scores(profiles: list[SentenceProfile], query: str) -> list[float]:
 
 
 def _extract(texts: tuple[str, ...], budget: int, query: str, counter: TokenCounter) -> Extract:
-    profiles = [sentence_profile(counter.encoding_name, t) if t else _EMPTY for t in texts]
+    made = iter(sentence_profiles(counter.encoding_name, [t for t in texts if t]))
+    profiles = [next(made) if t else _EMPTY for t in texts]
     starts = list(chain.from_iterable(p.starts for p in profiles))
     ends = list(chain.from_iterable(p.ends for p in profiles))
     costs = list(chain.from_iterable(p.costs for p in profiles))

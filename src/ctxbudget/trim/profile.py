@@ -15,12 +15,15 @@ the length of non-ASCII text and depends on context, so offsets would not line u
 from __future__ import annotations
 
 import re
+import sys
 from bisect import bisect_left
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, chain
+from typing import Any
 
-from ..tokens.counter import analyze
+from ..tokens.counter import ChunkAnalysis, analyze
 from ..tokens.registry import get_encoding
 from ..weighed import WeighedLRU
 from .bm25 import ascii_term_hits, bounded_word_counts, terms, word_mask
@@ -32,6 +35,7 @@ __all__ = [
     "clear_profile_cache",
     "sentence_bounds",
     "sentence_profile",
+    "sentence_profiles",
     "sentence_spans",
 ]
 
@@ -97,12 +101,12 @@ class SentenceProfile:
         return tuple(zip(self.starts, self.ends, strict=True))
 
 
-def _costs(encoding_name: str, text: str, starts: tuple[int, ...], ends: tuple[int, ...]) -> tuple[int, ...]:
+def _costs(analysis: ChunkAnalysis, starts: tuple[int, ...], ends: tuple[int, ...]) -> tuple[int, ...]:
     """Tokens starting in each sentence, from one encode of the text (a token belongs where it starts)."""
-    analysis = analyze(get_encoding(encoding_name), text)
+    text = analysis.text
     count = len(analysis.lengths)
     tokens = list(accumulate(analysis.lengths, initial=0))
-    ascii_only = text.isascii()
+    ascii_only = analysis.size == len(text)
     costs: list[int] = []
     char, byte = 0, 0  # walk forward so byte offsets cost one pass over the text
     for start, end in zip(starts, ends, strict=True):
@@ -111,6 +115,44 @@ def _costs(encoding_name: str, text: str, starts: tuple[int, ...], ends: tuple[i
         costs.append(bisect_left(tokens, byte + size, 0, count) - bisect_left(tokens, byte, 0, count))
         char, byte = end, byte + size
     return tuple(costs)
+
+
+def _costs_each(
+    analyses: list[ChunkAnalysis], bounds: list[tuple[tuple[int, ...], tuple[int, ...]]]
+) -> list[tuple[int, ...]]:
+    """:func:`_costs` of each text; with numpy loaded (quicktok loads it), those of the ASCII
+    texts read together: their tokens' starts as one running sum, each sentence's bounds looked
+    up in it by ``searchsorted`` (the legal example's 105 pages, 4,190 sentences: 2.8 ms ->
+    0.6 ms). A text's bounds are offset by the bytes of the texts before it, whose tokens end
+    exactly there, so a difference of two lookups counts the text's own tokens. numpy is not
+    imported here: a process that has not loaded it counts with :func:`_costs`."""
+    numpy = sys.modules.get("numpy")
+    costs: list[tuple[int, ...] | None] = [None] * len(analyses)
+    wide = [i for i, a in enumerate(analyses) if numpy is None or a.size != len(a.text)]
+    for i in wide:
+        costs[i] = _costs(analyses[i], *bounds[i])
+    narrow = [i for i in range(len(analyses)) if costs[i] is None]
+    if narrow:
+        assert numpy is not None
+        lengths = numpy.frombuffer(b"".join(analyses[i].lengths for i in narrow), dtype=numpy.uint8)
+        tokens = numpy.zeros(len(lengths) + 1, dtype=numpy.int64)
+        numpy.cumsum(lengths, out=tokens[1:])
+        bases = list(accumulate(analyses[i].size for i in narrow))
+        sentences = [len(bounds[i][0]) for i in narrow]
+
+        def looked_up(side: int) -> Any:
+            shifted = (
+                map(base.__add__, bounds[i][side]) for i, base in zip(narrow, [0, *bases], strict=False)
+            )
+            flat = numpy.fromiter(chain.from_iterable(shifted), dtype=numpy.int64, count=sum(sentences))
+            return numpy.searchsorted(tokens, flat)
+
+        found = (looked_up(1) - looked_up(0)).tolist()
+        at = 0
+        for i, n in zip(narrow, sentences, strict=True):
+            costs[i] = tuple(found[at : at + n])
+            at += n
+    return costs  # type: ignore[return-value]  # every one set above
 
 
 # Characters of the texts profiled that are kept: about the count cache's 2M tokens of text,
@@ -124,17 +166,28 @@ _PROFILES: WeighedLRU[tuple[str, str], SentenceProfile] = WeighedLRU(
 def sentence_profile(encoding_name: str, text: str) -> SentenceProfile:
     """The profile of ``text`` for ``encoding_name``; cached by content, so a transcript is
     profiled once per process (while it is among the last 8 million characters profiled)."""
-    key = (encoding_name, text)
-    found = _PROFILES.get(key)
-    if found is None:
-        found = _profile(encoding_name, text)
-        _PROFILES.put(key, found)
-    return found
+    return sentence_profiles(encoding_name, [text])[0]
 
 
-def _profile(encoding_name: str, text: str) -> SentenceProfile:
-    starts, ends = sentence_bounds(text)
-    costs = _costs(encoding_name, text, starts, ends)
+def sentence_profiles(encoding_name: str, texts: Sequence[str]) -> list[SentenceProfile]:
+    """:func:`sentence_profile` of each text, those not cached made together (their sentence
+    costs read at once: :func:`_costs_each`)."""
+    found = [_PROFILES.get((encoding_name, t)) for t in texts]
+    missing = list(dict.fromkeys(t for t, p in zip(texts, found, strict=True) if p is None))
+    if missing:
+        encoding = get_encoding(encoding_name)
+        bounds = [sentence_bounds(t) for t in missing]
+        costs = _costs_each([analyze(encoding, t) for t in missing], bounds)
+        made = {t: _profile(t, *b, c) for t, b, c in zip(missing, bounds, costs, strict=True)}
+        for text, profile in made.items():
+            _PROFILES.put((encoding_name, text), profile)
+        found = [p if p is not None else made[t] for t, p in zip(texts, found, strict=True)]
+    return found  # type: ignore[return-value]  # every one found or made
+
+
+def _profile(
+    text: str, starts: tuple[int, ...], ends: tuple[int, ...], costs: tuple[int, ...]
+) -> SentenceProfile:
     if text.isascii():
         lengths = tuple(bounded_word_counts(word_mask(text), starts, ends))
         return SentenceProfile(text, starts, ends, costs, lengths, text.lower(), None)
