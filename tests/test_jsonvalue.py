@@ -3,6 +3,7 @@ refuses, and errors name the path whichever walk saw the value first."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 
 from ctxbudget import InvalidRequestError, fit
 from ctxbudget.fitting._memo import content_key, freeze
+from ctxbudget.formats import jsonvalue
 from ctxbudget.formats.jsonvalue import (
     MAX_DEPTH,
     RepeatedKey,
@@ -207,7 +209,14 @@ def test_depth_is_refused_past_the_limit_by_both_walks() -> None:
     assert check_json_value({"a": shallow}).plain
 
 
-def test_the_memo_key_tells_apart_what_the_fit_tells_apart() -> None:
+@pytest.mark.parametrize("writer", ["orjson", "json"])
+def test_the_memo_key_tells_apart_what_the_fit_tells_apart(
+    writer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if writer == "json":  # as without the gateway extra
+        monkeypatch.setattr(jsonvalue, "orjson", None)
+    else:
+        pytest.importorskip("orjson")
     bodies: list[dict[str, Any]] = [
         {"x": 0.0},
         {"x": -0.0},
@@ -219,9 +228,16 @@ def test_the_memo_key_tells_apart_what_the_fit_tells_apart() -> None:
         {"y": "b", "x": "a"},
         {"x": Label("a")},
         {"x": "a"},
+        {"x": 2**64},  # past orjson's 64 bits: written by json
+        {"x": 2**64 + 1},
+        {"x": float(2**53)},
+        {"x": 2**53},
+        {"x": "\u00e9"},
+        {"x": "e\u0301"},
     ]
     found = {content_key(b, check_json_value(b)) for b in bodies}
     assert len(found) == len(bodies)
+    assert {content_key(b, check_json_value(b)) for b in copy.deepcopy(bodies)} == found
     large = {"x": "y" * 300_000}
     assert content_key(large, check_json_value(large)) == freeze(large)
 
