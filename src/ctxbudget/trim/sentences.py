@@ -359,7 +359,7 @@ def _settled_end_pattern(*, ascii_only: bool) -> re.Pattern[str]:
     cjk = "" if ascii_only else rf"|(?<=[{WIDE_ENDS}])[{WIDE_ENDS}]*{WIDE_CLOSING}"
     return re.compile(
         ("[.!?\n]" if ascii_only else f"[.!?{WIDE_ENDS}\n]") + r"(?:(?<=\n)(?P<nl>)"
-        rf"|(?<=\.)(?![.!?])(?:(?<=[A-Za-z]{{{longest + 1}}}\.)|(?!{abbreviation}))(?:(?={word})(?!{german}){closers}{settled('lower')}|(?!{word}){closers}(?P<check>)|(?={german})(?P<german>))"
+        rf"|(?<=\.)(?![.!?])(?!{abbreviation})(?:(?={word})(?!{german}){closers}{settled('lower')}|(?!{word}){closers}(?P<check>)|(?={german})(?P<german>))"
         rf"|(?<=[.!?])(?!(?<=\.)(?![.!?])){_RUN_START}[.!?]*{closers}{settled('lower_run')}"
         rf"{cjk})"
     )
