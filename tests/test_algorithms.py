@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
 
-from hypothesis import example, given
+import pytest
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxbudget.fitting._budget import BudgetSplit, allocate, budget_ceiling
@@ -211,6 +213,50 @@ def test_one_pass_over_the_words_finds_what_a_search_per_term_finds(
     assert sorted(bm25._words_among(text, frozenset(ascii_wanted))) == sorted(
         bm25._each_term(text, ascii_wanted)
     )
+
+
+SENTENCE_WORDS = st.sampled_from(["notice", "Notice", "not", "ice", "aaaa", "aa", "x1", "a_b", "the", "é"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    sentences=st.lists(st.lists(SENTENCE_WORDS, max_size=12).map(" ".join), max_size=12),
+    wanted=st.lists(SENTENCE_WORDS.map(str.lower), unique=True, max_size=6)
+    | st.lists(st.text(alphabet="abcx1", min_size=1, max_size=3), unique=True, min_size=33, max_size=40),
+)
+def test_bm25_of_a_text_read_with_numpy_gives_the_floats_of_its_hits(
+    sentences: list[str], wanted: list[str]
+) -> None:
+    """With numpy loaded, the scores of a text's spans are read per term at once: the same floats
+    as from the hits one at a time (a search per term, terms repeating themselves, and past
+    MANY_TERMS terms the pass over the words)."""
+    pytest.importorskip("numpy")
+    text = " ".join(sentences).lower()
+    if not text.isascii():
+        return
+    starts = list(itertools.accumulate((len(s) + 1 for s in sentences[:-1]), initial=0)) if sentences else []
+    lengths = bm25.span_word_counts(
+        bm25.word_mask(text), list(zip(starts, [*starts[1:], len(text)][: len(starts)], strict=True))
+    )
+    expected = bm25.bm25_from_hits(wanted, bm25.ascii_term_hits(text, wanted, starts), lengths)
+    assert [repr(s) for s in bm25.bm25_of_text(text, wanted, starts, lengths)] == [repr(s) for s in expected]
+
+
+def test_bm25_of_the_bundled_transcript_read_with_numpy_gives_the_floats_of_its_hits() -> None:
+    pytest.importorskip("numpy")
+    from ctxbudget.simulation.deposition import build_legal_context
+
+    pages = [i["text"] for i in build_legal_context()["items"] if i.get("tier") == "contextual"]
+    text = " ".join(pages).lower()
+    starts = list(itertools.accumulate((len(p) + 1 for p in pages[:-1]), initial=0))
+    spans = list(zip(starts, [*starts[1:], len(text)], strict=True))
+    lengths = bm25.span_word_counts(bm25.word_mask(text), spans)
+    for query in ["notice of the defect", "Inspection Maintenance ChangeOrder", "the a of to and in"]:
+        wanted = bm25.query_terms(query)
+        expected = bm25.bm25_from_hits(wanted, bm25.ascii_term_hits(text, wanted, starts), lengths)
+        assert [repr(s) for s in bm25.bm25_of_text(text, wanted, starts, lengths)] == [
+            repr(s) for s in expected
+        ]
 
 
 def test_a_percentage_given_as_a_boolean_is_junk_not_one_percent() -> None:

@@ -16,7 +16,7 @@ from itertools import chain, repeat
 from ..tokens.counter import TokenCounter
 from ..tokens.registry import when_replaced
 from ..weighed import WeighedLRU
-from .bm25 import ascii_term_hits, bm25_from_hits, query_terms
+from .bm25 import ascii_term_hits, bm25_from_hits, bm25_of_text, query_terms
 from .profile import SentenceProfile, clear_profile_cache, sentence_profiles
 
 __all__ = ["Extract", "clear_sentence_cache", "extract_sentences"]
@@ -48,11 +48,12 @@ _MEMO: WeighedLRU[_MemoKey, Extract] = WeighedLRU(_MEMO_CHARS, _chars, _MEMO_SIZ
 _EMPTY = SentenceProfile("", (), (), (), (), "", None)
 
 
-def _ascii_hits(profiles: list[SentenceProfile], wanted: tuple[str, ...]) -> dict[int, dict[str, int]]:
-    """The query terms' counts in the ASCII profiles' sentences (numbered across ``profiles``),
-    read from their lower-cased texts joined by spaces: one search per term, not one per text and
-    term (105 transcript pages: 4.6 ms -> 3.4-3.8 ms). A space stands where a text ends, so a term
-    stands alone next to it exactly as at a text's edge, and a term holds no space."""
+def _ascii_text(profiles: list[SentenceProfile]) -> tuple[str, list[int], list[int]]:
+    """The ASCII profiles' lower-cased texts joined by spaces, where each of their sentences starts
+    in it, and each sentence's number across ``profiles``: one search per term over them all, not
+    one per text and term (105 transcript pages: 4.6 ms -> 3.4-3.8 ms). A space stands where a
+    text ends, so a term stands alone next to it exactly as at a text's edge, and a term holds
+    no space."""
     lowered: list[str] = []
     starts: list[int] = []
     numbers: list[int] = []
@@ -64,21 +65,24 @@ def _ascii_hits(profiles: list[SentenceProfile], wanted: tuple[str, ...]) -> dic
             numbers += range(number, number + len(profile.starts))
             at += len(profile.lowered) + 1
         number += len(profile.starts)
-    found = ascii_term_hits(" ".join(lowered), wanted, starts)
-    return {numbers[k]: counts for k, counts in found.items()}
+    return " ".join(lowered), starts, numbers
 
 
 def _scores(profiles: list[SentenceProfile], query: str) -> list[float]:
     """BM25 of every sentence of ``profiles`` (in order) against ``query``. A score sums over
     ``wanted`` in its order, so the order the hits are found in does not change a float."""
     wanted = query_terms(query)
-    hits = _ascii_hits(profiles, wanted)
+    lowered, starts, numbers = _ascii_text(profiles)
+    lengths = [n for p in profiles for n in p.lengths]
+    if len(numbers) == len(lengths):  # every sentence is in the ASCII text
+        return bm25_of_text(lowered, wanted, starts, lengths)
+    hits = {numbers[k]: counts for k, counts in ascii_term_hits(lowered, wanted, starts).items()}
     offset = 0
     for profile in profiles:
         if profile.lowered is None:
             hits.update((offset + i, c) for i, c in profile.hits(set(wanted)).items())
         offset += len(profile.starts)
-    return bm25_from_hits(wanted, hits, [n for p in profiles for n in p.lengths])
+    return bm25_from_hits(wanted, hits, lengths)
 
 
 def _extract(texts: tuple[str, ...], budget: int, query: str, counter: TokenCounter) -> Extract:
