@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxbudget import clear_caches, get_encoding
+from ctxbudget import clear_caches, get_encoding, register_encoding
 from ctxbudget.simulation.deposition import build_legal_context
 from ctxbudget.tokens.counter import TokenCounter, analyze, clear_count_cache
 from ctxbudget.trim import extract, profile, sentences
@@ -99,6 +99,33 @@ def test_sentence_costs_read_together_are_each_texts_own(texts: list[str]) -> No
     assert together == apart
 
 
+class _CappedWords:
+    """A plug-in: a token a run of non-blanks or blanks, its length capped at a byte's 255 (so
+    the lengths of a text with a longer word do not sum to its size)."""
+
+    name = "capped-words"
+    proven_boundaries = False
+
+    def encode(self, text: str) -> list[int]:
+        return [len(m) for m in re.findall(r"\S+|\s+", text)]
+
+    def token_lengths(self, text: str) -> bytes:
+        return bytes(min(255, len(m.encode("utf-8"))) for m in re.findall(r"\S+|\s+", text))
+
+
+def test_sentence_costs_read_together_hold_to_each_texts_own_tokens() -> None:
+    """The texts after one whose lengths fall short of its size were costed from the wrong
+    tokens (0 tokens a sentence), and an extraction then kept 12 tokens for a budget of 4."""
+    pytest.importorskip("numpy")
+    register_encoding("capped-words", _CappedWords)
+    encoding = get_encoding("capped-words")
+    texts = ["x" * 300 + " end. Short one.", "Alpha beta gamma. Delta epsilon. Zeta."]
+    analyses = [analyze(encoding, t) for t in texts]
+    bounds = [profile.sentence_bounds(t) for t in texts]
+    apart = [profile._costs(a, *b) for a, b in zip(analyses, bounds, strict=True)]
+    assert profile._costs_each(analyses, bounds) == apart == [(7, 0), (5, 3, 1)]
+
+
 def test_sentence_costs_without_numpy_loaded_are_read_a_text_at_a_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -171,7 +198,7 @@ def test_remembered_extractions_are_bounded_by_the_characters_they_hold(
 @given(text=st.lists(PIECES, max_size=80).map("".join), query=st.lists(PIECES, max_size=8).map("".join))
 def test_a_profile_counts_each_sentence_as_bm25_reads_it(text: str, query: str) -> None:
     profile = sentence_profile("o200k_base", text)
-    words = [terms(text[a:b]) for a, b in profile.spans]
+    words = [terms(text[a:b]) for a, b in zip(profile.starts, profile.ends, strict=True)]
     assert list(profile.lengths) == [len(w) for w in words]
     query_terms = set(terms(query))
     expected = {i: {t: Counter(w)[t] for t in query_terms if t in w} for i, w in enumerate(words)}

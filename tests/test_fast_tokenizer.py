@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import functools
 import random
+import threading
 import unicodedata
 from collections.abc import Iterator
 from typing import Any
@@ -13,8 +14,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxbudget import ConfigError, assemble, clear_caches, fit, get_encoding, register_encoding
+from ctxbudget import (
+    ConfigError,
+    VolatileValueError,
+    assemble,
+    clear_caches,
+    fit,
+    get_encoding,
+    register_encoding,
+)
 from ctxbudget.simulation.deposition import build_legal_context
+from ctxbudget.tokens import counter
 from ctxbudget.tokens.bundled import bundled_tokens
 from ctxbudget.tokens.counter import AHEAD_MIN_CHARS, cached_analysis, clear_count_cache, count_ahead
 from ctxbudget.tokens.encoding import PIECE_CHARS, TiktokenEncoding
@@ -379,13 +389,54 @@ def test_nothing_is_counted_ahead_without_an_engine_for_little_text_or_twice() -
     assert recording.batches == [[LONG]]
 
 
-def test_an_engine_failing_ahead_fails_the_wait() -> None:
+def test_an_engine_failing_ahead_leaves_the_texts_to_the_count_that_needs_them() -> None:
     encoding = _bundled("o200k_base")
     recording = _recorded("o200k_base")
     recording.fail = KeyError("broken engine")
-    ahead = count_ahead(encoding, [LONG])
-    with pytest.raises(KeyError, match="broken engine"):
-        ahead.wait()
+    count_ahead(encoding, [LONG]).wait()  # the thread's failure is not raised here
+    assert cached_analysis(encoding, LONG) is None
+    with pytest.raises(KeyError, match="broken engine"):  # but where the text is counted
+        encoding.token_lengths(LONG)
+    recording.fail = None
+    assert len(encoding.token_lengths(LONG)) == len(encoding.tiktoken.encode_ordinary(LONG))
+
+
+def test_a_check_failing_while_texts_are_counted_ahead_is_the_error_raised() -> None:
+    """The pinned playbook's date is the error, not the engine's failure on the texts counted
+    meanwhile (raised from the thread, it replaced the check's error)."""
+    request = build_legal_context()
+    request["items"][0] = {
+        **request["items"][0],
+        "text": "Updated 2026-09-16. " + request["items"][0]["text"],
+    }
+    _recorded("o200k_base").fail = MemoryError("bad_alloc")
+    with pytest.raises(VolatileValueError, match="2026-09-16"):
+        assemble(request, policy="legal-review", model="claude-sonnet-4-5")
+
+
+def test_nothing_is_counted_ahead_where_no_thread_starts_or_past_half_the_cache(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    encoding = _bundled("o200k_base")
+    recording = _recorded("o200k_base")
+
+    class NoThread(threading.Thread):
+        def start(self) -> None:
+            raise RuntimeError("can't start new thread")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(counter.threading, "Thread", NoThread)
+        count_ahead(encoding, [LONG]).wait()
+        assert recording.batches == []
+        request = build_legal_context()
+        result = assemble(request, policy="legal-review", model="claude-sonnet-4-5")
+    playbook = request["items"][0]["text"]
+    assert [playbook] in recording.batches and result.report.tokens > 0  # counted alone, when needed
+    clear_caches()
+    recording.texts.clear()
+    monkeypatch.setattr(counter._CACHE, "max_weight", 2 * len(LONG) - 2)  # LONG is over half of it
+    count_ahead(encoding, [LONG]).wait()
+    assert recording.texts == [] and cached_analysis(encoding, LONG) is None
 
 
 def test_an_assembly_counted_ahead_is_the_same() -> None:

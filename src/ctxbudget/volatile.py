@@ -188,13 +188,14 @@ _PATTERN_SOURCES: tuple[tuple[str, str], ...] = (
 # tests/test_volatile.py.
 _WORD_START = r"(?<!\w[^@])"
 _LOWER_MONTH_STARTS = "jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec"
+_LOWER_MONTH_CLASS = "[adfjmnos]"  # their first letters
 _SCANNER_SOURCES: dict[str, tuple[str, ...]] = {
     name: tuple(f"{first}{_WORD_START}{then}" for first, then in parts)
     for name, parts in {
         "digit": [(r"\d", "")],
         # the first letters of the day and month names; in lower case only where a month's name
         # starts (a class of its first letters took a third of the words of prose: +15% scan time)
-        "date word": [("[ADFJMNOSTW]", ""), ("[adfjmnos]", f"(?<=(?={_LOWER_MONTH_STARTS}).)")],
+        "date word": [("[ADFJMNOSTW]", ""), (_LOWER_MONTH_CLASS, f"(?<=(?={_LOWER_MONTH_STARTS}).)")],
         "digit or date word": [(r"[\dADFJMNOSTW]", "")],
         "uuid": [("[0-9a-fA-F]", "(?=[0-9a-fA-F]{7}-)")],
         "hex": [("[0-9a-fA-F]", "(?=[0-9a-fA-F]{15})")],
@@ -268,15 +269,16 @@ _MONTH_STARTS = [m.title() for m in _LOWER_MONTH_STARTS.split("|")]
 # What every pattern a scanner serves has at its start, tested before the patterns: a candidate
 # fails the served alternation only after each pattern has tried each of its day and month names
 # (about 45 literals a pattern), where this rejects it at its first letters. On the bundled
-# playbook the date-word scan took 1.09 ms and the digit one 1.04 ms, for no match. Derived from
-# the patterns (a pattern added to a scanner must open with what its check names; the property
-# tests find a match start that is no candidate):
+# playbook the date-word scan took 1.09 ms and the digit one 1.04 ms, for no match. The day and
+# month names are the patterns' own; the rest is read off the patterns by hand, so a pattern
+# added to one of these scanners must open with what its check names (the property tests of
+# tests/test_volatile.py find a match start that is no candidate):
 # - date word: a day's name, or a month's in any of the three cases the patterns write;
 # - digit or date word: a day's name, or one or two digits then a suffix and a space;
-# - digit: the digits and what follows them, read off each pattern: one or two then a separator,
-#   a letter (a month's name, "er") or a space before a month's first letter in any case
-#   (German, French, Spanish), four then a date's separator, or eight and more (a compact stamp,
-#   a Unix time).
+# - digit: the digits and what follows them: one or two then a time's colon and digit, a date's
+#   separator and day, a letter (a month's name, "er"), or spaces before the first two letters
+#   of a German, French or Spanish month's name in any case, or "de" ("3 de diciembre"); four then a date's separator; or eight and more (a
+#   compact stamp, a Unix time).
 _PRECHECKS = {
     "date word": _first_letters(
         _DAY_STARTS + _MONTH_STARTS + [m.upper() for m in _MONTH_STARTS] + [m.lower() for m in _MONTH_STARTS]
@@ -284,7 +286,7 @@ _PRECHECKS = {
     "digit or date word": rf"(?:{_first_letters(_DAY_STARTS)}|\d{{1,2}}(?!\d)(?:st|nd|rd|th)?\s)",
     "digit": (
         r"(?:\d{1,2}(?!\d)(?::\d|[./-]\d{1,2}[./-]|[-/]?[A-Za-z]"
-        rf"|\.?\s+(?i:{'|'.join(sorted({w[:2] for w in _OTHER_MONTH.removeprefix('(?i:')[:-1].split('|')}))}))"
+        rf"|\.?\s+(?i:{'|'.join(sorted({'de', *(w[:2] for w in _OTHER_MONTH.removeprefix('(?i:')[:-1].split('|'))}))}))"
         r"|\d{4}[-/.\u2011\u2013]|\d{8})"
     ),
 }
@@ -449,27 +451,27 @@ _HEX_RUN = re.compile("h+")
 
 def _candidates(name: str, text: str) -> list[int]:
     """Where a pattern served by the scanner ``name`` matches in ``text``, in order."""
-    words = _OPENING_WORDS.get(name)
-    if words is not None and text.isascii():
-        return _word_starts(name, text, words)
+    opening = _OPENING_WORDS.get(name)
+    if opening is not None and text.isascii():
+        return _word_starts(name, text, opening)
     shape = _HEX_SHAPES.get(name)
     if shape is not None and text.isascii():
         return _shape_starts(text.translate(_HEX_MARKS), shape, runs_only=name == "hex")
-    finders = _finders(name, text.isascii())
     found: list[int] = []
-    for k, finder in enumerate(finders):
-        words = _MATCHED_AT.get((name, k))
+    for finder in _finders(name, text.isascii()):
+        words = next((w for first, w in _TRIED_AT.items() if finder.pattern.startswith(first)), None)
         if words is None:
             found += map(re.Match.start, finder.finditer(text))
         else:
             found += (at for at in _occurrences(text, words) if finder.match(text, at))
-    return sorted(found) if len(finders) > 1 else found
+    return sorted(found)
 
 
-# Finders tried only where one of their words occurs (found by ``str.find``), not scanned for:
-# the date-word scanner's second finder opens with a class of the lower-case months' first
-# letters, which stopped at a third of a playbook's letters (0.51 of its 0.74 ms scan; 0.06 ms so).
-_MATCHED_AT = {("date word", 1): tuple(_LOWER_MONTH_STARTS.split("|"))}
+# Finders tried only where one of their words occurs (found by ``str.find``), not scanned for,
+# by the class they open with: the date-word scanner's lower-case one opens with a class of the
+# months' first letters, which stopped at a third of a playbook's letters (0.51 of its 0.74 ms
+# scan; 0.06 ms so). Its look-ahead then asks for those words at the place, as before.
+_TRIED_AT = {_LOWER_MONTH_CLASS: tuple(_LOWER_MONTH_STARTS.split("|"))}
 
 
 def _occurrences(text: str, words: tuple[str, ...]) -> Iterator[int]:

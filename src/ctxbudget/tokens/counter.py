@@ -7,6 +7,7 @@ prefix of it (a sentence boundary, a token-level cut) without tokenizing again.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from array import array
@@ -157,41 +158,25 @@ def analyze(encoding: Encoding, text: str) -> ChunkAnalysis:
     return result
 
 
-# Below this many characters counted ahead, the hand-off to a worker costs more than it saves.
+# Below this many characters counted ahead, the hand-off to a thread costs more than it saves.
 AHEAD_MIN_CHARS = 64_000
 
 
 class CountingAhead:
-    """Texts being counted on a thread of their own (:func:`count_ahead`)."""
+    """Texts being counted on a thread of their own (:func:`count_ahead`); None: nothing is."""
 
-    __slots__ = ("_failed", "_thread")
+    __slots__ = ("_thread",)
 
-    def __init__(self, encoding: TiktokenEncoding | None = None, texts: list[str] | None = None) -> None:
-        self._failed: BaseException | None = None
-        self._thread: threading.Thread | None = None
-        if encoding is not None and texts:
-            # A thread of its own, not a pool's: ``start`` hands it the GIL at once, and it keeps
-            # it until the engine's call releases it. A pool's worker, woken while the caller's
-            # regexes hold the GIL, got it only at the next switch (5 ms): after the checks.
-            self._thread = threading.Thread(
-                target=self._count, args=(encoding, texts), name="ctxbudget-ahead"
-            )
-            self._thread.start()
-
-    def _count(self, encoding: TiktokenEncoding, texts: list[str]) -> None:
-        try:
-            _cache_each(encoding, texts)
-        except BaseException as exc:  # raised in the caller's thread by wait()
-            self._failed = exc
+    def __init__(self, thread: threading.Thread | None) -> None:
+        self._thread = thread
 
     def wait(self) -> None:
-        """Return once the texts are in the content cache (those the engine leaves to tiktoken
-        are counted when needed, as without this)."""
+        """Return once the thread is done: the texts it counted are in the content cache, and
+        any it did not (the engine left them to tiktoken, or failed) are counted when needed, as
+        without counting ahead, where a failure is raised with its place."""
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        if self._failed is not None:
-            raise self._failed
 
 
 def _cache_each(encoding: TiktokenEncoding, texts: list[str]) -> None:
@@ -200,40 +185,57 @@ def _cache_each(encoding: TiktokenEncoding, texts: list[str]) -> None:
             _CACHE.put((encoding.name, text), ChunkAnalysis(text, lengths))
 
 
-def _uncached(encoding: Encoding, texts: Iterable[str]) -> list[str] | None:
-    """The distinct texts of ``texts`` not in the content cache, or None: the encoding has no
-    attached engine to count several in one call."""
+def _counted_ahead(encoding: TiktokenEncoding, texts: list[str]) -> None:
+    """:func:`_cache_each` on the thread of :func:`count_ahead`. What fails here is only not
+    counted ahead: the caller's thread counts it when it needs it, and a failure that is the
+    text's or the engine's is raised there, in its place (raised from here, it replaced the
+    caller's own error, such as a volatile value found meanwhile)."""
+    with contextlib.suppress(Exception):
+        _cache_each(encoding, texts)
+
+
+def _uncached(encoding: Encoding, texts: Iterable[str]) -> tuple[TiktokenEncoding, list[str]] | None:
+    """The encoding and the distinct texts of ``texts`` not in the content cache, or None: the
+    encoding has no attached engine to count several texts in one call."""
     if not isinstance(encoding, TiktokenEncoding) or encoding.engine == "tiktoken":
         return None
-    return [t for t in dict.fromkeys(texts) if t and _CACHE.get((encoding.name, t)) is None]
+    return encoding, [t for t in dict.fromkeys(texts) if t and _CACHE.get((encoding.name, t)) is None]
 
 
 def count_together(encoding: Encoding, texts: Iterable[str]) -> None:
     """Count ``texts`` (those not in the content cache) in one call of the encoding's attached
     engine, where each would be a call of its own when first needed: a compacted tier's 75 kept
     texts took 0.72 ms as calls of their own. Without an attached engine, nothing is done here."""
-    wanted = _uncached(encoding, texts)
-    if wanted and isinstance(encoding, TiktokenEncoding):
-        _cache_each(encoding, wanted)
+    found = _uncached(encoding, texts)
+    if found is not None and found[1]:
+        _cache_each(*found)
 
 
 def count_ahead(encoding: Encoding, texts: Iterable[str]) -> CountingAhead:
     """Start counting ``texts`` (those not in the content cache) on a thread, in one call of the
-    encoding's attached engine (:mod:`.fast`), which releases the GIL: the caller's thread goes
-    on with what holds the GIL meanwhile (an assembly's volatile-value check), then calls
+    encoding's attached engine (:mod:`.fast`), whose encode releases the GIL: the caller's thread
+    goes on with what holds the GIL meanwhile (an assembly's volatile-value check), then calls
     :meth:`CountingAhead.wait`. The counts are the ones :func:`analyze` would make: only who
-    makes them, and when, changes. Nothing is started without an attached engine (tiktoken
-    would be called once a text, each call taking the GIL back from the caller's thread: the
-    legal example's texts took 29-35 ms so, against 23 ms one after the other), nor for fewer
-    than :data:`AHEAD_MIN_CHARS` characters."""
-    wanted = _uncached(encoding, texts)
-    if (
-        wanted is None
-        or sum(map(len, wanted)) < AHEAD_MIN_CHARS
-        or not isinstance(encoding, TiktokenEncoding)
-    ):
-        return CountingAhead()
-    return CountingAhead(encoding, wanted)
+    makes them, and when, changes.
+
+    Nothing is started without an attached engine (tiktoken's encode releases the GIL too, but
+    it takes a call a text, and each call's end waited for the GIL back from the caller's
+    thread: the legal example's texts took 29-35 ms so, against 23 ms one after the other); for
+    fewer than :data:`AHEAD_MIN_CHARS` characters; for more than half of what the content cache
+    holds (its own weight, one a token, counted as one a character: a text counted ahead would
+    push out another before either was read); nor where no thread can be started."""
+    found = _uncached(encoding, texts)
+    if found is None or not AHEAD_MIN_CHARS <= sum(map(len, found[1])) <= _CACHE.max_weight // 2:
+        return CountingAhead(None)
+    # A thread of its own, not a pool's: ``start`` hands it the GIL at once, and it keeps it
+    # until the engine's call releases it. A pool's worker, woken while the caller's regexes
+    # hold the GIL, got it only at the next switch (5 ms): after the checks.
+    thread = threading.Thread(target=_counted_ahead, args=found, name="ctxbudget-ahead")
+    try:
+        thread.start()
+    except RuntimeError:  # no thread to be had (a limit, a sandbox, shutdown): counted when needed
+        return CountingAhead(None)
+    return CountingAhead(thread)
 
 
 @dataclass(frozen=True)

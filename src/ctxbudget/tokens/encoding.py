@@ -49,9 +49,7 @@ _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
 
-def worker_pool() -> ThreadPoolExecutor:
-    """The two threads that encode while the caller's thread goes on (tiktoken and quicktok
-    release the GIL while they encode): a long text's pieces, a request's texts counted ahead."""
+def _pool() -> ThreadPoolExecutor:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
@@ -293,7 +291,7 @@ class TiktokenEncoding:
         if cuts is None:
             return self._ordinary(text)
         result: list[int] = []
-        for ids in worker_pool().map(lambda span: self._ordinary(text[span[0] : span[1]]), pairwise(cuts)):
+        for ids in _pool().map(lambda span: self._ordinary(text[span[0] : span[1]]), pairwise(cuts)):
             result.extend(ids)
         return result
 
@@ -318,9 +316,7 @@ class TiktokenEncoding:
         cuts = self._cuts(text)
         if cuts is None:
             return self._lengths_of(text)
-        return b"".join(
-            worker_pool().map(lambda span: self._lengths_of(text[span[0] : span[1]]), pairwise(cuts))
-        )
+        return b"".join(_pool().map(lambda span: self._lengths_of(text[span[0] : span[1]]), pairwise(cuts)))
 
     def token_lengths_each(self, texts: Sequence[str]) -> list[bytes | None] | None:
         """:meth:`token_lengths` of each text from the attached engine, in one call that releases

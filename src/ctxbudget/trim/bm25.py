@@ -15,6 +15,7 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import accumulate, chain
+from typing import Any
 
 from .memo import per_fit
 
@@ -25,7 +26,7 @@ __all__ = [
     "bm25_of_text",
     "bm25_scores",
     "bm25_span_scores",
-    "bounded_word_counts",
+    "loaded_numpy",
     "query_terms",
     "repeats_itself",
     "span_word_counts",
@@ -113,14 +114,9 @@ def word_mask(text: str) -> str:
     return text.translate(_MASK)
 
 
-def span_word_counts(mask: str, spans: Sequence[tuple[int, int]]) -> list[int]:
-    """Words in each span of a :func:`word_mask`: word starts inside it, counted in C (an empty
-    span holds none, even where a word starts)."""
-    return [mask.count(" a", a, b) + (b > a and mask[a] == "a") for a, b in spans]
-
-
-def bounded_word_counts(mask: str, starts: Sequence[int], ends: Sequence[int]) -> list[int]:
-    """:func:`span_word_counts` of the spans from ``starts`` to ``ends``."""
+def span_word_counts(mask: str, starts: Sequence[int], ends: Sequence[int]) -> list[int]:
+    """Words in each span (from ``starts`` to ``ends``) of a :func:`word_mask`: word starts inside
+    it, counted in C (an empty span holds none, even where a word starts)."""
     return [mask.count(" a", a, b) + (b > a and mask[a] == "a") for a, b in zip(starts, ends, strict=True)]
 
 
@@ -238,9 +234,9 @@ def bm25_span_scores(query: str, text: str, spans: Sequence[tuple[int, int]]) ->
         mask = _wide_mask(lowered) if lowered is not None else ""
     if not mask or _cuts_a_word(mask, spans):  # a word's pieces are words of their spans
         return bm25_from_profile(query, *term_profile([text[a:b] for a, b in spans]))
-    lengths = span_word_counts(mask, spans)
-    del mask  # ASCII text: one copy held at a time (the mask, then the lower-cased copy)
     starts, ends = [a for a, _ in spans], [b for _, b in spans]
+    lengths = span_word_counts(mask, starts, ends)
+    del mask  # ASCII text: one copy held at a time (the mask, then the lower-cased copy)
     if lowered is None:
         return bm25_from_hits(wanted, ascii_term_hits(text.lower(), wanted, starts, ends), lengths)
     return bm25_from_hits(wanted, term_hits(lowered, wanted, starts, ends), lengths)
@@ -315,7 +311,7 @@ def bm25_of_text(
     example's 4,190 sentences against 6 terms: 2.4 -> 1.2 ms). Each score gets the same
     operations in the same order (its terms in ``wanted``'s order, each share
     ``idf * tf * (K1 + 1) / (tf + norm)``), so the same floats (property test)."""
-    numpy = sys.modules.get("numpy")
+    numpy = loaded_numpy()
     if numpy is None or not lengths or not wanted:
         return bm25_from_hits(wanted, ascii_term_hits(lowered, wanted, starts), lengths)
     n = len(lengths)
@@ -338,6 +334,16 @@ def bm25_of_text(
             tf = counts[held]
             scores[held] += idf * tf * (K1 + 1) / (tf + norm[held])
     return scores.tolist()  # type: ignore[no-any-return]
+
+
+def loaded_numpy() -> Any:
+    """numpy if this process has imported it (quicktok does), else None: never imported here.
+    Imported again by name, which waits for another thread's import of it to finish."""
+    if sys.modules.get("numpy") is None:  # not imported (or its import blocked)
+        return None
+    import numpy
+
+    return numpy
 
 
 def _found(lowered: str, wanted: Sequence[str]) -> Iterable[tuple[str, int]]:

@@ -15,7 +15,6 @@ the length of non-ASCII text and depends on context, so offsets would not line u
 from __future__ import annotations
 
 import re
-import sys
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Sequence
@@ -26,7 +25,7 @@ from typing import Any
 from ..tokens.counter import ChunkAnalysis, analyze
 from ..tokens.registry import get_encoding
 from ..weighed import WeighedLRU
-from .bm25 import ascii_term_hits, bounded_word_counts, terms, word_mask
+from .bm25 import ascii_term_hits, loaded_numpy, span_word_counts, terms, word_mask
 from .sentences import sentence_ends
 
 __all__ = [
@@ -95,11 +94,6 @@ class SentenceProfile:
         assert self.lowered is not None
         return ascii_term_hits(self.lowered, list(query_terms), self.starts)
 
-    @property
-    def spans(self) -> tuple[tuple[int, int], ...]:
-        """The sentences as (start, end) pairs."""
-        return tuple(zip(self.starts, self.ends, strict=True))
-
 
 def _costs(analysis: ChunkAnalysis, starts: tuple[int, ...], ends: tuple[int, ...]) -> tuple[int, ...]:
     """Tokens starting in each sentence, from one encode of the text (a token belongs where it starts)."""
@@ -123,10 +117,12 @@ def _costs_each(
     """:func:`_costs` of each text; with numpy loaded (quicktok loads it), those of the ASCII
     texts read together: their tokens' starts as one running sum, each sentence's bounds looked
     up in it by ``searchsorted`` (the legal example's 105 pages, 4,190 sentences: 2.8 ms ->
-    0.6 ms). A text's bounds are offset by the bytes of the texts before it, whose tokens end
-    exactly there, so a difference of two lookups counts the text's own tokens. numpy is not
-    imported here: a process that has not loaded it counts with :func:`_costs`."""
-    numpy = sys.modules.get("numpy")
+    0.6 ms). A text's bounds are offset by the bytes of its tokens before it, and each lookup is
+    held within the text's own tokens, as :func:`_costs`'s ``bisect_left(..., 0, count)`` is: a
+    plug-in's lengths need not sum to its text's size (a token over 255 bytes is capped), and
+    then the texts after it were costed from the wrong tokens. numpy is not imported here: a
+    process that has not loaded it counts with :func:`_costs`."""
+    numpy = loaded_numpy()
     costs: list[tuple[int, ...] | None] = [None] * len(analyses)
     wide = [i for i, a in enumerate(analyses) if numpy is None or a.size != len(a.text)]
     for i in wide:
@@ -137,15 +133,17 @@ def _costs_each(
         lengths = numpy.frombuffer(b"".join(analyses[i].lengths for i in narrow), dtype=numpy.uint8)
         tokens = numpy.zeros(len(lengths) + 1, dtype=numpy.int64)
         numpy.cumsum(lengths, out=tokens[1:])
-        bases = list(accumulate(analyses[i].size for i in narrow))
         sentences = [len(bounds[i][0]) for i in narrow]
+        firsts = [0, *accumulate(len(analyses[i].lengths) for i in narrow)]
+        bases = tokens[firsts[:-1]].tolist()
+        lowers, uppers = (
+            numpy.repeat(numpy.array(f, dtype=numpy.int64), sentences) for f in (firsts[:-1], firsts[1:])
+        )
 
         def looked_up(side: int) -> Any:
-            shifted = (
-                map(base.__add__, bounds[i][side]) for i, base in zip(narrow, [0, *bases], strict=False)
-            )
+            shifted = (map(base.__add__, bounds[i][side]) for i, base in zip(narrow, bases, strict=True))
             flat = numpy.fromiter(chain.from_iterable(shifted), dtype=numpy.int64, count=sum(sentences))
-            return numpy.searchsorted(tokens, flat)
+            return numpy.clip(numpy.searchsorted(tokens, flat), lowers, uppers)
 
         found = (looked_up(1) - looked_up(0)).tolist()
         at = 0
@@ -189,7 +187,7 @@ def _profile(
     text: str, starts: tuple[int, ...], ends: tuple[int, ...], costs: tuple[int, ...]
 ) -> SentenceProfile:
     if text.isascii():
-        lengths = tuple(bounded_word_counts(word_mask(text), starts, ends))
+        lengths = tuple(span_word_counts(word_mask(text), starts, ends))
         return SentenceProfile(text, starts, ends, costs, lengths, text.lower(), None)
     counts = tuple(Counter(terms(text[a:b])) for a, b in zip(starts, ends, strict=True))
     return SentenceProfile(text, starts, ends, costs, tuple(sum(c.values()) for c in counts), None, counts)
