@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -342,3 +343,11 @@ def test_a_policy_file_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
     yaml_file.write_bytes(b"\xef\xbb\xbfname: bom\n")
     with pytest.raises(ConfigError, match=r"bom\.yaml: \$\.\w+: Field required"):  # read, then checked
         load_policy(str(yaml_file))
+
+
+def test_a_bundled_policy_is_parsed_once_and_cannot_be_changed() -> None:
+    first = load_policy("legal-review")
+    assert get_policy("legal-review") is first  # one frozen value, shared
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.name = "changed"  # type: ignore[misc]
+    assert list_policies() == sorted(list_policies()) and "legal-review" in list_policies()
