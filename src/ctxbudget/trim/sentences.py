@@ -339,6 +339,9 @@ def _settled_end_pattern(*, ascii_only: bool) -> re.Pattern[str]:
     (``U.S.``, ``U.C.C.``: of up to :data:`DOTTED_SETTLED` letters) is skipped too, and a word of
     letters after a digit (``25th.``, ``4th.``: no abbreviation holds a digit) settled as a long
     word is: on those 105 pages they were all of the 500 ends asked of Python (2.5 µs each).
+    A single dot is first asked for the closers and the whitespace every one of its branches
+    needs after it, so a decimal point or a dotted number is rejected there (420 -> 90 ns a
+    dot), not after every abbreviation's look-behind.
     """
     by_length: dict[int, list[str]] = {}
     for word in sorted(ABBREVIATIONS):
@@ -359,7 +362,7 @@ def _settled_end_pattern(*, ascii_only: bool) -> re.Pattern[str]:
     cjk = "" if ascii_only else rf"|(?<=[{WIDE_ENDS}])[{WIDE_ENDS}]*{WIDE_CLOSING}"
     return re.compile(
         ("[.!?\n]" if ascii_only else f"[.!?{WIDE_ENDS}\n]") + r"(?:(?<=\n)(?P<nl>)"
-        rf"|(?<=\.)(?![.!?])(?!{abbreviation})(?:(?={word})(?!{german}){closers}{settled('lower')}|(?!{word}){closers}(?P<check>)|(?={german})(?P<german>))"
+        rf"|(?<=\.)(?=[\"'”’)\]]*\s)(?!{abbreviation})(?:(?={word})(?!{german}){closers}{settled('lower')}|(?!{word}){closers}(?P<check>)|(?={german})(?P<german>))"
         rf"|(?<=[.!?])(?!(?<=\.)(?![.!?])){_RUN_START}[.!?]*{closers}{settled('lower_run')}"
         rf"{cjk})"
     )
