@@ -480,17 +480,23 @@ OPENINGS = st.sampled_from(
 )
 
 
+def _each_match_start_is_a_candidate(text: str, scanners: set[str]) -> None:
+    """Every place a pattern of ``scanners`` matches (in the text as the patterns read it) is a
+    candidate of its scanner, and the check finds what every pattern's ``finditer`` finds."""
+    seen = _spaced(text)
+    for (_, pattern), name in zip(PATTERNS, _STARTS, strict=True):
+        if name in scanners:
+            starts = {m.start() for at in range(len(seen) + 1) if (m := pattern.match(seen, at))}
+            assert starts <= set(_candidates(name, seen)), name
+    assert find_volatile.__wrapped__(text, VolatileRules()) == _by_finditer(text, VolatileRules())
+
+
 @settings(max_examples=500, deadline=None)
 @given(pieces=st.lists(OPENINGS, max_size=8))
 def test_every_match_start_of_a_word_opened_pattern_is_a_candidate(pieces: list[str]) -> None:
     """In ASCII text the time, now-word, id and case scanners look for their opening words with
     ``str.find``: every place one of their patterns matches is still a candidate."""
-    text = "".join(pieces)
-    for (_, pattern), name in zip(PATTERNS, _STARTS, strict=True):
-        if name in ("time word", "now word", "id word", "case word"):
-            starts = {m.start() for at in range(len(text) + 1) if (m := pattern.match(text, at))}
-            assert starts <= set(_candidates(name, text)), name
-    assert find_volatile.__wrapped__(text, VolatileRules()) == _by_finditer(text, VolatileRules())
+    _each_match_start_is_a_candidate("".join(pieces), {"time word", "now word", "id word", "case word"})
 
 
 # Hex digits in runs of every length around a nonce's 16, glued to word characters or not, and
@@ -525,12 +531,7 @@ HEX_PIECES = st.sampled_from(
 def test_every_match_start_of_a_hex_shaped_pattern_is_a_candidate(pieces: list[str]) -> None:
     """In ASCII text the UUID and nonce scanners look for their shapes in the text with its hex
     digits marked: every place one of their patterns matches is still a candidate."""
-    text = "".join(pieces)
-    for (_, pattern), name in zip(PATTERNS, _STARTS, strict=True):
-        if name in ("uuid", "hex"):
-            starts = {m.start() for at in range(len(text) + 1) if (m := pattern.match(text, at))}
-            assert starts <= set(_candidates(name, text)), name
-    assert find_volatile.__wrapped__(text, VolatileRules()) == _by_finditer(text, VolatileRules())
+    _each_match_start_is_a_candidate("".join(pieces), {"uuid", "hex"})
 
 
 @pytest.mark.parametrize(
@@ -610,13 +611,7 @@ DATED_PIECES = st.sampled_from(
 def test_every_match_start_of_a_dated_pattern_is_a_candidate(pieces: list[str]) -> None:
     """The digit and date-word scanners check what their patterns open with before trying them
     (``_PRECHECKS``): every place one of their patterns matches is still a candidate."""
-    text = "".join(pieces)
-    for (_, pattern), name in zip(PATTERNS, _STARTS, strict=True):
-        if name in ("digit", "date word", "digit or date word"):
-            seen = _spaced(text)
-            starts = {m.start() for at in range(len(seen) + 1) if (m := pattern.match(seen, at))}
-            assert starts <= set(_candidates(name, seen)), name
-    assert find_volatile.__wrapped__(text, VolatileRules()) == _by_finditer(text, VolatileRules())
+    _each_match_start_is_a_candidate("".join(pieces), {"digit", "date word", "digit or date word"})
 
 
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September"]
