@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import subprocess
 import sys
@@ -255,6 +256,19 @@ def test_bm25_of_the_bundled_transcript_read_with_numpy_gives_the_floats_of_its_
         assert [repr(s) for s in bm25.bm25_of_text(text, wanted, starts, lengths)] == [
             repr(s) for s in expected
         ]
+
+
+def test_bm25_scores_do_not_hang_on_how_the_interpreter_sums_floats(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sum`` of floats is compensated from Python 3.12 on: the scores add their shares in turn
+    instead, so they are the same floats on every interpreter (here: ``sum`` made exact)."""
+    from ctxbudget.simulation.deposition import build_legal_context
+
+    pages = [i["text"] for i in build_legal_context()["items"] if i.get("tier") == "contextual"]
+    query = "notice inspection maintenance of the defect before the claim"
+    before = bm25_scores(query, pages)
+    monkeypatch.setattr(bm25, "sum", math.fsum, raising=False)
+    assert [repr(s) for s in bm25_scores(query, pages)] == [repr(s) for s in before]
+    assert [repr(s) for s in bm25_from_profile(query, *term_profile(pages))] == [repr(s) for s in before]
 
 
 def test_a_percentage_given_as_a_boolean_is_junk_not_one_percent() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import functools
 import random
+import re
 import threading
 import unicodedata
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ from ctxbudget import (
 from ctxbudget.simulation.deposition import build_legal_context
 from ctxbudget.tokens import counter
 from ctxbudget.tokens.bundled import bundled_tokens
-from ctxbudget.tokens.counter import AHEAD_MIN_CHARS, cached_analysis, clear_count_cache, count_ahead
+from ctxbudget.tokens.counter import AHEAD_MIN_CHARS, analyze, cached_analysis, clear_count_cache, count_ahead
 from ctxbudget.tokens.encoding import PIECE_CHARS, TiktokenEncoding
 from ctxbudget.tokens.fast import (
     FAST_ENCODINGS,
@@ -456,6 +457,48 @@ def registered_again() -> Iterator[None]:
     original = _bundled("o200k_base")
     yield
     register_encoding("o200k_base", lambda: original)
+
+
+class _Held(_Recording):
+    """quicktok's engine, its batch held until the test lets it go (an encode that takes long)."""
+
+    def __init__(self, engine: Any) -> None:
+        super().__init__(engine)
+        self.go, self.inside = threading.Event(), threading.Event()
+        self.go.set()  # held only once the test clears it
+
+    def encode_batch(self, texts: list[str], threads: int) -> Any:
+        self.inside.set()
+        self.go.wait(10)
+        return super().encode_batch(texts, threads)
+
+
+class _BlankWords:
+    """A plug-in named o200k_base: a token each run of non-blanks or of blanks."""
+
+    name = "o200k_base"
+    proven_boundaries = False
+
+    def encode(self, text: str) -> list[int]:
+        return [0] * len(re.findall(r"\S+|\s+", text))
+
+    def token_lengths(self, text: str) -> bytes:
+        return bytes(min(255, len(m.encode("utf-8"))) for m in re.findall(r"\S+|\s+", text))
+
+
+def test_counts_made_ahead_for_an_encoding_replaced_meanwhile_are_not_kept(registered_again: None) -> None:
+    old = _bundled("o200k_base")
+    held = _Held(quicktok.get_encoding("o200k_base"))
+    old.attach_fast(check_engine("o200k_base", held, old))
+    held.go.clear()
+    held.inside.clear()
+    ahead = count_ahead(old, [LONG])
+    assert held.inside.wait(10)
+    register_encoding("o200k_base", _BlankWords)  # the count cache is cleared now
+    held.go.set()
+    ahead.wait()  # the thread's counts were the replaced encoding's: not kept
+    new = get_encoding("o200k_base")
+    assert analyze(new, LONG).tokens == len(new.encode(LONG))
 
 
 def test_an_encoding_registered_again_keeps_its_own_ids(registered_again: None) -> None:

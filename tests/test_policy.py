@@ -346,8 +346,12 @@ def test_a_policy_file_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
 
 
 def test_a_bundled_policy_is_parsed_once_and_cannot_be_changed() -> None:
+    """A process shares one value of each bundled policy (two threads asking first at once may
+    each parse it: equal values); no caller can change it for the others."""
     first = load_policy("legal-review")
     assert get_policy("legal-review") is first  # one frozen value, shared
     with pytest.raises(dataclasses.FrozenInstanceError):
         first.name = "changed"  # type: ignore[misc]
+    for value in (first, first.tiers[0], first.compaction, first.volatile):  # no __dict__ to write into
+        assert not hasattr(value, "__dict__")
     assert list_policies() == sorted(list_policies()) and "legal-review" in list_policies()

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxbudget import volatile
 from ctxbudget.assembly._policy import get_policy
 from ctxbudget.simulation.deposition import build_legal_context
 from ctxbudget.volatile import (
@@ -612,6 +613,13 @@ def test_every_match_start_of_a_dated_pattern_is_a_candidate(pieces: list[str]) 
     """The digit and date-word scanners check what their patterns open with before trying them
     (``_PRECHECKS``): every place one of their patterns matches is still a candidate."""
     _each_match_start_is_a_candidate("".join(pieces), {"digit", "date word", "digit or date word"})
+
+
+def test_each_finder_tried_at_its_words_is_a_finder_of_its_scanner() -> None:
+    """A finder named by the class it opens with: a rewording of the finder would otherwise turn
+    the shortcut off in silence (the finder then scanned for again)."""
+    for first in volatile._TRIED_AT:
+        assert any(p.pattern.startswith(first) for p in volatile._finders("date word", True)), first
 
 
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September"]

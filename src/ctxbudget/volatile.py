@@ -277,8 +277,9 @@ _MONTH_STARTS = [m.title() for m in _LOWER_MONTH_STARTS.split("|")]
 # - digit or date word: a day's name, or one or two digits then a suffix and a space;
 # - digit: the digits and what follows them: one or two then a time's colon and digit, a date's
 #   separator and day, a letter (a month's name, "er"), or spaces before the first two letters
-#   of a German, French or Spanish month's name in any case, or "de" ("3 de diciembre"); four then a date's separator; or eight and more (a
-#   compact stamp, a Unix time).
+#   of a German, French or Spanish month's name in any case, or "de" ("3 de diciembre"); four
+#   then a date's separator; or eight and more (a compact stamp, a Unix time).
+_OTHER_MONTH_HEADS = sorted({"de", *(w[:2] for w in _OTHER_MONTH.removeprefix("(?i:")[:-1].split("|"))})
 _PRECHECKS = {
     "date word": _first_letters(
         _DAY_STARTS + _MONTH_STARTS + [m.upper() for m in _MONTH_STARTS] + [m.lower() for m in _MONTH_STARTS]
@@ -286,7 +287,7 @@ _PRECHECKS = {
     "digit or date word": rf"(?:{_first_letters(_DAY_STARTS)}|\d{{1,2}}(?!\d)(?:st|nd|rd|th)?\s)",
     "digit": (
         r"(?:\d{1,2}(?!\d)(?::\d|[./-]\d{1,2}[./-]|[-/]?[A-Za-z]"
-        rf"|\.?\s+(?i:{'|'.join(sorted({'de', *(w[:2] for w in _OTHER_MONTH.removeprefix('(?i:')[:-1].split('|'))}))}))"
+        rf"|\.?\s+(?i:{'|'.join(_OTHER_MONTH_HEADS)}))"
         r"|\d{4}[-/.\u2011\u2013]|\d{8})"
     ),
 }
@@ -513,7 +514,7 @@ def _word_starts(name: str, text: str, words: tuple[str, ...]) -> list[int]:
     return sorted(found)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class VolatileRules:
     """Extra volatile-value patterns (kind, regex) and allow-listed regexes for the pinned tiers."""
 

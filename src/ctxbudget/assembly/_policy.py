@@ -38,7 +38,7 @@ Eviction = Literal["never", "protected", "compact", "rolling"]
 CacheTTL = Literal["5m", "1h"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Tier:
     """One priority tier: a hard token ceiling and how its items may leave."""
 
@@ -55,7 +55,7 @@ class Tier:
     compact_method: Literal["sentences", "passages"] = "sentences"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class CompactionRules:
     """When sessions compact old turns into the ledger, and how far (hysteresis)."""
 
@@ -64,7 +64,7 @@ class CompactionRules:
     keep_recent_turns: int = 2
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Policy:
     """Tiers in priority order plus the envelope, output reserve and cost ceiling."""
 
@@ -356,7 +356,8 @@ def _bundled_names() -> tuple[str, ...]:
 
 def get_policy(name: str) -> Policy:
     """A bundled policy by name; the error lists the bundled ones. Parsed once a process (a
-    frozen value, shared): a session's creation read and validated it twice, 0.8 ms each."""
+    frozen value, shared; two threads asking first at once may each parse it: equal values): a
+    session's creation read and validated it twice, 0.8 ms each."""
     if name not in _bundled_names():
         raise ConfigError(f"unknown policy {name!r}; bundled: {', '.join(list_policies())} (or pass a file)")
     return _bundled_policy(name)

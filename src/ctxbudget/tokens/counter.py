@@ -19,7 +19,7 @@ from zlib import adler32
 
 from ..weighed import WeighedLRU
 from .encoding import Encoding, TiktokenEncoding
-from .registry import when_replaced
+from .registry import registry_version, when_replaced
 
 __all__ = [
     "AHEAD_MIN_CHARS",
@@ -163,7 +163,7 @@ AHEAD_MIN_CHARS = 64_000
 
 
 class CountingAhead:
-    """Texts being counted on a thread of their own (:func:`count_ahead`); None: nothing is."""
+    """The thread counting texts ahead (:func:`count_ahead`), or None when no thread was started."""
 
     __slots__ = ("_thread",)
 
@@ -180,7 +180,13 @@ class CountingAhead:
 
 
 def _cache_each(encoding: TiktokenEncoding, texts: list[str]) -> None:
-    for text, lengths in zip(texts, encoding.token_lengths_each(texts) or (), strict=False):
+    """Count ``texts`` in one call and keep the counts, unless the encoding's name was registered
+    again meanwhile (the cache was then cleared of its counts, and these are the old one's)."""
+    version = registry_version()
+    found = encoding.token_lengths_each(texts) or ()
+    if registry_version() != version:
+        return
+    for text, lengths in zip(texts, found, strict=False):
         if lengths is not None:
             _CACHE.put((encoding.name, text), ChunkAnalysis(text, lengths))
 
@@ -221,9 +227,10 @@ def count_ahead(encoding: Encoding, texts: Iterable[str]) -> CountingAhead:
     Nothing is started without an attached engine (tiktoken's encode releases the GIL too, but
     it takes a call a text, and each call's end waited for the GIL back from the caller's
     thread: the legal example's texts took 29-35 ms so, against 23 ms one after the other); for
-    fewer than :data:`AHEAD_MIN_CHARS` characters; for more than half of what the content cache
-    holds (its own weight, one a token, counted as one a character: a text counted ahead would
-    push out another before either was read); nor where no thread can be started."""
+    fewer than :data:`AHEAD_MIN_CHARS` characters; for more characters than half the tokens the
+    content cache holds (characters standing for tokens, of which prose has three or four times
+    fewer: counted ahead past that, a text could push out another before either was read); nor
+    where no thread can be started."""
     found = _uncached(encoding, texts)
     if found is None or not AHEAD_MIN_CHARS <= sum(map(len, found[1])) <= _CACHE.max_weight // 2:
         return CountingAhead(None)

@@ -155,8 +155,24 @@ def bm25_from_profile(query: str, counts: list[Counter[str]], lengths: list[int]
     scores = []
     for c, length, terms_ in zip(counts, lengths, held, strict=True):
         norm = K1 * (1 - B + B * length / average)
-        scores.append(sum((idf[t] * c[t] * (K1 + 1) / (c[t] + norm) for t in terms_), 0.0))
+        scores.append(_added(_share(idf[t], c[t], norm) for t in terms_))
     return scores
+
+
+def _share(idf: Any, tf: Any, norm: Any) -> Any:
+    """A term's share of a passage's score, from its IDF, its count there and the passage's
+    length norm: floats, or numpy arrays of them (the same operations, so the same floats)."""
+    return idf * tf * (K1 + 1) / (tf + norm)
+
+
+def _added(shares: Iterable[float]) -> float:
+    """The shares added one after another from the first, as numpy's reading adds them: ``sum``
+    of floats is compensated from Python 3.12 on, and its last bit then differed (the ranking of
+    a compaction would have hung on the interpreter and on whether numpy was loaded)."""
+    total = 0.0
+    for share in shares:
+        total += share
+    return total
 
 
 def _idf(df: Mapping[str, int], n: int) -> dict[str, float]:
@@ -194,7 +210,7 @@ def bm25_from_hits(
     rank = _ranks(tuple(wanted))
     for i, c in hits.items():
         norm = K1 * (1 - B + B * lengths[i] / average)
-        scores[i] = sum(idf[t] * c[t] * (K1 + 1) / (c[t] + norm) for t in _held(c, wanted, rank))
+        scores[i] = _added(_share(idf[t], c[t], norm) for t in _held(c, wanted, rank))
     return scores
 
 
@@ -305,14 +321,16 @@ def bm25_of_text(
     lowered: str, wanted: Sequence[str], starts: Sequence[int], lengths: Sequence[int]
 ) -> list[float]:
     """:func:`bm25_from_hits` of :func:`ascii_term_hits` (the spans of the lower-cased ASCII
-    ``lowered`` starting at ``starts``), read with numpy when the process has loaded it
-    (quicktok does; it is not imported here): each term's hits counted per span by one
-    ``searchsorted`` and ``bincount``, and its share of every score added at once (the legal
-    example's 4,190 sentences against 6 terms: 2.4 -> 1.2 ms). Each score gets the same
-    operations in the same order (its terms in ``wanted``'s order, each share
-    ``idf * tf * (K1 + 1) / (tf + norm)``), so the same floats (property test)."""
+    ``lowered`` starting at ``starts``; ``wanted`` distinct terms, as :func:`query_terms` gives),
+    read with numpy when the process has loaded it (quicktok does): each term's hits counted per
+    span by one ``searchsorted`` and ``bincount``, and its share of every score added at once
+    (the legal example's 4,190 sentences against 6 terms: 2.4 -> 1.2 ms). Each score gets the
+    same operations in the same order (its terms in ``wanted``'s order, :func:`_share` added by
+    :func:`_added`), so the same floats (property test). Past :data:`MANY_TERMS` terms, read hit
+    by hit: a pass over every span a term grew with both (100,000 sentences, 20,000 terms: 2.6 s
+    against 1.2 s)."""
     numpy = loaded_numpy()
-    if numpy is None or not lengths or not wanted:
+    if numpy is None or not lengths or not wanted or len(wanted) > MANY_TERMS:
         return bm25_from_hits(wanted, ascii_term_hits(lowered, wanted, starts), lengths)
     n = len(lengths)
     average = sum(lengths) / n or 1.0
@@ -321,24 +339,24 @@ def bm25_of_text(
     for term, at in _found(lowered, [term for term in wanted if term.isascii()]):
         found.setdefault(term, []).append(at)
     bounds = numpy.array(starts, dtype=numpy.int64)
+    counts: dict[str, Any] = {}
+    for term, positions in found.items():
+        spans = numpy.searchsorted(bounds, numpy.array(positions, dtype=numpy.int64), side="right") - 1
+        counts[term] = numpy.bincount(spans[spans >= 0], minlength=n)
+    idf = _idf({term: int(numpy.count_nonzero(c)) for term, c in counts.items()}, n)
     scores = numpy.zeros(n)
     for term in wanted:
-        if term not in found:
-            continue
-        spans = numpy.searchsorted(bounds, numpy.array(found[term], dtype=numpy.int64), side="right") - 1
-        counts = numpy.bincount(spans[spans >= 0], minlength=n)
-        held = counts > 0
-        holding = int(numpy.count_nonzero(held))
-        if holding:
-            idf = math.log((n - holding + 0.5) / (holding + 0.5) + 1.0)  # _idf's
-            tf = counts[held]
-            scores[held] += idf * tf * (K1 + 1) / (tf + norm[held])
+        if term in counts:
+            held = counts[term] > 0
+            tf = counts[term][held]
+            scores[held] += _share(idf[term], tf, norm[held])
     return scores.tolist()  # type: ignore[no-any-return]
 
 
 def loaded_numpy() -> Any:
-    """numpy if this process has imported it (quicktok does), else None: never imported here.
-    Imported again by name, which waits for another thread's import of it to finish."""
+    """numpy if this process has imported it (quicktok does), else None: a process that has not
+    does not load it for this. Imported again by name, which waits for another thread's import
+    of it to finish."""
     if sys.modules.get("numpy") is None:  # not imported (or its import blocked)
         return None
     import numpy
