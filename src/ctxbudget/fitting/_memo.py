@@ -49,9 +49,9 @@ def content_key(value: Any, shape: JsonShape) -> Hashable:
     The JSON text keys by content exactly: dict order is kept, ``-0.0`` and ``0.0``, ``1`` and
     ``1.0``, ``true`` and ``1`` are written differently, and a plain value has no NaN. orjson
     writes it when installed (the gateway extra: the 2,000-message body's key in 0.08 ms against
-    1.0 ms with ``json``, its hash included); an integer past 64 bits, which it refuses, is
-    written by ``json``. A process keys with one writer or the other for its whole life (whether
-    orjson imports does not change), so a key never meets the other writer's.
+    1.0 ms with ``json``, its hash included); a value holding an integer past 64 bits, which it
+    refuses, is written by ``json``. A value always takes the same writer, and each key is tagged
+    with its writer's name: equal requests get equal keys, and no key meets the other writer's.
     """
     if not shape.plain or shape.chars > MAX_TEXT_KEY_CHARS:
         return freeze(value)
