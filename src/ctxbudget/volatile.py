@@ -497,19 +497,11 @@ def _shape_starts(marked: str, shape: str, *, runs_only: bool) -> list[int]:
 def _word_starts(name: str, text: str, words: tuple[str, ...]) -> list[int]:
     """The word-start occurrences of ``words`` in the lower-cased ASCII ``text`` (and, for the
     time scanner, its ``@`` and ``T`` before a digit), sorted."""
-    lowered = text.lower()
-    found: set[int] = set()
-    for word in words:
-        at = lowered.find(word)
-        while at >= 0:
-            if at == 0 or text[at - 1] not in _WORD_CHARACTERS:
-                found.add(at)
-            at = lowered.find(word, at + 1)
+    found = {
+        at for at in _occurrences(text.lower(), words) if at == 0 or text[at - 1] not in _WORD_CHARACTERS
+    }
     if name == "time word":
-        at = text.find("@")
-        while at >= 0:
-            found.add(at)
-            at = text.find("@", at + 1)
+        found.update(_occurrences(text, ("@",)))
         found.update(m.start() for m in _ISO_TIME_START.finditer(text))
     return sorted(found)
 
