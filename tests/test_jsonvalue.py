@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxbudget import InvalidRequestError, fit
@@ -333,3 +333,89 @@ def test_an_agent_bodys_escaped_quotes_leave_it_on_the_fast_reader() -> None:
     assert b'\\":' in data and _key_marks(data) == check_json_value(body).keys
     escaped_backslash = json.dumps({"a": 'x\\": y'}).encode()  # an escaped backslash: counted as marks
     assert _key_marks(escaped_backslash) > check_json_value(json.loads(escaped_backslash)).keys
+
+
+def _json_text(value: Any, sort_keys: bool) -> str:
+    """The text every writer of compact JSON must give: json's, characters unescaped."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=sort_keys, separators=(",", ":"))
+
+
+_plain_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@pytest.fixture(params=["orjson", "json"])
+def writer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """compact_json with orjson (the gateway extra) or without it; the values orjson wrote."""
+    written: list[Any] = []
+    if request.param == "json":
+        monkeypatch.setattr(jsonvalue, "orjson", None)
+        return written
+    orjson = pytest.importorskip("orjson")
+
+    class Recording:  # orjson itself, with what it was asked to write kept
+        JSONEncodeError = orjson.JSONEncodeError
+        OPT_SORT_KEYS = orjson.OPT_SORT_KEYS
+
+        @staticmethod
+        def dumps(value: Any, option: int = 0) -> bytes:
+            written.append(value)
+            return bytes(orjson.dumps(value, option=option))
+
+    monkeypatch.setattr(jsonvalue, "orjson", Recording)
+    return written
+
+
+# the fixture only chooses the writer: one choice serves every example
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=_plain_values, sort_keys=st.booleans())
+def test_compact_json_is_jsons_text_whichever_writer(writer: list[Any], value: Any, sort_keys: bool) -> None:
+    assert jsonvalue.compact_json(value, sort_keys=sort_keys) == _json_text(value, sort_keys)
+
+
+def test_every_code_point_is_written_as_json_writes_it(writer: list[Any]) -> None:
+    # every character but the lone surrogates, in keys (sorted by code point) and in strings
+    points = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    chunks = ["".join(points[i : i + 4096]) for i in range(0, len(points), 4096)]
+    value = {c[::-1] + str(n): [c, c[:1]] for n, c in enumerate(chunks)} | {
+        c[:1] + "k": c[-1:] for c in chunks
+    }
+    for sort_keys in (False, True):
+        assert jsonvalue.compact_json(value, sort_keys=sort_keys) == _json_text(value, sort_keys)
+
+
+def test_orjson_writes_only_what_it_writes_as_json_does(writer: list[Any]) -> None:
+    pytest.importorskip("orjson")
+    if jsonvalue.orjson is None:
+        pytest.skip("the json writer alone")
+    left_to_json: list[Any] = [
+        {"t": 0.5},  # a float: orjson writes 1e-05 as 0.00001
+        {"t": [1, {"x": 1e-05}]},
+        {"n": 2**64},  # past orjson's 64 bits
+        {"k": (1, 2)},  # a tuple
+        {"s": Label("a")},  # a str subclass
+        {1: "a"},  # a key that is not a string
+    ]
+    for value in left_to_json:
+        assert jsonvalue.compact_json(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    assert writer == [{"n": 2**64}]  # tried, refused, then written by json
+    base = {"items": [{"id": "a", "text": "x " * 50, "n": 2**63 - 1, "b": None, "ok": True}]}
+    assert jsonvalue.compact_json(base, sort_keys=True) == _json_text(base, True)
+    assert writer[-1] is base
+
+
+@settings(max_examples=300, deadline=None)
+@given(values, st.sampled_from([{}, {"ensure_ascii": False}]))
+def test_loading_text_reads_what_json_reads_type_for_type(value: Any, options: dict[str, Any]) -> None:
+    # NaN, big integers, lone surrogates and repeated keys too: what a store holds is read as
+    # json.loads reads it, whichever reader read it
+    try:
+        text = json.dumps(value, **options)
+    except (TypeError, ValueError):  # a float key, or an integer too long to write
+        return
+    repeated = '{"k":0,"k":[1]' + ("," + text[1:] if text.startswith("{") and text != "{}" else "}")
+    for read in (text, repeated):
+        assert repr(_typed(jsonvalue.load_json(read))) == repr(_typed(json.loads(read)))

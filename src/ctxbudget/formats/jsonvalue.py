@@ -33,6 +33,7 @@ __all__ = [
     "compact_json",
     "decode_json",
     "encodes_as_utf8",
+    "load_json",
     "unique_keys",
 ]
 
@@ -139,9 +140,10 @@ def encodes_as_utf8(text: str) -> bool:
     return True
 
 
-def _plain_chars(value: Any) -> tuple[int, int] | None:
+def _plain_chars(value: Any, *, floats: bool = True) -> tuple[int, int] | None:
     """The characters of a plain, valid value's strings and its objects' keys, or None when it is
-    not plain or not valid (then :func:`_check_with_paths` decides, and names the place)."""
+    not plain or not valid (then :func:`_check_with_paths` decides, and names the place); without
+    ``floats``, also None at the first float (:func:`compact_json`)."""
     chars = keys = 0
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
@@ -172,7 +174,7 @@ def _plain_chars(value: Any) -> tuple[int, int] | None:
             elif kind is dict or kind is list:
                 stack.append((child, depth + 1))
             elif kind is float:
-                if not -_HUGE < child < _HUGE:  # also NaN, which compares false
+                if not floats or not -_HUGE < child < _HUGE:  # also NaN, which compares false
                     return None
             elif kind is int:
                 if _long_int(child):
@@ -207,12 +209,26 @@ def _check_with_paths(value: Any, root: str) -> None:
 
 def compact_json(value: Any, *, sort_keys: bool = False) -> str:
     """``value`` as JSON with no spaces and its characters as they are (not escaped): one writer
-    for any value, so one value is always the same text. JSON's escaping encoder is the faster
-    (2.8 against 4.3 ms for a 500 kB chat body), and it writes the same text whenever what it
-    wrote holds no ``\\u`` escape (only characters from U+007F up are written otherwise by the
-    one and the other); when it does, the value is written again, unescaped. (orjson writes in
-    0.4 ms but reserves 13-16x the value's size, and writes small floats otherwise: a body's bytes
-    would then depend on which writer its size chose.)"""
+    for any value, so one value is always the same text.
+
+    A plain value (:class:`JsonShape`) without a float is written by orjson when it is installed:
+    its text is then the same as json's, character for character (the suite holds the two against
+    each other: every code point in keys and strings, integers to 64 bits, keys sorted by code
+    point), in 0.04 against 0.86 ms for a session's 337 kB base, plus 0.09 ms to check the value.
+    orjson writes a float below 1e-4 otherwise (``0.00001`` where json writes ``1e-05``), so a value
+    holding a float is left to json, as is an integer past 64 bits (orjson refuses it). The memory
+    either writer peaks at is about twice the text's size.
+
+    Else JSON's escaping encoder is the faster (2.8 against 4.3 ms for a 500 kB chat body), and it
+    writes the same text whenever what it wrote holds no ``\\u`` escape (only characters from U+007F
+    up are written otherwise by the one and the other); when it does, the value is written again,
+    unescaped."""
+    if orjson is not None and _plain_chars(value, floats=False) is not None:
+        try:
+            written: bytes = orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else 0)
+            return written.decode("utf-8")
+        except orjson.JSONEncodeError:  # an integer past 64 bits
+            pass
     text = json.dumps(value, sort_keys=sort_keys, separators=(",", ":"))
     if "\\u" not in text:
         return text
@@ -235,15 +251,33 @@ def _read_fast(data: bytes, refuse_repeats: bool) -> Any:
     are held against the text's key marks (:func:`_key_marks`): every key written makes one, so
     as many marks as keys read means none was given twice; more marks (a repeat, or a mark inside
     a string) and the strict reader decides."""
+    value, keys = _read_plain(data)
+    if refuse_repeats and value is not _UNREAD and _key_marks(data) != keys:
+        return _UNREAD
+    return value
+
+
+def _read_plain(data: bytes | str) -> tuple[Any, int]:
+    """orjson's reading of ``data`` and its objects' keys when the value read is plain (see
+    :func:`_read_fast`), else ``_UNREAD``."""
     assert orjson is not None
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError:
-        return _UNREAD
+        return _UNREAD, 0
     shape = check_json_value(value)
-    if not shape.plain or (refuse_repeats and _key_marks(data) != shape.keys):
-        return _UNREAD
-    return value
+    return (value, shape.keys) if shape.plain else (_UNREAD, 0)
+
+
+def load_json(text: str) -> Any:
+    """``json.loads(text)`` (the same value, type for type, and json's errors), read by orjson
+    where it reads the text so (:func:`_read_fast`): for text written here, such as a store's
+    records, 0.19 against 0.29 ms for a session's 337 kB base, check included."""
+    if orjson is not None and len(text) <= FAST_JSON_BYTES:
+        read, _ = _read_plain(text)
+        if read is not _UNREAD:
+            return read
+    return json.loads(text)
 
 
 # A quote followed by a colon (JSON whitespace between): the end of every key of a valid text; a
