@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bench_fit import median_seconds  # the same timing loop (bench/ is on sys.path when run)
+from benchcli import bench_parser
 
 from ctxbudget import assemble, clear_caches, get_encoding, get_policy
 from ctxbudget.session.session import Session
@@ -64,7 +64,14 @@ def interleaved(actions: dict[str, Callable[[], Any]], turn_1: Callable[[], floa
 
 
 def main() -> None:
-    path = Path(sys.argv[1] if len(sys.argv) > 1 else "build/legal_context.json")
+    parser = bench_parser(__doc__)
+    parser.add_argument(
+        "request",
+        nargs="?",
+        default="build/legal_context.json",
+        help="the legal example (make build/legal_context.json)",
+    )
+    path = Path(parser.parse_args().request)
     request = json.loads(path.read_text("utf-8"))
     text = "\n".join(item["text"] for item in request["items"])
     tk = get_encoding("o200k_base").tiktoken  # type: ignore[attr-defined]

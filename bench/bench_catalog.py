@@ -15,6 +15,8 @@ import statistics
 import subprocess
 import sys
 
+from benchcli import bench_parser
+
 RUNS = 7
 PROBE = r"""
 import json, sys, time
@@ -35,7 +37,11 @@ print(json.dumps({"import": t1 - t0, "catalog": t2 - t1, "next": t3 - t2, "fit":
 
 
 def main() -> None:
-    example = sys.argv[1] if len(sys.argv) > 1 else "build/example.json"
+    parser = bench_parser(__doc__)
+    parser.add_argument(
+        "request", nargs="?", default="build/example.json", help="the example (make build/example.json)"
+    )
+    example = parser.parse_args().request
     samples = [
         json.loads(
             subprocess.run(

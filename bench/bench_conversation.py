@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from benchcli import bench_parser
 
 from ctxbudget.catalog.catalog import load_catalog
 from ctxbudget.gateway import GatewayConfig, create_app
@@ -102,6 +103,7 @@ def figures(bills: list[Bill]) -> tuple[float, float, float]:
 
 
 def main() -> None:
+    bench_parser(__doc__).parse_args()
     rows = [
         ("no breakpoints, no budget", direct()),
         ("gateway, --no-conversation-cache, 24k", through_gateway(BUDGET, conversation_cache=False)),

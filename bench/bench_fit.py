@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchcli import bench_parser
 from histories import MODEL, chat_history
 
 from ctxbudget import clear_caches, fit, get_encoding, render_question
@@ -77,7 +77,11 @@ def langchain_trim(body: dict[str, Any], budget: int) -> Callable[[], Any] | Non
 
 
 def main() -> None:
-    path = Path(sys.argv[1] if len(sys.argv) > 1 else "build/example.json")
+    parser = bench_parser(__doc__)
+    parser.add_argument(
+        "request", nargs="?", default="build/example.json", help="the example (make build/example.json)"
+    )
+    path = Path(parser.parse_args().request)
     example = json.loads(path.read_text("utf-8"))
     encoding = get_encoding("o200k_base")
     text = render_question(example)

@@ -21,6 +21,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchcli import bench_parser
+
 from ctxbudget import get_encoding
 from ctxbudget.gateway import GatewayConfig, create_app
 from ctxbudget.tokens.fast import FAST_ENCODINGS, use_fast_tokenizer
@@ -67,6 +69,7 @@ def gateway_and_upstream(
 
 
 def main() -> None:
+    bench_parser(__doc__).parse_args()
     with gateway_and_upstream() as (_, upstream, gateway, client):
         direct, proxied = [], []
         for n in range(REQUESTS + 20):

@@ -35,6 +35,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_gateway import gateway_and_upstream
+from benchcli import bench_parser
 
 from ctxbudget import get_encoding
 from ctxbudget.gateway import GatewayConfig, create_app
@@ -230,12 +231,19 @@ def memory(text: str, fast_tokenizer: bool) -> None:
 
 
 def main() -> None:
-    fast = "--tiktoken" not in sys.argv
-    arguments = [a for a in sys.argv[1:] if a != "--tiktoken"]
-    if arguments[:1] == ["--memory"]:
+    parser = bench_parser(__doc__)
+    parser.add_argument("rounds", nargs="?", type=int, default=30, help="timed rounds (default 30)")
+    parser.add_argument(
+        "--tiktoken", action="store_true", help="count with tiktoken, as `serve` does by default"
+    )
+    parser.add_argument(
+        "--memory", action="store_true", help="the memory figures alone (the child the bench starts)"
+    )
+    args = parser.parse_args()
+    fast, rounds = not args.tiktoken, args.rounds
+    if args.memory:
         memory(document(1_000_000), fast)
         return
-    rounds = int(arguments[0]) if arguments else 30
     text = document(100_000)
     tokens = len(get_encoding("o200k_base").tiktoken.encode_ordinary(text))  # type: ignore[attr-defined]
     size = len(json.dumps(body_for(text)).encode("utf-8"))

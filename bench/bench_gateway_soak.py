@@ -18,6 +18,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchcli import bench_parser
+
 from ctxbudget.gateway import GatewayConfig, create_app
 from tests.fake_upstream import FakeUpstream, Served
 
@@ -32,7 +34,11 @@ def rss_mb() -> float:
 
 
 def main() -> None:
-    sessions = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
+    parser = bench_parser(__doc__)
+    parser.add_argument(
+        "sessions", nargs="?", type=int, default=10_000, help="distinct sessions (default 10,000)"
+    )
+    sessions = parser.parse_args().sessions
     fake = FakeUpstream()
     samples: list[tuple[int, float]] = []
     with tempfile.TemporaryDirectory() as folder, Served(fake.app) as upstream:

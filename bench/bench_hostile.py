@@ -13,10 +13,11 @@ every row under a second when linear; the old code took from 10 s to hours at th
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
+
+from benchcli import bench_parser
 
 import ctxbudget
 from ctxbudget import BudgetExceeded
@@ -201,7 +202,9 @@ def best_seconds(action: Callable[[], Any], repeats: int = 3) -> float:
 
 
 def main() -> None:
-    wanted = sys.argv[1:]
+    parser = bench_parser(__doc__)
+    parser.add_argument("words", nargs="*", help="run only the shapes whose name holds one of these words")
+    wanted = parser.parse_args().words
     print(f"{'shape':48} {'n':>9} {'at n':>9} {'at 4n':>9} {'growth':>7}")
     for name, (shape, size) in SHAPES.items():
         if wanted and not any(word in name for word in wanted):

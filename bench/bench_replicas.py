@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from benchcli import bench_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -126,7 +127,11 @@ def commits(url: str) -> tuple[float, float]:
 
 
 def main() -> None:
-    sessions = int(sys.argv[1]) if len(sys.argv) > 1 else 60
+    parser = bench_parser(__doc__)
+    parser.add_argument(
+        "sessions", nargs="?", type=int, default=60, help="sessions each load sends (default 60)"
+    )
+    sessions = parser.parse_args().sessions
     bin_folder = find_bin_folder()
     if bin_folder is None:
         sys.exit("no PostgreSQL server binaries (initdb, pg_ctl): install postgresql")

@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchcli import bench_parser
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -75,7 +77,9 @@ def first_answer(env: dict[str, str], folder: Path) -> float:
 
 
 def main() -> None:
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    parser = bench_parser(__doc__)
+    parser.add_argument("runs", nargs="?", type=int, default=5, help="fresh workers started (default 5)")
+    runs = parser.parse_args().runs
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
         (folder / "tiktoken").mkdir()
