@@ -26,7 +26,7 @@ except ImportError:  # pragma: no cover - the default install reads with json al
 
 __all__ = [
     "FAST_JSON_BYTES",
-    "FAST_WRITE_CHARS",
+    "FAST_WRITE_BYTES",
     "MAX_DEPTH",
     "JsonShape",
     "RepeatedKey",
@@ -42,11 +42,14 @@ MAX_DEPTH = 100
 # The largest body orjson reads (see _read_fast): it reserves 13x a body's size, json 2x; under
 # this the 3 ms it saves a megabyte is worth the 13 MB it may take at most.
 FAST_JSON_BYTES = 1 << 20
-# The most characters orjson writes (compact_json): it reserves 9-15x the text as it writes
-# (tracemalloc), json about 1x; under this that is at most about 7 MB for the 0.8 ms it saves a
-# third of a megabyte (a gateway's 200,000-token body, 1 MB, peaked at 31 MB written by orjson,
-# against 23 MB by json).
-FAST_WRITE_CHARS = 1 << 19
+# The most memory orjson may reserve as it writes (compact_json), by its peaks under tracemalloc:
+# 8-13 bytes a character of one long string (escapes included), 166-260 bytes an element of an
+# array (a 1 MB array of nulls peaked at 34 MB) or a key; json peaks at 2-4x the text. Under this,
+# the 0.8 ms it saves on a session's 337 kB base (4.7 MB by the estimate); a gateway's
+# 200,000-token body (1 MB) peaked at 31 MB written by orjson, against 23 MB by json.
+FAST_WRITE_BYTES = 8 << 20
+_RESERVED_A_CHAR = 14
+_RESERVED_AN_ELEMENT = 260
 
 
 def _child_path(path: str, key: object) -> str:
@@ -125,7 +128,7 @@ def check_json_value(value: Any, root: str = "$") -> JsonShape:
     """
     seen = _plain_chars(value)
     if seen is not None:
-        return JsonShape(True, *seen)
+        return JsonShape(True, seen[0], seen[1])
     _check_with_paths(value, root)
     return JsonShape(False, 0)
 
@@ -146,11 +149,12 @@ def encodes_as_utf8(text: str) -> bool:
     return True
 
 
-def _plain_chars(value: Any, *, floats: bool = True) -> tuple[int, int] | None:
-    """The characters of a plain, valid value's strings and its objects' keys, or None when it is
-    not plain or not valid (then :func:`_check_with_paths` decides, and names the place); without
-    ``floats``, also None at the first float (:func:`compact_json`)."""
-    chars = keys = 0
+def _plain_chars(value: Any, *, floats: bool = True) -> tuple[int, int, int] | None:
+    """The characters of a plain, valid value's strings and its objects' keys, its keys, and its
+    arrays' elements; or None when it is not plain or not valid (then :func:`_check_with_paths`
+    decides, and names the place); without ``floats``, also None at the first float
+    (:func:`compact_json`)."""
+    chars = keys = elements = 0
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         current, depth = stack.pop()
@@ -167,6 +171,7 @@ def _plain_chars(value: Any, *, floats: bool = True) -> tuple[int, int] | None:
         elif kind is list:
             if depth >= MAX_DEPTH and current:
                 return None
+            elements += len(current)
             children = current
         else:
             children = (current,)
@@ -187,7 +192,7 @@ def _plain_chars(value: Any, *, floats: bool = True) -> tuple[int, int] | None:
                     return None
             elif kind not in _SCALARS:
                 return None
-    return chars, keys
+    return chars, keys, elements
 
 
 def _check_with_paths(value: Any, root: str) -> None:
@@ -213,6 +218,11 @@ def _check_with_paths(value: Any, root: str) -> None:
         stack.extend((child, _child_path(path, key), depth + 1) for key, child in reversed(children))
 
 
+def _orjson_reserves(chars: int, keys: int, elements: int) -> int:
+    """What orjson may reserve to write a plain value (see :data:`FAST_WRITE_BYTES`)."""
+    return _RESERVED_A_CHAR * chars + _RESERVED_AN_ELEMENT * (keys + elements)
+
+
 def compact_json(value: Any, *, sort_keys: bool = False) -> str:
     """``value`` as JSON with no spaces and its characters as they are (not escaped): one writer
     for any value, so one value is always the same text.
@@ -223,15 +233,15 @@ def compact_json(value: Any, *, sort_keys: bool = False) -> str:
     point), in 0.04 against 0.86 ms for a session's 337 kB base, plus 0.09 ms to check the value.
     orjson writes a float below 1e-4 otherwise (``0.00001`` where json writes ``1e-05``), so a value
     holding a float is left to json, as is an integer past 64 bits (orjson refuses it), and a value
-    of more than :data:`FAST_WRITE_CHARS` characters in its strings (orjson reserves 9-15x the
-    text it writes: a gateway's 5 MB body peaked at 74 MB, against 21 MB with json).
+    orjson would reserve more than :data:`FAST_WRITE_BYTES` to write (it reserves about 14 bytes a
+    character and 260 an element: a gateway's 5 MB body peaked at 74 MB, against 21 MB with json).
 
     Else JSON's escaping encoder is the faster (2.8 against 4.3 ms for a 500 kB chat body), and it
     writes the same text whenever what it wrote holds no ``\\u`` escape (only characters from U+007F
     up are written otherwise by the one and the other); when it does, the value is written again,
     unescaped."""
     seen = _plain_chars(value, floats=False) if orjson is not None else None
-    if seen is not None and seen[0] <= FAST_WRITE_CHARS:
+    if seen is not None and _orjson_reserves(*seen) <= FAST_WRITE_BYTES:
         assert orjson is not None
         try:
             written: bytes = orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else 0)
@@ -268,21 +278,22 @@ def _read_fast(data: bytes, refuse_repeats: bool) -> Any:
 
 def _read_plain(data: bytes | str) -> tuple[Any, int]:
     """orjson's reading of ``data`` and its objects' keys when the value read is plain (see
-    :func:`_read_fast`), else ``_UNREAD``."""
+    :func:`_read_fast`), else ``_UNREAD`` (a value the boundary refuses, nested past
+    :data:`MAX_DEPTH`, is then read again by the caller's reader, which decides)."""
     assert orjson is not None
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError:
         return _UNREAD, 0
-    shape = check_json_value(value)
-    return (value, shape.keys) if shape.plain else (_UNREAD, 0)
+    seen = _plain_chars(value)
+    return (value, seen[1]) if seen is not None else (_UNREAD, 0)
 
 
 def load_json(text: str) -> Any:
     """``json.loads(text)`` (the same value, type for type, and json's errors), read by orjson
     where it reads the text so (:func:`_read_fast`): for text written here, such as a store's
     records, 0.19 against 0.29 ms for a session's 337 kB base, check included."""
-    if orjson is not None and len(text) <= FAST_JSON_BYTES:
+    if orjson is not None and (len(text) if text.isascii() else 4 * len(text)) <= FAST_JSON_BYTES:
         read, _ = _read_plain(text)
         if read is not _UNREAD:
             return read
