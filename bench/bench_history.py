@@ -24,13 +24,14 @@ timed call: ctxbudget's engine attached, LangChain's counter calling quicktok's 
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from benchcli import bench_parser
 
 RUNS = 7
 BUDGET = 8_000
@@ -128,9 +129,7 @@ def _compiled() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = bench_parser(__doc__)
     parser.add_argument("--side", choices=["ctxbudget", "langchain"])
     parser.add_argument("--warm", action="store_true", help="one warm-up call before the timed one")
     parser.add_argument("--engine", choices=["tiktoken", "quicktok"], default="tiktoken")

@@ -21,7 +21,6 @@ of what is lost is ranking rather than selection: what a perfect semantic scorer
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -29,6 +28,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from benchcli import bench_parser
 
 from ctxbudget import ConfigError, fit, get_encoding, render_question
 from ctxbudget.trim.bm25 import bm25_scores
@@ -101,9 +102,7 @@ def retained(spans: list[list[int]], text: str, output: str) -> bool:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = bench_parser(__doc__)
     parser.add_argument(
         "--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "data" / "retention")
     )

@@ -27,6 +27,7 @@ except ImportError:  # pragma: no cover - the default install reads with json al
 __all__ = [
     "FAST_JSON_BYTES",
     "FAST_WRITE_BYTES",
+    "FAST_WRITE_ITEMS",
     "MAX_DEPTH",
     "JsonShape",
     "RepeatedKey",
@@ -34,7 +35,6 @@ __all__ = [
     "compact_json",
     "decode_json",
     "encodes_as_utf8",
-    "load_json",
     "unique_keys",
 ]
 
@@ -42,13 +42,15 @@ MAX_DEPTH = 100
 # The largest body orjson reads (see _read_fast): it reserves 13x a body's size, json 2x; under
 # this the 3 ms it saves a megabyte is worth the 13 MB it may take at most.
 FAST_JSON_BYTES = 1 << 20
-# The most memory orjson may reserve as it writes (compact_json), by its peaks under tracemalloc:
-# 8-13 bytes a character of one long string (escapes included), 166-260 bytes an element of an
-# array (a 1 MB array of nulls peaked at 34 MB) or a key; json peaks at 2-4x the text. Under this,
-# the 0.8 ms it saves on a session's 337 kB base (4.7 MB by the estimate); a gateway's
-# 200,000-token body (1 MB) peaked at 31 MB written by orjson, against 23 MB by json.
+# What orjson writes (compact_json): at most this many keys and array elements (a session's base
+# holds 716; the check that the value is one orjson writes as json does walks them all, 0.1 us
+# each, and a 2,000-message chat's walk took 0.75 ms of the 1.1 ms json writes it in), and at
+# most what it may reserve as it writes, by its peaks under tracemalloc: 14-15 bytes a character
+# of ASCII text (a gateway's 1,000,000-token body peaked at 74 MB written by orjson, 21 MB by
+# json) and 166-260 an element (a 1 MB array of nulls: 34 MB).
+FAST_WRITE_ITEMS = 1024
 FAST_WRITE_BYTES = 8 << 20
-_RESERVED_A_CHAR = 14
+_RESERVED_A_CHAR = 15
 _RESERVED_AN_ELEMENT = 260
 
 
@@ -149,11 +151,11 @@ def encodes_as_utf8(text: str) -> bool:
     return True
 
 
-def _plain_chars(value: Any, *, floats: bool = True) -> tuple[int, int, int] | None:
+def _plain_chars(value: Any, *, for_orjson: bool = False) -> tuple[int, int, int] | None:
     """The characters of a plain, valid value's strings and its objects' keys, its keys, and its
     arrays' elements; or None when it is not plain or not valid (then :func:`_check_with_paths`
-    decides, and names the place); without ``floats``, also None at the first float
-    (:func:`compact_json`)."""
+    decides, and names the place). ``for_orjson``: also None at the first float or the first text
+    beyond ASCII, or past :data:`FAST_WRITE_ITEMS` keys and elements (:func:`compact_json`)."""
     chars = keys = elements = 0
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
@@ -163,15 +165,19 @@ def _plain_chars(value: Any, *, floats: bool = True) -> tuple[int, int, int] | N
             if depth >= MAX_DEPTH and current:
                 return None
             keys += len(current)
+            if for_orjson and keys + elements > FAST_WRITE_ITEMS:
+                return None
             for key in current:
-                if type(key) is not str or not (key.isascii() or encodes_as_utf8(key)):  # ASCII: no call
-                    return None
+                if type(key) is not str or not (key.isascii() or (not for_orjson and encodes_as_utf8(key))):
+                    return None  # an ASCII key: no call
                 chars += len(key)
             children: Any = current.values()
         elif kind is list:
             if depth >= MAX_DEPTH and current:
                 return None
             elements += len(current)
+            if for_orjson and keys + elements > FAST_WRITE_ITEMS:
+                return None
             children = current
         else:
             children = (current,)
@@ -179,13 +185,13 @@ def _plain_chars(value: Any, *, floats: bool = True) -> tuple[int, int, int] | N
         for child in children:
             kind = type(child)
             if kind is str:
-                if not child.isascii() and not encodes_as_utf8(child):  # ASCII: no call
+                if not child.isascii() and (for_orjson or not encodes_as_utf8(child)):  # ASCII: no call
                     return None
                 chars += len(child)
             elif kind is dict or kind is list:
                 stack.append((child, depth + 1))
             elif kind is float:
-                if not floats or not -_HUGE < child < _HUGE:  # also NaN, which compares false
+                if for_orjson or not -_HUGE < child < _HUGE:  # also NaN, which compares false
                     return None
             elif kind is int:
                 if _long_int(child):
@@ -218,6 +224,11 @@ def _check_with_paths(value: Any, root: str) -> None:
         stack.extend((child, _child_path(path, key), depth + 1) for key, child in reversed(children))
 
 
+# A backslash-u escape. re looks for it 2.7x faster than ``in`` (it scans for the backslash alone):
+# 0.16 against 0.43 ms for a 500 kB body.
+_U_ESCAPE = re.compile(r"\\u")
+
+
 def _orjson_reserves(chars: int, keys: int, elements: int) -> int:
     """What orjson may reserve to write a plain value (see :data:`FAST_WRITE_BYTES`)."""
     return _RESERVED_A_CHAR * chars + _RESERVED_AN_ELEMENT * (keys + elements)
@@ -227,20 +238,21 @@ def compact_json(value: Any, *, sort_keys: bool = False) -> str:
     """``value`` as JSON with no spaces and its characters as they are (not escaped): one writer
     for any value, so one value is always the same text.
 
-    A plain value (:class:`JsonShape`) without a float is written by orjson when it is installed:
-    its text is then the same as json's, character for character (the suite holds the two against
-    each other: every code point in keys and strings, integers to 64 bits, keys sorted by code
-    point), in 0.04 against 0.86 ms for a session's 337 kB base, plus 0.09 ms to check the value.
-    orjson writes a float below 1e-4 otherwise (``0.00001`` where json writes ``1e-05``), so a value
-    holding a float is left to json, as is an integer past 64 bits (orjson refuses it), and a value
-    orjson would reserve more than :data:`FAST_WRITE_BYTES` to write (it reserves about 14 bytes a
-    character and 260 an element: a gateway's 5 MB body peaked at 74 MB, against 21 MB with json).
+    orjson writes it when installed and the value is plain (:class:`JsonShape`), of ASCII text,
+    without a float, of at most :data:`FAST_WRITE_ITEMS` keys and elements and of a size it
+    reserves at most :data:`FAST_WRITE_BYTES` for: its text is then json's, character for
+    character (the suite holds the two against each other: every ASCII character in keys and
+    strings, integers to 64 bits, keys sorted), in 0.13 against 0.86 ms for a session's 337 kB
+    base, the check included. Left to json: a float (orjson writes 1e-05 as 0.00001), an integer
+    past 64 bits (orjson refuses it), text beyond ASCII (orjson keeps a UTF-8 copy in each such
+    string it writes, for as long as the string lives), and a value of many small parts (a long
+    chat), whose check would take about what orjson saves.
 
     Else JSON's escaping encoder is the faster (2.8 against 4.3 ms for a 500 kB chat body), and it
     writes the same text whenever what it wrote holds no ``\\u`` escape (only characters from U+007F
     up are written otherwise by the one and the other); when it does, the value is written again,
     unescaped."""
-    seen = _plain_chars(value, floats=False) if orjson is not None else None
+    seen = _plain_chars(value, for_orjson=True) if orjson is not None else None
     if seen is not None and _orjson_reserves(*seen) <= FAST_WRITE_BYTES:
         assert orjson is not None
         try:
@@ -249,7 +261,7 @@ def compact_json(value: Any, *, sort_keys: bool = False) -> str:
         except orjson.JSONEncodeError:  # an integer past 64 bits
             pass
     text = json.dumps(value, sort_keys=sort_keys, separators=(",", ":"))
-    if "\\u" not in text:
+    if _U_ESCAPE.search(text) is None:
         return text
     return json.dumps(value, ensure_ascii=False, sort_keys=sort_keys, separators=(",", ":"))
 
@@ -270,34 +282,15 @@ def _read_fast(data: bytes, refuse_repeats: bool) -> Any:
     are held against the text's key marks (:func:`_key_marks`): every key written makes one, so
     as many marks as keys read means none was given twice; more marks (a repeat, or a mark inside
     a string) and the strict reader decides."""
-    value, keys = _read_plain(data)
-    if refuse_repeats and value is not _UNREAD and _key_marks(data) != keys:
-        return _UNREAD
-    return value
-
-
-def _read_plain(data: bytes | str) -> tuple[Any, int]:
-    """orjson's reading of ``data`` and its objects' keys when the value read is plain (see
-    :func:`_read_fast`), else ``_UNREAD`` (a value the boundary refuses, nested past
-    :data:`MAX_DEPTH`, is then read again by the caller's reader, which decides)."""
     assert orjson is not None
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError:
-        return _UNREAD, 0
-    seen = _plain_chars(value)
-    return (value, seen[1]) if seen is not None else (_UNREAD, 0)
-
-
-def load_json(text: str) -> Any:
-    """``json.loads(text)`` (the same value, type for type, and json's errors), read by orjson
-    where it reads the text so (:func:`_read_fast`): for text written here, such as a store's
-    records, 0.19 against 0.29 ms for a session's 337 kB base, check included."""
-    if orjson is not None and (len(text) if text.isascii() else 4 * len(text)) <= FAST_JSON_BYTES:
-        read, _ = _read_plain(text)
-        if read is not _UNREAD:
-            return read
-    return json.loads(text)
+        return _UNREAD
+    shape = check_json_value(value)
+    if not shape.plain or (refuse_repeats and _key_marks(data) != shape.keys):
+        return _UNREAD
+    return value
 
 
 # A quote followed by a colon (JSON whitespace between): the end of every key of a valid text; a

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ..errors import ConfigError, StoreError
-from ..formats.jsonvalue import compact_json, encodes_as_utf8, load_json
+from ..formats.jsonvalue import compact_json, encodes_as_utf8
 from ._checkpoints import BackgroundCheckpoints
 from ._sqlite_file import (
     DAMAGED_HINT,
@@ -523,7 +523,7 @@ class SQLiteStore:
         if row is None or not isinstance(row[0], str) or content_key(row[0]) != sha:
             found = "is missing" if row is None else "does not match its hash"
             raise StoreError(self.path, f"is damaged (stored content {sha[:12]} {found})", DAMAGED_HINT)
-        return load_json(row[0])
+        return json.loads(row[0])
 
     def create(self, meta: SessionMeta) -> None:
         """Create a session (its base items stored once by hash)."""
