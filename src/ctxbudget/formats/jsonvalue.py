@@ -252,14 +252,14 @@ def compact_json(value: Any, *, sort_keys: bool = False) -> str:
     writes the same text whenever what it wrote holds no ``\\u`` escape (only characters from U+007F
     up are written otherwise by the one and the other); when it does, the value is written again,
     unescaped."""
-    seen = _plain_chars(value, for_orjson=True) if orjson is not None else None
-    if seen is not None and _orjson_reserves(*seen) <= FAST_WRITE_BYTES:
-        assert orjson is not None
-        try:
-            written: bytes = orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else 0)
-            return written.decode("utf-8")
-        except orjson.JSONEncodeError:  # an integer past 64 bits
-            pass
+    if orjson is not None:
+        seen = _plain_chars(value, for_orjson=True)
+        if seen is not None and _orjson_reserves(*seen) <= FAST_WRITE_BYTES:
+            try:
+                written: bytes = orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else 0)
+                return written.decode("utf-8")
+            except orjson.JSONEncodeError:  # an integer past 64 bits
+                pass
     text = json.dumps(value, sort_keys=sort_keys, separators=(",", ":"))
     if _U_ESCAPE.search(text) is None:
         return text
