@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 import hashlib
 import os
 import pickle
@@ -276,6 +277,19 @@ def test_token_lengths_are_the_byte_lengths_of_the_tokens(stock_tiktoken: dict[s
         assert list(lengths) == [
             len(t) for t in reference.decode_tokens_bytes(reference.encode_ordinary(text))
         ]
+
+
+def test_the_length_table_is_not_a_container_the_collector_traverses(
+    stock_tiktoken: dict[str, Any],
+) -> None:
+    """A table of each token's length lives as long as the process: as a list of ints, each
+    collection of its generation visited its 200,000 items (half of the collection that ends a long
+    history's fit); as bytes the collector never sees it."""
+    for name, reference in stock_tiktoken.items():
+        table = [len(reference.decode_single_token_bytes(i)) for i in range(reference.n_vocab - 300)]
+        for encoding in (get_encoding(name), TiktokenEncoding(reference, table)):
+            assert not gc.is_tracked(encoding.byte_lengths)
+        assert list(TiktokenEncoding(reference, table).byte_lengths) == table
 
 
 def test_encodings_without_a_proof_are_never_split(stock_tiktoken: dict[str, Any]) -> None:

@@ -209,7 +209,10 @@ class TiktokenEncoding:
         if encoding is None and build is None:
             raise ConfigError(f"encoding {self._name!r}: give a tiktoken encoding or a build for one")
         self._encoding = encoding
-        self._byte_lengths = byte_lengths
+        # bytes, not a list: a list of 200,000 ints is a container the cycle collector traverses
+        # in every collection of its generation (about 1 ms each, a long history's fit ending in
+        # one); bytes are not tracked. Indexing either gives the same ints.
+        self._byte_lengths = bytes(byte_lengths)
         self._proven = proven_boundaries
         self._build = build
         self._small = small if encoding is None else None
@@ -234,8 +237,8 @@ class TiktokenEncoding:
         return self._proven
 
     @property
-    def byte_lengths(self) -> Sequence[int]:
-        """Each token's length in bytes, by rank."""
+    def byte_lengths(self) -> bytes:
+        """Each token's length in bytes, by rank (a byte a token)."""
         return self._byte_lengths
 
     @property

@@ -148,7 +148,7 @@ class FastEngine:
         import numpy  # quicktok's own dependency
 
         self._engine = engine
-        self._table = numpy.array(byte_lengths, dtype=numpy.uint8)
+        self._table = numpy.frombuffer(bytes(byte_lengths), dtype=numpy.uint8)  # a byte a token
         self._unsure_bmp = _unsure_bmp(tables)
         self._unsure_astral = _unsure_astral(tables)
 
