@@ -122,6 +122,25 @@ def _policy(tmp_path: Path) -> str:
     return str(path)
 
 
+def test_a_created_session_holds_its_base_as_stored_not_the_callers_object(tmp_path: Path) -> None:
+    """A new session is opened on what the store wrote (not read back): its base must still be
+    the stored copy, so a caller that changes its base after creating the session changes neither
+    this session's turns nor what a reopened one reads."""
+    base = _base()
+    store = SQLiteStore(tmp_path / "s.db")
+    created = Session.create(store, "m", policy=_policy(tmp_path), model="claude-sonnet-4-5", base=base)
+    reopened = Session(store, "m")
+    assert created.meta == reopened.meta == store.meta("m")
+    assert created.meta.base == base and created.meta.base is not base
+    base["items"][0]["text"] = "changed"
+    base["items"].append({"id": "late", "tier": "contextual", "kind": "document", "text": "late"})
+    assert created.meta == store.meta("m")
+    turn = created.prepare("What about notice?", tags=["Notice"])
+    ids = [item["id"] for item in turn.request["items"]]
+    assert "late" not in ids and turn.request["items"][0]["text"] != "changed"
+    assert turn.request == reopened.prepare("What about notice?", tags=["Notice"]).request
+
+
 def test_short_simulation_keeps_its_invariants(tmp_path: Path) -> None:
     scenario = parse_scenario(_scenario(_policy(tmp_path)))
     result = run_simulation(scenario, store_path=str(tmp_path / "sim.db"))

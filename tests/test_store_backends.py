@@ -30,7 +30,10 @@ def store(store_target: str) -> SessionStore:
 
 
 def test_create_meta_names_and_a_duplicate(store: SessionStore) -> None:
-    store.create(SessionMeta(name="B", policy="p", model="m", base={}))
+    given = SessionMeta(name="B", policy="p", model="m", base={"items": [{"id": "y", "tags": ("t",)}]})
+    stored = store.create(given)  # the metadata as stored: what meta reads back, a copy of the base
+    assert stored == store.meta("B") and stored.base == {"items": [{"id": "y", "tags": ["t"]}]}
+    assert stored.base["items"] is not given.base["items"]
     assert store.meta("a") == META and store.names() == ["B", "a"]
     with pytest.raises(ConfigError, match="session 'a' already exists in"):
         store.create(META)

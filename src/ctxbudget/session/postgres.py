@@ -213,23 +213,28 @@ class PostgresStore:
         threading.Thread(target=failing.close, name="ctxbudget-old-pool", daemon=True).start()
 
     def _put(self, conn: psycopg.Connection[Any], value: Any) -> str:
-        body = _canonical(value)
+        return self._put_text(conn, _canonical(value))
+
+    def _put_text(self, conn: psycopg.Connection[Any], body: str) -> str:
+        """Store a value's canonical text under its hash; the hash."""
         sha = content_key(body)
         conn.execute(
             "INSERT INTO content (sha256, body) VALUES (%s, %s) ON CONFLICT (sha256) DO NOTHING", (sha, body)
         )
         return sha
 
-    def create(self, meta: SessionMeta) -> None:
-        """Create a session (its base items stored once by hash)."""
+    def create(self, meta: SessionMeta) -> SessionMeta:
+        """Create a session (its base items stored once by hash); the metadata as stored."""
+        body = _canonical(dict(meta.base))
         with self._transaction() as conn:
             inserted = conn.execute(
                 "INSERT INTO sessions (name, policy, model, base_sha256) VALUES (%s, %s, %s, %s) "
                 "ON CONFLICT (name) DO NOTHING",
-                (meta.name, meta.policy, meta.model, self._put(conn, dict(meta.base))),
+                (meta.name, meta.policy, meta.model, self._put_text(conn, body)),
             )
             if inserted.rowcount == 0:
                 raise ConfigError(f"session {meta.name!r} already exists in {self.url}")
+        return dataclasses.replace(meta, base=json.loads(body))
 
     def meta(self, name: str) -> SessionMeta:
         """A session's metadata; unknown names raise ConfigError listing the known ones."""

@@ -176,8 +176,10 @@ GATEWAY_RECORDED = "gateway"
 class SessionStore(Protocol):
     """What sessions need from storage."""
 
-    def create(self, meta: SessionMeta) -> None:
-        """Create a session; a second one with the same name is an error."""
+    def create(self, meta: SessionMeta) -> SessionMeta:
+        """Create a session; a second one with the same name is an error. Returns the metadata as
+        stored, what :meth:`meta` reads back (its base a copy of the one given, read from the
+        stored text: a caller that changes its base later changes nothing stored)."""
         ...
 
     def meta(self, name: str) -> SessionMeta:
@@ -508,7 +510,10 @@ class SQLiteStore:
             return {key: json.loads(state) for key, state in rows}
 
     def _put(self, value: Any) -> str:
-        body = _canonical(value)
+        return self._put_text(_canonical(value))
+
+    def _put_text(self, body: str) -> str:
+        """Store a value's canonical text (:func:`_canonical`) under its hash; the hash."""
         sha = content_key(body)
         self._db.execute("INSERT OR IGNORE INTO content (sha256, body) VALUES (?, ?)", (sha, body))
         self._written += len(body) if body.isascii() else len(body.encode("utf-8"))
@@ -525,16 +530,18 @@ class SQLiteStore:
             raise StoreError(self.path, f"is damaged (stored content {sha[:12]} {found})", DAMAGED_HINT)
         return json.loads(row[0])
 
-    def create(self, meta: SessionMeta) -> None:
-        """Create a session (its base items stored once by hash)."""
+    def create(self, meta: SessionMeta) -> SessionMeta:
+        """Create a session (its base items stored once by hash); the metadata as stored."""
+        body = _canonical(dict(meta.base))
         with self._writing():
             if self._db.execute("SELECT 1 FROM sessions WHERE name = ?", (meta.name,)).fetchone():
                 raise ConfigError(f"session {meta.name!r} already exists in {self.path}")
-            base = self._put(dict(meta.base))
+            base = self._put_text(body)
             self._db.execute(
                 "INSERT INTO sessions (name, policy, model, base_sha256) VALUES (?, ?, ?, ?)",
                 (meta.name, meta.policy, meta.model, base),
             )
+        return dataclasses.replace(meta, base=json.loads(body))
 
     def meta(self, name: str) -> SessionMeta:
         """A session's metadata."""
