@@ -16,7 +16,7 @@ from ctxbudget.fitting._budget import BudgetSplit, allocate, budget_ceiling
 from ctxbudget.items import Cut, Item
 from ctxbudget.trim import bm25
 from ctxbudget.trim.bm25 import bm25_from_profile, bm25_scores, term_profile
-from ctxbudget.trim.history import select_history
+from ctxbudget.trim.history import newest_unit, select_history, units_of
 from ctxbudget.trim.shares import proportional_shares, shares_keeping_short
 
 
@@ -26,6 +26,14 @@ def _messages(n: int, groups: dict[int, int] | None = None) -> list[Item]:
         Item(component="history", index=i, path=f"h{i}", text=f"m{i}", group=groups.get(i, i))
         for i in range(n)
     ]
+
+
+@given(st.lists(st.integers(-2, 3), min_size=1, max_size=12))
+@example([1, 1, -1, -1])  # messages of no group are a unit each, even next to each other
+@example([0, 0, 0])
+def test_the_newest_unit_read_from_the_end_is_the_grouping_last(groups: list[int]) -> None:
+    messages = _messages(len(groups), dict(enumerate(groups)))
+    assert newest_unit(messages) == units_of(messages)[-1]
 
 
 def _no_truncation(item: Item, budget: int) -> Cut:

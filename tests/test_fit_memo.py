@@ -1,4 +1,4 @@
-"""What a fit reads from its question is remembered for that fit alone (ctxbudget.trim.memo)."""
+"""What a fit reads from its question is remembered for that fit alone (ctxbudget.memo)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from ctxbudget import clear_caches, fit
-from ctxbudget.trim.memo import _ACTIVE, fit_memo, per_fit, per_fit_by_identity
+from ctxbudget.memo import _ACTIVE, fit_memo, per_fit, per_fit_by_identity
 
 
 def _counting() -> tuple[list[str], Callable[[str], str]]:

@@ -21,8 +21,8 @@ from ..cost import check_amount
 from ..errors import BudgetExceeded, ConfigError, InvariantViolation
 from ..formats import BODY_OUTPUT_FIELDS
 from ..gcpause import collector_paused
+from ..memo import fit_memo
 from ..tokens.counter import TokenCounter, count_ahead
-from ..trim.memo import fit_memo
 from ..trim.passages import PassageScorer
 from ._carried import (
     cache_seed,

@@ -18,7 +18,7 @@ from ..formats.tool_prompt import with_tool_prompt
 from ..items import Component, Item, ItemKey, Rendering, RequestFormat
 from ..lazy_measure import LazyMeasurement
 from ..tokens.counter import TokenCounter
-from ..trim.history import units_of
+from ..trim.history import newest_unit
 from ..trim.messages import asks_a_question, question_of, question_spans
 from ..trim.passages import PassageScorer
 from ..trim.text import Span
@@ -130,7 +130,7 @@ class FitContext:
         """Items that are never dropped: the query and the newest history unit (a message, or a
         tool call with its results)."""
         history = self.of("history")
-        return self.of("query") + (units_of(history)[-1] if history else [])
+        return self.of("query") + (newest_unit(history) if history else [])
 
     def untrimmable(self) -> dict[str, int]:
         """Raw tokens that no trimming can remove, by part: framing, tools, protected prompts,

@@ -18,11 +18,11 @@ from ..formats.jsonvalue import JsonShape
 from ..formats.responses_items import answer_key, continues_stored, stored_answers
 from ..gcpause import collector_paused
 from ..items import HistoryCut, Plan
+from ..memo import fit_memo
 from ..tokens.counter import clear_count_cache
 from ..tokens.registry import registry_version
 from ..trim.documents import OutputOrder, ScoreOrder
 from ..trim.extract import clear_sentence_cache
-from ..trim.memo import fit_memo
 from ..trim.passages import PassageScorer, reads_as_lines
 from ..volatile import find_volatile
 from ._context import FitContext, open_context

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..items import Item, Owner, Plan, Rendering, Segment
+from ..memo import per_fit_by_identity
 from .chat import (
     apply_history,
     content_text,
@@ -313,6 +314,17 @@ def _read_fields(request: Mapping[str, Any], estimated: list[tuple[Owner, str]])
     return chunks
 
 
+@per_fit_by_identity  # a fit lays its request out to parse it, and again to apply its plan
+def _laid_out(given: Sequence[Any]) -> tuple[list[Any], list[tuple[Any, int, int]], list[int]]:
+    """The messages (a list), their components (:func:`.chat.split_messages`) and tool groups."""
+    messages = list(given)
+    return (
+        messages,
+        split_messages(messages, is_system=_is_system, is_query=_is_query),
+        _tool_groups(messages),
+    )
+
+
 class OpenAIFormat:
     """Chat Completions: ``{"model", "messages": [...], "tools": [...]}``."""
 
@@ -327,9 +339,7 @@ class OpenAIFormat:
     ) -> tuple[list[Any], list[tuple[Any, int, int]], list[int]]:
         if validate:
             _validate(request)  # for its errors; the raw messages are used as given
-        messages = list(request["messages"])
-        groups = _tool_groups(messages)
-        return messages, split_messages(messages, is_system=_is_system, is_query=_is_query), groups
+        return _laid_out(request["messages"])
 
     def parse(self, request: Mapping[str, Any]) -> tuple[Item, ...]:
         """Items: leading system/developer messages, history, the final user message."""

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import accumulate, chain
 from typing import Any
 
-from .memo import per_fit
+from ..memo import per_fit
 
 __all__ = [
     "ascii_term_hits",
@@ -124,7 +124,7 @@ def span_word_counts(mask: str, starts: Sequence[int], ends: Sequence[int]) -> l
 def query_terms(query: str) -> tuple[str, ...]:
     """The query's distinct terms in their first-seen order: a score sums over them in this order,
     so it is the same float in every process (a set's order of strings changes with the hash seed).
-    Remembered for the fit (:mod:`.memo`): a request's question is scored against each of its
+    Remembered for the fit (:mod:`ctxbudget.memo`): a request's question is scored against each of its
     documents in turn. A run of underscores is a form's blank, not a word: left out."""
     return tuple(dict.fromkeys(t for t in terms(query) if t.strip("_")))
 

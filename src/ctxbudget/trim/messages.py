@@ -20,8 +20,8 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 
 from ..items import GAP
+from ..memo import per_fit_by_identity
 from .bm25 import bm25_span_scores
-from .memo import per_fit_by_identity
 from .passages import (
     MIN_PASSAGE_TOKENS,
     PassageScorer,
@@ -75,7 +75,7 @@ def question_spans(text: str) -> list[tuple[int, int]]:
 
 @per_fit_by_identity
 def _remembered_question_spans(text: str) -> tuple[tuple[int, int], ...]:
-    """:func:`_question_spans`, remembered for the fit (:mod:`.memo`): a fit asks it of one
+    """:func:`_question_spans`, remembered for the fit (:mod:`ctxbudget.memo`): a fit asks it of one
     message up to five times (its query, its protected tokens, whether it asks, its cut), and
     each answer scanned the whole text for paragraphs (3 ms a time for a 500 kB message)."""
     return tuple(_question_spans(text))

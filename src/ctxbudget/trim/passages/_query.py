@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from itertools import pairwise
 
+from ...memo import per_fit
 from ..bm25 import terms, words
-from ..memo import per_fit
 
 __all__ = [
     "QUERY_STOPWORDS",

@@ -1,4 +1,5 @@
-"""What one fit reads from its question, remembered for that fit alone.
+"""What one fit reads from its request (its question, its messages' layout), remembered for that
+fit alone.
 
 A request's question is scored against each of its documents in turn, and a message's question
 is asked of it several times (its query, its protected tokens, its cut): a question of 10,000
@@ -54,13 +55,14 @@ def per_fit(function: Callable[[K], T]) -> Callable[[K], T]:
     return remembered
 
 
-def per_fit_by_identity(function: Callable[[str], T]) -> Callable[[str], T]:
-    """``function`` of one text, remembered in the open :func:`fit_memo` by the text's identity
-    (a message of megabytes is not hashed to be found again; the memo holds the text meanwhile, so
-    its identity cannot be reused)."""
+def per_fit_by_identity(function: Callable[[K], T]) -> Callable[[K], T]:
+    """``function`` of one value, remembered in the open :func:`fit_memo` by the value's identity
+    (a message of megabytes is not hashed to be found again, a list of messages is not hashable;
+    the memo holds the value meanwhile, so its identity cannot be reused). For values a fit never
+    changes: a fit never changes its request."""
 
     @functools.wraps(function)
-    def remembered(text: str) -> T:
+    def remembered(text: K) -> T:
         memo = _ACTIVE.get()
         if memo is None:
             return function(text)
