@@ -315,14 +315,9 @@ def _read_fields(request: Mapping[str, Any], estimated: list[tuple[Owner, str]])
 
 
 @per_fit_by_identity  # a fit lays its request out to parse it, and again to apply its plan
-def _laid_out(given: Sequence[Any]) -> tuple[list[Any], list[tuple[Any, int, int]], list[int]]:
-    """The messages (a list), their components (:func:`.chat.split_messages`) and tool groups."""
-    messages = list(given)
-    return (
-        messages,
-        split_messages(messages, is_system=_is_system, is_query=_is_query),
-        _tool_groups(messages),
-    )
+def _laid_out(messages: Sequence[Any]) -> tuple[list[tuple[Any, int, int]], list[int]]:
+    """The messages' components (:func:`.chat.split_messages`) and tool groups."""
+    return split_messages(messages, is_system=_is_system, is_query=_is_query), _tool_groups(messages)
 
 
 class OpenAIFormat:
@@ -339,7 +334,7 @@ class OpenAIFormat:
     ) -> tuple[list[Any], list[tuple[Any, int, int]], list[int]]:
         if validate:
             _validate(request)  # for its errors; the raw messages are used as given
-        return _laid_out(request["messages"])
+        return list(request["messages"]), *_laid_out(request["messages"])
 
     def parse(self, request: Mapping[str, Any]) -> tuple[Item, ...]:
         """Items: leading system/developer messages, history, the final user message."""
