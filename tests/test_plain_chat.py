@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from ctxbudget import InvalidRequestError
 from ctxbudget.formats import anthropic, anthropic_wire, openai, openai_wire
 from ctxbudget.formats.wire import validate_body
+from ctxbudget.items import Segment
 
 
 class Label(str):
@@ -110,3 +111,25 @@ def test_a_plain_chat_fit_does_not_import_pydantic() -> None:
     )
     out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["system", "user", "assistant", "developer"]), st.text(max_size=40)),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_a_message_of_role_and_text_renders_as_the_general_reading_does(
+    messages: list[tuple[str, str]],
+) -> None:
+    """The shortcut for a message of role and text alone makes its segments by ``tuple.__new__``:
+    the rendering must be the one the general reading makes (here asked of the same messages
+    with an empty name, which adds nothing), segment for segment, each a Segment."""
+    plain = {"messages": [{"role": r, "content": t} for r, t in messages]}
+    named = {"messages": [{"role": r, "content": t, "name": ""} for r, t in messages]}
+    fmt = openai.OpenAIFormat()
+    fast, general = fmt.render(plain), fmt.render(named)
+    assert fast == general
+    assert all(type(s) is Segment for chunk in fast.chunks for s in chunk)
+    assert [s._asdict() for c in fast.chunks for s in c] == [s._asdict() for c in general.chunks for s in c]

@@ -52,6 +52,7 @@ FUNC_INIT, PROP_INIT, PROP_KEY, ENUM_INIT, ENUM_ITEM, FUNC_END = 7, 3, 3, -3, 3,
 _ROLES = frozenset({"system", "developer", "user", "assistant"})
 _PLAIN_KEYS = frozenset({"role", "content", "name"})
 _TYPED_FIELDS = ("tools", "functions", "prediction")  # the body's fields its model reads
+_new = tuple.__new__
 
 
 def _validate(request: Mapping[str, Any]) -> None:
@@ -146,7 +147,10 @@ def _message_chunks(
 ) -> tuple[list[tuple[Segment, ...]], int]:
     content = message.get("content")
     if type(content) is str and len(message) == 2:  # role and text alone: most of a long chat
-        return [(Segment(str(message["role"]), owner),), (Segment(content, owner, True),)], TOKENS_PER_MESSAGE
+        # made as Segment(...) makes them, by tuple.__new__: 0.14 against 0.30 us each, two a
+        # message (the suite holds them equal)
+        role = _new(Segment, (str(message["role"]), owner, False))
+        return [(role,), (_new(Segment, (content, owner, True)),)], TOKENS_PER_MESSAGE
     chunks: list[tuple[Segment, ...]] = [(Segment(str(message["role"]), owner),)]
     constant = TOKENS_PER_MESSAGE
     if isinstance(content, str):
