@@ -77,6 +77,18 @@ def test_the_bounds_ceiling_is_never_below_the_bound(text: str) -> None:
     assert (ceiling is None) == (len(text) >= SHORT_TEXT and not text.isascii())
 
 
+@pytest.mark.parametrize("name", ENCODINGS)
+@pytest.mark.parametrize("blank", ["\n", "\t", "\r", "\x0b", "\x0c"])
+def test_a_space_after_a_blank_is_no_boundary_in_the_bound(name: str, blank: str) -> None:
+    """A space after a blank starts no token there: counted as one, the bound of a run of blanks
+    and spaces went over its tokens."""
+    encoding = get_encoding(name)
+    for text in ((blank + " ") * 60, "x" + (blank + " ") * 60, (" " + blank) * 60):
+        segments = (Segment("x.", "before"), Segment(text, "text"), Segment("y", "after"))
+        counted = measure(Rendering(chunks=(segments,)), encoding).by_owner["text"]
+        assert tokens_at_least(text) <= counted
+
+
 def test_the_bound_is_close_on_prose() -> None:
     prose = "The witness said that the notice of the defect was sent on March 3, 2021. " * 40
     tokens = len(get_encoding("o200k_base").encode(prose))

@@ -131,6 +131,14 @@ class LazyMeasurement:
             self._bounds[owner] = bound
         return bound
 
+    def reported(self, owner: Owner) -> tuple[int, bool]:
+        """:meth:`at_least` and :meth:`counted` together: what a report line gives (a line per
+        message of a long history: one call, not two)."""
+        found = self._costs.get(owner)
+        if found is not None:
+            return found, True
+        return self.at_least(owner), False
+
     def counted(self, owner: Owner) -> bool:
         """Whether :meth:`cost` was asked for (else a report gives :meth:`at_least`)."""
         return owner in self._costs

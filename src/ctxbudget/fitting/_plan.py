@@ -33,8 +33,8 @@ class ItemCosts(Mapping[int, int]):
     """Items' counts by index, each read when it is looked up (a count may tokenize the item:
     what a decision never looks up is never counted)."""
 
-    def __init__(self, items: list[Item], read: Callable[[Item], int]) -> None:
-        self._items = {item.index: item for item in items}
+    def __init__(self, items: Mapping[int, Item], read: Callable[[Item], int]) -> None:
+        self._items = items  # by index (:func:`_by_index`: one table for a component's readings)
         self._read = read
 
     def __getitem__(self, index: int) -> int:
@@ -69,14 +69,15 @@ def make_plan(ctx: FitContext, budgets: Budgets) -> Plan:
     if "history" in zero:
         decisions |= {m.key: Decision("dropped", "history budget is 0%") for m in history}
         return Plan(decisions, documents.order, document_slices=documents.slices)
+    indexed = _by_index(history)
     chosen = select_history(
         history,
-        ItemCosts(history, ctx.cost),
+        ItemCosts(indexed, ctx.cost),
         budgets["history"],
         placeholder_cost=_placeholder_cost(ctx, history),
         shrink=lambda m, b: _truncate(ctx, m, b),
-        fixed=ItemCosts(history, ctx.framing),
-        at_least=_bounds(ctx, history),
+        fixed=ItemCosts(indexed, ctx.framing),
+        at_least=_bounds(ctx, indexed),
         steps=_steps(ctx),
         first_required=ctx.first_unit_required,
         after_question=_after_question(ctx),
@@ -113,7 +114,12 @@ def _steps(ctx: FitContext) -> Steps | None:
     return None if low_water is None else Steps(low_water, ctx.options.previous_cut)
 
 
-def _bounds(ctx: FitContext, items: list[Item]) -> ItemCosts | None:
+def _by_index(items: list[Item]) -> dict[int, Item]:
+    """A component's items by their index."""
+    return {item.index: item for item in items}
+
+
+def _bounds(ctx: FitContext, items: Mapping[int, Item]) -> ItemCosts | None:
     """The items' lower bounds, for decisions that can skip counting what cannot fit (None once
     everything is counted: then decisions read, and their reasons give, exact counts)."""
     return None if ctx.measured.all_counted() else ItemCosts(items, ctx.at_least)
@@ -144,16 +150,17 @@ def _plan_documents(ctx: FitContext, budget: int, *, split: bool) -> _DocumentPl
     """Whole documents chosen by relevance to the query, then (when ``split_documents`` is on and
     ``split``) the best passages of long ones left out, in what the chosen ones leave."""
     docs = ctx.of("documents")
+    indexed = _by_index(docs)
     query = " ".join(i.text for i in ctx.of("query"))
     selection = select_documents(
         docs,
-        ItemCosts(docs, ctx.cost),
+        ItemCosts(indexed, ctx.cost),
         budget,
         query=query,
         score_order=ctx.options.score_order,
         output_order=ctx.options.document_order,
         # Documents left out are split into passages, and counted for that: no bounds then.
-        at_least=None if ctx.options.split_documents and split else _bounds(ctx, docs),
+        at_least=None if ctx.options.split_documents and split else _bounds(ctx, indexed),
         shown=ctx.counter.scale,
     )
     decisions: dict[ItemKey, Decision] = {("documents", i): d for i, d in selection.decisions.items()}

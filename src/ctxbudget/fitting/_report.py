@@ -192,7 +192,7 @@ def _item_reports(ctx: FitContext, plan: Plan) -> tuple[ItemReport, ...]:
     # a line per item of a long history: names bound once, outside the loop (an exact count is
     # reported unscaled: no call for it)
     scale = None if counter.exact or counter.safety_factor == 1.0 else counter.scale
-    at_least, counted = ctx.measured.at_least, ctx.measured.counted
+    reported = ctx.measured.reported
     decisions, kept, line, gone = plan.decisions, _KEPT, ItemReport.of, _GONE
     for item in ctx.items:
         key = item.key
@@ -202,7 +202,7 @@ def _item_reports(ctx: FitContext, plan: Plan) -> tuple[ItemReport, ...]:
         after = (
             0 if decision.action in gone and decision.tokens is None else tokens_after(ctx, item, decision)
         )
-        before = at_least(key)
+        before, counted = reported(key)
         if scale is not None:
             before, after = scale(before), scale(after)
         reports.append(
@@ -214,7 +214,7 @@ def _item_reports(ctx: FitContext, plan: Plan) -> tuple[ItemReport, ...]:
                 before,
                 after,
                 decision.reason,
-                counted(key),
+                counted,
             )
         )
     return tuple(reports)

@@ -15,9 +15,9 @@ itself is not counted (its pre-token may start before ``a``).
 
 Runs are counted with ``str.split``, which splits at ``str.isspace`` characters. Every one of
 them is whitespace to the tokenizers' ``\\s`` except U+001C-U+001F; a text holding one of those is
-given the bound 0. ASCII text takes a cheaper bound (:func:`_spaces_after_words`, substring
-counts). On the 134 documents of the bundled example (92,000 tokens) the bound is about 0.7 of
-the count and costs about a hundredth of tokenizing them.
+given the bound 0. ASCII text takes a cheaper bound (substring counts). On the 134 documents of
+the bundled example (92,000 tokens) the bound is about 0.7 of the count and costs about a
+hundredth of tokenizing them.
 """
 
 from __future__ import annotations
@@ -39,7 +39,17 @@ def tokens_at_least(text: str) -> int:
     if len(text) < SHORT_TEXT:
         return 0
     if text.isascii():
-        return _spaces_after_words(text)
+        # A bound on its hard boundaries before a space (a token starts at each): each run of
+        # ``k`` spaces adds ``k - 2 * (k // 2)``, at most 1, and one less when a blank comes
+        # before it (or it starts the text), so no run adds more than its one boundary. A few
+        # substring counts on the text itself (blanks other than newlines are rare: looked for
+        # first), about 0.5 us for a 100-character message, against 1.4 us when its bytes were
+        # encoded and counted; written here, not in a function of its own (a call a message).
+        odd = text.count(" ") - 2 * text.count("  ")
+        after_blank = text.count("\n ")
+        if "\t" in text or "\r" in text or "\x0b" in text or "\x0c" in text:
+            after_blank += sum(text.count(blank + " ") for blank in _RARE_BLANKS)
+        return max(0, odd - after_blank - (text[0] == " "))
     if _NOT_SPLIT_BY_REGEX.search(text):
         return 0
     runs = len(text.split())
@@ -55,17 +65,3 @@ def at_least_ceiling(text: str) -> int | None:
     if len(text) < SHORT_TEXT:
         return 0
     return text.count(" ") if text.isascii() else None
-
-
-def _spaces_after_words(text: str) -> int:
-    """For ASCII text, a bound on its hard boundaries before a space (a token starts at each):
-    each run of ``k`` spaces adds ``k - 2 * (k // 2)``, at most 1, and one less when a blank comes
-    before it (or it starts the text), so no run adds more than its one boundary. A few substring
-    counts on the text itself (blanks other than newlines are rare: looked for first), 0.5 us for
-    a 100-character message, against 1.4 us when its bytes were encoded and counted."""
-    odd = text.count(" ") - 2 * text.count("  ")
-    after_blank = text.count("\n ")
-    for blank in _RARE_BLANKS:
-        if blank in text:
-            after_blank += text.count(blank + " ")
-    return max(0, odd - after_blank - (text[0] == " "))

@@ -104,13 +104,20 @@ class _Pricing:
 
     def of(self, unit: list[Item]) -> int:
         """The unit's cost: the sum of its messages' costs."""
+        if len(unit) == 1:  # most units: a message (no generator for it)
+            return self.costs[unit[0].index]
         return sum(self.costs[m.index] for m in unit)
 
     def fits(self, unit: list[Item], room: int) -> bool:
         """Whether the unit costs at most ``room`` (its bound is read first: a unit over the room
         by its bound alone is never counted)."""
-        if self.at_least is not None and exceeds((self.at_least[m.index] for m in unit), room):
-            return False
+        at_least = self.at_least
+        if at_least is not None:
+            if len(unit) == 1:
+                if at_least[unit[0].index] > room:
+                    return False
+            elif exceeds((at_least[m.index] for m in unit), room):
+                return False
         return self.of(unit) <= room
 
     def shrink_unit(self, unit: list[Item], budget: int) -> tuple[dict[int, Decision], int]:
