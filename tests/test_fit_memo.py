@@ -6,6 +6,7 @@ import gc
 import threading
 import tracemalloc
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -106,3 +107,17 @@ def test_remembered_fits_are_bounded_by_the_characters_of_their_requests(
         tracemalloc.stop()
         clear_caches()
     assert held < 1_500_000, f"{held:,} bytes held by 30 remembered fits of 100 kB"
+
+
+def test_a_list_changed_inside_an_open_memo_is_laid_out_again() -> None:
+    """A fit's parse and apply share an OpenAI body's layout by the messages list's identity; a
+    caller's own open memo outlives a change to the list, which must be read as it now is."""
+    from ctxbudget import count
+
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "hello there"}]
+    body = {"messages": messages}
+    alone = count({"messages": [messages[0], {"role": "assistant", "content": "word " * 40}]}, model="gpt-4o")
+    with fit_memo():
+        first = count(body, model="gpt-4o")["tokens"]
+        messages.append({"role": "assistant", "content": "word " * 40})
+        assert count(body, model="gpt-4o")["tokens"] == alone["tokens"] > first

@@ -141,6 +141,28 @@ def test_a_created_session_holds_its_base_as_stored_not_the_callers_object(tmp_p
     assert turn.request == reopened.prepare("What about notice?", tags=["Notice"]).request
 
 
+def test_a_subclass_and_a_store_whose_create_returns_nothing_still_create_sessions(tmp_path: Path) -> None:
+    """Creating opens the session on what the store returns; a subclass's own __init__ still
+    runs, and a store written to the protocol before create returned anything reads it back."""
+
+    class Tracked(Session):
+        def __init__(self, store: Any, name: str, **options: Any) -> None:
+            super().__init__(store, name, **options)
+            self.audit: list[str] = []
+
+    class OldStore(SQLiteStore):
+        def create(self, meta: Any) -> None:  # type: ignore[override]
+            super().create(meta)
+
+    made = Tracked.create(
+        SQLiteStore(tmp_path / "a.db"), "m", policy=_policy(tmp_path), model="claude-sonnet-4-5", base=_base()
+    )
+    assert made.audit == []
+    old = OldStore(tmp_path / "b.db")
+    session = Session.create(old, "m", policy=_policy(tmp_path), model="claude-sonnet-4-5", base=_base())
+    assert session.meta == old.meta("m")
+
+
 def test_short_simulation_keeps_its_invariants(tmp_path: Path) -> None:
     scenario = parse_scenario(_scenario(_policy(tmp_path)))
     result = run_simulation(scenario, store_path=str(tmp_path / "sim.db"))

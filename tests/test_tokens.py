@@ -292,6 +292,44 @@ def test_the_length_table_is_not_a_container_the_collector_traverses(
         assert list(TiktokenEncoding(reference, table).byte_lengths) == table
 
 
+def test_a_length_table_is_read_by_its_values_whatever_holds_them(stock_tiktoken: dict[str, Any]) -> None:
+    """numpy and ``array`` tables were read as their raw memory by ``bytes()`` (a count 8x off,
+    silently); a generator as nothing. Each is read value by value."""
+    import array
+
+    import numpy
+
+    reference = stock_tiktoken["cl100k_base"]
+    table = [len(reference.decode_single_token_bytes(i)) for i in range(reference.n_vocab - 300)]
+    text = "The witness said the notice was sent on March 3. " * 20
+    expected = TiktokenEncoding(reference, table).token_lengths(text)
+    assert list(expected) == [len(t) for t in reference.decode_tokens_bytes(reference.encode_ordinary(text))]
+    for held in (
+        numpy.array(table, dtype=numpy.int64),
+        array.array("i", table),
+        (n for n in table),
+        tuple(table),
+        bytes(table),
+    ):
+        encoding = TiktokenEncoding(reference, held)  # type: ignore[arg-type]
+        assert encoding.byte_lengths == bytes(table) and encoding.token_lengths(text) == expected
+    with pytest.raises(ConfigError, match="whole numbers of bytes"):
+        TiktokenEncoding(reference, [*table[:-1], 1.5])  # type: ignore[list-item]
+    with pytest.raises(ConfigError, match="a token of -1 bytes"):
+        TiktokenEncoding(reference, [*table[:-1], -1])
+
+
+def test_a_pickle_with_a_list_table_is_read_with_a_bytes_one(stock_tiktoken: dict[str, Any]) -> None:
+    reference = stock_tiktoken["cl100k_base"]
+    table = [len(reference.decode_single_token_bytes(i)) for i in range(reference.n_vocab - 300)]
+    encoding = TiktokenEncoding(reference, table)
+    state = encoding.__getstate__()
+    state["_byte_lengths"] = list(table)  # as a version before the table was bytes pickled it
+    restored = TiktokenEncoding.__new__(TiktokenEncoding)
+    restored.__setstate__(state)
+    assert restored.byte_lengths == bytes(table) and not gc.is_tracked(restored.byte_lengths)
+
+
 def test_encodings_without_a_proof_are_never_split(stock_tiktoken: dict[str, Any]) -> None:
     reference = stock_tiktoken["cl100k_base"]
     table = [len(reference.decode_single_token_bytes(i)) for i in range(reference.n_vocab - 300)]

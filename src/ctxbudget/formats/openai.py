@@ -11,6 +11,7 @@ estimates; other non-text parts are counted at the low-detail rate (85 tokens), 
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -318,10 +319,24 @@ def _read_fields(request: Mapping[str, Any], estimated: list[tuple[Owner, str]])
     return chunks
 
 
-@per_fit_by_identity  # a fit lays its request out to parse it, and again to apply its plan
 def _laid_out(messages: Sequence[Any]) -> tuple[list[tuple[Any, int, int]], list[int]]:
-    """The messages' components (:func:`.chat.split_messages`) and tool groups."""
+    """The messages' components (:func:`.chat.split_messages`) and tool groups, shared by a fit's
+    parse and its plan's apply (:func:`_remembered_layout`) while the list holds the same messages
+    (a caller's own open memo may outlive a list's changes)."""
+    held, layout, groups = _remembered_layout(messages)
+    if len(held) == len(messages) and all(map(operator.is_, held, messages)):
+        return layout, groups
+    return _layout_of(messages)
+
+
+def _layout_of(messages: Sequence[Any]) -> tuple[list[tuple[Any, int, int]], list[int]]:
     return split_messages(messages, is_system=_is_system, is_query=_is_query), _tool_groups(messages)
+
+
+@per_fit_by_identity  # a fit lays its request out to parse it, and again to apply its plan
+def _remembered_layout(messages: Sequence[Any]) -> tuple[list[Any], list[tuple[Any, int, int]], list[int]]:
+    """:func:`_layout_of`, with the messages it was read from (held: their identities stay theirs)."""
+    return [*messages], *_layout_of(messages)
 
 
 class OpenAIFormat:

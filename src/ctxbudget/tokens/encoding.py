@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import operator
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 from operator import itemgetter
@@ -20,6 +21,7 @@ __all__ = [
     "first_space_boundary",
     "last_boundary",
     "last_space_boundary",
+    "length_table",
     "long_blank_run",
 ]
 
@@ -81,6 +83,32 @@ def long_blank_run(text: str) -> int:
         return 0
     longest = max((m.end() - m.start() for m in _BLANK_RUN.finditer(text)), default=0)
     return longest if longest >= _LONG else 0
+
+
+def length_table(name: str, byte_lengths: Iterable[int]) -> bytes:
+    """Each token's length in bytes, by rank, as a byte a token (:class:`ConfigError` for a length
+    over :data:`MAX_TOKEN_BYTES` or below 0). Read value by value: ``bytes()`` of a numpy or
+    ``array`` table would take its raw memory (8 or 4 bytes a token), not its values.
+
+    Bytes, not a list: a list of 200,000 ints is a container the cycle collector traverses in
+    every collection of its generation (about 1 ms each, a long history's fit ending in one);
+    bytes are not tracked. Indexing either gives the same ints."""
+    try:
+        values = (
+            byte_lengths if isinstance(byte_lengths, bytes) else [operator.index(n) for n in byte_lengths]
+        )
+    except TypeError as exc:
+        raise ConfigError(f"encoding {name!r}: token lengths are whole numbers of bytes ({exc})") from None
+    longest = max(values, default=0)
+    if longest > MAX_TOKEN_BYTES:
+        raise ConfigError(
+            f"encoding {name!r} has a {longest}-byte token; at most {MAX_TOKEN_BYTES} is supported"
+        )
+    if min(values, default=0) < 0:
+        raise ConfigError(
+            f"encoding {name!r} has a token of {min(values)} bytes: lengths are 0 to {MAX_TOKEN_BYTES}"
+        )
+    return bytes(values)
 
 
 class _Untokenizable(Exception):
@@ -201,18 +229,10 @@ class TiktokenEncoding:
         makes it when a text first needs it (``small`` encodes short texts until then).
         ``bundled``: built from the bundled vocabulary of ``name`` (:mod:`.bundled` says so)."""
         self._name = str(encoding.name if encoding is not None else name)
-        longest = max(byte_lengths, default=0)
-        if longest > MAX_TOKEN_BYTES:
-            raise ConfigError(
-                f"encoding {self._name!r} has a {longest}-byte token; at most {MAX_TOKEN_BYTES} is supported"
-            )
         if encoding is None and build is None:
             raise ConfigError(f"encoding {self._name!r}: give a tiktoken encoding or a build for one")
         self._encoding = encoding
-        # bytes, not a list: a list of 200,000 ints is a container the cycle collector traverses
-        # in every collection of its generation (about 1 ms each, a long history's fit ending in
-        # one); bytes are not tracked. Indexing either gives the same ints.
-        self._byte_lengths = bytes(byte_lengths)
+        self._byte_lengths = length_table(self._name, byte_lengths)
         self._proven = proven_boundaries
         self._build = build
         self._small = small if encoding is None else None
@@ -273,6 +293,7 @@ class TiktokenEncoding:
         self.__dict__.update(
             {"_fast": None, "_bundled": False, **state}
         )  # also a pickle of a version before them
+        self._byte_lengths = bytes(self._byte_lengths)  # a list in a pickle of a version before 0.53
         self._build_lock = threading.Lock()
 
     def _built(self) -> Any:

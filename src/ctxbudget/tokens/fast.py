@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 from ..errors import ConfigError
 from .bundled import bundled_tokens
-from .encoding import TiktokenEncoding
+from .encoding import TiktokenEncoding, length_table
 from .registry import get_encoding
 
 __all__ = ["FAST_ENCODINGS", "FastEngine", "check_engine", "use_fast_tokenizer", "use_fast_tokenizers"]
@@ -148,7 +148,7 @@ class FastEngine:
         import numpy  # quicktok's own dependency
 
         self._engine = engine
-        self._table = numpy.frombuffer(bytes(byte_lengths), dtype=numpy.uint8)  # a byte a token
+        self._table = numpy.frombuffer(length_table("quicktok", byte_lengths), dtype=numpy.uint8)
         self._unsure_bmp = _unsure_bmp(tables)
         self._unsure_astral = _unsure_astral(tables)
 
