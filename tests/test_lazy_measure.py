@@ -134,7 +134,7 @@ def test_lazy_counts_equal_a_whole_measure_in_any_order(
             assert (span.tokens if span else 0) == (expected.tokens if expected else 0)
             assert lazy.framing(owner) == whole.by_owner.get(owner, 0) - (expected.tokens if expected else 0)
         assert lazy.cost(owner) == whole.by_owner.get(owner, 0)
-        assert lazy.counted(owner)
+        assert lazy.reported(owner) == (whole.by_owner.get(owner, 0), True)
     assert lazy.count_all() == whole.total
     assert lazy.fixed_parts() == whole.fixed_parts()
 

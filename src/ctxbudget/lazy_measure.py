@@ -132,16 +132,12 @@ class LazyMeasurement:
         return bound
 
     def reported(self, owner: Owner) -> tuple[int, bool]:
-        """:meth:`at_least` and :meth:`counted` together: what a report line gives (a line per
-        message of a long history: one call, not two)."""
+        """What a report line gives: the owner's count when :meth:`cost` was asked for it (True),
+        else its :meth:`at_least` (False). One call a line of a long history."""
         found = self._costs.get(owner)
         if found is not None:
             return found, True
         return self.at_least(owner), False
-
-    def counted(self, owner: Owner) -> bool:
-        """Whether :meth:`cost` was asked for (else a report gives :meth:`at_least`)."""
-        return owner in self._costs
 
     def framing(self, owner: Owner) -> int:
         """The owner's raw tokens that are not its text (its non-content segments and constants);
