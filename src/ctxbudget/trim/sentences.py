@@ -323,6 +323,12 @@ def _german_candidates() -> str:
     )
 
 
+# A ``[.!?]`` run whose closers are followed by a newline ends, or not, where that newline does:
+# the newline's own match gives the same end whatever the run's rule says, so the run is dropped
+# before its abbreviation look-behinds are read (a transcript's answers end their lines).
+_BEFORE_NEWLINE = "(?![.!?]*[\"'”’)\\]]*\n)"
+
+
 @functools.cache  # compiled when a text of its kind is first split (2.6 ms each, in Python)
 def _settled_end_pattern(*, ascii_only: bool) -> re.Pattern[str]:
     """``_END`` with the plain rule's common answers settled inside ``re`` (ASCII context only).
@@ -362,8 +368,8 @@ def _settled_end_pattern(*, ascii_only: bool) -> re.Pattern[str]:
     cjk = "" if ascii_only else rf"|(?<=[{WIDE_ENDS}])[{WIDE_ENDS}]*{WIDE_CLOSING}"
     return re.compile(
         ("[.!?\n]" if ascii_only else f"[.!?{WIDE_ENDS}\n]") + r"(?:(?<=\n)(?P<nl>)"
-        rf"|(?<=\.)(?=[\"'”’)\]]*\s)(?!{abbreviation})(?:(?={word})(?!{german}){closers}{settled('lower')}|(?!{word}){closers}(?P<check>)|(?={german})(?P<german>))"
-        rf"|(?<=[.!?])(?!(?<=\.)(?![.!?])){_RUN_START}[.!?]*{closers}{settled('lower_run')}"
+        rf"|(?<=\.)(?=[\"'”’)\]]*\s){_BEFORE_NEWLINE}(?!{abbreviation})(?:(?={word})(?!{german}){closers}{settled('lower')}|(?!{word}){closers}(?P<check>)|(?={german})(?P<german>))"
+        rf"|(?<=[.!?])(?!(?<=\.)(?![.!?])){_RUN_START}{_BEFORE_NEWLINE}[.!?]*{closers}{settled('lower_run')}"
         rf"{cjk})"
     )
 
