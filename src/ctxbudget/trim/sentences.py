@@ -17,7 +17,8 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 __all__ = ["iter_sentence_ends", "last_sentence_end", "sentence_ends"]
 
@@ -329,26 +330,18 @@ def _german_candidates() -> str:
 _BEFORE_NEWLINE = "(?![.!?]*[\"'”’)\\]]*\n)"
 
 
-@functools.cache  # compiled when a text of its kind is first split (2.6 ms each, in Python)
-def _settled_end_pattern(*, ascii_only: bool) -> re.Pattern[str]:
-    """``_END`` with the plain rule's common answers settled inside ``re`` (ASCII context only).
+class _Branches(NamedTuple):
+    """What the settled rule asks after each kind of candidate (see :func:`_settled_end_pattern`)."""
 
-    Measured on the legal example's 105 transcript pages (267 kB, 10.5k end candidates): the rule
-    read in a Python loop took 17.6 ms. Here a single dot after an initial or a known abbreviation
-    preceded by a space is skipped by lookbehinds, a run followed by an ASCII lower-case letter
-    by a lookahead, and what the lookarounds cannot settle (a word not preceded by a space, a
-    dotted word, non-ASCII around the end) is matched with a group (``check``, ``lower``, ``lower_run``) for
-    :func:`_is_end`. A run skipped at its first character is skipped at every later one (same
-    end, same lower-case test), so the matches are the plain loop's ends (property test). For
-    ASCII text the CJK marks leave the scanned class (``re`` scans a Latin-1 class faster: the
-    105 pages, 4.8 ms -> 3.1 ms for the scan alone). A dotted abbreviation after a space
-    (``U.S.``, ``U.C.C.``: of up to :data:`DOTTED_SETTLED` letters) is skipped too, and a word of
-    letters after a digit (``25th.``, ``4th.``: no abbreviation holds a digit) settled as a long
-    word is: on those 105 pages they were all of the 500 ends asked of Python (2.5 µs each).
-    A single dot is first asked for the closers and the whitespace every one of its branches
-    needs after it, so a decimal point or a dotted number is rejected there (420 -> 90 ns a
-    dot), not after every abbreviation's look-behind.
-    """
+    newline: str  # after a newline
+    dot: str  # after a single dot
+    run: str  # after the first character of a ``[.!?]`` run
+    wide: str  # after a wide end mark (``WIDE_ENDS``)
+
+
+@functools.cache  # built when a text is first split (about 2.6 ms, in Python)
+def _branches() -> _Branches:
+    """The rule's branches, each opening with a look-behind at its candidate character."""
     by_length: dict[int, list[str]] = {}
     for word in sorted(ABBREVIATIONS):
         by_length.setdefault(len(word), []).append(word)
@@ -365,36 +358,92 @@ def _settled_end_pattern(*, ascii_only: bool) -> re.Pattern[str]:
     def settled(group: str) -> str:  # not before ASCII lower case; before non-ASCII, ask Python
         return rf"(?!\s{{0,7}}[a-z])(?:(?=\s{{0,7}}[^\s\x00-\x7f])(?P<{group}>)|)"
 
-    cjk = "" if ascii_only else rf"|(?<=[{WIDE_ENDS}])[{WIDE_ENDS}]*{WIDE_CLOSING}"
-    return re.compile(
-        ("[.!?\n]" if ascii_only else f"[.!?{WIDE_ENDS}\n]") + r"(?:(?<=\n)(?P<nl>)"
-        rf"|(?<=\.)(?=[\"'”’)\]]*\s){_BEFORE_NEWLINE}(?!{abbreviation})(?:(?={word})(?!{german}){closers}{settled('lower')}|(?!{word}){closers}(?P<check>)|(?={german})(?P<german>))"
-        rf"|(?<=[.!?])(?!(?<=\.)(?![.!?])){_RUN_START}{_BEFORE_NEWLINE}[.!?]*{closers}{settled('lower_run')}"
-        rf"{cjk})"
+    return _Branches(
+        newline=r"(?<=\n)(?P<nl>)",
+        dot=rf"(?<=\.)(?=[\"'”’)\]]*\s){_BEFORE_NEWLINE}(?!{abbreviation})(?:(?={word})(?!{german}){closers}{settled('lower')}|(?!{word}){closers}(?P<check>)|(?={german})(?P<german>))",
+        run=rf"(?<=[.!?])(?!(?<=\.)(?![.!?])){_RUN_START}{_BEFORE_NEWLINE}[.!?]*{closers}{settled('lower_run')}",
+        wide=rf"(?<=[{WIDE_ENDS}])[{WIDE_ENDS}]*{WIDE_CLOSING}",
     )
+
+
+@functools.cache
+def _settled_end_pattern() -> re.Pattern[str]:
+    """``_END`` with the plain rule's common answers settled inside ``re``.
+
+    Measured on the legal example's 105 transcript pages (267 kB, 10.5k end candidates): the rule
+    read in a Python loop took 17.6 ms. Here a single dot after an initial or a known abbreviation
+    preceded by a space is skipped by lookbehinds, a run followed by an ASCII lower-case letter
+    by a lookahead, and what the lookarounds cannot settle (a word not preceded by a space, a
+    dotted word, non-ASCII around the end) is matched with a group (``check``, ``lower``, ``lower_run``) for
+    :func:`_is_end`. A run skipped at its first character is skipped at every later one (same
+    end, same lower-case test), so the matches are the plain loop's ends (property test). A
+    dotted abbreviation after a space (``U.S.``, ``U.C.C.``: of up to :data:`DOTTED_SETTLED`
+    letters) is skipped too, and a word of letters after a digit (``25th.``, ``4th.``: no
+    abbreviation holds a digit) settled as a long word is: on those 105 pages they were all of
+    the 500 ends asked of Python (2.5 µs each). A single dot is first asked for the closers and
+    the whitespace every one of its branches needs after it, so a decimal point or a dotted
+    number is rejected there (420 -> 90 ns a dot), not after every abbreviation's look-behind.
+    ASCII text is scanned by :func:`_ascii_end_patterns`, one candidate character at a time.
+    """
+    b = _branches()
+    return re.compile(f"[.!?{WIDE_ENDS}\n](?:{b.newline}|{b.dot}|{b.run}|{b.wide})")
+
+
+@functools.cache
+def _ascii_end_patterns() -> tuple[re.Pattern[str], ...]:
+    """:func:`_settled_end_pattern`'s branches for ASCII text, one pattern a candidate character.
+
+    ``re`` looks for a pattern's one opening character like ``str.find`` (the 105 pages: a
+    newline's 3,122 places in 0.4 ms), but for a class of two or more by testing the class at
+    each character: ``[.!?\n]`` took 3.0 ms to find its 12,555 places, most of the split. A
+    newline ends where it stands, so its places are read alone; a dot, a question mark and an
+    exclamation mark each open a pattern of their own. Every end keeps its place in the merge
+    (:func:`_settled_ends`): the same ends as one scan, as a match never covers a candidate that
+    another could take (a run's later characters fail where its first did)."""
+    b = _branches()
+    return (
+        re.compile(rf"\.(?:{b.dot}|{b.run})"),
+        re.compile(rf"\?(?:{b.run})"),
+        re.compile(rf"!(?:{b.run})"),
+    )
+
+
+_NEWLINE = re.compile("\n")
+
+
+def _ends_of(text: str, matches: Iterable[re.Match[str]], ends: list[int]) -> None:
+    """Append the end each settled match gives (a newline's at itself; a match with a group where
+    :func:`_is_end` says so)."""
+    for match in matches:
+        kind = match.lastgroup
+        if kind is None:
+            ends.append(match.end())
+        elif kind == "nl":
+            ends.append(match.start())
+        elif _is_end(text, match.start(), match.end()):
+            ends.append(match.end())
 
 
 def _settled_ends(text: str, start: int) -> list[int]:
     """:func:`iter_sentence_ends` from ``start`` to the text's end, as a list, with the rule mostly
-    settled in ``re``. The candidate ends never decrease (a match starts where the last ended or
-    later), so the order and visibility filter is one comparison with the last end kept."""
+    settled in ``re``. The candidate ends never decrease in the order of their matches (a match
+    starts where the last ended or later), and a newline's end is the one a run just before it
+    gives: the ends are the distinct ones past the first visible character, in order."""
     last = max(start, len(text) - len(text.lstrip()))
     ends: list[int] = []
-    pattern = _settled_end_pattern(ascii_only=text.isascii())
-    for match in _end_matches(pattern, text, start, len(text)):
-        kind = match.lastgroup
-        if kind is None:
-            end = match.end()
-        elif kind == "nl":
-            end = match.start()
-        elif _is_end(text, match.start(), match.end()):
-            end = match.end()
-        else:
-            continue
-        if end > last:
-            last = end
-            ends.append(end)
-    return ends
+    if not text.isascii():
+        _ends_of(text, _end_matches(_settled_end_pattern(), text, start, len(text)), ends)
+    else:
+        begin = start
+        if 0 < start < len(text) and text[start - 1] in ".!?" and text[start] in ".!?":
+            first = _anywhere(_settled_end_pattern()).match(text, start)  # a scan inside a run
+            if first is not None:
+                _ends_of(text, (first,), ends)
+                begin = first.end()
+        ends += (match.start() for match in _NEWLINE.finditer(text, begin))
+        for pattern in _ascii_end_patterns():
+            _ends_of(text, pattern.finditer(text, begin), ends)
+    return sorted({end for end in ends if end > last})
 
 
 def _plain_ends(text: str, start: int, stop: int) -> Iterator[int]:
