@@ -334,36 +334,7 @@ def _finders(name: str, ascii_only: bool) -> tuple[re.Pattern[str], ...]:
     if ascii_only and name in _READ_AS_WRITTEN:
         return ()
     sources = _finder_sources(name)
-    if not ascii_only:
-        return tuple(map(re.compile, sources))
-    return tuple(re.compile(f) for source in _for_ascii(sources) for f in _by_first_character(source))
-
-
-_LEADING_CLASS = re.compile(r"\[((?:[0-9A-Za-z@](?:-[0-9A-Za-z])?)+)\]")
-
-
-def _by_first_character(source: str) -> list[str]:
-    """``source`` as one pattern a character of the class it opens with, when that is a class of
-    ASCII letters, digits and ``@`` (not one :data:`_TRIED_AT` finds by its words). ``re`` finds a
-    pattern's one opening character as ``str.find`` does, but tests a class of several at every
-    character: over the bundled 51 kB playbook the digit finder took 0.75 ms and the date word's
-    0.96 ms for no candidate. A finder takes its opening character alone (the rest looks around
-    it), so the patterns' matches together are the class's, each where it was."""
-    opening = _LEADING_CLASS.match(source)
-    if opening is None or opening.group() in _TRIED_AT:
-        return [source]
-    members = opening.group(1)
-    characters: list[str] = []
-    at = 0
-    while at < len(members):
-        if members[at + 1 : at + 2] == "-":
-            characters += map(chr, range(ord(members[at]), ord(members[at + 2]) + 1))
-            at += 3
-        else:
-            characters.append(members[at])
-            at += 1
-    rest = source[opening.end() :]
-    return [re.escape(c) + rest for c in dict.fromkeys(characters)]
+    return tuple(map(re.compile, _for_ascii(sources) if ascii_only else sources))
 
 
 if TYPE_CHECKING:
