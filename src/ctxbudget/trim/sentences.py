@@ -432,16 +432,18 @@ def _settled_ends(text: str, start: int) -> list[int]:
     if not text.isascii():
         _ends_of(text, _end_matches(_settled_end_pattern(), text, start, len(text)), ends)
     else:
+        dot, mark = _ascii_end_patterns()
+        marks = text.replace("!", "?") if "!" in text else text  # the same places, one scan
         begin = start
         if 0 < start < len(text) and text[start - 1] in ".!?" and text[start] in ".!?":
-            first = _anywhere(_settled_end_pattern()).match(text, start)  # a scan inside a run
+            # a scan inside a run: its character's pattern without the run-start rule, there
+            at_dot = text[start] == "."
+            first = _anywhere(dot if at_dot else mark).match(text if at_dot else marks, start)
             if first is not None:
                 _ends_of(text, (first,), ends)
                 begin = first.end()
         ends += (match.start() for match in _NEWLINE.finditer(text, begin))
-        dot, mark = _ascii_end_patterns()
         _ends_of(text, dot.finditer(text, begin), ends)
-        marks = text.replace("!", "?") if "!" in text else text  # the same places, one scan
         _ends_of(text, mark.finditer(marks, begin), ends)
     return sorted({end for end in ends if end > last})
 
