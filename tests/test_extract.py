@@ -37,13 +37,15 @@ def _naive_spans(text: str) -> list[tuple[int, int]]:
         piece = text[start:end]
         if piece.strip():
             lead = len(piece) - len(piece.lstrip())
-            spans.append((start + lead, start + len(piece.rstrip()) if end == len(text) else end))
+            spans.append((start + lead, start + len(piece.rstrip())))
         start = end
     return spans
 
 
-def _naive(texts: list[str], budget: int, query: str) -> Extract:
-    """The extraction by definition: each sentence encoded alone costs what starts inside it."""
+def _naive(texts: list[str], budget: int, query: str, openings: list[int] | None = None) -> Extract:
+    """The extraction by definition: each sentence encoded alone costs what starts inside it, and
+    a text's first kept sentence also costs the text's opening."""
+    opening = openings or [0] * len(texts)
     enc = get_encoding("o200k_base").tiktoken  # type: ignore[attr-defined]
     candidates = []
     for s, text in enumerate(texts):
@@ -56,11 +58,14 @@ def _naive(texts: list[str], budget: int, query: str) -> Extract:
             lo, hi = len(text[:a].encode("utf-8")), len(text[:b].encode("utf-8"))
             candidates.append((s, a, b, sum(1 for x in starts if lo <= x < hi and x < len(data))))
     scores = bm25_scores(query, [texts[s][a:b] for s, a, b, _ in candidates])
-    chosen, used = set(), 0
+    chosen, used, opened = set(), 0, set()
     for i in sorted(range(len(candidates)), key=lambda i: (-scores[i], i)):
-        if used + candidates[i][3] + 1 <= budget:
+        s = candidates[i][0]
+        cost = candidates[i][3] + 1 + (0 if s in opened else opening[s])
+        if used + cost <= budget:
             chosen.add(i)
-            used += candidates[i][3] + 1
+            opened.add(s)
+            used += cost
     kept: list[list[str]] = [[] for _ in texts]
     for i in sorted(chosen):
         s, a, b, _ = candidates[i]
@@ -79,6 +84,36 @@ def test_extraction_equals_the_naive_definition_cold_and_cached(
     assert extract_sentences(list(texts), budget, query, COUNTER) == cold  # remembered
     extract._MEMO.clear()
     assert extract_sentences(texts, budget, query, COUNTER) == cold  # from cached profiles
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    texts=TEXTS,
+    budget=st.integers(0, 120),
+    query=st.lists(PIECES, max_size=8).map("".join),
+    data=st.data(),
+)
+def test_extraction_with_openings_equals_the_naive_definition(
+    texts: list[str], budget: int, query: str, data: st.DataObject
+) -> None:
+    openings = data.draw(st.lists(st.integers(0, 30), min_size=len(texts), max_size=len(texts)))
+    clear_caches()
+    got = extract_sentences(texts, budget, query, COUNTER, openings)
+    assert got == _naive(texts, budget, query, openings)
+    assert got.tokens <= budget
+    # another set of openings is another extraction, not the remembered one
+    assert extract_sentences(texts, budget, query, COUNTER) == _naive(texts, budget, query)
+
+
+def test_many_short_sources_share_a_small_budget() -> None:
+    """Each source's opening is charged only when some of it is kept: 150 sources whose openings
+    alone exceed the budget still share it (reserving every opening up front kept none)."""
+    texts = [f"Exhibit {n} records the shipment notice. It was late." for n in range(150)]
+    got = extract_sentences(texts, 300, "shipment notice late", COUNTER, [8] * 150)
+    kept = [t for t in got.texts if t]
+    assert 0 < len(kept) < 150
+    assert got.tokens <= 300
+    assert got == _naive(texts, 300, "shipment notice late", [8] * 150)
 
 
 def _costs_apart(texts: list[str]) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
@@ -312,3 +347,52 @@ def test_a_long_run_of_end_marks_is_read_once(run: str) -> None:
     assert list(sentences.iter_sentence_ends(text, 5, len(text) - 2)) == []
     assert sentences.last_sentence_end(text + " Next.", len(text) - 2) == 0
     assert sentence_ends(text[:-1] + " Next") == [len(text) - 1]
+
+
+LONG_WORDS = st.sampled_from(["notice", "warranty", "x" * 700, "Q.", "It", "was", "late.", "§"])
+LONG_GAPS = st.sampled_from([" ", "  ", "\n", "\t", " \n "])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(LONG_WORDS, LONG_GAPS), min_size=1, max_size=900).map(
+        lambda pairs: "".join(w + g for w, g in pairs)
+    )
+)
+def test_long_sentences_are_cut_at_whitespace_and_nothing_is_lost(text: str) -> None:
+    spans = sentence_spans(text)
+    whole = _naive_spans(text)  # the sentences before any cut
+    edges = {a for a, _ in whole} | {b for _, b in whole}
+    assert "".join(text.split()) == "".join("".join(text[a:b].split()) for a, b in spans)
+    assert all(a < b and text[a:b] == text[a:b].strip() for a, b in spans)
+    assert all(b1 <= a2 for (_, b1), (a2, _) in itertools.pairwise(spans))
+    for a, b in spans:
+        for edge, beside in ((a, a - 1), (b, b)):
+            assert edge in edges or text[beside].isspace()  # a cut never splits a word
+        if b not in edges:  # a cut piece: as long as allowed, or no whitespace to cut at before
+            limit = a + profile.LONG_SENTENCE_CHARS
+            assert b - a <= profile.LONG_SENTENCE_CHARS or not any(c.isspace() for c in text[a + 1 : limit])
+    assert [s for s in whole if s[1] - s[0] <= profile.LONG_SENTENCE_CHARS] == [
+        s for s in spans if s in whole and s[1] - s[0] <= profile.LONG_SENTENCE_CHARS
+    ]  # short sentences stay whole
+
+
+def test_a_text_without_sentence_ends_is_extracted_in_pieces() -> None:
+    # one 14,000-character run-on sentence (a table, OCR output) was a single unit, dropped
+    # whole from any budget below its cost
+    rows = [f"row {n} shipment {n * 7} notice pending" for n in range(400)]
+    text = " | ".join(rows)
+    got = extract_sentences([text], 1_000, "shipment notice", COUNTER)
+    assert 0 < got.sentences_kept < got.sentences_total
+    assert 0 < got.tokens <= 1_000
+    for piece in got.texts[0].split("\n"):
+        assert piece in text and len(piece) <= profile.LONG_SENTENCE_CHARS
+
+
+def test_unspaced_script_without_sentence_ends_is_cut_at_the_length() -> None:
+    text = "通知は書面で送られました" * 600  # 7,200 characters, no space, no full stop
+    spans = sentence_spans(text)
+    assert [b - a for a, b in spans] == [2_000, 2_000, 2_000, 1_200]
+    assert "".join(text[a:b] for a, b in spans) == text
+    got = extract_sentences([text], 2_000, "通知", COUNTER)
+    assert 0 < got.sentences_kept < 4 and got.tokens <= 2_000

@@ -299,3 +299,27 @@ def test_evidence_in_a_compact_tier_is_compacted_with_its_wrapper_counted(method
     report = assemble({"items": items}, policy=policy, model="claude-sonnet-4-5").report.to_dict()
     tier = report["tiers"][0]
     assert tier["tokens"] <= tier["ceiling_tokens"] and report["tokens"] <= 8000
+
+
+@pytest.mark.parametrize("kind", ["document", "evidence"])
+def test_many_short_items_share_a_small_compact_ceiling(kind: str) -> None:
+    # each item's joiner and wrapper was reserved up front, whether kept or not: 150 items of some
+    # 17 tokens under a 300-token ceiling reserved more than the ceiling and kept none
+    items: list[dict[str, object]] = [
+        {
+            "id": f"D{n}",
+            "tier": "ctx",
+            "kind": kind,
+            "text": f"Exhibit {n} shows the shipment notice was mailed late on the third.",
+            **({"citation": f"{n}:1-{n}:2"} if kind == "evidence" else {}),
+        }
+        for n in range(150)
+    ]
+    items.append({"id": "q", "kind": "question", "text": "When was the shipment notice mailed?"})
+    policy = parse_policy(_COMPACT_ONLY.replace("METHOD", "sentences").replace("1500", "300"), "t")
+    report = assemble({"items": items}, policy=policy, model="claude-sonnet-4-5").report.to_dict()
+    tier = report["tiers"][0]
+    kept = [i for i in tier["items"] if i["tokens_after"] > 0]
+    assert 0 < len(kept) < 150
+    assert tier["tokens"] <= tier["ceiling_tokens"] == 300
+    assert tier["tokens"] > 300 // 2  # the ceiling is used, not reserved away

@@ -273,10 +273,14 @@ def _compact(
     scorer: PassageScorer | None,
 ) -> TierSelection:
     costs = {i.id: counter.raw(i.text) for i in items}
-    # what no compaction removes: the joiners, and an evidence item's wrapper (its id and citation)
-    wrappers = sum(counter.raw(render_item(i, "")) for i in items if i.kind == "evidence")
-    fixed = JOINER_TOKENS * len(items) + wrappers
-    if sum(costs.values()) + fixed <= target:
+    # what keeping any of an item adds: its joiner, and an evidence item's wrapper (its id and
+    # citation); charged for the items kept, not reserved for all (150 short items under a
+    # 300-token ceiling kept none)
+    openings = [
+        JOINER_TOKENS + (counter.raw(render_item(i, "")) if i.kind == "evidence" else 0) for i in items
+    ]
+    wrappers = sum(openings) - JOINER_TOKENS * len(items)
+    if sum(costs.values()) + sum(openings) <= target:
         return TierSelection(
             tier=tier,
             texts=tuple((i, i.text) for i in items),
@@ -284,7 +288,7 @@ def _compact(
         )
     if tier.compact_method == "passages":
         return _compact_passages(tier, items, counter, target - wrappers, query, costs, scorer)
-    extract = extract_sentences([i.text for i in items], max(0, target - fixed), query, counter)
+    extract = extract_sentences([i.text for i in items], target, query, counter, openings)
     count_together(counter.encoding, extract.texts)  # each is counted below
     texts: list[tuple[ContextItem, str]] = []
     decisions = []

@@ -2,7 +2,10 @@
 
 Sentences are scored by BM25 against the query and the issue tags (ties: earlier first); the
 best are taken greedily while they fit the budget (a sentence that does not fit is skipped), and
-the kept ones are returned in their original order, each an exact slice of its source. No model
+the kept ones are returned in their original order, each an exact slice of its source. A source's
+first kept sentence also pays the source's opening cost (what keeping any of it adds: the joiner
+before it, an evidence item's wrapper), so many short sources share a small budget instead of each
+having its opening reserved up front. No model
 call, no paraphrase. Sentence costs come from one encode of each source text
 (:mod:`.profile`), and a whole extraction is remembered by content: the next turn of a
 conversation asks for the same transcript under the same question and budget again.
@@ -37,7 +40,7 @@ class Extract:
     sentences_total: int
 
 
-_MemoKey = tuple[str, tuple[str, ...], int, str]
+_MemoKey = tuple[str, tuple[str, ...], int, str, tuple[int, ...]]
 
 
 def _chars(key: _MemoKey, _: Extract) -> int:
@@ -85,7 +88,9 @@ def _scores(profiles: list[SentenceProfile], query: str) -> list[float]:
     return bm25_from_hits(wanted, hits, lengths)
 
 
-def _extract(texts: tuple[str, ...], budget: int, query: str, counter: TokenCounter) -> Extract:
+def _extract(
+    texts: tuple[str, ...], budget: int, query: str, counter: TokenCounter, openings: tuple[int, ...]
+) -> Extract:
     made = iter(sentence_profiles(counter.encoding_name, [t for t in texts if t]))
     profiles = [next(made) if t else _EMPTY for t in texts]
     starts = list(chain.from_iterable(p.starts for p in profiles))
@@ -97,23 +102,36 @@ def _extract(texts: tuple[str, ...], budget: int, query: str, counter: TokenCoun
     order = sorted(range(len(costs)), key=negated.__getitem__)
     chosen: list[int] = []
     used = 0
+    opened = [False] * len(texts)
     for i in order:
+        source = sources[i]
         cost = costs[i] + 1  # +1: the line break that joins kept sentences
+        if not opened[source]:
+            cost += openings[source]
         if used + cost <= budget:
             chosen.append(i)
             used += cost
+            opened[source] = True
     kept: list[list[str]] = [[] for _ in texts]
     for i in sorted(chosen):
         kept[sources[i]].append(texts[sources[i]][starts[i] : ends[i]])
     return Extract(tuple("\n".join(k) for k in kept), used, len(chosen), len(costs))
 
 
-def extract_sentences(texts: list[str], budget: int, query: str, counter: TokenCounter) -> Extract:
-    """The best sentences of ``texts`` within ``budget`` raw tokens (remembered by content)."""
-    key = (counter.encoding_name, tuple(texts), budget, query)
+def extract_sentences(
+    texts: list[str],
+    budget: int,
+    query: str,
+    counter: TokenCounter,
+    openings: list[int] | None = None,
+) -> Extract:
+    """The best sentences of ``texts`` within ``budget`` raw tokens (remembered by content).
+    ``openings``: each text's cost when any of its sentences is kept (none by default); the
+    extract's ``tokens`` include those of the texts it keeps."""
+    key = (counter.encoding_name, tuple(texts), budget, query, tuple(openings or [0] * len(texts)))
     found = _MEMO.get(key)
     if found is None:
-        found = _extract(key[1], budget, query, counter)
+        found = _extract(key[1], budget, query, counter, key[4])
         _MEMO.put(key, found)
     return found
 

@@ -59,14 +59,52 @@ def sentence_bounds(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     for end in sentence_ends(text):
         first = lead(text, start, end).end()  # type: ignore[union-attr]  # ``\s*`` always matches
         if first < end:
-            starts.append(first)
-            ends.append(end)
+            last = end
+            while text[last - 1].isspace():  # a line's end kept its trailing blanks, a CRLF its CR
+                last -= 1
+            if last - first > LONG_SENTENCE_CHARS:
+                _cut_long(text, first, last, starts, ends)
+            else:
+                starts.append(first)
+                ends.append(last)
         start = end
     if text[start:].strip():
         lead_chars = len(text[start:]) - len(text[start:].lstrip())
-        starts.append(start + lead_chars)
-        ends.append(len(text.rstrip()))
+        _cut_long(text, start + lead_chars, len(text.rstrip()), starts, ends)
     return tuple(starts), tuple(ends)
+
+
+# A sentence longer than this is cut into pieces of about this length: a text with no sentence
+# end (a table, OCR output, a log, unpunctuated Chinese) was one sentence, dropped whole from any
+# compact budget below its cost. 2,000 characters is some 450 tokens of English, beyond nearly
+# every real sentence, which stays whole.
+LONG_SENTENCE_CHARS = 2_000
+_LAST_GAP = re.compile(r"(.*\S)\s", re.DOTALL)  # greedy: the last blank after a visible character
+_SPACES = re.compile(r"\s+")
+
+
+def _cut_long(text: str, start: int, end: int, starts: list[int], ends: list[int]) -> None:
+    """Append the trimmed span ``start:end``, cut where a piece would pass
+    :data:`LONG_SENTENCE_CHARS`: at the last whitespace before that; with none, at that character
+    in non-ASCII text (a run of unspaced script has no spaces), at the first whitespace after it
+    in ASCII text (a piece never splits an ASCII word: an ASCII profile's term scan relies on it)."""
+    while end - start > LONG_SENTENCE_CHARS:
+        limit = start + LONG_SENTENCE_CHARS
+        last = _LAST_GAP.match(text, start, limit)
+        if last is not None:
+            cut = last.end(1)
+        elif not text[start:limit].isascii():
+            cut = limit
+        else:
+            gap = _SPACES.search(text, limit, end)
+            if gap is None:
+                break
+            cut = gap.start()
+        starts.append(start)
+        ends.append(cut)
+        start = _LEAD.match(text, cut, end).end()  # type: ignore[union-attr]  # always matches
+    starts.append(start)
+    ends.append(end)
 
 
 @dataclass(frozen=True)
