@@ -370,11 +370,12 @@ def test_long_sentences_are_cut_at_whitespace_and_nothing_is_lost(text: str) -> 
         for edge, beside in ((a, a - 1), (b, b)):
             assert edge in edges or text[beside].isspace()  # a cut never splits a word
         if b not in edges:  # a cut piece: as long as allowed, or no whitespace to cut at before
-            limit = a + profile.LONG_SENTENCE_CHARS
-            assert b - a <= profile.LONG_SENTENCE_CHARS or not any(c.isspace() for c in text[a + 1 : limit])
-    assert [s for s in whole if s[1] - s[0] <= profile.LONG_SENTENCE_CHARS] == [
-        s for s in spans if s in whole and s[1] - s[0] <= profile.LONG_SENTENCE_CHARS
-    ]  # short sentences stay whole
+            room = text[a:].encode("utf-8")[: profile.LONG_SENTENCE_BYTES].decode("utf-8", "ignore")
+            assert len(text[a:b].encode("utf-8")) <= profile.LONG_SENTENCE_BYTES or not any(
+                c.isspace() for c in room
+            )
+    short = [s for s in whole if len(text[s[0] : s[1]].encode("utf-8")) <= profile.LONG_SENTENCE_BYTES]
+    assert short == [s for s in spans if s in short]  # short sentences stay whole
 
 
 def test_a_text_without_sentence_ends_is_extracted_in_pieces() -> None:
@@ -386,13 +387,14 @@ def test_a_text_without_sentence_ends_is_extracted_in_pieces() -> None:
     assert 0 < got.sentences_kept < got.sentences_total
     assert 0 < got.tokens <= 1_000
     for piece in got.texts[0].split("\n"):
-        assert piece in text and len(piece) <= profile.LONG_SENTENCE_CHARS
+        assert piece in text and len(piece.encode("utf-8")) <= profile.LONG_SENTENCE_BYTES
 
 
 def test_unspaced_script_without_sentence_ends_is_cut_at_the_length() -> None:
-    text = "通知は書面で送られました" * 600  # 7,200 characters, no space, no full stop
+    text = "通知は書面で送られました" * 600  # 21,600 bytes, no space, no full stop
     spans = sentence_spans(text)
-    assert [b - a for a, b in spans] == [2_000, 2_000, 2_000, 1_200]
+    sizes = [len(text[a:b].encode("utf-8")) for a, b in spans]
+    assert all(profile.LONG_SENTENCE_BYTES - 3 < n <= profile.LONG_SENTENCE_BYTES for n in sizes[:-1])
     assert "".join(text[a:b] for a, b in spans) == text
-    got = extract_sentences([text], 2_000, "通知", COUNTER)
-    assert 0 < got.sentences_kept < 4 and got.tokens <= 2_000
+    got = extract_sentences([text], 1_000, "通知", COUNTER)
+    assert 0 < got.sentences_kept < len(spans) and got.tokens <= 1_000

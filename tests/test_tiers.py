@@ -323,3 +323,51 @@ def test_many_short_items_share_a_small_compact_ceiling(kind: str) -> None:
     assert 0 < len(kept) < 150
     assert tier["tokens"] <= tier["ceiling_tokens"] == 300
     assert tier["tokens"] > 300 // 2  # the ceiling is used, not reserved away
+
+
+def test_a_dropped_compact_item_says_why_nothing_of_it_was_kept() -> None:
+    unit = "shipment|notice|" * 400  # one ASCII run with no sentence end and no space to cut at
+    items = [
+        {"id": "blank", "tier": "ctx", "kind": "document", "text": "  \n  "},
+        {"id": "wide", "tier": "ctx", "kind": "document", "text": unit},
+        {"id": "many", "tier": "ctx", "kind": "document", "text": "The shipment notice was late. " * 40},
+        {"id": "other", "tier": "ctx", "kind": "document", "text": "Weather was fine that day."},
+        {"id": "q", "kind": "question", "text": "When was the shipment notice mailed?"},
+    ]
+    policy = parse_policy(_COMPACT_ONLY.replace("METHOD", "sentences").replace("1500", "100"), "t")
+    report = assemble({"items": items}, policy=policy, model="gpt-4o").report.to_dict()
+    reasons = {i["id"]: i["reason"] for i in report["tiers"][0]["items"]}
+    assert reasons["blank"] == "blank: no sentence to keep"
+    assert re.fullmatch(
+        r"no sentence of it fits the tier's budget of 100 tokens alone \(its shortest needs [\d,]+\)",
+        reasons["wide"],
+    ), reasons["wide"]
+    assert reasons["many"].startswith("extractive: kept")
+    assert reasons["other"] == "no sentence ranked high enough for the tier's budget"
+
+
+@given(
+    texts=st.lists(
+        st.lists(st.sampled_from(["Notice was late.", "It was.", "\n", "  ", "\n\n", "x"]), max_size=12).map(
+            "".join
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    ceiling=st.integers(40, 200),
+)
+@settings(max_examples=40, deadline=None)
+def test_passage_windows_never_send_blank_edges(texts: list[str], ceiling: int) -> None:
+    # a window ending on the joiner between two items sent a trailing "\n\n"
+    items: list[dict[str, object]] = [
+        {"id": f"D{n}", "tier": "ctx", "kind": "document", "text": t} for n, t in enumerate(texts)
+    ]
+    items.append({"id": "q", "kind": "question", "text": "Was notice late?"})
+    policy = parse_policy(_COMPACT_ONLY.replace("METHOD", "passages").replace("1500", str(ceiling)), "t")
+    result = assemble({"items": items}, policy=policy, model="claude-sonnet-4-5")
+    tier = result.report.to_dict()["tiers"][0]
+    assert tier["tokens"] <= ceiling
+    if not any(i["action"] == "compacted" for i in tier["items"]):
+        return  # whole, as given (or nothing)
+    for block in result.request.get("system", []):
+        assert block["text"] == block["text"].rstrip() and not block["text"].startswith(("\n", "\r"))

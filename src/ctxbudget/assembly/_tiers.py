@@ -21,6 +21,7 @@ from ..items import JOINER, JOINER_TOKENS, MESSAGE_FRAMING_TOKENS
 from ..tokens.counter import TokenCounter, analyze, count_together
 from ..trim.extract import extract_sentences
 from ..trim.passages import PassageScorer, passage_tokens, ranking, select_regions, split_passages
+from ..trim.profile import sentence_profile
 from ..trim.text import TextSpan
 from ._policy import Tier
 from ._quotes import Sources, cited_lines, parse_citation, quote_verified
@@ -292,7 +293,7 @@ def _compact(
     count_together(counter.encoding, extract.texts)  # each is counted below
     texts: list[tuple[ContextItem, str]] = []
     decisions = []
-    for item, text in zip(items, extract.texts, strict=True):
+    for item, text, opening in zip(items, extract.texts, openings, strict=True):
         if text:
             texts.append((item, text))
             decisions.append(
@@ -305,10 +306,23 @@ def _compact(
                 )
             )
         else:
-            decisions.append(
-                _gone(item, costs[item.id], "dropped", "no sentence ranked high enough for the tier's budget")
-            )
+            reason = _unkept(item.text, opening, target, counter)
+            decisions.append(_gone(item, costs[item.id], "dropped", reason))
     return TierSelection(tier=tier, texts=tuple(texts), decisions=tuple(decisions))
+
+
+def _unkept(text: str, opening: int, target: int, counter: TokenCounter) -> str:
+    """Why extraction kept nothing of ``text``: it is blank, its shortest sentence alone is over
+    the tier's budget, or others ranked higher."""
+    if not text.strip():
+        return "blank: no sentence to keep"
+    shortest = min(sentence_profile(counter.encoding_name, text).costs) + 1 + opening
+    if shortest > target:
+        return (
+            f"no sentence of it fits the tier's budget of {counter.scale(target):,} tokens alone "
+            f"(its shortest needs {counter.scale(shortest):,})"
+        )
+    return "no sentence ranked high enough for the tier's budget"
 
 
 def _ranked_against(tier: Tier) -> str:
@@ -339,7 +353,10 @@ def _compact_passages(
         region_cost=JOINER_TOKENS,
         scorer=scorer,
     )
-    text = JOINER.join(joined[r.start : r.end] for r in regions)
+    # a window's edge may hold the joiner between two items: its blanks are cut, not sent (a
+    # trailing "\n\n" ended the block); indentation at a window's start stays
+    pieces = (joined[r.start : r.end].rstrip().lstrip("\r\n") for r in regions)
+    text = JOINER.join(p for p in pieces if p)
     bounds, position = [], 0
     for item in items:
         bounds.append((position, position + len(item.text)))

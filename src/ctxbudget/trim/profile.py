@@ -62,7 +62,7 @@ def sentence_bounds(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
             last = end
             while text[last - 1].isspace():  # a line's end kept its trailing blanks, a CRLF its CR
                 last -= 1
-            if last - first > LONG_SENTENCE_CHARS:
+            if last - first > LONG_SENTENCE_BYTES // 4:
                 _cut_long(text, first, last, starts, ends)
             else:
                 starts.append(first)
@@ -74,26 +74,40 @@ def sentence_bounds(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return tuple(starts), tuple(ends)
 
 
-# A sentence longer than this is cut into pieces of about this length: a text with no sentence
-# end (a table, OCR output, a log, unpunctuated Chinese) was one sentence, dropped whole from any
-# compact budget below its cost. 2,000 characters is some 450 tokens of English, beyond nearly
-# every real sentence, which stays whole.
-LONG_SENTENCE_CHARS = 2_000
+# A sentence longer than this many UTF-8 bytes is cut into pieces of about this size: a text with
+# no sentence end (a table, OCR output, a log, unpunctuated Chinese) was one sentence, dropped
+# whole from any compact budget below its cost. Bytes, not characters, track tokens across
+# scripts: 2,000 bytes is some 450 tokens of English and 500-700 of Chinese (2,000 characters of
+# Chinese were 1,500). Nearly every real sentence is shorter and stays whole.
+LONG_SENTENCE_BYTES = 2_000
 _LAST_GAP = re.compile(r"(.*\S)\s", re.DOTALL)  # greedy: the last blank after a visible character
 _SPACES = re.compile(r"\s+")
 
 
+def _over_long(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` is over :data:`LONG_SENTENCE_BYTES` (a character is 1-4 bytes:
+    only a span of between a quarter of that and that many characters is encoded to tell)."""
+    chars = end - start
+    if chars <= LONG_SENTENCE_BYTES // 4 or chars > LONG_SENTENCE_BYTES:
+        return chars > LONG_SENTENCE_BYTES
+    return len(text[start:end].encode("utf-8")) > LONG_SENTENCE_BYTES
+
+
 def _cut_long(text: str, start: int, end: int, starts: list[int], ends: list[int]) -> None:
     """Append the trimmed span ``start:end``, cut where a piece would pass
-    :data:`LONG_SENTENCE_CHARS`: at the last whitespace before that; with none, at that character
-    in non-ASCII text (a run of unspaced script has no spaces), at the first whitespace after it
-    in ASCII text (a piece never splits an ASCII word: an ASCII profile's term scan relies on it)."""
-    while end - start > LONG_SENTENCE_CHARS:
-        limit = start + LONG_SENTENCE_CHARS
+    :data:`LONG_SENTENCE_BYTES`: at the last whitespace before that; with none, there in
+    non-ASCII text (a run of unspaced script has no spaces), at the first whitespace after it in
+    ASCII text (a piece never splits an ASCII word: an ASCII profile's term scan relies on it)."""
+    while _over_long(text, start, end):
+        window = text[start : start + LONG_SENTENCE_BYTES]
+        ascii_only = window.isascii()
+        if not ascii_only:  # the characters of the window's first LONG_SENTENCE_BYTES bytes
+            window = window.encode("utf-8")[:LONG_SENTENCE_BYTES].decode("utf-8", "ignore")
+        limit = start + len(window)
         last = _LAST_GAP.match(text, start, limit)
         if last is not None:
             cut = last.end(1)
-        elif not text[start:limit].isascii():
+        elif not ascii_only:
             cut = limit
         else:
             gap = _SPACES.search(text, limit, end)
