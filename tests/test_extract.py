@@ -11,6 +11,7 @@ import tracemalloc
 from collections import Counter
 
 import pytest
+import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -70,7 +71,8 @@ def _naive(texts: list[str], budget: int, query: str, openings: list[int] | None
     for i in sorted(chosen):
         s, a, b, _ = candidates[i]
         kept[s].append(texts[s][a:b])
-    return Extract(tuple("\n".join(k) for k in kept), used, len(chosen), len(candidates))
+    each = tuple(len(k) for k in kept)
+    return Extract(tuple("\n".join(k) for k in kept), used, len(chosen), len(candidates), each)
 
 
 @settings(max_examples=300, deadline=None)
@@ -398,3 +400,19 @@ def test_unspaced_script_without_sentence_ends_is_cut_at_the_length() -> None:
     assert "".join(text[a:b] for a, b in spans) == text
     got = extract_sentences([text], 1_000, "通知", COUNTER)
     assert 0 < got.sentences_kept < len(spans) and got.tokens <= 1_000
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a" + "e\u0301" * 1000,  # e and a combining acute accent: 3 bytes a character
+        "\U0001f468\u200d\U0001f469\u200d\U0001f467" * 200,  # a family emoji, joined by ZWJs
+        "ก่" * 1500,  # Thai: a consonant and its tone mark
+        "a" + "\u0301" * 3000 + "b" * 10,  # one character over the size stays whole
+    ],
+)
+def test_unspaced_pieces_are_never_cut_inside_a_character(text: str) -> None:
+    clusters = {m.start() for m in regex.finditer(r"\X", text)} | {len(text)}
+    spans = sentence_spans(text)
+    assert "".join(text[a:b] for a, b in spans) == text
+    assert all(a in clusters and b in clusters for a, b in spans)

@@ -337,20 +337,22 @@ def test_a_dropped_compact_item_says_why_nothing_of_it_was_kept() -> None:
     policy = parse_policy(_COMPACT_ONLY.replace("METHOD", "sentences").replace("1500", "100"), "t")
     report = assemble({"items": items}, policy=policy, model="gpt-4o").report.to_dict()
     reasons = {i["id"]: i["reason"] for i in report["tiers"][0]["items"]}
-    assert reasons["blank"] == "blank: no sentence to keep"
+    assert reasons["blank"] == "blank: nothing to send, no block is made for it"
     assert re.fullmatch(
         r"no sentence of it fits the tier's budget of 100 tokens alone \(its shortest needs [\d,]+\)",
         reasons["wide"],
     ), reasons["wide"]
     assert reasons["many"].startswith("extractive: kept")
-    assert reasons["other"] == "no sentence ranked high enough for the tier's budget"
+    assert (
+        reasons["other"] == "its sentences did not fit what the higher-ranked ones left of the tier's budget"
+    )
 
 
 @given(
     texts=st.lists(
-        st.lists(st.sampled_from(["Notice was late.", "It was.", "\n", "  ", "\n\n", "x"]), max_size=12).map(
-            "".join
-        ),
+        st.lists(
+            st.sampled_from(["Notice was late.", "It was.", "\n", "  ", "\n\n", "x", " \t"]), max_size=12
+        ).map("".join),
         min_size=1,
         max_size=30,
     ),
@@ -370,4 +372,58 @@ def test_passage_windows_never_send_blank_edges(texts: list[str], ceiling: int) 
     if not any(i["action"] == "compacted" for i in tier["items"]):
         return  # whole, as given (or nothing)
     for block in result.request.get("system", []):
-        assert block["text"] == block["text"].rstrip() and not block["text"].startswith(("\n", "\r"))
+        assert block["text"] == block["text"].rstrip()
+        assert not re.match(r"[^\S\n]*\n", block["text"])  # no blank line first
+
+
+def test_passage_windows_keep_each_item_in_its_own_wrapper() -> None:
+    # the tier's windows were sent as one text under its first item: a document's text read as
+    # part of the first item's <evidence> testimony
+    items = [
+        {
+            "id": "EV-1",
+            "tier": "ctx",
+            "kind": "evidence",
+            "citation": "4:1-4:3",
+            "text": "Q. Did he complain?\nA. No.",
+        },
+        {
+            "id": "doc-2",
+            "tier": "ctx",
+            "kind": "document",
+            "text": "The memo says notice of breach was mailed on March 3. " * 3,
+        },
+        {
+            "id": "doc-3",
+            "tier": "ctx",
+            "kind": "document",
+            "text": "Weather report: sunny. Lunch was at noon. " * 30,
+        },
+        {"id": "q", "kind": "question", "text": "When was notice of breach mailed?"},
+    ]
+    policy = parse_policy(_COMPACT_ONLY.replace("METHOD", "passages").replace("1500", "200"), "t")
+    result = assemble({"items": items}, policy=policy, model="claude-sonnet-4-5")
+    text = "\n\n".join(b["text"] for b in result.request["system"])
+    for evidence in re.findall(r"<evidence[^>]*>\n(.*?)\n</evidence>", text, re.DOTALL):
+        assert evidence in items[0]["text"]  # only its own item's text
+    assert "mailed on March 3" in text
+    assert result.report.to_dict()["tiers"][0]["tokens"] <= 200
+
+
+def test_passage_windows_pay_only_the_wrappers_of_what_they_keep() -> None:
+    # every evidence wrapper was reserved up front: 30 short items under a 300-token ceiling kept none
+    items: list[dict[str, object]] = [
+        {
+            "id": f"EV-{n}",
+            "tier": "ctx",
+            "kind": "evidence",
+            "citation": f"{n}:1-{n}:2",
+            "text": f"Q. Notice {n}?\nA. Yes, mailed.",
+        }
+        for n in range(30)
+    ]
+    items.append({"id": "q", "kind": "question", "text": "Was notice mailed?"})
+    policy = parse_policy(_COMPACT_ONLY.replace("METHOD", "passages").replace("1500", "300"), "t")
+    tier = assemble({"items": items}, policy=policy, model="gpt-4o").report.to_dict()["tiers"][0]
+    kept = [i for i in tier["items"] if i["action"] == "compacted"]
+    assert 0 < len(kept) < 30 and tier["tokens"] <= 300

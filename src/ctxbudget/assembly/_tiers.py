@@ -13,14 +13,23 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Mapping
+import re
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import TIER_HINT, BudgetExceeded, InvalidRequestError, SupersedeUnverified
 from ..items import JOINER, JOINER_TOKENS, MESSAGE_FRAMING_TOKENS
 from ..tokens.counter import TokenCounter, analyze, count_together
 from ..trim.extract import extract_sentences
-from ..trim.passages import PassageScorer, passage_tokens, ranking, select_regions, split_passages
+from ..trim.passages import (
+    PassageScorer,
+    Region,
+    passage_tokens,
+    ranking,
+    select_regions,
+    split_passages,
+)
 from ..trim.profile import sentence_profile
 from ..trim.text import TextSpan
 from ._policy import Tier
@@ -54,9 +63,12 @@ def render_item(item: ContextItem, text: str) -> str:
     return text
 
 
+_BLANK = "blank: nothing to send, no block is made for it"
+
+
 def _kept(item: ContextItem, tokens: int, reason: str) -> ItemDecision:
     if not item.text.strip():  # the renderers make no block of blanks: nothing of it is sent
-        return _gone(item, tokens, "dropped", "blank: nothing to send, no block is made for it")
+        return _gone(item, tokens, "dropped", _BLANK)
     return ItemDecision(id=item.id, action="kept", tokens_before=tokens, tokens_after=tokens, reason=reason)
 
 
@@ -280,7 +292,6 @@ def _compact(
     openings = [
         JOINER_TOKENS + (counter.raw(render_item(i, "")) if i.kind == "evidence" else 0) for i in items
     ]
-    wrappers = sum(openings) - JOINER_TOKENS * len(items)
     if sum(costs.values()) + sum(openings) <= target:
         return TierSelection(
             tier=tier,
@@ -288,12 +299,12 @@ def _compact(
             decisions=tuple(_kept(i, costs[i.id], "within the tier's ceiling") for i in items),
         )
     if tier.compact_method == "passages":
-        return _compact_passages(tier, items, counter, target - wrappers, query, costs, scorer)
+        return _compact_passages(tier, items, counter, target, query, costs, openings, scorer)
     extract = extract_sentences([i.text for i in items], target, query, counter, openings)
     count_together(counter.encoding, extract.texts)  # each is counted below
     texts: list[tuple[ContextItem, str]] = []
     decisions = []
-    for item, text, opening in zip(items, extract.texts, openings, strict=True):
+    for item, text, kept, opening in zip(items, extract.texts, extract.kept_each, openings, strict=True):
         if text:
             texts.append((item, text))
             decisions.append(
@@ -302,7 +313,7 @@ def _compact(
                     action="compacted",
                     tokens_before=costs[item.id],
                     tokens_after=counter.raw(text),
-                    reason=f"extractive: kept {text.count(chr(10)) + 1} verbatim sentence(s) ranked by BM25 against {_ranked_against(tier)}",
+                    reason=f"extractive: kept {kept} verbatim sentence(s) ranked by BM25 against {_ranked_against(tier)}",
                 )
             )
         else:
@@ -313,16 +324,17 @@ def _compact(
 
 def _unkept(text: str, opening: int, target: int, counter: TokenCounter) -> str:
     """Why extraction kept nothing of ``text``: it is blank, its shortest sentence alone is over
-    the tier's budget, or others ranked higher."""
+    the tier's budget, or each of its sentences, at its turn in rank order, was over what the
+    sentences taken before it left (a sentence ranked below may still have fit)."""
     if not text.strip():
-        return "blank: no sentence to keep"
+        return _BLANK
     shortest = min(sentence_profile(counter.encoding_name, text).costs) + 1 + opening
     if shortest > target:
         return (
             f"no sentence of it fits the tier's budget of {counter.scale(target):,} tokens alone "
             f"(its shortest needs {counter.scale(shortest):,})"
         )
-    return "no sentence ranked high enough for the tier's budget"
+    return "its sentences did not fit what the higher-ranked ones left of the tier's budget"
 
 
 def _ranked_against(tier: Tier) -> str:
@@ -337,46 +349,69 @@ def _compact_passages(
     target: int,
     query: str,
     costs: dict[str, int],
+    openings: list[int],
     scorer: PassageScorer | None = None,
 ) -> TierSelection:
-    """Verbatim passage windows over the tier's items, best relevance first, in document order."""
+    """Verbatim passage windows over the tier's items, best relevance first, in document order;
+    each item sends its own part of them (in its own wrapper: a window over two items put the
+    second's text inside the first's ``<evidence>``). A passage costs its tokens and the wrappers
+    of the evidence items it overlaps, so a wrapper is paid by what keeps any of its item (never
+    over the budget; an item kept by several passages pays for each), not reserved for all: 30
+    short evidence items under a 300-token ceiling kept none."""
     joined = JOINER.join(i.text for i in items)
     analysis = analyze(counter.encoding, joined)
     count = TextSpan(analysis, 0, analysis.size).char_counter(joined)
-    passages = split_passages(joined, count, passage_tokens(target))
-    regions = select_regions(
-        joined,
-        passages,
-        [count(p.start, p.end) for p in passages],
-        target,
-        query=query,
-        region_cost=JOINER_TOKENS,
-        scorer=scorer,
-    )
-    # a window's edge may hold the joiner between two items: its blanks are cut, not sent (a
-    # trailing "\n\n" ended the block); indentation at a window's start stays
-    pieces = (joined[r.start : r.end].rstrip().lstrip("\r\n") for r in regions)
-    text = JOINER.join(p for p in pieces if p)
     bounds, position = [], 0
     for item in items:
         bounds.append((position, position + len(item.text)))
         position += len(item.text) + len(JOINER)
+    starts = [a for a, _ in bounds]
+    wrappers = [o - JOINER_TOKENS for o in openings]
+    passages = split_passages(joined, count, passage_tokens(target))
+    passage_costs = [
+        count(p.start, p.end) + sum(wrappers[bisect_right(starts, p.start) - 1 : bisect_left(starts, p.end)])
+        for p in passages
+    ]
+    regions = select_regions(
+        joined, passages, passage_costs, target, query=query, region_cost=JOINER_TOKENS, scorer=scorer
+    )
+    kept = [_item_part(joined, a, b, regions) for a, b in bounds]
+    count_together(counter.encoding, [k for k in kept if k])  # each is counted below
+    texts: list[tuple[ContextItem, str]] = []
     decisions = []
-    for item, (a, b) in zip(items, bounds, strict=True):
-        kept = sum(max(0, min(b, r.end) - max(a, r.start)) for r in regions)
-        if kept:
+    for item, part in zip(items, kept, strict=True):
+        if part:
+            texts.append((item, part))
             decisions.append(
                 ItemDecision(
                     id=item.id,
                     action="compacted",
                     tokens_before=costs[item.id],
-                    tokens_after=round(costs[item.id] * kept / max(1, b - a)),
+                    tokens_after=counter.raw(part),
                     reason=f"passages: kept verbatim window(s) ranked by {ranking(scorer)} against {_ranked_against(tier)}",
                 )
             )
+        elif not item.text.strip():
+            decisions.append(_gone(item, costs[item.id], "dropped", _BLANK))
         else:
             decisions.append(_gone(item, costs[item.id], "dropped", "outside the selected passage windows"))
-    return TierSelection(tier=tier, texts=((items[0], text),) if text else (), decisions=tuple(decisions))
+    return TierSelection(tier=tier, texts=tuple(texts), decisions=tuple(decisions))
+
+
+_LEADING_BLANK_LINES = re.compile(r"(?:[^\S\n]*\n)+")
+
+
+def _item_part(joined: str, start: int, end: int, regions: Sequence[Region]) -> str:
+    """The item's text at ``joined[start:end]`` within the chosen windows, each piece without
+    blank edges (trailing blanks; leading blank lines, indentation kept), joined as windows are."""
+    pieces = []
+    for region in regions:
+        a, b = max(start, region.start), min(end, region.end)
+        if a < b:
+            piece = joined[a:b].rstrip()
+            blank = _LEADING_BLANK_LINES.match(piece)
+            pieces.append(piece[blank.end() :] if blank else piece)
+    return JOINER.join(p for p in pieces if p)
 
 
 def _units(items: list[ContextItem]) -> list[list[ContextItem]]:

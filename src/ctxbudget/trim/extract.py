@@ -32,12 +32,14 @@ _MEMO_CHARS = 16_000_000
 
 @dataclass(frozen=True)
 class Extract:
-    """Kept sentences per source (original order), and the raw tokens they cost."""
+    """Kept sentences per source (original order, joined by line breaks), how many of each
+    source's were kept (a sentence may hold line breaks of its own), and the raw tokens they cost."""
 
     texts: tuple[str, ...]
     tokens: int
     sentences_kept: int
     sentences_total: int
+    kept_each: tuple[int, ...]
 
 
 _MemoKey = tuple[str, tuple[str, ...], int, str, tuple[int, ...]]
@@ -115,7 +117,7 @@ def _extract(
     kept: list[list[str]] = [[] for _ in texts]
     for i in sorted(chosen):
         kept[sources[i]].append(texts[sources[i]][starts[i] : ends[i]])
-    return Extract(tuple("\n".join(k) for k in kept), used, len(chosen), len(costs))
+    return Extract(tuple("\n".join(k) for k in kept), used, len(chosen), len(costs), tuple(map(len, kept)))
 
 
 def extract_sentences(

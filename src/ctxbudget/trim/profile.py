@@ -27,6 +27,7 @@ from ..tokens.registry import get_encoding
 from ..weighed import WeighedLRU
 from .bm25 import ascii_term_hits, loaded_numpy, span_word_counts, terms, word_mask
 from .sentences import sentence_ends
+from .text import grapheme_ceil, grapheme_floor
 
 __all__ = [
     "PROFILE_CHARS",
@@ -96,8 +97,9 @@ def _over_long(text: str, start: int, end: int) -> bool:
 def _cut_long(text: str, start: int, end: int, starts: list[int], ends: list[int]) -> None:
     """Append the trimmed span ``start:end``, cut where a piece would pass
     :data:`LONG_SENTENCE_BYTES`: at the last whitespace before that; with none, there in
-    non-ASCII text (a run of unspaced script has no spaces), at the first whitespace after it in
-    ASCII text (a piece never splits an ASCII word: an ASCII profile's term scan relies on it)."""
+    non-ASCII text (a run of unspaced script has no spaces; never inside a grapheme cluster, and
+    a word of Latin letters there may be cut), at the first whitespace after it in ASCII text (a
+    piece never splits an ASCII word: an ASCII profile's term scan relies on it)."""
     while _over_long(text, start, end):
         window = text[start : start + LONG_SENTENCE_BYTES]
         ascii_only = window.isascii()
@@ -107,8 +109,12 @@ def _cut_long(text: str, start: int, end: int, starts: list[int], ends: list[int
         last = _LAST_GAP.match(text, start, limit)
         if last is not None:
             cut = last.end(1)
-        elif not ascii_only:
-            cut = limit
+        elif not ascii_only:  # not inside a user-perceived character (an accent, an emoji's ZWJ)
+            cut = grapheme_floor(text, limit)
+            if cut <= start:  # one character over the size (200 accents on a letter): whole
+                cut = grapheme_ceil(text, limit)
+            if cut >= end:
+                break
         else:
             gap = _SPACES.search(text, limit, end)
             if gap is None:
