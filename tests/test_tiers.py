@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxbudget import BudgetExceeded, InvalidRequestError, assemble
@@ -257,7 +257,7 @@ def test_a_compact_tier_says_what_its_text_was_ranked_against() -> None:
     )
     for report, against in (
         (by_question, "the question and tags"),
-        (by_tags.report.to_dict(), "the issue tags alone"),
+        (by_tags.report.to_dict(), "the tags of the items outside rolling tiers alone"),
     ):
         reasons = [i["reason"] for t in report["tiers"] if t["name"] == "contextual" for i in t["items"]]
         assert reasons and all(
@@ -351,13 +351,16 @@ def test_a_dropped_compact_item_says_why_nothing_of_it_was_kept() -> None:
 @given(
     texts=st.lists(
         st.lists(
-            st.sampled_from(["Notice was late.", "It was.", "\n", "  ", "\n\n", "x", " \t"]), max_size=12
+            st.sampled_from(["Notice was late.", "It was.", "\n", "  ", "\n\n", "x", " \t", "\r", "\u2028"]),
+            max_size=12,
         ).map("".join),
         min_size=1,
         max_size=30,
     ),
     ceiling=st.integers(40, 200),
 )
+@example(texts=["\r\r\r   Notice was late.\r\r", "x " * 300], ceiling=40)  # CR alone breaks lines
+@example(texts=["\n \n   Notice was late.\n\n", "x " * 300], ceiling=40)
 @settings(max_examples=40, deadline=None)
 def test_passage_windows_never_send_blank_edges(texts: list[str], ceiling: int) -> None:
     # a window ending on the joiner between two items sent a trailing "\n\n"
@@ -373,7 +376,7 @@ def test_passage_windows_never_send_blank_edges(texts: list[str], ceiling: int) 
         return  # whole, as given (or nothing)
     for block in result.request.get("system", []):
         assert block["text"] == block["text"].rstrip()
-        assert not re.match(r"[^\S\n]*\n", block["text"])  # no blank line first
+        assert block["text"].splitlines()[0].strip()  # no blank line first (CR alone is a break too)
 
 
 def test_passage_windows_keep_each_item_in_its_own_wrapper() -> None:
@@ -427,3 +430,63 @@ def test_passage_windows_pay_only_the_wrappers_of_what_they_keep() -> None:
     tier = assemble({"items": items}, policy=policy, model="gpt-4o").report.to_dict()["tiers"][0]
     kept = [i for i in tier["items"] if i["action"] == "compacted"]
     assert 0 < len(kept) < 30 and tier["tokens"] <= 300
+
+
+_TAGS_ONLY = """
+name = "tags"
+envelope_tokens = 8000
+expected_output_tokens = 100
+[[tiers]]
+name = "ctx"
+ceiling_tokens = 80
+eviction = "compact"
+compact_query = "tags"
+[[tiers]]
+name = "history"
+ceiling_tokens = 500
+eviction = "rolling"
+"""
+
+
+def _tags_turn(
+    history_tags: list[str], question_tags: list[str], issue_tags: list[str] | None = None
+) -> dict:
+    body: dict[str, object] = {
+        "items": [
+            {
+                "id": "notes",
+                "tier": "ctx",
+                "kind": "document",
+                "tags": ["Notice"],
+                "text": "Weather was sunny on March 3. " * 12 + "Notice was mailed on March 3. " * 12,
+            },
+            {
+                "id": "h1",
+                "tier": "history",
+                "kind": "history",
+                "role": "user",
+                "text": "ok",
+                "tags": history_tags,
+            },
+            {"id": "q", "kind": "question", "text": "And then?", "tags": question_tags},
+        ]
+    }
+    if issue_tags is not None:
+        body["issue_tags"] = issue_tags
+    return body
+
+
+def test_a_tags_ranked_block_ignores_the_history_and_the_question_tags() -> None:
+    # every item's tags were the query: a history message or a question tagged "Weather" changed
+    # the block that compact_query = "tags" promises to keep byte-identical across turns
+    policy = parse_policy(_TAGS_ONLY, "t")
+
+    def block(body: dict) -> str:
+        result = assemble(body, policy=policy, model="claude-sonnet-4-5")
+        return result.request["system"][0]["text"]
+
+    first = block(_tags_turn([], []))
+    assert "Notice was mailed" in first and "Weather" not in first
+    assert block(_tags_turn(["Weather"], ["Weather"])) == first
+    by_issue = block(_tags_turn([], [], issue_tags=["Weather"]))  # the request's issues rank it
+    assert "Weather" in by_issue and "Notice was mailed" not in by_issue

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import html
-import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -283,6 +282,7 @@ def _compact(
     counter: TokenCounter,
     target: int,
     query: str,
+    against: str,
     scorer: PassageScorer | None,
 ) -> TierSelection:
     costs = {i.id: counter.raw(i.text) for i in items}
@@ -299,7 +299,7 @@ def _compact(
             decisions=tuple(_kept(i, costs[i.id], "within the tier's ceiling") for i in items),
         )
     if tier.compact_method == "passages":
-        return _compact_passages(tier, items, counter, target, query, costs, openings, scorer)
+        return _compact_passages(tier, items, counter, target, query, against, costs, openings, scorer)
     extract = extract_sentences([i.text for i in items], target, query, counter, openings)
     count_together(counter.encoding, extract.texts)  # each is counted below
     texts: list[tuple[ContextItem, str]] = []
@@ -313,7 +313,7 @@ def _compact(
                     action="compacted",
                     tokens_before=costs[item.id],
                     tokens_after=counter.raw(text),
-                    reason=f"extractive: kept {kept} verbatim sentence(s) ranked by BM25 against {_ranked_against(tier)}",
+                    reason=f"extractive: kept {kept} verbatim sentence(s) ranked by BM25 against {against}",
                 )
             )
         else:
@@ -337,9 +337,13 @@ def _unkept(text: str, opening: int, target: int, counter: TokenCounter) -> str:
     return "its sentences did not fit what the higher-ranked ones left of the tier's budget"
 
 
-def _ranked_against(tier: Tier) -> str:
+def _ranked_against(tier: Tier, request: ContextRequest) -> str:
     """What a compact tier's text was ranked against, as its ``compact_query`` says."""
-    return "the issue tags alone" if tier.compact_query == "tags" else "the question and tags"
+    if tier.compact_query != "tags":
+        return "the question and tags"
+    if request.issue_tags is not None:
+        return "the request's issue tags alone"
+    return "the tags of the items outside rolling tiers alone"
 
 
 def _compact_passages(
@@ -348,6 +352,7 @@ def _compact_passages(
     counter: TokenCounter,
     target: int,
     query: str,
+    against: str,
     costs: dict[str, int],
     openings: list[int],
     scorer: PassageScorer | None = None,
@@ -388,7 +393,7 @@ def _compact_passages(
                     action="compacted",
                     tokens_before=costs[item.id],
                     tokens_after=counter.raw(part),
-                    reason=f"passages: kept verbatim window(s) ranked by {ranking(scorer)} against {_ranked_against(tier)}",
+                    reason=f"passages: kept verbatim window(s) ranked by {ranking(scorer)} against {against}",
                 )
             )
         elif not item.text.strip():
@@ -398,7 +403,11 @@ def _compact_passages(
     return TierSelection(tier=tier, texts=tuple(texts), decisions=tuple(decisions))
 
 
-_LEADING_BLANK_LINES = re.compile(r"(?:[^\S\n]*\n)+")
+def _indentation(blanks: str) -> str:
+    """What of leading ``blanks`` follows their last line break (any ``str.splitlines`` knows:
+    CR alone, U+2028 too): the first kept line's indentation."""
+    last = (blanks.splitlines(keepends=True) or [""])[-1]
+    return last if last.splitlines() == [last] else ""
 
 
 def _item_part(joined: str, start: int, end: int, regions: Sequence[Region]) -> str:
@@ -409,8 +418,9 @@ def _item_part(joined: str, start: int, end: int, regions: Sequence[Region]) -> 
         a, b = max(start, region.start), min(end, region.end)
         if a < b:
             piece = joined[a:b].rstrip()
-            blank = _LEADING_BLANK_LINES.match(piece)
-            pieces.append(piece[blank.end() :] if blank else piece)
+            body = piece.lstrip()
+            lead = piece[: len(piece) - len(body)]
+            pieces.append(_indentation(lead) + body)
     return JOINER.join(p for p in pieces if p)
 
 
@@ -530,5 +540,5 @@ def select_tier(
         return _protected(tier, items, counter, limit, request)
     if tier.eviction == "compact":
         query_for = tags_query if tier.compact_query == "tags" else query
-        return _compact(tier, items, counter, limit, query_for, scorer)
+        return _compact(tier, items, counter, limit, query_for, _ranked_against(tier, request), scorer)
     return _rolling(tier, items, counter, limit)
