@@ -199,6 +199,20 @@ def test_cost_ceiling_refuses_or_degrades() -> None:
     assert abs(int(told.removesuffix(" tokens").replace(",", "")) - ceilings[name] // 2) <= 1, first
 
 
+def test_a_ceiling_below_the_cheapest_request_is_refused_by_its_figure() -> None:
+    # with every compact tier empty the request is still over: refused at once (it was halved
+    # to 0 first), by the figure of that cheapest request, as before
+    full = run(model="gpt-4o", expected_output_tokens=100).report.cost_usd
+    with pytest.raises(CostCeilingExceeded) as refused:
+        run(model="gpt-4o", cost_ceiling_usd=1e-6, expected_output_tokens=100)
+    assert 1e-6 < refused.value.estimate_usd < full
+    empty = request()
+    empty["items"] = [i for i in empty["items"] if i.get("tier") != "contextual"]
+    assert (
+        refused.value.estimate_usd == run(empty, model="gpt-4o", expected_output_tokens=100).report.cost_usd
+    )
+
+
 def test_pinned_prefix_is_byte_identical_across_turns_of_a_session() -> None:
     first = run()
     body = request()
