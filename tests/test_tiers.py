@@ -490,3 +490,4 @@ def test_a_tags_ranked_block_ignores_the_history_and_the_question_tags() -> None
     assert block(_tags_turn(["Weather"], ["Weather"])) == first
     by_issue = block(_tags_turn([], [], issue_tags=["Weather"]))  # the request's issues rank it
     assert "Weather" in by_issue and "Notice was mailed" not in by_issue
+    assert block(_tags_turn([], [], issue_tags=[])) == first  # none given: the held items' tags

@@ -138,11 +138,11 @@ def check_envelope(policy: Policy, spec: ModelSpec, model: str) -> None:
 
 def _queries(parsed: ContextRequest) -> tuple[str, str]:
     """What the tiers rank by: the current turn's text with every item's tags; and, for
-    ``compact_query = "tags"``, the request's ``issue_tags`` when given, else the tags of the items
+    ``compact_query = "tags"``, the request's ``issue_tags`` when any are given, else the tags of the items
     outside rolling tiers and the current turn. Those stay from turn to turn, so the compacted
     block does too (a history message's or a question's tags changed it)."""
     tags = " ".join(dict.fromkeys(t for i in parsed.items for t in i.tags))
-    if parsed.issue_tags is not None:
+    if parsed.issue_tags:  # an empty list selects by nothing: the held items' tags rank then
         stable = " ".join(sorted(parsed.issue_tags))
     else:
         held = (i for i in parsed.items if i.tier is not None and i.tier.eviction != "rolling")

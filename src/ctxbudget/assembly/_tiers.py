@@ -341,7 +341,7 @@ def _ranked_against(tier: Tier, request: ContextRequest) -> str:
     """What a compact tier's text was ranked against, as its ``compact_query`` says."""
     if tier.compact_query != "tags":
         return "the question and tags"
-    if request.issue_tags is not None:
+    if request.issue_tags:
         return "the request's issue tags alone"
     return "the tags of the items outside rolling tiers alone"
 
