@@ -491,3 +491,17 @@ def test_a_tags_ranked_block_ignores_the_history_and_the_question_tags() -> None
     by_issue = block(_tags_turn([], [], issue_tags=["Weather"]))  # the request's issues rank it
     assert "Weather" in by_issue and "Notice was mailed" not in by_issue
     assert block(_tags_turn([], [], issue_tags=[])) == first  # none given: the held items' tags
+
+
+def test_passage_windows_spend_what_a_long_wrapper_leaves() -> None:
+    # each of an item's passages paid its wrapper, sent once: a 200-token citation under a
+    # 500-token ceiling sent about a quarter of the ceiling as text
+    citation = "Smith Dep. at 47:12-48:3, " + "see also exhibit " * 60
+    text = " ".join(f"Line {n}: the notice of breach was discussed again." for n in range(200))
+    items = [
+        {"id": "EV", "tier": "ctx", "kind": "evidence", "citation": citation, "text": text},
+        {"id": "q", "kind": "question", "text": "When was notice of breach given?"},
+    ]
+    policy = parse_policy(_COMPACT_ONLY.replace("METHOD", "passages").replace("1500", "500"), "t")
+    tier = assemble({"items": items}, policy=policy, model="gpt-4o").report.to_dict()["tiers"][0]
+    assert 0.8 * 500 <= tier["tokens"] <= 500

@@ -360,9 +360,12 @@ def _compact_passages(
     """Verbatim passage windows over the tier's items, best relevance first, in document order;
     each item sends its own part of them (in its own wrapper: a window over two items put the
     second's text inside the first's ``<evidence>``). A passage costs its tokens and the wrappers
-    of the evidence items it overlaps, so a wrapper is paid by what keeps any of its item (never
-    over the budget; an item kept by several passages pays for each), not reserved for all: 30
-    short evidence items under a 300-token ceiling kept none."""
+    of the evidence items it overlaps, so a wrapper is paid by what keeps any of its item, not
+    reserved for all (30 short evidence items under a 300-token ceiling kept none). An item kept
+    by several passages pays for each, though its wrapper is sent once: when that leaves part of
+    the budget unspent, the windows are chosen once more with the budget raised by what is
+    unspent, and kept when what they cost is within the budget (a 208-token citation under a
+    500-token ceiling: 326 -> 441 tokens sent)."""
     joined = JOINER.join(i.text for i in items)
     analysis = analyze(counter.encoding, joined)
     count = TextSpan(analysis, 0, analysis.size).char_counter(joined)
@@ -377,10 +380,22 @@ def _compact_passages(
         count(p.start, p.end) + sum(wrappers[bisect_right(starts, p.start) - 1 : bisect_left(starts, p.end)])
         for p in passages
     ]
-    regions = select_regions(
-        joined, passages, passage_costs, target, query=query, region_cost=JOINER_TOKENS, scorer=scorer
-    )
-    kept = [_item_part(joined, a, b, regions) for a, b in bounds]
+
+    def chosen(budget: int) -> tuple[list[str], int]:
+        """The items' parts of the windows chosen within ``budget``, and what they cost: the
+        windows, their joiners and the wrappers of the items they keep, each wrapper once."""
+        regions = select_regions(
+            joined, passages, passage_costs, budget, query=query, region_cost=JOINER_TOKENS, scorer=scorer
+        )
+        parts = [_item_part(joined, a, b, regions) for a, b in bounds]
+        spent = sum(count(r.start, r.end) + JOINER_TOKENS for r in regions)
+        return parts, spent + sum(w for w, part in zip(wrappers, parts, strict=True) if part)
+
+    kept, spent = chosen(target)
+    if 0 < spent < target:  # a wrapper paid by each of its item's passages is rendered once
+        more, more_spent = chosen(2 * target - spent)
+        if more_spent <= target:
+            kept = more
     count_together(counter.encoding, [k for k in kept if k])  # each is counted below
     texts: list[tuple[ContextItem, str]] = []
     decisions = []
