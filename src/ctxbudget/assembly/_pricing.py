@@ -92,16 +92,16 @@ def within_ceiling(
     degraded: list[str] = []
     halved: dict[str, None] = {}  # the tiers degraded, in order
     floor_tried = False
+    drafted: Priced | None = None  # the floor's draft, when it is the one to refuse
     while True:
-        priced = _price(setup, fit_envelope(setup, targets), previous_hashes, output_tokens)
+        if drafted is None:
+            drafted = _price(setup, fit_envelope(setup, targets), previous_hashes, output_tokens)
+        priced, drafted = drafted, None
         if ceiling is None:
             return priced, degraded
         if priced.cost is None:
             raise PriceUnknown(model_id=setup.model, ceiling_usd=ceiling)
-        # the whole turn's, the request's tool definitions and replies with it: the figure a
-        # refusal gives and the loop compares (a review: $0.1104 refused, $0.1134 accepted)
-        cache, turn = whole_turn(setup, priced, output_tokens)
-        whole = turn.total_usd if turn is not None else priced.cost.total_usd
+        cache, whole = _turn_cost(setup, priced, output_tokens)
         if round(whole, 6) <= ceiling:  # the cost as reported (to the micro-dollar)
             return priced, degraded + _degraded_to(setup, priced, whole, list(halved))
         compact = [t for t in setup.policy.tiers if t.eviction == "compact" and targets[t.index] > 0]
@@ -119,8 +119,9 @@ def within_ceiling(
             floor_tried = True
             floor = {**targets, **{t.index: 0 for t in compact}}
             priced_floor = _price(setup, fit_envelope(setup, floor), previous_hashes, output_tokens)
-            if round(_whole(setup, priced_floor, output_tokens), 6) > ceiling:
-                targets.update(floor)  # refused below, by the figure of the cheapest request
+            if round(_turn_cost(setup, priced_floor, output_tokens)[1], 6) > ceiling:
+                targets.update(floor)  # refused next round, by the figure of the cheapest request
+                drafted = priced_floor
                 continue
         tier = compact[0]
         targets[tier.index] //= 2
@@ -131,13 +132,15 @@ def within_ceiling(
         )
 
 
-def _whole(setup: Setup, priced: Priced, output_tokens: int) -> float:
-    """The whole turn's cost: the request's, with its tool definitions and replies."""
-    _, turn = whole_turn(setup, priced, output_tokens)
+def _turn_cost(setup: Setup, priced: Priced, output_tokens: int) -> tuple[CacheReport, float]:
+    """The cache figures and the whole turn's cost, the request's tool definitions and replies
+    with it: the figure a refusal gives and the loop compares (a review: $0.1104 refused,
+    $0.1134 accepted)."""
+    cache, turn = whole_turn(setup, priced, output_tokens)
     if turn is not None:
-        return turn.total_usd
+        return cache, turn.total_usd
     assert priced.cost is not None  # a price unknown is refused before
-    return priced.cost.total_usd
+    return cache, priced.cost.total_usd
 
 
 def cache_totals(prediction: CachePrediction) -> CacheReport:
