@@ -53,6 +53,15 @@ class WeighedLRU(Generic[K, V]):
             ):
                 self._held -= self._entries.popitem(last=False)[1][1]
 
+    def pop(self, key: K) -> V | None:
+        """The value of ``key``, no longer kept (None: none was)."""
+        with self._lock:
+            found = self._entries.pop(key, None)
+            if found is None:
+                return None
+            self._held -= found[1]
+            return found[0]
+
     def __len__(self) -> int:
         return len(self._entries)
 

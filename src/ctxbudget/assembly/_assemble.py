@@ -11,7 +11,7 @@ prompt limit) before it returns the body and its report.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from ..gcpause import collector_paused
 from ..memo import fit_memo
 from ..tokens.counter import TokenCounter, count_ahead
 from ..trim.passages import PassageScorer
+from ..trim.profile import read_ahead
 from ._carried import (
     cache_seed,
     carried_fields,
@@ -136,6 +137,13 @@ def check_envelope(policy: Policy, spec: ModelSpec, model: str) -> None:
             )
 
 
+def _extractable(parsed: ContextRequest, policy: Policy) -> Iterator[str]:
+    """The texts of the items of tiers compacted by sentences, in the request's order."""
+    for tier in policy.tiers:
+        if tier.eviction == "compact" and tier.compact_method == "sentences":
+            yield from (item.text for item in parsed.in_tier(tier))
+
+
 def _queries(parsed: ContextRequest) -> tuple[str, str]:
     """What the tiers rank by: the current turn's text with every item's tags; and, for
     ``compact_query = "tags"``, the request's ``issue_tags`` when any are given, else the tags of the items
@@ -178,6 +186,9 @@ def _setup(
     try:
         check_pinned_items(parsed, policy)
         check_carried_tools(carried_tools(request, input_format, fmt), policy)
+        # then, while the thread still counts, the sentences of what a compact tier may extract
+        # from (tiktoken's count of the legal example outlasts the checks by some 14 ms)
+        read_ahead(counter.encoding_name, _extractable(parsed, policy), ahead.running)
     finally:  # a check's error too waits for the thread, which then no longer writes to the cache
         ahead.wait()
     query, tags = _queries(parsed)

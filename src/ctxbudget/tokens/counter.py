@@ -170,6 +170,10 @@ class CountingAhead:
     def __init__(self, thread: threading.Thread | None) -> None:
         self._thread = thread
 
+    def running(self) -> bool:
+        """Whether the thread is still counting (the caller may do other work meanwhile)."""
+        return self._thread is not None and self._thread.is_alive()
+
     def wait(self) -> None:
         """Return once the thread is done: the texts it counted are in the content cache, and
         any it did not (the engine left them to tiktoken, or failed) are counted when needed, as
@@ -202,16 +206,17 @@ def _counted_ahead(encoding: TiktokenEncoding, texts: list[str]) -> None:
 
 def _uncached(encoding: Encoding, texts: Iterable[str]) -> tuple[TiktokenEncoding, list[str]] | None:
     """The encoding and the distinct texts of ``texts`` not in the content cache, or None: the
-    encoding has no attached engine to count several texts in one call."""
-    if not isinstance(encoding, TiktokenEncoding) or encoding.engine == "tiktoken":
+    encoding cannot count several texts in one call (a plug-in's)."""
+    if not isinstance(encoding, TiktokenEncoding):
         return None
     return encoding, [t for t in dict.fromkeys(texts) if t and _CACHE.get((encoding.name, t)) is None]
 
 
 def count_together(encoding: Encoding, texts: Iterable[str]) -> None:
     """Count ``texts`` (those not in the content cache) in one call of the encoding's attached
-    engine, where each would be a call of its own when first needed: a compacted tier's 75 kept
-    texts took 0.72 ms as calls of their own. Without an attached engine, nothing is done here."""
+    engine or of tiktoken (:meth:`.TiktokenEncoding.token_lengths_each`), where each would be a
+    call of its own when first needed: a compacted tier's 75 kept texts took 0.72 ms as calls of
+    their own with quicktok. What cannot be counted so is counted when needed."""
     found = _uncached(encoding, texts)
     if found is not None and found[1]:
         _cache_each(*found)
@@ -219,15 +224,16 @@ def count_together(encoding: Encoding, texts: Iterable[str]) -> None:
 
 def count_ahead(encoding: Encoding, texts: Iterable[str]) -> CountingAhead:
     """Start counting ``texts`` (those not in the content cache) on a thread, in one call of the
-    encoding's attached engine (:mod:`.fast`), whose encode releases the GIL: the caller's thread
-    goes on with what holds the GIL meanwhile (an assembly's volatile-value check), then calls
-    :meth:`CountingAhead.wait`. The counts are the ones :func:`analyze` would make: only who
-    makes them, and when, changes.
+    encoding's attached engine (:mod:`.fast`) or of tiktoken, whose encode releases the GIL: the
+    caller's thread goes on with what holds the GIL meanwhile (an assembly's volatile-value
+    check), then calls :meth:`CountingAhead.wait`. The counts are the ones :func:`analyze` would
+    make: only who makes them, and when, changes.
 
-    Nothing is started without an attached engine (tiktoken's encode releases the GIL too, but
-    it takes a call a text, and each call's end waited for the GIL back from the caller's
-    thread: the legal example's texts took 29-35 ms so, against 23 ms one after the other); for
-    fewer than :data:`AHEAD_MIN_CHARS` characters; for more characters than half the tokens the
+    tiktoken counts the texts joined by a special token, in one call
+    (:meth:`.TiktokenEncoding.token_lengths_each`): a call a text took the GIL back after each,
+    and waited for it while the caller's regexes held it (the legal example's texts took 29-35
+    ms so, against 23 ms one after the other). Nothing is started for fewer than
+    :data:`AHEAD_MIN_CHARS` characters; for more characters than half the tokens the
     content cache holds (characters standing for tokens, of which prose has three or four times
     fewer: counted ahead past that, a text could push out another before either was read); nor
     where no thread can be started."""

@@ -12,9 +12,10 @@ from operator import itemgetter
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ..errors import ConfigError, InvalidRequestError
-from .small import SmallTexts
+from .small import SMALL_TOTAL_CHARS, SmallTexts
 
 __all__ = [
+    "JOINER",
     "Encoding",
     "TiktokenEncoding",
     "first_boundary",
@@ -26,6 +27,8 @@ __all__ = [
 ]
 
 PARALLEL_MIN_CHARS = 50_000
+# The special token that texts counted together are joined with (:meth:`TiktokenEncoding._joined_lengths`).
+JOINER = "<|endoftext|>"
 # A text over twice this many characters is encoded in pieces of about this size (see _cuts).
 PIECE_CHARS = 262_144
 # Token lengths are stored one byte a token (see ``counter.ChunkAnalysis``); the longest token
@@ -348,14 +351,48 @@ class TiktokenEncoding:
         return b"".join(_pool().map(lambda span: self._lengths_of(text[span[0] : span[1]]), pairwise(cuts)))
 
     def token_lengths_each(self, texts: Sequence[str]) -> list[bytes | None] | None:
-        """:meth:`token_lengths` of each text from the attached engine, in one call that releases
-        the GIL (None for a text it leaves to tiktoken), or None when none is attached."""
+        """:meth:`token_lengths` of each text in one call that releases the GIL: the attached
+        engine's (None for a text it leaves to tiktoken), else tiktoken's (:meth:`_joined_lengths`);
+        None when neither can take them together."""
         fast = self._fast
         if fast is None:
-            return None
+            return self._joined_lengths(texts)
         refused = [bool(long_blank_run(t)) for t in texts]  # left to tiktoken's check, which raises
         found = iter(fast.lengths_each([t for t, no in zip(texts, refused, strict=True) if not no]))
         return [None if no else next(found) for no in refused]
+
+    def _joined_lengths(self, texts: Sequence[str]) -> list[bytes | None] | None:
+        """:meth:`token_lengths` of each text from one tiktoken call over the texts joined by
+        :data:`JOINER`, a special token tiktoken is told to allow: it encodes the text between two
+        of them apart, as ``encode_ordinary`` would each text alone, and puts the special token's
+        id between (no other special token of o200k_base or cl100k_base holds the joiner, and no
+        end of it is a start of it, so a match never reaches into a text). The call releases the
+        GIL once for all the texts, where a call a text took the GIL back after each: another
+        thread's regexes then held the encode up to a switch interval (5 ms) a text.
+
+        None (each counted when needed) for an encoding not bundled (its special tokens unknown)
+        or not yet built when the texts are few enough characters for the small-text path
+        (:mod:`.small`: building takes about 95 ms). A text holding the joiner, or a whitespace
+        run tiktoken fails on, is None: it is counted alone, where its error is raised."""
+        if not self._bundled or (
+            self._encoding is None and self._small is not None and sum(map(len, texts)) <= SMALL_TOTAL_CHARS
+        ):
+            return None
+        taken = [i for i, text in enumerate(texts) if JOINER not in text and not long_blank_run(text)]
+        found: list[bytes | None] = [None] * len(texts)
+        if not taken:
+            return found
+        encoding = self._built()
+        joiner = encoding.encode_single_token(JOINER)
+        ids = encoding.encode(
+            JOINER.join([texts[i] for i in taken]), allowed_special={JOINER}, disallowed_special=()
+        )
+        start = 0
+        for k, i in enumerate(taken):
+            end = ids.index(joiner, start) if k + 1 < len(taken) else len(ids)
+            found[i] = self._gathered(ids[start:end])
+            start = end + 1
+        return found
 
     def _ordinary(self, text: str) -> list[int]:
         """tiktoken's ``encode_ordinary``; its Rust panic on a pathological text (a run of about a
@@ -380,7 +417,10 @@ class TiktokenEncoding:
         return tokens
 
     def _lengths_of(self, text: str) -> bytes:
-        ids = self._ordinary(text)
+        return self._gathered(self._ordinary(text))
+
+    def _gathered(self, ids: list[int]) -> bytes:
+        """The byte length of each token of ``ids``, one byte a token."""
         if len(ids) > 1:
             return bytes(itemgetter(*ids)(self._byte_lengths))
         return bytes(self._byte_lengths[i] for i in ids)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, chain
 from typing import Any
@@ -33,6 +33,7 @@ __all__ = [
     "PROFILE_CHARS",
     "SentenceProfile",
     "clear_profile_cache",
+    "read_ahead",
     "sentence_bounds",
     "sentence_profile",
     "sentence_profiles",
@@ -232,25 +233,57 @@ def sentence_profiles(encoding_name: str, texts: Sequence[str]) -> list[Sentence
     missing = list(dict.fromkeys(t for t, p in zip(texts, found, strict=True) if p is None))
     if missing:
         encoding = get_encoding(encoding_name)
-        bounds = [sentence_bounds(t) for t in missing]
-        costs = _costs_each([analyze(encoding, t) for t in missing], bounds)
-        made = {t: _profile(t, *b, c) for t, b, c in zip(missing, bounds, costs, strict=True)}
+        reads = [_READ.pop(t) or _read(t) for t in missing]
+        costs = _costs_each([analyze(encoding, t) for t in missing], [(r.starts, r.ends) for r in reads])
+        made = {
+            t: SentenceProfile(t, r.starts, r.ends, c, r.lengths, r.lowered, r.counts)
+            for t, r, c in zip(missing, reads, costs, strict=True)
+        }
         for text, profile in made.items():
             _PROFILES.put((encoding_name, text), profile)
         found = [p if p is not None else made[t] for t, p in zip(texts, found, strict=True)]
     return found  # type: ignore[return-value]  # every one found or made
 
 
-def _profile(
-    text: str, starts: tuple[int, ...], ends: tuple[int, ...], costs: tuple[int, ...]
-) -> SentenceProfile:
+@dataclass(frozen=True)
+class _Reading:
+    """What a profile reads from its text alone, whatever the encoding: the sentences' starts and
+    ends, their lengths in terms, and the lower-cased text (ASCII) or each sentence's term counts."""
+
+    starts: tuple[int, ...]
+    ends: tuple[int, ...]
+    lengths: tuple[int, ...]
+    lowered: str | None
+    counts: tuple[Counter[str], ...] | None
+
+
+def _read(text: str) -> _Reading:
+    starts, ends = sentence_bounds(text)
     if text.isascii():
         lengths = tuple(span_word_counts(word_mask(text), starts, ends))
-        return SentenceProfile(text, starts, ends, costs, lengths, text.lower(), None)
+        return _Reading(starts, ends, lengths, text.lower(), None)
     counts = tuple(Counter(terms(text[a:b])) for a, b in zip(starts, ends, strict=True))
-    return SentenceProfile(text, starts, ends, costs, tuple(sum(c.values()) for c in counts), None, counts)
+    return _Reading(starts, ends, tuple(sum(c.values()) for c in counts), None, counts)
+
+
+# Texts read ahead (:func:`read_ahead`), until their profiles are made (then dropped from here).
+_READ: WeighedLRU[str, _Reading] = WeighedLRU(PROFILE_CHARS // 4, lambda text, _: len(text) + 1)
+
+
+def read_ahead(encoding_name: str, texts: Iterable[str], go_on: Callable[[], bool]) -> None:
+    """Read the sentences of ``texts`` that have no profile yet for ``encoding_name``, one text at
+    a time while ``go_on()``: what a profile needs that is not a token count, read while another
+    thread counts (an assembly's compact tier, while its texts are counted ahead). Whatever is
+    read here is what :func:`sentence_profiles` would read: only when it is read changes, and a
+    text read here that is never profiled is forgotten among the last 2 million characters read."""
+    for text in texts:
+        if not go_on():
+            return
+        if text and _PROFILES.get((encoding_name, text)) is None and _READ.get(text) is None:
+            _READ.put(text, _read(text))
 
 
 def clear_profile_cache() -> None:
     """Forget cached sentence splits and profiles."""
     _PROFILES.clear()
+    _READ.clear()

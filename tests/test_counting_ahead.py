@@ -1,0 +1,145 @@
+"""Counting texts together with tiktoken, and reading a compact tier's sentences while they are
+counted: the same counts and profiles as one text at a time, only made sooner."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxbudget import assemble, clear_caches, get_encoding, get_policy
+from ctxbudget.simulation.deposition import build_legal_context
+from ctxbudget.tokens.bundled import load_bundled_encoding
+from ctxbudget.tokens.counter import analyze, cached_analysis, count_ahead, count_together
+from ctxbudget.tokens.encoding import JOINER, TiktokenEncoding
+from ctxbudget.tokens.small import SMALL_TOTAL_CHARS
+from ctxbudget.trim.profile import read_ahead, sentence_profiles
+
+BUNDLED = ("o200k_base", "cl100k_base")
+# What sits at the split patterns' edges, and special-token text on either side of a joiner.
+PIECES = [
+    *"aZ9 '\n\r\t.,!?-/<>|日한😀\u0301\u00a0\u2028",
+    "'s",
+    "  ",
+    "\n\n",
+    "<|",
+    "|>",
+    "<|endoftext",
+    "endoftext|>",
+    "<|endofprompt|>",
+    "<|fim_prefix|>",
+    "\ud800",  # a lone surrogate: tiktoken replaces it, alone or joined
+]
+TEXTS = st.lists(st.lists(st.sampled_from(PIECES), max_size=12).map("".join), max_size=8)
+
+
+@pytest.fixture(autouse=True)
+def cold() -> Iterator[None]:
+    clear_caches()
+    yield
+    clear_caches()
+
+
+def _built(name: str) -> TiktokenEncoding:
+    encoding = get_encoding(name)
+    assert isinstance(encoding, TiktokenEncoding)
+    encoding.tiktoken.encode_ordinary("built")  # type: ignore[attr-defined]
+    return encoding
+
+
+def _alone(encoding: TiktokenEncoding, text: str) -> bytes:
+    tk = encoding.tiktoken
+    return bytes(len(tk.decode_single_token_bytes(i)) for i in tk.encode_ordinary(text))
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+@settings(max_examples=150, deadline=None)
+@given(texts=TEXTS)
+def test_texts_counted_together_are_counted_as_each_alone(name: str, texts: list[str]) -> None:
+    encoding = _built(name)
+    found = encoding.token_lengths_each(texts)
+    assert found is not None and len(found) == len(texts)
+    for text, lengths in zip(texts, found, strict=True):
+        assert lengths == (None if JOINER in text else _alone(encoding, text))
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_a_text_holding_the_joiner_or_a_blank_run_is_left_to_be_counted_alone(name: str) -> None:
+    encoding = _built(name)
+    blank = "x" + " " * 400_001 + "y"  # tiktoken's check refuses it, with its error, when alone
+    texts = ["before", f"a{JOINER}b", blank, "after", JOINER]
+    found = encoding.token_lengths_each(texts)
+    assert found == [_alone(encoding, "before"), None, None, _alone(encoding, "after"), None]
+    assert encoding.token_lengths_each([JOINER]) == [None]
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_the_joiner_is_a_special_token_that_no_match_can_reach_past(name: str) -> None:
+    """What the joined count rests on: tiktoken splits the text at the joiner alone, so no other
+    special token may hold it, and no end of it may be its start (a match begun in a text would
+    run into the joiner)."""
+    specials = _built(name).tiktoken.special_tokens_set  # type: ignore[attr-defined]
+    assert JOINER in specials
+    assert not [s for s in specials if s != JOINER and JOINER in s]
+    assert not [k for k in range(1, len(JOINER)) if JOINER[:k] == JOINER[-k:]]
+
+
+def test_an_encoding_not_yet_built_is_not_built_for_texts_the_small_path_takes() -> None:
+    encoding = load_bundled_encoding("o200k_base")
+    assert encoding.token_lengths_each(["Asked and answered."] * 10) is None
+    many = ["Asked and answered. " * 100] * (SMALL_TOTAL_CHARS // 2000 + 1)
+    found = encoding.token_lengths_each(many)
+    assert found is not None and set(found) == {_alone(_built("o200k_base"), many[0])}
+
+
+def test_counting_ahead_with_tiktoken_caches_each_texts_own_count() -> None:
+    encoding = _built("o200k_base")
+    pages = [
+        f"Page {n}. The witness was shown Exhibit {n} and said she had not seen it. " * 60 for n in range(30)
+    ]
+    blank = "x" + " " * 400_001 + "y"
+    count_ahead(encoding, [*pages, blank]).wait()
+    for page in pages:
+        found = cached_analysis(encoding, page)
+        assert found is not None and found.lengths == _alone(encoding, page)
+    assert cached_analysis(encoding, blank) is None
+    kept = ["Asked and answered.", "Objection.", ""]
+    count_together(encoding, kept)
+    assert [cached_analysis(encoding, t) is not None for t in kept] == [True, True, False]
+
+
+def test_sentences_read_ahead_make_the_same_profiles() -> None:
+    texts = [
+        "The witness paused. She said no. Dr. Smith agreed at 3 p.m. on Jan. 5th.",
+        "Überprüfung läuft. Das Gericht tagt! 日本語の文。次の文。",
+        "a" * 3000 + " tail without an end",
+        "",
+    ]
+    plain = sentence_profiles("o200k_base", texts)
+    clear_caches()
+    asked = itertools.count()
+    read_ahead("o200k_base", texts, lambda: next(asked) < 2)  # stops when told to
+    assert next(asked) == 3  # asked before each text until it said no
+    assert sentence_profiles("o200k_base", texts) == plain
+    clear_caches()
+    read_ahead("o200k_base", texts, lambda: True)
+    assert sentence_profiles("o200k_base", texts) == plain
+
+
+def test_the_legal_assembly_counted_ahead_by_tiktoken_is_the_same_request() -> None:
+    """The legal example is counted ahead (over 64,000 characters) while its sentences are read:
+    the body and report are those of an assembly whose counts were all cached first, one text
+    at a time."""
+    request = build_legal_context()
+    policy = get_policy("legal-review")
+    ahead = assemble(request, policy=policy, model="claude-sonnet-4-5")
+    clear_caches()
+    encoding = _built("o200k_base")
+    for item in request["items"]:
+        analyze(encoding, item["text"])
+    counted = assemble(request, policy=policy, model="claude-sonnet-4-5")
+    assert ahead.report.to_dict() == counted.report.to_dict()
+    assert ahead.request == counted.request
