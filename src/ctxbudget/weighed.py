@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, TypeVar
 
 __all__ = ["WeighedLRU"]
@@ -52,6 +52,12 @@ class WeighedLRU(Generic[K, V]):
                 most is not None and len(self._entries) > most
             ):
                 self._held -= self._entries.popitem(last=False)[1][1]
+
+    def missing(self, keys: Iterable[K]) -> list[K]:
+        """The keys of ``keys`` not kept, in order (one lock for all; none is marked used)."""
+        with self._lock:
+            entries = self._entries
+            return [k for k in keys if k not in entries]
 
     def pop(self, key: K) -> V | None:
         """The value of ``key``, no longer kept (None: none was)."""

@@ -209,7 +209,8 @@ def _uncached(encoding: Encoding, texts: Iterable[str]) -> tuple[TiktokenEncodin
     encoding cannot count several texts in one call (a plug-in's)."""
     if not isinstance(encoding, TiktokenEncoding):
         return None
-    return encoding, [t for t in dict.fromkeys(texts) if t and _CACHE.get((encoding.name, t)) is None]
+    name = encoding.name
+    return encoding, [key[1] for key in _CACHE.missing((name, t) for t in dict.fromkeys(texts) if t)]
 
 
 def count_together(encoding: Encoding, texts: Iterable[str]) -> None:
@@ -237,6 +238,9 @@ def count_ahead(encoding: Encoding, texts: Iterable[str]) -> CountingAhead:
     content cache holds (characters standing for tokens, of which prose has three or four times
     fewer: counted ahead past that, a text could push out another before either was read); nor
     where no thread can be started."""
+    texts = list(texts)
+    if sum(map(len, texts)) < AHEAD_MIN_CHARS:  # not worth a look in the cache
+        return CountingAhead(None)
     found = _uncached(encoding, texts)
     if found is None or not AHEAD_MIN_CHARS <= sum(map(len, found[1])) <= _CACHE.max_weight // 2:
         return CountingAhead(None)
