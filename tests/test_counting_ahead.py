@@ -16,6 +16,8 @@ from ctxbudget.tokens.bundled import load_bundled_encoding
 from ctxbudget.tokens.counter import analyze, cached_analysis, count_ahead, count_together
 from ctxbudget.tokens.encoding import JOINER, TiktokenEncoding
 from ctxbudget.tokens.small import SMALL_TOTAL_CHARS
+from ctxbudget.tokens.counter import TokenCounter
+from ctxbudget.trim.extract import extract_ahead, extract_sentences
 from ctxbudget.trim.profile import read_ahead, sentence_profiles
 
 BUNDLED = ("o200k_base", "cl100k_base")
@@ -143,3 +145,23 @@ def test_the_legal_assembly_counted_ahead_by_tiktoken_is_the_same_request() -> N
     counted = assemble(request, policy=policy, model="claude-sonnet-4-5")
     assert ahead.report.to_dict() == counted.report.to_dict()
     assert ahead.request == counted.request
+
+
+SOURCES = [
+    "The witness paused. She said no. Dr. Smith agreed at 3 p.m. on Jan. 5th. The pump failed twice.",
+    "",
+    "Überprüfung läuft. Die Pumpe fiel aus! 日本語の文。pump 次の文。",
+    "Nothing here. The valve held. The pump was replaced in May; the valve was not.",
+]
+
+
+@pytest.mark.parametrize("stop_after", [0, 2, 3, 99])
+def test_an_extraction_read_ahead_is_the_extraction(stop_after: int) -> None:
+    """Read and scored ahead, in full or stopped after some texts, the extraction is the same."""
+    counter = TokenCounter(get_encoding("o200k_base"), exact=True)
+    plain = extract_sentences(SOURCES, 40, "pump failure valve", counter, [3, 3, 3, 3])
+    clear_caches()
+    asked = itertools.count()
+    extract_ahead("o200k_base", SOURCES, "pump failure valve", lambda: next(asked) < stop_after)
+    assert extract_sentences(SOURCES, 40, "pump failure valve", counter, [3, 3, 3, 3]) == plain
+    assert plain.sentences_kept > 0

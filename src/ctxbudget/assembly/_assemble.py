@@ -11,7 +11,7 @@ prompt limit) before it returns the body and its report.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,8 +23,8 @@ from ..formats import BODY_OUTPUT_FIELDS
 from ..gcpause import collector_paused
 from ..memo import fit_memo
 from ..tokens.counter import TokenCounter, count_ahead
+from ..trim.extract import extract_ahead
 from ..trim.passages import PassageScorer
-from ..trim.profile import read_ahead
 from ._carried import (
     cache_seed,
     carried_fields,
@@ -45,7 +45,7 @@ from ._render import OutputFormat, block_texts
 from ._report import AssemblyReport
 from ._reporting import build_report
 from ._request import ContextRequest, parse_context_request
-from ._tiers import select_ledger
+from ._tiers import compact_query, select_ledger
 
 __all__ = ["AssemblyResult", "assemble", "check_envelope"]
 
@@ -137,11 +137,19 @@ def check_envelope(policy: Policy, spec: ModelSpec, model: str) -> None:
             )
 
 
-def _extractable(parsed: ContextRequest, policy: Policy) -> Iterator[str]:
-    """The texts of the items of tiers compacted by sentences, in the request's order."""
+def _extract_ahead(
+    parsed: ContextRequest,
+    policy: Policy,
+    counter: TokenCounter,
+    queries: tuple[str, str],
+    go_on: Callable[[], bool],
+) -> None:
+    """:func:`.extract_ahead` for each tier compacted by sentences, while ``go_on()`` (``queries``:
+    the request's and the tags')."""
     for tier in policy.tiers:
         if tier.eviction == "compact" and tier.compact_method == "sentences":
-            yield from (item.text for item in parsed.in_tier(tier))
+            texts = [item.text for item in parsed.in_tier(tier)]
+            extract_ahead(counter.encoding_name, texts, compact_query(tier, *queries), go_on)
 
 
 def _queries(parsed: ContextRequest) -> tuple[str, str]:
@@ -186,12 +194,12 @@ def _setup(
     try:
         check_pinned_items(parsed, policy)
         check_carried_tools(carried_tools(request, input_format, fmt), policy)
-        # then, while the thread still counts, the sentences of what a compact tier may extract
-        # from (tiktoken's count of the legal example outlasts the checks by some 14 ms)
-        read_ahead(counter.encoding_name, _extractable(parsed, policy), ahead.running)
+        query, tags = _queries(parsed)
+        # then, while the thread still counts (tiktoken's count of the legal example outlasts the
+        # checks by some 14 ms), what the compact tiers' extractions read from their texts alone
+        _extract_ahead(parsed, policy, counter, (query, tags), ahead.running)
     finally:  # a check's error too waits for the thread, which then no longer writes to the cache
         ahead.wait()
-    query, tags = _queries(parsed)
     check_question(parsed, fmt, request)
     current, decisions = bound_current(parsed.current, counter, policy.current_turn_ceiling_tokens, query)
     seed = cache_seed(request, input_format, fmt)  # the tools hashed once, for both

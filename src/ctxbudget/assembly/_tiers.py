@@ -537,6 +537,11 @@ def select_ledger(
     return ledger
 
 
+def compact_query(tier: Tier, query: str, tags_query: str) -> str:
+    """What a compact tier's items are ranked against: the tags' query or the request's."""
+    return tags_query if tier.compact_query == "tags" else query
+
+
 def select_tier(
     tier: Tier,
     request: ContextRequest,
@@ -554,6 +559,6 @@ def select_tier(
     if tier.eviction == "protected":
         return _protected(tier, items, counter, limit, request)
     if tier.eviction == "compact":
-        query_for = tags_query if tier.compact_query == "tags" else query
+        query_for = compact_query(tier, query, tags_query)
         return _compact(tier, items, counter, limit, query_for, _ranked_against(tier, request), scorer)
     return _rolling(tier, items, counter, limit)

@@ -13,6 +13,7 @@ conversation asks for the same transcript under the same question and budget aga
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
 
@@ -20,9 +21,16 @@ from ..tokens.counter import TokenCounter
 from ..tokens.registry import when_replaced
 from ..weighed import WeighedLRU
 from .bm25 import ascii_term_hits, bm25_from_hits, bm25_of_text, query_terms
-from .profile import SentenceProfile, clear_profile_cache, sentence_profiles
+from .profile import (
+    SentenceProfile,
+    SentenceReading,
+    clear_profile_cache,
+    read_ahead,
+    reading,
+    sentence_profiles,
+)
 
-__all__ = ["Extract", "clear_sentence_cache", "extract_sentences"]
+__all__ = ["Extract", "clear_sentence_cache", "extract_ahead", "extract_sentences"]
 
 _MEMO_SIZE = 32  # extractions kept (a key holds its source texts, shared with the request)
 # and at most this many characters of source texts (one extraction of more is kept alone): by
@@ -50,10 +58,14 @@ def _chars(key: _MemoKey, _: Extract) -> int:
 
 
 _MEMO: WeighedLRU[_MemoKey, Extract] = WeighedLRU(_MEMO_CHARS, _chars, _MEMO_SIZE)
-_EMPTY = SentenceProfile("", (), (), (), (), "", None)
+_EMPTY = SentenceProfile("", (), (), (), "", None, ())
+# BM25 scores made ahead (:func:`extract_ahead`), until the extraction that needs them takes them.
+_SCORES: WeighedLRU[tuple[tuple[str, ...], str], list[float]] = WeighedLRU(
+    _MEMO_CHARS, lambda key, _: sum(map(len, key[0])) + len(key[1]), _MEMO_SIZE
+)
 
 
-def _ascii_text(profiles: list[SentenceProfile]) -> tuple[str, list[int], list[int]]:
+def _ascii_text(profiles: Sequence[SentenceReading]) -> tuple[str, list[int], list[int]]:
     """The ASCII profiles' lower-cased texts joined by spaces, where each of their sentences starts
     in it, and each sentence's number across ``profiles``: one search per term over them all, not
     one per text and term (105 transcript pages: 4.6 ms -> 3.4-3.8 ms). A space stands where a
@@ -73,7 +85,7 @@ def _ascii_text(profiles: list[SentenceProfile]) -> tuple[str, list[int], list[i
     return " ".join(lowered), starts, numbers
 
 
-def _scores(profiles: list[SentenceProfile], query: str) -> list[float]:
+def _scores(profiles: Sequence[SentenceReading], query: str) -> list[float]:
     """BM25 of every sentence of ``profiles`` (in order) against ``query``. A score sums over
     ``wanted`` in its order, so the order the hits are found in does not change a float."""
     wanted = query_terms(query)
@@ -93,13 +105,14 @@ def _scores(profiles: list[SentenceProfile], query: str) -> list[float]:
 def _extract(
     texts: tuple[str, ...], budget: int, query: str, counter: TokenCounter, openings: tuple[int, ...]
 ) -> Extract:
-    made = iter(sentence_profiles(counter.encoding_name, [t for t in texts if t]))
+    filled = tuple(t for t in texts if t)
+    made = iter(sentence_profiles(counter.encoding_name, filled))
     profiles = [next(made) if t else _EMPTY for t in texts]
     starts = list(chain.from_iterable(p.starts for p in profiles))
     ends = list(chain.from_iterable(p.ends for p in profiles))
     costs = list(chain.from_iterable(p.costs for p in profiles))
     sources = list(chain.from_iterable(repeat(s, len(p.starts)) for s, p in enumerate(profiles)))
-    negated = [-score for score in _scores(profiles, query)]
+    negated = [-score for score in _SCORES.pop((filled, query)) or _scores(profiles, query)]
     # Best first, ties earlier first: a stable sort on the score alone keeps ties in index order.
     order = sorted(range(len(costs)), key=negated.__getitem__)
     chosen: list[int] = []
@@ -138,10 +151,24 @@ def extract_sentences(
     return found
 
 
+def extract_ahead(encoding_name: str, texts: Sequence[str], query: str, go_on: Callable[[], bool]) -> None:
+    """What an extraction from ``texts`` against ``query`` reads from the texts alone, made while
+    ``go_on()``: each text's sentences (:func:`.profile.read_ahead`), then the BM25 of them all,
+    kept until the extraction takes it. An assembly's compact tier does this while its texts
+    are counted on another thread; the extraction is the one it would be, only made sooner."""
+    filled = tuple(t for t in texts if t)
+    if not read_ahead(encoding_name, filled, go_on) or not go_on() or _SCORES.get((filled, query)):
+        return
+    readings = [r for r in (reading(encoding_name, t) for t in filled) if r is not None]
+    if len(readings) == len(filled):  # none pushed out of its cache meanwhile
+        _SCORES.put((filled, query), _scores(readings, query))
+
+
 def clear_sentence_cache() -> None:
     """Forget cached sentence splits, profiles and extractions (benchmarks time cold runs)."""
     clear_profile_cache()
     _MEMO.clear()
+    _SCORES.clear()
 
 
 when_replaced(clear_sentence_cache)

@@ -32,8 +32,11 @@ from .text import grapheme_ceil, grapheme_floor
 __all__ = [
     "PROFILE_CHARS",
     "SentenceProfile",
+    "SentenceReading",
     "clear_profile_cache",
     "read_ahead",
+    "read_sentences",
+    "reading",
     "sentence_bounds",
     "sentence_profile",
     "sentence_profiles",
@@ -129,15 +132,14 @@ def _cut_long(text: str, start: int, end: int, starts: list[int], ends: list[int
 
 
 @dataclass(frozen=True)
-class SentenceProfile:
-    """One text's sentences (their starts and ends), their raw token costs and term lengths, and
-    what reads the counts of a query's terms: the lower-cased text (ASCII), else each sentence's
-    term counts."""
+class SentenceReading:
+    """What a text's profile reads from the text alone, whatever the encoding: its sentences
+    (their starts and ends), their lengths in terms, and what reads the counts of a query's
+    terms: the lower-cased text (ASCII), else each sentence's term counts."""
 
     text: str
     starts: tuple[int, ...]
     ends: tuple[int, ...]
-    costs: tuple[int, ...]
     lengths: tuple[int, ...]
     lowered: str | None
     counts: tuple[Counter[str], ...] | None
@@ -152,6 +154,13 @@ class SentenceProfile:
             }
         assert self.lowered is not None
         return ascii_term_hits(self.lowered, list(query_terms), self.starts)
+
+
+@dataclass(frozen=True)
+class SentenceProfile(SentenceReading):
+    """A text's reading and each sentence's raw token cost (tokens starting in it)."""
+
+    costs: tuple[int, ...]
 
 
 def _costs(analysis: ChunkAnalysis, starts: tuple[int, ...], ends: tuple[int, ...]) -> tuple[int, ...]:
@@ -233,10 +242,10 @@ def sentence_profiles(encoding_name: str, texts: Sequence[str]) -> list[Sentence
     missing = list(dict.fromkeys(t for t, p in zip(texts, found, strict=True) if p is None))
     if missing:
         encoding = get_encoding(encoding_name)
-        reads = [_READ.pop(t) or _read(t) for t in missing]
+        reads = [_READ.pop(t) or read_sentences(t) for t in missing]
         costs = _costs_each([analyze(encoding, t) for t in missing], [(r.starts, r.ends) for r in reads])
         made = {
-            t: SentenceProfile(t, r.starts, r.ends, c, r.lengths, r.lowered, r.counts)
+            t: SentenceProfile(t, r.starts, r.ends, r.lengths, r.lowered, r.counts, c)
             for t, r, c in zip(missing, reads, costs, strict=True)
         }
         for text, profile in made.items():
@@ -245,42 +254,38 @@ def sentence_profiles(encoding_name: str, texts: Sequence[str]) -> list[Sentence
     return found  # type: ignore[return-value]  # every one found or made
 
 
-@dataclass(frozen=True)
-class _Reading:
-    """What a profile reads from its text alone, whatever the encoding: the sentences' starts and
-    ends, their lengths in terms, and the lower-cased text (ASCII) or each sentence's term counts."""
-
-    starts: tuple[int, ...]
-    ends: tuple[int, ...]
-    lengths: tuple[int, ...]
-    lowered: str | None
-    counts: tuple[Counter[str], ...] | None
-
-
-def _read(text: str) -> _Reading:
+def read_sentences(text: str) -> SentenceReading:
+    """The reading of ``text`` (its profile but for the token costs)."""
     starts, ends = sentence_bounds(text)
     if text.isascii():
         lengths = tuple(span_word_counts(word_mask(text), starts, ends))
-        return _Reading(starts, ends, lengths, text.lower(), None)
+        return SentenceReading(text, starts, ends, lengths, text.lower(), None)
     counts = tuple(Counter(terms(text[a:b])) for a, b in zip(starts, ends, strict=True))
-    return _Reading(starts, ends, tuple(sum(c.values()) for c in counts), None, counts)
+    return SentenceReading(text, starts, ends, tuple(sum(c.values()) for c in counts), None, counts)
 
 
 # Texts read ahead (:func:`read_ahead`), until their profiles are made (then dropped from here).
-_READ: WeighedLRU[str, _Reading] = WeighedLRU(PROFILE_CHARS // 4, lambda text, _: len(text) + 1)
+_READ: WeighedLRU[str, SentenceReading] = WeighedLRU(PROFILE_CHARS // 4, lambda text, _: len(text) + 1)
 
 
-def read_ahead(encoding_name: str, texts: Iterable[str], go_on: Callable[[], bool]) -> None:
+def read_ahead(encoding_name: str, texts: Iterable[str], go_on: Callable[[], bool]) -> bool:
     """Read the sentences of ``texts`` that have no profile yet for ``encoding_name``, one text at
-    a time while ``go_on()``: what a profile needs that is not a token count, read while another
-    thread counts (an assembly's compact tier, while its texts are counted ahead). Whatever is
-    read here is what :func:`sentence_profiles` would read: only when it is read changes, and a
-    text read here that is never profiled is forgotten among the last 2 million characters read."""
+    a time while ``go_on()``; whether every text was read. What a profile needs that is not a
+    token count, read while another thread counts (an assembly's compact tier, while its texts
+    are counted ahead). Whatever is read here is what :func:`sentence_profiles` would read: only
+    when it is read changes, and a text read here that is never profiled is forgotten among the
+    last 2 million characters read."""
     for text in texts:
         if not go_on():
-            return
+            return False
         if text and _PROFILES.get((encoding_name, text)) is None and _READ.get(text) is None:
-            _READ.put(text, _read(text))
+            _READ.put(text, read_sentences(text))
+    return True
+
+
+def reading(encoding_name: str, text: str) -> SentenceReading | None:
+    """The reading of ``text``, from its profile or from :func:`read_ahead` (None: neither)."""
+    return _PROFILES.get((encoding_name, text)) or _READ.get(text)
 
 
 def clear_profile_cache() -> None:
