@@ -13,10 +13,9 @@ from hypothesis import strategies as st
 from ctxbudget import assemble, clear_caches, get_encoding, get_policy
 from ctxbudget.simulation.deposition import build_legal_context
 from ctxbudget.tokens.bundled import load_bundled_encoding
-from ctxbudget.tokens.counter import analyze, cached_analysis, count_ahead, count_together
-from ctxbudget.tokens.encoding import JOINER, TiktokenEncoding
+from ctxbudget.tokens.counter import TokenCounter, analyze, cached_analysis, count_ahead, count_together
+from ctxbudget.tokens.encoding import JOINED_CHARS, JOINER, TiktokenEncoding
 from ctxbudget.tokens.small import SMALL_TOTAL_CHARS
-from ctxbudget.tokens.counter import TokenCounter
 from ctxbudget.trim.extract import extract_ahead, extract_sentences
 from ctxbudget.trim.profile import read_ahead, sentence_profiles
 
@@ -76,6 +75,16 @@ def test_a_text_holding_the_joiner_or_a_blank_run_is_left_to_be_counted_alone(na
     found = encoding.token_lengths_each(texts)
     assert found == [_alone(encoding, "before"), None, None, _alone(encoding, "after"), None]
     assert encoding.token_lengths_each([JOINER]) == [None]
+
+
+def test_texts_past_one_calls_characters_are_counted_in_several_calls_or_alone() -> None:
+    encoding = _built("o200k_base")
+    page = "Q. Did you see the pump fail? A. Yes, twice, in May. " * 400
+    longest = "The valve held. " * (JOINED_CHARS // 16 + 10)  # over one call's characters: alone
+    texts = [page] * (JOINED_CHARS // len(page)) + ["Last page.", longest, "After it."]
+    assert sum(map(len, texts)) > 1.9 * JOINED_CHARS
+    found = encoding.token_lengths_each(texts)
+    assert found == [_alone(encoding, t) for t in texts]
 
 
 @pytest.mark.parametrize("name", BUNDLED)

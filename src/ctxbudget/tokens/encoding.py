@@ -27,10 +27,12 @@ __all__ = [
 ]
 
 PARALLEL_MIN_CHARS = 50_000
-# The special token that texts counted together are joined with (:meth:`TiktokenEncoding._joined_lengths`).
-JOINER = "<|endoftext|>"
 # A text over twice this many characters is encoded in pieces of about this size (see _cuts).
 PIECE_CHARS = 262_144
+# The special token that texts counted together are joined with, and the most characters joined in
+# one call (:meth:`TiktokenEncoding._joined_lengths`).
+JOINER = "<|endoftext|>"
+JOINED_CHARS = 2 * PIECE_CHARS
 # Token lengths are stored one byte a token (see ``counter.ChunkAnalysis``); the longest token
 # of o200k_base and cl100k_base is 128 bytes.
 MAX_TOKEN_BYTES = 255
@@ -362,13 +364,16 @@ class TiktokenEncoding:
         return [None if no else next(found) for no in refused]
 
     def _joined_lengths(self, texts: Sequence[str]) -> list[bytes | None] | None:
-        """:meth:`token_lengths` of each text from one tiktoken call over the texts joined by
+        """:meth:`token_lengths` of each text from tiktoken calls over the texts joined by
         :data:`JOINER`, a special token tiktoken is told to allow: it encodes the text between two
         of them apart, as ``encode_ordinary`` would each text alone, and puts the special token's
         id between (no other special token of o200k_base or cl100k_base holds the joiner, and no
-        end of it is a start of it, so a match never reaches into a text). The call releases the
-        GIL once for all the texts, where a call a text took the GIL back after each: another
-        thread's regexes then held the encode up to a switch interval (5 ms) a text.
+        end of it is a start of it, so a match never reaches into a text). A call releases the
+        GIL once for all its texts, where a call a text took the GIL back after each: another
+        thread's regexes then held the encode up to a switch interval (5 ms) a text. A call takes
+        at most :data:`JOINED_CHARS` characters (its ids are Python ints, 36 bytes a token, until
+        they are measured: two pieces' worth, as a long text's two-thread encode holds); a text
+        longer than that is counted alone, in pieces.
 
         None (each counted when needed) for an encoding not bundled (its special tokens unknown)
         or not yet built when the texts are few enough characters for the small-text path
@@ -378,21 +383,43 @@ class TiktokenEncoding:
             self._encoding is None and self._small is not None and sum(map(len, texts)) <= SMALL_TOTAL_CHARS
         ):
             return None
-        taken = [i for i, text in enumerate(texts) if JOINER not in text and not long_blank_run(text)]
         found: list[bytes | None] = [None] * len(texts)
-        if not taken:
-            return found
+        batch: list[int] = []
+        chars = 0
+        for i, text in enumerate(texts):
+            if JOINER in text or long_blank_run(text):
+                continue
+            if len(text) > JOINED_CHARS:
+                found[i] = self.token_lengths(text)
+                continue
+            if chars + len(text) > JOINED_CHARS:
+                self._joined_batch(texts, batch, found)
+                batch, chars = [], 0
+            batch.append(i)
+            chars += len(text)
+        self._joined_batch(texts, batch, found)
+        return found
+
+    def _joined_batch(self, texts: Sequence[str], batch: list[int], found: list[bytes | None]) -> None:
+        """Set ``found[i]`` for each ``i`` of ``batch`` from one call (none set if tiktoken panics
+        on the joined text: each is then counted alone, where the error names its text)."""
+        if not batch:
+            return
         encoding = self._built()
         joiner = encoding.encode_single_token(JOINER)
-        ids = encoding.encode(
-            JOINER.join([texts[i] for i in taken]), allowed_special={JOINER}, disallowed_special=()
-        )
+        try:
+            ids = encoding.encode(
+                JOINER.join([texts[i] for i in batch]), allowed_special={JOINER}, disallowed_special=()
+            )
+        except BaseException as exc:  # pyo3's PanicException derives from BaseException
+            if type(exc).__name__ != "PanicException":
+                raise
+            return
         start = 0
-        for k, i in enumerate(taken):
-            end = ids.index(joiner, start) if k + 1 < len(taken) else len(ids)
+        for k, i in enumerate(batch):
+            end = ids.index(joiner, start) if k + 1 < len(batch) else len(ids)
             found[i] = self._gathered(ids[start:end])
             start = end + 1
-        return found
 
     def _ordinary(self, text: str) -> list[int]:
         """tiktoken's ``encode_ordinary``; its Rust panic on a pathological text (a run of about a
