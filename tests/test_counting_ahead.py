@@ -4,13 +4,14 @@ counted: the same counts and profiles as one text at a time, only made sooner.""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Sequence
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxbudget import assemble, clear_caches, get_encoding, get_policy
+from ctxbudget import VolatileValueError, assemble, clear_caches, get_encoding, get_policy
 from ctxbudget.simulation.deposition import build_legal_context
 from ctxbudget.tokens.bundled import load_bundled_encoding
 from ctxbudget.tokens.counter import TokenCounter, analyze, cached_analysis, count_ahead, count_together
@@ -174,3 +175,50 @@ def test_an_extraction_read_ahead_is_the_extraction(stop_after: int) -> None:
     extract_ahead("o200k_base", SOURCES, "pump failure valve", lambda: next(asked) < stop_after)
     assert extract_sentences(SOURCES, 40, "pump failure valve", counter, [3, 3, 3, 3]) == plain
     assert plain.sentences_kept > 0
+
+
+class _Held(TiktokenEncoding):
+    """The bundled o200k_base, whose texts counted together wait until ``go`` is set."""
+
+    def __init__(self) -> None:
+        built = _built("o200k_base")
+        super().__init__(built.tiktoken, built.byte_lengths, proven_boundaries=True, bundled=True)
+        self.go = threading.Event()
+
+    def token_lengths_each(self, texts: Sequence[str]) -> list[bytes | None] | None:
+        assert self.go.wait(10)
+        return super().token_lengths_each(texts)
+
+
+def _ahead_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "ctxbudget-ahead"]
+
+
+def test_an_abandoned_count_returns_at_once_and_keeps_nothing() -> None:
+    encoding = _Held()
+    pages = [f"Page {n}: the pump failed in May and the valve held. " * 100 for n in range(20)]
+    ahead = count_ahead(encoding, pages)
+    assert ahead.running()
+    ahead.abandon()  # returns while the thread still waits
+    assert not ahead.running()
+    encoding.go.set()
+    for thread in _ahead_threads():
+        thread.join(10)
+    assert [cached_analysis(encoding, page) for page in pages] == [None] * len(pages)
+    ahead = count_ahead(encoding, pages)  # not abandoned: kept
+    ahead.wait()
+    assert all(cached_analysis(encoding, page) is not None for page in pages)
+
+
+def test_a_request_refused_by_a_check_keeps_no_count_made_ahead() -> None:
+    request = build_legal_context()
+    playbook = request["items"][0]
+    request["items"][0] = {**playbook, "text": "Updated 2026-09-16. " + playbook["text"]}
+    with pytest.raises(VolatileValueError, match="2026-09-16"):
+        assemble(request, policy="legal-review", model="claude-sonnet-4-5")
+    for thread in _ahead_threads():
+        thread.join(10)
+    encoding = get_encoding("o200k_base")
+    assert [cached_analysis(encoding, item["text"]) for item in request["items"][1:]] == [None] * (
+        len(request["items"]) - 1
+    )

@@ -194,13 +194,15 @@ def _setup(
     try:
         check_pinned_items(parsed, policy)
         check_carried_tools(carried_tools(request, input_format, fmt), policy)
+        check_question(parsed, fmt, request)
         query, tags = _queries(parsed)
         # then, while the thread still counts (tiktoken's count of the legal example outlasts the
         # checks by some 14 ms), what the compact tiers' extractions read from their texts alone
         _extract_ahead(parsed, policy, counter, (query, tags), ahead.running)
-    finally:  # a check's error too waits for the thread, which then no longer writes to the cache
-        ahead.wait()
-    check_question(parsed, fmt, request)
+    except BaseException:  # a check's error is raised now; the thread's counts are not kept
+        ahead.abandon()
+        raise
+    ahead.wait()
     current, decisions = bound_current(parsed.current, counter, policy.current_turn_ceiling_tokens, query)
     seed = cache_seed(request, input_format, fmt)  # the tools hashed once, for both
     return Setup(

@@ -165,10 +165,11 @@ AHEAD_MIN_CHARS = 64_000
 class CountingAhead:
     """The thread counting texts ahead (:func:`count_ahead`), or None when no thread was started."""
 
-    __slots__ = ("_thread",)
+    __slots__ = ("_dropped", "_thread")
 
-    def __init__(self, thread: threading.Thread | None) -> None:
+    def __init__(self, thread: threading.Thread | None, dropped: threading.Event | None = None) -> None:
         self._thread = thread
+        self._dropped = dropped
 
     def running(self) -> bool:
         """Whether the thread is still counting (the caller may do other work meanwhile)."""
@@ -182,26 +183,35 @@ class CountingAhead:
             self._thread.join()
             self._thread = None
 
+    def abandon(self) -> None:
+        """Return at once, leaving the thread to end alone with its counts not kept: the caller
+        failed (a check's error is raised now, not once every text is counted: a refused legal
+        request waited 150-250 ms for tiktoken's build and count, and its counts stayed cached)."""
+        if self._dropped is not None:
+            self._dropped.set()
+        self._thread = None
 
-def _cache_each(encoding: TiktokenEncoding, texts: list[str]) -> None:
+
+def _cache_each(encoding: TiktokenEncoding, texts: list[str], dropped: threading.Event | None = None) -> None:
     """Count ``texts`` in one call and keep the counts, unless the encoding's name was registered
-    again meanwhile (the cache was then cleared of its counts, and these are the old one's)."""
+    again meanwhile (the cache was then cleared of its counts, and these are the old one's), or
+    ``dropped`` was set meanwhile (no one waits for them)."""
     version = registry_version()
     found = encoding.token_lengths_each(texts) or ()
-    if registry_version() != version:
+    if registry_version() != version or (dropped is not None and dropped.is_set()):
         return
     for text, lengths in zip(texts, found, strict=False):
         if lengths is not None:
             _CACHE.put((encoding.name, text), ChunkAnalysis(text, lengths))
 
 
-def _counted_ahead(encoding: TiktokenEncoding, texts: list[str]) -> None:
+def _counted_ahead(encoding: TiktokenEncoding, texts: list[str], dropped: threading.Event) -> None:
     """:func:`_cache_each` on the thread of :func:`count_ahead`. What fails here is only not
     counted ahead: the caller's thread counts it when it needs it, and a failure that is the
     text's or the engine's is raised there, in its place (raised from here, it replaced the
     caller's own error, such as a volatile value found meanwhile)."""
     with contextlib.suppress(Exception):
-        _cache_each(encoding, texts)
+        _cache_each(encoding, texts, dropped)
 
 
 def _uncached(encoding: Encoding, texts: Iterable[str]) -> tuple[TiktokenEncoding, list[str]] | None:
@@ -247,12 +257,16 @@ def count_ahead(encoding: Encoding, texts: Iterable[str]) -> CountingAhead:
     # A thread of its own, not a pool's: ``start`` hands it the GIL at once, and it keeps it
     # until the engine's call releases it. A pool's worker, woken while the caller's regexes
     # hold the GIL, got it only at the next switch (5 ms): after the checks.
-    thread = threading.Thread(target=_counted_ahead, args=found, name="ctxbudget-ahead")
+    # A daemon: one abandoned by a failing caller does not hold the process's exit.
+    dropped = threading.Event()
+    thread = threading.Thread(
+        target=_counted_ahead, args=(*found, dropped), name="ctxbudget-ahead", daemon=True
+    )
     try:
         thread.start()
     except RuntimeError:  # no thread to be had (a limit, a sandbox, shutdown): counted when needed
         return CountingAhead(None)
-    return CountingAhead(thread)
+    return CountingAhead(thread, dropped)
 
 
 @dataclass(frozen=True)

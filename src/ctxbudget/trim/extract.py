@@ -22,6 +22,7 @@ from ..tokens.registry import when_replaced
 from ..weighed import WeighedLRU
 from .bm25 import ascii_term_hits, bm25_from_hits, bm25_of_text, query_terms
 from .profile import (
+    PROFILE_CHARS,
     SentenceProfile,
     SentenceReading,
     clear_profile_cache,
@@ -60,8 +61,10 @@ def _chars(key: _MemoKey, _: Extract) -> int:
 _MEMO: WeighedLRU[_MemoKey, Extract] = WeighedLRU(_MEMO_CHARS, _chars, _MEMO_SIZE)
 _EMPTY = SentenceProfile("", (), (), (), "", None, ())
 # BM25 scores made ahead (:func:`extract_ahead`), until the extraction that needs them takes them.
+# They are taken by the same assembly, so a few are kept: one whose tier was not compacted (it fit
+# whole) or whose assembly failed is not needed, and its key holds the tier's texts.
 _SCORES: WeighedLRU[tuple[tuple[str, ...], str], list[float]] = WeighedLRU(
-    _MEMO_CHARS, lambda key, _: sum(map(len, key[0])) + len(key[1]), _MEMO_SIZE
+    PROFILE_CHARS // 4, lambda key, _: sum(map(len, key[0])) + len(key[1]), 4
 )
 
 
