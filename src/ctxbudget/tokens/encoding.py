@@ -353,9 +353,9 @@ class TiktokenEncoding:
         return b"".join(_pool().map(lambda span: self._lengths_of(text[span[0] : span[1]]), pairwise(cuts)))
 
     def token_lengths_each(self, texts: Sequence[str]) -> list[bytes | None] | None:
-        """:meth:`token_lengths` of each text in one call that releases the GIL: the attached
-        engine's (None for a text it leaves to tiktoken), else tiktoken's (:meth:`_joined_lengths`);
-        None when neither can take them together."""
+        """:meth:`token_lengths` of each text, counted together by calls that release the GIL:
+        the attached engine's, in one call (None for a text it leaves to tiktoken), else
+        tiktoken's (:meth:`_joined_lengths`); None when neither can take them together."""
         fast = self._fast
         if fast is None:
             return self._joined_lengths(texts)
