@@ -428,8 +428,11 @@ def test_passage_windows_pay_only_the_wrappers_of_what_they_keep() -> None:
     items.append({"id": "q", "kind": "question", "text": "Was notice mailed?"})
     policy = parse_policy(_COMPACT_ONLY.replace("METHOD", "passages").replace("1500", "300"), "t")
     tier = assemble({"items": items}, policy=policy, model="gpt-4o").report.to_dict()["tiers"][0]
-    kept = [i for i in tier["items"] if i["action"] == "compacted"]
+    kept = [i for i in tier["items"] if i["action"] in ("kept", "compacted")]
     assert 0 < len(kept) < 30 and tier["tokens"] <= 300
+    # an item its windows cover whole is reported kept, as sent, not compacted to as many tokens
+    whole = [i for i in kept if i["tokens_after"] == i["tokens_before"]]
+    assert whole and all(i["action"] == "kept" for i in whole)
 
 
 _TAGS_ONLY = """

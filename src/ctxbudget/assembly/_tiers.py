@@ -400,7 +400,10 @@ def _compact_passages(
     texts: list[tuple[ContextItem, str]] = []
     decisions = []
     for item, part in zip(items, kept, strict=True):
-        if part:
+        if part == item.text:  # its windows cover all of it: sent whole, not compacted
+            texts.append((item, part))
+            decisions.append(_kept(item, costs[item.id], "passages: the selected windows cover all of it"))
+        elif part:
             texts.append((item, part))
             decisions.append(
                 ItemDecision(
