@@ -186,7 +186,8 @@ class CountingAhead:
     def abandon(self) -> None:
         """Return at once, leaving the thread to end alone with its counts not kept: the caller
         failed (a check's error is raised now, not once every text is counted: a refused legal
-        request waited 150-250 ms for tiktoken's build and count, and its counts stayed cached)."""
+        request waited 150-250 ms for tiktoken's build and count, and its counts stayed cached).
+        The thread is not a daemon: a process that ends meanwhile waits for it."""
         if self._dropped is not None:
             self._dropped.set()
         self._thread = None
@@ -257,11 +258,11 @@ def count_ahead(encoding: Encoding, texts: Iterable[str]) -> CountingAhead:
     # A thread of its own, not a pool's: ``start`` hands it the GIL at once, and it keeps it
     # until the engine's call releases it. A pool's worker, woken while the caller's regexes
     # hold the GIL, got it only at the next switch (5 ms): after the checks.
-    # A daemon: one abandoned by a failing caller does not hold the process's exit.
+    # Not a daemon, though an abandoned one ends alone: a daemon still in tiktoken's encode when
+    # the interpreter finalizes is ended as it takes the GIL back, by an unwind through Rust's
+    # frames (the process's exit waits for the count instead).
     dropped = threading.Event()
-    thread = threading.Thread(
-        target=_counted_ahead, args=(*found, dropped), name="ctxbudget-ahead", daemon=True
-    )
+    thread = threading.Thread(target=_counted_ahead, args=(*found, dropped), name="ctxbudget-ahead")
     try:
         thread.start()
     except RuntimeError:  # no thread to be had (a limit, a sandbox, shutdown): counted when needed
