@@ -2,7 +2,9 @@
 
 The bundled legal example: a 15k-token (estimated) pinned playbook, protected testimony, a
 95k-token (estimated) transcript reduced to the compact tier's ceiling, and a short conversation,
-assembled for claude-sonnet-4-5 under the ``legal-review`` policy. Cold: caches cleared first.
+assembled for claude-sonnet-4-5 under the ``legal-review`` policy. Cold: caches cleared first;
+the row under it is the same with nothing counted ahead (each text counted on the caller's thread
+when first needed, the compact tier not read meanwhile), the same run's baseline of counting ahead.
 Warm: the same request again with counts cached. Also a second turn with ``--previous``, the
 bundled simulation's session created and its turn 1 assembled with caches cleared first (its own
 row: creating a session assembles its base once, which counts what turn 1 then reads from the
@@ -39,6 +41,7 @@ from ctxbudget.session.session import Session
 from ctxbudget.session.store import SQLiteStore
 from ctxbudget.simulation.runner import run_simulation
 from ctxbudget.simulation.scenario import bundled_scenario
+from ctxbudget.tokens import counter
 from ctxbudget.tokens.fast import FAST_ENCODINGS, use_fast_tokenizer, use_fast_tokenizers
 
 REPEATS = 9
@@ -54,7 +57,7 @@ def interleaved(actions: dict[str, Callable[[], Any]], turn_1: Callable[[], floa
     samples: dict[str, list[float]] = {name: [] for name in [*actions, "turn 1"]}
     for _ in range(REPEATS):
         for name, action in actions.items():
-            if name == "cold":
+            if name.startswith("cold"):
                 clear_caches()
             start = time.perf_counter()
             action()
@@ -103,9 +106,20 @@ def main() -> None:
         finally:
             store.close()
 
+    def serial() -> Any:
+        """The cold assembly with nothing counted ahead: each text counted on the caller's thread
+        when first needed, and no compact tier read meanwhile (as before stop 57 with tiktoken)."""
+        held = counter.AHEAD_MIN_CHARS
+        counter.AHEAD_MIN_CHARS = 1 << 62
+        try:
+            return run()
+        finally:
+            counter.AHEAD_MIN_CHARS = held
+
     actions: dict[str, Callable[[], Any]] = {
         "floor": lambda: tk.encode_ordinary(text),
         "cold": run,  # caches cleared before it is timed
+        "cold serial": serial,
         "warm": run,
         "next": lambda: run(previous),
     }
@@ -117,6 +131,7 @@ def main() -> None:
     for name, ms in [
         (f"floor: one tiktoken pass ({tokens:,} tokens)", floor),
         ("cold assembly (legal-review, claude-sonnet-4-5)", cold),
+        ("  the same, nothing counted ahead", samples["cold serial"]),
         ("warm assembly (counts cached)", warm),
         ("next turn with --previous (counts cached)", second),
         ("simulation: session created + turn 1 (cold)", turn_1),
@@ -154,6 +169,7 @@ def fast(actions: dict[str, Callable[[], Any]], turn_1: Callable[[], float], tex
     for name, key in [
         ("one quicktok pass (for comparison)", "quicktok"),
         ("cold assembly", "cold"),
+        ("  the same, nothing counted ahead", "cold serial"),
         ("next turn with --previous (counts cached)", "next"),
         ("simulation: session created + turn 1 (cold)", "turn 1"),
     ]:
