@@ -45,7 +45,7 @@ from ._render import OutputFormat, block_texts
 from ._report import AssemblyReport
 from ._reporting import build_report
 from ._request import ContextRequest, parse_context_request
-from ._tiers import compact_query, select_ledger
+from ._tiers import compact_query, select_ledger, tags_ranking
 
 __all__ = ["AssemblyResult", "assemble", "check_envelope"]
 
@@ -154,16 +154,9 @@ def _extract_ahead(
 
 def _queries(parsed: ContextRequest) -> tuple[str, str]:
     """What the tiers rank by: the current turn's text with every item's tags; and, for
-    ``compact_query = "tags"``, the request's ``issue_tags`` when any are given, else the tags of the items
-    outside rolling tiers and the current turn. Those stay from turn to turn, so the compacted
-    block does too (a history message's or a question's tags changed it)."""
+    ``compact_query = "tags"``, what :func:`.tags_ranking` says."""
     tags = " ".join(dict.fromkeys(t for i in parsed.items for t in i.tags))
-    if parsed.issue_tags:  # an empty list selects by nothing: the held items' tags rank then
-        stable = " ".join(sorted(parsed.issue_tags))
-    else:
-        held = (i for i in parsed.items if i.tier is not None and i.tier.eviction != "rolling")
-        stable = " ".join(dict.fromkeys(t for i in held for t in i.tags))
-    return " ".join([i.text for i in parsed.current] + [tags]), stable
+    return " ".join([i.text for i in parsed.current] + [tags]), tags_ranking(parsed)[0]
 
 
 def _setup(

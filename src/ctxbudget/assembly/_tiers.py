@@ -337,13 +337,22 @@ def _unkept(text: str, opening: int, target: int, counter: TokenCounter) -> str:
     return "its sentences did not fit what the higher-ranked ones left of the tier's budget"
 
 
+def tags_ranking(request: ContextRequest) -> tuple[str, str]:
+    """What ``compact_query = "tags"`` ranks against, and how a report says so: the request's
+    ``issue_tags`` when any are given (an empty list selects by nothing), else the tags of the
+    items outside rolling tiers and the current turn. Those stay from turn to turn, so the
+    compacted block does too (a history message's or a question's tags changed it)."""
+    if request.issue_tags:
+        return " ".join(sorted(request.issue_tags)), "the request's issue tags alone"
+    held = (i for i in request.items if i.tier is not None and i.tier.eviction != "rolling")
+    return " ".join(
+        dict.fromkeys(t for i in held for t in i.tags)
+    ), "the tags of the items outside rolling tiers alone"
+
+
 def _ranked_against(tier: Tier, request: ContextRequest) -> str:
     """What a compact tier's text was ranked against, as its ``compact_query`` says."""
-    if tier.compact_query != "tags":
-        return "the question and tags"
-    if request.issue_tags:
-        return "the request's issue tags alone"
-    return "the tags of the items outside rolling tiers alone"
+    return tags_ranking(request)[1] if tier.compact_query == "tags" else "the question and tags"
 
 
 def _compact_passages(
