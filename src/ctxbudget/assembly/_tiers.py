@@ -409,13 +409,12 @@ def _compact_passages(
     texts: list[tuple[ContextItem, str]] = []
     decisions = []
     for item, part in zip(items, kept, strict=True):
-        if part == item.text:  # its windows cover all of it: sent whole, not compacted
-            texts.append((item, part))
-            decisions.append(_kept(item, costs[item.id], "passages: the selected windows cover all of it"))
-        elif part:
+        if part:
             texts.append((item, part))
             decisions.append(
-                ItemDecision(
+                _kept(item, costs[item.id], "passages: the selected windows cover all of it")
+                if part == item.text  # sent whole, not compacted
+                else ItemDecision(
                     id=item.id,
                     action="compacted",
                     tokens_before=costs[item.id],
