@@ -78,6 +78,21 @@ def test_a_text_holding_the_joiner_or_a_blank_run_is_left_to_be_counted_alone(na
     assert encoding.token_lengths_each([JOINER]) == [None]
 
 
+def test_a_table_with_a_token_of_no_bytes_splits_the_joined_ids_at_the_joiner_itself() -> None:
+    """The texts of one call are told apart by the joiner's length, 0: a table that gives a real
+    token 0 too (no bundled one does) must not end a text at that token."""
+    built = _built("o200k_base")
+    tk = built.tiktoken
+    rank = tk.encode_single_token(" the")
+    table = bytearray(built.byte_lengths)
+    table[rank] = 0
+    encoding = TiktokenEncoding(tk, bytes(table), bundled=True)
+    texts = ["Of the lease.", "", "the end of the term", "No article."]
+    expected = [bytes(table[i] for i in tk.encode_ordinary(t)) for t in texts]
+    assert encoding.token_lengths_each(texts) == expected
+    assert built.token_lengths_each(texts) == [_alone(built, t) for t in texts]
+
+
 def test_texts_past_one_calls_characters_are_counted_in_several_calls_or_alone() -> None:
     encoding = _built("o200k_base")
     page = "Q. Did you see the pump fail? A. Yes, twice, in May. " * 400

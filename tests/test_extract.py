@@ -128,6 +128,53 @@ def _costs_apart(texts: list[str]) -> tuple[list[tuple[int, ...]], list[tuple[in
     ]
 
 
+def _costs_by_definition(text: str, lengths: bytes) -> tuple[int, ...]:
+    """Each sentence's tokens: those whose first byte (the running sum of the lengths before
+    them) is inside the sentence's bytes."""
+    firsts = list(itertools.accumulate(lengths, initial=0))[:-1]
+    costs = []
+    for a, b in zip(*profile.sentence_bounds(text), strict=True):
+        lo, hi = len(text[:a].encode("utf-8")), len(text[:b].encode("utf-8"))
+        costs.append(sum(1 for x in firsts if lo <= x < hi))
+    return tuple(costs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=TEXTS)
+def test_sentence_costs_are_the_tokens_starting_in_each_sentence(texts: list[str]) -> None:
+    """ASCII texts are costed from a mask of their tokens' first bytes, others by running sums:
+    both are the definition."""
+    encoding = get_encoding("o200k_base")
+    for text in [*texts, "".join(t for t in texts if t.isascii())]:
+        analysis = analyze(encoding, text)
+        got = profile._costs(analysis, *profile.sentence_bounds(text))
+        assert got == _costs_by_definition(text, analysis.lengths)
+
+
+class _EmptyAfterDots:
+    """A plug-in: a token a run of non-blanks or blanks, and before each word that ends with a dot
+    a token of no bytes (it marks nothing in a mask of first bytes, yet starts in its sentence)."""
+
+    name = "empty-after-dots"
+    proven_boundaries = False
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.token_lengths(text))
+
+    def token_lengths(self, text: str) -> bytes:
+        pieces = re.findall(r"\S+|\s+", text)
+        return bytes(n for m in pieces for n in ((0, len(m)) if m.endswith(".") else (len(m),)))
+
+
+def test_a_plug_ins_tokens_of_no_bytes_are_costed_where_they_start() -> None:
+    register_encoding("empty-after-dots", _EmptyAfterDots)
+    text = "Alpha beta. Gamma delta epsilon. Zeta."
+    analysis = analyze(get_encoding("empty-after-dots"), text)
+    assert 0 in analysis.lengths
+    got = profile._costs(analysis, *profile.sentence_bounds(text))
+    assert got == _costs_by_definition(text, analysis.lengths) == (4, 6, 2)
+
+
 @settings(max_examples=300, deadline=None)
 @given(texts=TEXTS)
 def test_sentence_costs_read_together_are_each_texts_own(texts: list[str]) -> None:

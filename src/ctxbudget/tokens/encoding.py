@@ -248,6 +248,7 @@ class TiktokenEncoding:
         self._small = small if encoding is None else None
         self._fast: FastEncoder | None = None  # a faster engine of the same ids (:mod:`.fast`)
         self._bundled = bundled
+        self._joined: bytes | None = None  # :meth:`_joined_table`, made when first needed
         self._build_lock = threading.Lock()
 
     @property
@@ -295,13 +296,13 @@ class TiktokenEncoding:
         """What a pickle or a deep copy keeps: the built encoding (built now if deferred), not the
         lock, the builder or the small-text encoder."""
         state = dict(self.__dict__)
-        state.update(_encoding=self._built(), _build=None, _small=None, _fast=None)
+        state.update(_encoding=self._built(), _build=None, _small=None, _fast=None, _joined=None)
         del state["_build_lock"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(
-            {"_fast": None, "_bundled": False, **state}
+            {"_fast": None, "_bundled": False, "_joined": None, **state}
         )  # also a pickle of a version before them
         self._byte_lengths = bytes(self._byte_lengths)  # a list in a pickle of a version before 0.53
         self._build_lock = threading.Lock()
@@ -415,11 +416,33 @@ class TiktokenEncoding:
             if type(exc).__name__ != "PanicException":
                 raise
             return
+        table = self._joined_table(joiner)
+        if table is None:  # a token of no bytes: a 0 would not tell where a text ends
+            start = 0
+            for k, i in enumerate(batch):
+                end = ids.index(joiner, start) if k + 1 < len(batch) else len(ids)
+                found[i] = self._gathered(ids[start:end])
+                start = end + 1
+            return
+        lengths = self._gathered(ids, table)  # the joiner's length 0, every other token's 1-255
         start = 0
         for k, i in enumerate(batch):
-            end = ids.index(joiner, start) if k + 1 < len(batch) else len(ids)
-            found[i] = self._gathered(ids[start:end])
+            end = lengths.find(0, start) if k + 1 < len(batch) else len(lengths)
+            found[i] = lengths[start:end]
             start = end + 1
+
+    def _joined_table(self, joiner: int) -> bytes | None:
+        """The length table with ``joiner``'s length 0 (and any rank between 0 too: none is
+        encoded), so the texts of one call are split at each 0 of its gathered lengths by
+        ``bytes.find`` (the legal example's 125 texts: 2.2 -> 1.4 ms, where each text's ids were
+        found by ``list.index`` and gathered apart); None when a token of the table has no bytes."""
+        table = self._joined
+        if table is None or len(table) != joiner + 1:
+            lengths = self._byte_lengths
+            if 0 in lengths or joiner < len(lengths):
+                return None
+            table = self._joined = lengths + bytes(joiner + 1 - len(lengths))
+        return table
 
     def _ordinary(self, text: str) -> list[int]:
         """tiktoken's ``encode_ordinary``; its Rust panic on a pathological text (a run of about a
@@ -446,11 +469,13 @@ class TiktokenEncoding:
     def _lengths_of(self, text: str) -> bytes:
         return self._gathered(self._ordinary(text))
 
-    def _gathered(self, ids: list[int]) -> bytes:
-        """The byte length of each token of ``ids``, one byte a token."""
+    def _gathered(self, ids: list[int], table: bytes | None = None) -> bytes:
+        """The byte length of each token of ``ids``, one byte a token (read from ``table``, by
+        default the encoding's)."""
+        lengths = self._byte_lengths if table is None else table
         if len(ids) > 1:
-            return bytes(itemgetter(*ids)(self._byte_lengths))
-        return bytes(self._byte_lengths[i] for i in ids)
+            return bytes(itemgetter(*ids)(lengths))
+        return bytes(lengths[i] for i in ids)
 
     def _cuts(self, text: str) -> list[int] | None:
         """Offsets cutting a long text into pieces at hard boundaries: two halves, or more pieces

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, chain
+from operator import itemgetter
 from typing import Any
 
 from ..tokens.counter import ChunkAnalysis, analyze
@@ -163,12 +164,33 @@ class SentenceProfile(SentenceReading):
     costs: tuple[int, ...]
 
 
+# A token's bytes by its length, its first marked: ``_MARKS[n]`` is n bytes, 1 then 0s.
+_MARKS = [b"", *(b"\x01" + bytes(n - 1) for n in range(1, 256))]
+
+
+def _start_mask(lengths: bytes) -> bytes:
+    """A byte a byte of the tokens of ``lengths``: 1 at each token's first byte, else 0."""
+    if len(lengths) < 2:  # itemgetter of one index gives the item, not a tuple of it
+        return b"".join(_MARKS[n] for n in lengths)
+    return b"".join(itemgetter(*lengths)(_MARKS))
+
+
 def _costs(analysis: ChunkAnalysis, starts: tuple[int, ...], ends: tuple[int, ...]) -> tuple[int, ...]:
-    """Tokens starting in each sentence, from one encode of the text (a token belongs where it starts)."""
+    """Tokens starting in each sentence, from one encode of the text (a token belongs where it
+    starts). An ASCII text's are counted in :func:`_start_mask`: its tokens' starts are then
+    never Python ints (the legal example's 105 pages, 82k tokens, 4.9k sentences: 3.7 -> 2.9
+    ms, most of it the running sums). A plug-in's lengths that hold a 0 (a token of no bytes has
+    no mark) or do not sum to the text's size (a token over 255 bytes capped) are read by their
+    running sums."""
     text = analysis.text
+    ascii_only = analysis.size == len(text)
+    if ascii_only and 0 not in analysis.lengths:
+        mask = _start_mask(analysis.lengths)
+        if len(mask) == analysis.size:
+            marked = mask.count
+            return tuple([marked(1, a, b) for a, b in zip(starts, ends, strict=True)])
     count = len(analysis.lengths)
     tokens = list(accumulate(analysis.lengths, initial=0))
-    ascii_only = analysis.size == len(text)
     costs: list[int] = []
     char, byte = 0, 0  # walk forward so byte offsets cost one pass over the text
     for start, end in zip(starts, ends, strict=True):
