@@ -4,6 +4,9 @@ counted: the same counts and profiles as one text at a time, only made sooner.""
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 
@@ -13,6 +16,7 @@ from hypothesis import strategies as st
 
 from ctxbudget import VolatileValueError, assemble, clear_caches, get_encoding, get_policy
 from ctxbudget.simulation.deposition import build_legal_context
+from ctxbudget.tokens import crew
 from ctxbudget.tokens.bundled import load_bundled_encoding
 from ctxbudget.tokens.counter import TokenCounter, analyze, cached_analysis, count_ahead, count_together
 from ctxbudget.tokens.encoding import JOINED_CHARS, JOINER, TiktokenEncoding
@@ -205,10 +209,6 @@ class _Held(TiktokenEncoding):
         return super().token_lengths_each(texts)
 
 
-def _ahead_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "ctxbudget-ahead"]
-
-
 def test_an_abandoned_count_returns_at_once_and_keeps_nothing() -> None:
     encoding = _Held()
     pages = [f"Page {n}: the pump failed in May and the valve held. " * 100 for n in range(20)]
@@ -217,8 +217,7 @@ def test_an_abandoned_count_returns_at_once_and_keeps_nothing() -> None:
     ahead.abandon()  # returns while the thread still waits
     assert not ahead.running()
     encoding.go.set()
-    for thread in _ahead_threads():
-        thread.join(10)
+    assert crew.settled(10)
     assert [cached_analysis(encoding, page) for page in pages] == [None] * len(pages)
     ahead = count_ahead(encoding, pages)  # not abandoned: kept
     ahead.wait()
@@ -231,9 +230,72 @@ def test_a_request_refused_by_a_check_keeps_no_count_made_ahead() -> None:
     request["items"][0] = {**playbook, "text": "Updated 2026-09-16. " + playbook["text"]}
     with pytest.raises(VolatileValueError, match="2026-09-16"):
         assemble(request, policy="legal-review", model="claude-sonnet-4-5")
-    for thread in _ahead_threads():
-        thread.join(10)
+    assert crew.settled(10)
     encoding = get_encoding("o200k_base")
     assert [cached_analysis(encoding, item["text"]) for item in request["items"][1:]] == [None] * (
         len(request["items"]) - 1
     )
+
+
+_FORKED = """
+import os, signal
+from ctxbudget import get_encoding
+from ctxbudget.tokens.counter import cached_analysis, clear_count_cache, count_ahead
+
+encoding = get_encoding("o200k_base")
+text = "The valve held and the pump failed. " * 30_000  # long: its halves encoded on two threads
+pages = [f"Page {n}: the pump failed in May. " * 200 for n in range(12)]
+expected = encoding.encode(text)
+count_ahead(encoding, pages).wait()
+pid = os.fork()
+if pid == 0:  # the child: the parent's threads are not in it
+    signal.alarm(30)
+    clear_count_cache()
+    count_ahead(encoding, pages).wait()
+    counted = all(cached_analysis(encoding, p) is not None for p in pages)
+    os._exit(0 if encoding.encode(text) == expected and counted else 3)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_counts_a_long_text_and_ahead() -> None:
+    """A child forked after the parent's threads counted: the pools the parent made name threads
+    the child does not have; a long text's halves and a count ahead were queued for them for
+    ever (the child is killed by its alarm then: -14)."""
+    done = subprocess.run([sys.executable, "-c", _FORKED], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0"
+
+
+def test_counts_ahead_one_after_another_run_on_the_threads_kept() -> None:
+    """tiktoken's regex warms per thread: sequential counts reuse at most KEPT threads, where each
+    count had a new thread (whose copy of the regex no thread had used)."""
+    used: list[int] = []
+    for _ in range(3 * crew.KEPT):
+        future = crew.start(lambda: used.append(threading.get_ident()))
+        assert future is not None
+        future.result(10)
+    assert crew.settled(10)
+    assert len(used) == 3 * crew.KEPT
+    assert len(set(used)) <= crew.KEPT
+
+
+def test_counts_ahead_past_the_kept_threads_get_threads_of_their_own() -> None:
+    """More counts at once than threads kept all run at once (none waits for a kept thread)."""
+    together = threading.Barrier(crew.KEPT + 3)  # every job and this test
+    used: list[int] = []
+
+    def job() -> None:
+        used.append(threading.get_ident())
+        together.wait(10)
+
+    futures = [crew.start(job) for _ in range(crew.KEPT + 2)]
+    assert not crew.settled(0)
+    together.wait(10)  # broken (an error) if a job were queued behind another
+    for future in futures:
+        assert future is not None
+        future.result(10)
+    assert crew.settled(10)
+    assert len(set(used)) == crew.KEPT + 2

@@ -8,16 +8,19 @@ prefix of it (a sentence boundary, a token-level cut) without tokenizing again.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import threading
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from itertools import accumulate
 from zlib import adler32
 
 from ..weighed import WeighedLRU
+from . import crew
 from .encoding import Encoding, TiktokenEncoding
 from .registry import registry_version, when_replaced
 
@@ -163,34 +166,34 @@ AHEAD_MIN_CHARS = 64_000
 
 
 class CountingAhead:
-    """The thread counting texts ahead (:func:`count_ahead`), or None when no thread was started."""
+    """The count started ahead (:func:`count_ahead`), or nothing to wait for when none was."""
 
-    __slots__ = ("_dropped", "_thread")
+    __slots__ = ("_dropped", "_future")
 
-    def __init__(self, thread: threading.Thread | None, dropped: threading.Event | None = None) -> None:
-        self._thread = thread
+    def __init__(self, future: Future[None] | None, dropped: threading.Event | None = None) -> None:
+        self._future = future
         self._dropped = dropped
 
     def running(self) -> bool:
         """Whether the thread is still counting (the caller may do other work meanwhile)."""
-        return self._thread is not None and self._thread.is_alive()
+        return self._future is not None and not self._future.done()
 
     def wait(self) -> None:
         """Return once the thread is done: the texts it counted are in the content cache, and
         any it did not (the engine left them to tiktoken, or failed) are counted when needed, as
         without counting ahead, where a failure is raised with its place."""
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        if self._future is not None:
+            self._future.result()
+            self._future = None
 
     def abandon(self) -> None:
         """Return at once, leaving the thread to end alone with its counts not kept: the caller
         failed (a check's error is raised now, not once every text is counted: a refused legal
         request waited 150-250 ms for tiktoken's build and count, and its counts stayed cached).
-        The thread is not a daemon: a process that ends meanwhile waits for it."""
+        No thread is a daemon: a process that ends meanwhile waits for it."""
         if self._dropped is not None:
             self._dropped.set()
-        self._thread = None
+        self._future = None
 
 
 def _cache_each(encoding: TiktokenEncoding, texts: list[str], dropped: threading.Event | None = None) -> None:
@@ -255,19 +258,13 @@ def count_ahead(encoding: Encoding, texts: Iterable[str]) -> CountingAhead:
     found = _uncached(encoding, texts)
     if found is None or not AHEAD_MIN_CHARS <= sum(map(len, found[1])) <= _CACHE.max_weight // 2:
         return CountingAhead(None)
-    # A thread of its own, not a pool's: ``start`` hands it the GIL at once, and it keeps it
-    # until the engine's call releases it. A pool's worker, woken while the caller's regexes
-    # hold the GIL, got it only at the next switch (5 ms): after the checks.
-    # Not a daemon, though an abandoned one ends alone: a daemon still in tiktoken's encode when
-    # the interpreter finalizes is ended as it takes the GIL back, by an unwind through Rust's
-    # frames (the process's exit waits for the count instead).
+    # On a kept thread (:mod:`.crew`: tiktoken's regex warm there), handed over as a thread is
+    # started: it takes the GIL at once and keeps it until the engine's call releases it. None
+    # is a daemon: a daemon still in tiktoken's encode when the interpreter finalizes is ended
+    # as it takes the GIL back, by an unwind through Rust's frames (the exit waits instead).
     dropped = threading.Event()
-    thread = threading.Thread(target=_counted_ahead, args=(*found, dropped), name="ctxbudget-ahead")
-    try:
-        thread.start()
-    except RuntimeError:  # no thread to be had (a limit, a sandbox, shutdown): counted when needed
-        return CountingAhead(None)
-    return CountingAhead(thread, dropped)
+    future = crew.start(functools.partial(_counted_ahead, *found, dropped))
+    return CountingAhead(future, dropped if future is not None else None)
 
 
 @dataclass(frozen=True)

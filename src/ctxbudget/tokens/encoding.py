@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -62,6 +63,18 @@ def _pool() -> ThreadPoolExecutor:
         if _POOL is None:
             _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ctxbudget-encode")
         return _POOL
+
+
+def _forget_pool() -> None:
+    """In a child process forked from this one: the pool's threads are not in it, and the pool
+    took one for idle and queued the halves of a long text for it for ever (a forked worker of a
+    server hung on its first long text)."""
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 # tiktoken's regex overflows its stack on a run of about 985,000 whitespace characters (measured
