@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_fit import median_seconds  # the same timing loop (bench/ is on sys.path when run)
-from benchcli import bench_parser
+from benchcli import bench_parser, cpu_speeds
 
 from ctxbudget import assemble, clear_caches, get_encoding, get_policy
 from ctxbudget.session.session import Session
@@ -152,6 +152,7 @@ def main() -> None:
         f"${billed['mean_cost_usd']:.4f}, max ${billed['max_cost_usd']:.4f}; ledger cut {summary['ledger_cut']:.1%}; "
         f"p95 end-to-end {billed['p95_end_to_end_ms']:,.0f} ms of {billed['latency_target_ms']:,.0f} ms"
     )
+    print(cpu_speeds(lambda: tk.encode_ordinary(text)))
 
 
 def fast(actions: dict[str, Callable[[], Any]], turn_1: Callable[[], float], text: str) -> None:

@@ -299,3 +299,24 @@ def test_counts_ahead_past_the_kept_threads_get_threads_of_their_own() -> None:
         future.result(10)
     assert crew.settled(10)
     assert len(set(used)) == crew.KEPT + 2
+
+
+def test_a_job_whose_thread_could_not_start_is_never_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool queues a job before it starts the thread that fails: the next thread it starts
+    finds the job there, and must not run it (its caller counted without it)."""
+    fresh = crew._Crew()
+    ran: list[str] = []
+
+    class NoThread(threading.Thread):
+        def start(self) -> None:
+            raise RuntimeError("can't start new thread")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(threading, "Thread", NoThread)
+        assert fresh.start(lambda: ran.append("dropped")) is None
+    assert fresh.settled(0)
+    later = fresh.start(lambda: ran.append("later"))
+    assert later is not None
+    later.result(10)
+    assert fresh.settled(10)
+    assert ran == ["later"]

@@ -25,7 +25,7 @@ from ctxbudget import (
     register_encoding,
 )
 from ctxbudget.simulation.deposition import build_legal_context
-from ctxbudget.tokens import counter
+from ctxbudget.tokens import counter, crew
 from ctxbudget.tokens.bundled import bundled_tokens
 from ctxbudget.tokens.counter import AHEAD_MIN_CHARS, analyze, cached_analysis, clear_count_cache, count_ahead
 from ctxbudget.tokens.encoding import PIECE_CHARS, TiktokenEncoding
@@ -424,7 +424,8 @@ def test_nothing_is_counted_ahead_where_no_thread_starts_or_past_half_the_cache(
             raise RuntimeError("can't start new thread")
 
     with monkeypatch.context() as patched:
-        patched.setattr(counter.threading, "Thread", NoThread)
+        patched.setattr(crew, "_CREW", crew._Crew())  # no thread kept yet
+        patched.setattr(threading, "Thread", NoThread)
         count_ahead(encoding, [LONG]).wait()
         assert recording.batches == []
         request = build_legal_context()

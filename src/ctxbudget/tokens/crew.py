@@ -3,7 +3,7 @@
 tiktoken splits text with one of 128 copies of its regex, picked by a hash of the calling thread's
 id, and a copy's matching caches fill as it is used. A thread started for each assembly drew a
 copy that no thread had warmed yet: the legal example's 84k tokens took 24 ms to encode on a new
-thread each time, against 15-17 ms on a thread that had encoded before (medians of 10 calls).
+thread each time, against 16 ms on a thread that had encoded before (medians of 10 calls).
 :data:`KEPT` threads are kept, each warming its own copy; a count started while all of them are
 busy gets a thread of its own, as every count did before.
 
@@ -43,29 +43,21 @@ class _Crew:
             self._kept_busy += kept
             self._running += 1
             pool = self._pool if kept else None
-        taken = threading.Event()
-        future: Future[None] = Future()
-
-        def run() -> None:
-            taken.set()
-            try:
-                job()
-            finally:
-                self._ended(kept)
-                future.set_result(None)
-
+        handed = _Job(self, job, kept)
         try:
             if pool is not None:
-                pool.submit(run)
+                pool.submit(handed)
             else:
-                threading.Thread(target=run, name="ctxbudget-ahead").start()
+                threading.Thread(target=handed, name="ctxbudget-ahead").start()
         except RuntimeError:  # no thread to be had (a limit, a sandbox, the interpreter's exit)
-            self._ended(kept)
-            return None
-        taken.wait()
-        return future
+            if handed.drop():
+                self.ended(kept)
+                return None
+        handed.taken.wait()
+        return handed.future
 
-    def _ended(self, kept: bool) -> None:
+    def ended(self, kept: bool) -> None:
+        """Count a job's end (or a job that never started)."""
         with self._lock:
             self._kept_busy -= kept
             self._running -= 1
@@ -75,6 +67,38 @@ class _Crew:
         """Whether every job started has ended, waiting up to ``timeout`` seconds for it."""
         with self._lock:
             return self._lock.wait_for(lambda: self._running == 0, timeout)
+
+
+class _Job:
+    """A job handed to a thread: ``taken`` once a thread runs it, and never run once dropped (a
+    pool queues a job before it starts the thread that fails: a later thread would have run it)."""
+
+    def __init__(self, crew: _Crew, job: Callable[[], None], kept: bool) -> None:
+        self._crew, self._job, self._kept = crew, job, kept
+        self._lock = threading.Lock()
+        self.taken = threading.Event()
+        self.future: Future[None] = Future()
+        self._state = "waiting"  # then "running", or "dropped"
+
+    def __call__(self) -> None:
+        """On the thread: the job, unless it was dropped; then its end counted and told."""
+        with self._lock:
+            if self._state == "dropped":
+                return
+            self._state = "running"
+        self.taken.set()
+        try:
+            self._job()
+        finally:
+            self._crew.ended(self._kept)
+            self.future.set_result(None)
+
+    def drop(self) -> bool:
+        """Drop the job unless a thread runs it already; whether it is dropped."""
+        with self._lock:
+            if self._state == "waiting":
+                self._state = "dropped"
+            return self._state == "dropped"
 
 
 _CREW = _Crew()
