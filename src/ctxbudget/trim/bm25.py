@@ -391,7 +391,8 @@ def term_hits(
         for term in wanted:
             for after, count in Counter(map(bisect_right, repeat(starts), _places(lowered, term))).items():
                 if after:  # a place before the first span counts for none
-                    out.setdefault(after - 1, {})[term] = count
+                    counts = out.setdefault(after - 1, {})
+                    counts[term] = counts.get(term, 0) + count  # a term given twice, twice
         return out
     for term, at in _found(lowered, wanted):
         span = bisect_right(starts, at) - 1
