@@ -258,7 +258,7 @@ def count_ahead(encoding: Encoding, texts: Iterable[str]) -> CountingAhead:
     found = _uncached(encoding, texts)
     if found is None or not AHEAD_MIN_CHARS <= sum(map(len, found[1])) <= _CACHE.max_weight // 2:
         return CountingAhead(None)
-    # On a kept thread (:mod:`.crew`: tiktoken's regex warm there), handed over as a thread is
+    # On a kept thread (:mod:`.crew`: its allocator warm), handed over as a thread is
     # started: it takes the GIL at once and keeps it until the engine's call releases it. None
     # is a daemon: a daemon still in tiktoken's encode when the interpreter finalizes is ended
     # as it takes the GIL back, by an unwind through Rust's frames (the exit waits instead).

@@ -1,11 +1,11 @@
 """Threads kept for counting ahead (:func:`.counter.count_ahead`), from one assembly to the next.
 
-tiktoken splits text with one of 128 copies of its regex, picked by a hash of the calling thread's
-id, and a copy's matching caches fill as it is used. A thread started for each assembly drew a
-copy that no thread had warmed yet: the legal example's 84k tokens took 24 ms to encode on a new
-thread each time, against 16 ms on a thread that had encoded before (medians of 10 calls).
-:data:`KEPT` threads are kept, each warming its own copy; a count started while all of them are
-busy gets a thread of its own, as every count did before.
+tiktoken's encode allocates as it goes, and glibc gives a new thread an arena of its own whose
+memory is not mapped yet: the legal example's 84k tokens took 18.7-22 ms to encode on a new thread
+each time, against 15.5 ms on a thread that had encoded before (medians of 10 calls, the process
+held to one CPU; with ``MALLOC_ARENA_MAX=1`` a new thread took 15.3 ms). :data:`KEPT` threads
+are kept; a count started while all of them are busy gets a thread of its own, as every count
+did before.
 
 A job is handed over the way a new thread is started: the caller waits until a thread has taken
 it, releasing the GIL meanwhile, so the thread starts at once and not at the caller's next switch
