@@ -270,8 +270,8 @@ def test_a_forked_child_counts_a_long_text_and_ahead() -> None:
 
 
 def test_counts_ahead_one_after_another_run_on_the_threads_kept() -> None:
-    """tiktoken's regex warms per thread: sequential counts reuse at most KEPT threads, where each
-    count had a new thread (whose copy of the regex no thread had used)."""
+    """A new thread encodes more slowly (its allocator's arena is new): sequential counts reuse at
+    most KEPT threads, where each count had a new thread."""
     used: list[int] = []
     for _ in range(3 * crew.KEPT):
         future = crew.start(lambda: used.append(threading.get_ident()))

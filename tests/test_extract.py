@@ -151,11 +151,11 @@ def test_sentence_costs_are_the_tokens_starting_in_each_sentence(texts: list[str
         assert got == _costs_by_definition(text, analysis.lengths)
 
 
-class _EmptyAfterDots:
+class _EmptyBeforeDotted:
     """A plug-in: a token a run of non-blanks or blanks, and before each word that ends with a dot
     a token of no bytes (it marks nothing in a mask of first bytes, yet starts in its sentence)."""
 
-    name = "empty-after-dots"
+    name = "empty-before-dotted"
     proven_boundaries = False
 
     def encode(self, text: str) -> list[int]:
@@ -167,9 +167,9 @@ class _EmptyAfterDots:
 
 
 def test_a_plug_ins_tokens_of_no_bytes_are_costed_where_they_start() -> None:
-    register_encoding("empty-after-dots", _EmptyAfterDots)
+    register_encoding("empty-before-dotted", _EmptyBeforeDotted)
     text = "Alpha beta. Gamma delta epsilon. Zeta."
-    analysis = analyze(get_encoding("empty-after-dots"), text)
+    analysis = analyze(get_encoding("empty-before-dotted"), text)
     assert 0 in analysis.lengths
     got = profile._costs(analysis, *profile.sentence_bounds(text))
     assert got == _costs_by_definition(text, analysis.lengths) == (4, 6, 2)
