@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import math
 import os
@@ -223,28 +222,6 @@ def test_one_pass_over_the_words_finds_what_a_search_per_term_finds(
     assert sorted(bm25._words_among(text, frozenset(ascii_wanted))) == sorted(
         bm25._each_term(text, ascii_wanted)
     )
-
-
-@given(
-    words=st.lists(TERM_WORDS, max_size=60),
-    glue=st.lists(st.sampled_from([" ", "-", ".", "'", "__", "\n"]), min_size=1),
-    wanted=st.lists(TERM_WORDS),  # a term given twice is counted twice, as hit by hit
-    cuts=st.lists(st.integers(0, 400), max_size=12),
-)
-def test_term_hits_counted_per_span_at_once_are_the_hits_one_at_a_time(
-    words: list[str], glue: list[str], wanted: list[str], cuts: list[int]
-) -> None:
-    """Each term's places mapped to their spans and counted in C: the same counts as each place
-    taken in turn (a place before the first span counts for none)."""
-    text = "".join(w + glue[n % len(glue)] for n, w in enumerate(words)).lower()
-    starts = sorted({c for c in cuts if c <= len(text)})
-    expected: dict[int, dict[str, int]] = {}
-    for term, at in bm25._each_term(text, wanted):
-        span = bisect.bisect_right(starts, at) - 1
-        if span >= 0:
-            expected.setdefault(span, {}).setdefault(term, 0)
-            expected[span][term] += 1
-    assert bm25.term_hits(text, wanted, starts) == expected
 
 
 SENTENCE_WORDS = st.sampled_from(["notice", "Notice", "not", "ice", "aaaa", "aa", "x1", "a_b", "the", "é"])
