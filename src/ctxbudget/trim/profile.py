@@ -178,10 +178,10 @@ def _start_mask(lengths: bytes) -> bytes:
 def _costs(analysis: ChunkAnalysis, starts: tuple[int, ...], ends: tuple[int, ...]) -> tuple[int, ...]:
     """Tokens starting in each sentence, from one encode of the text (a token belongs where it
     starts). An ASCII text's are counted in :func:`_start_mask`: its tokens' starts are then
-    never Python ints (the legal example's 106 longest texts, 82k tokens, 4.9k sentences: 3.7 -> 2.9
-    ms, most of it the running sums). A plug-in's lengths that hold a 0 (a token of no bytes has
-    no mark) or do not sum to the text's size (a token over 255 bytes capped) are read by their
-    running sums."""
+    never Python ints (the legal example's 106 longest texts, 82k tokens, 4.9k sentences: 3.7 ->
+    2.9 ms, most of it the running sums). A plug-in's lengths that hold a 0 (a token of no bytes
+    has no mark) or do not sum to the text's size (a token over 255 bytes capped) are read by
+    their running sums."""
     text = analysis.text
     ascii_only = analysis.size == len(text)
     if ascii_only and 0 not in analysis.lengths:
