@@ -139,6 +139,30 @@ def test_lazy_counts_equal_a_whole_measure_in_any_order(
     assert lazy.fixed_parts() == whole.fixed_parts()
 
 
+@settings(max_examples=150, deadline=None)
+@given(renderings(), st.sampled_from(ENCODINGS), st.randoms(use_true_random=False))
+def test_the_reported_total_is_each_owners_reading_summed_whatever_was_asked_before(
+    rendering: Rendering, name: str, rng: Any
+) -> None:
+    """The total a report gives (read at once when every owner's count or bound is known, else
+    owner by owner) is the sum of each owner's count when counted and bound when not."""
+    encoding = get_encoding(name)
+    clear_caches()
+    lazy = LazyMeasurement(rendering, encoding)
+    keys = sorted(
+        {s.owner for chunk in rendering.chunks for s in chunk} | {o for o, _ in rendering.constants}, key=str
+    )
+    rng.shuffle(keys)
+    for owner in keys[: rng.randint(0, len(keys))]:  # some bounded, some counted, some not asked
+        asked = rng.choice([[lazy.at_least], [lazy.cost], [lazy.at_least, lazy.cost]])
+        for ask in asked:  # bounded, then counted: the count is what is reported
+            ask(owner)
+    first = lazy.reported_total()  # owners not asked for yet: read owner by owner
+    fresh = LazyMeasurement(rendering, encoding)  # the definition, owner by owner
+    expected = sum(fresh.cost(o) if lazy.reported(o)[1] else fresh.at_least(o) for o in keys)
+    assert first == lazy.reported_total() == expected  # the second: every owner known, read at once
+
+
 @settings(max_examples=300, deadline=None)
 @given(renderings(), st.sampled_from(ENCODINGS), st.integers(0, 400), st.integers(0, 200))
 def test_the_bound_decision_is_the_sum_of_the_bounds(

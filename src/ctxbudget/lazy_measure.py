@@ -238,8 +238,14 @@ class LazyMeasurement:
         return ceiling
 
     def reported_total(self) -> int:
-        """The tokens a report gives: counted owners exactly, the rest by their bound."""
-        return sum(self.at_least(owner) for owner in self._owners)
+        """The tokens a report gives: counted owners exactly, the rest by their bound. Read from
+        what is known, at once, when every owner has its count or bound already (a report asks
+        for each item's line first: 2,000 calls of :meth:`at_least` less for a long history)."""
+        known = {**self._bounds, **self._costs}  # an owner's count, else its bound
+        found = list(map(known.get, self._owners))
+        if None in found:
+            return sum(self.at_least(owner) for owner in self._owners)
+        return sum(found)  # type: ignore[arg-type]  # no None: checked above
 
     def fixed_parts(self) -> dict[str, int]:
         """Tokens of the parts that are counted but never trimmed (named, not items)."""
