@@ -619,8 +619,10 @@ def test_kept_passages_that_touch_keep_the_text_between_them() -> None:
     from ctxbudget.trim.messages import _joined
 
     text = "alpha line\nbeta line\n\ngamma line"
-    assert _joined(text, [(0, 10), (11, 20), (22, 32)], 0, len(text)) == text
-    assert _joined(text, [(0, 10), (22, 32)], 0, len(text)) == "alpha line\n[…]\ngamma line"
+    assert _joined(text, [(0, 10), (11, 20), (22, 32)], 0, len(text)) == (text, ((0, 0, len(text)),))
+    made, copied = _joined(text, [(0, 10), (22, 32)], 0, len(text))
+    assert made == "alpha line\n[…]\ngamma line"
+    assert copied == ((0, 0, 10), (len(made) - 10, 22, 10))  # where each kept line is, here and there
 
 
 def test_a_long_single_paragraph_that_opens_by_asking_keeps_its_question() -> None:

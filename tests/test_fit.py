@@ -949,7 +949,9 @@ def test_blank_runs_beside_kept_regions(text: str, regions: list[tuple[int, int]
     marker; a run inside a region, text on both sides, is the region's own layout and stays."""
     from ctxbudget.trim.messages import _joined
 
-    assert _joined(text, regions, 0, len(text)) == joined
+    made, copied = _joined(text, regions, 0, len(text))
+    assert made == joined
+    assert all(made[at : at + n] == text[origin : origin + n] for at, origin, n in copied)
 
 
 @pytest.mark.parametrize("model", ["gpt-4o", "claude-sonnet-4-5"])

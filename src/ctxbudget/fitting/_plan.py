@@ -14,13 +14,14 @@ from dataclasses import dataclass
 
 from ..items import COMPONENTS, PIECE_SEP, PLACEHOLDER_TEMPLATE, Component, Cut, Decision, Item, ItemKey, Plan
 from ..measure import measure_total
+from ..tokens.counter import cached_analysis, remember
 from ..trim.documents import select_documents
 from ..trim.history import select_history
-from ..trim.messages import cut_message
+from ..trim.messages import cut_message_copied
 from ..trim.shares import shares_keeping_short
 from ..trim.split import split_documents
 from ..trim.steps import Steps
-from ..trim.text import PiecesSpan, TextSpan, truncate_text
+from ..trim.text import Copied, PiecesSpan, TextSpan, spliced_lengths, truncate_text
 from ._context import FitContext
 
 __all__ = ["ItemCosts", "empty_plan", "make_plan"]
@@ -221,7 +222,7 @@ def _truncate(ctx: FitContext, item: Item, budget: int) -> Cut:
         text, tokens = truncate_text(item.text, span, budget - ctx.framing(item))
         return Cut(text, (), ctx.framing(item) + tokens)
     bounds = span.bounds if isinstance(span, PiecesSpan) else ()
-    pieces = cut_message(
+    cut = cut_message_copied(
         item.text,
         span,
         budget - ctx.framing(item),
@@ -232,11 +233,27 @@ def _truncate(ctx: FitContext, item: Item, budget: int) -> Cut:
         bounds=bounds,
         keep_end=_is_prefill(ctx, item),
     )
+    pieces = tuple(piece for piece, _ in cut)
     text = PIECE_SEP.join(pieces)
     if text == item.text:
         return Cut(text, (), ctx.cost(item))
+    if isinstance(span, TextSpan) and len(cut) == 1:
+        _count_from_source(ctx, *cut[0], item.text, span)
     tokens = ctx.framing(item) + sum(ctx.counter.raw(p) for p in pieces)
     return Cut(text, pieces if bounds else (), tokens)
+
+
+def _count_from_source(
+    ctx: FitContext, piece: str, copied: tuple[Copied, ...], source: str, span: TextSpan
+) -> None:
+    """The count of a cut text, read where it copies its source from the source's own encode
+    (:func:`~ctxbudget.trim.text.spliced_lengths`), kept for the count that follows; nothing
+    when it is counted already or cannot be read so (then it is encoded)."""
+    encoding = ctx.counter.encoding
+    if cached_analysis(encoding, piece) is None:
+        lengths = spliced_lengths(encoding, piece, copied, source, span)
+        if lengths is not None:
+            remember(encoding, piece, lengths)
 
 
 def _is_prefill(ctx: FitContext, item: Item) -> bool:

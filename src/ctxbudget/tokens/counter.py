@@ -34,6 +34,7 @@ __all__ = [
     "clear_count_cache",
     "count_ahead",
     "count_together",
+    "remember",
 ]
 
 
@@ -101,7 +102,8 @@ class ChunkAnalysis:
             self._blocks[block] = found
         return found
 
-    def _byte_end(self, k: int) -> int:
+    def token_end(self, k: int) -> int:
+        """The byte offset just after the ``k``-th token (counted from 0)."""
         return self._block(k // BLOCK)[k % BLOCK]
 
     def _ending_before(self, byte_offset: int) -> int:
@@ -127,7 +129,7 @@ class ChunkAnalysis:
         """Byte offset just after the ``count``-th token starting at or after ``start``."""
         first = self.tokens_starting_before(start)
         last = min(first + count, len(self.lengths))
-        return start if last <= first else self._byte_end(last - 1)
+        return start if last <= first else self.token_end(last - 1)
 
 
 # About 9 bytes a cached token (its length byte, the text as key and as UTF-8), plus ~36 for
@@ -148,6 +150,15 @@ when_replaced(clear_count_cache)
 def cached_analysis(encoding: Encoding, text: str) -> ChunkAnalysis | None:
     """The analysis of ``text`` if it is in the content cache (never encodes)."""
     return _CACHE.get((encoding.name, text))
+
+
+def remember(encoding: Encoding, text: str, lengths: bytes) -> None:
+    """Keep ``lengths`` as the token lengths of ``text`` in the content cache, made without
+    encoding it (:func:`~ctxbudget.trim.text.spliced_lengths`): they must be the ones
+    :func:`analyze` would make. Not when they do not add up to the text's size."""
+    analysis = ChunkAnalysis(text, lengths)
+    if sum(lengths) == analysis.size:
+        _CACHE.put((encoding.name, text), analysis)
 
 
 def analyze(encoding: Encoding, text: str) -> ChunkAnalysis:

@@ -32,9 +32,9 @@ from .passages import (
 )
 from .sentences import iter_sentence_ends
 from .shares import water_level
-from .text import WORD_BOUNDARY_KEEP, Span, grapheme_ceil, grapheme_floor
+from .text import WORD_BOUNDARY_KEEP, Copied, Span, grapheme_ceil, grapheme_floor
 
-__all__ = ["GAP", "asks_a_question", "cut_message", "question_of", "question_spans"]
+__all__ = ["GAP", "asks_a_question", "cut_message", "cut_message_copied", "question_of", "question_spans"]
 
 _PARAGRAPH = re.compile(r"\n\s*\n")
 _LABEL = re.compile(r"^\s*(question|query|q|task|ask)\s*[:.)-]", re.IGNORECASE)
@@ -177,11 +177,41 @@ def cut_message(
     ``bounds`` says where each of the message's pieces (its tool results or text blocks) sits in
     ``text`` (default: one piece, the whole text); the room is shared among them by a common
     level (the largest cut first) and the new text of each piece is returned, in order."""
+    return tuple(
+        piece
+        for piece, _ in cut_message_copied(
+            text,
+            span,
+            budget,
+            query,
+            count_text=count_text,
+            keep_question=keep_question,
+            scorer=scorer,
+            bounds=bounds,
+            keep_end=keep_end,
+        )
+    )
+
+
+def cut_message_copied(
+    text: str,
+    span: Span,
+    budget: int,
+    query: str,
+    *,
+    count_text: Callable[[str], int],
+    keep_question: bool,
+    scorer: PassageScorer | None = None,
+    bounds: Sequence[tuple[int, int]] = (),
+    keep_end: bool = False,
+) -> tuple[tuple[str, tuple[Copied, ...]], ...]:
+    """:func:`cut_message`'s pieces, each with the stretches of ``text`` it copies
+    (:data:`~.text.Copied`: where they are in the piece and in ``text``)."""
     bounds = tuple(bounds) or ((0, len(text)),)
     if budget <= 0:
-        return ("",) * len(bounds)
+        return (("", ()),) * len(bounds)
     if span.tokens <= budget:
-        return tuple(text[a:b] for a, b in bounds)
+        return tuple((text[a:b], ((0, a, b - a),)) for a, b in bounds)
     count = span.char_counter(text)
     gap = count_text(GAP)
     kept = question_spans(text) if keep_question else []
@@ -342,14 +372,16 @@ def _keep_head(
     return (start, space if near and low < end else max(start, grapheme_floor(text, low)))
 
 
-def _joined(text: str, regions: list[tuple[int, int]], lo: int, hi: int) -> str:
+def _joined(text: str, regions: list[tuple[int, int]], lo: int, hi: int) -> tuple[str, tuple[Copied, ...]]:
     """The regions that lie in ``text[lo:hi]`` (one piece), in order, clipped to it, with a
     marker wherever text between or around them was left out; regions that touch, or are apart
     only by a little whitespace (:data:`MAX_JOINED_BLANK`), are joined by the text between them,
     as it was (the piece as it was if nothing was left out). A longer blank run is left out as
     text is: 100,000 line breaks before a question were kept whole, and a body that fits once
-    they go was refused as over its budget."""
+    they go was refused as over its budget. With the piece, the stretches of ``text`` it copies
+    (:data:`~.text.Copied`), for its count to reuse ``text``'s (:func:`~.text.spliced_lengths`)."""
     out, last, cut = "", lo, False
+    copied: list[Copied] = []
     pieces = [
         p for a, b in sorted(regions) for p in _between_long_blanks(text, max(a, lo), min(b, hi), lo, hi)
     ]
@@ -359,13 +391,28 @@ def _joined(text: str, regions: list[tuple[int, int]], lo: int, hi: int) -> str:
             continue
         if _left_out(text, last, start):  # searched in place: the gap may be most of a long text
             cut = True
-            out = (out.rstrip("\n") + GAP if out else GAP.lstrip("\n")) + text[start:end].lstrip("\n")
+            stripped = out.rstrip("\n")
+            copied = _clipped(copied, len(stripped))
+            out = stripped + GAP if out else GAP.lstrip("\n")
+            kept = text[start:end].lstrip("\n")
+            copied.append((len(out), end - len(kept), len(kept)))
+            out += kept
         else:
+            copied.append((len(out), last, end - last))
             out += text[last:start] + text[start:end]
         last = end
     if _left_out(text, last, hi):
-        return out.rstrip("\n") + GAP.rstrip("\n") if out else ""
-    return out if cut else text[lo:hi]
+        if not out:
+            return "", ()
+        out = out.rstrip("\n")
+        return out + GAP.rstrip("\n"), tuple(_clipped(copied, len(out)))
+    return (out, tuple(copied)) if cut else (text[lo:hi], ((0, lo, hi - lo),))
+
+
+def _clipped(copied: list[Copied], size: int) -> list[Copied]:
+    """The stretches as the first ``size`` characters of the text they are copied into hold them
+    (its end stripped of line breaks)."""
+    return [(at, origin, min(length, size - at)) for at, origin, length in copied if at < size]
 
 
 _NON_BLANK = re.compile(r"\S")

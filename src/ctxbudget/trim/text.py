@@ -14,8 +14,22 @@ from collections.abc import Callable, Sequence
 import regex
 
 from ..tokens.counter import ChunkAnalysis
+from ..tokens.encoding import Encoding, first_boundary, last_boundary
 
-__all__ = ["PiecesSpan", "Span", "TextSpan", "grapheme_ceil", "grapheme_floor", "truncate_text"]
+__all__ = [
+    "Copied",
+    "PiecesSpan",
+    "Span",
+    "TextSpan",
+    "grapheme_ceil",
+    "grapheme_floor",
+    "spliced_lengths",
+    "truncate_text",
+]
+
+# A stretch a text made from another copies: where it starts in the new text, where in the other,
+# and its length in characters.
+Copied = tuple[int, int, int]
 
 # A user-perceived character (Unicode's extended grapheme cluster, by the regex module's \X): a
 # cut between a letter and its accent, inside an emoji's ZWJ sequence or between a Thai
@@ -180,3 +194,73 @@ def truncate_text(text: str, span: TextSpan, budget: int) -> tuple[str, int]:
     cut = _best_sentence_cut(text, span, budget) or _token_cut(text, span, budget)
     kept = text[:cut].rstrip()
     return kept, span.prefix_tokens(len(kept.encode("utf-8")))
+
+
+def spliced_lengths(
+    encoding: Encoding, made: str, copied: Sequence[Copied], source: str, span: TextSpan
+) -> bytes | None:
+    """The token lengths of ``made``, a text that copies the stretches ``copied`` of ``source``
+    (the text ``span`` places in an encode), without encoding what it copies: a cut message keeps
+    half of a 100,000-token document, and encoding the half again took 9.5 ms of a 49 ms fit.
+
+    Inside each stretch, from its first hard boundary to its last (``tokens.encoding``: where the
+    two proven encodings always end a token, told by the two characters around it, both inside
+    the stretch here and so the same in both texts), the tokens are those ``span``'s encode has
+    there; the text between those stretches (the markers where text was left out, and each
+    stretch's ends) is encoded, at once. None, and ``made`` is encoded whole: an encoding
+    without proven boundaries, a stretch that is not the source's text, or an encode whose
+    tokens do not end at those boundaries."""
+    if not encoding.proven_boundaries or span.byte_end - span.byte_start != _utf8_size(source):
+        return None
+    ascii_only = source.isascii()
+    glue: list[str] = []
+    inner: list[tuple[int, int]] = []  # the encode's token range of each stretch's inside
+    at = 0  # where the text not yet placed starts in ``made``
+    for start, origin, length in copied:
+        if made[start : start + length] != source[origin : origin + length]:
+            return None
+        first = first_boundary(source, origin + 1)
+        last = last_boundary(source, origin + length - 1, length)
+        if first is None or last is None or not origin < first < last < origin + length:
+            continue  # no inside between two boundaries: encoded with the text around it
+        found = _tokens_at(span, source, first, last, ascii_only)
+        if found is None or start + first - origin < at:  # stretches in order, apart
+            return None
+        glue.append(made[at : start + first - origin])
+        inner.append(found)
+        at = start + last - origin
+    glue.append(made[at:])
+    pieces = _glue_lengths(encoding, glue)
+    lengths = span.analysis.lengths
+    parts = [pieces[0]]
+    for (low, high), piece in zip(inner, pieces[1:], strict=True):
+        parts += [lengths[low:high], piece]
+    return b"".join(parts)
+
+
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+def _tokens_at(
+    span: TextSpan, source: str, first: int, last: int, ascii_only: bool
+) -> tuple[int, int] | None:
+    """The encode's tokens from ``source``'s character ``first`` to ``last`` (two hard
+    boundaries), as a range of token indexes; None when no token starts or ends there."""
+    analysis = span.analysis
+    start = span.byte_start + (first if ascii_only else _utf8_size(source[:first]))
+    end = span.byte_start + (last if ascii_only else _utf8_size(source[:last]))
+    low, high = analysis.tokens_starting_before(start), analysis.tokens_starting_before(end)
+    if low >= high or analysis.token_end(high - 1) != end or (low and analysis.token_end(low - 1) != start):
+        return None
+    return low, high
+
+
+def _glue_lengths(encoding: Encoding, texts: list[str]) -> list[bytes]:
+    """Each text's token lengths: counted together where the encoding can (one call)."""
+    together = getattr(encoding, "token_lengths_each", None)
+    found = together(texts) if together is not None else None
+    return [
+        b"" if not text else lengths if lengths is not None else encoding.token_lengths(text)
+        for text, lengths in zip(texts, found or [None] * len(texts), strict=True)
+    ]
