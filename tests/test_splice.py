@@ -196,3 +196,30 @@ def test_a_fit_that_cuts_a_long_message_counts_what_it_sends(model: str) -> None
     )
     exact = next(i for i in again.report.items if i.component == "query").tokens_before
     assert line.tokens_after == exact
+
+
+def test_a_message_of_several_long_blocks_cut_counts_what_it_sends() -> None:
+    """Each text block of a message is its own piece, read from its own encode: the cut message's
+    tokens are those of the blocks sent, counted again by an encode of their own."""
+    words = ["notice", "defect", "exhibit", "roof", "repair", "payment", "clause", "witness", "March"]
+
+    def block(seed: int) -> str:
+        return "\n\n".join(
+            " ".join(words[(seed + i * j) % len(words)] for j in range(35)) + "." for i in range(300)
+        )
+
+    content = [{"type": "text", "text": block(1)}, {"type": "text", "text": block(2)}]
+    content.append({"type": "text", "text": "When was notice of the defect given?"})
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": content}],
+    }
+    clear_caches()
+    result = fit(body, model="claude-sonnet-4-5", max_context_tokens=6_000, reserve_output_tokens=0)
+    line = next(i for i in result.report.items if i.component == "query")
+    sent = result.request["messages"][-1]["content"]
+    assert line.action == "truncated" and len(sent) == 3 and sent[0]["text"] != content[0]["text"]
+    clear_caches()
+    again = fit({**body, "messages": [{"role": "user", "content": sent}]}, model="claude-sonnet-4-5")
+    assert line.tokens_after == next(i for i in again.report.items if i.component == "query").tokens_before

@@ -237,21 +237,25 @@ def _truncate(ctx: FitContext, item: Item, budget: int) -> Cut:
     text = PIECE_SEP.join(pieces)
     if text == item.text:
         return Cut(text, (), ctx.cost(item))
-    if isinstance(span, TextSpan) and len(cut) == 1:
-        _count_from_source(ctx, *cut[0], item.text, span)
+    sources = span.pieces if isinstance(span, PiecesSpan) else (span,)
+    for (piece, copied), (a, b), source in zip(cut, bounds or ((0, len(item.text)),), sources, strict=True):
+        if source is not None:
+            _count_from_source(ctx, piece, copied, item.text, a, b, source)
     tokens = ctx.framing(item) + sum(ctx.counter.raw(p) for p in pieces)
     return Cut(text, pieces if bounds else (), tokens)
 
 
 def _count_from_source(
-    ctx: FitContext, piece: str, copied: tuple[Copied, ...], source: str, span: TextSpan
+    ctx: FitContext, piece: str, copied: tuple[Copied, ...], text: str, a: int, b: int, span: TextSpan
 ) -> None:
-    """The count of a cut text, read where it copies its source from the source's own encode
-    (:func:`~ctxbudget.trim.text.spliced_lengths`), kept for the count that follows; nothing
-    when it is counted already or cannot be read so (then it is encoded)."""
+    """The count of a piece cut from ``text[a:b]`` (the text ``span`` places), read where it
+    copies that text from its own encode (:func:`~ctxbudget.trim.text.spliced_lengths`) and kept
+    for the count that follows; nothing when it is counted already or cannot be read so (then it
+    is encoded)."""
     encoding = ctx.counter.encoding
     if cached_analysis(encoding, piece) is None:
-        lengths = spliced_lengths(encoding, piece, copied, source, span)
+        within = tuple((at, origin - a, length) for at, origin, length in copied)
+        lengths = spliced_lengths(encoding, piece, within, text[a:b], span)
         if lengths is not None:
             remember(encoding, piece, lengths)
 
