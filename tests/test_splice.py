@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from ctxbudget import clear_caches, fit, get_encoding
 from ctxbudget.items import GAP
 from ctxbudget.tokens.counter import analyze, cached_analysis, remember
-from ctxbudget.trim.messages import _joined, cut_message_copied
+from ctxbudget.trim.messages import _joined, cut_message
 from ctxbudget.trim.text import TextSpan, spliced_lengths
 
 ENCODINGS = ("o200k_base", "cl100k_base")
@@ -141,7 +141,7 @@ def test_a_long_cut_is_read_and_not_encoded_again() -> None:
     )
     clear_caches()
     span = TextSpan(analyze(encoding, source), 0, len(source))
-    ((made, copied),) = cut_message_copied(
+    ((made, copied),) = cut_message(
         source,
         span,
         span.tokens // 10,

@@ -82,9 +82,10 @@ def _cut_pieces(movable: list[str], room: int, query: str, counter: TokenCounter
     span = TextSpan(analyze(counter.encoding, text), 0, len(text.encode("utf-8")))
     target = room
     for _ in range(_ROUNDS):
-        kept = cut_message(
+        cut = cut_message(
             text, span, target, query, count_text=counter.raw, keep_question=False, bounds=_bounds(movable)
         )
+        kept = tuple(piece for piece, _ in cut)
         over = counter.raw(PIECE_SEP.join(kept)) - room
         if over <= 0:
             return kept

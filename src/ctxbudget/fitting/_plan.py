@@ -17,7 +17,7 @@ from ..measure import measure_total
 from ..tokens.counter import cached_analysis, remember
 from ..trim.documents import select_documents
 from ..trim.history import select_history
-from ..trim.messages import cut_message_copied
+from ..trim.messages import cut_message
 from ..trim.shares import shares_keeping_short
 from ..trim.split import split_documents
 from ..trim.steps import Steps
@@ -222,7 +222,7 @@ def _truncate(ctx: FitContext, item: Item, budget: int) -> Cut:
         text, tokens = truncate_text(item.text, span, budget - ctx.framing(item))
         return Cut(text, (), ctx.framing(item) + tokens)
     bounds = span.bounds if isinstance(span, PiecesSpan) else ()
-    cut = cut_message_copied(
+    cut = cut_message(
         item.text,
         span,
         budget - ctx.framing(item),

@@ -34,7 +34,7 @@ from .sentences import iter_sentence_ends
 from .shares import water_level
 from .text import WORD_BOUNDARY_KEEP, Copied, Span, grapheme_ceil, grapheme_floor
 
-__all__ = ["GAP", "asks_a_question", "cut_message", "cut_message_copied", "question_of", "question_spans"]
+__all__ = ["GAP", "asks_a_question", "cut_message", "question_of", "question_spans"]
 
 _PARAGRAPH = re.compile(r"\n\s*\n")
 _LABEL = re.compile(r"^\s*(question|query|q|task|ask)\s*[:.)-]", re.IGNORECASE)
@@ -169,44 +169,16 @@ def cut_message(
     scorer: PassageScorer | None = None,
     bounds: Sequence[tuple[int, int]] = (),
     keep_end: bool = False,
-) -> tuple[str, ...]:
+) -> tuple[tuple[str, tuple[Copied, ...]], ...]:
     """``text`` within about ``budget`` tokens: its question kept when ``keep_question``, then the
     passages that best match ``query`` (the question itself for the message that asks it). With
     ``keep_end`` its longest end instead: a prefill, which the model continues from its last word.
 
     ``bounds`` says where each of the message's pieces (its tool results or text blocks) sits in
     ``text`` (default: one piece, the whole text); the room is shared among them by a common
-    level (the largest cut first) and the new text of each piece is returned, in order."""
-    return tuple(
-        piece
-        for piece, _ in cut_message_copied(
-            text,
-            span,
-            budget,
-            query,
-            count_text=count_text,
-            keep_question=keep_question,
-            scorer=scorer,
-            bounds=bounds,
-            keep_end=keep_end,
-        )
-    )
-
-
-def cut_message_copied(
-    text: str,
-    span: Span,
-    budget: int,
-    query: str,
-    *,
-    count_text: Callable[[str], int],
-    keep_question: bool,
-    scorer: PassageScorer | None = None,
-    bounds: Sequence[tuple[int, int]] = (),
-    keep_end: bool = False,
-) -> tuple[tuple[str, tuple[Copied, ...]], ...]:
-    """:func:`cut_message`'s pieces, each with the stretches of ``text`` it copies
-    (:data:`~.text.Copied`: where they are in the piece and in ``text``)."""
+    level (the largest cut first) and the new text of each piece is returned, in order, with the
+    stretches of ``text`` it copies (:data:`~.text.Copied`: where they are in the piece and in
+    ``text``), for its count to reuse ``text``'s."""
     bounds = tuple(bounds) or ((0, len(text)),)
     if budget <= 0:
         return (("", ()),) * len(bounds)
