@@ -63,24 +63,31 @@ class TextSpan:
     def char_counter(self, text: str) -> Callable[[int, int], int]:
         """``count(a, b)``: tokens of ``text[a:b]``, ``text`` being the span's text, read from the
         encode it lies in (no new encode). Character offsets become byte offsets through
-        checkpoints every 256 characters (built once), so any order of calls costs the same."""
-        if text.isascii():
-            byte_of: Callable[[int], int] = int
-        else:
-            step = 256
-            checkpoints = [0]
-            for start in range(0, len(text), step):
-                checkpoints.append(checkpoints[-1] + len(text[start : start + step].encode("utf-8")))
-
-            def byte_of(char: int) -> int:
-                base = char // step
-                return checkpoints[base] + len(text[base * step : char].encode("utf-8"))
+        checkpoints every 256 characters (:func:`_byte_offsets`)."""
+        byte_of = _byte_offsets(text)
 
         def count(start: int, end: int) -> int:
             a = byte_of(start)
             return self.analysis.tokens_between(self.byte_start + a, self.byte_start + byte_of(end))
 
         return count
+
+
+def _byte_offsets(text: str) -> Callable[[int], int]:
+    """``byte_of(char)``: the UTF-8 byte offset of ``text``'s character ``char``, through
+    checkpoints every 256 characters (built once), so any order of calls costs the same."""
+    if text.isascii():
+        return int
+    step = 256
+    checkpoints = [0]
+    for start in range(0, len(text), step):
+        checkpoints.append(checkpoints[-1] + len(text[start : start + step].encode("utf-8")))
+
+    def byte_of(char: int) -> int:
+        base = char // step
+        return checkpoints[base] + len(text[base * step : char].encode("utf-8"))
+
+    return byte_of
 
 
 class PiecesSpan:
@@ -210,9 +217,9 @@ def spliced_lengths(
     stretch's ends) is encoded, at once. None, and ``made`` is encoded whole: an encoding
     without proven boundaries, a stretch that is not the source's text, or an encode whose
     tokens do not end at those boundaries."""
-    if not encoding.proven_boundaries or span.byte_end - span.byte_start != _utf8_size(source):
+    byte_of = _byte_offsets(source)
+    if not encoding.proven_boundaries or span.byte_end - span.byte_start != byte_of(len(source)):
         return None
-    ascii_only = source.isascii()
     glue: list[str] = []
     inner: list[tuple[int, int]] = []  # the encode's token range of each stretch's inside
     at = 0  # where the text not yet placed starts in ``made``
@@ -223,7 +230,7 @@ def spliced_lengths(
         last = last_boundary(source, origin + length - 1, length)
         if first is None or last is None or not origin < first < last < origin + length:
             continue  # no inside between two boundaries: encoded with the text around it
-        found = _tokens_at(span, source, first, last, ascii_only)
+        found = _tokens_at(span, byte_of(first), byte_of(last))
         if found is None or start + first - origin < at:  # stretches in order, apart
             return None
         glue.append(made[at : start + first - origin])
@@ -238,18 +245,11 @@ def spliced_lengths(
     return b"".join(parts)
 
 
-def _utf8_size(text: str) -> int:
-    return len(text) if text.isascii() else len(text.encode("utf-8"))
-
-
-def _tokens_at(
-    span: TextSpan, source: str, first: int, last: int, ascii_only: bool
-) -> tuple[int, int] | None:
-    """The encode's tokens from ``source``'s character ``first`` to ``last`` (two hard
+def _tokens_at(span: TextSpan, first: int, last: int) -> tuple[int, int] | None:
+    """The encode's tokens from byte ``first`` to byte ``last`` of the span's text (two hard
     boundaries), as a range of token indexes; None when no token starts or ends there."""
     analysis = span.analysis
-    start = span.byte_start + (first if ascii_only else _utf8_size(source[:first]))
-    end = span.byte_start + (last if ascii_only else _utf8_size(source[:last]))
+    start, end = span.byte_start + first, span.byte_start + last
     low, high = analysis.tokens_starting_before(start), analysis.tokens_starting_before(end)
     if low >= high or analysis.token_end(high - 1) != end or (low and analysis.token_end(low - 1) != start):
         return None
