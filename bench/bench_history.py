@@ -14,6 +14,10 @@ vocabulary, with no cache. Two figures:
 - after a warm-up: each side first handles an unrelated two-message list, so the figure is the
   per-call cost of a long-running process.
 
+ctxbudget's fit builds its report when the result's ``report`` is first read (LangChain's
+``trim_messages`` makes none): its side is timed as a caller that sends the fitted messages, and
+again with the report read (its line a message, in the same fresh-process runs).
+
 The sides alternate, RUNS times; each figure is the ratio of the medians. The first call is then
 measured again with both sides counting with quicktok (the ``fast`` extra), loaded before the
 timed call: ctxbudget's engine attached, LangChain's counter calling quicktok's encoder.
@@ -38,7 +42,7 @@ BUDGET = 8_000
 MESSAGES = 2_000
 
 
-def _ctxbudget(warm: bool, engine: str) -> float:
+def _ctxbudget(warm: bool, engine: str, report: bool = False) -> float:
     from histories import MODEL, chat_history
 
     from ctxbudget import fit, get_encoding, use_fast_tokenizer
@@ -53,7 +57,9 @@ def _ctxbudget(warm: bool, engine: str) -> float:
     if warm:
         fit({"messages": [{"role": "user", "content": "warm up"}]}, model=MODEL)
     started = time.perf_counter()
-    fit(history, model=MODEL, max_context_tokens=BUDGET, reserve_output_tokens=0)
+    result = fit(history, model=MODEL, max_context_tokens=BUDGET, reserve_output_tokens=0)
+    if report and result.report.uncounted_items == 0:  # built when first read, here
+        raise SystemExit("the history was expected to drop messages uncounted")
     return time.perf_counter() - started
 
 
@@ -95,17 +101,23 @@ def _langchain(warm: bool, engine: str) -> float:
     return time.perf_counter() - started
 
 
-def _child(side: str, warm: bool, engine: str) -> float:
-    command = [sys.executable, __file__, "--side", side, "--engine", engine, *(["--warm"] if warm else [])]
+def _child(side: str, warm: bool, engine: str, report: bool = False) -> float:
+    command = [sys.executable, __file__, "--side", side, "--engine", engine]
+    command += [*(["--warm"] if warm else []), *(["--report"] if report else [])]
     return float(subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip())
 
 
-def _compare(warm: bool, engine: str = "tiktoken") -> None:
+def _compare(warm: bool, engine: str = "tiktoken", report: bool = False) -> None:
+    """The sides alternating; with ``report``, also ctxbudget's fit with its report read (built
+    when first read: LangChain's side makes none)."""
     ours: list[float] = []
     theirs: list[float] = []
+    reported: list[float] = []
     for _ in range(RUNS):
         ours.append(_child("ctxbudget", warm, engine))
         theirs.append(_child("langchain", warm, engine))
+        if report:
+            reported.append(_child("ctxbudget", warm, engine, report=True))
     mine, peer = statistics.median(ours), statistics.median(theirs)
     print(
         ("after a warm-up call on each side" if warm else "first call of each library in its process")
@@ -114,6 +126,12 @@ def _compare(warm: bool, engine: str = "tiktoken") -> None:
     print(f"  ctxbudget fit:              median {mine * 1000:7.1f} ms  (min {min(ours) * 1000:.1f})")
     print(f"  LangChain trim_messages:    median {peer * 1000:7.1f} ms  (min {min(theirs) * 1000:.1f})")
     print(f"  ratio: {mine / peer:.3f}x LangChain's time")
+    if reported:
+        read = statistics.median(reported)
+        print(
+            f"  ctxbudget fit, report read: median {read * 1000:7.1f} ms  (min {min(reported) * 1000:.1f}); "
+            f"{read / peer:.3f}x LangChain's time"
+        )
 
 
 def _compiled() -> None:
@@ -133,11 +151,14 @@ def main() -> None:
     parser.add_argument("--side", choices=["ctxbudget", "langchain"])
     parser.add_argument("--warm", action="store_true", help="one warm-up call before the timed one")
     parser.add_argument("--engine", choices=["tiktoken", "quicktok"], default="tiktoken")
+    parser.add_argument("--report", action="store_true", help="ctxbudget's side reads its report too")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    if args.side == "ctxbudget":
+        print(_ctxbudget(args.warm, args.engine, args.report))
+        return
     if args.side:
-        side = _ctxbudget if args.side == "ctxbudget" else _langchain
-        print(side(args.warm, args.engine))
+        print(_langchain(args.warm, args.engine))
         return
     try:
         import langchain_core  # noqa: F401
@@ -148,8 +169,8 @@ def main() -> None:
     print(
         f"{MESSAGES:,}-message history into {BUDGET:,} tokens, cold, a fresh process a run ({RUNS} runs each)"
     )
-    _compare(warm=False)
-    _compare(warm=True)
+    _compare(warm=False, report=True)
+    _compare(warm=True, report=True)
     try:
         import quicktok  # noqa: F401
     except ImportError:

@@ -8,8 +8,10 @@ and verified (:mod:`._verify`). Both end in one report (:mod:`._report`).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
+import dataclasses
+import functools
+import threading
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from ..catalog.catalog import Catalog, UnknownModel
@@ -46,12 +48,82 @@ from ._verify import Fitted, trim_to_window
 __all__ = ["FitResult", "clear_caches", "fit"]
 
 
-@dataclass(frozen=True)
 class FitResult:
-    """The fitted request (same format as given) and the report of every decision."""
+    """The fitted request (same format as given) and the report of every decision.
 
+    The report is built when it is first read (``result.report``), from what the fit decided and
+    counted, which nothing changes after the fit: it is the same whenever it is read, and built
+    once (the fit's state is let go then). A caller that sends the fitted request and never reads
+    the report does not pay for it: a line an item, with the lower bound of each item dropped
+    uncounted, 5 ms of a 2,000-message history's 23 ms fit. Immutable, as a frozen dataclass is;
+    equal when the requests and reports are; copies and pickles with its report built.
+    """
+
+    __slots__ = ("_report", "request")
     request: dict[str, Any]
-    report: FitReport
+    _report: ReportOnce
+
+    def __init__(self, request: dict[str, Any], report: FitReport | ReportOnce) -> None:
+        object.__setattr__(self, "request", request)
+        object.__setattr__(
+            self, "_report", report if isinstance(report, ReportOnce) else ReportOnce.of(report)
+        )
+
+    @property
+    def report(self) -> FitReport:
+        return self._report.get()
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FitResult):
+            return NotImplemented
+        return self.request == other.request and self.report == other.report
+
+    __hash__ = None  # type: ignore[assignment]  # as a frozen dataclass holding a dict
+
+    def __repr__(self) -> str:
+        return f"FitResult(request={self.request!r}, report={self.report!r})"
+
+    def __reduce__(self) -> tuple[type[FitResult], tuple[dict[str, Any], FitReport]]:
+        return FitResult, (self.request, self.report)
+
+
+class ReportOnce:
+    """A fit's report, built by ``build`` on the first :meth:`get` (under a lock: one build when
+    threads read it at once), or given built (:meth:`of`)."""
+
+    __slots__ = ("_build", "_built", "_lock")
+
+    def __init__(self, build: Callable[[], FitReport]) -> None:
+        self._build: Callable[[], FitReport] | None = build
+        self._built: FitReport | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, report: FitReport) -> ReportOnce:
+        made = cls(_never)
+        made._build, made._built = None, report
+        return made
+
+    def get(self) -> FitReport:
+        built = self._built
+        if built is None:
+            with self._lock:
+                built = self._built
+                if built is None:
+                    assert self._build is not None  # set until it is built
+                    built = self._built = self._build()
+                    self._build = None  # the fit's state let go
+        return built
+
+
+def _never() -> FitReport:
+    raise AssertionError("a built report is never built again")
 
 
 _MEMO = FitMemo()
@@ -176,13 +248,14 @@ def _remembered_fit(request: Mapping[str, Any], shape: JsonShape, setup: FitSetu
         if remembered is not None:
             return FitResult(*remembered)
         with fit_memo():
-            result = _fit(request, setup)
+            request_out, report = _fit(request, setup)
         # The answer shares nothing with the caller's request (fields passed through, messages
-        # kept whole), as a memo hit shares nothing: changing one never changes the other.
-        frozen = freeze(result.request)
+        # kept whole), as a memo hit shares nothing: changing one never changes the other. The
+        # memo and the answer share the report (built once, by whichever reads it first).
+        frozen = freeze(request_out)
         if setup.passage_scorer is None:
-            _MEMO.put(key, frozen, result.report, shape.chars)
-        return FitResult(thaw(frozen), result.report)
+            _MEMO.put(key, frozen, report, shape.chars)
+        return FitResult(thaw(frozen), report)
 
 
 def _catalog_key(setup: FitSetup) -> Hashable:
@@ -202,15 +275,26 @@ def _catalog_key(setup: FitSetup) -> Hashable:
     )
 
 
-def _fit(request: Mapping[str, Any], setup: FitSetup) -> FitResult:
-    """One fit: measured once; passed through when it fits, else trimmed and verified."""
+def _fit(request: Mapping[str, Any], setup: FitSetup) -> tuple[dict[str, Any], ReportOnce]:
+    """One fit: measured once; passed through when it fits, else trimmed and verified. Its
+    request, and its report to be built when first read."""
     ctx = open_context(request, setup)
     with untokenizable_located(ctx.items):
-        return _fit_in(ctx, request, setup)
+        fitted, request_out = _fit_in(ctx, request, setup)
+    # what the report reads of the outcome: not its request (the caller's messages, when passed through)
+    decided = dataclasses.replace(fitted, request={})
+    return request_out, ReportOnce(functools.partial(_report_of, ctx, decided))
 
 
-def _fit_in(ctx: FitContext, request: Mapping[str, Any], setup: FitSetup) -> FitResult:
-    """The fit of a measured context (see :func:`_fit`)."""
+def _report_of(ctx: FitContext, fitted: Fitted) -> FitReport:
+    """The report of a fit, as :func:`_fit` would have built it at its end (nothing changes the
+    context after it): with the collector paused and a refused text named, as in the fit."""
+    with collector_paused(), untokenizable_located(ctx.items):
+        return build_report(ctx, fitted)
+
+
+def _fit_in(ctx: FitContext, request: Mapping[str, Any], setup: FitSetup) -> tuple[Fitted, dict[str, Any]]:
+    """The fit of a measured context (see :func:`_fit`): its decisions and the request to send."""
     measured = ctx.measured
     # Everything is counted when asked to, or when the bound does not show the request is over;
     # otherwise each count is left to the decision that needs it.
@@ -223,7 +307,7 @@ def _fit_in(ctx: FitContext, request: Mapping[str, Any], setup: FitSetup) -> Fit
         fitted = trim_to_window(ctx, request)
         _something_left(fitted.request, setup.options)
         _stored_calls_answered(request, fitted.request, setup.options, ctx.warnings)
-    return FitResult(_marked(fitted.request, ctx, setup), build_report(ctx, fitted))
+    return fitted, _marked(fitted.request, ctx, setup)
 
 
 def _stored_calls_answered(

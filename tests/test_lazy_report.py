@@ -1,0 +1,120 @@
+"""A fit's report is built when it is first read: the same report whenever that is, built once."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+import threading
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxbudget import FitResult, clear_caches, fit
+
+MODEL = "gpt-4o"
+
+
+def _history(lengths: list[int], question: str = "What was agreed about the deposit?") -> dict[str, Any]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a careful assistant."}]
+    for n, length in enumerate(lengths):
+        words = " ".join(f"word{(n * 7 + k) % 13} clause {k}." for k in range(length))
+        messages.append({"role": "user" if n % 2 == 0 else "assistant", "content": f"Turn {n}: {words}"})
+    messages.append({"role": "user", "content": question})
+    return {"messages": messages}
+
+
+def _other_work() -> None:
+    """Fits and cache clears between a fit and the read of its report."""
+    clear_caches()
+    fit(_history([30, 5, 60]), model=MODEL, max_context_tokens=300, reserve_output_tokens=0)
+    clear_caches(fits=False)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lengths=st.lists(st.integers(min_value=0, max_value=80), min_size=1, max_size=40),
+    budget=st.integers(min_value=60, max_value=3000),
+    count_all=st.booleans(),
+)
+def test_a_report_read_late_is_the_report_read_at_once(
+    lengths: list[int], budget: int, count_all: bool
+) -> None:
+    body = _history(lengths)
+    options = {
+        "model": MODEL,
+        "max_context_tokens": budget,
+        "reserve_output_tokens": 0,
+        "count_all": count_all,
+    }
+    clear_caches()
+    try:
+        late = fit(body, **options)
+    except Exception as exc:  # a budget under what is always kept: refused at once, never later
+        clear_caches()
+        with pytest.raises(type(exc)):
+            fit(body, **options)
+        return
+    _other_work()
+    clear_caches()
+    at_once = fit(body, **options).report.to_dict()
+    assert late.report.to_dict() == at_once
+
+
+def test_a_cut_message_and_dropped_ones_are_reported_alike_late() -> None:
+    """A trimmed history with a message cut to its passages and messages dropped uncounted."""
+    body = _history([400, 3, 3, 3] * 10 + [900])
+    options = {"model": MODEL, "max_context_tokens": 1500, "reserve_output_tokens": 0}
+    clear_caches()
+    late = fit(body, **options)
+    _other_work()
+    clear_caches()
+    at_once = fit(body, **options).report
+    report = late.report
+    assert report == at_once
+    assert report.uncounted_items > 0 and "truncated" in {item.action for item in report.items}
+
+
+def test_threads_reading_an_unread_report_get_one_report() -> None:
+    clear_caches()
+    result = fit(_history([50] * 300), model=MODEL, max_context_tokens=2000, reserve_output_tokens=0)
+    start = threading.Barrier(8)
+    seen: list[object] = []
+
+    def read() -> None:
+        start.wait()
+        seen.append(result.report)
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(seen) == 8 and all(report is seen[0] for report in seen)
+
+
+def test_a_remembered_fit_shares_its_report() -> None:
+    clear_caches()
+    body = _history([40] * 50)
+    first = fit(body, model=MODEL, max_context_tokens=800, reserve_output_tokens=0)
+    second = fit(body, model=MODEL, max_context_tokens=800, reserve_output_tokens=0)
+    assert second.request == first.request and second.request is not first.request
+    assert second.report is first.report
+
+
+def test_a_result_is_immutable_compares_copies_and_pickles_with_its_report() -> None:
+    clear_caches()
+    result = fit(_history([40] * 50), model=MODEL, max_context_tokens=800, reserve_output_tokens=0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.request = {}  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del result.request
+    for other in (copy.deepcopy(result), pickle.loads(pickle.dumps(result)), copy.copy(result)):
+        assert type(other) is FitResult and other == result and other.report == result.report
+    assert result != FitResult(result.request, dataclasses.replace(result.report, warnings=("other",)))
+    assert result != FitResult({}, result.report)
+    assert "report=FitReport(" in repr(result)
+    with pytest.raises(TypeError):
+        hash(result)
