@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ctxbudget
 from ctxbudget import BudgetExceeded, ConfigError, InvalidRequestError, count, fit
@@ -1024,3 +1026,42 @@ def test_a_one_character_chinese_or_japanese_word_is_a_term(question: str, weath
     0, and the weather kept before the answer. A run's Han characters are terms of their own too."""
     assert terms("猫吃") == ["猫", "猫吃", "吃"] and terms("猫は") == ["猫", "猫は"]
     _the_answer_is_ranked_first(question, weather, answer, 500)
+
+
+def _runs_at_region_ends(text: str, start: int, end: int, lo: int, hi: int) -> list[tuple[int, int]]:
+    """The definition: every blank run over 64 characters of the window around the region
+    (``text[lo:hi]`` within 65 characters of it), read by one scan; those holding the region's
+    first or last character are cut off its ends."""
+    if start >= end:
+        return []
+    parts, pos = [], start
+    for run in re.compile(r"\s{65,}").finditer(text, max(lo, start - 65), min(hi, end + 65)):
+        a, b = run.span()
+        if b <= start or a >= end or start < a < b < end:  # apart from the region, or inside it
+            continue
+        if a > pos:
+            parts.append((pos, a))
+        pos = max(pos, b)
+    if pos < end:
+        parts.append((pos, end))
+    return parts
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["a", "b.", " ", "\n", "\t", "\u3000", "\x1c", " " * 70, "\n" * 66, " " * 5000]),
+        min_size=1,
+        max_size=30,
+    ).map("".join),
+    st.data(),
+)
+def test_blank_runs_are_cut_off_a_region_where_a_scan_finds_them(text: str, data: st.DataObject) -> None:
+    """Only the runs at a region's ends are looked for: the same parts as a scan for every run."""
+    from ctxbudget.trim.messages import _between_long_blanks
+
+    lo = data.draw(st.integers(0, len(text)))
+    hi = data.draw(st.integers(lo, len(text)))
+    start = data.draw(st.integers(lo, hi))
+    end = data.draw(st.integers(start, hi))
+    assert _between_long_blanks(text, start, end, lo, hi) == _runs_at_region_ends(text, start, end, lo, hi)
