@@ -63,12 +63,23 @@ class TextSpan:
     def char_counter(self, text: str) -> Callable[[int, int], int]:
         """``count(a, b)``: tokens of ``text[a:b]``, ``text`` being the span's text, read from the
         encode it lies in (no new encode). Character offsets become byte offsets through
-        checkpoints every 256 characters (:func:`_byte_offsets`)."""
+        checkpoints every 256 characters (:func:`_byte_offsets`).
+
+        A count is the tokens that start before ``b`` less those that start before ``a``, each
+        read once an offset: splitting a cut document into passages asks for each unit's end
+        again and again (the 100,000-token document: 8,100 counts at 2,600 offsets)."""
         byte_of = _byte_offsets(text)
+        starting_before, base = self.analysis.tokens_starting_before, self.byte_start
+        read: dict[int, int] = {}
+
+        def before(char: int) -> int:
+            found = read.get(char)
+            if found is None:
+                found = read[char] = starting_before(base + byte_of(char))
+            return found
 
         def count(start: int, end: int) -> int:
-            a = byte_of(start)
-            return self.analysis.tokens_between(self.byte_start + a, self.byte_start + byte_of(end))
+            return before(end) - before(start)
 
         return count
 
