@@ -176,6 +176,25 @@ def test_the_bound_decision_is_the_sum_of_the_bounds(
     assert lazy.bound_exceeds(limit) == (bounds > limit)
 
 
+@settings(max_examples=200, deadline=None)
+@given(renderings(), st.sampled_from(ENCODINGS), st.integers(0, 400), st.data())
+def test_owners_counted_first_stand_in_the_bound_by_their_counts(
+    rendering: Rendering, name: str, limit: int, data: st.DataObject
+) -> None:
+    """What a fit counts either way (the query, the newest message) is counted before the bound is
+    read, and its count stands for its bound: the answer is whether those counts and the others'
+    bounds sum past ``limit``."""
+    keys = sorted(
+        {s.owner for chunk in rendering.chunks for s in chunk} | {o for o, _ in rendering.constants}, key=repr
+    )
+    counted = data.draw(st.lists(st.sampled_from(keys), unique=True)) if keys else []
+    lazy = LazyMeasurement(rendering, get_encoding(name))
+    fresh = LazyMeasurement(rendering, get_encoding(name))
+    expected = sum(fresh.cost(o) if o in counted else fresh.at_least(o) for o in keys)
+    assert lazy.bound_exceeds(limit, counted) == (expected > limit)
+    assert all(lazy.reported(o) == (fresh.cost(o), True) for o in counted)
+
+
 documents = st.lists(
     st.lists(
         st.sampled_from(["Deposition", "of", "the", "witness", "on", "notice.", "EX-12", "\n", "日本"]),

@@ -297,9 +297,11 @@ def _fit_in(ctx: FitContext, request: Mapping[str, Any], setup: FitSetup) -> tup
     """The fit of a measured context (see :func:`_fit`): its decisions and the request to send."""
     measured = ctx.measured
     # Everything is counted when asked to, or when the bound does not show the request is over;
-    # otherwise each count is left to the decision that needs it.
+    # otherwise each count is left to the decision that needs it. What is always kept (the query,
+    # the newest message) is counted either way: its count stands for its bound.
     total = None
-    if setup.options.count_all or not measured.bound_exceeds(ctx.available_raw):
+    counted = [item.key for item in ctx.always_kept()]
+    if setup.options.count_all or not measured.bound_exceeds(ctx.available_raw, counted):
         total = measured.count_all()
     if total is not None and total <= ctx.available_raw:
         fitted = Fitted(dict(request), Plan({}), {}, total, passed_through=True)  # copied by the caller
