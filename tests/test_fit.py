@@ -1065,3 +1065,50 @@ def test_blank_runs_are_cut_off_a_region_where_a_scan_finds_them(text: str, data
     start = data.draw(st.integers(lo, hi))
     end = data.draw(st.integers(start, hi))
     assert _between_long_blanks(text, start, end, lo, hi) == _runs_at_region_ends(text, start, end, lo, hi)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.integers(min_value=5, max_value=2000), min_size=1, max_size=4),
+    st.lists(st.integers(min_value=1, max_value=1500), min_size=1, max_size=3),
+    st.booleans(),
+    st.integers(min_value=300, max_value=6000),
+)
+def test_a_dropped_documents_reason_says_at_least_only_of_a_bound(
+    documents: list[int], history: list[int], asks: bool, budget: int
+) -> None:
+    """A document dropped because its lower bound is over the room says "needs at least N"; one
+    already counted (its bound is its count: the allocation counted it) says "needs N", as its
+    report line is counted."""
+    words = [
+        "the",
+        "tenant",
+        "gave",
+        "notice",
+        "of",
+        "the",
+        "roof",
+        "defect",
+        "in",
+        "March",
+        "and",
+        "the",
+        "landlord",
+        "replied",
+    ]
+
+    def text(n: int, shift: int) -> str:
+        return " ".join(words[(k + shift) % len(words)] for k in range(n))
+
+    body = question(
+        role="Answer from the documents.",
+        questions=[{"text": "When was notice of the roof defect given?"}] if asks else [],
+        documents=[{"page_content": text(n, n)} for n in documents],
+        history=[{"role": "user", "content": text(n, 3 * n)} for n in history],
+    )
+    result = fit(body, model="gpt-5", max_context_tokens=budget, reserve_output_tokens=0, on_overflow="empty")
+    for item in result.report.items:
+        if item.action == "dropped" and "needs at least" in item.reason:
+            assert not item.counted
+        elif item.action == "dropped" and "; needs " in item.reason:
+            assert item.counted and f"needs {item.tokens_before} tokens" in item.reason

@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import pickle
 import threading
+import weakref
 from typing import Any
 
 import pytest
@@ -110,11 +111,46 @@ def test_a_result_is_immutable_compares_copies_and_pickles_with_its_report() -> 
     with pytest.raises(dataclasses.FrozenInstanceError):
         result.request = {}  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
+        result.report = result.report  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
         del result.request
     for other in (copy.deepcopy(result), pickle.loads(pickle.dumps(result)), copy.copy(result)):
         assert type(other) is FitResult and other == result and other.report == result.report
-    assert result != FitResult(result.request, dataclasses.replace(result.report, warnings=("other",)))
+    changed = dataclasses.replace(result.report, warnings=("other",))
+    assert result != dataclasses.replace(result, report=changed)
+    assert dataclasses.replace(result, report=changed).report is changed
     assert result != FitResult({}, result.report)
     assert "report=FitReport(" in repr(result)
     with pytest.raises(TypeError):
         hash(result)
+
+
+def test_a_result_is_the_dataclass_it_was() -> None:
+    """Fields, ``asdict``, ``replace``, pattern matching and weak references, as before the report
+    was built when read; a report given built (or None) is the one read."""
+    clear_caches()
+    result = fit(_history([40] * 50), model=MODEL, max_context_tokens=800, reserve_output_tokens=0)
+    assert [f.name for f in dataclasses.fields(result)] == ["request", "report"]
+    items = tuple(dataclasses.asdict(i) for i in result.report.items)
+    assert dataclasses.asdict(result)["report"]["items"] == items
+    match result:
+        case FitResult(request, report):
+            assert request is result.request and report is result.report
+    assert weakref.ref(result)() is result
+    assert FitResult({"a": 1}, None).report is None  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        FitResult({"a": 1})  # type: ignore[call-arg]
+
+
+def test_an_unread_report_weighs_on_the_memo_by_its_items() -> None:
+    """Until it is read, a report holds its fit's state (about 1 kB an item): the memo weighs the
+    fit by its items too. Two 20,000-message histories' characters fit the memo together; their
+    unread reports' states do not, so the first is let go when the second is remembered."""
+    clear_caches()
+    first, second = _history([1] * 20_000), _history([2] * 20_000, question="And the rent?")
+    options: dict[str, Any] = {"model": MODEL, "max_context_tokens": 900, "reserve_output_tokens": 0}
+    kept = fit(first, **options)
+    assert fit(first, **options).report is kept.report  # remembered
+    fit(second, **options)
+    assert fit(first, **options).report is not kept.report  # let go, fitted again
+    assert fit(first, **options).report == kept.report

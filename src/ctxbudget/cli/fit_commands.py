@@ -130,7 +130,7 @@ def fit_command(
     flag, model = model, model_of(model, request)
 
     def action() -> None:
-        from ..fitting import FitResult, fit, parse_budget_spec  # the trimming pipeline, for `fit` only
+        from ..fitting import fit, parse_budget_spec  # the trimming pipeline, for `fit` only
 
         catalog = load_catalog(catalogs)
         with working(source, "fitting"):
@@ -153,7 +153,7 @@ def fit_command(
         mismatch = other_body_model(catalog, flag, request)
         if mismatch:
             report = dataclasses.replace(result.report, warnings=(*result.report.warnings, mismatch))
-            result = FitResult(result.request, report)
+            result = dataclasses.replace(result, report=report)
         _print_fit(result, body_only=body_only, as_json=as_json)
 
     run_action(action, FIT_FLAGS)

@@ -12,7 +12,8 @@ import dataclasses
 import functools
 import threading
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, overload
 
 from ..catalog.catalog import Catalog, UnknownModel
 from ..errors import ConfigError
@@ -48,6 +49,72 @@ from ._verify import Fitted, trim_to_window
 __all__ = ["FitResult", "clear_caches", "fit"]
 
 
+class ReportOnce:
+    """A fit's report, built by ``build`` on the first :meth:`get` (under a lock: one build when
+    threads read it at once), or given built (:meth:`done`). ``items``: how many items the fit's
+    state it holds until then describes (what a memo entry of it weighs)."""
+
+    __slots__ = ("_build", "_built", "_lock", "items")
+
+    def __init__(self, build: Callable[[], FitReport], items: int = 0) -> None:
+        self._build: Callable[[], FitReport] | None = build
+        self._built: Any = _UNBUILT
+        self._lock = threading.Lock()
+        self.items = items
+
+    @classmethod
+    def done(cls, report: Any) -> ReportOnce:
+        made = cls(_never)
+        made._build, made._built = None, report
+        return made
+
+    @property
+    def built(self) -> bool:
+        return self._built is not _UNBUILT
+
+    def get(self) -> FitReport:
+        built = self._built
+        if built is _UNBUILT:
+            with self._lock:
+                if self._built is _UNBUILT:
+                    assert self._build is not None  # set until it is built
+                    self._built = self._build()
+                    self._build = None  # the fit's state let go
+                built = self._built
+        return built  # type: ignore[no-any-return]  # a report once built
+
+
+_UNBUILT = object()
+
+
+def _never() -> FitReport:
+    raise AssertionError("a built report is never built again")
+
+
+class _BuiltWhenRead:
+    """The ``report`` field of :class:`FitResult`: kept as a :class:`ReportOnce`, read as its
+    report (built then)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._key = f"_{name}_once"
+
+    @overload
+    def __get__(self, result: None, owner: type | None = None) -> _BuiltWhenRead: ...
+
+    @overload
+    def __get__(self, result: FitResult, owner: type | None = None) -> FitReport: ...
+
+    def __get__(self, result: FitResult | None, owner: type | None = None) -> FitReport | _BuiltWhenRead:
+        if result is None:  # the dataclass's field has no default
+            raise AttributeError("report")
+        once: ReportOnce = result.__dict__[self._key]
+        return once.get()
+
+    def __set__(self, result: FitResult, report: FitReport | ReportOnce) -> None:
+        result.__dict__[self._key] = report if isinstance(report, ReportOnce) else ReportOnce.done(report)
+
+
+@dataclass(frozen=True)
 class FitResult:
     """The fitted request (same format as given) and the report of every decision.
 
@@ -55,78 +122,20 @@ class FitResult:
     counted, which nothing changes after the fit: it is the same whenever it is read, and built
     once (the fit's state is let go then). A caller that sends the fitted request and never reads
     the report does not pay for it: a line an item, with the lower bound of each item dropped
-    uncounted, 5 ms of a 2,000-message history's 23 ms fit. Immutable, as a frozen dataclass is;
-    equal when the requests and reports are; copies and pickles with its report built.
+    uncounted, 5 ms of a 2,000-message history's 23 ms fit. A frozen dataclass as before (fields,
+    ``replace``, equality, ``repr`` read the report); copies and pickles with its report built.
     """
 
-    __slots__ = ("_report", "request")
     request: dict[str, Any]
-    _report: ReportOnce
-
-    def __init__(self, request: dict[str, Any], report: FitReport | ReportOnce) -> None:
-        object.__setattr__(self, "request", request)
-        object.__setattr__(
-            self, "_report", report if isinstance(report, ReportOnce) else ReportOnce.of(report)
-        )
-
-    @property
-    def report(self) -> FitReport:
-        return self._report.get()
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, FitResult):
-            return NotImplemented
-        return self.request == other.request and self.report == other.report
-
-    __hash__ = None  # type: ignore[assignment]  # as a frozen dataclass holding a dict
-
-    def __repr__(self) -> str:
-        return f"FitResult(request={self.request!r}, report={self.report!r})"
+    report: _BuiltWhenRead = _BuiltWhenRead()
 
     def __reduce__(self) -> tuple[type[FitResult], tuple[dict[str, Any], FitReport]]:
         return FitResult, (self.request, self.report)
 
 
-class ReportOnce:
-    """A fit's report, built by ``build`` on the first :meth:`get` (under a lock: one build when
-    threads read it at once), or given built (:meth:`of`)."""
-
-    __slots__ = ("_build", "_built", "_lock")
-
-    def __init__(self, build: Callable[[], FitReport]) -> None:
-        self._build: Callable[[], FitReport] | None = build
-        self._built: FitReport | None = None
-        self._lock = threading.Lock()
-
-    @classmethod
-    def of(cls, report: FitReport) -> ReportOnce:
-        made = cls(_never)
-        made._build, made._built = None, report
-        return made
-
-    def get(self) -> FitReport:
-        built = self._built
-        if built is None:
-            with self._lock:
-                built = self._built
-                if built is None:
-                    assert self._build is not None  # set until it is built
-                    built = self._built = self._build()
-                    self._build = None  # the fit's state let go
-        return built
-
-
-def _never() -> FitReport:
-    raise AssertionError("a built report is never built again")
-
-
 _MEMO = FitMemo()
+# What an unread report's fit state weighs in the memo for each item, as characters.
+UNREAD_CHARS_PER_ITEM = 1_000
 
 
 def clear_caches(*, counts: bool = True, fits: bool = True) -> None:
@@ -254,7 +263,10 @@ def _remembered_fit(request: Mapping[str, Any], shape: JsonShape, setup: FitSetu
         # memo and the answer share the report (built once, by whichever reads it first).
         frozen = freeze(request_out)
         if setup.passage_scorer is None:
-            _MEMO.put(key, frozen, report, shape.chars)
+            # an unread report holds the fit's state: weighed by its items as characters (tracemalloc:
+            # about 1 kB an item for a long history, where its report read is about 0.5 kB)
+            held = 0 if report.built else UNREAD_CHARS_PER_ITEM * report.items
+            _MEMO.put(key, frozen, report, shape.chars + held)
         return FitResult(thaw(frozen), report)
 
 
@@ -283,7 +295,7 @@ def _fit(request: Mapping[str, Any], setup: FitSetup) -> tuple[dict[str, Any], R
         fitted, request_out = _fit_in(ctx, request, setup)
     # what the report reads of the outcome: not its request (the caller's messages, when passed through)
     decided = dataclasses.replace(fitted, request={})
-    return request_out, ReportOnce(functools.partial(_report_of, ctx, decided))
+    return request_out, ReportOnce(functools.partial(_report_of, ctx, decided), len(ctx.items))
 
 
 def _report_of(ctx: FitContext, fitted: Fitted) -> FitReport:

@@ -163,6 +163,7 @@ def _plan_documents(ctx: FitContext, budget: int, *, split: bool) -> _DocumentPl
         # Documents left out are split into passages, and counted for that: no bounds then.
         at_least=None if ctx.options.split_documents and split else _bounds(ctx, indexed),
         shown=ctx.counter.scale,
+        counted=lambda index: ctx.measured.reported(indexed[index].key)[1],
     )
     decisions: dict[ItemKey, Decision] = {("documents", i): d for i, d in selection.decisions.items()}
     if not (ctx.options.split_documents and split):

@@ -46,11 +46,13 @@ def select_documents(
     output_order: OutputOrder = "ranked",
     at_least: Mapping[int, int] | None = None,
     shown: Callable[[int], int] = int,
+    counted: Callable[[int], bool] | None = None,
 ) -> DocumentSelection:
     """Greedy selection in rank order; a document that does not fit is skipped, not a stop.
     ``at_least`` (lower bounds of ``costs``) is read first: a document whose bound is over what is
-    left is skipped without reading its cost (which may mean tokenizing it). ``shown`` turns a
-    count into the figure reasons give (the report's scaled tokens)."""
+    left is skipped without reading its cost (which may mean tokenizing it); ``counted`` says
+    whether a document's bound is its count already (its reason then gives the count, not "at
+    least" it). ``shown`` turns a count into the figure reasons give (the report's scaled tokens)."""
     ranked, ranking = rank_documents(docs, query, score_order)
     decisions: dict[int, Decision] = {}
     seen: set[str] = set()
@@ -66,9 +68,10 @@ def select_documents(
             continue
         seen.add(doc.text)
         if at_least is not None and (bound := at_least[doc.index]) > remaining:
+            exact = counted is not None and counted(doc.index)
             decisions[doc.index] = Decision(
                 "dropped",
-                f"rank {position} by {ranking}; needs at least {shown(bound)} tokens, "
+                f"rank {position} by {ranking}; needs {'' if exact else 'at least '}{shown(bound)} tokens, "
                 f"{shown(remaining)} left of {shown(budget)}",
             )
         elif (cost := costs[doc.index]) <= remaining:
