@@ -383,7 +383,6 @@ lined_texts = st.lists(line_pieces | st.text(max_size=6), max_size=40).map("".jo
 def test_line_starts_are_found_as_the_multiline_patterns_find_them(text: str) -> None:
     lines = len(text.splitlines())
     plain = len(_SPEAKER_LINES.findall(text)) + len(_PAGE_LINES.findall(text))
-    reads_as_lines.cache_clear()
     assert reads_as_lines(text) == (plain > lines * 0.3)
 
 
@@ -760,3 +759,35 @@ def test_a_reference_list_naming_the_subject_does_not_outrank_the_evidence() -> 
 )
 def test_lists_of_films_tables_clauses_and_code_are_not_reference_lists(text: str) -> None:
     assert not reads_as_references(text, 0, len(text))
+
+
+def _paragraph_units(text: str) -> list[tuple[int, int]]:
+    """The definition: the text split at its paragraph breaks, each blank piece after a unit joined
+    to it (a text that opens with blank lines has them as a unit of their own)."""
+    units: list[tuple[int, int]] = []
+    position = 0
+    for piece in re.split(r"(\n\s*\n)", text):
+        if units and not piece.strip():
+            units[-1] = (units[-1][0], units[-1][1] + len(piece))
+        elif piece:
+            units.append((position, position + len(piece)))
+        position += len(piece)
+    return units
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            ["a", "b. ", "\n", "\n\n", " \n \n", "\t", "\r\n", "\u2028", "\x0c", "\u3000", "x" * 40]
+        ),
+        max_size=40,
+    ).map("".join)
+)
+def test_prose_units_are_its_paragraphs_read_by_where_they_break(text: str) -> None:
+    """Paragraphs are read by their breaks' places (no copy of the text made): the same units as
+    the text split into strings."""
+    from ctxbudget.trim.passages._passage import _units
+
+    if not reads_as_lines(text):
+        assert _units(text) == _paragraph_units(text)

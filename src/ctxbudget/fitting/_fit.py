@@ -26,7 +26,7 @@ from ..tokens.counter import clear_count_cache
 from ..tokens.registry import registry_version
 from ..trim.documents import OutputOrder, ScoreOrder
 from ..trim.extract import clear_sentence_cache
-from ..trim.passages import PassageScorer, reads_as_lines
+from ..trim.passages import PassageScorer
 from ..volatile import find_volatile
 from ._context import FitContext, open_context
 from ._count import untokenizable_located
@@ -144,7 +144,6 @@ def clear_caches(*, counts: bool = True, fits: bool = True) -> None:
         clear_count_cache()
         clear_sentence_cache()
         find_volatile.cache_clear()
-        reads_as_lines.cache_clear()
     if fits:
         _MEMO.clear()
 

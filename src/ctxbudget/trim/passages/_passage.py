@@ -8,11 +8,11 @@ carries a citation: a ``page:line`` range when the text is numbered, else its ch
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ...memo import per_fit_by_identity
 from ..sentences import iter_sentence_ends
 from ..text import grapheme_ceil, grapheme_floor
 
@@ -48,14 +48,16 @@ class Passage:
     citation: str
 
 
-@functools.lru_cache(maxsize=8)
+@per_fit_by_identity
 def reads_as_lines(text: str) -> bool:
     """Whether ``text`` is a transcript (``Name: ...`` speaker turns) or a numbered record
     (``page:line``): more than 30% of its lines start that way. Its evidence is then an exchange of
     lines; in prose (papers, manuals, contracts, articles) it is a sentence or a paragraph.
 
-    Cached by content: splitting a document and then selecting from it both ask (4 ms for a
-    200 kB manual each time)."""
+    Remembered for the fit (:func:`~ctxbudget.memo.per_fit_by_identity`): splitting a document
+    and then selecting from it both ask (4 ms for a 200 kB manual each time). A module cache by
+    content kept the last 8 texts asked about past their fits: the stretch of a cut 5 MB message
+    (a copy of it) stayed alive after the gateway's request, and the hash of each text was read."""
     starts = _line_starts(text, _SPEAKER_HERE, _SPEAKER_AFTER) + _line_starts(
         text, _PAGE_LINE_HERE, _PAGE_LINE_AFTER
     )
@@ -66,7 +68,7 @@ def reads_as_lines(text: str) -> bool:
 _CHAT_ROLES = frozenset({"user", "human", "assistant", "ai", "bot", "system", "model"})
 
 
-@functools.lru_cache(maxsize=8)
+@per_fit_by_identity  # as reads_as_lines: nothing kept past the fit
 def reads_as_chat_log(text: str) -> bool:
     """Whether ``text`` is a log of conversations with an assistant: speaker turns, 80% or more of
     them labelled by a chat role (``User:``, ``Assistant:``, ``Human:``, ``AI:``). Its evidence is
@@ -101,22 +103,36 @@ def _line_starts(text: str, here: re.Pattern[str], after: re.Pattern[str]) -> in
 
 
 def _units(text: str) -> list[tuple[int, int]]:
-    """Lines for transcripts and numbered records; paragraphs otherwise (exact offsets, newline kept)."""
-    lines = text.splitlines(keepends=True)
+    """Lines for transcripts and numbered records; paragraphs otherwise (exact offsets, newline
+    kept). A paragraph and the blank lines after it are one unit; text that opens with blank
+    lines has them as a unit of their own. Paragraphs are read by where their breaks stand, not
+    as strings: the text's lines and its paragraphs as strings, both made, were two more copies
+    of a 5 MB document at once (its cut's peak memory)."""
     units: list[tuple[int, int]] = []
     position = 0
     if reads_as_lines(text):
-        for line in lines:
+        for line in text.splitlines(keepends=True):
             units.append((position, position + len(line)))
             position += len(line)
         return units
-    for paragraph in re.split(r"(\n\s*\n)", text):
-        if units and not paragraph.strip():
-            units[-1] = (units[-1][0], units[-1][1] + len(paragraph))
-        elif paragraph:
-            units.append((position, position + len(paragraph)))
-        position += len(paragraph)
+    for gap in _PARAGRAPH_BREAK.finditer(text):
+        _add_unit(text, units, position, gap.start())
+        _add_unit(text, units, gap.start(), gap.end())
+        position = gap.end()
+    _add_unit(text, units, position, len(text))
     return units
+
+
+_PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
+_NON_BLANK = re.compile(r"\S")
+
+
+def _add_unit(text: str, units: list[tuple[int, int]], start: int, end: int) -> None:
+    """``text[start:end]`` as a unit of its own, or, blank after a unit, joined to it."""
+    if units and _NON_BLANK.search(text, start, end) is None:
+        units[-1] = (units[-1][0], end)
+    elif end > start:
+        units.append((start, end))
 
 
 def _cut(text: str, start: int, end: int, max_chars: int) -> list[tuple[int, int]]:
