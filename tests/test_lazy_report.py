@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import pickle
 import threading
+import typing
 import weakref
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxbudget import FitResult, clear_caches, fit
+from ctxbudget import FitReport, FitResult, ItemReport, clear_caches, fit
 
 MODEL = "gpt-4o"
 
@@ -156,3 +157,39 @@ def test_an_unread_report_weighs_on_the_memo_by_its_items() -> None:
     fit(second, **options)
     assert fit(first, **options).report is not kept.report  # let go, fitted again
     assert fit(first, **options).report == kept.report
+
+
+@dataclasses.dataclass(frozen=True)
+class Tagged(FitResult):
+    """A caller's subclass with a field of its own."""
+
+    tag: int = 0
+
+
+def test_a_subclass_a_former_pickle_and_an_unmade_result_behave_as_a_dataclass_does() -> None:
+    """Copies and pickles keep a subclass and its fields; a result pickled when the report was a
+    plain field (its state: the request and the report) reads back; an instance not made yet has
+    no report (``hasattr`` False), as a dataclass's has no field."""
+    clear_caches()
+    result = fit(_history([40] * 300), model=MODEL, max_context_tokens=1500, reserve_output_tokens=0)
+    tagged = Tagged(result.request, result.report, 5)
+    for other in (pickle.loads(pickle.dumps(tagged)), copy.copy(tagged), copy.deepcopy(tagged)):
+        assert type(other) is Tagged and other.tag == 5 and other.report == result.report
+    former = FitResult.__new__(FitResult)
+    assert not hasattr(former, "report")
+    former.__setstate__({"request": result.request, "report": result.report})
+    assert former == result and sorted(vars(former)) == ["report", "request"]
+    assert typing.get_type_hints(FitResult)["report"] is FitReport
+
+
+def test_a_report_line_of_a_subclass_gives_its_own_fields_too() -> None:
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Noted(ItemReport):
+        note: str = "extra"
+
+    clear_caches()
+    report = fit(_history([40] * 20), model=MODEL, max_context_tokens=800, reserve_output_tokens=0).report
+    line = Noted(**dataclasses.asdict(report.items[0]))
+    lines = dataclasses.replace(report, items=(line, *report.items[1:])).to_dict()["items"]
+    assert lines[0] == {**report.to_dict()["items"][0], "note": "extra"}
+    assert lines[1:] == report.to_dict()["items"][1:]

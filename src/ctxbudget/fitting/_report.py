@@ -141,8 +141,7 @@ class FitReport:
         out["estimated_parts"] = list(self.estimated_parts)
         # each line's fields read from its attributes by name (``fields`` a line was most of a
         # 2,000-line report's 2.4 ms)
-        names = _LINE_FIELDS
-        out["items"] = [{n: d[n] for n in names} for d in (vars(i) for i in self.items)]
+        out["items"] = [{n: d[n] for n in _line_fields(i)} for i, d in ((i, vars(i)) for i in self.items)]
         out["budgets"] = dict(self.budgets)
         out["overhead_parts"] = dict(self.overhead_parts)
         out["history_cut"] = self.history_cut.to_dict() if self.history_cut else None
@@ -150,6 +149,11 @@ class FitReport:
 
 
 _LINE_FIELDS = tuple(f.name for f in fields(ItemReport))
+
+
+def _line_fields(line: ItemReport) -> tuple[str, ...]:
+    """The field names of a report line (a subclass's own too)."""
+    return _LINE_FIELDS if type(line) is ItemReport else tuple(f.name for f in fields(line))
 
 
 def build_report(ctx: FitContext, fitted: Fitted) -> FitReport:
