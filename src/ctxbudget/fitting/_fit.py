@@ -300,7 +300,7 @@ def _catalog_key(setup: FitSetup) -> Hashable:
 
 def _fit(request: Mapping[str, Any], setup: FitSetup) -> tuple[dict[str, Any], ReportOnce]:
     """One fit: measured once; passed through when it fits, else trimmed and verified. Its
-    request, and its report to be built when first read."""
+    request, and its report: built now for a fit of few items, else when first read."""
     ctx = open_context(request, setup)
     with untokenizable_located(ctx.items):
         fitted, request_out = _fit_in(ctx, request, setup)
@@ -326,8 +326,9 @@ def _fit_in(ctx: FitContext, request: Mapping[str, Any], setup: FitSetup) -> tup
     # otherwise each count is left to the decision that needs it. What is always kept (the query,
     # the newest message) is counted either way: its count stands for its bound.
     total = None
-    counted = [item.key for item in ctx.always_kept()]
-    if setup.options.count_all or not measured.bound_exceeds(ctx.available_raw, counted):
+    if setup.options.count_all or not measured.bound_exceeds(
+        ctx.available_raw, [item.key for item in ctx.always_kept()]
+    ):
         total = measured.count_all()
     if total is not None and total <= ctx.available_raw:
         fitted = Fitted(dict(request), Plan({}), {}, total, passed_through=True)  # copied by the caller
