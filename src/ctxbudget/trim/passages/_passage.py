@@ -106,8 +106,8 @@ def _units(text: str) -> list[tuple[int, int]]:
     """Lines for transcripts and numbered records; paragraphs otherwise (exact offsets, newline
     kept). A paragraph and the blank lines after it are one unit; text that opens with blank
     lines has them as a unit of their own. Paragraphs are read by where their breaks stand, not
-    as strings: the text's lines and its paragraphs as strings, both made, were two more copies
-    of a 5 MB document at once (its cut's peak memory)."""
+    as strings: the text's lines and its paragraphs, both made as strings, were two more copies
+    of a 5 MB document at once (the lines are made for a transcript alone)."""
     units: list[tuple[int, int]] = []
     position = 0
     if reads_as_lines(text):
