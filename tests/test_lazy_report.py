@@ -1,4 +1,5 @@
-"""A fit's report is built when it is first read: the same report whenever that is, built once."""
+"""A long fit's report is built when it is first read (a short fit's with it): the same report
+whenever that is, built once; and ``FitResult`` stays the frozen dataclass it was."""
 
 from __future__ import annotations
 
