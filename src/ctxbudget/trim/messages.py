@@ -32,7 +32,7 @@ from .passages import (
 )
 from .sentences import iter_sentence_ends
 from .shares import water_level
-from .text import WORD_BOUNDARY_KEEP, Copied, Span, grapheme_ceil, grapheme_floor
+from .text import WORD_BOUNDARY_KEEP, Copied, Span, grapheme_ceil, grapheme_floor, has_text
 
 __all__ = ["GAP", "asks_a_question", "cut_message", "question_of", "question_spans"]
 
@@ -51,10 +51,10 @@ def _paragraphs(text: str) -> list[tuple[int, int]]:
     500 kB message is copied to see whether it is blank)."""
     spans, start = [], 0
     for gap in _PARAGRAPH.finditer(text):
-        if _has_text(text, start, gap.start()):
+        if has_text(text, start, gap.start()):
             spans.append((start, gap.start()))
         start = gap.end()
-    if _has_text(text, start, len(text)):
+    if has_text(text, start, len(text)):
         spans.append((start, len(text.rstrip())))
     return spans
 
@@ -359,7 +359,7 @@ def _joined(text: str, regions: list[tuple[int, int]], lo: int, hi: int) -> tupl
     ]
     for start, end in pieces:
         start = max(start, last)
-        if start >= end or not _has_text(text, start, end):
+        if start >= end or not has_text(text, start, end):
             continue
         if _left_out(text, last, start):  # searched in place: the gap may be most of a long text
             cut = True
@@ -387,7 +387,6 @@ def _clipped(copied: list[Copied], size: int) -> list[Copied]:
     return [(at, origin, min(length, size - at)) for at, origin, length in copied if at < size]
 
 
-_NON_BLANK = re.compile(r"\S")
 # Whitespace between kept regions (or before the first, after the last) that is kept as it is:
 # a few blank lines or an indent; a longer run is layout no reader needs, at up to a token a
 # character or two.
@@ -455,12 +454,7 @@ _BLANKS = re.compile(r"\s+")
 def _left_out(text: str, start: int, end: int) -> bool:
     """Whether ``text[start:end]``, outside the kept regions, is left out (with a marker): it
     holds text, or more whitespace than :data:`MAX_JOINED_BLANK`."""
-    return end - start > MAX_JOINED_BLANK or _has_text(text, start, end)
-
-
-def _has_text(text: str, start: int, end: int) -> bool:
-    """Whether ``text[start:end]`` holds anything but whitespace (without slicing it)."""
-    return _NON_BLANK.search(text, start, end) is not None
+    return end - start > MAX_JOINED_BLANK or has_text(text, start, end)
 
 
 def _keep_end(text: str, start: int, count: Callable[[int, int], int], budget: int) -> tuple[int, int]:

@@ -8,6 +8,7 @@ emoji sequence), and moves back to a word boundary when one is near.
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 
@@ -23,6 +24,7 @@ __all__ = [
     "TextSpan",
     "grapheme_ceil",
     "grapheme_floor",
+    "has_text",
     "spliced_lengths",
     "truncate_text",
 ]
@@ -36,6 +38,14 @@ Copied = tuple[int, int, int]
 # consonant and its vowel sign changes the text that is sent (NFD "Café" became "Cafe").
 _CLUSTER = regex.compile(r"\X", regex.DOTALL)
 _CLUSTER_REACH = 16  # characters read either side of a cut to find its cluster (widened as needed)
+
+_NON_BLANK = re.compile(r"\S")
+
+
+def has_text(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` holds anything but whitespace (without slicing it)."""
+    return _NON_BLANK.search(text, start, end) is not None
+
 
 # A word boundary is preferred if it keeps at least this share of the token-level cut.
 WORD_BOUNDARY_KEEP = 0.7

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ...memo import per_fit_by_identity
 from ..sentences import iter_sentence_ends
-from ..text import grapheme_ceil, grapheme_floor
+from ..text import grapheme_ceil, grapheme_floor, has_text
 
 __all__ = [
     "PASSAGE_TOKENS",
@@ -124,12 +124,11 @@ def _units(text: str) -> list[tuple[int, int]]:
 
 
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
-_NON_BLANK = re.compile(r"\S")
 
 
 def _add_unit(text: str, units: list[tuple[int, int]], start: int, end: int) -> None:
     """``text[start:end]`` as a unit of its own, or, blank after a unit, joined to it."""
-    if units and _NON_BLANK.search(text, start, end) is None:
+    if units and not has_text(text, start, end):
         units[-1] = (units[-1][0], end)
     elif end > start:
         units.append((start, end))
