@@ -105,10 +105,10 @@ class _BuiltWhenRead:
     def __get__(self, result: FitResult, owner: type | None = None) -> FitReport: ...
 
     def __get__(self, result: FitResult | None, owner: type | None = None) -> FitReport | _BuiltWhenRead:
-        once = None if result is None else result.__dict__.get(self._name)
+        once: ReportOnce | None = None if result is None else result.__dict__.get(self._name)
         if once is None:  # the dataclass's field has no default; an instance not made yet has none
             raise AttributeError(self._name)
-        return once.get() if isinstance(once, ReportOnce) else once
+        return once.get()  # __set__ keeps every value as a ReportOnce
 
     def __set__(self, result: FitResult, report: FitReport | ReportOnce) -> None:
         result.__dict__[self._name] = report if isinstance(report, ReportOnce) else ReportOnce.done(report)
