@@ -21,7 +21,7 @@ from zlib import adler32
 
 from ..weighed import WeighedLRU
 from . import crew
-from .encoding import Encoding, TiktokenEncoding
+from .encoding import Encoding, TiktokenEncoding, TokenIds
 from .registry import registry_version, when_replaced
 
 __all__ = [
@@ -50,16 +50,34 @@ class ChunkAnalysis:
     each collection (measured: 6-9 ms of a 60 ms cold fit of 114k tokens). Token end offsets
     are lazily kept as per-block running sums (64 tokens a block) plus, for blocks that are
     looked up, each token's absolute end, so a lookup scans at most one block.
+
+    Counted by tiktoken, the analysis holds its ids until a caller first reads where its tokens
+    end (:class:`~.encoding.TokenIds`, 4 bytes a token, untracked too): a count is their number.
     """
 
-    __slots__ = ("_block_ends", "_blocks", "lengths", "size", "text")
+    __slots__ = ("_block_ends", "_blocks", "_ids", "_lengths", "size", "text")
 
-    def __init__(self, text: str, lengths: bytes) -> None:
+    def __init__(self, text: str, lengths: bytes | TokenIds) -> None:
         self.text = text  # the cache's key holds it already: no copy of its bytes is kept
-        self.lengths = lengths
+        self._ids: TokenIds | None = lengths if isinstance(lengths, TokenIds) else None
+        self._lengths: bytes | None = None if isinstance(lengths, TokenIds) else lengths
         self.size = len(text) if text.isascii() else len(text.encode("utf-8"))
         self._block_ends: list[int] | None = None
         self._blocks: dict[int, array[int]] = {}
+
+    @property
+    def lengths(self) -> bytes:
+        """Each token's length in bytes, one byte a token (read from its ids when first asked)."""
+        found = self._lengths
+        if found is None:
+            ids = self._ids
+            found = self._lengths  # another thread's, made meanwhile (it sets them, then drops ids)
+            if found is None:
+                assert ids is not None
+                found = ids.lengths()
+                self._lengths = found
+                self._ids = None
+        return found
 
     def chars_between(self, start: int, end: int) -> int:
         """Characters of the text in the byte range ``[start, end)`` (a character cut by either
@@ -71,7 +89,8 @@ class ChunkAnalysis:
     @property
     def tokens(self) -> int:
         """Number of tokens of the whole text."""
-        return len(self.lengths)
+        ids = self._ids
+        return ids.count if ids is not None else len(self.lengths)
 
     def _ends(self) -> list[int]:
         ends = self._block_ends
@@ -132,8 +151,9 @@ class ChunkAnalysis:
         return start if last <= first else self.token_end(last - 1)
 
 
-# About 9 bytes a cached token (its length byte, the text as key and as UTF-8), plus ~36 for
-# each token of a block that was looked up: 2M tokens is 18-90 MB.
+# About 9 bytes a cached token (its length byte, the text as key and as UTF-8; 12 while its ids
+# are kept instead, until its tokens' ends are first read), plus ~36 for each token of a block
+# that was looked up: 2M tokens is 18-96 MB.
 _CACHE: WeighedLRU[tuple[str, str], ChunkAnalysis] = WeighedLRU(
     2_000_000, lambda _, analysis: analysis.tokens + 1
 )
@@ -167,7 +187,10 @@ def analyze(encoding: Encoding, text: str) -> ChunkAnalysis:
     found = _CACHE.get(key)
     if found is not None:
         return found
-    result = ChunkAnalysis(text, encoding.token_lengths(text))
+    counted = (
+        encoding.measured(text) if isinstance(encoding, TiktokenEncoding) else encoding.token_lengths(text)
+    )
+    result = ChunkAnalysis(text, counted)
     _CACHE.put(key, result)
     return result
 
@@ -207,12 +230,14 @@ class CountingAhead:
         self._future = None
 
 
-def _cache_each(encoding: TiktokenEncoding, texts: list[str], dropped: threading.Event | None = None) -> None:
+def _cache_each(
+    encoding: TiktokenEncoding, texts: list[str], dropped: threading.Event | None = None, *, ids: bool = True
+) -> None:
     """Count ``texts`` in one call and keep the counts, unless the encoding's name was registered
     again meanwhile (the cache was then cleared of its counts, and these are the old one's), or
     ``dropped`` was set meanwhile (no one waits for them)."""
     version = registry_version()
-    found = encoding.token_lengths_each(texts) or ()
+    found = encoding.measured_each(texts, ids=ids) or ()
     if registry_version() != version or (dropped is not None and dropped.is_set()):
         return
     for text, lengths in zip(texts, found, strict=False):
@@ -226,7 +251,7 @@ def _counted_ahead(encoding: TiktokenEncoding, texts: list[str], dropped: thread
     text's or the engine's is raised there, in its place (raised from here, it replaced the
     caller's own error, such as a volatile value found meanwhile)."""
     with contextlib.suppress(Exception):
-        _cache_each(encoding, texts, dropped)
+        _cache_each(encoding, texts, dropped, ids=False)
 
 
 def _uncached(encoding: Encoding, texts: Iterable[str]) -> tuple[TiktokenEncoding, list[str]] | None:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 import re
 import string
-import sys
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import accumulate, chain
 from typing import Any
 
+from ..loaded import loaded_numpy
 from ..memo import per_fit
 
 __all__ = [
@@ -26,7 +26,6 @@ __all__ = [
     "bm25_of_text",
     "bm25_scores",
     "bm25_span_scores",
-    "loaded_numpy",
     "query_terms",
     "repeats_itself",
     "span_word_counts",
@@ -357,17 +356,6 @@ def bm25_of_text(
             tf = counts[term][held]
             scores[held] += _share(idf[term], tf, norm[held])
     return scores.tolist()  # type: ignore[no-any-return]
-
-
-def loaded_numpy() -> Any:
-    """numpy if this process has imported it (quicktok does), else None: a process that has not
-    does not load it for this. Imported again by name, which waits for another thread's import
-    of it to finish."""
-    if sys.modules.get("numpy") is None:  # not imported (or its import blocked)
-        return None
-    import numpy
-
-    return numpy
 
 
 def _found(lowered: str, wanted: Sequence[str]) -> Iterable[tuple[str, int]]:

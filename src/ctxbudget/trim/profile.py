@@ -23,10 +23,11 @@ from itertools import accumulate, chain
 from operator import itemgetter
 from typing import Any
 
+from ..loaded import loaded_numpy
 from ..tokens.counter import ChunkAnalysis, analyze
 from ..tokens.registry import get_encoding
 from ..weighed import WeighedLRU
-from .bm25 import ascii_term_hits, loaded_numpy, span_word_counts, terms, word_mask
+from .bm25 import ascii_term_hits, span_word_counts, terms, word_mask
 from .sentences import sentence_ends
 from .text import grapheme_ceil, grapheme_floor
 
