@@ -8,6 +8,8 @@ import pickle
 import re
 import subprocess
 import sys
+import threading
+from array import array
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,13 +23,16 @@ from ctxbudget import ConfigError, InvalidRequestError, UnknownEncodingError, co
 from ctxbudget import encoding_for_model as ctxbudget_encoding_for_model
 from ctxbudget.tokens import encoding_name_for_model
 from ctxbudget.tokens.bundled import _ranks, _read_vocabulary, load_bundled_encoding
-from ctxbudget.tokens.counter import TokenCounter
+from ctxbudget.tokens.counter import ChunkAnalysis, TokenCounter
 from ctxbudget.tokens.encoding import (
     _HARD_BOUNDARY,
     PIECE_CHARS,
     TiktokenEncoding,
+    TokenIds,
+    _aligned_find,
     first_boundary,
     first_space_boundary,
+    ids_lengths,
     last_space_boundary,
 )
 from ctxbudget.tokens.small import (
@@ -483,3 +488,146 @@ def test_every_model_tiktoken_maps_to_a_shipped_encoding_is_counted_exactly_with
         assert (encoding.name, encoding.exact) == (name, True), model
         checked += 1
     assert checked >= 10
+
+
+# ---- token ids read from tiktoken's buffer, measured when first read (TokenIds) -------------------
+
+special_texts = st.lists(
+    tricky_pieces
+    | st.text(max_size=6)
+    | st.sampled_from(["<|endoftext|>", "<|endoftext", "|>", "<|fim_prefix|>", "<|endofprompt|>", "<|"]),
+    max_size=40,
+).map("".join)
+
+
+def _lengths_of(reference: Any, text: str) -> list[int]:
+    return [len(t) for t in reference.decode_tokens_bytes(reference.encode_ordinary(text))]
+
+
+def _measured_lengths(found: bytes | TokenIds) -> bytes:
+    return found.lengths() if isinstance(found, TokenIds) else found
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(special_texts | st.text(max_size=200))
+def test_a_measured_text_counts_and_measures_as_tiktoken_encodes_it_ordinarily(
+    stock_tiktoken: dict[str, Any], text: str
+) -> None:
+    for name, reference in stock_tiktoken.items():
+        found = get_encoding(name).measured(text)  # type: ignore[attr-defined]
+        count = found.count if isinstance(found, TokenIds) else len(found)
+        assert count == len(reference.encode_ordinary(text))
+        assert list(_measured_lengths(found)) == _lengths_of(reference, text)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(special_texts | st.sampled_from(["", "a<|endoftext|>b", "x\ud800y"]), max_size=12))
+def test_texts_measured_together_are_each_measured_as_alone(
+    stock_tiktoken: dict[str, Any], texts: list[str]
+) -> None:
+    for name, reference in stock_tiktoken.items():
+        encoding = get_encoding(name)
+        together = encoding.measured_each(texts)  # type: ignore[attr-defined]
+        assert together is not None and len(together) == len(texts)
+        for text, found in zip(texts, together, strict=True):
+            if found is None:  # counted alone when needed: a text holding the joiner
+                assert "<|endoftext|>" in text
+                continue
+            assert list(_measured_lengths(found)) == _lengths_of(reference, text)
+        assert encoding.token_lengths_each(texts) == [  # type: ignore[attr-defined]
+            None if found is None else _measured_lengths(found) for found in together
+        ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 2**24 - 1), max_size=40), st.integers(0, 2**24 - 1), st.integers(0, 40))
+def test_an_id_is_found_only_where_an_id_starts(ids: list[int], mark: int, start: int) -> None:
+    data = array("I", ids).tobytes()
+    wanted = mark.to_bytes(4, sys.byteorder)
+    expected = next((4 * k for k in range(-(-start // 4), len(ids)) if ids[k] == mark), -1)
+    assert _aligned_find(data, wanted, start) == expected
+
+
+def test_ids_that_straddle_a_joiner_do_not_cut_a_text() -> None:
+    joiner = 0x00030D3F
+    mark = joiner.to_bytes(4, sys.byteorder)
+    # two ids whose bytes read the joiner's across their boundary, then the joiner itself
+    first = int.from_bytes(b"\0\0\0" + mark[:1], sys.byteorder)
+    second = int.from_bytes(mark[1:] + b"\0", sys.byteorder)
+    data = array("I", [first, second, joiner, 7]).tobytes()
+    assert data.find(mark) == 3
+    assert _aligned_find(data, mark, 0) == 8
+
+
+def test_a_long_text_keeps_its_ids_until_read_and_a_longer_one_its_lengths(
+    stock_tiktoken: dict[str, Any],
+) -> None:
+    line = "Q. Did you see exhibit {i}?\n  A. Yes, déjà vu 日本.\n"
+    text = "".join(line.format(i=i) for i in range(4_000))
+    longer = "".join(line.format(i=i) for i in range(14_000))
+    assert 50_000 < len(text) <= 2 * PIECE_CHARS < len(longer)
+    for name, reference in stock_tiktoken.items():
+        encoding = get_encoding(name)
+        found = encoding.measured(text)  # type: ignore[attr-defined]
+        assert isinstance(found, TokenIds) and found.count == len(reference.encode_ordinary(text))
+        assert list(found.lengths()) == _lengths_of(reference, text)
+        held = encoding.measured(longer)  # type: ignore[attr-defined]
+        assert isinstance(held, bytes) and list(held) == _lengths_of(reference, longer)
+
+
+def test_a_text_with_a_lone_surrogate_is_measured_as_tiktoken_mends_it(
+    stock_tiktoken: dict[str, Any],
+) -> None:
+    text = "before \ud800 after " * 3
+    for name, reference in stock_tiktoken.items():
+        found = get_encoding(name).measured(text)  # type: ignore[attr-defined]
+        assert list(_measured_lengths(found)) == _lengths_of(reference, text)
+
+
+def test_numpy_and_python_read_the_same_lengths_from_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy
+
+    from ctxbudget.tokens import encoding as module
+
+    table = get_encoding("o200k_base").byte_lengths  # type: ignore[attr-defined]
+    ids = array("I", [0, 1, 199_997, 42, 9033, 220, 19]).tobytes()
+    monkeypatch.setattr(module, "loaded_numpy", lambda: numpy)
+    with_numpy = ids_lengths(ids, table)
+    monkeypatch.setattr(module, "loaded_numpy", lambda: None)
+    assert with_numpy == ids_lengths(ids, table) == bytes(table[i] for i in array("I", ids))
+    assert ids_lengths(ids[:4], table) == bytes([table[0]]) and ids_lengths(b"", table) == b""
+
+
+def test_an_analysis_reads_the_same_from_ids_as_from_lengths_on_every_thread() -> None:
+    encoding = get_encoding("o200k_base")
+    text = "".join(f"Line {i}: the witness said {i * 7} things, déjà vu.\n" for i in range(2_000))
+    found = encoding.measured(text)  # type: ignore[attr-defined]
+    assert isinstance(found, TokenIds)
+    lazy, eager = ChunkAnalysis(text, found), ChunkAnalysis(text, found.lengths())
+    assert lazy.tokens == eager.tokens
+    seen: list[bytes] = []
+    threads = [threading.Thread(target=lambda: seen.append(lazy.lengths)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert seen == [eager.lengths] * 4
+    for offset in (0, 1, 100, lazy.size // 2, lazy.size - 1, lazy.size):
+        assert lazy.tokens_starting_before(offset) == eager.tokens_starting_before(offset)
+
+
+def test_a_tiktoken_without_a_buffer_encode_is_measured_from_its_list(stock_tiktoken: dict[str, Any]) -> None:
+    class Listed:  # tiktoken's encoding as an older release has it: no buffer to encode into
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+            self.name = inner.name
+
+        def encode_ordinary(self, text: str) -> list[int]:
+            return list(self._inner.encode_ordinary(text))
+
+    reference = stock_tiktoken["o200k_base"]
+    table = get_encoding("o200k_base").byte_lengths  # type: ignore[attr-defined]
+    listed = TiktokenEncoding(Listed(reference), table)
+    text = "Hello, <|endoftext|> world! " * 20
+    found = listed.measured(text)
+    assert isinstance(found, bytes) and list(found) == _lengths_of(reference, text)

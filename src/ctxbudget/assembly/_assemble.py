@@ -45,7 +45,7 @@ from ._render import OutputFormat, block_texts
 from ._report import AssemblyReport
 from ._reporting import build_report
 from ._request import ContextRequest, parse_context_request
-from ._tiers import compact_query, select_ledger, tags_ranking
+from ._tiers import compact_query, rendered_to_count, select_ledger, tags_ranking
 
 __all__ = ["AssemblyResult", "assemble", "check_envelope"]
 
@@ -183,7 +183,9 @@ def _setup(
     parsed = parse_context_request(request, policy, input_format)
     # every item is counted below: with quicktok attached, on a thread while the checks' regexes
     # hold the GIL here (the legal example's cold assembly: 23.7 -> 22.3 ms in alternating pairs)
-    ahead = count_ahead(counter.encoding, [item.text for item in parsed.items])
+    ahead = count_ahead(
+        counter.encoding, [*(item.text for item in parsed.items), *rendered_to_count(parsed, policy.tiers)]
+    )
     try:
         check_pinned_items(parsed, policy)
         check_carried_tools(carried_tools(request, input_format, fmt), policy)

@@ -62,6 +62,20 @@ def render_item(item: ContextItem, text: str) -> str:
     return text
 
 
+def rendered_to_count(request: ContextRequest, tiers: Sequence[Tier]) -> list[str]:
+    """What a protected tier counts of its items beyond their texts: each piece of evidence as it
+    reads in the prompt (:func:`render_item`), known from the request alone, so that it may be
+    counted ahead with the texts (counted one by one once the tier was selected, the legal
+    example's ten took about 0.5 ms of the assembly's thread)."""
+    return [
+        render_item(item, item.text)
+        for tier in tiers
+        if tier.eviction == "protected"
+        for item in request.in_tier(tier)
+        if item.kind == "evidence"
+    ]
+
+
 _BLANK = "blank: nothing to send, no block is made for it"
 
 
