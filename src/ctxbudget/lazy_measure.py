@@ -194,7 +194,7 @@ class LazyMeasurement:
             right = first_boundary(text, place.start + reach) if left is not None else None
             if right is None or right - place.start > HEAD_MAX_SHARE * length:
                 return None
-            analysis = analyze(self._encoding, text[left:right])
+            analysis = analyze(self._encoding, text[left:right], ends=True)
             span = TextSpan(analysis, _utf8_size(text[left : place.start]), analysis.size)
             if span.tokens > tokens:
                 return span
@@ -291,7 +291,8 @@ class LazyMeasurement:
     def _whole_shares(self, n: int) -> list[tuple[int, TextSpan]]:
         found = self._whole.get(n)
         if found is None:
-            found = segment_shares(self._chunks[n], analyze(self._encoding, self._texts[n]))
+            chunk = self._chunks[n]  # one segment's share is the whole count: no token's end read
+            found = segment_shares(chunk, analyze(self._encoding, self._texts[n], ends=len(chunk) > 1))
             for segment, (_, span) in zip(self._chunks[n], found, strict=True):
                 self._remember(segment.text, span)
             self._whole[n] = found
@@ -306,7 +307,10 @@ class LazyMeasurement:
         right = len(text) if right is None else right
         if left is None or right - last > MAX_WINDOW_SLACK:
             return None
-        analysis = analyze(self._encoding, text[left:right])
+        # a run that is its whole window is counted whole: no token's end is read
+        analysis = analyze(
+            self._encoding, text[left:right], ends=len(run) > 1 or (left, right) != (first, last)
+        )
         shares: list[Share] = []
         start = _utf8_size(text[left:first])
         for place in run:

@@ -77,7 +77,7 @@ def measure(rendering: Rendering, encoding: Encoding) -> Measurement:
                     pieces[segment.owner].append(("", None))
             continue
         for segment, (tokens, span) in zip(
-            chunk, segment_shares(chunk, analyze(encoding, text)), strict=True
+            chunk, segment_shares(chunk, analyze(encoding, text, ends=len(chunk) > 1)), strict=True
         ):
             by_owner[segment.owner] += tokens
             if segment.content and not isinstance(segment.owner, str):

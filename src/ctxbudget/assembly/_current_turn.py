@@ -79,7 +79,7 @@ def _cut_pieces(movable: list[str], room: int, query: str, counter: TokenCounter
     """``movable`` cut to at most ``room`` raw tokens together (verified; the target tightens
     until it holds)."""
     text = PIECE_SEP.join(movable)
-    span = TextSpan(analyze(counter.encoding, text), 0, len(text.encode("utf-8")))
+    span = TextSpan(analyze(counter.encoding, text, ends=True), 0, len(text.encode("utf-8")))
     target = room
     for _ in range(_ROUNDS):
         cut = cut_message(

@@ -390,7 +390,7 @@ def _compact_passages(
     unspent, and kept when what they cost is within the budget (a 208-token citation under a
     500-token ceiling: 326 -> 441 tokens sent)."""
     joined = JOINER.join(i.text for i in items)
-    analysis = analyze(counter.encoding, joined)
+    analysis = analyze(counter.encoding, joined, ends=True)
     count = TextSpan(analysis, 0, analysis.size).char_counter(joined)
     bounds, position = [], 0
     for item in items:

@@ -181,14 +181,21 @@ def remember(encoding: Encoding, text: str, lengths: bytes) -> None:
         _CACHE.put((encoding.name, text), analysis)
 
 
-def analyze(encoding: Encoding, text: str) -> ChunkAnalysis:
-    """Encode ``text`` once (or fetch it from the content cache) with token byte offsets."""
+def analyze(encoding: Encoding, text: str, *, ends: bool = False) -> ChunkAnalysis:
+    """Encode ``text`` once (or fetch it from the content cache) with token byte offsets.
+
+    ``ends``: the caller reads where its tokens end (a span inside it, a cut), so they are
+    measured now, from tiktoken's list (2.6 ms for 100,000 tokens, against 3.3 ms read from
+    its buffer later); else a tiktoken count keeps the ids until they are read
+    (:class:`~.encoding.TokenIds`: a count needs their number alone)."""
     key = (encoding.name, text)
     found = _CACHE.get(key)
     if found is not None:
         return found
     counted = (
-        encoding.measured(text) if isinstance(encoding, TiktokenEncoding) else encoding.token_lengths(text)
+        encoding.measured(text)
+        if isinstance(encoding, TiktokenEncoding) and not ends
+        else encoding.token_lengths(text)
     )
     result = ChunkAnalysis(text, counted)
     _CACHE.put(key, result)

@@ -266,7 +266,9 @@ def sentence_profiles(encoding_name: str, texts: Sequence[str]) -> list[Sentence
     if missing:
         encoding = get_encoding(encoding_name)
         reads = [_READ.pop(t) or read_sentences(t) for t in missing]
-        costs = _costs_each([analyze(encoding, t) for t in missing], [(r.starts, r.ends) for r in reads])
+        costs = _costs_each(
+            [analyze(encoding, t, ends=True) for t in missing], [(r.starts, r.ends) for r in reads]
+        )
         made = {
             t: SentenceProfile(t, r.starts, r.ends, r.lengths, r.lowered, r.counts, c)
             for t, r, c in zip(missing, reads, costs, strict=True)
