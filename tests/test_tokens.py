@@ -631,3 +631,16 @@ def test_a_tiktoken_without_a_buffer_encode_is_measured_from_its_list(stock_tikt
     text = "Hello, <|endoftext|> world! " * 20
     found = listed.measured(text)
     assert isinstance(found, bytes) and list(found) == _lengths_of(reference, text)
+
+
+@pytest.mark.parametrize("ends", [False, True])
+def test_an_analysis_is_the_same_whether_its_ends_are_read_at_once_or_later(ends: bool) -> None:
+    from ctxbudget.tokens.counter import analyze, clear_count_cache
+
+    encoding = get_encoding("o200k_base")
+    text = "".join(f"Q. Page {i}, line {i % 25}: déjà vu <|endoftext|> 日本.\n" for i in range(500))
+    clear_count_cache()
+    analysis = analyze(encoding, text, ends=ends)
+    assert analysis.tokens == len(encoding.encode(text))
+    assert analysis.lengths == encoding.token_lengths(text)  # type: ignore[attr-defined]
+    assert analyze(encoding, text, ends=not ends) is analysis  # cached by content either way
