@@ -445,7 +445,13 @@ def test_an_assembly_counted_ahead_is_the_same() -> None:
     clear_caches()
     recording = _recorded("o200k_base")
     after = assemble(request, policy="legal-review", model="claude-sonnet-4-5")
-    assert recording.batches[0] == list(dict.fromkeys(i["text"] for i in request["items"] if i["text"]))
+    texts = list(dict.fromkeys(i["text"] for i in request["items"] if i["text"]))
+    evidence = [i for i in request["items"] if i["kind"] == "evidence"]  # the protected tier's
+    # every text, then each piece of evidence as it reads in the prompt
+    assert recording.batches[0][: len(texts)] == texts
+    assert recording.batches[0][len(texts) :] == [
+        f'<evidence id="{i["id"]}" citation="{i["citation"]}">\n{i["text"]}\n</evidence>' for i in evidence
+    ]
     assert after.request == before.request
     assert after.report.to_dict() == before.report.to_dict()
 
