@@ -932,3 +932,27 @@ def test_serve_and_the_config_share_the_body_limit() -> None:
     assert serve is not None
     option = next(p for p in serve.params if p.name == "max_body_bytes")
     assert option.default == GatewayConfig().max_body_bytes
+
+
+def test_a_gateway_loads_numpy_at_its_start_and_runs_without_it(tmp_path: Path) -> None:
+    """Its requests' token lengths and passage scores are read with numpy when it is installed:
+    loaded with the app, not on a request; a process without numpy serves all the same."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "if sys.argv[1] == 'blocked': sys.modules['numpy'] = None\n"
+        "from ctxbudget.gateway import GatewayConfig, create_app\n"
+        "assert 'numpy' not in sys.modules or sys.modules['numpy'] is None\n"
+        "create_app(GatewayConfig(openai_upstream='http://127.0.0.1:9', store_path=sys.argv[2]))\n"
+        "print(sys.modules.get('numpy') is not None)\n"
+    )
+    for case, expected in (("installed", "True"), ("blocked", "False")):
+        shown = subprocess.run(
+            [sys.executable, "-c", script, case, str(tmp_path / f"{case}.db")],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        assert shown == [expected]

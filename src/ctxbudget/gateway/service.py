@@ -21,6 +21,7 @@ import httpx
 from ..assembly import Policy, load_policy
 from ..catalog.catalog import load_catalog
 from ..errors import ConfigError, StoreError
+from ..loaded import load_numpy
 from ..session import connect_store
 from ..session.store import SessionStore
 from ..session.turns import ToolCall
@@ -57,6 +58,9 @@ class Gateway:
         """``records``: answered turns are stored (the served gateway); without, each session's
         previous turn is only remembered (:class:`.memory.TurnMemory`: the in-process transport)."""
         self.config = config
+        # Its requests' token lengths and passage scores are read with numpy (installed with the
+        # gateway extra, by quicktok) when the process has it: loaded once, here, not on a request.
+        load_numpy()
         self.catalog = load_catalog(config.catalog_paths)
         names = {config.policy, *config.allowed_policies} - {None}
         self.policies: dict[str, Policy] = {str(n): load_policy(str(n)) for n in sorted(names, key=str)}
