@@ -452,10 +452,10 @@ class TiktokenEncoding:
         are first needed (:class:`TokenIds`): a count needs their number alone. A long text's
         pieces are encoded on two threads, as there; neither takes the GIL for a token.
 
-        A text of more than two pieces gets its lengths (:meth:`token_lengths`): its ids would
-        hold 4 bytes a token for as long as it is cached (a million tokens, 4 MB; a text of one
-        token a byte, four times its size), where what a long text holds at once is bounded by
-        two pieces' ids."""
+        A text of more than two pieces' characters (``2 * PIECE_CHARS``) gets its lengths
+        (:meth:`token_lengths`): its ids would hold 4 bytes a token for as long as it is cached (a
+        million tokens, 4 MB; a text of one token a byte, four times its size), where what a long
+        text holds at once is bounded by two pieces' ids."""
         fast = self._fast
         found = fast.lengths(text) if fast is not None and not long_blank_run(text) else None
         if found is not None:
