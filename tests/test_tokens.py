@@ -464,6 +464,18 @@ def test_a_run_of_any_whitespace_that_would_overflow_the_tokenizer_is_refused_be
     assert "panicked" not in capfd.readouterr().err  # refused up front: the tokenizer never saw it
 
 
+@pytest.mark.parametrize("words", [67_000, 200_000])
+def test_a_long_text_with_such_a_run_is_refused_by_its_own_size_not_a_pieces(words: int) -> None:
+    text = "a " * words + " " * 400_000 + " end"  # long enough to be cut for two threads
+    shown = f"a text of {len(text):,} characters cannot be tokenized"
+    encoding = get_encoding("o200k_base")
+    for read in (encoding.encode, encoding.token_lengths, encoding.measured):  # type: ignore[attr-defined]
+        with pytest.raises(InvalidRequestError, match=shown):
+            read(text)
+    with pytest.raises(InvalidRequestError, match=shown):
+        count({"messages": [{"role": "user", "content": text}]}, model="gpt-4o")
+
+
 def test_newlines_end_a_whitespace_run_and_long_newline_runs_are_tokenized() -> None:
     for run in ("\n" * 1_000_000, "\r" * 1_000_000, "\r\n" * 500_000, (" " * 300_000 + "\n") * 4):
         body = {"questions": [{"text": "q"}], "documents": [{"page_content": "word " * 10 + run + "end"}]}

@@ -644,8 +644,10 @@ class TiktokenEncoding:
         """Offsets cutting a long text into pieces at hard boundaries: :data:`FEWEST_PIECES`, or
         more pieces of about ``PIECE_CHARS`` each for a longer text (a million-token text encoded
         whole holds its million token ids as Python ints, about 36 MB, at once; in pieces, two
-        pieces' worth). None: encode it whole (short, no proven boundaries, or no boundary found)."""
-        if not self._proven or len(text) < PARALLEL_MIN_CHARS:
+        pieces' worth). None: encode it whole (short, no proven boundaries, or no boundary found;
+        or a whitespace run tiktoken fails on, which is refused with the whole text's size, not a
+        piece's)."""
+        if not self._proven or len(text) < PARALLEL_MIN_CHARS or long_blank_run(text):
             return None
         count = max(FEWEST_PIECES, -(-len(text) // PIECE_CHARS))
         cuts = [0]
