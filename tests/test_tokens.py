@@ -656,3 +656,15 @@ def test_an_analysis_is_the_same_whether_its_ends_are_read_at_once_or_later(ends
     assert analysis.tokens == len(encoding.encode(text))
     assert analysis.lengths == encoding.token_lengths(text)  # type: ignore[attr-defined]
     assert analyze(encoding, text, ends=not ends) is analysis  # cached by content either way
+
+
+def test_a_lone_surrogate_is_bad_input_to_the_low_level_count_too() -> None:
+    from ctxbudget.tokens.counter import analyze, count_together
+
+    encoding = get_encoding("o200k_base")
+    for text in ("a\ud800b", "日本\udfff" * 3):
+        with pytest.raises(InvalidRequestError, match="lone surrogate at character"):
+            analyze(encoding, text)
+    count_together(encoding, ["fine", "x\ud800y"])  # what cannot be kept is counted when needed
+    with pytest.raises(InvalidRequestError, match="lone surrogate"):
+        analyze(encoding, "x\ud800y")

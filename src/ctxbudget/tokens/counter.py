@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from zlib import adler32
 
+from ..errors import InvalidRequestError
 from ..weighed import WeighedLRU
 from . import crew
 from .encoding import Encoding, TiktokenEncoding, TokenIds
@@ -61,7 +62,7 @@ class ChunkAnalysis:
         self.text = text  # the cache's key holds it already: no copy of its bytes is kept
         self._ids: TokenIds | None = lengths if isinstance(lengths, TokenIds) else None
         self._lengths: bytes | None = None if isinstance(lengths, TokenIds) else lengths
-        self.size = len(text) if text.isascii() else len(text.encode("utf-8"))
+        self.size = len(text) if text.isascii() else _utf8_size(text)
         self._block_ends: list[int] | None = None
         self._blocks: dict[int, array[int]] = {}
 
@@ -149,6 +150,17 @@ class ChunkAnalysis:
         first = self.tokens_starting_before(start)
         last = min(first + count, len(self.lengths))
         return start if last <= first else self.token_end(last - 1)
+
+
+def _utf8_size(text: str) -> int:
+    """``text``'s size in UTF-8 bytes; a lone surrogate (no provider can be sent it) is bad input,
+    said as the public counts say it, not a ``UnicodeEncodeError``."""
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidRequestError(
+            f"a string with a lone surrogate at character {exc.start} cannot be encoded as UTF-8"
+        ) from None
 
 
 # About 9 bytes a cached token (its length byte, the text as key and as UTF-8; 12 while its ids
@@ -249,7 +261,8 @@ def _cache_each(
         return
     for text, lengths in zip(texts, found, strict=False):
         if lengths is not None:
-            _CACHE.put((encoding.name, text), ChunkAnalysis(text, lengths))
+            with contextlib.suppress(InvalidRequestError):  # said where the text is counted alone
+                _CACHE.put((encoding.name, text), ChunkAnalysis(text, lengths))
 
 
 def _counted_ahead(encoding: TiktokenEncoding, texts: list[str], dropped: threading.Event) -> None:
