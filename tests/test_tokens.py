@@ -645,11 +645,20 @@ def test_a_tiktoken_without_a_buffer_encode_is_measured_from_its_list(stock_tikt
     assert isinstance(found, bytes) and list(found) == _lengths_of(reference, text)
 
 
+@pytest.mark.parametrize("with_numpy", [False, True])
 @pytest.mark.parametrize("ends", [False, True])
-def test_an_analysis_is_the_same_whether_its_ends_are_read_at_once_or_later(ends: bool) -> None:
+def test_an_analysis_is_the_same_whether_its_ends_are_read_at_once_or_later(
+    ends: bool, with_numpy: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import numpy
+
+    from ctxbudget.tokens import encoding as module
     from ctxbudget.tokens.counter import analyze, clear_count_cache
 
+    monkeypatch.setattr(module, "loaded_numpy", lambda: numpy if with_numpy else None)
     encoding = get_encoding("o200k_base")
+    found = encoding.measured("word " * 20, ends=ends)  # type: ignore[attr-defined]
+    assert isinstance(found, TokenIds) == (with_numpy or not ends)  # ends read now: lengths
     text = "".join(f"Q. Page {i}, line {i % 25}: déjà vu <|endoftext|> 日本.\n" for i in range(500))
     clear_count_cache()
     analysis = analyze(encoding, text, ends=ends)
