@@ -17,6 +17,10 @@ The cold, next-turn and turn-1 rows are then taken again with quicktok counting 
 extra, loaded before anything is timed, as ``ctxbudget serve --fast-tokenizer`` loads it at
 start-up), against the same tiktoken floor.
 
+The tiktoken rows are taken before anything in the process imports numpy (the library never
+does: a caller's process may not have it), so they are the library's own figures; the
+simulation's gateway imports it as a server's does, and quicktok loads it, for the rows after.
+
 The floor and the assemblies are sampled in turns (one of each per round, ``REPEATS`` rounds) and
 each row is the median of its own samples over the median floor: the machine's state (the floor
 is bimodal on the shared 2-vCPU machines, see PERF_LOG.md) then weighs on both alike.

@@ -13,7 +13,9 @@ body's UTF-8 size (target: 5x).
 
 The gateway counts as ``ctxbudget serve --fast-tokenizer`` does, with quicktok when it is
 installed (loaded before anything is timed); ``--tiktoken`` measures it as ``serve`` counts by
-default, with tiktoken alone. The floor is tiktoken's pass either way.
+default, with tiktoken alone. The floor is tiktoken's pass either way. Either way the app imports
+numpy as it is made, when installed, as ``serve``'s does (token lengths and passage scores are
+read with it).
 
     python bench/bench_gateway_large.py [ROUNDS] [--tiktoken]
 """
