@@ -448,3 +448,21 @@ def test_a_large_value_is_written_within_a_few_times_its_size(value: Any) -> Non
     assert text == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     # json: 2-4x (the text and its parts), 6x for emoji (written escaped first, then again)
     assert peak < 8 * len(text.encode("utf-8"))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=st.dictionaries(st.text(), _plain_values, max_size=5), sort_keys=st.booleans())
+def test_an_object_written_a_key_at_a_time_is_jsons_text(
+    writer: list[Any], monkeypatch: pytest.MonkeyPatch, value: dict[str, Any], sort_keys: bool
+) -> None:
+    monkeypatch.setattr(jsonvalue, "COMPOSED_CHARS", 1)  # every object holding a string is composed
+    assert jsonvalue.compact_json(value, sort_keys=sort_keys) == _json_text(value, sort_keys)
+
+
+def test_a_long_string_beside_a_float_is_written_by_orjson(writer: list[Any]) -> None:
+    question = "When was notice given? " * (jsonvalue.COMPOSED_CHARS // 20)
+    turn = {"question": question, "answer": "caf\u00e9 \x00", "index": 3, "usage": {"cost_usd": 1e-05}}
+    for sort_keys in (False, True):
+        assert jsonvalue.compact_json(turn, sort_keys=sort_keys) == _json_text(turn, sort_keys)
+    if jsonvalue.orjson is not None:  # the question written by orjson, the float left to json
+        assert question in writer and not any(isinstance(w, dict) and "usage" in w for w in writer)
