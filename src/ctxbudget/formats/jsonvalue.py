@@ -257,7 +257,16 @@ def compact_json(value: Any, *, sort_keys: bool = False) -> str:
     Else JSON's escaping encoder is the faster (2.8 against 4.3 ms for a 500 kB chat body), and it
     writes the same text whenever what it wrote holds no ``\\u`` escape (only characters from U+007F
     up are written otherwise by the one and the other); when it does, the value is written again,
-    unescaped."""
+    unescaped.
+
+    An object that orjson may not write whole but holds a long string is written a key at a time
+    (:data:`COMPOSED_CHARS`)."""
+    return _written(value, sort_keys, compose=True)
+
+
+def _written(value: Any, sort_keys: bool, *, compose: bool) -> str:
+    """:func:`compact_json`; ``compose``: an object may be written a key at a time (only the
+    outermost: its parts are written whole, so nesting costs no Python frames)."""
     if orjson is not None:
         seen = _plain_chars(value, for_orjson=True)
         if seen is not None and _orjson_reserves(*seen) <= FAST_WRITE_BYTES:
@@ -266,7 +275,7 @@ def compact_json(value: Any, *, sort_keys: bool = False) -> str:
                 return written.decode("utf-8")
             except orjson.JSONEncodeError:  # an integer past 64 bits
                 pass
-        elif seen is None and _composable(value):
+        elif compose and seen is None and _composable(value):
             return _composed(value, sort_keys)
     text = json.dumps(value, sort_keys=sort_keys, separators=(",", ":"))
     if _U_ESCAPE.search(text) is None:
@@ -286,10 +295,11 @@ def _composable(value: Any) -> bool:
 
 def _composed(value: dict[str, Any], sort_keys: bool) -> str:
     """``value`` written as json writes an object, ``{key:value,...}`` (keys sorted as json sorts
-    them), each key and value by :func:`compact_json`: the same text, as json writes an object
-    by writing its parts."""
+    them), each key and value whole (:func:`_written`): the same text, as json writes an object by
+    writing its parts."""
     items = sorted(value.items()) if sort_keys else value.items()
-    return "{" + ",".join(f"{compact_json(k)}:{compact_json(v, sort_keys=sort_keys)}" for k, v in items) + "}"
+    parts = (f"{_written(k, False, compose=False)}:{_written(v, sort_keys, compose=False)}" for k, v in items)
+    return "{" + ",".join(parts) + "}"
 
 
 _UNREAD = object()
