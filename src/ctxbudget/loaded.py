@@ -2,8 +2,9 @@
 
 numpy answers some vectorisable steps 10-100x faster than Python (the token lengths gathered
 from 100,000 token ids: 0.13 ms against 3.3 ms), but importing it takes about 60 ms: more than
-a whole cold history fit. So ctxbudget never imports it for this; where a process has (an
-application using numpy, quicktok), the step is read with it, with the same result.
+a whole cold history fit. So the library never imports it for this; where a process has (an
+application using numpy, quicktok, a gateway, which loads it as it starts: :func:`load_numpy`),
+the step is read with it, with the same result.
 """
 
 from __future__ import annotations

@@ -58,8 +58,8 @@ class Gateway:
         """``records``: answered turns are stored (the served gateway); without, each session's
         previous turn is only remembered (:class:`.memory.TurnMemory`: the in-process transport)."""
         self.config = config
-        # Its requests' token lengths and passage scores are read with numpy (installed with the
-        # gateway extra, by quicktok) when the process has it: loaded once, here, not on a request.
+        # Its requests' token lengths and passage scores are read with numpy (the gateway extra
+        # installs it) when the process has it: loaded once, here, not on a request.
         load_numpy()
         self.catalog = load_catalog(config.catalog_paths)
         names = {config.policy, *config.allowed_policies} - {None}
