@@ -161,6 +161,14 @@ def _buffer_encoder(encoding: Any) -> Callable[[str, frozenset[str]], Any] | Non
     return getattr(getattr(encoding, "_core_bpe", None), "encode_to_tiktoken_buffer", None)
 
 
+def _gathered(ids: Sequence[int], table: bytes) -> bytes:
+    """The byte length of each token of ``ids``, one byte a token, read from ``table`` (a byte a
+    rank)."""
+    if len(ids) > 1:
+        return bytes(itemgetter(*ids)(table))
+    return bytes(table[i] for i in ids)
+
+
 def ids_lengths(ids: bytes, table: bytes) -> bytes:
     """The byte length of each token of ``ids`` (4 bytes a token, native order), read from
     ``table`` (a byte a rank): with numpy when the process has loaded it (0.13 ms for 100,000
@@ -170,8 +178,7 @@ def ids_lengths(ids: bytes, table: bytes) -> bytes:
     numpy = loaded_numpy()
     if numpy is not None:
         return bytes(numpy.frombuffer(table, numpy.uint8)[numpy.frombuffer(ids, numpy.uint32)].tobytes())
-    values = memoryview(ids).cast("I").tolist()
-    return bytes(itemgetter(*values)(table)) if len(values) > 1 else bytes(table[i] for i in values)
+    return _gathered(memoryview(ids).cast("I").tolist(), table)
 
 
 class TokenIds:
@@ -639,10 +646,7 @@ class TiktokenEncoding:
     def _gathered(self, ids: list[int], table: bytes | None = None) -> bytes:
         """The byte length of each token of ``ids``, one byte a token (read from ``table``, by
         default the encoding's)."""
-        lengths = self._byte_lengths if table is None else table
-        if len(ids) > 1:
-            return bytes(itemgetter(*ids)(lengths))
-        return bytes(lengths[i] for i in ids)
+        return _gathered(ids, self._byte_lengths if table is None else table)
 
     def _cuts(self, text: str) -> list[int] | None:
         """Offsets cutting a long text into pieces at hard boundaries: :data:`FEWEST_PIECES`, or
