@@ -3,6 +3,7 @@ from __future__ import annotations
 import copy
 import gc
 import hashlib
+import itertools
 import os
 import pickle
 import re
@@ -34,6 +35,7 @@ from ctxbudget.tokens.encoding import (
     first_space_boundary,
     ids_lengths,
     last_space_boundary,
+    lengths_mask,
 )
 from ctxbudget.tokens.small import (
     SMALL_MERGE_WORK,
@@ -626,6 +628,39 @@ def test_an_analysis_reads_the_same_from_ids_as_from_lengths_on_every_thread() -
     assert seen == [eager.lengths] * 4
     for offset in (0, 1, 100, lazy.size // 2, lazy.size - 1, lazy.size):
         assert lazy.tokens_starting_before(offset) == eager.tokens_starting_before(offset)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(special_texts | st.text(max_size=300), st.integers(0, 300))
+def test_a_start_mask_read_from_ids_is_the_one_read_from_lengths(
+    stock_tiktoken: dict[str, Any], text: str, cut: int
+) -> None:
+    """The mask of a text's tokens' first bytes, read from its ids (in one piece or two) or from
+    its lengths, marks where tiktoken's tokens start."""
+    for name, reference in stock_tiktoken.items():
+        table = get_encoding(name).byte_lengths  # type: ignore[attr-defined]
+        ids = reference.encode_ordinary(text)
+        lengths = bytes(table[i] for i in ids)
+        starts = set(itertools.accumulate(lengths, initial=0))
+        expected = bytes(1 if k in starts else 0 for k in range(sum(lengths)))
+        whole = TokenIds((array("I", ids).tobytes(),), table)
+        apart = TokenIds((array("I", ids[:cut]).tobytes(), array("I", ids[cut:]).tobytes()), table)
+        assert whole.start_mask() == apart.start_mask() == lengths_mask(lengths) == expected
+        assert (
+            ChunkAnalysis(text, whole).start_mask() == ChunkAnalysis(text, lengths).start_mask() == expected
+        )
+
+
+def test_no_start_mask_is_read_where_a_token_has_no_bytes() -> None:
+    """A token of no bytes would have no mark: no mask is read where one is; ids whose table has
+    one are read by their lengths, which give a mask where the text holds none of those tokens."""
+    table = bytes([3, 0, 2])
+    assert TokenIds((array("I", [0, 2]).tobytes(),), table).start_mask() is None
+    assert ChunkAnalysis("abcde", TokenIds((array("I", [0, 1, 2]).tobytes(),), table)).start_mask() is None
+    assert ChunkAnalysis("abc", bytes([3, 0])).start_mask() is None
+    assert ChunkAnalysis("abcde", TokenIds((array("I", [0, 2]).tobytes(),), table)).start_mask() == (
+        b"\x01\x00\x00\x01\x00"
+    )
 
 
 def test_a_tiktoken_without_a_buffer_encode_is_measured_from_its_list(stock_tiktoken: dict[str, Any]) -> None:

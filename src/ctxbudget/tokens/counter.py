@@ -22,7 +22,7 @@ from zlib import adler32
 from ..errors import InvalidRequestError
 from ..weighed import WeighedLRU
 from . import crew
-from .encoding import Encoding, TiktokenEncoding, TokenIds
+from .encoding import Encoding, TiktokenEncoding, TokenIds, lengths_mask
 from .registry import registry_version, when_replaced
 
 __all__ = [
@@ -79,6 +79,19 @@ class ChunkAnalysis:
                 self._lengths = found
                 self._ids = None
         return found
+
+    def start_mask(self) -> bytes | None:
+        """A byte a byte of the text's UTF-8: 1 at each token's first byte, else 0; None when a
+        token has no bytes (no mark would tell it). Read from the ids while no caller has read
+        the lengths (:meth:`.TokenIds.start_mask`), so a text whose tokens are only marked never
+        has its lengths gathered."""
+        ids = self._ids
+        if ids is not None and self._lengths is None:
+            found = ids.start_mask()
+            if found is not None:
+                return found
+        lengths = self.lengths
+        return None if 0 in lengths else lengths_mask(lengths)
 
     def chars_between(self, start: int, end: int) -> int:
         """Characters of the text in the byte range ``[start, end)`` (a character cut by either
@@ -275,7 +288,7 @@ def _counted_ahead(encoding: TiktokenEncoding, texts: list[str], dropped: thread
     text's or the engine's is raised there, in its place (raised from here, it replaced the
     caller's own error, such as a volatile value found meanwhile)."""
     with contextlib.suppress(Exception):
-        _cache_each(encoding, texts, dropped, ends=True)  # the compact tiers' ends are read
+        _cache_each(encoding, texts, dropped)
 
 
 def _uncached(encoding: Encoding, texts: Iterable[str]) -> tuple[TiktokenEncoding, list[str]] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import operator
 import os
 import re
@@ -181,6 +182,36 @@ def ids_lengths(ids: bytes, table: bytes) -> bytes:
     return _gathered(memoryview(ids).cast("I").tolist(), table)
 
 
+# A token's bytes in a start mask, by its byte length: 1 at its first byte, then 0s (``_MARKS[n]``
+# is n bytes long).
+_MARKS = (b"", *(b"\x01" + bytes(n - 1) for n in range(1, 256)))
+
+
+def lengths_mask(lengths: bytes) -> bytes:
+    """A byte a byte of the tokens of ``lengths``: 1 at each token's first byte, else 0 (a token
+    of no bytes has no mark)."""
+    if len(lengths) < 2:  # itemgetter of one index gives the item, not a tuple of it
+        return b"".join(_MARKS[n] for n in lengths)
+    return b"".join(itemgetter(*lengths)(_MARKS))
+
+
+@functools.cache  # one a length table: a tuple of a reference a rank (1.6 MB for o200k_base)
+def _rank_marks(table: bytes) -> tuple[bytes, ...] | None:
+    """Each rank's :data:`_MARKS` (its start mask), or None when a rank of ``table`` has no bytes
+    (a token of no bytes would have no mark in a mask)."""
+    if 0 in table:
+        return None
+    return tuple(itemgetter(*table)(_MARKS)) if len(table) > 1 else tuple(_MARKS[n] for n in table)
+
+
+def _ids_mask(ids: bytes, marks: tuple[bytes, ...]) -> bytes:
+    """:func:`lengths_mask` of the tokens of ``ids`` (4 bytes a token), read from their ranks."""
+    listed = memoryview(ids).cast("I").tolist()
+    if len(listed) < 2:
+        return b"".join(marks[i] for i in listed)
+    return b"".join(itemgetter(*listed)(marks))
+
+
 class TokenIds:
     """A text's token ids as tiktoken's buffer holds them (4 bytes a token, native byte order,
     in the pieces they were encoded in), with the vocabulary's length table: their number is the
@@ -205,6 +236,15 @@ class TokenIds:
     def lengths(self) -> bytes:
         """Each token's byte length, one byte a token."""
         return b"".join(ids_lengths(piece, self._table) for piece in self._pieces)
+
+    def start_mask(self) -> bytes | None:
+        """:func:`lengths_mask` of the tokens, read from their ids in one gather, where their lengths
+        would be gathered first and then marked (the legal example's 105 pages, 71k tokens: 3.7 ->
+        2.3 ms); None when a rank of the table has no bytes."""
+        marks = _rank_marks(self._table)
+        if marks is None:
+            return None
+        return b"".join(_ids_mask(piece, marks) for piece in self._pieces)
 
     @staticmethod
     def joined(parts: Sequence[bytes | TokenIds]) -> bytes | TokenIds:
