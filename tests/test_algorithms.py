@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ctxbudget.fitting._budget import BudgetSplit, allocate, budget_ceiling
@@ -247,6 +247,30 @@ def test_bm25_of_a_text_read_with_numpy_gives_the_floats_of_its_hits(
     lengths = bm25.span_word_counts(bm25.word_mask(text), starts, [*starts[1:], len(text)][: len(starts)])
     expected = bm25.bm25_from_hits(wanted, bm25.ascii_term_hits(text, wanted, starts), lengths)
     assert [repr(s) for s in bm25.bm25_of_text(text, wanted, starts, lengths)] == [repr(s) for s in expected]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    sentences=st.lists(st.lists(SENTENCE_WORDS, max_size=12).map(" ".join), min_size=1, max_size=12),
+    gaps=st.lists(st.integers(0, 6), min_size=12, max_size=12),
+    query=st.lists(SENTENCE_WORDS, max_size=8).map(" ".join)
+    | st.lists(st.text(alphabet="abcx1", min_size=1, max_size=3), min_size=33, max_size=40).map(" ".join),
+)
+def test_span_scores_read_with_numpy_are_the_floats_of_their_hits(
+    sentences: list[str], gaps: list[int], query: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spans with text between them (a passage's gap, whose terms count for neither): with numpy
+    loaded the same floats as read hit by hit."""
+    numpy = pytest.importorskip("numpy")
+    text, spans = "", []
+    for sentence, gap in zip(sentences, gaps, strict=False):
+        text += "notice the " * gap  # query words between spans
+        spans.append((len(text), len(text) + len(sentence)))
+        text += sentence + " "
+    monkeypatch.setattr(bm25, "loaded_numpy", lambda: None)
+    expected = bm25.bm25_span_scores(query, text, spans)
+    monkeypatch.setattr(bm25, "loaded_numpy", lambda: numpy)
+    assert [repr(s) for s in bm25.bm25_span_scores(query, text, spans)] == [repr(s) for s in expected]
 
 
 def test_bm25_of_the_bundled_transcript_read_with_numpy_gives_the_floats_of_its_hits() -> None:

@@ -23,7 +23,7 @@ from ctxbudget.trim.passages import (
 from ctxbudget.trim.passages._grown import grown_regions
 from ctxbudget.trim.passages._passage import citation_of, reads_as_chat_log, reads_as_lines, users_turns
 from ctxbudget.trim.passages._query import first_person_query, quoted_query
-from ctxbudget.trim.passages._score import passage_scores, reads_as_references
+from ctxbudget.trim.passages._score import _cites, passage_scores, reads_as_references
 from ctxbudget.trim.passages._windows import _best_window, _edge_weighted_mass, _next_taken, _run_from, _Sums
 
 TRANSCRIPT = "".join(
@@ -759,6 +759,42 @@ def test_a_reference_list_naming_the_subject_does_not_outrank_the_evidence() -> 
 )
 def test_lists_of_films_tables_clauses_and_code_are_not_reference_lists(text: str) -> None:
     assert not reads_as_references(text, 0, len(text))
+
+
+CITING_LINES = st.sampled_from(
+    [
+        "",
+        "   ",
+        "Smith, J. (2019). A study. doi 10.1/x",
+        "Jones et al. (2004) pp. 3",
+        "Vol. 2 et al.",
+        "pp.",
+        "7 and (1999) more",
+        "The tenant gave notice of the defect on the third day of the month.",
+        "A line of prose " * 30,
+        "ISBN",
+        "arXivist et al.",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(CITING_LINES, max_size=12), st.integers(0, 20), st.integers(0, 20))
+def test_a_passage_reads_as_references_by_its_lines(lines: list[str], lead: int, trail: int) -> None:
+    """The definition: two lines at least, short on average (blank lines counted), three in five
+    short and citing (a strong mark, or two kinds of weak ones, in the line)."""
+    text = "x" * lead + "\n".join(lines) + "y" * trail
+    start, end = lead, lead + len("\n".join(lines))
+    piece = text[start:end]
+    kept = [line for line in piece.split("\n") if line.strip()]
+    cited = sum(1 for line in kept if len(line) <= 300 and _cites(line))
+    expected = (
+        piece.count("\n") >= 1
+        and end - start <= 300 * (piece.count("\n") + 1)
+        and len(kept) >= 2
+        and cited >= 0.6 * len(kept)
+    )
+    assert reads_as_references(text, start, end) == expected
 
 
 def _paragraph_units(text: str) -> list[tuple[int, int]]:

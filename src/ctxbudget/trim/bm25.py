@@ -259,6 +259,9 @@ def bm25_span_scores(query: str, text: str, spans: Sequence[tuple[int, int]]) ->
     lengths = span_word_counts(mask, starts, ends)
     del mask  # ASCII text: one copy held at a time (the mask, then the lower-cased copy)
     if lowered is None:
+        numpy = loaded_numpy()
+        if numpy is not None and len(wanted) <= MANY_TERMS:  # the terms' hits counted at once
+            return _numpy_scores(numpy, text.lower(), wanted, starts, ends, lengths)
         return bm25_from_hits(wanted, ascii_term_hits(text.lower(), wanted, starts, ends), lengths)
     return bm25_from_hits(wanted, term_hits(lowered, wanted, starts, ends), lengths)
 
@@ -337,6 +340,19 @@ def bm25_of_text(
     numpy = loaded_numpy()
     if numpy is None or not lengths or not wanted or len(wanted) > MANY_TERMS:
         return bm25_from_hits(wanted, ascii_term_hits(lowered, wanted, starts), lengths)
+    return _numpy_scores(numpy, lowered, wanted, starts, None, lengths)
+
+
+def _numpy_scores(
+    numpy: Any,
+    lowered: str,
+    wanted: Sequence[str],
+    starts: Sequence[int],
+    ends: Sequence[int] | None,
+    lengths: Sequence[int],
+) -> list[float]:
+    """:func:`bm25_of_text`'s reading with numpy (``ends``: where each span ends, a term found
+    past its span's end, between two spans, counting for none, as in :func:`ascii_term_hits`)."""
     n = len(lengths)
     average = sum(lengths) / n or 1.0
     norm = K1 * (1 - B + B * numpy.array(lengths, dtype=numpy.float64) / average)
@@ -344,14 +360,19 @@ def bm25_of_text(
     for term, at in _found(lowered, [term for term in wanted if term.isascii()]):
         found.setdefault(term, []).append(at)
     bounds = numpy.array(starts, dtype=numpy.int64)
+    limits = None if ends is None else numpy.array(ends, dtype=numpy.int64)
     counts: dict[str, Any] = {}
     for term, positions in found.items():
-        spans = numpy.searchsorted(bounds, numpy.array(positions, dtype=numpy.int64), side="right") - 1
-        counts[term] = numpy.bincount(spans[spans >= 0], minlength=n)
-    idf = _idf({term: int(numpy.count_nonzero(c)) for term, c in counts.items()}, n)
+        places = numpy.array(positions, dtype=numpy.int64)
+        spans = numpy.searchsorted(bounds, places, side="right") - 1
+        inside = spans >= 0
+        if limits is not None:
+            inside &= places < limits[numpy.maximum(spans, 0)]
+        counts[term] = numpy.bincount(spans[inside], minlength=n)
+    idf = _idf({term: int(numpy.count_nonzero(c)) for term, c in counts.items() if c.any()}, n)
     scores = numpy.zeros(n)
     for term in wanted:
-        if term in counts:
+        if term in idf:
             held = counts[term] > 0
             tf = counts[term][held]
             scores[held] += _share(idf[term], tf, norm[held])
