@@ -273,6 +273,28 @@ def test_span_scores_read_with_numpy_are_the_floats_of_their_hits(
     assert [repr(s) for s in bm25.bm25_span_scores(query, text, spans)] == [repr(s) for s in expected]
 
 
+@pytest.mark.parametrize(
+    ("text", "spans"),
+    [
+        ("01 01", [(0, 2), (5, 5), (2, 5)]),  # out of order
+        ("a b a", [(0, 3), (2, 5)]),  # overlapping
+        ("a b", [(0, 1), (2, 2**63)]),  # past the text (and past numpy's integers)
+        ("a b", [(0, 10**20)]),
+    ],
+)
+def test_span_scores_of_spans_out_of_their_contract_do_not_hang_on_numpy(
+    text: str, spans: list[tuple[int, int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spans that are not in order, apart and inside the text are a caller's mistake: they score
+    as the reading hit by hit scores them, whether numpy is loaded or not (no OverflowError)."""
+    numpy = pytest.importorskip("numpy")
+    query = text.split()[0]
+    monkeypatch.setattr(bm25, "loaded_numpy", lambda: None)
+    expected = bm25.bm25_span_scores(query, text, spans)
+    monkeypatch.setattr(bm25, "loaded_numpy", lambda: numpy)
+    assert [repr(s) for s in bm25.bm25_span_scores(query, text, spans)] == [repr(s) for s in expected]
+
+
 def test_bm25_of_the_bundled_transcript_read_with_numpy_gives_the_floats_of_its_hits() -> None:
     pytest.importorskip("numpy")
     from ctxbudget.simulation.deposition import build_legal_context

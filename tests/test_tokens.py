@@ -589,6 +589,19 @@ def test_a_long_text_keeps_its_ids_until_read_and_a_longer_one_its_lengths(
         assert isinstance(held, bytes) and list(held) == _lengths_of(reference, longer)
 
 
+def test_a_long_text_with_no_boundary_to_cut_at_keeps_its_lengths(stock_tiktoken: dict[str, Any]) -> None:
+    """A text of more than two pieces' characters that cannot be cut (no space, no line break)
+    keeps a byte a token, as a cut one does: its ids would hold 4 bytes a token while cached."""
+    text = "".join(chr(0x41 + (i * 7919) % 57) for i in range(2 * PIECE_CHARS + 1_000)).replace(" ", "")
+    assert "\n" not in text and " " not in text
+    for name, reference in stock_tiktoken.items():
+        encoding = get_encoding(name)
+        assert encoding.tiktoken is not None  # type: ignore[attr-defined]  # built: read from its buffer
+        for ends in (False, True):
+            held = encoding.measured(text, ends=ends)  # type: ignore[attr-defined]
+            assert isinstance(held, bytes) and list(held) == _lengths_of(reference, text)
+
+
 def test_a_text_with_a_lone_surrogate_is_measured_as_tiktoken_mends_it(
     stock_tiktoken: dict[str, Any],
 ) -> None:

@@ -261,10 +261,22 @@ def bm25_span_scores(query: str, text: str, spans: Sequence[tuple[int, int]]) ->
     del mask  # ASCII text: one copy held at a time (the mask, then the lower-cased copy)
     if lowered is None:
         numpy = loaded_numpy()
-        if numpy is not None and len(wanted) <= MANY_TERMS:  # the terms' hits counted at once
-            return _numpy_scores(numpy, text.lower(), wanted, starts, ends, lengths)
+        if numpy is not None and len(wanted) <= MANY_TERMS and _in_order(starts, ends, len(text)):
+            return _numpy_scores(numpy, text.lower(), wanted, starts, ends, lengths)  # hits at once
         return bm25_from_hits(wanted, ascii_term_hits(text.lower(), wanted, starts, ends), lengths)
     return bm25_from_hits(wanted, term_hits(lowered, wanted, starts, ends), lengths)
+
+
+def _in_order(starts: Sequence[int], ends: Sequence[int], size: int) -> bool:
+    """Whether the spans are in order, apart and inside the text, as :func:`bm25_span_scores` is
+    told they are: read with numpy only then, so that spans that are not (a caller's mistake)
+    score as the reading hit by hit scores them, whether numpy is loaded or not."""
+    return (
+        starts[0] >= 0
+        and ends[-1] <= size
+        and all(a <= b for a, b in zip(starts, ends, strict=True))
+        and all(b <= a for b, a in zip(ends, starts[1:], strict=False))
+    )
 
 
 def _cuts_a_word(mask: str, spans: Sequence[tuple[int, int]]) -> bool:
