@@ -302,7 +302,7 @@ def _uncached(encoding: Encoding, texts: Iterable[str]) -> tuple[TiktokenEncodin
 
 def count_together(encoding: Encoding, texts: Iterable[str]) -> None:
     """Count ``texts`` (those not in the content cache) in one call of the encoding's attached
-    engine or of tiktoken (:meth:`.TiktokenEncoding.token_lengths_each`), where each would be a
+    engine or of tiktoken (:meth:`.TiktokenEncoding.measured_each`), where each would be a
     call of its own when first needed: a compacted tier's 75 kept texts took 0.72 ms as calls of
     their own with quicktok. What cannot be counted so is counted when needed."""
     found = _uncached(encoding, texts)
@@ -318,7 +318,7 @@ def count_ahead(encoding: Encoding, texts: Iterable[str]) -> CountingAhead:
     make: only who makes them, and when, changes.
 
     tiktoken counts the texts joined by a special token, in one call
-    (:meth:`.TiktokenEncoding.token_lengths_each`): a call a text took the GIL back after each,
+    (:meth:`.TiktokenEncoding.measured_each`): a call a text took the GIL back after each,
     and waited for it while the caller's regexes held it (the legal example's texts took 29-35
     ms so, against 23 ms one after the other). Nothing is started for fewer than
     :data:`AHEAD_MIN_CHARS` characters; for more characters than half the tokens the
