@@ -643,10 +643,19 @@ def test_an_analysis_reads_the_same_from_ids_as_from_lengths_on_every_thread() -
         assert lazy.tokens_starting_before(offset) == eager.tokens_starting_before(offset)
 
 
+@pytest.fixture
+def marks_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Length tables' marks built at their first ids marked (as once a process marked 100,000)."""
+    from ctxbudget.tokens import encoding as module
+
+    monkeypatch.setattr(module, "_RANK_MARKS", module._RankMarks())
+    monkeypatch.setattr(module, "MARKS_AFTER_TOKENS", 0)
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(special_texts | st.text(max_size=300), st.integers(0, 300))
 def test_a_start_mask_read_from_ids_is_the_one_read_from_lengths(
-    stock_tiktoken: dict[str, Any], text: str, cut: int
+    stock_tiktoken: dict[str, Any], marks_built: None, text: str, cut: int
 ) -> None:
     """The mask of a text's tokens' first bytes, read from its ids (in one piece or two) or from
     its lengths, marks where tiktoken's tokens start."""
@@ -664,7 +673,24 @@ def test_a_start_mask_read_from_ids_is_the_one_read_from_lengths(
         )
 
 
-def test_no_start_mask_is_read_where_a_token_has_no_bytes() -> None:
+def test_a_table_is_marked_by_rank_once_enough_tokens_were_marked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before its marks are built (about 3 ms for o200k_base) a text's mask is read from its
+    lengths: a process that marks few tokens never builds them."""
+    from ctxbudget.tokens import encoding as module
+
+    monkeypatch.setattr(module, "_RANK_MARKS", module._RankMarks())
+    monkeypatch.setattr(module, "MARKS_AFTER_TOKENS", 10)
+    table = bytes([3, 1, 2])
+    buffer = array("I", [0, 2, 1, 0]).tobytes()
+    ids = TokenIds((buffer,), table)
+    expected = b"\x01\x00\x00\x01\x00\x01\x01\x00\x00"
+    assert ids.start_mask() is None  # 4 tokens marked without the table's marks
+    assert ChunkAnalysis("abcdefghi", TokenIds((buffer,), table)).start_mask() == expected  # 8: by lengths
+    assert ids.start_mask() == expected  # 12: built, and kept
+    assert module._RANK_MARKS.of(table, 0) is not None
+
+
+def test_no_start_mask_is_read_where_a_token_has_no_bytes(marks_built: None) -> None:
     """A token of no bytes would have no mark: no mask is read where one is; ids whose table has
     one are read by their lengths, which give a mask where the text holds none of those tokens."""
     table = bytes([3, 0, 2])

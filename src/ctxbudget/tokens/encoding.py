@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import operator
 import os
 import re
@@ -195,13 +194,44 @@ def lengths_mask(lengths: bytes) -> bytes:
     return b"".join(itemgetter(*lengths)(_MARKS))
 
 
-@functools.lru_cache(maxsize=4)  # a tuple of a reference a rank (1.6 MB for o200k_base)
-def _rank_marks(table: bytes) -> tuple[bytes, ...] | None:
-    """Each rank's :data:`_MARKS` (its start mask), or None when a rank of ``table`` has no bytes
-    (a token of no bytes would have no mark in a mask)."""
+# A length table's marks by rank are built once this many tokens were marked without them:
+# building them takes about 3 ms for o200k_base, about what marking 100,000 tokens' ids instead of
+# their lengths saves. A process that marks fewer (a command's one assembly) never builds them.
+MARKS_AFTER_TOKENS = 100_000
+
+
+class _RankMarks:
+    """Each length table's :data:`_MARKS` by rank, for the last few tables (None for a table with
+    a rank of no bytes: a token of no bytes would have no mark in a mask), built once
+    :data:`MARKS_AFTER_TOKENS` tokens were marked without them."""
+
+    def __init__(self) -> None:
+        self._tables: dict[bytes, tuple[bytes, ...] | None] = {}
+        self._waited = 0
+
+    def of(self, table: bytes, tokens: int) -> tuple[bytes, ...] | None:
+        """The marks of ``table``, or None: not built yet (``tokens`` are marked without them), or
+        a rank has no bytes."""
+        if table in self._tables:
+            return self._tables[table]
+        self._waited += tokens
+        if self._waited < MARKS_AFTER_TOKENS:
+            return None
+        if len(self._tables) >= 4:  # a tuple of a reference a rank: 1.6 MB for o200k_base
+            self._tables.clear()
+        marks = self._tables[table] = _marks_of(table)
+        return marks
+
+
+def _marks_of(table: bytes) -> tuple[bytes, ...] | None:
     if 0 in table:
         return None
-    return tuple(itemgetter(*table)(_MARKS)) if len(table) > 1 else tuple(_MARKS[n] for n in table)
+    if len(table) < 2:  # itemgetter of one index gives the item, not a tuple of it
+        return tuple(_MARKS[n] for n in table)
+    return tuple(itemgetter(*table)(_MARKS))
+
+
+_RANK_MARKS = _RankMarks()
 
 
 # Ids marked at a time: a Python int each while they are (36 bytes), so a text's ids are read a
@@ -251,8 +281,9 @@ class TokenIds:
     def start_mask(self) -> bytes | None:
         """:func:`lengths_mask` of the tokens, read from their ids in one gather, where their lengths
         would be gathered first and then marked (the legal example's 105 pages, 71k tokens: 3.7 ->
-        2.3 ms); None when a rank of the table has no bytes."""
-        marks = _rank_marks(self._table)
+        2.3 ms); None when the table's marks are not built yet (:data:`MARKS_AFTER_TOKENS`) or a
+        rank of it has no bytes."""
+        marks = _RANK_MARKS.of(self._table, self.count)
         if marks is None:
             return None
         return b"".join(_ids_mask(piece, marks) for piece in self._pieces)
