@@ -262,18 +262,12 @@ class CountingAhead:
         self._future = None
 
 
-def _cache_each(
-    encoding: TiktokenEncoding,
-    texts: list[str],
-    dropped: threading.Event | None = None,
-    *,
-    ends: bool = False,
-) -> None:
+def _cache_each(encoding: TiktokenEncoding, texts: list[str], dropped: threading.Event | None = None) -> None:
     """Count ``texts`` in one call and keep the counts, unless the encoding's name was registered
     again meanwhile (the cache was then cleared of its counts, and these are the old one's), or
     ``dropped`` was set meanwhile (no one waits for them)."""
     version = registry_version()
-    found = encoding.measured_each(texts, ends=ends) or ()
+    found = encoding.measured_each(texts) or ()
     if registry_version() != version or (dropped is not None and dropped.is_set()):
         return
     for text, lengths in zip(texts, found, strict=False):

@@ -161,12 +161,18 @@ def _buffer_encoder(encoding: Any) -> Callable[[str, frozenset[str]], Any] | Non
     return getattr(getattr(encoding, "_core_bpe", None), "encode_to_tiktoken_buffer", None)
 
 
+def _picked(indexes: Sequence[int], table: Sequence[Any]) -> tuple[Any, ...]:
+    """``table``'s item at each of ``indexes``, in one C call (``itemgetter``; of one index it
+    gives the item, not a tuple of it)."""
+    if len(indexes) > 1:
+        return itemgetter(*indexes)(table)  # type: ignore[no-any-return]
+    return tuple(table[i] for i in indexes)
+
+
 def _gathered(ids: Sequence[int], table: bytes) -> bytes:
     """The byte length of each token of ``ids``, one byte a token, read from ``table`` (a byte a
     rank)."""
-    if len(ids) > 1:
-        return bytes(itemgetter(*ids)(table))
-    return bytes(table[i] for i in ids)
+    return bytes(_picked(ids, table))
 
 
 def ids_lengths(ids: bytes, table: bytes) -> bytes:
@@ -189,9 +195,7 @@ _MARKS = (b"", *(b"\x01" + bytes(n - 1) for n in range(1, 256)))
 def lengths_mask(lengths: bytes) -> bytes:
     """A byte a byte of the tokens of ``lengths``: 1 at each token's first byte, else 0 (a token
     of no bytes has no mark)."""
-    if len(lengths) < 2:  # itemgetter of one index gives the item, not a tuple of it
-        return b"".join(_MARKS[n] for n in lengths)
-    return b"".join(itemgetter(*lengths)(_MARKS))
+    return b"".join(_picked(lengths, _MARKS))
 
 
 # A length table's marks by rank are built once this many tokens were marked without them:
@@ -225,11 +229,7 @@ class _RankMarks:
 
 
 def _marks_of(table: bytes) -> tuple[bytes, ...] | None:
-    if 0 in table:
-        return None
-    if len(table) < 2:  # itemgetter of one index gives the item, not a tuple of it
-        return tuple(_MARKS[n] for n in table)
-    return tuple(itemgetter(*table)(_MARKS))
+    return None if 0 in table else _picked(table, _MARKS)
 
 
 _RANK_MARKS = _RankMarks()
@@ -243,15 +243,8 @@ _MARKED_IDS = 1 << 16
 def _ids_mask(ids: bytes, marks: tuple[bytes, ...]) -> bytes:
     """:func:`lengths_mask` of the tokens of ``ids`` (4 bytes a token), read from their ranks."""
     view = memoryview(ids).cast("I")
-    return b"".join(
-        _marked(view[at : at + _MARKED_IDS].tolist(), marks) for at in range(0, len(view), _MARKED_IDS)
-    )
-
-
-def _marked(listed: list[int], marks: tuple[bytes, ...]) -> bytes:
-    if len(listed) < 2:  # itemgetter of one index gives the item, not a tuple of it
-        return b"".join(marks[i] for i in listed)
-    return b"".join(itemgetter(*listed)(marks))
+    slices = (view[at : at + _MARKED_IDS].tolist() for at in range(0, len(view), _MARKED_IDS))
+    return b"".join(b"".join(_picked(listed, marks)) for listed in slices)
 
 
 class TokenIds:
