@@ -643,6 +643,42 @@ def test_an_analysis_reads_the_same_from_ids_as_from_lengths_on_every_thread() -
         assert lazy.tokens_starting_before(offset) == eager.tokens_starting_before(offset)
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.binary(min_size=1, max_size=64),
+    st.integers(0, 40),
+    st.lists(st.integers(-5, 700_000), max_size=40),
+    st.booleans(),
+)
+def test_every_token_end_read_at_once_answers_as_the_blocks_do(
+    monkeypatch: pytest.MonkeyPatch, run: bytes, repeats: int, offsets: list[int], with_numpy: bool
+) -> None:
+    """After a few blocks were looked up one at a time, a process with numpy reads every token's
+    end at once (``_every_end``): each lookup and cut then answers as the blocks did, a plug-in's
+    lengths of 0 and offsets before, between and past the tokens included."""
+    import numpy
+
+    from ctxbudget.tokens import counter as module
+
+    monkeypatch.setattr(module, "WHOLE_AFTER_BLOCKS", 2)
+    monkeypatch.setattr(module, "loaded_numpy", lambda: numpy if with_numpy else None)
+    lengths = run * repeats  # up to 2,560 tokens: 0 to 40 blocks
+    text = "x" * sum(lengths)
+    blocks, whole = ChunkAnalysis(text, lengths), ChunkAnalysis(text, lengths)
+    for k in range(0, len(lengths), module.BLOCK):  # every block looked up: the switch is made
+        whole.token_end(k)
+    assert (whole._ends_all is not None) == (with_numpy and len(lengths) > 2 * module.BLOCK)
+    ends = list(itertools.accumulate(lengths))
+    for offset in [*offsets, *ends[:: max(1, len(ends) // 20)]]:
+        clipped = min(max(offset, 0), len(text))
+        assert whole.tokens_starting_before(offset) == blocks.tokens_starting_before(offset)
+        assert whole.tokens_between(clipped // 2, clipped) == blocks.tokens_between(clipped // 2, clipped)
+        assert whole.cut_after_tokens(clipped, 7) == blocks.cut_after_tokens(clipped, 7)
+    assert [whole.token_end(k) for k in range(len(lengths))] == ends
+    blocks._blocks.clear()  # the per-block path, from scratch, gives the same ends
+    assert [blocks.token_end(k) for k in range(len(lengths))] == ends
+
+
 @pytest.fixture
 def marks_built(monkeypatch: pytest.MonkeyPatch) -> None:
     """Length tables' marks built at their first ids marked (as once a process marked 100,000)."""
