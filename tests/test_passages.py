@@ -797,6 +797,23 @@ def test_a_passage_reads_as_references_by_its_lines(lines: list[str], lead: int,
     assert reads_as_references(text, start, end) == expected
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        CITING_LINES
+        | st.sampled_from(["doi", "(2019)", "pp. 4", "vol. 3", "xdoi", "(1999"])
+        | st.text(max_size=20),
+        max_size=5,
+    )
+)
+def test_a_line_cites_by_a_strong_mark_or_two_kinds_of_weak_ones(parts: list[str]) -> None:
+    """:func:`_cites` as its marks define it (each weak mark looked for by what it holds first)."""
+    line = " ".join(parts)
+    strong = re.search(r"\b(?:doi|DOI|ISBN|Retrieved|arXiv)\b", line)
+    weak = [r"\bet al\.", r"\((?:1[5-9]|20)\d\d[a-z]?\)", r"\bpp\.\s*\d", r"\b[Vv]ol\.\s*\d"]
+    assert _cites(line) == (strong is not None or sum(1 for w in weak if re.search(w, line)) >= 2)
+
+
 def _paragraph_units(text: str) -> list[tuple[int, int]]:
     """The definition: the text split at its paragraph breaks, each blank piece after a unit joined
     to it (a text that opens with blank lines has them as a unit of their own)."""

@@ -132,11 +132,14 @@ def passage_scores(
 # alone; "et al.", a year in parentheses, a page range or a volume are common elsewhere alone (a
 # film and its year, a table's "(2023)", an Act's year, a paper's "et al."): two kinds of them.
 _STRONG_MARKS = re.compile(r"\b(?:doi|DOI|ISBN|Retrieved|arXiv)\b")
+_STRONG_WORDS = ("doi", "DOI", "ISBN", "Retrieved", "arXiv")
+# each weak mark with what it holds, looked for first with ``in`` (a search opening with ``\b``
+# steps through every character of a line that holds none)
 _WEAK_MARKS = (
-    re.compile(r"\bet al\."),
-    re.compile(r"\((?:1[5-9]|20)\d\d[a-z]?\)"),
-    re.compile(r"\bpp\.\s*\d"),
-    re.compile(r"\b[Vv]ol\.\s*\d"),
+    ("et al.", re.compile(r"\bet al\.")),
+    ("(", re.compile(r"\((?:1[5-9]|20)\d\d[a-z]?\)")),
+    ("pp.", re.compile(r"\bpp\.\s*\d")),
+    ("ol.", re.compile(r"\b[Vv]ol\.\s*\d")),
 )
 _CITATION_LINE_CHARS = 300  # an entry is a line; prose that cites ("Irving et al. (2010) show") runs longer
 _CITED_SHARE = 0.6
@@ -155,15 +158,20 @@ def reads_as_references(text: str, start: int, end: int) -> bool:
     lines = [line for line in text[start:end].split("\n") if line.strip()]
     if len(lines) < 2:
         return False
-    cited = sum(1 for line in lines if len(line) <= _CITATION_LINE_CHARS and _cites(line))
-    return cited >= _CITED_SHARE * len(lines)
+    needed, could = _CITED_SHARE * len(lines), len(lines)  # lines that may still cite
+    for line in lines:
+        if len(line) > _CITATION_LINE_CHARS or not _cites(line):
+            could -= 1
+            if could < needed:  # settled: prose is, after two lines in five (500 passages: 2.9 -> 0.9 ms)
+                return False
+    return True
 
 
 def _cites(line: str) -> bool:
     """Whether ``line`` holds a strong citation mark, or two kinds of weak ones."""
-    if _STRONG_MARKS.search(line):
+    if any(word in line for word in _STRONG_WORDS) and _STRONG_MARKS.search(line):
         return True
-    return sum(1 for mark in _WEAK_MARKS if mark.search(line)) >= 2
+    return sum(1 for held, mark in _WEAK_MARKS if held in line and mark.search(line)) >= 2
 
 
 def _plus(scores: Sequence[float], weight: float, more: Sequence[float]) -> list[float]:
