@@ -683,6 +683,29 @@ def test_every_token_end_read_at_once_answers_as_the_blocks_do(
     assert [blocks.token_end(k) for k in range(len(lengths))] == ends
 
 
+def test_a_long_text_cut_a_few_times_reads_no_token_end_at_once() -> None:
+    """Every token's end is read at once only when the blocks looked up one at a time are a 32nd of
+    the text's (a binary search's few blocks of a 1,000,000-token text keep 4 MB unbuilt), and
+    then answers as they did."""
+    import numpy  # noqa: F401  # loaded: the process reads the whole with it
+
+    from ctxbudget.tokens import counter as module
+
+    lengths = bytes([3, 5, 1, 4]) * 50_000  # 200,000 tokens: 3,125 blocks, a 32nd of them 97
+    analysis = ChunkAnalysis("x" * sum(lengths), lengths)
+    offsets = [k * 6_400 + 13 for k in range(96)]  # one block each
+    before = [analysis.tokens_starting_before(offset) for offset in offsets]
+    assert analysis._ends_all is None and len(analysis._blocks) == 96
+    ends = list(itertools.accumulate(lengths))
+    assert analysis.tokens_starting_before(1_013) == 1 + bisect.bisect_left(ends, 1_013)  # a 97th block
+    assert analysis._ends_all is None and len(analysis._blocks) == 97
+    assert analysis.token_end(7) == ends[7]  # the next lookup reads them all
+    assert analysis._ends_all is not None and not analysis._blocks
+    assert before == [1 + bisect.bisect_left(ends, offset) for offset in offsets]
+    assert [analysis.tokens_starting_before(offset) for offset in offsets] == before
+    assert module.WHOLE_SHARE == 32
+
+
 @pytest.fixture
 def marks_built(monkeypatch: pytest.MonkeyPatch) -> None:
     """Length tables' marks built at their first ids marked (as once a process marked 100,000)."""

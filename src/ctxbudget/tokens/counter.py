@@ -41,10 +41,13 @@ __all__ = [
 
 
 BLOCK = 64  # tokens a block; at most 255 bytes a token keeps a block's byte sum below 65,521
-# Blocks looked up one at a time before every token's end is read at once, where numpy is loaded
-# (:meth:`ChunkAnalysis._every_end`): a lookup or a cut reads a block or two, a split into
-# passages nearly every one.
+# Where numpy is loaded, every token's end is read at once (:meth:`ChunkAnalysis._every_end`) once
+# the blocks looked up one at a time are a 32nd of the text's and at least this many: a block
+# built alone costs about 1.7 us, the whole read about 0.7 us per 1,000 tokens (a 32nd of 32
+# blocks' cost), so the blocks built before it cost about what it does. A cut's binary search
+# reads a block or two a step; a split into passages reads nearly every block.
 WHOLE_AFTER_BLOCKS = 16
+WHOLE_SHARE = 32
 
 
 class ChunkAnalysis:
@@ -148,14 +151,16 @@ class ChunkAnalysis:
         return found
 
     def _every_end(self) -> array[int] | None:
-        """Every token's absolute byte end, read at once by numpy once :data:`WHOLE_AFTER_BLOCKS`
-        blocks were looked up one at a time (then those are dropped); None before, or without
-        numpy. A split of the 100,000-token document into passages looks up 976 offsets in 1,560
-        blocks: built one by one, the blocks took 2.6 ms, read at once 0.1 ms. Kept as 4 bytes a
-        token, as the blocks were."""
+        """Every token's absolute byte end, read at once by numpy once enough blocks were looked up
+        one at a time (:data:`WHOLE_SHARE`; then those are dropped); None before, or without numpy.
+        A split of the 100,000-token document into passages looks up 976 offsets in 1,560 blocks:
+        built one by one, the blocks took 2.6 ms, read at once after 48 of them 0.2 ms. Kept as 4
+        bytes a token, as the blocks were; a few cuts of a long text build none of it."""
         found = self._ends_all
-        if found is not None or len(self._blocks) < WHOLE_AFTER_BLOCKS:
+        if found is not None:
             return found
+        if len(self._blocks) < max(WHOLE_AFTER_BLOCKS, self.tokens // (BLOCK * WHOLE_SHARE)):
+            return None
         numpy = loaded_numpy()
         if numpy is None:
             return None
