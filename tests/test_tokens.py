@@ -706,6 +706,30 @@ def test_a_long_text_cut_a_few_times_reads_no_token_end_at_once() -> None:
     assert module.WHOLE_SHARE == 32
 
 
+def test_token_ends_past_4_gib_and_token_indexes_out_of_range_are_errors_either_way(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plug-in's lengths that do not add up to the text may pass 4 GiB: the ends of 4 bytes a
+    token cannot hold it, read at once (numpy) or by blocks, and no wrapped offset is answered; a
+    token index outside the text is an error, where a negative one read a block from the end."""
+    import numpy  # noqa: F401  # loaded: the process would read the whole with it
+
+    from ctxbudget.tokens import counter as module
+
+    monkeypatch.setattr(module, "WHOLE_SHARE", 1 << 40)  # the whole asked for after 16 blocks
+    lengths = b"\xff" * ((1 << 32) // 255 + 256)
+    analysis = ChunkAnalysis("x", lengths)
+    for block in range(40):
+        assert analysis.tokens_starting_before(block * 64 * 255 + 1) == block * 64 + 1
+    assert analysis._ends_all is None
+    with pytest.raises(OverflowError):
+        analysis.token_end(len(lengths) - 1)
+    small = ChunkAnalysis("x" * 64, bytes([1]) * 64)
+    for k in (-1, -65, 64):
+        with pytest.raises(IndexError):
+            small.token_end(k)
+
+
 @pytest.fixture
 def marks_built(monkeypatch: pytest.MonkeyPatch) -> None:
     """Length tables' marks built at their first ids marked (as once a process marked 100,000)."""

@@ -48,6 +48,7 @@ BLOCK = 64  # tokens a block; at most 255 bytes a token keeps a block's byte sum
 # reads a block or two a step; a split into passages reads nearly every block.
 WHOLE_AFTER_BLOCKS = 16
 WHOLE_SHARE = 32
+_UNSIGNED_TOKENS = ((1 << 32) - 1) // 255  # tokens whose ends always fit 4 bytes
 
 
 class ChunkAnalysis:
@@ -165,6 +166,8 @@ class ChunkAnalysis:
         if numpy is None:
             return None
         lengths = self.lengths
+        if len(lengths) > _UNSIGNED_TOKENS and int(numpy.frombuffer(lengths, dtype=numpy.uint8).sum()) >> 32:
+            return None  # past 4 GiB (a plug-in's lengths that do not add up): the blocks say so
         found = array("I", [0]) * len(lengths)
         numpy.cumsum(
             numpy.frombuffer(lengths, dtype=numpy.uint8),
@@ -177,6 +180,8 @@ class ChunkAnalysis:
 
     def token_end(self, k: int) -> int:
         """The byte offset just after the ``k``-th token (counted from 0)."""
+        if not 0 <= k < self.tokens:
+            raise IndexError(f"token {k} of {self.tokens}")
         every = self._every_end()
         return every[k] if every is not None else self._block(k // BLOCK)[k % BLOCK]
 

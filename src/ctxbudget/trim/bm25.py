@@ -375,7 +375,9 @@ def _numpy_scores(
     searched = [term for term in wanted if term.isascii()]
     for term in (term for term in searched if not repeats_itself(term)):  # a term's places at once
         places = array("q", map(re.Match.start, _alone(term).finditer(lowered)))
-        if places:
+        if places and term in found:  # a term given twice counts twice, as hit by hit
+            found[term].extend(places)
+        elif places:
             found[term] = places
     repeating = frozenset(filter(repeats_itself, searched))
     for term, at in _words_among(lowered, repeating) if repeating else ():
