@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import Any
 from zlib import adler32
 
 from ..errors import InvalidRequestError
@@ -121,9 +122,7 @@ class ChunkAnalysis:
         ends = self._block_ends
         numpy = loaded_numpy() if ends is None else None
         if numpy is not None and self.lengths:  # each block's sum at once (100,000 tokens: 0.28 -> 0.05 ms)
-            lengths = numpy.frombuffer(self.lengths, dtype=numpy.uint8)
-            sums = numpy.add.reduceat(lengths, numpy.arange(0, len(lengths), BLOCK), dtype=numpy.int64)
-            ends = self._block_ends = numpy.cumsum(sums).tolist()
+            ends = self._block_ends = _block_ends_read(numpy, self.lengths)
         if ends is None:
             lengths = self.lengths
             # A block's byte sum is the low half of its Adler-32 minus 1: that half is 1 + the byte
@@ -169,11 +168,7 @@ class ChunkAnalysis:
         if len(lengths) > _UNSIGNED_TOKENS and int(numpy.frombuffer(lengths, dtype=numpy.uint8).sum()) >> 32:
             return None  # past 4 GiB (a plug-in's lengths that do not add up): the blocks say so
         found = array("I", [0]) * len(lengths)
-        numpy.cumsum(
-            numpy.frombuffer(lengths, dtype=numpy.uint8),
-            dtype=numpy.uint32,
-            out=numpy.frombuffer(found, dtype=numpy.uint32),  # written in place: no copy
-        )
+        _running_sums(numpy, lengths, found)
         self._ends_all = found
         self._blocks = {}
         return found
@@ -212,6 +207,35 @@ class ChunkAnalysis:
         first = self.tokens_starting_before(start)
         last = min(first + count, len(self.lengths))
         return start if last <= first else self.token_end(last - 1)
+
+
+# Tokens summed a step at a time by :func:`_running_sums`: numpy sums 1-byte lengths into 4-byte
+# ends through a copy of its input as wide as the output (4 MB for a million tokens at once).
+_SUMMED_AT_ONCE = 1 << 16
+
+
+def _running_sums(numpy: Any, lengths: bytes, out: array[int]) -> None:
+    """``out`` (4-byte items, ``len(lengths)`` of them) set to the running sums of ``lengths``,
+    read :data:`_SUMMED_AT_ONCE` tokens at a time, each step's copy freed before the next (a
+    million tokens: 0.8 ms, 0.27 MB above the output, where at once it was 4 MB)."""
+    sizes, ends = numpy.frombuffer(lengths, dtype=numpy.uint8), numpy.frombuffer(out, dtype=numpy.uint32)
+    carried = 0
+    for start in range(0, len(sizes), _SUMMED_AT_ONCE):
+        step = ends[start : start + _SUMMED_AT_ONCE]
+        numpy.cumsum(sizes[start : start + _SUMMED_AT_ONCE], dtype=numpy.uint32, out=step)
+        step += numpy.uint32(carried)
+        carried = int(step[-1])
+
+
+def _block_ends_read(numpy: Any, lengths: bytes) -> list[int]:
+    """The byte end of each block of :data:`BLOCK` tokens, the whole blocks summed as rows (a
+    sum of them all with an 8-byte total took a copy of 8 bytes a token: 8 MB for a million)."""
+    sizes = numpy.frombuffer(lengths, dtype=numpy.uint8)
+    whole = len(sizes) // BLOCK * BLOCK
+    sums = sizes[:whole].reshape(-1, BLOCK).sum(axis=1, dtype=numpy.int64).tolist()
+    if whole < len(sizes):
+        sums.append(int(sizes[whole:].sum()))
+    return list(accumulate(sums))
 
 
 def _utf8_size(text: str) -> int:
