@@ -116,9 +116,13 @@ def _units(text: str) -> list[tuple[int, int]]:
             position += len(line)
         return units
     for gap in _PARAGRAPH_BREAK.finditer(text):
-        _add_unit(text, units, position, gap.start())
-        _add_unit(text, units, gap.start(), gap.end())
-        position = gap.end()
+        start, end = gap.span()
+        _add_unit(text, units, position, start)
+        if units:  # a break is whitespace alone: joined to the unit before it, not looked at
+            units[-1] = (units[-1][0], end)
+        else:
+            units.append((start, end))
+        position = end
     _add_unit(text, units, position, len(text))
     return units
 
