@@ -1112,3 +1112,18 @@ def test_a_dropped_documents_reason_says_at_least_only_of_a_bound(
             assert not item.counted
         elif item.action == "dropped" and "; needs " in item.reason:
             assert item.counted and f"needs {item.tokens_before} tokens" in item.reason
+
+
+def test_one_document_is_ranked_first_and_several_by_bm25() -> None:
+    """Ranking one document needs no score (its text, megabytes perhaps, is not read for it); the
+    report names BM25 either way, and several documents are ordered by it."""
+    from ctxbudget.items import Item
+    from ctxbudget.trim.documents import rank_documents
+
+    lone = Item(component="documents", index=0, path="$.documents[0]", text="nothing about it " * 50)
+    assert rank_documents([lone], "lease defect notice", "desc") == ([lone], "bm25 against the query")
+    apt = Item(
+        component="documents", index=1, path="$.documents[1]", text="the lease defect notice was given"
+    )
+    ranked, named = rank_documents([lone, apt], "lease defect notice", "desc")
+    assert [d.index for d in ranked] == [1, 0] and named == "bm25 against the query"

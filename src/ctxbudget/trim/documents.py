@@ -31,6 +31,8 @@ def rank_documents(docs: list[Item], query: str, score_order: ScoreOrder) -> tup
         sign = -1.0 if score_order == "desc" else 1.0
         ranked = sorted(docs, key=lambda d: (d.score is None, sign * (d.score or 0.0), d.index))
         return ranked, f"score ({score_order})"
+    if len(docs) < 2:  # one document is ranked first whatever its score: its text is not read
+        return list(docs), "bm25 against the query"
     scores = dict(zip((d.index for d in docs), bm25_scores(query, [d.text for d in docs]), strict=True))
     ranked = sorted(docs, key=lambda d: (-scores[d.index], d.index))
     return ranked, "bm25 against the query"
