@@ -1127,3 +1127,19 @@ def test_one_document_is_ranked_first_and_several_by_bm25() -> None:
     )
     ranked, named = rank_documents([lone, apt], "lease defect notice", "desc")
     assert [d.index for d in ranked] == [1, 0] and named == "bm25 against the query"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 2_000_000), st.sampled_from(["the lease defect notice", "nothing", "lease " * 40]))
+def test_a_lone_document_to_split_shares_the_whole_budget(budget: int, text: str) -> None:
+    """One document over the budget takes all of it, whatever its relevance (its text is not
+    read for a share: a share by relevance, ``budget * w / w``, was a token short once in about
+    18 budgets, by float rounding); several share it by relevance."""
+    from ctxbudget.items import Item
+    from ctxbudget.trim.split import _shares
+
+    lone = Item(component="documents", index=0, path="$.documents[0]", text=text)
+    assert _shares([lone], budget, "lease defect notice") == [(lone, budget)]
+    other = Item(component="documents", index=1, path="$.documents[1]", text="unrelated words")
+    shares = dict((d.index, s) for d, s in _shares([lone, other], budget, "lease defect notice"))
+    assert sum(shares.values()) <= budget and (shares[0] >= shares[1] or "lease" not in text)

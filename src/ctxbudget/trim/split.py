@@ -57,6 +57,8 @@ def split_documents(
 def _shares(candidates: list[Item], budget: int, query: str) -> list[tuple[Item, int]]:
     """Each document's share of ``budget`` by its BM25 relevance to the query (equal when none
     matches), the most relevant first."""
+    if len(candidates) == 1:  # the whole budget, whatever its relevance: its text is not read
+        return [(candidates[0], budget)]
     relevance = bm25_scores(query, [d.text for d in candidates])
     weights = relevance if any(relevance) else [1.0] * len(candidates)
     total = sum(weights) or 1.0
