@@ -2,8 +2,9 @@
 
 Floor: one tiktoken encode of the example's full rendered text (every token must be seen once).
 Timed: a cold fit of the example (count cache cleared), a warm fit of the same request, a fit of
-a 2,000-message chat history, 200 small RAG requests, and LangChain's ``trim_messages`` on the
-same history at the same budget (bench-only dependency).
+a 2,000-message chat history, 200 small RAG requests, a question over one 100,000-token document
+cut into passages (against one encode of the document, in the same rounds), and LangChain's
+``trim_messages`` on the same history at the same budget (bench-only dependency).
 
     python bench/bench_fit.py build/example.json
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchcli import bench_parser
+from documents import document
 from histories import MODEL, chat_history
 
 from ctxbudget import clear_caches, fit, get_encoding, render_question
@@ -50,6 +52,27 @@ def rag_requests(n: int) -> list[dict[str, Any]]:
         }
         for i in range(n)
     ]
+
+
+def one_document(tk: Any) -> tuple[float, float]:
+    """A question over one 100,000-token document, fit cold to 8,000 tokens (the document cut into
+    passages), and one tiktoken encode of the document: medians of alternating samples."""
+    text = document(100_000)
+    body = {
+        "questions": [{"text": "What notice of the roof defect did the tenant give the landlord, and when?"}],
+        "documents": [{"page_content": text}],
+    }
+    fits, encodes = [], []
+    for _ in range(REPEATS):
+        encodes.append(median_seconds(lambda: tk.encode_ordinary(text), repeats=1))
+        fits.append(
+            median_seconds(
+                lambda: fit(body, model=MODEL, max_context_tokens=8_000, split_documents=True),
+                before=clear_caches,
+                repeats=1,
+            )
+        )
+    return statistics.median(fits), statistics.median(encodes)
 
 
 def langchain_trim(body: dict[str, Any], budget: int) -> Callable[[], Any] | None:
@@ -124,6 +147,7 @@ def main() -> None:
     rag_encode = median_seconds(
         lambda: [tk.encode_ordinary(d["page_content"]) for r in rags for d in r["documents"]]
     )
+    lone, lone_floor = one_document(tk)
     rows = [
         ("floor: one tiktoken encode of the example", floor, f"{tokens:,} tokens"),
         ("  two-thread encode with token lengths", threaded, "a cold fit's first step; see below"),
@@ -134,6 +158,8 @@ def main() -> None:
         ("2,000-message history fit (cold)", hist, f"budget {history_budget:,}"),
         ("200 RAG request fits (cold)", rag, f"10 docs each; {rag / rag_encode:.2f}x the row below"),
         ("  one tiktoken encode of each of their documents", rag_encode, "2,000 documents, 542,000 tokens"),
+        ("a question over one document, fit to 8,000", lone, f"{lone / lone_floor:.2f}x the row below"),
+        ("  one tiktoken encode of the document", lone_floor, "100,000 tokens, cut into passages"),
     ]
     lc = langchain_trim(history, history_budget)
     if lc is not None:
