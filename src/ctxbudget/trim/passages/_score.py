@@ -131,8 +131,8 @@ def passage_scores(
 # What a line of a reference list holds. A DOI, an ISBN, a retrieval date or an arXiv id is one
 # alone; "et al.", a year in parentheses, a page range or a volume are common elsewhere alone (a
 # film and its year, a table's "(2023)", an Act's year, a paper's "et al."): two kinds of them.
-_STRONG_MARKS = re.compile(r"\b(?:doi|DOI|ISBN|Retrieved|arXiv)\b")
 _STRONG_WORDS = ("doi", "DOI", "ISBN", "Retrieved", "arXiv")
+_STRONG_MARKS = re.compile(rf"\b(?:{'|'.join(_STRONG_WORDS)})\b")
 # each weak mark with what it holds, looked for first with ``in`` (a search opening with ``\b``
 # steps through every character of a line that holds none)
 _WEAK_MARKS = (
