@@ -544,6 +544,25 @@ def test_ping_write_tells_a_disk_without_room_for_a_turn(
     store.ping_write()
 
 
+def test_the_name_checks_character_classes_are_unicodes_own_sets_at_every_code_point() -> None:
+    """The scans :func:`name_problem` runs (one regex each) refuse exactly the code points of
+    the sets they stand for: the default-ignorable ranges, and the categories Cc, Zl and Zp."""
+    import sys
+    import unicodedata
+
+    from ctxbudget.session.store import _BREAKING_CHARS, _IGNORABLE, _IGNORABLE_CHARS, name_problem
+
+    for point in range(sys.maxunicode + 1):
+        char = chr(point)
+        ignorable = any(low <= point <= high for low, high in _IGNORABLE)
+        assert (_IGNORABLE_CHARS.search(char) is not None) == ignorable, hex(point)
+        breaking = unicodedata.category(char) in ("Cc", "Zl", "Zp")
+        assert (_BREAKING_CHARS.search(char) is not None) == breaking, hex(point)
+    for breaking in ("\x00", "\t", "\n", "\x7f", "\x85", "\x9f", "\u2028", "\u2029"):
+        assert name_problem(f"matter{breaking}42") == "holds a control character or a line break"
+    assert name_problem("matter\xa042") is None  # a no-break space inside a name is the name's
+
+
 def test_a_session_name_that_is_not_utf8_is_refused_not_a_traceback(tmp_path: Path) -> None:
     from ctxbudget.session.store import name_problem
 
