@@ -13,7 +13,6 @@ import itertools
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 
 import httpx
@@ -36,7 +35,7 @@ from .recording import Commit, Recorder
 from .refusals import NO_RETRY, Refusal
 from .settings import RequestSettings, request_settings
 from .storehealth import StoreHealth, refusal
-from .upstream import Upstream, upstream_at, upstream_url
+from .upstream import KeepNoCookies, Upstream, upstream_at, upstream_url
 from .writer import TurnWriter, committed
 
 __all__ = ["Gateway"]
@@ -95,8 +94,9 @@ class Gateway:
         # Every client's requests share this one: a cookie an upstream set in one client's answer
         # (Cloudflare's __cf_bm and _cfuvid, on every OpenAI answer) was kept and sent with every
         # other client's requests. The gateway keeps none; a client's own Cookie header still goes.
-        cookies = CookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
-        self.client = httpx.AsyncClient(timeout=timeout, transport=transport, limits=limits, cookies=cookies)
+        self.client = httpx.AsyncClient(
+            timeout=timeout, transport=transport, limits=limits, cookies=KeepNoCookies()
+        )
         # Per-session state (the previous turn's) is bounded: the oldest sessions are forgotten.
         self.memory = TurnMemory(
             self.store, config.max_sessions_in_memory, lambda: self.health.up, stored=records, clock=clock
