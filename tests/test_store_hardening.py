@@ -544,6 +544,56 @@ def test_ping_write_tells_a_disk_without_room_for_a_turn(
     store.ping_write()
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "\u2764\ufe0f\u200d\U0001f525",  # heart on fire: a selector before the joiner
+        "\U0001f3f3\ufe0f\u200d\U0001f308",  # rainbow flag
+        "\U0001f3f3\ufe0f\u200d\u26a7\ufe0f",  # transgender flag
+        "\U0001f575\ufe0f\u200d\u2642\ufe0f",  # man detective
+        "\U0001f469\U0001f3fd\u200d\U0001f4bb",  # woman technologist, a skin tone before the joiner
+        "\U0001f43b\u200d\u2744\ufe0f",  # polar bear
+        "\u0915\u094d\u200d\u0937",  # a joiner after a Devanagari virama
+        "\u0915\u094d\u200c\u0937",  # a non-joiner there too
+        "\u0628\u064e\u200c\u0628",  # a non-joiner between Arabic letters, past a vowel mark
+        "\u00a9\ufe0f matter",  # an emoji presentation of a symbol
+        "#\ufe0f\u20e3 matter",  # a keycap
+        "\U0001f3f4\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f",  # Scotland
+    ],
+)
+def test_a_name_keeps_the_ignorable_characters_its_emoji_and_scripts_need(name: str) -> None:
+    from ctxbudget.session.store import name_problem
+
+    assert name_problem(name) is None
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "\u4e2d\u200d\u6587",  # a joiner between Chinese characters prints as nothing
+        "\u4e2d\u200c\u6587",
+        "\ud55c\u200d\uad6d",  # Korean
+        "\u05e9\u05dc\u200d\u05d5\u05dd",  # Hebrew does not join
+        "\uff21\u200d\uff22",  # fullwidth Latin
+        "a\u00d7\u200d\u00d7b",
+        "\U0001f600\u200d\u4e2d",  # an emoji, then a character that is not one
+        "\U0001f600\u200c\U0001f600",  # a non-joiner between emoji
+        "caf\u00e9\ufe0f",  # a selector after a letter
+        "\u4e2d\ufe0e\u6587",
+        "\u0434\ufe0f",
+        "\U0001f3f4\U000e0041",  # tags after the black flag that are no subdivision's
+        "\U0001f3f4\U000e007f",  # the cancel tag alone
+        "matter-\U0001f3f4\U000e0068\U000e0069",  # "hi" hidden after a flag
+        "\U0001f3f4\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f\U000e0041",  # more after England's
+    ],
+)
+def test_a_name_with_a_joiner_selector_or_tag_that_prints_nothing_is_refused(name: str) -> None:
+    """Each prints as the name without it: `session list` showed two sessions as one name."""
+    from ctxbudget.session.store import name_problem
+
+    assert "invisible character" in str(name_problem(name))
+
+
 def test_the_name_checks_character_classes_are_unicodes_own_sets_at_every_code_point() -> None:
     """The scans :func:`name_problem` runs (one regex each) refuse exactly the code points of
     the sets they stand for: the default-ignorable ranges, and the categories Cc, Zl and Zp."""

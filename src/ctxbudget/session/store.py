@@ -11,6 +11,7 @@ replicas, :class:`~ctxbudget.session.postgres.PostgresStore`, implements the sam
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -102,34 +103,80 @@ def _ignorable(char: str) -> bool:
     return _IGNORABLE_CHARS.fullmatch(char) is not None
 
 
-def _shown_beyond_ascii(char: str) -> bool:
-    """Whether ``char`` (one character, or none) is a printed character beyond ASCII."""
-    return bool(char) and not char.isascii() and not _ignorable(char)
+_ZWJ = "\u200d"
+_EMOJI_MODIFIERS = range(0x1F3FB, 0x1F400)  # the five skin tones
+_VIRAMA = 9  # the canonical combining class of a virama (Devanagari's, Bengali's, ...)
+# A subdivision flag's tags (Unicode's emoji tag sequence): two letters of a region, one to three
+# letters or digits of its subdivision, and the cancel tag, after the black flag (England's is
+# gbeng). Any other run of tags prints as nothing (text hidden in a name: "matter-🏴" and "hi").
+_FLAG_TAGS = re.compile(
+    "[\U000e0061-\U000e007a]{2}[\U000e0030-\U000e0039\U000e0061-\U000e007a]{1,3}\U000e007f"
+)
 
 
-def _joins(char: str) -> bool:
-    """Whether a joiner beside ``char`` can change what prints: an emoji's, or a letter of a
-    script that joins (Arabic, Persian, the Indic scripts), not one of the alphabets that never do."""
-    return _shown_beyond_ascii(char) and not unicodedata.name(char, "").startswith(
-        ("LATIN", "GREEK", "CYRILLIC")
-    )
+@functools.cache
+def _property(name: str) -> Callable[[str], Any]:
+    """A test of one character for a Unicode property ``re`` does not know (``regex``'s, loaded
+    here: only a name that holds an ignorable character needs it)."""
+    import regex
+
+    return regex.compile(rf"\p{{{name}}}").fullmatch
+
+
+def _is(prop: str, char: str) -> bool:
+    return bool(char) and _property(prop)(char) is not None
+
+
+def _joined_emoji(name: str, at: int) -> bool:
+    """Whether the joiner ``name[at]`` stands in an emoji sequence: a pictograph before it (its
+    presentation selector and skin tone aside: ❤\ufe0f\u200d🔥, 👩🏽\u200d💻) and one after it."""
+    head = at - 1
+    while head >= 0 and (name[head] == "\ufe0f" or ord(name[head]) in _EMOJI_MODIFIERS):
+        head -= 1
+    pictograph = "Extended_Pictographic"
+    return head >= 0 and _is(pictograph, name[head]) and _is(pictograph, name[at + 1 : at + 2])
+
+
+def _between_joining_letters(name: str, at: int) -> bool:
+    """Whether the non-joiner ``name[at]`` stands where it keeps two letters of a joining script
+    apart (a Persian word): a letter that joins on its left before it, one that joins on its
+    right after it, marks that join through (transparent) aside (IDNA's rule, RFC 5892 A.1)."""
+    head, tail = at - 1, at + 1
+    while head >= 0 and _is("jt=T", name[head]):
+        head -= 1
+    while tail < len(name) and _is("jt=T", name[tail]):
+        tail += 1
+    before, after = name[head : head + 1] if head >= 0 else "", name[tail : tail + 1]
+    return (_is("jt=L", before) or _is("jt=D", before)) and (_is("jt=R", after) or _is("jt=D", after))
+
+
+def _flag_tag(name: str, at: int) -> bool:
+    """Whether the tag ``name[at]`` is one of a subdivision flag's (:data:`_FLAG_TAGS`)."""
+    head = tail = at
+    while head > 0 and ord(name[head - 1]) in _TAGS:
+        head -= 1
+    while tail < len(name) and ord(name[tail]) in _TAGS:
+        tail += 1
+    return name[head - 1 : head] == _BLACK_FLAG and _FLAG_TAGS.fullmatch(name, head, tail) is not None
 
 
 def _needed(name: str, at: int) -> bool:
-    """Whether the ignorable ``name[at]`` is one a script or an emoji needs there: a joiner
-    between two characters beyond ASCII (an emoji family, a Persian word), a presentation selector
-    after one or in a keycap (1\ufe0f\u20e3), a tag in a subdivision flag."""
-    char, before, after = name[at], name[at - 1 : at], name[at + 1 : at + 2]
+    """Whether the ignorable ``name[at]`` is one a script or an emoji needs there, so that it
+    changes what prints: a joiner after a virama (a Devanagari conjunct), a joiner inside an
+    emoji sequence (a family, ❤\ufe0f\u200d🔥), a non-joiner between two letters of a joining
+    script (a Persian word), a presentation selector after an emoji or in a keycap
+    (1\ufe0f\u20e3), a tag in a subdivision flag. Anywhere else it prints as nothing (a joiner
+    between two Chinese characters, a selector after a letter, a run of tags after a flag)."""
+    char, before = name[at], name[at - 1 : at]
     if char in _JOINERS:
-        return _joins(before) and _joins(after)
+        if before and unicodedata.combining(before) == _VIRAMA:
+            return True
+        return _joined_emoji(name, at) if char == _ZWJ else _between_joining_letters(name, at)
     if char in _PRESENTATION:
-        return _shown_beyond_ascii(before) or (before in _KEYCAP_BASES and bool(before) and after == "\u20e3")
-    if ord(char) in _TAGS:
-        head = at
-        while head > 0 and ord(name[head - 1]) in _TAGS:
-            head -= 1
-        return name[head - 1 : head] == _BLACK_FLAG
-    return False
+        if before.isascii():  # a keycap's digit, # or * (1\ufe0f alone prints as 1)
+            return before in _KEYCAP_BASES and bool(before) and name[at + 1 : at + 2] == "\u20e3"
+        return _is("Emoji", before)
+    return ord(char) in _TAGS and _flag_tag(name, at)
 
 
 def name_problem(name: str) -> str | None:
