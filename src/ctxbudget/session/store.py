@@ -85,8 +85,9 @@ _IGNORABLE = (
     (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
     (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF),
 )  # fmt: skip
-# The ranges as one character class: a name is looked at in one scan, where a test of each of
-# its characters against the 17 ranges took 45 us of the gateway's 250 us per request.
+# The ranges as one character class: a name is looked at in one scan, where each of its characters
+# was tested against the 17 ranges (a 25-character name: 36 us, now 2; the gateway checks the
+# session's name twice a request).
 _IGNORABLE_CHARS = re.compile("[" + "".join(f"{chr(low)}-{chr(high)}" for low, high in _IGNORABLE) + "]")
 # Unicode's control characters (category Cc, a set its stability policy fixes: U+0000-001F,
 # U+007F-009F) and its line and paragraph separators (Zl, Zp).
