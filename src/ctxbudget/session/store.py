@@ -99,11 +99,6 @@ _TAGS = range(0xE0020, 0xE0080)
 _BLACK_FLAG = "\U0001f3f4"
 
 
-def _ignorable(char: str) -> bool:
-    """Whether ``char`` is a default-ignorable code point."""
-    return _IGNORABLE_CHARS.fullmatch(char) is not None
-
-
 _ZWJ = "\u200d"
 _EMOJI_MODIFIERS = range(0x1F3FB, 0x1F400)  # the five skin tones
 _VIRAMA = 9  # the canonical combining class of a virama (Devanagari's, Bengali's, ...)
@@ -125,6 +120,7 @@ def _property(name: str) -> Callable[[str], Any]:
 
 
 def _is(prop: str, char: str) -> bool:
+    """Whether ``char`` (one character, or none) has the Unicode property ``prop``."""
     return bool(char) and _property(prop)(char) is not None
 
 
