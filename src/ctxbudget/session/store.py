@@ -171,7 +171,7 @@ def _needed(name: str, at: int) -> bool:
         return _joined_emoji(name, at) if char == _ZWJ else _between_joining_letters(name, at)
     if char in _PRESENTATION:
         if before.isascii():  # a keycap's digit, # or * (1\ufe0f alone prints as 1)
-            return before in _KEYCAP_BASES and bool(before) and name[at + 1 : at + 2] == "\u20e3"
+            return before in _KEYCAP_BASES and name[at + 1 : at + 2] == "\u20e3"
         return _is("Emoji", before)
     return ord(char) in _TAGS and _flag_tag(name, at)
 
