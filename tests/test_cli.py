@@ -285,6 +285,43 @@ print(json.dumps([early, sorted(sys.modules), compiled]))
     assert not others & set(loaded) and compiled == 0
 
 
+def test_an_assembly_to_json_imports_only_what_it_uses(tmp_path: Path) -> None:
+    """Start-up: ``assemble --json`` with a bundled (TOML) policy loads neither rich (its table
+    is not printed), PyYAML (no YAML policy) nor regex (no text beyond ASCII is cut), and leaves
+    the heap to the operating system at exit; the table and a YAML policy still load theirs."""
+    import subprocess
+    import sys
+
+    policy = tmp_path / "p.yaml"
+    policy.write_text(
+        "name: p\nenvelope_tokens: 9000\ntiers:\n"
+        "  - {name: pinned, ceiling_tokens: 3000, eviction: never, cached: true}\n"
+        "  - {name: chat, ceiling_tokens: 3000, eviction: rolling}\n"
+    )
+    code = """
+import json, sys
+from ctxbudget.cli import base, main
+sys.argv = ["ctxbudget", "assemble", sys.argv[1], "--model", "claude-sonnet-4-5", *sys.argv[2:]]
+try:
+    main()
+except SystemExit as exc:
+    assert exc.code in (0, None), exc.code
+print(json.dumps([sorted({m.split(".")[0] for m in sys.modules}), base._QUICK_EXIT[0]]), file=sys.stderr)
+"""
+    runs = {}
+    for name, flags in {"json": ["--json"], "table": [], "yaml": ["--json", "--policy", str(policy)]}.items():
+        done = subprocess.run(
+            [sys.executable, "-c", code, _context(tmp_path), *flags],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        runs[name] = json.loads(done.stderr.splitlines()[-1])
+    loaded, quick = runs["json"]
+    assert not {"rich", "yaml", "regex"} & set(loaded) and quick is True
+    assert "rich" in runs["table"][0] and "yaml" in runs["yaml"][0]
+
+
 def _context(tmp_path: Path, pinned: str = "Rules: cite page:line.") -> str:
     body = {
         "items": [

@@ -352,8 +352,10 @@ def skip_collection_at_exit() -> None:
     token -> rank tables, in Python and in tiktoken's Rust core) and collects every module's
     objects, about 90 ms of a 0.38 s ``ctxbudget count`` measured, after the answer is printed.
     Freezing the collector (``gc.freeze``, as an ``atexit`` handler) leaves everything alive at
-    exit to the operating system. Only for commands that hold nothing a finalizer must close
-    (count, models, and fit without an embedding model: no files, connections or threads); atexit handlers still run and the
+    exit to the operating system (``assemble`` of the legal example: 115-138 ms -> 16-23 ms from
+    its output to its end). Only for commands that hold nothing a finalizer must close (count,
+    models, assemble, and fit without an embedding model: no files or connections; the threads
+    that count ahead are joined before atexit handlers run); atexit handlers still run and the
     standard streams are still flushed. Called in-process (tests) it only takes effect when that
     process ends.
     """

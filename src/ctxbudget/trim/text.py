@@ -8,14 +8,17 @@ emoji sequence), and moves back to a word boundary when one is near.
 
 from __future__ import annotations
 
+import functools
 import re
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-
-import regex
+from typing import TYPE_CHECKING
 
 from ..tokens.counter import ChunkAnalysis
 from ..tokens.encoding import Encoding, first_boundary, last_boundary
+
+if TYPE_CHECKING:
+    import regex
 
 __all__ = [
     "Copied",
@@ -33,10 +36,19 @@ __all__ = [
 # and its length in characters.
 Copied = tuple[int, int, int]
 
+
 # A user-perceived character (Unicode's extended grapheme cluster, by the regex module's \X): a
 # cut between a letter and its accent, inside an emoji's ZWJ sequence or between a Thai
 # consonant and its vowel sign changes the text that is sent (NFD "Café" became "Cafe").
-_CLUSTER = regex.compile(r"\X", regex.DOTALL)
+@functools.cache
+def _clusters() -> regex.Pattern[str]:
+    """Grapheme clusters (``regex``'s ``\\X``), compiled at the first cut beyond ASCII: a command
+    that never cuts such a text does not import ``regex`` (20 ms of a process's start)."""
+    import regex
+
+    return regex.compile(r"\X", regex.DOTALL)
+
+
 _CLUSTER_REACH = 16  # characters read either side of a cut to find its cluster (widened as needed)
 
 _NON_BLANK = re.compile(r"\S")
@@ -192,7 +204,7 @@ def _cluster_at(text: str, at: int) -> tuple[int, int] | None:
     reach = _CLUSTER_REACH
     while True:  # a window that cuts the cluster itself (200 accents on one letter) is widened
         start, stop = max(0, at - reach), min(len(text), at + reach)
-        cluster = next(c for c in _CLUSTER.finditer(text, start, stop) if c.end() > at)
+        cluster = next(c for c in _clusters().finditer(text, start, stop) if c.end() > at)
         if (cluster.start() > start or start == 0) and (cluster.end() < stop or stop == len(text)):
             return (cluster.start(), cluster.end()) if cluster.start() < at else None
         reach *= 4
