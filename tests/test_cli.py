@@ -322,6 +322,41 @@ print(json.dumps([sorted({m.split(".")[0] for m in sys.modules}), base._QUICK_EX
     assert "rich" in runs["table"][0] and "yaml" in runs["yaml"][0]
 
 
+def test_session_new_and_add_close_their_store_and_skip_the_teardown(tmp_path: Path) -> None:
+    """Start-up and exit: ``session new`` and ``session add --json`` close the store themselves
+    (its write-ahead log checkpointed into the file, none left behind) and then leave the heap
+    to the operating system; neither loads rich."""
+    import subprocess
+    import sys
+
+    base = _write(
+        tmp_path, {"items": [{"id": "pin", "tier": "pinned", "kind": "playbook", "text": "Rules."}]}
+    )
+    store = tmp_path / "s.db"
+    code = """
+import json, sys
+from ctxbudget.cli import base, main
+sys.argv = ["ctxbudget", "session", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as exc:
+    assert exc.code in (0, None), exc.code
+print(json.dumps(["rich" in sys.modules, base._QUICK_EXIT[0]]), file=sys.stderr)
+"""
+    commands = (
+        ["new", "s", "--base", base, "--model", "claude-sonnet-4-5", "--store", str(store)],
+        ["add", "s", "--question", "When was notice given?", "--store", str(store), "--json"],
+    )
+    for command in commands:
+        done = subprocess.run(
+            [sys.executable, "-c", code, *command], capture_output=True, text=True, check=True
+        )
+        assert json.loads(done.stderr.splitlines()[-1]) == [False, True], command
+        assert not (tmp_path / "s.db-wal").exists()
+    shown = CliRunner().invoke(main, ["session", "show", "s", "--store", str(store), "--json"])
+    assert [t["question"] for t in json.loads(shown.stdout)["turns"]] == ["When was notice given?"]
+
+
 def _context(tmp_path: Path, pinned: str = "Rules: cite page:line.") -> str:
     body = {
         "items": [
