@@ -1078,6 +1078,37 @@ def test_the_gateway_serves_without_a_stdout(tmp_path: Path) -> None:
         server.wait(timeout=30)
 
 
+def test_a_gateway_worker_does_not_load_the_httpx_command_line(tmp_path: Path) -> None:
+    """Start-up: ``import httpx`` imports its own command-line client (rich, pygments), which a
+    worker never runs; ``serve`` keeps it out, and the worker answers."""
+    import sys
+
+    from tests.fake_upstream import free_port
+
+    code = """
+import json, os, sys, threading, time, urllib.request
+def watch():
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[2]}/healthz", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    print(json.dumps([m for m in ("httpx", "pygments", "rich") if m in sys.modules]), flush=True)
+    os._exit(0)
+threading.Thread(target=watch, daemon=True).start()
+from ctxbudget.cli import main
+main(["serve", "--port", sys.argv[2], "--store", sys.argv[1]])
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "gw.db"), str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert json.loads(done.stdout.splitlines()[-1]) == ["httpx"], done.stderr
+
+
 INFINITE = '{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1e400}'
 SCENARIO = '{"name": "x", "base": {"items": []}, "turns": [{"question": "q", "idle_seconds": 1e400}]}'
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import sys
 from typing import TYPE_CHECKING
 
 import click
@@ -168,6 +169,7 @@ def serve_command(
     fast_tokenizer: bool,
 ) -> None:
     """Serve the Anthropic- and OpenAI-compatible gateway: point an SDK's base URL at it."""
+    _without_httpx_cli()
     try:
         import uvicorn  # noqa: F401 - present, or the extra is missing: checked before serving
 
@@ -204,6 +206,16 @@ def serve_command(
         _serve(config)
 
     run_action(action, SERVE_FLAGS, output=False)
+
+
+def _without_httpx_cli() -> None:
+    """Keep httpx's command-line client out of the worker. ``import httpx`` imports it
+    (``httpx._main``: rich's console, progress and syntax, pygments' lexers), 50-70 ms of a
+    worker's start measured here, for a client the gateway never runs. Marked absent before
+    httpx is first imported, the import takes httpx's own fallback for a missing CLI, and
+    ``httpx.main`` only says so (upstream made the import lazy: pydantic/httpx2#947)."""
+    if "httpx" not in sys.modules:
+        sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
 
 def _ceiling(given: float | None, policy_ref: str | None) -> float | None:
