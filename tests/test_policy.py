@@ -68,6 +68,24 @@ def test_files_and_names_are_both_loaded(tmp_path: Path) -> None:
         load_policy("nope")
     with pytest.raises(ConfigError, match="cannot read policy file"):
         load_policy(str(tmp_path / "missing.toml"))
+    for missing in ("MISSING.YAML", "missing.Yml", "Missing.TOML"):  # a path by its extension, any case
+        with pytest.raises(ConfigError, match=f"cannot read policy file '.*{missing}': No such file"):
+            load_policy(str(tmp_path / missing))
+    crlf = tmp_path / "crlf.toml"  # read as text mode reads it: a CR LF is a line end
+    crlf.write_bytes(BUNDLED.replace('name = "legal-review"', 'name = "crlf"').replace("\n", "\r\n").encode())
+    assert load_policy(str(crlf)).name == "crlf"
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero")
+def test_a_policy_or_catalog_file_that_never_ends_is_refused_at_its_size() -> None:
+    """``--policy /dev/zero`` read until the memory ran out: a configuration file is read to
+    :data:`CONFIG_FILE_BYTES` at most, and one past it is one line naming it."""
+    from ctxbudget import load_catalog
+
+    with pytest.raises(ConfigError, match="policy file '/dev/zero' is over 16 MiB: no policy is that large"):
+        load_policy("/dev/zero")
+    with pytest.raises(ConfigError, match="catalog file '/dev/zero' is over 16 MiB"):
+        load_catalog(["/dev/zero"])
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..config_files import read_config_text
 from ..errors import ConfigError, unreadable_file
 from ..regexes import parse_warning, slow_pattern_hint
 from ..validation import first_error
@@ -326,12 +327,6 @@ def load_policy(ref: str) -> Policy:
     if not isinstance(ref, str) or not ref:
         raise ConfigError(f"a policy is a bundled name or a file's path, got {ref!r:.60}")
     path = Path(ref)
-    if ref.endswith((".toml", ".yaml", ".yml")) or (path.exists() and ref not in list_policies()):
-        try:
-            text = path.read_text("utf-8")
-        except OSError as exc:
-            raise ConfigError(f"cannot read policy file {ref!r}: {exc.strerror}") from exc
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"policy file {ref!r} is not UTF-8 text (byte {exc.start})") from exc
-        return parse_policy(text, ref)
+    if ref.lower().endswith((".toml", ".yaml", ".yml")) or (path.exists() and ref not in list_policies()):
+        return parse_policy(read_config_text(path, "policy"), ref)
     return get_policy(ref)

@@ -383,6 +383,7 @@ def bundled_catalog() -> Catalog:
 def load_catalog(paths: Iterable[str | Path] = ()) -> Catalog:
     """The bundled catalog with each user catalog file in ``paths`` applied on top, in order
     (one path may be given alone)."""
+    from ..config_files import read_config_text
     from .files import check_merge
 
     if isinstance(paths, (str, Path)):
@@ -393,16 +394,7 @@ def load_catalog(paths: Iterable[str | Path] = ()) -> Catalog:
     for path in paths:
         if not isinstance(path, (str, Path)):
             raise ConfigError(f"a catalog path is a string or a Path, got {type(path).__name__}")
-        try:
-            text = Path(path).read_text("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ConfigError(
-                f"catalog file {str(path)!r} is not UTF-8 text (byte {exc.start}: {exc.reason})"
-            ) from exc
-        except (OSError, ValueError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise ConfigError(f"cannot read catalog file {str(path)!r}: {reason}") from exc
-        override = parse_catalog(text, str(path), catalog)
+        override = parse_catalog(read_config_text(path, "catalog"), str(path), catalog)
         merged = catalog.merged(override)
         check_merge(merged, override, str(path))
         catalog = merged
