@@ -357,6 +357,55 @@ print(json.dumps(["rich" in sys.modules, base._QUICK_EXIT[0]]), file=sys.stderr)
     assert [t["question"] for t in json.loads(shown.stdout)["turns"]] == ["When was notice given?"]
 
 
+_INTERRUPTED = """
+import io, sys
+from ctxbudget.cli import main
+
+class Interrupted(io.BytesIO):
+    # a terminal's stream when Ctrl-C is pressed while it is read or written
+    def read(self, *args):
+        raise KeyboardInterrupt
+    read1 = readline = read
+    def readinto(self, *args):
+        raise KeyboardInterrupt
+    def write(self, data):
+        raise KeyboardInterrupt
+
+stream = io.TextIOWrapper(Interrupted(), encoding="utf-8", write_through=True)
+if sys.argv[1] == "stdin":
+    sys.stdin = stream
+else:
+    sys.stdout = stream
+main(sys.argv[2:])
+"""
+
+
+def test_ctrl_c_ends_with_130_and_a_stored_turn_says_so(tmp_path: Path) -> None:
+    """Ctrl-C is exit 130 (1 is a broken invariant); pressed once ``session add`` stored its turn,
+    the message says the turn was stored (told only "aborted", a user added it twice)."""
+    import subprocess
+    import sys
+
+    def run(where: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", _INTERRUPTED, where, *args], capture_output=True, text=True
+        )
+
+    reading = run("stdin", "assemble", "-", "--model", "claude-sonnet-4-5")
+    assert (reading.returncode, reading.stderr.splitlines()[-1]) == (130, "ctxbudget: aborted")
+    base = _write(
+        tmp_path, {"items": [{"id": "pin", "tier": "pinned", "kind": "playbook", "text": "Rules."}]}
+    )
+    store = str(tmp_path / "s.db")
+    made = ["session", "new", "s", "--base", base, "--model", "claude-sonnet-4-5", "--store", store]
+    assert CliRunner().invoke(main, made).exit_code == 0
+    added = run("stdout", "session", "add", "s", "--question", "When?", "--store", store, "--json")
+    said = "ctxbudget: interrupted once turn 1 of session 's' was stored: do not add it again (`session show` lists it)"
+    assert (added.returncode, added.stderr.splitlines()[-1]) == (130, said)
+    shown = CliRunner().invoke(main, ["session", "show", "s", "--store", store, "--json"])
+    assert [t["question"] for t in json.loads(shown.stdout)["turns"]] == ["When?"]
+
+
 def _context(tmp_path: Path, pinned: str = "Rules: cite page:line.") -> str:
     body = {
         "items": [

@@ -46,6 +46,7 @@ EXIT_USAGE = 2
 EXIT_CANNOT_FIT = 3
 EXIT_COST = 4
 EXIT_PREFIX_CHANGED = 5
+EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as a shell reports it (1 is a broken invariant)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -540,8 +541,8 @@ class OneLineGroup(click.Group):
                 sys.exit(0)
             where = f" ({exc.ctx.command_path} --help)" if exc.ctx is not None else ""
             fail(f"{_from_environment(exc).format_message()}{where}", EXIT_USAGE)
-        except click.exceptions.Abort:
-            fail("aborted", EXIT_DIFFERS)
+        except click.exceptions.Abort:  # Ctrl-C (click's Abort of a KeyboardInterrupt)
+            fail("aborted", EXIT_INTERRUPTED)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
         except click.exceptions.ClickException as exc:

@@ -13,6 +13,7 @@ from .base import (
     ALLOW_PREFIX_CHANGE_OPTION,
     BODY_FORMAT_OPTION,
     CATALOG_OPTION,
+    EXIT_INTERRUPTED,
     EXIT_USAGE,
     IDLE_SECONDS_OPTION,
     JSON_OPTION,
@@ -34,6 +35,8 @@ from .base import (
 
 if TYPE_CHECKING:
     from rich.table import Table
+
+    from ..session import PreparedTurn, Turn
 
 
 @main.command("simulate")
@@ -318,42 +321,59 @@ def session_add(
             # an empty file holds no session, and a failed add would leave the schema in it
             raise StoreError(store_path, "is empty (no session was ever stored in it)", "check the path")
         store = connect_store(store_path, mode="write")
+        stored: list[int] = []  # the turn's index once it is stored
         try:
-            session = Session(store, name, catalog=load_catalog(catalogs))
-            prepared, turn = session.add(
-                question,
-                answer=answer,
-                tool_results=results,
-                tags=tags,
-                output_format=format_,
-                allow_prefix_change=allow_prefix_change,
-                idle_seconds=idle_seconds,
-            )
-        finally:
-            store.close()
-        skip_collection_at_exit()  # closed above: the heap's teardown took 105-134 ms after a turn
-        try:
-            if as_json:
-                click.echo(
-                    json.dumps(
-                        {"request": prepared.assembly.request, "report": turn.report},
-                        ensure_ascii=not utf8_out(),
-                    )
+            try:
+                session = Session(store, name, catalog=load_catalog(catalogs))
+                prepared, turn = session.add(
+                    question,
+                    answer=answer,
+                    tool_results=results,
+                    tags=tags,
+                    output_format=format_,
+                    allow_prefix_change=allow_prefix_change,
+                    idle_seconds=idle_seconds,
                 )
-            else:
-                echo_body(prepared.assembly.request)
-        except OutputError as exc:
-            # the turn is stored: told only "cannot write the output", the command was run again
-            # and stored the turn twice
+                stored.append(turn.index)
+            finally:
+                store.close()
+            skip_collection_at_exit()  # closed above: the heap's teardown took 105-134 ms after a turn
+            _print_added(prepared, turn, name, as_json)
+        except KeyboardInterrupt:
+            if not stored:
+                raise
+            # told only "aborted", the user added the turn again and stored it twice
             fail(
-                f"cannot write the output to stdout: {exc.strerror or exc}; turn {turn.index} of session "
-                f"{name!r} was stored all the same: do not add it again (`session show` lists it)",
-                EXIT_USAGE,
+                f"interrupted once turn {stored[0]} of session {name!r} was stored: do not add it again "
+                "(`session show` lists it)",
+                EXIT_INTERRUPTED,
             )
-        if not as_json:
-            print_assembly(dict(turn.report))
 
     run_action(action)
+
+
+def _print_added(prepared: PreparedTurn, turn: Turn, name: str, as_json: bool) -> None:
+    """The stored turn's body and report (JSON), or its body and the report's table."""
+    try:
+        if as_json:
+            click.echo(
+                json.dumps(
+                    {"request": prepared.assembly.request, "report": turn.report},
+                    ensure_ascii=not utf8_out(),
+                )
+            )
+        else:
+            echo_body(prepared.assembly.request)
+    except OutputError as exc:
+        # the turn is stored: told only "cannot write the output", the command was run again
+        # and stored the turn twice
+        fail(
+            f"cannot write the output to stdout: {exc.strerror or exc}; turn {turn.index} of session "
+            f"{name!r} was stored all the same: do not add it again (`session show` lists it)",
+            EXIT_USAGE,
+        )
+    if not as_json:
+        print_assembly(dict(turn.report))
 
 
 @session_group.command("list")
