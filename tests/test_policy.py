@@ -76,6 +76,23 @@ def test_files_and_names_are_both_loaded(tmp_path: Path) -> None:
     assert load_policy(str(crlf)).name == "crlf"
 
 
+def test_a_yaml_exponent_is_a_number_and_a_count_past_a_billion_a_short_error(tmp_path: Path) -> None:
+    """``45e-2`` is a number (YAML 1.1 read it as text: "not a valid number"), as in TOML; a
+    token count of thousands of digits is refused at the file, in one short line (it printed
+    11 kB of digits when the envelope could not fit)."""
+    path = tmp_path / "p.yaml"
+    head = "name: y\ntiers:\n  - {name: pinned, ceiling_tokens: 300, eviction: never, cached: true}\n"
+    path.write_text(head + "envelope_tokens: 900\ncost_ceiling_usd: 45e-2\n")
+    assert load_policy(str(path)).cost_ceiling_usd == 0.45
+    path.write_text(head + "envelope_tokens: 900\ncost_ceiling_usd: 1e400\n")
+    with pytest.raises(ConfigError, match=r"\$\.cost_ceiling_usd: Input should be a finite number"):
+        load_policy(str(path))
+    path.write_text(head + "envelope_tokens: " + "9" * 4001 + "\n")
+    with pytest.raises(ConfigError) as raised:
+        load_policy(str(path))
+    assert str(raised.value).endswith("$.envelope_tokens: Input should be less than or equal to 1000000000")
+
+
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero")
 def test_a_policy_or_catalog_file_that_never_ends_is_refused_at_its_size() -> None:
     """``--policy /dev/zero`` read until the memory ran out: a configuration file is read to

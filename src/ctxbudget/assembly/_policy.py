@@ -111,6 +111,12 @@ class Policy:
 _STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
+# The most tokens a policy's budget, ceiling or reply may name: no model's window is near a
+# billion tokens, so a number past it is a typo (a 4,001-digit envelope printed 11 kB of digits,
+# twice, in the line that said it could not fit).
+MAX_POLICY_TOKENS = 1_000_000_000
+
+
 # The names the ledger's block (Block 3) and the current turn's (Block 4) are accounted under
 # beside the tiers' (assembly._draft): no tier may take them.
 LEDGER = "ledger"
@@ -121,7 +127,7 @@ RESERVED_TIER_NAMES = frozenset({LEDGER, CURRENT})
 class _TierFile(BaseModel):
     model_config = _STRICT
     name: str = Field(min_length=1)
-    ceiling_tokens: int = Field(ge=0)
+    ceiling_tokens: int = Field(ge=0, le=MAX_POLICY_TOKENS)
     eviction: Eviction
     cached: bool = False
     cache_ttl: CacheTTL = "5m"
@@ -131,7 +137,7 @@ class _TierFile(BaseModel):
 
 class _CompactionFile(BaseModel):
     model_config = _STRICT
-    history_trigger_tokens: int = Field(default=8000, gt=0)
+    history_trigger_tokens: int = Field(default=8000, gt=0, le=MAX_POLICY_TOKENS)
     low_water_ratio: float = Field(default=0.5, gt=0, lt=1)
     keep_recent_turns: int = Field(default=2, ge=0)
 
@@ -183,15 +189,15 @@ class _PolicyFile(BaseModel):
     model_config = _STRICT
     name: str = Field(min_length=1)
     description: str = ""
-    envelope_tokens: int = Field(gt=0)
-    reserve_output_tokens: int = Field(default=0, ge=0)
-    expected_output_tokens: int = Field(default=1000, ge=0)
+    envelope_tokens: int = Field(gt=0, le=MAX_POLICY_TOKENS)
+    reserve_output_tokens: int = Field(default=0, ge=0, le=MAX_POLICY_TOKENS)
+    expected_output_tokens: int = Field(default=1000, ge=0, le=MAX_POLICY_TOKENS)
     cost_ceiling_usd: float | None = Field(default=None, gt=0)
-    max_output_tokens: int = Field(default=4096, gt=0)
+    max_output_tokens: int = Field(default=4096, gt=0, le=MAX_POLICY_TOKENS)
     degrade: list[Literal["compact"]] = []
     compaction: _CompactionFile = _CompactionFile()
-    ledger_ceiling_tokens: int | None = Field(default=None, gt=0)
-    current_turn_ceiling_tokens: int | None = Field(default=None, gt=0)
+    ledger_ceiling_tokens: int | None = Field(default=None, gt=0, le=MAX_POLICY_TOKENS)
+    current_turn_ceiling_tokens: int | None = Field(default=None, gt=0, le=MAX_POLICY_TOKENS)
     volatile: _VolatileFile = _VolatileFile()
     tiers: list[_TierFile] = Field(min_length=1)
 
