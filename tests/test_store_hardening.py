@@ -259,7 +259,9 @@ def test_a_read_only_store_is_one_error_naming_it(tmp_path: Path) -> None:
     reader = SQLiteStore(path, mode="read")
     assert [t.index for t in reader.turns("a")] == [1, 2]
     with pytest.raises(
-        StoreError, match=r"is read-only \(attempt to write a readonly database\); make the file"
+        StoreError,
+        match=r"is read-only \(attempt to write a readonly database\); make the file, its -wal and -shm "
+        "files and its folder writable",
     ):
         reader.append_turn("a", Turn(index=3, question="q"), [])
     writer = SQLiteStore(path)

@@ -92,7 +92,12 @@ _CAUSES: dict[int, tuple[str, str]] = {
         "is locked by another process",
         "retry when the other writer is done, or find the process that holds it",
     ),
-    sqlite3.SQLITE_READONLY: ("is read-only", "make the file and its folder writable, or use another store"),
+    # a reader of a read-only file leaves its -wal and -shm files read-only too (SQLite gives them
+    # the file's mode): with the file alone made writable, every write was refused again
+    sqlite3.SQLITE_READONLY: (
+        "is read-only",
+        "make the file, its -wal and -shm files and its folder writable, or use another store",
+    ),
     sqlite3.SQLITE_FULL: ("cannot be written", "free space on its disk, then retry"),
     sqlite3.SQLITE_NOTADB: (
         "is not an SQLite database",
