@@ -1092,6 +1092,30 @@ def test_a_closed_stdout_is_a_failed_write_not_a_silent_success(tmp_path: Path) 
         assert done.returncode == 2 and done.stderr.decode() == said, (mode, done.stderr)
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+def test_a_stderr_that_cannot_be_written_is_not_a_broken_invariant(tmp_path: Path) -> None:
+    """The report's table to a full stderr: the body is written, and the exit is 2, not the 1 of
+    a broken invariant (the failure's own message failed to be written and raised)."""
+    import sys
+
+    body = tmp_path / "body.json"
+    with body.open("wb") as out, open("/dev/full", "wb") as full:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ctxbudget",
+                "assemble",
+                _context(tmp_path),
+                "--model",
+                "claude-sonnet-4-5",
+            ],
+            stdout=out,
+            stderr=full,
+        )
+    assert done.returncode == 2 and json.loads(body.read_text())["messages"]
+
+
 def test_the_gateway_serves_without_a_stdout(tmp_path: Path) -> None:
     # started with stdout closed (a daemon's), `serve` ended in a traceback from uvicorn's logging
     # set-up ("Unable to configure formatter 'default'"): its lines go to the null device instead

@@ -120,8 +120,11 @@ def with_flags(message: str, flags: Sequence[tuple[str, str]] = FLAGS) -> str:
 
 
 def fail(message: str, code: int, flags: Sequence[tuple[str, str]] = FLAGS) -> None:
-    """One line on stderr, the options named by the command's flags, and exit with ``code``."""
-    click.echo(f"ctxbudget: {with_flags(message, flags)}", err=True)
+    """One line on stderr, the options named by the command's flags, and exit with ``code``; the
+    code alone when stderr cannot be written (``2>/dev/full``: the failed write ended in exit 1,
+    the code of a broken invariant)."""
+    with suppress(OSError, ValueError):  # ValueError: a closed stream
+        click.echo(f"ctxbudget: {with_flags(message, flags)}", err=True)
     sys.exit(code)
 
 
