@@ -321,7 +321,7 @@ def session_add(
             # an empty file holds no session, and a failed add would leave the schema in it
             raise StoreError(store_path, "is empty (no session was ever stored in it)", "check the path")
         store = connect_store(store_path, mode="write")
-        stored: list[int] = []  # the turn's index once it is stored
+        stored: int | None = None  # the turn's index once it is stored
         try:
             try:
                 session = Session(store, name, catalog=load_catalog(catalogs))
@@ -334,17 +334,17 @@ def session_add(
                     allow_prefix_change=allow_prefix_change,
                     idle_seconds=idle_seconds,
                 )
-                stored.append(turn.index)
+                stored = turn.index
             finally:
                 store.close()
             skip_collection_at_exit()  # closed above: the heap's teardown took 105-134 ms after a turn
             _print_added(prepared, turn, name, as_json)
         except KeyboardInterrupt:
-            if not stored:
+            if stored is None:
                 raise
             # told only "aborted", the user added the turn again and stored it twice
             fail(
-                f"interrupted once turn {stored[0]} of session {name!r} was stored: do not add it again "
+                f"interrupted once turn {stored} of session {name!r} was stored: do not add it again "
                 "(`session show` lists it)",
                 EXIT_INTERRUPTED,
             )
