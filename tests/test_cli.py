@@ -380,6 +380,32 @@ main(sys.argv[2:])
 """
 
 
+# Ctrl-C pressed while SQLite commits the turn: Python raises the interrupt once the COMMIT
+# returns, at the next line its caller runs (here, as the transaction's generator returns).
+_INTERRUPTED_AT_COMMIT = """
+import linecache, sys
+from ctxbudget.cli import main
+
+committed = []
+
+def local(frame, event, arg):
+    if event == "line" and linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip() == 'db.execute("COMMIT")':
+        committed.append(frame.f_lineno)
+    elif event == "return" and committed and len(committed) == 1:
+        committed.append(0)
+        raise KeyboardInterrupt
+    return local
+
+def tracer(frame, event, arg):
+    if frame.f_code.co_name == "transaction" and frame.f_code.co_filename.endswith("_sqlite_file.py"):
+        return local
+    return None
+
+sys.settrace(tracer)
+main(sys.argv[1:])
+"""
+
+
 def test_ctrl_c_ends_with_130_and_a_stored_turn_says_so(tmp_path: Path) -> None:
     """Ctrl-C is exit 130 (1 is a broken invariant); pressed once ``session add`` stored its turn,
     the message says the turn was stored (told only "aborted", a user added it twice)."""
@@ -402,8 +428,26 @@ def test_ctrl_c_ends_with_130_and_a_stored_turn_says_so(tmp_path: Path) -> None:
     added = run("stdout", "session", "add", "s", "--question", "When?", "--store", store, "--json")
     said = "ctxbudget: interrupted once turn 1 of session 's' was stored: do not add it again (`session show` lists it)"
     assert (added.returncode, added.stderr.splitlines()[-1]) == (130, said)
+    at_commit = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _INTERRUPTED_AT_COMMIT,
+            "session",
+            "add",
+            "s",
+            "--question",
+            "And?",
+            "--store",
+            store,
+        ],
+        capture_output=True,
+        text=True,
+    )
+    said = said.replace("turn 1", "turn 2")
+    assert (at_commit.returncode, at_commit.stderr.splitlines()[-1]) == (130, said)
     shown = CliRunner().invoke(main, ["session", "show", "s", "--store", store, "--json"])
-    assert [t["question"] for t in json.loads(shown.stdout)["turns"]] == ["When?"]
+    assert [t["question"] for t in json.loads(shown.stdout)["turns"]] == ["When?", "And?"]
 
 
 def _context(tmp_path: Path, pinned: str = "Rules: cite page:line.") -> str:

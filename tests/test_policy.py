@@ -79,8 +79,12 @@ def test_a_yaml_exponent_is_a_number_and_a_count_past_a_billion_a_short_error(tm
     11 kB of digits when the envelope could not fit)."""
     path = tmp_path / "p.yaml"
     head = "name: y\ntiers:\n  - {name: pinned, ceiling_tokens: 300, eviction: never, cached: true}\n"
-    path.write_text(head + "envelope_tokens: 900\ncost_ceiling_usd: 45e-2\n")
-    assert load_policy(str(path)).cost_ceiling_usd == 0.45
+    for written in ("45e-2", "4.5e-1", "0.45e0", "4.5E-1", "+45e-2", ".45e0"):
+        path.write_text(head + f"envelope_tokens: 900\ncost_ceiling_usd: {written}\n")
+        assert load_policy(str(path)).cost_ceiling_usd == 0.45, written
+    path.write_text(head + "envelope_tokens: 9e2\n")  # a count is an integer, as in TOML
+    with pytest.raises(ConfigError, match=r"\$\.envelope_tokens: Input should be a valid integer"):
+        load_policy(str(path))
     path.write_text(head + "envelope_tokens: 900\ncost_ceiling_usd: 1e400\n")
     with pytest.raises(ConfigError, match=r"\$\.cost_ceiling_usd: Input should be a finite number"):
         load_policy(str(path))

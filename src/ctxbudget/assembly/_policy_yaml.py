@@ -61,10 +61,13 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 _UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_plain_int)
 _UniqueKeyLoader.add_constructor("tag:yaml.org,2002:float", _UniqueKeyLoader.construct_plain_float)
-# YAML 1.1 reads a number with an exponent but no point (``45e-2``, ``1e308``) as text, which the
-# policy then refused as "not a valid number"; YAML 1.2 and TOML read it as the number it is.
+# YAML 1.1 reads a number with an exponent but no point (``45e-2``, ``1e308``), or with a point
+# and an unsigned exponent (``4.5e1``), as text, which the policy then refused as "not a valid
+# number"; YAML 1.2 and TOML read it as the number it is.
 _UniqueKeyLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9]+[eE][-+]?[0-9]+$"), list("-+0123456789")
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$"),
+    list("-+.0123456789"),
 )
 
 

@@ -36,7 +36,7 @@ from .base import (
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from ..session import PreparedTurn, Turn
+    from ..session import PreparedTurn, SessionStore, Turn
 
 
 @main.command("simulate")
@@ -325,15 +325,20 @@ def session_add(
         try:
             try:
                 session = Session(store, name, catalog=load_catalog(catalogs))
-                prepared, turn = session.add(
-                    question,
-                    answer=answer,
-                    tool_results=results,
-                    tags=tags,
-                    output_format=format_,
-                    allow_prefix_change=allow_prefix_change,
-                    idle_seconds=idle_seconds,
-                )
+                known = store.count_turns(name)
+                try:
+                    prepared, turn = session.add(
+                        question,
+                        answer=answer,
+                        tool_results=results,
+                        tags=tags,
+                        output_format=format_,
+                        allow_prefix_change=allow_prefix_change,
+                        idle_seconds=idle_seconds,
+                    )
+                except KeyboardInterrupt:
+                    stored = _stored_meanwhile(store, name, known, question)
+                    raise
                 stored = turn.index
             finally:
                 store.close()
@@ -350,6 +355,14 @@ def session_add(
             )
 
     run_action(action)
+
+
+def _stored_meanwhile(store: SessionStore, name: str, known: int, question: str) -> int | None:
+    """The index of the turn this command stored, when Ctrl-C came as its commit ended (Python
+    raises the interrupt once SQLite's COMMIT returns: the turn was stored, the command said
+    "aborted"): the session's last turn, stored after the ``known`` ones, asking ``question``."""
+    last = store.last_turn(name)
+    return last.index if last is not None and last.index > known and last.question == question else None
 
 
 def _print_added(prepared: PreparedTurn, turn: Turn, name: str, as_json: bool) -> None:
