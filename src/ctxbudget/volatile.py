@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import heapq
 import itertools
 import re
 import unicodedata
@@ -547,7 +548,29 @@ class _Allowed:
 
 
 def _allowed(text: str, allow: tuple[str, ...]) -> _Allowed:
-    return _Allowed([m.span() for regex in allow for m in text_search(regex).finditer(text)])
+    """The spans the policy's ``allow`` patterns match in ``text``, joined as each pattern is
+    read: a value overlaps an allowed span exactly when it overlaps one of the joined. Every span
+    was kept: a policy listing ``a`` 2,000 times held 2,000 spans at each "a" of the playbook
+    (1.2 GB, 8 s); a pattern given twice is now read once, and one span at a place is kept."""
+    union: list[tuple[int, int]] = []
+    for regex in dict.fromkeys(allow):
+        union = _joined(union, (m.span() for m in text_search(regex).finditer(text)))
+    return _Allowed(union)
+
+
+def _joined(union: list[tuple[int, int]], spans: Iterator[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``union`` (in order) with ``spans`` (in order: one pattern's matches) added, spans that
+    overlap made one and a span given again dropped. Spans that only touch stay two: a value of no
+    characters where they meet overlaps neither (a built-in pattern's match is never empty, but
+    the test is the same for any)."""
+    out: list[tuple[int, int]] = []
+    for start, end in heapq.merge(union, spans):
+        if out and (start < out[-1][1] or (start, end) == out[-1]):
+            if end > out[-1][1]:
+                out[-1] = (out[-1][0], end)
+        else:
+            out.append((start, end))
+    return out
 
 
 def _first(pattern: TextSearch, text: str, allowed: _Allowed) -> re.Match[str] | None:
