@@ -20,6 +20,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
+from ..config_files import read_config_text
 from ..errors import ConfigError, UnknownModelError
 from ..tokens.counter import TokenCounter
 from ..tokens.registry import get_encoding
@@ -383,7 +384,6 @@ def bundled_catalog() -> Catalog:
 def load_catalog(paths: Iterable[str | Path] = ()) -> Catalog:
     """The bundled catalog with each user catalog file in ``paths`` applied on top, in order
     (one path may be given alone)."""
-    from ..config_files import read_config_text
     from .files import check_merge
 
     if isinstance(paths, (str, Path)):

@@ -325,7 +325,7 @@ def session_add(
         try:
             try:
                 session = Session(store, name, catalog=load_catalog(catalogs))
-                known = store.count_turns(name)
+                known = len(session.turns)  # read as the session was opened
                 try:
                     prepared, turn = session.add(
                         question,
