@@ -683,6 +683,38 @@ def test_every_token_end_read_at_once_answers_as_the_blocks_do(
     assert [blocks.token_end(k) for k in range(len(lengths))] == ends
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.binary(max_size=64),
+    st.integers(0, 60),
+    st.lists(st.integers(-5, 5_000), max_size=60),
+    st.integers(0, 3),
+)
+def test_offsets_looked_up_together_answer_as_each_alone(
+    run: bytes, repeats: int, offsets: list[int], looked_up_first: int
+) -> None:
+    """Many offsets in a short text are read from every token's end summed once, few in a long one
+    by their blocks: either way each answers as :meth:`tokens_starting_before` alone, a plug-in's
+    lengths of 0, offsets in any order, before and past the text, and blocks built before included."""
+    lengths = run * repeats
+    together = ChunkAnalysis("x" * sum(lengths), lengths)
+    alone = ChunkAnalysis("x" * sum(lengths), lengths)
+    for offset in offsets[:looked_up_first]:  # some blocks already built
+        together.tokens_starting_before(offset)
+    ends = list(itertools.accumulate(lengths))
+    expected = [
+        0 if o <= 0 or not ends else 1 + min(bisect.bisect_left(ends, o), len(ends) - 1) for o in offsets
+    ]
+    assert together.tokens_starting_before_each(offsets) == expected
+    assert [alone.tokens_starting_before(o) for o in offsets] == expected
+    # the ends summed are kept: the lookups and cuts after answer from them as the blocks do
+    assert [together.tokens_starting_before(o) for o in offsets] == expected
+    assert [together.token_end(k) for k in range(len(lengths))] == ends
+    assert [together.cut_after_tokens(max(0, o), 3) for o in offsets] == [
+        alone.cut_after_tokens(max(0, o), 3) for o in offsets
+    ]
+
+
 def test_a_long_text_cut_a_few_times_reads_no_token_end_at_once() -> None:
     """Every token's end is read at once only when the blocks looked up one at a time are a 32nd of
     the text's (a binary search's few blocks of a 1,000,000-token text keep 4 MB unbuilt), and

@@ -96,10 +96,10 @@ def segment_shares(chunk: tuple[Segment, ...], analysis: ChunkAnalysis) -> list[
         return [(analysis.tokens, TextSpan(analysis, 0, analysis.size))]
     ascii_only = analysis.size == len(analysis.text)  # then characters are bytes
     sizes = (len(s.text) if ascii_only else len(s.text.encode("utf-8")) for s in chunk)
+    ends = list(accumulate(sizes))
     shares = []
     before, position = 0, 0  # tokens starting before ``position``
-    for end in accumulate(sizes):
-        upto = analysis.tokens_starting_before(end)
+    for end, upto in zip(ends, analysis.tokens_starting_before_each(ends), strict=True):
         shares.append((upto - before, TextSpan(analysis, position, end)))
         position, before = end, upto
     return shares

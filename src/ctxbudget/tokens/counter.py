@@ -13,7 +13,7 @@ import math
 import threading
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from itertools import accumulate
@@ -50,6 +50,10 @@ BLOCK = 64  # tokens a block; at most 255 bytes a token keeps a block's byte sum
 WHOLE_AFTER_BLOCKS = 16
 WHOLE_SHARE = 32
 _UNSIGNED_TOKENS = ((1 << 32) - 1) // 255  # tokens whose ends always fit 4 bytes
+# A text's tokens per offset asked at once below which :meth:`ChunkAnalysis.tokens_starting_before_each`
+# sums every token's end (some 30 ns a token) rather than looking each offset up by its block
+# (2-5 us with the block built; 1-2 us once it is).
+TOKENS_A_LOOKUP = 100
 
 
 class ChunkAnalysis:
@@ -195,6 +199,26 @@ class ChunkAnalysis:
         if byte_offset <= 0 or not self.lengths:
             return 0
         return 1 + min(self._ending_before(byte_offset), len(self.lengths) - 1)
+
+    def tokens_starting_before_each(self, offsets: Sequence[int]) -> list[int]:
+        """:meth:`tokens_starting_before` of each of ``offsets``. Where there are many for the
+        text's tokens (a token's end summed costs about 30 ns, a lookup by its block 2-5 us with
+        the block built), every token's end is summed once, kept for the lookups after (as numpy's
+        :meth:`_every_end` keeps them), and each offset found in it: a rendered RAG request's 53
+        segment ends in its 2,710 tokens took 245 us by blocks, 110 us so."""
+        lengths = self.lengths
+        every = self._ends_all
+        if (
+            every is None
+            and lengths
+            and len(lengths) <= min(len(offsets) * TOKENS_A_LOOKUP, _UNSIGNED_TOKENS)
+        ):
+            every = self._ends_all = array("I", accumulate(lengths))
+            self._blocks = {}
+        if every is None:
+            return [self.tokens_starting_before(offset) for offset in offsets]
+        last = len(every) - 1
+        return [0 if offset <= 0 else 1 + min(bisect_left(every, offset), last) for offset in offsets]
 
     def tokens_between(self, start: int, end: int) -> int:
         """Tokens that start in the byte range ``[start, end)``."""
