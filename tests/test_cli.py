@@ -450,6 +450,39 @@ def test_ctrl_c_ends_with_130_and_a_stored_turn_says_so(tmp_path: Path) -> None:
     assert [t["question"] for t in json.loads(shown.stdout)["turns"]] == ["When?", "And?"]
 
 
+_INTERRUPTED_IMPORT = """
+import importlib.abc, sys
+
+STOPPED = sys.argv.pop(1)
+
+class Interrupting(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == STOPPED:  # Ctrl-C as the command's modules load
+            raise KeyboardInterrupt
+        return None
+
+sys.meta_path.insert(0, Interrupting())
+from ctxbudget.__main__ import main
+main()
+"""
+
+
+@pytest.mark.parametrize("module", ["click", "ctxbudget.cli.base", "ctxbudget.cli.assemble_commands"])
+def test_ctrl_c_while_the_command_is_still_loading_is_one_line_and_130(module: str) -> None:
+    """Ctrl-C in a command's first 50-300 ms stops the import of its modules: as any other
+    Ctrl-C, one line and exit 130, not Python's traceback of the import it stopped (the entry
+    point imports the command line inside its own handler)."""
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_IMPORT, module, "assemble", "-", "--model", "gpt-4o"],
+        capture_output=True,
+        text=True,
+        input="{}",
+    )
+    assert (done.returncode, done.stderr, done.stdout) == (130, "\nctxbudget: aborted\n", "")
+
+
 def _context(tmp_path: Path, pinned: str = "Rules: cite page:line.") -> str:
     body = {
         "items": [

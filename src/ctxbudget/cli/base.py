@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from ..__main__ import EXIT_INTERRUPTED as EXIT_INTERRUPTED  # Ctrl-C: 128 + SIGINT, as a shell reports it
 from ..errors import (
     BudgetExceeded,
     CostCeilingExceeded,
@@ -46,7 +47,6 @@ EXIT_USAGE = 2
 EXIT_CANNOT_FIT = 3
 EXIT_COST = 4
 EXIT_PREFIX_CHANGED = 5
-EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as a shell reports it (1 is a broken invariant)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
