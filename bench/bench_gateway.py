@@ -6,12 +6,20 @@ the same rounds, is a bare proxy: a Starlette route that forwards the body with 
 ``httpx.AsyncClient`` as the gateway's (no reading, fitting or storing): what the HTTP stack and
 the second hop cost alone, so the overhead's share that is ctxbudget's own is read beside it.
 
+Then the same rounds with each server in a process of its own, as deployed: the fake upstream,
+``ctxbudget serve`` in front of it (its own start-up, logging and store), and the bare proxy;
+this process only sends. In one process the client's and the upstream's threads hold the GIL
+the gateway waits for, which a deployed gateway never shares: the first rows are the harsher
+figure, these the one a client of ``ctxbudget serve`` sees.
+
     python bench/bench_gateway.py
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +41,7 @@ from benchcli import bench_parser
 from ctxbudget import get_encoding
 from ctxbudget.gateway import GatewayConfig, create_app
 from ctxbudget.tokens.fast import FAST_ENCODINGS, use_fast_tokenizer
-from tests.fake_upstream import FakeUpstream, Served
+from tests.fake_upstream import FakeUpstream, Served, free_port
 
 REQUESTS = 400
 BODY = {
@@ -90,32 +98,31 @@ def bare_proxy(upstream: str) -> Starlette:
     return Starlette(routes=[Route("/v1/chat/completions", forward, methods=["POST"])])
 
 
-def main() -> None:
-    bench_parser(__doc__).parse_args()
-    with (
-        gateway_and_upstream() as (_, upstream, gateway, client),
-        Served(bare_proxy(upstream.url)) as bare,
-    ):
-        direct, proxied, barely = [], [], []
-        for n in range(REQUESTS + 20):
-            for target, sink in ((upstream.url, direct), (gateway.url, proxied), (bare.url, barely)):
-                start = time.perf_counter()
-                response = client.post(
-                    target + "/v1/chat/completions",
-                    json=BODY,
-                    headers={"x-ctxbudget-session": f"bench-{n % 10}"},
-                )
-                elapsed = (time.perf_counter() - start) * 1000
-                response.raise_for_status()
-                if n >= 20:
-                    sink.append(elapsed)
+def rounds(urls: list[str], client: httpx.Client) -> list[list[float]]:
+    """:data:`REQUESTS` rounds after 20 unmeasured, one request to each of ``urls`` a round, in
+    order: each URL's times in ms."""
+    samples: list[list[float]] = [[] for _ in urls]
+    for n in range(REQUESTS + 20):
+        for url, sink in zip(urls, samples, strict=True):
+            start = time.perf_counter()
+            response = client.post(
+                url + "/v1/chat/completions", json=BODY, headers={"x-ctxbudget-session": f"bench-{n % 10}"}
+            )
+            elapsed = (time.perf_counter() - start) * 1000
+            response.raise_for_status()
+            if n >= 20:
+                sink.append(elapsed)
+    return samples
+
+
+def report(direct: list[float], proxied: list[float], barely: list[float]) -> None:
+    """The three paths' p50 and p95, and the overheads over the direct requests."""
     d50, d95 = percentile(direct, 0.5), percentile(direct, 0.95)
     p50, p95 = percentile(proxied, 0.5), percentile(proxied, 0.95)
-    print(f"tokenizer: {get_encoding('o200k_base').engine}")
+    b50, b95 = percentile(barely, 0.5), percentile(barely, 0.95)
     print(f"{'path':32} {'p50 ms':>8} {'p95 ms':>8}")
     print(f"{'fake upstream directly':32} {d50:8.2f} {d95:8.2f}")
     print(f"{'through the gateway':32} {p50:8.2f} {p95:8.2f}")
-    b50, b95 = percentile(barely, 0.5), percentile(barely, 0.95)
     print(f"{'through a bare proxy (reference)':32} {b50:8.2f} {b95:8.2f}")
     print(
         f"a bare proxy's overhead: p50 +{b50 - d50:.2f} ms, p95 +{b95 - d95:.2f} ms (the HTTP stack and the hop alone)"
@@ -124,6 +131,88 @@ def main() -> None:
         f"gateway overhead: p50 +{p50 - d50:.2f} ms ({p50 / d50:.2f}x), p95 +{p95 - d95:.2f} ms ({p95 / d95:.2f}x); "
         f"mean direct {statistics.mean(direct):.2f} ms over {len(direct)} requests"
     )
+
+
+@contextmanager
+def serving(command: list[str], port: int) -> Iterator[str]:
+    """``command`` run as a server on ``port`` (its output dropped) until the block ends; its URL
+    once it answers on that port."""
+    url = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(url + "/", timeout=1)
+                break
+            except httpx.TransportError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{' '.join(command)} did not start serving") from None
+                time.sleep(0.05)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def deployed() -> list[list[float]]:
+    """The rounds with the fake upstream, ``ctxbudget serve`` and the bare proxy each in a
+    process of its own (the gateway's store a throwaway file): direct, gateway, bare."""
+    here = [sys.executable, str(Path(__file__).resolve()), "--serve"]
+    ports = [free_port() for _ in range(3)]
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        serving([*here, "upstream", "--port", str(ports[0])], ports[0]) as upstream,
+    ):
+        gateway = [sys.executable, "-m", "ctxbudget", "serve", "--port", str(ports[1])]
+        gateway += ["--openai-upstream", upstream, "--anthropic-upstream", upstream]
+        gateway += ["--store", str(Path(folder) / "bench.db")]
+        bare = [*here, "bare", "--upstream", upstream, "--port", str(ports[2])]
+        with (
+            serving(gateway, ports[1]) as through,
+            serving(bare, ports[2]) as barely,
+            httpx.Client(timeout=30) as client,
+        ):
+            return rounds([upstream, through, barely], client)
+
+
+def serve(kind: str, port: int, upstream: str) -> None:
+    """Serve the fake upstream or the bare proxy on ``port`` until terminated (``--serve``)."""
+    import uvicorn
+
+    from ctxbudget.gateway.config import KEEP_ALIVE_SECONDS
+
+    app = FakeUpstream().app if kind == "upstream" else bare_proxy(upstream)
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="off",
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+    )
+    uvicorn.Server(config).run()
+
+
+def main() -> None:
+    parser = bench_parser(__doc__)
+    parser.add_argument("--serve", choices=["upstream", "bare"], help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--upstream", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:  # one of the servers of the deployed rounds, in its own process
+        serve(args.serve, args.port, args.upstream)
+        return
+    with (
+        gateway_and_upstream() as (_, upstream, gateway, client),
+        Served(bare_proxy(upstream.url)) as bare,
+    ):
+        direct, proxied, barely = rounds([upstream.url, gateway.url, bare.url], client)
+    print(f"tokenizer: {get_encoding('o200k_base').engine}")
+    print("the client, the fake upstream, the gateway and the bare proxy in this process:")
+    report(direct, proxied, barely)
+    print("each server in a process of its own, as deployed (the gateway: `ctxbudget serve`):")
+    report(*deployed())
 
 
 if __name__ == "__main__":
