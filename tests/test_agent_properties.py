@@ -288,3 +288,37 @@ def test_question_spans_remembered_answer_is_the_read_one(texts: list[str]) -> N
         assert first == _question_spans(text)
         first.append((-1, -1))
         assert question_spans(text) == _question_spans(text)
+
+
+_BLOCKS = st.sampled_from(
+    [
+        {"type": "tool_result", "tool_use_id": "a", "content": "1"},
+        {"type": "tool_result", "tool_use_id": "b", "content": "2"},
+        {"type": "text", "text": "see"},
+        {"type": "image", "source": {"type": "url", "url": "https://x/y.png"}},
+        {"type": "thinking", "thinking": "t", "signature": "s"},
+        {"type": "redacted_thinking", "data": "d"},
+        {"type": "tool_use", "id": "a", "name": "f", "input": {}},
+    ]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["user", "assistant"]), st.lists(_BLOCKS, max_size=8), st.lists(_BLOCKS, max_size=8))
+def test_turns_merged_put_their_leading_kind_first_each_group_in_its_order(
+    role: str, first: list[dict[str, Any]], second: list[dict[str, Any]]
+) -> None:
+    """Two turns of one role merged as the API combines them: a user turn's tool results first, an
+    assistant turn's thinking first (unless it opens with thinking: then as written), each group in
+    its order, equal blocks given twice both kept (blocks are parted, not compared)."""
+    from ctxbudget.formats.anthropic_rules import THINKING, merged_turns
+
+    blocks = first + second
+    kinds = ("tool_result",) if role == "user" else THINKING
+    merged = merged_turns({"role": role, "content": first}, {"role": role, "content": second})["content"]
+    if role == "assistant" and blocks and blocks[0]["type"] in THINKING:
+        assert merged == blocks
+    else:
+        assert merged == [b for b in blocks if b["type"] in kinds] + [
+            b for b in blocks if b["type"] not in kinds
+        ]

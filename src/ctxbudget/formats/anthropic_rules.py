@@ -75,9 +75,14 @@ def without_cache_marks(blocks: list[Any]) -> list[Any]:
 
 
 def _lead_first(blocks: list[Any], kinds: tuple[str, ...]) -> list[Any]:
-    """``blocks`` with those of ``kinds`` moved to the front, each group in its order."""
-    lead = [b for b in blocks if isinstance(b, dict) and b.get("type") in kinds]
-    return lead + [b for b in blocks if b not in lead]
+    """``blocks`` with those of ``kinds`` moved to the front, each group in its order (parted in one
+    pass: the rest was found by comparing each block with every lead one, and a user turn of
+    20,000 tool results took 10 s to fit)."""
+    lead: list[Any] = []
+    rest: list[Any] = []
+    for block in blocks:
+        (lead if isinstance(block, dict) and block.get("type") in kinds else rest).append(block)
+    return lead + rest
 
 
 def merged_turns(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:
