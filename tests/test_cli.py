@@ -493,6 +493,30 @@ def _context(tmp_path: Path, pinned: str = "Rules: cite page:line.") -> str:
     return _write(tmp_path, body)
 
 
+def test_a_previous_turn_file_of_null_is_refused_not_taken_for_no_previous_turn(tmp_path: Path) -> None:
+    """``--previous`` of a file holding ``null`` (a pipeline's empty jq result) was no previous
+    turn: a changed pinned prefix passed INV-CTX-01 with exit 0. It is bad input, as ``[]`` is."""
+    runner = CliRunner()
+    first = runner.invoke(main, ["assemble", _context(tmp_path), "--model", "claude-sonnet-4-5", "--json"])
+    assert first.exit_code == 0, first.output
+    before, empty = tmp_path / "t1.json", tmp_path / "null.json"
+    before.write_text(first.stdout, encoding="utf-8")
+    empty.write_text("null\n", encoding="utf-8")
+    changed = _context(tmp_path, "Rules v2: cite page:line.")
+    told = runner.invoke(
+        main, ["assemble", changed, "--model", "claude-sonnet-4-5", "--previous", str(before)]
+    )
+    assert told.exit_code == 5, told.output
+    refused = runner.invoke(
+        main, ["assemble", changed, "--model", "claude-sonnet-4-5", "--previous", str(empty)]
+    )
+    assert refused.exit_code == 2
+    assert refused.stderr == (
+        f"ctxbudget: {empty}: $: expected the previous turn's `assemble --json` output, got null "
+        "(without a previous turn, leave --previous out)\n"
+    )
+
+
 def test_assemble_json_and_exit_codes(tmp_path: Path) -> None:
     runner = CliRunner()
     ok = runner.invoke(main, ["assemble", _context(tmp_path), "--model", "claude-sonnet-4-5", "--json"])

@@ -126,6 +126,12 @@ def assemble_command(
     )
     request = read_json(source)
     prior = read_json(previous) if previous else None
+    if previous and prior is None:  # null is "no previous turn" to the library: INV-CTX-01 unchecked
+        fail(
+            f"{previous}: $: expected the previous turn's `assemble --json` output, got null "
+            "(without a previous turn, leave --previous out)",
+            EXIT_USAGE,
+        )
 
     def action() -> None:
         result = assemble(
