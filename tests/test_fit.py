@@ -614,6 +614,45 @@ def test_a_budget_that_would_leave_no_message_is_an_error() -> None:
     assert emptied.request["messages"] == []  # asked for: the seed's emptying, with its warning
 
 
+def _chat_of(api: str, question: str) -> dict[str, Any]:
+    """An old exchange, then a user turn that pastes a log before its question, as ``api`` sends it."""
+    turns = [
+        ("user", "hello " * 300),
+        ("assistant", "ans " * 300),
+        ("user", "Log: " + "a line. " * 200 + question),
+    ]
+    if api == "responses":
+        return {"model": "gpt-4o", "input": [{"role": r, "content": t} for r, t in turns]}
+    return {"model": "gpt-4o", "max_tokens": 100, "messages": [{"role": r, "content": t} for r, t in turns]}
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic", "responses"])
+def test_a_chat_query_at_0_percent_keeps_its_question_alone(api: str) -> None:
+    """A chat query budgeted 0% keeps the question it asks (claimed before any share, never cut) and
+    nothing else of it: emptied, the fit was refused at every window ("needs 376 tokens but only
+    375 are available"), though the question alone fits; the warning says what is kept."""
+    question = "\n\nWhich line failed?"
+    model = "claude-sonnet-4-5" if api == "anthropic" else "gpt-4o"
+    for window in range(150, 850, 100):
+        body = _chat_of(api, question)
+        result = fit(body, model=model, max_context_tokens=window, budget={"query": 0}, input_format=api)
+        report = result.report.to_dict()
+        assert report["tokens_after"] <= report["available_tokens"]
+        sent = result.request["input" if api == "responses" else "messages"][-1]["content"]
+        assert sent.endswith(question.strip()) and "a line." not in sent
+        assert (
+            "query budget is 0%: when the request is over budget, the query keeps only the question"
+            in " ".join(report["warnings"])
+        )
+    questions = {
+        "questions": [{"text": "When was notice given? " * 40}],
+        "documents": [{"page_content": "x " * 900}],
+    }
+    emptied = fit(questions, model="gpt-4o", max_context_tokens=300, budget={"query": 0})
+    assert emptied.request["questions"] == [{"text": ""}]  # the seed's question format: emptied, as warned
+    assert "every query item is removed" in " ".join(emptied.report.warnings)
+
+
 def test_an_explicit_window_over_the_models_is_honoured_with_a_warning() -> None:
     """The catalog may be behind the provider, so the given window stands; but a request the
     provider would refuse is never passed as fitting in silence."""

@@ -37,9 +37,13 @@ class BudgetSplit:
     protect_system: bool = False
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any] | None, *, protect_system: bool = False) -> BudgetSplit:
+    def from_mapping(
+        cls, raw: Mapping[str, Any] | None, *, protect_system: bool = False, asks_question: bool = False
+    ) -> BudgetSplit:
         """Normalize user percentages (missing components take their defaults). With
-        ``protect_system``, the system component is kept whole unless ``raw`` budgets it."""
+        ``protect_system``, the system component is kept whole unless ``raw`` budgets it; with
+        ``asks_question`` (a chat body), a query at 0% keeps the question it asks (claimed before
+        any share, never cut), and the warning says so."""
         raw = dict(raw or {})
         unknown = sorted(set(raw) - set(COMPONENTS))
         if unknown:
@@ -59,7 +63,12 @@ class BudgetSplit:
                 f"budget percentages sum to {total:g}% (< 90%): part of the window is left unused"
             )
         for name in COMPONENTS:
-            if pcts[name] == 0:
+            if pcts[name] == 0 and name == "query" and asks_question:
+                warnings.append(
+                    "query budget is 0%: when the request is over budget, the query keeps only the "
+                    "question it asks (never cut), and the rest of it is removed"
+                )
+            elif pcts[name] == 0:
                 warnings.append(
                     f"{name} budget is 0%: when the request is over budget, every {name} item is removed"
                 )

@@ -199,7 +199,8 @@ def open_context(request: Mapping[str, Any], setup: FitSetup) -> FitContext:
     measured = LazyMeasurement(rendering, counter.encoding)
     # As chat users expect (LangChain's include_system), a chat body's system and developer
     # messages are not trimmed unless budgeted; the seed's question format budgets its role.
-    split = BudgetSplit.from_mapping(options.budget_mapping(), protect_system=fmt.name != "question")
+    chat = fmt.name != "question"
+    split = BudgetSplit.from_mapping(options.budget_mapping(), protect_system=chat, asks_question=chat)
     ctx = FitContext(
         fmt,
         counter,

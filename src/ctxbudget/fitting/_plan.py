@@ -58,9 +58,15 @@ class _DocumentPlan:
 
 
 def make_plan(ctx: FitContext, budgets: Budgets) -> Plan:
-    """Every item's decision within ``budgets`` (a component budgeted 0% gets nothing)."""
+    """Every item's decision within ``budgets`` (a component budgeted 0% gets nothing, but for a
+    chat query's question: claimed before any share, it is the query's whole budget then)."""
     zero = {c for c in COMPONENTS if ctx.split.percentages[c] == 0}
     given: dict[Component, int] = {c: 0 if c in zero else budgets[c] for c in COMPONENTS}
+    if "query" in zero and ctx.first_claim():
+        # a 0% share is 0 and nothing is handed on to it (allocate): the claim and the framing are
+        # left, and the question kept (emptied, the fit refused a request it could make, "needs
+        # 376 tokens but only 375 are available")
+        given["query"] = budgets["query"]
     decisions = _plan_system(ctx, given["system"]) | _shared_texts(ctx, "query", given["query"], False)
     documents = _plan_documents(ctx, given["documents"], split="documents" not in zero)
     decisions |= documents.decisions
