@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxbudget import clear_caches, fit, get_encoding
+from ctxbudget import clear_caches, count, fit, get_encoding
+from ctxbudget.formats import FORMATS
 from ctxbudget.items import Rendering, Segment
 from ctxbudget.lazy_measure import LazyMeasurement
 from ctxbudget.measure import measure
@@ -137,6 +138,48 @@ def test_lazy_counts_equal_a_whole_measure_in_any_order(
         assert lazy.reported(owner) == (whole.by_owner.get(owner, 0), True)
     assert lazy.count_all() == whole.total
     assert lazy.fixed_parts() == whole.fixed_parts()
+
+
+@settings(max_examples=150, deadline=None)
+@given(renderings(), st.sampled_from(ENCODINGS), st.integers(0, 200), st.randoms(use_true_random=False))
+def test_counting_all_after_some_owners_agrees_with_a_whole_measure(
+    rendering: Rendering, name: str, lazy_min_chars: int, rng: Any
+) -> None:
+    """Some owners counted (window by window), then all: a chunk mostly not looked into is then
+    counted whole, and its counts agree with the windows' and a whole measure's either way."""
+    encoding = get_encoding(name)
+    clear_caches()
+    whole = measure(rendering, encoding)
+    lazy = LazyMeasurement(rendering, encoding, lazy_min_chars=lazy_min_chars)
+    keys = sorted({s.owner for chunk in rendering.chunks for s in chunk}, key=str)
+    rng.shuffle(keys)
+    first = keys[: rng.randint(0, len(keys))]
+    for owner in first:
+        assert lazy.cost(owner) == whole.by_owner.get(owner, 0)
+    assert lazy.count_all() == whole.total
+    for owner in keys:
+        assert lazy.cost(owner) == whole.by_owner.get(owner, 0)
+
+
+def test_a_long_chunk_looked_into_for_one_item_is_counted_whole_when_all_is_counted() -> None:
+    """A question's 50,000 short documents render as one chunk; the question alone counted first
+    (window by window), counting all of it went on window by window: 150,000 windows, 10x the time
+    of counting the body. Mostly not looked into, it is now encoded whole, with the same counts."""
+    body = {
+        "questions": [{"text": "Which document names the notice?"}],
+        "documents": [{"page_content": f"document {i} says little", "score": i / 3000} for i in range(3000)],
+    }
+    fitted = fit(body, model="gpt-4o", max_context_tokens=2000)
+    counted = fit(body, model="gpt-4o", max_context_tokens=2000, count_all=True)
+    assert fitted.request == counted.request
+    assert fitted.report.to_dict()["tokens_before"] == count(body, model="gpt-4o")["tokens"]
+    encoding = get_encoding("o200k_base")
+    rendering = FORMATS["question"].render(body)
+    lazy = LazyMeasurement(rendering, encoding)
+    assert lazy._windowed == [True]
+    lazy.cost(("query", 0))  # the question's window alone
+    assert lazy.count_all() == measure(rendering, encoding).total
+    assert lazy._windowed == [False]
 
 
 @settings(max_examples=150, deadline=None)
