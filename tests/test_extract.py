@@ -312,10 +312,51 @@ def _plain_sentence_ends(text: str, start: int) -> list[int]:
             end = begin
         elif text[begin] in ".!?" and not sentences._is_end(text, begin, end):
             continue
+        else:  # past what extends the end's last character (a mark on 。): the next cluster boundary
+            end = _cluster_end(text, end)
         if end > first_visible and end > last:
             last = end
             ends.append(end)
     return ends
+
+
+def _cluster_end(text: str, at: int) -> int:
+    """The first grapheme-cluster boundary at or after ``at`` (``regex``'s ``\\X``)."""
+    return next((m.end() for m in regex.finditer(r"\X", text) if m.end() >= at), len(text)) if at else 0
+
+
+CLUSTER_PIECES = st.sampled_from(
+    [
+        *"。！？.?!\n \u0964",
+        "\u0301",
+        "\u200d",
+        "\u200c",
+        "\ufe0f",
+        "\U0001f3fb",
+        "a",
+        "é",
+        "x\u0301",
+        "🏳",
+        "\r\n",
+    ]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.lists(CLUSTER_PIECES, max_size=30).map("".join), data=st.data())
+def test_no_sentence_starts_or_ends_inside_a_user_perceived_character(text: str, data: st.DataObject) -> None:
+    """A mark, a joiner, a selector or a modifier after an end mark (一。́) belongs to its cluster,
+    and one on the blank before a sentence to the blank: no sentence end or span edge falls inside
+    one (a line's end stands at its newline, inside a CR LF, and its span ends before the CR)."""
+    boundaries = {m.end() for m in regex.finditer(r"\X", text)} | {0}
+    start = data.draw(st.integers(0, len(text)))
+    for end in [
+        *sentences._settled_ends(text, start),
+        *sentences.iter_sentence_ends(text, start, len(text) // 2),
+    ]:
+        assert end in boundaries or text[end] == "\n", (text, end)
+    for a, b in sentence_spans(text):
+        assert a in boundaries and b in boundaries, (text, a, b)
 
 
 # Abbreviations in either case, after a space or not, words of every length around the longest

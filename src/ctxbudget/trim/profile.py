@@ -62,8 +62,11 @@ def sentence_bounds(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     starts: list[int] = []
     ends: list[int] = []
     start = 0
+    wide = not text.isascii()  # ASCII has no mark to carry
     for end in sentence_ends(text):
         first = lead(text, start, end).end()  # type: ignore[union-attr]  # ``\s*`` always matches
+        if wide:
+            first = _cluster_start(text, start, first)
         if first < end:
             last = end
             while text[last - 1].isspace():  # a line's end kept its trailing blanks, a CRLF its CR
@@ -76,8 +79,15 @@ def sentence_bounds(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
         start = end
     if text[start:].strip():
         lead_chars = len(text[start:]) - len(text[start:].lstrip())
-        _cut_long(text, start + lead_chars, len(text.rstrip()), starts, ends)
+        _cut_long(text, _cluster_start(text, start, start + lead_chars), len(text.rstrip()), starts, ends)
     return tuple(starts), tuple(ends)
+
+
+def _cluster_start(text: str, start: int, first: int) -> int:
+    """``first`` (a sentence's first visible character), or the blank before it when the two are
+    one user-perceived character (a mark or a joiner on a space): a sentence never starts inside
+    one."""
+    return grapheme_floor(text, first) if start < first < len(text) and text[first] > "\x7f" else first
 
 
 # A sentence longer than this many UTF-8 bytes is cut into pieces of about this size: a text with

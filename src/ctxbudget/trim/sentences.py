@@ -422,6 +422,30 @@ def _ends_of(text: str, matches: Iterable[re.Match[str]], ends: list[int]) -> No
             ends.append(match.end())
 
 
+# What a character a sentence end stands before may be when it belongs to the end's cluster
+# (Unicode's Extend, SpacingMark and ZWJ: marks, joiners, variation selectors, emoji modifiers
+# and tags): only such an end is looked at again.
+_EXTENDING = frozenset({"Mn", "Mc", "Me", "Cf", "Sk"})
+
+
+def _whole_clusters(text: str, ends: list[int]) -> list[int]:
+    """``ends`` moved past what extends the character before each (an accent after 。 is one
+    user-perceived character with it: the end fell inside it and a cut there left the accent to
+    the next sentence). The ends a wide mark (``WIDE_ENDS``) gives need no whitespace after it,
+    so a text beyond ASCII may have one where another character's mark stands."""
+    import unicodedata
+
+    size = len(text)
+    if not any(e < size and unicodedata.category(text[e]) in _EXTENDING for e in ends):
+        return ends
+    from .text import grapheme_ceil  # the cluster pattern compiles at the first such end
+
+    return [
+        grapheme_ceil(text, e) if e < size and unicodedata.category(text[e]) in _EXTENDING else e
+        for e in ends
+    ]
+
+
 def _settled_ends(text: str, start: int) -> list[int]:
     """:func:`iter_sentence_ends` from ``start`` to the text's end, as a list, with the rule mostly
     settled in ``re``. One scan's ends never decrease (a match starts where the last ended or
@@ -432,6 +456,7 @@ def _settled_ends(text: str, start: int) -> list[int]:
     ends: list[int] = []
     if not text.isascii():
         _ends_of(text, _end_matches(_settled_end_pattern(), text, start, len(text)), ends)
+        ends = _whole_clusters(text, ends)
     else:
         dot, mark = _ascii_end_patterns()
         marks = text.replace("!", "?") if "!" in text else text  # the same places, one scan
@@ -458,7 +483,7 @@ def _plain_ends(text: str, start: int, stop: int) -> Iterator[int]:
         if first == "\n":
             yield begin
         elif first not in ".!?" or _is_end(text, begin, end):
-            yield end
+            yield _whole_clusters(text, [end])[0]
 
 
 def sentence_ends(text: str) -> list[int]:
