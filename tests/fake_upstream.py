@@ -120,6 +120,13 @@ class FakeUpstream:
                 media_type="application/json",
             ),
             "fault-list": JSONResponse([1, 2, 3]),
+            # 200s that answer nothing: an error in either provider's shape, null, an empty object
+            "fault-error-200": JSONResponse(
+                {"type": "error", "error": {"type": "overloaded_error", "message": "x"}}
+            ),
+            "fault-openai-error-200": JSONResponse({"error": {"message": "oops", "type": "server_error"}}),
+            "fault-null-200": Response(b"null", media_type="application/json"),
+            "fault-object-200": Response(b"{}", media_type="application/json"),
             "fault-nan-usage": Response(
                 b'{"id": "m", "type": "message", "role": "assistant", "content": [{"type": "text", '
                 b'"text": "fine"}], "usage": {"input_tokens": NaN, "output_tokens": "7"}}',
@@ -314,6 +321,8 @@ class FakeUpstream:
             if body["model"] == "fault-error-event" and n == 1:  # Anthropic's mid-stream error, then the end
                 yield event("error", {"error": {"type": "overloaded_error", "message": "Overloaded"}})
                 return
+            if body["model"] == "fault-error-mid-stream" and n == 1:  # an error, and the rest after it
+                yield event("error", {"error": {"type": "overloaded_error", "message": "Overloaded"}})
             yield event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": piece}})
             await asyncio.sleep(0.5 if body["model"] == "slow-stream" else 0.01)
         yield event("content_block_stop", {"index": 0})
@@ -392,10 +401,15 @@ class FakeUpstream:
             }
             return f"data: {json.dumps({**data, **(extra or {})})}\n\n".encode()
 
+        if body["model"] == "fault-done-only":  # no choice at all: nothing answered
+            yield b"data: [DONE]\n\n"
+            return
         yield chunk({"role": "assistant", "content": ""})
         for n, piece in enumerate([text[:10], text[10:]]):
             if body["model"] == "fault-disconnect" and n == 1:
                 raise RuntimeError("connection dropped on purpose")
+            if body["model"] == "fault-garbled-chunk" and n == 1:  # data the SDK cannot read, then the rest
+                yield b"data: {not json\n\n"
             yield chunk({"content": piece})
             await asyncio.sleep(0.01)
         if body["model"] == "fault-no-finish":  # closed mid-answer, cleanly: no finish_reason, no [DONE]

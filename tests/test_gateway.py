@@ -601,6 +601,9 @@ def test_usage_is_normalized_and_calibration_rises_fast_and_falls_on_evidence() 
     for absurd in (1e308, 10**30):
         poisoned = normalize_usage("openai", {"prompt_tokens": absurd, "completion_tokens": 2})
         assert poisoned is not None and (poisoned.input_tokens, poisoned.output_tokens) == (0, 2)
+    # a fraction is no count either (the docs said 0, it was read as 2); a whole float is its int
+    halves = normalize_usage("anthropic", {"input_tokens": 5.0, "output_tokens": 2.5})
+    assert halves is not None and (halves.input_tokens, halves.output_tokens) == (5, 0)
     calibration = Calibration(window=3)
     assert calibration.observe("m", 100, 140, default=1.2) == 1.4  # rises at once (within a step)
     assert calibration.observe("m", 100, 110, default=1.2) == 1.4

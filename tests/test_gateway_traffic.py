@@ -181,6 +181,51 @@ def test_a_broken_upstream_answer_is_a_502_and_a_given_answer_always_arrives(
     assert len(turns) == 1 and turns[0].usage["actual"]["input_tokens"] == 0
 
 
+def test_an_answer_that_answers_nothing_is_passed_on_and_not_stored(
+    stack: tuple[FakeUpstream, str, Path],
+) -> None:
+    """A 200 whose body is an error (either provider's shape), null or an empty object, and a
+    stream that errs mid-way, holds data no SDK reads, or is only ``[DONE]``: passed on as they
+    came, and no turn stored (each was a turn with an empty answer, and the SDK's retry a second)."""
+    _fake, url, store = stack
+    cases = [
+        (
+            "/v1/messages",
+            "fault-error-200",
+            {"type": "error", "error": {"type": "overloaded_error", "message": "x"}},
+        ),
+        (
+            "/v1/chat/completions",
+            "fault-openai-error-200",
+            {"error": {"message": "oops", "type": "server_error"}},
+        ),
+        ("/v1/responses", "fault-openai-error-200", {"error": {"message": "oops", "type": "server_error"}}),
+        ("/v1/messages", "fault-null-200", None),
+        ("/v1/chat/completions", "fault-object-200", {}),
+    ]
+    for n, (path, model, expected) in enumerate(cases):
+        body: dict[str, Any] = {"model": model, "max_tokens": 5}
+        body |= {"input": "When?"} if path == "/v1/responses" else {"messages": _ask()}
+        answered = httpx.post(url + path, json=body, headers={"x-ctxbudget-session": f"none-{n}"})
+        assert (answered.status_code, answered.json()) == (200, expected)
+    mid = _anthropic(url, **{"X-Ctxbudget-Session": "none-mid"})
+    with (
+        pytest.raises(anthropic.APIStatusError, match="Overloaded"),
+        mid.messages.stream(model="fault-error-mid-stream", max_tokens=10, messages=_ask()) as stream,
+    ):
+        stream.get_final_message()
+    chat = openai_client(url, **{"X-Ctxbudget-Session": "none-garbled"})
+    with pytest.raises(ValueError):  # the SDK's own JSON error
+        list(chat.chat.completions.create(model="fault-garbled-chunk", stream=True, messages=_ask()))
+    done = httpx.post(
+        url + "/v1/chat/completions",
+        json={"model": "fault-done-only", "stream": True, "messages": _ask()},
+        headers={"x-ctxbudget-session": "none-done"},
+    )
+    assert done.status_code == 200 and done.content == b"data: [DONE]\n\n"  # as it came
+    assert not [name for name in SQLiteStore(store).names() if name.startswith("none")]
+
+
 def test_failures_before_sending_are_400s_in_the_provider_shape(
     stack: tuple[FakeUpstream, str, Path],
 ) -> None:

@@ -264,8 +264,8 @@ async def _events(
             return
     if tail:
         yield tail
-    if not state.finished and state.failed:  # the upstream's own error event ended it: passed on
-        _ended_early(gateway, prepared, "stream_error")
+    if not state.finished and (state.failed or state.broken):  # passed on: the client's SDK raised
+        _ended_early(gateway, prepared, "stream_error" if state.failed else "invalid_event")
     elif not state.finished:
         _ended_early(gateway, prepared, "truncated_stream")
         yield provider.stream_error("upstream closed the stream before it finished")

@@ -94,14 +94,23 @@ RESPONSES = Provider("openai", "/v1/responses", "responses")
 _RESPONSES_ENDS = ("response.completed", "response.incomplete")
 
 
+# The field a whole answer holds its reply in, by request format: a body without it is no answer.
+_ANSWER_FIELDS = {"anthropic": "content", "openai": "choices", "responses": "output"}
+
+
 def failed_answer(provider: Provider, payload: Any) -> bool:
-    """Whether a whole answer says the upstream failed the turn: a Responses body with status
-    ``failed`` (the API answers 200 with it; it has no answer to store)."""
-    return (
-        provider.input_format == "responses"
-        and isinstance(payload, dict)
-        and payload.get("status") == "failed"
-    )
+    """Whether a whole answer holds no answered turn to store: a Responses body with status
+    ``failed`` (the API answers 200 with it); an error body answered with 200 (Anthropic's
+    ``type: error``, an OpenAI-style ``error`` object); or no object with the reply's own list
+    (``content``, ``choices``, ``output``): ``null``, ``42``, ``{}``. Each was stored as a turn
+    with an empty answer, which the client's SDK read as a failure (and its retry as a second)."""
+    if not isinstance(payload, dict):
+        return True
+    if provider.input_format == "responses" and payload.get("status") == "failed":
+        return True
+    if payload.get("type") == "error" or isinstance(payload.get("error"), dict):
+        return True
+    return not isinstance(payload.get(_ANSWER_FIELDS[provider.input_format]), list)
 
 
 def _responses_text(response: Mapping[str, Any]) -> str:
@@ -142,6 +151,7 @@ class StreamState:
     calls: StreamedCalls = field(default_factory=StreamedCalls)  # the tool calls, for the record
     finished: bool = False
     failed: bool = False  # the upstream sent its own error event (the client has it)
+    broken: bool = False  # an event the client's SDK cannot read (data that is not JSON)
     _pending: bytearray = field(default_factory=bytearray)  # bytes not yet passed on or dropped
     _start: int = 0  # where in them the current event starts
     _scan: int = 0  # where the next line starts
@@ -199,8 +209,9 @@ class StreamState:
         if not rest.strip():
             self._closed()
             return out + rest
-        done, chose, failed = self.finished, self._chosen(), self.failed
+        done, chose, failed, broken = self.finished, self._chosen(), self.failed, self.broken
         keep = self._event([line for line in lines if line])
+        self.broken = broken  # a cut-off event is dropped, not read by the client
         # this last event ended it (the upstream's error among them: the client is told)
         ended = (self.finished and not done) or (self._chosen() and not chose) or (self.failed and not failed)
         self._closed()
@@ -212,7 +223,7 @@ class StreamState:
         """At the upstream's clean close: a Chat Completions stream whose every choice has its
         finish_reason is a whole answer without ``data: [DONE]`` (some compatible servers leave it
         out; the OpenAI SDK reads such a stream as complete), unless the upstream's error came in it."""
-        if self._chosen() and not self.failed:
+        if self._chosen() and not (self.failed or self.broken):
             self.finished = True
 
     def _chosen(self) -> bool:
@@ -228,17 +239,24 @@ class StreamState:
         return self._data(payload.decode("utf-8", "replace").strip())
 
     def _data(self, data: str) -> bool:
+        if not data:  # an empty data line (a keep-alive): nothing to read
+            return True
         if data == "[DONE]":  # after the upstream's own error (vLLM sends both): no answer
-            self.finished = not self.failed
+            if not self._choices:  # nor in a stream of no choice at all: nothing was answered
+                self.failed = True
+            self.finished = not (self.failed or self.broken)
             return True
         try:
             event = json.loads(data)
-        except (ValueError, RecursionError):  # not JSON, or nested past what Python reads
+        except (ValueError, RecursionError):  # not JSON, or nested past what Python reads:
+            self.broken = True  # the client's SDK fails on it: no answer came, whatever follows
+            self.finished = False
             return True
         if not isinstance(event, dict):
             return True
         if event.get("type") == "error" or isinstance(event.get("error"), dict):
             self.failed = True  # Anthropic's `error` event, or an OpenAI-style error object
+            self.finished = False  # an end after it ends no answer (the client's SDK raised)
             return True
         if self.provider.name == "anthropic":
             self._anthropic(event)
@@ -260,7 +278,7 @@ class StreamState:
         elif kind == "message_delta":
             self._usage(_dict(event.get("usage")))
         elif kind == "message_stop":
-            self.finished = True
+            self.finished = not (self.failed or self.broken)
 
     def _responses(self, event: Mapping[str, Any]) -> None:
         """Responses events: text deltas, and the end, whose response carries the usage."""
@@ -270,7 +288,7 @@ class StreamState:
         elif kind in _RESPONSES_ENDS:
             self._usage(_dict(_dict(event.get("response")).get("usage")))
             self.calls.responses(_dict(event.get("response")))
-            self.finished = True
+            self.finished = not (self.failed or self.broken)
         elif kind == "response.failed":  # the upstream's own failure event (the client has it)
             self.failed = True
 

@@ -57,8 +57,8 @@ def _int(value: Any) -> int:
     :data:`MAX_BILLED_TOKENS` (anything else is 0)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 0
-    if isinstance(value, float) and not math.isfinite(value):
-        return 0
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        return 0  # NaN, infinities, and 2.5: no count of tokens (5.0 is 5)
     return max(0, int(value)) if value <= MAX_BILLED_TOKENS else 0
 
 
