@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import re
 import time
 from pathlib import Path
@@ -1701,6 +1702,27 @@ def test_a_base_with_a_query_keeps_it_after_the_path(tmp_path: Path) -> None:
                 json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]},
             )
     assert answer.status_code == 200, answer.text
+
+
+def test_a_stream_the_client_leaves_mid_way_is_logged_as_its_499(tmp_path: Path, caplog: Any) -> None:
+    """A stream's access line is written as it begins ("streamed"); a client that leaves mid-way
+    got no 499 line at all (the docs promised one): a warning line says it, and no turn is stored."""
+    body = {"model": "slow-stream", "max_tokens": 10, "stream": True, "messages": _ask()}
+    headers = {"anthropic-version": "2023-06-01", "X-Ctxbudget-Session": "left-mid-stream"}
+    store = tmp_path / "mid.db"
+    with (
+        caplog.at_level(logging.WARNING, logger="ctxbudget.gateway"),
+        gateway_over_fake(store) as (_fake, url),
+    ):
+        with httpx.stream("POST", url + "/v1/messages", json=body, headers=headers) as response:
+            next(response.iter_raw())  # the first events, then the client is gone
+        deadline = time.monotonic() + 30
+        while "outcome=client_disconnected" not in caplog.text:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert "left-mid-stream" not in SQLiteStore(store).names()
+    line = next(r.getMessage() for r in caplog.records if "outcome=client_disconnected" in r.getMessage())
+    assert line.startswith("session=left-mid-stream status=499 outcome=client_disconnected")
 
 
 def test_a_non_streamed_answer_the_client_left_before_is_not_stored(tmp_path: Path) -> None:

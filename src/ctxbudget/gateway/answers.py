@@ -254,6 +254,14 @@ async def _events(
         _ended_early(gateway, prepared, "disconnected")
         yield provider.stream_error(f"upstream dropped the stream: {type(exc).__name__}")
         return
+    except (asyncio.CancelledError, GeneratorExit):
+        if not recorded:  # the stream's access line, written as it began, says only "streamed"
+            logger.warning(
+                "session=%s status=499 outcome=client_disconnected: the client left mid-stream, "
+                "the upstream call is closed and the turn is not stored",
+                prepared.session,
+            )
+        raise
     finally:
         await upstream.aclose()
     tail = state.flush()
