@@ -361,6 +361,8 @@ def _returns_none() -> Any:
         (lambda: fit(None, model="gpt-4o"), "must be a JSON object, got null$"),  # type: ignore[arg-type]
         (lambda: fit([], model="gpt-4o"), "must be a JSON object, got an array$"),  # type: ignore[arg-type]
         (lambda: render_question("q"), "must be a JSON object, got a string$"),  # type: ignore[arg-type]
+        (lambda: assemble([], policy="legal-review", model="gpt-4o"), "JSON object, got an array$"),  # type: ignore[arg-type]
+        (lambda: assemble(None, policy="legal-review", model="gpt-4o"), "JSON object, got null$"),  # type: ignore[arg-type]
     ],
 )
 def test_public_functions_refuse_arguments_of_the_wrong_type(call: Any, message: str) -> None:

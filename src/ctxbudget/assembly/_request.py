@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_v
 
 from ..errors import InvalidRequestError
 from ..formats import detect_format, get_format
-from ..formats.jsonvalue import check_json_value
+from ..formats.jsonvalue import check_json_value, json_kind
 from ..formats.wire import validate_body
 from ._origins import chat_origin, message_position, question_origins
 from ._policy import Policy, Tier
@@ -461,7 +461,7 @@ def parse_context_request(
 ) -> ContextRequest:
     """A context request from ``{"items": [...]}`` or from a question/openai/anthropic body."""
     if not isinstance(body, Mapping):
-        raise InvalidRequestError(f"expected a JSON object, got {type(body).__name__}", "$")
+        raise InvalidRequestError(f"expected a JSON object, got {json_kind(body)}", "$")
     check_json_value(body)  # what fit refuses at the boundary (a lone surrogate, NaN, a huge int)
     if format in (None, "context") and "items" in body:
         return _from_items(body, policy)

@@ -76,7 +76,7 @@ def detect_format(request: Mapping[str, Any], model: str | None = None) -> Reque
     ``messages`` body fitted for a Claude model is read as a Messages body (read as Chat
     Completions, its cut could open with an assistant turn, which the Messages API refuses)."""
     if not isinstance(request, Mapping):
-        raise InvalidRequestError(f"expected a JSON object, got {type(request).__name__}", "$")
+        raise InvalidRequestError(f"expected a JSON object, got {json_kind(request)}", "$")
     probe = request if model is None or "model" in request else {**request, "model": model}
     for name, detects in DETECTORS:
         if detects(probe):
