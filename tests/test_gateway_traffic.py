@@ -797,6 +797,29 @@ def test_a_stream_cut_mid_event_ends_in_an_error_the_sdk_raises(tmp_path: Path) 
     assert sent == first and state.flush() == b""  # the cut-off event never reaches the client
 
 
+def test_a_done_after_a_messages_or_responses_end_leaves_it_whole() -> None:
+    """A ``data: [DONE]`` after a Messages or Responses stream's end (compatible servers add it,
+    in the end's chunk or after): the answer is whole; only a chat stream of no choice at all is
+    no answer. A Responses stream so ended was taken for one that answered nothing."""
+    from ctxbudget.gateway.providers import ANTHROPIC, OPENAI, RESPONSES, StreamState
+
+    completed = {"type": "response.completed", "response": {"output": [], "usage": {"input_tokens": 3}}}
+    ends = {
+        ANTHROPIC: b'event: message_stop\ndata: {"type": "message_stop"}\n\n',
+        RESPONSES: b"event: response.completed\ndata: " + json.dumps(completed).encode() + b"\n\n",
+    }
+    for provider, end in ends.items():
+        for chunks in ([end + b"data: [DONE]\n\n"], [end, b"data: [DONE]\n\n"]):
+            state = StreamState(provider)
+            for chunk in chunks:
+                state.feed(chunk)
+            state.flush()
+            assert state.finished and not state.failed, (provider.input_format, chunks)
+    alone = StreamState(OPENAI)
+    alone.feed(b"data: [DONE]\n\n")
+    assert not alone.finished and alone.failed
+
+
 def test_a_chat_stream_is_whole_at_a_clean_close_once_every_choice_finished() -> None:
     from ctxbudget.gateway.providers import OPENAI, StreamState
 

@@ -272,6 +272,8 @@ async def _events(
             return
     if tail:
         yield tail
+    if recorded:  # an error or bad data after the end the turn was stored at: the client has it
+        return
     if not state.finished and (state.failed or state.broken):  # passed on: the client's SDK raised
         _ended_early(gateway, prepared, "stream_error" if state.failed else "invalid_event")
     elif not state.finished:

@@ -110,7 +110,8 @@ def failed_answer(provider: Provider, payload: Any) -> bool:
         return True
     if payload.get("type") == "error" or isinstance(payload.get("error"), dict):
         return True
-    return not isinstance(payload.get(_ANSWER_FIELDS[provider.input_format]), list)
+    reply = _ANSWER_FIELDS.get(provider.input_format)
+    return reply is not None and not isinstance(payload.get(reply), list)
 
 
 def _responses_text(response: Mapping[str, Any]) -> str:
@@ -242,8 +243,8 @@ class StreamState:
         if not data:  # an empty data line (a keep-alive): nothing to read
             return True
         if data == "[DONE]":  # after the upstream's own error (vLLM sends both): no answer
-            if not self._choices:  # nor in a stream of no choice at all: nothing was answered
-                self.failed = True
+            if self.provider.input_format == "openai" and not self._choices:
+                self.failed = True  # nor in a chat stream of no choice at all: nothing was answered
             self.finished = not (self.failed or self.broken)
             return True
         try:

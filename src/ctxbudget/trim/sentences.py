@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
+import unicodedata
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
@@ -433,17 +434,17 @@ def _whole_clusters(text: str, ends: list[int]) -> list[int]:
     user-perceived character with it: the end fell inside it and a cut there left the accent to
     the next sentence). The ends a wide mark (``WIDE_ENDS``) gives need no whitespace after it,
     so a text beyond ASCII may have one where another character's mark stands."""
-    import unicodedata
-
     size = len(text)
-    if not any(e < size and unicodedata.category(text[e]) in _EXTENDING for e in ends):
+    if not any(e < size and _extends(text[e]) for e in ends):
         return ends
     from .text import grapheme_ceil  # the cluster pattern compiles at the first such end
 
-    return [
-        grapheme_ceil(text, e) if e < size and unicodedata.category(text[e]) in _EXTENDING else e
-        for e in ends
-    ]
+    return [grapheme_ceil(text, e) if e < size and _extends(text[e]) else e for e in ends]
+
+
+def _extends(char: str) -> bool:
+    """Whether ``char`` may extend the character before it (none in ASCII does)."""
+    return char > "\x7f" and unicodedata.category(char) in _EXTENDING
 
 
 def _settled_ends(text: str, start: int) -> list[int]:
