@@ -27,7 +27,7 @@ from ..tokens.counter import ChunkAnalysis, analyze
 from ..tokens.registry import get_encoding
 from ..weighed import WeighedLRU
 from .bm25 import ascii_term_hits, span_word_counts, terms, word_mask
-from .sentences import sentence_ends
+from .sentences import extends, sentence_ends
 from .text import grapheme_ceil, grapheme_floor
 
 __all__ = [
@@ -65,7 +65,7 @@ def sentence_bounds(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     wide = not text.isascii()  # ASCII has no mark to carry
     for end in sentence_ends(text):
         first = lead(text, start, end).end()  # type: ignore[union-attr]  # ``\s*`` always matches
-        if wide:
+        if wide and first > start:  # after a blank: a mark on it would make the two one character
             first = _cluster_start(text, start, first)
         if first < end:
             last = end
@@ -87,7 +87,7 @@ def _cluster_start(text: str, start: int, first: int) -> int:
     """``first`` (a sentence's first visible character), or the blank before it when the two are
     one user-perceived character (a mark or a joiner on a space): a sentence never starts inside
     one."""
-    return grapheme_floor(text, first) if start < first < len(text) and text[first] > "\x7f" else first
+    return grapheme_floor(text, first) if start < first < len(text) and extends(text[first]) else first
 
 
 # A sentence longer than this many UTF-8 bytes is cut into pieces of about this size: a text with

@@ -21,7 +21,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-__all__ = ["iter_sentence_ends", "last_sentence_end", "sentence_ends"]
+__all__ = ["extends", "iter_sentence_ends", "last_sentence_end", "sentence_ends"]
 
 ABBREVIATIONS = frozenset(
     [
@@ -435,14 +435,15 @@ def _whole_clusters(text: str, ends: list[int]) -> list[int]:
     the next sentence). The ends a wide mark (``WIDE_ENDS``) gives need no whitespace after it,
     so a text beyond ASCII may have one where another character's mark stands."""
     size = len(text)
-    if not any(e < size and _extends(text[e]) for e in ends):
+    after = {text[e] for e in ends if e < size}  # a few distinct characters: each asked once
+    if not any(map(extends, after)):
         return ends
     from .text import grapheme_ceil  # the cluster pattern compiles at the first such end
 
-    return [grapheme_ceil(text, e) if e < size and _extends(text[e]) else e for e in ends]
+    return [grapheme_ceil(text, e) if e < size and extends(text[e]) else e for e in ends]
 
 
-def _extends(char: str) -> bool:
+def extends(char: str) -> bool:
     """Whether ``char`` may extend the character before it (none in ASCII does)."""
     return char > "\x7f" and unicodedata.category(char) in _EXTENDING
 
