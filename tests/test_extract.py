@@ -338,6 +338,11 @@ CLUSTER_PIECES = st.sampled_from(
         "x\u0301",
         "🏳",
         "\r\n",
+        "\u0e33",  # Thai SARA AM, a letter by its category that extends a cluster
+        "\u0eb3",
+        "\uff9e",  # halfwidth katakana voiced sound mark
+        "\u0e01",
+        "\u0915\u093f",
     ]
 )
 

@@ -257,8 +257,9 @@ async def _events(
     except (asyncio.CancelledError, GeneratorExit):
         if not recorded:  # the stream's access line, written as it began, says only "streamed"
             logger.warning(
-                "session=%s status=499 outcome=client_disconnected: the client left mid-stream, "
-                "the upstream call is closed and the turn is not stored",
+                "session=%s status=499 outcome=client_disconnected: the stream was cancelled before "
+                "its end (its client left, or the server is stopping): the upstream call is closed "
+                "and the turn is not stored",
                 prepared.session,
             )
         raise

@@ -443,9 +443,14 @@ def _whole_clusters(text: str, ends: list[int]) -> list[int]:
     return [grapheme_ceil(text, e) if e < size and extends(text[e]) else e for e in ends]
 
 
+# Letters by their category that extend a cluster all the same (Unicode's SpacingMark and Extend):
+# Thai and Lao SARA AM, and the halfwidth katakana sound marks.
+_EXTENDING_LETTERS = frozenset("\u0e33\u0eb3\uff9e\uff9f")
+
+
 def extends(char: str) -> bool:
     """Whether ``char`` may extend the character before it (none in ASCII does)."""
-    return char > "\x7f" and unicodedata.category(char) in _EXTENDING
+    return char > "\x7f" and (unicodedata.category(char) in _EXTENDING or char in _EXTENDING_LETTERS)
 
 
 def _settled_ends(text: str, start: int) -> list[int]:
