@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxbudget import CtxBudgetError, InvalidRequestError, assemble, count, fit, render_question
+from ctxbudget import CtxBudgetError, InvalidRequestError, assemble, count, count_text, fit, render_question
 from ctxbudget.cli import main
 
 VALID: list[dict[str, Any]] = [
@@ -396,6 +396,9 @@ def test_a_text_the_tokenizer_refuses_is_named_by_its_field() -> None:
         with pytest.raises(InvalidRequestError, match="cannot be tokenized") as info:
             call()
         assert info.value.path == "$.messages[2]"
+    with pytest.raises(InvalidRequestError, match="cannot be tokenized") as plain:
+        count_text(blank, model="gpt-4o")
+    assert plain.value.path == "" and not str(plain.value).startswith("$")  # a text: no JSON to point in
 
 
 def test_every_error_pickles_and_copies_as_it_was_made(tmp_path: Path) -> None:
