@@ -10,8 +10,8 @@ Then the same rounds with each server in a process of its own, as deployed: the 
 ``ctxbudget serve`` in front of it (its own event loop, access log and store), and the bare
 proxy; this process only sends. In one process the client's and the upstream's threads hold the
 GIL the gateway waits for; deployed, they do not, but its access log is written and its process
-is scheduled apart. On the 2-vCPU machines the two shapes gave the same overhead (stop 66: p95
-+4.6 to +6.1 ms deployed, +3.7 to +5.6 in one process, in three runs each).
+is scheduled apart. On the 2-vCPU machines the two shapes gave the same overhead (stop 66, twelve
+runs each: p95 +4.6 to +6.1 ms deployed, +3.7 to +5.9 in one process).
 
     python bench/bench_gateway.py
 """
