@@ -197,7 +197,7 @@ def test_an_envelope_above_the_models_window_is_told_as_the_policys_not_as_what_
     assert message.startswith(
         "cannot fit: the policy's envelope is 32,000 tokens but only 8,192 are available"
     )
-    assert "'gpt-4' (gpt-4) has a 8,192-token window" in message and "need" not in message
+    assert "'gpt-4' (gpt-4) has a window of 8,192 tokens" in message and "need" not in message
 
 
 def test_confirm_evict_of_an_id_no_item_has_is_refused() -> None:

@@ -493,6 +493,17 @@ def _context(tmp_path: Path, pinned: str = "Rules: cite page:line.") -> str:
     return _write(tmp_path, body)
 
 
+@pytest.mark.parametrize("command", ["count", "fit"])
+def test_a_blank_model_option_is_refused_not_taken_for_none(tmp_path: Path, command: str) -> None:
+    """``--model ""`` was taken for no option: the body's model was budgeted in silence (and, with
+    none in the body, "pass --model" was said to a user who had)."""
+    body = _write(tmp_path, {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]})
+    for blank in ("", "  "):
+        done = CliRunner().invoke(main, [command, body, "--model", blank])
+        assert done.exit_code == 2
+        assert done.stderr == f"ctxbudget: --model is blank ({blank!r}): name the model the request is for\n"
+
+
 def test_a_previous_turn_file_of_null_is_refused_not_taken_for_no_previous_turn(tmp_path: Path) -> None:
     """``--previous`` of a file holding ``null`` (a pipeline's empty jq result) was no previous
     turn: a changed pinned prefix passed INV-CTX-01 with exit 0. It is bad input, as ``[]`` is."""

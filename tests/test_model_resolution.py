@@ -76,7 +76,7 @@ def test_count_reports_the_window_and_whether_it_fits() -> None:
 
 def test_assemble_fails_closed_when_the_envelope_cannot_fit_the_model() -> None:
     legal = get_policy("legal-review")
-    with pytest.raises(BudgetExceeded, match="8,192-token window") as caught:
+    with pytest.raises(BudgetExceeded, match="has a window of 8,192 tokens") as caught:
         assemble(request(), policy=legal, model="gpt-4")
     assert caught.value.required_tokens == legal.envelope_tokens
 

@@ -113,7 +113,7 @@ def check_envelope(policy: Policy, spec: ModelSpec, model: str) -> None:
             policy.envelope_tokens,
             "envelope",
             "",
-            f"has a {spec.context_window:,}-token window",
+            f"has a window of {spec.context_window:,} tokens",
         ),
         (
             spec.input_limit,
@@ -260,7 +260,7 @@ def _check_reply_room(body: Any, report: AssemblyReport, setup: Setup) -> None:
         available_tokens=setup.spec.context_window,
         required_tokens=report.tokens + asked,
         parts={"the assembled prompt": report.tokens, "the reply it asks for (max_tokens)": asked},
-        hint=f"{setup.model!r} has a {setup.spec.context_window:,}-token window for both; lower the "
+        hint=f"{setup.model!r} has a window of {setup.spec.context_window:,} tokens for both; lower the "
         "policy's max_output_tokens, raise its reserve_output_tokens so that the prompt leaves the "
         "reply its room, or choose a model with a larger window",
     )

@@ -71,7 +71,7 @@ def _cache_rules(setup: Setup) -> tuple[CacheRules, list[str]]:
     if rules.mode != "explicit" or setup.fmt == "anthropic":
         return rules, []
     note = (
-        f"{setup.spec.id} caches only at cache_control marks, which a {setup.fmt} body does not carry: "
+        f"{setup.spec.id} caches only at cache_control marks, which the {setup.fmt} body does not carry: "
         "nothing is predicted cached (assemble the anthropic format to use the breakpoints)"
     )
     return dataclasses.replace(rules, mode="none"), [note]

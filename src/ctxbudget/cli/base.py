@@ -220,7 +220,10 @@ def working(source: str, what: str) -> Iterator[None]:
 
 
 def model_of(model: str | None, request: Any) -> str:
-    """The model to budget for: ``--model``, else the body's ``model`` (exit 2 when neither)."""
+    """The model to budget for: ``--model``, else the body's ``model`` (exit 2 when neither, and
+    for ``--model ""``: given, but blank, it was taken for no option and the body's model used)."""
+    if model is not None and not model.strip():
+        fail(f"--model is blank ({model!r}): name the model the request is for", EXIT_USAGE)
     if model:
         return model
     if not isinstance(request, dict):  # no body to take a model from: say what is wrong with it

@@ -390,6 +390,11 @@ def _wide_text_hint(data: bytes) -> str:
     return ""
 
 
+# Said of bytes that are not UTF-8 and hold no NUL (text of one byte a character): the commonest
+# such text is a Western Windows code page's.
+_ONE_BYTE_HINT = "; if it is Latin-1 or Windows-1252, save it as UTF-8 (iconv -f WINDOWS-1252 -t UTF-8)"
+
+
 def decode_json(data: bytes, source: str, *, refuse_repeats: bool = False) -> Any:
     """Decode UTF-8 JSON bytes strictly; errors say where (byte offset, line and column). With
     ``refuse_repeats`` an object that gives a key twice is an error (a body whose ``messages``
@@ -403,7 +408,9 @@ def decode_json(data: bytes, source: str, *, refuse_repeats: bool = False) -> An
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidRequestError(
-            f"{source}: not UTF-8 text at byte {exc.start} ({exc.reason}){_wide_text_hint(data)}", ""
+            f"{source}: not UTF-8 text at byte {exc.start} ({exc.reason})"
+            + (_wide_text_hint(data) or ("" if 0 in data[:4] else _ONE_BYTE_HINT)),
+            "",
         ) from None
     marked = len(text)
     text = text.removeprefix("\ufeff")
