@@ -139,7 +139,10 @@ def test_numbers_are_read_as_json_reads_them(data: bytes, expected: Any) -> None
         (b'{"a": "\\ud800"}', "lone surrogate"),
         (b'{"a": "\xff"}', "not UTF-8 text at byte 7"),
         (b'{"a": "caf\xe9"}', "at byte 10 .*if it is Latin-1 or Windows-1252.*iconv -f WINDOWS-1252"),
-        (b'{"a": 1} y', "^body: not valid JSON at line 1 column 10 \\(byte 9\\): Extra data$"),  # no encoding hint
+        (
+            b'{"a": 1} y',
+            "^body: not valid JSON at line 1 column 10 \\(byte 9\\): Extra data$",
+        ),  # no encoding hint
         (b'{"a": 1} x', "not valid JSON at line 1 column 10"),
         (b"[" * 1100 + b"]" * 1100, "nested deeper than 100 levels"),
         (b"[" * 500 + b"]" * 500, "nested deeper than 100 levels"),
