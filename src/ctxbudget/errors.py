@@ -297,7 +297,8 @@ class PinnedPrefixChanged(CtxBudgetError):
         self.after = after
         self.volatile = volatile
         likely = (
-            f"; the likely cause is the changing {volatile[0]} {volatile[1]!r}: move it out of the pinned tier"
+            f"; the likely cause is the changing {volatile[0]} {volatile[1]!r}: if it changes from turn "
+            "to turn, move it out of the pinned tier"
             if volatile
             else ""
         )
