@@ -65,7 +65,7 @@ def sentence_bounds(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     wide = not text.isascii()  # ASCII has no mark to carry
     for end in sentence_ends(text):
         first = lead(text, start, end).end()  # type: ignore[union-attr]  # ``\s*`` always matches
-        if wide and first > start and extends(text[first]):  # a mark on the blank before it
+        if wide and start < first < end and extends(text[first]):  # a mark on the blank before it
             first = grapheme_floor(text, first)  # the two are one character: the blank starts it
         if first < end:
             last = end
