@@ -150,7 +150,7 @@ class StreamState:
     text: list[str] = field(default_factory=list)
     usage: dict[str, Any] = field(default_factory=dict)
     calls: StreamedCalls = field(default_factory=StreamedCalls)  # the tool calls, for the record
-    finished: bool = False
+    ended: bool = False  # the stream's end came (an end event, ``[DONE]``, every choice finished)
     failed: bool = False  # the upstream sent its own error event (the client has it)
     broken: bool = False  # an event the client's SDK cannot read (data that is not JSON)
     _pending: bytearray = field(default_factory=bytearray)  # bytes not yet passed on or dropped
@@ -161,6 +161,12 @@ class StreamState:
     # A Chat Completions stream's choices (by index) and which have no finish_reason yet.
     _choices: set[int] = field(default_factory=set)
     _open: set[int] = field(default_factory=set)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the stream ended with its answer: its end came, and no error or data the
+        client's SDK cannot read came before or after it (the SDK raised on those)."""
+        return self.ended and not (self.failed or self.broken)
 
     def feed(self, chunk: bytes) -> bytes:
         """Consume raw bytes; complete events are parsed, partial ones wait for more. Returns the
@@ -214,18 +220,19 @@ class StreamState:
         keep = self._event([line for line in lines if line])
         self.broken = broken  # a cut-off event is dropped, not read by the client
         # this last event ended it (the upstream's error among them: the client is told)
-        ended = (self.finished and not done) or (self._chosen() and not chose) or (self.failed and not failed)
+        by_it = (self.finished and not done) or (self._chosen() and not chose) or (self.failed and not failed)
         self._closed()
         if self.hold_usage:
             rest = _NULL_USAGE.sub(b"", rest)
-        return out + (rest if ended and keep else b"")
+        return out + (rest if by_it and keep else b"")
 
     def _closed(self) -> None:
         """At the upstream's clean close: a Chat Completions stream whose every choice has its
         finish_reason is a whole answer without ``data: [DONE]`` (some compatible servers leave it
-        out; the OpenAI SDK reads such a stream as complete), unless the upstream's error came in it."""
-        if self._chosen() and not (self.failed or self.broken):
-            self.finished = True
+        out; the OpenAI SDK reads such a stream as complete), unless the upstream's error came in it
+        (:attr:`finished`)."""
+        if self._chosen():
+            self.ended = True
 
     def _chosen(self) -> bool:
         """Whether every choice of a Chat Completions stream has its finish_reason."""
@@ -245,19 +252,17 @@ class StreamState:
         if data == "[DONE]":  # after the upstream's own error (vLLM sends both): no answer
             if self.provider.input_format == "openai" and not self._choices:
                 self.failed = True  # nor in a chat stream of no choice at all: nothing was answered
-            self.finished = not (self.failed or self.broken)
+            self.ended = True
             return True
         try:
             event = json.loads(data)
         except (ValueError, RecursionError):  # not JSON, or nested past what Python reads:
             self.broken = True  # the client's SDK fails on it: no answer came, whatever follows
-            self.finished = False
             return True
         if not isinstance(event, dict):
             return True
         if event.get("type") == "error" or isinstance(event.get("error"), dict):
             self.failed = True  # Anthropic's `error` event, or an OpenAI-style error object
-            self.finished = False  # an end after it ends no answer (the client's SDK raised)
             return True
         if self.provider.name == "anthropic":
             self._anthropic(event)
@@ -279,7 +284,7 @@ class StreamState:
         elif kind == "message_delta":
             self._usage(_dict(event.get("usage")))
         elif kind == "message_stop":
-            self.finished = not (self.failed or self.broken)
+            self.ended = True
 
     def _responses(self, event: Mapping[str, Any]) -> None:
         """Responses events: text deltas, and the end, whose response carries the usage."""
@@ -289,7 +294,7 @@ class StreamState:
         elif kind in _RESPONSES_ENDS:
             self._usage(_dict(_dict(event.get("response")).get("usage")))
             self.calls.responses(_dict(event.get("response")))
-            self.finished = not (self.failed or self.broken)
+            self.ended = True
         elif kind == "response.failed":  # the upstream's own failure event (the client has it)
             self.failed = True
 
