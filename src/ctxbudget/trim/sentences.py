@@ -438,9 +438,16 @@ def _whole_clusters(text: str, ends: list[int]) -> list[int]:
     after = {text[e] for e in ends if e < size}  # a few distinct characters: each asked once
     if not any(map(extends, after)):
         return ends
+    return [_cluster_end(text, e) for e in ends]
+
+
+def _cluster_end(text: str, end: int) -> int:
+    """``end``, or past what extends the character before it (see :func:`_whole_clusters`)."""
+    if end >= len(text) or not extends(text[end]):
+        return end
     from .text import grapheme_ceil  # the cluster pattern compiles at the first such end
 
-    return [grapheme_ceil(text, e) if e < size and extends(text[e]) else e for e in ends]
+    return grapheme_ceil(text, end)
 
 
 # Letters by their category that extend a cluster all the same (Unicode's SpacingMark and Extend):
@@ -490,7 +497,7 @@ def _plain_ends(text: str, start: int, stop: int) -> Iterator[int]:
         if first == "\n":
             yield begin
         elif first not in ".!?" or _is_end(text, begin, end):
-            yield _whole_clusters(text, [end])[0]
+            yield _cluster_end(text, end)
 
 
 def sentence_ends(text: str) -> list[int]:
