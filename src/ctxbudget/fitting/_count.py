@@ -107,7 +107,7 @@ def untokenizable_located(items: tuple[Item, ...]) -> Iterator[None]:
     try:
         yield
     except InvalidRequestError as exc:
-        if exc.path != "$":
+        if exc.path not in ("", "$"):
             raise
         holder = next((item for item in items if long_blank_run(item.text)), None)
         if holder is None:

@@ -714,7 +714,8 @@ class TiktokenEncoding:
             raise InvalidRequestError(
                 f"a text of {len(text):,} characters cannot be tokenized"
                 + (f" (it holds a run of {run:,} whitespace characters)" if run else "")
-                + f"; the {self.name} tokenizer fails on it: shorten or normalize the text"
+                + f"; the {self.name} tokenizer fails on it: shorten or normalize the text",
+                "",  # a text, not a body: a fit names the item that holds it (untokenizable_located)
             ) from None
 
     def _lengths_of(self, text: str) -> bytes:
