@@ -11,7 +11,9 @@ Then the same rounds with each server in a process of its own, as deployed: the 
 proxy; this process only sends. In one process the client's and the upstream's threads hold the
 GIL the gateway waits for; deployed, they do not, but its access log is written and its process
 is scheduled apart. On the 2-vCPU machines the two shapes gave the same overhead (stop 66, twelve
-runs each: p95 +4.6 to +6.1 ms deployed, +3.7 to +5.9 in one process).
+runs each: p95 +4.6 to +6.1 ms deployed, +3.7 to +5.9 in one process). The deployed rounds
+open with each server's first request after it starts, timed alone (the gateway's used to build
+its tokenizer: docs/gateway.md, "Start-up").
 
     python bench/bench_gateway.py
 """
@@ -156,9 +158,21 @@ def serving(command: list[str], port: int) -> Iterator[str]:
         process.wait(timeout=30)
 
 
-def deployed() -> list[list[float]]:
+def first_requests(urls: list[str], client: httpx.Client) -> list[float]:
+    """One request to each of ``urls``, in order, in ms: each server's first (the rounds warm up)."""
+    firsts = []
+    for url in urls:
+        start = time.perf_counter()
+        client.post(url + "/v1/chat/completions", json=BODY).raise_for_status()
+        firsts.append((time.perf_counter() - start) * 1000)
+    return firsts
+
+
+def deployed() -> tuple[list[float], list[list[float]]]:
     """The rounds with the fake upstream, ``ctxbudget serve`` and the bare proxy each in a
-    process of its own (the gateway's store a throwaway file): direct, gateway, bare."""
+    process of its own (the gateway's store a throwaway file): each server's first request, then
+    the rounds (direct, gateway, bare). A server is ready once it answers a GET; the gateway's
+    first POST used to build its tokenizer (stop 67: warmed as it starts, see gateway/warmup.py)."""
     here = [sys.executable, str(Path(__file__).resolve()), "--serve"]
     ports = [free_port() for _ in range(3)]
     with (
@@ -174,7 +188,8 @@ def deployed() -> list[list[float]]:
             serving(bare, ports[2]) as barely,
             httpx.Client(timeout=30) as client,
         ):
-            return rounds([upstream, through, barely], client)
+            urls = [upstream, through, barely]
+            return first_requests(urls, client), rounds(urls, client)
 
 
 def serve(kind: str, port: int, upstream: str) -> None:
@@ -213,7 +228,12 @@ def main() -> None:
     print("the client, the fake upstream, the gateway and the bare proxy in this process:")
     report(direct, proxied, barely)
     print("each server in a process of its own, as deployed (the gateway: `ctxbudget serve`):")
-    report(*deployed())
+    firsts, samples = deployed()
+    report(*samples)
+    print(
+        f"first request after start: gateway {firsts[1]:.1f} ms, bare proxy {firsts[2]:.1f} ms, "
+        f"fake upstream directly {firsts[0]:.1f} ms (the gateway's p50 after: {percentile(samples[1], 0.5):.2f} ms)"
+    )
 
 
 if __name__ == "__main__":

@@ -248,7 +248,9 @@ def _serve(config: GatewayConfig) -> None:
         from ..tokens.fast import use_fast_tokenizers
 
         use_fast_tokenizers(required=True)
-    app = create_app(config)  # opens the store: a store that cannot serve fails here, before the banner
+    # opens the store: a store that cannot serve fails here, before the banner; the process is the
+    # server's own, so what start-up leaves alive is frozen out of the collector's passes
+    app = create_app(config, freeze_heap=True)
     listening = _listening(config.host, config.port)
     click.echo(
         f"ctxbudget gateway on http://{config.host}:{config.port} -> "

@@ -40,6 +40,7 @@ from .refusals import Refusal
 from .service import Gateway
 from .settings import SESSION_HEADER, SettingsError
 from .upstream import check_header_count, forwarded_headers
+from .warmup import settle_heap, warm_up
 
 __all__ = ["create_app"]
 
@@ -376,10 +377,14 @@ def create_app(
     transport: httpx.AsyncBaseTransport | None = None,
     store: SessionStore | None = None,
     clock: Callable[[], float] = time.monotonic,
+    *,
+    freeze_heap: bool = False,
 ) -> Starlette:
     """The gateway as an ASGI app (``transport`` lets tests route upstream calls in-process;
     ``store``, a store other than the configured one; ``clock``, the monotonic seconds the
-    provider's cache entries age by)."""
+    provider's cache entries age by). Its start-up warms what the first request would pay for
+    (:mod:`.warmup`); with ``freeze_heap`` (``ctxbudget serve``, which owns its process) it then
+    freezes the heap out of the cycle collector's passes."""
     gateway = Gateway(config, transport, store, clock=clock)
 
     @asynccontextmanager
@@ -387,6 +392,9 @@ def create_app(
         if config.fast_tokenizer:  # before the first request: the load holds the GIL for about 1 s
             fast = await run_in_threadpool(functools.partial(use_fast_tokenizers, required=True))
             logger.info("tokenizer: quicktok (%s)", ", ".join(fast))
+        await run_in_threadpool(functools.partial(warm_up, gateway.catalog))
+        if freeze_heap:
+            settle_heap()
         yield
         await run_in_threadpool(gateway.close)  # every answered turn committed before the process ends
 
