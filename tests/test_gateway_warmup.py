@@ -9,15 +9,16 @@ import logging
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 from starlette.testclient import TestClient
 
-from ctxbudget import register_encoding
-from ctxbudget.gateway import GatewayConfig, create_app
-from ctxbudget.gateway.warmup import FIRST_CALL_MODULES
+from ctxbudget import load_catalog, register_encoding
+from ctxbudget.gateway import GatewayConfig, create_app, warmup
+from ctxbudget.gateway.warmup import BUNDLED_DEFAULT, FIRST_CALL_MODULES, warmed_encodings
 
 
 class _Counted:
@@ -53,6 +54,10 @@ def _catalog(folder: Path, encoding: str) -> str:
     return str(path)
 
 
+class PanicException(BaseException):
+    """What a Rust tokenizer raises when it panics (pyo3's, by its name: not an Exception)."""
+
+
 def test_start_up_builds_and_uses_the_catalogs_default_encoding(tmp_path: Path) -> None:
     _Counted.builds, _Counted.texts = 0, []
     register_encoding("warm-test", _Counted)
@@ -66,6 +71,16 @@ def test_start_up_builds_and_uses_the_catalogs_default_encoding(tmp_path: Path) 
         assert _Counted.texts  # and counted once
     with TestClient(create_app(config)):  # built once a process
         assert _Counted.builds == 1
+
+
+def test_the_bundled_models_encoding_is_warmed_beside_a_user_catalogs_default(tmp_path: Path) -> None:
+    """A user catalog joins the bundled one: its default counts its own models, and the bundled
+    models still count with theirs."""
+    register_encoding("warm-test", _Counted)
+    catalog = load_catalog(_catalog(tmp_path, "warm-test"))
+    assert warmed_encodings(catalog) == ["warm-test", BUNDLED_DEFAULT]
+    assert catalog.tokenizer_for("gpt-4o").encoding == BUNDLED_DEFAULT
+    assert warmed_encodings(load_catalog(_catalog(tmp_path, BUNDLED_DEFAULT))) == [BUNDLED_DEFAULT]
 
 
 def test_an_encoding_that_cannot_be_built_is_logged_and_the_gateway_starts(
@@ -87,6 +102,80 @@ def test_an_encoding_that_cannot_be_built_is_logged_and_the_gateway_starts(
         "could not warm the encoding 'warm-broken': RuntimeError: the vocabulary file is missing"
         in caplog.text
     )
+
+
+def test_a_tokenizer_that_panics_at_start_up_is_logged_and_the_gateway_starts(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Panicking(_Counted):
+        name = "warm-panics"
+
+        def token_lengths(self, text: str) -> bytes:
+            raise PanicException("called `Option::unwrap()` on a `None` value")
+
+    register_encoding("warm-panics", Panicking)
+    config = GatewayConfig(
+        store_path=str(tmp_path / "g.db"), catalog_paths=(_catalog(tmp_path, "warm-panics"),)
+    )
+    with (
+        caplog.at_level(logging.WARNING, "ctxbudget.gateway.warmup"),
+        TestClient(create_app(config)) as client,
+    ):
+        assert client.get("/healthz").status_code == 200
+    assert "could not warm the encoding 'warm-panics': PanicException" in caplog.text
+
+
+def test_a_tokenizer_whose_build_hangs_holds_up_the_start_only_so_long(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    release = threading.Event()
+
+    def hanging() -> Any:
+        release.wait(30)
+        raise RuntimeError("gave up")
+
+    register_encoding("warm-hangs", hanging)
+    monkeypatch.setattr(warmup, "WARM_UP_SECONDS", 0.2)
+    config = GatewayConfig(
+        store_path=str(tmp_path / "g.db"), catalog_paths=(_catalog(tmp_path, "warm-hangs"),)
+    )
+    try:
+        with (
+            caplog.at_level(logging.WARNING, "ctxbudget.gateway.warmup"),
+            TestClient(create_app(config)) as client,
+        ):
+            assert not release.is_set()  # started while the build still hangs
+            assert client.get("/healthz").status_code == 200
+        assert "the warm-up (building the tokenizers warm-hangs, o200k_base) took over 0.2 s" in caplog.text
+    finally:
+        release.set()
+
+
+def test_a_plug_in_tokenizer_that_panics_on_a_request_is_answered_in_the_providers_shape(
+    tmp_path: Path,
+) -> None:
+    class PanicsOnAWord(_Counted):
+        name = "warm-word-panics"
+
+        def token_lengths(self, text: str) -> bytes:
+            if "explode" in text:
+                raise PanicException("index out of bounds")
+            return super().token_lengths(text)
+
+    register_encoding("warm-word-panics", PanicsOnAWord)
+    config = GatewayConfig(
+        store_path=str(tmp_path / "g.db"), catalog_paths=(_catalog(tmp_path, "warm-word-panics"),)
+    )
+    body = {"model": "house-llm", "max_tokens": 10, "messages": [{"role": "user", "content": "explode"}]}
+    with TestClient(create_app(config)) as client:
+        for path in ("/v1/messages", "/v1/messages/count_tokens"):
+            answer = client.post(
+                path, json=body, headers={"x-api-key": "k", "anthropic-version": "2023-06-01"}
+            )
+            assert answer.status_code == 400, (path, answer.text)
+            assert answer.json()["type"] == "error"
+            assert "PanicException" in answer.json()["error"]["message"]
+        assert client.get("/healthz").status_code == 200  # and it serves on
 
 
 def test_the_modules_warmed_are_those_an_async_client_loads_at_its_first_call() -> None:

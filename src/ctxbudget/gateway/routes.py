@@ -20,6 +20,7 @@ from starlette.routing import Route
 
 from ..errors import CtxBudgetError, StoreError
 from ..session.store import SessionStore
+from ..tokens.encoding import is_panic
 from ..tokens.fast import use_fast_tokenizers
 from .answers import (
     ClientGone,
@@ -40,7 +41,7 @@ from .refusals import Refusal
 from .service import Gateway
 from .settings import SESSION_HEADER, SettingsError
 from .upstream import check_header_count, forwarded_headers
-from .warmup import settle_heap, warm_up
+from .warmup import settle_heap, warmed
 
 __all__ = ["create_app"]
 
@@ -198,7 +199,7 @@ async def _disconnected(request: Request, sent: asyncio.Event | None = None) -> 
 
 
 def _internal_error(
-    gateway: Gateway, provider: Provider, progress: Progress, exc: Exception
+    gateway: Gateway, provider: Provider, progress: Progress, exc: BaseException
 ) -> tuple[Response, str]:
     """Never a bare 500: an error in the provider's shape, logged and counted, and its code (call
     it while handling ``exc``, so the log has its traceback)."""
@@ -236,6 +237,10 @@ def _proxy(provider: Provider) -> Handler:
         except StoreError as exc:  # read while preparing (policy mode's previous turn)
             response, outcome = refused(provider, gateway.store_failed(exc)), "store_unavailable"
         except Exception as exc:
+            response, outcome = _internal_error(gateway, provider, progress, exc)
+        except BaseException as exc:  # a plug-in tokenizer's panic, too: never a bare 500
+            if not is_panic(exc):
+                raise
             response, outcome = _internal_error(gateway, provider, progress, exc)
         _named(response, progress)
         gateway.note_request(provider.path, outcome)
@@ -277,7 +282,9 @@ async def _counted(request: Request, gateway: Gateway, progress: Progress) -> tu
         return error_response(ANTHROPIC, 400, f"ctxbudget: {exc}", "invalid_request"), "invalid_request"
     except ClientDisconnect:
         return Response(status_code=499), "client_disconnected"
-    except Exception as exc:  # never a bare 500
+    except BaseException as exc:  # never a bare 500 (a plug-in tokenizer's panic neither)
+        if not (isinstance(exc, Exception) or is_panic(exc)):
+            raise
         gateway.note_internal_error("count")
         logger.exception("count_tokens failed")
         message = f"ctxbudget: {type(exc).__name__} while counting"
@@ -383,8 +390,8 @@ def create_app(
     """The gateway as an ASGI app (``transport`` lets tests route upstream calls in-process;
     ``store``, a store other than the configured one; ``clock``, the monotonic seconds the
     provider's cache entries age by). Its start-up warms what the first request would pay for
-    (:mod:`.warmup`); with ``freeze_heap`` (``ctxbudget serve``, which owns its process) it then
-    freezes the heap out of the cycle collector's passes."""
+    (:mod:`.warmup`); with ``freeze_heap`` (``ctxbudget serve``, which owns its process, and starts
+    one app) it then freezes the heap out of the cycle collector's passes."""
     gateway = Gateway(config, transport, store, clock=clock)
 
     @asynccontextmanager
@@ -392,7 +399,7 @@ def create_app(
         if config.fast_tokenizer:  # before the first request: the load holds the GIL for about 1 s
             fast = await run_in_threadpool(functools.partial(use_fast_tokenizers, required=True))
             logger.info("tokenizer: quicktok (%s)", ", ".join(fast))
-        await run_in_threadpool(functools.partial(warm_up, gateway.catalog))
+        await warmed(gateway.catalog)
         if freeze_heap:
             settle_heap()
         yield

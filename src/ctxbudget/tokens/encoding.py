@@ -25,6 +25,7 @@ __all__ = [
     "TokenIds",
     "first_boundary",
     "first_space_boundary",
+    "is_panic",
     "last_boundary",
     "last_space_boundary",
     "length_table",
@@ -147,6 +148,12 @@ def length_table(name: str, byte_lengths: Iterable[int]) -> bytes:
 
 class _Untokenizable(Exception):
     """A text the tokenizer would panic on."""
+
+
+def is_panic(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Rust extension's panic (tiktoken's, quicktok's, a plug-in's): pyo3's
+    ``PanicException`` derives from ``BaseException``, so ``except Exception`` lets it through."""
+    return type(exc).__name__ == "PanicException"
 
 
 # What tiktoken's encode into a buffer is told to allow: no special token (every text is ordinary
@@ -632,8 +639,8 @@ class TiktokenEncoding:
                     self._split_ids(bytes(buffered(joined, _JOINER_ONLY)), joiner, batch, found)
                     return
             listed = encoding.encode(joined, allowed_special={JOINER}, disallowed_special=())
-        except BaseException as exc:  # pyo3's PanicException derives from BaseException
-            if type(exc).__name__ != "PanicException":
+        except BaseException as exc:
+            if not is_panic(exc):
                 raise
             return
         table = self._joined_table(joiner)
@@ -708,8 +715,8 @@ class TiktokenEncoding:
             if run:
                 raise _Untokenizable  # refused before the tokenizer panics (and prints its trace)
             return encode()
-        except BaseException as exc:  # pyo3's PanicException derives from BaseException
-            if type(exc).__name__ not in ("PanicException", "_Untokenizable"):
+        except BaseException as exc:
+            if not (is_panic(exc) or isinstance(exc, _Untokenizable)):
                 raise
             raise InvalidRequestError(
                 f"a text of {len(text):,} characters cannot be tokenized"
