@@ -174,8 +174,21 @@ def ledger_turns(n: int) -> Callable[[], Any]:
     return lambda: fold_ledger(entries, 5000, counter)
 
 
+def flags(n: int) -> Callable[[], Any]:
+    """A run of flags (regional indicators, which pair from their run's start) in an earlier message
+    cut to fit."""
+    messages = [
+        {"role": "user", "content": "\U0001f1eb\U0001f1f7" * (n // 2)},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "Which flags?"},
+    ]
+    body = {"model": "gpt-4o", "messages": messages}
+    return lambda: ctxbudget.fit(body, model="gpt-4o", max_context_tokens=2000, reserve_output_tokens=0)
+
+
 SHAPES: dict[str, tuple[Callable[[int], Callable[[], Any]], int]] = {
     "sentence ends: a run of dots": (dots, 100_000),
+    "graphemes: a run of flags in a message cut": (flags, 40_000),
     "volatile: id words with no digit": (volatile_ids, 100_000),
     "anthropic: tiny system blocks": (system_blocks, 300_000),
     "openai: tiny text parts": (message_parts, 150_000),

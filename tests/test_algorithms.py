@@ -369,6 +369,36 @@ def test_a_cut_moved_to_a_grapheme_boundary_never_splits_a_character(text: str, 
     assert floor <= at <= ceil and (at in boundaries) == (floor == at == ceil)
 
 
+@given(
+    st.lists(
+        st.sampled_from(["\U0001f1eb", "\U0001f1f7", "\u0600", "\u0301", "\u200d", "a", " ", "👨"]),
+        max_size=60,
+    ),
+    st.integers(0, 60),
+)
+def test_a_cut_in_a_run_of_flags_moves_to_the_nearest_boundaries(chars: list[str], at: int) -> None:
+    """Regional indicators pair from their run's start (read once a run, not by ``\\X`` from the
+    cut): the floor and the ceiling are the nearest boundaries ``regex`` finds, prepended marks
+    (U+0600) and accents after a flag included."""
+    import regex
+
+    from ctxbudget.trim.text import grapheme_ceil, grapheme_floor
+
+    text = "".join(chars)
+    at = min(at, len(text))
+    boundaries = {0, *(m.end() for m in regex.finditer(r"\X", text, flags=regex.DOTALL))}
+    assert grapheme_floor(text, at) == max(b for b in boundaries if b <= at)
+    assert grapheme_ceil(text, at) == min(b for b in boundaries if b >= at)
+
+
+def test_a_long_run_of_flags_is_cut_between_flags() -> None:
+    from ctxbudget.trim.text import grapheme_ceil, grapheme_floor
+
+    text = "x" + "\U0001f1eb\U0001f1f7" * 50_000
+    for at in (2, 3, 99_999, 100_000, 100_001):
+        assert grapheme_floor(text, at) == at - (at - 1) % 2 and grapheme_ceil(text, at) == at + (at - 1) % 2
+
+
 def test_a_character_longer_than_the_window_read_around_a_cut_is_found_whole() -> None:
     """Two hundred accents on one letter: the cut's window was inside the cluster."""
     from ctxbudget.trim.text import grapheme_ceil, grapheme_floor
