@@ -460,6 +460,24 @@ def test_a_previous_report_whose_hash_is_not_its_texts_is_refused_as_such() -> N
     assert run(previous=previous).report.pinned_prefix_sha256 == previous["pinned_prefix_sha256"]
 
 
+@pytest.mark.parametrize("hash_", [None, 7, "absent"])
+def test_a_previous_report_without_its_prefix_hash_is_refused_not_taken_for_a_first_turn(
+    hash_: object,
+) -> None:
+    """A report with its breakpoints but no ``pinned_prefix_sha256`` string was read as no previous
+    turn: INV-CTX-01 passed a changed playbook (a helper's fuzzing)."""
+    from ctxbudget import InvalidRequestError
+
+    previous = run().report.to_dict()
+    damaged = {k: v for k, v in previous.items() if k != "pinned_prefix_sha256"}
+    if hash_ != "absent":
+        damaged["pinned_prefix_sha256"] = hash_
+    with pytest.raises(InvalidRequestError, match=r"pinned_prefix_sha256: the previous report has no"):
+        run(previous=damaged)
+    with pytest.raises(InvalidRequestError, match=r"pinned_prefix_sha256: the previous report has no"):
+        run(previous={"report": damaged})  # as `assemble --json` writes it
+
+
 def test_a_prefix_for_another_model_is_not_read_from_the_cache() -> None:
     """verify-prefix said the cached prefixes of two models were identical: a provider caches per model."""
     system = [{"type": "text", "text": "Cite the record. " * 200, "cache_control": {"type": "ephemeral"}}]

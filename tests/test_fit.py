@@ -117,6 +117,35 @@ def test_documents_ranked_by_score_greedy_skipping_and_deduplicated() -> None:
     assert [d.get("metadata", {}).get("id") for d in original.request["documents"]] == [1, 3, None]
 
 
+def test_original_order_holds_the_passages_of_a_split_document_where_it_was_sent() -> None:
+    """The passages of a document split to fit were put after every whole document, in either
+    order (a helper's fuzzing): ``original`` now keeps each kept document where it was sent."""
+    long = " ".join(
+        f"Sentence {i} is about {'the notice letter' if i == 40 else 'filler'} here." for i in range(200)
+    )
+    body = question(
+        questions=[{"text": "When was notice given?"}],
+        documents=[
+            {"page_content": "Doc A talks about notice briefly.", "metadata": {"i": 0}, "score": 0.9},
+            {"page_content": long, "metadata": {"i": 1}, "score": 0.8},
+            {"page_content": "Doc C mentions something else.", "metadata": {"i": 2}, "score": 0.7},
+        ],
+    )
+    kept = {}
+    for order in ("original", "ranked"):
+        result = fit(
+            body,
+            model=MODEL,
+            max_context_tokens=900,
+            reserve_output_tokens=0,
+            document_order=order,
+            split_documents=True,
+        )
+        kept[order] = [d["metadata"]["i"] for d in result.request["documents"]]
+        assert "the notice letter" in result.request["documents"][kept[order].index(1)]["page_content"]
+    assert kept == {"original": [0, 1, 2], "ranked": [0, 2, 1]}  # ranked: the whole ones, then the split
+
+
 def test_bm25_ranks_unscored_documents_against_the_query() -> None:
     filler = [{"page_content": f"Unrelated note {i} about catering and parking. " * 20} for i in range(6)]
     target = {"page_content": "The warranty notice letter was sent on March 3 by certified mail."}

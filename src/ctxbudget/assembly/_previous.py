@@ -36,6 +36,13 @@ def read_previous(previous: Mapping[str, Any] | AssemblyReport | None) -> Mappin
             "pinned_prefix_sha256): pass the previous turn's `assemble --json` output",
             "$",
         )
+    if not isinstance(report.get("pinned_prefix_sha256"), str):  # INV-CTX-01 was skipped without it
+        raise InvalidRequestError(
+            "the previous report has no pinned_prefix_sha256 string (edited or damaged), so this "
+            "turn's pinned prefix cannot be held to it (INV-CTX-01); pass the report the previous "
+            "turn printed",
+            "$.pinned_prefix_sha256",
+        )
     return report
 
 

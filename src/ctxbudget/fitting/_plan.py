@@ -183,7 +183,10 @@ def _plan_documents(ctx: FitContext, budget: int, *, split: bool) -> _DocumentPl
         span_of=ctx.span,
         scorer=ctx.passage_scorer,
     )
-    return _DocumentPlan(decisions | split_decisions, selection.order + tuple(slices), slices)
+    order = selection.order + tuple(slices)  # the passages of split ones after the whole ones, by rank
+    if ctx.options.document_order == "original":  # or every kept document where it was sent
+        order = tuple(sorted(order))
+    return _DocumentPlan(decisions | split_decisions, order, slices)
 
 
 def _shared_texts(
