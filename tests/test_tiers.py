@@ -123,6 +123,47 @@ def test_rolling_window_drops_the_oldest_and_keeps_tool_pairs() -> None:
     assert actions["call"] == actions["result"] == "kept"
 
 
+def test_a_group_and_a_call_with_its_result_leave_the_rolling_window_together() -> None:
+    """A turn's call with an ungrouped result after it, and a group with an ungrouped note between
+    its items, were parted: the call rolled off and its result was sent alone (a helper's fuzzing)."""
+    turn = {"tier": "volatile", "kind": "history", "role": "user", "text": "Earlier question. " * 2000}
+    shapes = {
+        "call then ungrouped result": [
+            {**turn, "id": "u", "group": "turn1"},
+            {
+                "id": "call",
+                "tier": "volatile",
+                "kind": "tool_call",
+                "text": "lookup(EX-04)",
+                "group": "turn1",
+            },
+            {
+                "id": "result",
+                "tier": "volatile",
+                "kind": "tool_result",
+                "text": "EX-04: certified mail receipt",
+            },
+        ],
+        "a note between a group's items": [
+            {
+                "id": "a1",
+                "tier": "volatile",
+                "kind": "history",
+                "role": "user",
+                "text": "Plain.",
+                "group": "t2",
+            },
+            {"id": "x", "tier": "volatile", "kind": "history", "role": "assistant", "text": "Plain."},
+            {**turn, "id": "a2", "group": "t2"},
+        ],
+    }
+    for name, history in shapes.items():
+        body = request()
+        body["items"][3:5] = history
+        actions = {i["id"]: i["action"] for t in run(body).report.to_dict()["tiers"] for i in t["items"]}
+        assert {actions[item["id"]] for item in history} == {"rolled_off"}, name
+
+
 def test_a_turn_over_the_rolling_window_says_so_and_the_older_ones_say_why_they_went() -> None:
     body = request()
     history = [

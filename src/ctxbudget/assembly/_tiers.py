@@ -465,14 +465,22 @@ def _item_part(joined: str, start: int, end: int, regions: Sequence[Region]) -> 
 
 
 def _units(items: list[ContextItem]) -> list[list[ContextItem]]:
-    """What leaves together: a group's items (a turn), else a tool call with the results after it."""
+    """What leaves together: a group's items (a turn) with whatever stands between its first and
+    its last, and a tool call with the results after it. A group was joined only where its items
+    stood side by side, and a result only to a unit that opened with its call: a turn's call and
+    an ungrouped result after it, or a group with a note between its items, were parted (the call
+    rolled off and its result sent alone)."""
+    last_of = {item.group: n for n, item in enumerate(items) if item.group is not None}
     units: list[list[ContextItem]] = []
-    for item in items:
-        same_group = units and item.group is not None and units[-1][-1].group == item.group
-        if same_group or (units and item.kind == "tool_result" and units[-1][0].kind == "tool_call"):
+    reach = -1  # the last index the open unit holds (its groups' last items)
+    for n, item in enumerate(items):
+        answers = item.kind == "tool_result" and bool(units) and any(i.kind == "tool_call" for i in units[-1])
+        if units and (n <= reach or answers):
             units[-1].append(item)
         else:
             units.append([item])
+        if item.group is not None:
+            reach = max(reach, last_of[item.group])
     return units
 
 
