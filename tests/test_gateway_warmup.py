@@ -83,46 +83,35 @@ def test_the_bundled_models_encoding_is_warmed_beside_a_user_catalogs_default(tm
     assert warmed_encodings(load_catalog(_catalog(tmp_path, BUNDLED_DEFAULT))) == [BUNDLED_DEFAULT]
 
 
-def test_an_encoding_that_cannot_be_built_is_logged_and_the_gateway_starts(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    def broken() -> Any:
-        raise RuntimeError("the vocabulary file is missing")
+def _broken() -> Any:
+    raise RuntimeError("the vocabulary file is missing")
 
-    register_encoding("warm-broken", broken)
-    config = GatewayConfig(
-        store_path=str(tmp_path / "g.db"), catalog_paths=(_catalog(tmp_path, "warm-broken"),)
-    )
+
+class _Panicking(_Counted):
+    name = "warm-panics"
+
+    def token_lengths(self, text: str) -> bytes:
+        raise PanicException("called `Option::unwrap()` on a `None` value")
+
+
+@pytest.mark.parametrize(
+    ("name", "factory", "logged"),
+    [
+        ("warm-broken", _broken, "'warm-broken': RuntimeError: the vocabulary file is missing"),
+        ("warm-panics", _Panicking, "'warm-panics': PanicException: called `Option::unwrap()`"),
+    ],
+)
+def test_an_encoding_that_fails_to_build_or_panics_is_logged_and_the_gateway_starts(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, name: str, factory: Any, logged: str
+) -> None:
+    register_encoding(name, factory)
+    config = GatewayConfig(store_path=str(tmp_path / "g.db"), catalog_paths=(_catalog(tmp_path, name),))
     with (
         caplog.at_level(logging.WARNING, "ctxbudget.gateway.warmup"),
         TestClient(create_app(config)) as client,
     ):
         assert client.get("/healthz").status_code == 200
-    assert (
-        "could not warm the encoding 'warm-broken': RuntimeError: the vocabulary file is missing"
-        in caplog.text
-    )
-
-
-def test_a_tokenizer_that_panics_at_start_up_is_logged_and_the_gateway_starts(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    class Panicking(_Counted):
-        name = "warm-panics"
-
-        def token_lengths(self, text: str) -> bytes:
-            raise PanicException("called `Option::unwrap()` on a `None` value")
-
-    register_encoding("warm-panics", Panicking)
-    config = GatewayConfig(
-        store_path=str(tmp_path / "g.db"), catalog_paths=(_catalog(tmp_path, "warm-panics"),)
-    )
-    with (
-        caplog.at_level(logging.WARNING, "ctxbudget.gateway.warmup"),
-        TestClient(create_app(config)) as client,
-    ):
-        assert client.get("/healthz").status_code == 200
-    assert "could not warm the encoding 'warm-panics': PanicException" in caplog.text
+    assert f"could not warm the encoding {logged}" in caplog.text
 
 
 def test_a_tokenizer_whose_build_hangs_holds_up_the_start_only_so_long(
