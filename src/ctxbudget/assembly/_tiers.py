@@ -473,12 +473,14 @@ def _units(items: list[ContextItem]) -> list[list[ContextItem]]:
     last_of = {item.group: n for n, item in enumerate(items) if item.group is not None}
     units: list[list[ContextItem]] = []
     reach = -1  # the last index the open unit holds (its groups' last items)
+    calls = False  # whether the open unit holds a tool call
     for n, item in enumerate(items):
-        answers = item.kind == "tool_result" and bool(units) and any(i.kind == "tool_call" for i in units[-1])
-        if units and (n <= reach or answers):
+        if units and (n <= reach or (item.kind == "tool_result" and calls)):
             units[-1].append(item)
         else:
             units.append([item])
+            calls = False
+        calls = calls or item.kind == "tool_call"
         if item.group is not None:
             reach = max(reach, last_of[item.group])
     return units

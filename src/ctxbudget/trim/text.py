@@ -221,7 +221,8 @@ def _cluster_at(text: str, at: int) -> tuple[int, int] | None:
 # and kept (:data:`_last_run`): the same fit took 0.16 s.
 _RI_FIRST, _RI_LAST = "\U0001f1e6", "\U0001f1ff"
 _RI_RUN = re.compile("[\U0001f1e6-\U0001f1ff]+")
-# the text, the start and the end of the last run of regional indicators looked into
+# the text, the start and the end of the last run of regional indicators looked into (the text is
+# held until a run of another is looked into)
 _last_run: tuple[str, int, int] | None = None
 
 
