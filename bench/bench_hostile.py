@@ -186,6 +186,22 @@ def flags(n: int) -> Callable[[], Any]:
     return lambda: ctxbudget.fit(body, model="gpt-4o", max_context_tokens=2000, reserve_output_tokens=0)
 
 
+def grouped_results(n: int) -> Callable[[], Any]:
+    """A rolling tier's turn of many messages and its tool call, then many results with no group
+    (each result once looked through the whole turn for its call)."""
+    count = n // 8
+    items: list[dict[str, Any]] = [PINNED]
+    items += [
+        {"id": f"h{i}", "tier": "volatile", "kind": "history", "role": "user", "text": f"m {i}", "group": "t"}
+        for i in range(count)
+    ]
+    items.append({"id": "call", "tier": "volatile", "kind": "tool_call", "text": "lookup(x)", "group": "t"})
+    items += [
+        {"id": f"r{i}", "tier": "volatile", "kind": "tool_result", "text": f"r {i}"} for i in range(count)
+    ]
+    return _assemble([*items, QUESTION])
+
+
 SHAPES: dict[str, tuple[Callable[[int], Callable[[], Any]], int]] = {
     "sentence ends: a run of dots": (dots, 100_000),
     "graphemes: a run of flags in a message cut": (flags, 40_000),
@@ -195,6 +211,7 @@ SHAPES: dict[str, tuple[Callable[[int], Callable[[], Any]], int]] = {
     "assembly: blank lines by a superseding quote": (blank_lines, 60_000),
     "assembly: a chain of superseding quotes": (supersede_chain, 150_000),
     "assembly: protected tier over its ceiling": (protected_tier, 100_000),
+    "assembly: a turn's tool results with no group": (grouped_results, 16_000),
     "volatile: allowed values repeated": (allowed_values, 100_000),
     "bm25: a question of many words": (question_words, 300_000),
     "bm25: a question of many words, not ASCII": (lambda n: question_words(n, "é"), 300_000),

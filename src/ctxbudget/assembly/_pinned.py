@@ -183,7 +183,7 @@ def check_pinned_prefix(setup: Setup, draft: Draft, previous: Mapping[str, Any] 
     closed unless the caller allows it (a new playbook version)."""
     pinned = _pinned_text(draft)
     digest = _pinned_digest(pinned)
-    if not previous or "pinned_prefix_sha256" not in previous:
+    if previous is None:  # a previous report holds its hash (:func:`._previous.read_previous`)
         return PinnedPrefix(pinned, digest, "no previous turn to compare")
     tools = _tools_changed(setup, previous)
     if tools is not None and not setup.allow_prefix_change:
