@@ -102,7 +102,11 @@ def test_the_envelope_gives_way_from_what_a_tier_uses_not_its_target() -> None:
 )
 def test_a_malformed_previous_report_is_bad_input(previous: dict[str, Any]) -> None:
     body = {"items": [{"id": "q", "kind": "question", "text": "When?"}]}
-    with pytest.raises(InvalidRequestError, match="breakpoints"):
+    report = assemble(body, policy=POLICY, model="gpt-4o").report.to_dict()
+    older = {k: v for k, v in report.items() if k != "cache_entries"}  # its breakpoints are read
+    with pytest.raises(InvalidRequestError, match="breakpoints"):  # the previous turn's, but these
+        assemble(body, policy=POLICY, model="gpt-4o", previous={**older, **previous})
+    with pytest.raises(InvalidRequestError, match="pinned_prefix_sha256"):  # no hash: not a report's
         assemble(body, policy=POLICY, model="gpt-4o", previous=previous)
 
 
