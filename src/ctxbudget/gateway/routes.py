@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from ..errors import CtxBudgetError, StoreError
 from ..session.store import SessionStore
-from ..tokens.encoding import is_panic
+from ..tokens.encoding import is_error
 from ..tokens.fast import use_fast_tokenizers
 from .answers import (
     ClientGone,
@@ -236,10 +236,8 @@ def _proxy(provider: Provider) -> Handler:
             response, outcome = Response(status_code=499), "client_disconnected"
         except StoreError as exc:  # read while preparing (policy mode's previous turn)
             response, outcome = refused(provider, gateway.store_failed(exc)), "store_unavailable"
-        except Exception as exc:
-            response, outcome = _internal_error(gateway, provider, progress, exc)
         except BaseException as exc:  # a plug-in tokenizer's panic, too: never a bare 500
-            if not is_panic(exc):
+            if not is_error(exc):
                 raise
             response, outcome = _internal_error(gateway, provider, progress, exc)
         _named(response, progress)
@@ -283,7 +281,7 @@ async def _counted(request: Request, gateway: Gateway, progress: Progress) -> tu
     except ClientDisconnect:
         return Response(status_code=499), "client_disconnected"
     except BaseException as exc:  # never a bare 500 (a plug-in tokenizer's panic neither)
-        if not (isinstance(exc, Exception) or is_panic(exc)):
+        if not is_error(exc):
             raise
         gateway.note_internal_error("count")
         logger.exception("count_tokens failed")

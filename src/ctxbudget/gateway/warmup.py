@@ -35,7 +35,7 @@ import threading
 
 from ..catalog.catalog import Catalog
 from ..tokens.counter import TokenCounter
-from ..tokens.encoding import is_panic
+from ..tokens.encoding import is_error
 from ..tokens.registry import get_encoding
 
 __all__ = ["FIRST_CALL_MODULES", "WARM_UP_SECONDS", "settle_heap", "warm_up", "warmed", "warmed_encodings"]
@@ -68,7 +68,7 @@ def warm_up(catalog: Catalog) -> None:
             for text in _WARM_TEXTS:
                 counter.raw(text)
         except BaseException as exc:  # pyo3's panic derives from BaseException
-            if not (isinstance(exc, Exception) or is_panic(exc)):
+            if not is_error(exc):
                 raise
             logger.warning("could not warm the encoding %r: %s: %s", name, type(exc).__name__, exc)
     for module in FIRST_CALL_MODULES:

@@ -25,6 +25,7 @@ __all__ = [
     "TokenIds",
     "first_boundary",
     "first_space_boundary",
+    "is_error",
     "is_panic",
     "last_boundary",
     "last_space_boundary",
@@ -154,6 +155,12 @@ def is_panic(exc: BaseException) -> bool:
     """Whether ``exc`` is a Rust extension's panic (tiktoken's, quicktok's, a plug-in's): pyo3's
     ``PanicException`` derives from ``BaseException``, so ``except Exception`` lets it through."""
     return type(exc).__name__ == "PanicException"
+
+
+def is_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is an error: an ``Exception``, or a Rust extension's panic (:func:`is_panic`),
+    not an interrupt, an exit or a cancellation."""
+    return isinstance(exc, Exception) or is_panic(exc)
 
 
 # What tiktoken's encode into a buffer is told to allow: no special token (every text is ordinary

@@ -220,7 +220,8 @@ def _cluster_at(text: str, at: int) -> tuple[int, int] | None:
 # fit (80,000: 4 s). A cut between two of them is told by where their run starts, found once a run
 # and kept (:data:`_last_run`): the same fit took 0.16 s.
 _RI_FIRST, _RI_LAST = "\U0001f1e6", "\U0001f1ff"
-_RI_RUN = re.compile("[\U0001f1e6-\U0001f1ff]+")
+_RI_RUN_SOURCE = f"[{_RI_FIRST}-{_RI_LAST}]+"
+_RI_RUN = re.compile(_RI_RUN_SOURCE)
 # the text, the start and the end of the last run of regional indicators looked into (the text is
 # held until a run of another is looked into)
 _last_run: tuple[str, int, int] | None = None
@@ -231,7 +232,7 @@ def _ri_run_back() -> regex.Pattern[str]:
     """A run of regional indicators matched backwards from where it ends (``regex``'s REVERSE)."""
     import regex
 
-    return regex.compile("[\U0001f1e6-\U0001f1ff]+", regex.REVERSE)
+    return regex.compile(_RI_RUN_SOURCE, regex.REVERSE)
 
 
 def _ri_run_start(text: str, at: int) -> int:
