@@ -187,7 +187,8 @@ def test_an_answer_that_answers_nothing_is_passed_on_and_not_stored(
 ) -> None:
     """A 200 whose body is an error (either provider's shape), null or an empty object, and a
     stream that errs mid-way, holds data no SDK reads, or is only ``[DONE]``: passed on as they
-    came, and no turn stored (each was a turn with an empty answer, and the SDK's retry a second)."""
+    came, and no turn stored (each was a turn with an empty answer, and the SDK's retry a second;
+    an event of bytes that are not UTF-8 was read replaced, and stored as answered)."""
     _fake, url, store = stack
     cases = [
         (
@@ -218,6 +219,12 @@ def test_an_answer_that_answers_nothing_is_passed_on_and_not_stored(
     chat = openai_client(url, **{"X-Ctxbudget-Session": "none-garbled"})
     with pytest.raises(ValueError):  # the SDK's own JSON error
         list(chat.chat.completions.create(model="fault-garbled-chunk", stream=True, messages=_ask()))
+    latin1 = httpx.post(  # read to its end (an SDK raises at the event and leaves: stored or not by timing)
+        url + "/v1/messages",
+        json={"model": "fault-latin1-chunk", "max_tokens": 10, "stream": True, "messages": _ask()},
+        headers={"x-ctxbudget-session": "none-latin1"},
+    )
+    assert latin1.status_code == 200 and b'"text": "caf\xe9"' in latin1.content  # as it came
     done = httpx.post(
         url + "/v1/chat/completions",
         json={"model": "fault-done-only", "stream": True, "messages": _ask()},

@@ -244,7 +244,12 @@ class StreamState:
         if not data:
             return True
         payload = b"\n".join(d[1:] if d.startswith(b" ") else d for d in data)
-        return self._data(payload.decode("utf-8", "replace").strip())
+        try:
+            text = payload.decode("utf-8")
+        except UnicodeDecodeError:  # the client's SDK fails on it too (Anthropic's raises this error):
+            self.broken = True  # no answer came, as for data that is not JSON; a non-streamed
+            return True  # answer of such bytes is a 502 (read replaced, it was stored as answered)
+        return self._data(text.strip())
 
     def _data(self, data: str) -> bool:
         if not data:  # an empty data line (a keep-alive): nothing to read
