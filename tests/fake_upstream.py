@@ -323,7 +323,9 @@ class FakeUpstream:
                 return
             if body["model"] == "fault-error-mid-stream" and n == 1:  # an error, and the rest after it
                 yield event("error", {"error": {"type": "overloaded_error", "message": "Overloaded"}})
-            if body["model"] == "fault-latin1-chunk" and n == 1:  # data no SDK decodes (not UTF-8), then the rest
+            if (
+                body["model"] == "fault-latin1-chunk" and n == 1
+            ):  # data no SDK decodes (not UTF-8), then the rest
                 yield b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "caf\xe9"}}\n\n'
             yield event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": piece}})
             await asyncio.sleep(0.5 if body["model"] == "slow-stream" else 0.01)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ctxbudget import BudgetExceeded, InvalidRequestError, fit
+from ctxbudget import BudgetExceeded, InvalidRequestError, assemble, fit
 from ctxbudget.cli import main
 from ctxbudget.fitting import count
 from ctxbudget.items import GAP
@@ -64,6 +64,40 @@ def test_a_bad_body_max_tokens_names_its_path(bad: object) -> None:
     with pytest.raises(Exception, match=r"\$\.max_tokens") as caught:
         fit(_chat(1, max_tokens=bad), model="gpt-4o")
     assert type(caught.value).__name__ == "InvalidRequestError"
+
+
+@pytest.mark.parametrize(
+    ("field", "bad"),
+    [
+        ("stream", "yes"),
+        ("stream", 1),
+        ("stream", []),
+        ("n", -1),
+        ("n", 0),
+        ("n", "3"),
+        ("n", 2.5),
+        ("n", True),
+    ],
+)
+def test_a_stream_or_n_no_provider_takes_is_refused_at_its_path(field: str, bad: object) -> None:
+    """A gateway answered ``"stream": "yes"`` as a stream and priced ``"n": -1`` as one reply; the
+    provider refuses both. The fit, the count and the assembly (which carries them) say where."""
+    body = _chat(1, **{field: bad})
+    calls = [
+        lambda: fit(body, model="gpt-4o"),
+        lambda: count(body, model="gpt-4o"),
+        lambda: assemble(body, policy="legal-review", model="gpt-4o", output_format="openai"),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidRequestError, match=rf"\$\.{field}: must be"):
+            call()
+
+
+@pytest.mark.parametrize(("field", "good"), [("stream", True), ("stream", False), ("n", 3), ("n", 3.0)])
+def test_a_stream_or_n_a_provider_takes_is_fitted(field: str, good: object) -> None:
+    body = _chat(1, **{field: good})
+    assert fit(body, model="gpt-4o").request == body
+    assert count(body, model="gpt-4o")["tokens"] > 0
 
 
 @pytest.mark.parametrize("fmt", ["openai", "anthropic"])

@@ -254,6 +254,12 @@ def test_failures_before_sending_are_400s_in_the_provider_shape(
             }
         ).encode(),
     ]
+    cases += [  # a stream answered as one and n replies priced by them: the provider refuses these
+        json.dumps({"model": "gpt-4o", "stream": "yes", "messages": _ask()}).encode(),
+        json.dumps({"model": "claude-sonnet-4-6", "max_tokens": 5, "stream": 1, "messages": _ask()}).encode(),
+        json.dumps({"model": "gpt-4o", "n": -1, "messages": _ask()}).encode(),
+        json.dumps({"model": "gpt-4o", "n": "3", "messages": _ask()}).encode(),
+    ]
     for data in cases:
         route = "/v1/messages" if b"claude" in data else "/v1/chat/completions"
         response = httpx.post(url + route, content=data, headers={"content-type": "application/json"})

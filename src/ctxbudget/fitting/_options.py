@@ -8,7 +8,6 @@ key); :class:`FitSetup` adds what was resolved from it (the catalog, the window,
 
 from __future__ import annotations
 
-import json
 import numbers
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
@@ -16,9 +15,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..catalog.catalog import Catalog, catalog_of, check_safety_factor
 from ..catalog.values import WindowResolution
+from ..cost import check_reply_fields
 from ..errors import ConfigError, InvalidRequestError
 from ..formats import BODY_OUTPUT_FIELDS
-from ..formats.jsonvalue import JsonShape, check_json_value, json_kind
+from ..formats.jsonvalue import JsonShape, check_json_value, json_kind, json_shown
 from ..items import HistoryCut
 from ._memo import thaw
 
@@ -171,11 +171,14 @@ def check_chat_model(resolution: WindowResolution) -> None:
 
 
 def check_request(request: object) -> JsonShape:
-    """The request body is a JSON object of JSON values (an :class:`InvalidRequestError` if not);
-    returns what the check saw of it (the fit memo keys plain bodies by their JSON text)."""
+    """The request body is a JSON object of JSON values whose ``stream`` and ``n`` a provider takes
+    (:func:`~ctxbudget.cost.check_reply_fields`; an :class:`InvalidRequestError` if not); returns
+    what the check saw of it (the fit memo keys plain bodies by their JSON text)."""
     if not isinstance(request, Mapping):
         raise InvalidRequestError(f"the request body must be a JSON object, got {json_kind(request)}")
-    return check_json_value(request if type(request) is dict else dict(request))
+    shape = check_json_value(request if type(request) is dict else dict(request))
+    check_reply_fields(request)
+    return shape
 
 
 def body_reserve(request: Mapping[str, Any]) -> int | None:
@@ -195,10 +198,9 @@ def body_reserve_field(request: Mapping[str, Any]) -> tuple[int | None, str]:
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            shown = (
-                json.dumps(value)[:40] if isinstance(value, bool | int | float | str) else json_kind(value)
+            raise InvalidRequestError(
+                f"must be a whole number of tokens >= 0, got {json_shown(value)}", f"$.{name}"
             )
-            raise InvalidRequestError(f"must be a whole number of tokens >= 0, got {shown}", f"$.{name}")
         if found[0] is None or value > found[0]:
             found = (value, f"$.{name}")
     return found

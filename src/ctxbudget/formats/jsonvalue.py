@@ -91,6 +91,14 @@ def json_kind(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
+def json_shown(value: object) -> str:
+    """A value as a message that refuses it shows it: a scalar as its JSON (cut to 40
+    characters), else its kind (:func:`json_kind`)."""
+    if isinstance(value, bool | int | float | str):
+        return json.dumps(value)[:40]
+    return json_kind(value)
+
+
 def _check_scalar(value: object, path: str) -> None:
     if isinstance(value, float) and not math.isfinite(value):
         # a number past a double's range (1e400 in a file) is read as infinity: said so
