@@ -838,6 +838,23 @@ def test_a_dated_snapshot_of_a_real_date_resolves_to_its_model(sent: str, model:
     assert resolution.spec is not None and resolution.spec.id == model
 
 
+@pytest.mark.parametrize("suffix", ["-latest", "-20250101", "-2025-01-01"])
+def test_a_snapshot_suffix_never_moves_an_id_to_another_entry(suffix: str) -> None:
+    """Every bundled id, given a snapshot suffix, lands on the entry the id itself lands on
+    (unless the catalog lists the suffixed id as an entry of its own: ``gpt-5-chat-latest``).
+    A scoped id's match rule read 694 such ids as another entry, 219 of them with a larger window:
+    ``deepseek/deepseek-r1-distill-llama-70b-20250101`` as DeepSeek's 64,000-token reasoner where
+    the id itself is OpenRouter's 8,192-token entry."""
+    catalog = bundled_catalog()
+    ids = {spec.id for spec in catalog.models}
+    moved = []
+    for model in sorted(ids - {i.removesuffix(suffix) for i in ids if i.endswith(suffix)}):
+        base, found = catalog.find_model(model), catalog.find_model(model + suffix)
+        if base is not None and found is not None and (found.provider, found.id) != (base.provider, base.id):
+            moved.append((model + suffix, f"{found.provider}/{found.id}", f"{base.provider}/{base.id}"))
+    assert not moved, moved[:10]
+
+
 def test_models_resolve_says_what_is_wrong_with_an_unknown_id(capsys: pytest.CaptureFixture[str]) -> None:
     from ctxbudget.cli import main
 

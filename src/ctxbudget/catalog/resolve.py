@@ -290,6 +290,10 @@ def _find(index: Index, name: str, provider: str | None, depth: int) -> Found | 
     direct = _exact(index, name, provider) or _alias(index, name, provider)
     scope = _scope(index, name)
     if scope is not None:
+        # a snapshot of a scoped id that is itself an id (OpenRouter's ``deepseek/deepseek-r1-distill-
+        # llama-70b``, 8,192 tokens) is read as that id is: the scope's match rule read its dated
+        # form as DeepSeek's 64,000-token reasoner, and the request was cut to that window
+        direct = direct or _stripped(index, name, provider)
         found = _scoped(index, scope, name, direct, depth)
     else:
         owned = _owned(index, name) if provider is None else None
