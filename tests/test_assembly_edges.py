@@ -110,6 +110,17 @@ def test_a_malformed_previous_report_is_bad_input(previous: dict[str, Any]) -> N
         assemble(body, policy=POLICY, model="gpt-4o", previous=previous)
 
 
+@pytest.mark.parametrize(("key", "value"), [("tools_sha256", 123), ("pinned_prefix_text", ["a"])])
+def test_a_previous_report_field_of_the_wrong_kind_is_bad_input(key: str, value: object) -> None:
+    """A ``tools_sha256`` of 123 was read as tool definitions that changed (exit 5, a playbook
+    change), not as the damaged report it is (exit 2)."""
+    body = {"items": [{"id": "q", "kind": "question", "text": "When?"}]}
+    report = assemble(body, policy=POLICY, model="gpt-4o").report.to_dict()
+    with pytest.raises(InvalidRequestError, match=rf"{key} is not a string") as caught:
+        assemble(body, policy=POLICY, model="gpt-4o", previous={**report, key: value})
+    assert caught.value.path == f"$.{key}"
+
+
 @pytest.mark.parametrize("previous", [{}, {"report": {}}, {"report": None}])
 def test_an_empty_previous_report_is_bad_input_not_a_first_turn(previous: dict[str, Any]) -> None:
     # A file holding {} (a truncated write, the wrong file) would otherwise predict a first turn

@@ -43,6 +43,13 @@ def read_previous(previous: Mapping[str, Any] | AssemblyReport | None) -> Mappin
             "turn printed",
             "$.pinned_prefix_sha256",
         )
+    for key in ("pinned_prefix_text", "tools_sha256"):  # optional; a number was read as a changed prefix
+        if report.get(key) is not None and not isinstance(report[key], str):
+            raise InvalidRequestError(
+                f"the previous report's {key} is not a string (edited or damaged); pass the report "
+                "the previous turn printed",
+                f"$.{key}",
+            )
     return report
 
 
