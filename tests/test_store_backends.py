@@ -186,3 +186,39 @@ def test_an_sqlite_store_of_version_1_is_read_as_it_is_and_migrated_by_a_writer(
     assert writer.schema_version() == 2
     writer.calibration_update("k", lambda _: {"n": 1})
     assert connect_store(path, mode="read").calibration_states() == {"k": {"n": 1}}
+
+
+def _execute(target: str, statement: str) -> None:
+    """One statement run on the store's database directly, as damage would come to it."""
+    if target.startswith("postgres"):
+        import psycopg
+
+        with psycopg.connect(target, autocommit=True) as conn:
+            conn.execute(statement)
+        return
+    with sqlite3.connect(target) as db:
+        db.execute(statement)
+    db.close()
+
+
+@pytest.mark.parametrize(
+    ("table", "column", "what"), [("turns", "idx", "turn"), ("ledger", "seq", "ledger entry")]
+)
+def test_a_turn_or_ledger_entry_taken_out_is_damage(
+    store_target: str, table: str, column: str, what: str
+) -> None:
+    """A store with one turn's row deleted listed the others as the session, and its next turn
+    was refused as numbered wrong ("expects turn 31, got turn 30"), damage never named."""
+    store = connect_store(store_target)
+    store.create(META)
+    for i in range(1, 4):
+        store.append_turn("a", Turn(index=i, question=f"q{i}"), [{"turn": i}])
+    store.close()
+    _execute(store_target, f"DELETE FROM {table} WHERE session = 'a' AND {column} = 2")
+    reopened = connect_store(store_target)
+    with pytest.raises(StoreError, match=rf"is damaged \(session 'a' has no {what} 2\)"):
+        reopened.turns("a") if table == "turns" else reopened.ledger("a")
+    reopened.close()
+    if table == "turns" and not store_target.startswith("postgres"):
+        result = CliRunner().invoke(main, ["session", "show", "a", "--store", store_target])
+        assert result.exit_code == 2 and "has no turn 2" in result.stderr

@@ -32,7 +32,15 @@ from ._postgres_database import (
     redacted,
 )
 from ._sqlite_file import StoreMode
-from .store import CalibrationUpdate, SessionMeta, _canonical, content_key, no_session, state_text
+from .store import (
+    CalibrationUpdate,
+    SessionMeta,
+    _canonical,
+    content_key,
+    first_missing,
+    no_session,
+    state_text,
+)
 from .turns import Turn
 
 if TYPE_CHECKING:
@@ -316,10 +324,25 @@ class PostgresStore:
         with self._connection() as conn:
             return [json.loads(row[0]) for row in conn.execute(query, (name,))]
 
+    def _numbered(self, query: str, what: str, name: str) -> list[Any]:
+        """The bodies of ``query``'s ``(number, body)`` rows, each numbered in turn from 1 and
+        found (a :class:`StoreError` naming the first that is not: a damaged store)."""
+        with self._connection() as conn:
+            rows = conn.execute(query, (name,)).fetchall()
+        missing = first_missing([row[0] for row in rows], what, name)
+        if missing is None and any(row[1] is None for row in rows):
+            missing = f"the stored content of a {what} of session {name!r} is missing"
+        if missing is not None:
+            raise StoreError(self.location, f"is damaged ({missing})", "restore it from a backup")
+        return [json.loads(row[1]) for row in rows]
+
     def turns(self, name: str) -> list[Turn]:
         """A session's turns in order."""
-        query = "SELECT c.body FROM turns t JOIN content c ON c.sha256 = t.turn_sha256 WHERE t.session = %s"
-        return [Turn.from_dict(body) for body in self._bodies(query + " ORDER BY t.idx", name)]
+        query = (
+            "SELECT t.idx, c.body FROM turns t LEFT JOIN content c ON c.sha256 = t.turn_sha256 "
+            "WHERE t.session = %s ORDER BY t.idx"
+        )
+        return [Turn.from_dict(body) for body in self._numbered(query, "turn", name)]
 
     def last_turn(self, name: str) -> Turn | None:
         """A session's latest turn (None: no turn, or no such session)."""
@@ -329,8 +352,11 @@ class PostgresStore:
 
     def ledger(self, name: str) -> list[dict[str, Any]]:
         """A session's ledger entries in order."""
-        query = "SELECT c.body FROM ledger l JOIN content c ON c.sha256 = l.entry_sha256 WHERE l.session = %s"
-        return self._bodies(query + " ORDER BY l.seq", name)
+        query = (
+            "SELECT l.seq, c.body FROM ledger l LEFT JOIN content c ON c.sha256 = l.entry_sha256 "
+            "WHERE l.session = %s ORDER BY l.seq"
+        )
+        return self._numbered(query, "ledger entry", name)
 
     def calibration_update(self, key: str, update: CalibrationUpdate) -> Mapping[str, Any]:
         """Read, update and store ``key``'s state in one transaction holding the key's lock."""

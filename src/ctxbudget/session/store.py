@@ -49,6 +49,7 @@ __all__ = [
     "StoreMode",
     "as_stored",
     "connect_store",
+    "first_missing",
 ]
 
 # Given a key's stored state (None: nothing stored yet), the state to store in its place.
@@ -313,6 +314,17 @@ def _canonical(value: Any) -> str:
     :func:`~ctxbudget.formats.jsonvalue.compact_json`: 0.7 ms against 1.9 ms for a turn holding a
     500 kB question, which a gateway commits before it answers)."""
     return compact_json(value, sort_keys=True)
+
+
+def first_missing(numbers: list[int], what: str, name: str) -> str | None:
+    """Which of a session's turns or ledger entries (``what``) is missing from ``numbers`` (their
+    indexes in order), in a damage's words, or None: each is numbered 1, 2, ... as it is added
+    and none is ever removed. A store with a turn's row deleted listed the others as the session,
+    and its next turn was refused as numbered wrong."""
+    for expected, number in enumerate(numbers, 1):
+        if number != expected:
+            return f"session {name!r} has no {what} {expected}"
+    return None
 
 
 def as_stored(value: Any) -> Any:
@@ -667,8 +679,9 @@ class SQLiteStore:
     def turns(self, name: str) -> list[Turn]:
         """A session's turns in order."""
         with self._failures():
-            rows = self._rows("SELECT turn_sha256 FROM turns WHERE session = ? ORDER BY idx", (name,))
-            return [Turn.from_dict(self._get(row[0])) for row in rows]
+            rows = self._rows("SELECT idx, turn_sha256 FROM turns WHERE session = ? ORDER BY idx", (name,))
+            self._numbered([row[0] for row in rows], "turn", name)
+            return [Turn.from_dict(self._get(row[1])) for row in rows]
 
     def last_turn(self, name: str) -> Turn | None:
         """A session's latest turn (None: no turn, or no such session)."""
@@ -681,8 +694,15 @@ class SQLiteStore:
     def ledger(self, name: str) -> list[dict[str, Any]]:
         """A session's ledger entries in order."""
         with self._failures():
-            rows = self._rows("SELECT entry_sha256 FROM ledger WHERE session = ? ORDER BY seq", (name,))
-            return [self._get(row[0]) for row in rows]
+            rows = self._rows("SELECT seq, entry_sha256 FROM ledger WHERE session = ? ORDER BY seq", (name,))
+            self._numbered([row[0] for row in rows], "ledger entry", name)
+            return [self._get(row[1]) for row in rows]
+
+    def _numbered(self, numbers: list[int], what: str, name: str) -> None:
+        """A :class:`StoreError` naming the first of ``numbers`` missing (:func:`first_missing`)."""
+        missing = first_missing(numbers, what, name)
+        if missing is not None:
+            raise StoreError(self.path, f"is damaged ({missing})", DAMAGED_HINT)
 
     def close(self) -> None:
         """Close the connections (the checkpointer's first: the last to close checkpoints)."""
