@@ -620,6 +620,21 @@ def test_a_budget_header_cannot_lift_an_unknown_model_above_the_floor(tmp_path: 
         assert int(raw.headers["x-ctxbudget-tokens-after"]) <= 8191
 
 
+def test_an_unknown_model_under_a_policy_is_refused_as_unknown_whatever_the_floor(tmp_path: Path) -> None:
+    """A policy assembles only for a model the catalog knows; under the floor the refusal was an
+    ``invalid_request`` that named the catalog and not why the floor did not apply."""
+    with gateway_over_fake(tmp_path / "f.db", unknown_model="floor", allowed_policies=("legal-review",)) as (
+        fake,
+        url,
+    ):
+        client = _openai(url, **{"X-Ctxbudget-Policy": "legal-review"})
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.chat.completions.create(model="my-local-llama", max_tokens=10, messages=_ask())
+        assert refused.value.code == "unknown_model"
+        assert "a policy assembles only for a model the catalog knows" in refused.value.message
+        assert fake.received == []
+
+
 def test_policy_mode_honours_the_request_budget_the_ceiling_and_the_reply_size(tmp_path: Path) -> None:
     with gateway_over_fake(tmp_path / "p.db", allowed_policies=("legal-review",)) as (fake, url):
         policy = {"X-Ctxbudget-Policy": "legal-review"}

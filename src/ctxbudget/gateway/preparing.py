@@ -135,18 +135,22 @@ class Preparer:
         self.low_water = low_water  # None: no conversation caching (the system prompt's mark only)
         self.server_ceiling = server_ceiling  # the server set --cost-ceiling: it replaces a policy's
 
-    def model_for(self, model: str, factor: float | None = None) -> tuple[ModelSpec | None, float | None]:
+    def model_for(
+        self, model: str, factor: float | None = None, *, assembled: bool = False
+    ) -> tuple[ModelSpec | None, float | None]:
         """``model``'s catalog entry and the safety factor its estimate is scaled by: the
         calibrated one, or ``factor`` (from an exact count of this request); None when the count
         is exact or the id is unknown (the catalog's own factor then).
 
         An id the catalog cannot resolve is refused (400, ``unknown_model``) unless the gateway
-        runs with ``unknown_model="floor"``.
+        runs with ``unknown_model="floor"`` and the body is fitted: a policy's assembly
+        (``assembled``) needs the model's entry (its window holds the envelope, its prices the
+        turn), and under the floor it was refused as bad input, the floor named nowhere.
         """
         spec = self.catalog.find_model(model)
-        if spec is None and self.unknown_model != "floor":
+        if spec is None and (self.unknown_model != "floor" or assembled):
             error = self.catalog.unknown(model)
-            raise unknown_model(error) from error
+            raise unknown_model(error, assembled=assembled) from error
         tokenizer = self.catalog.tokenizer_for(model)
         if tokenizer.exact or spec is None:
             return spec, None
@@ -375,7 +379,7 @@ class Preparer:
         request's token budget narrows the policy's envelope, a client's ceiling only lowers the
         policy's, and the reply the client asks for is priced (at most the policy's output)."""
         assert settings.policy is not None
-        spec, factor = self.model_for(model)
+        spec, factor = self.model_for(model, assembled=True)
         policy = self._policy(settings, spec)
         capped = None
         if spec is not None:  # a reply above the model's output cap is refused by the provider

@@ -118,8 +118,8 @@ class Rule:
 
 
 # Codes that name what was found: a model id the catalog cannot resolve (the gateway's own check,
-# unless it runs with unknown_model="floor"; an assembly's UnknownModelError under "floor" is bad
-# input, by the table's last row), and a ceiling on a model without a price (the gateway's own
+# unless it runs with unknown_model="floor" and fits the body: a policy's assembly needs the
+# model's entry whatever the floor), and a ceiling on a model without a price (the gateway's own
 # check or a pipeline's PriceUnknown, by its row).
 UNKNOWN_MODEL_CODE = "unknown_model"
 PRICE_UNKNOWN_CODE = "price_unknown"
@@ -203,11 +203,15 @@ def refusal_as(kind: type[CtxBudgetError], provider: str, message: str) -> Refus
     return Refusal(rule.status, message, rule.code(provider), rule.headers, counted=rule.counted)
 
 
-def unknown_model(error: UnknownModelError) -> Refusal:
+def unknown_model(error: UnknownModelError, *, assembled: bool = False) -> Refusal:
     """The gateway's own refusal of a model id the catalog cannot resolve (bad input, not counted):
-    what the operator can do about it (a budget header never lifts an unknown id)."""
+    what the operator can do about it (a budget header never lifts an unknown id; the floor does
+    not lift one a policy assembles for: ``assembled``)."""
     hint = (
-        "add it in a catalog (serve --catalog FILE), or budget unknown ids at the 8,191-token "
+        "a policy assembles only for a model the catalog knows (its window and prices), whatever "
+        "--unknown-model says: add it in a catalog (serve --catalog FILE)"
+        if assembled
+        else "add it in a catalog (serve --catalog FILE), or budget unknown ids at the 8,191-token "
         "floor (serve --unknown-model floor)"
     )
     return Refusal(400, f"ctxbudget: {error.summary}; {hint}", UNKNOWN_MODEL_CODE)
