@@ -491,6 +491,33 @@ def test_a_prefix_for_another_model_is_not_read_from_the_cache() -> None:
     assert compare_prefixes(unnamed, b).offset is None
 
 
+def test_a_responses_body_s_prefix_is_its_tools_instructions_and_leading_system_items() -> None:
+    """verify-prefix refused a Responses body as "not a request body"; its cached prefix is its
+    tools, its instructions and the system and developer messages its input opens with."""
+    tools = [{"type": "function", "name": "lookup", "parameters": {"type": "object"}}]
+    a = {
+        "model": "gpt-4o",
+        "tools": tools,
+        "instructions": "Cite the record.",
+        "input": [
+            {"role": "developer", "content": "Answer briefly."},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "When?"}]},
+        ],
+    }
+    asked_again = {**a, "input": [a["input"][0], {"role": "user", "content": "Where?"}]}
+    assert compare_prefixes(a, asked_again).offset is None  # only the conversation differs
+    for changed in (
+        {**a, "instructions": "Cite the page."},
+        {**a, "input": [{"role": "developer", "content": "Answer fully."}, a["input"][1]]},
+        {**a, "tools": [{**tools[0], "name": "find"}]},
+    ):
+        assert compare_prefixes(a, changed, strict=False).offset is not None
+    plain = {"model": "gpt-4o", "instructions": "Cite the record.", "input": "When?"}
+    assert compare_prefixes(plain, {**plain, "input": "Where?"}).offset is None
+    with pytest.raises(InvalidRequestError, match="instructions are a string"):
+        compare_prefixes({"input": "x", "instructions": 5}, plain)
+
+
 def test_a_chat_body_assembled_into_another_format_is_told_what_it_loses() -> None:
     """An OpenAI agent body assembled for Anthropic lost its tool definitions (its call went as
     text), and nothing said so."""

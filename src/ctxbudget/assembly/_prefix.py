@@ -2,7 +2,8 @@
 
 A prefix is what the provider caches ahead of the conversation, in its order: the tool
 definitions, then the system prompt (Anthropic: its blocks up to the last ``cache_control`` mark;
-OpenAI: the leading system and developer messages). Each part ends with a NUL byte, so a block
+OpenAI: the leading system and developer messages; Responses: the instructions, then the system
+and developer messages the input opens with). Each part ends with a NUL byte, so a block
 that grew is a difference (a breakpoint sits at a block's end: the longer block is another entry),
 while a request that only adds parts after the first's prefix still reads it.
 """
@@ -48,9 +49,13 @@ def _body(document: Any) -> Any:
                 "an assemble --json output's request is a body (an object) or a text", "$.request"
             )
         return document["request"]
-    if isinstance(document, Mapping) and not {"system", "messages", "tools"} & set(document):
+    if isinstance(document, Mapping) and not {"system", "messages", "tools", "instructions", "input"} & set(
+        document
+    ):
         raise InvalidRequestError(
-            "is not a request body (no system, messages or tools) nor an assemble --json output", "$"
+            "is not a request body (no system, messages, instructions, input or tools) nor an "
+            "assemble --json output",
+            "$",
         )
     return document
 
@@ -96,12 +101,39 @@ def _system_parts(body: Mapping[str, Any]) -> list[Any]:
         return [system]
     if system is not None:
         raise InvalidRequestError("the system prompt is a string or a list of blocks", "$.system")
+    if "messages" not in body and {"instructions", "input"} & set(body):
+        return _responses_parts(body)
     messages = body.get("messages") or []
     if not isinstance(messages, list) or not all(isinstance(m, Mapping) for m in messages):
         raise InvalidRequestError("messages must be a list of message objects", "$.messages")
+    return _leading_system(messages)
+
+
+def _responses_parts(body: Mapping[str, Any]) -> list[Any]:
+    """A Responses body's system prompt as the provider caches it: its ``instructions`` (a string,
+    or a list of input items), then its leading system and developer input messages."""
+    instructions = body.get("instructions")
+    if isinstance(instructions, list):
+        parts: list[Any] = list(instructions)
+    elif instructions is None or isinstance(instructions, str):
+        parts = [instructions] if instructions else []
+    else:
+        raise InvalidRequestError("instructions are a string or a list of input items", "$.instructions")
+    given = body.get("input")
+    if isinstance(given, list):
+        if not all(isinstance(item, Mapping) for item in given):
+            raise InvalidRequestError("input must be a string or a list of item objects", "$.input")
+        parts += _leading_system(given)
+    return parts
+
+
+def _leading_system(messages: list[Any]) -> list[Any]:
+    """The parts of the leading system and developer messages (a Responses input's items too: up
+    to its first item of another type or role): each one's role and name, then its content (a
+    string, or its parts)."""
     parts: list[Any] = []
     for message in messages:
-        if message.get("role") not in ("system", "developer"):
+        if message.get("type", "message") != "message" or message.get("role") not in ("system", "developer"):
             break
         # its role and name are rendered ahead of its text (a developer message is not a system one)
         parts.append({k: v for k, v in message.items() if k != "content"})
