@@ -100,6 +100,28 @@ def test_a_stream_or_n_a_provider_takes_is_fitted(field: str, good: object) -> N
     assert count(body, model="gpt-4o")["tokens"] > 0
 
 
+def test_fields_named_stream_or_n_are_checked_only_where_a_provider_reads_them() -> None:
+    """A question body's fields pass through as they are; an Anthropic or Responses body has no
+    ``n`` (the provider says so of an unknown field); a body assembled into another format leaves
+    both behind."""
+    question = {"questions": [{"text": "When?"}], "n": 0, "stream": "yes"}
+    assert fit(question, model="gpt-4o").request == question
+    anthropic_body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 10,
+        "n": 0,
+        "messages": [{"role": "user", "content": "Hi"}],
+    }
+    assert fit(anthropic_body, model="claude-sonnet-4-5").request == anthropic_body
+    with pytest.raises(InvalidRequestError, match=r"\$\.stream"):
+        fit({**anthropic_body, "stream": "yes"}, model="claude-sonnet-4-5")
+    responses_body = {"model": "gpt-4o", "input": "Hi", "stream": 1}
+    with pytest.raises(InvalidRequestError, match=r"\$\.stream"):
+        count(responses_body, model="gpt-4o")
+    elsewhere = assemble(_chat(1, n=0), policy="legal-review", model="claude-sonnet-4-5")
+    assert "n" not in elsewhere.request  # not carried into an Anthropic body: not checked
+
+
 @pytest.mark.parametrize("fmt", ["openai", "anthropic"])
 def test_system_prompts_are_protected_unless_budgeted(fmt: str) -> None:
     body = _chat(20)

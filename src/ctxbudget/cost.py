@@ -13,15 +13,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .catalog.values import Prices
-from .errors import ConfigError, InvalidRequestError
+from .errors import ConfigError
 from .formats import BODY_OUTPUT_FIELDS
-from .formats.jsonvalue import json_shown
 
 __all__ = [
     "CacheFigures",
     "TurnCost",
     "check_amount",
-    "check_reply_fields",
     "price_cached",
     "price_turn",
     "price_unknown_note",
@@ -145,21 +143,6 @@ def price_cached(prices: Prices | None, figures: CacheFigures, output_tokens: in
 def price_unknown_note(model_id: str) -> str:
     """Why a turn has no cost figure."""
     return f"no published price for {model_id!r} in the catalog: cost_usd is null"
-
-
-def check_reply_fields(body: Mapping[str, Any]) -> None:
-    """A body's ``stream``, when given, is true or false, and its ``n`` (OpenAI's replies) a whole
-    number of at least 1 (``3`` or ``3.0``), else an :class:`InvalidRequestError` naming the field:
-    the provider refuses any other value, where a gateway answered ``"stream": "yes"`` as a stream
-    and priced ``"n": -1`` or ``"n": "3"`` as one reply."""
-    stream, n = body.get("stream"), body.get("n")
-    if stream is not None and not isinstance(stream, bool):
-        raise InvalidRequestError(f"must be true or false, got {json_shown(stream)}", "$.stream")
-    whole = isinstance(n, int) or (isinstance(n, float) and n.is_integer())
-    if n is not None and (isinstance(n, bool) or not whole or n < 1):
-        raise InvalidRequestError(
-            f"must be a whole number of replies of at least 1, got {json_shown(n)}", "$.n"
-        )
 
 
 def replies_asked(body: Mapping[str, Any]) -> int:

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..cost import replies_asked, reply_tokens_asked
 from ..errors import BudgetExceeded, CostCeilingExceeded, InvalidRequestError, usd
-from ..formats import detect_format, get_format
+from ..formats import check_reply_fields, detect_format, get_format
 from ..formats.anthropic_rules import without_cache_marks
 from ..formats.tool_prompt import with_tool_prompt
 from ..measure import measure_total
@@ -222,9 +222,11 @@ def _with_extra(
 
 
 def carried_replies(request: Mapping[str, Any], input_format: str | None, fmt: str) -> int:
-    """The replies a chat body going out in its own format asks for (OpenAI's ``n``), each billed."""
+    """The replies a chat body going out in its own format asks for (OpenAI's ``n``), each billed;
+    its ``stream`` and ``n``, which go with it, checked (:func:`.formats.check_reply_fields`)."""
     if not _in_own_format(request, input_format, fmt):
         return 1
+    check_reply_fields(request, fmt)
     return replies_asked(_own_fields(request, fmt))
 
 

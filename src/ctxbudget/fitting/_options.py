@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..catalog.catalog import Catalog, catalog_of, check_safety_factor
 from ..catalog.values import WindowResolution
-from ..cost import check_reply_fields
 from ..errors import ConfigError, InvalidRequestError
 from ..formats import BODY_OUTPUT_FIELDS
 from ..formats.jsonvalue import JsonShape, check_json_value, json_kind, json_shown
@@ -171,14 +170,11 @@ def check_chat_model(resolution: WindowResolution) -> None:
 
 
 def check_request(request: object) -> JsonShape:
-    """The request body is a JSON object of JSON values whose ``stream`` and ``n`` a provider takes
-    (:func:`~ctxbudget.cost.check_reply_fields`; an :class:`InvalidRequestError` if not); returns
-    what the check saw of it (the fit memo keys plain bodies by their JSON text)."""
+    """The request body is a JSON object of JSON values (an :class:`InvalidRequestError` if not);
+    returns what the check saw of it (the fit memo keys plain bodies by their JSON text)."""
     if not isinstance(request, Mapping):
         raise InvalidRequestError(f"the request body must be a JSON object, got {json_kind(request)}")
-    shape = check_json_value(request if type(request) is dict else dict(request))
-    check_reply_fields(request)
-    return shape
+    return check_json_value(request if type(request) is dict else dict(request))
 
 
 def body_reserve(request: Mapping[str, Any]) -> int | None:

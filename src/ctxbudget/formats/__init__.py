@@ -13,17 +13,50 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ConfigError, InvalidRequestError
 from .detection import DETECTORS, foreign_fields
-from .jsonvalue import json_kind
+from .jsonvalue import json_kind, json_shown
 
 if TYPE_CHECKING:
     from ..items import RequestFormat
 
-__all__ = ["BODY_OUTPUT_FIELDS", "FORMATS", "FormatName", "detect_format", "get_format", "resolve_format"]
+__all__ = [
+    "BODY_OUTPUT_FIELDS",
+    "FORMATS",
+    "FormatName",
+    "check_reply_fields",
+    "detect_format",
+    "get_format",
+    "resolve_format",
+]
 
 FormatName = Literal["question", "openai", "anthropic", "responses"]
 
 # The fields a body asks for its reply's size by (Anthropic, OpenAI chat, either, Responses).
 BODY_OUTPUT_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+# The provider formats whose bodies say whether the reply streams (``stream``), and how many
+# replies an OpenAI chat body asks for (``n``).
+_STREAMED_FORMATS = frozenset({"openai", "anthropic", "responses"})
+
+
+def check_reply_fields(body: Mapping[str, Any], fmt: str) -> None:
+    """A provider body's ``stream``, when given, is true or false, and an OpenAI chat body's ``n``
+    a whole number of at least 1 (``3`` or ``3.0``), else an :class:`InvalidRequestError` naming
+    the field: the provider refuses any other value, where a gateway answered ``"stream": "yes"``
+    as a stream and priced ``"n": -1`` or ``"n": "3"`` as one reply. A question body's fields of
+    those names are its own (passed through)."""
+    if fmt not in _STREAMED_FORMATS:
+        return
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise InvalidRequestError(f"must be true or false, got {json_shown(stream)}", "$.stream")
+    n = body.get("n")
+    if fmt != "openai" or n is None:
+        return
+    whole = isinstance(n, int) or (isinstance(n, float) and n.is_integer())
+    if isinstance(n, bool) or not whole or n < 1:
+        raise InvalidRequestError(
+            f"must be a whole number of replies of at least 1, got {json_shown(n)}", "$.n"
+        )
+
 
 # Each format's module and class, in detection order (:data:`.detection.DETECTORS`).
 _CLASSES = {
@@ -106,6 +139,7 @@ def resolve_format(
     ``messages`` beside ``input``) is an :class:`InvalidRequestError` naming them: their content
     would go uncounted."""
     fmt = get_format(name) if name else detect_format(request, model)
+    check_reply_fields(request, fmt.name)
     foreign = foreign_fields(fmt.name, request)
     if foreign:
         one = len(foreign) == 1
