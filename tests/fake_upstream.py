@@ -408,6 +408,8 @@ class FakeUpstream:
         if body["model"] == "fault-done-only":  # no choice at all: nothing answered
             yield b"data: [DONE]\n\n"
             return
+        if body["model"] == "fault-latin1-comment":  # a keep-alive comment no SDK decodes, then the answer
+            yield b": keep-alive \xff\n\n"
         yield chunk({"role": "assistant", "content": ""})
         for n, piece in enumerate([text[:10], text[10:]]):
             if body["model"] == "fault-disconnect" and n == 1:

@@ -225,6 +225,12 @@ def test_an_answer_that_answers_nothing_is_passed_on_and_not_stored(
         headers={"x-ctxbudget-session": "none-latin1"},
     )
     assert latin1.status_code == 200 and b'"text": "caf\xe9"' in latin1.content  # as it came
+    comment = httpx.post(
+        url + "/v1/chat/completions",
+        json={"model": "fault-latin1-comment", "stream": True, "messages": _ask()},
+        headers={"x-ctxbudget-session": "none-latin1-comment"},
+    )
+    assert comment.status_code == 200 and comment.content.startswith(b": keep-alive \xff\n\n")
     done = httpx.post(
         url + "/v1/chat/completions",
         json={"model": "fault-done-only", "stream": True, "messages": _ask()},

@@ -127,6 +127,17 @@ def _responses_text(response: Mapping[str, Any]) -> str:
     )
 
 
+def _utf8(line: bytes) -> bool:
+    """Whether ``line`` is UTF-8 text."""
+    if line.isascii():
+        return True
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 # SSE lines end with CRLF, LF or CR; an event ends at a blank line (the EventSource rules).
 _LINE_END = re.compile(rb"\r\n|\n|\r")
 
@@ -239,17 +250,18 @@ class StreamState:
         return bool(self._choices) and not self._open
 
     def _event(self, lines: list[bytes]) -> bool:
-        """Parse one event; False when it is a usage-only chunk to hold back."""
+        """Parse one event; False when it is a usage-only chunk to hold back. A line of it that is
+        not UTF-8 (its data, a comment, its name) is one the client's SDK fails on (both SDKs
+        decode every line): no answer came, as for data that is not JSON, and a non-streamed answer
+        of such bytes is a 502 (its data read with the bad bytes replaced was stored as answered)."""
+        if not all(map(_utf8, lines)):
+            self.broken = True
+            return True
         data = [line[5:] for line in lines if line.startswith(b"data:")]
         if not data:
             return True
         payload = b"\n".join(d[1:] if d.startswith(b" ") else d for d in data)
-        try:
-            text = payload.decode("utf-8")
-        except UnicodeDecodeError:  # the client's SDK fails on it too (Anthropic's raises this error):
-            self.broken = True  # no answer came, as for data that is not JSON; a non-streamed
-            return True  # answer of such bytes is a 502 (read replaced, it was stored as answered)
-        return self._data(text.strip())
+        return self._data(payload.decode("utf-8").strip())
 
     def _data(self, data: str) -> bool:
         if not data:  # an empty data line (a keep-alive): nothing to read
