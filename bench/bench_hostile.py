@@ -13,6 +13,7 @@ every row under a second when linear; the old code took from 10 s to hours at th
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -202,6 +203,25 @@ def grouped_results(n: int) -> Callable[[], Any]:
     return _assemble([*items, QUESTION])
 
 
+def unnumbered_calls(n: int) -> Callable[[], Any]:
+    """A streamed OpenAI answer of many tool calls whose pieces carry no ``index`` (each piece's
+    call was once looked for among every call before it)."""
+    from ctxbudget.gateway.providers import OPENAI, StreamState
+
+    def chunk(i: int) -> bytes:
+        call = {"id": f"c{i}", "function": {"name": "lookup", "arguments": "{}"}}
+        return b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}).encode()
+
+    stream = b"\n\n".join(chunk(i) for i in range(n // 16)) + b"\n\ndata: [DONE]\n\n"
+
+    def run() -> Any:
+        state = StreamState(OPENAI)
+        state.feed(stream)
+        return state.calls.calls()
+
+    return run
+
+
 SHAPES: dict[str, tuple[Callable[[int], Callable[[], Any]], int]] = {
     "sentence ends: a run of dots": (dots, 100_000),
     "graphemes: a run of flags in a message cut": (flags, 40_000),
@@ -217,6 +237,7 @@ SHAPES: dict[str, tuple[Callable[[int], Callable[[], Any]], int]] = {
     "bm25: a question of many words, not ASCII": (lambda n: question_words(n, "é"), 300_000),
     "passages: windows of a long transcript": (long_window, 400_000),
     "sessions: the ledger of many compacted turns": (ledger_turns, 100_000),
+    "gateway: streamed tool calls with no index": (unnumbered_calls, 100_000),
 }
 
 
