@@ -893,6 +893,76 @@ def test_a_chat_stream_with_an_error_after_its_finish_is_not_whole() -> None:
     assert state.failed and not state.finished
 
 
+def _event(payload: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(payload).encode() + b"\n\n"
+
+
+_ENDED_STREAMS = {  # an answer, its end event, then what an odd upstream sends after the end
+    "anthropic": (
+        _event({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hi"}})
+        + _event({"type": "message_delta", "usage": {"output_tokens": 2}})
+        + _event({"type": "message_stop"}),
+        _event({"type": "error", "error": {"type": "api_error", "message": "late"}}),
+    ),
+    "openai": (
+        _event({"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]})
+        + b"data: [DONE]\n\n",
+        _event({"error": {"message": "late"}}),
+    ),
+    "responses": (
+        _event({"type": "response.output_text.delta", "delta": "hi"})
+        + _event({"type": "response.completed", "response": {"output": [], "usage": {"input_tokens": 1}}}),
+        _event({"type": "response.output_text.delta", "delta": " EXTRA"}),
+    ),
+}
+
+
+@given(st.sampled_from(sorted(_ENDED_STREAMS)), st.lists(st.integers(min_value=1, max_value=400), max_size=8))
+def test_what_follows_a_stream_s_end_changes_nothing_of_the_turn_however_it_is_cut(
+    name: str, cuts: list[int]
+) -> None:
+    """An error event (or a stray delta) after the end event, in the end's chunk, made the turn
+    unstored (or its text longer); in a later chunk, it was stored as answered: the record
+    depended on how the network cut the bytes. The client has the same bytes either way."""
+    from ctxbudget.gateway.providers import StreamState
+
+    provider = {"anthropic": ANTHROPIC, "openai": OPENAI, "responses": RESPONSES}[name]
+    answer, after = _ENDED_STREAMS[name]
+    stream = answer + after
+    state, sent, at = StreamState(provider), b"", 0
+    for cut in sorted({min(c, len(stream)) for c in cuts}):
+        sent += state.feed(stream[at:cut])
+        at = cut
+    sent += state.feed(stream[at:]) + state.flush()
+    assert sent == stream
+    assert state.finished and "".join(state.text) == "hi"
+
+
+def test_an_event_cut_off_at_the_close_is_neither_sent_nor_stored() -> None:
+    """The last event of a chat stream with every choice finished, closed before its blank line,
+    was dropped from what the client got, but its text was stored with the turn."""
+    from ctxbudget.gateway.providers import StreamState
+
+    state = StreamState(OPENAI)
+    state.feed(_event({"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]}))
+    tail = _event({"choices": [{"index": 0, "delta": {"content": " TAIL"}, "finish_reason": "stop"}]})
+    assert state.feed(tail.removesuffix(b"\n\n")) == b"" and state.flush() == b""
+    assert state.finished and "".join(state.text) == "hi"
+    asked = StreamState(OPENAI, hold_usage=True)  # the gateway's own ask for usage: its record's
+    asked.feed(_event({"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]}))
+    usage = _event({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 2}})
+    assert asked.feed(usage.removesuffix(b"\n\n")) == b"" and asked.flush() == b""
+    assert asked.finished and asked.usage == {"prompt_tokens": 11, "completion_tokens": 2}
+
+
+def test_a_responses_answer_of_odd_content_is_read_as_no_text() -> None:
+    """A message item whose ``content`` was a number was a TypeError while the answer was read: a
+    502 in place of the answer the upstream gave."""
+    for content in (5, True, 1.5, None, "text"):
+        payload = {"output": [{"type": "message", "content": content}], "usage": {"input_tokens": 1}}
+        assert RESPONSES.response_text(payload) == ""
+
+
 def test_the_one_million_context_beta_widens_a_claude_window(stack: tuple[FakeUpstream, str, Path]) -> None:
     _, url, _ = stack
     body = {"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": _ask(LONG * 60)}  # ~290k tokens

@@ -3,6 +3,7 @@ Responses): paths, request format, error shapes, answer text, SSE parsing."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Mapping
@@ -122,9 +123,14 @@ def _responses_text(response: Mapping[str, Any]) -> str:
         str(part.get("text") or "")
         for item in items
         if isinstance(item, dict) and item.get("type") == "message"
-        for part in item.get("content") or []
+        for part in _list(item.get("content"))  # 5 for content was a TypeError: a 502
         if isinstance(part, dict) and part.get("type") == "output_text"
     )
+
+
+def _list(value: Any) -> list[Any]:
+    """``value`` when it is a list, else an empty one."""
+    return value if isinstance(value, list) else []
 
 
 def _utf8(line: bytes) -> bool:
@@ -227,15 +233,25 @@ class StreamState:
         if not rest.strip():
             self._closed()
             return out + rest
-        done, chose, failed, broken = self.finished, self._chosen(), self.failed, self.broken
-        keep = self._event([line for line in lines if line])
-        self.broken = broken  # a cut-off event is dropped, not read by the client
+        # read on a copy: the record takes what the event holds only if the client gets it (or it
+        # is the usage the gateway asked for), as the client reads no event cut off (its text and
+        # usage were stored, and the client had neither)
+        trial = copy.deepcopy(self, {id(self.provider): self.provider})
+        keep = trial._event([line for line in lines if line])
+        trial.broken = self.broken  # a cut-off event is dropped, not read by the client
         # this last event ended it (the upstream's error among them: the client is told)
-        by_it = (self.finished and not done) or (self._chosen() and not chose) or (self.failed and not failed)
+        by_it = (
+            (trial.finished and not self.finished)
+            or (trial._chosen() and not self._chosen())
+            or (trial.failed and not self.failed)
+        )
+        passed = by_it and keep
+        if passed or (not keep and self.hold_usage):
+            self.__dict__.update(trial.__dict__)
         self._closed()
         if self.hold_usage:
             rest = _NULL_USAGE.sub(b"", rest)
-        return out + (rest if by_it and keep else b"")
+        return out + (rest if passed else b"")
 
     def _closed(self) -> None:
         """At the upstream's clean close: a Chat Completions stream whose every choice has its
@@ -254,6 +270,8 @@ class StreamState:
         not UTF-8 (its data, a comment, its name) is one the client's SDK fails on (both SDKs
         decode every line): no answer came, as for data that is not JSON, and a non-streamed answer
         of such bytes is a 502 (its data read with the bad bytes replaced was stored as answered)."""
+        if self.ended:  # after the end the turn is stored at: whatever follows reaches the client
+            return True  # and changes nothing of the record (it was told apart by how TCP cut it)
         if not all(map(_utf8, lines)):
             self.broken = True
             return True
