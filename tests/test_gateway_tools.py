@@ -10,6 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -401,3 +403,58 @@ def test_streamed_calls_without_an_index_go_back_to_a_call_by_its_id() -> None:
         piece(id="c2", function={"arguments": "}"}),
     ]
     assert _streamed(OPENAI, _sse(chunks, named=False)) == (LOOKUP, ToolCall(name="stop", arguments="{}"))
+
+
+def _reference_calls(pieces: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """What StreamedCalls makes of OpenAI tool-call pieces, read the plain way: a piece without an
+    index goes to the first call (in the order calls came) holding its id, else to the last call
+    unless its id or name is another's, else to a new call after the highest number."""
+    order: list[Any] = []
+    names: dict[Any, str] = {}
+    ids: dict[Any, str] = {}
+    pieces_of: dict[Any, list[str]] = {}
+    last: Any = None
+    for piece in pieces:
+        ident, name = piece.get("id") or "", piece["function"].get("name") or ""
+        if "index" in piece:
+            position = piece["index"]
+        elif ident and (known := [p for p in order if ids.get(p) == ident]):
+            position = known[0]
+        elif last is not None and ident in ("", ids[last] or ident) and name in ("", names[last] or name):
+            position = last
+        else:
+            position = max((p for p in names if isinstance(p, int)), default=-1) + 1
+        if position not in order:
+            order.append(position)
+        names[position] = names.get(position) or name
+        ids[position] = ids.get(position) or ident
+        pieces_of.setdefault(position, []).append(piece["function"].get("arguments") or "")
+        last = position
+    return [(names[p], "".join(pieces_of[p])) for p in sorted(names)]
+
+
+_PIECE = st.fixed_dictionaries(
+    {
+        "function": st.fixed_dictionaries(
+            {},
+            optional={
+                "name": st.sampled_from(["", "f", "g"]),
+                "arguments": st.sampled_from(["", "{", "}", "1"]),
+            },
+        )
+    },
+    optional={"index": st.integers(min_value=-2, max_value=3), "id": st.sampled_from(["", "a", "b"])},
+)
+
+
+@given(st.lists(_PIECE, max_size=12))
+def test_streamed_calls_match_the_plain_reading_of_their_pieces(pieces: list[dict[str, Any]]) -> None:
+    """The calls are found by a map of ids and the highest number (a look through every call for
+    each piece without an index took quadratic time); they are the ones the plain reading finds,
+    an id shared by two calls and negative numbers included."""
+    from ctxbudget.gateway.tools import StreamedCalls
+
+    calls = StreamedCalls()
+    for piece in pieces:
+        calls.openai({"tool_calls": [piece]})
+    assert [(c.name, c.arguments) for c in calls.calls()] == _reference_calls(pieces)

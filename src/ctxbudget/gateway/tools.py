@@ -47,10 +47,12 @@ class StreamedCalls:
     # An OpenAI call's id, and the call the last piece went to: for pieces that come without an index.
     ids: dict[Any, str] = field(default_factory=dict)
     last: Any = None
-    # Each id's call, and the highest numbered call: read for each piece without an index (looked
-    # for among every call, 8,000 calls of such pieces took 3 s, and their time grew as its square)
+    # Each id's first call (in the order calls came), and the highest numbered call: read for each
+    # piece without an index (looked for among every call, 8,000 calls of such pieces took 3 s, and
+    # their time grew as its square)
     by_id: dict[str, Any] = field(default_factory=dict)
-    top: int = -1
+    top: int | None = None
+    _rank: dict[Any, int] = field(default_factory=dict)  # each call's place in the order calls came
 
     def openai(self, delta: Mapping[str, Any]) -> None:
         """An OpenAI chunk's ``delta``: its tool-call pieces."""
@@ -60,16 +62,25 @@ class StreamedCalls:
             index = call.get("index")
             position = _position(index) if index is not None else self._unnumbered(ident, name)
             self._named(position, self.names.get(position) or name)  # the first given
-            self.ids[position] = self.ids.get(position) or ident
-            if ident:
-                self.by_id.setdefault(self.ids[position], position)
+            self._identified(position, ident)
             self.pieces.setdefault(position, []).append(_text(function.get("arguments")))
             self.last = position
+
+    def _identified(self, position: Any, ident: str) -> None:
+        """The call at ``position`` given ``ident`` (its first id stays): an id's call is the first
+        of the calls that came with it, in the order the calls came."""
+        self._rank.setdefault(position, len(self._rank))
+        if self.ids.get(position):
+            return
+        self.ids[position] = ident
+        known = self.by_id.get(ident)
+        if ident and (known is None or self._rank[position] < self._rank[known]):
+            self.by_id[ident] = position
 
     def _named(self, position: Any, name: str) -> None:
         """The call at ``position`` named ``name`` (the highest numbered call kept)."""
         self.names[position] = name
-        if isinstance(position, int) and position > self.top:
+        if isinstance(position, int) and (self.top is None or position > self.top):
             self.top = position
 
     def _unnumbered(self, ident: str, name: str) -> Any:
@@ -87,7 +98,7 @@ class StreamedCalls:
             and name in ("", self.names[last] or name)
         ):
             return last
-        return self.top + 1
+        return 0 if self.top is None else self.top + 1
 
     def anthropic(self, event: Mapping[str, Any]) -> None:
         """An Anthropic ``content_block_start`` or ``content_block_delta`` event."""
