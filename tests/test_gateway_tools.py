@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -447,6 +447,22 @@ _PIECE = st.fixed_dictionaries(
 )
 
 
+@example(  # an id a second call had first, then the first call: a piece of that id is the first's
+    [
+        {"index": 0, "function": {"name": "f", "arguments": ""}},
+        {"index": 1, "id": "a", "function": {"name": "g", "arguments": ""}},
+        {"index": 0, "id": "a", "function": {"arguments": "{"}},
+        {"id": "a", "function": {"arguments": "}"}},
+    ]
+)
+@example(  # a new call after one numbered below 0 is numbered after it
+    [
+        {"index": -2, "id": "a", "function": {"name": "f", "arguments": "1"}},
+        {"id": "b", "function": {"name": "g", "arguments": "2"}},
+        {"index": 0, "id": "b", "function": {"name": "g", "arguments": "3"}},
+    ]
+)
+@settings(max_examples=400)
 @given(st.lists(_PIECE, max_size=12))
 def test_streamed_calls_match_the_plain_reading_of_their_pieces(pieces: list[dict[str, Any]]) -> None:
     """The calls are found by a map of ids and the highest number (a look through every call for
