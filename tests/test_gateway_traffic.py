@@ -955,6 +955,18 @@ def test_an_event_cut_off_at_the_close_is_neither_sent_nor_stored() -> None:
     assert asked.finished and asked.usage == {"prompt_tokens": 11, "completion_tokens": 2}
 
 
+def test_usage_the_gateway_asked_for_is_held_back_after_the_end_too() -> None:
+    """A usage-only chunk after ``[DONE]`` (compatible servers vary) reached the client, which had
+    not asked for usage, once events after the end were passed on as they came."""
+    from ctxbudget.gateway.providers import StreamState
+
+    state = StreamState(OPENAI, hold_usage=True)
+    answer = _event({"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]})
+    usage = _event({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1}})
+    sent = state.feed(answer + b"data: [DONE]\n\n" + usage) + state.flush()
+    assert sent == answer + b"data: [DONE]\n\n" and state.finished
+
+
 def test_a_responses_answer_of_odd_content_is_read_as_no_text() -> None:
     """A message item whose ``content`` was a number was a TypeError while the answer was read: a
     502 in place of the answer the upstream gave."""

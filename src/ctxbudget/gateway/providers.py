@@ -144,6 +144,21 @@ def _utf8(line: bytes) -> bool:
     return True
 
 
+def _payload(lines: list[bytes]) -> bytes | None:
+    """An event's data: its ``data:`` lines' values joined by line breaks (None: it has none)."""
+    data = [line[5:] for line in lines if line.startswith(b"data:")]
+    return b"\n".join(d[1:] if d.startswith(b" ") else d for d in data) if data else None
+
+
+def _usage_only(payload: bytes | None) -> bool:
+    """Whether an event's data is a Chat Completions chunk of usage alone (no choices)."""
+    try:
+        event = json.loads(payload) if payload is not None else None
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(event, dict) and isinstance(event.get("usage"), dict) and not event.get("choices")
+
+
 # SSE lines end with CRLF, LF or CR; an event ends at a blank line (the EventSource rules).
 _LINE_END = re.compile(rb"\r\n|\n|\r")
 
@@ -270,16 +285,15 @@ class StreamState:
         not UTF-8 (its data, a comment, its name) is one the client's SDK fails on (both SDKs
         decode every line): no answer came, as for data that is not JSON, and a non-streamed answer
         of such bytes is a 502 (its data read with the bad bytes replaced was stored as answered)."""
-        if self.ended:  # after the end the turn is stored at: whatever follows reaches the client
-            return True  # and changes nothing of the record (it was told apart by how TCP cut it)
+        if self.ended:  # after the end the turn is stored at: whatever follows changes nothing of
+            # the record (it was told apart by how TCP cut it), and reaches the client but for the
+            # usage the gateway asked for
+            return not (self.hold_usage and _usage_only(_payload(lines)))
         if not all(map(_utf8, lines)):
             self.broken = True
             return True
-        data = [line[5:] for line in lines if line.startswith(b"data:")]
-        if not data:
-            return True
-        payload = b"\n".join(d[1:] if d.startswith(b" ") else d for d in data)
-        return self._data(payload.decode("utf-8").strip())
+        payload = _payload(lines)
+        return True if payload is None else self._data(payload.decode("utf-8").strip())
 
     def _data(self, data: str) -> bool:
         if not data:  # an empty data line (a keep-alive): nothing to read
