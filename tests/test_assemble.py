@@ -512,6 +512,18 @@ def test_a_responses_body_s_prefix_is_its_tools_instructions_and_leading_system_
         {**a, "tools": [{**tools[0], "name": "find"}]},
     ):
         assert compare_prefixes(a, changed, strict=False).offset is not None
+    written_out = {  # the same input in the API's other spellings: its full item and a text part
+        **a,
+        "input": [
+            {
+                "type": "message",
+                "role": "developer",
+                "content": [{"type": "input_text", "text": "Answer briefly."}],
+            },
+            a["input"][1],
+        ],
+    }
+    assert compare_prefixes(a, written_out).offset is None
     plain = {"model": "gpt-4o", "instructions": "Cite the record.", "input": "When?"}
     assert compare_prefixes(plain, {**plain, "input": "Where?"}).offset is None
     with pytest.raises(InvalidRequestError, match="instructions are a string"):

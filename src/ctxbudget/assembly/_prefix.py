@@ -61,12 +61,13 @@ def _body(document: Any) -> Any:
 
 
 def _part(value: Any) -> str:
-    """A part's text: a text block's text, anything else (a tool, an image, a message's role and
-    name) as its JSON in the order given, without its cache mark (moving a mark changes no cached
+    """A part's text: a text block's (or a Responses text part's) text, anything else (a tool, an
+    image, a message's role and name) as its JSON in the order given, without its cache mark (moving a mark changes no cached
     byte; reordering a tool schema's keys changes what the provider renders, and was reported as
     identical when keys were sorted)."""
     if isinstance(value, Mapping):
-        if set(value) - {"cache_control"} == {"type", "text"} and value.get("type") == "text":
+        # a text block, or a Responses input's text part (its string content written out)
+        if set(value) - {"cache_control"} == {"type", "text"} and value.get("type") in ("text", "input_text"):
             return str(value["text"]) if isinstance(value["text"], str) else _json(value["text"])
         value = {k: v for k, v in value.items() if k != "cache_control"}
     elif isinstance(value, str):
@@ -135,8 +136,9 @@ def _leading_system(messages: list[Any]) -> list[Any]:
     for message in messages:
         if message.get("type", "message") != "message" or message.get("role") not in ("system", "developer"):
             break
-        # its role and name are rendered ahead of its text (a developer message is not a system one)
-        parts.append({k: v for k, v in message.items() if k != "content"})
+        # its role and name are rendered ahead of its text (a developer message is not a system
+        # one); a Responses item's "type": "message" is what an item without a type is too
+        parts.append({k: v for k, v in message.items() if k != "content" and (k, v) != ("type", "message")})
         content = message.get("content")
         parts += (
             [p for p in content if isinstance(p, Mapping)] if isinstance(content, list) else [str(content)]
