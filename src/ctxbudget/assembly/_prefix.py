@@ -62,9 +62,9 @@ def _body(document: Any) -> Any:
 
 def _part(value: Any) -> str:
     """A part's text: a text block's (or a Responses text part's) text, anything else (a tool, an
-    image, a message's role and name) as its JSON in the order given, without its cache mark (moving a mark changes no cached
-    byte; reordering a tool schema's keys changes what the provider renders, and was reported as
-    identical when keys were sorted)."""
+    image, a message's role and name) as its JSON in the order given, without its cache mark
+    (moving a mark changes no cached byte; reordering a tool schema's keys changes what the
+    provider renders, and was reported as identical when keys were sorted)."""
     if isinstance(value, Mapping):
         # a text block, or a Responses input's text part (its string content written out)
         if set(value) - {"cache_control"} == {"type", "text"} and value.get("type") in ("text", "input_text"):
