@@ -349,13 +349,14 @@ def test_in_prose_regions_grow_around_each_answer_and_keep_context() -> None:
 def test_transcripts_and_numbered_records_read_as_lines() -> None:
     assert reads_as_lines("Anna: We should ship.\nBen: Not before QA.\nAnna: Fine.\n")
     assert reads_as_lines("12:1 Q. Did you send it?\n12:2 A. Yes.\n")
+    assert reads_as_lines("  12:1  Q. Did you send it?\n\t12:2  A. Yes.\n")  # indented, as printed
     prose = "The parties agree as follows.\nEach keeps the other's secrets.\nNo licence is granted.\n"
     assert not reads_as_lines(prose + "Section 2: Term. This lasts a year.\n")
 
 
 # The plain definitions the fast line-start searches must agree with.
 _SPEAKER_LINES = re.compile(r"^[^\s:][^\n:]{0,40}:\s", re.MULTILINE)
-_PAGE_LINES = re.compile(r"^(\d{1,4}:\d{1,3})\s", re.MULTILINE)
+_PAGE_LINES = re.compile(r"^[ \t]*(\d{1,4}:\d{1,3})\s", re.MULTILINE)
 line_pieces = st.sampled_from(
     [
         "\n",
@@ -367,6 +368,8 @@ line_pieces = st.sampled_from(
         "Anna: ",
         "Ben:\n",
         "12:3 ",
+        "  12:3 ",
+        "\t1:2 ",
         "12:34\n",
         "1:2",
         "x",
@@ -392,8 +395,10 @@ def test_citations_read_the_page_line_marks_of_the_slice(text: str, a: int, b: i
     # the marks of the lines the slice holds, and of the line it starts in when it starts inside one
     start, end = sorted((min(a, len(text)), min(b, len(text))))
     line = text.rfind("\n", 0, start) + 1
-    lead = re.match(r"(\d{1,4}:\d{1,3})\s", text[line:end])
-    marks = ([lead.group(1)] if lead else []) + re.findall(r"\n(?=(\d{1,4}:\d{1,3})\s)", text[start:end])
+    lead = re.match(r"[ \t]*(\d{1,4}:\d{1,3})\s", text[line:end])
+    marks = ([lead.group(1)] if lead else []) + re.findall(
+        r"\n(?=[ \t]*(\d{1,4}:\d{1,3})\s)", text[start:end]
+    )
     expected = (
         (marks[0] if len(marks) == 1 else f"{marks[0]}-{marks[-1]}") if marks else f"chars {start}-{end}"
     )
@@ -669,6 +674,29 @@ def test_a_split_documents_own_citation_and_offsets_are_kept_beside_the_passages
         assert text[start:end] == document["page_content"] and meta["citation"].startswith("chars ")
         assert meta["document_citation"] == "Smith v. Jones, p. 4" and meta["document_offsets"] == [120, 9000]
         assert meta["source"] == "deposition.pdf"
+
+
+@pytest.mark.parametrize("lead", ["", "\n\n    ", "\t"])
+def test_a_passage_s_character_citation_counts_from_the_document_as_its_offsets_do(lead: str) -> None:
+    """A document opening with blanks was cited from its text without them: ``chars 11451-12230``
+    beside offsets ``[11457, 12236]``, the citation reading other text (the report's reason too)."""
+    text = (
+        lead
+        + " ".join(f"Filler sentence {i} says nothing." for i in range(300))
+        + " Notice went out March 3."
+    )
+    request = {"questions": [{"text": "When did the notice go out?"}], "documents": [{"page_content": text}]}
+    result = fit(
+        request, model="gpt-4o", max_context_tokens=200, reserve_output_tokens=0, split_documents=True
+    )
+    cited = []
+    for document in result.request["documents"]:
+        start, end = document["metadata"]["offsets"]
+        assert document["metadata"]["citation"] == f"chars {start}-{end}"
+        assert text[start:end] == document["page_content"]
+        cited.append(document["metadata"]["citation"])
+    (line,) = [i for i in result.report.items if i.component == "documents"]
+    assert cited and all(c in line.reason for c in cited)
 
 
 def test_a_dense_run_beside_words_leaves_the_words_in_whole_passages() -> None:

@@ -61,6 +61,9 @@ class Item:
     role: str = ""
     score: float | None = None
     group: int = -1
+    # Where ``text`` starts in the field it was read from (a document's leading blanks, which its
+    # text leaves out): passages' character citations count from the field, as their offsets do.
+    offset: int = 0
     # (component, index): how plans and renderings refer to the item. Read for every decision and
     # report line, so built with the item (a cached property's first read cost twice as much).
     key: ItemKey = field(init=False, repr=False, compare=False)
@@ -85,6 +88,7 @@ class Item:
             role=role,
             score=None,
             group=group,
+            offset=0,
             key=(component, index),
         )
         return made

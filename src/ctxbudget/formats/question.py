@@ -241,6 +241,7 @@ class QuestionFormat:
                 path=f"$.documents[{i}]",
                 text=d.page_content.strip(),
                 score=d.score,
+                offset=len(d.page_content) - len(d.page_content.lstrip()),
             )
             for i, d in enumerate(q.documents)
         ]

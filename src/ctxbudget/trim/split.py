@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from ..items import JOINER_TOKENS, Decision, Item, ItemKey
 from .bm25 import bm25_scores
-from .passages import PassageScorer, passage_tokens, ranking, select_regions, split_passages
+from .passages import PassageScorer, passage_tokens, ranking, select_regions, split_passages, within_field
 from .text import Span
 
 __all__ = ["split_documents"]
@@ -84,11 +84,12 @@ def _best_passages(
     used = sum(costs[i] for r in regions for i in r.passages) + len(regions) * region_cost
     if not regions:
         return (), None, used
-    cited = ", ".join(r.citation for r in regions[:4]) + (" ..." if len(regions) > 4 else "")
+    citations = [within_field(r.citation, r.start, r.end, doc.offset) for r in regions]
+    cited = ", ".join(citations[:4]) + (" ..." if len(regions) > 4 else "")
     decision = Decision(
         "truncated",
         f"split into {len(passages)} passages; kept {len(regions)} verbatim region(s) ranked by "
         f"{ranking(scorer)} against the query: {cited}",
         tokens=used,
     )
-    return tuple((r.start, r.end, r.citation) for r in regions), decision, used
+    return tuple((r.start, r.end, c) for r, c in zip(regions, citations, strict=True)), decision, used

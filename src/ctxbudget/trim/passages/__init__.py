@@ -24,6 +24,7 @@ from ._passage import (
     passage_tokens,
     reads_as_lines,
     split_passages,
+    within_field,
 )
 from ._query import (
     QUERY_STOPWORDS,
@@ -50,4 +51,5 @@ __all__ = [
     "reads_as_lines",
     "select_regions",
     "split_passages",
+    "within_field",
 ]

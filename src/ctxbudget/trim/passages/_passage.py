@@ -25,6 +25,7 @@ __all__ = [
     "reads_as_lines",
     "split_passages",
     "users_turns",
+    "within_field",
 ]
 
 # Lines that start with a speaker's label (``Name: ``) or a ``page:line`` mark. Each is found from
@@ -35,8 +36,10 @@ __all__ = [
 # the next line's newline does not hide that line (property-tested against the ``^`` patterns).
 _SPEAKER_HERE = re.compile(r"([^\s:][^\n:]{0,40}):\s")  # the label, captured
 _SPEAKER_AFTER = re.compile(r"\n(?=([^\s:][^\n:]{0,40}):\s)")
-_PAGE_LINE_HERE = re.compile(r"(\d{1,4}:\d{1,3})\s")
-_PAGE_LINE_AFTER = re.compile(r"\n(?=(\d{1,4}:\d{1,3})\s)")
+# A page:line mark may be indented (spaces or tabs before it), as printed depositions are: only
+# an unindented one was read, and such a record was cited and selected as prose.
+_PAGE_LINE_HERE = re.compile(r"[ \t]*(\d{1,4}:\d{1,3})\s")
+_PAGE_LINE_AFTER = re.compile(r"\n(?=[ \t]*(\d{1,4}:\d{1,3})\s)")
 
 
 @dataclass(frozen=True)
@@ -209,6 +212,18 @@ def citation_of(text: str, start: int, end: int) -> str:
     if marks:
         return marks[0] if len(marks) == 1 else f"{marks[0]}-{marks[-1]}"
     return f"chars {start}-{end}"
+
+
+def within_field(citation: str, start: int, end: int, offset: int) -> str:
+    """A citation of ``text[start:end]`` (:func:`citation_of`) for a text that starts ``offset``
+    characters into its field (a document's leading blanks): a character range counts from the
+    field, as the passage's offsets do (it fell short by the blanks, citing other text); a
+    ``page:line`` range is the text's own."""
+    return (
+        f"chars {offset + start}-{offset + end}"
+        if offset and citation == f"chars {start}-{end}"
+        else citation
+    )
 
 
 PASSAGE_TOKENS = 256
