@@ -66,6 +66,9 @@ def test_a_semantic_scorer_finds_evidence_that_lacks_the_query_words() -> None:
         ("junk", "one number per passage, got str"),
         (None, "one number per passage, got NoneType"),
         (["high"] * 200, "one number per passage"),
+        (["0.9"] * 200, "one number per passage"),  # a string of digits was taken for a number
+        ([True] * 200, "one number per passage"),
+        ("a dict", "one number per passage, got dict"),  # read by its keys: the last passage best
     ],
 )
 def test_a_scorer_that_breaks_the_protocol_is_refused(scores: Any, message: str) -> None:
@@ -73,6 +76,8 @@ def test_a_scorer_that_breaks_the_protocol_is_refused(scores: Any, message: str)
     costs = [_count(p.start, p.end) for p in passages]
 
     def broken(query: str, texts: Sequence[str]) -> Any:
+        if scores == "a dict":
+            return {i: 1.0 if i == 0 else 0.0 for i in range(len(texts))}
         return scores[: len(texts)] if isinstance(scores, list) and len(scores) > 1 else scores
 
     with pytest.raises(ConfigError, match=message):

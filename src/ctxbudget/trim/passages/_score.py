@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -199,10 +199,13 @@ def _above_median(values: Sequence[float]) -> list[float]:
 
 
 def _checked(values: Sequence[float], expected: int) -> list[float]:
+    """The scorer's scores as floats, one a passage in order: a sequence of real numbers (a list,
+    a tuple, an array), else a :class:`ConfigError`. A dict was read by its keys (0, 1, ...: the
+    last passage scored best), and ``"0.9"`` or ``True`` passed as numbers."""
     try:
-        if isinstance(values, str | bytes):  # it would iterate as characters
-            raise TypeError("a string is not a sequence of scores")
-        out = [float(v) for v in values]
+        if isinstance(values, str | bytes | Mapping | set | frozenset):  # characters, keys, no order
+            raise TypeError("not a sequence of scores")
+        out = [_real(v) for v in values]
     except (TypeError, ValueError, OverflowError) as exc:  # an int past float's range too
         raise ConfigError(
             f"the passage scorer must return one number per passage, got {type(values).__name__} {values!r:.60}"
@@ -212,3 +215,11 @@ def _checked(values: Sequence[float], expected: int) -> list[float]:
     if not all(math.isfinite(v) for v in out):
         raise ConfigError("the passage scorer returned a score that is not a finite number")
     return out
+
+
+def _real(value: object) -> float:
+    """A score as a float: a number, or what stands for one (numpy's, a 0-d tensor's), not a
+    truth value or a string of digits."""
+    if isinstance(value, bool | str | bytes) or type(value).__name__ == "bool_":
+        raise TypeError(f"a score is a number, got {type(value).__name__}")
+    return float(value)  # type: ignore[arg-type]  # what float() refuses is a TypeError or ValueError
