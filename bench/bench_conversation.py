@@ -14,6 +14,10 @@ with claude-sonnet-4-5's prices (input $3, cache write $3.75, cache read $0.30 p
   rolling breakpoints;
 - rolling breakpoints with no budget at all (every turn sends the whole conversation).
 
+Then the same conversation with a record of about 27,000 tokens pasted into its second question
+(more than any cut of the 24,000-token budget keeps): trimmed to fit every turn, and ctxbudget's
+default (the record cut down once, at a step, and held).
+
     python bench/bench_conversation.py
 """
 
@@ -39,6 +43,7 @@ WORDS = "The deposition covered the delivery schedule, the notice letter and exh
 SYSTEM = "You are a careful legal assistant. " + WORDS * 230
 QUESTION = WORDS * 53
 ANSWER = WORDS * 35
+RECORD = "12:04 A. The delivery was late, and the notice letter said so. " * 2000  # ~27,000 tokens
 
 
 def _upstream() -> BillingUpstream:
@@ -62,8 +67,14 @@ def direct() -> list[Bill]:
     return upstream.bills
 
 
-def through_gateway(budget: int, **config: Any) -> list[Bill]:
-    """The conversation through the gateway (fit mode) with ``config``."""
+def _question(n: int, pasted: bool) -> str:
+    """Turn ``n``'s question (the second carries the record when ``pasted``)."""
+    return f"Question {n}: {RECORD if pasted and n == 2 else ''}{QUESTION}"
+
+
+def through_gateway(budget: int, pasted: bool = False, **config: Any) -> list[Bill]:
+    """The conversation through the gateway (fit mode) with ``config`` (``pasted``: a record in
+    the second question)."""
     upstream = _upstream()
     with tempfile.TemporaryDirectory() as folder:
         options = {"store_path": str(Path(folder) / "b.db"), "anthropic_upstream": "http://billing.invalid"}
@@ -77,7 +88,7 @@ def through_gateway(budget: int, **config: Any) -> list[Bill]:
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://gateway.local") as client:
                 for n in range(1, TURNS + 1):
-                    messages.append({"role": "user", "content": f"Question {n}: {QUESTION}"})
+                    messages.append({"role": "user", "content": _question(n, pasted)})
                     response = await client.post("/v1/messages", json=_body(messages), headers=headers)
                     response.raise_for_status()
                     messages.append({"role": "assistant", "content": response.json()["content"][0]["text"]})
@@ -115,6 +126,16 @@ def main() -> None:
     print(
         f"{TURNS} turns, billed by a fake that caches like Anthropic (input only; claude-sonnet-4-5 prices)"
     )
+    _table(rows, baseline)
+    pasted = [
+        ("trim to fit every turn (--low-water 1), 24k", through_gateway(BUDGET, True, low_water=1.0)),
+        ("ctxbudget default (steps to 2/3), 24k", through_gateway(BUDGET, True)),
+    ]
+    print("the same, a ~27,000-token record pasted into the second question (x: the first table's none)")
+    _table(pasted, baseline)
+
+
+def _table(rows: list[tuple[str, list[Bill]]], baseline: float) -> None:
     print(f"{'strategy':46} {'read 2-30':>9} {'input $':>8} {'x none':>7} {'tokens/turn':>12}")
     for name, bills in rows:
         read, cost, tokens = figures(bills)

@@ -168,18 +168,26 @@ class HistoryCut:
     # Whether the history's first unit is kept before the placeholder (None: not said, as in a
     # cut written before this was recorded): a held cut keeps it as it was, whatever the budget.
     first_kept: bool | None = None
+    # A kept run that opens with a unit too large for any cut's room (a tool result, a pasted
+    # document): the tokens that unit is cut to, and the question it was cut against, so that
+    # the turns holding the cut cut it the same (None: the run's units are whole).
+    budget: int | None = None
+    query: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """As a report gives it (and as ``fit(previous_cut=...)`` takes it back)."""
         out: dict[str, Any] = {"index": self.index, "sha256": self.sha256}
         if self.first_kept is not None:
             out["first_kept"] = self.first_kept
+        if self.budget is not None:
+            out |= {"budget": self.budget, "query": self.query or ""}
         return out
 
     @classmethod
     def of(cls, value: Any) -> HistoryCut | None:
         """``value`` as a cut: a :class:`HistoryCut`, or a report's ``history_cut`` (a
-        non-negative int ``index`` and a str ``sha256``); None for anything else."""
+        non-negative int ``index`` and a str ``sha256``, and with a ``budget``, a positive int, its
+        ``query``, a str); None for anything else."""
         if isinstance(value, HistoryCut):
             return value
         if not isinstance(value, Mapping):
@@ -187,7 +195,10 @@ class HistoryCut:
         index, digest, first = value.get("index"), value.get("sha256"), value.get("first_kept")
         if type(index) is not int or index < 0 or not isinstance(digest, str):
             return None
-        return cls(index, digest, first if isinstance(first, bool) else None)
+        budget, query = value.get("budget"), value.get("query")
+        if budget is not None and (type(budget) is not int or budget <= 0 or not isinstance(query, str)):
+            return None  # a cut unit whose size or question is not one: no cut to hold
+        return cls(index, digest, first if isinstance(first, bool) else None, budget, query)
 
 
 @dataclass(frozen=True)

@@ -210,8 +210,9 @@ def fit(
       ``tokens_before`` is then a lower bound). Decisions and the fitted request are the same.
     - ``low_water``: cut the history in steps that later turns can hold, so the kept prefix stays
       byte-identical for a provider's prompt cache: when over its budget, the history is cut back
-      to this share of it (2/3 is a good value) on whole turns; ``previous_cut`` (the previous
-      turn's ``report.history_cut``) is held while what follows it fits.
+      to this share of it (2/3 is a good value) on whole turns (a unit larger than that kept cut
+      down, the same on every turn that holds the cut); ``previous_cut`` (the previous turn's
+      ``report.history_cut``) is held while what follows it fits.
     - ``cache_breakpoints``: an Anthropic body gets rolling cache breakpoints next to the client's
       own (the newest message, the previous turn's last message, the system prompt; see
       docs/caching.md), where the model caches explicitly.

@@ -88,6 +88,8 @@ def make_plan(ctx: FitContext, budgets: Budgets) -> Plan:
         steps=_steps(ctx),
         first_required=ctx.first_unit_required,
         after_question=_after_question(ctx),
+        shrink_against=lambda m, b, q: _truncate(ctx, m, b, q),
+        query=ctx.question,
     )
     decisions |= {("history", i): d for i, d in chosen.decisions.items()}
     return Plan(
@@ -214,11 +216,11 @@ def _shared_texts(
     return decisions
 
 
-def _truncate(ctx: FitContext, item: Item, budget: int) -> Cut:
+def _truncate(ctx: FitContext, item: Item, budget: int, question: str | None = None) -> Cut:
     """The item's text cut so the whole item costs at most ``budget`` (framing included). The
     seed's question format cuts at a sentence boundary from the head; chat messages keep their
-    question and the passages that match it, each of their texts in its place
-    (:mod:`ctxbudget.trim.messages`)."""
+    question and the passages that match it (``question``, else the one asked now), each of their
+    texts in its place (:mod:`ctxbudget.trim.messages`)."""
     if ctx.fmt.name == "question" and ctx.at_least(item) > budget:
         room = budget - ctx.framing(item)
         head = ctx.measured.head_span(item.key, room)
@@ -236,7 +238,7 @@ def _truncate(ctx: FitContext, item: Item, budget: int) -> Cut:
         item.text,
         span,
         budget - ctx.framing(item),
-        ctx.question,
+        ctx.question if question is None else question,
         count_text=ctx.counter.raw,
         keep_question=item.component == "query",
         scorer=ctx.passage_scorer,

@@ -101,6 +101,8 @@ class _Pricing:
     shrink: Callable[[Item, int], Cut]
     placeholder_cost: int
     at_least: Mapping[int, int] | None = None
+    # The cut against a given question (a stepped cut's unit, cut as at its step); None: ``shrink``.
+    shrink_against: Callable[[Item, int, str], Cut] | None = None
 
     def of(self, unit: list[Item]) -> int:
         """The unit's cost: the sum of its messages' costs."""
@@ -120,9 +122,14 @@ class _Pricing:
                 return False
         return self.of(unit) <= room
 
-    def shrink_unit(self, unit: list[Item], budget: int) -> tuple[dict[int, Decision], int]:
-        """The unit cut to ``budget``, its largest texts first (see :func:`_shrink_unit`)."""
-        return _shrink_unit(unit, self.costs, self.fixed, budget, self.shrink)
+    def shrink_unit(
+        self, unit: list[Item], budget: int, query: str | None = None
+    ) -> tuple[dict[int, Decision], int]:
+        """The unit cut to ``budget``, its largest texts first (see :func:`_shrink_unit`), against
+        ``query`` when given (else the question now)."""
+        against = self.shrink_against
+        shrink = self.shrink if query is None or against is None else (lambda m, t: against(m, t, query))
+        return _shrink_unit(unit, self.costs, self.fixed, budget, shrink)
 
 
 def select_history(
@@ -137,6 +144,8 @@ def select_history(
     steps: Steps | None = None,
     first_required: bool = False,
     after_question: int | None = None,
+    shrink_against: Callable[[Item, int, str], Cut] | None = None,
+    query: str = "",
 ) -> HistorySelection:
     """Fit the history in ``budget`` tokens. ``shrink(message, tokens)`` cuts a message's text so
     that the whole message costs at most ``tokens``; ``fixed`` is what no cut of a message removes
@@ -145,8 +154,11 @@ def select_history(
     history is cut in steps that later turns hold (:mod:`.steps`). With ``first_required`` the
     first unit is kept before any other, the newest too (:func:`_after_required_first`).
     ``after_question``: the first message after the question when history comes before it too;
-    what is omitted on each side takes a placeholder of its own (:func:`_placeholders`)."""
-    pricing = _Pricing(costs, fixed or {}, shrink, placeholder_cost, at_least)
+    what is omitted on each side takes a placeholder of its own (:func:`_placeholders`).
+    ``shrink_against(message, tokens, question)`` cuts as ``shrink`` does against a given question,
+    and ``query`` is the question now: a stepped cut that keeps a unit cut down records the
+    question it was cut against, and the turns that hold it cut it against that one."""
+    pricing = _Pricing(costs, fixed or {}, shrink, placeholder_cost, at_least, shrink_against)
     if pricing.fits(messages, budget):
         return HistorySelection(
             dict.fromkeys((m.index for m in messages), Decision("kept", "whole history fits")),
@@ -159,7 +171,7 @@ def select_history(
         rest = [m for unit in units[1:] for m in unit]
         return _after_required_first(units[0], rest, budget, pricing)
     if steps is not None:
-        stepped = _stepped(units, budget, pricing, steps)
+        stepped = _stepped(units, budget, pricing, steps, query)
         if stepped is not None:
             return stepped
     decisions, remaining = _keep_newest(units, budget, pricing)
@@ -228,22 +240,33 @@ def _after_required_first(
 
 
 def _stepped(
-    units: list[list[Item]], budget: int, pricing: _Pricing, steps: Steps
+    units: list[list[Item]], budget: int, pricing: _Pricing, steps: Steps, query: str
 ) -> HistorySelection | None:
-    """The history cut in steps (:func:`.steps.step_cut`); None when the usual selection applies."""
+    """The history cut in steps (:func:`.steps.step_cut`); None when the usual selection applies
+    (also when a unit the cut keeps cut down cannot be cut to its size: what no cut removes)."""
     costs = [pricing.of(unit) for unit in units]
-    cut = step_cut(units, costs, budget, pricing.placeholder_cost, steps)
+    cut = step_cut(units, costs, budget, pricing.placeholder_cost, steps, query)
     if cut is None:
         return None
+    decisions = step_decisions(units, cut)
+    opening = costs[cut.start]
+    if cut.budget is not None and opening > cut.budget:
+        shrunk, opening = pricing.shrink_unit(units[cut.start], cut.budget, cut.query)
+        if opening > cut.budget:
+            return None
+        reason = (
+            "too large for a cut: cut down once, at a step, to its passages that matched the question then"
+        )
+        decisions |= {i: dataclasses.replace(d, reason=reason) for i, d in shrunk.items()}
     first = 1 if cut.keep_first else 0
     omitted = sum(len(unit) for unit in units[first : cut.start])
-    used = sum(costs[cut.start :]) + (costs[0] if cut.keep_first else 0) + pricing.placeholder_cost
+    after: int | None = units[0][-1].index if cut.keep_first else -1
+    placeholder = pricing.placeholder_cost
+    if cut.budget is not None and not omitted:  # only a unit cut down: no message to stand for
+        after, placeholder = None, 0
+    used = opening + sum(costs[cut.start + 1 :]) + (costs[0] if cut.keep_first else 0) + placeholder
     return HistorySelection(
-        step_decisions(units, cut),
-        units[0][-1].index if cut.keep_first else -1,
-        omitted,
-        used,
-        cut=cut_of(units, cut.start, cut.keep_first),
+        decisions, after, omitted, used, cut=cut_of(units, cut.start, cut.keep_first, cut.budget, cut.query)
     )
 
 
