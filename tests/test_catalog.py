@@ -868,3 +868,13 @@ def test_a_catalog_file_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
     path = tmp_path / "bom.toml"
     path.write_bytes(b"\xef\xbb\xbf" + ("schema_version = 1\n" + _entry("house-model", 4321)).encode("utf-8"))
     assert load_catalog([path]).resolve_window("house-model").context_window == 4321
+
+
+@pytest.mark.parametrize("window", [-1, 10**9 + 1, 10**23, True, 2.5])
+def test_a_window_given_beyond_any_catalog_s_is_refused(window: object) -> None:
+    """A window of 10^23 tokens was honoured with a warning, where a catalog refuses an entry's
+    over a billion; the largest is taken, as a catalog takes it."""
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    with pytest.raises(ConfigError, match="max_context_tokens must be a whole number of tokens from 0"):
+        count(body, model="gpt-4o", max_context_tokens=window)
+    assert count(body, model="gpt-4o", max_context_tokens=10**9)["tokens"] > 0

@@ -27,7 +27,15 @@ from ..tokens.registry import get_encoding
 from .entries import Deferred, ModelEntries, SpecsById
 from .matching import compile_clause
 from .resolve import ID_BLANKS, Found, Index, Matcher, find, id_problem, plain_lookalike
-from .values import FALLBACK_TOKENIZER, Family, ModelSpec, TokenizerSpec, WindowResolution, family_tokenizer
+from .values import (
+    FALLBACK_TOKENIZER,
+    MAX_WINDOW_TOKENS,
+    Family,
+    ModelSpec,
+    TokenizerSpec,
+    WindowResolution,
+    family_tokenizer,
+)
 
 __all__ = [
     "FLOOR_WINDOW_TOKENS",
@@ -256,13 +264,17 @@ def _model_key(model_id: object) -> str:
 
 
 def _check_window_options(max_context_tokens: object, unknown_model: object) -> None:
+    """A window given is a whole number of tokens from 0 (the catalog's) to the largest a catalog
+    entry may have (a window of 10^23 tokens was honoured with a warning, where a catalog refuses
+    one over a billion); the unknown-model rule one of the two."""
     if (
         isinstance(max_context_tokens, bool)
         or not isinstance(max_context_tokens, int)
-        or max_context_tokens < 0
+        or not 0 <= max_context_tokens <= MAX_WINDOW_TOKENS
     ):
         raise ConfigError(
-            f"max_context_tokens must be a whole number of tokens >= 0 (0: from the catalog), got {max_context_tokens!r}"
+            f"max_context_tokens must be a whole number of tokens from 0 (0: from the catalog) to "
+            f"{MAX_WINDOW_TOKENS:,}, got {max_context_tokens!r:.40}"
         )
     if unknown_model not in ("error", "floor"):
         raise ConfigError(f"unknown_model must be 'error' or 'floor', got {unknown_model!r}")

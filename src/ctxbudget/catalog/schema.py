@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
+from .values import MAX_WINDOW_TOKENS
+
 
 class _Strict(BaseModel):
     # no NaN or Infinity: a price of `inf` made costs NaN and reports that are not strict JSON
@@ -63,8 +65,6 @@ class CacheEntry(_Strict):
     min_cacheable_tokens: StrictInt = Field(ge=0)
     max_breakpoints: StrictInt = Field(ge=0)
 
-
-MAX_WINDOW_TOKENS = 1_000_000_000
 
 _NO_CACHE = CacheEntry(mode="none", min_cacheable_tokens=0, max_breakpoints=0)
 

@@ -8,6 +8,7 @@ from typing import Literal
 
 __all__ = [
     "FALLBACK_TOKENIZER",
+    "MAX_WINDOW_TOKENS",
     "NO_CACHE",
     "CacheRules",
     "Family",
@@ -19,6 +20,9 @@ __all__ = [
     "WindowResolution",
     "family_tokenizer",
 ]
+
+# The largest window a catalog entry, or a window given for a request, may have.
+MAX_WINDOW_TOKENS = 1_000_000_000
 
 
 def input_limit(context_window: int, max_input_tokens: int | None) -> int:
