@@ -759,6 +759,43 @@ def test_a_held_cut_keeps_the_first_unit_as_it_did_when_the_budget_moves() -> No
     assert not step_cut(units, costs, 7_000, 15, Steps(low_water=0.5, previous=unrecorded)).keep_first  # type: ignore[union-attr]
 
 
+def test_a_cut_down_first_message_is_held_only_by_its_own_conversation() -> None:
+    """A cut that keeps the first message cut down covered no message in its digest: another
+    conversation (another pasted document, the same session) held it, and its document was cut
+    against the first conversation's question."""
+
+    def body(document: str, question: str) -> dict[str, Any]:
+        messages = [{"role": "user", "content": document}, {"role": "assistant", "content": "Read."}]
+        return {"model": "gpt-4o", "messages": [*messages, {"role": "user", "content": question}]}
+
+    lease = "".join(
+        f"The {w}{i} provision of the lease sets the rent review. " for i in range(900) for w in ["kilo"]
+    )
+    shipping = "".join(
+        f"The {w}{i} provision of the contract sets the delivery date. " for i in range(900) for w in ["echo"]
+    )
+    first = fit(
+        body(lease, "What does the kilo123 provision say?"),
+        model="gpt-4o",
+        max_context_tokens=9000,
+        low_water=2 / 3,
+    )
+    cut = first.report.history_cut
+    assert cut is not None and cut.index == 0 and cut.budget is not None
+    other = fit(
+        body(shipping, "What does the echo4 provision say?"),
+        model="gpt-4o",
+        max_context_tokens=9000,
+        low_water=2 / 3,
+        previous_cut=cut,
+    )
+    assert (
+        other.report.history_cut is not None
+        and other.report.history_cut.query == "What does the echo4 provision say?"
+    )
+    assert "echo4 provision" in json.dumps(other.request)
+
+
 def test_a_cut_down_unit_s_size_and_question_go_back_and_forth_with_the_cut() -> None:
     from ctxbudget.items import HistoryCut, Item
     from ctxbudget.trim.steps import Steps, cut_of, step_cut

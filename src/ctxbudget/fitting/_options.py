@@ -138,7 +138,8 @@ def check_steps(low_water: Any, previous_cut: Any) -> HistoryCut | None:
     cut = HistoryCut.of(previous_cut)
     if previous_cut is not None and cut is None:
         raise ConfigError(
-            f"previous_cut must be a report's history_cut ({{'index': int, 'sha256': str}}), got {previous_cut!r:.80}"
+            "previous_cut must be a report's history_cut ({'index': int, 'sha256': str}, and with a "
+            f"'budget', a whole number of tokens > 0, its 'query', a str), got {previous_cut!r:.80}"
         )
     if cut is not None and low_water is None:
         raise ConfigError(

@@ -120,7 +120,7 @@ def _held_unit(units: list[list[Item]], previous: HistoryCut | None) -> int | No
         return None
     for u in range(len(units)):  # the first unit too: a cut may keep it cut down
         if units[u][0].index == previous.index:
-            return u if cut_of(units, u).sha256 == previous.sha256 else None
+            return u if cut_of(units, u, budget=previous.budget).sha256 == previous.sha256 else None
     return None
 
 
@@ -133,9 +133,11 @@ def cut_of(
 ) -> HistoryCut:
     """The cut that keeps ``units[start:]``: its first message and the digest of those before
     (and whether the first unit is kept before the placeholder; with ``budget``, the tokens
-    ``units[start]`` is cut to, against ``query``)."""
+    ``units[start]`` is cut to, against ``query``, and the digest covers that unit too: a cut
+    from the first message on covered no message, and any conversation held it, its document
+    cut against another's question)."""
     digest = hashlib.sha256()
-    for unit in units[:start]:
+    for unit in units[: start + 1 if budget is not None else start]:
         for m in unit:
             digest.update(json.dumps([m.role, m.text], ensure_ascii=False).encode("utf-8"))
     return HistoryCut(units[start][0].index, digest.hexdigest(), first_kept, budget, query)
